@@ -1,0 +1,98 @@
+"""One history operation, shaped like Jepsen's.
+
+A history is a sequence of operations, each an *invocation* (``type="invoke"``)
+later matched by a *completion* from the same process: ``ok`` (it happened),
+``fail`` (it definitely did not happen) or ``info`` (indeterminate — it may or
+may not have happened, and the process never issues another op).
+
+Fields (JSON keys):
+
+``index``    position in the history, 0-based, dense
+``time``     nanoseconds since the start of the test
+``process``  an int for client processes, ``"nemesis"`` for faults
+``type``     ``invoke | ok | fail | info``
+``f``        the function: ``send``, ``poll``, ``txn`` (queue workload),
+             ``read``/``write``/``cas`` (registers), ``start-partition``... (nemesis)
+``value``    the argument or result
+``error``    why a fail/info happened (a string or list), else absent
+
+Any other key is kept in ``extra`` and written back out flat (e.g. ``acks`` on
+queue sends: ``"all"``, ``"1"`` or ``"0"``; ``final: true`` on the final reads;
+``node`` for nemesis targets).
+
+Queue workload values follow Jepsen's Kafka workload: a list of micro-ops.
+
+* send invoke ``[["send", "t-0", 17]]``, completion ``[["send", "t-0", [42, 17]]]``
+  (key = topic-partition, then ``[offset, value]``; an invoke has no offset)
+* poll invoke ``[["poll"]]``, completion ``[["poll", {"t-0": [[40, 15], [41, 16]]}]]``
+* txn: a list mixing both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+OpType = Literal["invoke", "ok", "fail", "info"]
+OP_TYPES = ("invoke", "ok", "fail", "info")
+_CORE = ("index", "time", "process", "type", "f", "value", "error")
+
+
+class HistoryError(ValueError):
+    """Malformed history input; the message names ``file:line`` where known."""
+
+
+@dataclass(slots=True)
+class Op:
+    type: str
+    f: str
+    value: Any = None
+    process: Any = 0
+    time: int = 0
+    index: int = -1
+    error: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_invoke(self) -> bool:
+        return self.type == "invoke"
+
+    @property
+    def is_client(self) -> bool:
+        return self.process != "nemesis"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "index": self.index,
+            "time": self.time,
+            "process": self.process,
+            "type": self.type,
+            "f": self.f,
+            "value": self.value,
+        }
+        if self.error is not None:
+            d["error"] = self.error
+        if self.extra:
+            d.update(self.extra)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "") -> "Op":
+        try:
+            t = d["type"]
+            f = d["f"]
+        except (KeyError, TypeError):
+            raise HistoryError(f"{where}: operation needs 'type' and 'f'") from None
+        if t not in OP_TYPES:
+            raise HistoryError(f"{where}: type {t!r} is not one of invoke/ok/fail/info")
+        extra = {k: v for k, v in d.items() if k not in _CORE}
+        return cls(
+            type=t,
+            f=str(f),
+            value=d.get("value"),
+            process=d.get("process", 0),
+            time=int(d.get("time", 0) or 0),
+            index=int(d.get("index", -1) if d.get("index") is not None else -1),
+            error=d.get("error"),
+            extra=extra,
+        )

@@ -1,0 +1,84 @@
+"""The ``kraftwerk`` command line (click + rich).
+
+Each subcommand lives in its own module under ``harness/cli/`` and exposes
+``register(group)``; this module only assembles them and turns exceptions into
+the documented exit codes (0 valid, 1 anomalies, 2 usage/config error,
+3 unknown, 4 harness error) with a one-line message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from harness.errors import EXIT_HARNESS, EXIT_USAGE, KraftwerkError
+
+#: subcommand modules, in the order they are registered
+_COMMANDS = ("run", "sim", "check", "report", "node", "cluster", "cleanup")
+
+
+@click.group(
+    name="kraftwerk",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(package_name="kraftwerk")
+def app() -> None:
+    """Jepsen-style fault injection for Kafka's replication protocol.
+
+    \b
+    Exit codes: 0 valid, 1 anomalies found, 2 usage/config error,
+                3 unknown (checker budget exhausted), 4 harness error.
+    """
+
+
+def _register_all() -> None:
+    for name in _COMMANDS:
+        try:
+            mod = importlib.import_module(f"harness.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"harness.cli.{name}":
+                continue  # not built yet
+            raise
+        mod.register(app)
+
+
+_register_all()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: never a traceback unless KRAFTWERK_DEBUG=1."""
+    try:
+        rv = app.main(args=argv, prog_name="kraftwerk", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else str(e))
+        sys.exit(EXIT_USAGE)
+    except click.UsageError as e:
+        cmd = e.ctx.command_path if e.ctx else "kraftwerk"
+        click.echo(f"{cmd}: error: {e.format_message()} (see --help)", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as e:
+        click.echo(f"kraftwerk: error: {e.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.exceptions.Abort:
+        click.echo("kraftwerk: aborted", err=True)
+        sys.exit(EXIT_HARNESS)
+    except KraftwerkError as e:
+        click.echo(f"kraftwerk: error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        click.echo("kraftwerk: interrupted", err=True)
+        sys.exit(130)
+    except Exception as e:  # last resort: one line, details only on request
+        if os.environ.get("KRAFTWERK_DEBUG"):
+            raise
+        click.echo(
+            f"kraftwerk: internal error: {type(e).__name__}: {e} (set KRAFTWERK_DEBUG=1 for a traceback)",
+            err=True,
+        )
+        sys.exit(EXIT_HARNESS)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,167 @@
+"""Protocol configuration: the seeds' keys with Kafka's defaults, plus the
+protocol *variants* that switch historical behaviours back on.
+
+Kafka spells keys with dots (``replica.lag.time.max.ms``); the dataclass uses
+the same words with underscores, and :meth:`ProtocolConfig.from_properties`
+accepts either spelling, so a server.properties file maps one to one.
+
+Variants (ARCHITECTURE.md, principle 2). Each defaults to today's Kafka:
+
+* ``kip101`` on — epoch-based truncation. Off: a follower truncates to its HW
+  when it becomes a follower (the pre-KIP-101 data loss of seed 003).
+* ``kip966`` on — ELR, and the HW does not advance while the ISR is under the
+  effective min ISR. Off: HW advances under min ISR, no ELR, so the
+  last-replica-standing loss of seed 002 is possible.
+* ``unclean_election`` off — when on, the controller may elect an out-of-sync
+  replica when ISR (and ELR) are empty (overrides
+  ``unclean.leader.election.enable`` for every topic).
+* ``strict_isr_expand`` on — ISR expansion also requires the follower's LEO to
+  reach the leader-epoch start offset. Off: only LEO >= HW is checked.
+* ``maximal_isr`` on — ISR changes take effect only once the controller
+  commits them (pending shrink keeps the old ISR for the HW). Off: the leader
+  applies a shrink locally before the controller commits it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping
+
+VARIANT_NAMES = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
+
+
+class ConfigError(ValueError):
+    """A bad key, value or variant. The message is one line meant for users."""
+
+
+@dataclass(frozen=True, slots=True)
+class Variants:
+    kip101: bool = True
+    kip966: bool = True
+    unclean_election: bool = False
+    strict_isr_expand: bool = True
+    maximal_isr: bool = True
+
+    def with_overrides(self, overrides: Mapping[str, bool]) -> "Variants":
+        for name in overrides:
+            if name not in VARIANT_NAMES:
+                raise ConfigError(f"unknown variant {name!r} (known: {', '.join(VARIANT_NAMES)})")
+        return replace(self, **dict(overrides))
+
+    @staticmethod
+    def parse_assignment(text: str) -> tuple[str, bool]:
+        """Parse ``NAME=on|off`` (also true/false/1/0) as given to ``--variant``."""
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ConfigError(f"variant {text!r} must look like NAME=on|off")
+        if name not in VARIANT_NAMES:
+            raise ConfigError(f"unknown variant {name!r} (known: {', '.join(VARIANT_NAMES)})")
+        v = value.strip().lower()
+        if v in ("on", "true", "1", "yes"):
+            return name, True
+        if v in ("off", "false", "0", "no"):
+            return name, False
+        raise ConfigError(f"variant {name!r}: value {value!r} is not on/off")
+
+    def as_dict(self) -> dict[str, bool]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolConfig:
+    """Broker and controller settings, Kafka's defaults unless noted.
+
+    Times are milliseconds. Topic-level keys (``min.insync.replicas``,
+    ``unclean.leader.election.enable``) are defaults that CreateTopics configs
+    override per topic.
+    """
+
+    replica_lag_time_max_ms: int = 30000
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    eligible_leader_replicas_enabled: bool = True
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_backoff_ms: int = 1000
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    #: flush after this many messages; 0 = never (Kafka's default: rely on replication)
+    log_flush_interval_messages: int = 0
+    request_timeout_ms: int = 30000
+    alter_partition_retry_backoff_ms: int = 50
+    controller_quorum_election_timeout_ms: int = 1000
+    controller_quorum_fetch_timeout_ms: int = 2000
+    controller_quorum_election_backoff_max_ms: int = 1000
+    default_replication_factor: int = 1
+    num_partitions: int = 1
+    variants: Variants = field(default_factory=Variants)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any], variants: Variants | None = None) -> "ProtocolConfig":
+        """Build from server.properties-style keys (dots or underscores).
+
+        Unknown keys raise :class:`ConfigError`, so a typo never silently runs
+        with a default.
+        """
+        known = {f.name: f for f in fields(cls) if f.name != "variants"}
+        values: dict[str, Any] = {}
+        for raw_key, raw in props.items():
+            key = raw_key.strip().replace(".", "_").replace("-", "_")
+            if key not in known:
+                raise ConfigError(f"unknown config key {raw_key!r}")
+            default = getattr(cls(), key)
+            values[key] = _coerce(raw_key, raw, default)
+        cfg = cls(**values)
+        if variants is not None:
+            cfg = replace(cfg, variants=variants)
+        cfg.validate()
+        return cfg
+
+    def with_variants(self, **overrides: bool) -> "ProtocolConfig":
+        return replace(self, variants=self.variants.with_overrides(overrides))
+
+    def validate(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, int) and not isinstance(v, bool) and v < 0:
+                raise ConfigError(f"{f.name.replace('_', '.')} must not be negative (got {v})")
+        if self.min_insync_replicas < 1:
+            raise ConfigError("min.insync.replicas must be at least 1")
+
+    def unclean_allowed(self, topic_configs: Mapping[str, str] | None = None) -> bool:
+        """Unclean election for a topic: the variant forces it on, otherwise
+        the topic's ``unclean.leader.election.enable`` or the broker default."""
+        if self.variants.unclean_election:
+            return True
+        if topic_configs and "unclean.leader.election.enable" in topic_configs:
+            return topic_configs["unclean.leader.election.enable"].lower() == "true"
+        return self.unclean_leader_election_enable
+
+    def min_isr_for(self, topic_configs: Mapping[str, str] | None = None) -> int:
+        if topic_configs and "min.insync.replicas" in topic_configs:
+            return int(topic_configs["min.insync.replicas"])
+        return self.min_insync_replicas
+
+    def elr_enabled(self) -> bool:
+        return self.variants.kip966 and self.eligible_leader_replicas_enabled
+
+
+def _coerce(key: str, raw: Any, default: Any) -> Any:
+    if isinstance(default, bool):
+        if isinstance(raw, bool):
+            return raw
+        s = str(raw).strip().lower()
+        if s in ("true", "1", "yes", "on"):
+            return True
+        if s in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"{key}: {raw!r} is not a boolean")
+    if isinstance(default, int):
+        try:
+            return int(str(raw).strip())
+        except ValueError:
+            raise ConfigError(f"{key}: {raw!r} is not an integer") from None
+    return raw

@@ -1,0 +1,605 @@
+"""Every message a node can receive or send, as frozen dataclasses.
+
+This one module is the vocabulary shared by the protocol core, the asyncio
+server (which translates Kafka wire requests into these and msgpack-frames the
+inter-node ones) and the simulator (which delivers them over a virtual network).
+
+Groups:
+
+* client <-> broker — what Kafka clients ask (Produce, Fetch, ListOffsets,
+  Metadata, OffsetForLeaderEpoch, InitProducerId, CreateTopics). Each request
+  carries an opaque ``ref`` the runtime uses to route the reply; the core never
+  looks inside it.
+* broker <-> broker — replica fetch and OffsetsForLeaderEpoch (seed 000,
+  "Leader epochs & epoch-based truncation").
+* broker <-> controller — registration, heartbeats, AlterPartition, CreateTopics
+  forwarding, and metadata-log fetches (brokers are KRaft observers).
+* controller <-> controller — the KRaft quorum (seed 004): Vote,
+  BeginQuorumEpoch, Fetch of the metadata log.
+* metadata records — what the metadata log contains.
+
+Error codes are Kafka's numeric codes (see :class:`Errors`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+NodeId = int
+NO_LEADER = -1
+
+
+class Errors:
+    """Kafka protocol error codes used by the core (Kafka's numbering)."""
+
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    MESSAGE_TOO_LARGE = 10
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REPLICATION_FACTOR = 38
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_CONFIG = 40
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    OPERATION_NOT_ATTEMPTED = 55
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    OFFSET_NOT_AVAILABLE = 78
+    STALE_BROKER_EPOCH = 77
+    UNKNOWN_PRODUCER_ID = 59
+    INVALID_RECORD = 87
+    FENCED_INSTANCE_ID = 82
+    INVALID_UPDATE_VERSION = 95
+    INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108
+    BROKER_ID_NOT_REGISTERED = 102
+    # Raft
+    FENCED_EPOCH = 74  # Raft reuses FENCED_LEADER_EPOCH for stale quorum epochs
+    UNKNOWN_SERVER_ERROR = -1
+
+    #: errors a producer treats as retriable (librdkafka's classification, notes/kafka-wire.md)
+    RETRIABLE = frozenset({5, 6, 7, 19, 20, 74, 75, 78})
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:  # Kafka's own spelling, also the history key
+        return f"{self.topic}-{self.partition}"
+
+
+# --------------------------------------------------------------------------
+# Log contents
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A record batch as the core sees it.
+
+    ``payload`` is opaque to the core: the server stores the client's v2
+    record-batch bytes (and rewrites baseOffset / PartitionLeaderEpoch when it
+    serialises), the simulator stores a tuple of values. ``count`` is the number
+    of records, so the batch covers offsets [base_offset, base_offset + count).
+    Producer fields drive idempotent de-duplication (last five batches per
+    producer id).
+    """
+
+    base_offset: int
+    leader_epoch: int
+    count: int
+    payload: Any
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.count - 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.count
+
+
+# --------------------------------------------------------------------------
+# Client <-> broker
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    ref: Any
+    tp: TopicPartition
+    acks: int  # 0, 1, -1
+    count: int
+    payload: Any
+    timeout_ms: int = 30000
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponse:
+    ref: Any
+    tp: TopicPartition
+    error: int
+    base_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionRequest:
+    tp: TopicPartition
+    fetch_offset: int
+    current_leader_epoch: int = -1  # -1: client did not send one
+    last_fetched_epoch: int = -1  # replica fetches: epoch of the last fetched batch
+    log_start_offset: int = -1
+    max_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionResponse:
+    tp: TopicPartition
+    error: int
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    batches: tuple[Batch, ...] = ()
+    #: set when the follower's last fetched epoch diverges from the leader's log:
+    #: (epoch, end offset) it must truncate to (KIP-101 / KIP-320 inline divergence)
+    diverging_epoch: tuple[int, int] | None = None
+    current_leader: tuple[int, int] | None = None  # (leader id, leader epoch) hint
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFetchRequest:
+    """A consumer fetch: only offsets below the HW are visible."""
+
+    ref: Any
+    partitions: tuple[FetchPartitionRequest, ...]
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFetchResponse:
+    ref: Any
+    partitions: tuple[FetchPartitionResponse, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    ref: Any
+    tp: TopicPartition
+    timestamp: int  # -1 latest (HW), -2 earliest
+    current_leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResponse:
+    ref: Any
+    tp: TopicPartition
+    error: int
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRequest:
+    ref: Any
+    topics: tuple[str, ...] | None = None  # None: all topics
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    node_id: NodeId
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    tp: TopicPartition
+    error: int
+    leader: NodeId
+    leader_epoch: int
+    replicas: tuple[NodeId, ...]
+    isr: tuple[NodeId, ...]
+    elr: tuple[NodeId, ...] = ()
+    offline_replicas: tuple[NodeId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    name: str
+    error: int
+    partitions: tuple[PartitionMetadata, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataResponse:
+    ref: Any
+    brokers: tuple[BrokerEndpoint, ...]
+    controller_id: NodeId
+    topics: tuple[TopicMetadata, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochRequest:
+    """Used by consumers (KIP-320 validation) and by followers (KIP-101)."""
+
+    ref: Any  # None for a replica request sent broker->broker
+    tp: TopicPartition
+    leader_epoch: int  # the epoch whose end offset is asked for
+    current_leader_epoch: int = -1
+    replica_id: NodeId = -1  # -1 for consumers
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochResponse:
+    ref: Any
+    tp: TopicPartition
+    error: int
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdRequest:
+    ref: Any
+    transactional_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResponse:
+    ref: Any
+    error: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: tuple[tuple[str, str], ...] = ()  # e.g. (("min.insync.replicas", "2"),)
+    assignments: tuple[tuple[NodeId, ...], ...] | None = None  # explicit replica lists per partition
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequest:
+    """From a client to a broker (which forwards to the active controller) or
+    from a broker to the controller (``ref`` is then the forwarding broker's token)."""
+
+    ref: Any
+    topics: tuple[NewTopic, ...]
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicResult:
+    name: str
+    error: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponse:
+    ref: Any
+    results: tuple[CreateTopicResult, ...]
+
+
+# --------------------------------------------------------------------------
+# Broker <-> broker (replication)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchRequest:
+    """A follower's fetch: fetch offset = its LEO, current leader epoch, last
+    fetched epoch (seed 001 §2.2.2). ``broker_epoch`` lets the leader fence a
+    rebooted follower's stale fetch state (seed 000, broker-epoch fencing)."""
+
+    replica_id: NodeId
+    broker_epoch: int
+    correlation_id: int
+    partitions: tuple[FetchPartitionRequest, ...]
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchResponse:
+    leader_id: NodeId
+    correlation_id: int
+    error: int
+    partitions: tuple[FetchPartitionResponse, ...]
+
+
+# OffsetForLeaderEpochRequest/Response above are reused broker->broker with ref=None.
+
+
+# --------------------------------------------------------------------------
+# Broker <-> controller
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    broker_id: NodeId
+    incarnation_id: str  # unique per process start
+    endpoint: BrokerEndpoint
+    #: broker epoch from the clean-shutdown marker, or -1 after an unclean
+    #: shutdown (KIP-966 "clean shutdown detection")
+    previous_broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationResponse:
+    error: int
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    broker_id: NodeId
+    broker_epoch: int
+    metadata_offset: int  # how far this broker has applied the metadata log
+    want_fence: bool = False
+    want_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    error: int
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    tp: TopicPartition
+    leader_epoch: int
+    partition_epoch: int
+    #: proposed ISR with each member's broker epoch (addBrokerEpochToIsr)
+    new_isr: tuple[tuple[NodeId, int], ...]
+    leader_recovery_state: int = 0  # 0 RECOVERED, 1 RECOVERING
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    broker_id: NodeId
+    broker_epoch: int
+    correlation_id: int
+    items: tuple[AlterPartitionItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    tp: TopicPartition
+    error: int
+    leader_id: NodeId = NO_LEADER
+    leader_epoch: int = -1
+    isr: tuple[NodeId, ...] = ()
+    partition_epoch: int = -1
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    correlation_id: int
+    error: int  # top-level (NOT_CONTROLLER, STALE_BROKER_EPOCH, ...)
+    results: tuple[AlterPartitionResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownRequest:
+    """Administrative: ask the local broker to shut down cleanly (SIGTERM)."""
+
+    reason: str = "SIGTERM"
+
+
+# --------------------------------------------------------------------------
+# KRaft quorum (controller <-> controller, and observers fetching)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    candidate_id: NodeId
+    candidate_epoch: int
+    last_offset_epoch: int
+    last_offset: int  # end offset of the candidate's log
+    pre_vote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    voter_id: NodeId
+    error: int
+    epoch: int
+    leader_id: NodeId
+    vote_granted: bool
+    pre_vote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    leader_id: NodeId
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    voter_id: NodeId
+    error: int
+    epoch: int
+    leader_id: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    leader_id: NodeId
+    leader_epoch: int
+    preferred_successors: tuple[NodeId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataEntry:
+    """One entry of the metadata log: a record stamped with the Raft epoch in
+    which the leader appended it."""
+
+    offset: int
+    epoch: int
+    record: "MetadataRecord"
+
+
+@dataclass(frozen=True, slots=True)
+class RaftFetchRequest:
+    """Pull-based replication of the metadata log (seed 004). Voters and
+    observers (brokers, replica_id >= 0 but not a voter) use the same request."""
+
+    replica_id: NodeId
+    epoch: int  # the fetcher's current quorum epoch
+    fetch_offset: int
+    last_fetched_epoch: int
+    correlation_id: int = 0
+    max_entries: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RaftFetchResponse:
+    leader_id: NodeId
+    epoch: int
+    error: int
+    correlation_id: int
+    high_watermark: int
+    entries: tuple[MetadataEntry, ...] = ()
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) to truncate to
+    snapshot_id: tuple[int, int] | None = None  # (end offset, epoch) when the fetcher must load a snapshot
+
+
+# --------------------------------------------------------------------------
+# Metadata records (the contents of the metadata log)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    broker_id: NodeId
+    broker_epoch: int
+    incarnation_id: str
+    endpoint: BrokerEndpoint
+    fenced: bool = True
+    #: set when the registration followed an unclean shutdown (KIP-966): the
+    #: broker is removed from ISR and ELR of every partition
+    unclean_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    broker_id: NodeId
+    broker_epoch: int
+    fenced: bool | None = None
+    in_controlled_shutdown: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    tp: TopicPartition
+    replicas: tuple[NodeId, ...]
+    isr: tuple[NodeId, ...]
+    leader: NodeId
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    elr: tuple[NodeId, ...] = ()
+    last_known_elr: tuple[NodeId, ...] = ()
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """A change to one partition. ``None`` fields are unchanged. Applying it
+    bumps partition_epoch; a leader change also bumps leader_epoch (seed 000,
+    PartitionRegistration.merge)."""
+
+    tp: TopicPartition
+    isr: tuple[NodeId, ...] | None = None
+    leader: NodeId | None = None
+    elr: tuple[NodeId, ...] | None = None
+    last_known_elr: tuple[NodeId, ...] | None = None
+    leader_recovery_state: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    resource: str  # topic name, or "" for the cluster
+    key: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord:
+    """Appended by a new Raft leader to commit entries of earlier epochs."""
+
+    reason: str = "leader change"
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    broker_id: NodeId
+    broker_epoch: int
+    next_producer_id: int
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | BrokerRegistrationChangeRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | ConfigRecord
+    | NoOpRecord
+    | ProducerIdsRecord
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsRequest:
+    broker_id: NodeId
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsResponse:
+    error: int
+    producer_id_start: int = -1
+    producer_id_len: int = 0
+
+
+Message = Any  # any dataclass above; kept loose so runtimes can add admin messages
+
