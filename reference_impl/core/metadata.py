@@ -1,0 +1,176 @@
+"""The metadata image: what replaying the committed metadata log yields.
+
+Controllers and brokers both hold one. The controller validates AlterPartition
+and runs elections against it; a broker turns the partitions that changed into
+makeLeader / makeFollower transitions (seed 001 §2.3.2, "metadata update deltas
+and materialization"). Only *committed* records are replayed (seed 004).
+
+``replay`` returns a :class:`Delta` naming what changed, so the broker applies
+exactly the deltas Kafka's ``ReplicaManager.applyDelta`` would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .messages import (
+    NO_LEADER,
+    BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    MetadataRecord,
+    NodeId,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    TopicPartition,
+    TopicRecord,
+)
+
+RECOVERED = 0
+RECOVERING = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: NodeId
+    broker_epoch: int
+    incarnation_id: str
+    endpoint: BrokerEndpoint
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """Seed 000, "PartitionRegistration, the authoritative metadata record"."""
+
+    replicas: tuple[NodeId, ...]
+    isr: tuple[NodeId, ...]
+    leader: NodeId
+    leader_epoch: int
+    partition_epoch: int
+    elr: tuple[NodeId, ...] = ()
+    last_known_elr: tuple[NodeId, ...] = ()
+    leader_recovery_state: int = RECOVERED
+
+    def merge(self, change: PartitionChangeRecord) -> "PartitionRegistration":
+        """Apply a change: every change bumps partition_epoch; a leader change
+        also bumps leader_epoch (seed 000, PartitionRegistration.merge)."""
+        leader_changed = change.leader is not None and change.leader != self.leader
+        return replace(
+            self,
+            isr=self.isr if change.isr is None else tuple(change.isr),
+            leader=self.leader if change.leader is None else change.leader,
+            elr=self.elr if change.elr is None else tuple(change.elr),
+            last_known_elr=self.last_known_elr if change.last_known_elr is None else tuple(change.last_known_elr),
+            leader_recovery_state=(
+                self.leader_recovery_state if change.leader_recovery_state is None else change.leader_recovery_state
+            ),
+            leader_epoch=self.leader_epoch + 1 if leader_changed else self.leader_epoch,
+            partition_epoch=self.partition_epoch + 1,
+        )
+
+    @property
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
+
+
+@dataclass
+class Delta:
+    """What one or more replayed records changed."""
+
+    partitions: set[TopicPartition] = field(default_factory=set)
+    brokers: set[NodeId] = field(default_factory=set)
+    topics: set[str] = field(default_factory=set)
+
+    def merge(self, other: "Delta") -> None:
+        self.partitions |= other.partitions
+        self.brokers |= other.brokers
+        self.topics |= other.topics
+
+    def __bool__(self) -> bool:
+        return bool(self.partitions or self.brokers or self.topics)
+
+
+@dataclass
+class MetadataImage:
+    brokers: dict[NodeId, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> topic configs
+    partitions: dict[TopicPartition, PartitionRegistration] = field(default_factory=dict)
+    cluster_configs: dict[str, str] = field(default_factory=dict)
+    next_producer_id: int = 1000
+    #: offset of the last replayed record (-1: nothing yet)
+    offset: int = -1
+
+    def replay(self, record: MetadataRecord, offset: int) -> Delta:
+        """Apply one committed record at ``offset``."""
+        d = Delta()
+        self.offset = offset
+        if isinstance(record, RegisterBrokerRecord):
+            self.brokers[record.broker_id] = BrokerRegistration(
+                record.broker_id, record.broker_epoch, record.incarnation_id, record.endpoint, fenced=record.fenced
+            )
+            d.brokers.add(record.broker_id)
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            b = self.brokers.get(record.broker_id)
+            if b is not None and b.broker_epoch == record.broker_epoch:
+                self.brokers[record.broker_id] = replace(
+                    b,
+                    fenced=b.fenced if record.fenced is None else record.fenced,
+                    in_controlled_shutdown=(
+                        b.in_controlled_shutdown
+                        if record.in_controlled_shutdown is None
+                        else record.in_controlled_shutdown
+                    ),
+                )
+                d.brokers.add(record.broker_id)
+        elif isinstance(record, TopicRecord):
+            self.topics[record.name] = dict(record.configs)
+            d.topics.add(record.name)
+        elif isinstance(record, PartitionRecord):
+            self.partitions[record.tp] = PartitionRegistration(
+                replicas=tuple(record.replicas),
+                isr=tuple(record.isr),
+                leader=record.leader,
+                leader_epoch=record.leader_epoch,
+                partition_epoch=record.partition_epoch,
+                elr=tuple(record.elr),
+                last_known_elr=tuple(record.last_known_elr),
+                leader_recovery_state=record.leader_recovery_state,
+            )
+            d.partitions.add(record.tp)
+        elif isinstance(record, PartitionChangeRecord):
+            cur = self.partitions.get(record.tp)
+            if cur is not None:
+                self.partitions[record.tp] = cur.merge(record)
+                d.partitions.add(record.tp)
+        elif isinstance(record, ConfigRecord):
+            target = self.topics.get(record.resource) if record.resource else self.cluster_configs
+            if target is not None:
+                if record.value is None:
+                    target.pop(record.key, None)
+                else:
+                    target[record.key] = record.value
+                if record.resource:
+                    d.topics.add(record.resource)
+        elif isinstance(record, ProducerIdsRecord):
+            self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
+        elif isinstance(record, NoOpRecord):
+            pass
+        return d
+
+    # -- queries -----------------------------------------------------------
+
+    def topic_partitions(self, topic: str) -> list[TopicPartition]:
+        return sorted(tp for tp in self.partitions if tp.topic == topic)
+
+    def is_alive(self, broker_id: NodeId) -> bool:
+        b = self.brokers.get(broker_id)
+        return b is not None and not b.fenced
+
+    def broker_epoch(self, broker_id: NodeId) -> int:
+        b = self.brokers.get(broker_id)
+        return -1 if b is None else b.broker_epoch
