@@ -1,0 +1,207 @@
+"""``check``: linearizability of a history against a model, key by key.
+
+The history is partitioned into independent sub-histories (one per key, see
+:mod:`.prepare`), each searched with WGL (:mod:`.wgl`). The searches are
+generators, run round-robin in slices under one shared time and memory
+budget, so a single hard key cannot starve the others: easy keys finish in
+their first slices, and whatever is still running when the budget runs out
+is reported ``"unknown"`` instead of hanging.
+
+Verdict: ``False`` if any key is not linearizable (a violation on one key is
+a violation of the whole history, by locality), else ``"unknown"`` if any key
+ran out of budget, else ``True``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+from .models import Model, ModelError, make_model
+from .prepare import SubHistory, prepare
+from .wgl import compile_problem, search
+
+__all__ = ["check", "DEFAULT_MEMORY_BUDGET_MB"]
+
+DEFAULT_MEMORY_BUDGET_MB = 1024
+
+
+def _key_name(key: Any) -> str:
+    if key is None:
+        return "all"
+    if isinstance(key, frozenset):
+        return ",".join(sorted(map(str, key))) or "all"
+    return str(key)
+
+
+def _op_view(sub: SubHistory, i: int) -> dict[str, Any]:
+    o = sub.ops[i]
+    return {
+        "invoke_index": o.invoke_index,
+        "complete_index": o.complete_index,
+        "f": o.f,
+        "value": o.value,
+    }
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, frozenset):
+        return sorted((_jsonable(v) for v in x), key=repr)
+    return x
+
+
+def check(
+    ops: Iterable[Any],
+    model: str | Model = "cas-register",
+    time_budget: float = 10.0,
+    memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB,
+    slice_steps: int = 20000,
+    **model_options: Any,
+) -> dict[str, Any]:
+    """Check ``ops`` (``Op`` objects or dicts, in history order) for
+    linearizability against ``model`` (a name from
+    :data:`checkers.linearizable.models.MODELS` plus constructor options, e.g.
+    ``initial=0``, ``independent=True``; or a :class:`Model` instance).
+
+    Returns a dict: ``valid`` (True / False / "unknown"), ``cause`` (when
+    unknown), ``keys`` (per-key results, keyed by the key's name), for the
+    first failing key ``key``/``op``/``unlinearizable``/``longest_prefix``
+    (history op indices), and ``stats``.
+
+    Raises :class:`~checkers.history.op.HistoryError` for malformed input
+    and :class:`~checkers.linearizable.models.ModelError` for a bad model.
+    """
+    t0 = time.monotonic()
+    mdl = make_model(model, **model_options)
+    subs, counts = prepare(ops, mdl)
+    deadline = t0 + max(0.0, float(time_budget))
+    mem_limit = float(memory_budget_mb) * 1024 * 1024
+
+    running: list[tuple[Any, SubHistory, Any, Any]] = []
+    results: dict[Any, dict[str, Any]] = {}
+    for key, sub in subs.items():
+        try:
+            init = mdl.init_for(key)
+        except (TypeError, ValueError) as e:
+            raise ModelError(f"model {mdl.name}: bad initial state for key {key!r}: {e}") from None
+        prob = compile_problem(sub.ops, mdl, init)
+        running.append((key, sub, prob, search(prob, mdl, slice_steps)))
+
+    # Smallest sub-histories first: cheap verdicts land early.
+    running.sort(key=lambda r: len(r[1].ops))
+    mem_used: dict[Any, int] = {}
+    cause = None
+    while running:
+        still: list = []
+        for item in running:
+            key, sub, prob, gen = item
+            try:
+                progress = next(gen)
+            except StopIteration as stop:
+                results[key] = _key_result(sub, stop.value)
+                mem_used.pop(key, None)
+                continue
+            except ModelError as e:
+                raise ModelError(f"key {_key_name(key)}: {e}") from None
+            mem_used[key] = progress.mem_estimate
+            still.append((item, progress))
+            now = time.monotonic()
+            if now >= deadline:
+                cause = "timeout"
+            elif sum(mem_used.values()) >= mem_limit:
+                cause = "memory"
+            if cause:
+                break
+        if cause:
+            done = {id(i) for i, _ in still}
+            leftovers = [(i, p) for i, p in still] + [
+                (i, None) for i in running if id(i) not in done and i[0] not in results]
+            for (key, sub, prob, gen), progress in leftovers:
+                gen.close()
+                results[key] = _unknown_result(sub, progress, cause)
+            running = []
+        else:
+            running = [i for i, _ in still]
+
+    return _assemble(mdl, subs, results, counts, time.monotonic() - t0, cause)
+
+
+def _stats(r: Any) -> dict[str, Any]:
+    return {
+        "steps": r.steps,
+        "lifts": r.lifts,
+        "backtracks": r.backtracks,
+        "cache_size": r.cache_size,
+        "states": r.states,
+        "mem_estimate_bytes": r.mem_estimate,
+    }
+
+
+def _key_result(sub: SubHistory, r: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "valid": bool(r.valid),
+        "op_count": len(sub.ops),
+        "dropped": sub.dropped,
+        "stats": _stats(r),
+    }
+    if r.valid:
+        out["final_state"] = _jsonable(r.final_state)
+    else:
+        out["longest_prefix"] = [sub.ops[i].invoke_index for i in r.longest]
+        if r.blocked is not None:
+            bo = sub.ops[r.blocked]
+            out["op"] = _op_view(sub, r.blocked)
+            out["unlinearizable"] = [bo.invoke_index, bo.complete_index]
+        else:
+            out["unlinearizable"] = []
+    return out
+
+
+def _unknown_result(sub: SubHistory, progress: Any, cause: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"valid": "unknown", "cause": cause, "op_count": len(sub.ops),
+                           "dropped": sub.dropped}
+    if progress is not None:
+        out["stats"] = _stats(progress)
+    return out
+
+
+def _assemble(mdl: Model, subs: dict, results: dict, counts: dict, elapsed: float,
+              cause: str | None) -> dict[str, Any]:
+    keys = {_key_name(k): results[k] for k in subs}
+    failed = [_key_name(k) for k in subs if results[k]["valid"] is False]
+    unknown = [_key_name(k) for k in subs if results[k]["valid"] == "unknown"]
+    if failed:
+        valid: bool | str = False
+    elif unknown:
+        valid = "unknown"
+    else:
+        valid = True
+    out: dict[str, Any] = {
+        "valid": valid,
+        "model": mdl.name,
+        "keys": keys,
+        "failed_keys": failed,
+        "unknown_keys": unknown,
+    }
+    if unknown:
+        out["cause"] = cause
+    if failed:
+        first = keys[failed[0]]
+        out["key"] = failed[0]
+        out["op"] = first.get("op")
+        out["unlinearizable"] = first["unlinearizable"]
+        out["longest_prefix"] = first["longest_prefix"]
+    totals = {"steps": 0, "lifts": 0, "backtracks": 0, "cache_size": 0}
+    for r in results.values():
+        for k in totals:
+            totals[k] += r.get("stats", {}).get(k, 0)
+    out["stats"] = {
+        "elapsed_s": round(elapsed, 6),
+        "keys": len(subs),
+        "history": counts,
+        **totals,
+    }
+    return out
+

@@ -1,0 +1,446 @@
+"""Sequential specifications for the linearizability checker.
+
+A model is the single-threaded datatype a concurrent history is checked
+against. Each model is a small class with
+
+``init()``                 the initial state (hashable)
+``step(state, op)``        ``(ok, new_state)``; ``op`` is ``(f, value)`` with
+                           ``value`` already normalised by :func:`freeze`
+``split(f, value)``        the op's pieces per independent key, as
+                           ``[(key, f, value), ...]`` (P-compositionality:
+                           Herlihy & Wing's locality — a history is
+                           linearizable iff every per-object sub-history is)
+``is_noop(f, value)``      the op succeeds in every state and changes none, so
+                           it constrains nothing and may be dropped (sound: it
+                           can always be placed inside its own interval)
+``read_only(f, value)``    the op never changes the state; a *crashed* such op
+                           may be dropped since "never happened" is allowed
+
+States are interned to ints by the search, so a state only has to be hashable;
+small immutable values (ints, tuples, frozensets) keep that cheap.
+
+Value conventions follow Knossos (``knossos.model``) for the register family
+and Porcupine's kv model for ``kv``; see each class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Hashable
+
+__all__ = [
+    "Model",
+    "ModelError",
+    "Register",
+    "CASRegister",
+    "MultiRegister",
+    "Mutex",
+    "SetModel",
+    "FIFOQueue",
+    "KV",
+    "KafkaLog",
+    "MODELS",
+    "make_model",
+    "freeze",
+]
+
+
+class ModelError(ValueError):
+    """An operation's shape does not fit the model (bad input, not a violation)."""
+
+
+def _name(x: Any) -> Any:
+    """EDN keywords/symbols (``edn_format``) become their bare name."""
+    n = getattr(x, "name", None)
+    if isinstance(n, str) and type(x).__name__ in ("Keyword", "Symbol"):
+        return n
+    return x
+
+
+def freeze(x: Any) -> Hashable:
+    """Normalise a JSON/EDN value into a hashable one: keywords to names,
+    lists to tuples, maps to sorted item tuples, sets to frozensets."""
+    x = _name(x)
+    if isinstance(x, (str, bytes, int, float)) or x is None:
+        return x
+    if isinstance(x, (list, tuple)) or isinstance(x, Sequence):
+        return tuple(freeze(v) for v in x)
+    if isinstance(x, Mapping):
+        return tuple(sorted(((freeze(k), freeze(v)) for k, v in x.items()), key=repr))
+    if isinstance(x, (set, frozenset)):
+        return frozenset(freeze(v) for v in x)
+    return x
+
+
+class Model:
+    """Base class: one object, no keys, nothing droppable."""
+
+    name = "model"
+
+    def init(self) -> Hashable:
+        raise NotImplementedError
+
+    def init_for(self, key: Any) -> Hashable:
+        """Initial state of the sub-object ``key`` (default: :meth:`init`)."""
+        return self.init()
+
+    def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
+        raise NotImplementedError
+
+    def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+        return [(None, f, freeze(value))]
+
+    def is_noop(self, f: str, value: Any) -> bool:
+        return False
+
+    def read_only(self, f: str, value: Any) -> bool:
+        return False
+
+    #: multi-key ops join their keys into one sub-history (union-find) instead
+    #: of being projected onto each key; see :class:`MultiRegister`.
+    joint_keys = False
+
+
+def _independent_split(independent: bool, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+    """Jepsen ``independent`` values are ``[key, value]`` tuples."""
+    if not independent:
+        return [(None, f, freeze(value))]
+    v = freeze(value)
+    if not isinstance(v, tuple) or len(v) != 2:
+        raise ModelError(f"independent {f} value must be [key, value], got {value!r}")
+    return [(v[0], f, v[1])]
+
+
+class Register(Model):
+    """Knossos ``register``: ``write v`` sets; ``read v`` must see the current
+    value, and a read of nil is an unknown read that always succeeds."""
+
+    name = "register"
+    FS = ("read", "write")
+
+    def __init__(self, initial: Any = None, independent: bool = False) -> None:
+        self.initial = freeze(initial)
+        self.independent = independent
+
+    def init(self) -> Hashable:
+        return self.initial
+
+    def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+        if f not in self.FS:
+            raise ModelError(f"{self.name} has no operation {f!r} (expected {'/'.join(self.FS)})")
+        return _independent_split(self.independent, f, value)
+
+    def is_noop(self, f: str, value: Any) -> bool:
+        return f == "read" and value is None
+
+    def read_only(self, f: str, value: Any) -> bool:
+        return f == "read"
+
+    def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
+        f, v = op
+        if f == "write":
+            return True, v
+        if f == "read":
+            return (v is None or v == state), state
+        return False, state
+
+
+class CASRegister(Register):
+    """Knossos ``cas-register``: read (value or nil = unknown), write v, and
+    ``cas [old new]`` which succeeds only if the register holds ``old``. A
+    cas that completed ``fail`` did not happen and never reaches the model."""
+
+    name = "cas-register"
+    FS = ("read", "write", "cas")
+
+    def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
+        f, v = op
+        if f == "cas":
+            try:
+                old, new = v
+            except (TypeError, ValueError):
+                raise ModelError(f"cas value must be [old, new], got {v!r}") from None
+            if old == state:
+                return True, new
+            return False, state
+        return Register.step(self, state, op)
+
+
+class MultiRegister(Model):
+    """Knossos ``multi-register``: ``txn`` of ``[f k v]`` micro-ops with f in
+    read/write; a nil read is always legal. Keys touched by one txn are joined
+    into one sub-history (a txn is atomic across its keys, so projecting it
+    onto single keys would be unsound); disjoint key groups are checked
+    independently. The state of a group is a sorted tuple of (key, value)."""
+
+    name = "multi-register"
+    joint_keys = True
+
+    def __init__(self, initial: dict | None = None) -> None:
+        self.initial = {freeze(k): freeze(v) for k, v in (initial or {}).items()}
+
+    def init(self) -> Hashable:
+        return tuple(sorted(self.initial.items(), key=repr))
+
+    def init_for(self, key: Any) -> Hashable:
+        keys = key if isinstance(key, frozenset) else None
+        items = self.initial.items() if keys is None else (
+            (k, v) for k, v in self.initial.items() if k in keys)
+        return tuple(sorted(items, key=repr))
+
+    def _micro(self, value: Any) -> tuple:
+        v = freeze(value)
+        if not isinstance(v, tuple):
+            raise ModelError(f"txn value must be a list of [f k v], got {value!r}")
+        for m in v:
+            if not (isinstance(m, tuple) and len(m) == 3 and m[0] in ("read", "write")):
+                raise ModelError(f"txn micro-op must be [read|write k v], got {m!r}")
+        return v
+
+    def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+        if f != "txn":
+            raise ModelError(f"multi-register has no operation {f!r} (expected txn)")
+        v = self._micro(value)
+        return [(tuple(dict.fromkeys(m[1] for m in v)), f, v)]
+
+    def is_noop(self, f: str, value: Any) -> bool:
+        return all(m[0] == "read" and m[2] is None for m in value)
+
+    def read_only(self, f: str, value: Any) -> bool:
+        return all(m[0] == "read" for m in value)
+
+    def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
+        d = dict(state)
+        for f, k, v in op[1]:
+            if f == "read":
+                if v is not None and d.get(k) != v:
+                    return False, state
+            else:
+                d[k] = v
+        return True, tuple(sorted(d.items(), key=repr))
+
+
+class Mutex(Model):
+    """Knossos ``mutex``: acquire needs it free, release needs it held."""
+
+    name = "mutex"
+
+    def init(self) -> Hashable:
+        return 0
+
+    def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+        if f not in ("acquire", "release"):
+            raise ModelError(f"mutex has no operation {f!r} (expected acquire/release)")
+        return [(None, f, None)]
+
+    def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
+        if op[0] == "acquire":
+            return (state == 0), 1
+        return (state == 1), 0
+
+
+class SetModel(Model):
+    """Knossos ``set``: ``add v``; ``read`` returns the whole set."""
+
+    name = "set"
+
+    def init(self) -> Hashable:
+        return frozenset()
+
+    def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+        if f not in ("add", "read"):
+            raise ModelError(f"set has no operation {f!r} (expected add/read)")
+        v = freeze(value)
+        if f == "read" and v is not None:
+            v = frozenset(v) if not isinstance(v, frozenset) else v
+        return [(None, f, v)]
+
+    def is_noop(self, f: str, value: Any) -> bool:
+        return f == "read" and value is None
+
+    def read_only(self, f: str, value: Any) -> bool:
+        return f == "read"
+
+    def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
+        f, v = op
+        if f == "add":
+            return True, state | {v}
+        return (v is None or v == state), state
+
+
+class FIFOQueue(Model):
+    """Knossos ``fifo-queue``: ``enqueue v`` appends; ``dequeue`` must return
+    the head (an empty queue cannot be dequeued: such a dequeue should have
+    completed ``fail``)."""
+
+    name = "fifo-queue"
+
+    def init(self) -> Hashable:
+        return ()
+
+    def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+        if f not in ("enqueue", "dequeue"):
+            raise ModelError(f"fifo-queue has no operation {f!r} (expected enqueue/dequeue)")
+        return [(None, f, freeze(value))]
+
+    def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
+        f, v = op
+        if f == "enqueue":
+            return True, state + (v,)
+        if not state:
+            return False, state
+        # A crashed dequeue carries no value: it may have taken any head.
+        return (v is None or state[0] == v), state[1:]
+
+
+class KV(Model):
+    """Porcupine's kv model: per key a string register with ``get`` (returns
+    the value, ``""`` for an unset key), ``put v`` and ``append v``. Values
+    are ``[key, v]``; keys are independent sub-histories."""
+
+    name = "kv"
+    FS = ("get", "put", "append")
+
+    def init(self) -> Hashable:
+        return ""
+
+    def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+        if f not in self.FS:
+            raise ModelError(f"kv has no operation {f!r} (expected get/put/append)")
+        v = freeze(value)
+        if not isinstance(v, tuple) or len(v) != 2:
+            raise ModelError(f"kv value must be [key, value], got {value!r}")
+        return [(v[0], f, v[1])]
+
+    def is_noop(self, f: str, value: Any) -> bool:
+        return f == "get" and value is None
+
+    def read_only(self, f: str, value: Any) -> bool:
+        return f == "get"
+
+    def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
+        f, v = op
+        if f == "get":
+            return (v is None or v == state), state
+        if f == "put":
+            return True, v
+        return True, state + v
+
+
+class KafkaLog(Model):
+    """One Kafka topic-partition as a log, for the queue workload's micro-ops
+    (``checkers/history/op.py``): ``send`` appends its value at the next
+    offset — greater than every offset in the log (Kafka offsets grow
+    monotonically; dense logs make "greater" mean "next") — and ``poll``
+    returns a contiguous slice of the log (consecutive entries, matching
+    offsets and values). A send whose offset is unknown (crashed, or acks=0)
+    takes last+1. A txn applies its micro-ops on a partition atomically.
+
+    Ops are projected onto each partition they touch. Each projection of a
+    linearizable history is linearizable, so a violation found on one
+    partition is real; atomicity *across* partitions is not checked here (the
+    queue checker's cycle analysis covers that). State: tuple of
+    (offset, value)."""
+
+    name = "kafka-log"
+
+    def init(self) -> Hashable:
+        return ()
+
+    def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+        if f not in ("send", "poll", "txn"):
+            return []
+        if value is None:
+            return []
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise ModelError(f"{f} value must be a list of micro-ops, got {value!r}")
+        per: dict[Any, list] = {}
+        for m in value:
+            if isinstance(m, (str, bytes)) or not isinstance(m, Sequence) or not m:
+                raise ModelError(f"bad micro-op {m!r}")
+            mf = _name(m[0])
+            if mf == "send":
+                if len(m) != 3:
+                    raise ModelError(f"send micro-op must be [send, key, value], got {m!r}")
+                key, v = freeze(m[1]), freeze(m[2])
+                if isinstance(v, tuple) and len(v) == 2:
+                    per.setdefault(key, []).append(("send", v[0], v[1]))
+                else:
+                    per.setdefault(key, []).append(("send", None, v))
+            elif mf == "poll":
+                if len(m) < 2 or m[1] is None:
+                    continue  # an unknown poll result constrains nothing
+                polls = m[1]
+                if not isinstance(polls, Mapping):
+                    raise ModelError(f"poll result must map key -> [[offset, value]...], got {m!r}")
+                for key, recs in polls.items():
+                    recs = freeze(recs)
+                    if not isinstance(recs, tuple) or any(
+                            not (isinstance(r, tuple) and len(r) == 2) for r in recs):
+                        raise ModelError(f"poll records must be [[offset, value]...], got {recs!r}")
+                    per.setdefault(freeze(key), []).append(("poll", recs))
+            else:
+                raise ModelError(f"unknown micro-op {mf!r} (expected send/poll)")
+        return [(k, "txn", tuple(ms)) for k, ms in per.items()]
+
+    def read_only(self, f: str, value: Any) -> bool:
+        return all(m[0] == "poll" for m in value)
+
+    def is_noop(self, f: str, value: Any) -> bool:
+        return all(m[0] == "poll" and not m[1] for m in value)
+
+    def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
+        log = state
+        for m in op[1]:
+            if m[0] == "send":
+                off, v = m[1], m[2]
+                last = log[-1][0] if log else -1
+                if off is None:
+                    off = last + 1
+                elif off <= last:
+                    return False, state
+                log = log + ((off, v),)
+            else:
+                recs = m[1]
+                if not recs:
+                    continue
+                first = recs[0][0]
+                # offsets are increasing, so locate the first record by bisection
+                lo, hi = 0, len(log)
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if log[mid][0] < first:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if log[lo:lo + len(recs)] != recs:
+                    return False, state
+        return True, log
+
+
+MODELS: dict[str, type[Model]] = {
+    "register": Register,
+    "cas-register": CASRegister,
+    "multi-register": MultiRegister,
+    "mutex": Mutex,
+    "set": SetModel,
+    "fifo-queue": FIFOQueue,
+    "kv": KV,
+    "kafka-log": KafkaLog,
+}
+
+
+def make_model(model: str | Model, **kwargs: Any) -> Model:
+    """A model instance from its name (kwargs go to the constructor)."""
+    if isinstance(model, Model):
+        return model
+    try:
+        cls = MODELS[model]
+    except KeyError:
+        raise ModelError(
+            f"unknown model {model!r} (expected one of {', '.join(MODELS)})") from None
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ModelError(f"bad options for model {model!r}: {e}") from None
+

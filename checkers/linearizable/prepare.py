@@ -1,0 +1,175 @@
+"""From a Jepsen-shaped history to per-key lists of operations.
+
+Rules (Knossos ``history/complete`` semantics):
+
+* an invocation is matched with the next completion of the same process;
+* ``fail`` means the operation did not happen: the pair is dropped;
+* ``info`` (or no completion at all) means it may have happened at any time
+  after its invocation, or never: its return is at infinity;
+* an ``ok`` op's value is taken from the completion (reads learn their value
+  there), a crashed op's from its invocation;
+* nemesis operations are not client operations and are skipped.
+
+Each op is then split by the model into per-key pieces (P-compositionality).
+Sound reductions, applied per piece: an op the model says always succeeds
+without changing the state (``is_noop``: e.g. a read of nil) is dropped, and
+so is a crashed op that cannot change the state (``read_only``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from checkers.history.op import HistoryError, Op
+
+from .models import Model, ModelError, _name
+
+__all__ = ["LinOp", "SubHistory", "prepare"]
+
+INF = float("inf")
+
+
+@dataclass(slots=True)
+class LinOp:
+    """One operation to linearize: ``call``/``ret`` are positions in the
+    history (``ret`` is None when crashed), ``f``/``value`` its model op."""
+
+    call: int
+    ret: int | None
+    f: str
+    value: Any
+    invoke_index: int
+    complete_index: int | None
+
+
+@dataclass
+class SubHistory:
+    key: Any
+    ops: list[LinOp] = field(default_factory=list)
+    dropped: int = 0  # pieces removed by the sound reductions
+
+
+def _index(op: Any, pos: int) -> int:
+    i = getattr(op, "index", -1)
+    return i if isinstance(i, int) and i >= 0 else pos
+
+
+def _as_op(o: Any, pos: int) -> Op:
+    if isinstance(o, Op):
+        return o
+    if isinstance(o, dict):
+        return Op.from_dict(o, where=f"op {pos}")
+    raise HistoryError(f"op {pos}: not an operation: {o!r}")
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[Any, Any] = {}
+
+    def find(self, x: Any) -> Any:
+        p = self.parent.setdefault(x, x)
+        while p != x:
+            gp = self.parent[p]
+            self.parent[x] = gp
+            x, p = p, gp
+        return x
+
+    def union(self, keys: Iterable[Any]) -> None:
+        it = iter(keys)
+        try:
+            root = self.find(next(it))
+        except StopIteration:
+            return
+        for k in it:
+            r = self.find(k)
+            if r != root:
+                self.parent[r] = root
+
+
+def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory], dict[str, int]]:
+    """Pair, filter and partition ``history``. Returns ``(subs, counts)``
+    where ``subs`` maps key -> :class:`SubHistory` (key ``None`` for an
+    unpartitioned model) and ``counts`` says what was seen and dropped."""
+    pending: dict[Any, tuple[int, Op]] = {}
+    pairs: list[tuple[int, Op, int | None, Op | None]] = []
+    counts = {"ops": 0, "ok": 0, "fail": 0, "info": 0, "crashed": 0, "skipped": 0}
+    pos = -1
+    for pos, raw in enumerate(history):
+        op = _as_op(raw, pos)
+        counts["ops"] += 1
+        if op.process == "nemesis" or _name(op.process) == "nemesis":
+            counts["skipped"] += 1
+            continue
+        t = _name(op.type)
+        p = op.process
+        if t == "invoke":
+            prev = pending.pop(p, None)
+            if prev is not None:
+                # The process moved on without completing: indeterminate.
+                pairs.append((prev[0], prev[1], None, None))
+            pending[p] = (pos, op)
+        elif t in ("ok", "fail", "info"):
+            inv = pending.pop(p, None)
+            if inv is None:
+                if t == "info":
+                    counts["skipped"] += 1  # a bare info (no invocation) says nothing
+                    continue
+                raise HistoryError(
+                    f"op {_index(op, pos)}: {t} completion for process {p!r} without an invocation")
+            counts[t] += 1
+            if t == "fail":
+                continue
+            pairs.append((inv[0], inv[1], pos if t == "ok" else None, op if t == "ok" else None))
+        else:
+            raise HistoryError(f"op {_index(op, pos)}: type {t!r} is not one of invoke/ok/fail/info")
+    for ipos, iop in pending.values():
+        pairs.append((ipos, iop, None, None))
+
+    subs: dict[Any, SubHistory] = {}
+    uf = _UnionFind() if model.joint_keys else None
+    pieces: list[tuple[Any, LinOp]] = []
+    dropped: dict[Any, int] = {}
+    for ipos, iop, rpos, rop in pairs:
+        if rop is None:
+            counts["crashed"] += 1
+        f = str(_name(iop.f))
+        value = rop.value if rop is not None and rop.value is not None else iop.value
+        try:
+            split = model.split(f, value)
+        except ModelError as e:
+            raise HistoryError(f"op {_index(iop, ipos)}: {e}") from None
+        for key, pf, pv in split:
+            if model.is_noop(pf, pv) or (rpos is None and model.read_only(pf, pv)):
+                k0 = key[0] if uf is not None and key else key
+                dropped[k0] = dropped.get(k0, 0) + 1
+                continue
+            if uf is not None:
+                uf.union(key)
+            pieces.append((key, LinOp(ipos, rpos, pf, pv, _index(iop, ipos),
+                                      None if rop is None else _index(rop, rpos))))
+    for key, lop in pieces:
+        if uf is not None:
+            key = uf.find(key[0]) if key else None
+        sub = subs.get(key)
+        if sub is None:
+            sub = subs[key] = SubHistory(key)
+        sub.ops.append(lop)
+    if uf is not None:
+        # Name each joint sub-history by its set of keys.
+        groups: dict[Any, set] = {}
+        for k in uf.parent:
+            groups.setdefault(uf.find(k), set()).add(k)
+        renamed: dict[Any, SubHistory] = {}
+        for root, sub in subs.items():
+            ks = frozenset(groups.get(root, {root})) if root is not None else frozenset()
+            sub.key = ks
+            renamed[ks] = sub
+        subs = renamed
+    else:
+        for k, n in dropped.items():
+            if k in subs:
+                subs[k].dropped = n
+    for sub in subs.values():
+        sub.ops.sort(key=lambda o: o.call)
+    return subs, counts
