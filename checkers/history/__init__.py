@@ -1,7 +1,13 @@
 """Histories: Jepsen-shaped operation records, loaded from and saved to JSONL
-(kraftwerk's own format) and EDN (Jepsen's)."""
+(kraftwerk's own format) and EDN (Jepsen's), and invocations paired with
+their completions."""
 
 from .op import Op, OpType, HistoryError
 from .jsonl import read_jsonl, write_jsonl, JsonlWriter
+from .edn import read_edn, write_edn
+from .pairing import Pair, pair, iter_pairs, complete_history
 
-__all__ = ["Op", "OpType", "HistoryError", "read_jsonl", "write_jsonl", "JsonlWriter"]
+__all__ = [
+    "Op", "OpType", "HistoryError", "read_jsonl", "write_jsonl", "JsonlWriter",
+    "read_edn", "write_edn", "Pair", "pair", "iter_pairs", "complete_history",
+]

@@ -1,0 +1,184 @@
+"""Durability accounting for queue histories, split by the producer's ``acks``.
+
+What an acknowledgement promises depends on ``acks`` (seed 000/003): with
+``acks=all`` the leader answers only once every replica in the ISR has the
+record and the high watermark covers it, so no clean leader change can lose it;
+with ``acks=1`` only the leader had it, and a leader change before followers
+fetched it truncates it away (seed 003, "ISR, watermarks and unclean loss");
+``acks=0`` promises nothing. So the checker counts, per acks level:
+
+``acked``            sends completed ``ok``
+``lost``             acked values that are gone: absent from the final reads
+                     (``final: true`` polls), or never read although reads went
+                     past their offset, or whose offset holds another value
+``lost_rate``        lost / acked, with a 95% Wilson score interval (it stays
+                     inside [0, 1] and is honest for 0 losses or few sends)
+``unacked_visible``  ``fail``/``info`` sends whose value was read anyway
+                     (``info`` is fine — it may have happened; a ``fail`` that
+                     is read is an anomaly, Jepsen's G1a, counted separately as
+                     ``failed_visible``)
+``visibility_delay_ms``  distribution of (completion time of the first poll
+                     that returned the value) - (acknowledgement time): an
+                     upper bound on how long an acked record stayed invisible
+
+Only ``acks=all`` losses make a run invalid (anomaly ``lost-acked-write``):
+the others are the documented price of weaker acks, reported as rates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from checkers.history.op import Op
+
+EXAMPLES = 32
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """95% Wilson score interval for a binomial proportion k/n."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = k / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _bucket() -> dict[str, Any]:
+    return {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0, "lost": 0,
+            "lost_examples": [], "unacked_visible": 0, "failed_visible": 0,
+            "failed_visible_examples": [], "never_visible": 0, "delays_ns": []}
+
+
+def key_durability(key: str, events: list) -> dict[str, dict[str, Any]]:
+    """Per-key partial accounting (merged by :func:`merge_durability`);
+    ``events`` as produced by :mod:`checkers.queue.project`."""
+    sends: list[tuple] = []  # (op, type, offset, value, time, acks)
+    read_any: dict[Any, int | None] = {}  # value -> earliest completion time of a poll that read it
+    read_ok: set[Any] = set()
+    final_vals: set[Any] = set()
+    final_seen = False
+    offset_vals: dict[Any, set] = {}
+    max_ok_off = -1
+    for ev in events:
+        idx, _proc, typ, kind, pairs, t, meta = ev
+        if kind == "w":
+            for off, v in pairs:
+                sends.append((idx, typ, off, v, t, meta))
+        elif kind == "r":
+            is_final = typ == "ok" and meta
+            if is_final:
+                final_seen = True
+            for off, v in pairs:
+                prev = read_any.get(v, -1)
+                if prev == -1 or (t is not None and (prev is None or t < prev)):
+                    read_any[v] = t
+                s = offset_vals.get(off)
+                if s is None:
+                    offset_vals[off] = {v}
+                else:
+                    s.add(v)
+                if typ == "ok":
+                    read_ok.add(v)
+                    if off is not None and off > max_ok_off:
+                        max_ok_off = off
+                    if is_final:
+                        final_vals.add(v)
+    out: dict[str, dict[str, Any]] = {}
+    for idx, typ, off, v, t, acks in sends:
+        b = out.get(acks)
+        if b is None:
+            b = out[acks] = _bucket()
+        b["sent"] += 1
+        if typ == "ok":
+            b["acked"] += 1
+            lost = False
+            if final_seen and v not in final_vals:
+                lost = True
+            elif v not in read_ok:
+                if off is not None and (max_ok_off > off or len(offset_vals.get(off, ())) > (v in offset_vals.get(off, ()))):
+                    lost = True
+            if lost:
+                b["lost"] += 1
+                if len(b["lost_examples"]) < EXAMPLES:
+                    b["lost_examples"].append({"key": key, "value": v, "offset": off, "op": idx,
+                                               "seen": v in read_ok})
+            tv = read_any.get(v, -1)
+            if tv == -1:
+                b["never_visible"] += 1
+            elif tv is not None and t is not None:
+                b["delays_ns"].append(max(0, tv - t))
+        else:
+            if typ == "fail":
+                b["failed"] += 1
+            else:
+                b["indeterminate"] += 1
+            if v in read_any:
+                b["unacked_visible"] += 1
+                if typ == "fail":
+                    b["failed_visible"] += 1
+                    if len(b["failed_visible_examples"]) < EXAMPLES:
+                        b["failed_visible_examples"].append({"key": key, "value": v, "op": idx})
+    return out
+
+
+def _quantile(sorted_xs: list[float], q: float) -> float:
+    if not sorted_xs:
+        return 0.0
+    i = min(len(sorted_xs) - 1, max(0, int(math.ceil(q * len(sorted_xs))) - 1))
+    return sorted_xs[i]
+
+
+def merge_durability(partials: Iterable[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Sum per-key partials into the results.json ``durability`` object.
+    ``acks=all`` and ``acks=1`` are always present; other levels when seen."""
+    tot: dict[str, dict[str, Any]] = {}
+    for part in partials:
+        for acks, b in part.items():
+            t = tot.get(acks)
+            if t is None:
+                t = tot[acks] = _bucket()
+            for k, v in b.items():
+                if isinstance(v, list):
+                    if k == "delays_ns":
+                        t[k].extend(v)
+                    else:
+                        room = EXAMPLES - len(t[k])
+                        if room > 0:
+                            t[k].extend(v[:room])
+                else:
+                    t[k] += v
+    for need in ("all", "1"):
+        tot.setdefault(need, _bucket())
+    out: dict[str, dict[str, Any]] = {}
+    for acks in sorted(tot, key=lambda a: (a is None, str(a))):
+        b = tot[acks]
+        delays = sorted(b.pop("delays_ns"))
+        n, k = b["acked"], b["lost"]
+        lo, hi = wilson_interval(k, n)
+        b["lost_rate"] = (k / n) if n else 0.0
+        b["lost_rate_ci95"] = [lo, hi]
+        ms = [d / 1e6 for d in delays]
+        b["visibility_delay_ms"] = {
+            "count": len(ms),
+            "mean": (sum(ms) / len(ms)) if ms else 0.0,
+            "p50": _quantile(ms, 0.50),
+            "p90": _quantile(ms, 0.90),
+            "p99": _quantile(ms, 0.99),
+            "max": ms[-1] if ms else 0.0,
+        }
+        label = f"acks={acks}" if acks is not None else "acks=unknown"
+        out[label] = b
+    return out
+
+
+def check_durability(ops: list[Op]) -> dict[str, dict[str, Any]]:
+    """Durability accounting of a queue history: ``{"acks=all": {"acked",
+    "lost", "lost_rate", "lost_rate_ci95", ...}, "acks=1": {...}, ...}``."""
+    from checkers.queue.project import project
+
+    proj = project(ops)
+    return merge_durability(key_durability(k, evs) for k, evs in proj.keys.items())

@@ -1,0 +1,1 @@
+"""Jepsen's Kafka queue checks on send/poll histories."""
