@@ -1,0 +1,235 @@
+"""The WGL checker itself: agreement with a brute-force definition of
+linearizability, P-compositionality (per-key verdicts, one bad key makes the
+history bad), budgets (a pathological history answers "unknown" instead of
+hanging, and one hard key does not starve the others), failure reports, and
+clear errors on bad input."""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from checkers.history.op import HistoryError, Op
+from checkers.linearizable import check, ModelError
+from checkers.linearizable.models import CASRegister
+from checkers.linearizable.synth import register_history
+
+
+def H(*rows: tuple) -> list[Op]:
+    return [Op(type=t, f=f, value=v, process=p, index=i) for i, (t, p, f, v) in enumerate(rows)]
+
+
+# -- a brute-force oracle ----------------------------------------------------
+
+def brute_force_linearizable(ops: list[Op], initial: Any = 0) -> bool:
+    """Straight from the definition: is there a total order of the completed
+    ops plus any subset of the crashed ones, respecting real-time order
+    (a op that returned before b was invoked comes first), that a sequential
+    cas-register accepts? Failed ops are excluded."""
+    model = CASRegister(initial=initial)
+    pend: dict[Any, tuple[int, Op]] = {}
+    calls: list[tuple[int, float, str, Any, bool]] = []  # (call, ret, f, value, required)
+    for pos, o in enumerate(ops):
+        if o.type == "invoke":
+            pend[o.process] = (pos, o)
+        else:
+            ipos, inv = pend.pop(o.process)
+            if o.type == "ok":
+                v = o.value if o.value is not None else inv.value
+                calls.append((ipos, pos, o.f, v, True))
+            elif o.type == "info":
+                calls.append((ipos, float("inf"), inv.f, inv.value, False))
+    for ipos, inv in pend.values():
+        calls.append((ipos, float("inf"), inv.f, inv.value, False))
+    n = len(calls)
+    frozen = [(c, r, f, tuple(v) if isinstance(v, list) else v, req) for c, r, f, v, req in calls]
+
+    @lru_cache(maxsize=None)
+    def go(done: frozenset, state: Any) -> bool:
+        if all(frozen[i][4] is False or i in done for i in range(n)):
+            return True
+        for i in range(n):
+            if i in done:
+                continue
+            c = frozen[i][0]
+            # i may go next only if no other pending op returned before i's call
+            if any(j not in done and j != i and frozen[j][1] < c for j in range(n)):
+                continue
+            ok, s2 = model.step(state, (frozen[i][2], frozen[i][3]))
+            if ok and go(done | {i}, s2):
+                return True
+        return False
+
+    return go(frozenset(), initial)
+
+
+@st.composite
+def small_histories(draw: Any) -> list[Op]:
+    procs = draw(st.integers(2, 4))
+    steps = draw(st.integers(1, 14))
+    busy: dict[int, tuple[str, Any]] = {}
+    rows: list[tuple] = []
+    next_pid = procs
+    slots = list(range(procs))
+    for _ in range(steps):
+        s = draw(st.integers(0, procs - 1))
+        p = slots[s]
+        if p not in busy:
+            f = draw(st.sampled_from(["read", "write", "cas"]))
+            v = (None if f == "read" else draw(st.integers(0, 2)) if f == "write"
+                 else [draw(st.integers(0, 2)), draw(st.integers(0, 2))])
+            busy[p] = (f, v)
+            rows.append(("invoke", p, f, v))
+        else:
+            f, v = busy.pop(p)
+            t = draw(st.sampled_from(["ok", "ok", "ok", "info", "fail"]))
+            if f == "read" and t == "ok":
+                v = draw(st.integers(0, 2))
+            rows.append((t, p, f, v))
+            if t == "info":
+                slots[s] = next_pid
+                next_pid += 1
+    return H(*rows)
+
+
+@settings(max_examples=400, deadline=None)
+@given(small_histories())
+def test_wgl_agrees_with_brute_force_definition_of_linearizability(ops):
+    expected = brute_force_linearizable(ops, initial=0)
+    got = check(ops, model="cas-register", initial=0)["valid"]
+    assert got is expected
+
+
+def test_generated_register_history_is_linearizable_by_construction():
+    ops = register_history(2000, clients=10, seed=7, crash_p=0.05)
+    r = check(ops, model="cas-register", initial=0, time_budget=30)
+    assert r["valid"] is True
+
+
+def test_corrupting_one_read_of_a_linearizable_history_is_caught():
+    ops = register_history(600, clients=5, seed=3, fs=("read", "write"), values=50)
+    reads = [i for i, o in enumerate(ops) if o.type == "ok" and o.f == "read"]
+    victim = reads[len(reads) // 2]
+    ops[victim].value = 10_000  # never written
+    r = check(ops, model="cas-register", initial=0, time_budget=30)
+    assert r["valid"] is False
+    assert r["unlinearizable"][1] == victim
+    # every op in the reported prefix is a real invocation in the history
+    assert all(ops[i].type == "invoke" for i in r["longest_prefix"])
+
+
+# -- P-compositionality ------------------------------------------------------
+
+def test_independent_keys_are_checked_separately_and_one_bad_key_fails_all():
+    good = [("invoke", 0, "write", ["a", 1]), ("ok", 0, "write", ["a", 1]),
+            ("invoke", 0, "read", ["a", None]), ("ok", 0, "read", ["a", 1])]
+    bad = [("invoke", 1, "write", ["b", 2]), ("ok", 1, "write", ["b", 2]),
+           ("invoke", 1, "read", ["b", None]), ("ok", 1, "read", ["b", 3])]
+    r = check(H(*good, *bad), model="register", initial=0, independent=True)
+    assert r["valid"] is False
+    assert r["keys"]["a"]["valid"] is True
+    assert r["keys"]["b"]["valid"] is False
+    assert r["failed_keys"] == ["b"] and r["key"] == "b"
+    assert r["unlinearizable"] == [6, 7]
+
+
+def test_values_of_other_keys_do_not_leak_into_a_key():
+    # without partitioning, the read of b=1 would be explained by a's write
+    rows = [("invoke", 0, "write", ["a", 1]), ("ok", 0, "write", ["a", 1]),
+            ("invoke", 1, "read", ["b", None]), ("ok", 1, "read", ["b", 1])]
+    assert check(H(*rows), model="register", initial=0, independent=True)["valid"] is False
+
+
+# -- budgets -----------------------------------------------------------------
+
+def pathological(k: int, key: Any = None, first_pid: int = 0) -> list[tuple]:
+    """k concurrent crashed writes of distinct values, then a read of a value
+    nobody wrote: WGL must try every subset and order of the crashed writes
+    (about k * 2^k configurations) before it can say "not linearizable"."""
+    wrap = (lambda v: v) if key is None else (lambda v: [key, v])
+    rows = [("invoke", first_pid + i, "write", wrap(i + 1)) for i in range(k)]
+    rows += [("invoke", first_pid + k, "read", wrap(None)), ("ok", first_pid + k, "read", wrap(-1))]
+    return rows
+
+
+def test_pathological_history_with_tiny_budget_is_unknown_not_a_hang():
+    r = check(H(*pathological(22)), model="register", initial=0, time_budget=0.2)
+    assert r["valid"] == "unknown"
+    assert r["cause"] == "timeout"
+    assert r["keys"]["all"]["stats"]["steps"] > 0
+
+
+def test_small_pathological_history_is_decided_invalid():
+    assert check(H(*pathological(6)), model="register", initial=0)["valid"] is False
+
+
+def test_memory_budget_exhaustion_is_unknown():
+    r = check(H(*pathological(22)), model="register", initial=0, time_budget=60,
+              memory_budget_mb=0.5)
+    assert r["valid"] == "unknown" and r["cause"] == "memory"
+
+
+def test_hard_key_does_not_starve_other_keys_under_shared_budget():
+    hard = pathological(22, key="hard")
+    # an easy key, larger than the hard one so it is not simply scheduled first
+    easy: list[tuple] = []
+    for i in range(150):
+        easy += [("invoke", 100, "write", ["easy", i]), ("ok", 100, "write", ["easy", i]),
+                 ("invoke", 101, "read", ["easy", None]), ("ok", 101, "read", ["easy", i])]
+    bad = [("invoke", 200, "write", ["bad", 1]), ("ok", 200, "write", ["bad", 1]),
+           ("invoke", 200, "read", ["bad", None]), ("ok", 200, "read", ["bad", 0])]
+    bad = bad * 60  # same pattern repeated; each read of 0 after write 1 is stale
+    r = check(H(*hard, *easy, *bad), model="register", initial=0, independent=True,
+              time_budget=0.5)
+    assert r["keys"]["easy"]["valid"] is True
+    assert r["keys"]["bad"]["valid"] is False
+    assert r["keys"]["hard"]["valid"] == "unknown"
+    assert r["valid"] is False  # a definite violation outranks unknown
+    assert r["unknown_keys"] == ["hard"]
+
+
+# -- errors ------------------------------------------------------------------
+
+def test_completion_without_invocation_is_a_history_error():
+    with pytest.raises(HistoryError, match="without an invocation"):
+        check(H(("ok", 0, "write", 1)), model="register")
+
+
+def test_operation_unknown_to_the_model_is_a_history_error():
+    with pytest.raises(HistoryError, match="no operation 'enqueue'"):
+        check(H(("invoke", 0, "enqueue", 1), ("ok", 0, "enqueue", 1)), model="cas-register")
+
+
+def test_unknown_model_name_is_a_model_error():
+    with pytest.raises(ModelError, match="unknown model"):
+        check([], model="paxos")
+
+
+def test_empty_history_is_linearizable():
+    r = check([], model="cas-register")
+    assert r["valid"] is True and r["keys"] == {}
+
+
+def test_nemesis_ops_are_ignored_and_dicts_accepted():
+    rows = [{"type": "info", "f": "start-partition", "process": "nemesis", "index": 0},
+            {"type": "invoke", "f": "write", "value": 1, "process": 0, "index": 1},
+            {"type": "ok", "f": "write", "value": 1, "process": 0, "index": 2},
+            {"type": "info", "f": "stop-partition", "process": "nemesis", "index": 3},
+            {"type": "invoke", "f": "read", "value": None, "process": 1, "index": 4},
+            {"type": "ok", "f": "read", "value": 1, "process": 1, "index": 5}]
+    r = check(rows, model="cas-register")
+    assert r["valid"] is True
+    assert r["stats"]["history"]["skipped"] == 2
+
+
+def test_result_reports_search_statistics():
+    ops = register_history(300, clients=4, seed=1)
+    r = check(ops, model="cas-register", initial=0)
+    s = r["stats"]
+    assert s["keys"] == 1 and s["lifts"] >= r["keys"]["all"]["op_count"]
+    assert s["cache_size"] == s["lifts"]
+    assert s["elapsed_s"] >= 0
