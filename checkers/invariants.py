@@ -1,0 +1,423 @@
+"""The glass-box invariant monitor: protocol invariants checked on trace events.
+
+It reads the events nodes emit (docs/architecture.md, "Trace events") — streamed
+from the simulator as they happen, or merged from a real run's
+``nodes/*/trace.jsonl`` — and reports every violation with the step, time,
+node and seed that exposed it. State is a handful of dicts per partition and
+replica, so one pass over the trace is enough (it never re-scans).
+
+A replica's log is tracked as *epoch runs*: ``[(start_offset, leader_epoch), ...]``
+plus its LEO. Batches carry the leader epoch they were written in, so two
+replicas agree on a prefix exactly when their runs agree on it (Log Matching,
+seed 000 "Leader epochs & epoch-based truncation"); a ``loaded`` event rebuilds
+the runs from the leader-epoch checkpoint.
+
+Invariants (with the seed text they come from):
+
+* ``hw-above-leo``: HW <= LEO on every replica (seed 003, "The Three Watermarks").
+* ``hw-regressed``: a leader's HW never moves back during its leadership (seed
+  000, maybeIncrementHighWatermark is monotonic). A follower takes the leader's
+  HW and may legitimately see it lower after a leader change (seed 002), and a
+  restart begins a new replica lifetime.
+* ``isr-not-subset`` / ``leader-not-in-isr``: ISR ⊆ replicas and the leader is in
+  its ISR (seed 001).
+* ``leader-epoch-regressed`` / ``partition-epoch-regressed``: epochs never go
+  back on a broker or in a controller's replay (seed 000, PartitionRegistration).
+* ``leader-completeness``: a new leader holds every batch committed (below the
+  highest HW any leader reached) in earlier epochs (seed 003, "if the current
+  Leader fails and a new Leader is elected from the ISR, the new Leader is
+  guaranteed to have all messages below HW").
+* ``log-matching``: below its own HW a replica agrees with the committed prefix
+  (same offset and epoch => same batch); a committed prefix never changes.
+* ``committed-truncated``: epoch-based truncation never removes committed
+  entries the replica held (KIP-101).
+* ``elr-in-isr``, ``elr-not-replica``, ``elr-with-isr-at-min``: KIP-966's ELR
+  invariants (seed 002, "ELR invariants": ELR ∩ ISR = ∅, and a non-empty ELR
+  means the ISR is under min ISR).
+* ``metadata-divergence``: two controllers replaying the same partition epoch
+  disagree (KRaft log matching, seed 004).
+* ``two-raft-leaders``: two quorum leaders in one Raft epoch (election safety).
+* ``node-crash``: the reference implementation raised an exception (simulator).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+Runs = list[tuple[int, int]]  # (start offset, leader epoch), ascending
+
+MAX_EXAMPLES_PER_KIND = 20
+
+
+@dataclass
+class Violation:
+    kind: str
+    message: str
+    t: int
+    node: Any
+    step: int
+    seed: Any = None
+    tp: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        where = f" {self.tp}" if self.tp else ""
+        return f"[seed {self.seed} step {self.step} t={self.t}ms node {self.node}{where}] {self.kind}: {self.message}"
+
+
+def clip(runs: Runs, end: int) -> Runs:
+    """The runs of the prefix [0, end)."""
+    return [r for r in runs if r[0] < end]
+
+
+def first_disagreement(a: Runs, b: Runs, end: int) -> int | None:
+    """The lowest offset below ``end`` whose epoch differs between ``a`` and
+    ``b``, or None if they agree on [0, end). Offsets before the first run of
+    a list are unknown (log start) and compared only where both know them."""
+    pts = sorted({r[0] for r in a if r[0] < end} | {r[0] for r in b if r[0] < end})
+    for p in pts:
+        ea, eb = _epoch_at(a, p), _epoch_at(b, p)
+        if ea is not None and eb is not None and ea != eb:
+            return p
+    return None
+
+
+def _epoch_at(runs: Runs, off: int) -> int | None:
+    e = None
+    for s, ep in runs:
+        if s <= off:
+            e = ep
+        else:
+            break
+    return e
+
+
+@dataclass
+class _Replica:
+    runs: Runs = field(default_factory=list)
+    leo: int | None = None
+    hw: int = -1
+    role: str = "unknown"
+    leader_hw: int = -1  # HW within the current leadership term
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+
+
+@dataclass
+class _Committed:
+    hw: int = 0
+    runs: Runs = field(default_factory=list)
+
+
+class InvariantMonitor:
+    """Feed events with :meth:`observe`; read :attr:`violations` (first
+    ``MAX_EXAMPLES_PER_KIND`` per kind) and :attr:`counts` (all)."""
+
+    def __init__(self, seed: Any = None, min_isr: int | dict[str, int] | None = None) -> None:
+        self.seed = seed
+        self._min_isr = min_isr
+        self.step = 0
+        self.violations: list[Violation] = []
+        self.counts: dict[str, int] = {}
+        self._replicas: dict[tuple[Any, str], _Replica] = {}
+        self._committed: dict[str, _Committed] = {}
+        self._replica_sets: dict[str, tuple[int, ...]] = {}
+        self._ctrl: dict[tuple[Any, str], tuple[int, int]] = {}
+        self._meta_at_epoch: dict[tuple[str, int], tuple[Any, ...]] = {}
+        self._raft_leaders: dict[int, Any] = {}
+        self._raft_hw: dict[Any, int] = {}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _violate(self, kind: str, ev: dict[str, Any], msg: str, tp: str | None = None) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        if self.counts[kind] <= MAX_EXAMPLES_PER_KIND:
+            self.violations.append(Violation(kind, msg, ev.get("t", -1), ev.get("node"), self.step, self.seed, tp))
+
+    def min_isr(self, tp: str) -> int | None:
+        m = self._min_isr
+        if m is None or isinstance(m, int):
+            return m
+        topic = tp.rsplit("-", 1)[0]
+        return m.get(topic)
+
+    def _rep(self, node: Any, tp: str) -> _Replica:
+        r = self._replicas.get((node, tp))
+        if r is None:
+            r = self._replicas[(node, tp)] = _Replica()
+        return r
+
+    @property
+    def valid(self) -> bool:
+        return not self.counts
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "steps": self.step,
+            "counts": dict(sorted(self.counts.items())),
+            "violations": [v.to_dict() for v in self.violations],
+        }
+
+    # -- the stream ------------------------------------------------------------------------------
+    def observe(self, ev: dict[str, Any]) -> None:
+        self.step += 1
+        h = _HANDLERS.get(ev.get("kind"))
+        if h is not None:
+            h(self, ev)
+
+    def observe_all(self, events: Iterable[dict[str, Any]]) -> "InvariantMonitor":
+        for ev in events:
+            self.observe(ev)
+        return self
+
+    # -- lifetimes ---------------------------------------------------------------------------------
+    def _on_node_start(self, ev: dict[str, Any]) -> None:
+        node = ev.get("node")
+        for key in [k for k in self._replicas if k[0] == node]:
+            del self._replicas[key]
+        for key in [k for k in self._ctrl if k[0] == node]:
+            del self._ctrl[key]
+        self._raft_hw.pop(node, None)
+
+    # -- partition logs ------------------------------------------------------------------------------
+    def _on_loaded(self, ev: dict[str, Any]) -> None:
+        tp = str(ev["tp"])
+        r = _Replica()
+        self._replicas[(ev.get("node"), tp)] = r
+        leo = int(ev.get("leo", 0))
+        r.leo = leo
+        r.hw = int(ev.get("hw", -1))
+        epochs = ev.get("epochs") or []
+        r.runs = [(int(s), int(e)) for e, s in epochs if int(s) < leo]
+        if r.hw > leo:
+            self._violate("hw-above-leo", ev, f"loaded with HW {r.hw} > LEO {leo}", tp)
+
+    def _on_append(self, ev: dict[str, Any]) -> None:
+        tp = str(ev["tp"])
+        r = self._rep(ev.get("node"), tp)
+        base, count, epoch = int(ev["base"]), int(ev["count"]), int(ev["epoch"])
+        if r.leo is not None and base != r.leo:
+            self._violate("append-not-at-leo", ev, f"batch at {base} appended to a log whose LEO is {r.leo}", tp)
+            if base < r.leo:
+                r.runs = clip(r.runs, base)
+        if not r.runs or r.runs[-1][1] != epoch or (r.leo is not None and base != r.leo):
+            if r.runs and r.runs[-1][1] > epoch:
+                self._violate("epoch-regressed-in-log", ev,
+                              f"batch of epoch {epoch} appended after epoch {r.runs[-1][1]}", tp)
+            r.runs.append((base, epoch))
+        r.leo = int(ev.get("leo", base + count))
+
+    def _on_truncate(self, ev: dict[str, Any]) -> None:
+        tp = str(ev["tp"])
+        node = ev.get("node")
+        r = self._rep(node, tp)
+        to = int(ev["to"])
+        c = self._committed.get(tp)
+        if c is not None and ev.get("reason") == "diverging-epoch" and to < c.hw and r.leo is not None:
+            held_end = min(c.hw, r.leo)
+            if to < held_end and first_disagreement(r.runs, c.runs, held_end) is None:
+                self._violate("committed-truncated", ev,
+                              f"epoch-based truncation to {to} removed committed offsets [{to}, {held_end}) "
+                              f"(committed HW {c.hw})", tp)
+        r.runs = clip(r.runs, to)
+        r.leo = to
+        if r.hw > to:
+            r.hw = to
+
+    def _on_hw(self, ev: dict[str, Any]) -> None:
+        tp = str(ev["tp"])
+        node = ev.get("node")
+        r = self._rep(node, tp)
+        hw = int(ev["hw"])
+        leo = ev.get("leo")
+        if leo is not None:
+            r.leo = int(leo)
+        if r.leo is not None and hw > r.leo:
+            self._violate("hw-above-leo", ev, f"HW {hw} > LEO {r.leo}", tp)
+        role = ev.get("role", r.role)
+        if role == "leader":
+            if hw < r.leader_hw:
+                self._violate("hw-regressed", ev, f"leader HW went back from {r.leader_hw} to {hw}", tp)
+            r.leader_hw = max(r.leader_hw, hw)
+        r.hw = hw
+        c = self._committed.get(tp)
+        if c is None:
+            c = self._committed[tp] = _Committed()
+        end = min(hw, c.hw)
+        if end > 0:
+            d = first_disagreement(r.runs, c.runs, end)
+            if d is not None:
+                self._violate("log-matching", ev,
+                              f"below its HW {hw} the {role} holds epoch {_epoch_at(r.runs, d)} at offset {d}, "
+                              f"the committed batch there has epoch {_epoch_at(c.runs, d)}", tp)
+        if role == "leader" and hw > c.hw:
+            c.hw = hw
+            c.runs = clip(r.runs, hw)
+
+    # -- leadership ----------------------------------------------------------------------------------
+    def _epochs(self, ev: dict[str, Any], r: _Replica, tp: str) -> None:
+        le = int(ev.get("leader_epoch", -1))
+        pe = ev.get("partition_epoch")
+        if le < r.leader_epoch:
+            self._violate("leader-epoch-regressed", ev, f"leader epoch {le} after {r.leader_epoch}", tp)
+        r.leader_epoch = max(r.leader_epoch, le)
+        if pe is not None:
+            pe = int(pe)
+            if pe < r.partition_epoch:
+                self._violate("partition-epoch-regressed", ev, f"partition epoch {pe} after {r.partition_epoch}", tp)
+            r.partition_epoch = max(r.partition_epoch, pe)
+
+    def _on_become_leader(self, ev: dict[str, Any]) -> None:
+        tp = str(ev["tp"])
+        node = ev.get("node")
+        r = self._rep(node, tp)
+        self._epochs(ev, r, tp)
+        if "leo" in ev:
+            r.leo = int(ev["leo"])
+        isr = [int(x) for x in ev.get("isr", [])]
+        if isr and node not in isr:
+            self._violate("leader-not-in-isr", ev, f"became leader with ISR {isr}", tp)
+        r.role = "leader"
+        r.leader_hw = int(ev.get("hw", -1))
+        c = self._committed.get(tp)
+        if c is not None and c.hw > 0:
+            leo = r.leo if r.leo is not None else 0
+            d = first_disagreement(r.runs, c.runs, min(leo, c.hw))
+            if leo < c.hw or d is not None:
+                lost_from = d if d is not None else leo
+                self._violate("leader-completeness", ev,
+                              f"new leader (epoch {ev.get('leader_epoch')}) lacks committed offsets "
+                              f"[{lost_from}, {c.hw}) (its LEO {leo})", tp)
+                # rebase: what this leader holds is the partition's history from now on
+                c.hw = lost_from
+                c.runs = clip(c.runs, lost_from)
+
+    def _on_become_follower(self, ev: dict[str, Any]) -> None:
+        tp = str(ev["tp"])
+        r = self._rep(ev.get("node"), tp)
+        self._epochs(ev, r, tp)
+        r.role = "follower"
+        r.leader_hw = -1
+
+    def _on_isr(self, ev: dict[str, Any]) -> None:
+        tp = str(ev["tp"])
+        node = ev.get("node")
+        isr = [int(x) for x in ev.get("isr", [])]
+        maximal = [int(x) for x in ev.get("maximal_isr", isr)]
+        if node not in isr and node not in maximal:
+            self._violate("leader-not-in-isr", ev, f"leader's ISR {isr} does not contain it", tp)
+        if not set(isr) <= set(maximal):
+            self._violate("isr-not-subset", ev, f"ISR {isr} not within maximal ISR {maximal}", tp)
+        reps = self._replica_sets.get(tp)
+        if reps and not set(maximal) <= set(reps):
+            self._violate("isr-not-subset", ev, f"maximal ISR {maximal} not within replicas {list(reps)}", tp)
+
+    # -- controllers --------------------------------------------------------------------------------------
+    def _on_partition_metadata(self, ev: dict[str, Any]) -> None:
+        tp = str(ev["tp"])
+        node = ev.get("node")
+        le, pe = int(ev.get("leader_epoch", -1)), int(ev.get("partition_epoch", -1))
+        reps = tuple(int(x) for x in ev.get("replicas", []))
+        isr = tuple(int(x) for x in ev.get("isr", []))
+        elr = tuple(int(x) for x in ev.get("elr", []) or [])
+        leader = int(ev.get("leader", -1))
+        if reps:
+            self._replica_sets[tp] = reps
+        prev = self._ctrl.get((node, tp))
+        if prev is not None:
+            if le < prev[0]:
+                self._violate("leader-epoch-regressed", ev, f"controller replayed leader epoch {le} after {prev[0]}", tp)
+            if pe < prev[1]:
+                self._violate("partition-epoch-regressed", ev,
+                              f"controller replayed partition epoch {pe} after {prev[1]}", tp)
+        self._ctrl[(node, tp)] = (le, pe)
+        if reps and not set(isr) <= set(reps):
+            self._violate("isr-not-subset", ev, f"ISR {list(isr)} not within replicas {list(reps)}", tp)
+        if leader >= 0 and leader not in isr:
+            self._violate("leader-not-in-isr", ev, f"leader {leader} not in ISR {list(isr)}", tp)
+        if set(elr) & set(isr):
+            self._violate("elr-in-isr", ev, f"ELR {list(elr)} overlaps ISR {list(isr)}", tp)
+        if reps and not set(elr) <= set(reps):
+            self._violate("elr-not-replica", ev, f"ELR {list(elr)} not within replicas {list(reps)}", tp)
+        m = self.min_isr(tp)
+        if elr and m is not None and len(isr) >= m:
+            self._violate("elr-with-isr-at-min", ev, f"ELR {list(elr)} non-empty while ISR {list(isr)} >= min ISR {m}", tp)
+        state = (leader, le, isr, elr, reps)
+        key = (tp, pe)
+        seen = self._meta_at_epoch.get(key)
+        if seen is None:
+            self._meta_at_epoch[key] = state
+        elif seen != state:
+            self._violate("metadata-divergence", ev,
+                          f"partition epoch {pe}: (leader, leader epoch, ISR, ELR, replicas) = {state} here, {seen} elsewhere", tp)
+
+    def _on_raft_state(self, ev: dict[str, Any]) -> None:
+        if ev.get("role") != "leader":
+            return
+        ep = int(ev.get("epoch", -1))
+        node = ev.get("node")
+        prev = self._raft_leaders.get(ep)
+        if prev is None:
+            self._raft_leaders[ep] = node
+        elif prev != node:
+            self._violate("two-raft-leaders", ev, f"nodes {prev} and {node} both lead quorum epoch {ep}")
+
+    def _on_raft_commit(self, ev: dict[str, Any]) -> None:
+        node = ev.get("node")
+        hw = int(ev.get("high_watermark", -1))
+        prev = self._raft_hw.get(node, -1)
+        if hw < prev:
+            self._violate("raft-hw-regressed", ev, f"metadata-log HW went back from {prev} to {hw}")
+        self._raft_hw[node] = max(prev, hw)
+
+    def _on_node_crash(self, ev: dict[str, Any]) -> None:
+        self._violate("node-crash", ev, str(ev.get("error")))
+
+
+_HANDLERS = {
+    "node_start": InvariantMonitor._on_node_start,
+    "loaded": InvariantMonitor._on_loaded,
+    "append": InvariantMonitor._on_append,
+    "truncate": InvariantMonitor._on_truncate,
+    "hw": InvariantMonitor._on_hw,
+    "become_leader": InvariantMonitor._on_become_leader,
+    "become_follower": InvariantMonitor._on_become_follower,
+    "isr": InvariantMonitor._on_isr,
+    "partition_metadata": InvariantMonitor._on_partition_metadata,
+    "raft_state": InvariantMonitor._on_raft_state,
+    "raft_commit": InvariantMonitor._on_raft_commit,
+    "node_crash": InvariantMonitor._on_node_crash,
+}
+
+
+# -- reading real runs' traces -------------------------------------------------------------------------
+
+
+def iter_trace_dir(run_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """Events of every ``nodes/*/trace.jsonl`` merged by time (ties: node
+    directory order, then line order). Malformed lines are skipped."""
+    files = sorted(Path(run_dir).glob("nodes/*/trace.jsonl"))
+
+    def one(i: int, p: Path) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
+        with open(p, encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f):
+                try:
+                    ev = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(ev, dict):
+                    yield (int(ev.get("t", 0) or 0), i, n, ev)
+
+    for _, _, _, ev in heapq.merge(*(one(i, p) for i, p in enumerate(files))):
+        yield ev
+
+
+def check_trace_dir(run_dir: str | Path, seed: Any = None, min_isr: int | dict[str, int] | None = None) -> dict[str, Any]:
+    """Run the monitor over a run directory's traces; returns :meth:`InvariantMonitor.summary`."""
+    return InvariantMonitor(seed=seed, min_isr=min_isr).observe_all(iter_trace_dir(run_dir)).summary()

@@ -1,0 +1,238 @@
+"""``kraftwerk sim``: the protocol under faults in the deterministic simulator.
+
+Each seed is one run directory (``<out>/<test>/<stamp>-<seed>/``) with the same
+files a real run has, so every checker and report reads both. Seeds run in
+parallel worker processes (``--jobs``); workers start with ``PYTHONHASHSEED=0``
+so that nothing that iterates a set of strings can make two replays differ.
+
+Exit codes: 0 every run valid, 1 anomalies / lost acked writes / invariant
+violations, 2 bad input (one line on stderr), 4 harness error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
+
+import click
+
+from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, UsageError
+
+
+def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
+    if seed is not None and seeds is not None:
+        raise UsageError("give --seed or --seeds, not both")
+    if seeds is not None:
+        a, sep, b = seeds.partition("..")
+        try:
+            lo, hi = int(a), int(b) if sep else int(a)
+        except ValueError:
+            raise UsageError(f"--seeds {seeds!r} must look like A..B (integers)") from None
+        if lo < 0 or hi < lo:
+            raise UsageError(f"--seeds {seeds!r}: need 0 <= A <= B")
+        return list(range(lo, hi + 1))
+    if seed is None:
+        return [0]
+    if seed < 0:
+        raise UsageError(f"--seed must not be negative (got {seed})")
+    return [seed]
+
+
+def build_options(flags: dict[str, Any], variant: tuple[str, ...]) -> Any:
+    from reference_impl.core.config import ConfigError, Variants
+    from reference_impl.sim.options import SimOptions, SimOptionsError
+
+    kw: dict[str, Any] = {}
+    for cli, field in (("name", "test_name"), ("brokers", "brokers"), ("controllers", "controllers"),
+                       ("topics", "topics"), ("partitions", "partitions"), ("rf", "rf"), ("min_isr", "min_isr"),
+                       ("acks", "acks"), ("time_limit", "time_limit_s"), ("rate", "rate"),
+                       ("nemesis_interval", "nemesis_interval_s"), ("producers", "producers"),
+                       ("consumers", "consumers"), ("final_wait", "final_wait_s")):
+        if flags.get(cli) is not None:
+            kw[field] = flags[cli]
+    if flags.get("nemesis") is not None:
+        kw["nemesis"] = tuple(n.strip() for n in flags["nemesis"].split(",") if n.strip()) or ("none",)
+    vs: dict[str, bool] = {}
+    for v in variant:
+        try:
+            name, on = Variants.parse_assignment(v)
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        vs[name] = on
+    kw["variants"] = tuple(sorted(vs.items()))
+    try:
+        return SimOptions(**kw).validate()
+    except SimOptionsError as e:
+        raise UsageError(str(e)) from None
+
+
+def _worker(opts: Any, seed: int, out: str) -> dict[str, Any]:
+    from reference_impl.sim.runner import run_seed
+
+    try:
+        return run_seed(opts, seed, out)
+    except Exception as e:  # a harness bug: report it for this seed, keep the others going
+        import traceback
+
+        return {"seed": seed, "valid": "unknown", "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(limit=12)}
+
+
+def summarize(r: dict[str, Any]) -> dict[str, Any]:
+    d = r.get("durability") or {}
+    return {
+        "seed": r.get("seed"),
+        "valid": r.get("valid"),
+        "anomaly_types": r.get("anomaly_types", []),
+        "acks_all": {k: d.get("acks=all", {}).get(k) for k in ("acked", "lost")},
+        "acks_1": {k: d.get("acks=1", {}).get(k) for k in ("acked", "lost")},
+        "violations": (r.get("invariants") or {}).get("counts", {}),
+        "faults": (r.get("stats") or {}).get("faults"),
+        "sim_speed": (r.get("stats") or {}).get("sim_speed"),
+        "run_dir": r.get("run_dir"),
+        **({"error": r["error"]} if r.get("error") else {}),
+    }
+
+
+def exit_code(results: list[dict[str, Any]]) -> int:
+    if any(r.get("error") for r in results):
+        return EXIT_HARNESS
+    if all(r.get("valid") is True for r in results):
+        return EXIT_VALID
+    return EXIT_INVALID
+
+
+def run_seeds(opts: Any, seeds: list[int], out: str, jobs: int, progress: bool = False) -> list[dict[str, Any]]:
+    """Run every seed; results in seed order."""
+    results: dict[int, dict[str, Any]] = {}
+    inprocess = jobs <= 1 and os.environ.get("PYTHONHASHSEED") == "0"
+    bar = _Bar(len(seeds)) if progress else None
+    try:
+        if inprocess:
+            for s in seeds:
+                results[s] = _worker(opts, s, out)
+                if bar:
+                    bar.advance(results[s])
+        else:
+            import multiprocessing
+
+            os.environ["PYTHONHASHSEED"] = "0"
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as ex:
+                futs = {ex.submit(_worker, opts, s, out): s for s in seeds}
+                for f in as_completed(futs):
+                    s = futs[f]
+                    try:
+                        results[s] = f.result()
+                    except Exception as e:
+                        results[s] = {"seed": s, "valid": "unknown", "error": f"worker died: {type(e).__name__}: {e}"}
+                    if bar:
+                        bar.advance(results[s])
+    finally:
+        if bar:
+            bar.close()
+    return [results[s] for s in seeds]
+
+
+class _Bar:
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.p = Progress(TextColumn("[bold]sim"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                          TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+        self.bad = 0
+        self.task = self.p.add_task("sim", total=total, status="")
+        self.p.start()
+
+    def advance(self, r: dict[str, Any]) -> None:
+        if r.get("valid") is not True:
+            self.bad += 1
+        self.p.update(self.task, advance=1, status=f"[red]{self.bad} invalid[/]" if self.bad else "[green]all valid[/]")
+
+    def close(self) -> None:
+        self.p.stop()
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="kraftwerk sim")
+    for col in ("seed", "valid", "acks=all acked/lost", "acks=1 acked/lost", "violations", "faults", "x realtime", "anomalies"):
+        t.add_column(col)
+    for r in results:
+        s = summarize(r)
+        v = s["valid"]
+        vs = "[green]yes[/]" if v is True else ("[red]NO[/]" if v is False else f"[yellow]{v}[/]")
+        viol = sum((s["violations"] or {}).values())
+        t.add_row(str(s["seed"]), vs, f"{s['acks_all']['acked']}/{s['acks_all']['lost']}",
+                  f"{s['acks_1']['acked']}/{s['acks_1']['lost']}", str(viol), str(s["faults"]), str(s["sim_speed"]),
+                  s.get("error") or ", ".join(s["anomaly_types"])[:60])
+    Console(stderr=False).print(t)
+
+
+@click.command("sim")
+@click.option("--seed", type=int, help="One seed (default 0).")
+@click.option("--seeds", help="A range of seeds, A..B inclusive.")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Seeds run in parallel processes.")
+@click.option("--name", help="Test name (results/<name>/...; default sim).")
+@click.option("--brokers", type=int, help="Broker count (default 3).")
+@click.option("--controllers", type=int, help="KRaft controller (voter) count (default 3).")
+@click.option("--topics", type=int, help="Topic count (default 1).")
+@click.option("--partitions", type=int, help="Partitions per topic (default 3).")
+@click.option("--rf", type=int, help="Replication factor (default 3).")
+@click.option("--min-isr", type=int, help="min.insync.replicas (default 2).")
+@click.option("--acks", help="all | 1 | mixed (default all).")
+@click.option("--time-limit", type=float, help="Simulated seconds of workload (default 60).")
+@click.option("--rate", type=float, help="Produce ops per simulated second (default 100).")
+@click.option("--producers", type=int, help="Producer processes (default 8).")
+@click.option("--consumers", type=int, help="Consumer processes (default 1).")
+@click.option("--nemesis", help="Comma list of faults or groups (partition, power-loss, all, none, kill, ...).")
+@click.option("--nemesis-interval", type=float, help="Simulated seconds between fault changes (default 10).")
+@click.option("--final-wait", type=float, help="Simulated seconds to recover before final reads (default 15).")
+@click.option("--variant", "variant", multiple=True, metavar="NAME=on|off", help="Protocol variant (repeatable).")
+@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True, help="Results directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object(s) on stdout.")
+def sim_cmd(seed: int | None, seeds: str | None, jobs: int, variant: tuple[str, ...], out: str, as_json: bool,
+            **flags: Any) -> int:
+    """Run the reference implementation in the deterministic simulator.
+
+    \b
+    Examples:
+      kraftwerk sim --seed 7 --nemesis partition,kill
+      kraftwerk sim --seeds 0..199 --jobs 2 --variant kip101=off --nemesis kill,partition-leader
+    """
+    from reference_impl.sim.runner import point_latest
+
+    seed_list = parse_seeds(seed, seeds)
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1 (got {jobs})")
+    opts = build_options(flags, variant)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: {e.strerror}") from None
+    progress = not as_json and len(seed_list) > 1 and sys.stderr.isatty()
+    results = run_seeds(opts, seed_list, out, jobs, progress=progress)
+    dirs = [r["run_dir"] for r in results if r.get("run_dir")]
+    if dirs:
+        from pathlib import Path
+
+        point_latest(out, Path(dirs[-1]))
+    if as_json:
+        obj: Any = results[0] if len(results) == 1 else [summarize(r) for r in results]
+        sys.stdout.write(json.dumps(obj, default=str) + "\n")
+    else:
+        print_table(results)
+        for r in results:
+            if r.get("error"):
+                click.echo(f"seed {r.get('seed')}: error: {r['error']}", err=True)
+    return exit_code(results)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(sim_cmd)

@@ -1,0 +1,505 @@
+"""Simulated Kafka clients that behave like librdkafka, recording a history.
+
+Each client is a network endpoint (``"c3"``), so client <-> node links can be
+cut. Requests carry ``ref = (client name, request id)``; the runtime routes a
+node's ``Reply`` back by it.
+
+Producers (one operation in flight per process, as in Jepsen) decide ok / fail /
+info the way librdkafka does (notes/kafka-wire.md, "Client behaviour that
+decides ok / fail / info"):
+
+* NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED/UNKNOWN_LEADER_EPOCH:
+  refresh metadata and retry without counting a retry;
+* NOT_ENOUGH_REPLICAS: retried while retries remain; it means nothing was
+  appended (seed 000, appendRecordsToLeader throws before writing);
+* REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, no answer: retried, and
+  the record *may* be in the log, so the outcome can no longer be ``fail``;
+* the delivery timeout ends the operation as ``info``; other broker errors are
+  definite: ``fail`` unless an earlier attempt was ambiguous.
+
+A process whose operation ended ``info`` never issues another: the client
+continues under a fresh process id (Jepsen's convention).
+
+Consumers ``assign`` every partition and ``poll`` from their position; a broker
+only serves offsets below the HW. Final readers read each key from the
+beginning until the highest acknowledged offset is covered or a deadline
+passes; their operations carry ``"final": true``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from reference_impl.core.messages import (
+    ClientFetchRequest,
+    ClientFetchResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    Errors,
+    FetchPartitionRequest,
+    MetadataRequest,
+    MetadataResponse,
+    NewTopic,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
+
+from .history import History
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
+
+FINAL_READER_BASE = 1_000_000
+
+ERROR_NAMES = {v: k for k, v in vars(Errors).items() if isinstance(v, int) and not k.startswith("_") and k != "FENCED_EPOCH"}
+
+#: refresh metadata and retry without spending a retry (librdkafka)
+_LEADER_ERRORS = frozenset({Errors.LEADER_NOT_AVAILABLE, Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH,
+                            Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION})
+#: retried, and the batch may have been appended
+_AMBIGUOUS_ERRORS = frozenset({Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
+
+
+def error_name(code: int) -> str:
+    return ERROR_NAMES.get(code, f"ERROR_{code}")
+
+
+@dataclass
+class ClientConfig:
+    request_timeout_ms: int = 5000
+    delivery_timeout_ms: int = 15000
+    retries: int = 1 << 30
+    retry_backoff_ms: int = 100
+    metadata_backoff_ms: int = 100
+    fetch_max_wait_ms: int = 100
+    poll_interval_ms: int = 200
+
+
+class Endpoint:
+    """A network endpoint that sends requests and matches replies by ref."""
+
+    def __init__(self, sim: "Simulation", name: str) -> None:
+        self.sim = sim
+        self.name = name
+        self._rid = 0
+        self._pending: dict[int, Callable[[Any], None]] = {}
+        sim.net.attach(name, self._receive)
+
+    def request(self, node: int, make: Callable[[Any], Any], on_reply: Callable[[Any], None], timeout_ms: int) -> None:
+        self._rid += 1
+        rid = self._rid
+        self._pending[rid] = on_reply
+        self.sim.net.send(self.name, node, make((self.name, rid)))
+        self.sim.loop.after(timeout_ms, self._timeout, rid)
+
+    def _timeout(self, rid: int) -> None:
+        cb = self._pending.pop(rid, None)
+        if cb is not None:
+            cb(None)
+
+    def _receive(self, src: Any, msg: Any) -> None:
+        ref = getattr(msg, "ref", None)
+        if not isinstance(ref, tuple) or len(ref) != 2:
+            return
+        cb = self._pending.pop(ref[1], None)
+        if cb is not None:
+            cb(msg)
+
+    def cancel_all(self) -> None:
+        self._pending.clear()
+
+
+class MetadataCache:
+    """Leader per partition, refreshed from any reachable broker."""
+
+    def __init__(self, ep: Endpoint, topics: tuple[str, ...], cfg: ClientConfig) -> None:
+        self.ep = ep
+        self.topics = topics
+        self.cfg = cfg
+        self.leaders: dict[TopicPartition, tuple[int, int]] = {}
+        self._inflight = False
+        self._waiters: list[Callable[[], None]] = []
+
+    def leader(self, tp: TopicPartition) -> int:
+        cur = self.leaders.get(tp)
+        return -1 if cur is None else cur[0]
+
+    def invalidate(self, tp: TopicPartition) -> None:
+        self.leaders.pop(tp, None)
+
+    def refresh(self, then: Callable[[], None]) -> None:
+        self._waiters.append(then)
+        if self._inflight:
+            return
+        self._inflight = True
+        sim = self.ep.sim
+        broker = sim.rng.choice(sim.broker_ids)
+        self.ep.request(broker, lambda ref: MetadataRequest(ref, self.topics), self._on_reply, self.cfg.request_timeout_ms)
+
+    def _on_reply(self, msg: Any) -> None:
+        if isinstance(msg, MetadataResponse):
+            for t in msg.topics:
+                for p in t.partitions:
+                    if p.leader >= 0 and p.error == Errors.NONE:
+                        self.leaders[p.tp] = (p.leader, p.leader_epoch)
+                    else:
+                        self.leaders.pop(p.tp, None)
+            delay = 0
+        else:
+            delay = self.cfg.metadata_backoff_ms
+        waiters, self._waiters = self._waiters, []
+        self._inflight = False
+        for w in waiters:
+            self.ep.sim.loop.after(delay, w)
+
+
+class Workload:
+    """Owns the history, the value counter and every client process."""
+
+    def __init__(self, sim: "Simulation", history: History, tps: list[TopicPartition], cfg: ClientConfig | None = None) -> None:
+        self.sim = sim
+        self.history = history
+        self.tps = tps
+        self.topics = tuple(sorted({tp.topic for tp in tps}))
+        self.cfg = cfg or ClientConfig()
+        self.next_value = 0
+        self.producers: list[Producer] = []
+        self.consumers: list[Consumer] = []
+        self.final_readers: list[Consumer] = []
+        self.n_processes = 0
+        self.max_acked: dict[str, int] = {}
+        self.stopped = False
+
+    def value(self) -> int:
+        v = self.next_value
+        self.next_value += 1
+        return v
+
+    def add_producer(self, acks: str) -> "Producer":
+        p = Producer(self, f"c{self.n_processes}", self.n_processes, acks)
+        self.n_processes += 1
+        self.producers.append(p)
+        return p
+
+    def add_consumer(self) -> "Consumer":
+        c = Consumer(self, f"c{self.n_processes}", self.n_processes)
+        self.n_processes += 1
+        self.consumers.append(c)
+        return c
+
+    def add_final_reader(self) -> "Consumer":
+        """Final readers live outside the worker slots (ids from 1,000,000) so
+        that the process-id stride of the workers never changes."""
+        i = len(self.final_readers)
+        c = Consumer(self, f"final{i}", FINAL_READER_BASE + i)
+        self.final_readers.append(c)
+        return c
+
+    def n_processes_stride(self) -> int:
+        """Process ids advance by the number of client slots after an ``info``."""
+        return max(1, self.n_processes)
+
+    def record(self, process: Any, type_: str, f: str, value: Any, error: Any = None, **extra: Any) -> None:
+        self.history.record(self.sim.loop.now, process, type_, f, value, error, **extra)
+
+    def finish(self) -> None:
+        """End of the run: every operation still in flight is indeterminate."""
+        self.stopped = True
+        for p in self.producers:
+            p.abandon()
+        for c in self.consumers + self.final_readers:
+            c.abandon()
+
+
+class Producer:
+    def __init__(self, wl: Workload, name: str, process: int, acks: str) -> None:
+        self.wl = wl
+        self.sim = wl.sim
+        self.ep = Endpoint(wl.sim, name)
+        self.meta = MetadataCache(self.ep, wl.topics, wl.cfg)
+        self.process = process
+        self.acks = acks
+        self.busy = False
+        self._op: dict[str, Any] | None = None
+        self._gen = 0
+
+    @property
+    def name(self) -> str:
+        return self.ep.name
+
+    def send(self, tp: TopicPartition | None = None, value: int | None = None,
+             done: Callable[[str, Any], None] | None = None) -> bool:
+        """Invoke one send; returns False if a send is already in flight."""
+        if self.busy or self.wl.stopped:
+            return False
+        if tp is None:
+            tp = self.sim.rng.choice(self.wl.tps)
+        if value is None:
+            value = self.wl.value()
+        key = str(tp)
+        self.busy = True
+        self._gen += 1
+        cfg = self.wl.cfg
+        self._op = {"tp": tp, "value": value, "deadline": self.sim.now + cfg.delivery_timeout_ms, "ambiguous": False,
+                    "retries": 0, "last_error": None, "done": done, "gen": self._gen}
+        self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks)
+        self._attempt(self._gen)
+        return True
+
+    def _attempt(self, gen: int) -> None:
+        op = self._op
+        if op is None or op["gen"] != gen:
+            return
+        if self.sim.now >= op["deadline"]:
+            self._complete("info", None, op["last_error"] or "delivery-timeout")
+            return
+        tp = op["tp"]
+        leader = self.meta.leader(tp)
+        if leader < 0:
+            self.meta.refresh(lambda: self._after_refresh(gen))
+            return
+        acks = -1 if self.acks == "all" else int(self.acks)
+        cfg = self.wl.cfg
+        self.ep.request(
+            leader,
+            lambda ref: ProduceRequest(ref, tp, acks, 1, (op["value"],), timeout_ms=cfg.request_timeout_ms),
+            lambda msg: self._on_reply(gen, msg),
+            cfg.request_timeout_ms + 100,
+        )
+
+    def _after_refresh(self, gen: int) -> None:
+        op = self._op
+        if op is None or op["gen"] != gen:
+            return
+        if self.meta.leader(op["tp"]) < 0:
+            op["last_error"] = op["last_error"] or "LEADER_NOT_AVAILABLE"
+            self.sim.loop.after(self.wl.cfg.metadata_backoff_ms, self._attempt, gen)
+        else:
+            self._attempt(gen)
+
+    def _on_reply(self, gen: int, msg: Any) -> None:
+        op = self._op
+        if op is None or op["gen"] != gen:
+            return
+        cfg = self.wl.cfg
+        if msg is None or not isinstance(msg, ProduceResponse):
+            op["ambiguous"] = True
+            op["last_error"] = "request-timeout"
+            self.meta.invalidate(op["tp"])
+            self._retry(gen, counted=True)
+            return
+        err = msg.error
+        if err == Errors.NONE:
+            self._complete("ok", msg.base_offset, None)
+            return
+        name = error_name(err)
+        op["last_error"] = name
+        if err in _LEADER_ERRORS:
+            self.meta.invalidate(op["tp"])
+            self.sim.loop.after(cfg.retry_backoff_ms, self._attempt, gen)
+        elif err == Errors.NOT_ENOUGH_REPLICAS:
+            self._retry(gen, counted=True)
+        elif err in _AMBIGUOUS_ERRORS:
+            op["ambiguous"] = True
+            self._retry(gen, counted=True)
+        else:
+            self._complete("info" if op["ambiguous"] else "fail", None, name)
+
+    def _retry(self, gen: int, counted: bool) -> None:
+        op = self._op
+        assert op is not None
+        if counted:
+            op["retries"] += 1
+            if op["retries"] > self.wl.cfg.retries:
+                self._complete("info" if op["ambiguous"] else "fail", None, op["last_error"])
+                return
+        self.sim.loop.after(self.wl.cfg.retry_backoff_ms, self._attempt, gen)
+
+    def _complete(self, type_: str, offset: int | None, error: Any) -> None:
+        op = self._op
+        assert op is not None
+        self._op = None
+        self.busy = False
+        key = str(op["tp"])
+        if type_ == "ok":
+            value = [["send", key, [offset, op["value"]]]]
+            if offset is not None and offset > self.wl.max_acked.get(key, -1):
+                self.wl.max_acked[key] = offset
+        else:
+            value = [["send", key, op["value"]]]
+        self.wl.record(self.process, type_, "send", value, error, acks=self.acks)
+        if type_ == "info":
+            self.process += self.wl.n_processes_stride()
+        if op["done"] is not None:
+            op["done"](type_, offset if type_ == "ok" else error)
+
+    def abandon(self) -> None:
+        if self._op is not None:
+            self._complete("info", None, "run-ended")
+        self.ep.cancel_all()
+
+
+class Consumer:
+    """assign() + poll(): one fetch per leader, records below the HW."""
+
+    def __init__(self, wl: Workload, name: str, process: int) -> None:
+        self.wl = wl
+        self.sim = wl.sim
+        self.ep = Endpoint(wl.sim, name)
+        self.meta = MetadataCache(self.ep, wl.topics, wl.cfg)
+        self.process = process
+        self.positions: dict[TopicPartition, int] = {tp: 0 for tp in wl.tps}
+        self.busy = False
+        self._gen = 0
+        self._poll: dict[str, Any] | None = None
+
+    def poll(self, tps: list[TopicPartition] | None = None, final: bool = False, from_start: bool = False,
+             until: dict[str, int] | None = None, deadline_ms: int | None = None,
+             done: Callable[[dict[str, list[list[int]]]], None] | None = None) -> bool:
+        if self.busy:
+            return False
+        self.busy = True
+        self._gen += 1
+        tps = list(tps if tps is not None else self.wl.tps)
+        if from_start:
+            for tp in tps:
+                self.positions[tp] = 0
+        extra = {"final": True} if final else {}
+        self.wl.record(self.process, "invoke", "poll", [["poll"]], **extra)
+        self._poll = {"tps": tps, "got": {}, "final": final, "until": until or {}, "gen": self._gen,
+                      "deadline": self.sim.now + (deadline_ms if deadline_ms is not None else self.wl.cfg.request_timeout_ms),
+                      "outstanding": 0, "resets": {}, "done": done, "errors": set()}
+        self._round(self._gen)
+        return True
+
+    def _round(self, gen: int) -> None:
+        st = self._poll
+        if st is None or st["gen"] != gen:
+            return
+        by_leader: dict[int, list[TopicPartition]] = {}
+        missing = False
+        for tp in st["tps"]:
+            if st["final"] and self._covered(tp):
+                continue
+            leader = self.meta.leader(tp)
+            if leader < 0:
+                missing = True
+                continue
+            by_leader.setdefault(leader, []).append(tp)
+        if not by_leader:
+            if missing and self.sim.now < st["deadline"]:
+                self.meta.refresh(lambda: self._round(gen))
+            else:
+                self._complete()
+            return
+        cfg = self.wl.cfg
+        st["outstanding"] = len(by_leader)
+        st["missing"] = missing
+        for leader in sorted(by_leader):
+            parts = tuple(FetchPartitionRequest(tp, self.positions[tp]) for tp in by_leader[leader])
+            self.ep.request(
+                leader,
+                lambda ref, parts=parts: ClientFetchRequest(ref, parts, max_wait_ms=cfg.fetch_max_wait_ms),
+                lambda msg, gen=gen: self._on_fetch(gen, msg),
+                cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
+            )
+
+    def _covered(self, tp: TopicPartition) -> bool:
+        st = self._poll
+        assert st is not None
+        target = st["until"].get(str(tp), -1)
+        return self.positions[tp] > target
+
+    def _on_fetch(self, gen: int, msg: Any) -> None:
+        st = self._poll
+        if st is None or st["gen"] != gen:
+            return
+        st["outstanding"] -= 1
+        if isinstance(msg, ClientFetchResponse):
+            for pr in msg.partitions:
+                tp = pr.tp
+                if pr.error == Errors.NONE:
+                    pos = self.positions.get(tp, 0)
+                    out = st["got"].setdefault(str(tp), [])
+                    for b in pr.batches:
+                        payload = b.payload
+                        for i in range(b.count):
+                            off = b.base_offset + i
+                            if off >= pos:
+                                out.append([off, payload[i] if payload is not None and i < len(payload) else None])
+                        if b.next_offset > pos:
+                            pos = b.next_offset
+                    self.positions[tp] = pos
+                elif pr.error == Errors.OFFSET_OUT_OF_RANGE:
+                    # auto.offset.reset=error: record the reset instead of silently seeking
+                    to = max(0, pr.high_watermark) if pr.high_watermark >= 0 else 0
+                    st["resets"][str(tp)] = [self.positions.get(tp, 0), to]
+                    self.positions[tp] = to if to < self.positions.get(tp, 0) else self.positions.get(tp, 0)
+                else:
+                    st["errors"].add(error_name(pr.error))
+                    self.meta.invalidate(tp)
+        else:
+            st["errors"].add("fetch-timeout")
+            for tp in st["tps"]:
+                self.meta.invalidate(tp)
+        if st["outstanding"] > 0:
+            return
+        if st["final"] and self.sim.now < st["deadline"] and not all(self._covered(tp) for tp in st["tps"]):
+            self.sim.loop.after(self.wl.cfg.retry_backoff_ms, self._refresh_then_round, gen)
+            return
+        self._complete()
+
+    def _refresh_then_round(self, gen: int) -> None:
+        self.meta.refresh(lambda: self._round(gen))
+
+    def _complete(self) -> None:
+        st = self._poll
+        assert st is not None
+        self._poll = None
+        self.busy = False
+        got = {k: st["got"][k] for k in sorted(st["got"])}
+        extra: dict[str, Any] = {}
+        if st["final"]:
+            extra["final"] = True
+            short = sorted(str(tp) for tp in st["tps"] if not self._covered(tp))
+            if short:
+                extra["incomplete"] = short
+        if st["resets"]:
+            extra["reset"] = st["resets"]
+        self.wl.record(self.process, "ok", "poll", [["poll", got]], **extra)
+        if st["done"] is not None:
+            st["done"](got)
+
+    def abandon(self) -> None:
+        if self._poll is not None:
+            st = self._poll
+            self._poll = None
+            self.busy = False
+            extra = {"final": True} if st["final"] else {}
+            self.wl.record(self.process, "fail", "poll", [["poll"]], "run-ended", **extra)
+        self.ep.cancel_all()
+
+
+class Admin:
+    """CreateTopics through any broker, retried until every partition has a leader."""
+
+    def __init__(self, sim: "Simulation", name: str = "admin") -> None:
+        self.sim = sim
+        self.ep = Endpoint(sim, name)
+        self.created = False
+        self.result: Any = None
+
+    def create_topics(self, topics: tuple[NewTopic, ...], timeout_ms: int = 5000) -> None:
+        broker = self.sim.rng.choice(self.sim.broker_ids)
+        self.ep.request(broker, lambda ref: CreateTopicsRequest(ref, topics, timeout_ms=timeout_ms),
+                        lambda msg: self._on_created(topics, msg), timeout_ms + 1000)
+
+    def _on_created(self, topics: tuple[NewTopic, ...], msg: Any) -> None:
+        if isinstance(msg, CreateTopicsResponse) and all(
+                r.error in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS) for r in msg.results):
+            self.created = True
+            self.result = msg
+            return
+        self.sim.loop.after(200, self.create_topics, topics)

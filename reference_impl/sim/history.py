@@ -1,0 +1,32 @@
+"""The history recorder: Jepsen-shaped operations with virtual-time stamps.
+
+``time`` is nanoseconds of virtual time, so a seed's history is byte-identical
+on every replay (no wall clock anywhere). Operations are kept in memory for
+the checkers and, when a path is given, streamed to ``history.jsonl`` with the
+harness's :class:`~checkers.history.JsonlWriter`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from checkers.history import JsonlWriter, Op
+
+
+class History:
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.ops: list[Op] = []
+        self._writer = JsonlWriter(path, fsync_every=1 << 30) if path is not None else None
+
+    def record(self, vt_ms: int, process: Any, type_: str, f: str, value: Any, error: Any = None, **extra: Any) -> Op:
+        op = Op(type=type_, f=f, value=value, process=process, time=vt_ms * 1_000_000, index=len(self.ops), error=error, extra=extra)
+        self.ops.append(op)
+        if self._writer is not None:
+            self._writer.write(op)
+        return op
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None

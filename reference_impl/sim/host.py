@@ -1,0 +1,189 @@
+"""One simulated machine: a disk, a clock and (while running) a core ``Node``.
+
+The host is the process lifecycle the faults act on: SIGKILL (the page cache
+survives), power loss (it does not), SIGSTOP/SIGCONT (messages and timers queue
+until resume), controlled shutdown (the node runs its own shutdown and ends
+with ``Halt``), and restart (a fresh ``Node`` built from what the disk holds).
+Every incarnation has its own number so that timers armed by a dead process
+never fire into its successor.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from reference_impl.core.effects import (
+    FileDelete,
+    FileWrite,
+    Fsync,
+    Halt,
+    LogAppend,
+    LogTruncate,
+    LogTruncateFully,
+    Reply,
+    Send,
+    Timer,
+    TraceEvent,
+)
+
+from .clock import NodeClock
+from .disk import Disk
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
+
+_DISK_EFFECTS = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
+
+UP, PAUSED, DOWN = "up", "paused", "down"
+
+
+@dataclass
+class Host:
+    node_id: int
+    roles: frozenset[str]
+    sim: "Simulation"
+    clock: NodeClock = field(default_factory=NodeClock)
+    disk: Disk = field(default_factory=Disk)
+    state: str = DOWN
+    incarnation: int = 0
+    node: Any = None
+    queued: list[tuple[str, Any, Any]] = field(default_factory=list)
+    timers: set[int] = field(default_factory=set)
+    halted: bool = False
+
+    # -- time ------------------------------------------------------------------
+    def now(self) -> int:
+        return self.clock.node_time(self.sim.loop.now)
+
+    # -- lifecycle ---------------------------------------------------------------
+    def start(self, reason: str = "start") -> None:
+        """Start a fresh process from whatever the disk holds."""
+        from reference_impl.core.node import Node  # imported late: the core may still be in progress
+
+        sim = self.sim
+        self.incarnation += 1
+        self.timers = set()
+        self.queued = []
+        self.halted = False
+        stored = self.disk.stored_state()
+        self.node = Node(
+            self.node_id,
+            roles=set(self.roles),
+            config=sim.config,
+            voters=sim.voters,
+            stored=stored,
+            rng=random.Random(sim.rng.getrandbits(64)),
+            incarnation_id=f"{self.node_id}-{self.incarnation}",
+            endpoint=sim.endpoint(self.node_id),
+        )
+        self.state = UP
+        sim.trace(self.node_id, "node_start", {"incarnation": self.incarnation, "reason": reason})
+        self._call(lambda n, now: n.start(now))
+
+    def kill(self) -> None:
+        """SIGKILL: the process is gone, its page cache is not."""
+        self.state = DOWN
+        self.node = None
+        self.queued = []
+        self.timers = set()
+        self.incarnation += 1
+
+    def power_loss(self) -> dict[str, int]:
+        self.kill()
+        return self.disk.lose_unfsynced()
+
+    def pause(self) -> None:
+        if self.state == UP:
+            self.state = PAUSED
+
+    def resume(self) -> None:
+        if self.state != PAUSED:
+            return
+        self.state = UP
+        queued, self.queued = self.queued, []
+        for kind, a, b in queued:
+            if self.state != UP:
+                break
+            if kind == "msg":
+                self._deliver_now(a, b)
+            else:
+                self._tick()
+        if self.state == UP:
+            self._tick()
+
+    def controlled_shutdown(self) -> None:
+        if self.state == UP:
+            self._call(lambda n, now: n.begin_controlled_shutdown(now))
+
+    # -- inputs --------------------------------------------------------------------
+    def deliver(self, src: Any, msg: Any) -> None:
+        if self.state == DOWN:
+            return
+        if self.state == PAUSED:
+            self.queued.append(("msg", src, msg))
+            return
+        self._deliver_now(src, msg)
+
+    def _deliver_now(self, src: Any, msg: Any) -> None:
+        node_src = src if isinstance(src, int) else None
+        self._call(lambda n, now: n.handle(msg, now, node_src))
+
+    def on_timer(self, incarnation: int, vt: int) -> None:
+        if incarnation != self.incarnation:
+            return
+        self.timers.discard(vt)
+        if self.state == PAUSED:
+            if not any(k == "tick" for k, _, _ in self.queued):
+                self.queued.append(("tick", None, None))
+            return
+        if self.state == UP:
+            self._tick()
+
+    def _tick(self) -> None:
+        self._call(lambda n, now: n.tick(now))
+
+    # -- effects ---------------------------------------------------------------------
+    def _call(self, fn: Callable[[Any, int], list[Any]]) -> None:
+        node = self.node
+        try:
+            effects = fn(node, self.now())
+        except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
+            self.sim.node_crashed(self.node_id, f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
+            self.kill()
+            return
+        self.apply(effects)
+
+    def apply(self, effects: list[Any]) -> None:
+        sim = self.sim
+        me = self.node_id
+        inc = self.incarnation
+        for eff in effects:
+            t = type(eff)
+            if t is Send:
+                sim.net.send(me, eff.dst, eff.msg)
+            elif t is Timer:
+                vt = self.clock.virtual_time(eff.at)
+                loop = sim.loop
+                if vt < loop.now:
+                    vt = loop.now
+                if vt not in self.timers:
+                    self.timers.add(vt)
+                    loop.at(vt, self.on_timer, inc, vt)
+            elif t is TraceEvent:
+                sim.trace(me, eff.kind, eff.data)
+            elif t is Reply:
+                ref = getattr(eff.msg, "ref", None)
+                if isinstance(ref, tuple) and ref:
+                    sim.net.send(me, ref[0], eff.msg)
+            elif t in _DISK_EFFECTS:
+                self.disk.apply(eff)
+            elif t is Halt:
+                self.halted = True
+                sim.trace(me, "node_halt", {"incarnation": inc, "reason": eff.reason})
+                self.kill()
+                return
+            else:
+                raise TypeError(f"node {me} returned an unknown effect {eff!r}")

@@ -1,0 +1,132 @@
+"""The simulated network: per-link latency and loss, FIFO delivery per link
+(TCP), and partitions expressed as *grudges*.
+
+A grudge is a set of directed ``(src, dst)`` pairs whose messages are dropped,
+so any shape is one value: a symmetric split, an isolated node, a majorities
+ring, a one-way cut. Endpoints are node ids (int) and client names (str), so
+client <-> node links can be cut like any other. A message is checked when it
+is sent and again when it would arrive: a partition that starts while a
+message is in flight drops it, as an iptables DROP rule would.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Iterable
+
+from .events import EventLoop
+
+Endpoint = Hashable
+
+
+@dataclass(frozen=True)
+class LinkProfile:
+    """Latency = ``min_ms`` + an exponential with mean ``jitter_ms`` (rounded);
+    ``loss`` is the probability a message is dropped."""
+
+    min_ms: int = 1
+    jitter_ms: float = 1.0
+    loss: float = 0.0
+
+    def sample(self, rng: random.Random) -> int:
+        extra = rng.expovariate(1.0 / self.jitter_ms) if self.jitter_ms > 0 else 0.0
+        return self.min_ms + int(extra)
+
+
+class Network:
+    def __init__(self, loop: EventLoop, rng: random.Random, default: LinkProfile | None = None) -> None:
+        self.loop = loop
+        self.rng = rng
+        self.default = default or LinkProfile()
+        self.links: dict[tuple[Endpoint, Endpoint], LinkProfile] = {}
+        self.grudge: set[tuple[Endpoint, Endpoint]] = set()
+        self._last_arrival: dict[tuple[Endpoint, Endpoint], int] = {}
+        self._receivers: dict[Endpoint, Callable[[Endpoint, Any], None]] = {}
+        self.sent = 0
+        self.dropped = 0
+        self.delivered = 0
+
+    def attach(self, endpoint: Endpoint, receive: Callable[[Endpoint, Any], None]) -> None:
+        self._receivers[endpoint] = receive
+
+    def set_link(self, src: Endpoint, dst: Endpoint, profile: LinkProfile) -> None:
+        self.links[(src, dst)] = profile
+
+    # -- partitions --------------------------------------------------------
+    def cut(self, pairs: Iterable[tuple[Endpoint, Endpoint]]) -> None:
+        self.grudge.update(pairs)
+
+    def heal(self) -> None:
+        self.grudge.clear()
+
+    def heal_pairs(self, pairs: Iterable[tuple[Endpoint, Endpoint]]) -> None:
+        self.grudge.difference_update(pairs)
+
+    def blocked(self, src: Endpoint, dst: Endpoint) -> bool:
+        return (src, dst) in self.grudge
+
+    # -- delivery ------------------------------------------------------------
+    def send(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
+        self.sent += 1
+        link = (src, dst)
+        if link in self.grudge:
+            self.dropped += 1
+            return
+        prof = self.links.get(link, self.default)
+        if prof.loss and self.rng.random() < prof.loss:
+            self.dropped += 1
+            return
+        arrive = self.loop.now + prof.sample(self.rng)
+        last = self._last_arrival.get(link, 0)
+        if arrive < last:
+            arrive = last  # FIFO per link, like one TCP connection
+        self._last_arrival[link] = arrive
+        self.loop.at(arrive, self._arrive, src, dst, msg)
+
+    def _arrive(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
+        if (src, dst) in self.grudge:
+            self.dropped += 1
+            return
+        recv = self._receivers.get(dst)
+        if recv is None:
+            self.dropped += 1
+            return
+        self.delivered += 1
+        recv(src, msg)
+
+
+# -- grudge shapes (Jepsen's nemesis vocabulary) ---------------------------
+
+
+def bisect(a: Iterable[Endpoint], b: Iterable[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
+    """Both directions between every member of ``a`` and every member of ``b``."""
+    a, b = list(a), list(b)
+    return {(x, y) for x in a for y in b} | {(y, x) for x in a for y in b}
+
+
+def isolate(node: Endpoint, everyone: Iterable[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
+    return bisect([node], [e for e in everyone if e != node])
+
+
+def one_way(srcs: Iterable[Endpoint], dsts: Iterable[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
+    return {(s, d) for s in srcs for d in dsts if s != d}
+
+
+def majorities_ring(nodes: list[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
+    """Each node sees a majority (itself and its ring neighbours), but no two
+    nodes see the same majority (Jepsen's ``majorities-ring``)."""
+    n = len(nodes)
+    if n < 3:
+        return set()
+    k = n // 2  # neighbours on each side making a majority with the node itself: 2k+1 > n/2
+    reach = max(1, k // 2 + (k % 2))
+    visible: dict[Endpoint, set[Endpoint]] = {}
+    for i, x in enumerate(nodes):
+        visible[x] = {nodes[(i + d) % n] for d in range(-reach, reach + 1)}
+    pairs = set()
+    for x in nodes:
+        for y in nodes:
+            if x != y and y not in visible[x]:
+                pairs.add((x, y))
+    return pairs

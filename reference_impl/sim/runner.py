@@ -1,0 +1,264 @@
+"""One seed, end to end: cluster set-up, workload, nemesis, final phase,
+checkers, run directory.
+
+Run directory (ARCHITECTURE.md, "Contracts"): ``<out>/<test>/<YYYYmmddTHHMMSS>-<seed>/``
+with ``test.json``, ``history.jsonl``, ``nodes/<node>/trace.jsonl`` and
+``results.json``. Only the directory name carries wall-clock time; the history
+holds virtual time only, so a seed replays byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.invariants import InvariantMonitor
+from reference_impl.core.messages import NewTopic, TopicPartition
+
+from .clients import Admin, ClientConfig, Consumer, Producer, Workload
+from .history import History
+from .nemesis import Nemesis
+from .network import LinkProfile
+from .options import SimOptions
+from .simulation import Simulation
+
+#: queue anomalies that break a guarantee whatever the acks setting
+INVALIDATING_QUEUE_ANOMALIES = frozenset({"inconsistent-offsets", "G1a"})
+
+
+def make_run_dir(out: str | Path, test_name: str, seed: int) -> Path:
+    base = Path(out) / test_name
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    d = base / f"{stamp}-{seed}"
+    n = 1
+    while d.exists():
+        d = base / f"{stamp}-{seed}-{n}"
+        n += 1
+    d.mkdir(parents=True)
+    return d
+
+
+def point_latest(out: str | Path, run_dir: Path) -> None:
+    """``<out>/latest`` -> the newest run (relative, replaced atomically)."""
+    out = Path(out)
+    link = out / "latest"
+    tmp = out / f".latest.{os.getpid()}"
+    try:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        tmp.symlink_to(os.path.relpath(run_dir, out))
+        os.replace(tmp, link)
+    except OSError:
+        pass
+
+
+@dataclass
+class SimRun:
+    """The pieces of one simulated test, built and wired; :meth:`run` plays it."""
+
+    opts: SimOptions
+    seed: int
+    run_dir: Path | None = None
+    client_config: ClientConfig = field(default_factory=ClientConfig)
+
+    def __post_init__(self) -> None:
+        o = self.opts
+        self.monitor = InvariantMonitor(seed=self.seed, min_isr=o.min_isr)
+        self.sim = Simulation(
+            self.seed, o.brokers, o.controllers, o.protocol_config(),
+            link=LinkProfile(o.latency_ms, o.jitter_ms),
+            trace_dir=(self.run_dir / "nodes") if self.run_dir else None,
+            monitor=self.monitor, clock_drift=o.clock_drift,
+        )
+        self.history = History(self.run_dir / "history.jsonl" if self.run_dir else None)
+        self.tps = [TopicPartition(t, p) for t in o.topic_names() for p in range(o.partitions)]
+        self.wl = Workload(self.sim, self.history, self.tps, self.client_config)
+        for i in range(o.producers):
+            acks = o.acks if o.acks != "mixed" else ("all" if i % 2 == 0 else "1")
+            self.wl.add_producer(acks)
+        for _ in range(o.consumers):
+            self.wl.add_consumer()
+        self.nemesis = Nemesis(self.sim, self.wl.record, o.faults(), int(o.nemesis_interval_s * 1000),
+                               client_names=lambda: [c.ep.name for c in self.wl.producers + self.wl.consumers])
+        self.setup_ok = False
+        self.generating = False
+        self.skipped = 0
+        self.final_readers: list[Consumer] = []
+        self.t0 = 0
+        self.t_end = 0
+
+    # -- phases ----------------------------------------------------------------------------------------
+    def setup(self) -> bool:
+        """Start the nodes, create the topics, wait for every partition to have a live leader."""
+        o, sim = self.opts, self.sim
+        sim.start()
+        admin = Admin(sim)
+        topics = tuple(NewTopic(t, o.partitions, o.rf, configs=(("min.insync.replicas", str(o.min_isr)),))
+                       for t in o.topic_names())
+        sim.at(sim.now + 100, admin.create_topics, topics)
+
+        def ready() -> bool:
+            return admin.created and all(sim.leader_of(tp) in sim.hosts and sim.is_up(sim.leader_of(tp)) for tp in self.tps)
+
+        self.setup_ok = sim.wait_for(ready, int(o.setup_timeout_s * 1000))
+        return self.setup_ok
+
+    def start_workload(self) -> None:
+        o, sim = self.opts, self.sim
+        self.t0 = sim.now
+        self.t_end = self.t0 + int(o.time_limit_s * 1000)
+        self.generating = True
+        if o.rate > 0:
+            self._next_arrival()
+        for c in self.wl.consumers:
+            sim.at(self.t0 + sim.rng.randint(0, self.client_config.poll_interval_ms), self._consumer_loop, c)
+        self.nemesis.schedule(self.t0 + int(o.warmup_s * 1000), self.t_end)
+        sim.at(self.t_end, self._stop_generating)
+
+    def _next_arrival(self) -> None:
+        sim = self.sim
+        delay = int(sim.rng.expovariate(self.opts.rate) * 1000)
+        sim.loop.after(delay, self._arrive)
+
+    def _arrive(self) -> None:
+        if not self.generating:
+            return
+        idle = [p for p in self.wl.producers if not p.busy]
+        if idle:
+            self.sim.rng.choice(idle).send()
+        else:
+            self.skipped += 1
+        self._next_arrival()
+
+    def _consumer_loop(self, c: Consumer) -> None:
+        if not self.generating:
+            return
+        c.poll(done=lambda _got: self.sim.loop.after(self.client_config.poll_interval_ms, self._consumer_loop, c))
+
+    def _stop_generating(self) -> None:
+        self.generating = False
+
+    def final_phase(self) -> None:
+        """Heal everything, restart the dead, wait, then final reads per key."""
+        o, sim = self.opts, self.sim
+        self.nemesis.final_heal()
+        sim.run_for(int(o.final_wait_s * 1000))
+        deadline = int(o.final_read_s * 1000)
+        for tp in self.tps:
+            r = self.wl.add_final_reader()
+            self.final_readers.append(r)
+            r.poll(tps=[tp], final=True, from_start=True, until=dict(self.wl.max_acked), deadline_ms=deadline)
+        sim.wait_for(lambda: not any(r.busy for r in self.final_readers), deadline + 2 * self.client_config.request_timeout_ms)
+        self.wl.finish()
+
+    def run(self) -> dict[str, Any]:
+        wall0 = time.perf_counter()
+        if self.setup():
+            self.start_workload()
+            self.sim.run_until(self.t_end)
+            self.final_phase()
+        else:
+            self.wl.finish()
+        self.history.close()
+        self.sim.close()
+        results = self.results(time.perf_counter() - wall0)
+        if self.run_dir is not None:
+            with open(self.run_dir / "results.json", "w", encoding="utf-8") as f:
+                json.dump(results, f, indent=2, sort_keys=False, default=str)
+                f.write("\n")
+        return results
+
+    # -- verdict -------------------------------------------------------------------------------------------
+    def results(self, wall_s: float) -> dict[str, Any]:
+        from checkers.durability import check_durability
+
+        ops = self.history.ops
+        durability = check_durability(ops)
+        queue = _queue_anomalies(ops)
+        inv = self.monitor.summary()
+        anomaly_types: set[str] = set()
+        lost_all = durability.get("acks=all", {}).get("lost", 0)
+        if lost_all:
+            anomaly_types.add("lost-acked-write")
+        anomaly_types.update(inv["counts"])
+        anomaly_types.update(k for k, n in queue["counts"].items() if n)
+        error = None if self.setup_ok else "set-up failed: not every partition had a live leader in time"
+        valid: Any = (lost_all == 0 and inv["valid"]
+                      and not any(queue["counts"].get(k) for k in INVALIDATING_QUEUE_ANOMALIES))
+        if error:
+            valid = "unknown"
+        sim = self.sim
+        counts: dict[str, int] = {}
+        for op in ops:
+            if op.type != "invoke":
+                k = f"{op.f}:{op.type}"
+                counts[k] = counts.get(k, 0) + 1
+        stats = {
+            "ops": len(ops),
+            "completions": dict(sorted(counts.items())),
+            "virtual_ms": sim.now,
+            "workload_ms": max(0, self.t_end - self.t0),
+            "steps": sim.loop.steps,
+            "wall_s": round(wall_s, 3),
+            "sim_speed": round((sim.now / 1000.0) / wall_s, 1) if wall_s > 0 else None,
+            "messages": {"sent": sim.net.sent, "delivered": sim.net.delivered, "dropped": sim.net.dropped},
+            "faults": self.nemesis.started,
+            "skipped_arrivals": self.skipped,
+            "trace_events": dict(sorted(sim.trace_counts.items())),
+            "node_crashes": [{"node": c.node, "t": c.t, "error": c.error} for c in sim.crashes[:10]],
+        }
+        out: dict[str, Any] = {
+            "valid": valid,
+            "seed": self.seed,
+            "anomaly_types": sorted(anomaly_types),
+            "anomalies": {
+                "queue": queue["examples"],
+                "invariants": inv["violations"],
+            },
+            "durability": durability,
+            "invariants": inv,
+            "queue": {"counts": queue["counts"]},
+            "stats": stats,
+        }
+        if sim.crashes:
+            out["crash_tracebacks"] = [c.traceback for c in sim.crashes[:3]]
+        if error:
+            out["error"] = error
+        return out
+
+
+def _queue_anomalies(ops: list[Any]) -> dict[str, Any]:
+    from checkers.queue.keycheck import check_key
+    from checkers.queue.project import project
+
+    proj = project(ops)
+    counts: dict[str, int] = {}
+    examples: dict[str, list[Any]] = {}
+    for key in sorted(proj.keys):
+        r = check_key(key, proj.keys[key])
+        for k, n in r["counts"].items():
+            counts[k] = counts.get(k, 0) + n
+        for k, ex in r["examples"].items():
+            room = 8 - len(examples.get(k, []))
+            if room > 0:
+                examples.setdefault(k, []).extend(ex[:room])
+    return {"counts": dict(sorted(counts.items())), "examples": examples}
+
+
+def run_seed(opts: SimOptions, seed: int, out: str | Path | None = None) -> dict[str, Any]:
+    """Run one seed; with ``out`` write the run directory and return its summary."""
+    run_dir = make_run_dir(out, opts.test_name, seed) if out is not None else None
+    if run_dir is not None:
+        test = {"kraftwerk": "sim", "seed": seed, "options": opts.to_json(),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        with open(run_dir / "test.json", "w", encoding="utf-8") as f:
+            json.dump(test, f, indent=2)
+            f.write("\n")
+    res = SimRun(opts, seed, run_dir).run()
+    if run_dir is not None:
+        res["run_dir"] = str(run_dir)
+    return res

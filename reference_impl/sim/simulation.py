@@ -1,0 +1,264 @@
+"""The simulation: event loop, network, hosts, traces and the scripting API.
+
+Everything random draws from one ``random.Random(seed)`` (network latency,
+nemesis choices, client choices; each node incarnation gets its own rng seeded
+from it), and every event goes through one heap ordered by (time, seq). Given a
+seed and options, a run is therefore a pure function: the same history, the
+same traces, byte for byte.
+
+The scripting API (``at``, ``run_until``, ``run_for``, ``wait_for``, ``cut``,
+``heal``, ``kill``, ``restart``, ``power_loss``, ``pause``, ``resume``,
+``bump_clock``, ``shutdown``) is what the scenario tests in ``tests/sim`` use to
+place faults at given times on given nodes; the nemesis schedules use the same
+calls.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from reference_impl.core.config import ProtocolConfig
+from reference_impl.core.messages import BrokerEndpoint, TopicPartition
+
+from .events import EventLoop
+from .host import DOWN, PAUSED, UP, Host
+from .network import Endpoint, LinkProfile, Network
+
+CONTROLLER_BASE = 100
+
+
+@dataclass
+class NodeCrash:
+    node: int
+    t: int
+    error: str
+    traceback: str
+
+
+class Simulation:
+    def __init__(
+        self,
+        seed: int,
+        brokers: int = 3,
+        controllers: int = 3,
+        config: ProtocolConfig | None = None,
+        link: LinkProfile | None = None,
+        trace_dir: str | Path | None = None,
+        monitor: Any = None,
+        clock_drift: float = 0.0,
+        max_clock_offset_ms: int = 0,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.loop = EventLoop()
+        self.net = Network(self.loop, self.rng, link)
+        self.config = config or ProtocolConfig()
+        self.broker_ids = tuple(range(1, brokers + 1))
+        self.controller_ids = tuple(CONTROLLER_BASE + i for i in range(1, controllers + 1))
+        self.voters = self.controller_ids
+        self.hosts: dict[int, Host] = {}
+        for nid in self.broker_ids:
+            self.hosts[nid] = Host(nid, frozenset({"broker"}), self)
+        for nid in self.controller_ids:
+            self.hosts[nid] = Host(nid, frozenset({"controller"}), self)
+        for nid, h in self.hosts.items():
+            if clock_drift:
+                h.clock.drift = self.rng.uniform(-clock_drift, clock_drift)
+            if max_clock_offset_ms:
+                h.clock.offset_ms = self.rng.randint(-max_clock_offset_ms, max_clock_offset_ms)
+            self.net.attach(nid, h.deliver)
+        self.monitor = monitor
+        self.crashes: list[NodeCrash] = []
+        self.trace_counts: dict[str, int] = {}
+        self._trace_dir = Path(trace_dir) if trace_dir is not None else None
+        self._trace_files: dict[int, Any] = {}
+        self._trace_listeners: list[Callable[[dict[str, Any]], None]] = []
+        # what the glass box says: leaders per partition, the active controller
+        self.leaders: dict[str, tuple[int, int]] = {}  # tp -> (leader_epoch, node)
+        self.hw: dict[tuple[int, str], int] = {}
+        self.leo: dict[tuple[int, str], int] = {}
+        self.controller_leader: tuple[int, int] = (-1, -1)  # (raft epoch, node)
+        self.partition_meta: dict[str, dict[str, Any]] = {}
+
+    # -- identities ---------------------------------------------------------------
+    @property
+    def node_ids(self) -> tuple[int, ...]:
+        return self.broker_ids + self.controller_ids
+
+    def endpoint(self, nid: int) -> BrokerEndpoint:
+        return BrokerEndpoint(nid, f"n{nid}.sim", 9092)
+
+    def host(self, nid: int) -> Host:
+        return self.hosts[nid]
+
+    def node(self, nid: int) -> Any:
+        """The live core ``Node`` object (None while down), for white-box asserts."""
+        return self.hosts[nid].node
+
+    # -- time -------------------------------------------------------------------------
+    @property
+    def now(self) -> int:
+        return self.loop.now
+
+    def at(self, t: int, fn: Callable[..., Any], *args: Any) -> None:
+        self.loop.at(t, fn, *args)
+
+    def run_until(self, t: int, stop: Callable[[], bool] | None = None) -> None:
+        self.loop.run_until(t, stop)
+
+    def run_for(self, ms: int) -> None:
+        self.loop.run_until(self.loop.now + ms)
+
+    def wait_for(self, cond: Callable[[], bool], timeout_ms: int) -> bool:
+        """Run until ``cond()`` holds (checked after every event) or the timeout."""
+        if cond():
+            return True
+        self.loop.run_until(self.loop.now + timeout_ms, cond)
+        return cond()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        for nid in self.controller_ids + self.broker_ids:
+            self.hosts[nid].start("start")
+
+    def is_up(self, nid: int) -> bool:
+        return self.hosts[nid].state == UP
+
+    def kill(self, nid: int) -> None:
+        h = self.hosts[nid]
+        if h.state != DOWN:
+            h.kill()
+            self.trace(nid, "node_stop", {"reason": "kill"})
+
+    def power_loss(self, nid: int) -> dict[str, int]:
+        h = self.hosts[nid]
+        lost = h.power_loss()
+        self.trace(nid, "node_stop", {"reason": "power-loss", "lost_entries": sum(lost.values())})
+        return lost
+
+    def restart(self, nid: int) -> None:
+        h = self.hosts[nid]
+        if h.state == DOWN:
+            h.start("restart")
+
+    def pause(self, nid: int) -> None:
+        self.hosts[nid].pause()
+
+    def resume(self, nid: int) -> None:
+        self.hosts[nid].resume()
+
+    def shutdown(self, nid: int) -> None:
+        """Controlled shutdown (SIGTERM): the node ends with Halt."""
+        self.hosts[nid].controlled_shutdown()
+
+    def bump_clock(self, nid: int, delta_ms: int) -> None:
+        h = self.hosts[nid]
+        h.clock.offset_ms += delta_ms
+        if h.state == UP:
+            self.loop.at(self.loop.now, h.on_timer, h.incarnation, -1)
+
+    def set_clock(self, nid: int, offset_ms: int) -> None:
+        self.bump_clock(nid, offset_ms - self.hosts[nid].clock.offset_ms)
+
+    # -- network -------------------------------------------------------------------------
+    def cut(self, pairs: Iterable[tuple[Endpoint, Endpoint]]) -> None:
+        self.net.cut(pairs)
+
+    def heal(self) -> None:
+        self.net.heal()
+
+    def heal_everything(self) -> None:
+        """The final phase: heal the network, resume, reset clocks, restart the dead."""
+        self.net.heal()
+        for nid, h in self.hosts.items():
+            if h.state == PAUSED:
+                h.resume()
+            if h.clock.offset_ms:
+                self.set_clock(nid, 0)
+        for nid, h in self.hosts.items():
+            if h.state == DOWN:
+                h.start("restart")
+
+    # -- glass box -------------------------------------------------------------------------
+    def add_trace_listener(self, fn: Callable[[dict[str, Any]], None]) -> None:
+        self._trace_listeners.append(fn)
+
+    def trace(self, nid: int, kind: str, data: dict[str, Any]) -> None:
+        ev = {"t": self.loop.now, "node": nid, "kind": kind}
+        ev.update(data)
+        self.trace_counts[kind] = self.trace_counts.get(kind, 0) + 1
+        self._track(nid, kind, ev)
+        if self.monitor is not None:
+            self.monitor.observe(ev)
+        for fn in self._trace_listeners:
+            fn(ev)
+        if self._trace_dir is not None:
+            f = self._trace_files.get(nid)
+            if f is None:
+                d = self._trace_dir / str(nid)
+                d.mkdir(parents=True, exist_ok=True)
+                f = self._trace_files[nid] = open(d / "trace.jsonl", "w", encoding="utf-8")
+            f.write(json.dumps(ev, separators=(",", ":"), default=_jsonable) + "\n")
+
+    def _track(self, nid: int, kind: str, ev: dict[str, Any]) -> None:
+        if kind == "become_leader":
+            tp = str(ev.get("tp"))
+            cur = self.leaders.get(tp)
+            ep = ev.get("leader_epoch", -1)
+            if cur is None or ep >= cur[0]:
+                self.leaders[tp] = (ep, nid)
+        elif kind == "become_follower":
+            tp = str(ev.get("tp"))
+            cur = self.leaders.get(tp)
+            ep = ev.get("leader_epoch", -1)
+            if cur is None or ep > cur[0]:
+                self.leaders[tp] = (ep, ev.get("leader", -1))
+        elif kind == "hw":
+            self.hw[(nid, str(ev.get("tp")))] = ev.get("hw", -1)
+            if "leo" in ev:
+                self.leo[(nid, str(ev.get("tp")))] = ev["leo"]
+        elif kind == "append":
+            self.leo[(nid, str(ev.get("tp")))] = ev.get("leo", -1)
+        elif kind == "truncate":
+            self.leo[(nid, str(ev.get("tp")))] = ev.get("to", -1)
+        elif kind == "loaded":
+            self.leo[(nid, str(ev.get("tp")))] = ev.get("leo", -1)
+            self.hw[(nid, str(ev.get("tp")))] = ev.get("hw", -1)
+        elif kind == "raft_state" and ev.get("role") == "leader":
+            ep = ev.get("epoch", -1)
+            if ep >= self.controller_leader[0]:
+                self.controller_leader = (ep, nid)
+        elif kind == "partition_metadata":
+            self.partition_meta[str(ev.get("tp"))] = ev
+
+    def leader_of(self, tp: TopicPartition | str) -> int:
+        """The latest leader the brokers announced (-1 if none known)."""
+        cur = self.leaders.get(str(tp))
+        if cur is None:
+            return -1
+        nid = cur[1]
+        return nid if nid is not None else -1
+
+    def active_controller(self) -> int:
+        return self.controller_leader[1]
+
+    def node_crashed(self, nid: int, error: str, tb: str) -> None:
+        self.crashes.append(NodeCrash(nid, self.loop.now, error, tb))
+        self.trace(nid, "node_crash", {"error": error})
+
+    def close(self) -> None:
+        for f in self._trace_files.values():
+            f.close()
+        self._trace_files = {}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (set, frozenset)):
+        return sorted(v)
+    if isinstance(v, tuple):
+        return list(v)
+    return str(v)
