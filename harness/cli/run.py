@@ -1,0 +1,74 @@
+"""``kraftwerk run``: start a cluster, drive it with real clients while faults
+fly, heal, read everything back, check, and write the report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from harness.config import NEMESES, build_config, load_yaml, parse_variants
+from harness.errors import EXIT_HARNESS, exit_code_for_valid
+
+
+@click.command("run")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file of settings (flags win).")
+@click.option("--name", help="Test name (results/<name>/...).")
+@click.option("--backend", type=click.Choice(["local"]), help="Where nodes run (default local).")
+@click.option("--db", type=click.Choice(["reference", "external"]), help="reference (bundled broker) or external.")
+@click.option("--bootstrap", help="HOST:PORT[,...] of an external cluster (--db external).")
+@click.option("--brokers", type=int, help="Broker count (default 3).")
+@click.option("--controllers", type=int, help="KRaft voter count; the first N nodes (default 3).")
+@click.option("--topics", type=int, help="Topic count (default 1).")
+@click.option("--partitions", type=int, help="Partitions per topic (default 2).")
+@click.option("--rf", type=int, help="Replication factor (default 3).")
+@click.option("--min-isr", type=int, help="min.insync.replicas (default 2).")
+@click.option("--acks", type=click.Choice(["all", "1", "mixed"]), help="Producer acks; mixed = half the processes each.")
+@click.option("--variant", "variant", multiple=True, metavar="NAME=on|off", help="Protocol variant (repeatable).")
+@click.option("--nemesis", help=f"Comma-separated faults: {','.join(NEMESES)} (or none).")
+@click.option("--nemesis-interval", type=float, help="Seconds between fault changes (default 5).")
+@click.option("--time-limit", type=float, help="Seconds of client operations (default 30).")
+@click.option("--rate", type=float, help="Client ops per second, all processes together (default 50).")
+@click.option("--concurrency", type=int, help="Client worker threads (default 4).")
+@click.option("--seed", type=int, help="Seed for every random choice (default random, recorded in test.json).")
+@click.option("--test-count", type=int, help="Run the test N times with seeds seed, seed+1, ...")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory (default results).")
+@click.option("--base-port", type=int, help="First port to use on 127.0.0.1 (default: free ports).")
+@click.option("--op-timeout", type=float, help="Seconds before a client op is recorded as info (default 10).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object(s) on stdout.")
+@click.option("--no-progress", is_flag=True, help="No live progress display.")
+def run_cmd(config_file: str | None, variant: tuple[str, ...], as_json: bool, no_progress: bool, **flags: Any) -> int:
+    """Run a campaign against a cluster on this machine.
+
+    \b
+    Example:
+      kraftwerk run --nemesis partition,kill --time-limit 60 --acks mixed
+    """
+    from harness.runner import run_test, summary_line
+
+    file_values = load_yaml(config_file) if config_file else None
+    if variant:
+        flags["variants"] = parse_variants(variant)
+    cfg = build_config(file_values, flags)
+    outcomes = []
+    worst = 0
+    assert cfg.seed is not None
+    for i in range(cfg.test_count):
+        c = cfg.model_copy(update={"seed": cfg.seed + i})
+        o = run_test(c, progress=False if (no_progress or as_json) else None)
+        outcomes.append(o)
+        code = exit_code_for_valid(o.result.get("valid"))
+        worst = max(worst, code) if code != EXIT_HARNESS else code
+        if not as_json:
+            click.echo(summary_line(o))
+            click.echo(f"report: {o.run_dir / 'index.html'}")
+    if as_json:
+        objs = [{"run_dir": str(o.run_dir), **o.result} for o in outcomes]
+        sys.stdout.write(json.dumps(objs[0] if len(objs) == 1 else objs, default=str) + "\n")
+    return worst
+
+
+def register(group: click.Group) -> None:
+    group.add_command(run_cmd)

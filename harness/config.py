@@ -1,0 +1,203 @@
+"""Test configuration: one validated object built from CLI flags and/or a YAML file.
+
+Everything a run does is decided here before anything starts, so bad input is
+rejected with a one-line message (exit 2) and no process, port or file is left
+behind. The whole object is written to ``test.json`` so a run can be replayed
+from its seed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.errors import UsageError
+
+#: fault names accepted by ``--nemesis`` (nemesis/__init__.py implements each)
+NEMESES = (
+    "partition",
+    "kill",
+    "pause",
+    "clock",
+    "lose-unfsynced",
+    "leader-kill",
+    "controller-kill",
+    "latency",
+)
+#: faults that touch node processes or the network between them: meaningless
+#: against an ``external`` cluster the harness does not run.
+NODE_FAULTS = frozenset(NEMESES)
+
+#: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
+VARIANTS = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
+
+
+class TestConfig(BaseModel):
+    """A campaign's settings. Field names match the ``kraftwerk run`` flags."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    name: str = "queue"
+    backend: Literal["local"] = "local"
+    db: Literal["reference", "external"] = "reference"
+    bootstrap: str | None = None
+    brokers: int = Field(3, ge=1, le=9)
+    controllers: int = Field(3, ge=0, le=9)
+    topics: int = Field(1, ge=1, le=50)
+    partitions: int = Field(2, ge=1, le=64)
+    rf: int = Field(3, ge=1)
+    min_isr: int = Field(2, ge=1)
+    acks: Literal["all", "1", "mixed"] = "all"
+    variants: dict[str, bool] = Field(default_factory=dict)
+    nemesis: list[str] = Field(default_factory=list)
+    nemesis_interval: float = Field(5.0, gt=0)
+    time_limit: float = 30.0
+    rate: float = Field(50.0, gt=0)
+    concurrency: int = Field(4, ge=1, le=256)
+    seed: int | None = None
+    test_count: int = Field(1, ge=1)
+    out: str = "results"
+    op_timeout: float = Field(10.0, gt=0)
+    final_read_timeout: float = Field(30.0, gt=0)
+    base_port: int = Field(0, ge=0, le=65000)
+    storage: Literal["file", "pagecache"] | None = None
+    checker_engine: str = "python"
+    history_fsync_every: int = Field(200, ge=1)
+    record_history: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("test name must be letters, digits, '.', '_' or '-'")
+        return v
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time_limit_positive(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError(f"time limit must be positive, got {v:g}")
+        return v
+
+    @field_validator("nemesis", mode="before")
+    @classmethod
+    def _split_nemesis(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [s.strip() for s in v.split(",") if s.strip() and s.strip() != "none"]
+        return v
+
+    @field_validator("nemesis")
+    @classmethod
+    def _known_nemesis(cls, v: list[str]) -> list[str]:
+        for n in v:
+            if n not in NEMESES:
+                raise ValueError(f"unknown nemesis {n!r} (known: {', '.join(NEMESES)})")
+        return list(dict.fromkeys(v))
+
+    @field_validator("variants")
+    @classmethod
+    def _known_variants(cls, v: dict[str, bool]) -> dict[str, bool]:
+        for k in v:
+            if k not in VARIANTS:
+                raise ValueError(f"unknown variant {k!r} (known: {', '.join(VARIANTS)})")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TestConfig":
+        if self.db == "external":
+            if not self.bootstrap:
+                raise ValueError("--db external needs --bootstrap HOST:PORT")
+            if self.nemesis:
+                raise ValueError(
+                    "--db external runs no nodes, so node faults are impossible: drop --nemesis"
+                )
+            if not re.match(r"^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$", self.bootstrap):
+                raise ValueError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {self.bootstrap!r}")
+        else:
+            if self.bootstrap:
+                raise ValueError("--bootstrap is only for --db external")
+            if self.rf > self.brokers:
+                raise ValueError(f"--rf {self.rf} exceeds --brokers {self.brokers}")
+        if self.min_isr > self.rf:
+            raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
+        if self.seed is None:
+            self.seed = random.SystemRandom().randrange(1, 2**31)
+        if self.storage is None:
+            self.storage = "pagecache" if "lose-unfsynced" in self.nemesis else "file"
+        return self
+
+    # ----------------------------------------------------------------- helpers
+    def keys(self) -> list[str]:
+        """Queue keys: every topic-partition, spelt ``<topic>-<partition>``."""
+        return [f"t{t}-{p}" for t in range(self.topics) for p in range(self.partitions)]
+
+    def topic_names(self) -> list[str]:
+        return [f"t{t}" for t in range(self.topics)]
+
+    def node_names(self) -> list[str]:
+        return [f"n{i}" for i in range(1, self.node_count() + 1)]
+
+    def node_count(self) -> int:
+        """Combined nodes: the first ``controllers`` nodes are also KRaft voters."""
+        return max(self.brokers, self.controllers)
+
+    def acks_for_thread(self, thread: int) -> str:
+        """acks per process group: with ``mixed`` even worker threads use acks=all,
+        odd ones acks=1, so both durability rows see the same faults."""
+        if self.acks == "mixed":
+            return "all" if thread % 2 == 0 else "1"
+        return self.acks
+
+
+def parse_variants(items: tuple[str, ...] | list[str]) -> dict[str, bool]:
+    """``NAME=on|off`` pairs -> dict; malformed input is a UsageError."""
+    out: dict[str, bool] = {}
+    for item in items:
+        name, sep, val = item.partition("=")
+        if not sep or val.lower() not in ("on", "off", "true", "false", "1", "0"):
+            raise UsageError(f"--variant wants NAME=on|off, got {item!r}")
+        out[name.strip()] = val.lower() in ("on", "true", "1")
+    return out
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"config file {p} not found") from None
+    except yaml.YAMLError as e:
+        raise UsageError(f"config file {p}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError(f"config file {p}: expected a mapping of settings")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def build_config(file_values: dict[str, Any] | None, flag_values: dict[str, Any]) -> TestConfig:
+    """Merge a YAML file with CLI flags (flags win) and validate, turning the
+    first pydantic error into a one-line :class:`UsageError`."""
+    merged: dict[str, Any] = dict(file_values or {})
+    for k, v in flag_values.items():
+        if v is None:
+            continue
+        if k == "variants" and isinstance(v, dict):
+            merged["variants"] = {**merged.get("variants", {}), **v}
+        else:
+            merged[k] = v
+    try:
+        return TestConfig(**merged)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        msg = err.get("msg", "invalid").removeprefix("Value error, ")
+        flag = f"--{loc.replace('_', '-')}: " if loc else ""
+        raise UsageError(f"{flag}{msg}") from None

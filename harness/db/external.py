@@ -1,0 +1,101 @@
+"""``--db external``: a cluster the harness does not run. Only the workload and
+the checks apply — no node faults, no logs to collect."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness.config import TestConfig
+from harness.errors import HarnessError
+
+
+@dataclass
+class ExternalDB:
+    cfg: TestConfig
+    nodes: list[str] = field(default_factory=list)
+
+    def client_bootstrap(self) -> str:
+        assert self.cfg.bootstrap
+        return self.cfg.bootstrap
+
+    def setup(self) -> None:
+        ensure_topics(self.client_bootstrap(), self.cfg, timeout=30)
+
+    def teardown(self) -> None:
+        return None
+
+    def collect(self) -> None:
+        return None
+
+
+def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float) -> None:
+    """Create the test's topics (CreateTopics, or auto-creation where a cluster
+    has no CreateTopics handler, like librdkafka's mock) and wait until every
+    topic-partition has a leader."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": 5000})
+    want = {t: cfg.partitions for t in cfg.topic_names()}
+    deadline = time.monotonic() + timeout
+    try:
+        md = admin.list_topics(timeout=min(10, timeout))
+    except KafkaException as e:
+        raise HarnessError(f"cannot reach {bootstrap}: {e.args[0].str()}") from None
+    missing = [t for t in want if t not in md.topics or md.topics[t].error is not None]
+    if missing:  # a metadata request for the topic auto-creates it where the cluster allows
+        for t in missing:
+            try:
+                admin.list_topics(topic=t, timeout=2)
+            except KafkaException:
+                pass
+        md = admin.list_topics(timeout=min(10, timeout))
+        missing = [t for t in want if t not in md.topics or md.topics[t].error is not None]
+    if missing:
+        futs = admin.create_topics(
+            [
+                NewTopic(
+                    t,
+                    num_partitions=cfg.partitions,
+                    replication_factor=min(cfg.rf, max(1, len(md.brokers))),
+                    config={"min.insync.replicas": str(cfg.min_isr)},
+                )
+                for t in missing
+            ],
+            operation_timeout=10,
+            request_timeout=15,
+        )
+        for t, fut in futs.items():
+            try:
+                fut.result(timeout=20)
+            except Exception:
+                pass  # already exists, or no CreateTopics handler: auto-creation below
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            md = admin.list_topics(timeout=5)
+        except KafkaException as e:
+            last = str(e)
+            time.sleep(0.5)
+            continue
+        ok = True
+        for t, n in want.items():
+            tm = md.topics.get(t)
+            if tm is None or tm.error is not None or len(tm.partitions) < n:
+                ok = False
+                last = f"topic {t}: {tm.error if tm is not None and tm.error else 'not ready'}"
+                break
+            if any(p.leader < 0 for p in tm.partitions.values()):
+                ok = False
+                last = f"topic {t}: a partition has no leader"
+                break
+        if ok:
+            return
+        for t in want:  # a metadata request for the topic auto-creates it where allowed
+            try:
+                admin.list_topics(topic=t, timeout=2)
+            except KafkaException:
+                pass
+        time.sleep(0.5)
+    raise HarnessError(f"topics not ready on {bootstrap} after {timeout:.0f}s ({last})")

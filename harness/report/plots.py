@@ -1,0 +1,144 @@
+"""latency-raw.png and rate.png with matplotlib (Agg: no display, no gnuplot).
+
+Both shade the intervals when faults were active, so a reader sees at a glance
+whether latency spikes and throughput drops line up with the nemesis.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from checkers.history.op import Op  # noqa: E402
+
+COLOURS = {"ok": "#2a9d43", "fail": "#d62828", "info": "#e9a100"}
+FAULT_COLOURS = ["#8ecae6", "#cdb4db", "#ffc8dd", "#bde0fe", "#fde68a", "#c7f9cc", "#e5e5e5", "#f4a261"]
+
+
+@dataclass
+class Interval:
+    fault: str
+    start: float  # seconds
+    stop: float | None
+    value: Any
+
+
+def fault_intervals(ops: list[Op]) -> list[Interval]:
+    """start-<fault> completion .. matching stop-<fault> completion (Jepsen's
+    nemesis intervals); an unstopped fault runs to the end of the history."""
+    open_: dict[str, Interval] = {}
+    out: list[Interval] = []
+
+    def event(op: Op) -> None:
+        t = op.time / 1e9
+        if op.f.startswith("start-"):
+            fault = op.f[len("start-"):]
+            iv = Interval(fault, t, None, op.value)
+            open_[fault] = iv
+            out.append(iv)
+        elif op.f.startswith("stop-"):
+            iv = open_.pop(op.f[len("stop-"):], None)
+            if iv is not None:
+                iv.stop = t
+
+    # A nemesis op is normally recorded twice (invocation, completion), both
+    # "info" and adjacent among nemesis ops (one nemesis process); a runtime
+    # that records a fault once is handled too.
+    last: Op | None = None
+    for op in ops:
+        if op.process != "nemesis":
+            continue
+        if last is not None and last.f == op.f and op.type != "invoke":
+            event(op)
+            last = None
+            continue
+        if last is not None:
+            event(last)
+        last = op
+    if last is not None:
+        event(last)
+    return out
+
+
+def _pairs(ops: list[Op]) -> list[tuple[Op, Op]]:
+    pending: dict[Any, Op] = {}
+    out = []
+    for op in ops:
+        if op.process == "nemesis":
+            continue
+        if op.type == "invoke":
+            pending[op.process] = op
+        else:
+            inv = pending.pop(op.process, None)
+            if inv is not None:
+                out.append((inv, op))
+    return out
+
+
+def _shade(ax: Any, intervals: list[Interval], end: float) -> None:
+    faults = sorted({iv.fault for iv in intervals})
+    colour = {f: FAULT_COLOURS[i % len(FAULT_COLOURS)] for i, f in enumerate(faults)}
+    labelled: set[str] = set()
+    for iv in intervals:
+        stop = iv.stop if iv.stop is not None else end
+        ax.axvspan(iv.start, stop, color=colour[iv.fault], alpha=0.35, lw=0,
+                   label=iv.fault if iv.fault not in labelled else None)
+        labelled.add(iv.fault)
+
+
+def latency_plot(ops: list[Op], intervals: list[Interval], path: Path) -> None:
+    pairs = _pairs(ops)
+    end = max((o.time for o in ops), default=0) / 1e9
+    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
+    _shade(ax, intervals, end)
+    markers = {"send": "o", "poll": "^"}
+    groups: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for inv, comp in pairs:
+        lat_ms = max((comp.time - inv.time) / 1e6, 0.01)
+        xs, ys = groups[(inv.f, comp.type)]
+        xs.append(inv.time / 1e9)
+        ys.append(lat_ms)
+    for (f, t), (xs, ys) in sorted(groups.items()):
+        ax.scatter(xs, ys, s=6, c=COLOURS.get(t, "#555"), marker=markers.get(f, "s"), label=f"{f} {t}", alpha=0.7, lw=0)
+    ax.set_yscale("log")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title("latency per operation")
+    ax.set_xlim(0, max(end, 1))
+    if groups or intervals:
+        ax.legend(loc="upper left", fontsize=7, ncol=4, framealpha=0.8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def rate_plot(ops: list[Op], intervals: list[Interval], path: Path, bucket: float = 1.0) -> None:
+    end = max((o.time for o in ops), default=0) / 1e9
+    n = int(end / bucket) + 1
+    series: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * n)
+    for op in ops:
+        if op.process == "nemesis" or op.type == "invoke":
+            continue
+        series[(op.f, op.type)][min(int(op.time / 1e9 / bucket), n - 1)] += 1
+    fig, ax = plt.subplots(figsize=(10, 4), dpi=100)
+    _shade(ax, intervals, end)
+    xs = [i * bucket for i in range(n)]
+    styles = {"send": "-", "poll": "--"}
+    for (f, t), ys in sorted(series.items()):
+        ax.plot(xs, [y / bucket for y in ys], styles.get(f, ":"), color=COLOURS.get(t, "#555"), label=f"{f} {t}", lw=1.2)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("completions / s")
+    ax.set_title("throughput")
+    ax.set_xlim(0, max(end, 1))
+    if series or intervals:
+        ax.legend(loc="upper left", fontsize=7, ncol=4, framealpha=0.8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,157 @@
+"""One test's lifecycle, Jepsen's order:
+
+setup (state file, run directory) -> start db -> run generator (client ops with
+the nemesis schedule interleaved) -> final generator (heal every fault, let the
+cluster recover, final reads) -> teardown (stop nodes, keep their logs) -> check
+(results.json) -> report (index.html, plots).
+
+Whatever happens in the middle, teardown runs and the state file is removed
+only after every process it lists is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import generator as g
+from harness import store
+from harness.checking import check_run, export_edn
+from harness.config import TestConfig
+from harness.errors import HarnessError, KraftwerkError
+from harness.history import Recorder
+from harness.interpreter import Interpreter
+from harness.progress import Progress
+from harness.state import RunState
+from workloads import queue as qw
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    result: dict[str, Any]
+
+
+def make_db(cfg: TestConfig, run_dir: Path, state: RunState) -> Any:
+    if cfg.db == "external":
+        from harness.db.external import ExternalDB
+
+        return ExternalDB(cfg)
+    from harness.db.reference import ReferenceDB
+
+    return ReferenceDB(cfg, run_dir, state)
+
+
+def preflight(cfg: TestConfig) -> None:
+    """Checks that need the machine but start nothing (ports free, binaries present)."""
+    if cfg.db == "reference":
+        from harness.db.reference import preflight as ref_preflight
+
+        ref_preflight(cfg)
+
+
+def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
+    keys = cfg.keys()
+    client_gen = g.clients(g.time_limit(cfg.time_limit, g.rate(cfg.rate, qw.workload_generator(keys, cfg.acks_for_thread))))
+    main = client_gen
+    if nem is not None:
+        main = g.any_(client_gen, g.nemesis(g.time_limit(cfg.time_limit, nem.schedule())))
+    parts: list[Any] = [main]
+    if nem is not None:
+        parts.append(g.nemesis(nem.final()))
+        parts.append(g.sleep(nem.recovery_seconds()))
+    parts.append(qw.final_generator(keys))
+    return g.phases(*parts)
+
+
+def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Event | None = None) -> RunOutcome:
+    assert cfg.seed is not None
+    preflight(cfg)
+    out = Path(cfg.out)
+    run_dir = store.new_run_dir(out, cfg.name, cfg.seed)
+    run_id = f"{cfg.name}-{run_dir.name}"
+    state = RunState.create(out, run_id, run_dir)
+    store.write_json(run_dir / store.TEST, {"name": cfg.name, "run_id": run_id, "runtime": "local", **cfg.model_dump()})
+    store.point_latest(out, run_dir)
+    rng = random.Random(cfg.seed)
+    db = make_db(cfg, run_dir, state)
+    rec = Recorder(run_dir / store.HISTORY if cfg.record_history else None, cfg.history_fsync_every)
+    prog = Progress(rec, f"{cfg.name} seed {cfg.seed}", cfg.time_limit, enabled=progress)
+    interp: Interpreter | None = None
+    error: KraftwerkError | None = None
+    try:
+        prog.start()
+        db.setup()
+        nem = None
+        if cfg.nemesis:
+            from nemesis import build_nemesis
+
+            nem = build_nemesis(cfg, db, random.Random(rng.getrandbits(64)), rec)
+        bootstrap = db.client_bootstrap()
+        keys = cfg.keys()
+
+        def client(thread: int, process: int) -> qw.QueueClient:
+            return qw.QueueClient(
+                bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout
+            )
+
+        prog.phase = "running"
+        interp = Interpreter(
+            build_generator(cfg, nem),
+            rec,
+            cfg.concurrency,
+            client,
+            nem.invoke if nem is not None else None,
+            random.Random(rng.getrandbits(64)),
+            op_timeout=max(cfg.op_timeout, cfg.final_read_timeout + 5),
+            state={},
+            observe=qw.observe,
+            stop=stop,
+        )
+        interp.run()
+        if nem is not None:
+            nem.heal_all()  # belt and braces: nothing stays broken past the run
+    except KraftwerkError as e:
+        error = e
+    except Exception as e:
+        error = HarnessError(f"{type(e).__name__}: {e}")
+    finally:
+        prog.phase = "teardown"
+        if interp is not None:
+            interp.close()
+        rec.close()
+        try:
+            db.teardown()
+        finally:
+            state.remove()
+        prog.stop()
+    if error is not None:
+        (run_dir / "error.txt").write_text(str(error) + "\n")
+        raise error
+    if not cfg.record_history:
+        return RunOutcome(run_dir, {"valid": "unknown", "stats": dict(rec.counts)})
+    result = check_run(run_dir, engine=cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
+    export_edn(run_dir)
+    try:
+        from harness.report import render_report
+
+        render_report(run_dir)
+    except Exception as e:  # the verdict stands even if a plot fails
+        (run_dir / "report-error.txt").write_text(f"{type(e).__name__}: {e}\n")
+    return RunOutcome(run_dir, result)
+
+
+def summary_line(o: RunOutcome) -> str:
+    r = o.result
+    dur = r.get("durability") or {}
+    parts = [f"valid={json.dumps(r.get('valid'))}"]
+    for mode, d in sorted(dur.items()):
+        if isinstance(d, dict):
+            parts.append(f"{mode}: acked={d.get('acked')} lost={d.get('lost')}")
+    if r.get("anomaly_types"):
+        parts.append("anomalies=" + ",".join(map(str, r["anomaly_types"])))
+    return f"{o.run_dir}: " + "  ".join(parts)

@@ -1,0 +1,350 @@
+"""The queue workload, shaped like Jepsen's Kafka workload.
+
+* ``send``: one record with a unique integer value to one key (a topic-partition),
+  through a per-process confluent-kafka producer with ``acks=all`` or ``acks=1``.
+* ``poll``: read onwards from the process's own positions on every key, through
+  a consumer that uses ``assign()`` with explicit offsets (no group protocol).
+* final reads (``final: true``): after healing, every key is read from the
+  beginning until the highest acknowledged offset is covered or a deadline passes.
+
+Outcomes follow what librdkafka can actually tell us (notes/kafka-wire.md):
+``ok`` = a delivery report without error and acks >= 1; ``fail`` = only errors
+that prove nothing was written (NOT_ENOUGH_REPLICAS with retries=0, size/record
+errors); ``info`` = everything else (timeouts, REQUEST_TIMED_OUT,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, purges), since the record may be in the log.
+Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
+(``_AUTO_OFFSET_RESET`` / OFFSET_OUT_OF_RANGE) rather than silently skipped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from harness import generator as g
+
+#: broker errors that, with retries=0, prove the record was not appended
+DEFINITE_SEND_ERRORS = {
+    KafkaError.NOT_ENOUGH_REPLICAS,  # 19: min.insync.replicas checked before append
+    KafkaError.MSG_SIZE_TOO_LARGE,  # 10
+    KafkaError.INVALID_RECORD,  # 87
+    KafkaError.RECORD_LIST_TOO_LARGE,  # 18
+    KafkaError.INVALID_REQUIRED_ACKS,  # 21
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError._INVALID_ARG,
+}
+
+#: consumer errors meaning "your position is not in the log any more"
+TRUNCATION_ERRORS = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
+
+
+def split_key(key: str) -> tuple[str, int]:
+    topic, _, part = key.rpartition("-")
+    return topic, int(part)
+
+
+def classify_send(err: KafkaError | None, acks: str) -> str:
+    """ok / fail / info for one delivery report (see module docstring)."""
+    if acks == "0":
+        return "info"
+    if err is None:
+        return "ok"
+    if err.code() in DEFINITE_SEND_ERRORS:
+        return "fail"
+    return "info"
+
+
+def _err_name(err: KafkaError) -> str:
+    return err.name() or str(err.code())
+
+
+class QueueClient:
+    """One process: a producer with fixed acks and an assign()-based consumer."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        keys: list[str],
+        acks: str,
+        process: int,
+        op_timeout: float,
+        final_read_timeout: float = 30.0,
+        extra_conf: dict[str, Any] | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.keys = keys
+        self.acks = acks
+        self.process = process
+        self.op_timeout = op_timeout
+        self.final_read_timeout = final_read_timeout
+        self.extra_conf = extra_conf or {}
+        self.producer: Producer | None = None
+        self.consumer: Consumer | None = None
+        self.positions: dict[str, int] = {}
+
+    # -------------------------------------------------------------- lifecycle
+    def _common(self) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "client.id": f"kraftwerk-p{self.process}",
+            "socket.timeout.ms": max(1000, int(self.op_timeout * 1000) - 500),
+            "reconnect.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 1000,
+            "topic.metadata.refresh.interval.ms": 2000,
+            "log_level": 0,
+            "logger": _silent_logger,
+            **self.extra_conf,
+        }
+
+    def _consumer_conf(self, tag: str) -> dict[str, Any]:
+        return {
+            **self._common(),
+            "group.id": f"kraftwerk-{tag}",  # required by librdkafka even with assign()
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "error",
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": 100,
+        }
+
+    def open(self) -> None:
+        msg_timeout = max(1000, int(self.op_timeout * 1000) - 1000)
+        self.producer = Producer(
+            {
+                **self._common(),
+                "acks": "all" if self.acks == "all" else self.acks,
+                "retries": 0,  # so NOT_ENOUGH_REPLICAS is a definite failure
+                "enable.idempotence": False,
+                "linger.ms": 0,
+                "message.timeout.ms": msg_timeout,
+                "request.timeout.ms": min(msg_timeout, 5000),
+            }
+        )
+        self.consumer = Consumer(self._consumer_conf(f"p{self.process}"))
+        self.positions = {k: 0 for k in self.keys}
+        self._assign()
+
+    def _assign(self) -> None:
+        assert self.consumer is not None
+        self.consumer.assign([TopicPartition(*split_key(k), self.positions[k]) for k in self.keys])
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception:
+                pass
+            self.consumer = None
+        if self.producer is not None:
+            try:
+                self.producer.purge()
+                self.producer.flush(0)
+            except Exception:
+                pass
+            self.producer = None
+
+    # -------------------------------------------------------------- ops
+    def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        if op["f"] == "send":
+            return self._send(op)
+        if op["f"] == "poll" and op.get("final"):
+            return self._final_read(op)
+        if op["f"] == "poll":
+            return self._poll(op)
+        return {"type": "fail", "error": f"unknown f {op['f']!r}"}
+
+    def _send(self, op: dict[str, Any]) -> dict[str, Any]:
+        assert self.producer is not None
+        (_, key, value), = op["value"]
+        topic, part = split_key(key)
+        box: list[tuple[KafkaError | None, int]] = []
+
+        def on_delivery(err, msg) -> None:
+            box.append((err, msg.offset() if msg is not None else -1))
+
+        try:
+            self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
+        except BufferError as e:
+            return {"type": "fail", "error": f"queue-full: {e}"}
+        except KafkaException as e:
+            err = e.args[0]
+            return {"type": classify_send(err, self.acks), "error": _err_name(err)}
+        deadline = time.monotonic() + self.op_timeout
+        while not box and time.monotonic() < deadline:
+            self.producer.flush(min(0.2, max(0.0, deadline - time.monotonic())))
+        if not box:
+            return {"type": "info", "error": "no-delivery-report"}
+        err, offset = box[0]
+        t = classify_send(err, self.acks)
+        if t == "ok":
+            return {"type": "ok", "value": [["send", key, [offset, value]]]}
+        return {"type": t, "error": _err_name(err) if err else "unknown"}
+
+    def _poll(self, op: dict[str, Any]) -> dict[str, Any]:
+        assert self.consumer is not None
+        # consume(n, t) waits the whole t unless n arrive: wait for the first
+        # message only, then take whatever else is already fetched.
+        msgs = self.consumer.consume(num_messages=1, timeout=min(0.5, self.op_timeout / 4))
+        if msgs:
+            msgs += self.consumer.consume(num_messages=499, timeout=0)
+        reads: dict[str, list[list[int]]] = {}
+        resets: list[str] = []
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() in TRUNCATION_ERRORS and m.topic() is not None:
+                    key = f"{m.topic()}-{m.partition()}"
+                    resets.append(f"{key}@{self.positions.get(key)}:{_err_name(err)}")
+                    self._skip_to_end(key)
+                continue
+            key = f"{m.topic()}-{m.partition()}"
+            try:
+                v = int(m.value())
+            except (TypeError, ValueError):
+                v = m.value().decode(errors="replace") if m.value() else None
+            reads.setdefault(key, []).append([m.offset(), v])
+            self.positions[key] = m.offset() + 1
+        res: dict[str, Any] = {"type": "ok", "value": [["poll", reads]]}
+        if resets:
+            res["resets"] = resets  # a truncated log seen by a consumer
+        return res
+
+    def _skip_to_end(self, key: str) -> None:
+        """After a truncation the old position is gone: continue at the high watermark."""
+        assert self.consumer is not None
+        try:
+            _, high = self.consumer.get_watermark_offsets(TopicPartition(*split_key(key)), timeout=2)
+        except KafkaException:
+            return
+        self.positions[key] = high
+        self._assign()
+
+    def _final_read(self, op: dict[str, Any]) -> dict[str, Any]:
+        key = op["key"]
+        upto = int(op.get("upto", -1))
+        topic, part = split_key(key)
+        c = Consumer(self._consumer_conf(f"final-{self.process}"))
+        reads: list[list[int]] = []
+        seen: set[int] = set()
+        resets: list[str] = []
+        pos = 0
+        deadline = time.monotonic() + self.final_read_timeout
+        stable_since: float | None = None
+        try:
+            c.assign([TopicPartition(topic, part, OFFSET_BEGINNING)])
+            high = -1
+            while time.monotonic() < deadline:
+                for m in c.consume(num_messages=1000, timeout=0.5):
+                    err = m.error()
+                    if err is not None:
+                        if err.code() in TRUNCATION_ERRORS:
+                            resets.append(f"{key}@{pos}:{_err_name(err)}")
+                            c.assign([TopicPartition(topic, part, OFFSET_BEGINNING)])
+                        continue
+                    if m.offset() not in seen:
+                        seen.add(m.offset())
+                        try:
+                            v: Any = int(m.value())
+                        except (TypeError, ValueError):
+                            v = m.value().decode(errors="replace") if m.value() else None
+                        reads.append([m.offset(), v])
+                    pos = max(pos, m.offset() + 1)
+                if pos > upto and pos >= high >= 0:
+                    break
+                try:
+                    _, high = c.get_watermark_offsets(TopicPartition(topic, part), timeout=1, cached=False)
+                except KafkaException:
+                    stable_since = None
+                    continue
+                if pos >= high and pos > upto:
+                    break
+                if pos >= high:  # nothing more to read but acknowledged offsets missing
+                    stable_since = stable_since or time.monotonic()
+                    if time.monotonic() - stable_since > min(5.0, self.final_read_timeout / 3):
+                        break
+                else:
+                    stable_since = None
+        finally:
+            try:
+                c.close()
+            except Exception:
+                pass
+        reads.sort()
+        res: dict[str, Any] = {"type": "ok", "value": [["poll", {key: reads}]], "caught_up": pos > upto}
+        if resets:
+            res["resets"] = resets
+        return res
+
+
+def _silent_logger_fn(*_a: Any) -> None:
+    return None
+
+
+class _SilentLogger:
+    """librdkafka logs connection churn at error level during partitions; the
+    harness reports outcomes through the history instead."""
+
+    def log(self, *_a: Any, **_k: Any) -> None:
+        return None
+
+    def __getattr__(self, _name: str):
+        return _silent_logger_fn
+
+
+_silent_logger = _SilentLogger()
+
+
+# ---------------------------------------------------------------- generators
+def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3) -> g.Gen:
+    """Sends and polls mixed 3:1, unique increasing values, random keys."""
+    counter = itertools.count()
+
+    def send(ctx: g.Context) -> dict[str, Any] | None:
+        free = ctx.free_threads()
+        t = ctx.rng.choice(free)
+        k = ctx.rng.choice(keys)
+        return {
+            "f": "send",
+            "process": ctx.process_of[t],
+            "value": [["send", k, next(counter)]],
+            "acks": acks_for_thread(t),
+        }
+
+    def poll(ctx: g.Context) -> dict[str, Any]:
+        return {"f": "poll", "value": [["poll"]]}
+
+    return g.mix(*([send] * send_weight), poll)
+
+
+def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
+    """Keep the highest acknowledged offset per key (for the final reads)."""
+    if op.get("f") != "send" or op.get("type") != "ok":
+        return
+    acked = state.setdefault("acked", {})
+    for mop in op.get("value") or []:
+        if mop[0] == "send" and isinstance(mop[2], list):
+            key, off = mop[1], mop[2][0]
+            if off is not None and off > acked.get(key, -1):
+                acked[key] = off
+
+
+def final_generator(keys: list[str]) -> g.Gen:
+    """One final read per key, spread over the client threads; each asks for
+    coverage up to the highest offset acknowledged so far."""
+
+    def one(key: str) -> g.Gen:
+        def make(ctx: g.Context) -> dict[str, Any]:
+            return {
+                "f": "poll",
+                "value": [["poll"]],
+                "final": True,
+                "key": key,
+                "upto": ctx.state.get("acked", {}).get(key, -1),
+            }
+
+        return g.limit(1, make)
+
+    return g.clients(g.Seq(tuple(one(k) for k in keys)))
