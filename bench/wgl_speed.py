@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""WGL linearizability checker speed: time per file on the Knossos corpus and
+on synthetic cas-register histories (a real register driven by concurrent,
+overlapping clients, so every history is linearizable by construction).
+
+    .venv/bin/python bench/wgl_speed.py [--corpus DIR] [--ops 10000] [--clients 10]
+                                        [--crash 0.0] [--top 10] [--all]
+
+Prints one line per file when --all is given (else the slowest --top files),
+then totals, the slowest corpus file, and the synthetic history figures. The
+time is the checker's (``check``) only; EDN parsing is reported separately.
+Target: every corpus file under 1 s. Verdicts are checked against the
+corpus directory (good/ -> valid, bad/ -> invalid); a mismatch or "unknown"
+makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from checkers.history.edn import read_edn  # noqa: E402
+from checkers.linearizable import check  # noqa: E402
+from checkers.linearizable.synth import register_history  # noqa: E402
+
+MODELS = {
+    "cas-register": {"model": "cas-register", "initial": 0},
+    "multi-register": {"model": "multi-register", "initial": {"x": 0, "y": 0}},
+    "mutex": {"model": "mutex"},
+}
+
+
+def bench_corpus(corpus: Path, show_all: bool, top: int, repeat: int) -> bool:
+    files = sorted(corpus.glob("*/*/*.edn"))
+    if not files:
+        print(f"no .edn files under {corpus}", file=sys.stderr)
+        return False
+    rows = []
+    parse_total = 0.0
+    ok = True
+    for path in files:
+        model, verdict = path.parts[-3], path.parts[-2]
+        t = time.perf_counter()
+        ops = read_edn(path)
+        parse_total += time.perf_counter() - t
+        best = float("inf")
+        for _ in range(repeat):
+            t = time.perf_counter()
+            r = check(ops, time_budget=10.0, **MODELS[model])
+            best = min(best, time.perf_counter() - t)
+        expected = verdict == "good"
+        good = r["valid"] is expected
+        ok &= good
+        steps = r["stats"]["steps"]
+        rows.append((best, "/".join(path.parts[-3:]), len(ops), steps, r["valid"], good))
+    print(f"Knossos corpus: {len(files)} files under {corpus}")
+    print(f"{'check s':>9} {'ops':>6} {'steps':>8}  valid   file")
+    listing = rows if show_all else sorted(rows, reverse=True)[:top]
+    for best, name, n, steps, valid, good in listing:
+        mark = "" if good else "   <-- WRONG VERDICT"
+        print(f"{best:9.4f} {n:6d} {steps:8d}  {str(valid):6}  {name}{mark}")
+    times = [r[0] for r in rows]
+    slowest = max(rows)
+    print(f"total check time {sum(times):.3f} s, median {statistics.median(times) * 1000:.2f} ms, "
+          f"EDN parse total {parse_total:.3f} s")
+    print(f"slowest file: {slowest[1]} {slowest[0]:.4f} s ({slowest[2]} ops)")
+    print(f"files over 1 s: {sum(t > 1.0 for t in times)}; "
+          f"verdicts {'all correct' if ok else 'WRONG'}")
+    return ok
+
+
+def bench_synthetic(n_ops: int, clients: int, crash: float, seed: int) -> bool:
+    t = time.perf_counter()
+    ops = register_history(n_ops, clients=clients, seed=seed, crash_p=crash)
+    gen = time.perf_counter() - t
+    t = time.perf_counter()
+    r = check(ops, model="cas-register", initial=0, time_budget=60.0)
+    dt = time.perf_counter() - t
+    k = r["keys"].get("all", {})
+    s = r["stats"]
+    print(f"synthetic cas-register: {n_ops} ops, {clients} clients, crash p={crash}, seed {seed}: "
+          f"{len(ops)} history entries, {k.get('op_count')} ops searched "
+          f"(generated in {gen:.2f} s)")
+    print(f"  check {dt:.3f} s  valid={r['valid']}  steps={s['steps']} "
+          f"backtracks={s['backtracks']} cache={s['cache_size']}")
+    return r["valid"] is True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", type=Path, default=Path("/work/shared/data/knossos"))
+    ap.add_argument("--ops", type=int, default=10_000)
+    ap.add_argument("--clients", type=int, default=10)
+    ap.add_argument("--crash", type=float, nargs="*", default=[0.0, 0.01])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=1, help="best of N runs per corpus file")
+    ap.add_argument("--all", action="store_true", help="print every corpus file")
+    a = ap.parse_args()
+    ok = bench_corpus(a.corpus, a.all, a.top, a.repeat)
+    print()
+    for c in a.crash:
+        ok &= bench_synthetic(a.ops, a.clients, c, a.seed)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
