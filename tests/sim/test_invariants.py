@@ -1,0 +1,150 @@
+"""The invariant monitor on synthetic traces: each invariant has a trace that
+keeps it and one that breaks it (seed references in checkers/invariants.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from checkers.invariants import InvariantMonitor, check_trace_dir
+
+TP = "t-0"
+
+
+def ev(t: int, node: int, kind: str, **data: Any) -> dict[str, Any]:
+    return {"t": t, "node": node, "kind": kind, **data}
+
+
+def kinds(events: list[dict[str, Any]], **kw: Any) -> dict[str, int]:
+    return InvariantMonitor(seed=42, **kw).observe_all(events).counts
+
+
+def replicated(n: int, epoch: int = 0, nodes: tuple[int, ...] = (1, 2, 3), leader: int = 1) -> list[dict[str, Any]]:
+    """``n`` single-record batches on every node, the leader's HW following."""
+    out = [ev(0, leader, "become_leader", tp=TP, leader_epoch=epoch, partition_epoch=epoch, isr=list(nodes), leo=0, hw=0)]
+    for x in nodes:
+        if x != leader:
+            out.append(ev(0, x, "become_follower", tp=TP, leader=leader, leader_epoch=epoch, partition_epoch=epoch))
+    for i in range(n):
+        for x in nodes:
+            out.append(ev(i + 1, x, "append", tp=TP, base=i, count=1, epoch=epoch, leo=i + 1,
+                          role="leader" if x == leader else "follower"))
+        out.append(ev(i + 1, leader, "hw", tp=TP, hw=i + 1, leo=i + 1, role="leader"))
+    return out
+
+
+def test_clean_replication_keeps_every_invariant() -> None:
+    assert kinds(replicated(10)) == {}
+
+
+def test_hw_above_leo_is_reported_with_seed_step_time_and_node() -> None:
+    m = InvariantMonitor(seed=7).observe_all(replicated(2) + [ev(9, 2, "hw", tp=TP, hw=5, leo=2, role="follower")])
+    (v,) = m.violations
+    assert v.kind == "hw-above-leo" and v.seed == 7 and v.node == 2 and v.t == 9 and v.step == len(replicated(2)) + 1
+    assert "seed 7" in str(v)
+
+
+def test_leader_hw_is_monotonic_within_a_leadership() -> None:
+    assert kinds(replicated(3) + [ev(9, 1, "hw", tp=TP, hw=1, leo=3, role="leader")]) == {"hw-regressed": 1}
+
+
+def test_a_restart_begins_a_new_replica_lifetime() -> None:
+    evs = replicated(3) + [
+        ev(9, 1, "node_start", incarnation=2, reason="restart"),
+        ev(9, 1, "loaded", tp=TP, leo=3, hw=1, log_start=0, epochs=[[0, 0]]),
+        ev(10, 1, "become_leader", tp=TP, leader_epoch=1, partition_epoch=1, isr=[1, 2, 3], leo=3, hw=1),
+        ev(10, 1, "hw", tp=TP, hw=2, leo=3, role="leader"),
+    ]
+    assert kinds(evs) == {}
+
+
+def test_new_leader_missing_committed_offsets_breaks_leader_completeness() -> None:
+    # seed 003: offset 5 committed (HW 6) on the leader; a replica holding only 0..4 is elected
+    evs = replicated(6, nodes=(1, 2)) + [
+        ev(0, 3, "become_follower", tp=TP, leader=1, leader_epoch=0, partition_epoch=0)]
+    evs += [ev(1, 3, "append", tp=TP, base=i, count=1, epoch=0, leo=i + 1, role="follower") for i in range(5)]
+    evs.append(ev(20, 3, "become_leader", tp=TP, leader_epoch=1, partition_epoch=3, isr=[3], leo=5, hw=5))
+    m = InvariantMonitor(seed=3).observe_all(evs)
+    assert m.counts == {"leader-completeness": 1}
+    assert "[5, 6)" in m.violations[0].message
+
+
+def test_new_leader_with_a_different_batch_at_a_committed_offset_breaks_leader_completeness() -> None:
+    evs = replicated(3, nodes=(1, 2))
+    evs += [ev(0, 3, "become_follower", tp=TP, leader=1, leader_epoch=0, partition_epoch=0)]
+    evs += [ev(1, 3, "append", tp=TP, base=0, count=1, epoch=0, leo=1, role="follower"),
+            ev(2, 3, "append", tp=TP, base=1, count=2, epoch=5, leo=3, role="follower"),
+            ev(3, 3, "become_leader", tp=TP, leader_epoch=6, partition_epoch=6, isr=[3], leo=3, hw=0)]
+    assert kinds(evs) == {"leader-completeness": 1}
+
+
+def test_follower_disagreeing_below_its_hw_breaks_log_matching() -> None:
+    evs = replicated(4, nodes=(1, 2))
+    evs += [ev(10, 2, "truncate", tp=TP, to=2, leo_before=4, reason="hw"),
+            ev(11, 2, "append", tp=TP, base=2, count=2, epoch=9, leo=4, role="follower"),
+            ev(12, 2, "hw", tp=TP, hw=4, leo=4, role="follower")]
+    assert kinds(evs) == {"log-matching": 1}
+
+
+def test_epoch_truncation_of_committed_entries_is_reported() -> None:
+    evs = replicated(4, nodes=(1, 2)) + [ev(10, 2, "truncate", tp=TP, to=1, leo_before=4, reason="diverging-epoch")]
+    assert kinds(evs) == {"committed-truncated": 1}
+
+
+def test_truncation_of_uncommitted_tail_is_fine() -> None:
+    evs = replicated(4, nodes=(1, 2)) + [
+        ev(10, 2, "append", tp=TP, base=4, count=3, epoch=0, leo=7, role="follower"),
+        ev(11, 2, "truncate", tp=TP, to=4, leo_before=7, reason="diverging-epoch")]
+    assert kinds(evs) == {}
+
+
+def test_epochs_never_go_back_on_a_broker() -> None:
+    evs = [ev(0, 2, "become_follower", tp=TP, leader=1, leader_epoch=4, partition_epoch=9),
+           ev(1, 2, "become_follower", tp=TP, leader=3, leader_epoch=3, partition_epoch=10)]
+    assert kinds(evs) == {"leader-epoch-regressed": 1}
+
+
+def pm(t: int, node: int, **kw: Any) -> dict[str, Any]:
+    base = dict(tp=TP, leader=1, leader_epoch=0, partition_epoch=0, replicas=[1, 2, 3], isr=[1, 2, 3], elr=[],
+                last_known_elr=[], recovery_state=0)
+    base.update(kw)
+    return ev(t, node, "partition_metadata", **base)
+
+
+def test_controller_partition_records_keep_isr_and_elr_invariants() -> None:
+    good = [pm(0, 101), pm(1, 101, isr=[1, 2], partition_epoch=1),
+            pm(2, 101, isr=[1], elr=[2], partition_epoch=2),
+            pm(3, 101, isr=[], elr=[1, 2], leader=-1, leader_epoch=1, partition_epoch=3)]
+    assert kinds(good, min_isr=2) == {}
+    bad = [pm(0, 101, isr=[1, 4]), pm(1, 101, leader=3, isr=[1, 2], partition_epoch=1),
+           pm(2, 101, isr=[1, 2], elr=[2], partition_epoch=2), pm(3, 101, isr=[1, 2], elr=[3], partition_epoch=3)]
+    assert kinds(bad, min_isr=2) == {"isr-not-subset": 1, "leader-not-in-isr": 1, "elr-in-isr": 1,
+                                     "elr-with-isr-at-min": 2}
+
+
+def test_controller_replay_epochs_monotonic_and_controllers_agree() -> None:
+    evs = [pm(0, 101, partition_epoch=3, leader_epoch=2), pm(1, 101, partition_epoch=2, leader_epoch=2),
+           pm(2, 102, partition_epoch=3, leader_epoch=2, isr=[1, 2])]
+    assert kinds(evs) == {"partition-epoch-regressed": 1, "metadata-divergence": 1}
+
+
+def test_two_quorum_leaders_in_one_epoch_are_reported() -> None:
+    evs = [ev(0, 101, "raft_state", epoch=3, role="leader", leader=101),
+           ev(1, 102, "raft_state", epoch=3, role="leader", leader=102),
+           ev(2, 103, "raft_state", epoch=4, role="leader", leader=103)]
+    assert kinds(evs) == {"two-raft-leaders": 1}
+
+
+def test_trace_directory_is_merged_by_time(tmp_path: Path) -> None:
+    evs = replicated(3, nodes=(1, 2)) + [ev(50, 2, "become_leader", tp=TP, leader_epoch=1, partition_epoch=1,
+                                             isr=[2], leo=1, hw=1)]
+    # node 2 only got one record: rewrite its appends
+    evs = [e for e in evs if not (e["node"] == 2 and e["kind"] == "append" and e["base"] > 0)]
+    for node in (1, 2):
+        d = tmp_path / "nodes" / str(node)
+        d.mkdir(parents=True)
+        (d / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs if e["node"] == node))
+    out = check_trace_dir(tmp_path, seed=5)
+    assert out["valid"] is False and out["counts"] == {"leader-completeness": 1}
+    assert out["violations"][0]["seed"] == 5 and out["violations"][0]["node"] == 2

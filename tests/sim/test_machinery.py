@@ -1,0 +1,223 @@
+"""The simulator's own machinery, without the protocol core: event order,
+clocks, network grudges, page-cache disks, nemesis vocabulary."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from reference_impl.core.effects import FileDelete, FileWrite, Fsync, LogAppend, LogTruncate, LogTruncateFully
+from reference_impl.core.messages import Batch, MetadataEntry, NoOpRecord
+from reference_impl.core.storage import QuorumState
+from reference_impl.sim.clock import NodeClock
+from reference_impl.sim.disk import Disk
+from reference_impl.sim.events import EventLoop
+from reference_impl.sim.nemesis import GROUPS, NemesisError, expand
+from reference_impl.sim.network import LinkProfile, Network, bisect, isolate, majorities_ring, one_way
+
+
+def b(off: int, epoch: int = 0, count: int = 1) -> Batch:
+    return Batch(off, epoch, count, tuple(range(off, off + count)))
+
+
+# -- event loop --------------------------------------------------------------------------------
+
+
+def test_events_at_the_same_time_run_in_scheduling_order() -> None:
+    loop = EventLoop()
+    seen: list[str] = []
+    for name in "abcde":
+        loop.at(5, seen.append, name)
+    loop.at(3, seen.append, "first")
+    loop.run_until(10)
+    assert seen == ["first", "a", "b", "c", "d", "e"]
+    assert loop.now == 10
+
+
+def test_run_until_stops_when_condition_holds_and_keeps_later_events() -> None:
+    loop = EventLoop()
+    seen: list[int] = []
+    for t in (1, 2, 3, 4):
+        loop.at(t, seen.append, t)
+    loop.run_until(100, stop=lambda: len(seen) == 2)
+    assert seen == [1, 2] and loop.now == 2 and loop.pending() == 2
+
+
+def test_events_scheduled_in_the_past_run_now_not_before() -> None:
+    loop = EventLoop()
+    loop.run_until(50)
+    got: list[int] = []
+    loop.at(10, lambda: got.append(loop.now))
+    loop.run_until(60)
+    assert got == [50]
+
+
+# -- clocks ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset,drift", [(0, 0.0), (1234, 0.0), (-5000, 0.01), (77, -0.003)])
+def test_node_timer_converts_back_to_earliest_virtual_time(offset: int, drift: float) -> None:
+    c = NodeClock(offset, drift)
+    for node_ms in (0, 1, 999, 10_000, 123_457):
+        vt = c.virtual_time(node_ms)
+        assert c.node_time(vt) >= node_ms
+        assert vt == 0 or c.node_time(vt - 1) < node_ms or vt <= 0
+
+
+def test_clock_offset_and_drift_shape_node_time() -> None:
+    c = NodeClock(offset_ms=100, drift=0.5)
+    assert c.node_time(0) == 100
+    assert c.node_time(1000) == 1600
+
+
+# -- network -----------------------------------------------------------------------------------------
+
+
+def _net(profile: LinkProfile | None = None) -> tuple[EventLoop, Network, dict[object, list]]:
+    loop = EventLoop()
+    net = Network(loop, random.Random(1), profile or LinkProfile(1, 5.0))
+    inbox: dict[object, list] = {1: [], 2: [], 3: [], "c0": []}
+    for ep in inbox:
+        net.attach(ep, lambda src, msg, ep=ep: inbox[ep].append((src, msg)))
+    return loop, net, inbox
+
+
+def test_links_are_fifo_like_a_tcp_connection() -> None:
+    loop, net, inbox = _net()
+    for i in range(200):
+        net.send(1, 2, i)
+    loop.run_until(10_000)
+    assert [m for _, m in inbox[2]] == list(range(200))
+
+
+def test_one_way_grudge_drops_only_its_direction() -> None:
+    loop, net, inbox = _net()
+    net.cut(one_way([1], [2]))
+    net.send(1, 2, "lost")
+    net.send(2, 1, "arrives")
+    loop.run_until(1000)
+    assert inbox[2] == [] and inbox[1] == [(2, "arrives")]
+
+
+def test_partition_starting_mid_flight_drops_the_message() -> None:
+    loop, net, inbox = _net(LinkProfile(min_ms=50, jitter_ms=0))
+    net.send(1, 2, "in flight")
+    loop.run_until(10)
+    net.cut(bisect([1], [2]))
+    loop.run_until(100)
+    assert inbox[2] == [] and net.dropped == 1
+
+
+def test_clients_are_endpoints_that_can_be_cut() -> None:
+    loop, net, inbox = _net()
+    net.cut(isolate("c0", [1, 2, 3, "c0"]))
+    net.send(1, "c0", "reply")
+    net.send("c0", 2, "request")
+    net.send(3, 2, "fine")
+    loop.run_until(1000)
+    assert inbox["c0"] == [] and inbox[2] == [(3, "fine")]
+
+
+def test_heal_restores_every_link() -> None:
+    loop, net, inbox = _net()
+    net.cut(bisect([1], [2, 3]))
+    net.heal()
+    net.send(1, 3, "x")
+    loop.run_until(1000)
+    assert inbox[3] == [(1, "x")]
+
+
+def test_loss_drops_roughly_the_configured_fraction() -> None:
+    loop, net, inbox = _net(LinkProfile(1, 0, loss=0.25))
+    for i in range(4000):
+        net.send(1, 2, i)
+    loop.run_until(10_000)
+    assert 2800 < len(inbox[2]) < 3200
+
+
+def test_majorities_ring_gives_each_node_a_different_majority() -> None:
+    nodes = [1, 2, 3, 4, 5]
+    cut = majorities_ring(nodes)
+    visible = {x: frozenset(y for y in nodes if (x, y) not in cut) for x in nodes}
+    assert all(len(v) >= 3 for v in visible.values())
+    assert len(set(visible.values())) == 5
+
+
+# -- disk ------------------------------------------------------------------------------------------------
+
+
+def test_kill_keeps_the_page_cache() -> None:
+    d = Disk()
+    d.apply(LogAppend("t-0", (b(0), b(1))))
+    d.apply(FileWrite("replication-offset-checkpoint", "hw"))
+    st = d.stored_state()
+    assert [x.base_offset for x in st.logs["t-0"]] == [0, 1]
+    assert st.files["replication-offset-checkpoint"] == "hw"
+
+
+def test_power_loss_drops_what_was_not_fsynced() -> None:
+    d = Disk()
+    d.apply(LogAppend("t-0", (b(0), b(1))))
+    d.apply(Fsync("t-0"))
+    d.apply(LogAppend("t-0", (b(2),)))
+    d.apply(FileWrite("x", 1))
+    lost = d.lose_unfsynced()
+    st = d.stored_state()
+    assert [x.base_offset for x in st.logs["t-0"]] == [0, 1]
+    assert "x" not in st.files and lost == {"t-0": 1}
+
+
+def test_unsynced_truncation_is_undone_by_power_loss() -> None:
+    d = Disk()
+    d.apply(LogAppend("t-0", (b(0), b(1), b(2))))
+    d.apply(Fsync())
+    d.apply(LogTruncate("t-0", 1))
+    d.apply(LogAppend("t-0", (b(1, epoch=3),)))
+    assert [(x.base_offset, x.leader_epoch) for x in d.stored_state().logs["t-0"]] == [(0, 0), (1, 3)]
+    d.lose_unfsynced()
+    assert [(x.base_offset, x.leader_epoch) for x in d.stored_state().logs["t-0"]] == [(0, 0), (1, 0), (2, 0)]
+
+
+def test_fsync_after_truncation_makes_the_new_tail_durable() -> None:
+    d = Disk()
+    d.apply(LogAppend("t-0", (b(0), b(1), b(2))))
+    d.apply(Fsync("t-0"))
+    d.apply(LogTruncate("t-0", 1))
+    d.apply(LogAppend("t-0", (b(1, epoch=3),)))
+    d.apply(Fsync("t-0"))
+    d.lose_unfsynced()
+    assert [(x.base_offset, x.leader_epoch) for x in d.stored_state().logs["t-0"]] == [(0, 0), (1, 3)]
+
+
+def test_metadata_log_entries_truncate_by_offset_and_files_fsync_by_path() -> None:
+    d = Disk()
+    d.apply(LogAppend("__cluster_metadata-0", tuple(MetadataEntry(i, 1, NoOpRecord()) for i in range(5))))
+    d.apply(LogTruncate("__cluster_metadata-0", 3))
+    d.apply(FileWrite("q", QuorumState(4, 101)))
+    d.apply(Fsync("q"))
+    d.apply(FileWrite("other", 1))
+    d.lose_unfsynced()
+    st = d.stored_state()
+    assert st.logs["__cluster_metadata-0"] == []
+    assert st.files == {"q": QuorumState(4, 101)}
+
+
+def test_truncate_fully_restarts_the_log_at_a_new_start_offset() -> None:
+    d = Disk()
+    d.apply(LogAppend("t-0", (b(0), b(1))))
+    d.apply(LogTruncateFully("t-0", 7))
+    d.apply(LogAppend("t-0", (b(7),)))
+    d.apply(FileDelete("gone"))
+    st = d.stored_state()
+    assert st.log_start_offsets["t-0"] == 7 and [x.base_offset for x in st.logs["t-0"]] == [7]
+
+
+# -- nemesis vocabulary -----------------------------------------------------------------------------------
+
+
+def test_nemesis_groups_expand_and_unknown_names_are_rejected() -> None:
+    assert "power-loss-one" not in expand(["all"])
+    assert set(expand(["partition", "kill"])) == set(GROUPS["partition"]) | {"kill"}
+    with pytest.raises(NemesisError, match="unknown nemesis 'nope'"):
+        expand(["kill", "nope"])
