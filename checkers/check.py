@@ -1,0 +1,146 @@
+"""The one entry point that turns a history into results.json.
+
+``check_history(ops, model="queue", engine="inline" | "spark", ...)`` runs
+the checkers a model calls for and assembles the results.json object of
+ARCHITECTURE.md: ``valid`` (true / false / "unknown"), ``anomaly_types``,
+``anomalies`` ({type: [examples]}), ``durability``, ``stats`` and
+``checkers`` ({name: {...}}).
+
+* ``queue`` — Jepsen's Kafka anomaly taxonomy (:mod:`checkers.queue`) and the
+  durability accounting (:mod:`checkers.durability`), per key on the chosen
+  engine, cycles across keys on the driver.
+* any other model (``register``, ``cas-register``, ``mutex``, ``kafka-log``...)
+  — linearizability (:mod:`checkers.linearizable`).
+
+Every checker runs under ``time_budget`` seconds and answers ``"unknown"``
+rather than hanging. ``valid`` is false if any checker found a disallowed
+anomaly, else unknown if any checker ran out of budget, else true.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from typing import Any
+
+from checkers.history.op import Op
+
+QUEUE_MODELS = ("queue",)
+LINEARIZABLE_MODELS = ("register", "cas-register", "multi-register", "mutex", "set",
+                       "fifo-queue", "kv", "kafka-log")
+MODELS = QUEUE_MODELS + LINEARIZABLE_MODELS
+DEFAULT_TIME_BUDGET = 300.0
+
+
+class UnknownModel(ValueError):
+    pass
+
+
+def _combine(verdicts: list[Any]) -> Any:
+    if any(v is False for v in verdicts):
+        return False
+    if any(v != True for v in verdicts):  # noqa: E712 - "unknown" is a str
+        return "unknown"
+    return True
+
+
+def _op_stats(ops: list[Op]) -> dict[str, Any]:
+    by_type: dict[str, int] = {}
+    by_f: dict[str, dict[str, int]] = {}
+    for op in ops:
+        by_type[op.type] = by_type.get(op.type, 0) + 1
+        if op.type != "invoke":
+            d = by_f.setdefault(op.f, {})
+            d[op.type] = d.get(op.type, 0) + 1
+    times = [op.time for op in ops] if ops else [0]
+    return {"ops": len(ops), "by_type": by_type, "by_f": by_f,
+            "duration_s": (max(times) - min(times)) / 1e9 if ops else 0.0}
+
+
+def check_history(
+    ops: list[Op],
+    *,
+    model: str = "queue",
+    engine: str = "inline",
+    spark_master: str | None = None,
+    time_budget: float | None = None,
+    queue_options: Any = None,
+) -> dict[str, Any]:
+    """Check ``ops`` and return the results.json object."""
+    if model not in MODELS:
+        raise UnknownModel(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
+    budget = DEFAULT_TIME_BUDGET if time_budget is None else float(time_budget)
+    t0 = _time.monotonic()
+    deadline = t0 + budget
+    if model in QUEUE_MODELS:
+        res = _check_queue(ops, engine, spark_master, deadline, queue_options)
+    else:
+        res = _check_linearizable(ops, model, budget)
+    res["stats"] = {**_op_stats(ops), **res.get("stats", {}),
+                    "model": model, "engine": engine if model in QUEUE_MODELS else "inline",
+                    "check_seconds": round(_time.monotonic() - t0, 3), "time_budget_s": budget}
+    return res
+
+
+def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline: float,
+                 queue_options: Any) -> dict[str, Any]:
+    from checkers.durability import merge_durability
+    from checkers.pipeline import run_keys
+    from checkers.queue.checker import QueueOptions, finish, merge_key_results
+    from checkers.queue.project import project
+
+    opts = queue_options or QueueOptions()
+    t = _time.monotonic()
+    proj = project(ops)
+    t_proj = _time.monotonic() - t
+    t = _time.monotonic()
+    results = run_keys(proj.keys, engine=engine, spark_master=spark_master, want_rw=True)
+    t_keys = _time.monotonic() - t
+    merged = merge_key_results(results)
+    t = _time.monotonic()
+    q = finish(proj, merged, opts, deadline)  # past the deadline: cycles "unknown"
+    t_cross = _time.monotonic() - t
+    durability = merge_durability(merged["durability"])
+    all_lost = durability.get("acks=all", {})
+    dur_anoms: dict[str, list] = {}
+    if all_lost.get("lost"):
+        dur_anoms["lost-acked-write"] = list(all_lost["lost_examples"])
+    dur_valid = not dur_anoms
+    anomalies = dict(q["anomalies"])
+    anomalies.update(dur_anoms)
+    valid = _combine([q["valid"], dur_valid])
+    q["seconds"] = {"project": round(t_proj, 3), "per_key": round(t_keys, 3),
+                    "cross_key": round(t_cross, 3)}
+    return {
+        "valid": valid,
+        "anomaly_types": sorted(anomalies),
+        "anomalies": anomalies,
+        "durability": durability,
+        "stats": {"keys": len(proj.keys), "warnings": proj.warnings[:20],
+                  "warning_count": len(proj.warnings), "history": proj.counts},
+        "checkers": {
+            "queue": q,
+            "durability": {"valid": dur_valid,
+                           "anomaly_types": sorted(dur_anoms),
+                           "rule": "acks=all acknowledged records must survive; "
+                                   "acks=1/0 losses are reported as rates"},
+        },
+    }
+
+
+def _check_linearizable(ops: list[Op], model: str, budget: float) -> dict[str, Any]:
+    import checkers.linearizable as lin
+
+    r = lin.check(ops, model=model, time_budget=budget)
+    valid = r.get("valid")
+    anomalies: dict[str, list] = {}
+    if valid is False:
+        anomalies["nonlinearizable"] = [{k: r.get(k) for k in ("key", "op", "unlinearizable")
+                                         if k in r}]
+    return {
+        "valid": valid,
+        "anomaly_types": sorted(anomalies),
+        "anomalies": anomalies,
+        "durability": {},
+        "stats": {},
+        "checkers": {"linearizable": r},
+    }

@@ -1,0 +1,333 @@
+"""Cross-key dependency cycles: G0, G1c and their -process / -realtime forms.
+
+Nodes are the queue operations that took effect (``ok``, and ``info`` ones
+whose sends were read). Edges, as in Elle / Jepsen's Kafka checker:
+
+``ww``       T1 sent the value just before T2's in some key's version order
+``wr``       T2's highest read of a key was a value T1 sent
+``rw``       T1's highest read of a key was just before a value T2 sent
+             (built, but not searched by default: a Kafka poll returns a
+             batch, not "everything so far", so it proves no anti-dependency;
+             Jepsen leaves it out of its graph for the same reason)
+``process``  T1 then T2 on the same process
+``realtime`` T1 completed before T2 was invoked
+
+Classification (Adya / Elle): a cycle of ``ww`` only is **G0**; with at least
+one ``wr`` it is **G1c**; a cycle that needs a ``process`` edge gets the
+``-process`` suffix, one that needs a ``realtime`` edge ``-realtime``
+(with ``rw``: one is G-single, more G2-item).
+
+Why not one networkx graph of the whole history: at 1M operations building
+it alone takes minutes. Real-time order is encoded with O(n) "time point"
+nodes instead of O(n * concurrency) edges (a completion links to the next
+time point, time points chain forward, a time point links to the ops invoked
+after it), every acyclic part is pruned with Kahn's algorithm on flat lists,
+and networkx only sees what is left — empty for a valid history — to find
+strongly connected components and the shortest cycle explaining each.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections import deque
+from typing import Any, Callable
+
+import networkx as nx
+
+from .project import OpTable
+
+WW, WR, RW, PROC, RT = 0, 1, 2, 3, 4
+TYPE_NAMES = {WW: "ww", WR: "wr", RW: "rw", PROC: "process", RT: "realtime"}
+
+#: class name -> (allowed edge types, required edge types)
+CLASSES: list[tuple[str, frozenset[int], frozenset[int]]] = [
+    ("G0", frozenset({WW}), frozenset()),
+    ("G1c", frozenset({WW, WR}), frozenset({WR})),
+    ("G0-process", frozenset({WW, PROC}), frozenset({PROC})),
+    ("G1c-process", frozenset({WW, WR, PROC}), frozenset({PROC, WR})),
+    ("G0-realtime", frozenset({WW, PROC, RT}), frozenset({RT})),
+    ("G1c-realtime", frozenset({WW, WR, PROC, RT}), frozenset({RT, WR})),
+]
+RW_CLASSES: list[tuple[str, frozenset[int], frozenset[int]]] = [
+    ("G-single", frozenset({WW, WR, RW}), frozenset({RW})),
+    ("G-single-process", frozenset({WW, WR, RW, PROC}), frozenset({RW, PROC})),
+    ("G-single-realtime", frozenset({WW, WR, RW, PROC, RT}), frozenset({RW, RT})),
+]
+CYCLE_EXAMPLES = 8
+_TRIES = 64
+
+
+class BudgetExceeded(Exception):
+    pass
+
+
+def classify(types: list[int]) -> str:
+    n_rw = sum(1 for t in types if t == RW)
+    if n_rw == 1:
+        base = "G-single"
+    elif n_rw > 1:
+        base = "G2-item"
+    elif WR in types:
+        base = "G1c"
+    else:
+        base = "G0"
+    if RT in types:
+        return base + "-realtime"
+    if PROC in types:
+        return base + "-process"
+    return base
+
+
+def find_cycles(
+    table: OpTable,
+    key_edges: list[tuple[str, dict[str, list[int]]]],
+    committed_info: set[int],
+    *,
+    rw: bool = False,
+    deadline: float | None = None,
+) -> dict[str, Any]:
+    """Search the dependency graph. ``key_edges`` is ``[(key, {"ww": [a, b, a,
+    b, ...], "wr": [...], "rw": [...]})]`` with op indices. Returns
+    ``{"anomalies": {class: [cycle examples]}, "counts": {class: n},
+    "stats": {...}}``; raises :class:`BudgetExceeded` past ``deadline``."""
+    t0 = _time.monotonic()
+
+    def check_time() -> None:
+        if deadline is not None and _time.monotonic() > deadline:
+            raise BudgetExceeded()
+
+    # --- nodes ------------------------------------------------------------
+    node_of: dict[int, int] = {}
+    ops_of: list[int] = []
+    procs: list[Any] = []
+    inv: list[int] = []
+    cmp: list[int | None] = []
+    for idx, p, typ, it, ct in zip(table.index, table.process, table.type,
+                                   table.invoke_time, table.complete_time):
+        if typ == "ok" or (typ == "info" and idx in committed_info):
+            node_of[idx] = len(ops_of)
+            ops_of.append(idx)
+            procs.append(p)
+            inv.append(it)
+            cmp.append(ct if typ == "ok" else None)
+    n_ops = len(ops_of)
+
+    src: list[int] = []
+    dst: list[int] = []
+    typ_: list[int] = []
+    kinds = [("ww", WW), ("wr", WR)] + ([("rw", RW)] if rw else [])
+    for _key, edges in key_edges:
+        for name, t in kinds:
+            e = edges.get(name) or ()
+            for j in range(0, len(e), 2):
+                a = node_of.get(e[j])
+                b = node_of.get(e[j + 1])
+                if a is not None and b is not None and a != b:
+                    src.append(a)
+                    dst.append(b)
+                    typ_.append(t)
+    check_time()
+
+    # process order: consecutive ops of each process (table is in completion order)
+    last: dict[Any, int] = {}
+    for i in range(n_ops):
+        p = procs[i]
+        j = last.get(p)
+        if j is not None:
+            src.append(j)
+            dst.append(i)
+            typ_.append(PROC)
+        last[p] = i
+
+    # real-time order through time-point nodes
+    ev = [it * 2 for it in inv]  # invoke at t sorts before a completion at t
+    n_inv = len(ev)
+    cidx: list[int] = []
+    for i in range(n_ops):
+        c = cmp[i]
+        if c is not None:
+            ev.append(c * 2 + 1)
+            cidx.append(i)
+    order = sorted(range(len(ev)), key=ev.__getitem__)
+    check_time()
+    n_nodes = n_ops
+    cur_tp = -1
+    buffered: list[int] = []
+    for e in order:
+        if e < n_inv:
+            if buffered:
+                tp = n_nodes
+                n_nodes += 1
+                for a in buffered:
+                    src.append(a)
+                    dst.append(tp)
+                    typ_.append(RT)
+                if cur_tp >= 0:
+                    src.append(cur_tp)
+                    dst.append(tp)
+                    typ_.append(RT)
+                cur_tp = tp
+                buffered = []
+            if cur_tp >= 0:
+                src.append(cur_tp)
+                dst.append(e)
+                typ_.append(RT)
+        else:
+            buffered.append(cidx[e - n_inv])
+    check_time()
+
+    # --- prune everything acyclic (Kahn, both directions) -----------------
+    remaining = _prune(n_nodes, src, dst, check_time)
+    stats = {"nodes": n_ops, "time_points": n_nodes - n_ops, "edges": len(src),
+             "cyclic_nodes": len(remaining)}
+    out: dict[str, Any] = {"anomalies": {}, "counts": {}, "stats": stats}
+    if not remaining:
+        stats["seconds"] = round(_time.monotonic() - t0, 3)
+        return out
+
+    # --- networkx on the remainder ------------------------------------------
+    g = nx.DiGraph()
+    for a, b, t in zip(src, dst, typ_):
+        if a in remaining and b in remaining:
+            if g.has_edge(a, b):
+                g[a][b]["types"].add(t)
+            else:
+                g.add_edge(a, b, types={t})
+    check_time()
+    edge_keys: dict[tuple[int, int], str] = {}
+    for key, edges in key_edges:
+        for name, _t in kinds:
+            e = edges.get(name) or ()
+            for j in range(0, len(e), 2):
+                a = node_of.get(e[j])
+                b = node_of.get(e[j + 1])
+                if a in remaining and b in remaining:
+                    edge_keys.setdefault((a, b), key)
+
+    classes = CLASSES + (RW_CLASSES if rw else [])
+    seen_cycles: set[tuple[int, ...]] = set()
+    for name, allowed, required in classes:
+        check_time()
+        h = nx.DiGraph()
+        h.add_edges_from((a, b) for a, b, d in g.edges(data=True) if d["types"] & allowed)
+        for scc in nx.strongly_connected_components(h):
+            if len(scc) < 2:
+                continue
+            check_time()
+            sub = h.subgraph(scc)
+            cyc = _shortest_cycle(sub, g, name, allowed, required, check_time)
+            if cyc is None:
+                continue
+            types = [_step_type(g[a][b]["types"] & allowed) for a, b in zip(cyc, cyc[1:])]
+            if classify(types) != name:
+                continue
+            ex = _explain(cyc, types, n_ops, ops_of, edge_keys)
+            sig = tuple(sorted(ex["cycle"]))
+            if sig in seen_cycles:
+                continue
+            seen_cycles.add(sig)
+            out["counts"][name] = out["counts"].get(name, 0) + 1
+            if len(out["anomalies"].setdefault(name, [])) < CYCLE_EXAMPLES:
+                out["anomalies"][name].append(ex)
+    stats["seconds"] = round(_time.monotonic() - t0, 3)
+    return out
+
+
+def _prune(n: int, src: list[int], dst: list[int], check_time: Callable[[], None]) -> set[int]:
+    """Nodes on a cycle or between cycles: drop sources repeatedly, then
+    sinks repeatedly among what is left."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for a, b in zip(src, dst):
+        succ[a].append(b)
+        indeg[b] += 1
+    check_time()
+    stack = [i for i in range(n) if indeg[i] == 0]
+    pop, push = stack.pop, stack.append
+    while stack:
+        u = pop()
+        for v in succ[u]:
+            d = indeg[v] - 1
+            indeg[v] = d
+            if d == 0:
+                push(v)
+    left = {i for i in range(n) if indeg[i] > 0}
+    if not left:
+        return left
+    check_time()
+    pred: dict[int, list[int]] = {i: [] for i in left}
+    outdeg = dict.fromkeys(left, 0)
+    for a, b in zip(src, dst):
+        if a in left and b in left:
+            pred[b].append(a)
+            outdeg[a] += 1
+    stack = [i for i in left if outdeg[i] == 0]
+    while stack:
+        u = stack.pop()
+        left.discard(u)
+        for v in pred[u]:
+            if v in left:
+                outdeg[v] -= 1
+                if outdeg[v] == 0:
+                    stack.append(v)
+    return left
+
+
+def _step_type(types: set[int]) -> int:
+    for t in (WW, WR, RW, PROC, RT):
+        if t in types:
+            return t
+    raise AssertionError("edge without a type")
+
+
+def _shortest_cycle(sub: nx.DiGraph, g: nx.DiGraph, name: str, allowed: frozenset[int],
+                    required: frozenset[int], check_time: Callable[[], None]) -> list[int] | None:
+    """Shortest cycle in one SCC whose weakest explanation is class ``name``,
+    tried through up to ``_TRIES`` edges of the most specific required type."""
+    if not required:
+        cands = list(sub.edges())[:_TRIES]
+    else:
+        lead = RT if RT in required else PROC if PROC in required else RW if RW in required else WR
+        cands = [(a, b) for a, b in sub.edges() if lead in g[a][b]["types"]][:_TRIES]
+    best: list[int] | None = None
+    for a, b in cands:
+        check_time()
+        try:
+            path = nx.shortest_path(sub, b, a)
+        except nx.NetworkXNoPath:
+            continue
+        cyc = [a] + path
+        types = [_step_type(g[x][y]["types"] & allowed) for x, y in zip(cyc, cyc[1:])]
+        if classify(types) == name and (best is None or len(cyc) < len(best)):
+            best = cyc
+    return best
+
+
+def _explain(cyc: list[int], types: list[int], n_ops: int, ops_of: list[int],
+             edge_keys: dict[tuple[int, int], str]) -> dict[str, Any]:
+    """Turn a node cycle into op-index steps, folding time points into one
+    ``realtime`` step."""
+    i0 = next(i for i, x in enumerate(cyc) if x < n_ops)  # time points alone never cycle
+    cyc = cyc[i0:-1] + cyc[:i0] + [cyc[i0]]
+    types = types[i0:] + types[:i0]
+    steps: list[dict[str, Any]] = []
+    start = None
+    for (a, b), t in zip(zip(cyc, cyc[1:]), types):
+        if a < n_ops and start is None:
+            start = a
+        if b < n_ops:
+            step: dict[str, Any] = {"from": ops_of[start if start is not None else a], "to": ops_of[b],
+                                    "type": TYPE_NAMES[t]}
+            k = edge_keys.get((a, b))
+            if k is not None and t in (WW, WR, RW):
+                step["key"] = k
+            steps.append(step)
+            start = None
+        elif start is None:
+            start = a
+    # rotate so the cycle starts at its smallest op index
+    if steps:
+        i = min(range(len(steps)), key=lambda j: steps[j]["from"])
+        steps = steps[i:] + steps[:i]
+    return {"cycle": [s["from"] for s in steps] + ([steps[0]["from"]] if steps else []),
+            "steps": steps, "length": len(steps)}

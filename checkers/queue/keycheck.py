@@ -1,0 +1,285 @@
+"""The per-key (per topic-partition) half of Jepsen's Kafka checker.
+
+Everything here looks at one key's events (see :mod:`.project`) and nothing
+else, which is why the pipeline can run it on Spark executors. It returns the
+anomalies found in that key, the key's edges for the cross-key dependency
+graph, and its durability partial.
+
+Definitions follow Jepsen's ``jepsen.tests.kafka`` (facts, re-implemented):
+
+* **Version order.** Per key, a log ``offset -> {values}`` built from every
+  poll (whatever its completion type: consumers must only ever return
+  committed data) and from the sends of operations that must have committed
+  (``ok``, or ``info`` with a sent value that some ``ok`` poll read).
+  Offsets are made dense (holes are transaction markers, not data); a value's
+  *index* is its position in that dense order.
+* **inconsistent-offsets**: one offset holds two or more values.
+* **duplicate**: one value sits at two or more offsets.
+* **lost-write**: for the highest index any ``ok`` poll read, every value
+  whose last appearance is at or below it should have been read by some ``ok``
+  poll; a committed one that was not is lost.
+* **G1a** (aborted read): an ``ok`` poll returns a value whose send ``fail``ed.
+* **unseen**: a value from an ``ok`` send that no ``ok`` poll ever returned.
+* **poll-skip / nonmonotonic-poll**: a process's successive polls of a key
+  must continue where the previous one stopped: the first value of the next
+  poll is at index ``i+1`` of the previous poll's last value (``> i+1`` skips,
+  ``<= i`` goes backwards). An assign/subscribe forgets positions of keys no
+  longer assigned.
+* **int-poll-skip / int-nonmonotonic-poll**: the same between consecutive
+  values within one operation's reads of a key.
+* **nonmonotonic-send**: a process's sends to a key go backwards (or repeat)
+  in the version order between successive operations.
+* **int-send-skip / int-nonmonotonic-send**: consecutive sends to a key within
+  one operation skip over, or go back before, other values.
+
+Graph edges for the cycle search (:mod:`.graph`):
+``ww`` writer of index i -> writer of index i+1; ``wr`` writer of the highest
+value an op read -> that op; ``rw`` that reader -> writer of the next index.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkers.durability import key_durability
+
+EXAMPLES = 32
+
+ANOMALY_TYPES = (
+    "duplicate", "inconsistent-offsets", "lost-write", "unseen", "G1a",
+    "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
+    "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send",
+)
+
+
+class _Found:
+    """Anomaly accumulator: counts everything, keeps the first examples."""
+
+    __slots__ = ("counts", "examples")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.examples: dict[str, list] = {}
+
+    def add(self, typ: str, ex: dict[str, Any]) -> None:
+        c = self.counts.get(typ, 0)
+        self.counts[typ] = c + 1
+        if c < EXAMPLES:
+            self.examples.setdefault(typ, []).append(ex)
+
+
+def check_key(key: str, events: list, want_rw: bool = True) -> dict[str, Any]:
+    """All per-key checks for one key; ``events`` in history order."""
+    found = _Found()
+
+    # --- writers, readers -------------------------------------------------
+    writer: dict[Any, int] = {}        # value -> op index of its writer
+    writer_type: dict[Any, str] = {}
+    failed_vals: set[Any] = set()
+    read_ok: set[Any] = set()
+    sends: list = []
+    reads: list = []
+    for ev in events:
+        kind = ev[3]
+        if kind == "w":
+            sends.append(ev)
+            typ = ev[2]
+            for _off, v in ev[4]:
+                writer[v] = ev[0]
+                writer_type[v] = typ
+                if typ == "fail":
+                    failed_vals.add(v)
+        elif kind == "r":
+            reads.append(ev)
+            if ev[2] == "ok":
+                for _off, v in ev[4]:
+                    read_ok.add(v)
+
+    # --- version order ----------------------------------------------------
+    log: dict[Any, list] = {}   # offset -> values in first-seen order
+    committed_info: list[int] = []
+
+    def note(off: Any, v: Any) -> None:
+        vs = log.get(off)
+        if vs is None:
+            log[off] = [v]
+        elif v not in vs:
+            vs.append(v)
+
+    for ev in reads:
+        for off, v in ev[4]:
+            if off is not None:
+                note(off, v)
+    for ev in sends:
+        typ = ev[2]
+        if typ == "ok":
+            use = True
+        elif typ == "info":
+            use = any(v in read_ok for _o, v in ev[4])
+            if use:
+                committed_info.append(ev[0])
+        else:
+            use = False
+        if use:
+            for off, v in ev[4]:
+                if off is not None:
+                    note(off, v)
+
+    offsets = sorted(log)
+    by_index: list[Any] = []
+    by_value: dict[Any, int] = {}
+    first_index: dict[Any, int] = {}
+    last_index: dict[Any, int] = {}
+    occurrences: dict[Any, list] = {}
+    for i, off in enumerate(offsets):
+        vs = log[off]
+        by_index.append(vs[0])
+        by_value[vs[0]] = i
+        if len(vs) > 1:
+            found.add("inconsistent-offsets", {
+                "key": key, "offset": off, "index": i, "values": list(vs),
+                "ops": sorted({writer[v] for v in vs if v in writer})})
+        for v in vs:
+            if v not in first_index:
+                first_index[v] = i
+            last_index[v] = i
+            occurrences.setdefault(v, []).append(off)
+    for v, offs in occurrences.items():
+        if len(offs) > 1:
+            found.add("duplicate", {"key": key, "value": v, "count": len(offs), "offsets": offs,
+                                    "op": writer.get(v)})
+
+    # --- lost-write -------------------------------------------------------
+    bound = -1
+    for v in read_ok:
+        i = first_index.get(v)
+        if i is not None and i > bound:
+            bound = i
+    if bound >= 0:
+        for v, li in last_index.items():
+            if li <= bound and v not in read_ok:
+                w = writer.get(v)
+                if w is None or writer_type.get(v) != "ok":
+                    continue  # only committed writes can be lost (info ones unread are not)
+                found.add("lost-write", {"key": key, "value": v, "index": first_index.get(v),
+                                         "max-read-index": bound, "op": w,
+                                         "max-read": by_index[bound]})
+
+    # --- G1a, int-poll, poll-skip -----------------------------------------
+    last_read: dict[Any, tuple[int, Any]] = {}   # process -> (op, last value read)
+    last_send: dict[Any, tuple[int, Any]] = {}
+    edges_wr: list[int] = []
+    edges_rw: list[int] = []
+    for ev in events:
+        idx, proc, typ, kind, pairs, _t, _meta = ev
+        if kind == "a":
+            if not pairs:
+                last_read.pop(proc, None)
+                last_send.pop(proc, None)
+            continue
+        if kind == "r":
+            vals = [v for _o, v in pairs]
+            if typ == "ok":
+                for v in vals:
+                    if v in failed_vals:
+                        found.add("G1a", {"key": key, "value": v, "writer": writer.get(v), "op": idx})
+            # within the op
+            prev_i = None
+            prev_v = None
+            for j, v in enumerate(vals):
+                i2 = by_value.get(v)
+                if j > 0:
+                    delta = (i2 - prev_i) if (i2 is not None and prev_i is not None) else 1
+                    if delta > 1:
+                        found.add("int-poll-skip", {"key": key, "values": [prev_v, v], "delta": delta,
+                                                    "skipped": by_index[prev_i + 1:i2][:8], "op": idx})
+                    elif delta < 1:
+                        found.add("int-nonmonotonic-poll", {"key": key, "values": [prev_v, v],
+                                                            "delta": delta, "op": idx})
+                prev_i, prev_v = i2, v
+            # across the process's ops
+            lr = last_read.get(proc)
+            if lr is not None and vals:
+                v0, v1 = lr[1], vals[0]
+                i, i2 = by_value.get(v0), by_value.get(v1)
+                delta = (i2 - i) if (i is not None and i2 is not None) else 1
+                if delta > 1:
+                    found.add("poll-skip", {"key": key, "values": [v0, v1], "delta": delta,
+                                            "skipped": by_index[i + 1:i2][:8], "ops": [lr[0], idx]})
+                elif delta < 1:
+                    found.add("nonmonotonic-poll", {"key": key, "values": [v0, v1], "delta": delta,
+                                                    "ops": [lr[0], idx]})
+            if typ == "ok":
+                last_read[proc] = (idx, vals[-1] if vals else None)
+                # wr / rw edges from this read's highest value
+                hi = -1
+                for v in vals:
+                    i = by_value.get(v)
+                    if i is not None and i > hi:
+                        hi = i
+                if hi >= 0:
+                    w = writer.get(by_index[hi])
+                    if w is not None and w != idx and writer_type.get(by_index[hi]) != "fail":
+                        edges_wr.append(w)
+                        edges_wr.append(idx)
+                    if want_rw and hi + 1 < len(by_index):
+                        w2 = writer.get(by_index[hi + 1])
+                        if w2 is not None and w2 != idx:
+                            edges_rw.append(idx)
+                            edges_rw.append(w2)
+        elif kind == "w":
+            if typ == "invoke":
+                continue
+            vals = [v for _o, v in pairs]
+            prev_i = None
+            prev_v = None
+            for j, v in enumerate(vals):
+                i2 = by_value.get(v)
+                if j > 0:
+                    delta = (i2 - prev_i) if (i2 is not None and prev_i is not None) else 1
+                    if delta > 1:
+                        found.add("int-send-skip", {"key": key, "values": [prev_v, v], "delta": delta,
+                                                    "skipped": by_index[prev_i + 1:i2][:8], "op": idx})
+                    elif delta < 1:
+                        found.add("int-nonmonotonic-send", {"key": key, "values": [prev_v, v],
+                                                            "delta": delta, "op": idx})
+                prev_i, prev_v = i2, v
+            if typ in ("ok", "info") and vals:
+                ls = last_send.get(proc)
+                if ls is not None:
+                    i, i2 = by_value.get(ls[1]), by_value.get(vals[0])
+                    if i is not None and i2 is not None and i2 - i < 1:
+                        found.add("nonmonotonic-send", {"key": key, "values": [ls[1], vals[0]],
+                                                        "delta": i2 - i, "ops": [ls[0], idx]})
+                last_send[proc] = (idx, vals[-1])
+
+    # --- unseen -----------------------------------------------------------
+    unseen_vals = [(writer[v], v) for v, t in writer_type.items() if t == "ok" and v not in read_ok]
+    if unseen_vals:
+        unseen_vals.sort()
+        found.counts["unseen"] = len(unseen_vals)
+        found.examples["unseen"] = [{"key": key, "value": v, "op": op}
+                                    for op, v in unseen_vals[:EXAMPLES]]
+
+    # --- ww edges ---------------------------------------------------------
+    edges_ww: list[int] = []
+    prev_w = None
+    for v in by_index:
+        w = writer.get(v)
+        if w is None or writer_type.get(v) == "fail":
+            continue  # no committed writer: the order still passes through it
+        if prev_w is not None and prev_w != w:
+            edges_ww.append(prev_w)
+            edges_ww.append(w)
+        prev_w = w
+
+    return {
+        "key": key,
+        "counts": found.counts,
+        "examples": found.examples,
+        "edges": {"ww": edges_ww, "wr": edges_wr, "rw": edges_rw},
+        "committed_info": committed_info,
+        "durability": key_durability(key, events),
+        "stats": {"sends": len(sends), "polls": len(reads), "log_length": len(by_index),
+                  "max_offset": offsets[-1] if offsets else None},
+    }
