@@ -1,0 +1,196 @@
+"""``kraftwerk node``: run one reference-broker node in this process.
+
+Example (combined mode, one of three)::
+
+    kraftwerk node --id 1 --roles broker,controller --listen 127.0.0.1:19091 \\
+        --controller-quorum 1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093 \\
+        --data-dir /tmp/k/1 --control 127.0.0.1:29091
+
+``--config FILE`` takes server.properties-style keys: the protocol settings of
+``ProtocolConfig`` (dots or underscores), ``variant.<name>=on|off``, and the
+runtime keys ``storage.mode``, ``log.segment.bytes``, ``clock.offset.ms``.
+Flags win over the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from harness.errors import UsageError
+
+RUNTIME_KEYS = ("storage.mode", "log.segment.bytes", "clock.offset.ms")
+ROLES = ("broker", "controller")
+
+
+def parse_hostport(text: str, what: str) -> tuple[str, int]:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host:
+        raise UsageError(f"{what} {text!r} must look like HOST:PORT")
+    try:
+        p = int(port)
+    except ValueError:
+        raise UsageError(f"{what} {text!r}: port {port!r} is not a number") from None
+    if not 0 < p < 65536:
+        raise UsageError(f"{what} {text!r}: port {p} out of range")
+    return host, p
+
+
+def parse_quorum(text: str) -> dict[int, tuple[str, int]]:
+    """``1@HOST:PORT,2@HOST:PORT`` (Kafka's controller.quorum.voters)."""
+    out: dict[int, tuple[str, int]] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        nid, sep, addr = item.partition("@")
+        if not sep:
+            raise UsageError(f"controller quorum entry {item!r} must look like ID@HOST:PORT")
+        try:
+            i = int(nid)
+        except ValueError:
+            raise UsageError(f"controller quorum entry {item!r}: id {nid!r} is not a number") from None
+        if i in out:
+            raise UsageError(f"controller quorum names node {i} twice")
+        out[i] = parse_hostport(addr, "controller quorum address")
+    if not out:
+        raise UsageError("--controller-quorum names no voters")
+    return out
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """server.properties: ``key=value`` lines, ``#`` / ``!`` comments."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise UsageError(f"cannot read config {path}: {e.strerror}") from None
+    props: dict[str, str] = {}
+    for n, line in enumerate(lines, 1):
+        s = line.strip()
+        if not s or s[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in s:
+                k, _, v = s.partition(sep)
+                break
+        else:
+            raise UsageError(f"{path}:{n}: expected key=value, got {s!r}")
+        props[k.strip()] = v.strip()
+    return props
+
+
+def build_options(
+    node_id: int,
+    roles: str,
+    listen: str,
+    quorum: str,
+    data_dir: str,
+    config: str | None,
+    control: str | None,
+    storage_mode: str | None,
+    overrides: tuple[str, ...] = (),
+    seed: int | None = None,
+) -> Any:
+    from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
+    from reference_impl.server.runtime import NodeOptions
+
+    role_set = frozenset(r.strip() for r in roles.split(",") if r.strip())
+    bad = role_set - set(ROLES)
+    if not role_set or bad:
+        raise UsageError(f"--roles {roles!r}: choose broker, controller or both (broker,controller)")
+    if node_id < 0:
+        raise UsageError(f"--id {node_id} must not be negative")
+    listen_addr = parse_hostport(listen, "--listen")
+    voters = parse_quorum(quorum)
+    if "controller" in role_set:
+        if node_id not in voters:
+            raise UsageError(f"node {node_id} has the controller role but is not in --controller-quorum")
+        if voters[node_id][1] != listen_addr[1]:
+            raise UsageError(f"--controller-quorum gives node {node_id} port {voters[node_id][1]} but --listen uses {listen_addr[1]}")
+    elif node_id in voters:
+        raise UsageError(f"node {node_id} is a quorum voter but lacks the controller role")
+    props: dict[str, str] = read_properties(config) if config else {}
+    for kv in overrides:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise UsageError(f"--set {kv!r} must look like key=value")
+        props[k.strip()] = v.strip()
+    runtime = {k: props.pop(k) for k in list(props) if k in RUNTIME_KEYS}
+    variant_overrides: dict[str, bool] = {}
+    for k in [k for k in props if k.startswith("variant.")]:
+        try:
+            name, value = Variants.parse_assignment(f"{k[len('variant.'):]}={props.pop(k)}")
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        variant_overrides[name] = value
+    try:
+        variants = Variants().with_overrides(variant_overrides)
+        cfg = ProtocolConfig.from_properties(props, variants=variants)
+    except ConfigError as e:
+        raise UsageError(f"config: {e}") from None
+    mode = storage_mode or runtime.get("storage.mode", "os")
+    if mode not in ("os", "memory-cache"):
+        raise UsageError(f"storage mode {mode!r}: choose os or memory-cache")
+    try:
+        segment_bytes = int(runtime.get("log.segment.bytes", 64 * 1024 * 1024))
+        offset = int(runtime.get("clock.offset.ms", 0))
+    except ValueError as e:
+        raise UsageError(f"config: {e}") from None
+    if segment_bytes < 1024:
+        raise UsageError("log.segment.bytes must be at least 1024")
+    ctl = parse_hostport(control, "--control") if control else None
+    if not data_dir:
+        raise UsageError("--data-dir is required")
+    try:
+        os.makedirs(data_dir, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--data-dir {data_dir}: {e.strerror}") from None
+    return NodeOptions(
+        node_id=node_id,
+        roles=role_set,
+        listen=listen_addr,
+        voters=voters,
+        data_dir=data_dir,
+        config=cfg,
+        storage_mode=mode,
+        control=ctl,
+        segment_bytes=segment_bytes,
+        clock_offset_ms=offset,
+        seed=seed,
+    )
+
+
+def register(group: click.Group) -> None:
+    @group.command("node")
+    @click.option("--id", "node_id", type=int, required=True, help="node id (broker.id / node.id)")
+    @click.option("--roles", default="broker,controller", show_default=True, help="broker, controller or both")
+    @click.option("--listen", required=True, help="HOST:PORT for clients and peers")
+    @click.option("--controller-quorum", "quorum", required=True, help="ID@HOST:PORT,... of the controllers")
+    @click.option("--data-dir", required=True, help="log and checkpoint directory")
+    @click.option("--config", "config", default=None, help="server.properties-style file")
+    @click.option("--control", default=None, help="HOST:PORT of the HTTP/JSON control endpoint")
+    @click.option(
+        "--storage-mode",
+        type=click.Choice(["os", "memory-cache"]),
+        default=None,
+        help="memory-cache keeps the last-fsynced state in memory so /power-loss can drop un-fsynced writes",
+    )
+    @click.option("--set", "overrides", multiple=True, help="extra key=value config (repeatable)")
+    @click.option("--seed", type=int, default=None, help="seed for the node's randomness")
+    @click.option("-v", "--verbose", is_flag=True, help="debug logging in node.log")
+    def node_cmd(node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, verbose):
+        """Run one reference-broker node (foreground; SIGTERM = controlled shutdown)."""
+        opts = build_options(node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed)
+        from reference_impl.server.runtime import run_node
+
+        try:
+            code = run_node(opts, verbose)
+        except OSError as e:
+            from harness.errors import HarnessError
+
+            raise HarnessError(f"node {node_id}: {e.strerror or e}") from None
+        sys.exit(code)

@@ -1,0 +1,31 @@
+"""The node's clock: wall time advanced by the monotonic clock, plus an offset
+the clock nemesis can change while the node runs (through the control
+endpoint). libfaketime cannot be used on Python processes (it also fakes
+``time.monotonic`` and breaks asyncio: notes/faults-on-this-machine.md), so the
+skew is injected here, at the one place the core gets its ``now``.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class Clock:
+    def __init__(self, offset_ms: int = 0) -> None:
+        self._wall0 = time.time() * 1000.0
+        self._mono0 = time.monotonic()
+        self.offset_ms = int(offset_ms)
+
+    def wall_ms(self) -> int:
+        """Unskewed wall-clock milliseconds (monotonic since start)."""
+        return int(self._wall0 + (time.monotonic() - self._mono0) * 1000.0)
+
+    def now_ms(self) -> int:
+        """What the node believes the time is."""
+        return self.wall_ms() + self.offset_ms
+
+    def set_offset(self, offset_ms: int) -> None:
+        self.offset_ms = int(offset_ms)
+
+    def shift(self, delta_ms: int) -> None:
+        self.offset_ms += int(delta_ms)

@@ -1,0 +1,172 @@
+"""Internal RPC between nodes: length-prefixed msgpack frames over TCP.
+
+Nodes share one listening port for clients and peers: a peer connection opens
+with the 4 bytes :data:`MAGIC`, which read as a Kafka request size would be
+over 1 GB and therefore never start a client frame. It then sends a hello
+frame ``(node id, host, port)`` and one ``(src, message)`` frame per ``Send``.
+
+Each node keeps one outbound connection per peer (:class:`Peer`), reconnecting
+with exponential backoff. Messages are one-way: a reply is another ``Send``
+from the other side over its own outbound connection, so a lost connection
+loses messages exactly like a network would; the core retries on its timers.
+Messages waiting for a connection expire after the request timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from typing import Any, Callable
+
+from .codec import FRAME, MAX_FRAME, REGISTRY, CodecError
+
+MAGIC = b"KWRP"
+log = logging.getLogger("kraftwerk.rpc")
+
+
+class Peer:
+    """The one outbound connection to a peer node."""
+
+    def __init__(
+        self,
+        self_id: int,
+        self_addr: tuple[str, int],
+        peer_id: int,
+        resolve: Callable[[int], tuple[str, int] | None],
+        request_timeout_ms: int = 30000,
+        max_queue: int = 10000,
+    ) -> None:
+        self.self_id = self_id
+        self.self_addr = self_addr
+        self.peer_id = peer_id
+        self.resolve = resolve
+        self.request_timeout = request_timeout_ms / 1000.0
+        self.queue: collections.deque[tuple[float, bytes]] = collections.deque(maxlen=max_queue)
+        self.writer: asyncio.StreamWriter | None = None
+        self.wakeup = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.connected = False
+        self.sent = 0
+        self.dropped = 0
+
+    def start(self) -> None:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run(), name=f"peer-{self.peer_id}")
+
+    def send(self, msg: Any) -> None:
+        data = REGISTRY.dumps((self.self_id, msg))
+        frame = FRAME.pack(len(data)) + data
+        if self.writer is not None and self.connected and not self.queue:
+            try:
+                self.writer.write(frame)
+                self.sent += 1
+                return
+            except (ConnectionError, RuntimeError):
+                self.connected = False
+        if len(self.queue) == self.queue.maxlen:
+            self.dropped += 1
+        self.queue.append((time.monotonic(), frame))
+        self.wakeup.set()
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            addr = self.resolve(self.peer_id)
+            if addr is None:
+                self._expire()
+                await asyncio.sleep(0.2)
+                continue
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(*addr), timeout=2.0)
+            except (OSError, asyncio.TimeoutError):
+                self._expire()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            backoff = 0.05
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                import socket
+
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            hello = REGISTRY.dumps((self.self_id, self.self_addr[0], self.self_addr[1]))
+            writer.write(MAGIC + FRAME.pack(len(hello)) + hello)
+            self.writer = writer
+            self.connected = True
+            log.info("connected to node %d at %s:%d", self.peer_id, *addr)
+            closed = asyncio.get_running_loop().create_task(reader.read(1))
+            try:
+                while True:
+                    self._expire()
+                    while self.queue:
+                        _, frame = self.queue.popleft()
+                        writer.write(frame)
+                        self.sent += 1
+                    await writer.drain()
+                    self.wakeup.clear()
+                    waiter = asyncio.get_running_loop().create_task(self.wakeup.wait())
+                    done, _ = await asyncio.wait({waiter, closed}, return_when=asyncio.FIRST_COMPLETED)
+                    if closed in done:
+                        waiter.cancel()
+                        raise ConnectionResetError("peer closed the connection")
+            except (OSError, ConnectionError, RuntimeError) as e:
+                log.info("connection to node %d lost: %s", self.peer_id, e)
+            finally:
+                self.connected = False
+                self.writer = None
+                closed.cancel()
+                writer.close()
+            await asyncio.sleep(backoff)
+
+    def _expire(self) -> None:
+        cutoff = time.monotonic() - self.request_timeout
+        while self.queue and self.queue[0][0] < cutoff:
+            self.queue.popleft()
+            self.dropped += 1
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def read_frames(
+    reader: asyncio.StreamReader,
+    on_hello: Callable[[int, str, int], None],
+    on_message: Callable[[int, Any], None],
+) -> None:
+    """Serve one inbound peer connection (after :data:`MAGIC`). Returns when
+    the peer disconnects; raises :class:`CodecError` on a malformed frame
+    (the caller closes the connection)."""
+    first = True
+    while True:
+        try:
+            head = await reader.readexactly(4)
+        except asyncio.IncompleteReadError:
+            return
+        (n,) = FRAME.unpack(head)
+        if n > MAX_FRAME:
+            raise CodecError(f"frame of {n} bytes exceeds the limit")
+        try:
+            data = await reader.readexactly(n)
+        except asyncio.IncompleteReadError:
+            return
+        obj = REGISTRY.loads(data)
+        if not isinstance(obj, tuple):
+            raise CodecError("frame is not a tuple")
+        if first:
+            if len(obj) != 3 or not isinstance(obj[0], int) or not isinstance(obj[1], str) or not isinstance(obj[2], int):
+                raise CodecError("bad hello frame")
+            on_hello(obj[0], obj[1], obj[2])
+            first = False
+            continue
+        if len(obj) != 2 or not isinstance(obj[0], int):
+            raise CodecError("bad message frame")
+        on_message(obj[0], obj[1])

@@ -1,0 +1,469 @@
+"""The Kafka wire protocol for clients, on kafka-python 3.0.12's codecs.
+
+kafka-python's request/response classes are generated from Kafka's JSON
+message schemas, so nothing here hand-encodes a field they provide. This
+module is sans-IO: :func:`decode_request` turns one frame (without its length
+prefix) into a :class:`Decoded`; :func:`translate` turns a decoded request into
+the core's messages plus a :class:`Pending` that collects the core's replies
+and encodes the Kafka response once every part has answered.
+
+Supported APIs and versions are what librdkafka needs
+(notes/kafka-wire.md): ApiVersions 0-3, Metadata 1-12, Produce 3-10,
+Fetch 4-12, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, InitProducerId 0-4,
+CreateTopics 2-4.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.api_header import RequestHeader, ResponseHeader
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+
+from reference_impl.core import messages as m
+
+from .records import InvalidBatch, rewrite, split_batches
+
+UNSUPPORTED_VERSION = 35
+CLUSTER_ID = "kraftwerk-reference"
+_ZERO_UUID = uuid.UUID(int=0)
+_KEY_VER = struct.Struct(">hhi")
+
+#: api key -> (request class, response class, min version, max version)
+APIS: dict[int, tuple[Any, Any, int, int]] = {
+    0: (ProduceRequest, ProduceResponse, 3, 10),
+    1: (FetchRequest, FetchResponse, 4, 12),
+    2: (ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    3: (MetadataRequest, MetadataResponse, 1, 12),
+    18: (ApiVersionsRequest, ApiVersionsResponse, 0, 3),
+    19: (CreateTopicsRequest, CreateTopicsResponse, 2, 4),
+    22: (InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+    23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+}
+
+
+class ProtocolError(Exception):
+    """The frame cannot be answered: Kafka closes the connection."""
+
+
+class UnsupportedVersion(Exception):
+    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
+        super().__init__(f"api {api_key} version {version} not supported")
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+
+
+@dataclass(slots=True)
+class Decoded:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+def decode_request(frame: bytes) -> Decoded:
+    """Decode a request frame (the bytes after the 4-byte size).
+
+    Raises :class:`UnsupportedVersion` for a known API at a version outside
+    our range (ApiVersions answers it with error 35), :class:`ProtocolError`
+    for anything else that cannot be parsed (the connection is closed).
+    """
+    if len(frame) < 8:
+        raise ProtocolError("request shorter than a header")
+    api_key, version, corr = _KEY_VER.unpack_from(frame, 0)
+    api = APIS.get(api_key)
+    if api is None:
+        raise ProtocolError(f"unknown api key {api_key}")
+    req_cls, _, lo, hi = api
+    if not lo <= version <= hi:
+        raise UnsupportedVersion(api_key, version, corr)
+    flexible = req_cls.flexible_version_q(version)
+    try:
+        bio = io.BytesIO(frame)
+        hdr = RequestHeader.decode(bio, flexible=flexible)
+        body = req_cls.decode(memoryview(frame)[bio.tell() :], version=version)
+    except Exception as e:  # the generated decoders raise many types on garbage
+        raise ProtocolError(f"malformed {req_cls.__name__} v{version}: {type(e).__name__}") from None
+    return Decoded(api_key, version, corr, hdr.client_id, body)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """A framed response: size, header (v0, or v1 for flexible versions except
+    ApiVersions, whose header is always v0), body."""
+    _, resp_cls, _, _ = APIS[api_key]
+    flexible = resp_cls.flexible_version_q(version) and api_key != 18
+    hdr = ResponseHeader(correlation_id=correlation_id).encode(flexible=flexible)
+    payload = body.encode(version=version)
+    return struct.pack(">i", len(hdr) + len(payload)) + hdr + payload
+
+
+def api_versions_body(version: int, error: int = 0) -> Any:
+    keys = [
+        ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+        for k, (_, _, lo, hi) in sorted(APIS.items())
+    ]
+    return ApiVersionsResponse[version](error_code=error, api_keys=keys, throttle_time_ms=0)
+
+
+def unsupported_version_response(exc: UnsupportedVersion) -> bytes | None:
+    """Kafka answers an ApiVersions request of an unknown version with error
+    35 and a v0 body listing its range; any other API's bad version closes the
+    connection (None)."""
+    if exc.api_key != 18:
+        return None
+    return encode_response(18, 0, exc.correlation_id, api_versions_body(0, UNSUPPORTED_VERSION))
+
+
+# --------------------------------------------------------------------------
+# Pending requests: collect the core's replies, then build the response
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Pending:
+    """One Kafka request split into core requests ``parts`` (index, message).
+
+    ``results`` fills as replies arrive (or immediately, for parts the runtime
+    rejects itself, such as a corrupt batch). ``expects_response`` is False for
+    acks=0 produces.
+    """
+
+    decoded: Decoded
+    parts: list[tuple[int, Any]] = field(default_factory=list)
+    results: dict[int, Any] = field(default_factory=dict)
+    total: int = 0
+    build: Callable[["Pending"], Any] | None = None
+    expects_response: bool = True
+    #: filled by the runtime for Metadata/Produce: the local broker's endpoints
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return len(self.results) >= self.total
+
+    def encode(self) -> bytes:
+        assert self.build is not None
+        d = self.decoded
+        return encode_response(d.api_key, d.api_version, d.correlation_id, self.build(self))
+
+
+def translate(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    """Turn a decoded request into core messages. ``ref(i)`` makes the opaque
+    ``ref`` for part ``i`` (the runtime routes replies with it)."""
+    fn = _TRANSLATORS[d.api_key]
+    return fn(d, ref)
+
+
+def _api_versions(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    p = Pending(d, build=lambda p: api_versions_body(d.api_version))
+    return p
+
+
+def _metadata(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    topics = None if d.body.topics is None else tuple(t.name for t in d.body.topics if t.name is not None)
+    p = Pending(d, total=1, build=_build_metadata)
+    p.parts.append((0, m.MetadataRequest(ref(0), topics)))
+    return p
+
+
+def _build_metadata(p: Pending) -> Any:
+    r: m.MetadataResponse = p.results[0]
+    v = p.decoded.api_version
+    R = MetadataResponse[v]
+    T = R.MetadataResponseTopic
+    P = T.MetadataResponsePartition
+    brokers = [R.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=None) for b in r.brokers]
+    topics = []
+    for t in r.topics:
+        parts = [
+            P(
+                error_code=pm.error,
+                partition_index=pm.tp.partition,
+                leader_id=pm.leader,
+                leader_epoch=pm.leader_epoch,
+                replica_nodes=list(pm.replicas),
+                isr_nodes=list(pm.isr),
+                offline_replicas=list(pm.offline_replicas),
+            )
+            for pm in t.partitions
+        ]
+        topics.append(
+            T(
+                error_code=t.error,
+                name=t.name,
+                topic_id=_ZERO_UUID,
+                is_internal=False,
+                partitions=parts,
+                authorized_operations=None,
+            )
+        )
+    return R(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=CLUSTER_ID,
+        controller_id=r.controller_id,
+        topics=topics,
+        authorized_operations=None,
+    )
+
+
+def _produce(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    body = d.body
+    p = Pending(d, build=_build_produce, expects_response=body.acks != 0)
+    order: list[tuple[str, int]] = []
+    i = 0
+    for t in body.topic_data:
+        for pd in t.partition_data:
+            tp = m.TopicPartition(t.name, pd.index)
+            order.append((t.name, pd.index))
+            recs = pd.records
+            if body.transactional_id is not None:
+                p.results[i] = m.ProduceResponse(None, tp, 53)  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: no transactions
+            elif body.acks not in (0, 1, -1):
+                p.results[i] = m.ProduceResponse(None, tp, 21)  # INVALID_REQUIRED_ACKS
+            else:
+                try:
+                    batches = split_batches(bytes(recs) if recs is not None else b"")
+                except InvalidBatch as e:
+                    p.results[i] = m.ProduceResponse(None, tp, e.error)
+                else:
+                    h0 = batches[0][0]
+                    count = sum(h.count for h, _ in batches)
+                    payload = batches[0][1] if len(batches) == 1 else b"".join(c for _, c in batches)
+                    p.parts.append(
+                        (
+                            i,
+                            m.ProduceRequest(
+                                ref(i),
+                                tp,
+                                body.acks,
+                                count,
+                                payload,
+                                timeout_ms=body.timeout_ms,
+                                producer_id=h0.producer_id,
+                                producer_epoch=h0.producer_epoch,
+                                base_sequence=h0.base_sequence,
+                            ),
+                        )
+                    )
+            i += 1
+    p.total = i
+    p.extra["order"] = order
+    return p
+
+
+def _build_produce(p: Pending) -> Any:
+    v = p.decoded.api_version
+    R = ProduceResponse[v]
+    T = R.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    by_topic: dict[str, list[Any]] = {}
+    for i, (topic, part) in enumerate(p.extra["order"]):
+        r: m.ProduceResponse = p.results[i]
+        kw: dict[str, Any] = dict(
+            index=part,
+            error_code=r.error,
+            base_offset=r.base_offset if r.error == 0 else -1,
+            log_append_time_ms=-1,
+            log_start_offset=r.log_start_offset,
+            record_errors=[],
+            error_message=None,
+        )
+        by_topic.setdefault(topic, []).append(P(**kw))
+    return R(
+        responses=[T(name=t, partition_responses=ps) for t, ps in by_topic.items()],
+        throttle_time_ms=0,
+    )
+
+
+def _fetch(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    body = d.body
+    parts = []
+    for t in body.topics:
+        for fp in t.partitions:
+            parts.append(
+                m.FetchPartitionRequest(
+                    m.TopicPartition(t.topic, fp.partition),
+                    fp.fetch_offset,
+                    current_leader_epoch=fp.current_leader_epoch,
+                    last_fetched_epoch=fp.last_fetched_epoch,
+                    log_start_offset=fp.log_start_offset,
+                    max_bytes=fp.partition_max_bytes,
+                )
+            )
+    p = Pending(d, total=1, build=_build_fetch)
+    if getattr(body, "replica_id", -1) >= 0:
+        raise ProtocolError("replica fetches travel over the internal RPC")
+    p.parts.append((0, m.ClientFetchRequest(ref(0), tuple(parts), max_wait_ms=body.max_wait_ms, min_bytes=body.min_bytes)))
+    return p
+
+
+def fetch_records(batches: tuple[m.Batch, ...]) -> bytes:
+    """Concatenate stored batches for a consumer, each with its own offset and
+    leader epoch in the header (consumers take the epoch from there)."""
+    if not batches:
+        return b""
+    return b"".join(rewrite(b.payload, b.base_offset, b.leader_epoch) for b in batches)
+
+
+def _build_fetch(p: Pending) -> Any:
+    r: m.ClientFetchResponse = p.results[0]
+    v = p.decoded.api_version
+    R = FetchResponse[v]
+    T = R.FetchableTopicResponse
+    P = T.PartitionData
+    by_topic: dict[str, list[Any]] = {}
+    for fr in r.partitions:
+        kw: dict[str, Any] = dict(
+            partition_index=fr.tp.partition,
+            error_code=fr.error,
+            high_watermark=fr.high_watermark,
+            last_stable_offset=fr.last_stable_offset if fr.last_stable_offset >= 0 else fr.high_watermark,
+            log_start_offset=fr.log_start_offset,
+            aborted_transactions=None,
+            preferred_read_replica=-1,
+            records=fetch_records(fr.batches),
+        )
+        if v >= 12:
+            if fr.diverging_epoch is not None:
+                kw["diverging_epoch"] = P.EpochEndOffset(epoch=fr.diverging_epoch[0], end_offset=fr.diverging_epoch[1])
+            if fr.current_leader is not None:
+                kw["current_leader"] = P.LeaderIdAndEpoch(leader_id=fr.current_leader[0], leader_epoch=fr.current_leader[1])
+        by_topic.setdefault(fr.tp.topic, []).append(P(**kw))
+    return R(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[T(topic=t, partitions=ps) for t, ps in by_topic.items()],
+    )
+
+
+def _list_offsets(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    p = Pending(d, build=_build_list_offsets)
+    i = 0
+    order = []
+    for t in d.body.topics:
+        for lp in t.partitions:
+            tp = m.TopicPartition(t.name, lp.partition_index)
+            p.parts.append((i, m.ListOffsetsRequest(ref(i), tp, lp.timestamp, lp.current_leader_epoch)))
+            order.append(tp)
+            i += 1
+    p.total = i
+    p.extra["order"] = order
+    return p
+
+
+def _build_list_offsets(p: Pending) -> Any:
+    v = p.decoded.api_version
+    R = ListOffsetsResponse[v]
+    T = R.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    by_topic: dict[str, list[Any]] = {}
+    for i, tp in enumerate(p.extra["order"]):
+        r: m.ListOffsetsResponse = p.results[i]
+        by_topic.setdefault(tp.topic, []).append(
+            P(partition_index=tp.partition, error_code=r.error, timestamp=-1, offset=r.offset, leader_epoch=r.leader_epoch)
+        )
+    return R(throttle_time_ms=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _offset_for_leader_epoch(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    p = Pending(d, build=_build_ofle)
+    i = 0
+    order = []
+    for t in d.body.topics:
+        for op in t.partitions:
+            tp = m.TopicPartition(t.topic, op.partition)
+            p.parts.append(
+                (i, m.OffsetForLeaderEpochRequest(ref(i), tp, op.leader_epoch, current_leader_epoch=op.current_leader_epoch))
+            )
+            order.append(tp)
+            i += 1
+    p.total = i
+    p.extra["order"] = order
+    return p
+
+
+def _build_ofle(p: Pending) -> Any:
+    v = p.decoded.api_version
+    R = OffsetForLeaderEpochResponse[v]
+    T = R.OffsetForLeaderTopicResult
+    P = T.EpochEndOffset
+    by_topic: dict[str, list[Any]] = {}
+    for i, tp in enumerate(p.extra["order"]):
+        r: m.OffsetForLeaderEpochResponse = p.results[i]
+        by_topic.setdefault(tp.topic, []).append(
+            P(error_code=r.error, partition=tp.partition, leader_epoch=r.leader_epoch, end_offset=r.end_offset)
+        )
+    return R(throttle_time_ms=0, topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _init_producer_id(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    p = Pending(d, total=1, build=_build_init_pid)
+    if d.body.transactional_id is not None:
+        p.results[0] = m.InitProducerIdResponse(None, 53)  # transactions are not supported
+    else:
+        p.parts.append((0, m.InitProducerIdRequest(ref(0), None)))
+    return p
+
+
+def _build_init_pid(p: Pending) -> Any:
+    r: m.InitProducerIdResponse = p.results[0]
+    R = InitProducerIdResponse[p.decoded.api_version]
+    return R(throttle_time_ms=0, error_code=r.error, producer_id=r.producer_id, producer_epoch=max(r.producer_epoch, -1))
+
+
+def _create_topics(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    body = d.body
+    topics = []
+    for t in body.topics:
+        assignments = None
+        if t.assignments:
+            assignments = tuple(tuple(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index))
+        configs = tuple((c.name, c.value) for c in t.configs if c.value is not None)
+        topics.append(m.NewTopic(t.name, t.num_partitions, t.replication_factor, configs, assignments))
+    p = Pending(d, total=1, build=_build_create_topics)
+    p.extra["names"] = [t.name for t in topics]
+    if body.validate_only:
+        p.results[0] = m.CreateTopicsResponse(None, tuple(m.CreateTopicResult(t.name, 0) for t in topics))
+    else:
+        p.parts.append((0, m.CreateTopicsRequest(ref(0), tuple(topics), timeout_ms=body.timeout_ms)))
+    return p
+
+
+def _build_create_topics(p: Pending) -> Any:
+    r: m.CreateTopicsResponse = p.results[0]
+    R = CreateTopicsResponse[p.decoded.api_version]
+    T = R.CreatableTopicResult
+    return R(
+        throttle_time_ms=0,
+        topics=[T(name=x.name, error_code=x.error, error_message=x.message or None) for x in r.results],
+    )
+
+
+_TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
+    0: _produce,
+    1: _fetch,
+    2: _list_offsets,
+    3: _metadata,
+    18: _api_versions,
+    19: _create_topics,
+    22: _init_producer_id,
+    23: _offset_for_leader_epoch,
+}
