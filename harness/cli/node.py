@@ -94,6 +94,8 @@ def build_options(
     storage_mode: str | None,
     overrides: tuple[str, ...] = (),
     seed: int | None = None,
+    advertise: str | None = None,
+    peers: tuple[str, ...] = (),
 ) -> Any:
     from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
     from reference_impl.server.runtime import NodeOptions
@@ -149,6 +151,15 @@ def build_options(
         os.makedirs(data_dir, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--data-dir {data_dir}: {e.strerror}") from None
+    peer_addresses: dict[int, tuple[str, int]] = {}
+    for item in peers:
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            nid, sep, addr = part.partition("=")
+            if not sep or not nid.strip().isdigit():
+                raise UsageError(f"--peer {part!r} must look like ID=HOST:PORT")
+            peer_addresses[int(nid)] = parse_hostport(addr, "--peer address")
     return NodeOptions(
         node_id=node_id,
         roles=role_set,
@@ -161,6 +172,8 @@ def build_options(
         segment_bytes=segment_bytes,
         clock_offset_ms=offset,
         seed=seed,
+        advertise=parse_hostport(advertise, "--advertise") if advertise else None,
+        peer_addresses=peer_addresses,
     )
 
 
@@ -181,10 +194,14 @@ def register(group: click.Group) -> None:
     )
     @click.option("--set", "overrides", multiple=True, help="extra key=value config (repeatable)")
     @click.option("--seed", type=int, default=None, help="seed for the node's randomness")
+    @click.option("--advertise", default=None, help="HOST:PORT registered for clients (Metadata); default --listen")
+    @click.option("--peer", "peers", multiple=True, help="ID=HOST:PORT[,...]: where to reach a peer node (wins over registrations)")
     @click.option("-v", "--verbose", is_flag=True, help="debug logging in node.log")
-    def node_cmd(node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, verbose):
+    def node_cmd(node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers, verbose):
         """Run one reference-broker node (foreground; SIGTERM = controlled shutdown)."""
-        opts = build_options(node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed)
+        opts = build_options(
+            node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers
+        )
         from reference_impl.server.runtime import run_node
 
         try:

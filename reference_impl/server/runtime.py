@@ -63,6 +63,12 @@ class NodeOptions:
     segment_bytes: int = 64 * 1024 * 1024
     clock_offset_ms: int = 0
     seed: int | None = None
+    #: the endpoint registered with the controller, hence what Metadata gives
+    #: clients (a harness proxy in front of ``listen``); defaults to ``listen``
+    advertise: tuple[str, int] | None = None
+    #: where this node reaches each peer (per-link proxies); wins over the
+    #: endpoints learnt from broker registrations
+    peer_addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
 class _ClientConn:
@@ -86,7 +92,7 @@ class NodeRuntime:
         self.disk = DiskStore(opts.data_dir, opts.storage_mode, opts.segment_bytes)
         self._node_factory = node_factory
         self.node: Any = None
-        self.addresses: dict[int, tuple[str, int]] = dict(opts.voters)
+        self.addresses: dict[int, tuple[str, int]] = {**opts.voters, **opts.peer_addresses}
         self.peers: dict[int, Peer] = {}
         self.conns: dict[int, _ClientConn] = {}
         self._next_cid = 0
@@ -121,7 +127,7 @@ class NodeRuntime:
             stored=stored,
             rng=random.Random(o.seed if o.seed is not None else os.getpid() ^ o.node_id),
             incarnation_id=self.incarnation_id,
-            endpoint=m.BrokerEndpoint(o.node_id, o.listen[0], o.listen[1]),
+            endpoint=m.BrokerEndpoint(o.node_id, *(o.advertise or o.listen)),
         )
 
     async def run(self) -> int:
@@ -289,7 +295,8 @@ class NodeRuntime:
             obj = obj.record
         if isinstance(obj, (m.RegisterBrokerRecord, m.BrokerRegistrationRequest)):
             ep = obj.endpoint
-            self.addresses[ep.node_id] = (ep.host, ep.port)
+            if ep.node_id not in self.opts.peer_addresses:
+                self.addresses[ep.node_id] = (ep.host, ep.port)
         elif isinstance(obj, m.RaftFetchResponse):
             for entry in obj.entries:
                 self._sniff(entry)
