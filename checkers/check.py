@@ -64,10 +64,25 @@ def check_history(
     spark_master: str | None = None,
     time_budget: float | None = None,
     queue_options: Any = None,
+    test: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Check ``ops`` and return the results.json object."""
+    """Check ``ops`` and return the results.json object.
+
+    ``engine`` "python" is accepted as a synonym of "inline" (the harness's
+    config name). ``test`` (a run's test.json) may carry the queue workload's
+    ``sub_via`` and ``txn`` settings, which decide the allowed anomalies."""
     if model not in MODELS:
         raise UnknownModel(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
+    if engine == "python":
+        engine = "inline"
+    if engine not in ("inline", "spark"):
+        raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
+    if queue_options is None and test:
+        from checkers.queue.checker import QueueOptions
+
+        sv = test.get("sub_via") or ("assign",)
+        queue_options = QueueOptions(sub_via=tuple([sv] if isinstance(sv, str) else sv),
+                                     txn=bool(test.get("txn", False)))
     budget = DEFAULT_TIME_BUDGET if time_budget is None else float(time_budget)
     t0 = _time.monotonic()
     deadline = t0 + budget

@@ -1,0 +1,149 @@
+"""``kraftwerk check PATH``: check a history and print (and store) the verdict.
+
+PATH is a run directory (its ``history.jsonl`` is read and ``results.json``
+written next to it), a ``.jsonl`` history or a Jepsen ``.edn`` history.
+Exit codes: 0 valid, 1 anomalies, 2 bad input, 3 unknown (budget exhausted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.errors import UsageError, exit_code_for_valid
+
+MODEL_CHOICES = ("queue", "cas-register", "register", "multi-register", "mutex", "set",
+                 "fifo-queue", "kv", "kafka-log")
+
+
+def _load(path: Path, warnings: list[str]) -> tuple[list[Any], Path | None]:
+    """Read the history; returns (ops, run_dir or None)."""
+    from checkers.history.edn import read_edn
+    from checkers.history.jsonl import read_jsonl
+    from checkers.history.op import HistoryError
+
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    run_dir = None
+    if path.is_dir():
+        run_dir = path
+        path = path / "history.jsonl"
+        if not path.is_file():
+            raise UsageError(f"{run_dir}: not a run directory (no history.jsonl)")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".edn":
+            ops = read_edn(path)
+        elif suffix in (".jsonl", ".json"):
+            ops = read_jsonl(path, warnings)
+        else:
+            raise UsageError(f"{path}: expected a run directory, a .jsonl or an .edn history")
+    except HistoryError as e:
+        raise UsageError(f"bad history: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: cannot read ({e})") from None
+    return ops, run_dir
+
+
+def _summary(res: dict[str, Any], where: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False)
+    v = res.get("valid")
+    colour = {True: "green", False: "red"}.get(v, "yellow")
+    label = {True: "VALID", False: "INVALID"}.get(v, "UNKNOWN")
+    st = res.get("stats", {})
+    con.print(f"[bold {colour}]{label}[/]  {where}  "
+              f"(model {st.get('model')}, engine {st.get('engine')}, {st.get('ops', 0)} ops, "
+              f"{st.get('check_seconds', 0)} s)")
+    q = res.get("checkers", {}).get("queue")
+    counts = (q or {}).get("counts", {})
+    allowed = set((q or {}).get("allowed_anomaly_types", []))
+    if res.get("anomaly_types"):
+        t = Table(title="anomalies", show_edge=False)
+        t.add_column("type")
+        t.add_column("count", justify="right")
+        t.add_column("first example")
+        for typ in res["anomaly_types"]:
+            exs = res["anomalies"].get(typ) or []
+            n = counts.get(typ, len(exs))
+            name = f"{typ} (allowed)" if typ in allowed else typ
+            t.add_row(name, str(n), json.dumps(exs[0], default=str)[:100] if exs else "")
+        con.print(t)
+    dur = res.get("durability") or {}
+    if any(b.get("sent") for b in dur.values()):
+        t = Table(title="durability", show_edge=False)
+        for c in ("acks", "sent", "acked", "lost", "rate", "95% CI", "unacked seen", "p50/p99 ms"):
+            t.add_column(c, justify="right" if c != "acks" else "left", no_wrap=True)
+        for name, b in dur.items():
+            if not b.get("sent"):
+                continue
+            lo, hi = b.get("lost_rate_ci95", [0, 1])
+            d = b.get("visibility_delay_ms", {})
+            t.add_row(name, str(b["sent"]), str(b["acked"]), str(b["lost"]),
+                      f"{b['lost_rate']:.4f}", f"[{lo:.4f}, {hi:.4f}]", str(b.get("unacked_visible", 0)),
+                      f"{d.get('p50', 0):.1f} / {d.get('p99', 0):.1f}")
+        con.print(t)
+    lin = res.get("checkers", {}).get("linearizable")
+    if lin is not None and lin.get("valid") is False:
+        con.print(f"not linearizable: key {lin.get('key')}, op {lin.get('op')}")
+    if q is not None and q.get("cycle_search") != "complete":
+        con.print(f"[yellow]cycle search: {q.get('cycle_search')}[/]")
+    if v == "unknown" and lin is not None:
+        con.print(f"[yellow]linearizability: unknown ({lin.get('cause')})[/]")
+
+
+@click.command("check")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--model", type=click.Choice(MODEL_CHOICES), default="queue", show_default=True,
+              help="queue: Kafka anomalies + durability; the others: linearizability against that model.")
+@click.option("--engine", type=click.Choice(("inline", "spark")), default=None,
+              help="Where per-key checks run [default: inline; spark if --spark-master is given].")
+@click.option("--spark-master", metavar="URL", default=None,
+              help="Spark master (default: an embedded local[*] session).")
+@click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Give up with 'unknown' after this long (default 300).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object on stdout.")
+def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
+              time_budget: float | None, as_json: bool) -> int:
+    """Check a history: a run directory, a .jsonl or an .edn file."""
+    from checkers.check import check_history
+
+    warnings: list[str] = []
+    ops, run_dir = _load(path, warnings)
+    for w in warnings:
+        click.echo(f"kraftwerk: warning: {w}", err=True)
+    if engine is None:
+        engine = "spark" if spark_master else "inline"
+    from checkers.history.op import HistoryError
+
+    try:
+        res = check_history(ops, model=model, engine=engine, spark_master=spark_master,
+                            time_budget=time_budget)
+    except HistoryError as e:
+        raise UsageError(f"bad history for model {model}: {e}") from None
+    except ValueError as e:
+        if type(e).__name__ in ("ModelError", "UnknownModel"):
+            raise UsageError(f"model {model}: {e}") from None
+        raise
+    if warnings:
+        res.setdefault("warnings", []).extend(warnings)
+    if run_dir is not None:
+        out = run_dir / "results.json"
+        tmp = out.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(res, indent=1, default=str) + "\n")
+        os.replace(tmp, out)
+    if as_json:
+        click.echo(json.dumps(res, default=str))
+    else:
+        _summary(res, str(path))
+    return exit_code_for_valid(res.get("valid"))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(check_cmd)
