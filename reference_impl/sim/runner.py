@@ -199,6 +199,7 @@ class SimRun:
                 counts[k] = counts.get(k, 0) + 1
         stats = {
             "ops": len(ops),
+            "history_sha256": history_digest(ops),
             "completions": dict(sorted(counts.items())),
             "virtual_ms": sim.now,
             "workload_ms": max(0, self.t_end - self.t0),
@@ -229,6 +230,16 @@ class SimRun:
         if error:
             out["error"] = error
         return out
+
+
+def history_digest(ops: list[Any]) -> str:
+    """SHA-256 of the history exactly as ``history.jsonl`` spells it (replay checks)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for op in ops:
+        h.update((json.dumps(op.to_dict(), separators=(",", ":"), sort_keys=False) + "\n").encode())
+    return h.hexdigest()
 
 
 def _queue_anomalies(ops: list[Any]) -> dict[str, Any]:

@@ -1,0 +1,130 @@
+"""Soak the reference implementation in the simulator.
+
+Baseline: many seeds with every fault except power loss, default variants,
+acks=all, RF 3, min ISR 2; report lost acknowledged writes and invariant
+violations (target: zero across 2,000 seeds).
+
+Variants: for each historical behaviour switched back on, the number of seeds
+(<= 200, with a nemesis mix chosen to provoke it) until the harness detects a
+violation, and that the finding seed replays to the same history and verdict.
+
+    .venv/bin/python bench/sim_soak.py baseline --seeds 2000 --jobs 2
+    .venv/bin/python bench/sim_soak.py variants --max-seeds 200 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.cli.sim import run_seeds  # noqa: E402
+from reference_impl.sim.options import SimOptions  # noqa: E402
+
+#: variant -> (variants, nemesis mix, extra options)
+VARIANT_HUNTS: dict[str, tuple[dict[str, bool], tuple[str, ...], dict[str, Any]]] = {
+    "kip101=off": ({"kip101": False}, ("kill", "partition-leader", "pause"), {}),
+    "kip966=off": ({"kip966": False}, ("partition-leader", "power-loss-one", "kill"), {}),
+    "unclean_election=on": ({"unclean_election": True}, ("kill", "partition-leader", "partition-halves"), {}),
+    "strict_isr_expand=off": ({"strict_isr_expand": False}, ("kill", "partition-leader", "pause"), {}),
+}
+
+BASELINE_NEMESIS = ("all",)  # every fault but power loss
+
+
+def _brief(r: dict[str, Any]) -> str:
+    d = r.get("durability") or {}
+    inv = (r.get("invariants") or {}).get("counts", {})
+    return (f"seed {r.get('seed')}: valid={r.get('valid')} acks=all lost={d.get('acks=all', {}).get('lost')} "
+            f"violations={inv} anomalies={r.get('anomaly_types')} {r.get('error') or ''}")
+
+
+def baseline(a: argparse.Namespace) -> int:
+    opts = SimOptions(test_name="soak", nemesis=BASELINE_NEMESIS, acks="all", rf=3, min_isr=2,
+                      time_limit_s=a.time_limit, rate=a.rate, nemesis_interval_s=a.interval).validate()
+    seeds = list(range(a.start, a.start + a.seeds))
+    t0 = time.perf_counter()
+    lost = acked = viol = 0
+    bad: list[dict[str, Any]] = []
+    errors = 0
+    for i in range(0, len(seeds), a.chunk):
+        for r in run_seeds(opts, seeds[i:i + a.chunk], a.out, a.jobs):
+            d = (r.get("durability") or {}).get("acks=all", {})
+            acked += d.get("acked") or 0
+            lost += d.get("lost") or 0
+            viol += sum(((r.get("invariants") or {}).get("counts") or {}).values())
+            errors += bool(r.get("error"))
+            if r.get("valid") is not True:
+                bad.append(r)
+                print("INVALID " + _brief(r), flush=True)
+        done = min(len(seeds), i + a.chunk)
+        print(f"{done}/{len(seeds)} seeds, {time.perf_counter() - t0:.0f}s wall: acked {acked}, lost {lost}, "
+              f"violations {viol}, invalid seeds {len(bad)}, errors {errors}", flush=True)
+    print(f"BASELINE: {len(seeds)} seeds ({a.time_limit:g} simulated s each, nemesis all but power loss, acks=all, "
+          f"RF 3, min ISR 2): acks=all acked {acked}, lost {lost}; invariant violations {viol}; "
+          f"invalid seeds {[r.get('seed') for r in bad][:50]}; harness errors {errors}")
+    return 0 if not bad else 1
+
+
+def variants(a: argparse.Namespace) -> int:
+    worst = 0
+    names = a.only.split(",") if a.only else list(VARIANT_HUNTS)
+    for name in names:
+        vs, nem, extra = VARIANT_HUNTS[name]
+        opts = SimOptions(test_name=f"hunt-{name.replace('=', '-')}", nemesis=nem, acks="all", rf=3, min_isr=2,
+                          time_limit_s=a.time_limit, rate=a.rate, nemesis_interval_s=a.interval,
+                          variants=tuple(sorted(vs.items())), **extra).validate()
+        t0 = time.perf_counter()
+        found = None
+        tried = 0
+        for i in range(0, a.max_seeds, a.jobs):
+            batch = list(range(i, min(a.max_seeds, i + a.jobs)))
+            rs = run_seeds(opts, batch, a.out, a.jobs)
+            tried = batch[-1] + 1
+            hits = [r for r in rs if r.get("valid") is False]
+            if hits:
+                found = hits[0]
+                tried = found["seed"] + 1
+                break
+        wall = time.perf_counter() - t0
+        if found is None:
+            print(f"{name}: NOT detected in {tried} seeds ({wall:.0f}s wall, nemesis {','.join(nem)})", flush=True)
+            worst = 1
+            continue
+        replay = run_seeds(opts, [found["seed"]], a.out, 1)[0]
+        same = (replay["stats"]["history_sha256"] == found["stats"]["history_sha256"]
+                and replay.get("anomaly_types") == found.get("anomaly_types"))
+        print(f"{name}: detected at seed {found['seed']} ({tried} seeds, {wall:.0f}s wall, nemesis {','.join(nem)}); "
+              f"{_brief(found)}; replay identical: {same}", flush=True)
+        if not same:
+            worst = 1
+    return worst
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("baseline", "variants"):
+        p = sub.add_parser(name)
+        p.add_argument("--jobs", type=int, default=2)
+        p.add_argument("--time-limit", type=float, default=30.0, help="simulated seconds of workload per seed")
+        p.add_argument("--rate", type=float, default=100.0)
+        p.add_argument("--interval", type=float, default=5.0, help="nemesis interval, simulated seconds")
+        p.add_argument("--out", default=None, help="write run directories here (default: keep nothing)")
+        if name == "baseline":
+            p.add_argument("--seeds", type=int, default=2000)
+            p.add_argument("--start", type=int, default=0)
+            p.add_argument("--chunk", type=int, default=20)
+        else:
+            p.add_argument("--max-seeds", type=int, default=200)
+            p.add_argument("--only", default="", help="comma list of variant hunts: " + ",".join(VARIANT_HUNTS))
+    a = ap.parse_args()
+    sys.exit(baseline(a) if a.cmd == "baseline" else variants(a))
+
+
+if __name__ == "__main__":
+    main()

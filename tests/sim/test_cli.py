@@ -1,0 +1,46 @@
+"""``kraftwerk sim`` input validation: a one-line error and exit code 2 for
+bad input, before anything is started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--variant", "kip999=on"], "unknown variant 'kip999'"),
+        (["--variant", "kip101"], "must look like NAME=on|off"),
+        (["--variant", "kip101=maybe"], "is not on/off"),
+        (["--nemesis", "kill,meteor"], "unknown nemesis 'meteor'"),
+        (["--rf", "4"], "--rf 4 is larger than --brokers 3"),
+        (["--min-isr", "3", "--rf", "2"], "--min-isr 3 is larger than --rf 2"),
+        (["--time-limit", "-5"], "--time-limit must not be negative"),
+        (["--nemesis-interval", "-1"], "--nemesis-interval must not be negative"),
+        (["--acks", "2"], "--acks must be one of all, 1, mixed"),
+        (["--seeds", "9..3"], "need 0 <= A <= B"),
+        (["--seeds", "a..b"], "must look like A..B"),
+        (["--seed", "1", "--seeds", "1..2"], "not both"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--brokers", "0"], "--brokers must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, capsys: pytest.CaptureFixture[str],
+                                          tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["sim", "--out", str(tmp_path), *args])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not any(tmp_path.iterdir()), "nothing may be started on bad input"
+
+
+def test_unknown_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["sim", "--brokerz", "3"])
+    assert e.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
