@@ -111,8 +111,6 @@ def build_options(
     if "controller" in role_set:
         if node_id not in voters:
             raise UsageError(f"node {node_id} has the controller role but is not in --controller-quorum")
-        if voters[node_id][1] != listen_addr[1]:
-            raise UsageError(f"--controller-quorum gives node {node_id} port {voters[node_id][1]} but --listen uses {listen_addr[1]}")
     elif node_id in voters:
         raise UsageError(f"node {node_id} is a quorum voter but lacks the controller role")
     props: dict[str, str] = read_properties(config) if config else {}

@@ -1,0 +1,111 @@
+"""``kraftwerk cluster up|down|status``: a local reference-broker cluster.
+
+``up`` starts the node processes detached (pids in ``<dir>/cluster.json``),
+waits until every broker is registered and prints the bootstrap servers;
+``down`` stops them cleanly (SIGTERM = controlled shutdown, SIGKILL only after
+a grace period); ``status`` shows each node. Layout and ids:
+:mod:`reference_impl.server.launcher`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from harness.errors import HarnessError, UsageError
+
+
+def _load(dir: str):
+    from reference_impl.server.launcher import ClusterError, LocalCluster
+
+    try:
+        return LocalCluster.load(dir)
+    except ClusterError as e:
+        raise UsageError(str(e)) from None
+
+
+def register(group: click.Group) -> None:
+    @group.group("cluster")
+    def cluster() -> None:
+        """Run a local cluster of reference-broker nodes."""
+
+    @cluster.command("up")
+    @click.option("--brokers", type=int, default=3, show_default=True)
+    @click.option("--controllers", type=int, default=3, show_default=True)
+    @click.option("--base-port", type=int, default=19092, show_default=True)
+    @click.option("--dir", "dir", default="results/cluster", show_default=True, help="state and data directory")
+    @click.option("--combined", is_flag=True, help="run broker and controller roles in the same processes")
+    @click.option("--storage-mode", type=click.Choice(["os", "memory-cache"]), default="os", show_default=True)
+    @click.option("--set", "overrides", multiple=True, help="key=value config for every node (repeatable)")
+    @click.option("--timeout", type=float, default=60.0, show_default=True, help="seconds to wait for the brokers")
+    @click.option("--json", "as_json", is_flag=True)
+    def up(brokers, controllers, base_port, dir, combined, storage_mode, overrides, timeout, as_json):
+        """Start the nodes and print the bootstrap servers."""
+        from harness.cli.node import build_options
+        from reference_impl.server.launcher import ClusterError, LocalCluster, pid_alive
+
+        config = {}
+        for kv in overrides:
+            k, sep, v = kv.partition("=")
+            if not sep:
+                raise UsageError(f"--set {kv!r} must look like key=value")
+            config[k.strip()] = v.strip()
+        try:
+            c = LocalCluster.plan(dir, brokers, controllers, base_port, combined, config, storage_mode)
+        except ClusterError as e:
+            raise UsageError(str(e)) from None
+        try:
+            existing = LocalCluster.load(dir)
+            if any(n.pid and pid_alive(n.pid) for n in existing.nodes):
+                raise UsageError(f"a cluster is already running in {dir}; run `kraftwerk cluster down --dir {dir}` first")
+        except ClusterError:
+            pass
+        # validate flags and config once, before anything starts
+        n0 = c.nodes[0]
+        build_options(n0.node_id, ",".join(n0.roles), f"127.0.0.1:{n0.port}", c.quorum, n0.data_dir, None, None,
+                      storage_mode, tuple(f"{k}={v}" for k, v in config.items()))
+        try:
+            c.up(timeout)
+        except ClusterError as e:
+            c.down(timeout=10)
+            raise HarnessError(str(e)) from None
+        if as_json:
+            click.echo(json.dumps({"bootstrap": c.bootstrap, "dir": c.dir, "nodes": c.status()}))
+        else:
+            click.echo(c.bootstrap)
+
+    @cluster.command("down")
+    @click.option("--dir", "dir", default="results/cluster", show_default=True)
+    @click.option("--timeout", type=float, default=40.0, show_default=True, help="grace period before SIGKILL")
+    def down(dir, timeout):
+        """Stop every node (controlled shutdown)."""
+        c = _load(dir)
+        res = c.down(timeout)
+        for nid, clean in sorted(res.items()):
+            click.echo(f"node {nid}: {'stopped' if clean else 'killed after timeout'}")
+
+    @cluster.command("status")
+    @click.option("--dir", "dir", default="results/cluster", show_default=True)
+    @click.option("--json", "as_json", is_flag=True)
+    def status(dir, as_json):
+        """Show each node: pid, alive, partitions it leads, quorum role."""
+        c = _load(dir)
+        rows = c.status()
+        if as_json:
+            click.echo(json.dumps({"bootstrap": c.bootstrap, "nodes": rows}))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table("node", "roles", "port", "pid", "alive", "quorum", "leads")
+        for r in rows:
+            raft = r.get("raft") or {}
+            t.add_row(
+                str(r["node_id"]), ",".join(r["roles"]), str(r["port"]), str(r["pid"] or "-"),
+                "yes" if r["alive"] else "no",
+                f"{raft.get('role', '-')}@{raft.get('epoch', '-')}" if raft else "-",
+                " ".join(r.get("leader_of", [])) or "-",
+            )
+        Console().print(t)
+        click.echo(f"bootstrap: {c.bootstrap}")

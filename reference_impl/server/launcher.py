@@ -1,0 +1,357 @@
+"""Start, stop and inspect a local cluster of reference-broker node processes.
+
+Used by ``kraftwerk cluster``, the integration tests and the benchmarks. Each
+node runs ``kraftwerk node`` as its own detached process (own session, so a
+terminal's Ctrl-C does not reach it); the pids and layout are kept in
+``<dir>/cluster.json`` so a later ``down`` or ``status`` finds them.
+
+Node ids: in ``separate`` mode controllers are 1..C and brokers 101..100+B
+(Kafka's KRaft examples keep the two id ranges apart); in ``combined`` mode
+nodes 1..N carry both roles. Node ``i`` (0-based) listens on
+``base_port + i`` and its control endpoint on ``base_port + 100 + i``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STATE_FILE = "cluster.json"
+HOST = "127.0.0.1"
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class NodeSpec:
+    node_id: int
+    roles: list[str]
+    port: int
+    control_port: int
+    data_dir: str
+    pid: int | None = None
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+
+@dataclass
+class LocalCluster:
+    dir: str
+    nodes: list[NodeSpec] = field(default_factory=list)
+    config: dict[str, str] = field(default_factory=dict)
+    storage_mode: str = "os"
+
+    # -- layout -------------------------------------------------------------
+
+    @classmethod
+    def plan(
+        cls,
+        dir: str,
+        brokers: int = 3,
+        controllers: int = 3,
+        base_port: int = 19092,
+        combined: bool = False,
+        config: dict[str, str] | None = None,
+        storage_mode: str = "os",
+    ) -> "LocalCluster":
+        if brokers < 1 or controllers < 1:
+            raise ClusterError("a cluster needs at least one broker and one controller")
+        if not 1024 <= base_port <= 65535 - 200:
+            raise ClusterError(f"base port {base_port} out of range (1024..{65535 - 200})")
+        dir = os.path.abspath(dir)
+        nodes: list[NodeSpec] = []
+        if combined:
+            n = max(brokers, controllers)
+            for i in range(n):
+                roles = (["broker"] if i < brokers else []) + (["controller"] if i < controllers else [])
+                nodes.append(NodeSpec(i + 1, roles, base_port + i, base_port + 100 + i, os.path.join(dir, f"node-{i + 1}")))
+        else:
+            for i in range(controllers):
+                nodes.append(NodeSpec(i + 1, ["controller"], base_port + i, base_port + 100 + i, os.path.join(dir, f"node-{i + 1}")))
+            for j in range(brokers):
+                k = controllers + j
+                nid = 101 + j
+                nodes.append(NodeSpec(nid, ["broker"], base_port + k, base_port + 100 + k, os.path.join(dir, f"node-{nid}")))
+        return cls(dir, nodes, dict(config or {}), storage_mode)
+
+    @property
+    def quorum(self) -> str:
+        return ",".join(f"{n.node_id}@{HOST}:{n.port}" for n in self.nodes if n.is_controller)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{HOST}:{n.port}" for n in self.nodes if n.is_broker)
+
+    @property
+    def brokers(self) -> list[NodeSpec]:
+        return [n for n in self.nodes if n.is_broker]
+
+    def node(self, node_id: int) -> NodeSpec:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise ClusterError(f"no node {node_id} in this cluster")
+
+    # -- state file -------------------------------------------------------------
+
+    def save(self) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        tmp = os.path.join(self.dir, STATE_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(
+                {"dir": self.dir, "nodes": [asdict(n) for n in self.nodes], "config": self.config, "storage_mode": self.storage_mode,
+                 "bootstrap": self.bootstrap, "quorum": self.quorum},
+                f,
+                indent=2,
+            )
+        os.replace(tmp, os.path.join(self.dir, STATE_FILE))
+
+    @classmethod
+    def load(cls, dir: str) -> "LocalCluster":
+        path = os.path.join(os.path.abspath(dir), STATE_FILE)
+        try:
+            with open(path) as f:
+                d = json.load(f)
+        except FileNotFoundError:
+            raise ClusterError(f"no cluster in {dir} (no {STATE_FILE})") from None
+        except (OSError, ValueError) as e:
+            raise ClusterError(f"cannot read {path}: {e}") from None
+        return cls(d["dir"], [NodeSpec(**n) for n in d["nodes"]], d.get("config", {}), d.get("storage_mode", "os"))
+
+    # -- processes --------------------------------------------------------------
+
+    def command(self, n: NodeSpec) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-c",
+            "from harness.cli import main; main()",
+            "node",
+            "--id", str(n.node_id),
+            "--roles", ",".join(n.roles),
+            "--listen", f"{HOST}:{n.port}",
+            "--controller-quorum", self.quorum,
+            "--data-dir", n.data_dir,
+            "--control", f"{HOST}:{n.control_port}",
+            "--storage-mode", self.storage_mode,
+        ]
+        for k, v in sorted(self.config.items()):
+            cmd += ["--set", f"{k}={v}"]
+        return cmd
+
+    def start_node(self, node_id: int) -> int:
+        n = self.node(node_id)
+        if n.pid is not None and pid_alive(n.pid):
+            raise ClusterError(f"node {node_id} is already running (pid {n.pid})")
+        os.makedirs(n.data_dir, exist_ok=True)
+        out = open(os.path.join(n.data_dir, "stdout.log"), "ab")
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        p = subprocess.Popen(
+            self.command(n), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, env=env, cwd=self.dir,
+        )
+        out.close()
+        n.pid = p.pid
+        self.save()
+        return p.pid
+
+    def up(self, timeout: float = 60.0) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        for n in self.nodes:
+            if n.pid is not None and pid_alive(n.pid):
+                raise ClusterError(f"node {n.node_id} is already running (pid {n.pid}); run down first")
+        for n in self.nodes:
+            if port_in_use(n.port) or port_in_use(n.control_port):
+                raise ClusterError(f"port {n.port} or {n.control_port} for node {n.node_id} is already in use")
+        self.save()
+        for n in self.nodes:
+            self.start_node(n.node_id)
+        self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 60.0, node_ids: list[int] | None = None) -> None:
+        """Until every (named) node answers on its control endpoint and every
+        broker is listed, unfenced, in a Metadata response."""
+        deadline = time.monotonic() + timeout
+        want = [self.node(i) for i in node_ids] if node_ids else self.nodes
+        for n in want:
+            while True:
+                if n.pid is not None and not pid_alive(n.pid):
+                    raise ClusterError(f"node {n.node_id} exited during start-up; see {n.data_dir}/stdout.log and node.log")
+                try:
+                    self.control(n.node_id, "GET", "/status", timeout=1.0)
+                    break
+                except ClusterError:
+                    if time.monotonic() > deadline:
+                        raise ClusterError(f"node {n.node_id} did not answer on its control port in {timeout:.0f}s") from None
+                    time.sleep(0.1)
+        want_brokers = {b.node_id for b in self.brokers}
+        while True:
+            seen: set[int] = set()
+            for b in self.brokers:
+                if b.pid is not None and pid_alive(b.pid):
+                    try:
+                        seen = set(metadata_brokers(HOST, b.port))
+                        break
+                    except OSError:
+                        continue
+            if want_brokers <= seen:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"brokers registered: {sorted(seen)}, expected {sorted(want_brokers)} within {timeout:.0f}s")
+            time.sleep(0.2)
+
+    def signal(self, node_id: int, sig: int) -> None:
+        n = self.node(node_id)
+        if n.pid is None or not pid_alive(n.pid):
+            raise ClusterError(f"node {node_id} is not running")
+        os.kill(n.pid, sig)
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL: the next start is unclean (KIP-966)."""
+        n = self.node(node_id)
+        self.signal(node_id, signal.SIGKILL)
+        wait_exit(n.pid, 10.0)
+
+    def stop_node(self, node_id: int, timeout: float = 40.0) -> bool:
+        """SIGTERM (controlled shutdown); SIGKILL if it does not exit in time.
+        Returns True when the node exited by itself."""
+        n = self.node(node_id)
+        if n.pid is None or not pid_alive(n.pid):
+            return True
+        os.kill(n.pid, signal.SIGTERM)
+        if wait_exit(n.pid, timeout):
+            return True
+        os.kill(n.pid, signal.SIGKILL)
+        wait_exit(n.pid, 5.0)
+        return False
+
+    def down(self, timeout: float = 40.0) -> dict[int, bool]:
+        """Stop brokers first, then controllers (so brokers can finish their
+        controlled shutdown while a quorum is still up)."""
+        result: dict[int, bool] = {}
+        for group in (self.brokers, [n for n in self.nodes if not n.is_broker]):
+            live = [n for n in group if n.pid is not None and pid_alive(n.pid)]
+            for n in live:
+                os.kill(n.pid, signal.SIGTERM)
+            for n in live:
+                clean = wait_exit(n.pid, timeout)
+                if not clean:
+                    os.kill(n.pid, signal.SIGKILL)
+                    wait_exit(n.pid, 5.0)
+                result[n.node_id] = clean
+        for n in self.nodes:
+            n.pid = None
+        self.save()
+        return result
+
+    def control(self, node_id: int, method: str, path: str, body: Any = None, timeout: float = 5.0) -> Any:
+        n = self.node(node_id)
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"http://{HOST}:{n.control_port}{path}", data=data, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise ClusterError(f"node {node_id} {method} {path}: HTTP {e.code}: {e.read().decode(errors='replace')}") from None
+        except (OSError, ValueError) as e:
+            raise ClusterError(f"node {node_id} control endpoint: {e}") from None
+
+    def status(self) -> list[dict[str, Any]]:
+        out = []
+        for n in self.nodes:
+            row: dict[str, Any] = {"node_id": n.node_id, "roles": n.roles, "port": n.port, "pid": n.pid,
+                                   "alive": bool(n.pid and pid_alive(n.pid))}
+            if row["alive"]:
+                try:
+                    st = self.control(n.node_id, "GET", "/status", timeout=2.0)
+                    row.update(leader_of=st.get("leader_of", []), raft=st.get("raft", {}), clock_offset_ms=st.get("clock_offset_ms"))
+                except ClusterError as e:
+                    row["error"] = str(e)
+            out.append(row)
+        return out
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as gone
+    try:
+        wpid, _ = os.waitpid(pid, os.WNOHANG)
+        if wpid == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def wait_exit(pid: int | None, timeout: float) -> bool:
+    if pid is None:
+        return True
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.05)
+    return not pid_alive(pid)
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+def metadata_brokers(host: str, port: int, timeout: float = 2.0) -> list[int]:
+    """Ask one broker for Metadata v1 (no topics) and return the broker ids."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    req = MetadataRequest[1](topics=[])
+    req.with_header(correlation_id=1, client_id="kraftwerk-cluster")
+    data = req.encode(header=True, framed=True)
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(data)
+        size = struct.unpack(">i", _recv_exact(s, 4))[0]
+        body = _recv_exact(s, size)
+    resp = MetadataResponse.decode(body[4:], version=1)
+    return [b.node_id for b in resp.brokers]
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return buf
