@@ -1,0 +1,272 @@
+"""One partition's log: batches, LEO, HW, log start offset, epoch cache.
+
+Seed 000 ("Log Storage Engine" role of UnifiedLog) and seed 001 §2.2.2:
+
+* the LEO is the offset of the next record to be written;
+* the HW never exceeds the LEO and, on a leader, only moves up
+  (``maybe_increment_hw``); a follower copies ``min(leader HW, own LEO)``;
+  truncation below the HW pulls it down with the log;
+* every batch carries the leader epoch it was written in, and the leader-epoch
+  cache records where each epoch began.
+
+This class is sans-IO: each mutator returns the effects that persist it
+(``LogAppend``, ``LogTruncate``, ``LogTruncateFully``, ``FileWrite`` of the
+``leader-epoch-checkpoint``, ``Fsync``). Trace events are the partition's job
+because only it knows the role and the reason.
+
+Offsets are looked up by bisecting the batch base offsets so fetches stay
+O(log n) however long the log grows (the simulator runs hours of traffic).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+from .effects import Effect, FileWrite, Fsync, LogAppend, LogTruncate, LogTruncateFully
+from .epoch_cache import LeaderEpochCache
+from .messages import Batch, TopicPartition
+from .storage import LeaderEpochCheckpoint, epoch_checkpoint, partition_log
+
+
+@dataclass
+class PartitionLog:
+    tp: TopicPartition
+    log_start_offset: int = 0
+    hw: int = 0
+    #: offsets below this are known to be fsynced (Kafka's recovery point)
+    recovery_point: int = 0
+    #: fsync after this many appended records; 0 = never on append (Kafka's default)
+    flush_interval_messages: int = 0
+    batches: list[Batch] = field(default_factory=list)
+    bases: list[int] = field(default_factory=list)
+    epochs: LeaderEpochCache = field(default_factory=LeaderEpochCache)
+    leo: int = 0
+    unflushed_messages: int = 0
+
+    def __post_init__(self) -> None:
+        self.name = partition_log(self.tp)
+        self.epoch_file = epoch_checkpoint(self.tp)
+        if self.leo < self.log_start_offset:
+            self.leo = self.log_start_offset
+
+    # -- loading -----------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        tp: TopicPartition,
+        entries: list[Any],
+        log_start_offset: int | None,
+        epoch_checkpoint_data: LeaderEpochCheckpoint | None,
+        hw_checkpoint: int | None,
+        recovery_point: int | None = None,
+        flush_interval_messages: int = 0,
+    ) -> tuple["PartitionLog", list[Effect]]:
+        """Open a log from what survived on disk.
+
+        The epoch cache is rebuilt like Kafka's recovery does: start from the
+        checkpoint, drop entries past the recovered LEO, then re-assign the
+        epoch of every recovered batch (which also repairs non-monotonic
+        entries a lost checkpoint write left behind). The HW comes from the
+        periodic checkpoint, so it is a lower bound of the live value (seed
+        000, "HW checkpoint is periodic, not synchronous"), capped at the LEO.
+        """
+        batches = [b for b in entries if isinstance(b, Batch)]
+        start = log_start_offset if log_start_offset is not None else (batches[0].base_offset if batches else 0)
+        log = cls(tp=tp, log_start_offset=start, flush_interval_messages=flush_interval_messages)
+        log.leo = start
+        for b in batches:
+            if b.next_offset <= log.leo:
+                continue
+            log.batches.append(b)
+            log.bases.append(b.base_offset)
+            log.leo = b.next_offset
+        if epoch_checkpoint_data is not None:
+            for epoch, s in epoch_checkpoint_data.entries:
+                log.epochs.assign(epoch, s)
+        original = log.epochs.entries()
+        if log.epochs.starts and log.epochs.starts[-1] > log.leo:
+            log.epochs.truncate_from_end(log.leo + 1)
+        for b in log.batches:
+            log.epochs.assign(b.leader_epoch, b.base_offset)
+        log.epochs.truncate_from_start(log.log_start_offset)
+        effects: list[Effect] = []
+        if log.epochs.entries() != original:
+            effects.append(log._checkpoint_epochs())
+        hw = hw_checkpoint if hw_checkpoint is not None else 0
+        log.hw = max(log.log_start_offset, min(hw, log.leo))
+        log.recovery_point = log.leo
+        return log, effects
+
+    # -- queries -----------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epochs.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self.leo)
+
+    def batch_index(self, offset: int) -> int:
+        """Index of the first batch holding an offset >= ``offset``."""
+        i = bisect_right(self.bases, offset) - 1
+        if i < 0:
+            return 0
+        if self.batches[i].next_offset <= offset:
+            return i + 1
+        return i
+
+    def read(self, offset: int, upto: int, max_batches: int = 1000) -> tuple[Batch, ...]:
+        """Whole batches from the one holding ``offset``, each ending at or
+        before ``upto`` (the LEO for followers, the HW for consumers)."""
+        if offset >= upto or not self.batches:
+            return ()
+        i = self.batch_index(offset)
+        k = bisect_right(self.bases, upto - 1) - 1
+        if k < 0:
+            return ()
+        j = k + 1 if self.batches[k].next_offset <= upto else k
+        j = min(j, i + max_batches)
+        if j <= i:
+            return ()
+        return tuple(self.batches[i:j])
+
+    def batch_at(self, offset: int) -> Batch | None:
+        i = bisect_right(self.bases, offset) - 1
+        if i >= 0 and self.batches[i].next_offset > offset:
+            return self.batches[i]
+        return None
+
+    # -- appends -----------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        leader_epoch: int,
+        count: int,
+        payload: Any,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+    ) -> tuple[Batch, list[Effect]]:
+        """Assign offsets and the leader epoch to a produced batch and append it."""
+        batch = Batch(
+            base_offset=self.leo,
+            leader_epoch=leader_epoch,
+            count=count,
+            payload=payload,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
+        return batch, self._append((batch,))
+
+    def append_as_follower(self, batches: tuple[Batch, ...]) -> list[Effect]:
+        """Append batches fetched from the leader, keeping their offsets and
+        epochs. Batches the log already holds are skipped; a batch starting
+        past the LEO (the leader's log start moved beyond us) restarts the log
+        there (Kafka's truncateFullyAndStartAt)."""
+        fresh = tuple(b for b in batches if b.next_offset > self.leo)
+        if not fresh:
+            return []
+        effects: list[Effect] = []
+        if fresh[0].base_offset > self.leo:
+            effects += self.truncate_fully(fresh[0].base_offset)
+        elif fresh[0].base_offset < self.leo:
+            # a batch straddling our LEO: our tail diverged mid-batch; drop it
+            effects += self.truncate_to(fresh[0].base_offset)
+        return effects + self._append(fresh)
+
+    def _append(self, batches: tuple[Batch, ...]) -> list[Effect]:
+        effects: list[Effect] = [LogAppend(self.name, batches)]
+        epochs_changed = False
+        for b in batches:
+            self.batches.append(b)
+            self.bases.append(b.base_offset)
+            self.leo = b.next_offset
+            self.unflushed_messages += b.count
+            if self.epochs.assign(b.leader_epoch, b.base_offset):
+                epochs_changed = True
+        if epochs_changed:
+            # Kafka's assign() flushes the checkpoint synchronously
+            effects.append(self._checkpoint_epochs())
+            effects.append(Fsync(self.epoch_file))
+        if self.flush_interval_messages and self.unflushed_messages >= self.flush_interval_messages:
+            effects += self.flush()
+        return effects
+
+    def assign_epoch_start(self, leader_epoch: int, start_offset: int) -> list[Effect]:
+        """A new leader records where its epoch starts (makeLeader)."""
+        if self.epochs.assign(leader_epoch, start_offset):
+            return [self._checkpoint_epochs(), Fsync(self.epoch_file)]
+        return []
+
+    def flush(self) -> list[Effect]:
+        self.unflushed_messages = 0
+        self.recovery_point = self.leo
+        return [Fsync(self.name)]
+
+    # -- truncation ----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> list[Effect]:
+        """Remove every record at or after ``offset``. A batch straddling the
+        offset goes too (Kafka truncates a segment at a batch boundary), so the
+        new LEO may be a little lower than asked."""
+        if offset >= self.leo:
+            return []
+        offset = max(offset, self.log_start_offset)
+        i = bisect_right(self.bases, offset) - 1
+        if i >= 0 and self.bases[i] < offset:
+            # batch i straddles or ends at offset
+            if self.batches[i].next_offset <= offset:
+                i += 1
+            else:
+                offset = self.bases[i]
+        else:
+            i = max(i, 0)
+        del self.batches[i:]
+        del self.bases[i:]
+        self.leo = offset
+        self.hw = min(self.hw, self.leo)
+        self.recovery_point = min(self.recovery_point, self.leo)
+        effects: list[Effect] = [LogTruncate(self.name, offset)]
+        if self.epochs.truncate_from_end(offset):
+            # Kafka flushes the checkpoint asynchronously after truncation
+            effects.append(self._checkpoint_epochs())
+        return effects
+
+    def truncate_fully(self, start_offset: int) -> list[Effect]:
+        """Drop the whole log and restart it empty at ``start_offset``."""
+        self.batches.clear()
+        self.bases.clear()
+        self.log_start_offset = start_offset
+        self.leo = start_offset
+        self.hw = start_offset
+        self.recovery_point = start_offset
+        self.unflushed_messages = 0
+        self.epochs.clear()
+        return [LogTruncateFully(self.name, start_offset), self._checkpoint_epochs()]
+
+    # -- high watermark ------------------------------------------------------
+
+    def maybe_increment_hw(self, new_hw: int) -> bool:
+        """Leader rule: the HW only moves up and never past the LEO."""
+        new_hw = min(new_hw, self.leo)
+        if new_hw > self.hw:
+            self.hw = new_hw
+            return True
+        return False
+
+    def set_follower_hw(self, leader_hw: int) -> bool:
+        """Follower rule: HW = min(leader HW, own LEO) (seed 003, fetch loop)."""
+        new_hw = max(self.log_start_offset, min(leader_hw, self.leo))
+        if new_hw != self.hw:
+            self.hw = new_hw
+            return True
+        return False
+
+    # -- helpers -------------------------------------------------------------
+
+    def _checkpoint_epochs(self) -> FileWrite:
+        return FileWrite(self.epoch_file, LeaderEpochCheckpoint(self.epochs.entries()))

@@ -1,0 +1,215 @@
+"""A node: the composition of a broker role and/or a controller role.
+
+``Node(node_id, roles, config, voters, stored, rng, incarnation_id, endpoint)``
+is the one object both runtimes drive (docs/architecture.md, "The core
+contract"): ``start``, ``handle(msg, now, src)``, ``tick(now)`` and
+``begin_controlled_shutdown(now)`` all return effects.
+
+The node routes each message type to the role that owns it, keeps one timer
+armed for the earliest wake-up any role asked for, and, when both roles run
+in one process (combined mode), hands the co-located controller's committed
+metadata to the broker.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .config import ProtocolConfig
+from .effects import Effect, Timer
+from .messages import (
+    AllocateProducerIdsRequest,
+    AlterPartitionRequest,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    BrokerEndpoint,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    ControlledShutdownRequest,
+    CreateTopicsRequest,
+    EndQuorumEpochRequest,
+    MetadataEntry,
+    NodeId,
+    RaftFetchRequest,
+    RaftFetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from .raft import RaftReplica
+from .replica_manager import BrokerRole
+from .storage import StoredState
+
+#: messages only a controller (or KRaft voter) answers
+CONTROLLER_MESSAGES = (
+    BrokerRegistrationRequest,
+    BrokerHeartbeatRequest,
+    AlterPartitionRequest,
+    AllocateProducerIdsRequest,
+    VoteRequest,
+    VoteResponse,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    RaftFetchRequest,
+)
+
+
+class Node:
+    def __init__(
+        self,
+        node_id: NodeId,
+        roles: Iterable[str],
+        config: ProtocolConfig,
+        voters: tuple[NodeId, ...],
+        stored: StoredState,
+        rng: Any,
+        incarnation_id: str,
+        endpoint: BrokerEndpoint | None = None,
+    ) -> None:
+        roles = frozenset(roles)
+        unknown = roles - {"broker", "controller"}
+        if unknown or not roles:
+            raise ValueError(f"roles must be a non-empty subset of broker, controller (got {sorted(roles)})")
+        self.node_id = node_id
+        self.roles = roles
+        self.config = config
+        self.voters = tuple(voters)
+        self.stored = stored
+        self.rng = rng
+        self.incarnation_id = incarnation_id
+        self.endpoint = endpoint or BrokerEndpoint(node_id, "127.0.0.1", 9092)
+        self.broker: BrokerRole | None = None
+        self.controller: Any = None
+        if "broker" in roles:
+            self.broker = BrokerRole(node_id, config, self.voters, stored, rng, incarnation_id, self.endpoint)
+        #: a broker-only node learns metadata as a KRaft observer (seed 004)
+        self.observer: RaftReplica | None = None
+        if "controller" in roles:
+            self.controller = self._make_controller()
+        elif self.broker is not None:
+            self.observer = RaftReplica(node_id, self.voters, stored, config, rng, observer=True)
+        self._armed: int | None = None
+        self.halted = False
+
+    def _make_controller(self) -> Any:
+        from .controller import ControllerRole  # the controller half of the core
+
+        return ControllerRole(self.node_id, self.config, self.voters, self.stored, self.rng)
+
+    # ======================================================================
+    # the node API
+    # ======================================================================
+
+    def start(self, now: int) -> list[Effect]:
+        effects: list[Effect] = []
+        if self.controller is not None:
+            effects += self.controller.start(now)
+        if self.observer is not None:
+            effects += self.observer.start(now)
+        if self.broker is not None:
+            effects += self.broker.start(now)
+        effects += self._sync_metadata(now)
+        return self._arm(effects, now)
+
+    def handle(self, msg: Any, now: int, src: NodeId | None) -> list[Effect]:
+        if self.halted:
+            return []
+        effects: list[Effect] = []
+        if isinstance(msg, ControlledShutdownRequest):
+            return self.begin_controlled_shutdown(now)
+        if self._for_controller(msg, src):
+            if self.controller is not None:
+                effects += self.controller.handle(msg, now, src)
+        elif isinstance(msg, RaftFetchResponse):
+            if self.observer is not None:
+                effects += self.observer.handle(msg, now, src)
+        elif self.broker is not None:
+            effects += self.broker.handle(msg, now, src)
+        effects += self._sync_metadata(now)
+        return self._arm(effects, now)
+
+    def tick(self, now: int) -> list[Effect]:
+        if self.halted:
+            return []
+        if self._armed is not None and self._armed <= now:
+            self._armed = None
+        effects: list[Effect] = []
+        if self.controller is not None:
+            effects += self.controller.tick(now)
+        if self.observer is not None:
+            effects += self.observer.tick(now)
+        if self.broker is not None:
+            effects += self.broker.tick(now)
+        effects += self._sync_metadata(now)
+        return self._arm(effects, now)
+
+    def begin_controlled_shutdown(self, now: int) -> list[Effect]:
+        from .effects import Halt
+
+        if self.halted:
+            return []
+        if self.broker is not None:
+            effects = self.broker.begin_controlled_shutdown(now)
+        else:
+            effects = [Halt()]
+        return self._arm(effects, now)
+
+    # ======================================================================
+    # internals
+    # ======================================================================
+
+    def _for_controller(self, msg: Any, src: NodeId | None) -> bool:
+        if isinstance(msg, CONTROLLER_MESSAGES):
+            return True
+        if isinstance(msg, CreateTopicsRequest):
+            # from a client: the broker forwards it; from a broker: ours to commit
+            return src is not None or self.broker is None
+        if isinstance(msg, RaftFetchResponse):
+            # voters replicate through the controller's quorum; a broker-only
+            # node is an observer and its broker role does the fetching
+            return self.controller is not None
+        return False
+
+    def _sync_metadata(self, now: int) -> list[Effect]:
+        """Hand newly committed metadata to the broker and tell it who the
+        active controller is: from the KRaft observer (broker-only node) or
+        from the co-located controller (combined mode)."""
+        if self.broker is None:
+            return []
+        if self.observer is not None:
+            if self.observer.leader_id >= 0:
+                self.broker.set_controller_hint(self.observer.leader_id)
+            entries = self.observer.take_committed()
+            return self.broker.apply_committed(entries, now) if entries else []
+        if self.controller is None:
+            return []
+        leader = getattr(self.controller, "leader_id", None)
+        if leader is not None and leader >= 0:
+            self.broker.set_controller_hint(leader)
+        entries = self.controller.committed_entries(self.broker.image.offset)
+        if not entries:
+            return []
+        return self.broker.apply_committed(entries, now)
+
+    def apply_committed(self, entries: Iterable[MetadataEntry], now: int) -> list[Effect]:
+        """Feed committed metadata to the broker directly (tests, observers)."""
+        if self.broker is None:
+            return []
+        return self._arm(self.broker.apply_committed(entries, now), now)
+
+    def _arm(self, effects: list[Effect], now: int) -> list[Effect]:
+        if any(type(e).__name__ == "Halt" for e in effects):
+            self.halted = True
+            return effects
+        wakeups = []
+        if self.broker is not None:
+            w = self.broker.next_wakeup(now)
+            if w is not None:
+                wakeups.append(w)
+        # the quorum members (controller, observer) arm their own timers
+        if wakeups:
+            at = min(wakeups)
+            if self._armed is None or self._armed <= now or at < self._armed:
+                self._armed = at
+                effects.append(Timer(at))
+        return effects

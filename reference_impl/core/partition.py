@@ -1,0 +1,773 @@
+"""One hosted partition replica: the leader side and the follower side.
+
+Seed 000 ("Partition", "Replica & ReplicaState", "The ISR state hierarchy",
+maybeIncrementLeaderHW, maybeShrinkIsr / maybeExpandIsr, the AlterPartition
+round trip, epoch-based truncation) and seed 001 §2.9-2.10 (ISR rules, the
+replica transitions).
+
+A :class:`Partition` owns its :class:`~reference_impl.core.log.PartitionLog`
+and its idempotent-producer state. It never sends anything itself: methods
+return effects, and the broker (:mod:`reference_impl.core.replica_manager`)
+does the networking (fetchers, purgatories, the AlterPartition channel)
+through the small :class:`PartitionContext` it passes in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .config import ProtocolConfig
+from .effects import Effect, TraceEvent
+from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from .log import PartitionLog
+from .messages import (
+    NO_LEADER,
+    AlterPartitionItem,
+    AlterPartitionResult,
+    Batch,
+    Errors,
+    FetchPartitionRequest,
+    FetchPartitionResponse,
+    NodeId,
+    TopicPartition,
+)
+from .metadata import MetadataImage, PartitionRegistration
+from .producer_state import ProducerStateManager
+
+LEADER = "leader"
+FOLLOWER = "follower"
+NONE = "none"
+
+# follower fetch states (Kafka's PartitionFetchState)
+FETCHING = "fetching"
+TRUNCATING = "truncating"  # waiting for an OffsetsForLeaderEpoch answer
+FENCED = "fenced"  # our leader epoch is stale: wait for newer metadata
+
+#: AlterPartition errors after which the leader waits for fresh metadata
+#: (the controller's view moved on; seed 000, "AlterPartition rejected")
+WAIT_FOR_METADATA_ERRORS = frozenset(
+    {
+        Errors.INVALID_UPDATE_VERSION,
+        Errors.FENCED_LEADER_EPOCH,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.INVALID_REQUEST,
+        Errors.NEW_LEADER_ELECTED,
+    }
+)
+#: authoritative "not applied": reset to the last committed ISR
+RESET_ERRORS = frozenset({Errors.INELIGIBLE_REPLICA, Errors.OPERATION_NOT_ATTEMPTED})
+
+
+class PartitionContext(Protocol):
+    """What a partition needs from its broker."""
+
+    node_id: NodeId
+    config: ProtocolConfig
+    image: MetadataImage
+    broker_epoch: int
+
+    def submit_alter_partition(self, partition: "Partition", item: AlterPartitionItem) -> None: ...
+
+
+# --------------------------------------------------------------------------
+# Leader-side view of a follower
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class ReplicaState:
+    """Seed 000, "Replica & ReplicaState, the leader's view of a follower"."""
+
+    broker_id: NodeId
+    leo: int = -1  # unknown until it fetches in this leader epoch
+    log_start_offset: int = -1
+    last_fetch_leader_leo: int = -1
+    last_fetch_time: int = 0
+    last_caught_up_time: int = 0
+    broker_epoch: int = -1
+    #: leader epoch in which the last fetch was recorded (expansion needs the current one)
+    fetch_leader_epoch: int = -1
+
+    def update_fetch_state(
+        self, fetch_offset: int, log_start: int, now: int, leader_leo: int, broker_epoch: int, leader_epoch: int
+    ) -> None:
+        """The two-tier caught-up rule (Replica.updateFetchStateOrThrow):
+        reaching the leader's current LEO moves lastCaughtUpTime to now;
+        reaching the leader's LEO as of the previous fetch moves it to that
+        fetch's time; otherwise it stays."""
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_time = max(self.last_caught_up_time, now)
+        elif fetch_offset >= self.last_fetch_leader_leo:
+            self.last_caught_up_time = max(self.last_caught_up_time, self.last_fetch_time)
+        self.leo = fetch_offset
+        self.log_start_offset = log_start
+        self.last_fetch_leader_leo = leader_leo
+        self.last_fetch_time = now
+        self.broker_epoch = broker_epoch
+        self.fetch_leader_epoch = leader_epoch
+
+    def is_caught_up(self, leader_leo: int, now: int, max_lag_ms: int) -> bool:
+        """ReplicaState.isCaughtUp: at the leader's LEO, or caught up within the lag window."""
+        return self.leo == leader_leo or now - self.last_caught_up_time <= max_lag_ms
+
+    def reset(self, now: int, in_isr: bool) -> None:
+        """A new leader epoch: forget offsets; ISR members count as caught up
+        now, the others must fetch in this epoch before they can join."""
+        self.leo = -1
+        self.log_start_offset = -1
+        self.last_fetch_leader_leo = -1
+        self.last_fetch_time = 0
+        self.last_caught_up_time = now if in_isr else 0
+        self.broker_epoch = -1
+        self.fetch_leader_epoch = -1
+
+
+# --------------------------------------------------------------------------
+# ISR states
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class IsrState:
+    """Committed / pending-expand / pending-shrink (seed 000, "The ISR state
+    hierarchy"). ``isr`` is what min-ISR checks use; ``maximal_isr`` is what
+    the HW waits for. Compared by identity: an AlterPartition response only
+    applies to the very state it was proposed from."""
+
+    isr: tuple[NodeId, ...]
+    maximal_isr: tuple[NodeId, ...]
+    kind: str = "committed"  # "committed" | "pending-expand" | "pending-shrink"
+    proposed: tuple[NodeId, ...] | None = None
+    last_committed: tuple[NodeId, ...] = ()
+
+    @property
+    def inflight(self) -> bool:
+        return self.kind != "committed"
+
+    @staticmethod
+    def committed(isr: tuple[NodeId, ...]) -> "IsrState":
+        isr = tuple(isr)
+        return IsrState(isr=isr, maximal_isr=isr, last_committed=isr)
+
+
+# --------------------------------------------------------------------------
+# Partition
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Partition:
+    tp: TopicPartition
+    ctx: PartitionContext
+    log: PartitionLog
+    role: str = NONE
+    leader_id: NodeId = NO_LEADER
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    replicas: tuple[NodeId, ...] = ()
+    state: IsrState = field(default_factory=lambda: IsrState.committed(()))
+    remote: dict[NodeId, ReplicaState] = field(default_factory=dict)
+    leader_epoch_start_offset: int = -1
+    leader_recovery_state: int = 0
+    producers: ProducerStateManager = field(default_factory=ProducerStateManager)
+    # follower fetch state
+    fetch_state: str = FETCHING
+    fetch_backoff_until: int = 0
+    truncation_request_at: int = -1
+
+    def __post_init__(self) -> None:
+        self.producers.rebuild(self.log.batches)
+
+    # -- small helpers ---------------------------------------------------
+
+    @property
+    def config(self) -> ProtocolConfig:
+        return self.ctx.config
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role == LEADER
+
+    def effective_min_isr(self) -> int:
+        """min(min.insync.replicas, replication factor) (Partition.scala:246-248)."""
+        topic_cfg = self.ctx.image.topics.get(self.tp.topic)
+        return max(1, min(self.config.min_isr_for(topic_cfg), max(1, len(self.replicas))))
+
+    def is_under_min_isr(self) -> bool:
+        return len(self.state.isr) < self.effective_min_isr()
+
+    def _trace(self, kind: str, **data) -> TraceEvent:
+        return TraceEvent(kind, {"tp": str(self.tp), **data})
+
+    def _hw_trace(self) -> TraceEvent:
+        return self._trace("hw", hw=self.log.hw, leo=self.log.leo, role=self.role)
+
+    def _isr_trace(self) -> TraceEvent:
+        return self._trace(
+            "isr",
+            isr=list(self.state.isr),
+            maximal_isr=list(self.state.maximal_isr),
+            state=self.state.kind,
+            partition_epoch=self.partition_epoch,
+            leader_epoch=self.leader_epoch,
+        )
+
+    def _truncate(self, offset: int, reason: str) -> list[Effect]:
+        leo_before = self.log.leo
+        hw_before = self.log.hw
+        effects = self.log.truncate_to(offset)
+        if not effects:
+            return []
+        self.producers.rebuild(self.log.batches)
+        effects.append(self._trace("truncate", to=self.log.leo, leo_before=leo_before, reason=reason))
+        if self.log.hw != hw_before:
+            effects.append(self._hw_trace())
+        return effects
+
+    def _truncate_fully(self, start_offset: int) -> list[Effect]:
+        leo_before = self.log.leo
+        effects = self.log.truncate_fully(start_offset)
+        self.producers.rebuild(())
+        effects.append(self._trace("truncate", to=start_offset, leo_before=leo_before, reason="full"))
+        effects.append(self._hw_trace())
+        return effects
+
+    def loaded_trace(self) -> TraceEvent:
+        return self._trace(
+            "loaded",
+            leo=self.log.leo,
+            hw=self.log.hw,
+            log_start=self.log.log_start_offset,
+            epochs=[list(e) for e in self.log.epochs.entries()],
+        )
+
+    # ======================================================================
+    # Transitions (seed 001 §2.10; Partition.makeLeader / makeFollower)
+    # ======================================================================
+
+    def make_leader(self, reg: PartitionRegistration, now: int) -> tuple[list[Effect], bool]:
+        """Become (or stay) leader for ``reg``. Returns (effects, hw_changed).
+
+        A registration older than what we know is ignored. In a new leader
+        epoch (or on a follower -> leader transition) the leader records the
+        leader-epoch start offset (LESO = its LEO), resets every follower's
+        state so only fetches in this epoch count, and may advance the HW at
+        once (an ISR of one).
+        """
+        if reg.partition_epoch < self.partition_epoch or (
+            self.is_leader and reg.leader_epoch == self.leader_epoch and reg.partition_epoch == self.partition_epoch
+        ):
+            return [], False
+        effects: list[Effect] = []
+        new_epoch = not self.is_leader or reg.leader_epoch != self.leader_epoch
+        self.replicas = tuple(reg.replicas)
+        self.partition_epoch = reg.partition_epoch
+        self.leader_recovery_state = reg.leader_recovery_state
+        self.state = IsrState.committed(tuple(reg.isr))
+        for r in self.replicas:
+            if r != self.ctx.node_id and r not in self.remote:
+                self.remote[r] = ReplicaState(r)
+        for r in list(self.remote):
+            if r not in self.replicas or r == self.ctx.node_id:
+                del self.remote[r]
+        if new_epoch:
+            self.role = LEADER
+            self.leader_id = self.ctx.node_id
+            self.leader_epoch = reg.leader_epoch
+            self.leader_epoch_start_offset = self.log.leo
+            effects += self.log.assign_epoch_start(reg.leader_epoch, self.log.leo)
+            for r in self.remote.values():
+                r.reset(now, r.broker_id in self.state.isr)
+            self.fetch_state = FETCHING
+            effects.append(
+                self._trace(
+                    "become_leader",
+                    leader_epoch=self.leader_epoch,
+                    partition_epoch=self.partition_epoch,
+                    isr=list(self.state.isr),
+                    leo=self.log.leo,
+                    hw=self.log.hw,
+                )
+            )
+        effects.append(self._isr_trace())
+        hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
+        return effects + hw_effects, hw_changed
+
+    def make_follower(self, reg: PartitionRegistration, now: int) -> tuple[list[Effect], bool]:
+        """Become (or stay) a follower. Returns (effects, epoch_changed).
+
+        In a new leader epoch the follower (re)starts fetching from the new
+        leader. Its first fetch offset follows Kafka's initialFetchOffset: its
+        LEO when it has an epoch cache (the fetch path truncates a divergent
+        tail), else its HW. With ``kip101`` off it instead truncates to its HW
+        at once, the pre-KIP-101 behaviour whose data loss seed 003 shows.
+        """
+        if reg.partition_epoch < self.partition_epoch:
+            return [], False
+        effects: list[Effect] = []
+        changed = (
+            self.role != FOLLOWER or reg.leader_epoch != self.leader_epoch or reg.leader != self.leader_id
+        )
+        self.replicas = tuple(reg.replicas)
+        self.partition_epoch = reg.partition_epoch
+        self.leader_recovery_state = reg.leader_recovery_state
+        self.state = IsrState.committed(tuple(reg.isr))
+        if not changed:
+            return effects, False
+        self.role = FOLLOWER
+        self.leader_id = reg.leader
+        self.leader_epoch = reg.leader_epoch
+        self.remote.clear()
+        self.leader_epoch_start_offset = -1
+        self.fetch_state = FETCHING
+        self.fetch_backoff_until = 0
+        effects.append(
+            self._trace(
+                "become_follower",
+                leader=self.leader_id,
+                leader_epoch=self.leader_epoch,
+                partition_epoch=self.partition_epoch,
+            )
+        )
+        if not self.config.variants.kip101 or self.log.epochs.is_empty():
+            effects += self._truncate(self.log.hw, "hw")
+        return effects, True
+
+    def make_offline(self) -> list[Effect]:
+        """No longer a replica (removed from the assignment)."""
+        self.role = NONE
+        self.leader_id = NO_LEADER
+        self.remote.clear()
+        self.state = IsrState.committed(())
+        return []
+
+    # ======================================================================
+    # Leader side
+    # ======================================================================
+
+    def _is_replica_isr_eligible(self, r: ReplicaState) -> bool:
+        """isReplicaIsrEligible: broker registered, not fenced, not in
+        controlled shutdown, and the broker epoch of its fetch matches the one
+        the metadata knows (a fetch that sent -1 bypasses the check)."""
+        b = self.ctx.image.brokers.get(r.broker_id)
+        if b is None or b.fenced or b.in_controlled_shutdown:
+            return False
+        return r.broker_epoch == -1 or r.broker_epoch == b.broker_epoch
+
+    def maybe_increment_leader_hw(self, now: int) -> tuple[list[Effect], bool]:
+        """maybeIncrementLeaderHW (seed 000 pseudo-code) plus the KIP-966 gate.
+
+        HW = min LEO over the maximal ISR, also held back by any replica that
+        is caught up and ISR-eligible though not yet in the ISR; it never
+        advances while the committed ISR is smaller than the effective min ISR
+        (variant ``kip966`` on).
+        """
+        if not self.is_leader:
+            return [], False
+        if self.config.variants.kip966 and self.is_under_min_isr():
+            return [], False
+        leader_leo = self.log.leo
+        new_hw = leader_leo
+        lag = self.config.replica_lag_time_max_ms
+        maximal = self.state.maximal_isr
+        for r in self.remote.values():
+            if r.leo < new_hw and (
+                r.broker_id in maximal or (r.is_caught_up(leader_leo, now, lag) and self._is_replica_isr_eligible(r))
+            ):
+                new_hw = r.leo
+        if self.log.maybe_increment_hw(new_hw):
+            return [self._hw_trace()], True
+        return [], False
+
+    def _set_state(self, state: IsrState) -> list[Effect]:
+        self.state = state
+        return [self._isr_trace()]
+
+    def _alter_item(self, new_isr: tuple[NodeId, ...]) -> AlterPartitionItem:
+        """The proposal with each member's broker epoch (addBrokerEpochToIsr)."""
+        with_epochs = []
+        for r in new_isr:
+            if r == self.ctx.node_id:
+                with_epochs.append((r, self.ctx.broker_epoch))
+            else:
+                st = self.remote.get(r)
+                with_epochs.append((r, st.broker_epoch if st is not None else -1))
+        return AlterPartitionItem(
+            tp=self.tp,
+            leader_epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch,
+            new_isr=tuple(with_epochs),
+            leader_recovery_state=self.leader_recovery_state,
+        )
+
+    def maybe_expand_isr(self, replica_id: NodeId, now: int) -> list[Effect]:
+        """maybeExpandIsr: a follower joins when its LEO >= HW and (strict
+        variant) >= the leader-epoch start offset, it fetched in the current
+        leader epoch and it is ISR-eligible; only with no change in flight."""
+        if not self.is_leader or self.state.inflight or replica_id in self.state.isr:
+            return []
+        r = self.remote.get(replica_id)
+        if r is None or r.fetch_leader_epoch != self.leader_epoch:
+            return []
+        if r.leo < self.log.hw:
+            return []
+        if self.config.variants.strict_isr_expand and r.leo < self.leader_epoch_start_offset:
+            return []
+        if not self._is_replica_isr_eligible(r):
+            return []
+        committed = self.state.isr
+        proposed = committed + (replica_id,)
+        state = IsrState(
+            isr=committed, maximal_isr=proposed, kind="pending-expand", proposed=proposed, last_committed=committed
+        )
+        effects = self._set_state(state)
+        self.ctx.submit_alter_partition(self, self._alter_item(proposed))
+        return effects
+
+    def out_of_sync_replicas(self, now: int) -> list[NodeId]:
+        """getOutOfSyncReplicas: ISR members (not the leader) that are not caught up."""
+        lag = self.config.replica_lag_time_max_ms
+        out = []
+        for rid in self.state.isr:
+            if rid == self.ctx.node_id:
+                continue
+            r = self.remote.get(rid)
+            if r is None or not r.is_caught_up(self.log.leo, now, lag):
+                out.append(rid)
+        return out
+
+    def maybe_shrink_isr(self, now: int) -> tuple[list[Effect], bool]:
+        """maybeShrinkIsr (run every replica_lag_time_max_ms / 2). With the
+        maximal-ISR rule the shrink is only proposed: the HW keeps waiting for
+        the old ISR until the controller commits. Variant ``maximal_isr`` off
+        applies the shrink locally right away (pre-KIP-497 behaviour)."""
+        if not self.is_leader or self.state.inflight:
+            return [], False
+        out = self.out_of_sync_replicas(now)
+        if not out:
+            return [], False
+        committed = self.state.isr
+        proposed = tuple(r for r in committed if r not in out)
+        if self.config.variants.maximal_isr:
+            state = IsrState(
+                isr=committed, maximal_isr=committed, kind="pending-shrink", proposed=proposed, last_committed=committed
+            )
+        else:
+            state = IsrState(
+                isr=proposed, maximal_isr=proposed, kind="pending-shrink", proposed=proposed, last_committed=committed
+            )
+        effects = self._set_state(state)
+        self.ctx.submit_alter_partition(self, self._alter_item(proposed))
+        hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
+        return effects + hw_effects, hw_changed
+
+    def handle_alter_partition_result(
+        self, result: AlterPartitionResult, proposed_from: IsrState, now: int
+    ) -> tuple[list[Effect], bool, bool]:
+        """Apply an AlterPartition answer. Returns (effects, hw_changed, retry).
+
+        Stale answers (the state moved on since the proposal: a metadata
+        update or a new election) are ignored. Success installs the committed
+        ISR if its partition epoch is not older than ours. INELIGIBLE_REPLICA /
+        OPERATION_NOT_ATTEMPTED reset to the last committed ISR;
+        INVALID_UPDATE_VERSION and friends wait for metadata; anything else is
+        transient and ``retry`` asks the broker to resubmit after the backoff.
+        """
+        if not self.is_leader or self.state is not proposed_from:
+            return [], False, False
+        if result.error == Errors.NONE:
+            if result.leader_epoch != self.leader_epoch or result.partition_epoch < self.partition_epoch:
+                return [], False, False
+            self.partition_epoch = result.partition_epoch
+            effects = self._set_state(IsrState.committed(tuple(result.isr)))
+            hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
+            return effects + hw_effects, hw_changed, False
+        if result.error in RESET_ERRORS:
+            effects = self._set_state(IsrState.committed(self.state.last_committed))
+            hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
+            return effects + hw_effects, hw_changed, False
+        if result.error in WAIT_FOR_METADATA_ERRORS:
+            return [], False, False
+        return [], False, True
+
+    def retry_alter_partition(self) -> AlterPartitionItem | None:
+        """The item to resubmit for the current pending state, if still pending."""
+        if not self.is_leader or not self.state.inflight or self.state.proposed is None:
+            return None
+        return self._alter_item(self.state.proposed)
+
+    # -- serving fetches -----------------------------------------------------
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> int:
+        """FENCED_LEADER_EPOCH for a requester behind us, UNKNOWN_LEADER_EPOCH
+        for one ahead of us, NONE when equal or not given (-1)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return Errors.NONE
+        if current_leader_epoch < self.leader_epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        return Errors.UNKNOWN_LEADER_EPOCH
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """Inline divergence (Partition.readRecords): the fetcher's last
+        fetched epoch ends earlier here than its fetch offset, or does not
+        exist here -> it must truncate to (epoch, end offset)."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return (epoch, end)
+        return None
+
+    def _response(self, req: FetchPartitionRequest, error: int, **kw) -> FetchPartitionResponse:
+        return FetchPartitionResponse(
+            tp=self.tp,
+            error=error,
+            high_watermark=self.log.hw,
+            last_stable_offset=self.log.hw,
+            log_start_offset=self.log.log_start_offset,
+            current_leader=(self.leader_id, self.leader_epoch) if error != Errors.NONE else None,
+            **kw,
+        )
+
+    def _max_batches(self, max_bytes: int) -> int:
+        # payloads are opaque to the core; budget about 1 KiB per batch
+        return max(1, max_bytes // 1024)
+
+    def serve_replica_fetch(
+        self, req: FetchPartitionRequest, replica_id: NodeId, broker_epoch: int, now: int, record: bool = True
+    ) -> tuple[FetchPartitionResponse, list[Effect], bool]:
+        """A follower's fetch on the leader. Returns (response, effects, hw_changed).
+
+        Records the follower's progress (unless ``record`` is False: a parked
+        fetch being completed), then tries ISR expansion and HW advancement
+        (seed 000, "Recording follower progress").
+        """
+        if not self.is_leader:
+            return self._response(req, Errors.NOT_LEADER_OR_FOLLOWER), [], False
+        err = self.check_leader_epoch(req.current_leader_epoch)
+        if err:
+            return self._response(req, err), [], False
+        r = self.remote.get(replica_id)
+        if r is None:
+            return self._response(req, Errors.NOT_LEADER_OR_FOLLOWER), [], False
+        if broker_epoch >= 0 and r.broker_epoch > broker_epoch:
+            # a stale fetch from before the follower rebooted (Replica.java:78-82)
+            return self._response(req, Errors.NOT_LEADER_OR_FOLLOWER), [], False
+        div = self.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
+        if div is not None:
+            return self._response(req, Errors.NONE, diverging_epoch=div), [], False
+        if req.fetch_offset > self.log.leo or req.fetch_offset < self.log.log_start_offset:
+            return self._response(req, Errors.OFFSET_OUT_OF_RANGE), [], False
+        effects: list[Effect] = []
+        hw_changed = False
+        if record:
+            leo_before = r.leo
+            r.update_fetch_state(
+                req.fetch_offset, req.log_start_offset, now, self.log.leo, broker_epoch, self.leader_epoch
+            )
+            effects += self.maybe_expand_isr(replica_id, now)
+            if r.leo != leo_before:
+                hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
+                effects += hw_effects
+        batches = self.log.read(req.fetch_offset, self.log.leo, self._max_batches(req.max_bytes))
+        return self._response(req, Errors.NONE, batches=batches), effects, hw_changed
+
+    def serve_client_fetch(self, req: FetchPartitionRequest) -> FetchPartitionResponse:
+        """A consumer fetch: only the leader serves, and only below the HW."""
+        if not self.is_leader:
+            return self._response(req, Errors.NOT_LEADER_OR_FOLLOWER)
+        err = self.check_leader_epoch(req.current_leader_epoch)
+        if err:
+            return self._response(req, err)
+        div = self.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
+        if div is not None:
+            return self._response(req, Errors.NONE, diverging_epoch=div)
+        if req.fetch_offset > self.log.leo or req.fetch_offset < self.log.log_start_offset:
+            return self._response(req, Errors.OFFSET_OUT_OF_RANGE)
+        batches = self.log.read(req.fetch_offset, self.log.hw, self._max_batches(req.max_bytes))
+        return self._response(req, Errors.NONE, batches=batches)
+
+    def list_offset(self, timestamp: int, current_leader_epoch: int) -> tuple[int, int, int]:
+        """ListOffsets on the leader: (error, offset, leader_epoch).
+
+        Latest (-1) is the HW, refused with OFFSET_NOT_AVAILABLE while the HW
+        is still below the leader-epoch start offset (a new leader whose HW has
+        not caught up; Partition.scala:1455-1460). Earliest (-2) is the log
+        start. Records carry no timestamps in the core, so any other timestamp
+        answers the log start (every record is at least that new).
+        """
+        if not self.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER, -1, -1
+        err = self.check_leader_epoch(current_leader_epoch)
+        if err:
+            return err, -1, -1
+        if timestamp == -1:
+            if self.log.hw < self.leader_epoch_start_offset:
+                return Errors.OFFSET_NOT_AVAILABLE, -1, -1
+            return Errors.NONE, self.log.hw, self.log.latest_epoch
+        return Errors.NONE, self.log.log_start_offset, self.log.latest_epoch
+
+    def offset_for_leader_epoch(self, leader_epoch: int, current_leader_epoch: int) -> tuple[int, int, int]:
+        """lastOffsetForLeaderEpoch on the leader: (error, epoch, end offset)."""
+        if not self.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER, -1, -1
+        err = self.check_leader_epoch(current_leader_epoch)
+        if err:
+            return err, -1, -1
+        epoch, end = self.log.end_offset_for_epoch(leader_epoch)
+        return Errors.NONE, epoch, end
+
+    # -- produce -------------------------------------------------------------
+
+    def append_as_leader(
+        self, count: int, payload, acks: int, producer_id: int, producer_epoch: int, base_sequence: int, now: int
+    ) -> tuple[int, Batch | None, int, list[Effect], bool]:
+        """appendRecordsToLeader. Returns (error, batch, required_offset, effects, hw_changed).
+
+        acks=all is refused with NOT_ENOUGH_REPLICAS *before* anything is
+        written when the committed ISR is below the effective min ISR. A
+        duplicate idempotent batch is not appended: ``batch`` is None and
+        ``required_offset`` ends at the original batch (whose base offset the
+        broker returns). ``required_offset`` is the offset the HW must reach.
+        """
+        if not self.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER, None, -1, [], False
+        if acks == -1 and self.is_under_min_isr():
+            return Errors.NOT_ENOUGH_REPLICAS, None, -1, [], False
+        check = self.producers.check(producer_id, producer_epoch, base_sequence, count)
+        if check.error:
+            return check.error, None, -1, [], False
+        if check.duplicate is not None:
+            dup = check.duplicate
+            return Errors.NONE, Batch(dup.base_offset, -1, dup.last_offset - dup.base_offset + 1, None), dup.last_offset + 1, [], False
+        batch, effects = self.log.append_as_leader(
+            self.leader_epoch, count, payload, producer_id, producer_epoch, base_sequence
+        )
+        self.producers.record(batch)
+        effects.append(
+            self._trace(
+                "append",
+                base=batch.base_offset,
+                count=batch.count,
+                epoch=batch.leader_epoch,
+                leo=self.log.leo,
+                role=LEADER,
+            )
+        )
+        hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
+        return Errors.NONE, batch, batch.next_offset, effects + hw_effects, hw_changed
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
+        """checkEnoughReplicasReachOffset: (done, error) for a parked acks=all produce."""
+        if not self.is_leader:
+            return True, Errors.NOT_LEADER_OR_FOLLOWER
+        if self.log.hw >= required_offset:
+            if len(self.state.maximal_isr) >= self.effective_min_isr():
+                return True, Errors.NONE
+            return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, Errors.NONE
+
+    # ======================================================================
+    # Follower side
+    # ======================================================================
+
+    def wants_fetch(self, now: int) -> bool:
+        return (
+            self.role == FOLLOWER
+            and self.leader_id != NO_LEADER
+            and self.fetch_state == FETCHING
+            and now >= self.fetch_backoff_until
+        )
+
+    def fetch_request(self) -> FetchPartitionRequest:
+        """Fetch offset = LEO, current leader epoch, last fetched epoch (seed
+        001 §2.2.2). Without KIP-101 there is no epoch to check divergence by."""
+        last_epoch = self.log.latest_epoch if self.config.variants.kip101 else -1
+        return FetchPartitionRequest(
+            tp=self.tp,
+            fetch_offset=self.log.leo,
+            current_leader_epoch=self.leader_epoch,
+            last_fetched_epoch=last_epoch,
+            log_start_offset=self.log.log_start_offset,
+            max_bytes=self.config.replica_fetch_max_bytes,
+        )
+
+    def truncation_offset(self, leader_epoch: int, leader_end: int) -> int:
+        """Where to truncate given the leader's (epoch, end offset) for our
+        last epoch (AbstractFetcherThread.getOffsetTruncationState)."""
+        leo = self.log.leo
+        if leader_end == UNDEFINED_EPOCH_OFFSET:
+            return self.log.hw
+        if leader_epoch == UNDEFINED_EPOCH:
+            return min(leader_end, leo)
+        f_epoch, f_end = self.log.end_offset_for_epoch(leader_epoch)
+        if f_epoch == UNDEFINED_EPOCH:
+            return min(leader_end, leo)
+        if f_epoch != leader_epoch:
+            # we never saw the leader's epoch: cut to the end of our own
+            # largest epoch below it; the next fetch checks again
+            return min(f_end, leo)
+        return min(leader_end, f_end, leo)
+
+    def handle_fetch_response(self, resp: FetchPartitionResponse, now: int) -> tuple[list[Effect], str | None]:
+        """Apply one partition of a fetch response on the follower.
+
+        Returns (effects, follow_up) where follow_up is None, ``"offsets_for_leader_epoch"``
+        (ask the leader for the end of its current epoch) or ``"backoff"``.
+        """
+        if self.role != FOLLOWER:
+            return [], None
+        effects: list[Effect] = []
+        if resp.error == Errors.NONE:
+            if resp.diverging_epoch is not None:
+                epoch, end = resp.diverging_epoch
+                effects += self._truncate(self.truncation_offset(epoch, end), "diverging-epoch")
+                return effects, None
+            if resp.batches:
+                effects += self.log.append_as_follower(resp.batches)
+                for b in resp.batches:
+                    self.producers.record(b)
+                last = resp.batches[-1]
+                effects.append(
+                    self._trace(
+                        "append",
+                        base=resp.batches[0].base_offset,
+                        count=last.next_offset - resp.batches[0].base_offset,
+                        epoch=last.leader_epoch,
+                        leo=self.log.leo,
+                        role=FOLLOWER,
+                    )
+                )
+            if resp.high_watermark >= 0 and self.log.set_follower_hw(resp.high_watermark):
+                effects.append(self._hw_trace())
+            return effects, None
+        if resp.error == Errors.OFFSET_OUT_OF_RANGE:
+            if resp.log_start_offset > self.log.leo:
+                # behind the leader's log start: restart our log there
+                effects += self._truncate_fully(resp.log_start_offset)
+                return effects, None
+            self.fetch_state = TRUNCATING
+            self.truncation_request_at = now
+            return effects, "offsets_for_leader_epoch"
+        if resp.error == Errors.FENCED_LEADER_EPOCH:
+            # the leader is in a newer epoch than we know: wait for metadata
+            self.fetch_state = FENCED
+            return effects, None
+        self.fetch_backoff_until = now + self.config.replica_fetch_backoff_ms
+        return effects, "backoff"
+
+    def handle_offset_for_leader_epoch_response(self, error: int, epoch: int, end_offset: int, now: int) -> list[Effect]:
+        """Truncate to the leader's answer, then resume fetching."""
+        if self.role != FOLLOWER or self.fetch_state != TRUNCATING:
+            return []
+        if error != Errors.NONE:
+            self.fetch_state = FETCHING
+            self.fetch_backoff_until = now + self.config.replica_fetch_backoff_ms
+            return []
+        self.fetch_state = FETCHING
+        # asked for the leader's current epoch: its end is the leader's LEO,
+        # and a log longer than the leader's is cut back to it (Kafka's
+        # handleOutOfRangeError, e.g. after an unclean election)
+        target = self.log.hw if end_offset == UNDEFINED_EPOCH_OFFSET else min(end_offset, self.log.leo)
+        return self._truncate(target, "diverging-epoch")

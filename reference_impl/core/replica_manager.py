@@ -1,0 +1,999 @@
+"""The broker role: Kafka's ReplicaManager plus the broker lifecycle.
+
+Seed 000 ("Becoming leader or follower: applyDelta", "The acks=all produce
+path", the isr-expiration and highwatermark-checkpoint tasks,
+DefaultAlterPartitionManager) and seed 001 §1.2.2 / §2.10; seed 002 for the
+clean-shutdown marker.
+
+What lives here (and not in :mod:`.partition`) is everything that spans
+partitions or talks to other nodes:
+
+* metadata: committed metadata-log entries enter through
+  :meth:`BrokerRole.apply_committed` (the single entry point a KRaft observer
+  or a co-located controller calls) and become makeLeader / makeFollower;
+* the replica fetchers (one per leader broker, long-polling) and the
+  OffsetsForLeaderEpoch follow-ups;
+* the produce purgatory (acks=all waits for HW >= offset) and the delayed
+  fetch purgatory (long polls);
+* the AlterPartition channel: at most one request in flight per broker,
+  batching every partition's pending proposal;
+* registration (carrying the previous broker epoch from the clean-shutdown
+  marker), heartbeats and controlled shutdown;
+* producer-id allocation, Metadata, ListOffsets, CreateTopics forwarding.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .config import ProtocolConfig
+from .effects import Effect, FileDelete, FileWrite, Fsync, Halt, Reply, Send, TraceEvent
+from .log import PartitionLog
+from .messages import (
+    NO_LEADER,
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerEndpoint,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    ClientFetchRequest,
+    ClientFetchResponse,
+    ControlledShutdownRequest,
+    CreateTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    Errors,
+    FetchPartitionRequest,
+    FetchPartitionResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataEntry,
+    MetadataRequest,
+    MetadataResponse,
+    NodeId,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    PartitionMetadata,
+    ProduceRequest,
+    ProduceResponse,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
+    TopicMetadata,
+    TopicPartition,
+)
+from .metadata import Delta, MetadataImage
+from .partition import FENCED, FETCHING, FOLLOWER, LEADER, TRUNCATING, IsrState, Partition
+from .storage import (
+    CLEAN_SHUTDOWN,
+    HW_CHECKPOINT,
+    METADATA_LOG,
+    RECOVERY_POINT_CHECKPOINT,
+    CleanShutdown,
+    LeaderEpochCheckpoint,
+    OffsetCheckpoint,
+    StoredState,
+    epoch_checkpoint,
+)
+
+#: producer ids are ``broker_epoch * PRODUCER_ID_BLOCK + n``: broker epochs are
+#: unique cluster-wide, so ids never collide without a round trip
+PRODUCER_ID_BLOCK = 1 << 32
+
+
+def parse_log_name(name: str) -> TopicPartition | None:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return TopicPartition(topic, int(part))
+
+
+@dataclass
+class DelayedProduce:
+    ref: Any
+    tp: TopicPartition
+    acks: int
+    base_offset: int
+    count: int
+    required_offset: int
+    deadline: int
+
+
+@dataclass
+class DelayedFetch:
+    kind: str  # "client" | "replica"
+    msg: Any
+    src: NodeId | None
+    deadline: int
+    tps: tuple[TopicPartition, ...]
+
+
+@dataclass
+class Fetcher:
+    """One replica fetcher: this broker fetching from one leader broker."""
+
+    leader: NodeId
+    inflight: int | None = None
+    sent_at: int = 0
+    epochs: dict[TopicPartition, int] = field(default_factory=dict)
+    backoff_until: int = 0
+
+
+@dataclass
+class PendingAlter:
+    partition: Partition
+    state: IsrState
+    item: AlterPartitionItem
+    not_before: int = 0
+
+
+class BrokerRole:
+    """Sans-IO broker. See the module docstring; the node API is in :mod:`.node`."""
+
+    def __init__(
+        self,
+        node_id: NodeId,
+        config: ProtocolConfig,
+        voters: tuple[NodeId, ...],
+        stored: StoredState,
+        rng: Any,
+        incarnation_id: str,
+        endpoint: BrokerEndpoint,
+    ) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.voters = tuple(voters)
+        self.stored = stored
+        self.rng = rng
+        self.incarnation_id = incarnation_id
+        self.endpoint = endpoint
+        self.image = MetadataImage()
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.broker_epoch = -1
+        self.previous_broker_epoch = -1
+        self.is_fenced = True
+        self.controller_hint: NodeId | None = None
+        self._controller_rr = 0
+        self._corr = 0
+        # lifecycle
+        self.registration_sent_at: int | None = None
+        self.next_heartbeat_at = 0
+        self.heartbeat_sent_at: int | None = None
+        self.shutting_down = False
+        self.shutdown_deadline = 0
+        self.halted = False
+        # periodic tasks
+        self.next_isr_expiry_at = 0
+        self.next_hw_checkpoint_at = 0
+        self._last_hw_checkpoint: tuple | None = None
+        # purgatories
+        self.delayed_produce: dict[TopicPartition, list[DelayedProduce]] = {}
+        self.delayed_fetches: dict[int, DelayedFetch] = {}
+        self.fetch_watch: dict[TopicPartition, set[int]] = {}
+        self._fetch_ids = 0
+        # channels
+        self.fetchers: dict[NodeId, Fetcher] = {}
+        self.alter_pending: dict[TopicPartition, PendingAlter] = {}
+        self.alter_inflight: tuple[int, int, NodeId, dict[TopicPartition, PendingAlter]] | None = None
+        self.pending_creates: dict[Any, tuple[Any, int, CreateTopicsRequest, NodeId]] = {}
+        self.next_producer_seq = 0
+        self._timers: list[int] = []
+
+    # ======================================================================
+    # dispatch
+    # ======================================================================
+
+    def handle(self, msg: Any, now: int, src: NodeId | None) -> list[Effect]:
+        """Route one message addressed to the broker role."""
+        if self.halted:
+            return []
+        handler = self._HANDLERS.get(type(msg))
+        if handler is None:
+            return []
+        effects = handler(self, msg, src, now)
+        if self.alter_pending and self.alter_inflight is None:
+            effects += self._maybe_send_alter_partition(now)
+        return effects
+
+    # ======================================================================
+    # timing
+    # ======================================================================
+
+    @property
+    def fetch_timeout_ms(self) -> int:
+        """How long a replica fetch may stay unanswered before it is resent.
+
+        The simulator drops messages that TCP would only delay, so a lost
+        fetch must not stall a follower for request.timeout.ms: allow the
+        long-poll wait plus one second."""
+        return min(self.config.request_timeout_ms, self.config.replica_fetch_wait_max_ms + 1000)
+
+    @property
+    def controller_rpc_timeout_ms(self) -> int:
+        """Resend registration / heartbeats / AlterPartition not answered in time."""
+        return max(1000, 2 * self.config.broker_heartbeat_interval_ms)
+
+    def _schedule(self, at: int) -> None:
+        heapq.heappush(self._timers, at)
+
+    def next_wakeup(self, now: int) -> int | None:
+        while self._timers and self._timers[0] <= now:
+            heapq.heappop(self._timers)
+        return self._timers[0] if self._timers else None
+
+    def _next_corr(self) -> int:
+        self._corr += 1
+        return self._corr
+
+    # -- controller addressing -----------------------------------------------
+
+    def set_controller_hint(self, controller_id: NodeId | None) -> None:
+        if controller_id is not None and controller_id >= 0:
+            self.controller_hint = controller_id
+
+    def _controller(self) -> NodeId:
+        if self.controller_hint is not None:
+            return self.controller_hint
+        return self.voters[self._controller_rr % len(self.voters)]
+
+    def _controller_failed(self) -> None:
+        """NOT_CONTROLLER or silence: try the next voter."""
+        self.controller_hint = None
+        self._controller_rr += 1
+
+    # ======================================================================
+    # start-up
+    # ======================================================================
+
+    def start(self, now: int) -> list[Effect]:
+        """Open the partition logs that survived, read and delete the
+        clean-shutdown marker (seed 002: its broker epoch goes into the
+        registration), and register with the controller."""
+        effects: list[Effect] = []
+        marker = self.stored.files.get(CLEAN_SHUTDOWN)
+        self.previous_broker_epoch = marker.broker_epoch if isinstance(marker, CleanShutdown) else -1
+        if marker is not None:
+            effects += [FileDelete(CLEAN_SHUTDOWN), Fsync(None)]
+        hw_cp = self.stored.files.get(HW_CHECKPOINT)
+        hws = dict(hw_cp.offsets) if isinstance(hw_cp, OffsetCheckpoint) else {}
+        for name in sorted(self.stored.logs):
+            if name == METADATA_LOG:
+                continue
+            tp = parse_log_name(name)
+            if tp is None:
+                continue
+            ep = self.stored.files.get(epoch_checkpoint(tp))
+            log, log_effects = PartitionLog.load(
+                tp,
+                list(self.stored.logs[name]),
+                self.stored.log_start_offsets.get(name),
+                ep if isinstance(ep, LeaderEpochCheckpoint) else None,
+                hws.get(tp),
+                flush_interval_messages=self.config.log_flush_interval_messages,
+            )
+            p = Partition(tp=tp, ctx=self, log=log)
+            self.partitions[tp] = p
+            effects += log_effects
+            effects.append(p.loaded_trace())
+        self.next_isr_expiry_at = now + self.config.replica_lag_time_max_ms // 2
+        self.next_hw_checkpoint_at = now + self.config.replica_high_watermark_checkpoint_interval_ms
+        self._schedule(self.next_isr_expiry_at)
+        self._schedule(self.next_hw_checkpoint_at)
+        effects += self._send_registration(now)
+        return effects
+
+    def _send_registration(self, now: int) -> list[Effect]:
+        self.registration_sent_at = now
+        self._schedule(now + self.controller_rpc_timeout_ms)
+        return [
+            Send(
+                self._controller(),
+                BrokerRegistrationRequest(
+                    broker_id=self.node_id,
+                    incarnation_id=self.incarnation_id,
+                    endpoint=self.endpoint,
+                    previous_broker_epoch=self.previous_broker_epoch,
+                ),
+            )
+        ]
+
+    # ======================================================================
+    # metadata (KRaft observer / co-located controller)
+    # ======================================================================
+
+    def apply_committed(self, entries: Iterable[MetadataEntry], now: int) -> list[Effect]:
+        """Replay committed metadata records and apply the resulting delta
+        (ReplicaManager.applyDelta). Entries at or below the image's offset
+        are ignored, so callers may hand over overlapping batches."""
+        delta = Delta()
+        for e in entries:
+            if e.offset <= self.image.offset:
+                continue
+            delta.merge(self.image.replay(e.record, e.offset))
+        if not delta:
+            return []
+        return self._apply_delta(delta, now)
+
+    def _apply_delta(self, delta: Delta, now: int) -> list[Effect]:
+        effects: list[Effect] = []
+        changed_tps = set(delta.partitions)
+        if delta.topics:
+            # a topic config change (min.insync.replicas) may unblock the HW
+            for tp, p in self.partitions.items():
+                if tp.topic in delta.topics and p.is_leader:
+                    changed_tps.add(tp)
+        for tp in sorted(changed_tps):
+            reg = self.image.partitions.get(tp)
+            if reg is None:
+                continue
+            p = self.partitions.get(tp)
+            if self.node_id not in reg.replicas:
+                if p is not None and p.role != "none":
+                    was_leader = p.is_leader
+                    effects += p.make_offline()
+                    if was_leader:
+                        effects += self._complete_delayed(tp, now)
+                continue
+            if p is None:
+                p = Partition(
+                    tp=tp,
+                    ctx=self,
+                    log=PartitionLog(tp=tp, flush_interval_messages=self.config.log_flush_interval_messages),
+                )
+                self.partitions[tp] = p
+            if reg.leader == self.node_id:
+                e, hw_changed = p.make_leader(reg, now)
+                effects += e
+                self.alter_pending.pop(tp, None)
+                effects += self._complete_delayed(tp, now)
+            else:
+                was_leader = p.is_leader
+                e, epoch_changed = p.make_follower(reg, now)
+                effects += e
+                if was_leader:
+                    self.alter_pending.pop(tp, None)
+                    effects += self._complete_delayed(tp, now)
+                if epoch_changed:
+                    effects += self._maybe_fetch(now)
+        return effects
+
+    # ======================================================================
+    # periodic work
+    # ======================================================================
+
+    def tick(self, now: int) -> list[Effect]:
+        if self.halted:
+            return []
+        effects: list[Effect] = []
+        # registration / heartbeats
+        if self.broker_epoch < 0:
+            if self.registration_sent_at is not None and now - self.registration_sent_at >= self.controller_rpc_timeout_ms:
+                self._controller_failed()
+                effects += self._send_registration(now)
+        else:
+            if self.heartbeat_sent_at is not None and now - self.heartbeat_sent_at >= self.controller_rpc_timeout_ms:
+                self._controller_failed()
+                self.heartbeat_sent_at = None
+            if self.heartbeat_sent_at is None and now >= self.next_heartbeat_at:
+                effects += self._send_heartbeat(now)
+        # isr-expiration, every replica.lag.time.max.ms / 2
+        if now >= self.next_isr_expiry_at:
+            self.next_isr_expiry_at = now + max(1, self.config.replica_lag_time_max_ms // 2)
+            self._schedule(self.next_isr_expiry_at)
+            for p in self.partitions.values():
+                if p.is_leader:
+                    e, hw_changed = p.maybe_shrink_isr(now)
+                    effects += e
+                    if hw_changed:
+                        effects += self._on_hw_changed(p.tp, now)
+        # highwatermark-checkpoint
+        if now >= self.next_hw_checkpoint_at:
+            self.next_hw_checkpoint_at = now + max(1, self.config.replica_high_watermark_checkpoint_interval_ms)
+            self._schedule(self.next_hw_checkpoint_at)
+            effects += self._checkpoint_hw(force=False)
+        # purgatories
+        effects += self._expire_delayed(now)
+        # fetchers and truncation requests
+        for f in self.fetchers.values():
+            if f.inflight is not None and now - f.sent_at >= self.fetch_timeout_ms:
+                f.inflight = None
+        for p in self.partitions.values():
+            if p.role == FOLLOWER and p.fetch_state == TRUNCATING and now - p.truncation_request_at >= self.fetch_timeout_ms:
+                p.truncation_request_at = now
+                effects += self._send_offsets_for_leader_epoch(p, now)
+        effects += self._maybe_fetch(now)
+        # AlterPartition channel
+        if self.alter_inflight is not None and now - self.alter_inflight[1] >= self.controller_rpc_timeout_ms:
+            _, _, _, items = self.alter_inflight
+            self.alter_inflight = None
+            self._controller_failed()
+            for tp, pa in items.items():
+                self.alter_pending.setdefault(tp, pa)
+        effects += self._maybe_send_alter_partition(now)
+        # forwarded CreateTopics
+        for token, (ref, deadline, req, _dst) in list(self.pending_creates.items()):
+            if now >= deadline:
+                del self.pending_creates[token]
+                effects.append(
+                    Reply(
+                        CreateTopicsResponse(
+                            ref, tuple(CreateTopicResult(t.name, Errors.REQUEST_TIMED_OUT) for t in req.topics)
+                        )
+                    )
+                )
+        if self.shutting_down and now >= self.shutdown_deadline:
+            effects += self._finish_shutdown(now)
+        return effects
+
+    def _checkpoint_hw(self, force: bool) -> list[Effect]:
+        """Write the HW of every partition to replication-offset-checkpoint
+        (periodic, so the on-disk HW is a lower bound; seed 000)."""
+        hws = tuple(sorted((tp, p.log.hw) for tp, p in self.partitions.items()))
+        if not force and hws == self._last_hw_checkpoint:
+            return []
+        self._last_hw_checkpoint = hws
+        rps = tuple(sorted((tp, p.log.recovery_point) for tp, p in self.partitions.items()))
+        return [
+            FileWrite(HW_CHECKPOINT, OffsetCheckpoint(hws)),
+            Fsync(HW_CHECKPOINT),
+            FileWrite(RECOVERY_POINT_CHECKPOINT, OffsetCheckpoint(rps)),
+            Fsync(RECOVERY_POINT_CHECKPOINT),
+        ]
+
+    # ======================================================================
+    # broker lifecycle: registration, heartbeats, controlled shutdown
+    # ======================================================================
+
+    def _send_heartbeat(self, now: int) -> list[Effect]:
+        self.heartbeat_sent_at = now
+        self.next_heartbeat_at = now + self.config.broker_heartbeat_interval_ms
+        self._schedule(self.next_heartbeat_at)
+        self._schedule(now + self.controller_rpc_timeout_ms)
+        return [
+            Send(
+                self._controller(),
+                BrokerHeartbeatRequest(
+                    broker_id=self.node_id,
+                    broker_epoch=self.broker_epoch,
+                    metadata_offset=self.image.offset,
+                    want_fence=False,
+                    want_shutdown=self.shutting_down,
+                ),
+            )
+        ]
+
+    def handle_registration_response(self, msg: BrokerRegistrationResponse, src: NodeId | None, now: int) -> list[Effect]:
+        if self.broker_epoch >= 0 or self.halted:
+            return []
+        if msg.error != Errors.NONE:
+            # retry with the next voter after a short backoff (the tick resends
+            # once registration_sent_at is controller_rpc_timeout_ms old)
+            self._controller_failed()
+            retry_at = now + self.config.alter_partition_retry_backoff_ms
+            self.registration_sent_at = retry_at - self.controller_rpc_timeout_ms
+            self._schedule(retry_at)
+            return []
+        if src is not None:
+            self.controller_hint = src
+        self.broker_epoch = msg.broker_epoch
+        self.registration_sent_at = None
+        return self._send_heartbeat(now)
+
+    def handle_heartbeat_response(self, msg: BrokerHeartbeatResponse, src: NodeId | None, now: int) -> list[Effect]:
+        if self.halted:
+            return []
+        self.heartbeat_sent_at = None
+        if msg.error == Errors.NOT_CONTROLLER:
+            self._controller_failed()
+            self.next_heartbeat_at = now + self.config.alter_partition_retry_backoff_ms
+            self._schedule(self.next_heartbeat_at)
+            return []
+        if msg.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
+            # the controller no longer knows this session: register again
+            self.broker_epoch = -1
+            return self._send_registration(now)
+        if msg.error != Errors.NONE:
+            self.next_heartbeat_at = now + self.config.alter_partition_retry_backoff_ms
+            self._schedule(self.next_heartbeat_at)
+            return []
+        if src is not None:
+            self.controller_hint = src
+        self.is_fenced = msg.is_fenced
+        if self.shutting_down and msg.should_shut_down:
+            return self._finish_shutdown(now)
+        return []
+
+    def begin_controlled_shutdown(self, now: int) -> list[Effect]:
+        """Ask the controller to move leaderships away (want_shutdown in the
+        heartbeat); finish with Halt once it says so, or after
+        request_timeout_ms regardless."""
+        if self.halted or self.shutting_down:
+            return []
+        self.shutting_down = True
+        self.shutdown_deadline = now + self.config.request_timeout_ms
+        self._schedule(self.shutdown_deadline)
+        if self.broker_epoch < 0:
+            return self._finish_shutdown(now)
+        return self._send_heartbeat(now)
+
+    def _finish_shutdown(self, now: int) -> list[Effect]:
+        """Flush every log and checkpoint, then write the clean-shutdown
+        marker with the broker epoch (seed 002), then Halt."""
+        if self.halted:
+            return []
+        self.halted = True
+        effects = self._checkpoint_hw(force=True)
+        for p in self.partitions.values():
+            p.log.flush()
+        effects.append(Fsync(None))
+        effects.append(FileWrite(CLEAN_SHUTDOWN, CleanShutdown(self.broker_epoch)))
+        effects.append(Fsync(CLEAN_SHUTDOWN))
+        effects.append(Halt())
+        return effects
+
+    # ======================================================================
+    # produce
+    # ======================================================================
+
+    def handle_produce(self, msg: ProduceRequest, now: int) -> list[Effect]:
+        if msg.acks not in (0, 1, -1):
+            return self._produce_done(msg.ref, msg.tp, msg.acks, Errors.INVALID_REQUEST, -1, msg.count)
+        p = self.partitions.get(msg.tp)
+        if p is None or not p.is_leader:
+            err = Errors.NOT_LEADER_OR_FOLLOWER if msg.tp in self.image.partitions else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            return self._produce_done(msg.ref, msg.tp, msg.acks, err, -1, msg.count)
+        err, batch, required, effects, hw_changed = p.append_as_leader(
+            msg.count, msg.payload, msg.acks, msg.producer_id, msg.producer_epoch, msg.base_sequence, now
+        )
+        if err != Errors.NONE:
+            return effects + self._produce_done(msg.ref, msg.tp, msg.acks, err, -1, msg.count)
+        effects += self._watch_append(msg.tp, now)
+        if hw_changed:
+            effects += self._on_hw_changed(msg.tp, now)
+        if msg.acks == -1:
+            done, derr = p.check_enough_replicas_reach_offset(required)
+            if not done:
+                deadline = now + msg.timeout_ms
+                self.delayed_produce.setdefault(msg.tp, []).append(
+                    DelayedProduce(msg.ref, msg.tp, msg.acks, batch.base_offset, batch.count, required, deadline)
+                )
+                self._schedule(deadline)
+                return effects
+            return effects + self._produce_done(msg.ref, msg.tp, msg.acks, derr, batch.base_offset, batch.count)
+        return effects + self._produce_done(msg.ref, msg.tp, msg.acks, Errors.NONE, batch.base_offset, batch.count)
+
+    def _produce_done(self, ref, tp, acks, error, base, count) -> list[Effect]:
+        trace = TraceEvent("produce", {"tp": str(tp), "acks": acks, "error": error, "base": base, "count": count})
+        if acks == 0:
+            return [trace]  # Kafka sends no response to acks=0
+        p = self.partitions.get(tp)
+        log_start = p.log.log_start_offset if p is not None else -1
+        return [trace, Reply(ProduceResponse(ref, tp, error, base if error == Errors.NONE else -1, log_start))]
+
+    def _on_hw_changed(self, tp: TopicPartition, now: int) -> list[Effect]:
+        """HW moved: complete acks=all produces and consumer long polls."""
+        effects = self._complete_delayed_produce(tp, now)
+        effects += self._check_delayed_fetches(tp, now)
+        return effects
+
+    def _complete_delayed_produce(self, tp: TopicPartition, now: int) -> list[Effect]:
+        waiting = self.delayed_produce.get(tp)
+        if not waiting:
+            return []
+        p = self.partitions.get(tp)
+        effects: list[Effect] = []
+        keep = []
+        for d in waiting:
+            if p is None:
+                done, err = True, Errors.NOT_LEADER_OR_FOLLOWER
+            else:
+                done, err = p.check_enough_replicas_reach_offset(d.required_offset)
+            if done:
+                effects += self._produce_done(d.ref, tp, d.acks, err, d.base_offset, d.count)
+            else:
+                keep.append(d)
+        if keep:
+            self.delayed_produce[tp] = keep
+        else:
+            del self.delayed_produce[tp]
+        return effects
+
+    def _complete_delayed(self, tp: TopicPartition, now: int) -> list[Effect]:
+        """Role change: parked produces finish (NOT_LEADER_OR_FOLLOWER once
+        no longer leader) and parked fetches are answered."""
+        return self._complete_delayed_produce(tp, now) + self._check_delayed_fetches(tp, now)
+
+    def _expire_delayed(self, now: int) -> list[Effect]:
+        effects: list[Effect] = []
+        for tp in list(self.delayed_produce):
+            waiting = self.delayed_produce[tp]
+            expired = [d for d in waiting if now >= d.deadline]
+            if not expired:
+                continue
+            rest = [d for d in waiting if now < d.deadline]
+            if rest:
+                self.delayed_produce[tp] = rest
+            else:
+                del self.delayed_produce[tp]
+            for d in expired:
+                effects += self._produce_done(d.ref, tp, d.acks, Errors.REQUEST_TIMED_OUT, d.base_offset, d.count)
+        for fid, d in list(self.delayed_fetches.items()):
+            if now >= d.deadline:
+                effects += self._complete_fetch(fid, now)
+        return effects
+
+    # ======================================================================
+    # fetch serving (leader side) and delayed fetches
+    # ======================================================================
+
+    def handle_replica_fetch(self, msg: ReplicaFetchRequest, src: NodeId | None, now: int) -> list[Effect]:
+        effects: list[Effect] = []
+        responses = []
+        any_data = False
+        any_error = False
+        for req in msg.partitions:
+            p = self.partitions.get(req.tp)
+            if p is None:
+                resp = FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+            else:
+                resp, e, hw_changed = p.serve_replica_fetch(req, msg.replica_id, msg.broker_epoch, now)
+                effects += e
+                if hw_changed:
+                    effects += self._on_hw_changed(req.tp, now)
+            responses.append(resp)
+            any_data = any_data or bool(resp.batches)
+            any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None
+        if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
+            self._park_fetch("replica", msg, src, now + msg.max_wait_ms, tuple(r.tp for r in msg.partitions))
+            return effects
+        effects.append(Send(src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
+        return effects
+
+    def handle_client_fetch(self, msg: ClientFetchRequest, now: int) -> list[Effect]:
+        responses = tuple(self._client_fetch_partition(req) for req in msg.partitions)
+        any_data = any(r.batches for r in responses)
+        any_error = any(r.error != Errors.NONE or r.diverging_epoch is not None for r in responses)
+        if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
+            self._park_fetch("client", msg, None, now + msg.max_wait_ms, tuple(r.tp for r in msg.partitions))
+            return []
+        return [Reply(ClientFetchResponse(msg.ref, responses))]
+
+    def _client_fetch_partition(self, req: FetchPartitionRequest) -> FetchPartitionResponse:
+        p = self.partitions.get(req.tp)
+        if p is None:
+            err = Errors.NOT_LEADER_OR_FOLLOWER if req.tp in self.image.partitions else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            return FetchPartitionResponse(req.tp, err)
+        return p.serve_client_fetch(req)
+
+    def _park_fetch(self, kind: str, msg, src, deadline: int, tps: tuple[TopicPartition, ...]) -> None:
+        self._fetch_ids += 1
+        fid = self._fetch_ids
+        self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, tps)
+        for tp in tps:
+            self.fetch_watch.setdefault(tp, set()).add(fid)
+        self._schedule(deadline)
+
+    def _watch_append(self, tp: TopicPartition, now: int) -> list[Effect]:
+        """New data on a leader: parked replica fetches may complete."""
+        return self._check_delayed_fetches(tp, now, only_kind="replica")
+
+    def _check_delayed_fetches(self, tp: TopicPartition, now: int, only_kind: str | None = None) -> list[Effect]:
+        ids = self.fetch_watch.get(tp)
+        if not ids:
+            return []
+        effects: list[Effect] = []
+        p = self.partitions.get(tp)
+        for fid in list(ids):
+            d = self.delayed_fetches.get(fid)
+            if d is None:
+                continue
+            if only_kind is not None and d.kind != only_kind:
+                continue
+            if self._fetch_ready(d, tp, p):
+                effects += self._complete_fetch(fid, now)
+        return effects
+
+    @staticmethod
+    def _fetch_ready(d: DelayedFetch, tp: TopicPartition, p: Partition | None) -> bool:
+        if p is None or not p.is_leader:
+            return True
+        for req in d.msg.partitions:
+            if req.tp != tp:
+                continue
+            upto = p.log.leo if d.kind == "replica" else p.log.hw
+            if upto > req.fetch_offset:
+                return True
+        return False
+
+    def _complete_fetch(self, fid: int, now: int) -> list[Effect]:
+        d = self.delayed_fetches.pop(fid, None)
+        if d is None:
+            return []
+        for tp in d.tps:
+            s = self.fetch_watch.get(tp)
+            if s is not None:
+                s.discard(fid)
+                if not s:
+                    del self.fetch_watch[tp]
+        if d.kind == "client":
+            responses = tuple(self._client_fetch_partition(req) for req in d.msg.partitions)
+            return [Reply(ClientFetchResponse(d.msg.ref, responses))]
+        effects: list[Effect] = []
+        responses = []
+        for req in d.msg.partitions:
+            p = self.partitions.get(req.tp)
+            if p is None:
+                responses.append(FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER))
+                continue
+            resp, e, _ = p.serve_replica_fetch(req, d.msg.replica_id, d.msg.broker_epoch, now, record=False)
+            effects += e
+            responses.append(resp)
+        effects.append(Send(d.src, ReplicaFetchResponse(self.node_id, d.msg.correlation_id, Errors.NONE, tuple(responses))))
+        return effects
+
+    # ======================================================================
+    # replica fetchers (follower side)
+    # ======================================================================
+
+    def _maybe_fetch(self, now: int) -> list[Effect]:
+        """Send a fetch to every leader we follow that has no fetch in flight."""
+        by_leader: dict[NodeId, list[Partition]] = {}
+        for p in self.partitions.values():
+            if p.wants_fetch(now):
+                by_leader.setdefault(p.leader_id, []).append(p)
+            elif p.role == FOLLOWER and p.fetch_state == FETCHING and p.fetch_backoff_until > now:
+                self._schedule(p.fetch_backoff_until)
+        effects: list[Effect] = []
+        for leader, parts in by_leader.items():
+            f = self.fetchers.get(leader)
+            if f is None:
+                f = self.fetchers[leader] = Fetcher(leader)
+            if f.inflight is not None:
+                continue
+            if now < f.backoff_until:
+                self._schedule(f.backoff_until)
+                continue
+            effects += self._send_fetch(f, parts, now)
+        return effects
+
+    def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> list[Effect]:
+        corr = self._next_corr()
+        f.inflight = corr
+        f.sent_at = now
+        f.epochs = {p.tp: p.leader_epoch for p in parts}
+        self._schedule(now + self.fetch_timeout_ms)
+        return [
+            Send(
+                f.leader,
+                ReplicaFetchRequest(
+                    replica_id=self.node_id,
+                    broker_epoch=self.broker_epoch,
+                    correlation_id=corr,
+                    partitions=tuple(p.fetch_request() for p in parts),
+                    max_wait_ms=self.config.replica_fetch_wait_max_ms,
+                    min_bytes=self.config.replica_fetch_min_bytes,
+                ),
+            )
+        ]
+
+    def handle_replica_fetch_response(self, msg: ReplicaFetchResponse, src: NodeId | None, now: int) -> list[Effect]:
+        f = self.fetchers.get(msg.leader_id)
+        if f is None or f.inflight != msg.correlation_id:
+            return []  # a late answer to a fetch we gave up on
+        f.inflight = None
+        effects: list[Effect] = []
+        if msg.error != Errors.NONE:
+            f.backoff_until = now + self.config.replica_fetch_backoff_ms
+            self._schedule(f.backoff_until)
+            return effects
+        for resp in msg.partitions:
+            p = self.partitions.get(resp.tp)
+            if p is None or p.role != FOLLOWER or p.leader_id != msg.leader_id or f.epochs.get(resp.tp) != p.leader_epoch:
+                continue  # the partition moved on while the fetch was out
+            e, follow_up = p.handle_fetch_response(resp, now)
+            effects += e
+            if follow_up == "offsets_for_leader_epoch":
+                effects += self._send_offsets_for_leader_epoch(p, now)
+            elif follow_up == "backoff":
+                self._schedule(p.fetch_backoff_until)
+        effects += self._maybe_fetch(now)
+        return effects
+
+    def _send_offsets_for_leader_epoch(self, p: Partition, now: int) -> list[Effect]:
+        self._schedule(now + self.fetch_timeout_ms)
+        return [
+            Send(
+                p.leader_id,
+                OffsetForLeaderEpochRequest(
+                    ref=None,
+                    tp=p.tp,
+                    leader_epoch=p.leader_epoch,
+                    current_leader_epoch=p.leader_epoch,
+                    replica_id=self.node_id,
+                ),
+            )
+        ]
+
+    def handle_offset_for_leader_epoch(self, msg: OffsetForLeaderEpochRequest, src: NodeId | None, now: int) -> list[Effect]:
+        p = self.partitions.get(msg.tp)
+        if p is None:
+            err, epoch, end = Errors.NOT_LEADER_OR_FOLLOWER, -1, -1
+        else:
+            err, epoch, end = p.offset_for_leader_epoch(msg.leader_epoch, msg.current_leader_epoch)
+        resp = OffsetForLeaderEpochResponse(msg.ref, msg.tp, err, epoch, end)
+        if msg.ref is None and src is not None:
+            return [Send(src, resp)]
+        return [Reply(resp)]
+
+    def handle_offset_for_leader_epoch_response(self, msg: OffsetForLeaderEpochResponse, src: NodeId | None, now: int) -> list[Effect]:
+        p = self.partitions.get(msg.tp)
+        if p is None or p.role != FOLLOWER or p.leader_id != src:
+            return []
+        effects = p.handle_offset_for_leader_epoch_response(msg.error, msg.leader_epoch, msg.end_offset, now)
+        return effects + self._maybe_fetch(now)
+
+    # ======================================================================
+    # AlterPartition channel (DefaultAlterPartitionManager)
+    # ======================================================================
+
+    def submit_alter_partition(self, partition: Partition, item: AlterPartitionItem, not_before: int = 0) -> None:
+        """Queue a proposal; at most one per partition, one request in flight.
+        :meth:`handle` / :meth:`tick` send it before returning."""
+        self.alter_pending[partition.tp] = PendingAlter(partition, partition.state, item, not_before)
+        if not_before:
+            self._schedule(not_before)
+
+    def _maybe_send_alter_partition(self, now: int) -> list[Effect]:
+        if self.alter_inflight is not None or not self.alter_pending or self.broker_epoch < 0:
+            return []
+        ready = {tp: pa for tp, pa in self.alter_pending.items() if pa.not_before <= now and pa.partition.state is pa.state}
+        for tp in [tp for tp, pa in self.alter_pending.items() if pa.partition.state is not pa.state]:
+            del self.alter_pending[tp]  # superseded by metadata
+        if not ready:
+            nb = [pa.not_before for pa in self.alter_pending.values()]
+            if nb:
+                self._schedule(min(nb))
+            return []
+        for tp in ready:
+            del self.alter_pending[tp]
+        corr = self._next_corr()
+        dst = self._controller()
+        self.alter_inflight = (corr, now, dst, ready)
+        self._schedule(now + self.controller_rpc_timeout_ms)
+        return [
+            Send(
+                dst,
+                AlterPartitionRequest(
+                    broker_id=self.node_id,
+                    broker_epoch=self.broker_epoch,
+                    correlation_id=corr,
+                    items=tuple(pa.item for pa in ready.values()),
+                ),
+            )
+        ]
+
+    def handle_alter_partition_response(self, msg: AlterPartitionResponse, src: NodeId | None, now: int) -> list[Effect]:
+        if self.alter_inflight is None or self.alter_inflight[0] != msg.correlation_id:
+            return []  # stale: we already resent or gave up
+        _, _, _, items = self.alter_inflight
+        self.alter_inflight = None
+        effects: list[Effect] = []
+        backoff = now + self.config.alter_partition_retry_backoff_ms
+        if msg.error != Errors.NONE:
+            if msg.error == Errors.NOT_CONTROLLER:
+                self._controller_failed()
+            for tp, pa in items.items():
+                if tp not in self.alter_pending:
+                    pa.not_before = backoff
+                    self.alter_pending[tp] = pa
+            self._schedule(backoff)
+            return effects
+        answered = set()
+        for result in msg.results:
+            pa = items.get(result.tp)
+            if pa is None:
+                continue
+            answered.add(result.tp)
+            e, hw_changed, retry = pa.partition.handle_alter_partition_result(result, pa.state, now)
+            effects += e
+            if hw_changed:
+                effects += self._on_hw_changed(result.tp, now)
+            if retry and result.tp not in self.alter_pending:
+                pa.not_before = backoff
+                self.alter_pending[result.tp] = pa
+                self._schedule(backoff)
+        for tp, pa in items.items():
+            if tp not in answered and tp not in self.alter_pending:
+                pa.not_before = backoff
+                self.alter_pending[tp] = pa
+                self._schedule(backoff)
+        effects += self._maybe_send_alter_partition(now)
+        return effects
+
+    # ======================================================================
+    # client requests
+    # ======================================================================
+
+    def handle_list_offsets(self, msg: ListOffsetsRequest, now: int) -> list[Effect]:
+        p = self.partitions.get(msg.tp)
+        if p is None:
+            err = Errors.NOT_LEADER_OR_FOLLOWER if msg.tp in self.image.partitions else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            return [Reply(ListOffsetsResponse(msg.ref, msg.tp, err))]
+        err, offset, epoch = p.list_offset(msg.timestamp, msg.current_leader_epoch)
+        return [Reply(ListOffsetsResponse(msg.ref, msg.tp, err, offset, epoch))]
+
+    def handle_init_producer_id(self, msg: InitProducerIdRequest, now: int) -> list[Effect]:
+        """Allocate a producer id unique cluster-wide without a round trip:
+        the broker epoch names this broker session, the counter the id in it."""
+        if self.broker_epoch < 0:
+            return [Reply(InitProducerIdResponse(msg.ref, Errors.LEADER_NOT_AVAILABLE))]
+        pid = self.broker_epoch * PRODUCER_ID_BLOCK + self.next_producer_seq
+        self.next_producer_seq += 1
+        return [Reply(InitProducerIdResponse(msg.ref, Errors.NONE, pid, 0))]
+
+    def handle_metadata(self, msg: MetadataRequest, now: int) -> list[Effect]:
+        """Brokers are the unfenced registered ones; the broker names itself
+        as controller so admin clients send CreateTopics here (it forwards).
+        Leader epochs come from the replayed image, which never goes back."""
+        img = self.image
+        brokers = tuple(b.endpoint for _, b in sorted(img.brokers.items()) if not b.fenced)
+        names = sorted(img.topics) if msg.topics is None else list(msg.topics)
+        topics = []
+        for name in names:
+            if name not in img.topics:
+                topics.append(TopicMetadata(name, Errors.UNKNOWN_TOPIC_OR_PARTITION, ()))
+                continue
+            parts = []
+            for tp in img.topic_partitions(name):
+                reg = img.partitions[tp]
+                err = Errors.NONE if reg.leader != NO_LEADER else Errors.LEADER_NOT_AVAILABLE
+                offline = tuple(r for r in reg.replicas if not img.is_alive(r))
+                parts.append(
+                    PartitionMetadata(tp, err, reg.leader, reg.leader_epoch, reg.replicas, reg.isr, reg.elr, offline)
+                )
+            topics.append(TopicMetadata(name, Errors.NONE, tuple(parts)))
+        return [Reply(MetadataResponse(msg.ref, brokers, self.node_id, tuple(topics)))]
+
+    def handle_create_topics(self, msg: CreateTopicsRequest, now: int) -> list[Effect]:
+        """Forward to the active controller; answer the client when it answers."""
+        token = (self.node_id, self._next_corr())
+        dst = self._controller()
+        self.pending_creates[token] = (msg.ref, now + msg.timeout_ms, msg, dst)
+        self._schedule(now + msg.timeout_ms)
+        return [Send(dst, CreateTopicsRequest(token, msg.topics, msg.timeout_ms))]
+
+    def handle_create_topics_response(self, msg: CreateTopicsResponse, src: NodeId | None, now: int) -> list[Effect]:
+        pending = self.pending_creates.pop(msg.ref, None)
+        if pending is None:
+            return []
+        ref, deadline, req, _dst = pending
+        if any(r.error == Errors.NOT_CONTROLLER for r in msg.results) and now < deadline:
+            self._controller_failed()
+            dst = self._controller()
+            self.pending_creates[msg.ref] = (ref, deadline, req, dst)
+            return [Send(dst, CreateTopicsRequest(msg.ref, req.topics, max(1, deadline - now)))]
+        return [Reply(CreateTopicsResponse(ref, msg.results))]
+
+    _HANDLERS = {
+        ProduceRequest: lambda self, m, src, now: self.handle_produce(m, now),
+        ClientFetchRequest: lambda self, m, src, now: self.handle_client_fetch(m, now),
+        ListOffsetsRequest: lambda self, m, src, now: self.handle_list_offsets(m, now),
+        MetadataRequest: lambda self, m, src, now: self.handle_metadata(m, now),
+        InitProducerIdRequest: lambda self, m, src, now: self.handle_init_producer_id(m, now),
+        CreateTopicsRequest: lambda self, m, src, now: self.handle_create_topics(m, now),
+        CreateTopicsResponse: lambda self, m, src, now: self.handle_create_topics_response(m, src, now),
+        OffsetForLeaderEpochRequest: lambda self, m, src, now: self.handle_offset_for_leader_epoch(m, src, now),
+        OffsetForLeaderEpochResponse: lambda self, m, src, now: self.handle_offset_for_leader_epoch_response(m, src, now),
+        ReplicaFetchRequest: lambda self, m, src, now: self.handle_replica_fetch(m, src, now),
+        ReplicaFetchResponse: lambda self, m, src, now: self.handle_replica_fetch_response(m, src, now),
+        BrokerRegistrationResponse: lambda self, m, src, now: self.handle_registration_response(m, src, now),
+        BrokerHeartbeatResponse: lambda self, m, src, now: self.handle_heartbeat_response(m, src, now),
+        AlterPartitionResponse: lambda self, m, src, now: self.handle_alter_partition_response(m, src, now),
+        ControlledShutdownRequest: lambda self, m, src, now: self.begin_controlled_shutdown(now),
+    }
