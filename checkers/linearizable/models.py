@@ -15,6 +15,7 @@ against. Each model is a small class with
                            can always be placed inside its own interval)
 ``read_only(f, value)``    the op never changes the state; a *crashed* such op
                            may be dropped since "never happened" is allowed
+``failed(f, value)``       what a ``fail`` completion means (default: nothing)
 
 States are interned to ints by the search, so a state only has to be hashable;
 small immutable values (ints, tuples, frozensets) keep that cheap.
@@ -96,6 +97,12 @@ class Model:
     def read_only(self, f: str, value: Any) -> bool:
         return False
 
+    def failed(self, f: str, value: Any) -> tuple[str, Any] | None:
+        """How a ``fail`` completion is seen by the model: ``None`` (the
+        default, Knossos) drops it — it did not happen; a model may instead
+        map it to an observation ``(f, value)`` that did happen."""
+        return None
+
     #: multi-key ops join their keys into one sub-history (union-find) instead
     #: of being projected onto each key; see :class:`MultiRegister`.
     joint_keys = False
@@ -113,14 +120,21 @@ def _independent_split(independent: bool, f: str, value: Any) -> list[tuple[Any,
 
 class Register(Model):
     """Knossos ``register``: ``write v`` sets; ``read v`` must see the current
-    value, and a read of nil is an unknown read that always succeeds."""
+    value, and a read of nil is an unknown read that always succeeds.
+
+    ``nil_read="value"`` instead treats nil as the value "no value yet" (the
+    register's initial nil), as Porcupine's etcd model does."""
 
     name = "register"
     FS = ("read", "write")
 
-    def __init__(self, initial: Any = None, independent: bool = False) -> None:
+    def __init__(self, initial: Any = None, independent: bool = False,
+                 nil_read: str = "any") -> None:
+        if nil_read not in ("any", "value"):
+            raise ModelError(f"nil_read must be 'any' or 'value', got {nil_read!r}")
         self.initial = freeze(initial)
         self.independent = independent
+        self.nil_any = nil_read == "any"
 
     def init(self) -> Hashable:
         return self.initial
@@ -131,7 +145,7 @@ class Register(Model):
         return _independent_split(self.independent, f, value)
 
     def is_noop(self, f: str, value: Any) -> bool:
-        return f == "read" and value is None
+        return f == "read" and value is None and self.nil_any
 
     def read_only(self, f: str, value: Any) -> bool:
         return f == "read"
@@ -141,25 +155,52 @@ class Register(Model):
         if f == "write":
             return True, v
         if f == "read":
-            return (v is None or v == state), state
+            return ((v is None and self.nil_any) or v == state), state
         return False, state
 
 
 class CASRegister(Register):
     """Knossos ``cas-register``: read (value or nil = unknown), write v, and
     ``cas [old new]`` which succeeds only if the register holds ``old``. A
-    cas that completed ``fail`` did not happen and never reaches the model."""
+    cas that completed ``fail`` did not happen and never reaches the model.
+
+    ``failed_cas="observed"`` instead reads a ``fail`` cas as "it ran and saw
+    a value other than ``old``" (Porcupine's etcd model), which constrains the
+    history further; with ``nil_read="value"`` this decides Porcupine's etcd
+    histories the way Porcupine does."""
 
     name = "cas-register"
     FS = ("read", "write", "cas")
 
+    def __init__(self, initial: Any = None, independent: bool = False,
+                 nil_read: str = "any", failed_cas: str = "dropped") -> None:
+        super().__init__(initial, independent, nil_read)
+        if failed_cas not in ("dropped", "observed"):
+            raise ModelError(f"failed_cas must be 'dropped' or 'observed', got {failed_cas!r}")
+        self.failed_observed = failed_cas == "observed"
+
+    def failed(self, f: str, value: Any) -> tuple[str, Any] | None:
+        if self.failed_observed and f == "cas":
+            return "cas-failed", value
+        return None
+
+    def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
+        if f == "cas-failed" and self.failed_observed:
+            return _independent_split(self.independent, f, value)
+        return super().split(f, value)
+
+    def read_only(self, f: str, value: Any) -> bool:
+        return f in ("read", "cas-failed")
+
     def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
         f, v = op
-        if f == "cas":
+        if f == "cas" or f == "cas-failed":
             try:
                 old, new = v
             except (TypeError, ValueError):
                 raise ModelError(f"cas value must be [old, new], got {v!r}") from None
+            if f == "cas-failed":
+                return old != state, state
             if old == state:
                 return True, new
             return False, state

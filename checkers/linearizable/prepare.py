@@ -3,7 +3,8 @@
 Rules (Knossos ``history/complete`` semantics):
 
 * an invocation is matched with the next completion of the same process;
-* ``fail`` means the operation did not happen: the pair is dropped;
+* ``fail`` means the operation did not happen: the pair is dropped (unless
+  the model maps it to an observation, see ``Model.failed``);
 * ``info`` (or no completion at all) means it may have happened at any time
   after its invocation, or never: its return is at infinity;
 * an ``ok`` op's value is taken from the completion (reads learn their value
@@ -119,7 +120,11 @@ def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory]
                     f"op {_index(op, pos)}: {t} completion for process {p!r} without an invocation")
             counts[t] += 1
             if t == "fail":
-                continue
+                seen = model.failed(str(_name(inv[1].f)), inv[1].value)
+                if seen is None:
+                    continue
+                op = Op(type="ok", f=seen[0], value=seen[1], process=p, index=_index(op, pos))
+                t = "ok"
             pairs.append((inv[0], inv[1], pos if t == "ok" else None, op if t == "ok" else None))
         else:
             raise HistoryError(f"op {_index(op, pos)}: type {t!r} is not one of invoke/ok/fail/info")
@@ -133,7 +138,7 @@ def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory]
     for ipos, iop, rpos, rop in pairs:
         if rop is None:
             counts["crashed"] += 1
-        f = str(_name(iop.f))
+        f = str(_name(iop.f if rop is None else rop.f))
         value = rop.value if rop is not None and rop.value is not None else iop.value
         try:
             split = model.split(f, value)

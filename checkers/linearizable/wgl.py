@@ -16,6 +16,13 @@ The algorithm (Wing & Gong 1993, with Lowe's memoisation, as in Porcupine's
   linearized: the history is linearizable (the crashed ops left in the list
   are the ones that never took effect).
 
+One pruning beyond WGL: identical crashed ops (same f and value) are
+interchangeable, and the earlier-invoked one can stand in for a later one in
+any linearization (its interval contains the later one's: both end at
+infinity), so a crashed op is only tried once every identical crashed op
+invoked before it is linearized. The explored set of configurations still
+depends only on (linearized set, state), so the cache stays sound.
+
 Hot-loop representation, chosen for CPython: entries are ints indexing flat
 lists (``nxt``, ``prv``, ``match``); model states are interned to ints; each
 distinct op gets a transition memo ``{state_id: next_state_id or -1}`` shared
@@ -52,6 +59,7 @@ class Problem:
     rows: list[Any]       # call entry -> transition memo dict (shared per distinct op)
     opkeys: list[Any]     # call entry -> (f, value)
     rank: list[int]       # ok-return entry -> completion rank (0, 1, ...)
+    gate: list[int]       # crashed call entry -> previous crashed call with the same op, or 0
     init_state: Any
 
 
@@ -116,14 +124,21 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any) -> Problem:
             rank[e] = r
             r += 1
         e += 1
+    gate = [0] * size
+    last_same: dict[Any, int] = {}
     for i in crashed:
         opno[e] = i
-        match[call_entry[i]] = e
+        c = call_entry[i]
+        match[c] = e
         match[e] = -1
         e += 1
+    for i in sorted(crashed, key=lambda i: call_entry[i]):
+        c = call_entry[i]
+        gate[c] = last_same.get(opkeys[c], 0)
+        last_same[opkeys[c]] = c
     assert e == size - 1
     match[size - 1] = -1  # tail
-    return Problem(ops, nxt, prv, match, opno, bits, rows, opkeys, rank, init_state)
+    return Problem(ops, nxt, prv, match, opno, bits, rows, opkeys, rank, gate, init_state)
 
 
 def search(p: Problem, model: Model, slice_steps: int = 20000
@@ -137,6 +152,8 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     rows = p.rows
     opkeys = p.opkeys
     rank = p.rank
+    gate = p.gate
+    lifted = bytearray(len(nxt))
     step = model.step
 
     states: list[Any] = [p.init_state]
@@ -165,6 +182,12 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     while True:
         m = match[e]
         if m > 0:
+            g = gate[e]
+            if g and not lifted[g]:
+                # Symmetry: of identical crashed ops, the earlier-invoked one
+                # goes first (it can stand in for the later one anywhere).
+                e = nxt[e]
+                continue
             row = rows[e]
             ns = row.get(s)
             if ns is None:
@@ -195,6 +218,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                     b = nxt[m]
                     nxt[a] = b
                     prv[b] = a
+                    lifted[e] = 1
                     e = nxt[0]
                     lifts += 1
                     if lifts + backtracks >= budget:
@@ -226,6 +250,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
             b = nxt[e]
             nxt[a] = e
             prv[b] = e
+            lifted[e] = 0
             e = nxt[e]
             backtracks += 1
             if lifts + backtracks >= budget:

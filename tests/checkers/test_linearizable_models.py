@@ -87,6 +87,24 @@ def test_register_crashed_write_takes_effect_at_most_once():
     assert valid(ops, "register", initial=0) is False
 
 
+def test_register_identical_crashed_writes_can_each_take_effect():
+    # two crashed writes of 1: one explains the first read of 1, the other the
+    # read of 1 after the overwrite with 0 (identical crashed ops are pruned
+    # by symmetry, but both may still be used)
+    ops = H(("invoke", 0, "write", 1), ("info", 0, "write", 1),
+            ("invoke", 2, "write", 1), ("info", 2, "write", 1),
+            ("invoke", 1, "read", None), ("ok", 1, "read", 1),
+            ("invoke", 1, "write", 0), ("ok", 1, "write", 0),
+            ("invoke", 1, "read", None), ("ok", 1, "read", 1))
+    assert valid(ops, "register", initial=0) is True
+    # ...but not three times with only two crashed writes
+    more = ops + H(("invoke", 1, "write", 0), ("ok", 1, "write", 0),
+                   ("invoke", 1, "read", None), ("ok", 1, "read", 1))[0:4]
+    for i, o in enumerate(more):
+        o.index = i
+    assert valid(more, "register", initial=0) is False
+
+
 # -- cas-register -----------------------------------------------------------
 
 def test_cas_register_successful_cas_changes_value():
@@ -121,6 +139,23 @@ def test_cas_register_crashed_cas_may_apply_later():
 def test_cas_register_model_rejects_malformed_cas_value():
     with pytest.raises(ValueError):
         CASRegister().step(0, ("cas", 5))
+
+
+def test_cas_register_failed_cas_as_observation_porcupine_etcd():
+    """Porcupine's etcd model: a failed cas ran and saw another value."""
+    ops = H(("invoke", 0, "write", 4), ("ok", 0, "write", 4),
+            ("invoke", 1, "cas", [4, 5]), ("fail", 1, "cas", [4, 5]))
+    assert valid(ops, "cas-register", initial=0) is True  # Knossos: dropped
+    assert valid(ops, "cas-register", initial=0, failed_cas="observed") is False
+
+
+def test_cas_register_strict_nil_read_means_no_value_yet():
+    ops = H(("invoke", 0, "write", 4), ("ok", 0, "write", 4),
+            ("invoke", 1, "read", None), ("ok", 1, "read", None))
+    assert valid(ops, "cas-register") is True  # Knossos: unknown read
+    assert valid(ops, "cas-register", nil_read="value") is False
+    first = H(("invoke", 1, "read", None), ("ok", 1, "read", None))
+    assert valid(first, "cas-register", nil_read="value") is True
 
 
 def test_independent_cas_register_keys_are_separate_registers():
