@@ -7,7 +7,9 @@ node and seed that exposed it. State is a handful of dicts per partition and
 replica, so one pass over the trace is enough (it never re-scans).
 
 A replica's log is tracked as *epoch runs*: ``[(start_offset, leader_epoch), ...]``
-plus its LEO. Batches carry the leader epoch they were written in, so two
+plus its LEO. An ``append`` event may carry ``epochs: [[epoch, start], ...]``
+for the batches it covers (the simulator adds it; a follower's fetch can span
+an epoch change); without it the event's single ``epoch`` is used. Batches carry the leader epoch they were written in, so two
 replicas agree on a prefix exactly when their runs agree on it (Log Matching,
 seed 000 "Leader epochs & epoch-based truncation"); a ``loaded`` event rebuilds
 the runs from the leader-epoch checkpoint.
@@ -202,15 +204,20 @@ class InvariantMonitor:
         tp = str(ev["tp"])
         r = self._rep(ev.get("node"), tp)
         base, count, epoch = int(ev["base"]), int(ev["count"]), int(ev["epoch"])
-        if r.leo is not None and base != r.leo:
+        gap = r.leo is not None and base != r.leo
+        if gap:
             self._violate("append-not-at-leo", ev, f"batch at {base} appended to a log whose LEO is {r.leo}", tp)
-            if base < r.leo:
+            if base < (r.leo or 0):
                 r.runs = clip(r.runs, base)
-        if not r.runs or r.runs[-1][1] != epoch or (r.leo is not None and base != r.leo):
-            if r.runs and r.runs[-1][1] > epoch:
-                self._violate("epoch-regressed-in-log", ev,
-                              f"batch of epoch {epoch} appended after epoch {r.runs[-1][1]}", tp)
-            r.runs.append((base, epoch))
+        # runs of the appended range: the runtime's "epochs" (one per epoch
+        # change among the batches) when present, else the event's one epoch
+        new_runs = [(int(s), int(e)) for e, s in ev.get("epochs") or [(epoch, base)]]
+        for i, (s, e) in enumerate(new_runs):
+            if r.runs and r.runs[-1][1] == e and not (gap and i == 0):
+                continue
+            if r.runs and r.runs[-1][1] > e:
+                self._violate("epoch-regressed-in-log", ev, f"batch of epoch {e} appended after epoch {r.runs[-1][1]}", tp)
+            r.runs.append((s, e))
         r.leo = int(ev.get("leo", base + count))
 
     def _on_truncate(self, ev: dict[str, Any]) -> None:
@@ -225,7 +232,7 @@ class InvariantMonitor:
                 self._violate("committed-truncated", ev,
                               f"epoch-based truncation to {to} removed committed offsets [{to}, {held_end}) "
                               f"(committed HW {c.hw})", tp)
-        r.runs = clip(r.runs, to)
+        r.runs = [] if ev.get("reason") == "full" else clip(r.runs, to)
         r.leo = to
         if r.hw > to:
             r.hw = to

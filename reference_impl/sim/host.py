@@ -160,6 +160,7 @@ class Host:
         sim = self.sim
         me = self.node_id
         inc = self.incarnation
+        appended: dict[str, tuple[Any, ...]] | None = None
         for eff in effects:
             t = type(eff)
             if t is Send:
@@ -173,13 +174,20 @@ class Host:
                     self.timers.add(vt)
                     loop.at(vt, self.on_timer, inc, vt)
             elif t is TraceEvent:
-                sim.trace(me, eff.kind, eff.data)
+                data = eff.data
+                if eff.kind == "append" and appended is not None and "epochs" not in data:
+                    data = _with_epoch_runs(data, appended.get(str(data.get("tp"))))
+                sim.trace(me, eff.kind, data)
             elif t is Reply:
                 ref = getattr(eff.msg, "ref", None)
                 if isinstance(ref, tuple) and ref:
                     sim.net.send(me, ref[0], eff.msg)
             elif t in _DISK_EFFECTS:
                 self.disk.apply(eff)
+                if t is LogAppend:
+                    if appended is None:
+                        appended = {}
+                    appended[eff.log] = eff.entries
             elif t is Halt:
                 self.halted = True
                 sim.trace(me, "node_halt", {"incarnation": inc, "reason": eff.reason})
@@ -187,3 +195,21 @@ class Host:
                 return
             else:
                 raise TypeError(f"node {me} returned an unknown effect {eff!r}")
+
+
+def _with_epoch_runs(data: dict[str, Any], entries: tuple[Any, ...] | None) -> dict[str, Any]:
+    """Add ``epochs: [[epoch, start], ...]`` to an ``append`` trace event from
+    the batches the same call appended. A follower's event names one epoch for
+    a fetch that may span several; the runs let the invariant monitor compare
+    logs batch by batch (Log Matching) instead of guessing."""
+    if not entries:
+        return data
+    runs: list[list[int]] = []
+    for b in entries:
+        ep = getattr(b, "leader_epoch", None)
+        off = getattr(b, "base_offset", None)
+        if ep is None or off is None:
+            return data
+        if not runs or runs[-1][0] != ep:
+            runs.append([ep, off])
+    return {**data, "epochs": runs}

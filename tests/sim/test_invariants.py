@@ -148,3 +148,17 @@ def test_trace_directory_is_merged_by_time(tmp_path: Path) -> None:
     out = check_trace_dir(tmp_path, seed=5)
     assert out["valid"] is False and out["counts"] == {"leader-completeness": 1}
     assert out["violations"][0]["seed"] == 5 and out["violations"][0]["node"] == 2
+
+
+def test_append_spanning_an_epoch_change_uses_the_batch_epochs() -> None:
+    # a follower catching up fetches [0,3) of epoch 0 and [3,5) of epoch 1 in one response
+    evs = [ev(0, 1, "become_leader", tp=TP, leader_epoch=1, partition_epoch=1, isr=[1, 2], leo=3, hw=0),
+           ev(0, 1, "loaded", tp=TP, leo=3, hw=0, log_start=0, epochs=[[0, 0]]),
+           ev(1, 1, "append", tp=TP, base=3, count=2, epoch=1, leo=5, role="leader"),
+           ev(2, 2, "append", tp=TP, base=0, count=5, epoch=1, leo=5, role="follower", epochs=[[0, 0], [1, 3]]),
+           ev(3, 1, "hw", tp=TP, hw=5, leo=5, role="leader"),
+           ev(4, 2, "hw", tp=TP, hw=5, leo=5, role="follower")]
+    assert kinds(evs) == {}
+    without = [dict(e) for e in evs]
+    del without[3]["epochs"]
+    assert kinds(without) == {"log-matching": 1}
