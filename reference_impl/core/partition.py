@@ -70,6 +70,9 @@ class PartitionContext(Protocol):
     def submit_alter_partition(self, partition: "Partition", item: AlterPartitionItem) -> None: ...
 
 
+#: "never caught up" (see ReplicaState)
+NEVER = -(1 << 62)
+
 # --------------------------------------------------------------------------
 # Leader-side view of a follower
 # --------------------------------------------------------------------------
@@ -77,14 +80,17 @@ class PartitionContext(Protocol):
 
 @dataclass
 class ReplicaState:
-    """Seed 000, "Replica & ReplicaState, the leader's view of a follower"."""
+    """Seed 000, "Replica & ReplicaState, the leader's view of a follower".
+
+    Kafka's "never caught up" is lastCaughtUpTimeMs = 0 on a wall clock; node
+    clocks here may start at 0, so "never" is :data:`NEVER`."""
 
     broker_id: NodeId
     leo: int = -1  # unknown until it fetches in this leader epoch
     log_start_offset: int = -1
     last_fetch_leader_leo: int = -1
     last_fetch_time: int = 0
-    last_caught_up_time: int = 0
+    last_caught_up_time: int = NEVER
     broker_epoch: int = -1
     #: leader epoch in which the last fetch was recorded (expansion needs the current one)
     fetch_leader_epoch: int = -1
@@ -118,7 +124,7 @@ class ReplicaState:
         self.log_start_offset = -1
         self.last_fetch_leader_leo = -1
         self.last_fetch_time = 0
-        self.last_caught_up_time = now if in_isr else 0
+        self.last_caught_up_time = now if in_isr else NEVER
         self.broker_epoch = -1
         self.fetch_leader_epoch = -1
 
