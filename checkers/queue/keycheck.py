@@ -39,6 +39,7 @@ value an op read -> that op; ``rw`` that reader -> writer of the next index.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from checkers.durability import key_durability
@@ -275,6 +276,7 @@ def check_key(key: str, events: list, want_rw: bool = True) -> dict[str, Any]:
 
     return {
         "key": key,
+        "pid": os.getpid(),  # which process ran it (the pipeline test checks executors did)
         "counts": found.counts,
         "examples": found.examples,
         "edges": {"ww": edges_ww, "wr": edges_wr, "rw": edges_rw},

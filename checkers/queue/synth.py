@@ -69,3 +69,61 @@ def valid_history(n_ops: int = 1000, partitions: int = 4, processes: int = 8, se
             ops.append(Op("ok", "poll", [["poll", {k: [[o, x] for o, x in enumerate(logs[k])]}]], p, t,
                           len(ops), extra={"final": True}))
     return ops
+
+
+class HistoryBuilder:
+    """Hand-written queue histories for tests and examples.
+
+    Each call appends operations with strictly increasing times (10 ns apart);
+    ``invoke``/``complete`` let operations overlap, the one-shot helpers
+    (``send``, ``poll``, ``txn``) add an invocation and its completion back to
+    back. Completion methods return the completion's op index."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.t = 0
+        self._open: dict[object, Op] = {}
+
+    def _add(self, type: str, f: str, value: object, process: object, **extra: object) -> int:
+        self.t += 10
+        op = Op(type, f, value, process, self.t, len(self.ops), extra={k: v for k, v in extra.items() if v is not None})
+        self.ops.append(op)
+        return op.index
+
+    def invoke(self, process: object, f: str, value: list, **extra: object) -> int:
+        i = self._add("invoke", f, value, process, **extra)
+        self._open[process] = self.ops[i]
+        return i
+
+    def complete(self, process: object, type: str, value: list | None, **extra: object) -> int:
+        inv = self._open.pop(process)
+        merged = {**inv.extra, **extra}
+        return self._add(type, inv.f, value, process, **merged)
+
+    # one-shot helpers -------------------------------------------------------
+    def send(self, process: object, key: str, value: object, offset: int | None = None,
+             type: str = "ok", acks: str = "all") -> int:
+        self.invoke(process, "send", [["send", key, value]], acks=acks)
+        v = [offset, value] if offset is not None else value
+        return self.complete(process, type, [["send", key, v]])
+
+    def poll(self, process: object, reads: dict[str, list], type: str = "ok", final: bool | None = None) -> int:
+        self.invoke(process, "poll", [["poll"]], final=final)
+        return self.complete(process, type, [["poll", {k: [list(p) for p in prs] for k, prs in reads.items()}]])
+
+    def txn(self, process: object, completed: list, type: str = "ok") -> int:
+        """``completed`` is the completion's micro-ops; the invocation is
+        derived (sends without offsets, bare polls)."""
+        inv = []
+        for m in completed:
+            if m[0] == "send":
+                x = m[2]
+                inv.append(["send", m[1], x[1] if isinstance(x, list) else x])
+            else:
+                inv.append(["poll"])
+        self.invoke(process, "txn", inv)
+        return self.complete(process, type, completed)
+
+    def assign(self, process: object, keys: list[str], f: str = "assign") -> int:
+        self.invoke(process, f, list(keys))
+        return self.complete(process, "ok", list(keys))
