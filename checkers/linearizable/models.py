@@ -380,13 +380,13 @@ class KafkaLog(Model):
     Ops are projected onto each partition they touch. Each projection of a
     linearizable history is linearizable, so a violation found on one
     partition is real; atomicity *across* partitions is not checked here (the
-    queue checker's cycle analysis covers that). State: tuple of
-    (offset, value)."""
+    queue checker's cycle analysis covers that). State: a :class:`LogState`
+    chain (None for the empty log)."""
 
     name = "kafka-log"
 
     def init(self) -> Hashable:
-        return ()
+        return None
 
     def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
         if f not in ("send", "poll", "txn"):
@@ -435,28 +435,70 @@ class KafkaLog(Model):
         for m in op[1]:
             if m[0] == "send":
                 off, v = m[1], m[2]
-                last = log[-1][0] if log else -1
+                last = log.off if log is not None else -1
                 if off is None:
                     off = last + 1
                 elif off <= last:
                     return False, state
-                log = log + ((off, v),)
-            else:
-                recs = m[1]
-                if not recs:
-                    continue
-                first = recs[0][0]
-                # offsets are increasing, so locate the first record by bisection
-                lo, hi = 0, len(log)
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if log[mid][0] < first:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if log[lo:lo + len(recs)] != recs:
-                    return False, state
+                log = LogState(log, off, v)
+            elif m[1] and not _log_has_slice(log, m[1]):
+                return False, state
         return True, log
+
+
+class LogState:
+    """An immutable log as a chain of appended records (newest first), so a
+    send is O(1) and states share structure. The hash is built incrementally
+    and equality walks both chains only until they share a node — states
+    reached by different linearizations are interned by the search, so equal
+    logs usually share everything below the last append."""
+
+    __slots__ = ("prev", "off", "val", "n", "h")
+
+    def __init__(self, prev: "LogState | None", off: Any, val: Any) -> None:
+        self.prev = prev
+        self.off = off
+        self.val = val
+        self.n = 1 if prev is None else prev.n + 1
+        self.h = hash((None if prev is None else prev.h, off, val))
+
+    def __hash__(self) -> int:
+        return self.h
+
+    def __eq__(self, other: object) -> bool:
+        a: Any = self
+        b: Any = other
+        while a is not b:
+            if (a is None or b is None or not isinstance(b, LogState) or a.h != b.h
+                    or a.n != b.n or a.off != b.off or a.val != b.val):
+                return False
+            a, b = a.prev, b.prev
+        return True
+
+    def records(self) -> list[tuple[Any, Any]]:
+        out = []
+        x: Any = self
+        while x is not None:
+            out.append((x.off, x.val))
+            x = x.prev
+        return out[::-1]
+
+    def __repr__(self) -> str:
+        return f"LogState({self.records()!r})"
+
+
+def _log_has_slice(log: LogState | None, recs: tuple) -> bool:
+    """Are ``recs`` ((offset, value), ...) consecutive entries of ``log``?
+    Walks back from the newest record: polls usually read recent data."""
+    last_off = recs[-1][0]
+    x = log
+    while x is not None and x.off > last_off:
+        x = x.prev
+    for off, val in reversed(recs):
+        if x is None or x.off != off or x.val != val:
+            return False
+        x = x.prev
+    return True
 
 
 MODELS: dict[str, type[Model]] = {

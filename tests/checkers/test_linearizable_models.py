@@ -365,6 +365,21 @@ def test_kafka_log_poll_of_unacked_value_needs_a_crashed_send():
 
 def test_kafka_log_model_poll_matches_slice_by_offset():
     m = KafkaLog()
-    log = ((0, "a"), (1, "b"), (2, "c"))
+    ok, log = m.step(m.init(), ("txn", (("send", 0, "a"), ("send", 1, "b"), ("send", 2, "c"))))
+    assert ok and log.records() == [(0, "a"), (1, "b"), (2, "c")]
     assert m.step(log, ("txn", (("poll", ((1, "b"), (2, "c"))),)))[0] is True
+    assert m.step(log, ("txn", (("poll", ((0, "a"), (1, "b"))),)))[0] is True
     assert m.step(log, ("txn", (("poll", ((1, "c"),)),)))[0] is False
+    assert m.step(log, ("txn", (("poll", ((0, "a"), (2, "c"))),)))[0] is False
+    assert m.step(log, ("txn", (("poll", ((3, "d"),)),)))[0] is False
+
+
+def test_kafka_log_states_reached_by_different_paths_are_equal():
+    m = KafkaLog()
+    _, a = m.step(m.init(), ("txn", (("send", 0, "a"),)))
+    _, b = m.step(m.init(), ("txn", (("send", 0, "a"),)))
+    _, a2 = m.step(a, ("txn", (("send", 1, "b"),)))
+    _, b2 = m.step(b, ("txn", (("send", None, "b"),)))
+    assert a2 == b2 and hash(a2) == hash(b2) and a2 is not b2
+    _, c2 = m.step(a, ("txn", (("send", 2, "b"),)))
+    assert c2 != a2
