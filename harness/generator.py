@@ -316,16 +316,17 @@ def mix(*gens: Any) -> Gen:
 
 @dataclass(frozen=True)
 class Sleep(Gen):
-    """Emit nothing for ``dt`` seconds from the first time it is asked."""
+    """Occupy one free thread for ``dt`` seconds, recording nothing (Jepsen's
+    ``sleep``): on the nemesis thread it spaces faults; in a phase of its own it
+    gives the cluster time to recover."""
 
     dt_ns: int
-    until: int | None = None
 
     def op(self, ctx):
-        until = self.until if self.until is not None else ctx.time + self.dt_ns
-        if ctx.time >= until:
-            return None
-        return {"f": "sleep", "time": until, "_sleep": True}, Sleep(self.dt_ns, until)
+        p = ctx.some_free_process()
+        if p is None:
+            return PENDING, self
+        return {"f": "sleep", "process": p, "time": ctx.time, "_sleep": self.dt_ns}, None
 
 
 def sleep(seconds: float) -> Gen:

@@ -98,6 +98,7 @@ class Interpreter:
             self.process_of["nemesis"] = "nemesis"
         self.free: set[Any] = set(self.threads)
         self.jobs: dict[Any, _Job] = {}
+        self.sleepers: dict[Any, int] = {}  # thread -> wake time (ns) of a sleep op
         self._clients: dict[Any, tuple[int, Client]] = {}
         self._clients_lock = threading.Lock()
         self.workers: dict[Any, _Worker] = {}
@@ -168,7 +169,15 @@ class Interpreter:
         if self.gen is not None:
             self.gen = self.gen.update(self._ctx(), comp)
 
+    def _wake(self) -> None:
+        now = self.rec.now()
+        for t, until in list(self.sleepers.items()):
+            if now >= until:
+                del self.sleepers[t]
+                self.free.add(t)
+
     def _expire(self) -> None:
+        self._wake()
         now = time.monotonic()
         for t, job in list(self.jobs.items()):
             if now < job.deadline:
@@ -207,7 +216,7 @@ class Interpreter:
                 self.gen = None
             if self.gen is None:
                 if not self.jobs:
-                    return
+                    return  # sleepers need no waiting for: nothing follows them
                 self._wait(0.05)
                 continue
             ctx = self._ctx()
@@ -227,6 +236,9 @@ class Interpreter:
                     continue  # the world changed or not yet time: ask again
             self.gen = gen2
             if op.get("_sleep"):
+                t = self._thread_of(op["process"])
+                self.free.discard(t)
+                self.sleepers[t] = self.rec.now() + int(op["_sleep"])
                 continue
             self._dispatch(op)
 

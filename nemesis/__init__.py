@@ -1,0 +1,116 @@
+"""Faults and their heals.
+
+Every fault is a pair of history operations on the ``nemesis`` process,
+``start-<fault>`` and ``stop-<fault>`` (docs/architecture.md), with the
+targets resolved when the fault is applied (a leader is whoever leads *then*)
+and recorded in the completion's value. ``final()`` heals everything, and
+``heal_all()`` does so again outside the history as the harness's last word.
+
+The cluster object is the backend's node control (``harness.backend.local``):
+kill/start/pause/resume/clock/power-loss per node, a proxy control for links,
+and leader/controller discovery.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness import generator as g
+from harness.config import TestConfig
+
+from .faults import FAULTS, Fault, make_faults
+
+
+@dataclass(frozen=True)
+class Schedule(g.Gen):
+    """sleep ~interval, start a random fault, sleep ~interval, stop it, repeat.
+    One fault at a time, so every start has its stop before the next begins."""
+
+    faults: tuple[str, ...]
+    interval_ns: int
+    phase: str = "sleep-before-start"
+    current: str | None = None
+
+    def _sleep(self, ctx: g.Context, nxt: str, current: str | None):
+        dt = int(self.interval_ns * (0.5 + ctx.rng.random()))
+        o, _ = g.Sleep(dt).op(ctx)
+        if o == g.PENDING:
+            return g.PENDING, self
+        return o, replace(self, phase=nxt, current=current)
+
+    def op(self, ctx: g.Context):
+        if not ctx.free_threads():
+            return g.PENDING, self
+        if self.phase == "sleep-before-start":
+            return self._sleep(ctx, "start", None)
+        if self.phase == "start":
+            fault = ctx.rng.choice(self.faults)
+            return (
+                {"f": f"start-{FAULTS[fault].op_name}", "value": {"fault": fault}, "process": "nemesis", "time": ctx.time},
+                replace(self, phase="sleep-before-stop", current=fault),
+            )
+        if self.phase == "sleep-before-stop":
+            return self._sleep(ctx, "stop", self.current)
+        assert self.current is not None
+        return (
+            {"f": f"stop-{FAULTS[self.current].op_name}", "value": {"fault": self.current}, "process": "nemesis", "time": ctx.time},
+            replace(self, phase="sleep-before-start", current=None),
+        )
+
+
+class Nemesis:
+    """Dispatches nemesis ops to fault implementations."""
+
+    def __init__(self, cfg: TestConfig, cluster: Any, rng: random.Random, recorder: Any = None) -> None:
+        self.cfg = cfg
+        self.cluster = cluster
+        self.rng = rng
+        self.faults: dict[str, Fault] = make_faults(cfg.nemesis, cluster, rng)
+
+    def schedule(self) -> g.Gen:
+        return Schedule(tuple(self.cfg.nemesis), int(self.cfg.nemesis_interval * g.NS))
+
+    def final(self) -> g.Gen:
+        """stop-<op> once per distinct op name: heal every fault type in use."""
+        names = list(dict.fromkeys(FAULTS[f].op_name for f in self.cfg.nemesis))
+        return g.from_list(
+            {"f": f"stop-{n}", "value": {"fault": "all", "final": True}, "process": "nemesis"} for n in names
+        )
+
+    def recovery_seconds(self) -> float:
+        """Time to let elections, ISR expansion and catch-up happen after the heal."""
+        return max(5.0, min(15.0, self.cfg.nemesis_interval * 2))
+
+    def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        f: str = op["f"]
+        action, _, name = f.partition("-")
+        fault_name = (op.get("value") or {}).get("fault")
+        try:
+            if action == "start":
+                result = self.faults[fault_name].start()
+            elif fault_name in self.faults:
+                result = self.faults[fault_name].stop()
+            else:  # final heal: every fault with this op name
+                result = {}
+                for fn, fault in self.faults.items():
+                    if fault.op_name == name:
+                        result[fn] = fault.stop()
+        except Exception as e:
+            return {"value": {**(op.get("value") or {}), "error": f"{type(e).__name__}: {e}"[:300]}}
+        return {"value": {**(op.get("value") or {}), **result}}
+
+    def heal_all(self) -> None:
+        for fault in self.faults.values():
+            try:
+                fault.stop()
+            except Exception:
+                pass
+
+
+def build_nemesis(cfg: TestConfig, cluster: Any, rng: random.Random, recorder: Any = None) -> Nemesis:
+    return Nemesis(cfg, cluster, rng, recorder)
+
+
+__all__ = ["Nemesis", "Schedule", "build_nemesis", "FAULTS"]

@@ -53,7 +53,9 @@ def _summary(res: dict[str, Any], where: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    con = Console(highlight=False)
+    import sys
+
+    con = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     v = res.get("valid")
     colour = {True: "green", False: "red"}.get(v, "yellow")
     label = {True: "VALID", False: "INVALID"}.get(v, "UNKNOWN")

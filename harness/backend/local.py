@@ -1,0 +1,380 @@
+"""The ``local`` backend: node processes on 127.0.0.1, no root needed.
+
+Every connection between two nodes, and from clients to a node, goes through
+a harness-owned proxy link (``harness.proxy``), one per directed pair:
+
+* node ``i`` reaches node ``j`` at the port of link ``ni->nj`` — given to ``i``
+  through its own ``--controller-quorum`` (voters) and ``--peer`` (brokers);
+* a broker registers ``--advertise`` = the port of link ``client->nj``, so the
+  Metadata clients receive points them at the proxy, never at the node.
+
+So a partition of any shape or added latency is a proxy setting, and process
+faults are signals (SIGKILL, SIGSTOP/SIGCONT) or control-endpoint calls
+(clock offset, power loss). Every process is started in its own session,
+carries ``KRAFTWERK_RUN_ID`` and is recorded in the run's state file before
+the harness does anything else with it (``kraftwerk cleanup``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError, UsageError
+from harness.proxy import ProxyControl
+from harness.state import RunState
+
+HOST = "127.0.0.1"
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    node_id: int
+    roles: list[str]
+    listen: int
+    control: int
+    client_port: int  # the client->node proxy link (advertised)
+    peer_ports: dict[str, int] = field(default_factory=dict)  # peer name -> port of link self->peer
+
+
+def ports_needed(n: int) -> int:
+    """listen + control + client link per node, plus one link per ordered pair."""
+    return 3 * n + n * (n - 1) + 1  # +1: proxy control
+
+
+def _port_free(port: int) -> bool:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((HOST, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def allocate_ports(count: int, base: int = 0) -> list[int]:
+    """``count`` ports on 127.0.0.1: consecutive from ``base`` (each checked, a
+    port in use is bad input) or, with base 0, ports the kernel says are free."""
+    if base:
+        ports = list(range(base, base + count))
+        if ports[-1] > 65535:
+            raise UsageError(f"--base-port {base}: needs {count} ports, runs past 65535")
+        for p in ports:
+            if not _port_free(p):
+                raise UsageError(f"port {p} on {HOST} is in use (--base-port {base} needs {base}..{base + count - 1})")
+        return ports
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def plan_nodes(names: list[str], controllers: int, brokers: int, ports: list[int]) -> tuple[list[NodeSpec], int]:
+    """Assign roles and ports. The first ``controllers`` nodes are KRaft voters,
+    the first ``brokers`` are brokers (combined mode where both)."""
+    it = iter(ports)
+    specs = []
+    for i, name in enumerate(names, start=1):
+        roles = []
+        if i <= brokers:
+            roles.append("broker")
+        if i <= controllers:
+            roles.append("controller")
+        specs.append(NodeSpec(name, i, roles, next(it), next(it), next(it)))
+    for a in specs:
+        for b in specs:
+            if a is not b:
+                a.peer_ports[b.name] = next(it)
+    return specs, next(it)
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        names: list[str],
+        controllers: int,
+        brokers: int,
+        run_dir: Path,
+        state: RunState,
+        base_port: int = 0,
+        node_args: list[str] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.run_dir = run_dir
+        self.state = state
+        self.seed = seed
+        self.node_args = node_args or []
+        ports = allocate_ports(ports_needed(len(names)), base_port)
+        self.specs, self.control_port = plan_nodes(names, controllers, brokers, ports)
+        self.by_name = {s.name: s for s in self.specs}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.paused: set[str] = set()
+        self.proxy_proc: subprocess.Popen | None = None
+        self.proxy: ProxyControl | None = None
+        self._keys: list[str] = []
+        self._storage_mode = "os"
+
+    # ------------------------------------------------------------ topology
+    def node_names(self) -> list[str]:
+        return [s.name for s in self.specs]
+
+    def brokers(self) -> list[NodeSpec]:
+        return [s for s in self.specs if "broker" in s.roles]
+
+    def client_bootstrap(self) -> str:
+        return ",".join(f"{HOST}:{s.client_port}" for s in self.brokers())
+
+    def node_link_names(self) -> list[str]:
+        return [f"{a.name}->{b}" for a in self.specs for b in a.peer_ports]
+
+    def links(self) -> list[dict[str, Any]]:
+        out = []
+        for a in self.specs:
+            for b, port in a.peer_ports.items():
+                out.append({"src": a.name, "dst": b, "listen": port, "target": self.by_name[b].listen})
+            out.append({"src": "client", "dst": a.name, "listen": a.client_port, "target": a.listen})
+        return out
+
+    def node_command(self, s: NodeSpec, storage_mode: str) -> list[str]:
+        voters = [x for x in self.specs if "controller" in x.roles]
+        quorum = ",".join(
+            f"{v.node_id}@{HOST}:{v.listen if v is s else s.peer_ports[v.name]}" for v in voters
+        )
+        peers = ",".join(f"{self.by_name[b].node_id}={HOST}:{p}" for b, p in s.peer_ports.items())
+        cmd = [
+            sys.executable, "-c", "from harness.cli import main; main()", "node",
+            "--id", str(s.node_id),
+            "--roles", ",".join(s.roles),
+            "--listen", f"{HOST}:{s.listen}",
+            "--advertise", f"{HOST}:{s.client_port}",
+            "--controller-quorum", quorum,
+            "--data-dir", str(self.node_dir(s.name)),
+            "--control", f"{HOST}:{s.control}",
+            "--storage-mode", storage_mode,
+            "--seed", str(self.seed * 101 + s.node_id),
+        ]
+        if peers:
+            cmd += ["--peer", peers]
+        return cmd + self.node_args
+
+    def node_dir(self, name: str) -> Path:
+        return self.run_dir / "nodes" / name
+
+    # ------------------------------------------------------------ processes
+    def _spawn(self, cmd: list[str], log: Path, role: str, name: str, stdout: Any = None) -> subprocess.Popen:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as err:
+            p = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout if stdout is not None else err,
+                stderr=err,
+                start_new_session=True,
+                env=self.state.child_env(),
+                cwd=str(Path(__file__).resolve().parents[2]),
+            )
+        self.state.add_process(p.pid, role, name)
+        return p
+
+    def start_proxy(self) -> None:
+        links_file = self.run_dir / "nodes" / "proxy-links.json"
+        links_file.write_text(json.dumps(self.links(), indent=1))
+        self.proxy_proc = self._spawn(
+            [sys.executable, "-m", "harness.proxy", "--links", str(links_file),
+             "--control-port", str(self.control_port), "--seed", str(self.seed)],
+            self.run_dir / "nodes" / "proxy.log", "proxy", "proxy", stdout=subprocess.PIPE,
+        )
+        assert self.proxy_proc.stdout is not None
+        line = self.proxy_proc.stdout.readline().decode().strip()
+        try:
+            msg = json.loads(line) if line else {"error": "proxy exited"}
+        except json.JSONDecodeError:
+            msg = {"error": line}
+        if "control" not in msg:
+            raise HarnessError(f"proxy failed to start: {msg.get('error')}")
+        self.proxy = ProxyControl(int(msg["control"]))
+
+    def start(self, name: str, storage_mode: str | None = None) -> None:
+        s = self.by_name[name]
+        mode = storage_mode or self._storage_mode
+        p = self.procs.get(name)
+        if p is not None and p.poll() is None:
+            return
+        self.paused.discard(name)
+        self.procs[name] = self._spawn(self.node_command(s, mode), self.node_dir(name) / "stderr.log", "node", name)
+
+    def start_all(self, storage_mode: str) -> None:
+        self._storage_mode = storage_mode
+        for s in self.specs:
+            self.start(s.name, storage_mode)
+
+    def alive(self, name: str) -> bool:
+        p = self.procs.get(name)
+        return p is not None and p.poll() is None
+
+    def dead_nodes(self) -> list[str]:
+        return [n for n in self.node_names() if not self.alive(n)]
+
+    def live_nodes(self) -> list[str]:
+        return [n for n in self.node_names() if self.alive(n) and n not in self.paused]
+
+    def kill(self, name: str) -> None:
+        p = self.procs.get(name)
+        if p is None or p.poll() is not None:
+            return
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait(timeout=10)
+        self.paused.discard(name)
+
+    def pause(self, name: str) -> None:
+        p = self.procs.get(name)
+        if p is not None and p.poll() is None:
+            os.killpg(p.pid, signal.SIGSTOP)
+            self.paused.add(name)
+
+    def resume_all(self) -> list[str]:
+        out = []
+        for name in sorted(self.paused):
+            p = self.procs.get(name)
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGCONT)
+                out.append(name)
+        self.paused.clear()
+        return out
+
+    # ------------------------------------------------------------ control endpoint
+    def _http(self, name: str, method: str, path: str, body: dict | None = None, timeout: float = 3.0) -> Any:
+        s = self.by_name[name]
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"http://{HOST}:{s.control}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"} if data else {})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read() or b"null")
+
+    def status(self, name: str, timeout: float = 2.0) -> dict[str, Any] | None:
+        if not self.alive(name) or name in self.paused:
+            return None
+        try:
+            return self._http(name, "GET", "/status", timeout=timeout)
+        except (OSError, urllib.error.URLError, ValueError):
+            return None
+
+    def set_clock(self, name: str, offset_ms: int) -> None:
+        if self.alive(name) and name not in self.paused:
+            self._http(name, "POST", "/clock", {"offset_ms": int(offset_ms)})
+
+    def power_loss(self, name: str) -> None:
+        """Revert unfsynced writes and die (the node exits 137 mid-request)."""
+        if not self.alive(name):
+            return
+        if name in self.paused:
+            self.resume_all()
+        try:
+            self._http(name, "POST", "/power-loss", {}, timeout=3)
+        except (OSError, urllib.error.URLError, ValueError):
+            pass  # the node exits before answering
+        p = self.procs[name]
+        try:
+            p.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            self.kill(name)
+
+    # ------------------------------------------------------------ discovery
+    def keys(self) -> list[str]:
+        return self._keys
+
+    def leader_of(self, key: str) -> str | None:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        topic, _, part = key.rpartition("-")
+        try:
+            md = AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0,
+                              "socket.timeout.ms": 3000}).list_topics(topic=topic, timeout=4)
+            leader = md.topics[topic].partitions[int(part)].leader
+        except (KafkaException, KeyError):
+            return None
+        for s in self.specs:
+            if s.node_id == leader:
+                return s.name
+        return None
+
+    def active_controller(self) -> str | None:
+        best: tuple[int, int] | None = None
+        for n in self.live_nodes():
+            st = self.status(n)
+            raft = (st or {}).get("raft") or {}
+            if raft.get("leader") is not None and raft.get("epoch") is not None:
+                cand = (int(raft["epoch"]), int(raft["leader"]))
+                if best is None or cand > best:
+                    best = cand
+        if best is None:
+            return None
+        for s in self.specs:
+            if s.node_id == best[1]:
+                return s.name
+        return None
+
+    # ------------------------------------------------------------ waiting
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for s in self.specs:
+            while self.status(s.name, timeout=1.0) is None:
+                if not self.alive(s.name):
+                    tail = _tail(self.node_dir(s.name) / "stderr.log")
+                    raise HarnessError(f"node {s.name} exited at start-up: {tail}")
+                if time.monotonic() > deadline:
+                    raise HarnessError(f"node {s.name} not answering on its control port after {timeout:.0f}s")
+                time.sleep(0.1)
+
+    def teardown(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
+        for name, p in list(self.procs.items()):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGCONT)
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if self.proxy_proc is not None and self.proxy_proc.poll() is None:
+            try:
+                os.killpg(self.proxy_proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for p in [*self.procs.values(), *([self.proxy_proc] if self.proxy_proc else [])]:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            if p.stdout is not None:
+                p.stdout.close()
+
+
+def _tail(path: Path, n: int = 300) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return (text[-1] if text else "(empty log)")[:n]
