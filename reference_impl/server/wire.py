@@ -167,7 +167,26 @@ def translate(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     """Turn a decoded request into core messages. ``ref(i)`` makes the opaque
     ``ref`` for part ``i`` (the runtime routes replies with it)."""
     fn = _TRANSLATORS[d.api_key]
-    return fn(d, ref)
+    try:
+        return fn(d, ref)
+    except ProtocolError:
+        raise
+    except (TypeError, AttributeError, ValueError, KeyError) as e:
+        # null arrays or strings where Kafka's schema allows none, and the like
+        raise ProtocolError(f"malformed api {d.api_key} v{d.api_version} request: {type(e).__name__}: {e}") from None
+
+
+def _name(x: Any) -> str:
+    """A topic name as the core may see it (Kafka: legal names are non-empty)."""
+    if not isinstance(x, str) or not x:
+        raise ProtocolError("missing topic name")
+    return x
+
+
+def _items(xs: Any) -> list[Any]:
+    if xs is None:
+        raise ProtocolError("null array")
+    return list(xs)
 
 
 def _api_versions(d: Decoded, ref: Callable[[int], Any]) -> Pending:
@@ -176,7 +195,7 @@ def _api_versions(d: Decoded, ref: Callable[[int], Any]) -> Pending:
 
 
 def _metadata(d: Decoded, ref: Callable[[int], Any]) -> Pending:
-    topics = None if d.body.topics is None else tuple(t.name for t in d.body.topics if t.name is not None)
+    topics = None if d.body.topics is None else tuple(_name(t.name) for t in d.body.topics)
     p = Pending(d, total=1, build=_build_metadata)
     p.parts.append((0, m.MetadataRequest(ref(0), topics)))
     return p
@@ -228,9 +247,9 @@ def _produce(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     p = Pending(d, build=_build_produce, expects_response=body.acks != 0)
     order: list[tuple[str, int]] = []
     i = 0
-    for t in body.topic_data:
-        for pd in t.partition_data:
-            tp = m.TopicPartition(t.name, pd.index)
+    for t in _items(body.topic_data):
+        for pd in _items(t.partition_data):
+            tp = m.TopicPartition(_name(t.name), pd.index)
             order.append((t.name, pd.index))
             recs = pd.records
             if body.transactional_id is not None:
@@ -295,11 +314,11 @@ def _build_produce(p: Pending) -> Any:
 def _fetch(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     body = d.body
     parts = []
-    for t in body.topics:
-        for fp in t.partitions:
+    for t in _items(body.topics):
+        for fp in _items(t.partitions):
             parts.append(
                 m.FetchPartitionRequest(
-                    m.TopicPartition(t.topic, fp.partition),
+                    m.TopicPartition(_name(t.topic), fp.partition),
                     fp.fetch_offset,
                     current_leader_epoch=fp.current_leader_epoch,
                     last_fetched_epoch=fp.last_fetched_epoch,
@@ -358,9 +377,9 @@ def _list_offsets(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     p = Pending(d, build=_build_list_offsets)
     i = 0
     order = []
-    for t in d.body.topics:
-        for lp in t.partitions:
-            tp = m.TopicPartition(t.name, lp.partition_index)
+    for t in _items(d.body.topics):
+        for lp in _items(t.partitions):
+            tp = m.TopicPartition(_name(t.name), lp.partition_index)
             p.parts.append((i, m.ListOffsetsRequest(ref(i), tp, lp.timestamp, lp.current_leader_epoch)))
             order.append(tp)
             i += 1
@@ -387,9 +406,9 @@ def _offset_for_leader_epoch(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     p = Pending(d, build=_build_ofle)
     i = 0
     order = []
-    for t in d.body.topics:
-        for op in t.partitions:
-            tp = m.TopicPartition(t.topic, op.partition)
+    for t in _items(d.body.topics):
+        for op in _items(t.partitions):
+            tp = m.TopicPartition(_name(t.topic), op.partition)
             p.parts.append(
                 (i, m.OffsetForLeaderEpochRequest(ref(i), tp, op.leader_epoch, current_leader_epoch=op.current_leader_epoch))
             )
@@ -432,12 +451,12 @@ def _build_init_pid(p: Pending) -> Any:
 def _create_topics(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     body = d.body
     topics = []
-    for t in body.topics:
+    for t in _items(body.topics):
         assignments = None
         if t.assignments:
-            assignments = tuple(tuple(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index))
-        configs = tuple((c.name, c.value) for c in t.configs if c.value is not None)
-        topics.append(m.NewTopic(t.name, t.num_partitions, t.replication_factor, configs, assignments))
+            assignments = tuple(tuple(_items(a.broker_ids)) for a in sorted(t.assignments, key=lambda a: a.partition_index))
+        configs = tuple((_name(c.name), c.value) for c in (t.configs or ()) if c.value is not None)
+        topics.append(m.NewTopic(_name(t.name), t.num_partitions, t.replication_factor, configs, assignments))
     p = Pending(d, total=1, build=_build_create_topics)
     p.extra["names"] = [t.name for t in topics]
     if body.validate_only:

@@ -1,0 +1,6 @@
+"""Server tests: make ``helpers`` importable (pytest runs in importlib mode)."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))

@@ -1,0 +1,78 @@
+"""``kraftwerk node`` / ``kraftwerk cluster``: bad flags and config give one
+clean line and exit 2 (CLI contract), before anything starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.cli.node import build_options, parse_quorum, read_properties
+from harness.errors import UsageError
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--roles", "broker,zookeeper"], "--roles"),
+        (["--listen", "nohostport"], "--listen"),
+        (["--controller-quorum", "1@127.0.0.1"], "controller quorum"),
+        (["--controller-quorum", "x@127.0.0.1:9"], "controller quorum"),
+        (["--set", "replica.lag.time.max.ms=soon"], "not an integer"),
+        (["--set", "no.such.key=1"], "unknown config key"),
+        (["--set", "variant.kip101=maybe"], "variant"),
+        (["--config", "/nonexistent/server.properties"], "cannot read config"),
+    ],
+)
+def test_node_bad_flags_exit_2_with_one_line(tmp_path, args, needle):
+    base = {"--id": "1", "--roles": "broker,controller", "--listen": "127.0.0.1:19999",
+            "--controller-quorum": "1@127.0.0.1:19999", "--data-dir": str(tmp_path / "d")}
+    flat: list[str] = []
+    over = dict(zip(args[::2], args[1::2]))
+    for k, v in {**base, **over}.items():
+        flat += [k, v]
+    r = _run("node", *flat)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
+
+
+def test_controller_role_requires_membership_in_the_quorum(tmp_path):
+    with pytest.raises(UsageError):
+        build_options(5, "controller", "127.0.0.1:1", "1@127.0.0.1:1", str(tmp_path), None, None, None)
+    with pytest.raises(UsageError):
+        build_options(1, "broker", "127.0.0.1:1", "1@127.0.0.1:1", str(tmp_path), None, None, None)
+
+
+def test_server_properties_file_feeds_protocol_config_runtime_keys_and_variants(tmp_path):
+    f = tmp_path / "server.properties"
+    f.write_text("# comment\nmin.insync.replicas=2\nreplica_lag_time_max_ms = 5000\nstorage.mode=memory-cache\n"
+                 "variant.kip966=off\nlog.segment.bytes=4096\n")
+    assert read_properties(str(f))["min.insync.replicas"] == "2"
+    o = build_options(1, "broker,controller", "127.0.0.1:1", "1@127.0.0.1:1", str(tmp_path / "d"), str(f), "127.0.0.1:2", None)
+    assert o.config.min_insync_replicas == 2 and o.config.replica_lag_time_max_ms == 5000
+    assert o.config.variants.kip966 is False
+    assert (o.storage_mode, o.segment_bytes, o.control) == ("memory-cache", 4096, ("127.0.0.1", 2))
+
+
+def test_quorum_parsing_rejects_duplicates():
+    assert parse_quorum("1@a:1,2@b:2") == {1: ("a", 1), 2: ("b", 2)}
+    with pytest.raises(UsageError):
+        parse_quorum("1@a:1,1@b:2")
+
+
+def test_cluster_status_without_cluster_exits_2(tmp_path):
+    r = _run("cluster", "status", "--dir", str(tmp_path))
+    assert r.returncode == 2 and "no cluster" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cluster_up_rejects_bad_counts(tmp_path):
+    r = _run("cluster", "up", "--dir", str(tmp_path), "--brokers", "0")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
