@@ -406,8 +406,8 @@ class Consumer:
                 cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
             )
 
-    def _covered(self, tp: TopicPartition) -> bool:
-        st = self._poll
+    def _covered(self, tp: TopicPartition, st: dict[str, Any] | None = None) -> bool:
+        st = st if st is not None else self._poll
         assert st is not None
         target = st["until"].get(str(tp), -1)
         return self.positions[tp] > target
@@ -463,7 +463,7 @@ class Consumer:
         extra: dict[str, Any] = {}
         if st["final"]:
             extra["final"] = True
-            short = sorted(str(tp) for tp in st["tps"] if not self._covered(tp))
+            short = sorted(str(tp) for tp in st["tps"] if not self._covered(tp, st))
             if short:
                 extra["incomplete"] = short
         if st["resets"]:

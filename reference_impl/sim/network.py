@@ -43,6 +43,7 @@ class Network:
         self.grudge: set[tuple[Endpoint, Endpoint]] = set()
         self._last_arrival: dict[tuple[Endpoint, Endpoint], int] = {}
         self._receivers: dict[Endpoint, Callable[[Endpoint, Any], None]] = {}
+        self.taps: list[Callable[[Endpoint, Endpoint, Any], None]] = []
         self.sent = 0
         self.dropped = 0
         self.delivered = 0
@@ -69,6 +70,9 @@ class Network:
     # -- delivery ------------------------------------------------------------
     def send(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         self.sent += 1
+        if self.taps:
+            for tap in self.taps:
+                tap(src, dst, msg)
         link = (src, dst)
         if link in self.grudge:
             self.dropped += 1
