@@ -1,0 +1,328 @@
+"""Broker (ReplicaManager) rules: the acks paths and purgatory (seed 000, "The
+acks=all produce path"), consumer reads below the HW, ListOffsets, epoch
+checks, idempotence, metadata, lifecycle (registration with the clean-shutdown
+marker of seed 002, heartbeats, controlled shutdown) and the periodic HW
+checkpoint."""
+
+from __future__ import annotations
+
+from reference_impl.core.config import ProtocolConfig
+from reference_impl.core.effects import FileDelete, FileWrite, Fsync, Halt, Reply
+from reference_impl.core.messages import (
+    Batch,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    ClientFetchRequest,
+    ClientFetchResponse,
+    CreateTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    Errors,
+    FetchPartitionRequest,
+    FetchPartitionResponse,
+    InitProducerIdRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    NewTopic,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
+from reference_impl.core.replica_manager import BrokerRole
+from reference_impl.core.storage import CLEAN_SHUTDOWN, HW_CHECKPOINT, CleanShutdown, OffsetCheckpoint, StoredState
+from tests.core.brokerkit import (
+    CONTROLLER, TP, MetaFeed, broker_epoch_of, make_broker, replica_fetch, replies, sends, traces,
+)
+
+MIN2 = (("min.insync.replicas", "2"),)
+
+
+def leader(cfg=None, isr=(1, 2, 3), configs=(), feed=None):
+    feed = feed or MetaFeed()
+    b = make_broker(1, cfg)
+    b.apply_committed(feed.cluster(isr=isr, configs=configs), 0)
+    return b, feed
+
+
+def produce(b, now, acks=-1, count=1, ref="p", timeout_ms=30000, pid=-1, seq=-1, pepoch=0, payload=None):
+    return b.handle(ProduceRequest(ref, TP, acks, count, payload, timeout_ms, pid, pepoch if pid >= 0 else -1, seq), now, None)
+
+
+def produce_replies(effects):
+    return replies(effects, ProduceResponse)
+
+
+# -- acks -------------------------------------------------------------------------
+
+
+def test_acks_all_under_min_isr_is_refused_before_appending():
+    b, _ = leader(isr=(1,), configs=MIN2)
+    effects = produce(b, 1)
+    (r,) = produce_replies(effects)
+    assert r.error == Errors.NOT_ENOUGH_REPLICAS
+    assert b.partitions[TP].log.leo == 0
+    assert traces(effects, "produce") == [{"tp": "t-0", "acks": -1, "error": Errors.NOT_ENOUGH_REPLICAS, "base": -1, "count": 1}]
+
+
+def test_acks_1_under_min_isr_is_accepted():
+    b, _ = leader(isr=(1,), configs=MIN2)
+    (r,) = produce_replies(produce(b, 1, acks=1))
+    assert (r.error, r.base_offset) == (Errors.NONE, 0)
+
+
+def test_acks_0_gets_no_response():
+    b, _ = leader()
+    effects = produce(b, 1, acks=0)
+    assert produce_replies(effects) == []
+    assert b.partitions[TP].log.leo == 1
+
+
+def test_acks_all_waits_in_purgatory_until_hw_reaches_offset():
+    b, _ = leader()
+    assert produce_replies(produce(b, 1, count=2)) == []
+    _, _ = replica_fetch(b, 2, 2, 2)
+    effects, _ = replica_fetch(b, 3, 1, 3)
+    assert produce_replies(effects) == []  # HW 1 < 2
+    effects, _ = replica_fetch(b, 3, 2, 4)
+    (r,) = produce_replies(effects)
+    assert (r.error, r.base_offset) == (Errors.NONE, 0)
+
+
+def test_acks_all_times_out_in_purgatory():
+    b, _ = leader()
+    produce(b, 1, timeout_ms=1000)
+    assert produce_replies(b.tick(1000)) == []
+    assert produce_replies(b.tick(1001)) == [ProduceResponse("p", TP, Errors.REQUEST_TIMED_OUT, -1, 0)]
+
+
+def test_acks_all_not_enough_replicas_after_append_when_isr_shrank_kip966_off():
+    b, feed = leader(ProtocolConfig().with_variants(kip966=False), isr=(1, 2), configs=MIN2)
+    produce(b, 1, timeout_ms=100_000)
+    # the controller shrank the ISR; replica 2 (silent since the election) is no longer caught up
+    effects = b.apply_committed(feed.change(isr=(1,)), 30_001)
+    (r,) = produce_replies(effects)
+    assert r.error == Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_acks_all_under_min_isr_with_kip966_times_out_instead():
+    b, feed = leader(isr=(1, 2), configs=MIN2)
+    produce(b, 1, timeout_ms=500)
+    assert produce_replies(b.apply_committed(feed.change(isr=(1,)), 2)) == []
+    assert produce_replies(b.tick(501))[0].error == Errors.REQUEST_TIMED_OUT
+
+
+def test_parked_produce_fails_not_leader_after_losing_leadership():
+    b, feed = leader()
+    produce(b, 1)
+    effects = b.apply_committed(feed.change(leader=2), 2)
+    (r,) = produce_replies(effects)
+    assert r.error == Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_produce_to_follower_is_not_leader_and_unknown_topic_is_unknown():
+    b = make_broker(2)
+    b.apply_committed(MetaFeed().cluster(leader=1), 0)
+    assert produce_replies(produce(b, 1, acks=1))[0].error == Errors.NOT_LEADER_OR_FOLLOWER
+    r = b.handle(ProduceRequest("x", TopicPartition("nope", 0), 1, 1, None), 1, None)
+    assert produce_replies(r)[0].error == Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# -- idempotence ----------------------------------------------------------------------
+
+
+def test_idempotent_duplicate_gets_original_offset_and_is_not_appended():
+    b, _ = leader(isr=(1,))
+    (r1,) = produce_replies(produce(b, 1, pid=7, seq=0, count=2, ref="a"))
+    (r2,) = produce_replies(produce(b, 2, pid=7, seq=2, count=1, ref="b"))
+    (r3,) = produce_replies(produce(b, 3, pid=7, seq=0, count=2, ref="a-retry"))
+    assert (r1.base_offset, r2.base_offset, r3.base_offset) == (0, 2, 0)
+    assert r3.error == Errors.NONE
+    assert b.partitions[TP].log.leo == 3
+
+
+def test_idempotent_sequence_gap_is_out_of_order():
+    b, _ = leader(isr=(1,))
+    produce(b, 1, pid=7, seq=0, acks=1)
+    (r,) = produce_replies(produce(b, 2, pid=7, seq=5, acks=1))
+    assert r.error == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert b.partitions[TP].log.leo == 1
+
+
+def test_only_last_five_batches_are_deduplicated():
+    b, _ = leader(isr=(1,))
+    for s in range(7):
+        produce(b, 1, pid=7, seq=s, acks=1)
+    (r,) = produce_replies(produce(b, 2, pid=7, seq=1, acks=1))
+    assert r.error == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    (r,) = produce_replies(produce(b, 2, pid=7, seq=3, acks=1))
+    assert (r.error, r.base_offset) == (Errors.NONE, 3)
+
+
+def test_producer_ids_are_unique_across_brokers():
+    b1, b2 = make_broker(1), make_broker(2)
+    ids = set()
+    for b in (b1, b2):
+        for i in range(3):
+            (r,) = replies(b.handle(InitProducerIdRequest(i), 1, None))
+            ids.add(r.producer_id)
+    assert len(ids) == 6
+
+
+# -- consumer reads -------------------------------------------------------------------------
+
+
+def client_fetch(b, offset, now, epoch=-1, max_wait_ms=0):
+    return b.handle(ClientFetchRequest("c", (FetchPartitionRequest(TP, offset, epoch),), max_wait_ms), now, None)
+
+
+def test_consumer_fetch_is_bounded_by_hw():
+    b, _ = leader()
+    produce(b, 1, acks=1, count=2)
+    produce(b, 1, acks=1, count=3)
+    replica_fetch(b, 2, 2, 2)
+    replica_fetch(b, 3, 2, 2)
+    (resp,) = replies(client_fetch(b, 0, 3), ClientFetchResponse)
+    part = resp.partitions[0]
+    assert part.high_watermark == 2
+    assert [x.base_offset for x in part.batches] == [0]
+
+
+def test_consumer_fetch_beyond_leo_is_out_of_range():
+    b, _ = leader()
+    (resp,) = replies(client_fetch(b, 5, 1), ClientFetchResponse)
+    assert resp.partitions[0].error == Errors.OFFSET_OUT_OF_RANGE
+
+
+def test_consumer_long_poll_completes_when_hw_advances():
+    b, _ = leader()
+    assert client_fetch(b, 0, 1, max_wait_ms=500) == [] or not replies(client_fetch(b, 0, 1, max_wait_ms=500))
+    produce(b, 2, acks=1)
+    replica_fetch(b, 2, 1, 3)
+    effects, _ = replica_fetch(b, 3, 1, 3)
+    got = replies(effects, ClientFetchResponse)
+    assert got and got[0].partitions[0].batches[0].base_offset == 0
+
+
+def test_consumer_long_poll_expires_empty():
+    b, _ = leader()
+    client_fetch(b, 0, 1, max_wait_ms=500)
+    (resp,) = replies(b.tick(501), ClientFetchResponse)
+    assert resp.partitions[0].error == Errors.NONE and resp.partitions[0].batches == ()
+
+
+def test_fenced_and_unknown_leader_epoch_on_client_requests():
+    b, feed = leader()
+    b.apply_committed(feed.change(leader=1, isr=(1, 2)), 1)  # no leader change: epoch stays 0
+    (resp,) = replies(client_fetch(b, 0, 2, epoch=1), ClientFetchResponse)
+    assert resp.partitions[0].error == Errors.UNKNOWN_LEADER_EPOCH
+    b.apply_committed(feed.change(leader=2), 3)
+    b.apply_committed(feed.change(leader=1), 4)  # epoch 2
+    (resp,) = replies(client_fetch(b, 0, 5, epoch=1), ClientFetchResponse)
+    assert resp.partitions[0].error == Errors.FENCED_LEADER_EPOCH
+
+
+def test_list_offsets_offset_not_available_while_hw_below_epoch_start():
+    feed = MetaFeed()
+    b = make_broker(1)
+    b.apply_committed(feed.cluster(leader=2, isr=(1, 2, 3)), 0)
+    p = b.partitions[TP]
+    p.handle_fetch_response(FetchPartitionResponse(TP, 0, high_watermark=3, batches=(Batch(0, 0, 5, None),)), 1)
+    b.apply_committed(feed.change(leader=1, isr=(1, 2)), 2)  # new leader at LEO 5 with HW 3
+    (r,) = replies(b.handle(ListOffsetsRequest("l", TP, -1), 3, None))
+    assert r.error == Errors.OFFSET_NOT_AVAILABLE
+    (r,) = replies(b.handle(ListOffsetsRequest("l", TP, -2), 3, None))
+    assert (r.error, r.offset) == (Errors.NONE, 0)
+    replica_fetch(b, 2, 5, 4, leader_epoch=1, last_fetched_epoch=0)
+    (r,) = replies(b.handle(ListOffsetsRequest("l", TP, -1), 5, None))
+    assert (r.error, r.offset) == (Errors.NONE, 5)
+
+
+# -- metadata and topics ------------------------------------------------------------------------
+
+
+def test_metadata_lists_partitions_with_leader_epochs_and_self_as_controller():
+    b, feed = leader()
+    b.apply_committed(feed.change(leader=2), 1)
+    (m,) = replies(b.handle(MetadataRequest("m", None), 2, None))
+    assert m.controller_id == 1
+    assert [x.node_id for x in m.brokers] == [1, 2, 3]
+    (t,) = m.topics
+    (pm,) = t.partitions
+    assert (pm.leader, pm.leader_epoch, pm.replicas) == (2, 1, (1, 2, 3))
+    (m2,) = replies(b.handle(MetadataRequest("m", ("nope",)), 2, None))
+    assert m2.topics[0].error == Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_create_topics_is_forwarded_to_the_controller_and_answered():
+    b = make_broker(1)
+    effects = b.handle(CreateTopicsRequest("client-ref", (NewTopic("x", 1, 3),)), 1, None)
+    (s,) = sends(effects, CreateTopicsRequest)
+    assert s.dst == CONTROLLER and s.msg.ref != "client-ref"
+    effects = b.handle(CreateTopicsResponse(s.msg.ref, (CreateTopicResult("x", Errors.NONE),)), 2, CONTROLLER)
+    (r,) = replies(effects)
+    assert r.ref == "client-ref" and r.results[0].error == Errors.NONE
+
+
+# -- lifecycle ----------------------------------------------------------------------------------------
+
+
+def new_broker(stored):
+    from reference_impl.core.messages import BrokerEndpoint
+    import random
+    return BrokerRole(1, ProtocolConfig(), (CONTROLLER,), stored, random.Random(1), "inc", BrokerEndpoint(1, "h", 1))
+
+
+def test_registration_carries_previous_epoch_from_clean_shutdown_marker_and_deletes_it():
+    stored = StoredState(files={CLEAN_SHUTDOWN: CleanShutdown(42)})
+    effects = new_broker(stored).start(0)
+    (s,) = sends(effects, BrokerRegistrationRequest)
+    assert s.msg.previous_broker_epoch == 42
+    i = effects.index(FileDelete(CLEAN_SHUTDOWN))
+    assert isinstance(effects[i + 1], Fsync)
+
+
+def test_registration_after_unclean_shutdown_sends_minus_one():
+    (s,) = sends(new_broker(StoredState()).start(0), BrokerRegistrationRequest)
+    assert s.msg.previous_broker_epoch == -1
+
+
+def test_heartbeats_carry_broker_epoch_and_metadata_offset():
+    b, feed = leader()
+    b.handle(BrokerHeartbeatResponse(Errors.NONE, True, False), 1, CONTROLLER)
+    effects = b.tick(2000)
+    (s,) = sends(effects, BrokerHeartbeatRequest)
+    assert (s.msg.broker_epoch, s.msg.metadata_offset) == (broker_epoch_of(1), feed.offset)
+
+
+def test_controlled_shutdown_waits_for_controller_then_writes_marker_and_halts():
+    b, _ = leader()
+    effects = b.begin_controlled_shutdown(10)
+    (s,) = sends(effects, BrokerHeartbeatRequest)
+    assert s.msg.want_shutdown
+    assert not any(isinstance(e, Halt) for e in effects)
+    effects = b.handle(BrokerHeartbeatResponse(Errors.NONE, True, False, should_shut_down=True), 20, CONTROLLER)
+    assert isinstance(effects[-1], Halt)
+    marker = [e for e in effects if isinstance(e, FileWrite) and e.path == CLEAN_SHUTDOWN]
+    assert marker and marker[0].data == CleanShutdown(broker_epoch_of(1))
+    assert effects.index(Fsync(None)) < effects.index(marker[0])
+
+
+def test_hw_checkpoint_is_periodic_not_synchronous():
+    b, _ = leader(isr=(1,))
+    effects = produce(b, 1, acks=1)
+    assert b.partitions[TP].log.hw == 1
+    assert not any(isinstance(e, FileWrite) and e.path == HW_CHECKPOINT for e in effects)
+    effects = b.tick(5000)
+    (w,) = [e for e in effects if isinstance(e, FileWrite) and e.path == HW_CHECKPOINT]
+    assert w.data == OffsetCheckpoint(((TP, 1),))
+
+
+def test_restart_loads_logs_and_hw_from_stored_state():
+    stored = StoredState(
+        logs={"t-0": [Batch(0, 0, 3, None), Batch(3, 1, 2, None)]},
+        files={HW_CHECKPOINT: OffsetCheckpoint(((TP, 3),))},
+    )
+    effects = new_broker(stored).start(0)
+    (t,) = traces(effects, "loaded")
+    assert t == {"tp": "t-0", "leo": 5, "hw": 3, "log_start": 0, "epochs": [[0, 0], [1, 3]]}

@@ -1,0 +1,193 @@
+"""Follower-side rules: the fetch loop (seed 001 §2.2.2), epoch-based
+truncation (seed 000, "Leader epochs & epoch-based truncation"), the
+follower HW, and the pre-KIP-101 variant (seed 003)."""
+
+from __future__ import annotations
+
+from reference_impl.core.config import ProtocolConfig
+from reference_impl.core.messages import (
+    Batch,
+    Errors,
+    FetchPartitionResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
+)
+from tests.core.brokerkit import TP, MetaFeed, make_broker, replica_fetch, sends, traces
+
+
+def follower(cfg=None, leader=1, node=2, feed=None):
+    feed = feed or MetaFeed()
+    b = make_broker(node, cfg)
+    effects = b.apply_committed(feed.cluster(leader=leader), 0)
+    return b, feed, effects
+
+
+def fetch_sent(effects):
+    reqs = [s for s in sends(effects, ReplicaFetchRequest)]
+    return reqs[-1] if reqs else None
+
+
+def answer(b, send, *batches, hw=0, leader=1, now=1, error=Errors.NONE, diverging=None, log_start=0):
+    part = FetchPartitionResponse(TP, error, high_watermark=hw, log_start_offset=log_start,
+                                  batches=tuple(batches), diverging_epoch=diverging)
+    return b.handle(ReplicaFetchResponse(leader, send.msg.correlation_id, Errors.NONE, (part,)), now, leader)
+
+
+def test_follower_fetches_from_leo_with_current_and_last_fetched_epoch():
+    b, feed, effects = follower()
+    s = fetch_sent(effects)
+    assert s.dst == 1
+    req = s.msg.partitions[0]
+    assert (req.fetch_offset, req.current_leader_epoch, req.last_fetched_epoch) == (0, 0, -1)
+    effects = answer(b, s, Batch(0, 0, 4, None), hw=0)
+    s2 = fetch_sent(effects)  # the next fetch goes out at once
+    req2 = s2.msg.partitions[0]
+    assert (req2.fetch_offset, req2.last_fetched_epoch) == (4, 0)
+    assert traces(effects, "append")[0]["role"] == "follower"
+
+
+def test_follower_hw_is_min_of_leader_hw_and_own_leo():
+    b, _, effects = follower()
+    s = fetch_sent(effects)
+    effects = answer(b, s, Batch(0, 0, 4, None), hw=9)
+    p = b.partitions[TP]
+    assert (p.log.leo, p.log.hw) == (4, 4)
+    s = fetch_sent(effects)
+    answer(b, s, hw=2, now=2)
+    assert p.log.hw == 2
+
+
+def test_leader_answers_diverging_epoch_instead_of_records():
+    # leader 1: epoch 0 [0,5), then epoch 2 from 5. A follower that wrote [5,10) in epoch 1.
+    feed = MetaFeed()
+    leader = make_broker(1)
+    leader.apply_committed(feed.cluster(leader=2), 0)
+    p = leader.partitions[TP]
+    p.handle_fetch_response(FetchPartitionResponse(TP, 0, high_watermark=5, batches=(Batch(0, 0, 5, None),)), 1)
+    leader.apply_committed(feed.change(leader=3), 2)  # epoch 1 elsewhere
+    leader.apply_committed(feed.change(leader=1), 3)  # epoch 2: ours, starting at 5
+    assert p.leader_epoch == 2 and p.log.epochs.entries() == ((0, 0), (2, 5))
+    _, resp = replica_fetch(leader, 3, 10, 4, leader_epoch=2, last_fetched_epoch=1)
+    assert resp.diverging_epoch == (0, 5)
+    assert resp.batches == ()
+    # the divergent fetch did not count as progress
+    assert p.remote[3].leo == -1
+
+
+def test_follower_truncates_to_diverging_epoch_end():
+    b, _, effects = follower()
+    s = fetch_sent(effects)
+    p = b.partitions[TP]
+    # the follower holds epoch 0 [0,5) and epoch 1 [5,10) (it led epoch 1, never committed)
+    p.log.append_as_follower((Batch(0, 0, 5, None), Batch(5, 1, 5, None)))
+    effects = answer(b, s, diverging=(0, 5))
+    assert p.log.leo == 5
+    t = traces(effects, "truncate")
+    assert t == [{"tp": "t-0", "to": 5, "leo_before": 10, "reason": "diverging-epoch"}]
+    assert p.log.epochs.entries() == ((0, 0),)
+
+
+def test_truncation_when_follower_never_saw_leaders_epoch_goes_to_its_own_epoch_end():
+    b, _, _ = follower()
+    p = b.partitions[TP]
+    p.log.append_as_follower((Batch(0, 0, 5, None), Batch(5, 3, 5, None)))
+    # leader says: your epoch 3 is unknown to me, my largest below is epoch 2 ending at 8;
+    # the follower has no epoch 2, its largest below is 0 ending at 5
+    assert p.truncation_offset(2, 8) == 5
+    assert p.truncation_offset(0, 3) == 3
+    assert p.truncation_offset(-1, -1) == p.log.hw
+
+
+def test_kip101_on_follower_keeps_log_beyond_hw_on_become_follower():
+    feed = MetaFeed()
+    b = make_broker(2)
+    b.apply_committed(feed.cluster(leader=2), 0)
+    p = b.partitions[TP]
+    for _ in range(10):
+        p.log.append_as_leader(0, 1, None)
+    p.log.maybe_increment_hw(6)
+    effects = b.apply_committed(feed.change(leader=1), 1)
+    assert p.log.leo == 10
+    assert traces(effects, "truncate") == []
+    assert fetch_sent(effects).msg.partitions[0].fetch_offset == 10
+
+
+def test_kip101_off_truncates_to_hw_on_become_follower():
+    feed = MetaFeed()
+    b = make_broker(2, ProtocolConfig().with_variants(kip101=False))
+    b.apply_committed(feed.cluster(leader=2), 0)
+    p = b.partitions[TP]
+    for _ in range(10):
+        p.log.append_as_leader(0, 1, None)
+    p.log.maybe_increment_hw(6)
+    effects = b.apply_committed(feed.change(leader=1), 1)
+    assert p.log.leo == 6
+    assert traces(effects, "truncate") == [{"tp": "t-0", "to": 6, "leo_before": 10, "reason": "hw"}]
+    req = fetch_sent(effects).msg.partitions[0]
+    assert (req.fetch_offset, req.last_fetched_epoch) == (6, -1)
+
+
+def test_out_of_range_above_leader_asks_offsets_for_leader_epoch_and_truncates():
+    b, _, effects = follower(ProtocolConfig().with_variants(kip101=False))
+    p = b.partitions[TP]
+    p.log.append_as_follower(tuple(Batch(i, 0, 1, None) for i in range(8)))
+    s = fetch_sent(effects)
+    effects = answer(b, s, error=Errors.OFFSET_OUT_OF_RANGE, log_start=0)
+    ofle = [x for x in sends(effects, OffsetForLeaderEpochRequest)]
+    assert ofle and ofle[0].dst == 1 and ofle[0].msg.ref is None and ofle[0].msg.replica_id == 2
+    effects = b.handle(OffsetForLeaderEpochResponse(None, TP, Errors.NONE, 0, 5), 3, 1)
+    assert p.log.leo == 5
+    assert fetch_sent(effects).msg.partitions[0].fetch_offset == 5
+
+
+def test_out_of_range_below_leader_log_start_restarts_log():
+    b, _, effects = follower()
+    s = fetch_sent(effects)
+    effects = answer(b, s, error=Errors.OFFSET_OUT_OF_RANGE, log_start=40)
+    p = b.partitions[TP]
+    assert (p.log.log_start_offset, p.log.leo) == (40, 40)
+    assert traces(effects, "truncate")[0]["reason"] == "full"
+
+
+def test_leader_answers_offsets_for_leader_epoch_to_replicas_by_send():
+    leader = make_broker(1)
+    leader.apply_committed(MetaFeed().cluster(), 0)
+    leader.partitions[TP].log.append_as_leader(0, 7, None)
+    effects = leader.handle(OffsetForLeaderEpochRequest(None, TP, 0, 0, replica_id=2), 1, 2)
+    (s,) = sends(effects, OffsetForLeaderEpochResponse)
+    assert s.dst == 2 and (s.msg.leader_epoch, s.msg.end_offset) == (0, 7)
+
+
+def test_fenced_leader_epoch_stops_fetching_until_new_metadata():
+    b, feed, effects = follower()
+    s = fetch_sent(effects)
+    effects = answer(b, s, error=Errors.FENCED_LEADER_EPOCH)
+    assert fetch_sent(effects) is None
+    effects = b.apply_committed(feed.change(leader=3), 2)
+    assert fetch_sent(effects).dst == 3
+
+
+def test_replicated_log_matches_leader_through_in_process_fetch_loop():
+    feed = MetaFeed()
+    recs = feed.cluster()
+    brokers = {i: make_broker(i) for i in (1, 2, 3)}
+    queue = []
+    for i, br in brokers.items():
+        queue += [(i, e) for e in br.apply_committed(recs, 0)]
+    from reference_impl.core.messages import ProduceRequest
+    from reference_impl.core.effects import Reply, Send
+    queue += [(1, e) for e in brokers[1].handle(ProduceRequest("p", TP, -1, 3, ("a", "b", "c")), 1, None)]
+    acked = []
+    now = 1
+    while queue and now < 100:
+        src, e = queue.pop(0)
+        now += 1
+        if isinstance(e, Send) and e.dst in brokers:
+            queue += [(e.dst, x) for x in brokers[e.dst].handle(e.msg, now, src)]
+        elif isinstance(e, Reply):
+            acked.append(e.msg)
+    assert acked and acked[0].error == Errors.NONE and acked[0].base_offset == 0
+    for i in (2, 3):
+        assert [b.payload for b in brokers[i].partitions[TP].log.batches] == [("a", "b", "c")]
