@@ -64,7 +64,7 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
     if nem is not None:
         parts.append(g.nemesis(nem.final()))
         parts.append(g.sleep(nem.recovery_seconds()))
-    parts.append(qw.final_generator(keys))
+    parts.append(qw.final_generator(keys, cfg.concurrency))
     return g.phases(*parts)
 
 
@@ -75,7 +75,8 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
     run_dir = store.new_run_dir(out, cfg.name, cfg.seed)
     run_id = f"{cfg.name}-{run_dir.name}"
     state = RunState.create(out, run_id, run_dir)
-    store.write_json(run_dir / store.TEST, {"name": cfg.name, "run_id": run_id, "runtime": "local", **cfg.model_dump()})
+    store.write_json(run_dir / store.TEST, {"name": cfg.name, "run_id": run_id, "runtime": "local", "workload": "queue",
+                                                "sub_via": ["assign"], "txn": False, **cfg.model_dump()})
     store.point_latest(out, run_dir)
     rng = random.Random(cfg.seed)
     db = make_db(cfg, run_dir, state)

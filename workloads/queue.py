@@ -150,11 +150,25 @@ class QueueClient:
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         if op["f"] == "send":
             return self._send(op)
+        if op["f"] == "assign":
+            return self._assign_op(op)
         if op["f"] == "poll" and op.get("final"):
             return self._final_read(op)
         if op["f"] == "poll":
             return self._poll(op)
         return {"type": "fail", "error": f"unknown f {op['f']!r}"}
+
+    def _assign_op(self, op: dict[str, Any]) -> dict[str, Any]:
+        """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns."""
+        assert self.consumer is not None
+        keys = [str(k) for k in op.get("value") or []]
+        self.keys = keys
+        self.positions = {k: 0 for k in keys}
+        if keys:
+            self._assign()
+        else:
+            self.consumer.unassign()
+        return {"type": "ok", "value": keys}
 
     def _send(self, op: dict[str, Any]) -> dict[str, Any]:
         assert self.producer is not None
@@ -331,9 +345,12 @@ def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
                 acked[key] = off
 
 
-def final_generator(keys: list[str]) -> g.Gen:
-    """One final read per key, spread over the client threads; each asks for
-    coverage up to the highest offset acknowledged so far."""
+def final_generator(keys: list[str], concurrency: int) -> g.Gen:
+    """Final reads, spread over the client threads (keys[t::concurrency] for
+    thread t). Each thread first records an ``assign`` of nothing — its own
+    consumer drops its positions — so the checkers see the read from offset 0
+    as a fresh start, not a poll going backwards; then one final read per key,
+    asking for coverage up to the highest offset acknowledged so far."""
 
     def one(key: str) -> g.Gen:
         def make(ctx: g.Context) -> dict[str, Any]:
@@ -347,4 +364,10 @@ def final_generator(keys: list[str]) -> g.Gen:
 
         return g.limit(1, make)
 
-    return g.clients(g.Seq(tuple(one(k) for k in keys)))
+    def for_thread(t: Any) -> g.Gen | None:
+        mine = keys[t::concurrency] if isinstance(t, int) else []
+        if not mine:
+            return None
+        return g.Seq((g.Once({"f": "assign", "value": [], "final": True}),) + tuple(one(k) for k in mine))
+
+    return g.clients(g.each_thread(for_thread))
