@@ -89,8 +89,10 @@ def _atom(tok: str) -> Any:
     return tok  # a symbol: keep its name
 
 
-def loads(text: str, where: str = "<string>") -> list[Any]:
-    """Parse every top-level form in ``text``; errors name ``where:line``."""
+def loads(text: str, where: str = "<string>", positions: list[list[int]] | None = None) -> list[Any]:
+    """Parse every top-level form in ``text``; errors name ``where:line``.
+    If ``positions`` is a list, it receives two lists: the character offsets
+    of the top-level forms and of the elements of top-level collections."""
 
     def line_of(pos: int) -> int:
         return text.count("\n", 0, pos) + 1
@@ -99,6 +101,10 @@ def loads(text: str, where: str = "<string>") -> list[Any]:
         return HistoryError(f"{where}:{line_of(pos)}: {msg}")
 
     top: list[Any] = []
+    pos0: list[int] = []
+    pos1: list[int] = []
+    if positions is not None:
+        positions[:] = [pos0, pos1]
     # stack entries: (opener, items list, start pos)
     stack: list[tuple[str, list[Any], int]] = []
     pending_discard: list[int] = []  # stack depths at which a #_ awaits a form
@@ -157,6 +163,9 @@ def loads(text: str, where: str = "<string>") -> list[Any]:
         if pending_discard and pending_discard[-1] == len(stack):
             pending_discard.pop()
             continue
+        depth = len(stack)
+        if depth < 2:
+            (pos0 if depth == 0 else pos1).append(start if kind == "close" else m.start())
         cur.append(val)
     if pos != n:
         raise fail(pos, f"unexpected character {text[pos]!r}")
@@ -180,11 +189,17 @@ def read_edn(path: str | os.PathLike[str]) -> list[Op]:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise HistoryError(f"{p}:1: not UTF-8 text ({e.reason})") from None
-    forms = loads(text, str(p))
+    positions: list[list[int]] = []
+    forms = loads(text, str(p), positions)
     if len(forms) == 1 and isinstance(forms[0], list):
         maps = forms[0]
+        where = positions[1]
     else:
         maps = forms
+        where = positions[0]
+
+    def _line_of_form(_text: str, i: int) -> int:
+        return text.count("\n", 0, where[i]) + 1 if i < len(where) else 1
     ops: list[Op] = []
     for i, d in enumerate(maps):
         if not isinstance(d, dict):
@@ -198,16 +213,6 @@ def read_edn(path: str | os.PathLike[str]) -> list[Op]:
             op.index = i
         ops.append(op)
     return ops
-
-
-def _line_of_form(text: str, i: int) -> int:
-    """Best-effort line of the i-th op map (only used for error messages)."""
-    pos = -1
-    for _ in range(i + 1):
-        pos = text.find("{", pos + 1)
-        if pos < 0:
-            return 1
-    return text.count("\n", 0, pos) + 1
 
 
 _KEYWORD = re.compile(r"^[A-Za-z*!_?<>=][A-Za-z0-9*+!_?<>=.\-]*(/[A-Za-z0-9*+!_?<>=.\-]+)?$")

@@ -1,0 +1,151 @@
+"""Histories in and out: JSONL and EDN both ways, Jepsen's pairing of
+invocations with completions, and bad input named by file:line."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import edn_format
+import pytest
+
+from checkers.history import (HistoryError, Op, complete_history, pair, read_edn, read_jsonl,
+                              write_edn, write_jsonl)
+from checkers.history.edn import loads
+from checkers.queue.synth import HistoryBuilder, valid_history
+
+KNOSSOS = sorted(glob.glob("/work/shared/data/knossos/**/*.edn", recursive=True))
+
+
+def _plain(v):
+    """edn_format's value mapped the way our reader maps EDN."""
+    if isinstance(v, (edn_format.Keyword, edn_format.Symbol)):
+        return v.name
+    if isinstance(v, (frozenset, set)):
+        return sorted((_plain(x) for x in v), key=repr)
+    if isinstance(v, (list, tuple, edn_format.ImmutableList)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (dict, edn_format.ImmutableDict)):
+        return {_plain(k): _plain(x) for k, x in v.items()}
+    return v
+
+
+def _sets_sorted(v):
+    if isinstance(v, list):
+        return [_sets_sorted(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _sets_sorted(x) for k, x in v.items()}
+    return v
+
+
+@pytest.mark.skipif(not KNOSSOS, reason="knossos corpus not on this machine")
+def test_every_knossos_file_parses_like_edn_format() -> None:
+    assert len(KNOSSOS) > 100
+    for path in KNOSSOS:
+        text = Path(path).read_text()
+        assert loads(text, path) == _sets_sorted(_plain(list(edn_format.loads_all(text)))), path
+        ops = read_edn(path)
+        assert ops and all(op.type in ("invoke", "ok", "fail", "info") for op in ops)
+        if ":index" not in text:  # positions fill in missing indices
+            assert [op.index for op in ops] == list(range(len(ops)))
+
+
+@pytest.mark.skipif(not KNOSSOS, reason="knossos corpus not on this machine")
+def test_knossos_files_round_trip_through_our_edn_writer(tmp_path: Path) -> None:
+    for path in KNOSSOS:
+        ops = read_edn(path)
+        write_edn(tmp_path / "h.edn", ops)
+        again = read_edn(tmp_path / "h.edn")
+        assert [o.to_dict() for o in again] == [o.to_dict() for o in ops], path
+        # and Jepsen's tooling (edn_format standing in) reads what we wrote
+        assert len(edn_format.loads((tmp_path / "h.edn").read_text())) == len(ops)
+
+
+def test_queue_history_round_trips_edn_and_jsonl(tmp_path: Path) -> None:
+    ops = valid_history(300, 3, 4, seed=7)
+    write_edn(tmp_path / "h.edn", ops)
+    write_jsonl(tmp_path / "h.jsonl", read_edn(tmp_path / "h.edn"))
+    back = read_jsonl(tmp_path / "h.jsonl")
+    assert [o.to_dict() for o in back] == [o.to_dict() for o in ops]
+
+
+def test_edn_keywords_nil_vectors_maps_map_to_python() -> None:
+    (v,) = loads('{:type :ok, :f :txn, :value [[:r :x nil] [:w :y 3]], :error "a \\"b\\""} ; c')
+    assert v == {"type": "ok", "f": "txn", "value": [["r", "x", None], ["w", "y", 3]], "error": 'a "b"'}
+    assert loads("#{:a} #_ :gone #inst \"2020\" \\c -1.5 2N") == [["a"], "2020", "c", -1.5, 2]
+
+
+def test_edn_writer_keeps_non_keyword_strings_as_strings(tmp_path: Path) -> None:
+    op = Op("info", "send", [["send", "t-0", 1]], 3, 5, 0, error="Broker: Not enough replicas",
+            extra={"acks": "1"})
+    write_edn(tmp_path / "h.edn", [op])
+    text = (tmp_path / "h.edn").read_text()
+    assert ':f :send' in text and '"Broker: Not enough replicas"' in text and ':acks "1"' in text
+    assert read_edn(tmp_path / "h.edn")[0].to_dict() == op.to_dict()
+
+
+@pytest.mark.parametrize("text,line", [
+    ('[{:type :ok, :f :read}\n {:type :ok :f}\n]', 2),         # odd map
+    ('[{:type :ok, :f :read}\n {:type :ok, :f :read]\n', 2),    # wrong closer
+    ('[{:type :ok, :f :read}\n {:type :weird, :f :read}]', 2),  # bad op type
+    ('[{:type :ok, :f :read}\n\n {:type :ok, :f :read}', 1),    # truncated: vector never closed
+    ('[{:type :ok, :f :read}\n 1]', 2),                          # not a map
+])
+def test_malformed_edn_names_file_and_line(tmp_path: Path, text: str, line: int) -> None:
+    p = tmp_path / "bad.edn"
+    p.write_text(text)
+    with pytest.raises(HistoryError, match=rf"bad\.edn:{line}:"):
+        read_edn(p)
+
+
+def test_jsonl_truncated_last_line_is_tolerated_and_reported(tmp_path: Path) -> None:
+    ops = valid_history(40, 2, 2, seed=1)
+    write_jsonl(tmp_path / "h.jsonl", ops)
+    text = (tmp_path / "h.jsonl").read_text()
+    (tmp_path / "h.jsonl").write_text(text[: len(text) - 25])  # crash mid-line
+    warnings: list[str] = []
+    back = read_jsonl(tmp_path / "h.jsonl", warnings)
+    assert len(back) == len(ops) - 1
+    assert len(warnings) == 1 and "truncated" in warnings[0] and f"h.jsonl:{len(ops)}" in warnings[0]
+
+
+def test_jsonl_malformed_middle_line_names_file_and_line(tmp_path: Path) -> None:
+    ops = valid_history(40, 2, 2, seed=1)
+    write_jsonl(tmp_path / "h.jsonl", ops)
+    lines = (tmp_path / "h.jsonl").read_text().splitlines(keepends=True)
+    lines[4] = lines[4][:10] + "\n"
+    (tmp_path / "h.jsonl").write_text("".join(lines))
+    with pytest.raises(HistoryError, match=r"h\.jsonl:5:"):
+        read_jsonl(tmp_path / "h.jsonl")
+
+
+def test_pairing_matches_completion_to_its_process_invocation() -> None:
+    b = HistoryBuilder()
+    b.invoke(0, "send", [["send", "t-0", 1]])
+    b.invoke(1, "send", [["send", "t-0", 2]])
+    b.complete(1, "ok", [["send", "t-0", [0, 2]]])
+    b.complete(0, "fail", [["send", "t-0", 1]])
+    pairs = pair(b.ops)
+    assert [(p.invoke.index, p.complete.index) for p in pairs] == [(1, 2), (0, 3)]
+    assert [p.complete.type for p in pairs] == ["ok", "fail"]
+
+
+def test_invocation_without_completion_is_info_as_in_jepsen() -> None:
+    b = HistoryBuilder()
+    b.invoke(0, "send", [["send", "t-0", 1]])
+    b.send(1, "t-0", 2, 0)
+    pairs = pair(b.ops)
+    crashed = [p for p in pairs if p.synthesized]
+    assert len(crashed) == 1
+    assert crashed[0].complete.type == "info" and crashed[0].invoke.index == 0
+    assert crashed[0].complete_time is None
+    done = complete_history(b.ops)
+    assert done[-1].type == "info" and done[-1].process == 0 and done[-1].value == [["send", "t-0", 1]]
+
+
+def test_nemesis_ops_are_not_paired() -> None:
+    ops = [Op("info", "start-partition", "majority", "nemesis", 1, 0),
+           Op("invoke", "poll", [["poll"]], 0, 2, 1),
+           Op("info", "stop-partition", None, "nemesis", 3, 2),
+           Op("ok", "poll", [["poll", {}]], 0, 4, 3)]
+    assert [(p.invoke.index, p.complete.index) for p in pair(ops)] == [(1, 3)]
