@@ -92,7 +92,7 @@ class Node:
         self.halted = False
 
     def _make_controller(self) -> Any:
-        from .controller import ControllerRole  # the controller half of the core
+        from .controller import ControllerRole
 
         return ControllerRole(self.node_id, self.config, self.voters, self.stored, self.rng)
 
@@ -131,8 +131,6 @@ class Node:
     def tick(self, now: int) -> list[Effect]:
         if self.halted:
             return []
-        if self._armed is not None and self._armed <= now:
-            self._armed = None
         effects: list[Effect] = []
         if self.controller is not None:
             effects += self.controller.tick(now)
@@ -141,6 +139,8 @@ class Node:
         if self.broker is not None:
             effects += self.broker.tick(now)
         effects += self._sync_metadata(now)
+        # a tick consumes the armed timer: re-arm whatever is still needed
+        self._armed = None
         return self._arm(effects, now)
 
     def begin_controlled_shutdown(self, now: int) -> list[Effect]:
