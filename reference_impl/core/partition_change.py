@@ -1,0 +1,183 @@
+"""PartitionChangeBuilder: from a partition's registration and a wanted change
+to the one ``PartitionChangeRecord`` the controller appends.
+
+Every controller-side change to a partition goes through here, so the rules
+live in one place:
+
+* **Leader election** (seed 001 §2.8, seed 002 "Delivery plan", seed 000
+  "Unclean leader election & Eligible Leader Replicas"). The current leader
+  stays if it is still in the ISR and active (registered, unfenced, not in
+  controlled shutdown). Otherwise, in order:
+
+  1. ``clean`` — the first active ISR member in assignment order;
+  2. ``elr`` — (KIP-966 on, no active ISR member) the first active ELR member;
+     it becomes the sole ISR member and leaves the ELR;
+  3. ``unclean`` — only when allowed (topic ``unclean.leader.election.enable``
+     or the ``unclean_election`` variant): the first active replica at all.
+     The ISR becomes just that leader and the partition is ``RECOVERING``;
+  4. otherwise no leader (``NO_LEADER``): the partition waits.
+
+* **ISR shrink by the controller** (§2.9.1): a fenced or shutting-down broker
+  leaves the ISR. With KIP-966 off the ISR never becomes empty — the last
+  member stays, leaderless, and is the only one that can lead again (§2.8).
+  With KIP-966 on the ISR may empty.
+
+* **ELR** (seed 002, "ELR update"), only with KIP-966 on, applied to the
+  final ISR of the change:
+
+  - ISR size >= effective min ISR (``min(min.insync.replicas, replicas)``):
+    ELR and LastKnownELR are cleared;
+  - otherwise ELR := (ELR ∪ current ISR) − new ISR − unclean-shutdown
+    replicas. Only members of the ISR at the moment it fell below min ISR
+    join, and the HW cannot advance below min ISR, so every ELR member holds
+    the log up to the HW;
+  - a member removed because it registered after an unclean shutdown moves to
+    LastKnownELR (cleared again once the ISR reaches min ISR).
+
+* **Epochs**: the record is applied with ``PartitionRegistration.merge``,
+  which bumps the partition epoch on every change and the leader epoch on a
+  leader change (seed 000). ELR-only changes keep the leader epoch.
+
+With KIP-966 off (variant ``kip966=off`` or ``eligible.leader.replicas.enabled
+= false``) ELR and LastKnownELR stay empty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from .messages import NO_LEADER, NodeId, PartitionChangeRecord, TopicPartition
+from .metadata import RECOVERED, RECOVERING, PartitionRegistration
+
+CLEAN = "clean"
+ELR = "elr"
+UNCLEAN = "unclean"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    record: PartitionChangeRecord
+    #: the election this change performs (None: the leader did not change to a new broker)
+    election: str | None
+    after: PartitionRegistration
+
+
+@dataclass
+class PartitionChangeBuilder:
+    tp: TopicPartition
+    current: PartitionRegistration
+    #: registered, unfenced and not in controlled shutdown (seed 000: acceptable leader)
+    is_active: Callable[[NodeId], bool]
+    min_isr: int
+    elr_enabled: bool
+    unclean_allowed: bool
+    reason: str = ""
+    _target_isr: tuple[NodeId, ...] | None = None
+    _unclean_shutdown: set[NodeId] = field(default_factory=set)
+    _recovery_state: int | None = None
+
+    # -- what the caller wants ------------------------------------------------
+
+    def set_target_isr(self, isr: Iterable[NodeId]) -> "PartitionChangeBuilder":
+        self._target_isr = tuple(isr)
+        return self
+
+    def remove_from_isr(self, broker: NodeId) -> "PartitionChangeBuilder":
+        """The controller shrinks the ISR because ``broker`` was fenced or is
+        shutting down (§2.9.1). Without ELR the last member stays (§2.8)."""
+        base = self._target_isr if self._target_isr is not None else self.current.isr
+        isr = tuple(r for r in base if r != broker)
+        if not isr and not self.elr_enabled:
+            isr = base
+        self._target_isr = isr
+        return self
+
+    def mark_unclean_shutdown(self, broker: NodeId) -> "PartitionChangeBuilder":
+        """``broker`` registered after an unclean shutdown (KIP-966): it leaves
+        the ISR and the ELR."""
+        self._unclean_shutdown.add(broker)
+        base = self._target_isr if self._target_isr is not None else self.current.isr
+        self._target_isr = tuple(r for r in base if r != broker)
+        return self
+
+    def set_recovery_state(self, state: int) -> "PartitionChangeBuilder":
+        self._recovery_state = state
+        return self
+
+    @property
+    def effective_min_isr(self) -> int:
+        """KIP-966: ``min(min.insync.replicas, replication factor)``."""
+        return max(1, min(self.min_isr, len(self.current.replicas)))
+
+    # -- the decision --------------------------------------------------------
+
+    def build(self) -> PartitionChange | None:
+        cur = self.current
+        isr = self._target_isr if self._target_isr is not None else cur.isr
+        elr = cur.elr if self.elr_enabled else ()
+        recovery = self._recovery_state if self._recovery_state is not None else cur.leader_recovery_state
+        leader = cur.leader
+        election: str | None = None
+
+        if leader == NO_LEADER or leader not in isr or not self.is_active(leader):
+            new_leader, election = self._elect(isr, elr)
+            if election == ELR:
+                isr = (new_leader,)
+            elif election == UNCLEAN:
+                isr = (new_leader,)
+                recovery = RECOVERING
+            leader = new_leader
+
+        new_elr, new_lkelr = self._update_elr(isr, election)
+
+        rec = PartitionChangeRecord(
+            tp=self.tp,
+            isr=None if tuple(isr) == tuple(cur.isr) else tuple(isr),
+            leader=None if leader == cur.leader else leader,
+            elr=None if new_elr == tuple(cur.elr) else new_elr,
+            last_known_elr=None if new_lkelr == tuple(cur.last_known_elr) else new_lkelr,
+            leader_recovery_state=None if recovery == cur.leader_recovery_state else recovery,
+            reason=(f"{self.reason}; election:{election}" if election else self.reason),
+        )
+        if (
+            rec.isr is None
+            and rec.leader is None
+            and rec.elr is None
+            and rec.last_known_elr is None
+            and rec.leader_recovery_state is None
+        ):
+            return None
+        return PartitionChange(rec, election if leader != NO_LEADER else None, cur.merge(rec))
+
+    def _elect(self, isr: tuple[NodeId, ...], elr: tuple[NodeId, ...]) -> tuple[NodeId, str | None]:
+        replicas = self.current.replicas
+        for r in replicas:
+            if r in isr and self.is_active(r):
+                return r, CLEAN
+        if self.elr_enabled:
+            for r in replicas:
+                if r in elr and r not in self._unclean_shutdown and r not in isr and self.is_active(r):
+                    return r, ELR
+        if self.unclean_allowed:
+            for r in replicas:
+                if self.is_active(r):
+                    return r, UNCLEAN
+        return NO_LEADER, None
+
+    def _update_elr(self, isr: tuple[NodeId, ...], election: str | None) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...]]:
+        if not self.elr_enabled:
+            return (), ()
+        cur = self.current
+        if len(isr) >= self.effective_min_isr:
+            return (), ()
+        candidates = set(cur.elr) | set(cur.isr)
+        order = cur.replicas
+        new_elr = tuple(r for r in order if r in candidates and r not in isr and r not in self._unclean_shutdown)
+        dropped = {r for r in candidates if r in self._unclean_shutdown and r not in isr}
+        lk = set(cur.last_known_elr) | dropped
+        new_lkelr = tuple(r for r in order if r in lk and r not in isr and r not in new_elr)
+        return new_elr, new_lkelr
+
+
+__all__ = ["PartitionChangeBuilder", "PartitionChange", "CLEAN", "ELR", "UNCLEAN", "RECOVERED", "RECOVERING"]
