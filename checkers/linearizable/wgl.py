@@ -27,8 +27,16 @@ Hot-loop representation, chosen for CPython: entries are ints indexing flat
 lists (``nxt``, ``prv``, ``match``); model states are interned to ints; each
 distinct op gets a transition memo ``{state_id: next_state_id or -1}`` shared
 by every entry with that op (Knossos's ``memo``), so the model's ``step`` runs
-once per (state, distinct op); the linearized set is a Python int bitset; the
-cache is one set of bitsets per state id.
+once per (state, distinct op); the cache is one set per state id.
+
+The linearized set is kept *windowed* rather than as one n-bit bitset:
+completed ops are numbered in call order and crashed ops separately, and the
+set is ``(k, rel, cb)`` — every completed op below ``k`` is linearized, ``rel``
+is the bitset of linearized completed ops from ``k`` on (shifted by ``k``), and
+``cb`` the bitset of linearized crashed ops. The representation is unique, so
+it serves as the cache key, and its size follows the concurrency window, not
+the history length: a 50,000-op history costs no more per step than a short
+one, and the cache holds small ints instead of 50,000-bit ones.
 
 The search is a generator that yields every ``slice_steps`` lifts/backtracks
 so a scheduler can interleave keys and enforce time and memory budgets.
@@ -55,7 +63,7 @@ class Problem:
     prv: list[int]
     match: list[int]      # call -> its return entry (>0); ok return -> 0; crashed return/tail -> -1
     opno: list[int]       # entry -> op number (index into ops), -1 for sentinels
-    bits: list[int]       # call entry -> 1 << op number
+    num: list[int]        # call entry -> completed-op number (>= 0) or ~crashed-op number
     rows: list[Any]       # call entry -> transition memo dict (shared per distinct op)
     opkeys: list[Any]     # call entry -> (f, value)
     rank: list[int]       # ok-return entry -> completion rank (0, 1, ...)
@@ -98,7 +106,7 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any) -> Problem:
     prv = list(range(-1, size - 1))
     match = [0] * size
     opno = [-1] * size
-    bits = [0] * size
+    num = [0] * size
     rows: list[Any] = [None] * size
     opkeys: list[Any] = [None] * size
     rank = [-1] * size
@@ -117,7 +125,6 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any) -> Problem:
             if row is None:
                 row = memo[key] = {}
             rows[e] = row
-            bits[e] = 1 << i
         else:
             match[call_entry[i]] = e
             match[e] = 0
@@ -132,13 +139,23 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any) -> Problem:
         match[c] = e
         match[e] = -1
         e += 1
+    # Completed ops numbered in call order (ops are sorted by call), crashed
+    # ops likewise in their own numbering.
+    n_ok = n_crashed = 0
+    for i, o in enumerate(ops):
+        if o.ret is None:
+            num[call_entry[i]] = ~n_crashed
+            n_crashed += 1
+        else:
+            num[call_entry[i]] = n_ok
+            n_ok += 1
     for i in sorted(crashed, key=lambda i: call_entry[i]):
         c = call_entry[i]
         gate[c] = last_same.get(opkeys[c], 0)
         last_same[opkeys[c]] = c
     assert e == size - 1
     match[size - 1] = -1  # tail
-    return Problem(ops, nxt, prv, match, opno, bits, rows, opkeys, rank, gate, init_state)
+    return Problem(ops, nxt, prv, match, opno, num, rows, opkeys, rank, gate, init_state)
 
 
 def search(p: Problem, model: Model, slice_steps: int = 20000
@@ -148,7 +165,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     nxt = p.nxt[:]
     prv = p.prv[:]
     match = p.match
-    bits = p.bits
+    num = p.num
     rows = p.rows
     opkeys = p.opkeys
     rank = p.rank
@@ -159,20 +176,20 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     states: list[Any] = [p.init_state]
     state_ids: dict[Any, int] = {p.init_state: 0}
     caches: list[set] = [set()]
-    stack: list[tuple[int, int, int]] = []
+    stack: list[tuple[int, int, int, int, int]] = []
     push = stack.append
     pop = stack.pop
 
     res = SearchResult(valid=None)
     s = 0
-    lin = 0
+    k = 0      # every completed op numbered below k is linearized
+    rel = 0    # linearized completed ops >= k, bit (i - k)
+    cb = 0     # linearized crashed ops, bit j
     e = nxt[0]
-    steps = 0
     lifts = 0
     backtracks = 0
     cached = 0
     budget = slice_steps
-    best_depth = -1
     best_rank = -1
     best_stack: list = []
     blocked_e = -1
@@ -202,14 +219,32 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                     ns = -1
                 row[s] = ns
             if ns >= 0:
-                nl = lin | bits[e]
+                v = num[e]
+                if v < 0:
+                    nk = k
+                    nrel = rel
+                    ncb = cb | (1 << ~v)
+                elif v > k:
+                    nk = k
+                    nrel = rel | (1 << (v - k))
+                    ncb = cb
+                else:
+                    # op k itself: slide the window past the run of linearized ops
+                    x = rel | 1
+                    t = (~x & (x + 1)).bit_length() - 1
+                    nk = k + t
+                    nrel = x >> t
+                    ncb = cb
+                key = (nk, nrel, ncb)
                 cs = caches[ns]
-                if nl not in cs:
-                    cs.add(nl)
+                if key not in cs:
+                    cs.add(key)
                     cached += 1
-                    push((e, s, lin))
+                    push((e, s, k, rel, cb))
                     s = ns
-                    lin = nl
+                    k = nk
+                    rel = nrel
+                    cb = ncb
                     a = prv[e]
                     b = nxt[e]
                     nxt[a] = b
@@ -223,7 +258,8 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                     lifts += 1
                     if lifts + backtracks >= budget:
                         budget += slice_steps
-                        mem += (cached - last_cached) * (64 + (lin.bit_length() >> 3) + (lin.bit_length() >> 5))
+                        mem += (cached - last_cached) * (
+                            160 + ((rel.bit_length() + cb.bit_length()) >> 3))
                         last_cached = cached
                         res.steps = lifts + backtracks
                         res.lifts, res.backtracks = lifts, backtracks
@@ -240,7 +276,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 best_stack = stack[:]
             if not stack:
                 break
-            e, s, lin = pop()
+            e, s, k, rel, cb = pop()
             m = match[e]
             a = prv[m]
             b = nxt[m]
@@ -255,7 +291,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
             backtracks += 1
             if lifts + backtracks >= budget:
                 budget += slice_steps
-                mem += (cached - last_cached) * (64 + (lin.bit_length() >> 3) + (lin.bit_length() >> 5))
+                mem += (cached - last_cached) * (160 + ((rel.bit_length() + cb.bit_length()) >> 3))
                 last_cached = cached
                 res.steps = lifts + backtracks
                 res.lifts, res.backtracks = lifts, backtracks
@@ -276,5 +312,5 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     res.steps = lifts + backtracks
     res.lifts, res.backtracks = lifts, backtracks
     res.cache_size, res.states = cached, len(states)
-    res.mem_estimate = mem + (cached - last_cached) * 64
+    res.mem_estimate = mem + (cached - last_cached) * 160
     return res
