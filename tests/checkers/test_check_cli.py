@@ -1,0 +1,125 @@
+"""``kraftwerk check`` through the real console script: inputs, results.json,
+and the exit-code contract (0 valid, 1 invalid, 2 bad input, 3 unknown)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checkers.history import write_edn, write_jsonl
+from checkers.queue.synth import HistoryBuilder, valid_history
+
+KRAFTWERK = [sys.executable, "-c", "from harness.cli import main; main()"]
+ROOT = Path(__file__).resolve().parents[2]
+KNOSSOS = Path("/work/shared/data/knossos")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("KRAFTWERK_DEBUG", None)
+    return subprocess.run(KRAFTWERK + list(args), capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("cli")
+    good = valid_history(300, 3, 4, seed=2)
+    run_dir = d / "run"
+    run_dir.mkdir()
+    write_jsonl(run_dir / "history.jsonl", good)
+    write_jsonl(d / "good.jsonl", good)
+    write_edn(d / "good.edn", good)
+    b = HistoryBuilder()
+    b.send(0, "t-0", 1, 0)
+    b.send(0, "t-0", 2, 1)
+    b.poll(1, {"t-0": [(1, 2)]})
+    write_jsonl(d / "bad.jsonl", b.ops)
+    lines = (d / "good.jsonl").read_text().splitlines(keepends=True)
+    (d / "malformed.jsonl").write_text("".join(lines[:3] + ['{"type": "ok", "f":\n'] + lines[3:]))
+    (d / "truncated.jsonl").write_text("".join(lines) + '{"index": 9999, "type": "o')
+    (d / "empty_dir").mkdir()
+    (d / "notes.txt").write_text("hello\n")
+    return {"dir": d, "run": run_dir}
+
+
+def test_valid_run_directory_exits_0_and_writes_results_json(files) -> None:
+    p = run("check", str(files["run"]))
+    assert p.returncode == 0, p.stderr
+    assert "VALID" in p.stdout
+    res = json.loads((files["run"] / "results.json").read_text())
+    assert res["valid"] is True
+    for field in ("anomaly_types", "anomalies", "durability", "stats", "checkers"):
+        assert field in res
+    assert res["durability"]["acks=all"]["acked"] > 0
+
+
+def test_invalid_history_exits_1_and_json_names_anomalies(files) -> None:
+    p = run("check", str(files["dir"] / "bad.jsonl"), "--json")
+    assert p.returncode == 1, p.stderr
+    res = json.loads(p.stdout)
+    assert res["valid"] is False
+    assert "lost-write" in res["anomaly_types"]
+
+
+def test_edn_history_is_checked_like_jsonl(files) -> None:
+    a = json.loads(run("check", str(files["dir"] / "good.edn"), "--json").stdout)
+    b = json.loads(run("check", str(files["dir"] / "good.jsonl"), "--json").stdout)
+    assert a["valid"] is True and a["durability"] == b["durability"]
+    assert a["checkers"]["queue"]["counts"] == b["checkers"]["queue"]["counts"]
+
+
+def test_malformed_line_exits_2_with_one_line_naming_file_and_line(files) -> None:
+    p = run("check", str(files["dir"] / "malformed.jsonl"))
+    assert p.returncode == 2
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and "malformed.jsonl:4:" in err[0]
+    assert "Traceback" not in p.stderr
+
+
+def test_truncated_last_line_is_tolerated_and_reported(files) -> None:
+    p = run("check", str(files["dir"] / "truncated.jsonl"), "--json")
+    assert p.returncode == 0
+    assert "truncated last line" in p.stderr
+    assert any("truncated" in w for w in json.loads(p.stdout)["warnings"])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--model", "nonsense"], "nonsense"),
+    (["--engine", "gpu"], "gpu"),
+    (["--time-budget", "-1"], "time-budget"),
+])
+def test_bad_options_exit_2(files, args, needle) -> None:
+    p = run("check", str(files["run"]), *args)
+    assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("target,needle", [
+    ("empty_dir", "no history.jsonl"),
+    ("missing.jsonl", "no such file"),
+    ("notes.txt", "expected a run directory"),
+])
+def test_bad_paths_exit_2_with_one_line(files, target, needle) -> None:
+    p = run("check", str(files["dir"] / target))
+    assert p.returncode == 2
+    assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr
+
+
+def test_budget_exhausted_exits_3(files) -> None:
+    p = run("check", str(files["dir"] / "good.jsonl"), "--time-budget", "0.000001", "--json")
+    assert p.returncode == 3, p.stderr
+    assert json.loads(p.stdout)["valid"] == "unknown"
+
+
+@pytest.mark.skipif(not KNOSSOS.exists(), reason="knossos corpus not on this machine")
+def test_register_models_go_to_the_linearizability_checker() -> None:
+    good = run("check", str(KNOSSOS / "cas-register/good/memstress3-4.edn"), "--model", "cas-register", "--json")
+    bad = run("check", str(KNOSSOS / "cas-register/bad/rethink-fail-minimal.edn"), "--model", "cas-register")
+    assert good.returncode == 0, good.stderr
+    assert "linearizable" in json.loads(good.stdout)["checkers"]
+    assert bad.returncode == 1 and "INVALID" in bad.stdout
