@@ -40,16 +40,24 @@ def _op_view(sub: SubHistory, i: int) -> dict[str, Any]:
         "invoke_index": o.invoke_index,
         "complete_index": o.complete_index,
         "f": o.f,
-        "value": o.value,
+        "value": _jsonable(o.value),
     }
 
 
 def _jsonable(x: Any) -> Any:
-    if isinstance(x, tuple):
+    """Model values and states as JSON-ready values (results.json)."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, (tuple, list)):
         return [_jsonable(v) for v in x]
-    if isinstance(x, frozenset):
+    if isinstance(x, (frozenset, set)):
         return sorted((_jsonable(v) for v in x), key=repr)
-    return x
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if hasattr(x, "records"):  # a kafka-log state: summarise, a log can be long
+        recs = x.records()
+        return {"length": len(recs), "last": _jsonable(recs[-1]) if recs else None}
+    return repr(x)
 
 
 def check(

@@ -233,3 +233,25 @@ def test_result_reports_search_statistics():
     assert s["keys"] == 1 and s["lifts"] >= r["keys"]["all"]["op_count"]
     assert s["cache_size"] == s["lifts"]
     assert s["elapsed_s"] >= 0
+
+
+@pytest.mark.parametrize("model,rows,kw", [
+    ("set", [("invoke", 0, "add", 1), ("ok", 0, "add", 1),
+             ("invoke", 0, "read", None), ("ok", 0, "read", [2])], {}),
+    ("set", [("invoke", 0, "add", 1), ("ok", 0, "add", 1)], {}),
+    ("multi-register", [("invoke", 0, "txn", [["write", "x", 1]]),
+                        ("ok", 0, "txn", [["read", "x", 2]])], {}),
+    ("multi-register", [("invoke", 0, "txn", [["write", "x", 1]]),
+                        ("ok", 0, "txn", [["write", "x", 1]])], {}),
+    ("kafka-log", [("invoke", 0, "send", [["send", "t-0", 5]]),
+                   ("ok", 0, "send", [["send", "t-0", [0, 5]]])], {}),
+    ("kafka-log", [("invoke", 0, "poll", [["poll"]]),
+                   ("ok", 0, "poll", [["poll", {"t-0": [[0, 5]]}]])], {}),
+    ("fifo-queue", [("invoke", 0, "enqueue", 1), ("ok", 0, "enqueue", 1)], {}),
+    ("cas-register", [("invoke", 0, "cas", [0, 1]), ("ok", 0, "cas", [0, 1])], {"initial": 5}),
+])
+def test_results_are_json_serialisable_for_results_json(model, rows, kw):
+    import json
+
+    r = check(H(*rows), model=model, **kw)
+    assert json.loads(json.dumps(r))["valid"] == r["valid"]
