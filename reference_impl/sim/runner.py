@@ -87,6 +87,7 @@ class SimRun:
         self.setup_ok = False
         self.generating = False
         self.skipped = 0
+        self._arrival_t = 0.0
         self.final_readers: list[Consumer] = []
         self.t0 = 0
         self.t_end = 0
@@ -120,9 +121,13 @@ class SimRun:
         sim.at(self.t_end, self._stop_generating)
 
     def _next_arrival(self) -> None:
+        """Poisson arrivals at ``rate``; the float clock keeps the long-run
+        rate exact although events land on whole milliseconds."""
         sim = self.sim
-        delay = int(sim.rng.expovariate(self.opts.rate) * 1000)
-        sim.loop.after(delay, self._arrive)
+        if self._arrival_t < sim.now:
+            self._arrival_t = float(sim.now)
+        self._arrival_t += sim.rng.expovariate(self.opts.rate) * 1000.0
+        sim.loop.at(int(self._arrival_t), self._arrive)
 
     def _arrive(self) -> None:
         if not self.generating:

@@ -86,6 +86,8 @@ class Scenario:
         (the first replica is the preferred, hence first, leader)."""
         sim = self.sim
         sim.start()
+        self.wait(lambda: {e.get("broker") for e in self.events if e["kind"] == "broker_unfenced"} >= set(sim.broker_ids),
+                  timeout_ms, "every broker registered and unfenced")
         nt = NewTopic(topic, partitions, len(replicas), configs=(("min.insync.replicas", str(self.min_isr)),),
                       assignments=tuple(replicas for _ in range(partitions)))
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -108,6 +110,13 @@ class Scenario:
         """The ISR of the partition as the newest controller record says."""
         m = self.sim.partition_meta.get(str(tp))
         return list(m.get("isr", [])) if m else []
+
+    def leader_isr(self, node: int, tp: TopicPartition | str) -> tuple[list[int], str] | None:
+        """(ISR, state) from the newest ``isr`` event of ``node`` for ``tp``."""
+        for e in reversed(self.events):
+            if e["kind"] == "isr" and e["node"] == node and e.get("tp") == str(tp):
+                return list(e["isr"]), e.get("state", "")
+        return None
 
     def meta(self, tp: TopicPartition | str) -> dict[str, Any]:
         return dict(self.sim.partition_meta.get(str(tp)) or {})

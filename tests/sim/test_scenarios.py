@@ -1,0 +1,65 @@
+"""The seeds' narratives, scripted in the simulator.
+
+Each test places faults at chosen moments on chosen nodes through
+:class:`reference_impl.sim.script.Scenario` and checks what the seed says must
+(or, with a historical variant switched back on, must not) happen. The
+invariant monitor watches every test: a protocol-violating variant is expected
+to trip it, today's protocol never.
+
+Node ids: brokers 1, 2, 3; controllers 101, 102, 103.
+"""
+
+from __future__ import annotations
+
+from reference_impl.core.messages import Errors
+from reference_impl.sim.network import one_way
+from reference_impl.sim.script import Scenario
+
+
+def test_hw_is_min_leo_over_the_isr_seed000_example() -> None:
+    """Seed 000: leader LEO 105, replica 2 LEO 104, replica 3 LEO 102 ->
+    HW = min(105, 104, 102) = 102; when the laggards catch up the HW follows."""
+    s = Scenario(seed=0, replica_lag_time_max_ms=60_000)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    r = s.produce(1, tp, list(range(102)), acks=-1)
+    assert r.error == Errors.NONE and r.base_offset == 0
+    s.wait(lambda: s.hw(1, tp) == 102, what="HW 102")
+
+    s.sim.cut(one_way([1], [3]) | one_way([3], [1]))  # replica 3 stops at LEO 102
+    s.produce(1, tp, [102, 103], acks=1)
+    s.wait(lambda: s.leo(2, tp) == 104, what="replica 2 at LEO 104")
+    # replica 2 stops at LEO 104; its next fetch (offset 104) still reaches the leader
+    s.sim.cut(one_way([1], [2]))
+    s.produce(1, tp, [104], acks=1)
+    s.sim.run_for(1000)
+    assert (s.leo(1, tp), s.leo(2, tp), s.leo(3, tp)) == (105, 104, 102)
+    assert s.isr_of(tp) == [1, 2, 3] or set(s.isr_of(tp)) == {1, 2, 3}
+    assert s.hw(1, tp) == 102
+
+    s.sim.net.heal_pairs({(1, 3), (3, 1)})  # replica 3 catches up to 105, replica 2 still at 104
+    s.wait(lambda: s.leo(3, tp) == 105, what="replica 3 catching up")
+    s.wait(lambda: s.hw(1, tp) == 104, what="HW = min(105, 104, 105)")
+    s.sim.heal()
+    s.wait(lambda: s.hw(1, tp) == 105, what="HW 105 once every ISR member has 105")
+    assert s.kinds() == {}
+
+
+def test_acks_all_under_min_isr_is_not_enough_replicas_and_nothing_is_appended() -> None:
+    """Seed 000 (appendRecordsToLeader): with ISR < min ISR an acks=all produce
+    fails with NOT_ENOUGH_REPLICAS *before* writing; acks=1 still appends."""
+    s = Scenario(seed=2)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    assert s.produce(1, tp, [1, 2], acks=-1).error == Errors.NONE
+    s.isolate(1, from_=[2, 3])
+    # a follower at the leader's LEO counts as caught up (ReplicaState.isCaughtUp):
+    # only new data makes the silent followers fall behind
+    assert s.produce(1, tp, [0], acks=1).error == Errors.NONE
+    s.wait(lambda: s.leader_isr(1, tp) == ([1], "committed"), timeout_ms=20_000, what="ISR shrunk to the leader")
+    leo = s.leo(1, tp)
+    r = s.produce(1, tp, [3], acks=-1)
+    assert r.error == Errors.NOT_ENOUGH_REPLICAS
+    assert s.leo(1, tp) == leo
+    assert not [e for e in s.trace("append", node=1, tp=tp) if e["base"] >= leo]
+    r1 = s.produce(1, tp, [4], acks=1)
+    assert r1.error == Errors.NONE and r1.base_offset == leo and s.leo(1, tp) == leo + 1
+    assert s.kinds() == {}
