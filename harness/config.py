@@ -43,6 +43,7 @@ class TestConfig(BaseModel):
     """A campaign's settings. Field names match the ``kraftwerk run`` flags."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    __test__ = False  # not a pytest class, despite the name
 
     name: str = "queue"
     backend: Literal["local"] = "local"

@@ -1,0 +1,109 @@
+"""Generator combinators behave like Jepsen's: purity (asking twice does not
+advance), time limits, rate limits, phases that wait for completions,
+per-thread generators and the client/nemesis split."""
+
+import random
+
+from harness import generator as g
+
+
+def ctx(t=0, free=(0, 1, 2, "nemesis"), threads=(0, 1, 2, "nemesis"), seed=1):
+    return g.Context(
+        time=t, rng=random.Random(seed), free=frozenset(free),
+        process_of={x: x for x in threads}, threads=frozenset(threads), state={},
+    )
+
+
+def drain(gen, c, n=100):
+    """Dispatch ops at their own time, all threads stay free (instant completion)."""
+    out = []
+    while gen is not None and len(out) < n:
+        r = gen.op(c)
+        if r is None:
+            break
+        op, gen = r
+        if op == g.PENDING:
+            break
+        out.append(op)
+        c = g.Context(time=max(c.time, op["time"]), rng=c.rng, free=c.free, process_of=c.process_of,
+                      threads=c.threads, state=c.state)
+    return out
+
+
+def test_op_is_pure_asking_twice_gives_the_same_state():
+    gen = g.limit(2, {"f": "x"})
+    c = ctx()
+    a = gen.op(c)
+    b = gen.op(c)
+    assert a[0]["f"] == b[0]["f"] == "x"
+    assert len(drain(gen, ctx())) == 1  # Once inside limit: one op
+
+
+def test_limit_caps_an_infinite_stream():
+    ops = drain(g.limit(5, lambda c: {"f": "w"}), ctx())
+    assert [o["f"] for o in ops] == ["w"] * 5
+
+
+def test_time_limit_stops_at_the_deadline():
+    gen = g.time_limit(1.0, g.delay(0.3, lambda c: {"f": "w"}))
+    ops = drain(gen, ctx())
+    assert [o["time"] for o in ops] == [0, 300_000_000, 600_000_000, 900_000_000]
+
+
+def test_rate_limit_spaces_ops_with_mean_interval():
+    ops = drain(g.limit(400, g.rate(100, lambda c: {"f": "w"})), ctx(seed=7), n=400)
+    span = (ops[-1]["time"] - ops[0]["time"]) / 1e9
+    assert 3.0 < span < 5.0  # 399 gaps of mean 10 ms
+    assert all(b["time"] >= a["time"] for a, b in zip(ops, ops[1:]))
+
+
+def test_no_free_thread_means_pending():
+    r = g.clients(lambda c: {"f": "w"}).op(ctx(free=("nemesis",)))
+    assert r[0] == g.PENDING
+
+
+def test_clients_and_nemesis_see_only_their_threads():
+    c = ctx()
+    op, _ = g.nemesis({"f": "start-kill"}).op(c)
+    assert op["process"] == "nemesis"
+    for _ in range(20):
+        op, _ = g.clients(lambda c: {"f": "w"}).op(c)
+        assert op["process"] != "nemesis"
+
+
+def test_any_picks_the_soonest_op():
+    late = g.delay(5, g.seq(g.Once({"f": "late", "time": 5_000_000_000})))
+    soon = g.Once({"f": "soon"})
+    op, _ = g.any_(late, soon).op(ctx())
+    assert op["f"] == "soon"
+
+
+def test_phases_wait_for_outstanding_ops():
+    gen = g.phases(g.Once({"f": "a"}), g.Once({"f": "b"}))
+    c = ctx()
+    op, gen = gen.op(c)
+    assert op["f"] == "a"
+    busy = ctx(free=[t for t in (0, 1, 2, "nemesis") if t != op["process"]])
+    assert gen.op(busy)[0] == g.PENDING  # b waits until a completed
+    op2, _ = gen.op(ctx())
+    assert op2["f"] == "b"
+
+
+def test_each_thread_gives_every_thread_its_own_copy():
+    gen = g.clients(g.each_thread(lambda t: g.Once({"f": f"final-{t}"})))
+    ops = drain(gen, ctx())
+    assert sorted(o["f"] for o in ops) == ["final-0", "final-1", "final-2"]
+    assert sorted(o["process"] for o in ops) == [0, 1, 2]
+
+
+def test_sleep_occupies_a_thread_and_records_nothing():
+    op, nxt = g.nemesis(g.sleep(2)).op(ctx())
+    assert op["_sleep"] == 2_000_000_000 and op["process"] == "nemesis"
+    assert nxt is not None and nxt.op(ctx()) is None
+
+
+def test_mix_is_seeded():
+    def run(seed):
+        return [o["f"] for o in drain(g.limit(30, g.mix({"f": "a"}, {"f": "b"}, lambda c: {"f": "c"})), ctx(seed=seed))]
+
+    assert run(3) == run(3)
