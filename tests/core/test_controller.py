@@ -315,7 +315,9 @@ def test_alter_partition_member_must_be_alive_unfenced_and_epoch_matching():
     assert c.alter(0, [0, 1, 2]).results[0].error == Errors.NONE
 
 
-def test_alter_partition_member_in_controlled_shutdown_is_ineligible():
+def test_alter_partition_member_after_controlled_shutdown_is_ineligible():
+    # a controlled shutdown completes in one step here (leadership moves, then
+    # the broker is fenced), so the member is both shutting down and fenced
     c = three_brokers()
     c.alter(0, [0, 1])
     resp = c.heartbeat(2, want_shutdown=True)
