@@ -324,7 +324,7 @@ class NodeRuntime:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             head = await reader.readexactly(4)
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             writer.close()
             return
         try:
@@ -333,6 +333,9 @@ class NodeRuntime:
             else:
                 await self._serve_client(head, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
+            pass
+        except asyncio.CancelledError:
+            # the loop is shutting down; ending quietly keeps node.log readable
             pass
         except Exception:
             self.errors += 1

@@ -1,0 +1,287 @@
+"""Real clients against a local cluster of node processes (3 brokers + 3
+controllers): confluent-kafka (librdkafka), kafka-python and kcat.
+
+Rules exercised: acks=all acknowledges only what every ISR member has
+(seed 001: HW = min LEO over the ISR); min.insync.replicas rejects acks=all
+with NOT_ENOUGH_REPLICAS when the ISR is too small; leader failover keeps
+acknowledged writes; SIGTERM writes the clean-shutdown marker and SIGKILL
+makes the restart unclean (KIP-966), after which the broker recovers its log
+and rejoins the ISR.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from reference_impl.server.launcher import LocalCluster, metadata_brokers
+
+pytestmark = pytest.mark.integration
+
+#: fast failure detection so the suite stays short
+FAST = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "3000",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    base = 20000 + (os.getpid() % 200) * 20
+    c = LocalCluster.plan(str(tmp_path_factory.mktemp("cluster")), 3, 3, base, config=FAST)
+    c.up(90)
+    yield c
+    res = c.down(40)
+    assert all(res.values()), f"controlled shutdown timed out for {res}"
+
+
+def create_topic(c: LocalCluster, name: str, rf: int = 3, min_isr: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    for f in admin.create_topics([NewTopic(name, 1, rf, config={"min.insync.replicas": str(min_isr)})]).values():
+        f.result(60)
+    wait_for(lambda: partition_state(c, name)[0] >= 0, 30, f"{name} has a leader")
+
+
+def partition_state(c: LocalCluster, topic: str) -> tuple[int, list[int]]:
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    md = admin.list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or 0 not in t.partitions:
+        return -1, []
+    p = t.partitions[0]
+    return p.leader, sorted(p.isrs)
+
+
+def wait_for(pred, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if pred():
+                return
+        except Exception:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting until {what}")
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], **conf) -> list[tuple[object, int]]:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    out: list = [None] * len(values)
+
+    for i, v in enumerate(values):
+        def cb(err, msg, i=i):
+            out[i] = (err, msg.offset() if err is None else -1)
+        while True:
+            try:
+                p.produce(topic, v, partition=0, on_delivery=cb)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(120)
+    return out
+
+
+def read_all(bootstrap: str, topic: str, upto: int | None = None, timeout: float = 60) -> list[tuple[int, bytes]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
+                  "auto.offset.reset": "error"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    if upto is None:
+        _, upto = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    while (not got or got[-1][0] < upto - 1) and time.monotonic() < deadline:
+        for m in c.consume(5000, 0.5):
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise AssertionError(f"consumer error {m.error()}")
+            got.append((m.offset(), m.value()))
+    c.close()
+    return got
+
+
+def assert_contiguous(got: list[tuple[int, bytes]]) -> None:
+    offsets = [o for o, _ in got]
+    assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "offsets are not contiguous"
+
+
+@pytest.mark.parametrize("acks", ["all", "1"])
+def test_10k_messages_read_back_with_assign_same_values_contiguous_offsets(cluster, acks):
+    topic = f"bulk-{acks}"
+    create_topic(cluster, topic)
+    values = [f"{acks}-{i}".encode() for i in range(10_000)]
+    res = produce(cluster.bootstrap, topic, values, acks=acks)
+    assert all(err is None for err, _ in res)
+    got = read_all(cluster.bootstrap, topic, upto=10_000)
+    assert_contiguous(got)
+    assert [v for _, v in got] == values
+    assert [o for _, o in res] == list(range(10_000))
+
+
+def test_idempotent_producer_writes_each_message_once(cluster):
+    create_topic(cluster, "idem")
+    values = [b"idem-%d" % i for i in range(5_000)]
+    res = produce(cluster.bootstrap, "idem", values, acks="all", **{"enable.idempotence": True})
+    assert all(err is None for err, _ in res)
+    got = read_all(cluster.bootstrap, "idem", upto=5_000)
+    assert [v for _, v in got] == values
+
+
+def test_leader_sigkill_failover_keeps_acked_writes_then_unclean_restart_rejoins_isr(cluster):
+    topic = "failover"
+    create_topic(cluster, topic)
+    leader, isr = partition_state(cluster, topic)
+    assert isr == sorted(b.node_id for b in cluster.brokers)
+    acked: dict[bytes, int] = {}
+    stop = threading.Event()
+    errors: list = []
+
+    def writer():
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 2,
+                      "message.timeout.ms": 60000, "enable.idempotence": True})
+        i = 0
+        while not stop.is_set():
+            v = b"fo-%d" % i
+            i += 1
+
+            def cb(err, msg, v=v):
+                if err is None:
+                    acked[v] = msg.offset()
+                else:
+                    errors.append(err)
+            try:
+                p.produce(topic, v, partition=0, on_delivery=cb)
+            except BufferError:
+                pass
+            p.poll(0.0005 if i % 50 else 0.005)
+        p.flush(90)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    wait_for(lambda: len(acked) > 2000, 30, "2000 acks before the kill")
+    cluster.kill(leader)
+    n_at_kill = len(acked)
+    wait_for(lambda: partition_state(cluster, topic)[0] not in (-1, leader), 30, "a new leader")
+    wait_for(lambda: len(acked) > n_at_kill + 2000, 60, "producers continue after failover")
+    cluster.start_node(leader)
+    cluster.wait_ready(60, [leader])
+    st = cluster.control(leader, "GET", "/status")
+    assert st["clean_start"] is False  # SIGKILL => unclean restart (KIP-966)
+    assert any(r["log"] == f"{topic}-0" and not r["clean"] for r in st["recovery"])
+    wait_for(lambda: leader in partition_state(cluster, topic)[1], 60, "the restarted broker rejoins the ISR")
+    stop.set()
+    t.join(120)
+    got = read_all(cluster.bootstrap, topic)
+    assert_contiguous(got)
+    by_value = {v: o for o, v in got}
+    lost = [v for v in acked if v not in by_value]
+    assert not lost, f"{len(lost)} acks=all acknowledged messages lost"
+    assert all(by_value[v] == o for v, o in acked.items()), "an acked offset holds another value"
+
+
+def test_isr_below_min_isr_fails_acks_all_with_not_enough_replicas_while_acks1_succeeds(cluster):
+    topic = "minisr"
+    create_topic(cluster, topic)
+    leader, isr = partition_state(cluster, topic)
+    followers = [b for b in isr if b != leader]
+    for f in followers:
+        cluster.kill(f)
+    wait_for(lambda: partition_state(cluster, topic)[1] == [leader], 30, "the ISR shrinks to the leader")
+    res = produce(cluster.bootstrap, topic, [b"must-fail"], acks="all", retries=0, **{"message.timeout.ms": 20000})
+    assert res[0][0] is not None and res[0][0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+    res = produce(cluster.bootstrap, topic, [b"acks1-ok"], acks="1")
+    assert res[0][0] is None
+    for f in followers:
+        cluster.start_node(f)
+    cluster.wait_ready(60, followers)
+    wait_for(lambda: partition_state(cluster, topic)[1] == sorted(isr), 60, "the ISR expands back")
+    res = produce(cluster.bootstrap, topic, [b"after"], acks="all")
+    assert res[0][0] is None
+
+
+def test_sigterm_writes_clean_shutdown_marker_and_restart_is_clean(cluster):
+    b = cluster.brokers[-1]
+    assert cluster.stop_node(b.node_id, 40), "controlled shutdown did not finish"
+    marker = os.path.join(b.data_dir, "clean-shutdown")
+    with open(marker) as f:
+        content = f.read()
+    assert '"brokerEpoch"' in content
+    cluster.start_node(b.node_id)
+    cluster.wait_ready(60, [b.node_id])
+    assert cluster.control(b.node_id, "GET", "/status")["clean_start"] is True
+    assert not os.path.exists(marker)  # removed at start: a crash from now on is unclean
+
+
+def test_kafka_python_producer_and_consumer(cluster):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+
+    create_topic(cluster, "kpy")
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    futs = [p.send("kpy", value=b"k%d" % i, partition=0) for i in range(500)]
+    p.flush(60)
+    offsets = [f.get(30).offset for f in futs]
+    p.close()
+    assert offsets == list(range(500))
+    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000)
+    c.assign([KTP("kpy", 0)])
+    c.seek(KTP("kpy", 0), 0)
+    got = [(r.offset, r.value) for r in c]
+    c.close()
+    assert got == [(i, b"k%d" % i) for i in range(500)]
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
+def test_kcat_produce_consume_and_metadata_listing(cluster):
+    create_topic(cluster, "kcat")
+    bs = cluster.bootstrap
+    subprocess.run(["kcat", "-b", bs, "-P", "-t", "kcat", "-p", "0"], input=b"one\ntwo\nthree\n", check=True, timeout=60)
+    out = subprocess.run(["kcat", "-b", bs, "-C", "-t", "kcat", "-p", "0", "-o", "beginning", "-e", "-q"],
+                         capture_output=True, check=True, timeout=60).stdout
+    assert out.split() == [b"one", b"two", b"three"]
+    listing = subprocess.run(["kcat", "-b", bs, "-L"], capture_output=True, check=True, timeout=60, text=True).stdout
+    assert "3 brokers" in listing and 'topic "kcat" with 1 partitions' in listing
+
+
+def test_malformed_frames_close_the_connection_and_the_broker_keeps_serving(cluster):
+    b = cluster.brokers[0]
+    rng = random.Random(7)
+    for i in range(300):
+        with socket.create_connection(("127.0.0.1", b.port), timeout=2) as s:
+            s.settimeout(0.2)
+            kind = i % 3
+            if kind == 0:  # lying length prefix
+                s.sendall(struct.pack(">i", rng.choice([-1, 2**31 - 1, 3])) + rng.randbytes(20))
+            elif kind == 1:  # unknown API key
+                body = struct.pack(">hhi", 999, 0, i) + b"\x00\x00"
+                s.sendall(struct.pack(">i", len(body)) + body)
+            else:  # garbage body
+                body = struct.pack(">hhi", 0, 9, i) + rng.randbytes(rng.randint(0, 60))
+                s.sendall(struct.pack(">i", len(body)) + body)
+            try:
+                s.recv(100)
+            except socket.timeout:
+                pass
+    assert sorted(metadata_brokers("127.0.0.1", b.port)) == sorted(x.node_id for x in cluster.brokers)
+    assert cluster.control(b.node_id, "GET", "/status")["counters"].get("bad_frames", 0) >= 200
+
+
+def test_clock_offset_is_changed_through_the_control_endpoint(cluster):
+    b = cluster.brokers[0]
+    before = cluster.control(b.node_id, "GET", "/status")
+    r = cluster.control(b.node_id, "POST", "/clock", {"shift_ms": 60_000})
+    assert r["clock_offset_ms"] == before["clock_offset_ms"] + 60_000
+    r = cluster.control(b.node_id, "POST", "/clock", {"offset_ms": 0})
+    assert r["clock_offset_ms"] == 0
