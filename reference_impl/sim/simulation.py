@@ -133,10 +133,17 @@ class Simulation:
         if h.state != DOWN:
             h.kill()
             self.trace(nid, "node_stop", {"reason": "kill"})
+            self._forget_leaderships(nid)
+
+    def _forget_leaderships(self, nid: int) -> None:
+        for tp, (ep, n) in list(self.leaders.items()):
+            if n == nid:
+                self.leaders[tp] = (ep, -1)
 
     def power_loss(self, nid: int) -> dict[str, int]:
         h = self.hosts[nid]
         lost = h.power_loss()
+        self._forget_leaderships(nid)
         self.trace(nid, "node_stop", {"reason": "power-loss", "lost_entries": sum(lost.values())})
         return lost
 
@@ -212,11 +219,13 @@ class Simulation:
             if cur is None or ep >= cur[0]:
                 self.leaders[tp] = (ep, nid)
         elif kind == "become_follower":
+            # only a broker's own become_leader names a leader; a leader that
+            # turns follower leaves the partition leaderless until then
             tp = str(ev.get("tp"))
             cur = self.leaders.get(tp)
             ep = ev.get("leader_epoch", -1)
-            if cur is None or ep > cur[0]:
-                self.leaders[tp] = (ep, ev.get("leader", -1))
+            if cur is not None and cur[1] == nid and ep >= cur[0]:
+                self.leaders[tp] = (ep, -1)
         elif kind == "hw":
             self.hw[(nid, str(ev.get("tp")))] = ev.get("hw", -1)
             if "leo" in ev:

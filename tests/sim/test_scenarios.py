@@ -63,3 +63,51 @@ def test_acks_all_under_min_isr_is_not_enough_replicas_and_nothing_is_appended()
     r1 = s.produce(1, tp, [4], acks=1)
     assert r1.error == Errors.NONE and r1.base_offset == leo and s.leo(1, tp) == leo + 1
     assert s.kinds() == {}
+
+
+def _pre_kip101_narrative(kip101: bool) -> tuple[Scenario, object, dict[int, object]]:
+    """Seed 003, "Why Leader Epoch was needed": a follower whose HW lags the
+    leader's truncates to that HW when it becomes a follower (pre-KIP-101),
+    and is elected before it can fetch the record back.
+
+    Replicas in preference order A=1, C=3, B=2. B fetches the last acks=all
+    record but never hears the HW that covers it (leader->B cut right after
+    B's append). A is isolated; C leads (epoch 1); B, cut from C, becomes
+    C's follower and (kip101 off) truncates to its HW. C dies; B, the last
+    ISR member, leads (epoch 2).
+    """
+    s = Scenario(seed=3, variants={"kip101": kip101}, replica_lag_time_max_ms=60_000, min_isr=1)
+    (tp,) = s.start(replicas=(1, 3, 2))
+    assert s.produce(1, tp, [0, 1, 2, 3, 4], acks=-1).error == Errors.NONE
+    s.wait(lambda: s.hw(2, tp) == 5, what="B knows HW 5")
+    box = s.produce_async(1, tp, [5], acks=-1)
+    s.wait(lambda: s.leo(2, tp) == 6, what="B appended offset 5")
+    s.sim.cut(one_way([1], [2]))  # B's next fetch reaches A (acks the produce), A's answer does not
+    s.wait(lambda: bool(box), what="the acks=all produce of offset 5")
+    assert box[0].error == Errors.NONE and box[0].base_offset == 5
+    assert s.hw(2, tp) == 5, "precondition: B's HW lags the leader's"
+    s.sim.cut({(2, 3), (3, 2)})
+    s.isolate(1)
+    s.wait(lambda: s.sim.leader_of(tp) == 3, what="C elected")
+    s.wait(lambda: bool(s.trace("become_follower", node=2, tp=tp, leader=3)), what="B follows C")
+    s.sim.run_for(500)
+    s.sim.kill(3)
+    s.wait(lambda: s.sim.leader_of(tp) == 2, what="B elected")
+    s.sim.run_for(1000)
+    s.sim.heal_everything()
+    s.sim.run_for(10_000)
+    return s, tp, s.read_all(tp)
+
+
+def test_pre_kip101_hw_truncation_loses_an_acknowledged_offset() -> None:
+    s, tp, log = _pre_kip101_narrative(kip101=False)
+    assert [e for e in s.trace("truncate", node=2, tp=tp) if e["reason"] == "hw" and e["to"] == 5]
+    assert 5 not in log or log[5] != 5, "offset 5 (acked with acks=all) is gone"
+    assert s.kinds().get("leader-completeness", 0) >= 1
+
+
+def test_epoch_based_truncation_keeps_the_acknowledged_offset_kip101() -> None:
+    s, tp, log = _pre_kip101_narrative(kip101=True)
+    assert log.get(5) == 5
+    assert not [e for e in s.trace("truncate", node=2, tp=tp) if e["to"] <= 5]
+    assert s.kinds() == {}
