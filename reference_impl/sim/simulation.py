@@ -29,6 +29,7 @@ from .host import DOWN, PAUSED, UP, Host
 from .network import Endpoint, LinkProfile, Network
 
 CONTROLLER_BASE = 100
+_RESERVED = frozenset({"t", "node", "kind"})
 
 
 @dataclass
@@ -196,7 +197,10 @@ class Simulation:
 
     def trace(self, nid: int, kind: str, data: dict[str, Any]) -> None:
         ev = {"t": self.loop.now, "node": nid, "kind": kind}
-        ev.update(data)
+        for k, v in data.items():
+            # the election event's own "kind" (clean/elr/unclean) must not
+            # overwrite the event kind: colliding keys become data_<key>
+            ev[f"data_{k}" if k in _RESERVED else k] = v
         self.trace_counts[kind] = self.trace_counts.get(kind, 0) + 1
         self._track(nid, kind, ev)
         if self.monitor is not None:

@@ -111,3 +111,55 @@ def test_epoch_based_truncation_keeps_the_acknowledged_offset_kip101() -> None:
     assert log.get(5) == 5
     assert not [e for e in s.trace("truncate", node=2, tp=tp) if e["to"] <= 5]
     assert s.kinds() == {}
+
+
+def _last_replica_standing(kip966: bool) -> tuple[Scenario, object, list[int], dict[int, object]]:
+    """Seed 002 (KIP-966 motivation), brokers 0, 1, 2 as ids 1, 2, 3; the
+    leader is 3 ("broker 2"), ISR {1, 2, 3}, min ISR 2.
+
+    T0 broker 1 is partitioned from the leader and leaves the ISR; T1 broker 2
+    too: the leader is alone (acks=all refused, acks=1 accepted). T2 the leader
+    loses power (un-fsynced data gone). T3 the partition heals. T4 the leader
+    restarts. Without ELR it is re-elected from the ISR {3} it never left and
+    the others truncate to its empty log: committed data is gone everywhere.
+    With ELR, broker 2 (in the ELR since it left an under-min ISR) is elected.
+    """
+    s = Scenario(seed=4, variants={"kip966": kip966})
+    (tp,) = s.start(replicas=(3, 1, 2))
+    acked = list(range(10))
+    assert s.produce(3, tp, acked, acks=-1).error == Errors.NONE
+    # T0
+    s.sim.cut({(1, 3), (3, 1)})
+    assert s.produce(3, tp, [10], acks=-1).error == Errors.NONE  # new data makes broker 1 fall behind
+    acked.append(10)
+    s.wait(lambda: 1 not in s.isr_of(tp), what="T0: broker 1 out of the ISR")
+    # T1
+    s.sim.cut({(2, 3), (3, 2)})
+    s.produce(3, tp, [11], acks=1)
+    s.wait(lambda: s.leader_isr(3, tp) == ([3], "committed"), what="T1: the leader alone in the ISR")
+    assert s.produce(3, tp, [12], acks=-1).error == Errors.NOT_ENOUGH_REPLICAS
+    # T2
+    s.sim.power_loss(3)
+    s.sim.run_for(5000)
+    # T3
+    s.sim.heal()
+    s.sim.run_for(5000)
+    # T4
+    s.sim.restart(3)
+    s.sim.run_for(15_000)
+    return s, tp, acked, s.read_all(tp)
+
+
+def test_last_replica_standing_loses_committed_data_without_kip966() -> None:
+    s, tp, acked, log = _last_replica_standing(kip966=False)
+    assert [e for e in s.trace("become_leader", node=3, tp=tp) if e["leader_epoch"] > 0], "T4: broker 3 re-elected"
+    lost = [v for v in acked if v not in log.values()]
+    assert lost, "acks=all records acknowledged before T0 are gone from every replica"
+    assert s.kinds().get("leader-completeness", 0) >= 1
+
+
+def test_last_replica_standing_keeps_committed_data_with_elr_kip966() -> None:
+    s, tp, acked, log = _last_replica_standing(kip966=True)
+    assert [e for e in s.trace("election", tp=tp) if e.get("data_kind") == "elr"], "an ELR member was elected"
+    assert all(v in log.values() for v in acked)
+    assert s.kinds() == {}
