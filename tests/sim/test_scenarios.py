@@ -163,3 +163,55 @@ def test_last_replica_standing_keeps_committed_data_with_elr_kip966() -> None:
     assert [e for e in s.trace("election", tp=tp) if e.get("data_kind") == "elr"], "an ELR member was elected"
     assert all(v in log.values() for v in acked)
     assert s.kinds() == {}
+
+
+def _all_isr_down(unclean: bool) -> tuple[Scenario, object, list[int]]:
+    """Seed 003, "Data Loss Scenario Walkthrough" (pre-KIP-966 rules): leader 1
+    and follower 2 in sync, follower 3 behind and out of the ISR; 1 and 2
+    crash. Returns after the crash, with the acks=all values acknowledged."""
+    s = Scenario(seed=5, variants={"kip966": False, "unclean_election": unclean})
+    (tp,) = s.start(replicas=(1, 2, 3))
+    acked = list(range(5))
+    assert s.produce(1, tp, acked, acks=-1).error == Errors.NONE
+    s.sim.cut({(1, 3), (3, 1)})
+    assert s.produce(1, tp, [5], acks=-1).error == Errors.NONE
+    acked.append(5)
+    s.wait(lambda: s.leader_isr(1, tp) == ([1, 2], "committed"), what="broker 3 out of the ISR")
+    assert s.produce(1, tp, [6, 7], acks=-1).error == Errors.NONE  # on 1 and 2 only
+    acked += [6, 7]
+    s.sim.kill(1)
+    s.sim.kill(2)
+    s.sim.heal()
+    s.sim.run_for(10_000)
+    return s, tp, acked
+
+
+def test_unclean_election_elects_the_laggard_and_loses_acknowledged_writes() -> None:
+    s, tp, acked = _all_isr_down(unclean=True)
+    assert s.sim.leader_of(tp) == 3
+    assert [e for e in s.trace("election", tp=tp) if e.get("data_kind") == "unclean"]
+    s.sim.restart(1)
+    s.sim.restart(2)
+    s.sim.run_for(10_000)
+    log = s.read_all(tp)
+    assert [v for v in acked if v not in log.values()], "acks=all records only 1 and 2 had are gone"
+    assert s.kinds().get("leader-completeness", 0) >= 1
+
+
+def test_clean_election_only_keeps_the_partition_offline_until_an_isr_member_returns() -> None:
+    s, tp, acked = _all_isr_down(unclean=False)
+    assert s.sim.leader_of(tp) == -1 and s.meta(tp)["leader"] == -1, "offline: no leader"
+    md = s.metadata(3)
+    (pm,) = [p for t in md.topics for p in t.partitions if p.tp == tp]
+    assert pm.leader == -1 or pm.error == Errors.LEADER_NOT_AVAILABLE
+    (last,) = s.meta(tp)["isr"]  # the ISR keeps its last member (pre-KIP-966)
+    other = 3 - last
+    s.sim.restart(other)
+    s.sim.run_for(10_000)
+    assert s.sim.leader_of(tp) == -1, "a replica outside the ISR is never elected cleanly"
+    s.sim.restart(last)
+    s.wait(lambda: s.sim.leader_of(tp) == last, what="the last ISR member elected once it is back")
+    s.sim.run_for(10_000)
+    log = s.read_all(tp)
+    assert all(v in log.values() for v in acked)
+    assert s.kinds() == {}
