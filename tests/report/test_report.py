@@ -1,0 +1,100 @@
+"""The HTML report: renders verdict, durability, anomalies and the nemesis
+timeline; every value from a history is escaped; headless Chromium renders
+the page with its images."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from checkers.history.jsonl import write_jsonl
+from checkers.history.op import Op
+from harness.report import render_report
+from harness.report.plots import fault_intervals
+
+PNG = b"\x89PNG\r\n\x1a\n"
+EVIL = "<script>alert('x')</script>"
+
+
+def make_run(d: Path, valid=False) -> Path:
+    ops, t = [], 0
+
+    def add(**kw):
+        nonlocal t
+        t += 50_000_000
+        ops.append(Op(index=len(ops), time=t, **kw))
+
+    for i in range(20):
+        add(type="invoke", f="send", value=[["send", "t0-0", i]], process=i % 2, extra={"acks": "all"})
+        if i == 5:
+            add(type="info", f="start-partition", value=None, process="nemesis")
+            add(type="info", f="start-partition", value={"shape": "halves", "note": EVIL}, process="nemesis")
+        if i == 12:
+            add(type="info", f="stop-partition", value=None, process="nemesis")
+            add(type="info", f="stop-partition", value={"healed": True}, process="nemesis")
+        typ = "ok" if i % 5 else "info"
+        add(type=typ, f="send", value=[["send", "t0-0", [i, i]]] if typ == "ok" else [["send", "t0-0", i]],
+            process=i % 2, extra={"acks": "all"}, error=None if typ == "ok" else "timeout")
+    d.mkdir(parents=True)
+    write_jsonl(d / "history.jsonl", ops)
+    (d / "test.json").write_text(json.dumps({"name": "queue", "seed": 7, "evil": EVIL}))
+    (d / "results.json").write_text(json.dumps({
+        "valid": valid,
+        "anomaly_types": ["lost-write"] if not valid else [],
+        "anomalies": {"lost-write": [{"key": "t0-0", "value": 3, "note": EVIL}]} if not valid else {},
+        "durability": {"acks=all": {"acked": 16, "lost": 1 if not valid else 0, "lost_rate": 1 / 16 if not valid else 0.0},
+                       "acks=1": {"acked": 0, "lost": 0, "lost_rate": 0.0}},
+        "stats": {"ops": 20},
+    }))
+    (d / "nodes" / "n1").mkdir(parents=True)
+    (d / "nodes" / "n1" / "node.log").write_text("started\n")
+    return d
+
+
+def test_report_shows_verdict_durability_anomalies_and_timeline(tmp_path):
+    d = make_run(tmp_path / "run")
+    html = render_report(d).read_text()
+    assert 'class="verdict invalid">INVALID<' in html
+    assert "lost-write" in html and "acks=all" in html and "6.2500%" in html
+    assert "halves" in html  # the nemesis timeline
+    assert 'href="nodes/n1/node.log"' in html and 'href="history.jsonl"' in html
+    for png in ("latency-raw.png", "rate.png"):
+        assert (d / png).read_bytes()[:8] == PNG
+
+
+def test_values_from_histories_and_nodes_are_escaped(tmp_path):
+    html = render_report(make_run(tmp_path / "run")).read_text()
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+
+
+def test_fault_intervals_pair_start_and_stop_completions(tmp_path):
+    d = make_run(tmp_path / "run")
+    from checkers.history.jsonl import read_jsonl
+
+    ivs = fault_intervals(read_jsonl(d / "history.jsonl"))
+    assert len(ivs) == 1 and ivs[0].fault == "partition"
+    assert ivs[0].start < ivs[0].stop
+    assert ivs[0].value["shape"] == "halves"
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists(),
+                    reason="chromium is installed by scripts/bootstrap")
+def test_report_renders_in_headless_chromium(tmp_path):
+    d = make_run(tmp_path / "run", valid=True)
+    index = render_report(d)
+    base = ["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(base + ["--dump-dom", index.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-500:]
+    assert 'id="verdict"' in dom.stdout and ">VALID<" in dom.stdout
+    srcs = [s.split('"')[0] for s in dom.stdout.split('<img src="')[1:]]
+    assert sorted(srcs) == ["latency-raw.png", "rate.png"]
+    for s in srcs:
+        assert (d / s).read_bytes()[:8] == PNG
+    shot = tmp_path / "shot.png"
+    r = subprocess.run(base + ["--window-size=1200,1600", f"--screenshot={shot}", index.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and shot.read_bytes()[:8] == PNG
