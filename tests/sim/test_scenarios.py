@@ -215,3 +215,69 @@ def test_clean_election_only_keeps_the_partition_offline_until_an_isr_member_ret
     log = s.read_all(tp)
     assert all(v in log.values() for v in acked)
     assert s.kinds() == {}
+
+
+def test_stale_alter_partition_is_rejected_by_partition_epoch() -> None:
+    """Seed 000/001 (AlterPartition with partition epochs): a proposal built on
+    an older partition state — here the leader's own shrink, delivered again
+    after the ISR moved on — is refused with INVALID_UPDATE_VERSION and
+    changes nothing."""
+    from reference_impl.core.messages import AlterPartitionRequest, AlterPartitionResponse
+
+    s = Scenario(seed=6)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    alters = s.tap_messages(lambda src, dst, m: isinstance(m, AlterPartitionRequest))
+    answers = s.tap_messages(lambda src, dst, m: isinstance(m, AlterPartitionResponse))
+    s.sim.cut({(1, 3), (3, 1)})
+    assert s.produce(1, tp, [0], acks=1).error == Errors.NONE
+    s.wait(lambda: s.leader_isr(1, tp) == ([1, 2], "committed"), what="shrink committed")
+    shrink = alters[-1]
+    assert [m for m, _ in shrink[2].items[0].new_isr] == [1, 2]
+    s.sim.heal()
+    s.wait(lambda: s.leader_isr(1, tp) == ([1, 2, 3], "committed"), what="expansion committed")
+    epoch_now = s.meta(tp)["partition_epoch"]
+    assert shrink[2].items[0].partition_epoch < epoch_now
+    n_meta = len(s.trace("partition_metadata", node=s.sim.active_controller()))
+    before = len(answers)
+    s.sim.net.send(shrink[0], shrink[1], shrink[2])  # the stale request arrives again
+    s.sim.run_for(2000)
+    replies = [m for _, _, m in answers[before:] if m.correlation_id == shrink[2].correlation_id]
+    assert replies and replies[0].error == Errors.NONE
+    assert [r.error for r in replies[0].results] == [Errors.INVALID_UPDATE_VERSION]
+    assert s.meta(tp)["isr"] == [1, 2, 3] and s.meta(tp)["partition_epoch"] == epoch_now
+    assert len(s.trace("partition_metadata", node=s.sim.active_controller())) == n_meta
+    assert s.kinds() == {}
+
+
+def test_zombie_leader_is_fenced_its_produce_fails_and_its_alter_partition_is_rejected() -> None:
+    """Seed 001 (leader epochs fence zombies): leader 1 is cut off from the
+    controllers and the other brokers but still reachable by clients. The
+    controllers elect a new leader; the zombie accepts an acks=all produce it
+    can never commit (it fails), and its ISR shrink, once it reaches the
+    controller, is refused for its stale epochs. Nothing it wrote survives."""
+    from reference_impl.core.messages import AlterPartitionRequest, AlterPartitionResponse
+
+    s = Scenario(seed=7)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    assert s.produce(1, tp, [0, 1], acks=-1).error == Errors.NONE
+    from_zombie = s.tap_messages(lambda src, dst, m: src == 1 and isinstance(m, AlterPartitionRequest))
+    to_zombie = s.tap_messages(lambda src, dst, m: dst == 1 and isinstance(m, AlterPartitionResponse))
+    s.isolate(1)  # every node, but not the client
+    s.wait(lambda: s.sim.leader_of(tp) in (2, 3), what="a new leader")
+    new_leader = s.sim.leader_of(tp)
+    box = s.produce_async(1, tp, [666], acks=-1, timeout_ms=8000)
+    s.wait(lambda: bool(box), timeout_ms=12_000, what="the zombie's answer")
+    assert box[0].error != Errors.NONE
+    s.wait(lambda: bool(from_zombie), what="the zombie proposing an ISR shrink")
+    # its requests reach the controllers again, their answers (and metadata) do not
+    s.sim.net.heal_pairs({(1, c) for c in s.sim.controller_ids})
+    s.wait(lambda: any(r.error != Errors.NONE for _, _, m in to_zombie for r in m.results),
+           what="the controller refusing the zombie's AlterPartition")
+    refusal = [m for _, _, m in to_zombie if m.results][0]
+    assert refusal.results[0].error in (Errors.FENCED_LEADER_EPOCH, Errors.INVALID_UPDATE_VERSION)
+    s.sim.heal()
+    s.wait(lambda: bool(s.trace("become_follower", node=1, tp=tp, leader=new_leader)), what="zombie follows")
+    s.sim.run_for(5000)
+    log = s.read_all(tp)
+    assert 666 not in log.values() and log.get(0) == 0 and log.get(1) == 1
+    assert s.kinds() == {}
