@@ -39,10 +39,17 @@ def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": 5000})
     want = {t: cfg.partitions for t in cfg.topic_names()}
     deadline = time.monotonic() + timeout
-    try:
-        md = admin.list_topics(timeout=min(10, timeout))
-    except KafkaException as e:
-        raise HarnessError(f"cannot reach {bootstrap}: {e.args[0].str()}") from None
+    while True:  # a cluster just started may not have its brokers registered yet
+        try:
+            md = admin.list_topics(timeout=min(10, timeout))
+            if md.brokers:
+                break
+            err = "no brokers in metadata"
+        except KafkaException as e:
+            err = e.args[0].str()
+        if time.monotonic() > deadline:
+            raise HarnessError(f"cannot reach {bootstrap}: {err}")
+        time.sleep(0.5)
     missing = [t for t in want if t not in md.topics or md.topics[t].error is not None]
     if missing:  # a metadata request for the topic auto-creates it where the cluster allows
         for t in missing:
