@@ -5,6 +5,7 @@ overlapping clients, so every history is linearizable by construction).
 
     .venv/bin/python bench/wgl_speed.py [--corpus DIR] [--ops 10000] [--clients 10]
                                         [--crash 0.0] [--top 10] [--all]
+                                        [--porcupine DIR]
 
 Prints one line per file when --all is given (else the slowest --top files),
 then totals, the slowest corpus file, and the synthetic history figures. The
@@ -12,11 +13,18 @@ time is the checker's (``check``) only; EDN parsing is reported separately.
 Target: every corpus file under 1 s. Verdicts are checked against the
 corpus directory (good/ -> valid, bad/ -> invalid); a mismatch or "unknown"
 makes the exit status 1.
+
+``--porcupine DIR`` also times a checkout of Porcupine's ``test_data``
+directory (not shipped here): ``jepsen/etcd_*.log`` (Jepsen etcd cas-register
+logs, checked with Porcupine's etcd semantics: a nil read means "no value",
+a failed cas ran and saw another value) and ``kv/*.txt`` (kv histories whose
+names say ok/bad).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -24,7 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from checkers.history.edn import loads as edn_loads  # noqa: E402
 from checkers.history.edn import read_edn  # noqa: E402
+from checkers.history.op import Op  # noqa: E402
 from checkers.linearizable import check  # noqa: E402
 from checkers.linearizable.synth import register_history  # noqa: E402
 
@@ -91,6 +101,69 @@ def bench_synthetic(n_ops: int, clients: int, crash: float, seed: int) -> bool:
     return r["valid"] is True
 
 
+_ETCD_LINE = re.compile(
+    r"^INFO\s+jepsen\.util\s+-\s+(\d+)\s+:(invoke|ok|fail|info)\s+:(read|write|cas)\s+(.*)$")
+
+
+def read_jepsen_etcd_log(path: Path) -> list[Op]:
+    """Jepsen's textual etcd log: ``<process> :<type> :<f> <value>`` lines.
+    A read that failed with ``:timed-out`` is indeterminate (``info``)."""
+    ops: list[Op] = []
+    for line in path.read_text().splitlines():
+        m = _ETCD_LINE.match(line)
+        if not m:
+            continue
+        proc, typ, f, raw = m.groups()
+        raw = raw.strip()
+        value = edn_loads(raw)[0] if raw != ":timed-out" else None
+        if typ == "fail" and f == "read":
+            typ = "info"
+        ops.append(Op(type=typ, f=f, value=value, process=int(proc), index=len(ops)))
+    return ops
+
+
+def read_kv_log(path: Path) -> list[Op]:
+    """Porcupine's kv logs: EDN maps with separate ``:key`` and ``:value``;
+    our kv model takes ``[key, value]``."""
+    ops: list[Op] = []
+    for d in edn_loads(path.read_text(), str(path)):
+        value = [d["key"], d["value"]]
+        ops.append(Op(type=d["type"], f=d["f"], value=value, process=d["process"],
+                      index=len(ops)))
+    return ops
+
+
+def bench_porcupine(root: Path) -> bool:
+    ok = True
+    logs = sorted((root / "jepsen").glob("etcd_*.log"))
+    if logs:
+        rows = []
+        for path in logs:
+            ops = read_jepsen_etcd_log(path)
+            t = time.perf_counter()
+            r = check(ops, model="cas-register", initial=None, nil_read="value",
+                      failed_cas="observed", time_budget=10.0)
+            rows.append((time.perf_counter() - t, path.name, r["valid"]))
+        valid = sum(r[2] is True for r in rows)
+        unknown = sum(r[2] == "unknown" for r in rows)
+        ok &= unknown == 0
+        worst = max(rows)
+        print(f"Porcupine jepsen etcd logs: {len(rows)} files, total {sum(r[0] for r in rows):.3f} s, "
+              f"slowest {worst[1]} {worst[0]:.4f} s; {valid} linearizable, "
+              f"{len(rows) - valid - unknown} not, {unknown} unknown")
+    for path in sorted((root / "kv").glob("*.txt")):
+        ops = read_kv_log(path)
+        t = time.perf_counter()
+        r = check(ops, model="kv", time_budget=10.0)
+        dt = time.perf_counter() - t
+        expected = not path.stem.endswith("bad")
+        good = r["valid"] is expected
+        ok &= good
+        print(f"Porcupine kv {path.name}: {len(ops)} entries, {len(r['keys'])} keys, "
+              f"check {dt:.3f} s, valid={r['valid']}{'' if good else '   <-- WRONG VERDICT'}")
+    return ok
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=Path("/work/shared/data/knossos"))
@@ -101,11 +174,16 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=1, help="best of N runs per corpus file")
     ap.add_argument("--all", action="store_true", help="print every corpus file")
+    ap.add_argument("--porcupine", type=Path, default=None,
+                    help="Porcupine's test_data directory (jepsen/ and kv/)")
     a = ap.parse_args()
     ok = bench_corpus(a.corpus, a.all, a.top, a.repeat)
     print()
     for c in a.crash:
         ok &= bench_synthetic(a.ops, a.clients, c, a.seed)
+    if a.porcupine:
+        print()
+        ok &= bench_porcupine(a.porcupine)
     return 0 if ok else 1
 
 

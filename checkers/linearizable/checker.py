@@ -66,12 +66,17 @@ def check(
     time_budget: float = 10.0,
     memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB,
     slice_steps: int = 20000,
+    stop_on_failure: bool = False,
     **model_options: Any,
 ) -> dict[str, Any]:
     """Check ``ops`` (``Op`` objects or dicts, in history order) for
     linearizability against ``model`` (a name from
     :data:`checkers.linearizable.models.MODELS` plus constructor options, e.g.
     ``initial=0``, ``independent=True``; or a :class:`Model` instance).
+
+    ``stop_on_failure``: once one key is not linearizable the verdict is
+    settled, so stop the other searches (reported "unknown", cause
+    ``"stopped"``) instead of spending the rest of the budget on them.
 
     Returns a dict: ``valid`` (True / False / "unknown"), ``cause`` (when
     unknown), ``keys`` (per-key results, keyed by the key's name), for the
@@ -99,39 +104,32 @@ def check(
 
     # Smallest sub-histories first: cheap verdicts land early.
     running.sort(key=lambda r: len(r[1].ops))
-    mem_used: dict[Any, int] = {}
+    progress: dict[Any, Any] = {}
     cause = None
-    while running:
-        still: list = []
+    while running and cause is None:
+        still = []
         for item in running:
             key, sub, prob, gen = item
-            try:
-                progress = next(gen)
-            except StopIteration as stop:
-                results[key] = _key_result(sub, stop.value)
-                mem_used.pop(key, None)
-                continue
-            except ModelError as e:
-                raise ModelError(f"key {_key_name(key)}: {e}") from None
-            mem_used[key] = progress.mem_estimate
-            still.append((item, progress))
-            now = time.monotonic()
-            if now >= deadline:
-                cause = "timeout"
-            elif sum(mem_used.values()) >= mem_limit:
-                cause = "memory"
-            if cause:
-                break
-        if cause:
-            done = {id(i) for i, _ in still}
-            leftovers = [(i, p) for i, p in still] + [
-                (i, None) for i in running if id(i) not in done and i[0] not in results]
-            for (key, sub, prob, gen), progress in leftovers:
-                gen.close()
-                results[key] = _unknown_result(sub, progress, cause)
-            running = []
-        else:
-            running = [i for i, _ in still]
+            if cause is None:
+                try:
+                    progress[key] = next(gen)
+                except StopIteration as stop:
+                    results[key] = _key_result(sub, stop.value)
+                    progress.pop(key, None)
+                    if stop_on_failure and stop.value.valid is False:
+                        cause = "stopped"
+                    continue
+                except ModelError as e:
+                    raise ModelError(f"key {_key_name(key)}: {e}") from None
+                if time.monotonic() >= deadline:
+                    cause = "timeout"
+                elif sum(p.mem_estimate for p in progress.values()) >= mem_limit:
+                    cause = "memory"
+            still.append(item)
+        running = still
+    for key, sub, prob, gen in running:
+        gen.close()
+        results[key] = _unknown_result(sub, progress.get(key), cause or "timeout")
 
     return _assemble(mdl, subs, results, counts, time.monotonic() - t0, cause)
 

@@ -27,7 +27,8 @@ Hot-loop representation, chosen for CPython: entries are ints indexing flat
 lists (``nxt``, ``prv``, ``match``); model states are interned to ints; each
 distinct op gets a transition memo ``{state_id: next_state_id or -1}`` shared
 by every entry with that op (Knossos's ``memo``), so the model's ``step`` runs
-once per (state, distinct op); the cache is one set per state id.
+once per (state, distinct op); the cache is one set of (state id,
+linearized set) keys.
 
 The linearized set is kept *windowed* rather than as one n-bit bitset:
 completed ops are numbered in call order and crashed ops separately, and the
@@ -44,6 +45,7 @@ so a scheduler can interleave keys and enforce time and memory budgets.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Generator
 
@@ -175,7 +177,9 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
 
     states: list[Any] = [p.init_state]
     state_ids: dict[Any, int] = {p.init_state: 0}
-    caches: list[set] = [set()]
+    cache: set = set()
+    add = cache.add
+    memo_n = 0
     stack: list[tuple[int, int, int, int, int]] = []
     push = stack.append
     pop = stack.pop
@@ -193,8 +197,6 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     best_rank = -1
     best_stack: list = []
     blocked_e = -1
-    mem = 0
-    last_cached = 0
 
     while True:
         m = match[e]
@@ -214,10 +216,10 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                     if ns is None:
                         ns = state_ids[st] = len(states)
                         states.append(st)
-                        caches.append(set())
                 else:
                     ns = -1
                 row[s] = ns
+                memo_n += 1
             if ns >= 0:
                 v = num[e]
                 if v < 0:
@@ -235,10 +237,9 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                     nk = k + t
                     nrel = x >> t
                     ncb = cb
-                key = (nk, nrel, ncb)
-                cs = caches[ns]
-                if key not in cs:
-                    cs.add(key)
+                key = (ns, nk, nrel, ncb)
+                if key not in cache:
+                    add(key)
                     cached += 1
                     push((e, s, k, rel, cb))
                     s = ns
@@ -258,12 +259,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                     lifts += 1
                     if lifts + backtracks >= budget:
                         budget += slice_steps
-                        mem += (cached - last_cached) * (
-                            160 + ((rel.bit_length() + cb.bit_length()) >> 3))
-                        last_cached = cached
-                        res.steps = lifts + backtracks
-                        res.lifts, res.backtracks = lifts, backtracks
-                        res.cache_size, res.states, res.mem_estimate = cached, len(states), mem
+                        _progress(res, lifts, backtracks, cached, states, memo_n, rel, cb)
                         yield res
                     continue
             e = nxt[e]
@@ -291,11 +287,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
             backtracks += 1
             if lifts + backtracks >= budget:
                 budget += slice_steps
-                mem += (cached - last_cached) * (160 + ((rel.bit_length() + cb.bit_length()) >> 3))
-                last_cached = cached
-                res.steps = lifts + backtracks
-                res.lifts, res.backtracks = lifts, backtracks
-                res.cache_size, res.states, res.mem_estimate = cached, len(states), mem
+                _progress(res, lifts, backtracks, cached, states, memo_n, rel, cb)
                 yield res
         else:
             # A crashed op's return (or the tail): every completed op is in.
@@ -309,8 +301,19 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
         res.blocked = p.opno[blocked_e] if blocked_e >= 0 else None
         res.longest = [p.opno[x[0]] for x in best_stack]
         res.max_depth = len(best_stack)
+    _progress(res, lifts, backtracks, cached, states, memo_n, rel, cb)
+    return res
+
+
+def _progress(res: SearchResult, lifts: int, backtracks: int, cached: int,
+              states: list, memo_n: int, rel: int, cb: int) -> None:
+    """Fill in the counters and a memory estimate: cache entries (a 4-tuple
+    plus its set slot), interned states (sized by the newest one — states of
+    growing models, like kv strings or logs, grow), transition memo entries."""
     res.steps = lifts + backtracks
     res.lifts, res.backtracks = lifts, backtracks
     res.cache_size, res.states = cached, len(states)
-    res.mem_estimate = mem + (cached - last_cached) * 160
-    return res
+    window = (rel.bit_length() + cb.bit_length()) >> 3
+    res.mem_estimate = (cached * (150 + window)
+                        + len(states) * (120 + sys.getsizeof(states[-1]))
+                        + memo_n * 80)

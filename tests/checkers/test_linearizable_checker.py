@@ -255,3 +255,13 @@ def test_results_are_json_serialisable_for_results_json(model, rows, kw):
 
     r = check(H(*rows), model=model, **kw)
     assert json.loads(json.dumps(r))["valid"] == r["valid"]
+
+
+def test_stop_on_failure_leaves_other_keys_unknown_but_verdict_false():
+    bad = [("invoke", 0, "write", ["bad", 1]), ("ok", 0, "write", ["bad", 1]),
+           ("invoke", 0, "read", ["bad", None]), ("ok", 0, "read", ["bad", 0])]
+    r = check(H(*bad, *pathological(22, key="hard", first_pid=10)), model="register",
+              initial=0, independent=True, time_budget=30, stop_on_failure=True)
+    assert r["valid"] is False
+    assert r["keys"]["hard"] == {**r["keys"]["hard"], "valid": "unknown", "cause": "stopped"}
+    assert r["stats"]["elapsed_s"] < 30
