@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from .config import ProtocolConfig
-from .effects import Effect, Timer
+from .effects import Effect, Halt, Timer
 from .messages import (
     AllocateProducerIdsRequest,
     AlterPartitionRequest,
@@ -141,11 +141,9 @@ class Node:
         effects += self._sync_metadata(now)
         # a tick consumes the armed timer: re-arm whatever is still needed
         self._armed = None
-        return self._arm(effects, now)
+        return self._arm(effects, now, full=True)
 
     def begin_controlled_shutdown(self, now: int) -> list[Effect]:
-        from .effects import Halt
-
         if self.halted:
             return []
         if self.broker is not None:
@@ -197,19 +195,22 @@ class Node:
             return []
         return self._arm(self.broker.apply_committed(entries, now), now)
 
-    def _arm(self, effects: list[Effect], now: int) -> list[Effect]:
-        if any(type(e).__name__ == "Halt" for e in effects):
+    def _arm(self, effects: list[Effect], now: int, full: bool = False) -> list[Effect]:
+        """Arm one timer for the broker's earliest deadline. After a tick (or
+        when nothing is armed) the deadline is recomputed from the broker's
+        state; after a message only deadlines created by it are considered."""
+        if self.broker is not None and self.broker.halted or effects and isinstance(effects[-1], Halt):
             self.halted = True
             return effects
-        wakeups = []
-        if self.broker is not None:
-            w = self.broker.next_wakeup(now)
-            if w is not None:
-                wakeups.append(w)
+        if self.broker is None:
+            return effects
         # the quorum members (controller, observer) arm their own timers
-        if wakeups:
-            at = min(wakeups)
-            if self._armed is None or self._armed <= now or at < self._armed:
-                self._armed = at
-                effects.append(Timer(at))
+        fresh = self.broker.soonest_new_deadline()
+        if full or self._armed is None or self._armed <= now:
+            at = self.broker.next_wakeup(now)
+        else:
+            at = fresh if fresh is not None and fresh > now else None
+        if at is not None and (self._armed is None or self._armed <= now or at < self._armed):
+            self._armed = at
+            effects.append(Timer(at))
         return effects

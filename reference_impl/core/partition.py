@@ -184,6 +184,7 @@ class Partition:
 
     def __post_init__(self) -> None:
         self.producers.rebuild(self.log.batches)
+        self._min_isr: int | None = None
 
     # -- small helpers ---------------------------------------------------
 
@@ -196,9 +197,15 @@ class Partition:
         return self.role == LEADER
 
     def effective_min_isr(self) -> int:
-        """min(min.insync.replicas, replication factor) (Partition.scala:246-248)."""
-        topic_cfg = self.ctx.image.topics.get(self.tp.topic)
-        return max(1, min(self.config.min_isr_for(topic_cfg), max(1, len(self.replicas))))
+        """min(min.insync.replicas, replication factor) (Partition.scala:246-248).
+        Cached: it changes only with the assignment or the topic config."""
+        if self._min_isr is None:
+            topic_cfg = self.ctx.image.topics.get(self.tp.topic)
+            self._min_isr = max(1, min(self.config.min_isr_for(topic_cfg), max(1, len(self.replicas))))
+        return self._min_isr
+
+    def min_isr_changed(self) -> None:
+        self._min_isr = None
 
     def is_under_min_isr(self) -> bool:
         return len(self.state.isr) < self.effective_min_isr()
@@ -268,6 +275,7 @@ class Partition:
         effects: list[Effect] = []
         new_epoch = not self.is_leader or reg.leader_epoch != self.leader_epoch
         self.replicas = tuple(reg.replicas)
+        self._min_isr = None
         self.partition_epoch = reg.partition_epoch
         self.leader_recovery_state = reg.leader_recovery_state
         self.state = IsrState.committed(tuple(reg.isr))
@@ -316,6 +324,7 @@ class Partition:
             self.role != FOLLOWER or reg.leader_epoch != self.leader_epoch or reg.leader != self.leader_id
         )
         self.replicas = tuple(reg.replicas)
+        self._min_isr = None
         self.partition_epoch = reg.partition_epoch
         self.leader_recovery_state = reg.leader_recovery_state
         self.state = IsrState.committed(tuple(reg.isr))

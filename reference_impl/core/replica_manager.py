@@ -24,7 +24,6 @@ partitions or talks to other nodes:
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -85,6 +84,7 @@ from .storage import (
 #: producer ids are ``broker_epoch * PRODUCER_ID_BLOCK + n``: broker epochs are
 #: unique cluster-wide, so ids never collide without a round trip
 PRODUCER_ID_BLOCK = 1 << 32
+NO_DEADLINE = 1 << 62
 
 
 def parse_log_name(name: str) -> TopicPartition | None:
@@ -183,7 +183,12 @@ class BrokerRole:
         self.alter_inflight: tuple[int, int, NodeId, dict[TopicPartition, PendingAlter]] | None = None
         self.pending_creates: dict[Any, tuple[Any, int, CreateTopicsRequest, NodeId]] = {}
         self.next_producer_seq = 0
-        self._timers: list[int] = []
+        #: follower partitions in fetch backoff or waiting for OffsetsForLeaderEpoch
+        self._attention: set[TopicPartition] = set()
+        #: leader -> partitions this broker follows from it (the fetcher's members)
+        self._following: dict[NodeId, set[TopicPartition]] = {}
+        self._follow_of: dict[TopicPartition, NodeId] = {}
+        self._soonest = NO_DEADLINE
 
     # ======================================================================
     # dispatch
@@ -219,13 +224,65 @@ class BrokerRole:
         """Resend registration / heartbeats / AlterPartition not answered in time."""
         return max(1000, 2 * self.config.broker_heartbeat_interval_ms)
 
-    def _schedule(self, at: int) -> None:
-        heapq.heappush(self._timers, at)
+    def _note(self, at: int) -> None:
+        """Remember that a deadline was just created (see :meth:`soonest_new_deadline`)."""
+        if at < self._soonest:
+            self._soonest = at
+
+    def soonest_new_deadline(self) -> int | None:
+        """The earliest deadline created since the last call (cheap; the node
+        arms a timer only when this is earlier than the one already armed,
+        and recomputes everything with :meth:`next_wakeup` on each tick)."""
+        at, self._soonest = self._soonest, NO_DEADLINE
+        return None if at == NO_DEADLINE else at
 
     def next_wakeup(self, now: int) -> int | None:
-        while self._timers and self._timers[0] <= now:
-            heapq.heappop(self._timers)
-        return self._timers[0] if self._timers else None
+        """The earliest future time some deadline of this broker falls due.
+
+        Computed from the state itself (not from a list of scheduled times),
+        so deadlines that stopped mattering (a long poll answered early) do
+        not cause wake-ups."""
+        if self.halted:
+            return None
+        c = [self.next_isr_expiry_at, self.next_hw_checkpoint_at]
+        rpc = self.controller_rpc_timeout_ms
+        if self.broker_epoch < 0:
+            if self.registration_sent_at is not None:
+                c.append(self.registration_sent_at + rpc)
+        elif self.heartbeat_sent_at is not None:
+            c.append(self.heartbeat_sent_at + rpc)
+        else:
+            c.append(self.next_heartbeat_at)
+        if self.shutting_down:
+            c.append(self.shutdown_deadline)
+        for waiting in self.delayed_produce.values():
+            c.append(min(d.deadline for d in waiting))
+        for d in self.delayed_fetches.values():
+            c.append(d.deadline)
+        ft = self.fetch_timeout_ms
+        for f in self.fetchers.values():
+            if f.inflight is not None:
+                c.append(f.sent_at + ft)
+            elif f.backoff_until > now:
+                c.append(f.backoff_until)
+        for tp in list(self._attention):
+            p = self.partitions.get(tp)
+            if p is None or p.role != FOLLOWER:
+                self._attention.discard(tp)
+            elif p.fetch_state == TRUNCATING:
+                c.append(p.truncation_request_at + ft)
+            elif p.fetch_backoff_until > now:
+                c.append(p.fetch_backoff_until)
+            else:
+                self._attention.discard(tp)
+        if self.alter_inflight is not None:
+            c.append(self.alter_inflight[1] + rpc)
+        else:
+            c += [pa.not_before for pa in self.alter_pending.values()]
+        for _ref, deadline, _req, _dst in self.pending_creates.values():
+            c.append(deadline)
+        future = [x for x in c if x > now]
+        return min(future) if future else None
 
     def _next_corr(self) -> int:
         self._corr += 1
@@ -283,14 +340,12 @@ class BrokerRole:
             effects.append(p.loaded_trace())
         self.next_isr_expiry_at = now + self.config.replica_lag_time_max_ms // 2
         self.next_hw_checkpoint_at = now + self.config.replica_high_watermark_checkpoint_interval_ms
-        self._schedule(self.next_isr_expiry_at)
-        self._schedule(self.next_hw_checkpoint_at)
         effects += self._send_registration(now)
         return effects
 
     def _send_registration(self, now: int) -> list[Effect]:
         self.registration_sent_at = now
-        self._schedule(now + self.controller_rpc_timeout_ms)
+        self._note(now + self.controller_rpc_timeout_ms)
         return [
             Send(
                 self._controller(),
@@ -326,8 +381,13 @@ class BrokerRole:
         if delta.topics:
             # a topic config change (min.insync.replicas) may unblock the HW
             for tp, p in self.partitions.items():
-                if tp.topic in delta.topics and p.is_leader:
-                    changed_tps.add(tp)
+                if tp.topic in delta.topics:
+                    p.min_isr_changed()
+                    if p.is_leader and tp not in changed_tps:
+                        e, hw_changed = p.maybe_increment_leader_hw(now)
+                        effects += e
+                        effects += self._complete_delayed(tp, now)
+        fetch_leaders: set[NodeId] = set()
         for tp in sorted(changed_tps):
             reg = self.image.partitions.get(tp)
             if reg is None:
@@ -337,6 +397,7 @@ class BrokerRole:
                 if p is not None and p.role != "none":
                     was_leader = p.is_leader
                     effects += p.make_offline()
+                    self._update_following(p)
                     if was_leader:
                         effects += self._complete_delayed(tp, now)
                 continue
@@ -350,17 +411,19 @@ class BrokerRole:
             if reg.leader == self.node_id:
                 e, hw_changed = p.make_leader(reg, now)
                 effects += e
-                self.alter_pending.pop(tp, None)
+                self._update_following(p)
                 effects += self._complete_delayed(tp, now)
             else:
                 was_leader = p.is_leader
                 e, epoch_changed = p.make_follower(reg, now)
                 effects += e
+                self._update_following(p)
                 if was_leader:
-                    self.alter_pending.pop(tp, None)
                     effects += self._complete_delayed(tp, now)
                 if epoch_changed:
-                    effects += self._maybe_fetch(now)
+                    fetch_leaders.add(p.leader_id)
+        for leader in sorted(fetch_leaders):
+            effects += self._maybe_fetch(now, leader)
         return effects
 
     # ======================================================================
@@ -385,7 +448,6 @@ class BrokerRole:
         # isr-expiration, every replica.lag.time.max.ms / 2
         if now >= self.next_isr_expiry_at:
             self.next_isr_expiry_at = now + max(1, self.config.replica_lag_time_max_ms // 2)
-            self._schedule(self.next_isr_expiry_at)
             for p in self.partitions.values():
                 if p.is_leader:
                     e, hw_changed = p.maybe_shrink_isr(now)
@@ -395,7 +457,6 @@ class BrokerRole:
         # highwatermark-checkpoint
         if now >= self.next_hw_checkpoint_at:
             self.next_hw_checkpoint_at = now + max(1, self.config.replica_high_watermark_checkpoint_interval_ms)
-            self._schedule(self.next_hw_checkpoint_at)
             effects += self._checkpoint_hw(force=False)
         # purgatories
         effects += self._expire_delayed(now)
@@ -403,8 +464,9 @@ class BrokerRole:
         for f in self.fetchers.values():
             if f.inflight is not None and now - f.sent_at >= self.fetch_timeout_ms:
                 f.inflight = None
-        for p in self.partitions.values():
-            if p.role == FOLLOWER and p.fetch_state == TRUNCATING and now - p.truncation_request_at >= self.fetch_timeout_ms:
+        for tp in sorted(self._attention):
+            p = self.partitions.get(tp)
+            if p is not None and p.role == FOLLOWER and p.fetch_state == TRUNCATING and now - p.truncation_request_at >= self.fetch_timeout_ms:
                 p.truncation_request_at = now
                 effects += self._send_offsets_for_leader_epoch(p, now)
         effects += self._maybe_fetch(now)
@@ -453,8 +515,7 @@ class BrokerRole:
     def _send_heartbeat(self, now: int) -> list[Effect]:
         self.heartbeat_sent_at = now
         self.next_heartbeat_at = now + self.config.broker_heartbeat_interval_ms
-        self._schedule(self.next_heartbeat_at)
-        self._schedule(now + self.controller_rpc_timeout_ms)
+        self._note(self.next_heartbeat_at)
         return [
             Send(
                 self._controller(),
@@ -477,7 +538,7 @@ class BrokerRole:
             self._controller_failed()
             retry_at = now + self.config.alter_partition_retry_backoff_ms
             self.registration_sent_at = retry_at - self.controller_rpc_timeout_ms
-            self._schedule(retry_at)
+            self._note(retry_at)
             return []
         if src is not None:
             self.controller_hint = src
@@ -492,7 +553,7 @@ class BrokerRole:
         if msg.error == Errors.NOT_CONTROLLER:
             self._controller_failed()
             self.next_heartbeat_at = now + self.config.alter_partition_retry_backoff_ms
-            self._schedule(self.next_heartbeat_at)
+            self._note(self.next_heartbeat_at)
             return []
         if msg.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
             # the controller no longer knows this session: register again
@@ -500,7 +561,7 @@ class BrokerRole:
             return self._send_registration(now)
         if msg.error != Errors.NONE:
             self.next_heartbeat_at = now + self.config.alter_partition_retry_backoff_ms
-            self._schedule(self.next_heartbeat_at)
+            self._note(self.next_heartbeat_at)
             return []
         if src is not None:
             self.controller_hint = src
@@ -517,7 +578,7 @@ class BrokerRole:
             return []
         self.shutting_down = True
         self.shutdown_deadline = now + self.config.request_timeout_ms
-        self._schedule(self.shutdown_deadline)
+        self._note(self.shutdown_deadline)
         if self.broker_epoch < 0:
             return self._finish_shutdown(now)
         return self._send_heartbeat(now)
@@ -563,7 +624,7 @@ class BrokerRole:
                 self.delayed_produce.setdefault(msg.tp, []).append(
                     DelayedProduce(msg.ref, msg.tp, msg.acks, batch.base_offset, batch.count, required, deadline)
                 )
-                self._schedule(deadline)
+                self._note(deadline)
                 return effects
             return effects + self._produce_done(msg.ref, msg.tp, msg.acks, derr, batch.base_offset, batch.count)
         return effects + self._produce_done(msg.ref, msg.tp, msg.acks, Errors.NONE, batch.base_offset, batch.count)
@@ -675,9 +736,9 @@ class BrokerRole:
         self._fetch_ids += 1
         fid = self._fetch_ids
         self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, tps)
+        self._note(deadline)
         for tp in tps:
             self.fetch_watch.setdefault(tp, set()).add(fid)
-        self._schedule(deadline)
 
     def _watch_append(self, tp: TopicPartition, now: int) -> list[Effect]:
         """New data on a leader: parked replica fetches may complete."""
@@ -741,25 +802,37 @@ class BrokerRole:
     # replica fetchers (follower side)
     # ======================================================================
 
-    def _maybe_fetch(self, now: int) -> list[Effect]:
-        """Send a fetch to every leader we follow that has no fetch in flight."""
-        by_leader: dict[NodeId, list[Partition]] = {}
-        for p in self.partitions.values():
-            if p.wants_fetch(now):
-                by_leader.setdefault(p.leader_id, []).append(p)
-            elif p.role == FOLLOWER and p.fetch_state == FETCHING and p.fetch_backoff_until > now:
-                self._schedule(p.fetch_backoff_until)
+    def _update_following(self, p: Partition) -> None:
+        """Keep the fetcher membership index in step with the partition's role."""
+        old = self._follow_of.pop(p.tp, None)
+        if old is not None:
+            members = self._following.get(old)
+            if members is not None:
+                members.discard(p.tp)
+                if not members:
+                    del self._following[old]
+        if p.role == FOLLOWER and p.leader_id != NO_LEADER:
+            self._follow_of[p.tp] = p.leader_id
+            self._following.setdefault(p.leader_id, set()).add(p.tp)
+
+    def _maybe_fetch(self, now: int, only_leader: NodeId | None = None) -> list[Effect]:
+        """Send a fetch to every leader we follow (or just ``only_leader``)
+        that has no fetch in flight, for the partitions ready to fetch."""
+        leaders = self._following if only_leader is None else (only_leader,)
         effects: list[Effect] = []
-        for leader, parts in by_leader.items():
+        for leader in leaders:
+            members = self._following.get(leader)
+            if not members:
+                continue
             f = self.fetchers.get(leader)
             if f is None:
                 f = self.fetchers[leader] = Fetcher(leader)
-            if f.inflight is not None:
+            if f.inflight is not None or now < f.backoff_until:
                 continue
-            if now < f.backoff_until:
-                self._schedule(f.backoff_until)
-                continue
-            effects += self._send_fetch(f, parts, now)
+            parts = [self.partitions[tp] for tp in sorted(members)]
+            parts = [p for p in parts if p.wants_fetch(now)]
+            if parts:
+                effects += self._send_fetch(f, parts, now)
         return effects
 
     def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> list[Effect]:
@@ -767,7 +840,7 @@ class BrokerRole:
         f.inflight = corr
         f.sent_at = now
         f.epochs = {p.tp: p.leader_epoch for p in parts}
-        self._schedule(now + self.fetch_timeout_ms)
+        self._note(now + self.fetch_timeout_ms)
         return [
             Send(
                 f.leader,
@@ -790,7 +863,7 @@ class BrokerRole:
         effects: list[Effect] = []
         if msg.error != Errors.NONE:
             f.backoff_until = now + self.config.replica_fetch_backoff_ms
-            self._schedule(f.backoff_until)
+            self._note(f.backoff_until)
             return effects
         for resp in msg.partitions:
             p = self.partitions.get(resp.tp)
@@ -799,14 +872,16 @@ class BrokerRole:
             e, follow_up = p.handle_fetch_response(resp, now)
             effects += e
             if follow_up == "offsets_for_leader_epoch":
+                self._attention.add(p.tp)
                 effects += self._send_offsets_for_leader_epoch(p, now)
             elif follow_up == "backoff":
-                self._schedule(p.fetch_backoff_until)
-        effects += self._maybe_fetch(now)
+                self._attention.add(p.tp)
+                self._note(p.fetch_backoff_until)
+        effects += self._maybe_fetch(now, msg.leader_id)
         return effects
 
     def _send_offsets_for_leader_epoch(self, p: Partition, now: int) -> list[Effect]:
-        self._schedule(now + self.fetch_timeout_ms)
+        self._note(now + self.fetch_timeout_ms)
         return [
             Send(
                 p.leader_id,
@@ -846,8 +921,9 @@ class BrokerRole:
         """Queue a proposal; at most one per partition, one request in flight.
         :meth:`handle` / :meth:`tick` send it before returning."""
         self.alter_pending[partition.tp] = PendingAlter(partition, partition.state, item, not_before)
+        self._note(not_before)
         if not_before:
-            self._schedule(not_before)
+            pass
 
     def _maybe_send_alter_partition(self, now: int) -> list[Effect]:
         if self.alter_inflight is not None or not self.alter_pending or self.broker_epoch < 0:
@@ -858,14 +934,14 @@ class BrokerRole:
         if not ready:
             nb = [pa.not_before for pa in self.alter_pending.values()]
             if nb:
-                self._schedule(min(nb))
+                pass
             return []
         for tp in ready:
             del self.alter_pending[tp]
         corr = self._next_corr()
         dst = self._controller()
         self.alter_inflight = (corr, now, dst, ready)
-        self._schedule(now + self.controller_rpc_timeout_ms)
+        self._note(now + self.controller_rpc_timeout_ms)
         return [
             Send(
                 dst,
@@ -885,6 +961,7 @@ class BrokerRole:
         self.alter_inflight = None
         effects: list[Effect] = []
         backoff = now + self.config.alter_partition_retry_backoff_ms
+        self._note(backoff)
         if msg.error != Errors.NONE:
             if msg.error == Errors.NOT_CONTROLLER:
                 self._controller_failed()
@@ -892,7 +969,6 @@ class BrokerRole:
                 if tp not in self.alter_pending:
                     pa.not_before = backoff
                     self.alter_pending[tp] = pa
-            self._schedule(backoff)
             return effects
         answered = set()
         for result in msg.results:
@@ -907,12 +983,10 @@ class BrokerRole:
             if retry and result.tp not in self.alter_pending:
                 pa.not_before = backoff
                 self.alter_pending[result.tp] = pa
-                self._schedule(backoff)
         for tp, pa in items.items():
             if tp not in answered and tp not in self.alter_pending:
                 pa.not_before = backoff
                 self.alter_pending[tp] = pa
-                self._schedule(backoff)
         effects += self._maybe_send_alter_partition(now)
         return effects
 
@@ -965,7 +1039,7 @@ class BrokerRole:
         token = (self.node_id, self._next_corr())
         dst = self._controller()
         self.pending_creates[token] = (msg.ref, now + msg.timeout_ms, msg, dst)
-        self._schedule(now + msg.timeout_ms)
+        self._note(now + msg.timeout_ms)
         return [Send(dst, CreateTopicsRequest(token, msg.topics, msg.timeout_ms))]
 
     def handle_create_topics_response(self, msg: CreateTopicsResponse, src: NodeId | None, now: int) -> list[Effect]:
