@@ -281,3 +281,109 @@ def test_zombie_leader_is_fenced_its_produce_fails_and_its_alter_partition_is_re
     log = s.read_all(tp)
     assert 666 not in log.values() and log.get(0) == 0 and log.get(1) == 1
     assert s.kinds() == {}
+
+
+def _isr_expansion(strict: bool) -> tuple[Scenario, object, int, dict[int, object]]:
+    """Seed 000 (maybeExpandIsr / isFollowerInSync): a follower joins the ISR
+    only when its LEO reaches the HW *and* the leader-epoch start offset.
+
+    Replicas A=1, C=2, B=3. B stops at LEO 9 and leaves the ISR; offset 9 is
+    committed by A and C, but C never hears that HW (A->C cut after C's
+    append). A is isolated; C leads epoch 1 from offset 10 with HW 9. B's first
+    fetch from C is at 9 >= HW: without the start-offset rule B joins at once.
+    The moment C proposes B, B is cut from C's answers; C dies; B leads.
+    Returns the scenario, B's LEO when C proposed it, and the final log.
+    """
+    s = Scenario(seed=8, variants={"strict_isr_expand": strict})
+    (tp,) = s.start(replicas=(1, 2, 3))
+    assert s.produce(1, tp, list(range(9)), acks=-1).error == Errors.NONE
+    s.sim.cut({(1, 3), (3, 1)})
+    box = s.produce_async(1, tp, [9], acks=1)
+    s.wait(lambda: s.leo(2, tp) == 10, what="C appended offset 9")
+    s.sim.cut(one_way([1], [2]))
+    s.wait(lambda: bool(box) and box[0].error == Errors.NONE, what="acks=1 produce of offset 9")
+    s.wait(lambda: s.leader_isr(1, tp) == ([1, 2], "committed"), what="B out of the ISR")
+    s.wait(lambda: s.hw(1, tp) == 10, what="offset 9 committed on A")
+    assert s.hw(2, tp) == 9, "precondition: C's HW lags"
+    s.isolate(1)
+    s.wait(lambda: s.sim.leader_of(tp) == 2, what="C leads")
+    proposed: list[int] = []
+
+    def b_proposed() -> bool:
+        if not proposed:
+            for e in s.trace("isr", node=2, tp=tp):
+                if 3 in e["maximal_isr"] and e["leader_epoch"] >= 1:
+                    proposed.append(s.leo(3, tp))
+                    s.sim.cut(one_way([2], [3]))
+                    break
+        return bool(proposed)
+
+    s.wait(b_proposed, what="C proposing B for the ISR")
+    s.wait(lambda: s.leader_isr(2, tp) == ([2, 3], "committed") or s.leader_isr(2, tp) == ([3, 2], "committed"),
+           what="B in the ISR")
+    s.sim.kill(2)
+    s.wait(lambda: s.sim.leader_of(tp) == 3, what="B leads")
+    s.sim.heal_everything()
+    s.sim.run_for(10_000)
+    return s, tp, proposed[0], s.read_all(tp)
+
+
+def test_isr_expansion_before_the_epoch_start_offset_loses_a_committed_offset() -> None:
+    s, tp, b_leo, log = _isr_expansion(strict=False)
+    assert b_leo == 9, "B was proposed below the leader-epoch start offset 10"
+    assert log.get(9) != 9, "committed offset 9 is gone"
+    assert s.kinds().get("leader-completeness", 0) >= 1
+
+
+def test_isr_expansion_waits_for_the_leader_epoch_start_offset_strict_isr_expand() -> None:
+    s, tp, b_leo, log = _isr_expansion(strict=True)
+    assert b_leo >= 10
+    assert log.get(9) == 9
+    assert s.kinds() == {}
+
+
+def _committed_metadata(s: Scenario, node: int) -> list[object]:
+    from reference_impl.core.storage import METADATA_LOG
+
+    hws = [e["high_watermark"] for e in s.trace("raft_commit", node=node)]
+    hw = max(hws) if hws else 0
+    log = s.sim.host(node).disk.logs.get(METADATA_LOG)
+    return [e for e in (log.cache if log else []) if e.offset < hw]
+
+
+def test_controller_failover_elects_a_complete_log_and_loses_no_committed_record() -> None:
+    """Seed 004 (KRaft): the new active controller's metadata log holds every
+    record the old one committed (same offset, epoch and record), so no
+    committed topic or partition change is lost; the quorum never has two
+    leaders in one epoch."""
+    from reference_impl.core.messages import CreateTopicsRequest, NewTopic
+
+    s = Scenario(seed=9)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    old = s.sim.active_controller()
+    r = s.request(1, lambda ref: CreateTopicsRequest(ref, (NewTopic("u", 2, 3),)))
+    assert r is not None and r.results[0].error == Errors.NONE
+    s.sim.run_for(1000)
+    committed = _committed_metadata(s, old)
+    assert any(getattr(e.record, "name", None) == "u" for e in committed)
+    old_epoch = s.sim.controller_leader[0]
+    s.isolate(old)
+    s.wait(lambda: s.sim.controller_leader[0] > old_epoch, what="a new active controller")
+    new = s.sim.active_controller()
+    assert new != old
+    s.sim.run_for(1000)
+    now_log = _committed_metadata(s, new)
+    assert now_log[: len(committed)] == committed, "the new leader's log holds every committed record"
+    for _ in range(5):  # a broker may still forward to the old controller: retry like a client
+        r2 = s.request(2, lambda ref: CreateTopicsRequest(ref, (NewTopic("v", 1, 3),), timeout_ms=5000), 8000)
+        if r2 is not None and r2.results[0].error in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+            break
+    assert r2 is not None and r2.results[0].error in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS)
+    s.sim.heal()
+    s.sim.run_for(5000)
+    final = _committed_metadata(s, old)
+    assert final[: len(committed)] == committed
+    assert final == _committed_metadata(s, new)[: len(final)]
+    md = s.metadata(3)
+    assert {t.name for t in md.topics} >= {"t", "u", "v"}
+    assert s.kinds() == {}
