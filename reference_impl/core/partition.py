@@ -739,16 +739,28 @@ class Partition:
                 epoch, end = resp.diverging_epoch
                 effects += self._truncate(self.truncation_offset(epoch, end), "diverging-epoch")
                 return effects, None
-            if resp.batches:
-                effects += self.log.append_as_follower(resp.batches)
-                for b in resp.batches:
+            fresh = tuple(b for b in resp.batches if b.next_offset > self.log.leo)
+            if fresh:
+                first = fresh[0]
+                if first.base_offset > self.log.leo:
+                    # the leader's log starts past ours (Kafka's truncateFullyAndStartAt)
+                    effects += self._truncate_fully(first.base_offset)
+                elif first.base_offset < self.log.leo:
+                    # our last batch ends inside one of the leader's: it diverged
+                    # mid-batch. Cut back to a batch boundary; if that is not the
+                    # leader's boundary the next fetch (from the new LEO) retries.
+                    effects += self._truncate(first.base_offset, "diverging-epoch")
+                    if self.log.leo != first.base_offset:
+                        return effects, None
+                effects += self.log.append_as_follower(fresh)
+                for b in fresh:
                     self.producers.record(b)
-                last = resp.batches[-1]
+                last = fresh[-1]
                 effects.append(
                     self._trace(
                         "append",
-                        base=resp.batches[0].base_offset,
-                        count=last.next_offset - resp.batches[0].base_offset,
+                        base=first.base_offset,
+                        count=last.next_offset - first.base_offset,
                         epoch=last.leader_epoch,
                         leo=self.log.leo,
                         role=FOLLOWER,

@@ -191,3 +191,14 @@ def test_replicated_log_matches_leader_through_in_process_fetch_loop():
     assert acked and acked[0].error == Errors.NONE and acked[0].base_offset == 0
     for i in (2, 3):
         assert [b.payload for b in brokers[i].partitions[TP].log.batches] == [("a", "b", "c")]
+
+
+def test_follower_whose_last_batch_straddles_leader_batch_realigns_without_losing_prefix():
+    b, _, effects = follower()
+    p = b.partitions[TP]
+    p.log.append_as_follower((Batch(0, 0, 5, None), Batch(5, 0, 2, "diverged")))  # LEO 7
+    s = fetch_sent(b.tick(0) or effects)
+    # the leader's batch holding offset 7 is [5, 10)
+    effects = answer(b, s, Batch(5, 0, 5, "leader"), hw=5)
+    assert [(x.base_offset, x.payload) for x in p.log.batches] == [(0, None), (5, "leader")]
+    assert traces(effects, "truncate")[0]["to"] == 5
