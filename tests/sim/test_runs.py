@@ -1,0 +1,91 @@
+"""Whole simulated runs: determinism (ARCHITECTURE.md principle 6: a seed
+replays byte for byte) and the run directory ``kraftwerk sim`` leaves."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from reference_impl.sim.options import SimOptions
+from reference_impl.sim.runner import run_seed
+
+ROOT = Path(__file__).resolve().parents[2]
+OPTS = SimOptions(time_limit_s=8, nemesis=("all",), nemesis_interval_s=2, rate=80, final_wait_s=8,
+                  final_read_s=10, topics=2, partitions=2, acks="mixed")
+
+
+def test_same_seed_and_options_give_a_byte_identical_history(tmp_path: Path) -> None:
+    a = run_seed(OPTS, 21, tmp_path / "a")
+    b = run_seed(OPTS, 21, tmp_path / "b")
+    c = run_seed(OPTS, 22, tmp_path / "c")
+    ha = (Path(a["run_dir"]) / "history.jsonl").read_bytes()
+    hb = (Path(b["run_dir"]) / "history.jsonl").read_bytes()
+    hc = (Path(c["run_dir"]) / "history.jsonl").read_bytes()
+    assert ha == hb and len(ha) > 1000
+    assert ha != hc
+    assert a["stats"]["faults"] > 0, "the schedule injected faults"
+    for n in ("1", "101"):
+        assert (Path(a["run_dir"]) / "nodes" / n / "trace.jsonl").read_bytes() == \
+            (Path(b["run_dir"]) / "nodes" / n / "trace.jsonl").read_bytes()
+
+
+def test_replay_is_identical_in_another_process_with_another_hash_seed(tmp_path: Path) -> None:
+    """Two separate ``kraftwerk sim`` processes (different PYTHONHASHSEED)
+    write the same history for the same seed."""
+    digests = []
+    for hs in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hs)
+        out = tmp_path / hs
+        p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "sim", "--seed", "5", "--time-limit", "5",
+                            "--nemesis", "kill,partition", "--nemesis-interval", "1", "--final-wait", "5",
+                            "--out", str(out), "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode in (0, 1), p.stderr
+        res = json.loads(p.stdout)
+        digests.append((Path(res["run_dir"]) / "history.jsonl").read_bytes())
+    assert digests[0] == digests[1]
+
+
+def test_sim_command_writes_a_complete_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["sim", "--seed", "3", "--time-limit", "6", "--nemesis", "partition-leader,kill",
+              "--nemesis-interval", "2", "--variant", "maximal_isr=on", "--acks", "mixed", "--out", str(tmp_path),
+              "--json"])
+    res = json.loads(capsys.readouterr().out)
+    assert e.value.code == (0 if res["valid"] is True else 1)
+    run = Path(res["run_dir"])
+    assert run.parent == tmp_path / "sim" and run.name.endswith("-3")
+    assert (tmp_path / "latest").resolve() == run.resolve()
+    test = json.loads((run / "test.json").read_text())
+    assert test["seed"] == 3 and test["options"]["variants"]["maximal_isr"] is True
+    assert test["options"]["nemesis_faults"] == ["partition-leader", "kill"]
+    results = json.loads((run / "results.json").read_text())
+    for k in ("valid", "durability", "invariants", "anomaly_types", "stats"):
+        assert k in results
+    assert {"acks=all", "acks=1"} <= set(results["durability"])
+    lines = (run / "history.jsonl").read_text().splitlines()
+    ops = [json.loads(x) for x in lines]
+    assert [o["index"] for o in ops] == list(range(len(ops)))
+    nem = [o for o in ops if o["process"] == "nemesis"]
+    assert nem and all(o["type"] == "info" for o in nem)
+    assert {o["f"] for o in nem} <= {"start-partition", "stop-partition", "start-kill", "stop-kill"}
+    assert sum(o["f"].startswith("start-") for o in nem) == sum(o["f"].startswith("stop-") for o in nem)
+    assert any(o.get("final") for o in ops)
+    assert {o.get("acks") for o in ops if o["f"] == "send"} == {"all", "1"}
+    assert sorted(p.name for p in (run / "nodes").iterdir()) == ["1", "101", "102", "103", "2", "3"]
+
+
+def test_many_seeds_run_in_parallel_jobs_and_summarize(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["sim", "--seeds", "1..3", "--jobs", "2", "--time-limit", "3", "--nemesis", "none",
+              "--final-wait", "3", "--out", str(tmp_path), "--json"])
+    res = json.loads(capsys.readouterr().out)
+    assert [r["seed"] for r in res] == [1, 2, 3]
+    assert e.value.code == (0 if all(r["valid"] is True for r in res) else 1)
+    assert all(r["acks_all"]["acked"] > 0 for r in res)
