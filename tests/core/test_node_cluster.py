@@ -12,6 +12,7 @@ from reference_impl.core.messages import (
     BrokerEndpoint,
     ClientFetchRequest,
     ClientFetchResponse,
+    ControlledShutdownRequest,
     CreateTopicsRequest,
     CreateTopicsResponse,
     Errors,
@@ -116,3 +117,46 @@ def test_leader_failover_keeps_acknowledged_records():
     p = loop.nodes[nl].broker.partitions[TP]
     assert p.leader_epoch >= 1
     assert [x.payload for x in p.log.batches] == [("a", "b")]
+
+
+def test_controlled_shutdown_moves_leadership_then_halts_with_clean_marker():
+    from reference_impl.core.storage import CLEAN_SHUTDOWN, CleanShutdown
+
+    loop = Loop(latency=2)
+    voters = (101, 102, 103)
+    for i in voters:
+        loop.add(i, build(i, {"controller"}, voters))
+    for i in (1, 2, 3):
+        loop.add(i, build(i, {"broker"}, voters))
+    leader = create_and_produce(loop, (1, 2, 3), entry=2)
+    node = loop.nodes[leader]
+    epoch = node.broker.broker_epoch
+    loop.deliver(leader, ControlledShutdownRequest())
+    assert loop.run_until_true(lambda: node.halted, limit_ms=30_000)
+    # the controller let it go only after committing another leader
+    active = next(loop.nodes[v].controller for v in voters if loop.nodes[v].controller.is_active)
+    assert active.image.partitions[TP].leader not in (leader, -1)
+    others = [b for b in (1, 2, 3) if b != leader]
+    # leadership moved to another broker before the halt
+    assert loop.run_until_true(lambda: any(loop.nodes[b].broker.partitions[TP].is_leader for b in others), limit_ms=10_000)
+    assert loop.disks[leader].durable.files.get(CLEAN_SHUTDOWN) == CleanShutdown(epoch)
+
+
+def test_restarted_broker_reloads_its_log_and_rejoins_the_isr():
+    loop = Loop(latency=2)
+    voters = (101, 102, 103)
+    for i in voters:
+        loop.add(i, build(i, {"controller"}, voters))
+    for i in (1, 2, 3):
+        loop.add(i, build(i, {"broker"}, voters))
+    leader = create_and_produce(loop, (1, 2, 3), entry=2)
+    victim = next(b for b in (1, 2, 3) if b != leader)
+    node = loop.restart(victim, lambda stored: build(victim, {"broker"}, voters, stored=stored))
+    loaded = [e.data for t, n, e in loop.traces if n == victim and e.kind == "loaded"]
+    assert loaded and loaded[-1]["leo"] == 2
+    lp = loop.nodes[leader].broker.partitions[TP]
+
+    def back_in_isr():
+        return victim in lp.state.isr and lp.state.kind == "committed" and node.broker.partitions[TP].log.leo == 2
+
+    assert loop.run_until_true(back_in_isr, limit_ms=60_000)
