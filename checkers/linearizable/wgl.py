@@ -23,6 +23,14 @@ infinity), so a crashed op is only tried once every identical crashed op
 invoked before it is linearized. The explored set of configurations still
 depends only on (linearized set, state), so the cache stays sound.
 
+And one for read-only ops (reads, gets, polls: ``Model.read_only``): when the
+walk reaches one that applies in the current state, every real-time
+predecessor is already linearized (else the walk would have hit that
+predecessor's return first), so in any successful continuation the read can
+be moved to the front — it changes no state. Hence if linearizing it right
+away fails, the configuration fails: backtracking pops straight through it
+instead of trying to delay it.
+
 Hot-loop representation, chosen for CPython: entries are ints indexing flat
 lists (``nxt``, ``prv``, ``match``); model states are interned to ints; each
 distinct op gets a transition memo ``{state_id: next_state_id or -1}`` shared
@@ -70,6 +78,7 @@ class Problem:
     opkeys: list[Any]     # call entry -> (f, value)
     rank: list[int]       # ok-return entry -> completion rank (0, 1, ...)
     gate: list[int]       # crashed call entry -> previous crashed call with the same op, or 0
+    read_only: bytearray  # call entry -> 1 if its op never changes any state
     init_state: Any
 
 
@@ -134,6 +143,10 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any) -> Problem:
             r += 1
         e += 1
     gate = [0] * size
+    read_only = bytearray(size)
+    for c in call_entry:
+        f, v = opkeys[c]
+        read_only[c] = 1 if model.read_only(f, v) else 0
     last_same: dict[Any, int] = {}
     for i in crashed:
         opno[e] = i
@@ -157,7 +170,8 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any) -> Problem:
         last_same[opkeys[c]] = c
     assert e == size - 1
     match[size - 1] = -1  # tail
-    return Problem(ops, nxt, prv, match, opno, num, rows, opkeys, rank, gate, init_state)
+    return Problem(ops, nxt, prv, match, opno, num, rows, opkeys, rank, gate, read_only,
+                   init_state)
 
 
 def search(p: Problem, model: Model, slice_steps: int = 20000
@@ -172,6 +186,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     opkeys = p.opkeys
     rank = p.rank
     gate = p.gate
+    ro = p.read_only
     lifted = bytearray(len(nxt))
     step = model.step
 
@@ -272,19 +287,26 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 best_stack = stack[:]
             if not stack:
                 break
-            e, s, k, rel, cb = pop()
-            m = match[e]
-            a = prv[m]
-            b = nxt[m]
-            nxt[a] = m
-            prv[b] = m
-            a = prv[e]
-            b = nxt[e]
-            nxt[a] = e
-            prv[b] = e
-            lifted[e] = 0
+            while True:
+                e, s, k, rel, cb = pop()
+                m = match[e]
+                a = prv[m]
+                b = nxt[m]
+                nxt[a] = m
+                prv[b] = m
+                a = prv[e]
+                b = nxt[e]
+                nxt[a] = e
+                prv[b] = e
+                lifted[e] = 0
+                backtracks += 1
+                # A read-only op lifted as soon as it applied: its failure
+                # is the failure of the configuration it was lifted from.
+                if not ro[e] or not stack:
+                    break
+            if ro[e]:
+                break  # ...and that was the initial configuration
             e = nxt[e]
-            backtracks += 1
             if lifts + backtracks >= budget:
                 budget += slice_steps
                 _progress(res, lifts, backtracks, cached, states, memo_n, rel, cb)
