@@ -50,7 +50,8 @@ class TestConfig(BaseModel):
     db: Literal["reference", "external"] = "reference"
     bootstrap: str | None = None
     brokers: int = Field(3, ge=1, le=9)
-    controllers: int = Field(3, ge=0, le=9)
+    controllers: int = Field(3, ge=1, le=9)
+    combined: bool = False
     topics: int = Field(1, ge=1, le=50)
     partitions: int = Field(2, ge=1, le=64)
     rf: int = Field(3, ge=1)
@@ -59,6 +60,7 @@ class TestConfig(BaseModel):
     variants: dict[str, bool] = Field(default_factory=dict)
     nemesis: list[str] = Field(default_factory=list)
     nemesis_interval: float = Field(5.0, gt=0)
+    scenario: str | None = None
     time_limit: float = 30.0
     rate: float = Field(50.0, gt=0)
     concurrency: int = Field(4, ge=1, le=256)
@@ -102,6 +104,17 @@ class TestConfig(BaseModel):
                 raise ValueError(f"unknown nemesis {n!r} (known: {', '.join(NEMESES)})")
         return list(dict.fromkeys(v))
 
+    @field_validator("scenario")
+    @classmethod
+    def _known_scenario(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from nemesis.scenarios import SCENARIOS
+
+        if v not in SCENARIOS:
+            raise ValueError(f"unknown scenario {v!r} (known: {', '.join(SCENARIOS)})")
+        return v
+
     @field_validator("variants")
     @classmethod
     def _known_variants(cls, v: dict[str, bool]) -> dict[str, bool]:
@@ -115,7 +128,7 @@ class TestConfig(BaseModel):
         if self.db == "external":
             if not self.bootstrap:
                 raise ValueError("--db external needs --bootstrap HOST:PORT")
-            if self.nemesis:
+            if self.nemesis or self.scenario:
                 raise ValueError(
                     "--db external runs no nodes, so node faults are impossible: drop --nemesis"
                 )
@@ -130,8 +143,18 @@ class TestConfig(BaseModel):
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(1, 2**31)
+        if self.scenario is not None:
+            from nemesis.scenarios import NEEDS_PAGECACHE
+
+            if self.rf < 3 or self.brokers < 3:
+                raise ValueError(f"scenario {self.scenario} needs --rf 3 and 3 brokers")
+            if self.nemesis:
+                raise ValueError("--scenario is a fixed schedule: drop --nemesis")
+        else:
+            NEEDS_PAGECACHE = set()
         if self.storage is None:
-            self.storage = "pagecache" if "lose-unfsynced" in self.nemesis else "file"
+            pc = "lose-unfsynced" in self.nemesis or self.scenario in NEEDS_PAGECACHE
+            self.storage = "pagecache" if pc else "file"
         return self
 
     # ----------------------------------------------------------------- helpers
@@ -142,12 +165,28 @@ class TestConfig(BaseModel):
     def topic_names(self) -> list[str]:
         return [f"t{t}" for t in range(self.topics)]
 
+    def layout(self) -> list[tuple[str, int, list[str]]]:
+        """(name, node id, roles) per node process. Dedicated controllers by
+        default (brokers n1.. with ids 1.., controllers c1.. with ids 101..), so
+        broker faults leave the metadata quorum standing, as in production
+        KRaft; ``combined`` puts the voters on the first brokers instead."""
+        if self.combined:
+            out = []
+            for i in range(1, self.node_count() + 1):
+                roles = (["broker"] if i <= self.brokers else []) + (["controller"] if i <= self.controllers else [])
+                out.append((f"n{i}", i, roles))
+            return out
+        return [(f"n{i}", i, ["broker"]) for i in range(1, self.brokers + 1)] + [
+            (f"c{i}", 100 + i, ["controller"]) for i in range(1, self.controllers + 1)
+        ]
+
     def node_names(self) -> list[str]:
-        return [f"n{i}" for i in range(1, self.node_count() + 1)]
+        return [n for n, _, _ in self.layout()]
 
     def node_count(self) -> int:
-        """Combined nodes: the first ``controllers`` nodes are also KRaft voters."""
-        return max(self.brokers, self.controllers)
+        if self.combined:
+            return max(self.brokers, self.controllers)
+        return self.brokers + self.controllers
 
     def acks_for_thread(self, thread: int) -> str:
         """acks per process group: with ``mixed`` even worker threads use acks=all,

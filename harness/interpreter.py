@@ -251,7 +251,7 @@ class Interpreter:
         rec = self.rec.record(inv)
         inv["index"] = rec.index
         self.free.discard(t)
-        timeout = self.nemesis_timeout if t == "nemesis" else self.op_timeout
+        timeout = op.get("_timeout") or (self.nemesis_timeout if t == "nemesis" else self.op_timeout)
         w = self.workers[t]
         self.jobs[t] = _Job(inv, time.monotonic() + timeout, w)
         if self.gen is not None:

@@ -56,15 +56,21 @@ def preflight(cfg: TestConfig) -> None:
 
 def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
     keys = cfg.keys()
-    client_gen = g.clients(g.time_limit(cfg.time_limit, g.rate(cfg.rate, qw.workload_generator(keys, cfg.acks_for_thread))))
+    limit = cfg.time_limit
+    if cfg.scenario:  # clients keep writing for the whole script
+        from nemesis.scenarios import duration
+
+        limit = max(limit, duration(cfg.scenario))
+    client_gen = g.clients(g.time_limit(limit, g.rate(cfg.rate, qw.workload_generator(keys, cfg.acks_for_thread))))
     main = client_gen
     if nem is not None:
-        main = g.any_(client_gen, g.nemesis(g.time_limit(cfg.time_limit, nem.schedule())))
+        sched = nem.schedule() if cfg.scenario else g.time_limit(limit, nem.schedule())
+        main = g.any_(client_gen, g.nemesis(sched))
     parts: list[Any] = [main]
     if nem is not None:
         parts.append(g.nemesis(nem.final()))
         parts.append(g.sleep(nem.recovery_seconds()))
-    parts.append(qw.final_generator(keys, cfg.concurrency))
+    parts.append(qw.final_generator(keys, cfg.concurrency, cfg.final_read_timeout))
     return g.phases(*parts)
 
 
@@ -88,7 +94,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         prog.start()
         db.setup()
         nem = None
-        if cfg.nemesis:
+        if cfg.nemesis or cfg.scenario:
             from nemesis import build_nemesis
 
             nem = build_nemesis(cfg, db, random.Random(rng.getrandbits(64)), rec)
@@ -108,7 +114,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
             client,
             nem.invoke if nem is not None else None,
             random.Random(rng.getrandbits(64)),
-            op_timeout=max(cfg.op_timeout, cfg.final_read_timeout + 5),
+            op_timeout=cfg.op_timeout + 2,  # clients bound their own calls; this catches hangs
             state={},
             observe=qw.observe,
             stop=stop,

@@ -21,6 +21,7 @@ from harness import generator as g
 from harness.config import TestConfig
 
 from .faults import FAULTS, Fault, make_faults
+from . import scenarios
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,22 @@ class Nemesis:
         self.cluster = cluster
         self.rng = rng
         self.faults: dict[str, Fault] = make_faults(cfg.nemesis, cluster, rng)
+        self.script = scenarios.ScenarioRunner(cfg.scenario, cluster) if cfg.scenario else None
 
     def schedule(self) -> g.Gen:
+        if self.cfg.scenario:
+            return scenarios.generator(self.cfg.scenario)
         return Schedule(tuple(self.cfg.nemesis), int(self.cfg.nemesis_interval * g.NS))
+
+    def _op_names(self) -> list[str]:
+        if self.cfg.scenario:
+            steps = scenarios.SCENARIOS[self.cfg.scenario]
+            return list(dict.fromkeys(s[0].split("-", 1)[1] for s in steps if s[0] != "sleep"))
+        return list(dict.fromkeys(FAULTS[f].op_name for f in self.cfg.nemesis))
 
     def final(self) -> g.Gen:
         """stop-<op> once per distinct op name: heal every fault type in use."""
-        names = list(dict.fromkeys(FAULTS[f].op_name for f in self.cfg.nemesis))
+        names = self._op_names()
         return g.from_list(
             {"f": f"stop-{n}", "value": {"fault": "all", "final": True}, "process": "nemesis"} for n in names
         )
@@ -88,7 +98,10 @@ class Nemesis:
         action, _, name = f.partition("-")
         fault_name = (op.get("value") or {}).get("fault")
         try:
-            if action == "start":
+            if self.script is not None:
+                v = op.get("value") or {}
+                result = self.script.heal_all() if v.get("final") else self.script.run(int(v["step"]))
+            elif action == "start":
                 result = self.faults[fault_name].start()
             elif fault_name in self.faults:
                 result = self.faults[fault_name].stop()
@@ -102,6 +115,11 @@ class Nemesis:
         return {"value": {**(op.get("value") or {}), **result}}
 
     def heal_all(self) -> None:
+        if self.script is not None:
+            try:
+                self.script.heal_all()
+            except Exception:
+                pass
         for fault in self.faults.values():
             try:
                 fault.stop()

@@ -87,18 +87,13 @@ def allocate_ports(count: int, base: int = 0) -> list[int]:
             s.close()
 
 
-def plan_nodes(names: list[str], controllers: int, brokers: int, ports: list[int]) -> tuple[list[NodeSpec], int]:
-    """Assign roles and ports. The first ``controllers`` nodes are KRaft voters,
-    the first ``brokers`` are brokers (combined mode where both)."""
+def plan_nodes(layout: list[tuple[str, int, list[str]]], ports: list[int]) -> tuple[list[NodeSpec], int]:
+    """Assign ports to (name, id, roles): listen, control and client link per
+    node, then one link per ordered pair, then the proxy's control port."""
     it = iter(ports)
     specs = []
-    for i, name in enumerate(names, start=1):
-        roles = []
-        if i <= brokers:
-            roles.append("broker")
-        if i <= controllers:
-            roles.append("controller")
-        specs.append(NodeSpec(name, i, roles, next(it), next(it), next(it)))
+    for name, node_id, roles in layout:
+        specs.append(NodeSpec(name, node_id, list(roles), next(it), next(it), next(it)))
     for a in specs:
         for b in specs:
             if a is not b:
@@ -109,9 +104,7 @@ def plan_nodes(names: list[str], controllers: int, brokers: int, ports: list[int
 class LocalCluster:
     def __init__(
         self,
-        names: list[str],
-        controllers: int,
-        brokers: int,
+        layout: list[tuple[str, int, list[str]]],
         run_dir: Path,
         state: RunState,
         base_port: int = 0,
@@ -122,8 +115,8 @@ class LocalCluster:
         self.state = state
         self.seed = seed
         self.node_args = node_args or []
-        ports = allocate_ports(ports_needed(len(names)), base_port)
-        self.specs, self.control_port = plan_nodes(names, controllers, brokers, ports)
+        ports = allocate_ports(ports_needed(len(layout)), base_port)
+        self.specs, self.control_port = plan_nodes(layout, ports)
         self.by_name = {s.name: s for s in self.specs}
         self.procs: dict[str, subprocess.Popen] = {}
         self.paused: set[str] = set()
@@ -319,6 +312,27 @@ class LocalCluster:
             if s.node_id == leader:
                 return s.name
         return None
+
+    def replicas_of(self, key: str) -> tuple[str | None, list[str]]:
+        """(leader, replicas) of a topic-partition by node name, from Metadata."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        topic, _, part = key.rpartition("-")
+        name = {s.node_id: s.name for s in self.specs}
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                md = AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0,
+                                  "socket.timeout.ms": 3000}).list_topics(topic=topic, timeout=4)
+                p = md.topics[topic].partitions[int(part)]
+                if p.leader >= 0:
+                    return name.get(p.leader), [name[r] for r in p.replicas if r in name]
+            except (KafkaException, KeyError):
+                pass
+            if time.monotonic() > deadline:
+                return None, []
+            time.sleep(0.3)
 
     def active_controller(self) -> str | None:
         best: tuple[int, int] | None = None

@@ -58,7 +58,7 @@ class ReferenceDB:
     def setup(self) -> None:
         cfg = self.cfg
         self.cluster = LocalCluster(
-            cfg.node_names(), cfg.controllers, cfg.brokers, self.run_dir, self.state,
+            cfg.layout(), self.run_dir, self.state,
             base_port=cfg.base_port, node_args=node_settings(cfg), seed=cfg.seed or 0,
         )
         self.cluster._keys = cfg.keys()

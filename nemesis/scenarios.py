@@ -1,0 +1,160 @@
+"""Scripted fault schedules: the protocol documents' data-loss narratives,
+played against real processes with targets chosen by role at run time.
+
+A random schedule finds these losses only by luck; a scenario makes the exact
+sequence happen, so a run with the historical variant switched on must report
+lost acknowledged writes and the same run with today's rules must not. Roles
+are bound when the first step runs: ``L`` is the leader of the first key, ``F``
+and ``G`` its other replicas (sorted). Each step is recorded as an ordinary
+``start-<fault>``/``stop-<fault>`` nemesis op with the scenario, the step and
+the nodes in its value.
+
+* ``unclean-loss`` — seed 003, "Data Loss Scenario Walkthrough": F is cut off
+  from the other brokers and leaves the ISR while L and G keep acknowledging
+  acks=all writes; L and G crash; the cut heals. With unclean election F (the
+  laggard) becomes leader and L, G truncate to its log when they return: the
+  writes only they had are gone. Without it the partition stays offline until
+  an ISR member returns, and nothing is lost.
+* ``last-replica-standing`` — seed 002 (KIP-966 motivation): F, then G are cut
+  off from L; L is alone in the ISR; L loses power (un-fsynced data gone); the
+  cut heals; L restarts. Without KIP-966 L is re-elected from the ISR it never
+  left and the others truncate to its empty log. With ELR, G is elected.
+* ``acks1-leader-kill`` — the leader is cut off from its followers for less
+  than replica.lag.time.max.ms (they stay in the ISR), acknowledging acks=1
+  writes alone while acks=all writes wait; then the leader is killed, a
+  follower is elected cleanly, and the old leader truncates on return. Repeated
+  three times. acks=1 loses writes; acks=all must lose none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness import generator as g
+
+Step = tuple[str, str, dict[str, Any]]  # (history f, action, args)
+
+SCENARIOS: dict[str, list[Step | tuple[str, float]]] = {
+    "unclean-loss": [
+        ("sleep", 3.0),
+        ("start-partition", "isolate", {"who": "F", "from": ["L", "G"]}),
+        ("sleep", 8.0),
+        ("start-kill", "kill", {"who": ["L", "G"]}),
+        ("stop-partition", "heal", {}),
+        ("sleep", 10.0),
+        ("stop-kill", "restart", {"who": ["L", "G"]}),
+        ("sleep", 8.0),
+    ],
+    "last-replica-standing": [
+        ("sleep", 3.0),
+        ("start-partition", "isolate", {"who": "F", "from": ["L"]}),
+        ("sleep", 6.0),
+        ("start-partition", "isolate", {"who": "G", "from": ["L"]}),
+        ("sleep", 6.0),
+        ("start-lose-unfsynced", "power-loss", {"who": ["L"]}),
+        ("sleep", 5.0),
+        ("stop-partition", "heal", {}),
+        ("sleep", 5.0),
+        ("stop-lose-unfsynced", "restart", {"who": ["L"]}),
+        ("sleep", 10.0),
+    ],
+    "acks1-leader-kill": [
+        *[
+            step
+            for _ in range(3)
+            for step in (
+                ("sleep", 3.0),
+                ("start-partition", "isolate", {"who": "L", "from": ["F", "G"], "rebind": True}),
+                ("sleep", 2.0),
+                ("start-kill", "kill", {"who": ["L"]}),
+                ("stop-partition", "heal", {}),
+                ("sleep", 6.0),
+                ("stop-kill", "restart", {"who": ["L"]}),
+            )
+        ],
+        ("sleep", 6.0),
+    ],
+}
+
+#: scenarios that need the broker's power-loss storage mode
+NEEDS_PAGECACHE = {"last-replica-standing"}
+
+
+def duration(name: str) -> float:
+    return sum(s[1] for s in SCENARIOS[name] if s[0] == "sleep")  # type: ignore[misc]
+
+
+def generator(name: str) -> g.Gen:
+    ops: list[Any] = []
+    for i, step in enumerate(SCENARIOS[name]):
+        if step[0] == "sleep":
+            ops.append(g.sleep(float(step[1])))  # type: ignore[arg-type]
+        else:
+            f, action, args = step  # type: ignore[misc]
+            ops.append(g.Once({"f": f, "process": "nemesis",
+                               "value": {"fault": "scenario", "scenario": name, "step": i}}))
+    return g.Seq(tuple(ops))
+
+
+@dataclass
+class ScenarioRunner:
+    """Runs one scenario's steps against the cluster (the nemesis worker calls it)."""
+
+    name: str
+    cluster: Any
+
+    def __post_init__(self) -> None:
+        self.roles: dict[str, str] = {}
+        self.cut: set[tuple[str, str]] = set()
+
+    def bind(self) -> dict[str, str]:
+        key = self.cluster.keys()[0]
+        leader, replicas = self.cluster.replicas_of(key)
+        if leader is None or len(replicas) < 3:
+            raise RuntimeError(f"cannot bind roles for {key}: leader {leader}, replicas {replicas}")
+        others = sorted(r for r in replicas if r != leader)
+        self.roles = {"L": leader, "F": others[0], "G": others[1], "key": key}
+        return self.roles
+
+    def _names(self, who: Any) -> list[str]:
+        return [self.roles[w] for w in ([who] if isinstance(who, str) else who)]
+
+    def run(self, step_index: int) -> dict[str, Any]:
+        step = SCENARIOS[self.name][step_index]
+        f, action, args = step  # type: ignore[misc]
+        if not self.roles or args.get("rebind"):
+            self.bind()
+        out: dict[str, Any] = {"action": action, "roles": dict(self.roles)}
+        if action == "isolate":
+            (a,) = self._names(args["who"])
+            for b in self._names(args["from"]):
+                self.cut |= {(a, b), (b, a)}
+            self.cluster.proxy.call(cmd="cut", pairs=sorted(self.cut))
+            out["cut"] = sorted([list(p) for p in self.cut])
+        elif action == "heal":
+            self.cut.clear()
+            self.cluster.proxy.call(cmd="cut", pairs=[])
+        elif action == "kill":
+            out["nodes"] = self._names(args["who"])
+            for n in out["nodes"]:
+                self.cluster.kill(n)
+        elif action == "power-loss":
+            out["nodes"] = self._names(args["who"])
+            for n in out["nodes"]:
+                self.cluster.power_loss(n)
+        elif action == "restart":
+            out["nodes"] = self._names(args["who"])
+            for n in out["nodes"]:
+                self.cluster.start(n)
+        else:
+            raise ValueError(f"unknown scenario action {action!r}")
+        return out
+
+    def heal_all(self) -> dict[str, Any]:
+        self.cut.clear()
+        self.cluster.proxy.call(cmd="cut", pairs=[])
+        dead = self.cluster.dead_nodes()
+        for n in dead:
+            self.cluster.start(n)
+        return {"healed": True, "restarted": dead}
