@@ -205,9 +205,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     rel = 0    # linearized completed ops >= k, bit (i - k)
     cb = 0     # linearized crashed ops, bit j
     e = nxt[0]
-    lifts = 0
-    backtracks = 0
-    cached = 0
+    steps = 0      # lifts + backtracks; lifts == len(cache)
     budget = slice_steps
     best_rank = -1
     best_stack: list = []
@@ -255,7 +253,6 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 key = (ns, nk, nrel, ncb)
                 if key not in cache:
                     add(key)
-                    cached += 1
                     push((e, s, k, rel, cb))
                     s = ns
                     k = nk
@@ -271,10 +268,10 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                     prv[b] = a
                     lifted[e] = 1
                     e = nxt[0]
-                    lifts += 1
-                    if lifts + backtracks >= budget:
+                    steps += 1
+                    if steps >= budget:
                         budget += slice_steps
-                        _progress(res, lifts, backtracks, cached, states, memo_n, rel, cb)
+                        _progress(res, steps, len(cache), states, memo_n, rel, cb)
                         yield res
                     continue
             e = nxt[e]
@@ -299,7 +296,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 nxt[a] = e
                 prv[b] = e
                 lifted[e] = 0
-                backtracks += 1
+                steps += 1
                 # A read-only op lifted as soon as it applied: its failure
                 # is the failure of the configuration it was lifted from.
                 if not ro[e] or not stack:
@@ -307,9 +304,9 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
             if ro[e]:
                 break  # ...and that was the initial configuration
             e = nxt[e]
-            if lifts + backtracks >= budget:
+            if steps >= budget:
                 budget += slice_steps
-                _progress(res, lifts, backtracks, cached, states, memo_n, rel, cb)
+                _progress(res, steps, len(cache), states, memo_n, rel, cb)
                 yield res
         else:
             # A crashed op's return (or the tail): every completed op is in.
@@ -323,17 +320,17 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
         res.blocked = p.opno[blocked_e] if blocked_e >= 0 else None
         res.longest = [p.opno[x[0]] for x in best_stack]
         res.max_depth = len(best_stack)
-    _progress(res, lifts, backtracks, cached, states, memo_n, rel, cb)
+    _progress(res, steps, len(cache), states, memo_n, rel, cb)
     return res
 
 
-def _progress(res: SearchResult, lifts: int, backtracks: int, cached: int,
+def _progress(res: SearchResult, steps: int, cached: int,
               states: list, memo_n: int, rel: int, cb: int) -> None:
     """Fill in the counters and a memory estimate: cache entries (a 4-tuple
     plus its set slot), interned states (sized by the newest one — states of
     growing models, like kv strings or logs, grow), transition memo entries."""
-    res.steps = lifts + backtracks
-    res.lifts, res.backtracks = lifts, backtracks
+    res.steps = steps
+    res.lifts, res.backtracks = cached, steps - cached
     res.cache_size, res.states = cached, len(states)
     window = (rel.bit_length() + cb.bit_length()) >> 3
     res.mem_estimate = (cached * (150 + window)
