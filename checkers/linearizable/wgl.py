@@ -214,12 +214,6 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     while True:
         m = match[e]
         if m > 0:
-            g = gate[e]
-            if g and not lifted[g]:
-                # Symmetry: of identical crashed ops, the earlier-invoked one
-                # goes first (it can stand in for the later one anywhere).
-                e = nxt[e]
-                continue
             row = rows[e]
             ns = row.get(s)
             if ns is None:
@@ -234,6 +228,12 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 row[s] = ns
                 memo_n += 1
             if ns >= 0:
+                g = gate[e]
+                if g and not lifted[g]:
+                    # Symmetry: of identical crashed ops, the earlier-invoked
+                    # one goes first (it can stand in for the later one).
+                    e = nxt[e]
+                    continue
                 v = num[e]
                 if v < 0:
                     nk = k
