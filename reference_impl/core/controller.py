@@ -150,6 +150,8 @@ class ControllerRole:
         """Committed metadata entries with offset > ``after_offset`` (for a
         co-located broker)."""
         r = self.raft
+        if not r.caught_up:
+            return []
         lo = max(after_offset + 1, r.log_start) - r.log_start
         hi = r.high_watermark - r.log_start
         return list(r.log[lo:hi]) if hi > lo else []

@@ -481,3 +481,19 @@ def test_follower_never_truncates_when_the_leader_log_matches():
     out = f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch.msg.correlation_id, 2), 2, 1)
     assert not [e for e in out if isinstance(e, LogTruncate)]
     assert f.high_watermark == 2
+
+
+def test_restarted_replica_hands_up_nothing_until_caught_up_with_the_leader_hw():
+    """After a restart the image must not pass through stale intermediate
+    states: committed entries are withheld until the log reaches the HW the
+    leader first reported, then handed up in one go."""
+    f = RaftReplica(9, VOTERS, stored([entry(0, 1), entry(1, 1), entry(2, 1)], epoch=1, leader=1), CFG,
+                    random.Random(1), observer=True)
+    (fetch,) = sends(f.start(0), RaftFetchRequest)
+    out = f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch.msg.correlation_id, 5, (entry(3, 1),)), 1, 1)
+    assert f.high_watermark == 4 and not f.caught_up
+    assert f.take_committed() == []
+    (fetch2,) = sends(out, RaftFetchRequest)
+    f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch2.msg.correlation_id, 6, (entry(4, 1),)), 2, 1)
+    assert f.caught_up
+    assert [e.offset for e in f.take_committed()] == [0, 1, 2, 3, 4]

@@ -171,6 +171,12 @@ class RaftReplica:
 
         self.high_watermark: int = self.log_start
         self._delivered: int = self.log_start  # next offset to hand upward
+        #: after a (re)start nothing is handed upward until the log has reached
+        #: the HW the leader first reported, so the metadata image jumps from
+        #: empty to current instead of replaying stale intermediate states
+        #: (Kafka's metadata loader waits for the initial catch-up the same way)
+        self.caught_up: bool = False
+        self._catchup_target: int | None = None
         self._committed: list[MetadataEntry] = []
         self._outbox: list[Effect] = []
         self._now: int = 0
@@ -405,14 +411,19 @@ class RaftReplica:
             )
         )
 
+    def _deliver(self) -> None:
+        if not self.caught_up:
+            return
+        while self._delivered < self.high_watermark:
+            self._committed.append(self.log[self._delivered - self.log_start])
+            self._delivered += 1
+
     def _set_hw(self, hw: int, out: list[Effect]) -> None:
         hw = min(hw, self.end_offset)
         if hw <= self.high_watermark:
             return
         self.high_watermark = hw
-        while self._delivered < hw:
-            self._committed.append(self.log[self._delivered - self.log_start])
-            self._delivered += 1
+        self._deliver()
         if not self.observer:
             out.append(TraceEvent("raft_commit", {"high_watermark": hw}))
 
@@ -508,6 +519,8 @@ class RaftReplica:
         self._voter_offsets = {v: -1 for v in self.voters}
         self._last_heard = {v: now for v in self.voters}
         self._begin_acked = {self.node_id}
+        self.caught_up = True  # the leader's HW is the authority
+        self._deliver()
         self._persist(out)
         out.append(self._trace_state())
         # seed 004: a new leader commits earlier epochs' entries only through an
@@ -760,7 +773,12 @@ class RaftReplica:
             return out
         if resp.entries and resp.entries[0].offset == self.end_offset:
             self._append_local(tuple(resp.entries), out)  # fsynced before the next fetch acknowledges it
+        if self._catchup_target is None:
+            self._catchup_target = resp.high_watermark
         self._set_hw(min(resp.high_watermark, self.end_offset), out)
+        if not self.caught_up and self.high_watermark >= self._catchup_target:
+            self.caught_up = True
+            self._deliver()
         self._next_fetch_at = now
         out += self._maybe_fetch(now)
         return out
