@@ -130,7 +130,8 @@ def main() -> int:
         from confluent_kafka import Consumer, Producer, TopicPartition
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        for f in AdminClient({"bootstrap.servers": c.bootstrap}).create_topics([NewTopic("fuzz", 1, 3)]).values():
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})  # keep the handle alive until the futures resolve
+        for f in admin.create_topics([NewTopic("fuzz", 1, 3)]).values():
             f.result(60)
         ports = [n.port for n in c.brokers]
         base = seeds(rng)

@@ -242,6 +242,7 @@ class SegmentLog:
         blob = b"".join(chunks)
         os.write(self._active_fd(), blob)
         seg.size = pos
+        self.store._dirty.add(seg.path)
 
     def truncate(self, offset: int) -> None:
         """Remove every entry that reaches ``offset`` or beyond (Kafka truncates

@@ -165,6 +165,17 @@ def test_power_loss_drops_unfsynced_appends_and_files(tmp_path):
     assert HW_CHECKPOINT not in st.files
 
 
+def test_power_loss_keeps_every_append_made_before_an_fsync(tmp_path):
+    s = _store(tmp_path, "memory-cache")
+    for i in range(3):
+        s.apply(LogAppend("orders-0", (core_batch(i, 1, [b"v%d" % i]),)))
+        s.apply(Fsync("orders-0"))
+    s.apply(LogAppend("orders-0", (core_batch(3, 1, [b"lost"]),)))
+    s.power_loss()
+    st = DiskStore(str(tmp_path)).load()
+    assert [b.base_offset for b in st.logs["orders-0"]] == [0, 1, 2]
+
+
 def test_power_loss_restores_an_unfsynced_truncation(tmp_path):
     s = _store(tmp_path, "memory-cache")
     s.apply(LogAppend("orders-0", (core_batch(0, 1, [b"a"]), core_batch(1, 1, [b"b"]), core_batch(2, 1, [b"c"]))))
