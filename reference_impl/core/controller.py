@@ -227,7 +227,9 @@ class ControllerRole:
                     kind = rec.reason.rsplit("election:", 1)[1] if "election:" in rec.reason else "clean"
                     out.append(
                         TraceEvent(
-                            "election", {"tp": str(rec.tp), "kind": kind, "leader": p.leader, "leader_epoch": p.leader_epoch}
+                            # "data_kind", not "kind": a trace line's own "kind" is the event kind
+                            "election",
+                            {"tp": str(rec.tp), "data_kind": kind, "leader": p.leader, "leader_epoch": p.leader_epoch},
                         )
                     )
         elif isinstance(rec, (RegisterBrokerRecord, BrokerRegistrationChangeRecord)):

@@ -194,7 +194,7 @@ def test_fencing_on_heartbeat_timeout_elects_new_leader_from_isr():
     assert p.leader == 1 and p.isr == (1, 2)
     assert p.leader_epoch == p0.leader_epoch + 1 and p.partition_epoch > p0.partition_epoch
     assert {"broker": 0, "broker_epoch": c.epochs[0]} in c.traces("broker_fenced")
-    assert {"tp": "t-0", "kind": "clean", "leader": 1, "leader_epoch": p.leader_epoch} in c.traces("election")
+    assert {"tp": "t-0", "data_kind": "clean", "leader": 1, "leader_epoch": p.leader_epoch} in c.traces("election")
 
 
 def test_fenced_follower_leaves_isr_without_leader_change():
@@ -374,7 +374,7 @@ def test_elr_last_replica_standing_scenario_T0_to_T4_elects_the_elr_member():
     c.heartbeat(1)
     p = c.part()
     assert p.leader == 1 and p.isr == (1,) and p.elr == (2,)
-    assert c.traces("election")[-1] == {"tp": "t-0", "kind": "elr", "leader": 1, "leader_epoch": p.leader_epoch}
+    assert c.traces("election")[-1] == {"tp": "t-0", "data_kind": "elr", "leader": 1, "leader_epoch": p.leader_epoch}
     # T4: broker 2 restarts after its unclean shutdown: removed from the ELR
     c.register(2, previous=-1)
     c.heartbeat(2)
@@ -452,7 +452,7 @@ def test_unclean_election_when_topic_allows_it_sets_recovering():
     _lose_isr(c)
     p = c.part()
     assert p.leader == 1 and p.isr == (1,) and p.leader_recovery_state == RECOVERING
-    assert c.traces("election")[-1]["kind"] == "unclean"
+    assert c.traces("election")[-1]["data_kind"] == "unclean"
 
 
 def test_unclean_election_variant_forces_it_for_every_topic():
@@ -476,7 +476,7 @@ def test_with_elr_a_fenced_elr_member_blocks_unclean_election_only_when_disallow
     _lose_isr(c)  # 1, 2 joined the ELR when the ISR shrank to [0]; 0 then fenced
     p = c.part()
     # 1 and 2 are alive ELR members: a clean ELR election happened at once
-    assert p.leader in (1, 2) and c.traces("election")[-1]["kind"] == "elr"
+    assert p.leader in (1, 2) and c.traces("election")[-1]["data_kind"] == "elr"
 
 
 # ---------------------------------------------------------------------------

@@ -131,7 +131,7 @@ class Run:
     def observe(self) -> None:
         elections = [ev.data for _t, _n, ev in self.loop.traces if ev.kind == "election"]
         for ev in elections[self.seen_elections :]:
-            assert ev["kind"] in ("clean", "elr")  # unclean election is off in these runs
+            assert ev["data_kind"] in ("clean", "elr")  # unclean election is off in these runs
             if ev["leader"] not in self.complete:
                 self.bad_elections.append(dict(ev, complete=sorted(self.complete)))
         self.seen_elections = len(elections)
