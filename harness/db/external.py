@@ -32,7 +32,8 @@ class ExternalDB:
         return None
 
 
-def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float) -> None:
+def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float, expect_brokers: int = 1,
+                  check_rf: bool = False) -> None:
     """Create the test's topics (CreateTopics, or auto-creation where a cluster
     has no CreateTopics handler, like librdkafka's mock) and wait until every
     topic-partition has a leader."""
@@ -42,16 +43,16 @@ def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float) -> None:
     while True:  # a cluster just started may not have its brokers registered yet
         try:
             md = admin.list_topics(timeout=min(10, timeout))
-            if md.brokers:
+            if len(md.brokers) >= expect_brokers:
                 break
-            err = "no brokers in metadata"
+            err = f"{len(md.brokers)} of {expect_brokers} brokers registered"
         except KafkaException as e:
             err = e.args[0].str()
         if time.monotonic() > deadline:
             raise HarnessError(f"cannot reach {bootstrap}: {err}")
         time.sleep(0.5)
     missing = [t for t in want if t not in md.topics or md.topics[t].error is not None]
-    if missing:  # a metadata request for the topic auto-creates it where the cluster allows
+    if missing and not check_rf:  # a metadata request auto-creates a topic where the cluster allows
         for t in missing:
             try:
                 admin.list_topics(topic=t, timeout=2)
@@ -97,9 +98,11 @@ def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float) -> None:
                 ok = False
                 last = f"topic {t}: a partition has no leader"
                 break
+            if check_rf and any(len(p.replicas) != cfg.rf for p in tm.partitions.values()):
+                raise HarnessError(f"topic {t} exists with a replication factor other than {cfg.rf}")
         if ok:
             return
-        for t in want:  # a metadata request for the topic auto-creates it where allowed
+        for t in want if not check_rf else ():  # a metadata request auto-creates where allowed
             try:
                 admin.list_topics(topic=t, timeout=2)
             except KafkaException:

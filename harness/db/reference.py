@@ -65,7 +65,7 @@ class ReferenceDB:
         self.cluster.start_proxy()
         self.cluster.start_all("memory-cache" if cfg.storage == "pagecache" else "os")
         self.cluster.wait_ready(timeout=30)
-        ensure_topics(self.cluster.client_bootstrap(), cfg, timeout=60)
+        ensure_topics(self.cluster.client_bootstrap(), cfg, timeout=60, expect_brokers=cfg.brokers, check_rf=True)
 
     def client_bootstrap(self) -> str:
         assert self.cluster is not None
