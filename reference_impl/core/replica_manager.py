@@ -189,6 +189,8 @@ class BrokerRole:
         self._following: dict[NodeId, set[TopicPartition]] = {}
         self._follow_of: dict[TopicPartition, NodeId] = {}
         self._soonest = NO_DEADLINE
+        #: replayed but not yet applied (waiting for the initial catch-up)
+        self._unpublished = Delta()
 
     # ======================================================================
     # dispatch
@@ -366,13 +368,30 @@ class BrokerRole:
         """Replay committed metadata records and apply the resulting delta
         (ReplicaManager.applyDelta). Entries at or below the image's offset
         are ignored, so callers may hand over overlapping batches."""
-        delta = Delta()
+        delta = self._unpublished
         for e in entries:
             if e.offset <= self.image.offset:
                 continue
             delta.merge(self.image.replay(e.record, e.offset))
-        if not delta:
+        return self._maybe_publish(now)
+
+    @property
+    def metadata_caught_up(self) -> bool:
+        """The image holds this broker's own current registration.
+
+        Like Kafka's initial catch-up (the broker installs its metadata
+        publishers only once it has replayed past its registration record), a
+        restarted broker must not act on leaderships recorded before it
+        re-registered: the controller moves them away when it processes the
+        registration, and a broker that lost its log in a power failure would
+        otherwise lead again with an empty log."""
+        reg = self.image.brokers.get(self.node_id)
+        return self.broker_epoch >= 0 and reg is not None and reg.broker_epoch == self.broker_epoch
+
+    def _maybe_publish(self, now: int) -> list[Effect]:
+        if not self._unpublished or not self.metadata_caught_up:
             return []
+        delta, self._unpublished = self._unpublished, Delta()
         return self._apply_delta(delta, now)
 
     def _apply_delta(self, delta: Delta, now: int) -> list[Effect]:
@@ -544,7 +563,7 @@ class BrokerRole:
             self.controller_hint = src
         self.broker_epoch = msg.broker_epoch
         self.registration_sent_at = None
-        return self._send_heartbeat(now)
+        return self._send_heartbeat(now) + self._maybe_publish(now)
 
     def handle_heartbeat_response(self, msg: BrokerHeartbeatResponse, src: NodeId | None, now: int) -> list[Effect]:
         if self.halted:

@@ -326,3 +326,21 @@ def test_restart_loads_logs_and_hw_from_stored_state():
     effects = new_broker(stored).start(0)
     (t,) = traces(effects, "loaded")
     assert t == {"tp": "t-0", "leo": 5, "hw": 3, "log_start": 0, "epochs": [[0, 0], [1, 3]]}
+
+
+def test_restarted_broker_does_not_act_on_metadata_until_it_replays_its_own_registration():
+    # metadata from before the restart still names broker 1 leader; its new
+    # session (epoch 50) is not in the log yet: it must not lead with whatever log it has
+    from reference_impl.core.messages import BrokerRegistrationResponse, RegisterBrokerRecord, BrokerEndpoint
+    feed = MetaFeed()
+    b = new_broker(StoredState())
+    b.start(0)
+    b.handle(BrokerRegistrationResponse(Errors.NONE, 50), 1, CONTROLLER)
+    effects = b.apply_committed(feed.cluster(leader=1), 2)
+    assert traces(effects, "become_leader") == []
+    assert TP not in b.partitions
+    # the controller moved leadership away when it registered the new session
+    moved = feed.change(leader=2, isr=(2, 3))
+    effects = b.apply_committed(moved + feed.add(RegisterBrokerRecord(1, 50, "inc", BrokerEndpoint(1, "h", 1))), 3)
+    assert traces(effects, "become_leader") == []
+    assert traces(effects, "become_follower")[0]["leader"] == 2
