@@ -104,6 +104,111 @@ def test_wgl_agrees_with_brute_force_definition_of_linearizability(ops):
     assert got is expected
 
 
+def brute_force_model(ops: list[Op], model: Any) -> bool:
+    """The same definition for any single-object model, through its ``step``."""
+    pend: dict[Any, tuple[int, Op]] = {}
+    calls: list[tuple[float, float, Any, bool]] = []
+    for pos, o in enumerate(ops):
+        if o.type == "invoke":
+            pend[o.process] = (pos, o)
+            continue
+        ipos, inv = pend.pop(o.process)
+        if o.type == "fail":
+            continue
+        done = o.type == "ok"
+        v = o.value if done and o.value is not None else inv.value
+        (_, f, fv), = model.split(o.f, v)
+        calls.append((ipos, pos if done else float("inf"), (f, fv), done))
+    for ipos, inv in pend.values():
+        (_, f, fv), = model.split(inv.f, inv.value)
+        calls.append((ipos, float("inf"), (f, fv), False))
+    n = len(calls)
+
+    @lru_cache(maxsize=None)
+    def go(done: frozenset, state: Any) -> bool:
+        if all(not calls[i][3] or i in done for i in range(n)):
+            return True
+        for i in range(n):
+            if i in done or any(j not in done and calls[j][1] < calls[i][0] for j in range(n)):
+                continue
+            ok, s2 = model.step(state, calls[i][2])
+            if ok and go(done | {i}, s2):
+                return True
+        return False
+
+    return go(frozenset(), model.init())
+
+
+# (invoke f, invoke value, ok value) generators per model
+MODEL_OPS: dict[str, list[tuple[str, Any, Any]]] = {
+    "mutex": [("acquire", st.none(), st.none()), ("release", st.none(), st.none())],
+    "fifo-queue": [("enqueue", st.integers(0, 2), None), ("dequeue", st.none(), st.integers(0, 2))],
+    "set": [("add", st.integers(0, 2), None),
+            ("read", st.none(), st.lists(st.integers(0, 2), max_size=3, unique=True))],
+    "kv": [("put", st.sampled_from(["a", "b"]).map(lambda v: ["k", v]), None),
+           ("append", st.sampled_from(["a", "b"]).map(lambda v: ["k", v]), None),
+           ("get", st.just(["k", None]), st.sampled_from(["", "a", "b", "ab", "ba", "aa"])
+            .map(lambda v: ["k", v]))],
+}
+
+
+@st.composite
+def model_histories(draw: Any, name: str) -> list[Op]:
+    table = MODEL_OPS[name]
+    procs = draw(st.integers(2, 4))
+    busy: dict[int, tuple[str, Any, Any]] = {}
+    rows: list[tuple] = []
+    slots = list(range(procs))
+    next_pid = procs
+    for _ in range(draw(st.integers(1, 14))):
+        s = draw(st.integers(0, procs - 1))
+        p = slots[s]
+        if p not in busy:
+            f, inv, okv = draw(st.sampled_from(table))
+            v = draw(inv)
+            busy[p] = (f, v, okv)
+            rows.append(("invoke", p, f, v))
+        else:
+            f, v, okv = busy.pop(p)
+            t = draw(st.sampled_from(["ok", "ok", "ok", "info", "fail"]))
+            rows.append((t, p, f, draw(okv) if (t == "ok" and okv is not None) else v))
+            if t == "info":
+                slots[s] = next_pid
+                next_pid += 1
+    return H(*rows)
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_OPS))
+def test_wgl_agrees_with_brute_force_for_every_model(name):
+    from checkers.linearizable.models import make_model
+
+    @settings(max_examples=250, deadline=None)
+    @given(model_histories(name))
+    def agree(ops):
+        assert check(ops, model=name)["valid"] is brute_force_model(ops, make_model(name))
+
+    agree()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cas-register", *sorted(MODEL_OPS)])
+def test_wgl_agrees_with_brute_force_soak(name):
+    """The agreement tests at 5,000 examples per model (run with -m slow)."""
+    from checkers.linearizable.models import make_model
+
+    strategy = small_histories() if name == "cas-register" else model_histories(name)
+
+    @settings(max_examples=5000, deadline=None)
+    @given(strategy)
+    def agree(ops):
+        m = make_model(name, initial=0) if name == "cas-register" else make_model(name)
+        expected = (brute_force_linearizable(ops, 0) if name == "cas-register"
+                    else brute_force_model(ops, m))
+        assert check(ops, model=m)["valid"] is expected
+
+    agree()
+
+
 def test_generated_register_history_is_linearizable_by_construction():
     ops = register_history(2000, clients=10, seed=7, crash_p=0.05)
     r = check(ops, model="cas-register", initial=0, time_budget=30)
