@@ -217,8 +217,8 @@ def test_follower_starts_election_after_fetch_timeout():
 
 def test_leader_steps_down_on_a_higher_epoch():
     r = replica(1, seed=1)
-    r.handle(VoteResponse(2, Errors.NONE, 0, -1, False), 0, 2)
-    effects = r.tick(10_000)  # election
+    r.tick(10_000)  # pre-vote
+    effects = r.handle(VoteResponse(2, Errors.NONE, 0, -1, True, pre_vote=True), 10_001, 2)  # election
     epoch = r.epoch
     r.handle(VoteResponse(2, Errors.NONE, epoch, -1, True), 10_001, 2)
     assert r.is_leader
@@ -242,8 +242,9 @@ def test_partitioned_leader_resigns_when_it_cannot_hear_a_majority():
 
 
 def _elect(r: RaftReplica, now: int) -> int:
-    """Drive ``r`` through an election it wins with voter 2's vote."""
+    """Drive ``r`` through a pre-vote and an election it wins with voter 2's vote."""
     r.tick(now + 10_000)
+    r.handle(VoteResponse(2, Errors.NONE, r.epoch, -1, True, pre_vote=True), now + 10_001, 2)
     r.handle(VoteResponse(2, Errors.NONE, r.epoch, -1, True), now + 10_001, 2)
     assert r.is_leader
     return now + 10_001
@@ -497,3 +498,54 @@ def test_restarted_replica_hands_up_nothing_until_caught_up_with_the_leader_hw()
     f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch2.msg.correlation_id, 6, (entry(4, 1),)), 2, 1)
     assert f.caught_up
     assert [e.offset for e in f.take_committed()] == [0, 1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------------------
+# pre-vote (KIP-996)
+# ---------------------------------------------------------------------------
+
+
+def test_prevote_changes_no_state_and_is_refused_while_the_leader_is_heard():
+    f = RaftReplica(2, VOTERS, stored([entry(0, 1)], epoch=1, leader=1), CFG, random.Random(1))
+    f.start(0)
+    out = f.handle(VoteRequest(3, 2, 1, 1, pre_vote=True), 10, 3)
+    resp = vote_reply(out)
+    assert resp.pre_vote and not resp.vote_granted
+    assert (f.epoch, f.voted_for, f.leader_id) == (1, -1, 1)
+    assert not [e for e in out if isinstance(e, (FileWrite, Fsync))]
+    # once the leader has been silent for the fetch timeout, the pre-vote is granted
+    resp = vote_reply(f.handle(VoteRequest(3, 2, 1, 1, pre_vote=True), CFG.controller_quorum_fetch_timeout_ms + 1, 3))
+    assert resp.vote_granted and f.epoch == 1 and f.voted_for == -1
+
+
+def test_prevote_refused_to_a_shorter_log():
+    f = replica(2, stored([entry(0, 1), entry(1, 1)], epoch=1))
+    assert not vote_reply(f.handle(VoteRequest(3, 2, 1, 1, pre_vote=True), 10, 3)).vote_granted
+
+
+def test_prospective_candidate_bumps_its_epoch_only_after_a_majority_of_prevotes():
+    r = replica(1, seed=1)
+    out = r.tick(10_000)
+    reqs = sends(out, VoteRequest)
+    assert reqs and all(s.msg.pre_vote and s.msg.candidate_epoch == 1 for s in reqs)
+    assert r.epoch == 0 and not [e for e in out if isinstance(e, FileWrite)]
+    r.handle(VoteResponse(2, Errors.NONE, 0, -1, False, pre_vote=True), 10_001, 2)
+    assert r.epoch == 0
+    out = r.handle(VoteResponse(3, Errors.NONE, 0, -1, True, pre_vote=True), 10_002, 3)
+    assert r.epoch == 1 and r.role == "candidate"
+    assert all(not s.msg.pre_vote for s in sends(out, VoteRequest))
+
+
+def test_isolated_voter_rejoining_does_not_disrupt_the_leader():
+    c = Cluster(seed=12)
+    leader = c.wait_leader()
+    c.loop.run_for(1000)
+    epoch = c.r(leader).epoch
+    follower = next(v for v in VOTERS if v != leader)
+    c.loop.isolate(follower)
+    c.loop.run_for(10_000)
+    assert c.r(follower).epoch == epoch  # pre-votes failed: no epoch inflation
+    c.loop.heal()
+    c.loop.run_for(5_000)
+    assert c.leaders() == [leader] and c.r(leader).epoch == epoch
+    assert c.r(follower).leader_id == leader

@@ -19,7 +19,7 @@ What is implemented, with the rule each piece enforces:
 * **Elections.** Followers time out after ``controller_quorum_fetch_timeout_ms``
   without a successful fetch; replicas with no leader after a randomised
   election timeout in ``[election_timeout, 2 * election_timeout)`` drawn from
-  the injected ``rng``. A candidate bumps the epoch, votes for itself and asks
+  the injected ``rng``; either first runs a pre-vote (below). A candidate bumps the epoch, votes for itself and asks
   the other voters; a majority makes it leader. The new leader announces
   itself with ``BeginQuorumEpochRequest`` and appends a :class:`NoOpRecord`
   in its epoch.
@@ -37,6 +37,12 @@ What is implemented, with the rule each piece enforces:
   majority of voters, and it only advances over an entry of the leader's
   *current* epoch (the Raft commitment rule; the NoOp makes that possible
   right after an election).
+* **Pre-vote** (KIP-996). Before bumping its epoch a replica asks the voters
+  whether they would vote for it; a voter that still hears from a leader
+  says no, and nobody changes state. A voter cut off from the quorum thus
+  cannot force a leader change when it comes back. A voter stuck in a higher
+  epoch (from an election it lost) is found by the leader re-announcing
+  itself with ``BeginQuorumEpochRequest`` to voters that went quiet.
 * **Check quorum.** A leader that has not heard from a majority of voters for
   ``1.5 * controller_quorum_fetch_timeout_ms`` resigns, so a partitioned
   controller stops acting as the active controller.
@@ -191,6 +197,8 @@ class RaftReplica:
         self._observer_probe: int = 0
         # candidate state
         self._votes: set[NodeId] = set()
+        #: pre-vote round in progress (KIP-996): voters that said they would vote
+        self._prevotes: set[NodeId] | None = None
         # leader state
         self.epoch_start_offset: int = -1
         self._voter_offsets: dict[NodeId, int] = {}
@@ -280,15 +288,20 @@ class RaftReplica:
             out += self._leader_tick(now)
         elif self.role == CANDIDATE:
             if self._election_deadline is not None and now >= self._election_deadline:
-                out += self._become_candidate(now)
+                # lost or split election: back to asking before bumping the epoch again
+                out += self._become_unattached(self.epoch, now)
+                out += self._start_prevote(now)
         elif self.role == FOLLOWER:
-            if self.leader_id == NO_LEADER:
+            if self._prevotes is not None:
                 if self._election_deadline is not None and now >= self._election_deadline:
-                    out += self._become_candidate(now)
+                    out += self._start_prevote(now)
+            elif self.leader_id == NO_LEADER:
+                if self._election_deadline is not None and now >= self._election_deadline:
+                    out += self._start_prevote(now)
             elif self._fetch_deadline is not None and now >= self._fetch_deadline:
                 # seed 004: no word from the leader within the fetch timeout -> election
-                out += self._become_candidate(now)
-            else:
+                out += self._start_prevote(now)
+            if self.role == FOLLOWER and self.leader_id != NO_LEADER:
                 out += self._maybe_fetch(now)
         else:  # observer
             if self._fetch_deadline is not None and now >= self._fetch_deadline:
@@ -341,11 +354,11 @@ class RaftReplica:
             if self._election_deadline is not None:
                 cands.append(self._election_deadline)
         else:
-            if self.role == FOLLOWER and self.leader_id == NO_LEADER:
+            if self.role == FOLLOWER and (self.leader_id == NO_LEADER or self._prevotes is not None):
                 if self._election_deadline is not None:
                     cands.append(self._election_deadline)
-            else:
-                if self._fetch_deadline is not None:
+            if self.leader_id != NO_LEADER or self.role == OBSERVER:
+                if self._fetch_deadline is not None and self._prevotes is None:
                     cands.append(self._fetch_deadline)
                 if self._inflight is not None:
                     cands.append(self._inflight[1] + FETCH_RESEND_MS)
@@ -466,6 +479,7 @@ class RaftReplica:
             self.voted_for = -1
         self._clear_leader_state()
         self._votes.clear()
+        self._prevotes = None
         self.leader_id = leader
         self._inflight = None
         if self.observer:
@@ -487,9 +501,23 @@ class RaftReplica:
             out.append(self._trace_state())
         return out
 
+    def _start_prevote(self, now: int) -> list[Effect]:
+        """KIP-996 pre-vote: ask the voters whether they *would* vote for us in
+        the next epoch before bumping it. A voter that still hears from a
+        leader says no, so a replica cut off from the quorum cannot disrupt it
+        when it comes back. Nothing is persisted and no epoch changes."""
+        if len(self.voters) == 1:
+            return self._become_candidate(now)
+        self._prevotes = {self.node_id}
+        backoff = self.rng.randint(0, self.config.controller_quorum_election_backoff_max_ms)
+        self._election_deadline = now + self._election_timeout() + backoff
+        req = VoteRequest(self.node_id, self.epoch + 1, self.last_epoch, self.end_offset, pre_vote=True)
+        return [Send(v, req) for v in self.voters if v != self.node_id]
+
     def _become_candidate(self, now: int) -> list[Effect]:
         out: list[Effect] = []
         self._clear_leader_state()
+        self._prevotes = None
         self.role = CANDIDATE
         self.epoch += 1
         self.voted_for = self.node_id
@@ -549,6 +577,8 @@ class RaftReplica:
         if self.observer or req.candidate_id not in self.voters:
             out.append(Send(req.candidate_id, VoteResponse(self.node_id, Errors.INVALID_REQUEST, self.epoch, self.leader_id, False)))
             return out
+        if req.pre_vote:
+            return self._on_prevote_request(req, now)
         if req.candidate_epoch < self.epoch:
             out.append(Send(req.candidate_id, VoteResponse(self.node_id, Errors.FENCED_EPOCH, self.epoch, self.leader_id, False)))
             return out
@@ -567,11 +597,32 @@ class RaftReplica:
         out.append(Send(req.candidate_id, VoteResponse(self.node_id, Errors.NONE, self.epoch, self.leader_id, grant)))
         return out
 
+    def _on_prevote_request(self, req: VoteRequest, now: int) -> list[Effect]:
+        """Answer a pre-vote without changing any state (KIP-996)."""
+        # the prospective candidate's own epoch is candidate_epoch - 1
+        stale = req.candidate_epoch - 1 < self.epoch
+        log_ok = (req.last_offset_epoch, req.last_offset) >= (self.last_epoch, self.end_offset)
+        leader_alive = self.role == LEADER or (
+            self.role == FOLLOWER
+            and self.leader_id != NO_LEADER
+            and self._fetch_deadline is not None
+            and now < self._fetch_deadline
+        )
+        grant = not stale and log_ok and not leader_alive
+        err = Errors.FENCED_EPOCH if stale else Errors.NONE
+        return [Send(req.candidate_id, VoteResponse(self.node_id, err, self.epoch, self.leader_id, grant, pre_vote=True))]
+
     def _on_vote_response(self, resp: VoteResponse, now: int) -> list[Effect]:
         out: list[Effect] = []
         if resp.epoch > self.epoch:
             leader = resp.leader_id if resp.leader_id != self.node_id else NO_LEADER
             return self._become_unattached(resp.epoch, now, leader)
+        if resp.pre_vote:
+            if self._prevotes is not None and self.role == FOLLOWER and resp.epoch == self.epoch and resp.vote_granted:
+                self._prevotes.add(resp.voter_id)
+                if len(self._prevotes) >= self.majority:
+                    out += self._become_candidate(now)
+            return out
         if self.role != CANDIDATE or resp.epoch != self.epoch:
             return out
         if resp.vote_granted and resp.voter_id in self.voters:
@@ -704,10 +755,16 @@ class RaftReplica:
         out: list[Effect] = []
         out += self._complete_parked(now, force=False)
         if self._begin_resend_at is not None and now >= self._begin_resend_at:
-            if len(self._begin_acked) < len(self.voters):
-                out += self._send_begin_epoch(now)
-            else:
-                self._begin_resend_at = None
+            # a voter that has gone quiet may be stuck in a higher epoch it
+            # reached in a lost election (pre-votes keep it from disrupting us,
+            # and it has no leader to fetch from): announcing ourselves again
+            # lets it answer FENCED_EPOCH, and we step down so the quorum
+            # moves past that epoch
+            quiet = self.config.controller_quorum_fetch_timeout_ms // 2
+            for v in self.voters:
+                if v != self.node_id and now - self._last_heard.get(v, now) >= quiet:
+                    self._begin_acked.discard(v)
+            out += self._send_begin_epoch(now)
         # check quorum: resign when a majority has been silent too long
         limit = self.config.controller_quorum_fetch_timeout_ms * 3 // 2
         heard = sum(1 for v in self.voters if v == self.node_id or now - self._last_heard.get(v, now) < limit)
@@ -763,8 +820,9 @@ class RaftReplica:
         if resp.error != Errors.NONE or src != self.leader_id or resp.leader_id != self.leader_id:
             self._next_fetch_at = now + RETRY_BACKOFF_MS
             return out
-        # a good answer from the leader of our epoch
+        # a good answer from the leader of our epoch: it is alive after all
         self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
+        self._prevotes = None
         if resp.diverging_epoch is not None:
             ep, end = resp.diverging_epoch
             _lep, lend = self.end_offset_for_epoch(ep)
