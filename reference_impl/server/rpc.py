@@ -23,6 +23,10 @@ from typing import Any, Callable
 from .codec import FRAME, MAX_FRAME, REGISTRY, CodecError
 
 MAGIC = b"KWRP"
+#: a peer that stops reading (SIGSTOP, a partition that blackholes) must not
+#: grow our memory without bound: beyond this many unsent bytes, messages are
+#: dropped as a network would drop them
+MAX_UNSENT_BYTES = 64 * 1024 * 1024
 log = logging.getLogger("kraftwerk.rpc")
 
 
@@ -59,6 +63,9 @@ class Peer:
         data = REGISTRY.dumps((self.self_id, msg))
         frame = FRAME.pack(len(data)) + data
         if self.writer is not None and self.connected and not self.queue:
+            if self.writer.transport.get_write_buffer_size() > MAX_UNSENT_BYTES:
+                self.dropped += 1
+                return
             try:
                 self.writer.write(frame)
                 self.sent += 1
