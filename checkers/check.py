@@ -19,6 +19,7 @@ anomaly, else unknown if any checker ran out of budget, else true.
 
 from __future__ import annotations
 
+import gc
 import time as _time
 from typing import Any
 
@@ -86,10 +87,18 @@ def check_history(
     budget = DEFAULT_TIME_BUDGET if time_budget is None else float(time_budget)
     t0 = _time.monotonic()
     deadline = t0 + budget
-    if model in QUEUE_MODELS:
-        res = _check_queue(ops, engine, spark_master, deadline, queue_options)
-    else:
-        res = _check_linearizable(ops, model, budget)
+    # The checks allocate millions of small acyclic containers; the cyclic
+    # collector would rescan the whole history each time, so pause it.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if model in QUEUE_MODELS:
+            res = _check_queue(ops, engine, spark_master, deadline, queue_options)
+        else:
+            res = _check_linearizable(ops, model, budget)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     res["stats"] = {**_op_stats(ops), **res.get("stats", {}),
                     "model": model, "engine": engine if model in QUEUE_MODELS else "inline",
                     "check_seconds": round(_time.monotonic() - t0, 3), "time_budget_s": budget}
