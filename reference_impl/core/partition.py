@@ -185,6 +185,7 @@ class Partition:
     def __post_init__(self) -> None:
         self.producers.rebuild(self.log.batches)
         self._min_isr: int | None = None
+        self.tp_name = str(self.tp)
 
     # -- small helpers ---------------------------------------------------
 
@@ -211,7 +212,8 @@ class Partition:
         return len(self.state.isr) < self.effective_min_isr()
 
     def _trace(self, kind: str, **data) -> TraceEvent:
-        return TraceEvent(kind, {"tp": str(self.tp), **data})
+        data["tp"] = self.tp_name
+        return TraceEvent(kind, data)
 
     def _hw_trace(self) -> TraceEvent:
         return self._trace("hw", hw=self.log.hw, leo=self.log.leo, role=self.role)

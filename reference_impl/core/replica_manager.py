@@ -848,8 +848,9 @@ class BrokerRole:
                 f = self.fetchers[leader] = Fetcher(leader)
             if f.inflight is not None or now < f.backoff_until:
                 continue
-            parts = [self.partitions[tp] for tp in sorted(members)]
-            parts = [p for p in parts if p.wants_fetch(now)]
+            parts = [p for p in map(self.partitions.__getitem__, members) if p.wants_fetch(now)]
+            if len(parts) > 1:
+                parts.sort(key=lambda p: p.tp)
             if parts:
                 effects += self._send_fetch(f, parts, now)
         return effects

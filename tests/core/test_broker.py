@@ -344,3 +344,54 @@ def test_restarted_broker_does_not_act_on_metadata_until_it_replays_its_own_regi
     effects = b.apply_committed(moved + feed.add(RegisterBrokerRecord(1, 50, "inc", BrokerEndpoint(1, "h", 1))), 3)
     assert traces(effects, "become_leader") == []
     assert traces(effects, "become_follower")[0]["leader"] == 2
+
+
+def test_registration_is_resent_to_the_next_voter_when_unanswered():
+    import random
+    from reference_impl.core.messages import BrokerEndpoint
+    b = BrokerRole(1, ProtocolConfig(), (101, 102, 103), StoredState(), random.Random(1), "inc", BrokerEndpoint(1, "h", 1))
+    (first,) = sends(b.start(0), BrokerRegistrationRequest)
+    assert sends(b.tick(3999), BrokerRegistrationRequest) == []
+    (second,) = sends(b.tick(4000), BrokerRegistrationRequest)
+    assert first.dst != second.dst
+
+
+def test_controlled_shutdown_before_registration_halts_at_once_with_epoch_minus_one():
+    b = new_broker(StoredState())
+    b.start(0)
+    effects = b.begin_controlled_shutdown(5)
+    assert isinstance(effects[-1], Halt)
+    assert FileWrite(CLEAN_SHUTDOWN, CleanShutdown(-1)) in effects
+
+
+def test_unanswered_replica_fetch_is_resent_after_the_fetch_timeout():
+    from reference_impl.core.messages import ReplicaFetchRequest
+    b = make_broker(2)
+    effects = b.apply_committed(MetaFeed().cluster(leader=1), 0)
+    assert len(sends(effects, ReplicaFetchRequest)) == 1
+    assert sends(b.tick(1000), ReplicaFetchRequest) == []
+    assert len(sends(b.tick(b.fetch_timeout_ms), ReplicaFetchRequest)) == 1
+
+
+def test_alter_partition_not_controller_is_retried_after_backoff():
+    from reference_impl.core.messages import AlterPartitionRequest, AlterPartitionResponse
+    b, _ = leader(isr=(1, 2))
+    effects, _ = replica_fetch(b, 3, 0, 2)
+    (s,) = sends(effects, AlterPartitionRequest)
+    b.handle(AlterPartitionResponse(s.msg.correlation_id, Errors.NOT_CONTROLLER), 3, CONTROLLER)
+    assert sends(b.tick(10), AlterPartitionRequest) == []
+    (again,) = sends(b.tick(3 + 50), AlterPartitionRequest)
+    assert again.msg.items == s.msg.items
+
+
+def test_consumer_fetch_with_stale_last_fetched_epoch_gets_diverging_epoch():
+    feed = MetaFeed()
+    b = make_broker(1)
+    b.apply_committed(feed.cluster(leader=2), 0)
+    p = b.partitions[TP]
+    p.handle_fetch_response(FetchPartitionResponse(TP, 0, high_watermark=5, batches=(Batch(0, 0, 5, None),)), 1)
+    b.apply_committed(feed.change(leader=3), 2)
+    b.apply_committed(feed.change(leader=1, isr=(1,)), 3)  # epoch 2 from offset 5
+    req = FetchPartitionRequest(TP, 8, current_leader_epoch=2, last_fetched_epoch=1)
+    (resp,) = replies(b.handle(ClientFetchRequest("c", (req,), 0), 4, None), ClientFetchResponse)
+    assert resp.partitions[0].diverging_epoch == (0, 5)
