@@ -114,7 +114,8 @@ class PartitionLog:
         i = bisect_right(self.bases, offset) - 1
         if i < 0:
             return 0
-        if self.batches[i].next_offset <= offset:
+        b = self.batches[i]
+        if b.base_offset + b.count <= offset:
             return i + 1
         return i
 
@@ -124,10 +125,14 @@ class PartitionLog:
         if offset >= upto or not self.batches:
             return ()
         i = self.batch_index(offset)
-        k = bisect_right(self.bases, upto - 1) - 1
-        if k < 0:
-            return ()
-        j = k + 1 if self.batches[k].next_offset <= upto else k
+        if upto >= self.leo:
+            j = len(self.batches)  # the common case: read to the end
+        else:
+            k = bisect_right(self.bases, upto - 1) - 1
+            if k < 0:
+                return ()
+            bk = self.batches[k]
+            j = k + 1 if bk.base_offset + bk.count <= upto else k
         j = min(j, i + max_batches)
         if j <= i:
             return ()
@@ -167,13 +172,16 @@ class PartitionLog:
         epochs. Batches the log already holds are skipped; a batch starting
         past the LEO (the leader's log start moved beyond us) restarts the log
         there (Kafka's truncateFullyAndStartAt)."""
-        fresh = tuple(b for b in batches if b.next_offset > self.leo)
+        leo = self.leo
+        fresh = batches if batches and batches[0].base_offset == leo else tuple(
+            b for b in batches if b.base_offset + b.count > leo
+        )
         if not fresh:
             return []
         effects: list[Effect] = []
-        if fresh[0].base_offset > self.leo:
+        if fresh[0].base_offset > leo:
             effects += self.truncate_fully(fresh[0].base_offset)
-        elif fresh[0].base_offset < self.leo:
+        elif fresh[0].base_offset < leo:
             # a batch straddling our LEO: our tail diverged mid-batch; drop it
             effects += self.truncate_to(fresh[0].base_offset)
         return effects + self._append(fresh)
@@ -181,13 +189,15 @@ class PartitionLog:
     def _append(self, batches: tuple[Batch, ...]) -> list[Effect]:
         effects: list[Effect] = [LogAppend(self.name, batches)]
         epochs_changed = False
+        latest = self.epochs.latest_epoch
         for b in batches:
             self.batches.append(b)
             self.bases.append(b.base_offset)
-            self.leo = b.next_offset
+            self.leo = b.base_offset + b.count
             self.unflushed_messages += b.count
-            if self.epochs.assign(b.leader_epoch, b.base_offset):
+            if b.leader_epoch != latest and self.epochs.assign(b.leader_epoch, b.base_offset):
                 epochs_changed = True
+                latest = self.epochs.latest_epoch
         if epochs_changed:
             # Kafka's assign() flushes the checkpoint synchronously
             effects.append(self._checkpoint_epochs())

@@ -741,7 +741,11 @@ class Partition:
                 epoch, end = resp.diverging_epoch
                 effects += self._truncate(self.truncation_offset(epoch, end), "diverging-epoch")
                 return effects, None
-            fresh = tuple(b for b in resp.batches if b.next_offset > self.log.leo)
+            leo = self.log.leo
+            batches = resp.batches
+            fresh = batches if batches and batches[0].base_offset == leo else tuple(
+                b for b in batches if b.base_offset + b.count > leo
+            )
             if fresh:
                 first = fresh[0]
                 if first.base_offset > self.log.leo:
