@@ -9,6 +9,8 @@ Node ids: in ``separate`` mode controllers are 1..C and brokers 101..100+B
 (Kafka's KRaft examples keep the two id ranges apart); in ``combined`` mode
 nodes 1..N carry both roles. Node ``i`` (0-based) listens on
 ``base_port + i`` and its control endpoint on ``base_port + 100 + i``.
+Node data directories are ``<dir>/nodes/<id>/``, the run-directory layout, so
+``checkers.invariants.check_trace_dir(<dir>)`` reads their traces.
 """
 
 from __future__ import annotations
@@ -82,14 +84,14 @@ class LocalCluster:
             n = max(brokers, controllers)
             for i in range(n):
                 roles = (["broker"] if i < brokers else []) + (["controller"] if i < controllers else [])
-                nodes.append(NodeSpec(i + 1, roles, base_port + i, base_port + 100 + i, os.path.join(dir, f"node-{i + 1}")))
+                nodes.append(NodeSpec(i + 1, roles, base_port + i, base_port + 100 + i, os.path.join(dir, "nodes", str(i + 1))))
         else:
             for i in range(controllers):
-                nodes.append(NodeSpec(i + 1, ["controller"], base_port + i, base_port + 100 + i, os.path.join(dir, f"node-{i + 1}")))
+                nodes.append(NodeSpec(i + 1, ["controller"], base_port + i, base_port + 100 + i, os.path.join(dir, "nodes", str(i + 1))))
             for j in range(brokers):
                 k = controllers + j
                 nid = 101 + j
-                nodes.append(NodeSpec(nid, ["broker"], base_port + k, base_port + 100 + k, os.path.join(dir, f"node-{nid}")))
+                nodes.append(NodeSpec(nid, ["broker"], base_port + k, base_port + 100 + k, os.path.join(dir, "nodes", str(nid))))
         return cls(dir, nodes, dict(config or {}), storage_mode)
 
     @property

@@ -253,7 +253,9 @@ class NodeRuntime:
     # -- tracing --------------------------------------------------------------
 
     def _trace(self, e: fx.TraceEvent) -> None:
-        rec = {"t": self.clock.now_ms(), "wall": self.clock.wall_ms(), "node": self.opts.node_id, "kind": e.kind}
+        # "t" is the unskewed clock, so traces of several nodes merge in real
+        # order even under the clock nemesis; "node_t" is what the core saw
+        rec = {"t": self.clock.wall_ms(), "node_t": self.clock.now_ms(), "node": self.opts.node_id, "kind": e.kind}
         rec.update(e.data)
         try:
             line = json.dumps(rec, default=_json_default)

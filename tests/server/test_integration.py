@@ -45,6 +45,12 @@ def cluster(tmp_path_factory):
     yield c
     res = c.down(40)
     assert all(res.values()), f"controlled shutdown timed out for {res}"
+    # the glass-box monitor checks the real run's traces (HW, ISR, epochs, truncation)
+    from checkers.invariants import check_trace_dir
+
+    summary = check_trace_dir(c.dir, min_isr=2)
+    assert summary["valid"] is True, summary["violations"][:5]
+    assert summary["steps"] > 100
 
 
 def create_topic(c: LocalCluster, name: str, rf: int = 3, min_isr: int = 2) -> None:
