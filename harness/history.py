@@ -34,6 +34,13 @@ class Recorder:
         self.ops: list[Op] | None = [] if keep else None
         self.closed = False
 
+    def restart_clock(self) -> None:
+        """Make time 0 the moment the generator starts (not the cluster's
+        start-up), as long as nothing has been recorded yet."""
+        with self._lock:
+            if self._index == 0:
+                self._t0 = time.monotonic_ns()
+
     @property
     def t0(self) -> int:
         return self._t0

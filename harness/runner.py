@@ -119,6 +119,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
             observe=qw.observe,
             stop=stop,
         )
+        rec.restart_clock()
         interp.run()
         if nem is not None:
             nem.heal_all()  # belt and braces: nothing stays broken past the run

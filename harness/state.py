@@ -149,11 +149,13 @@ def cleanup(out: str | Path, include_live_harness: bool = False) -> list[dict[st
             if data.get("harness_pid") != os.getpid():
                 continue  # a run in progress: not ours to stop
         procs = list(data.get("processes", []))
+        signalled: set[int] = set()
         for p in procs:
             if kill_tree(p["pid"], p.get("start")):
                 stopped.append(p)
+                signalled.add(p["pid"])
         for pid in _pids_with_run_id(data.get("run_id", "\0")):
-            if pid != os.getpid() and kill_tree(pid, None):
+            if pid != os.getpid() and pid not in signalled and kill_tree(pid, None):
                 stopped.append({"pid": pid, "role": "unrecorded", "name": "?"})
         deadline = time.monotonic() + 5
         for p in procs:

@@ -48,7 +48,14 @@ def run_cmd(config_file: str | None, variant: tuple[str, ...], as_json: bool, no
     Example:
       kraftwerk run --nemesis partition,kill --time-limit 60 --acks mixed
     """
+    import signal
+    import threading
+
     from harness.runner import run_test, summary_line
+
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM tears the cluster down like Ctrl-C (a SIGKILL needs `kraftwerk cleanup`)
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
     file_values = load_yaml(config_file) if config_file else None
     if variant:

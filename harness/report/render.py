@@ -67,7 +67,9 @@ def _durability(result: dict[str, Any]) -> list[dict[str, Any]]:
             "lost": d.get("lost"),
             "lost_rate": f"{rate:.4%}" if isinstance(rate, (int, float)) else rate,
             "bad": bool(d.get("lost")),
-            "extra": {k: _short(v) for k, v in d.items() if k not in ("acked", "lost", "lost_rate")},
+            "extra": {k: _short(v) for k, v in d.items()
+                      if k not in ("acked", "lost", "lost_rate") and not isinstance(v, (list, dict))},
+            "examples": [_short(e) for e in (d.get("lost_examples") or [])[:3]],
         })
     return rows
 

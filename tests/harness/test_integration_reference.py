@@ -1,0 +1,72 @@
+"""Campaigns against the bundled reference broker on this machine, through the
+CLI, with short time limits (each run takes about a minute: cluster start-up,
+the schedule, recovery, final reads).
+
+* today's rules (acks=all, RF 3, min ISR 2) under partition+kill+pause+clock:
+  valid, no acknowledged write lost;
+* the historical variants with the schedule that exposes them (seeds 002 and
+  003): unclean election on, or KIP-966 off, loses acknowledged writes;
+* acks=1 under leader kills loses writes while acks=all loses none.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(tmp_path, *args, timeout=400):
+    out = tmp_path / "results"
+    r = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "run", "--out", str(out), "--json", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env={**os.environ, "KRAFTWERK_DEBUG": ""},
+    )
+    assert r.returncode in (0, 1), f"exit {r.returncode}: {r.stderr[-800:]}"
+    res = json.loads(r.stdout)
+    assert not list((out / ".state").glob("*.json")), "state file left behind"
+    return r.returncode, res
+
+
+def test_acks_all_rf3_min_isr2_under_partition_kill_pause_clock_loses_nothing(tmp_path):
+    code, res = run(tmp_path, "--nemesis", "partition,kill,pause,clock", "--nemesis-interval", "3",
+                    "--time-limit", "20", "--seed", "11", "--acks", "all")
+    nem = [json.loads(l) for l in open(Path(res["run_dir"]) / "history.jsonl") if '"nemesis"' in l]
+    assert any(o["f"].startswith("start-") for o in nem), "no fault was injected"
+    assert res["durability"]["acks=all"]["acked"] > 50
+    assert res["durability"]["acks=all"]["lost"] == 0
+    assert res["valid"] is True, res["anomaly_types"]
+    assert code == 0
+
+
+def test_unclean_election_on_loses_acknowledged_writes_seed003(tmp_path):
+    code, res = run(tmp_path, "--scenario", "unclean-loss", "--variant", "unclean_election=on", "--seed", "3")
+    assert res["valid"] is False and code == 1
+    assert res["durability"]["acks=all"]["lost"] > 0
+    assert "lost-acked-write" in res["anomaly_types"]
+
+
+def test_kip966_off_last_replica_standing_loses_acknowledged_writes_seed002(tmp_path):
+    code, res = run(tmp_path, "--scenario", "last-replica-standing", "--variant", "kip966=off", "--seed", "3")
+    assert res["valid"] is False and code == 1
+    assert res["durability"]["acks=all"]["lost"] > 0
+
+
+def test_kip966_on_last_replica_standing_elects_from_elr_and_loses_nothing(tmp_path):
+    code, res = run(tmp_path, "--scenario", "last-replica-standing", "--seed", "3")
+    assert res["durability"]["acks=all"]["acked"] > 50
+    assert res["durability"]["acks=all"]["lost"] == 0
+    assert res["valid"] is True and code == 0
+
+
+def test_acks1_loses_writes_under_leader_kills_while_acks_all_loses_none(tmp_path):
+    code, res = run(tmp_path, "--scenario", "acks1-leader-kill", "--acks", "mixed", "--seed", "3")
+    d = res["durability"]
+    assert d["acks=1"]["acked"] > 50 and d["acks=all"]["acked"] > 50
+    assert d["acks=1"]["lost"] > 0
+    assert d["acks=all"]["lost"] == 0
