@@ -72,6 +72,8 @@ class Recorder:
                     self._track_fault(op)
             elif op.type != "invoke":
                 self.counts[op.type] += 1
+                if not d.get("final") and op.f in ("send", "poll"):
+                    self.counts[f"main-{op.type}"] += 1  # the workload proper, for throughput
         return op
 
     def _track_fault(self, op: Op) -> None:
