@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import socket
 import time
 from typing import Any, Callable
 
@@ -95,9 +96,11 @@ class Peer:
             backoff = 0.05
             sock = writer.get_extra_info("socket")
             if sock is not None:
-                import socket
-
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                # a blackholed link (iptables DROP, a paused peer) must fail the
+                # connection within the request timeout so a fresh one is tried
+                if hasattr(socket, "TCP_USER_TIMEOUT"):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(self.request_timeout * 1000))
             hello = REGISTRY.dumps((self.self_id, self.self_addr[0], self.self_addr[1]))
             writer.write(MAGIC + FRAME.pack(len(hello)) + hello)
             self.writer = writer
