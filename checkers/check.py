@@ -108,7 +108,7 @@ def check_history(
 def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline: float,
                  queue_options: Any) -> dict[str, Any]:
     from checkers.durability import merge_durability
-    from checkers.pipeline import run_keys
+    from checkers.pipeline import PerKeyBudgetExceeded, run_keys
     from checkers.queue.checker import QueueOptions, finish, merge_key_results
     from checkers.queue.project import project
 
@@ -117,18 +117,28 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
     proj = project(ops)
     t_proj = _time.monotonic() - t
     t = _time.monotonic()
-    results = run_keys(proj.keys, engine=engine, spark_master=spark_master, want_rw=True)
+    per_key_complete = True
+    try:
+        results = run_keys(proj.keys, engine=engine, spark_master=spark_master, want_rw=True,
+                           deadline=deadline)
+    except PerKeyBudgetExceeded as e:
+        results = e.results
+        per_key_complete = False
     t_keys = _time.monotonic() - t
     merged = merge_key_results(results)
     t = _time.monotonic()
     q = finish(proj, merged, opts, deadline)  # past the deadline: cycles "unknown"
+    q["per_key"] = "complete" if per_key_complete else "budget-exceeded"
+    q["keys_checked"] = len(results)
+    if not per_key_complete and q["valid"] is True:
+        q["valid"] = "unknown"
     t_cross = _time.monotonic() - t
     durability = merge_durability(merged["durability"])
     all_lost = durability.get("acks=all", {})
     dur_anoms: dict[str, list] = {}
     if all_lost.get("lost"):
         dur_anoms["lost-acked-write"] = list(all_lost["lost_examples"])
-    dur_valid = not dur_anoms
+    dur_valid: Any = False if dur_anoms else (True if per_key_complete else "unknown")
     anomalies = dict(q["anomalies"])
     anomalies.update(dur_anoms)
     valid = _combine([q["valid"], dur_valid])
@@ -144,6 +154,7 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
         "checkers": {
             "queue": q,
             "durability": {"valid": dur_valid,
+                           "complete": per_key_complete,
                            "anomaly_types": sorted(dur_anoms),
                            "rule": "acks=all acknowledged records must survive; "
                                    "acks=1/0 losses are reported as rates"},

@@ -25,6 +25,8 @@ import os
 import sys
 import tempfile
 import threading
+import time
+import uuid
 import zipfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -135,13 +137,28 @@ def _balanced(items: list[tuple[str, bytes]], n: int) -> list[tuple[str, bytes]]
     return [kv for b in bins for kv in b]
 
 
+class PerKeyBudgetExceeded(Exception):
+    """The per-key stage ran out of time; ``results`` holds the keys done."""
+
+    def __init__(self, results: list[dict[str, Any]]) -> None:
+        super().__init__("per-key checks exceeded the time budget")
+        self.results = results
+
+
 def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | None = None,
-             want_rw: bool = True) -> list[dict[str, Any]]:
-    """Run the per-key checks on every key with the chosen engine."""
+             want_rw: bool = True, deadline: float | None = None) -> list[dict[str, Any]]:
+    """Run the per-key checks on every key with the chosen engine. Past
+    ``deadline`` (a ``time.monotonic()`` value) the inline engine stops
+    between keys and Spark jobs are cancelled: :class:`PerKeyBudgetExceeded`."""
     if engine == "inline":
         from checkers.queue.keycheck import check_key
 
-        return [check_key(k, evs, want_rw) for k, evs in keys.items()]
+        out = []
+        for k, evs in keys.items():
+            if deadline is not None and time.monotonic() > deadline:
+                raise PerKeyBudgetExceeded(out)
+            out.append(check_key(k, evs, want_rw))
+        return out
     if engine != "spark":
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
     if not keys:
@@ -157,5 +174,25 @@ def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | 
     rows = _balanced([(k, marshal.dumps(evs)) for k, evs in keys.items()], n)
     df = spark.createDataFrame([(k, bytearray(b)) for k, b in rows], schema)
     rw = bool(want_rw)
-    out = df.rdd.mapPartitions(lambda it: _run_partition(it, rw)).collect()
-    return [marshal.loads(b) for b in out]
+    rdd = df.rdd.mapPartitions(lambda it: _run_partition(it, rw))
+    sc = spark.sparkContext
+    group = f"kraftwerk-check-{uuid.uuid4().hex[:12]}"
+    box: dict[str, Any] = {}
+
+    def collect() -> None:
+        try:
+            sc.setJobGroup(group, "kraftwerk per-key checks", interruptOnCancel=True)
+            box["out"] = rdd.collect()
+        except BaseException as e:  # re-raised on the calling thread
+            box["error"] = e
+
+    th = threading.Thread(target=collect, name="kraftwerk-spark-collect", daemon=True)
+    th.start()
+    th.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    if th.is_alive():
+        sc.cancelJobGroup(group)
+        th.join(30)
+        raise PerKeyBudgetExceeded([])
+    if "error" in box:
+        raise box["error"]
+    return [marshal.loads(b) for b in box["out"]]

@@ -24,7 +24,8 @@ Definitions follow Jepsen's ``jepsen.tests.kafka`` (facts, re-implemented):
   must continue where the previous one stopped: the first value of the next
   poll is at index ``i+1`` of the previous poll's last value (``> i+1`` skips,
   ``<= i`` goes backwards). An assign/subscribe forgets positions of keys no
-  longer assigned.
+  longer assigned. Final reads (``final: true``) are fresh consumers reading
+  from offset 0, so they neither continue nor reset a process's position.
 * **int-poll-skip / int-nonmonotonic-poll**: the same between consecutive
   values within one operation's reads of a key.
 * **nonmonotonic-send**: a process's sends to a key go backwards (or repeat)
@@ -198,8 +199,10 @@ def check_key(key: str, events: list, want_rw: bool = True) -> dict[str, Any]:
                         found.add("int-nonmonotonic-poll", {"key": key, "values": [prev_v, v],
                                                             "delta": delta, "op": idx})
                 prev_i, prev_v = i2, v
-            # across the process's ops
-            lr = last_read.get(proc)
+            # across the process's ops; a final read is a fresh consumer
+            # reading from offset 0, not a continuation of the process's polls
+            is_final = bool(_meta)
+            lr = None if is_final else last_read.get(proc)
             if lr is not None and vals:
                 v0, v1 = lr[1], vals[0]
                 i, i2 = by_value.get(v0), by_value.get(v1)
@@ -211,7 +214,8 @@ def check_key(key: str, events: list, want_rw: bool = True) -> dict[str, Any]:
                     found.add("nonmonotonic-poll", {"key": key, "values": [v0, v1], "delta": delta,
                                                     "ops": [lr[0], idx]})
             if typ == "ok":
-                last_read[proc] = (idx, vals[-1] if vals else None)
+                if not is_final:
+                    last_read[proc] = (idx, vals[-1] if vals else None)
                 # wr / rw edges from this read's highest value
                 hi = -1
                 for v in vals:

@@ -69,3 +69,13 @@ def test_rows_are_dealt_into_balanced_partitions() -> None:
     a, b = sum(len(x[1]) for x in first), sum(len(x[1]) for x in second)
     assert sorted(rows) == sorted(items)
     assert abs(a - b) <= 100 * 10 / 2
+
+
+def test_spark_job_past_its_budget_is_cancelled_and_unknown(spark) -> None:
+    """Checkers never hang: the Spark stage is cancelled at the deadline."""
+    ops = valid_history(20000, 10, 8, seed=2)
+    r = check_history(ops, engine="spark", spark_master=MASTER, time_budget=0.05)
+    assert r["valid"] == "unknown"
+    assert r["checkers"]["queue"]["per_key"] == "budget-exceeded"
+    # and the session is still usable afterwards
+    assert check_history(ops[:2000], engine="spark", spark_master=MASTER)["checkers"]["queue"]["per_key"] == "complete"

@@ -328,3 +328,31 @@ def test_budget_exhausted_is_unknown_not_valid() -> None:
     r = check_history(valid_history(400, 2, 4, seed=5), time_budget=1e-9)
     assert r["valid"] == "unknown"
     assert r["checkers"]["queue"]["cycle_search"] == "budget-exceeded"
+
+
+def test_final_read_from_offset_zero_is_not_a_nonmonotonic_poll() -> None:
+    """Final reads use a fresh consumer from the beginning of the log
+    (workloads/queue.py), so re-reading offset 0 is not going backwards."""
+    b = HistoryBuilder()
+    b.send(0, K, 1, 0)
+    b.send(0, K, 2, 1)
+    b.poll(1, {K: [(0, 1), (1, 2)]})
+    b.poll(1, {K: [(0, 1), (1, 2)]}, final=True)
+    assert found(b) == set()
+    b2 = HistoryBuilder()
+    b2.send(0, K, 1, 0)
+    b2.send(0, K, 2, 1)
+    b2.poll(1, {K: [(0, 1), (1, 2)]})
+    b2.poll(1, {K: [(0, 1), (1, 2)]})  # the same re-read by an ordinary poll
+    assert found(b2) == {"nonmonotonic-poll"}
+
+
+def test_inline_per_key_stage_stops_at_the_budget() -> None:
+    from checkers.pipeline import PerKeyBudgetExceeded, run_keys
+    from checkers.queue.project import project
+    from checkers.queue.synth import valid_history
+
+    keys = project(valid_history(2000, 6, 4, seed=3)).keys
+    with pytest.raises(PerKeyBudgetExceeded) as e:
+        run_keys(keys, deadline=0.0)
+    assert e.value.results == []
