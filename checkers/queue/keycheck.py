@@ -72,6 +72,15 @@ class _Found:
 
 def check_key(key: str, events: list, want_rw: bool = True) -> dict[str, Any]:
     """All per-key checks for one key; ``events`` in history order."""
+    try:
+        return _check_key(key, events, want_rw)
+    except TypeError as e:  # e.g. a list where a message value should be
+        from checkers.history.op import HistoryError
+
+        raise HistoryError(f"key {key}: values must be numbers or strings ({e})") from None
+
+
+def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
     found = _Found()
 
     # --- writers, readers -------------------------------------------------

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.history.op import Op
+from checkers.history.op import HistoryError, Op
 
 QUEUE_FS = frozenset(("send", "poll", "txn"))
 SUB_FS = frozenset(("assign", "subscribe"))
@@ -176,14 +176,25 @@ def project(ops: list[Op]) -> Projection:
             pending[p] = op
             continue
         inv = pending.pop(p, None)
-        emit(op, inv, t, op.time)
+        try:
+            emit(op, inv, t, op.time)
+        except (TypeError, IndexError, KeyError, AttributeError) as e:
+            raise HistoryError(f"op {op.index}: malformed {op.f} value {_short(op.value)} ({e})") from None
     for inv in sorted(pending.values(), key=lambda o: o.index):
-        emit(inv, inv, "info", None)
+        try:
+            emit(inv, inv, "info", None)
+        except (TypeError, IndexError, KeyError, AttributeError) as e:
+            raise HistoryError(f"op {inv.index}: malformed {inv.f} value {_short(inv.value)} ({e})") from None
     counts["unfinished"] = len(pending)
 
     if assigns:
         _merge_assigns(keys, assigns)
     return Projection(keys=keys, ops=table, n_ops=len(ops), warnings=warnings, counts=counts)
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _merge_assigns(keys: dict[str, list[Event]], assigns: list) -> None:

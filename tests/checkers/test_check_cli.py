@@ -123,3 +123,18 @@ def test_register_models_go_to_the_linearizability_checker() -> None:
     assert good.returncode == 0, good.stderr
     assert "linearizable" in json.loads(good.stdout)["checkers"]
     assert bad.returncode == 1 and "INVALID" in bad.stdout
+
+
+@pytest.mark.parametrize("value", [
+    [["poll", {"t-0": [5]}]],          # a pair that is not [offset, value]
+    [["send", "t-0", [1, [2, 3]]]],    # an unhashable message value
+])
+def test_malformed_queue_values_exit_2(tmp_path: Path, value) -> None:
+    b = HistoryBuilder()
+    b.send(0, "t-0", 1, 0)
+    b.invoke(1, "poll", [["poll"]])
+    b.complete(1, "ok", value)
+    write_jsonl(tmp_path / "h.jsonl", b.ops)
+    p = run("check", str(tmp_path / "h.jsonl"))
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
