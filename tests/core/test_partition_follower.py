@@ -202,3 +202,19 @@ def test_follower_whose_last_batch_straddles_leader_batch_realigns_without_losin
     effects = answer(b, s, Batch(5, 0, 5, "leader"), hw=5)
     assert [(x.base_offset, x.payload) for x in p.log.batches] == [(0, None), (5, "leader")]
     assert traces(effects, "truncate")[0]["to"] == 5
+
+
+def test_initial_fetch_offset_is_hw_when_epoch_cache_is_empty():
+    # batches without a leader epoch (pre-v2 format) leave the epoch cache empty:
+    # Kafka's initialFetchOffset starts such a follower from its HW
+    feed = MetaFeed()
+    b = make_broker(2)
+    b.apply_committed(feed.cluster(leader=3), 0)
+    p = b.partitions[TP]
+    p.log.append_as_follower(tuple(Batch(i, -1, 1, None) for i in range(10)))
+    p.log.set_follower_hw(6)
+    assert p.log.epochs.is_empty()
+    effects = b.apply_committed(feed.change(leader=1), 1)
+    assert p.log.leo == 6
+    assert traces(effects, "truncate")[0]["reason"] == "hw"
+    assert fetch_sent(effects).msg.partitions[0].fetch_offset == 6
