@@ -80,6 +80,10 @@ class PartitionLog:
         for b in batches:
             if b.next_offset <= log.leo:
                 continue
+            if b.base_offset != log.leo:
+                if log.batches:
+                    break  # a hole: keep the contiguous prefix only (a torn tail)
+                log.log_start_offset = log.leo = b.base_offset
             log.batches.append(b)
             log.bases.append(b.base_offset)
             log.leo = b.next_offset

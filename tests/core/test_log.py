@@ -133,3 +133,8 @@ def test_offset_lookup_bisects_long_logs():
     log = log_with(*[(0, 1)] * 20000)
     assert log.read(12345, 12347)[0].base_offset == 12345
     assert log.batch_at(19999).base_offset == 19999
+
+
+def test_load_keeps_only_the_contiguous_prefix():
+    log, _ = PartitionLog.load(TP, [Batch(0, 0, 2, None), Batch(2, 0, 2, None), Batch(7, 0, 1, None)], 0, None, None)
+    assert log.leo == 4 and len(log.batches) == 2
