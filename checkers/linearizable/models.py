@@ -26,6 +26,7 @@ and Porcupine's kv model for ``kv``; see each class.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Hashable
 
@@ -102,6 +103,12 @@ class Model:
         default, Knossos) drops it — it did not happen; a model may instead
         map it to an observation ``(f, value)`` that did happen."""
         return None
+
+    def refine(self, key: Any, ops: list) -> list:
+        """A model's own sound rewrite of one key's sub-history (a list of
+        :class:`~checkers.linearizable.prepare.LinOp`) before the search;
+        the default keeps it as is."""
+        return ops
 
     #: multi-key ops join their keys into one sub-history (union-find) instead
     #: of being projected onto each key; see :class:`MultiRegister`.
@@ -374,8 +381,18 @@ class KafkaLog(Model):
     offset — greater than every offset in the log (Kafka offsets grow
     monotonically; dense logs make "greater" mean "next") — and ``poll``
     returns a contiguous slice of the log (consecutive entries, matching
-    offsets and values). A send whose offset is unknown (crashed, or acks=0)
-    takes last+1. A txn applies its micro-ops on a partition atomically.
+    offsets and values). A txn applies its micro-ops on a partition
+    atomically.
+
+    Sends whose offset is unknown (crashed, or completed without an offset)
+    are resolved before the search (:meth:`refine`): if a poll saw the value
+    (sent once on that partition) at one offset, the send took that offset;
+    if no poll ever saw it, the send is dropped — it may not have happened,
+    and once every remaining send has a known offset an unseen record only
+    makes polls' contiguity harder, never easier, so dropping it cannot hide
+    a violation. An unresolvable one (value sent twice, or seen at two
+    offsets) keeps "takes last+1". Without this, every pending crashed send
+    is a branch at every later configuration, exponential in their number.
 
     Ops are projected onto each partition they touch. Each projection of a
     linearizable history is linearizable, so a violation found on one
@@ -426,6 +443,39 @@ class KafkaLog(Model):
 
     def read_only(self, f: str, value: Any) -> bool:
         return all(m[0] == "poll" for m in value)
+
+    def refine(self, key: Any, ops: list) -> list:
+        from collections import Counter
+
+        sent = Counter(m[2] for o in ops for m in o.value if m[0] == "send")
+        seen: dict[Any, set] = {}
+        for o in ops:
+            if o.ret is None:
+                continue  # a crashed poll's result is unknown
+            for m in o.value:
+                if m[0] == "poll":
+                    for off, v in m[1]:
+                        seen.setdefault(v, set()).add(off)
+        out = []
+        for o in ops:
+            if not any(m[0] == "send" and m[1] is None for m in o.value):
+                out.append(o)
+                continue
+            micro = []
+            for m in o.value:
+                if m[0] == "send" and m[1] is None and sent[m[2]] == 1:
+                    offs = seen.get(m[2])
+                    if not offs:
+                        continue  # never observed: drop (see class docstring)
+                    if len(offs) == 1:
+                        m = ("send", next(iter(offs)), m[2])
+                micro.append(m)
+            if not micro or (o.ret is None and all(m[0] == "poll" for m in micro)):
+                continue
+            o = copy.copy(o)
+            o.value = tuple(micro)
+            out.append(o)
+        return out
 
     def is_noop(self, f: str, value: Any) -> bool:
         return all(m[0] == "poll" and not m[1] for m in value)

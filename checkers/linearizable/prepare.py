@@ -175,6 +175,9 @@ def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory]
         for k, n in dropped.items():
             if k in subs:
                 subs[k].dropped = n
-    for sub in subs.values():
+    for key, sub in subs.items():
+        n = len(sub.ops)
+        sub.ops = model.refine(key, sub.ops)
+        sub.dropped += n - len(sub.ops)
         sub.ops.sort(key=lambda o: o.call)
     return subs, counts

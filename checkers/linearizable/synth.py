@@ -1,4 +1,5 @@
-"""Synthetic linearizable histories from a simulated register.
+"""Synthetic linearizable histories from a simulated register (and from
+simulated Kafka partition logs, for the kafka-log model).
 
 Clients issue overlapping operations against one real (sequential)
 cas-register. Each operation takes effect at a single instant between its
@@ -17,7 +18,7 @@ from typing import Any
 
 from checkers.history.op import Op
 
-__all__ = ["register_history"]
+__all__ = ["register_history", "kafka_history"]
 
 
 def register_history(
@@ -98,5 +99,84 @@ def register_history(
                 next_proc += 1
             else:
                 emit(slot, typ, f, rv)
+            phase[slot] = 0
+    return history
+
+
+def kafka_history(
+    n_ops: int,
+    clients: int = 10,
+    partitions: int = 2,
+    seed: int = 0,
+    send_p: float = 0.6,
+    crash_p: float = 0.0,
+    max_lag: int = 20,
+    max_records: int = 5,
+) -> list[Op]:
+    """Queue-workload ops (``checkers/history/op.py`` shapes) against real
+    in-memory partition logs: a send appends at the next offset at its
+    linearization point; a poll returns up to ``max_records`` consecutive
+    records starting at most ``max_lag`` behind the end. Linearizable for
+    the kafka-log model by construction. Keys are ``t-<partition>``."""
+    rng = random.Random(seed)
+    logs: dict[str, list[list]] = {f"t-{i}": [] for i in range(partitions)}
+    keys = list(logs)
+    history: list[Op] = []
+    phase = [0] * clients
+    proc = list(range(clients))
+    next_proc = clients
+    pending: list[Any] = [None] * clients
+    result: list[Any] = [None] * clients
+    issued = 0
+    t = 0
+
+    def emit(slot: int, typ: str, f: str, value: Any) -> None:
+        nonlocal t
+        t += rng.randint(1, 1000)
+        history.append(Op(type=typ, f=f, value=value, process=proc[slot], time=t,
+                          index=len(history)))
+
+    def crash(slot: int) -> None:
+        nonlocal next_proc
+        f, _, v = pending[slot]
+        emit(slot, "info", f, v)
+        phase[slot] = 0
+        proc[slot] = next_proc
+        next_proc += 1
+
+    while issued < n_ops or any(phase):
+        slot = rng.randrange(clients)
+        ph = phase[slot]
+        if ph == 0:
+            if issued >= n_ops:
+                continue
+            key = rng.choice(keys)
+            if rng.random() < send_p:
+                pending[slot] = ("send", key, [["send", key, issued]])
+            else:
+                pending[slot] = ("poll", key, [["poll"]])
+            emit(slot, "invoke", pending[slot][0], pending[slot][2])
+            issued += 1
+            phase[slot] = 1
+        elif ph == 1:
+            if crash_p and rng.random() < crash_p / 2:
+                crash(slot)
+                continue
+            f, key, v = pending[slot]
+            log = logs[key]
+            if f == "send":
+                value = v[0][2]
+                log.append([len(log), value])
+                result[slot] = [["send", key, [len(log) - 1, value]]]
+            else:
+                start = max(0, len(log) - rng.randint(0, max_lag))
+                result[slot] = [["poll", {key: [list(r) for r in
+                                                log[start:start + rng.randint(0, max_records)]]}]]
+            phase[slot] = 2
+        else:
+            if crash_p and rng.random() < crash_p / 2:
+                crash(slot)
+                continue
+            emit(slot, "ok", pending[slot][0], result[slot])
             phase[slot] = 0
     return history
