@@ -593,3 +593,15 @@ def test_metadata_image_replayed_identically_on_every_controller():
     images = [c.ctl(v).image for v in c.voters]
     for img in images[1:]:
         assert img.partitions == images[0].partitions and img.brokers == images[0].brokers
+
+
+def test_controller_shutdown_resigns_and_another_controller_takes_over_quickly():
+    c = Cluster(voters=(100, 101, 102), seed=7)
+    c.start_brokers(0)
+    old = c.active_id()
+    c.loop._apply(old, c.ctl(old).begin_shutdown(c.loop.now))
+    c.loop.crash(old)
+    t0 = c.loop.now
+    assert c.loop.run_until_true(lambda: c.active_id() not in (None, old), 10_000)
+    assert c.loop.now - t0 < CFG.controller_quorum_fetch_timeout_ms
+    assert c.active.image.brokers[0].broker_epoch == c.epochs[0]

@@ -549,3 +549,16 @@ def test_isolated_voter_rejoining_does_not_disrupt_the_leader():
     c.loop.run_for(5_000)
     assert c.leaders() == [leader] and c.r(leader).epoch == epoch
     assert c.r(follower).leader_id == leader
+
+
+def test_resigning_leader_hands_over_without_waiting_for_the_fetch_timeout():
+    c = Cluster(seed=13)
+    leader = c.wait_leader()
+    c.loop.run_for(1000)
+    epoch = c.r(leader).epoch
+    c.loop._apply(leader, c.r(leader).resign(c.loop.now))
+    c.loop.crash(leader)
+    t0 = c.loop.now
+    new = c.wait_leader(among=[v for v in VOTERS if v != leader])
+    assert c.r(new).epoch == epoch + 1
+    assert c.loop.now - t0 < CFG.controller_quorum_fetch_timeout_ms
