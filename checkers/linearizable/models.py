@@ -51,8 +51,13 @@ class ModelError(ValueError):
     """An operation's shape does not fit the model (bad input, not a violation)."""
 
 
+_PLAIN = (str, int, float, bool, bytes, type(None))
+
+
 def _name(x: Any) -> Any:
     """EDN keywords/symbols (``edn_format``) become their bare name."""
+    if type(x) in _PLAIN:
+        return x
     n = getattr(x, "name", None)
     if isinstance(n, str) and type(x).__name__ in ("Keyword", "Symbol"):
         return n
@@ -62,11 +67,16 @@ def _name(x: Any) -> Any:
 def freeze(x: Any) -> Hashable:
     """Normalise a JSON/EDN value into a hashable one: keywords to names,
     lists to tuples, maps to sorted item tuples, sets to frozensets."""
-    x = _name(x)
-    if isinstance(x, (str, bytes, int, float)) or x is None:
+    t = type(x)
+    if t in _PLAIN:
         return x
-    if isinstance(x, (list, tuple)) or isinstance(x, Sequence):
-        return tuple(freeze(v) for v in x)
+    if t is list or t is tuple:
+        return tuple([v if type(v) in _PLAIN else freeze(v) for v in x])
+    x = _name(x)
+    if isinstance(x, _PLAIN):
+        return x
+    if isinstance(x, Sequence):
+        return tuple([freeze(v) for v in x])
     if isinstance(x, Mapping):
         return tuple(sorted(((freeze(k), freeze(v)) for k, v in x.items()), key=repr))
     if isinstance(x, (set, frozenset)):
