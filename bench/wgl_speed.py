@@ -8,7 +8,8 @@ overlapping clients, so every history is linearizable by construction).
                                         [--porcupine DIR]
 
 Prints one line per file when --all is given (else the slowest --top files),
-then totals, the slowest corpus file, and the synthetic history figures. The
+then totals, the slowest corpus file, and the synthetic history figures
+(cas-register, and kafka-log over 4 partitions, each --ops operations). The
 time is the checker's (``check``) only; EDN parsing is reported separately.
 Target: every corpus file under 1 s. Verdicts are checked against the
 corpus directory (good/ -> valid, bad/ -> invalid); a mismatch or "unknown"
@@ -36,7 +37,7 @@ from checkers.history.edn import loads as edn_loads  # noqa: E402
 from checkers.history.edn import read_edn  # noqa: E402
 from checkers.history.op import Op  # noqa: E402
 from checkers.linearizable import check  # noqa: E402
-from checkers.linearizable.synth import register_history  # noqa: E402
+from checkers.linearizable.synth import kafka_history, register_history  # noqa: E402
 
 MODELS = {
     "cas-register": {"model": "cas-register", "initial": 0},
@@ -159,9 +160,21 @@ def bench_porcupine(root: Path) -> bool:
         expected = not path.stem.endswith("bad")
         good = r["valid"] is expected
         ok &= good
+        unknown = f", {len(r['unknown_keys'])} keys unknown ({r.get('cause')})" if r["unknown_keys"] else ""
         print(f"Porcupine kv {path.name}: {len(ops)} entries, {len(r['keys'])} keys, "
-              f"check {dt:.3f} s, valid={r['valid']}{'' if good else '   <-- WRONG VERDICT'}")
+              f"check {dt:.3f} s, valid={r['valid']}{unknown}"
+              f"{'' if good else '   <-- WRONG VERDICT'}")
     return ok
+
+
+def bench_kafka(n_ops: int, clients: int, crash: float, seed: int) -> bool:
+    ops = kafka_history(n_ops, clients=clients, partitions=4, seed=seed, crash_p=crash)
+    t = time.perf_counter()
+    r = check(ops, model="kafka-log", time_budget=60.0)
+    dt = time.perf_counter() - t
+    print(f"synthetic kafka-log: {n_ops} ops, {clients} clients, 4 partitions, crash p={crash}: "
+          f"check {dt:.3f} s  valid={r['valid']}  steps={r['stats']['steps']}")
+    return r["valid"] is True
 
 
 def main() -> int:
@@ -181,6 +194,8 @@ def main() -> int:
     print()
     for c in a.crash:
         ok &= bench_synthetic(a.ops, a.clients, c, a.seed)
+    for c in a.crash:
+        ok &= bench_kafka(a.ops, a.clients, c, a.seed)
     if a.porcupine:
         print()
         ok &= bench_porcupine(a.porcupine)
