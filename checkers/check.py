@@ -81,9 +81,10 @@ def check_history(
     if queue_options is None and test:
         from checkers.queue.checker import QueueOptions
 
-        sv = test.get("sub_via") or ("assign",)
+        nested = test.get("options") if isinstance(test.get("options"), dict) else {}
+        sv = test.get("sub_via") or nested.get("sub_via") or ("assign",)
         queue_options = QueueOptions(sub_via=tuple([sv] if isinstance(sv, str) else sv),
-                                     txn=bool(test.get("txn", False)))
+                                     txn=bool(test.get("txn", nested.get("txn", False))))
     budget = DEFAULT_TIME_BUDGET if time_budget is None else float(time_budget)
     t0 = _time.monotonic()
     deadline = t0 + budget

@@ -124,9 +124,17 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         engine = "spark" if spark_master else "inline"
     from checkers.history.op import HistoryError
 
+    test = None
+    if run_dir is not None and (run_dir / "test.json").is_file():
+        try:
+            test = json.loads((run_dir / "test.json").read_text())
+        except (OSError, ValueError) as e:
+            raise UsageError(f"{run_dir / 'test.json'}: not valid JSON ({e})") from None
+        if not isinstance(test, dict):
+            test = None
     try:
         res = check_history(ops, model=model, engine=engine, spark_master=spark_master,
-                            time_budget=time_budget)
+                            time_budget=time_budget, test=test)
     except HistoryError as e:
         raise UsageError(f"bad history for model {model}: {e}") from None
     except ValueError as e:

@@ -138,3 +138,20 @@ def test_malformed_queue_values_exit_2(tmp_path: Path, value) -> None:
     p = run("check", str(tmp_path / "h.jsonl"))
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_run_directory_test_json_subscribe_allows_poll_skip(tmp_path: Path) -> None:
+    """A run's test.json says how consumers got partitions; with subscribe a
+    poll-skip is allowed (Jepsen's allowed-error-types)."""
+    b = HistoryBuilder()
+    for i, v in enumerate((1, 2, 3)):
+        b.send(0, "t-0", v, i)
+    b.poll(1, {"t-0": [(0, 1)]})
+    b.poll(1, {"t-0": [(2, 3)]})
+    b.poll(2, {"t-0": [(0, 1), (1, 2), (2, 3)]})
+    write_jsonl(tmp_path / "history.jsonl", b.ops)
+    assert run("check", str(tmp_path)).returncode == 1
+    (tmp_path / "test.json").write_text(json.dumps({"sub_via": ["subscribe"]}))
+    p = run("check", str(tmp_path), "--json")
+    assert p.returncode == 0, p.stdout
+    assert json.loads(p.stdout)["anomaly_types"] == ["poll-skip"]

@@ -57,8 +57,10 @@ def test_knossos_files_round_trip_through_our_edn_writer(tmp_path: Path) -> None
         write_edn(tmp_path / "h.edn", ops)
         again = read_edn(tmp_path / "h.edn")
         assert [o.to_dict() for o in again] == [o.to_dict() for o in ops], path
-        # and Jepsen's tooling (edn_format standing in) reads what we wrote
-        assert len(edn_format.loads((tmp_path / "h.edn").read_text())) == len(ops)
+    # and Jepsen's tooling (edn_format standing in) reads what we wrote
+    for path in KNOSSOS[::12]:
+        write_edn(tmp_path / "h.edn", read_edn(path))
+        assert len(edn_format.loads((tmp_path / "h.edn").read_text())) == len(read_edn(path))
 
 
 def test_queue_history_round_trips_edn_and_jsonl(tmp_path: Path) -> None:
