@@ -175,9 +175,12 @@ def _unknown_result(sub: SubHistory, progress: Any, cause: str) -> dict[str, Any
 
 def _assemble(mdl: Model, subs: dict, results: dict, counts: dict, elapsed: float,
               cause: str | None) -> dict[str, Any]:
-    keys = {_key_name(k): results[k] for k in subs}
-    failed = [_key_name(k) for k in subs if results[k]["valid"] is False]
-    unknown = [_key_name(k) for k in subs if results[k]["valid"] == "unknown"]
+    names = {k: _key_name(k) for k in subs}
+    if len(set(names.values())) < len(names):  # e.g. keys 1 and "1"
+        names = {k: repr(k) for k in subs}
+    keys = {names[k]: results[k] for k in subs}
+    failed = [names[k] for k in subs if results[k]["valid"] is False]
+    unknown = [names[k] for k in subs if results[k]["valid"] == "unknown"]
     if failed:
         valid: bool | str = False
     elif unknown:

@@ -576,6 +576,8 @@ MODELS: dict[str, type[Model]] = {
 def make_model(model: str | Model, **kwargs: Any) -> Model:
     """A model instance from its name (kwargs go to the constructor)."""
     if isinstance(model, Model):
+        if kwargs:
+            raise ModelError(f"model options {sorted(kwargs)} need a model name, not an instance")
         return model
     try:
         cls = MODELS[model]

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from checkers.history.op import HistoryError, Op
 
-from .models import Model, ModelError, _name
+from .models import Model, ModelError, _name, freeze
 
 __all__ = ["LinOp", "SubHistory", "prepare"]
 
@@ -104,6 +104,8 @@ def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory]
             continue
         t = _name(op.type)
         p = op.process
+        if type(p) is not int:
+            p = freeze(p)  # any JSON value may name a process; keys must hash
         if t == "invoke":
             prev = pending.pop(p, None)
             if prev is not None:

@@ -460,3 +460,15 @@ def test_stop_on_failure_leaves_other_keys_unknown_but_verdict_false():
     assert r["valid"] is False
     assert r["keys"]["hard"] == {**r["keys"]["hard"], "valid": "unknown", "cause": "stopped"}
     assert r["stats"]["elapsed_s"] < 30
+
+
+def test_keys_whose_names_collide_stay_apart():
+    rows = [("invoke", 0, "write", [1, 5]), ("ok", 0, "write", [1, 5]),
+            ("invoke", 1, "read", ["1", None]), ("ok", 1, "read", ["1", 0])]
+    r = check(H(*rows), model="register", initial=0, independent=True)
+    assert r["valid"] is True and set(r["keys"]) == {"1", "'1'"}
+
+
+def test_unhashable_process_ids_are_accepted():
+    rows = [("invoke", [0, 1], "write", 1), ("ok", [0, 1], "write", 1)]
+    assert check(H(*rows), model="register")["valid"] is True
