@@ -59,36 +59,44 @@ def key_durability(key: str, events: list) -> dict[str, dict[str, Any]]:
     """Per-key partial accounting (merged by :func:`merge_durability`);
     ``events`` as produced by :mod:`checkers.queue.project`."""
     sends: list[tuple] = []  # (op, type, offset, value, time, acks)
-    read_any: dict[Any, int | None] = {}  # value -> earliest completion time of a poll that read it
+    # value -> completion time of the first poll (in history order, which is
+    # completion order) that returned it
+    read_any: dict[Any, int | None] = {}
     read_ok: set[Any] = set()
     final_vals: set[Any] = set()
     final_seen = False
-    offset_vals: dict[Any, set] = {}
+    offset_first: dict[Any, Any] = {}   # offset -> first value read there
+    offset_multi: set[Any] = set()      # offsets where reads disagree
     max_ok_off = -1
     for ev in events:
-        idx, _proc, typ, kind, pairs, t, meta = ev
+        kind = ev[3]
         if kind == "w":
-            for off, v in pairs:
-                sends.append((idx, typ, off, v, t, meta))
-        elif kind == "r":
-            is_final = typ == "ok" and meta
-            if is_final:
+            idx, typ, t, acks = ev[0], ev[2], ev[5], ev[6]
+            for off, v in ev[4]:
+                sends.append((idx, typ, off, v, t, acks))
+            continue
+        if kind != "r":
+            continue
+        pairs = ev[4]
+        if not pairs:
+            if ev[2] == "ok" and ev[6]:
                 final_seen = True
-            for off, v in pairs:
-                prev = read_any.get(v, -1)
-                if prev == -1 or (t is not None and (prev is None or t < prev)):
-                    read_any[v] = t
-                s = offset_vals.get(off)
-                if s is None:
-                    offset_vals[off] = {v}
-                else:
-                    s.add(v)
-                if typ == "ok":
-                    read_ok.add(v)
-                    if off is not None and off > max_ok_off:
-                        max_ok_off = off
-                    if is_final:
-                        final_vals.add(v)
+            continue
+        t = ev[5]
+        for off, v in pairs:
+            if v not in read_any:
+                read_any[v] = t
+            if offset_first.setdefault(off, v) != v:
+                offset_multi.add(off)
+        if ev[2] == "ok":
+            vals = [v for _o, v in pairs]
+            read_ok.update(vals)
+            m = max((o for o, _v in pairs if o is not None), default=-1)
+            if m > max_ok_off:
+                max_ok_off = m
+            if ev[6]:
+                final_seen = True
+                final_vals.update(vals)
     out: dict[str, dict[str, Any]] = {}
     for idx, typ, off, v, t, acks in sends:
         b = out.get(acks)
@@ -100,8 +108,8 @@ def key_durability(key: str, events: list) -> dict[str, dict[str, Any]]:
             lost = False
             if final_seen and v not in final_vals:
                 lost = True
-            elif v not in read_ok:
-                if off is not None and (max_ok_off > off or len(offset_vals.get(off, ())) > (v in offset_vals.get(off, ()))):
+            elif v not in read_ok and off is not None:
+                if max_ok_off > off or off in offset_multi or offset_first.get(off, v) != v:
                     lost = True
             if lost:
                 b["lost"] += 1

@@ -110,17 +110,15 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
     log: dict[Any, list] = {}   # offset -> values in first-seen order
     committed_info: list[int] = []
 
-    def note(off: Any, v: Any) -> None:
-        vs = log.get(off)
-        if vs is None:
-            log[off] = [v]
-        elif v not in vs:
-            vs.append(v)
-
+    log_get = log.get
     for ev in reads:
         for off, v in ev[4]:
             if off is not None:
-                note(off, v)
+                vs = log_get(off)
+                if vs is None:
+                    log[off] = [v]
+                elif v not in vs:
+                    vs.append(v)
     for ev in sends:
         typ = ev[2]
         if typ == "ok":
@@ -134,7 +132,11 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
         if use:
             for off, v in ev[4]:
                 if off is not None:
-                    note(off, v)
+                    vs = log_get(off)
+                    if vs is None:
+                        log[off] = [v]
+                    elif v not in vs:
+                        vs.append(v)
 
     offsets = sorted(log)
     by_index: list[Any] = []
@@ -177,6 +179,7 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
                                          "max-read": by_index[bound]})
 
     # --- G1a, int-poll, poll-skip -----------------------------------------
+    bv = by_value.get
     last_read: dict[Any, tuple[int, Any]] = {}   # process -> (op, last value read)
     last_send: dict[Any, tuple[int, Any]] = {}
     edges_wr: list[int] = []
@@ -190,24 +193,25 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
             continue
         if kind == "r":
             vals = [v for _o, v in pairs]
-            if typ == "ok":
+            ix = [bv(v) for v in vals]
+            n = len(ix)
+            # the common case: a run of consecutive indices, nothing to report
+            straight = n > 0 and None not in ix and ix == list(range(ix[0], ix[0] + n))
+            if failed_vals and typ == "ok":
                 for v in vals:
                     if v in failed_vals:
                         found.add("G1a", {"key": key, "value": v, "writer": writer.get(v), "op": idx})
-            # within the op
-            prev_i = None
-            prev_v = None
-            for j, v in enumerate(vals):
-                i2 = by_value.get(v)
-                if j > 0:
-                    delta = (i2 - prev_i) if (i2 is not None and prev_i is not None) else 1
+            if n > 1 and not straight:
+                for j in range(1, n):
+                    i1, i2 = ix[j - 1], ix[j]
+                    delta = (i2 - i1) if (i2 is not None and i1 is not None) else 1
                     if delta > 1:
-                        found.add("int-poll-skip", {"key": key, "values": [prev_v, v], "delta": delta,
-                                                    "skipped": by_index[prev_i + 1:i2][:8], "op": idx})
+                        found.add("int-poll-skip", {"key": key, "values": [vals[j - 1], vals[j]],
+                                                    "delta": delta, "skipped": by_index[i1 + 1:i2][:8],
+                                                    "op": idx})
                     elif delta < 1:
-                        found.add("int-nonmonotonic-poll", {"key": key, "values": [prev_v, v],
+                        found.add("int-nonmonotonic-poll", {"key": key, "values": [vals[j - 1], vals[j]],
                                                             "delta": delta, "op": idx})
-                prev_i, prev_v = i2, v
             # across the process's ops; a final read is a fresh consumer
             # reading from offset 0, not a continuation of the process's polls
             is_final = bool(_meta)
@@ -226,11 +230,10 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
                 if not is_final:
                     last_read[proc] = (idx, vals[-1] if vals else None)
                 # wr / rw edges from this read's highest value
-                hi = -1
-                for v in vals:
-                    i = by_value.get(v)
-                    if i is not None and i > hi:
-                        hi = i
+                if straight:
+                    hi = ix[-1]
+                else:
+                    hi = max((i for i in ix if i is not None), default=-1)
                 if hi >= 0:
                     w = writer.get(by_index[hi])
                     if w is not None and w != idx and writer_type.get(by_index[hi]) != "fail":
@@ -247,7 +250,7 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
             vals = [v for _o, v in pairs]
             prev_i = None
             prev_v = None
-            for j, v in enumerate(vals):
+            for j, v in enumerate(vals if len(vals) > 1 else ()):
                 i2 = by_value.get(v)
                 if j > 0:
                     delta = (i2 - prev_i) if (i2 is not None and prev_i is not None) else 1
