@@ -410,6 +410,12 @@ class NodeRuntime:
             log.info("closing client connection: %s", e)
             return False
         self.counters[f"api{d.api_key}"] += 1
+        if not p.expects_response:
+            # acks=0: Kafka sends nothing back and the core replies nothing, so
+            # nothing may wait in the in-order queue for it
+            for _, msg in p.parts:
+                self.deliver(msg, None)
+            return True
         conn.pending.append((seq, p))
         conn.by_seq[seq] = p
         for _, msg in p.parts:

@@ -284,6 +284,31 @@ def test_malformed_frames_close_the_connection_and_the_broker_keeps_serving(clus
     assert cluster.control(b.node_id, "GET", "/status")["counters"].get("bad_frames", 0) >= 200
 
 
+def test_acks0_produce_gets_no_response_and_does_not_block_later_requests_on_the_connection(cluster):
+    """Kafka sends nothing for acks=0; the next request's response must still come."""
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+    from kafka.protocol.producer import ProduceRequest
+    from helpers import v2_batch
+
+    create_topic(cluster, "acks0")
+    leader, _ = partition_state(cluster, "acks0")
+    port = cluster.node(leader).port
+    P = ProduceRequest[9]
+    prod = P(transactional_id=None, acks=0, timeout_ms=1000, topic_data=[P.TopicProduceData(name="acks0", partition_data=[
+        P.TopicProduceData.PartitionProduceData(index=0, records=v2_batch([b"fire-and-forget"]))])])
+    prod.with_header(correlation_id=1, client_id="t")
+    av = ApiVersionsRequest[0]()
+    av.with_header(correlation_id=2, client_id="t")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(prod.encode(header=True, framed=True) + av.encode(header=True, framed=True))
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        body = s.recv(size, socket.MSG_WAITALL)
+    assert struct.unpack(">i", body[:4])[0] == 2  # the first response is ApiVersions'
+    assert ApiVersionsResponse.decode(body[4:], version=0).error_code == 0
+    got = read_all(cluster.bootstrap, "acks0", upto=1, timeout=20)
+    assert [v for _, v in got] == [b"fire-and-forget"]
+
+
 def test_clock_offset_is_changed_through_the_control_endpoint(cluster):
     b = cluster.brokers[0]
     before = cluster.control(b.node_id, "GET", "/status")
