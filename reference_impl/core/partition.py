@@ -186,6 +186,7 @@ class Partition:
         self.producers.rebuild(self.log.batches)
         self._min_isr: int | None = None
         self.tp_name = str(self.tp)
+        self._fetch_req: tuple | None = None
 
     # -- small helpers ---------------------------------------------------
 
@@ -571,10 +572,13 @@ class Partition:
         if broker_epoch >= 0 and r.broker_epoch > broker_epoch:
             # a stale fetch from before the follower rebooted (Replica.java:78-82)
             return self._response(req, Errors.NOT_LEADER_OR_FOLLOWER), [], False
-        div = self.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
-        if div is not None:
-            return self._response(req, Errors.NONE, diverging_epoch=div), [], False
-        if req.fetch_offset > self.log.leo or req.fetch_offset < self.log.log_start_offset:
+        log = self.log
+        # the common case needs no epoch lookup: the follower is in our latest epoch, not past our LEO
+        if req.last_fetched_epoch != log.epochs.latest_epoch or req.fetch_offset > log.leo:
+            div = self.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
+            if div is not None:
+                return self._response(req, Errors.NONE, diverging_epoch=div), [], False
+        if req.fetch_offset > log.leo or req.fetch_offset < log.log_start_offset:
             return self._response(req, Errors.OFFSET_OUT_OF_RANGE), [], False
         effects: list[Effect] = []
         hw_changed = False
@@ -700,15 +704,22 @@ class Partition:
     def fetch_request(self) -> FetchPartitionRequest:
         """Fetch offset = LEO, current leader epoch, last fetched epoch (seed
         001 §2.2.2). Without KIP-101 there is no epoch to check divergence by."""
-        last_epoch = self.log.latest_epoch if self.config.variants.kip101 else -1
-        return FetchPartitionRequest(
+        log = self.log
+        last_epoch = log.epochs.latest_epoch if self.config.variants.kip101 else -1
+        key = (log.leo, self.leader_epoch, last_epoch, log.log_start_offset)
+        cached = self._fetch_req
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        req = FetchPartitionRequest(
             tp=self.tp,
-            fetch_offset=self.log.leo,
+            fetch_offset=log.leo,
             current_leader_epoch=self.leader_epoch,
             last_fetched_epoch=last_epoch,
-            log_start_offset=self.log.log_start_offset,
+            log_start_offset=log.log_start_offset,
             max_bytes=self.config.replica_fetch_max_bytes,
         )
+        self._fetch_req = (key, req)
+        return req
 
     def truncation_offset(self, leader_epoch: int, leader_end: int) -> int:
         """Where to truncate given the leader's (epoch, end offset) for our
