@@ -49,6 +49,17 @@ def _load(path: Path, warnings: list[str]) -> tuple[list[Any], Path | None]:
     return ops, run_dir
 
 
+def _fmt_example(ex: Any) -> str:
+    """One example on one line; cycles as ``op 2 -realtime-> op 4 -ww(t-1)-> ...``."""
+    if isinstance(ex, dict) and ex.get("steps"):
+        parts = [f"op {ex['steps'][0]['from']}"]
+        for st in ex["steps"]:
+            k = f"({st['key']})" if st.get("key") is not None else ""
+            parts.append(f"-{st['type']}{k}-> op {st['to']}")
+        return " ".join(parts)
+    return json.dumps(ex, default=str, separators=(",", ":"))
+
+
 def _summary(res: dict[str, Any], where: str) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -75,7 +86,7 @@ def _summary(res: dict[str, Any], where: str) -> None:
             exs = res["anomalies"].get(typ) or []
             n = counts.get(typ, len(exs))
             name = f"{typ} (allowed)" if typ in allowed else typ
-            t.add_row(name, str(n), json.dumps(exs[0], default=str)[:100] if exs else "")
+            t.add_row(name, str(n), _fmt_example(exs[0])[:160] if exs else "")
         con.print(t)
     dur = res.get("durability") or {}
     if any(b.get("sent") for b in dur.values()):
