@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.cli.sim import run_seeds  # noqa: E402
+from harness.cli.sim import make_pool, run_seeds  # noqa: E402
 from reference_impl.sim.options import SimOptions  # noqa: E402
 
 #: variant -> (variants, nemesis mix, extra options)
@@ -51,8 +51,9 @@ def baseline(a: argparse.Namespace) -> int:
     lost = acked = viol = 0
     bad: list[dict[str, Any]] = []
     errors = 0
+    pool = make_pool(a.jobs)
     for i in range(0, len(seeds), a.chunk):
-        for r in run_seeds(opts, seeds[i:i + a.chunk], a.out, a.jobs):
+        for r in run_seeds(opts, seeds[i:i + a.chunk], a.out, a.jobs, pool=pool):
             d = (r.get("durability") or {}).get("acks=all", {})
             acked += d.get("acked") or 0
             lost += d.get("lost") or 0
@@ -64,6 +65,7 @@ def baseline(a: argparse.Namespace) -> int:
         done = min(len(seeds), i + a.chunk)
         print(f"{done}/{len(seeds)} seeds, {time.perf_counter() - t0:.0f}s wall: acked {acked}, lost {lost}, "
               f"violations {viol}, invalid seeds {len(bad)}, errors {errors}", flush=True)
+    pool.shutdown()
     print(f"BASELINE: {len(seeds)} seeds ({a.time_limit:g} simulated s each, nemesis all but power loss, acks=all, "
           f"RF 3, min ISR 2): acks=all acked {acked}, lost {lost}; invariant violations {viol}; "
           f"invalid seeds {[r.get('seed') for r in bad][:50]}; harness errors {errors}")
@@ -73,6 +75,8 @@ def baseline(a: argparse.Namespace) -> int:
 def variants(a: argparse.Namespace) -> int:
     worst = 0
     names = a.only.split(",") if a.only else list(VARIANT_HUNTS)
+    pool = make_pool(a.jobs)
+    step = a.jobs * 2
     for name in names:
         vs, nem, extra = VARIANT_HUNTS[name]
         opts = SimOptions(test_name=f"hunt-{name.replace('=', '-')}", nemesis=nem, acks="all", rf=3, min_isr=2,
@@ -81,9 +85,9 @@ def variants(a: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         found = None
         tried = 0
-        for i in range(0, a.max_seeds, a.jobs):
-            batch = list(range(i, min(a.max_seeds, i + a.jobs)))
-            rs = run_seeds(opts, batch, a.out, a.jobs)
+        for i in range(0, a.max_seeds, step):
+            batch = list(range(i, min(a.max_seeds, i + step)))
+            rs = run_seeds(opts, batch, a.out, a.jobs, pool=pool)
             tried = batch[-1] + 1
             hits = [r for r in rs if r.get("valid") is False]
             if hits:
@@ -95,13 +99,14 @@ def variants(a: argparse.Namespace) -> int:
             print(f"{name}: NOT detected in {tried} seeds ({wall:.0f}s wall, nemesis {','.join(nem)})", flush=True)
             worst = 1
             continue
-        replay = run_seeds(opts, [found["seed"]], a.out, 1)[0]
+        replay = run_seeds(opts, [found["seed"]], a.out, 1, pool=pool)[0]
         same = (replay["stats"]["history_sha256"] == found["stats"]["history_sha256"]
                 and replay.get("anomaly_types") == found.get("anomaly_types"))
         print(f"{name}: detected at seed {found['seed']} ({tried} seeds, {wall:.0f}s wall, nemesis {','.join(nem)}); "
               f"{_brief(found)}; replay identical: {same}", flush=True)
         if not same:
             worst = 1
+    pool.shutdown()
     return worst
 
 

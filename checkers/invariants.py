@@ -31,8 +31,15 @@ Invariants (with the seed text they come from):
   guaranteed to have all messages below HW").
 * ``log-matching``: below its own HW a replica agrees with the committed prefix
   (same offset and epoch => same batch); a committed prefix never changes.
-* ``committed-truncated``: epoch-based truncation never removes committed
-  entries the replica held (KIP-101).
+* ``committed-truncated``: a replica never truncates committed entries it
+  holds (KIP-101: epoch-based truncation stops at the divergence point; the
+  pre-KIP-101 truncation to the local HW is exactly what breaks this). A
+  ``full`` truncation (restart at a new log start) is exempt.
+* ``isr-expanded-early``: a follower joins the leader's (maximal) ISR only with
+  LEO >= the leader's HW and >= the leader-epoch start offset (seed 000,
+  isFollowerInSync). The follower's LEO is the last one its own trace
+  reported, which in the simulator is exactly its fetch offset; across a real
+  run's merged traces it is approximate.
 * ``elr-in-isr``, ``elr-not-replica``, ``elr-with-isr-at-min``: KIP-966's ELR
   invariants (seed 002, "ELR invariants": ELR ∩ ISR = ∅, and a non-empty ELR
   means the ISR is under min ISR).
@@ -109,6 +116,8 @@ class _Replica:
     leader_hw: int = -1  # HW within the current leadership term
     leader_epoch: int = -1
     partition_epoch: int = -1
+    epoch_start: int | None = None  # leader-epoch start offset (leader role)
+    maximal: tuple[int, ...] = ()  # the leader's last (maximal) ISR
 
 
 @dataclass
@@ -226,12 +235,12 @@ class InvariantMonitor:
         r = self._rep(node, tp)
         to = int(ev["to"])
         c = self._committed.get(tp)
-        if c is not None and ev.get("reason") == "diverging-epoch" and to < c.hw and r.leo is not None:
+        if c is not None and ev.get("reason") != "full" and to < c.hw and r.leo is not None:
             held_end = min(c.hw, r.leo)
             if to < held_end and first_disagreement(r.runs, c.runs, held_end) is None:
                 self._violate("committed-truncated", ev,
-                              f"epoch-based truncation to {to} removed committed offsets [{to}, {held_end}) "
-                              f"(committed HW {c.hw})", tp)
+                              f"truncation ({ev.get('reason')}) to {to} removed committed offsets [{to}, {held_end}) "
+                              f"it held (committed HW {c.hw})", tp)
         r.runs = [] if ev.get("reason") == "full" else clip(r.runs, to)
         r.leo = to
         if r.hw > to:
@@ -290,6 +299,8 @@ class InvariantMonitor:
         isr = [int(x) for x in ev.get("isr", [])]
         if isr and node not in isr:
             self._violate("leader-not-in-isr", ev, f"became leader with ISR {isr}", tp)
+        r.epoch_start = int(ev["leo"]) if "leo" in ev else r.leo
+        r.maximal = tuple(isr)
         r.role = "leader"
         r.leader_hw = int(ev.get("hw", -1))
         c = self._committed.get(tp)
@@ -324,6 +335,22 @@ class InvariantMonitor:
         reps = self._replica_sets.get(tp)
         if reps and not set(maximal) <= set(reps):
             self._violate("isr-not-subset", ev, f"maximal ISR {maximal} not within replicas {list(reps)}", tp)
+        lr = self._replicas.get((node, tp))
+        if lr is not None and lr.role == "leader":
+            for m in maximal:
+                if m in lr.maximal or m == node:
+                    continue
+                f = self._replicas.get((m, tp))
+                if f is None or f.leo is None:
+                    continue
+                if lr.epoch_start is not None and f.leo < lr.epoch_start:
+                    self._violate("isr-expanded-early", ev,
+                                  f"replica {m} joined the ISR at LEO {f.leo}, below the leader-epoch start "
+                                  f"offset {lr.epoch_start} (epoch {ev.get('leader_epoch')})", tp)
+                elif f.leo < lr.hw:
+                    self._violate("isr-expanded-early", ev,
+                                  f"replica {m} joined the ISR at LEO {f.leo}, below the leader's HW {lr.hw}", tp)
+            lr.maximal = tuple(maximal)
 
     # -- controllers --------------------------------------------------------------------------------------
     def _on_partition_metadata(self, ev: dict[str, Any]) -> None:

@@ -105,10 +105,20 @@ def exit_code(results: list[dict[str, Any]]) -> int:
     return EXIT_INVALID
 
 
-def run_seeds(opts: Any, seeds: list[int], out: str, jobs: int, progress: bool = False) -> list[dict[str, Any]]:
-    """Run every seed; results in seed order."""
+def make_pool(jobs: int) -> ProcessPoolExecutor:
+    """Worker processes for seeds, started with PYTHONHASHSEED=0."""
+    import multiprocessing
+
+    os.environ["PYTHONHASHSEED"] = "0"
+    return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
+
+
+def run_seeds(opts: Any, seeds: list[int], out: str | None, jobs: int, progress: bool = False,
+              pool: ProcessPoolExecutor | None = None) -> list[dict[str, Any]]:
+    """Run every seed (in ``pool`` if given, so callers running many batches
+    start the workers once); results in seed order."""
     results: dict[int, dict[str, Any]] = {}
-    inprocess = jobs <= 1 and os.environ.get("PYTHONHASHSEED") == "0"
+    inprocess = pool is None and jobs <= 1 and os.environ.get("PYTHONHASHSEED") == "0"
     bar = _Bar(len(seeds)) if progress else None
     try:
         if inprocess:
@@ -117,11 +127,8 @@ def run_seeds(opts: Any, seeds: list[int], out: str, jobs: int, progress: bool =
                 if bar:
                     bar.advance(results[s])
         else:
-            import multiprocessing
-
-            os.environ["PYTHONHASHSEED"] = "0"
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as ex:
+            ex = pool if pool is not None else make_pool(jobs)
+            try:
                 futs = {ex.submit(_worker, opts, s, out): s for s in seeds}
                 for f in as_completed(futs):
                     s = futs[f]
@@ -131,6 +138,9 @@ def run_seeds(opts: Any, seeds: list[int], out: str, jobs: int, progress: bool =
                         results[s] = {"seed": s, "valid": "unknown", "error": f"worker died: {type(e).__name__}: {e}"}
                     if bar:
                         bar.advance(results[s])
+            finally:
+                if pool is None:
+                    ex.shutdown()
     finally:
         if bar:
             bar.close()

@@ -84,7 +84,7 @@ def test_follower_disagreeing_below_its_hw_breaks_log_matching() -> None:
     evs += [ev(10, 2, "truncate", tp=TP, to=2, leo_before=4, reason="hw"),
             ev(11, 2, "append", tp=TP, base=2, count=2, epoch=9, leo=4, role="follower"),
             ev(12, 2, "hw", tp=TP, hw=4, leo=4, role="follower")]
-    assert kinds(evs) == {"log-matching": 1}
+    assert kinds(evs) == {"log-matching": 1, "committed-truncated": 1}
 
 
 def test_epoch_truncation_of_committed_entries_is_reported() -> None:
@@ -162,3 +162,29 @@ def test_append_spanning_an_epoch_change_uses_the_batch_epochs() -> None:
     without = [dict(e) for e in evs]
     del without[3]["epochs"]
     assert kinds(without) == {"log-matching": 1}
+
+
+def test_hw_truncation_of_committed_entries_is_reported_pre_kip101() -> None:
+    evs = replicated(4, nodes=(1, 2)) + [ev(10, 2, "truncate", tp=TP, to=2, leo_before=4, reason="hw")]
+    assert kinds(evs) == {"committed-truncated": 1}
+
+
+def test_full_truncation_is_exempt() -> None:
+    evs = replicated(4, nodes=(1, 2)) + [ev(10, 2, "truncate", tp=TP, to=0, leo_before=4, reason="full")]
+    assert kinds(evs) == {}
+
+
+def _expansion(follower_leo: int) -> list[dict[str, Any]]:
+    # leader 2 of epoch 1 starts at offset 10 (HW 9); follower 3 fetched at follower_leo
+    evs = [ev(0, 3, "loaded", tp=TP, leo=follower_leo, hw=follower_leo, log_start=0, epochs=[[0, 0]]),
+           ev(0, 2, "loaded", tp=TP, leo=10, hw=9, log_start=0, epochs=[[0, 0]]),
+           ev(1, 2, "become_leader", tp=TP, leader_epoch=1, partition_epoch=4, isr=[2], leo=10, hw=9),
+           ev(2, 2, "isr", tp=TP, isr=[2], maximal_isr=[2, 3], state="pending-expand", partition_epoch=4,
+              leader_epoch=1)]
+    return evs
+
+
+def test_isr_expansion_below_the_leader_epoch_start_offset_is_reported() -> None:
+    assert kinds(_expansion(9)) == {"isr-expanded-early": 1}
+    assert kinds(_expansion(10)) == {}
+    assert kinds(_expansion(8)) == {"isr-expanded-early": 1}
