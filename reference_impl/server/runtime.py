@@ -162,6 +162,7 @@ class NodeRuntime:
             control = await serve_control(o.control[0], o.control[1], self._control)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.begin_shutdown, sig.name)
+        loop.call_later(1.0, self._sweep)
         self._call("start", lambda now: self.node.start(now))
         await self._halted.wait()
         server.close()
@@ -416,6 +417,7 @@ class NodeRuntime:
             for _, msg in p.parts:
                 self.deliver(msg, None)
             return True
+        p.arrived = time.monotonic()
         conn.pending.append((seq, p))
         conn.by_seq[seq] = p
         for _, msg in p.parts:
@@ -424,6 +426,24 @@ class NodeRuntime:
             self.deliver(msg, None)
         self._flush(conn)
         return True
+
+    def _sweep(self) -> None:
+        """Safety net: a client request the core has not answered well past its
+        timeout gets REQUEST_TIMED_OUT, so one lost reply cannot wedge a
+        connection's in-order queue. Each expiry is logged: it means the core
+        dropped a request."""
+        now = time.monotonic()
+        grace = self.opts.config.request_timeout_ms / 1000.0 + 5.0
+        for conn in list(self.conns.values()):
+            for _, p in list(conn.pending):
+                if not p.done and p.arrived and now - p.arrived > grace + _timeout_s(p):
+                    n = p.expire()
+                    if n:
+                        self.counters["expired_requests"] += 1
+                        log.warning("api %d request unanswered for %.0fs: %d parts timed out", p.decoded.api_key, now - p.arrived, n)
+            self._flush(conn)
+        if not self._halted.is_set():
+            asyncio.get_running_loop().call_later(1.0, self._sweep)
 
     def _reply(self, msg: Any) -> None:
         ref = getattr(msg, "ref", None)
@@ -512,6 +532,16 @@ class NodeRuntime:
             self.begin_shutdown("control endpoint")
             return 200, {"shutting_down": True}
         return 404, {"error": f"no {method} {path}"}
+
+
+def _timeout_s(p: wire.Pending) -> float:
+    """The request's own timeout (produce, create topics) or fetch wait."""
+    body = p.decoded.body
+    for attr in ("timeout_ms", "max_wait_ms"):
+        v = getattr(body, attr, None)
+        if isinstance(v, int) and v > 0:
+            return v / 1000.0
+    return 0.0
 
 
 def _json_default(o: Any) -> Any:

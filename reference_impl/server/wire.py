@@ -153,14 +153,51 @@ class Pending:
     #: filled by the runtime for Metadata/Produce: the local broker's endpoints
     extra: dict[str, Any] = field(default_factory=dict)
 
+    #: runtime clock (monotonic seconds) when the request arrived
+    arrived: float = 0.0
+
     @property
     def done(self) -> bool:
         return len(self.results) >= self.total
+
+    def expire(self) -> int:
+        """Answer every part the core has not answered with REQUEST_TIMED_OUT
+        (Kafka's purgatory always completes); returns how many parts that was."""
+        n = 0
+        for i, msg in self.parts:
+            if i not in self.results:
+                r = timed_out(msg)
+                if r is None:
+                    continue
+                self.results[i] = r
+                n += 1
+        return n
 
     def encode(self) -> bytes:
         assert self.build is not None
         d = self.decoded
         return encode_response(d.api_key, d.api_version, d.correlation_id, self.build(self))
+
+
+REQUEST_TIMED_OUT = 7
+
+
+def timed_out(msg: Any) -> Any:
+    """The core's response to ``msg`` carrying REQUEST_TIMED_OUT, or None
+    when the API has no way to say so (Metadata)."""
+    if isinstance(msg, m.ProduceRequest):
+        return m.ProduceResponse(msg.ref, msg.tp, REQUEST_TIMED_OUT)
+    if isinstance(msg, m.ClientFetchRequest):
+        return m.ClientFetchResponse(msg.ref, tuple(m.FetchPartitionResponse(p.tp, REQUEST_TIMED_OUT) for p in msg.partitions))
+    if isinstance(msg, m.ListOffsetsRequest):
+        return m.ListOffsetsResponse(msg.ref, msg.tp, REQUEST_TIMED_OUT)
+    if isinstance(msg, m.OffsetForLeaderEpochRequest):
+        return m.OffsetForLeaderEpochResponse(msg.ref, msg.tp, REQUEST_TIMED_OUT)
+    if isinstance(msg, m.InitProducerIdRequest):
+        return m.InitProducerIdResponse(msg.ref, REQUEST_TIMED_OUT)
+    if isinstance(msg, m.CreateTopicsRequest):
+        return m.CreateTopicsResponse(msg.ref, tuple(m.CreateTopicResult(t.name, REQUEST_TIMED_OUT) for t in msg.topics))
+    return None
 
 
 def translate(d: Decoded, ref: Callable[[int], Any]) -> Pending:

@@ -159,3 +159,13 @@ def test_list_offsets_and_create_topics_translate_every_partition_and_config():
     p.results[i] = m.CreateTopicsResponse(ct.ref, (m.CreateTopicResult("new", 36, "exists"),))
     _, r = _decode_response(CreateTopicsResponse, 4, p.encode(), flexible_header=False)
     assert (r.topics[0].error_code, r.topics[0].error_message) == (36, "exists")
+
+
+def test_unanswered_parts_expire_as_request_timed_out():
+    """Kafka's purgatory always completes: an unanswered produce times out (7)."""
+    raw = v2_batch([b"a"])
+    _, p = _roundtrip(_produce(9, -1, raw))
+    assert not p.done
+    assert p.expire() == 1 and p.done
+    _, r = _decode_response(ProduceResponse, 9, p.encode(), flexible_header=True)
+    assert r.responses[0].partition_responses[0].error_code == 7
