@@ -76,3 +76,27 @@ def test_cluster_status_without_cluster_exits_2(tmp_path):
 def test_cluster_up_rejects_bad_counts(tmp_path):
     r = _run("cluster", "up", "--dir", str(tmp_path), "--brokers", "0")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.integration
+def test_cluster_up_status_down_round_trip(tmp_path):
+    import json
+    import os
+
+    base = str(22000 + (os.getpid() % 100) * 10)
+    d = str(tmp_path / "c")
+    r = _run("cluster", "up", "--dir", d, "--brokers", "1", "--controllers", "1", "--combined", "--base-port", base)
+    assert r.returncode == 0, r.stderr
+    try:
+        assert r.stdout.strip() == f"127.0.0.1:{base}"
+        again = _run("cluster", "up", "--dir", d, "--brokers", "1", "--controllers", "1", "--base-port", base)
+        assert again.returncode == 2 and "already running" in again.stderr
+        st = _run("cluster", "status", "--dir", d, "--json")
+        assert st.returncode == 0
+        [node] = json.loads(st.stdout)["nodes"]
+        assert node["alive"] and node["roles"] == ["broker", "controller"] and node["raft"]["role"] == "leader"
+    finally:
+        down = _run("cluster", "down", "--dir", d)
+    assert down.returncode == 0 and "node 1: stopped" in down.stdout
+    st = json.loads(_run("cluster", "status", "--dir", d, "--json").stdout)
+    assert not st["nodes"][0]["alive"]
