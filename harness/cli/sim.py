@@ -6,7 +6,8 @@ parallel worker processes (``--jobs``); workers start with ``PYTHONHASHSEED=0``
 so that nothing that iterates a set of strings can make two replays differ.
 
 Exit codes: 0 every run valid, 1 anomalies / lost acked writes / invariant
-violations, 2 bad input (one line on stderr), 4 harness error.
+violations, 2 bad input (one line on stderr), 3 some run could not be judged
+(a final read never covered the acknowledged offsets), 4 harness error.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import click
 
-from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_VALID, UsageError
+from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 
 
 def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
@@ -98,11 +99,15 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def exit_code(results: list[dict[str, Any]]) -> int:
+    """4 if a run failed to run, 1 if any run is invalid, 3 if some run could
+    not be judged (e.g. a final read never completed), else 0."""
     if any(r.get("error") for r in results):
         return EXIT_HARNESS
+    if any(r.get("valid") is False for r in results):
+        return EXIT_INVALID
     if all(r.get("valid") is True for r in results):
         return EXIT_VALID
-    return EXIT_INVALID
+    return EXIT_UNKNOWN
 
 
 def make_pool(jobs: int) -> ProcessPoolExecutor:

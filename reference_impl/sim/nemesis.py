@@ -23,7 +23,19 @@ clock-strobe              flip one node's clock back and forth every few ms
 power-loss-one            power loss (un-fsynced writes lost) of one broker
 power-loss-minority       ... of a minority of the brokers or controllers
 power-loss-majority       ... of a majority of the brokers or controllers
+leader-churn              isolate a partition's leader, then its successor a few
+                          ms after it is elected (rapid leader changes)
+last-replica-standing     cut a leader off from the other brokers (not the
+                          controllers) until it leads alone, then power-loss it
+isr-crash                 cut one follower off from the leader until it leaves the
+                          ISR, then kill the leader and the other followers
+expand-race               fence a follower (cut from the controllers) while it
+                          keeps replicating, then isolate the leader and unfence it
 ========================  ====================================================
+
+The last four are composites (Jepsen would compose them from the basic ones):
+each tells, at random moments, the start of one of the seeds' failure
+narratives, so a seed search reaches them in tens, not thousands, of seeds.
 """
 
 from __future__ import annotations
@@ -38,11 +50,13 @@ if TYPE_CHECKING:
 PARTITIONS = ("partition-halves", "partition-leader", "partition-controller", "partition-ring",
               "partition-one-way", "partition-clients")
 POWER = ("power-loss-one", "power-loss-minority", "power-loss-majority")
-SINGLE = PARTITIONS + ("kill", "pause", "clock", "clock-strobe") + POWER
+COMPOSITES = ("leader-churn", "last-replica-standing", "isr-crash", "expand-race")
+SINGLE = PARTITIONS + ("kill", "pause", "clock", "clock-strobe") + POWER + COMPOSITES
 GROUPS = {
     "partition": PARTITIONS,
     "power-loss": POWER,
-    "all": PARTITIONS + ("kill", "pause", "clock", "clock-strobe"),
+    "composite": COMPOSITES,
+    "all": PARTITIONS + ("kill", "pause", "clock", "clock-strobe", "leader-churn", "expand-race"),
     "none": (),
 }
 NEMESIS_NAMES = tuple(SINGLE) + tuple(GROUPS)
@@ -72,6 +86,10 @@ def expand(names: list[str]) -> tuple[str, ...]:
 
 
 def _history_f(fault: str) -> str:
+    if fault.startswith("partition") or fault in ("leader-churn", "expand-race"):
+        return "partition"
+    if fault in ("last-replica-standing", "isr-crash"):
+        return "partition"
     if fault.startswith("partition"):
         return "partition"
     if fault.startswith("power-loss"):
@@ -92,6 +110,7 @@ class Nemesis:
         self.active: dict[str, Any] | None = None
         self.started = 0
         self._strobe_token = 0
+        self._token = 0
         self.stopped = False
 
     # -- schedule -------------------------------------------------------------------
@@ -175,6 +194,9 @@ class Nemesis:
                 period = rng.randint(5, 50)
                 value["period_ms"] = period
                 self._strobe(self._strobe_token, n, delta, period, True)
+        elif fault in COMPOSITES:
+            self._token += 1
+            value.update(self._start_composite(fault, self._token))
         elif fault in POWER:
             nodes = kw.get("nodes") or self._power_targets(fault)
             lost = {}
@@ -197,7 +219,15 @@ class Nemesis:
         sim = self.sim
         fault = act["fault"]
         value: dict[str, Any] = {"fault": fault}
-        if fault.startswith("partition"):
+        if fault in COMPOSITES:
+            self._token += 1
+            sim.net.heal_pairs(act["pairs"])
+            for n in sorted(act["down"]):
+                sim.restart(n)
+            value["restarted"] = sorted(act["down"])
+            for extra in act["extra_stops"]:
+                self.record("nemesis", "info", f"stop-{extra}", {"fault": fault})
+        elif fault.startswith("partition"):
             sim.net.heal_pairs(act["pairs"])
         elif fault == "pause":
             for n in act["nodes"]:
@@ -257,3 +287,100 @@ class Nemesis:
             return
         self.sim.set_clock(n, delta if on else 0)
         self.sim.loop.after(period, self._strobe, token, n, delta, period, not on)
+
+
+    # -- composites ----------------------------------------------------------------------
+    def _random_partition(self) -> tuple[str, int, list[int]]:
+        """A random partition with a known live leader: (key, leader, replicas)."""
+        sim, rng = self.sim, self.sim.rng
+        keys = sorted(k for k in sim.leaders if sim.leader_of(k) in sim.broker_ids and sim.is_up(sim.leader_of(k)))
+        if not keys:
+            b = rng.choice(sim.broker_ids)
+            return "", b, list(sim.broker_ids)
+        key = rng.choice(keys)
+        meta = sim.partition_meta.get(key) or {}
+        reps = [int(x) for x in meta.get("replicas", sim.broker_ids)]
+        return key, sim.leader_of(key), reps
+
+    def _later(self, token: int, delay: int, fn: Callable[[], None]) -> None:
+        def run() -> None:
+            if token == self._token and self.active is not None:
+                fn()
+        self.sim.loop.after(delay, run)
+
+    def _isolate(self, act: dict[str, Any], n: int) -> None:
+        pairs = isolate(n, list(self.sim.node_ids))
+        act["pairs"] |= pairs
+        self.sim.cut(pairs)
+
+    def _start_composite(self, fault: str, token: int) -> dict[str, Any]:
+        sim, rng = self.sim, self.sim.rng
+        cfg = sim.config
+        key, leader, reps = self._random_partition()
+        act: dict[str, Any] = {"fault": fault, "pairs": set(), "down": set(), "extra_stops": []}
+        self.active = act
+        value: dict[str, Any] = {"tp": key, "leader": leader}
+        wait_lag = min(int(cfg.replica_lag_time_max_ms * 1.5), int(self.interval * 0.8))
+        if fault == "leader-churn":
+            self._isolate(act, leader)
+
+            def successor() -> None:
+                new = sim.leader_of(key) if key else -1
+                if new < 0 or new == leader or not sim.is_up(new):
+                    self._later(token, 5, successor)
+                    return
+                delay = rng.randint(0, 30)
+
+                def cut() -> None:
+                    self._isolate(act, new)
+                    act["extra_stops"].append("partition")
+                    self.record("nemesis", "info", "start-partition", {"fault": "leader-churn", "tp": key,
+                                                                        "successor": new, "after_ms": delay})
+                self._later(token, delay, cut)
+
+            self._later(token, 5, successor)
+        elif fault == "last-replica-standing":
+            others = [b for b in sim.broker_ids if b != leader]
+            pairs = bisect([leader], others)
+            act["pairs"] |= pairs
+            sim.cut(pairs)
+
+            def power() -> None:
+                lost = sim.power_loss(leader)
+                act["down"].add(leader)
+                act["extra_stops"].append("lose-unfsynced")
+                self.record("nemesis", "info", "start-lose-unfsynced",
+                            {"fault": fault, "nodes": [leader], "lost_entries": {str(leader): sum(lost.values())}})
+            self._later(token, wait_lag, power)
+        elif fault == "isr-crash":
+            followers = [r for r in reps if r != leader]
+            laggard = rng.choice(followers) if followers else leader
+            pairs = bisect([laggard], [leader])
+            act["pairs"] |= pairs
+            sim.cut(pairs)
+            value["laggard"] = laggard
+
+            def crash() -> None:
+                victims = sorted(r for r in reps if r != laggard)
+                for n in victims:
+                    sim.kill(n)
+                    act["down"].add(n)
+                act["extra_stops"].append("kill")
+                self.record("nemesis", "info", "start-kill", {"fault": fault, "nodes": victims})
+            self._later(token, wait_lag, crash)
+        elif fault == "expand-race":
+            followers = [r for r in reps if r != leader]
+            b = rng.choice(followers) if followers else leader
+            pairs = bisect([b], list(sim.controller_ids))
+            act["pairs"] |= pairs
+            sim.cut(pairs)
+            value["fenced"] = b
+
+            def swap() -> None:
+                sim.net.heal_pairs(pairs)
+                act["pairs"] -= pairs
+                self._isolate(act, leader)
+                act["extra_stops"].append("partition")
+                self.record("nemesis", "info", "start-partition", {"fault": fault, "isolated": leader, "unfenced": b})
+            self._later(token, min(int(cfg.broker_session_timeout_ms * 1.5), int(self.interval * 0.8)), swap)
+        return value

@@ -191,9 +191,17 @@ class SimRun:
             anomaly_types.add("lost-acked-write")
         anomaly_types.update(inv["counts"])
         anomaly_types.update(k for k, n in queue["counts"].items() if n)
+        # keys whose final read never covered the highest acknowledged offset
+        # (e.g. a partition left offline): their durability cannot be judged
+        incomplete = sorted({k for op in ops if op.extra.get("final") and op.type == "ok"
+                             for k in op.extra.get("incomplete", [])})
+        if incomplete:
+            anomaly_types.add("final-read-incomplete")
         error = None if self.setup_ok else "set-up failed: not every partition had a live leader in time"
         valid: Any = (lost_all == 0 and inv["valid"]
                       and not any(queue["counts"].get(k) for k in INVALIDATING_QUEUE_ANOMALIES))
+        if valid is True and incomplete:
+            valid = "unknown"
         if error:
             valid = "unknown"
         sim = self.sim
@@ -214,6 +222,7 @@ class SimRun:
             "messages": {"sent": sim.net.sent, "delivered": sim.net.delivered, "dropped": sim.net.dropped},
             "faults": self.nemesis.started,
             "skipped_arrivals": self.skipped,
+            "final_read_incomplete": incomplete,
             "trace_events": dict(sorted(sim.trace_counts.items())),
             "node_crashes": [{"node": c.node, "t": c.t, "error": c.error} for c in sim.crashes[:10]],
         }
