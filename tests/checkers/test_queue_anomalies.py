@@ -380,3 +380,20 @@ def test_jepsen_edn_kafka_history_with_integer_keys(tmp_path) -> None:
     assert r["durability"]["acks=unknown"]["lost"] == 1
     (ex,) = r["anomalies"]["lost-write"]
     assert ex["key"] == "0" and ex["value"] == 7 and ex["op"] == 3
+
+
+def test_rw_cycles_are_searched_only_on_request() -> None:
+    """A poll invoked after a send completed that does not return it proves
+    nothing in Kafka (a poll returns a batch, not 'everything so far'), so
+    rw edges are off by default, as in Jepsen; with rw=True the stale read
+    is a G-single-realtime cycle."""
+    b = HistoryBuilder()
+    b.send(0, K, 1, 0)
+    b.send(0, K, 2, 1)
+    b.poll(1, {K: [(0, 1)]})
+    b.poll(2, {K: [(0, 1), (1, 2)]})
+    assert found(b) == set()
+    r = check_history(b.ops, queue_options=QueueOptions(rw=True))
+    assert r["anomaly_types"] == ["G-single-realtime"]
+    types = [s["type"] for s in r["anomalies"]["G-single-realtime"][0]["steps"]]
+    assert sorted(types) == ["realtime", "rw"]
