@@ -53,6 +53,9 @@ CONTROLLER_MESSAGES = (
     RaftFetchRequest,
 )
 
+#: message types that may concern something other than the broker role
+_NOT_BROKER_ONLY = frozenset(CONTROLLER_MESSAGES) | {CreateTopicsRequest, RaftFetchResponse, ControlledShutdownRequest}
+
 
 class Node:
     def __init__(
@@ -114,13 +117,17 @@ class Node:
     def handle(self, msg: Any, now: int, src: NodeId | None) -> list[Effect]:
         if self.halted:
             return []
+        t = type(msg)
+        if t not in _NOT_BROKER_ONLY and self.broker is not None:
+            # the hot path (produce, fetch, replication): metadata cannot change here
+            return self._arm(self.broker.handle(msg, now, src), now)
         effects: list[Effect] = []
-        if isinstance(msg, ControlledShutdownRequest):
+        if t is ControlledShutdownRequest:
             return self.begin_controlled_shutdown(now)
         if self._for_controller(msg, src):
             if self.controller is not None:
                 effects += self.controller.handle(msg, now, src)
-        elif isinstance(msg, RaftFetchResponse):
+        elif t is RaftFetchResponse:
             if self.observer is not None:
                 effects += self.observer.handle(msg, now, src)
         elif self.broker is not None:
