@@ -5,7 +5,7 @@ overlapping clients, so every history is linearizable by construction).
 
     .venv/bin/python bench/wgl_speed.py [--corpus DIR] [--ops 10000] [--clients 10]
                                         [--crash 0.0] [--top 10] [--all]
-                                        [--porcupine DIR]
+                                        [--porcupine DIR] [--soak]
 
 Prints one line per file when --all is given (else the slowest --top files),
 then totals, the slowest corpus file, and the synthetic history figures
@@ -20,6 +20,10 @@ directory (not shipped here): ``jepsen/etcd_*.log`` (Jepsen etcd cas-register
 logs, checked with Porcupine's etcd semantics: a nil read means "no value",
 a failed cas ran and saw another value) and ``kv/*.txt`` (kv histories whose
 names say ok/bad).
+
+``--soak`` also runs the slow property tests (WGL against a brute-force
+linearizability oracle, 5,000 random histories per model) and prints their
+outcome and time.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -177,6 +182,18 @@ def bench_kafka(n_ops: int, clients: int, crash: float, seed: int) -> bool:
     return r["valid"] is True
 
 
+def run_soak() -> bool:
+    root = Path(__file__).resolve().parents[1]
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "slow", "-p", "no:cacheprovider",
+         "tests/checkers/test_linearizable_checker.py"],
+        cwd=root, capture_output=True, text=True)
+    last = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+    print(f"soak (brute-force agreement, -m slow): {last} [{time.perf_counter() - t:.1f} s]")
+    return proc.returncode == 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=Path("/work/shared/data/knossos"))
@@ -189,6 +206,8 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="print every corpus file")
     ap.add_argument("--porcupine", type=Path, default=None,
                     help="Porcupine's test_data directory (jepsen/ and kv/)")
+    ap.add_argument("--soak", action="store_true",
+                    help="also run the slow brute-force agreement tests")
     a = ap.parse_args()
     ok = bench_corpus(a.corpus, a.all, a.top, a.repeat)
     print()
@@ -199,6 +218,9 @@ def main() -> int:
     if a.porcupine:
         print()
         ok &= bench_porcupine(a.porcupine)
+    if a.soak:
+        print()
+        ok &= run_soak()
     return 0 if ok else 1
 
 
