@@ -78,3 +78,36 @@ def test_epoch_for_offset():
     c = cache((1, 0), (2, 10))
     assert c.epoch_for_offset(9) == 1
     assert c.epoch_for_offset(10) == 2
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(0, 5)), min_size=1, max_size=8), st.integers(-1, 30))
+def test_end_offset_for_matches_definition(steps, requested):
+    # build strictly increasing (epoch, start) entries
+    entries, epoch, start = [], 0, 0
+    for de, ds in steps:
+        epoch += de
+        start += ds
+        if entries and start <= entries[-1][1]:
+            start = entries[-1][1] + 1
+        entries.append((epoch, start))
+    leo = entries[-1][1] + 7
+    c = LeaderEpochCache.from_entries(entries)
+    got = c.end_offset_for(requested, leo)
+    if requested == -1:
+        assert got == (-1, -1)
+        return
+    lower = [(e, s) for e, s in entries if e <= requested]
+    higher = [(e, s) for e, s in entries if e > requested]
+    if entries[-1][0] == requested:
+        assert got == (requested, leo)
+    elif not higher:
+        assert got == (-1, -1)
+    elif not lower:
+        assert got == (requested, higher[0][1])
+    else:
+        assert got == (lower[-1][0], higher[0][1])
