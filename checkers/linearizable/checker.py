@@ -5,7 +5,9 @@ The history is partitioned into independent sub-histories (one per key, see
 generators, run round-robin in slices under one shared time and memory
 budget, so a single hard key cannot starve the others: easy keys finish in
 their first slices, and whatever is still running when the budget runs out
-is reported ``"unknown"`` instead of hanging.
+is reported ``"unknown"`` instead of hanging. Every key gets at least its
+first slice, even past the budget, so the budget can be overrun by at most
+one slice per key.
 
 Verdict: ``False`` if any key is not linearizable (a violation on one key is
 a violation of the whole history, by locality), else ``"unknown"`` if any key
@@ -106,11 +108,14 @@ def check(
     running.sort(key=lambda r: len(r[1].ops))
     progress: dict[Any, Any] = {}
     cause = None
-    while running and cause is None:
+    first_round = True
+    while running and (cause is None or first_round):
         still = []
         for item in running:
             key, sub, prob, gen = item
-            if cause is None:
+            # Every key gets at least one slice, so small keys are always
+            # decided even when a big one ate the budget first.
+            if cause is None or first_round:
                 try:
                     progress[key] = next(gen)
                 except StopIteration as stop:
@@ -121,12 +126,15 @@ def check(
                     continue
                 except ModelError as e:
                     raise ModelError(f"key {_key_name(key)}: {e}") from None
-                if time.monotonic() >= deadline:
+                if cause is not None:
+                    pass
+                elif time.monotonic() >= deadline:
                     cause = "timeout"
                 elif sum(p.mem_estimate for p in progress.values()) >= mem_limit:
                     cause = "memory"
             still.append(item)
         running = still
+        first_round = False
     for key, sub, prob, gen in running:
         gen.close()
         results[key] = _unknown_result(sub, progress.get(key), cause or "timeout")

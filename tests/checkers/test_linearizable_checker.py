@@ -370,21 +370,31 @@ def test_memory_budget_exhaustion_is_unknown():
 
 def test_hard_key_does_not_starve_other_keys_under_shared_budget():
     hard = pathological(22, key="hard")
-    # an easy key, larger than the hard one so it is not simply scheduled first
-    easy: list[tuple] = []
-    for i in range(150):
-        easy += [("invoke", 100, "write", ["easy", i]), ("ok", 100, "write", ["easy", i]),
-                 ("invoke", 101, "read", ["easy", None]), ("ok", 101, "read", ["easy", i])]
+    # an easy key that needs many slices, and is larger than the hard one so
+    # it is not simply scheduled first: it only finishes if slices alternate
+    easy = []
+    for o in register_history(3000, clients=5, seed=4):
+        easy.append((o.type, 1000 + o.process, o.f, ["easy", o.value]))
     bad = [("invoke", 200, "write", ["bad", 1]), ("ok", 200, "write", ["bad", 1]),
            ("invoke", 200, "read", ["bad", None]), ("ok", 200, "read", ["bad", 0])]
-    bad = bad * 60  # same pattern repeated; each read of 0 after write 1 is stale
-    r = check(H(*hard, *easy, *bad), model="register", initial=0, independent=True,
-              time_budget=0.5)
+    r = check(H(*hard, *easy, *bad), model="cas-register", initial=0, independent=True,
+              time_budget=3.0, slice_steps=200)
     assert r["keys"]["easy"]["valid"] is True
+    assert r["keys"]["easy"]["stats"]["steps"] > 10 * 200  # it took many turns
     assert r["keys"]["bad"]["valid"] is False
     assert r["keys"]["hard"]["valid"] == "unknown"
     assert r["valid"] is False  # a definite violation outranks unknown
     assert r["unknown_keys"] == ["hard"]
+
+
+def test_every_key_gets_a_first_slice_even_past_the_budget():
+    hard = pathological(22, key="hard")
+    # more ops than the hard key, so it is scheduled after it
+    small = [(t, 300, "write", ["small", i]) for i in range(40) for t in ("invoke", "ok")]
+    r = check(H(*hard, *small), model="register", initial=0, independent=True,
+              time_budget=0.0)
+    assert r["keys"]["small"]["valid"] is True
+    assert r["keys"]["hard"]["valid"] == "unknown"
 
 
 # -- errors ------------------------------------------------------------------
