@@ -389,7 +389,8 @@ class KafkaLog(Model):
     """One Kafka topic-partition as a log, for the queue workload's micro-ops
     (``checkers/history/op.py``): ``send`` appends its value at the next
     offset — greater than every offset in the log (Kafka offsets grow
-    monotonically; dense logs make "greater" mean "next") — and ``poll``
+    monotonically but may skip: transaction markers, compaction; with
+    ``dense=True`` it must be exactly last+1) — and ``poll``
     returns a contiguous slice of the log (consecutive entries, matching
     offsets and values). A txn applies its micro-ops on a partition
     atomically.
@@ -411,6 +412,11 @@ class KafkaLog(Model):
     chain (None for the empty log)."""
 
     name = "kafka-log"
+
+    def __init__(self, dense: bool = False) -> None:
+        #: dense=True: after the first record, each send takes exactly
+        #: last+1 (no gaps: no transaction markers or compaction expected)
+        self.dense = dense
 
     def init(self) -> Hashable:
         return None
@@ -498,7 +504,7 @@ class KafkaLog(Model):
                 last = log.off if log is not None else -1
                 if off is None:
                     off = last + 1
-                elif off <= last:
+                elif off <= last or (self.dense and log is not None and off != last + 1):
                     return False, state
                 log = LogState(log, off, v)
             elif m[1] and not _log_has_slice(log, m[1]):
