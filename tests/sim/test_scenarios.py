@@ -387,3 +387,40 @@ def test_controller_failover_elects_a_complete_log_and_loses_no_committed_record
     md = s.metadata(3)
     assert {t.name for t in md.topics} >= {"t", "u", "v"}
     assert s.kinds() == {}
+
+
+def test_paused_leader_resumes_as_a_follower_and_its_queued_work_is_harmless() -> None:
+    """SIGSTOP semantics: messages and timers queue while a node is paused.
+    A leader paused past the session timeout is fenced and replaced; on
+    resume it processes the backlog, learns the new epoch and follows."""
+    s = Scenario(seed=15)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    assert s.produce(1, tp, [0, 1], acks=-1).error == Errors.NONE
+    s.sim.pause(1)
+    queued_before = len(s.sim.host(1).queued)
+    s.wait(lambda: s.sim.leader_of(tp) in (2, 3), what="a new leader while 1 is paused")
+    assert len(s.sim.host(1).queued) > queued_before, "messages queued for the paused node"
+    assert s.produce_to_leader(tp, 2)[0] == "ok"
+    s.sim.resume(1)
+    assert s.sim.host(1).queued == []
+    s.wait(lambda: bool(s.trace("become_follower", node=1, tp=tp)), what="old leader follows")
+    s.sim.run_for(5000)
+    assert [v for _, v in sorted(s.read_all(tp).items())] == [0, 1, 2]
+    assert s.kinds() == {}
+
+
+def test_controlled_shutdown_moves_leadership_halts_and_leaves_a_clean_shutdown_marker() -> None:
+    from reference_impl.core.storage import CLEAN_SHUTDOWN
+
+    s = Scenario(seed=16)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    assert s.produce(1, tp, [0, 1, 2], acks=-1).error == Errors.NONE
+    s.sim.shutdown(1)
+    s.wait(lambda: s.sim.host(1).halted, what="the node halting")
+    assert s.sim.leader_of(tp) in (2, 3)
+    assert CLEAN_SHUTDOWN in s.sim.host(1).disk.stored_state().files
+    assert s.produce_to_leader(tp, 3)[0] == "ok"
+    s.sim.restart(1)
+    s.wait(lambda: 1 in s.isr_of(tp), what="broker 1 back in the ISR")
+    assert [v for _, v in sorted(s.read_all(tp).items())] == [0, 1, 2, 3]
+    assert s.kinds() == {}
