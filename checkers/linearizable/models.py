@@ -401,7 +401,8 @@ class KafkaLog(Model):
     if no poll ever saw it, the send is dropped — it may not have happened,
     and once every remaining send has a known offset an unseen record only
     makes polls' contiguity harder, never easier, so dropping it cannot hide
-    a violation. An unresolvable one (value sent twice, or seen at two
+    a violation (with ``dense`` it could fill a gap, so it is kept). An
+    unresolvable one (value sent twice, or seen at two
     offsets) keeps "takes last+1". Without this, every pending crashed send
     is a branch at every later configuration, exponential in their number.
 
@@ -482,6 +483,9 @@ class KafkaLog(Model):
                 if m[0] == "send" and m[1] is None and sent[m[2]] == 1:
                     offs = seen.get(m[2])
                     if not offs:
+                        if self.dense:
+                            micro.append(m)  # it may fill a gap: keep last+1
+                            continue
                         continue  # never observed: drop (see class docstring)
                     if len(offs) == 1:
                         m = ("send", next(iter(offs)), m[2])

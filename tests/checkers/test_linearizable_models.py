@@ -361,6 +361,13 @@ def test_kafka_log_offset_gaps_are_allowed_unless_dense():
     assert valid(later, "kafka-log", dense=True) is True
 
 
+def test_kafka_log_dense_unseen_crashed_send_may_fill_the_gap():
+    ops = H(*send(0, "t-0", 10, 0),
+            ("invoke", 1, "send", [["send", "t-0", 11]]), ("info", 1, "send", [["send", "t-0", 11]]),
+            *send(0, "t-0", 12, 2))
+    assert valid(ops, "kafka-log", dense=True) is True
+
+
 def test_kafka_log_poll_of_unacked_value_needs_a_crashed_send():
     crashed = H(("invoke", 0, "send", [["send", "t-0", 7]]),
                 ("info", 0, "send", [["send", "t-0", 7]]),
