@@ -68,7 +68,7 @@ from .messages import (
     TopicPartition,
 )
 from .metadata import Delta, MetadataImage
-from .partition import FENCED, FETCHING, FOLLOWER, LEADER, TRUNCATING, IsrState, Partition
+from .partition import FOLLOWER, TRUNCATING, IsrState, Partition
 from .storage import (
     CLEAN_SHUTDOWN,
     HW_CHECKPOINT,
