@@ -214,7 +214,7 @@ def find_cycles(
             if len(scc) < 2:
                 continue
             check_time()
-            sub = h.subgraph(scc)
+            sub = h if len(scc) == h.number_of_nodes() else h.subgraph(scc)
             cyc = _shortest_cycle(sub, g, name, allowed, required, check_time)
             if cyc is None:
                 continue
@@ -283,12 +283,17 @@ def _step_type(types: set[int]) -> int:
 def _shortest_cycle(sub: nx.DiGraph, g: nx.DiGraph, name: str, allowed: frozenset[int],
                     required: frozenset[int], check_time: Callable[[], None]) -> list[int] | None:
     """Shortest cycle in one SCC whose weakest explanation is class ``name``,
-    tried through up to ``_TRIES`` edges of the most specific required type."""
-    if not required:
-        cands = list(sub.edges())[:_TRIES]
-    else:
-        lead = RT if RT in required else PROC if PROC in required else RW if RW in required else WR
-        cands = [(a, b) for a, b in sub.edges() if lead in g[a][b]["types"]][:_TRIES]
+    tried through a few edges of the most specific required type (up to
+    ``_TRIES``; fewer in a giant component, where each try is a BFS over it)."""
+    tries = _TRIES if sub.number_of_nodes() <= 2000 else 8
+    lead = (None if not required else
+            RT if RT in required else PROC if PROC in required else RW if RW in required else WR)
+    cands: list[tuple[int, int]] = []
+    for a, b in sub.edges():
+        if lead is None or lead in g[a][b]["types"]:
+            cands.append((a, b))
+            if len(cands) >= tries:
+                break
     best: list[int] | None = None
     for a, b in cands:
         check_time()
