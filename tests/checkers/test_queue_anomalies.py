@@ -397,3 +397,18 @@ def test_rw_cycles_are_searched_only_on_request() -> None:
     assert r["anomaly_types"] == ["G-single-realtime"]
     types = [s["type"] for s in r["anomalies"]["G-single-realtime"][0]["steps"]]
     assert sorted(types) == ["realtime", "rw"]
+
+
+@pytest.mark.parametrize("seed,partitions,processes,max_poll", [
+    (0, 1, 2, 1), (1, 3, 5, 4), (2, 8, 3, 10), (3, 16, 16, 2), (4, 2, 9, 0),
+])
+def test_histories_of_a_correct_log_have_no_anomalies(seed, partitions, processes, max_poll) -> None:
+    """Soundness: concurrent clients of a correct log (effects inside each
+    op's real-time interval) never trip any check."""
+    from checkers.queue.synth import valid_history
+
+    ops = valid_history(3000, partitions, processes, seed=seed, max_poll=max_poll)
+    r = check_history(ops)
+    assert r["anomaly_types"] == [] and r["valid"] is True
+    assert r["checkers"]["queue"]["graph"]["cyclic_nodes"] == 0
+    assert r["durability"]["acks=all"]["lost"] == 0
