@@ -416,7 +416,11 @@ class Partition:
             leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch,
             new_isr=tuple(with_epochs),
-            leader_recovery_state=self.leader_recovery_state,
+            # The leader has finished recovery by the time it proposes any ISR
+            # change, so proposals always say RECOVERED (Kafka's
+            # prepareIsrExpand/prepareIsrShrink); proposing RECOVERING with
+            # more than one member is refused (seed 000, unclean election).
+            leader_recovery_state=0,
         )
 
     def maybe_expand_isr(self, replica_id: NodeId, now: int) -> list[Effect]:
