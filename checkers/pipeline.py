@@ -58,6 +58,25 @@ def _package_zip() -> str:
     return str(out)
 
 
+class SparkUnavailable(RuntimeError):
+    """No SparkSession could be started (no Java, bad master URL...)."""
+
+
+def _last_error(log_path: Path) -> str:
+    """The last error-looking line the JVM wrote, for a one-line message."""
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()[-200:]
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("at ") or line.startswith("..."):
+            continue  # stack frames
+        if "Exception" in line or "Error" in line or "error" in line:
+            return line[:200]
+    return ""
+
+
 def get_spark(master: str | None = None) -> Any:
     """The process-wide SparkSession for ``master`` (default ``local[*]``)."""
     master = master or "local[*]"
@@ -91,6 +110,10 @@ def get_spark(master: str | None = None) -> Any:
             with open(log_path, "ab") as logf:
                 os.dup2(logf.fileno(), 2)
                 s = b.getOrCreate()
+        except Exception as e:
+            raise SparkUnavailable(
+                f"cannot start Spark (master {master}): {_last_error(log_path) or e} (log: {log_path})"
+            ) from None
         finally:
             os.dup2(saved, 2)
             os.close(saved)

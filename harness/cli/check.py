@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from harness.errors import UsageError, exit_code_for_valid
+from harness.errors import HarnessError, UsageError, exit_code_for_valid
 
 MODEL_CHOICES = ("queue", "cas-register", "register", "multi-register", "mutex", "set",
                  "fifo-queue", "kv", "kafka-log")
@@ -151,6 +151,10 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     except ValueError as e:
         if type(e).__name__ in ("ModelError", "UnknownModel"):
             raise UsageError(f"model {model}: {e}") from None
+        raise
+    except RuntimeError as e:
+        if type(e).__name__ == "SparkUnavailable":
+            raise HarnessError(str(e)) from None
         raise
     if warnings:
         res.setdefault("warnings", []).extend(warnings)

@@ -155,3 +155,11 @@ def test_run_directory_test_json_subscribe_allows_poll_skip(tmp_path: Path) -> N
     p = run("check", str(tmp_path), "--json")
     assert p.returncode == 0, p.stdout
     assert json.loads(p.stdout)["anomaly_types"] == ["poll-skip"]
+
+
+@pytest.mark.spark
+def test_unusable_spark_master_is_one_line_harness_error(files) -> None:
+    p = run("check", str(files["run"]), "--spark-master", "bogus://nowhere")
+    assert p.returncode == 4
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and "cannot start Spark" in err[0] and "Master must" in err[0]
