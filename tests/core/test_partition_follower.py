@@ -218,3 +218,39 @@ def test_initial_fetch_offset_is_hw_when_epoch_cache_is_empty():
     assert p.log.leo == 6
     assert traces(effects, "truncate")[0]["reason"] == "hw"
     assert fetch_sent(effects).msg.partitions[0].fetch_offset == 6
+
+
+def _acked_then_leader_change(cfg):
+    """Three replicas: B (2) fetches the records before C (3), so the HW that
+    acknowledges them reaches the leader only with C's fetch and B's copy of
+    the HW stays behind. Then the leader fails and C takes over."""
+    from reference_impl.core.effects import Reply
+    from reference_impl.core.messages import ProduceRequest, ProduceResponse
+    feed = MetaFeed()
+    recs = feed.cluster(leader=1)
+    a, b = make_broker(1, cfg), make_broker(2, cfg)
+    a.apply_committed(recs, 0)
+    b.apply_committed(recs, 0)
+    a.handle(ProduceRequest("m", TP, -1, 2, ("m0", "m1")), 1, None)
+    _, to_b = replica_fetch(a, 2, 0, 2)
+    b.partitions[TP].handle_fetch_response(to_b, 2)
+    _, to_b = replica_fetch(a, 2, 2, 3)  # B at 2; C still at 0: HW stays 0
+    b.partitions[TP].handle_fetch_response(to_b, 3)
+    replica_fetch(a, 3, 0, 4)
+    effects, _ = replica_fetch(a, 3, 2, 5)  # C at 2: HW 2, the produce is acknowledged
+    acked = [e.msg for e in effects if isinstance(e, Reply) and isinstance(e.msg, ProduceResponse)]
+    assert acked and acked[0].error == Errors.NONE
+    assert b.partitions[TP].log.hw == 0
+    b.apply_committed(feed.change(leader=3, isr=(2, 3)), 6)  # A failed; B stays in the ISR
+    return b.partitions[TP]
+
+
+def test_kip101_off_follower_in_isr_drops_acknowledged_records_seed_003():
+    p = _acked_then_leader_change(ProtocolConfig().with_variants(kip101=False))
+    # B is an ISR member (electable) without the acknowledged records
+    assert 2 in p.state.isr and p.log.leo == 0
+
+
+def test_kip101_on_follower_keeps_acknowledged_records():
+    p = _acked_then_leader_change(ProtocolConfig())
+    assert p.log.leo == 2
