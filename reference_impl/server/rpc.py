@@ -53,6 +53,7 @@ class Peer:
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.connected = False
+        self.closed = False
         self.sent = 0
         self.dropped = 0
 
@@ -80,7 +81,7 @@ class Peer:
 
     async def _run(self) -> None:
         backoff = 0.05
-        while True:
+        while not self.closed:
             addr = self.resolve(self.peer_id)
             if addr is None:
                 self._expire()
@@ -108,7 +109,7 @@ class Peer:
             log.info("connected to node %d at %s:%d", self.peer_id, *addr)
             closed = asyncio.get_running_loop().create_task(reader.read(1))
             try:
-                while True:
+                while not self.closed:
                     self._expire()
                     while self.queue:
                         _, frame = self.queue.popleft()
@@ -137,12 +138,13 @@ class Peer:
             self.dropped += 1
 
     async def close(self) -> None:
+        """Stop for good. Bounded: Python 3.11's wait_for can swallow a
+        cancellation that races with a completing connect, so the loop also
+        checks ``closed`` and we never wait on the task for long."""
+        self.closed = True
         if self.task is not None:
             self.task.cancel()
-            try:
-                await self.task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await asyncio.wait({self.task}, timeout=1.0)
         if self.writer is not None:
             self.writer.close()
 

@@ -24,6 +24,7 @@ import os
 import random
 import signal
 import socket
+import threading
 import time
 import traceback
 import uuid
@@ -44,6 +45,7 @@ from .rpc import MAGIC, Peer, read_frames
 
 log = logging.getLogger("kraftwerk.node")
 
+_RESERVED_TRACE_KEYS = frozenset({"t", "node_t", "node", "kind"})
 #: Kafka's socket.request.max.bytes
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
 #: a controlled shutdown that has not halted by then ends anyway
@@ -155,6 +157,8 @@ class NodeRuntime:
             if r.truncated_bytes or r.dropped_segments:
                 log.warning("recovery %s: %d entries kept, %d torn bytes cut", r.log, r.entries, r.truncated_bytes)
         self._trace_fd = os.open(os.path.join(o.data_dir, "trace.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._write_trace("node_start", {"incarnation": self.incarnation_id, "clean": self.clean_start, "pid": os.getpid()})
+        self._flush_trace()
         self.node = self._make_node(stored)
         server = await asyncio.start_server(self._on_conn, o.listen[0], o.listen[1], reuse_address=True, limit=1 << 20)
         control = None
@@ -165,13 +169,17 @@ class NodeRuntime:
         loop.call_later(1.0, self._sweep)
         self._call("start", lambda now: self.node.start(now))
         await self._halted.wait()
+        # backstop: whatever happens while closing sockets, the process ends
+        watchdog = threading.Timer(15.0, _hard_exit, (self.exit_code,))
+        watchdog.daemon = True
+        watchdog.start()
         server.close()
         if control is not None:
             control.close()
         for c in list(self.conns.values()):
             c.writer.close()
-        for p in self.peers.values():
-            await p.close()
+        if self.peers:
+            await asyncio.gather(*(p.close() for p in self.peers.values()), return_exceptions=True)
         self._flush_trace()
         self.disk.close()
         log.info("node %d stopped (exit %d)", o.node_id, self.exit_code)
@@ -183,9 +191,12 @@ class NodeRuntime:
         now = self.clock.now_ms()
         try:
             effects = fn(now)
-        except Exception:
+        except Exception as ex:
             self.errors += 1
             log.error("core raised in %s:\n%s", what, traceback.format_exc())
+            # the invariant monitor reports node_crash events as violations
+            self._write_trace("node_crash", {"error": f"{type(ex).__name__}: {ex}", "in": what})
+            self._flush_trace()
             return
         self._apply(effects or ())
 
@@ -256,14 +267,20 @@ class NodeRuntime:
     def _trace(self, e: fx.TraceEvent) -> None:
         # "t" is the unskewed clock, so traces of several nodes merge in real
         # order even under the clock nemesis; "node_t" is what the core saw
-        rec = {"t": self.clock.wall_ms(), "node_t": self.clock.now_ms(), "node": self.opts.node_id, "kind": e.kind}
-        rec.update(e.data)
+        self._write_trace(e.kind, e.data)
+        self._observe(e)
+
+    def _write_trace(self, kind: str, data: dict[str, Any]) -> None:
+        rec = {"t": self.clock.wall_ms(), "node_t": self.clock.now_ms(), "node": self.opts.node_id, "kind": kind}
+        for k, v in data.items():
+            # an election's own "kind" (clean/elr/unclean) must not replace the
+            # event kind: colliding keys become data_<key>, as in the simulator
+            rec[f"data_{k}" if k in _RESERVED_TRACE_KEYS else k] = v
         try:
             line = json.dumps(rec, default=_json_default)
         except (TypeError, ValueError):
             line = json.dumps({k: repr(v) for k, v in rec.items()})
         self._trace_buf.append(line.encode() + b"\n")
-        self._observe(e)
 
     def _flush_trace(self) -> None:
         if self._trace_buf and self._trace_fd is not None:
@@ -532,6 +549,13 @@ class NodeRuntime:
             self.begin_shutdown("control endpoint")
             return 200, {"shutting_down": True}
         return 404, {"error": f"no {method} {path}"}
+
+
+def _hard_exit(code: int) -> None:
+    log.error("shutdown did not complete in 15s after halt; exiting")
+    for h in logging.getLogger().handlers:
+        h.flush()
+    os._exit(code)
 
 
 def _timeout_s(p: wire.Pending) -> float:
