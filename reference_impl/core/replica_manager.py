@@ -24,6 +24,7 @@ partitions or talks to other nodes:
 
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -49,6 +50,8 @@ from .messages import (
     Errors,
     FetchPartitionRequest,
     FetchPartitionResponse,
+    GetReplicaLogInfoRequest,
+    GetReplicaLogInfoResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsRequest,
@@ -61,6 +64,7 @@ from .messages import (
     OffsetForLeaderEpochResponse,
     PartitionMetadata,
     ProduceRequest,
+    ReplicaLogInfo,
     ProduceResponse,
     ReplicaFetchRequest,
     ReplicaFetchResponse,
@@ -640,9 +644,14 @@ class BrokerRole:
             done, derr = p.check_enough_replicas_reach_offset(required)
             if not done:
                 deadline = now + msg.timeout_ms
-                self.delayed_produce.setdefault(msg.tp, []).append(
-                    DelayedProduce(msg.ref, msg.tp, msg.acks, batch.base_offset, batch.count, required, deadline)
-                )
+                # kept ordered by required offset (appends arrive in offset order;
+                # a duplicate may need an earlier one), so completion pops a prefix
+                waiting = self.delayed_produce.setdefault(msg.tp, [])
+                d = DelayedProduce(msg.ref, msg.tp, msg.acks, batch.base_offset, batch.count, required, deadline)
+                if waiting and waiting[-1].required_offset > required:
+                    insort(waiting, d, key=lambda x: x.required_offset)
+                else:
+                    waiting.append(d)
                 self._note(deadline)
                 return effects
             return effects + self._produce_done(msg.ref, msg.tp, msg.acks, derr, batch.base_offset, batch.count)
@@ -668,20 +677,24 @@ class BrokerRole:
             return []
         p = self.partitions.get(tp)
         effects: list[Effect] = []
-        keep = []
-        for d in waiting:
-            if p is None:
-                done, err = True, Errors.NOT_LEADER_OR_FOLLOWER
-            else:
-                done, err = p.check_enough_replicas_reach_offset(d.required_offset)
-            if done:
-                effects += self._produce_done(d.ref, tp, d.acks, err, d.base_offset, d.count)
-            else:
-                keep.append(d)
-        if keep:
-            self.delayed_produce[tp] = keep
+        if p is None or not p.is_leader:
+            n = len(waiting)
         else:
+            # checkEnoughReplicasReachOffset for every parked produce the HW has passed
+            hw = p.log.hw
+            n = 0
+            while n < len(waiting) and waiting[n].required_offset <= hw:
+                n += 1
+        for d in waiting[:n]:
+            if p is None:
+                err = Errors.NOT_LEADER_OR_FOLLOWER
+            else:
+                _, err = p.check_enough_replicas_reach_offset(d.required_offset)
+            effects += self._produce_done(d.ref, tp, d.acks, err, d.base_offset, d.count)
+        if n == len(waiting):
             del self.delayed_produce[tp]
+        elif n:
+            del waiting[:n]
         return effects
 
     def _complete_delayed(self, tp: TopicPartition, now: int) -> list[Effect]:
@@ -1054,6 +1067,24 @@ class BrokerRole:
             topics.append(TopicMetadata(name, Errors.NONE, tuple(parts)))
         return [Reply(MetadataResponse(msg.ref, brokers, self.node_id, tuple(topics)))]
 
+    def handle_get_replica_log_info(self, msg: GetReplicaLogInfoRequest, src: NodeId | None, now: int) -> list[Effect]:
+        """KIP-966 unclean recovery (seed 002): tell the controller how long
+        our log is (latest leader epoch, LEO) with our broker epoch (an answer
+        from before a reboot is refused) and the leader epoch our metadata
+        holds (it fences stale answers)."""
+        if src is None:
+            return []
+        infos = []
+        for tp in msg.tps:
+            p = self.partitions.get(tp)
+            reg = self.image.partitions.get(tp)
+            current = reg.leader_epoch if reg is not None else -1
+            if p is None:
+                infos.append(ReplicaLogInfo(tp, -1, current, -1, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                infos.append(ReplicaLogInfo(tp, p.log.latest_epoch, current, p.log.leo))
+        return [Send(src, GetReplicaLogInfoResponse(self.node_id, self.broker_epoch, msg.correlation_id, tuple(infos)))]
+
     def handle_create_topics(self, msg: CreateTopicsRequest, now: int) -> list[Effect]:
         """Forward to the active controller; answer the client when it answers."""
         token = (self.node_id, self._next_corr())
@@ -1090,4 +1121,5 @@ class BrokerRole:
         BrokerHeartbeatResponse: lambda self, m, src, now: self.handle_heartbeat_response(m, src, now),
         AlterPartitionResponse: lambda self, m, src, now: self.handle_alter_partition_response(m, src, now),
         ControlledShutdownRequest: lambda self, m, src, now: self.begin_controlled_shutdown(now),
+        GetReplicaLogInfoRequest: lambda self, m, src, now: self.handle_get_replica_log_info(m, src, now),
     }
