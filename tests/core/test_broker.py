@@ -395,3 +395,17 @@ def test_consumer_fetch_with_stale_last_fetched_epoch_gets_diverging_epoch():
     req = FetchPartitionRequest(TP, 8, current_leader_epoch=2, last_fetched_epoch=1)
     (resp,) = replies(b.handle(ClientFetchRequest("c", (req,), 0), 4, None), ClientFetchResponse)
     assert resp.partitions[0].diverging_epoch == (0, 5)
+
+
+def test_purgatory_completes_exactly_the_produces_the_hw_has_passed():
+    b, _ = leader()
+    produce(b, 1, pid=7, seq=0, ref="s0")
+    produce(b, 2, pid=7, seq=1, ref="s1")
+    produce(b, 3, pid=7, seq=0, ref="s0-retry")  # duplicate of offset 0, parked behind s1
+    replica_fetch(b, 2, 1, 4)
+    effects, _ = replica_fetch(b, 3, 1, 4)  # HW 1
+    done = {r.ref: r.base_offset for r in produce_replies(effects)}
+    assert done == {"s0": 0, "s0-retry": 0}
+    replica_fetch(b, 2, 2, 5)
+    effects, _ = replica_fetch(b, 3, 2, 5)
+    assert [(r.ref, r.base_offset) for r in produce_replies(effects)] == [("s1", 1)]
