@@ -28,6 +28,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 VARIANT_NAMES = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
+#: ``unclean.recovery.strategy`` values, Kafka's spelling (seed 002)
+RECOVERY_STRATEGIES = ("Aggressive", "Balanced", "None")
 
 
 class ConfigError(ValueError):
@@ -97,6 +99,14 @@ class ProtocolConfig:
     controller_quorum_election_backoff_max_ms: int = 1000
     default_replication_factor: int = 1
     num_partitions: int = 1
+    #: KIP-966 unclean recovery (seed 002, "Config changes"): with the manager
+    #: on, a partition whose ISR and ELR are gone elects the replica with the
+    #: longest log instead of an arbitrary live one. Kafka's default: off.
+    unclean_recovery_manager_enabled: bool = False
+    #: Aggressive | Balanced | None (Kafka's spelling; default Balanced)
+    unclean_recovery_strategy: str = "Balanced"
+    #: how long a recovery waits for GetReplicaLogInfo answers (seed 002: 5 min)
+    unclean_recovery_timeout_ms: int = 300000
     variants: Variants = field(default_factory=Variants)
 
     @classmethod
@@ -114,6 +124,10 @@ class ProtocolConfig:
                 raise ConfigError(f"unknown config key {raw_key!r}")
             default = getattr(cls(), key)
             values[key] = _coerce(raw_key, raw, default)
+            if key == "unclean_recovery_strategy":
+                # Kafka spells the values Aggressive/Balanced/None; accept any case
+                by_lower = {v.lower(): v for v in RECOVERY_STRATEGIES}
+                values[key] = by_lower.get(str(raw).strip().lower(), str(raw))
         cfg = cls(**values)
         if variants is not None:
             cfg = replace(cfg, variants=variants)
@@ -130,6 +144,28 @@ class ProtocolConfig:
                 raise ConfigError(f"{f.name.replace('_', '.')} must not be negative (got {v})")
         if self.min_insync_replicas < 1:
             raise ConfigError("min.insync.replicas must be at least 1")
+        if self.unclean_recovery_strategy not in RECOVERY_STRATEGIES:
+            raise ConfigError(
+                f"unclean.recovery.strategy must be one of {', '.join(RECOVERY_STRATEGIES)}"
+                f" (got {self.unclean_recovery_strategy!r})"
+            )
+
+    def recovery_strategy_for(self, topic_configs: Mapping[str, str] | None = None) -> str | None:
+        """The KIP-966 unclean-recovery strategy for a topic, or ``None`` when
+        unclean recovery is not in use (``unclean.recovery.manager.enabled``
+        off, or KIP-966 itself off: then :meth:`unclean_allowed` decides the
+        old random election).
+
+        Seed 002 ("Unclean recovery", compatibility): unclean leader election
+        enabled (topic/broker ``unclean.leader.election.enable`` or the
+        ``unclean_election`` variant) maps to ``Aggressive``; otherwise the
+        configured ``unclean.recovery.strategy`` applies, whose default
+        ``Balanced`` is what ``unclean.leader.election.enable=false`` maps to."""
+        if not (self.unclean_recovery_manager_enabled and self.elr_enabled()):
+            return None
+        if self.unclean_allowed(topic_configs):
+            return "Aggressive"
+        return self.unclean_recovery_strategy
 
     def unclean_allowed(self, topic_configs: Mapping[str, str] | None = None) -> bool:
         """Unclean election for a topic: the variant forces it on, otherwise

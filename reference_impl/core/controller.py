@@ -39,6 +39,32 @@ Node API (``core/node.py`` calls these)::
 controller requests :data:`CONTROLLER_REQUESTS`. Replies go back with
 ``Send(src, ...)``; a request with ``src=None`` (a client talking to a
 controller-only node) is answered with ``Reply``.
+
+Unclean recovery (seed 002, KIP-966)
+------------------------------------
+With ``unclean.recovery.manager.enabled`` (and KIP-966 on), a partition that
+the election rules of :mod:`.partition_change` hand to unclean recovery is
+not given an arbitrary live replica. The active controller sends
+``GetReplicaLogInfoRequest`` to every active replica (and to replicas that
+become active while it waits, re-sending to the silent ones), then elects
+the one with the longest log: highest last leader epoch, then highest log
+end offset, then assignment order. It elects when
+
+* ``Aggressive``: every asked replica has answered, or
+  ``unclean.recovery.timeout.ms`` has passed and some replica answered (so
+  after the timeout the first answer elects);
+* ``Balanced``: as Aggressive, and in any case not before every LastKnownELR
+  member has answered (the rules start a Balanced recovery only once they
+  are all active; if one is fenced again the recovery is dropped).
+
+Answers are checked the seed's way: the broker epoch must still be the
+broker's registered one (a reboot since makes its answer stale), and the
+leader epoch the replica's metadata holds must not be newer than the one the
+recovery started from. The election record says ``election:recovery`` (trace
+``election`` with ``data_kind="recovery"``); the ISR is the new leader alone
+and the partition is ``RECOVERING``. Nothing about a recovery in progress is
+written to the metadata log: a new active controller starts over, since on
+activation it looks at every leaderless partition.
 """
 
 from __future__ import annotations
@@ -65,6 +91,8 @@ from .messages import (
     CreateTopicsRequest,
     CreateTopicsResponse,
     Errors,
+    GetReplicaLogInfoRequest,
+    GetReplicaLogInfoResponse,
     MetadataEntry,
     MetadataRecord,
     NewTopic,
@@ -77,7 +105,7 @@ from .messages import (
     TopicRecord,
 )
 from .metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
-from .partition_change import PartitionChangeBuilder
+from .partition_change import BALANCED, PartitionChangeBuilder
 from .raft import RAFT_MESSAGES, RaftReplica
 from .storage import StoredState
 
@@ -91,6 +119,25 @@ CONTROLLER_REQUESTS = (
 
 #: producer ids handed out per AllocateProducerIds (Kafka's block size)
 PRODUCER_ID_BLOCK = 1000
+
+
+@dataclass
+class _Recovery:
+    """One unclean recovery in progress (seed 002). Kept only in the active
+    controller's memory: a failover starts it again."""
+
+    tp: TopicPartition
+    strategy: str
+    #: the partition's leader epoch when the recovery began
+    leader_epoch: int
+    correlation_id: int
+    #: unclean.recovery.timeout.ms after the start
+    deadline: int
+    #: broker -> the broker epoch it had when asked
+    asked: dict[NodeId, int]
+    #: broker -> (last written leader epoch, log end offset)
+    answers: dict[NodeId, tuple[int, int]]
+    next_resend: int
 
 
 @dataclass
@@ -134,6 +181,13 @@ class ControllerRole:
         self._sessions: dict[NodeId, int] = {}
         self._assign_cursor = 0
         self._now = 0
+        #: unclean recoveries in progress (active controller only)
+        self._recoveries: dict[TopicPartition, _Recovery] = {}
+        self._recovery_ids = 0
+        #: messages to brokers produced while handling something else
+        self._outbox: list[Effect] = []
+        #: look at every leaderless partition once this controller is active
+        self._scan_pending = False
 
     # ------------------------------------------------------------------
     # node API
@@ -159,12 +213,12 @@ class ControllerRole:
 
     def start(self, now: int) -> list[Effect]:
         self._now = now
-        return self._after(self.raft.start(now), now)
+        return self._finish(self.raft.start(now), now)
 
     def handle(self, msg: Any, now: int, src: NodeId | None = None) -> list[Effect]:
         self._now = now
         if isinstance(msg, RAFT_MESSAGES):
-            return self._after(self.raft.handle(msg, now, src), now)
+            return self._finish(self.raft.handle(msg, now, src), now)
         out: list[Effect] = []
         if isinstance(msg, BrokerRegistrationRequest):
             out += self._on_register(msg, now, src)
@@ -176,9 +230,11 @@ class ControllerRole:
             out += self._on_create_topics(msg, now, src)
         elif isinstance(msg, AllocateProducerIdsRequest):
             out += self._on_allocate_producer_ids(msg, now, src)
+        elif isinstance(msg, GetReplicaLogInfoResponse):
+            self._on_replica_log_info(msg)
         else:
             raise TypeError(f"ControllerRole cannot handle {type(msg).__name__}")
-        return self._after(out, now)
+        return self._finish(out, now)
 
     def begin_shutdown(self, now: int) -> list[Effect]:
         """A controlled shutdown of this controller: if it leads the quorum it
@@ -190,7 +246,7 @@ class ControllerRole:
     def tick(self, now: int) -> list[Effect]:
         self._now = now
         out = self.raft.tick(now)
-        out = self._after(out, now)
+        out = self._finish(out, now)
         if self._work is not None:
             expired = sorted(
                 b for b, deadline in self._sessions.items()
@@ -202,12 +258,32 @@ class ControllerRole:
             for b in [b for b, d in self._sessions.items() if d <= now]:
                 del self._sessions[b]
             if expired:
-                out = self._after(out, now)
+                out = self._finish(out, now)
         return out
+
+    @property
+    def recovering_partitions(self) -> list[TopicPartition]:
+        """Partitions with an unclean recovery in progress (Kafka's
+        unclean_recovery_partitions_count gauge counts these)."""
+        return sorted(self._recoveries)
 
     # ------------------------------------------------------------------
     # replay, activation, replies
     # ------------------------------------------------------------------
+
+    def _finish(self, out: list[Effect], now: int) -> list[Effect]:
+        """:meth:`_after`, then the work that follows any event on the active
+        controller: a first look at leaderless partitions after activation,
+        and unclean recoveries moving on (new answers, brokers fenced or
+        unfenced, deadlines). Their appends are drained by a second pass."""
+        out = self._after(out, now)
+        if self._work is not None and (self._scan_pending or self._recoveries):
+            if self._scan_pending:
+                self._scan_pending = False
+                self._elect_leaderless("controller activated")
+            self._drive_recoveries(now)
+            out = self._after(out, now)
+        return out
 
     def _after(self, out: list[Effect], now: int) -> list[Effect]:
         """Collect append effects, replay what committed, (de)activate, and
@@ -218,8 +294,17 @@ class ControllerRole:
             out += self._replay(e)
         out += self._check_leadership(now)
         out += self._release()
+        if self._outbox:
+            out += self._outbox
+            self._outbox = []
         if self._work is not None and self._sessions:
             out.append(Timer(min(self._sessions.values())))
+        if self._work is not None and self._recoveries:
+            # a deadline already passed is not a wake-up any more (the first answer elects)
+            out.append(
+                Timer(min(min(r.next_resend, r.deadline) if r.deadline > now else r.next_resend
+                          for r in self._recoveries.values()))
+            )
         return out
 
     def _replay(self, e: MetadataEntry) -> list[Effect]:
@@ -256,6 +341,9 @@ class ControllerRole:
         if self._work is None and ready:
             self._work = _clone(self.image)
             self._active_epoch = r.epoch
+            # seed 002: a recovery is not in the metadata log, so a new active
+            # controller looks at every leaderless partition afresh
+            self._scan_pending = True
             # every live broker gets a fresh session: we cannot know when it last heartbeated
             self._sessions = {
                 b: now + self.config.broker_session_timeout_ms
@@ -269,6 +357,9 @@ class ControllerRole:
         self._work = None
         self._active_epoch = None
         self._sessions.clear()
+        self._recoveries.clear()
+        self._outbox.clear()
+        self._scan_pending = False
         for w in self._waiting:
             out.append(self._addressed(w.dst, w.on_failover))
         self._waiting.clear()
@@ -323,14 +414,117 @@ class ControllerRole:
             elr_enabled=self.config.elr_enabled(),
             unclean_allowed=self.config.unclean_allowed(topic_cfg),
             reason=reason,
+            recovery_strategy=self.config.recovery_strategy_for(topic_cfg),
         )
 
     def _commit_change(self, b: PartitionChangeBuilder) -> bool:
         change = b.build()
+        if b.needs_recovery and b.tp not in self._recoveries:
+            # the leader epoch after this change (going leaderless bumps it)
+            self._start_recovery(b, change.after.leader_epoch if change is not None else b.current.leader_epoch)
         if change is None:
             return False
         self._write(change.record)
         return True
+
+    # ------------------------------------------------------------------
+    # unclean recovery (seed 002, KIP-966)
+    # ------------------------------------------------------------------
+
+    @property
+    def _recovery_resend_ms(self) -> int:
+        """Ask a silent replica again after this long: the simulator drops
+        what TCP would only delay, and a fenced broker leaves the wait anyway."""
+        return max(1000, 2 * self.config.broker_heartbeat_interval_ms)
+
+    def _start_recovery(self, b: PartitionChangeBuilder, epoch: int) -> None:
+        assert b.recovery_strategy is not None
+        self._recovery_ids += 1
+        now = self._now
+        self._recoveries[b.tp] = _Recovery(
+            tp=b.tp,
+            strategy=b.recovery_strategy,
+            leader_epoch=epoch,
+            correlation_id=self._recovery_ids,
+            deadline=now + self.config.unclean_recovery_timeout_ms,
+            asked={},
+            answers={},
+            next_resend=now + self._recovery_resend_ms,
+        )
+
+    def _ask(self, rec: _Recovery, broker: NodeId) -> None:
+        self._outbox.append(Send(broker, GetReplicaLogInfoRequest(broker, (rec.tp,), rec.correlation_id)))
+
+    def _on_replica_log_info(self, msg: GetReplicaLogInfoResponse) -> None:
+        if self._work is None:
+            return
+        reg = self._work.brokers.get(msg.broker_id)
+        for info in msg.partitions:
+            rec = self._recoveries.get(info.tp)
+            if rec is None or rec.correlation_id != msg.correlation_id or msg.broker_id not in rec.asked:
+                continue  # no such recovery (any more): a late answer
+            if reg is None or msg.broker_epoch != reg.broker_epoch or msg.broker_epoch != rec.asked[msg.broker_id]:
+                continue  # seed 002: the broker rebooted since it was asked
+            if info.error != Errors.NONE:
+                continue  # no log to offer yet: asked again at the next resend
+            if info.current_leader_epoch > rec.leader_epoch:
+                continue  # seed 002: a leader epoch newer than this recovery's fences it
+            rec.answers[msg.broker_id] = (info.last_written_leader_epoch, info.log_end_offset)
+
+    def _drive_recoveries(self, now: int) -> None:
+        """Move every recovery on: keep the set of asked replicas equal to the
+        active ones, drop recoveries the rules no longer call for, and elect
+        the longest log once the strategy's wait is over."""
+        assert self._work is not None
+        for tp in sorted(self._recoveries):
+            rec = self._recoveries[tp]
+            p = self._work.partitions.get(tp)
+            if p is None or p.leader != NO_LEADER:
+                del self._recoveries[tp]
+                continue
+            b = self._builder(tp, "unclean recovery")
+            change = b.build()
+            if change is not None and change.election is not None:
+                # an ISR or ELR member came back: a clean election instead
+                del self._recoveries[tp]
+                self._write(change.record)
+                continue
+            if not b.needs_recovery:
+                del self._recoveries[tp]  # e.g. Balanced: a LastKnownELR member was fenced again
+                continue
+            for r in list(rec.asked):
+                reg = self._work.brokers.get(r)
+                if not self._is_active_broker(r) or reg is None or reg.broker_epoch != rec.asked[r]:
+                    del rec.asked[r]
+                    rec.answers.pop(r, None)
+            for r in p.replicas:
+                if r not in rec.asked and self._is_active_broker(r):
+                    rec.asked[r] = self._work.brokers[r].broker_epoch
+                    self._ask(rec, r)
+            leader = self._recovery_choice(rec, p, now)
+            if leader is not None:
+                del self._recoveries[tp]
+                change = self._builder(tp, f"unclean recovery ({rec.strategy})").set_recovery_leader(leader).build()
+                if change is not None:
+                    self._write(change.record)
+                continue
+            if now >= rec.next_resend:
+                for r in rec.asked:
+                    if r not in rec.answers:
+                        self._ask(rec, r)
+                rec.next_resend = now + self._recovery_resend_ms
+
+    def _recovery_choice(self, rec: _Recovery, p: PartitionRegistration, now: int) -> NodeId | None:
+        """The longest log once the strategy's wait is over, else None."""
+        if not rec.answers:
+            return None
+        if rec.strategy == BALANCED and not all(r in rec.answers for r in p.last_known_elr):
+            return None
+        if now < rec.deadline and not all(r in rec.answers for r in rec.asked):
+            return None
+        order = {r: i for i, r in enumerate(p.replicas)}
+        # seed 002: the highest leader epoch, then the longest log end offset
+        return max(rec.answers, key=lambda r: (rec.answers[r][0], rec.answers[r][1], -order.get(r, 0)))
 
     def _remove_from_isrs(self, broker: NodeId, reason: str) -> None:
         """Shrink every ISR holding ``broker`` and move its leaderships (seed 001 §2.8, §2.9.1)."""

@@ -601,5 +601,42 @@ class AllocateProducerIdsResponse:
     producer_id_len: int = 0
 
 
+# --------------------------------------------------------------------------
+# KIP-966 unclean recovery (seed 002, "GetReplicaLogInfo Request/Response")
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GetReplicaLogInfoRequest:
+    """The active controller asks a replica for its log end offset and last
+    leader epoch, to elect the longest log when ISR and ELR are gone."""
+
+    broker_id: NodeId  # the broker asked
+    tps: tuple[TopicPartition, ...]
+    #: names the controller's recovery round, so a late answer to an earlier
+    #: round is not mistaken for a fresh one
+    correlation_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfo:
+    tp: TopicPartition
+    #: latest epoch in the replica's leader-epoch cache (-1: empty log)
+    last_written_leader_epoch: int
+    #: the partition's leader epoch in the replica's metadata image (fences stale answers)
+    current_leader_epoch: int
+    log_end_offset: int
+    error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GetReplicaLogInfoResponse:
+    broker_id: NodeId
+    #: the answering broker's epoch: an answer from before a reboot is refused
+    broker_epoch: int
+    correlation_id: int
+    partitions: tuple[ReplicaLogInfo, ...] = ()
+
+
 Message = Any  # any dataclass above; kept loose so runtimes can add admin messages
 

@@ -28,6 +28,7 @@ from .messages import (
     ControlledShutdownRequest,
     CreateTopicsRequest,
     EndQuorumEpochRequest,
+    GetReplicaLogInfoResponse,
     MetadataEntry,
     NodeId,
     RaftFetchRequest,
@@ -51,6 +52,7 @@ CONTROLLER_MESSAGES = (
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     RaftFetchRequest,
+    GetReplicaLogInfoResponse,  # unclean recovery (KIP-966): answers to the controller's question
 )
 
 #: message types that may concern something other than the broker role
@@ -154,9 +156,10 @@ class Node:
         if self.halted:
             return []
         if self.broker is not None:
+            # the controller (combined mode) resigns when the broker halts, see _arm
             effects = self.broker.begin_controlled_shutdown(now)
         else:
-            effects = [Halt()]
+            effects = self.controller.begin_shutdown(now) + [Halt()]
         return self._arm(effects, now)
 
     # ======================================================================
@@ -207,6 +210,12 @@ class Node:
         when nothing is armed) the deadline is recomputed from the broker's
         state; after a message only deadlines created by it are considered."""
         if self.broker is not None and self.broker.halted or effects and isinstance(effects[-1], Halt):
+            if not self.halted and self.controller is not None and self.broker is not None:
+                # combined mode: the broker finished its controlled shutdown;
+                # a leading controller resigns before the halt so the quorum
+                # elects at once (Kafka shuts the broker down, then the controller)
+                at = next((i for i, e in enumerate(effects) if isinstance(e, Halt)), len(effects))
+                effects[at:at] = self.controller.begin_shutdown(now)
             self.halted = True
             return effects
         if self.broker is None:

@@ -17,6 +17,23 @@ live in one place:
      The ISR becomes just that leader and the partition is ``RECOVERING``;
   4. otherwise no leader (``NO_LEADER``): the partition waits.
 
+* **Unclean recovery** (seed 002, "Unclean recovery"), instead of step 3 when
+  ``recovery_strategy`` is set (``unclean.recovery.manager.enabled``, KIP-966
+  on). With no active ISR or ELR member:
+
+  - some ISR/ELR member exists but is fenced: ``Aggressive`` recovers at
+    once, ``Balanced`` and ``None`` wait for it to come back;
+  - no ISR/ELR member at all: ``Aggressive`` recovers, ``Balanced`` recovers
+    only once every LastKnownELR member is active (it must be heard from:
+    it may hold the longest log), ``None`` waits for an operator.
+
+  The builder cannot ask the replicas for their logs: it sets
+  :attr:`PartitionChangeBuilder.needs_recovery` and the controller runs the
+  GetReplicaLogInfo round, then builds again with
+  :meth:`~PartitionChangeBuilder.set_recovery_leader` (the longest log). That
+  election is ``recovery``: the ISR becomes the new leader alone and the
+  partition is ``RECOVERING``, as after an unclean election.
+
 * **ISR shrink by the controller** (§2.9.1): a fenced or shutting-down broker
   leaves the ISR. With KIP-966 off the ISR never becomes empty — the last
   member stays, leaderless, and is the only one that can lead again (§2.8).
@@ -53,6 +70,12 @@ from .metadata import RECOVERED, RECOVERING, PartitionRegistration
 CLEAN = "clean"
 ELR = "elr"
 UNCLEAN = "unclean"
+RECOVERY = "recovery"
+
+AGGRESSIVE = "Aggressive"
+BALANCED = "Balanced"
+#: the strategy spelled "None" (not Python's None, which means: recovery off)
+STRATEGY_NONE = "None"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +96,16 @@ class PartitionChangeBuilder:
     elr_enabled: bool
     unclean_allowed: bool
     reason: str = ""
+    #: KIP-966 ``unclean.recovery.strategy`` when unclean recovery replaces the
+    #: unclean election; None: recovery off (``unclean_allowed`` decides)
+    recovery_strategy: str | None = None
     _target_isr: tuple[NodeId, ...] | None = None
     _unclean_shutdown: set[NodeId] = field(default_factory=set)
     _recovery_state: int | None = None
+    _recovery_leader: NodeId | None = None
+    #: set by :meth:`build`: the election rules call for an unclean recovery
+    #: (ask the replicas for their logs) and no recovery leader was given
+    needs_recovery: bool = field(default=False, init=False)
 
     # -- what the caller wants ------------------------------------------------
 
@@ -105,6 +135,13 @@ class PartitionChangeBuilder:
         self._recovery_state = state
         return self
 
+    def set_recovery_leader(self, broker: NodeId) -> "PartitionChangeBuilder":
+        """The replica an unclean recovery found to have the longest log. It
+        is elected only if the rules still call for a recovery and it is
+        still active; an ISR or ELR member that came back wins over it."""
+        self._recovery_leader = broker
+        return self
+
     @property
     def effective_min_isr(self) -> int:
         """KIP-966: ``min(min.insync.replicas, replication factor)``."""
@@ -124,7 +161,7 @@ class PartitionChangeBuilder:
             new_leader, election = self._elect(isr, elr)
             if election == ELR:
                 isr = (new_leader,)
-            elif election == UNCLEAN:
+            elif election in (UNCLEAN, RECOVERY):
                 isr = (new_leader,)
                 recovery = RECOVERING
             leader = new_leader
@@ -151,6 +188,7 @@ class PartitionChangeBuilder:
         return PartitionChange(rec, election if leader != NO_LEADER else None, cur.merge(rec))
 
     def _elect(self, isr: tuple[NodeId, ...], elr: tuple[NodeId, ...]) -> tuple[NodeId, str | None]:
+        self.needs_recovery = False
         replicas = self.current.replicas
         for r in replicas:
             if r in isr and self.is_active(r):
@@ -159,11 +197,39 @@ class PartitionChangeBuilder:
             for r in replicas:
                 if r in elr and r not in self._unclean_shutdown and r not in isr and self.is_active(r):
                     return r, ELR
+        if self.recovery_strategy is not None:
+            if not self._recovery_allowed(isr, elr):
+                return NO_LEADER, None
+            lead = self._recovery_leader
+            if lead is not None and lead in replicas and self.is_active(lead):
+                return lead, RECOVERY
+            self.needs_recovery = True
+            return NO_LEADER, None
         if self.unclean_allowed:
             for r in replicas:
                 if self.is_active(r):
                     return r, UNCLEAN
         return NO_LEADER, None
+
+    def _recovery_allowed(self, isr: tuple[NodeId, ...], elr: tuple[NodeId, ...]) -> bool:
+        """Seed 002, the election order under ``unclean.recovery.strategy``
+        (reached only when no ISR or ELR member is active)."""
+        if self.recovery_strategy == AGGRESSIVE:
+            return True
+        if self.recovery_strategy != BALANCED:
+            return False  # "None": wait for an ISR/ELR member or an operator
+        # Balanced waits for fenced ELR members. These include ISR members
+        # leaving in this very change (they join the ELR below min ISR), and
+        # any ISR member that stays but is not active (KIP-966 lets the ISR
+        # empty, so that is only a transient state).
+        cur = self.current
+        waiting = (set(elr) | set(cur.elr) | set(cur.isr) | set(isr)) - self._unclean_shutdown
+        if waiting:
+            return False
+        # no ELR member at all: recover once every LastKnownELR member is back
+        # (including members this very change moves there after an unclean shutdown)
+        lk = set(cur.last_known_elr) | {r for r in self._unclean_shutdown if r in cur.elr or r in cur.isr}
+        return all(self.is_active(r) for r in lk)
 
     def _update_elr(self, isr: tuple[NodeId, ...], election: str | None) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...]]:
         if not self.elr_enabled:
@@ -180,4 +246,16 @@ class PartitionChangeBuilder:
         return new_elr, new_lkelr
 
 
-__all__ = ["PartitionChangeBuilder", "PartitionChange", "CLEAN", "ELR", "UNCLEAN", "RECOVERED", "RECOVERING"]
+__all__ = [
+    "PartitionChangeBuilder",
+    "PartitionChange",
+    "CLEAN",
+    "ELR",
+    "UNCLEAN",
+    "RECOVERY",
+    "AGGRESSIVE",
+    "BALANCED",
+    "STRATEGY_NONE",
+    "RECOVERED",
+    "RECOVERING",
+]
