@@ -159,8 +159,7 @@ class Interpreter:
         if t == "nemesis":
             comp["type"] = "info"
             comp["_completion"] = True
-        rec = self.rec.record(comp)
-        comp["index"] = rec.index
+        comp["index"] = self.rec.record(comp)
         if self.observe:
             self.observe(self.state, comp)
         self.free.add(t)
@@ -248,8 +247,7 @@ class Interpreter:
             raise RuntimeError(f"generator emitted op for busy or unknown process {op['process']!r}")
         inv = {k: v for k, v in op.items() if k != "time"}
         inv["type"] = "info" if t == "nemesis" else "invoke"
-        rec = self.rec.record(inv)
-        inv["index"] = rec.index
+        inv["index"] = self.rec.record(inv)
         self.free.discard(t)
         timeout = op.get("_timeout") or (self.nemesis_timeout if t == "nemesis" else self.op_timeout)
         w = self.workers[t]
