@@ -117,12 +117,12 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--base-port", type=int, default=19400)
-    ap.add_argument("--combined", action="store_true", default=True)
+    ap.add_argument("--separate", action="store_true", help="3 brokers + 3 controllers instead of 3 combined nodes")
     ap.add_argument("--dir", default=None)
     a = ap.parse_args()
     rng = random.Random(a.seed)
     d = a.dir or tempfile.mkdtemp(prefix="kw-fuzz-")
-    c = LocalCluster.plan(d, 3, 3, a.base_port, combined=a.combined)
+    c = LocalCluster.plan(d, 3, 3, a.base_port, combined=not a.separate)
     frames = closed_by_server = 0
     crashed: list[int] = []
     try:
