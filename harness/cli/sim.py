@@ -70,11 +70,11 @@ def build_options(flags: dict[str, Any], variant: tuple[str, ...]) -> Any:
         raise UsageError(str(e)) from None
 
 
-def _worker(opts: Any, seed: int, out: str) -> dict[str, Any]:
+def _worker(opts: Any, seed: int, out: str | None, report: bool = False) -> dict[str, Any]:
     from reference_impl.sim.runner import run_seed
 
     try:
-        return run_seed(opts, seed, out)
+        return run_seed(opts, seed, out, report=report)
     except Exception as e:  # a harness bug: report it for this seed, keep the others going
         import traceback
 
@@ -119,7 +119,7 @@ def make_pool(jobs: int) -> ProcessPoolExecutor:
 
 
 def run_seeds(opts: Any, seeds: list[int], out: str | None, jobs: int, progress: bool = False,
-              pool: ProcessPoolExecutor | None = None) -> list[dict[str, Any]]:
+              pool: ProcessPoolExecutor | None = None, report: bool = False) -> list[dict[str, Any]]:
     """Run every seed (in ``pool`` if given, so callers running many batches
     start the workers once); results in seed order."""
     results: dict[int, dict[str, Any]] = {}
@@ -128,13 +128,13 @@ def run_seeds(opts: Any, seeds: list[int], out: str | None, jobs: int, progress:
     try:
         if inprocess:
             for s in seeds:
-                results[s] = _worker(opts, s, out)
+                results[s] = _worker(opts, s, out, report)
                 if bar:
                     bar.advance(results[s])
         else:
             ex = pool if pool is not None else make_pool(jobs)
             try:
-                futs = {ex.submit(_worker, opts, s, out): s for s in seeds}
+                futs = {ex.submit(_worker, opts, s, out, report): s for s in seeds}
                 for f in as_completed(futs):
                     s = futs[f]
                     try:
@@ -211,9 +211,11 @@ def print_table(results: list[dict[str, Any]]) -> None:
 @click.option("--final-wait", type=float, help="Simulated seconds to recover before final reads (default 15).")
 @click.option("--variant", "variant", multiple=True, metavar="NAME=on|off", help="Protocol variant (repeatable).")
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True, help="Results directory.")
+@click.option("--report/--no-report", default=None,
+              help="Write the HTML report into each run directory (default: only for a single seed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object(s) on stdout.")
 def sim_cmd(seed: int | None, seeds: str | None, jobs: int, variant: tuple[str, ...], out: str, as_json: bool,
-            **flags: Any) -> int:
+            report: bool | None, **flags: Any) -> int:
     """Run the reference implementation in the deterministic simulator.
 
     \b
@@ -232,7 +234,9 @@ def sim_cmd(seed: int | None, seeds: str | None, jobs: int, variant: tuple[str, 
     except OSError as e:
         raise UsageError(f"--out {out}: {e.strerror}") from None
     progress = not as_json and len(seed_list) > 1 and sys.stderr.isatty()
-    results = run_seeds(opts, seed_list, out, jobs, progress=progress)
+    if report is None:
+        report = len(seed_list) == 1
+    results = run_seeds(opts, seed_list, out, jobs, progress=progress, report=report)
     dirs = [r["run_dir"] for r in results if r.get("run_dir")]
     if dirs:
         from pathlib import Path

@@ -230,20 +230,35 @@ class SimRun:
             "valid": valid,
             "seed": self.seed,
             "anomaly_types": sorted(anomaly_types),
-            "anomalies": {
-                "queue": queue["examples"],
-                "invariants": inv["violations"],
-            },
+            "anomalies": _anomaly_examples(durability, inv, queue),
             "durability": durability,
             "invariants": inv,
             "queue": {"counts": queue["counts"]},
             "stats": stats,
+            "checkers": {
+                "durability": {k: {f: v.get(f) for f in ("acked", "lost", "lost_rate")} for k, v in durability.items()},
+                "invariants": {"valid": inv["valid"], "counts": inv["counts"], "steps": inv["steps"]},
+                "queue": {"counts": queue["counts"]},
+            },
         }
         if sim.crashes:
             out["crash_tracebacks"] = [c.traceback for c in sim.crashes[:3]]
         if error:
             out["error"] = error
         return out
+
+
+def _anomaly_examples(durability: dict[str, Any], inv: dict[str, Any], queue: dict[str, Any]) -> dict[str, list[Any]]:
+    """results.json ``anomalies``: ``{type: [examples...]}`` over every checker."""
+    out: dict[str, list[Any]] = {}
+    lost = durability.get("acks=all", {}).get("lost_examples") or []
+    if durability.get("acks=all", {}).get("lost"):
+        out["lost-acked-write"] = list(lost[:8])
+    for v in inv["violations"]:
+        out.setdefault(v["kind"], []).append(v)
+    for k, ex in queue["examples"].items():
+        out.setdefault(k, []).extend(ex)
+    return out
 
 
 def history_digest(ops: list[Any]) -> str:
@@ -274,8 +289,9 @@ def _queue_anomalies(ops: list[Any]) -> dict[str, Any]:
     return {"counts": dict(sorted(counts.items())), "examples": examples}
 
 
-def run_seed(opts: SimOptions, seed: int, out: str | Path | None = None) -> dict[str, Any]:
-    """Run one seed; with ``out`` write the run directory and return its summary."""
+def run_seed(opts: SimOptions, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
+    """Run one seed; with ``out`` write the run directory (and, with
+    ``report``, the HTML report) and return the results."""
     run_dir = make_run_dir(out, opts.test_name, seed) if out is not None else None
     if run_dir is not None:
         test = {"kraftwerk": "sim", "seed": seed, "options": opts.to_json(),
@@ -286,4 +302,19 @@ def run_seed(opts: SimOptions, seed: int, out: str | Path | None = None) -> dict
     res = SimRun(opts, seed, run_dir).run()
     if run_dir is not None:
         res["run_dir"] = str(run_dir)
+        if report:
+            _render(run_dir)
     return res
+
+
+def _render(run_dir: Path) -> None:
+    """The same HTML report a real run gets (best effort: a report failure
+    never changes the verdict)."""
+    try:
+        from harness.report.render import render_report
+    except ImportError:
+        return
+    try:
+        render_report(run_dir)
+    except Exception:  # noqa: BLE001 - the run's verdict is already on disk
+        pass

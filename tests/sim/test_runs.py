@@ -79,6 +79,8 @@ def test_sim_command_writes_a_complete_run_directory(tmp_path: Path, capsys: pyt
     assert any(o.get("final") for o in ops)
     assert {o.get("acks") for o in ops if o["f"] == "send"} == {"all", "1"}
     assert sorted(p.name for p in (run / "nodes").iterdir()) == ["1", "101", "102", "103", "2", "3"]
+    assert (run / "index.html").exists(), "one seed: the HTML report is written"
+    assert set(results["anomalies"]) <= set(results["anomaly_types"])
 
 
 def test_many_seeds_run_in_parallel_jobs_and_summarize(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
