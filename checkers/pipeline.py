@@ -12,13 +12,16 @@ Two engines run the *same* per-key function (:func:`checkers.queue.keycheck.chec
             (anomaly examples, counts, graph edges, durability partials).
 
 The session is created once per process and reused (start-up is ~6 s); the
-JVM's own output goes to ``$TMPDIR/kraftwerk-spark-<pid>.log``.
+JVM's own output goes to ``$TMPDIR/kraftwerk-spark-<pid>.log``, removed at
+exit unless start-up failed (then the error message names it).
 Executors get the ``checkers`` package as a zip through ``addPyFile``, so a
 remote cluster needs nothing but Python and PySpark.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import io
 import marshal
 import os
@@ -47,15 +50,28 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 
 def _package_zip() -> str:
-    """Zip the ``checkers`` package once, for executors."""
+    """Zip the ``checkers`` package for executors; named by content so
+    every process of the same code shares one file."""
     root = Path(__file__).resolve().parent
-    out = Path(tempfile.gettempdir()) / f"kraftwerk-checkers-{os.getpid()}.zip"
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for p in root.rglob("*.py"):
-            z.write(p, Path("checkers") / p.relative_to(root))
-    out.write_bytes(buf.getvalue())
+        for p in sorted(root.rglob("*.py")):
+            info = zipfile.ZipInfo(str(Path("checkers") / p.relative_to(root)), date_time=(2020, 1, 1, 0, 0, 0))
+            z.writestr(info, p.read_bytes())
+    data = buf.getvalue()
+    out = Path(tempfile.gettempdir()) / f"kraftwerk-checkers-{hashlib.sha1(data).hexdigest()[:12]}.zip"
+    if not out.exists():
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, out)
     return str(out)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 class SparkUnavailable(RuntimeError):
@@ -117,6 +133,7 @@ def get_spark(master: str | None = None) -> Any:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+        atexit.register(_remove, log_path)  # kept only when start-up failed
         s.sparkContext.setLogLevel("ERROR")
         s.sparkContext.addPyFile(_package_zip())
         _sessions[master] = s
