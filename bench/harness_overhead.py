@@ -76,21 +76,26 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="kraftwerk-bench-"))
 
     res: dict[tuple[str, bool], list[float]] = {}
-    for _ in range(args.rounds):
-        for record in (True, False):
+    for r in range(args.rounds):
+        for record in ((True, False) if r % 2 == 0 else (False, True)):
             res.setdefault(("interpreter", record), []).append(interpreter_rate(args.seconds / 2, record, tmp))
 
-    mock = subprocess.Popen([sys.executable, "-m", "harness.db.mock_cluster", "--brokers", "3"],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        bootstrap = mock.stdout.readline().strip()  # type: ignore[union-attr]
-        for _ in range(args.rounds):
-            for record in (True, False):
+    for r in range(args.rounds):
+        for record in ((True, False) if r % 2 == 0 else (False, True)):
+            # a fresh mock cluster per run: consumers read from offset 0, so data
+            # left by earlier runs would make later runs slower
+            mock = subprocess.Popen([sys.executable, "-m", "harness.db.mock_cluster", "--brokers", "3"],
+                                    stdout=subprocess.PIPE, text=True, cwd=ROOT)
+            try:
+                bootstrap = mock.stdout.readline().strip()  # type: ignore[union-attr]
                 res.setdefault(("mock-cluster", record), []).append(mock_rate(args.seconds, record, tmp, bootstrap))
-    finally:
-        mock.terminate()
-        mock.wait()
+            finally:
+                mock.terminate()
+                mock.wait()
+                mock.stdout.close()  # type: ignore[union-attr]
 
+    for (name, record), vals in sorted(res.items()):
+        print(f"# {name:<13} history {'on ' if record else 'off'}: " + " ".join(f"{v:.0f}" for v in vals))
     print(f"{'setup':<14}{'history on ops/s':>18}{'history off ops/s':>19}{'overhead':>10}   (median of {args.rounds})")
     for name in ("interpreter", "mock-cluster"):
         on = statistics.median(res[(name, True)])
