@@ -33,6 +33,12 @@ Definitions follow Jepsen's ``jepsen.tests.kafka`` (facts, re-implemented):
 * **int-send-skip / int-nonmonotonic-send**: consecutive sends to a key within
   one operation skip over, or go back before, other values.
 
+Positions: a polled record, or an acknowledged send, sits at the dense index
+of its own offset (its value's index when the offset is unknown). Values are
+unique, so this is Jepsen's order, except that a record duplicated at two
+offsets is reported once, as ``duplicate``, instead of also making every poll
+that returned both copies look like an internal skip and rewind.
+
 Graph edges for the cycle search (:mod:`.graph`):
 ``ww`` writer of index i -> writer of index i+1; ``wr`` writer of the highest
 value an op read -> that op; ``rw`` that reader -> writer of the next index.
@@ -180,8 +186,17 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
 
     # --- G1a, int-poll, poll-skip -----------------------------------------
     bv = by_value.get
-    last_read: dict[Any, tuple[int, Any]] = {}   # process -> (op, last value read)
-    last_send: dict[Any, tuple[int, Any]] = {}
+    oi = {off: i for i, off in enumerate(offsets)}.get
+
+    def positions(pairs: list) -> list:
+        """Dense index of each record: its own offset's, else its value's."""
+        ix = [oi(o) for o, _v in pairs]
+        if None in ix:
+            ix = [x if x is not None else bv(v) for x, (_o, v) in zip(ix, pairs)]
+        return ix
+
+    last_read: dict[Any, tuple[int, Any, Any]] = {}   # process -> (op, last value, its index)
+    last_send: dict[Any, tuple[int, Any, Any]] = {}
     edges_wr: list[int] = []
     edges_rw: list[int] = []
     for ev in events:
@@ -193,7 +208,7 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
             continue
         if kind == "r":
             vals = [v for _o, v in pairs]
-            ix = [bv(v) for v in vals]
+            ix = positions(pairs)
             n = len(ix)
             # the common case: a run of consecutive indices, nothing to report
             straight = n > 0 and None not in ix and ix == list(range(ix[0], ix[0] + n))
@@ -218,7 +233,7 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
             lr = None if is_final else last_read.get(proc)
             if lr is not None and vals:
                 v0, v1 = lr[1], vals[0]
-                i, i2 = by_value.get(v0), by_value.get(v1)
+                i, i2 = lr[2], ix[0]
                 delta = (i2 - i) if (i is not None and i2 is not None) else 1
                 if delta > 1:
                     found.add("poll-skip", {"key": key, "values": [v0, v1], "delta": delta,
@@ -228,7 +243,7 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
                                                     "ops": [lr[0], idx]})
             if typ == "ok":
                 if not is_final:
-                    last_read[proc] = (idx, vals[-1] if vals else None)
+                    last_read[proc] = (idx, vals[-1], ix[-1]) if vals else (idx, None, None)
                 # wr / rw edges from this read's highest value
                 if straight:
                     hi = ix[-1]
@@ -248,10 +263,11 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
             if typ == "invoke":
                 continue
             vals = [v for _o, v in pairs]
+            ix = positions(pairs)
             prev_i = None
             prev_v = None
             for j, v in enumerate(vals if len(vals) > 1 else ()):
-                i2 = by_value.get(v)
+                i2 = ix[j]
                 if j > 0:
                     delta = (i2 - prev_i) if (i2 is not None and prev_i is not None) else 1
                     if delta > 1:
@@ -264,11 +280,11 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
             if typ in ("ok", "info") and vals:
                 ls = last_send.get(proc)
                 if ls is not None:
-                    i, i2 = by_value.get(ls[1]), by_value.get(vals[0])
+                    i, i2 = ls[2], ix[0]
                     if i is not None and i2 is not None and i2 - i < 1:
                         found.add("nonmonotonic-send", {"key": key, "values": [ls[1], vals[0]],
                                                         "delta": i2 - i, "ops": [ls[0], idx]})
-                last_send[proc] = (idx, vals[-1])
+                last_send[proc] = (idx, vals[-1], ix[-1])
 
     # --- unseen -----------------------------------------------------------
     unseen_vals = [(writer[v], v) for v, t in writer_type.items() if t == "ok" and v not in read_ok]

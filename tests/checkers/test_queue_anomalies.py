@@ -412,3 +412,16 @@ def test_histories_of_a_correct_log_have_no_anomalies(seed, partitions, processe
     assert r["anomaly_types"] == [] and r["valid"] is True
     assert r["checkers"]["queue"]["graph"]["cyclic_nodes"] == 0
     assert r["durability"]["acks=all"]["lost"] == 0
+
+
+def test_duplicated_record_read_in_one_poll_is_only_a_duplicate() -> None:
+    """A retried send without idempotence can append one record twice
+    (found by the simulator with kip101 off); the poll that returns both
+    copies continues offset by offset, so it is not also an internal skip or
+    rewind."""
+    b = HistoryBuilder()
+    b.send(0, K, 1, 0)
+    b.send(0, K, 2, 1)
+    b.poll(1, {K: [(0, 1), (1, 2), (2, 2)]})
+    b.poll(1, {K: []})
+    assert found(b) == {"duplicate"}
