@@ -97,8 +97,8 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
             counts[t] = counts.get(t, 0) + c
             examples[t] = cyc["anomalies"][t]
         cycle_stats = cyc["stats"]
-    except BudgetExceeded:
-        cycles_state = "budget-exceeded"
+    except BudgetExceeded as e:
+        cycles_state = f"budget-exceeded: {e}" if str(e) else "budget-exceeded"
     allowed = allowed_anomalies(opts)
     types = sorted(counts)
     bad = [t for t in types if t not in allowed]

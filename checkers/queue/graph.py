@@ -85,6 +85,7 @@ def find_cycles(
     *,
     rw: bool = False,
     deadline: float | None = None,
+    max_cyclic_nodes: int = 1_000_000,
 ) -> dict[str, Any]:
     """Search the dependency graph. ``key_edges`` is ``[(key, {"ww": [a, b, a,
     b, ...], "wr": [...], "rw": [...]})]`` with op indices. Returns
@@ -184,6 +185,10 @@ def find_cycles(
     if not remaining:
         stats["seconds"] = round(_time.monotonic() - t0, 3)
         return out
+    if len(remaining) > max_cyclic_nodes:
+        # networkx needs ~1 KB per node and edge: past this, answer unknown
+        # rather than exhaust the machine's memory
+        raise BudgetExceeded(f"{len(remaining)} nodes on cycles (limit {max_cyclic_nodes})")
 
     # --- networkx on the remainder ------------------------------------------
     g = nx.DiGraph()

@@ -425,3 +425,16 @@ def test_duplicated_record_read_in_one_poll_is_only_a_duplicate() -> None:
     b.poll(1, {K: [(0, 1), (1, 2), (2, 2)]})
     b.poll(1, {K: []})
     assert found(b) == {"duplicate"}
+
+
+def test_cycle_search_refuses_a_remainder_too_big_for_memory() -> None:
+    from checkers.pipeline import run_keys
+    from checkers.queue.checker import merge_key_results
+    from checkers.queue.graph import BudgetExceeded, find_cycles
+    from checkers.queue.project import project
+
+    proj = project(g0(True).ops)
+    merged = merge_key_results(run_keys(proj.keys))
+    assert find_cycles(proj.ops, merged["edges"], merged["committed_info"])["counts"] == {"G0": 1}
+    with pytest.raises(BudgetExceeded, match="nodes on cycles"):
+        find_cycles(proj.ops, merged["edges"], merged["committed_info"], max_cyclic_nodes=1)
