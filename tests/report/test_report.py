@@ -98,3 +98,26 @@ def test_report_renders_in_headless_chromium(tmp_path):
     r = subprocess.run(base + ["--window-size=1200,1600", f"--screenshot={shot}", index.as_uri()],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and shot.read_bytes()[:8] == PNG
+
+
+def test_kraftwerk_report_regenerates_a_simulator_run(tmp_path):
+    """The simulator writes the same run directory; the report works on it."""
+    import os
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    cli = [sys.executable, "-c", "from harness.cli import main; main()"]
+    env = {**os.environ, "KRAFTWERK_DEBUG": ""}
+    sim = subprocess.run(cli + ["sim", "--seed", "2", "--time-limit", "5", "--nemesis", "partition",
+                                "--out", str(tmp_path / "res"), "--json"],
+                         capture_output=True, text=True, timeout=300, cwd=root, env=env)
+    assert sim.returncode in (0, 1), sim.stderr[-500:]
+    run_dir = (tmp_path / "res" / "latest").resolve()
+    (run_dir / "index.html").unlink(missing_ok=True)
+    r = subprocess.run(cli + ["report", str(run_dir)], capture_output=True, text=True, timeout=120, cwd=root, env=env)
+    assert r.returncode == 0, r.stderr
+    html = (run_dir / "index.html").read_text()
+    verdict = json.loads((run_dir / "results.json").read_text())["valid"]
+    assert {True: ">VALID<", False: ">INVALID<"}.get(verdict, ">UNKNOWN<") in html
+    assert "partition" in html  # the sim's nemesis ops appear on the timeline
+    assert (run_dir / "latency-raw.png").read_bytes()[:8] == PNG
