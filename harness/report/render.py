@@ -78,7 +78,9 @@ def _logs(run_dir: Path) -> list[str]:
     nodes = run_dir / "nodes"
     if not nodes.is_dir():
         return []
-    return sorted(str(p.relative_to(run_dir)) for p in nodes.rglob("*") if p.is_file())
+    # node logs and traces, not the data files (Kafka segments are *.log too)
+    found = [p for p in nodes.glob("*") if p.is_file()] + [p for p in nodes.glob("*/*") if p.is_file()]
+    return sorted(str(p.relative_to(run_dir)) for p in found if p.suffix in (".log", ".jsonl", ".json"))
 
 
 def render_report(run_dir: str | Path) -> Path:

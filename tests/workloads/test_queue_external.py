@@ -58,3 +58,16 @@ def test_send_outcomes_follow_librdkafka_semantics():
     assert classify_send(KafkaError(KafkaError.REQUEST_TIMED_OUT), "all") == "info"
     assert classify_send(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND), "all") == "info"
     assert classify_send(KafkaError(KafkaError._MSG_TIMED_OUT), "1") == "info"
+
+
+def test_config_file_and_test_count_give_one_run_per_seed(mock_bootstrap, tmp_path):
+    cfg = tmp_path / "campaign.yaml"
+    cfg.write_text(f"db: external\nbootstrap: {mock_bootstrap}\ntime-limit: 1\nrate: 30\nname: twice\n")
+    out = tmp_path / "results"
+    r = kraftwerk("run", "--config", str(cfg), "--test-count", "2", "--seed", "100", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert [Path(x["run_dir"]).name.split("-")[-1] for x in res] == ["100", "101"]
+    for x in res:
+        assert json.loads((Path(x["run_dir"]) / "test.json").read_text())["time_limit"] == 1
+        assert (Path(x["run_dir"]) / "index.html").exists()
