@@ -53,6 +53,7 @@ class TestConfig(BaseModel):
     controllers: int = Field(3, ge=1, le=9)
     combined: bool = False
     topics: int = Field(1, ge=1, le=50)
+    topic_prefix: str = Field("t", pattern=r"^[A-Za-z0-9._-]{1,100}$")
     partitions: int = Field(2, ge=1, le=64)
     rf: int = Field(3, ge=1)
     min_isr: int = Field(2, ge=1)
@@ -160,10 +161,10 @@ class TestConfig(BaseModel):
     # ----------------------------------------------------------------- helpers
     def keys(self) -> list[str]:
         """Queue keys: every topic-partition, spelt ``<topic>-<partition>``."""
-        return [f"t{t}-{p}" for t in range(self.topics) for p in range(self.partitions)]
+        return [f"{self.topic_prefix}{t}-{p}" for t in range(self.topics) for p in range(self.partitions)]
 
     def topic_names(self) -> list[str]:
-        return [f"t{t}" for t in range(self.topics)]
+        return [f"{self.topic_prefix}{t}" for t in range(self.topics)]
 
     def layout(self) -> list[tuple[str, int, list[str]]]:
         """(name, node id, roles) per node process. Dedicated controllers by

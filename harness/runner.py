@@ -80,6 +80,10 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
     out = Path(cfg.out)
     run_dir = store.new_run_dir(out, cfg.name, cfg.seed)
     run_id = f"{cfg.name}-{run_dir.name}"
+    if cfg.db == "external" and cfg.topic_prefix == "t":
+        # an external cluster outlives the run: fresh topics keep earlier runs'
+        # records (same values!) out of this history
+        cfg = cfg.model_copy(update={"topic_prefix": f"kraftwerk.{cfg.name}.{run_dir.name}.t"})
     state = RunState.create(out, run_id, run_dir)
     store.write_json(run_dir / store.TEST, {"name": cfg.name, "run_id": run_id, "runtime": "local", "workload": "queue",
                                                 "sub_via": ["assign"], "txn": False, **cfg.model_dump()})

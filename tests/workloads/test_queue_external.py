@@ -37,7 +37,9 @@ def test_short_external_run_writes_history_results_and_report(mock_bootstrap, tm
     assert len(sends) > 20
     assert {o.extra["acks"] for o in sends} == {"all", "1"}  # mixed: both process groups
     finals = [o for o in ops if o.extra.get("final") and o.f == "poll" and o.type == "ok"]
-    assert sorted(next(iter(o.value[0][1])) for o in finals) == ["t0-0", "t0-1"]
+    prefix = test["topic_prefix"]
+    assert prefix.startswith("kraftwerk.queue.") and prefix.endswith("-42.t")  # fresh topics per run
+    assert sorted(next(iter(o.value[0][1])) for o in finals) == [f"{prefix}0-0", f"{prefix}0-1"]
     assert all(o.extra["caught_up"] for o in finals)
     results = json.loads((run_dir / "results.json").read_text())
     assert results["valid"] is True
