@@ -246,13 +246,45 @@ def test_a_last_known_elr_member_fenced_again_stops_a_balanced_recovery():
     assert c.part().leader == NO_LEADER
 
 
-def test_a_replica_unfenced_during_the_recovery_is_asked_too():
+def test_a_replica_fenced_during_the_recovery_leaves_the_wait():
     c = fenced_elr_only(recovery_config("Aggressive"))
     c.keep_alive(SESSION + 2000, alive=(1,))  # 2 is fenced: it leaves the wait
     answer(c, 1, last_epoch=0, leo=5)
     p = c.part()
     # only 1 was left to answer: elected at once
     assert p.leader == 1
+
+
+def test_a_replica_unfenced_during_the_recovery_is_asked_too():
+    c = three_brokers(config=recovery_config("Aggressive"), topic_configs=(("min.insync.replicas", "2"),))
+    c.alter(0, [0])
+    c.register(1, previous=-1)
+    c.register(2, previous=-1)
+    c.heartbeat(1)  # 2 stays fenced after its unclean restart
+    c.keep_alive(SESSION + 2000, alive=(1,))
+    assert {b for b, _ in asked(c)} == {1}
+    c.heartbeat(2)
+    assert {b for b, _ in asked(c)} == {1, 2}
+    answer(c, 1, last_epoch=0, leo=5)
+    assert c.part().leader == NO_LEADER
+    answer(c, 2, last_epoch=0, leo=9)
+    assert c.part().leader == 2
+
+
+def test_last_known_elr_is_cleared_once_the_isr_reaches_min_isr():
+    """Seed 002, "LastKnownELR will be cleaned when ISR reaches the min ISR";
+    the recovered leader itself leaves it at once (it is in the ISR)."""
+    c = no_elr_at_all(recovery_config("Balanced"))
+    c.heartbeat(0)
+    for b, leo in ((0, 3), (1, 9), (2, 5)):
+        answer(c, b, last_epoch=1, leo=leo)
+    p = c.part()
+    assert p.leader == 1 and p.last_known_elr == (0, 2)
+    assert c.alter(1, [1], state=0).results[0].error == Errors.NONE  # RECOVERED, still alone
+    assert c.part().last_known_elr == (0, 2)
+    assert c.alter(1, [1, 2]).results[0].error == Errors.NONE  # ISR reaches min ISR 2
+    p = c.part()
+    assert p.isr == (1, 2) and p.elr == () and p.last_known_elr == ()
 
 
 def test_answers_from_a_rebooted_broker_or_an_old_round_are_refused():
