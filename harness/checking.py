@@ -81,10 +81,47 @@ def check_run(run_dir: Path, engine: str = "python", test: dict[str, Any] | None
     result.setdefault("durability", {})
     result.setdefault("checkers", {})
     result["stats"] = {**stats, **(result.get("stats") or {})}
+    fr = final_read_coverage(ops, (test or {}).get("keys"))
+    if fr is not None:
+        result["checkers"]["final-reads"] = fr
+        if fr["valid"] != True and result.get("valid") is True:  # noqa: E712
+            # nothing lost among what could be read, but some keys could not
+            # be read at all: their acknowledged writes are unverified
+            result["valid"] = "unknown"
     if warnings:
         result.setdefault("warnings", []).extend(warnings)
     store.write_json(run_dir / store.RESULTS, result)
     return result
+
+
+def final_read_coverage(ops: list[Op], keys: list[str] | None = None) -> dict[str, Any] | None:
+    """Did every key get a complete final read (an ``ok`` poll with
+    ``final: true``)? A key without one is *unverified*: the durability
+    checker cannot tell lost from unreadable there. None if the history has
+    no final reads at all (e.g. a partial history)."""
+    invoked: set[str] = set()
+    complete: set[str] = set()
+    for op in ops:
+        if op.f != "poll" or not op.extra.get("final"):
+            continue
+        key = op.extra.get("key")
+        if key is None:
+            continue
+        if op.type == "invoke":
+            invoked.add(str(key))
+        elif op.type == "ok":
+            complete.add(str(key))
+    if not invoked:
+        return None
+    wanted = set(keys) if keys else invoked
+    missing = sorted(wanted - complete)
+    return {
+        "valid": True if not missing else "unknown",
+        "keys": len(wanted),
+        "complete": len(wanted & complete),
+        "incomplete_keys": missing,
+        "rule": "every key needs a complete final read before its acknowledged writes count as verified",
+    }
 
 
 def _unknown(reason: str) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         cfg = cfg.model_copy(update={"topic_prefix": f"kraftwerk.{cfg.name}.{run_dir.name}.t"})
     state = RunState.create(out, run_id, run_dir)
     store.write_json(run_dir / store.TEST, {"name": cfg.name, "run_id": run_id, "runtime": "local", "workload": "queue",
-                                                "sub_via": ["assign"], "txn": False, **cfg.model_dump()})
+                                                "sub_via": ["assign"], "txn": False, "keys": cfg.keys(), **cfg.model_dump()})
     store.point_latest(out, run_dir)
     rng = random.Random(cfg.seed)
     db = make_db(cfg, run_dir, state)

@@ -1,0 +1,58 @@
+"""results.json assembly: a key whose final read never completed leaves its
+acknowledged writes unverified, so a run that found nothing wrong is
+"unknown", not valid; anomalies still make it invalid."""
+
+import json
+
+from checkers.history.jsonl import write_jsonl
+from checkers.history.op import Op
+from harness.checking import check_run, final_read_coverage
+
+
+def history(final_types):
+    ops = []
+
+    def add(**kw):
+        ops.append(Op(index=len(ops), time=len(ops) * 1000, **kw))
+
+    for k, key in enumerate(["t0-0", "t0-1"]):
+        add(type="invoke", f="send", value=[["send", key, k]], process=0, extra={"acks": "all"})
+        add(type="ok", f="send", value=[["send", key, [0, k]]], process=0, extra={"acks": "all"})
+    # an ordinary poll saw both values, so nothing is "unseen"
+    add(type="invoke", f="poll", value=[["poll"]], process=3)
+    add(type="ok", f="poll", value=[["poll", {"t0-0": [[0, 0]], "t0-1": [[0, 1]]}]], process=3)
+    add(type="invoke", f="assign", value=[], process=1, extra={"final": True})
+    add(type="ok", f="assign", value=[], process=1, extra={"final": True})
+    add(type="invoke", f="assign", value=[], process=2, extra={"final": True})
+    add(type="ok", f="assign", value=[], process=2, extra={"final": True})
+    for p, (key, typ) in enumerate(zip(["t0-0", "t0-1"], final_types)):
+        add(type="invoke", f="poll", value=[["poll"]], process=p + 1, extra={"final": True, "key": key, "upto": 0})
+        add(type=typ, f="poll", value=[["poll", {key: [[0, p]] if typ == "ok" else []}]], process=p + 1,
+            extra={"final": True, "key": key, "upto": 0})
+    return ops
+
+
+def run_dir(tmp_path, final_types):
+    d = tmp_path / "run"
+    d.mkdir()
+    write_jsonl(d / "history.jsonl", history(final_types))
+    (d / "test.json").write_text(json.dumps({"keys": ["t0-0", "t0-1"], "sub_via": ["assign"]}))
+    return d
+
+
+def test_all_keys_read_to_the_end_keeps_the_verdict(tmp_path):
+    res = check_run(run_dir(tmp_path, ["ok", "ok"]))
+    assert res["valid"] is True
+    assert res["checkers"]["final-reads"]["incomplete_keys"] == []
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["valid"] is True
+
+
+def test_unreadable_key_makes_a_clean_run_unknown(tmp_path):
+    res = check_run(run_dir(tmp_path, ["ok", "info"]))
+    assert res["valid"] == "unknown"
+    assert res["checkers"]["final-reads"]["incomplete_keys"] == ["t0-1"]
+
+
+def test_partial_history_without_final_reads_has_no_coverage_verdict():
+    ops = [o for o in history(["ok", "ok"]) if not o.extra.get("final")]
+    assert final_read_coverage(ops) is None
