@@ -504,7 +504,10 @@ class ControllerRole:
             leader = self._recovery_choice(rec, p, now)
             if leader is not None:
                 del self._recoveries[tp]
-                change = self._builder(tp, f"unclean recovery ({rec.strategy})").set_recovery_leader(leader).build()
+                # the answers go into the record's reason: the metadata log shows why this leader
+                heard = " ".join(f"{r}:{e}/{leo}" for r, (e, leo) in sorted(rec.answers.items()))
+                reason = f"unclean recovery ({rec.strategy}; epoch/leo {heard})"
+                change = self._builder(tp, reason).set_recovery_leader(leader).build()
                 if change is not None:
                     self._write(change.record)
                 continue
