@@ -195,9 +195,10 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     cache: set = set()
     add = cache.add
     memo_n = 0
-    stack: list[tuple[int, int, int, int, int]] = []
-    push = stack.append
-    pop = stack.pop
+    # The backtracking stack is a linked list of immutable frames
+    # (entry, state, k, rel, cb, below): pushing and popping are O(1), and so
+    # is keeping a snapshot of the whole path for the failure report.
+    top: Any = None
 
     res = SearchResult(valid=None)
     s = 0
@@ -208,7 +209,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     steps = 0      # lifts + backtracks; lifts == len(cache)
     budget = slice_steps
     best_rank = -1
-    best_stack: list = []
+    best_top: Any = None
     blocked_e = -1
 
     while True:
@@ -253,7 +254,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 key = (ns, nk, nrel, ncb)
                 if key not in cache:
                     add(key)
-                    push((e, s, k, rel, cb))
+                    top = (e, s, k, rel, cb, top)
                     s = ns
                     k = nk
                     rel = nrel
@@ -281,11 +282,11 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
             if rk > best_rank:
                 best_rank = rk
                 blocked_e = e
-                best_stack = stack[:]
-            if not stack:
+                best_top = top
+            if top is None:
                 break
             while True:
-                e, s, k, rel, cb = pop()
+                e, s, k, rel, cb, top = top
                 m = match[e]
                 a = prv[m]
                 b = nxt[m]
@@ -299,7 +300,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 steps += 1
                 # A read-only op lifted as soon as it applied: its failure
                 # is the failure of the configuration it was lifted from.
-                if not ro[e] or not stack:
+                if not ro[e] or top is None:
                     break
             if ro[e]:
                 break  # ...and that was the initial configuration
@@ -311,17 +312,27 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
         else:
             # A crashed op's return (or the tail): every completed op is in.
             res.valid = True
-            res.longest = [p.opno[x[0]] for x in stack]
-            res.max_depth = len(stack)
+            res.longest = _path(p, top)
+            res.max_depth = len(res.longest)
             res.final_state = states[s]
             break
     if res.valid is None:
         res.valid = False
         res.blocked = p.opno[blocked_e] if blocked_e >= 0 else None
-        res.longest = [p.opno[x[0]] for x in best_stack]
-        res.max_depth = len(best_stack)
+        res.longest = _path(p, best_top)
+        res.max_depth = len(res.longest)
     _progress(res, steps, len(cache), states, memo_n, rel, cb)
     return res
+
+
+def _path(p: Problem, top: Any) -> list[int]:
+    """Op numbers on a stack path, bottom (first linearized) first."""
+    out = []
+    while top is not None:
+        out.append(p.opno[top[0]])
+        top = top[5]
+    out.reverse()
+    return out
 
 
 def _progress(res: SearchResult, steps: int, cached: int,
