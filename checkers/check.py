@@ -79,12 +79,7 @@ def check_history(
     if engine not in ("inline", "spark"):
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
     if queue_options is None and test:
-        from checkers.queue.checker import QueueOptions
-
-        nested = test.get("options") if isinstance(test.get("options"), dict) else {}
-        sv = test.get("sub_via") or nested.get("sub_via") or ("assign",)
-        queue_options = QueueOptions(sub_via=tuple([sv] if isinstance(sv, str) else sv),
-                                     txn=bool(test.get("txn", nested.get("txn", False))))
+        queue_options = queue_options_from_test(test)
     budget = DEFAULT_TIME_BUDGET if time_budget is None else float(time_budget)
     t0 = _time.monotonic()
     deadline = t0 + budget
@@ -104,6 +99,17 @@ def check_history(
                     "model": model, "engine": engine if model in QUEUE_MODELS else "inline",
                     "check_seconds": round(_time.monotonic() - t0, 3), "time_budget_s": budget}
     return res
+
+
+def queue_options_from_test(test: dict[str, Any]) -> Any:
+    """Queue checker options from a run's test.json (``sub_via``, ``txn``,
+    at top level or under ``options``)."""
+    from checkers.queue.checker import QueueOptions
+
+    nested = test.get("options") if isinstance(test.get("options"), dict) else {}
+    sv = test.get("sub_via") or nested.get("sub_via") or ("assign",)
+    return QueueOptions(sub_via=tuple([sv] if isinstance(sv, str) else sv),
+                        txn=bool(test.get("txn", nested.get("txn", False))))
 
 
 def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline: float,

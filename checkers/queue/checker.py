@@ -23,6 +23,9 @@ from .graph import BudgetExceeded, find_cycles
 from .keycheck import EXAMPLES
 from .project import Projection
 
+from .graph import CLASSES, RW_CLASSES
+from .keycheck import ANOMALY_TYPES
+
 G0_FAMILY = ("G0", "G0-process", "G0-realtime")
 G1C_FAMILY = ("G1c", "G1c-process", "G1c-realtime")
 
@@ -39,6 +42,11 @@ class QueueOptions:
     allowed: frozenset[str] | None = None
     also_allowed: frozenset[str] = field(default_factory=frozenset)
     rw: bool = False
+
+
+#: every type the queue checkers can report
+KNOWN_ANOMALIES = frozenset(ANOMALY_TYPES) | {c[0] for c in CLASSES + RW_CLASSES} | {
+    "G2-item", "G2-item-process", "G2-item-realtime", "lost-acked-write"}
 
 
 def allowed_anomalies(opts: QueueOptions) -> frozenset[str]:

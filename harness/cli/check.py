@@ -121,9 +121,17 @@ def _summary(res: dict[str, Any], where: str) -> None:
               help="Spark master (default: an embedded local[*] session).")
 @click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Give up with 'unknown' after this long (default 300).")
+@click.option("--sub-via", type=click.Choice(("assign", "subscribe")), multiple=True,
+              help="How consumers got partitions (queue; default from test.json, else assign). "
+                   "subscribe allows poll-skip and nonmonotonic-poll, as in Jepsen.")
+@click.option("--txn", is_flag=True, default=None,
+              help="Operations were Kafka transactions (queue): G0/G1c cycles are allowed.")
+@click.option("--allow", "also_allowed", multiple=True, metavar="TYPE",
+              help="Also allow this queue anomaly type (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object on stdout.")
 def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
-              time_budget: float | None, as_json: bool) -> int:
+              time_budget: float | None, sub_via: tuple[str, ...], txn: bool | None,
+              also_allowed: tuple[str, ...], as_json: bool) -> int:
     """Check a history: a run directory, a .jsonl or an .edn file."""
     from checkers.check import check_history
 
@@ -143,9 +151,21 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
             raise UsageError(f"{run_dir / 'test.json'}: not valid JSON ({e})") from None
         if not isinstance(test, dict):
             test = None
+    queue_options = None
+    if sub_via or txn or also_allowed:
+        from checkers.check import queue_options_from_test
+        from checkers.queue.checker import KNOWN_ANOMALIES
+
+        unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
+        if unknown:
+            raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
+                             f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
+        base = queue_options_from_test(test or {})
+        queue_options = type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
+                                   also_allowed=frozenset(also_allowed))
     try:
         res = check_history(ops, model=model, engine=engine, spark_master=spark_master,
-                            time_budget=time_budget, test=test)
+                            time_budget=time_budget, test=test, queue_options=queue_options)
     except HistoryError as e:
         raise UsageError(f"bad history for model {model}: {e}") from None
     except ValueError as e:

@@ -163,3 +163,19 @@ def test_unusable_spark_master_is_one_line_harness_error(files) -> None:
     assert p.returncode == 4
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and "cannot start Spark" in err[0] and "Master must" in err[0]
+
+
+def test_cli_flags_configure_allowed_anomalies(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    for i, v in enumerate((1, 2, 3)):
+        b.send(0, "t-0", v, i)
+    b.poll(1, {"t-0": [(0, 1)]})
+    b.poll(1, {"t-0": [(2, 3)]})
+    b.poll(2, {"t-0": [(0, 1), (1, 2), (2, 3)]})
+    write_jsonl(tmp_path / "h.jsonl", b.ops)
+    h = str(tmp_path / "h.jsonl")
+    assert run("check", h).returncode == 1
+    assert run("check", h, "--sub-via", "subscribe").returncode == 0
+    assert run("check", h, "--allow", "poll-skip").returncode == 0
+    p = run("check", h, "--allow", "poll-skipped")
+    assert p.returncode == 2 and "not a queue anomaly type" in p.stderr
