@@ -132,7 +132,12 @@ def _summary(res: dict[str, Any], where: str) -> None:
 def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
               time_budget: float | None, sub_via: tuple[str, ...], txn: bool | None,
               also_allowed: tuple[str, ...], as_json: bool) -> int:
-    """Check a history: a run directory, a .jsonl or an .edn file."""
+    """Check a history: a run directory, a .jsonl or an .edn file.
+
+    \b
+    A run directory's results.json is (re)written.
+    Exit codes: 0 valid, 1 anomalies, 2 bad input, 3 unknown (budget), 4 harness error.
+    """
     from checkers.check import check_history
 
     warnings: list[str] = []
