@@ -75,16 +75,16 @@ def bench_corpus(corpus: Path, show_all: bool, top: int, repeat: int) -> bool:
         steps = r["stats"]["steps"]
         rows.append((best, "/".join(path.parts[-3:]), len(ops), steps, r["valid"], good))
     print(f"Knossos corpus: {len(files)} files under {corpus}")
-    print(f"{'check s':>9} {'ops':>6} {'steps':>8}  valid   file")
+    print(f"{'check s':>9} {'entries':>7} {'steps':>8}  valid   file")
     listing = rows if show_all else sorted(rows, reverse=True)[:top]
     for best, name, n, steps, valid, good in listing:
         mark = "" if good else "   <-- WRONG VERDICT"
-        print(f"{best:9.4f} {n:6d} {steps:8d}  {str(valid):6}  {name}{mark}")
+        print(f"{best:9.4f} {n:7d} {steps:8d}  {str(valid):6}  {name}{mark}")
     times = [r[0] for r in rows]
     slowest = max(rows)
     print(f"total check time {sum(times):.3f} s, median {statistics.median(times) * 1000:.2f} ms, "
           f"EDN parse total {parse_total:.3f} s")
-    print(f"slowest file: {slowest[1]} {slowest[0]:.4f} s ({slowest[2]} ops)")
+    print(f"slowest file: {slowest[1]} {slowest[0]:.4f} s ({slowest[2]} entries)")
     print(f"files over 1 s: {sum(t > 1.0 for t in times)}; "
           f"verdicts {'all correct' if ok else 'WRONG'}")
     return ok
