@@ -26,6 +26,10 @@ class Progress:
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
 
+    def restart_clock(self) -> None:
+        """Elapsed time counts from the first operation, like --time-limit."""
+        self._t0 = time.monotonic()
+
     def render(self) -> Table:
         c = self.rec.counts
         t = Table.grid(padding=(0, 2))

@@ -111,6 +111,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
             )
 
         prog.phase = "running"
+        prog.restart_clock()
         interp = Interpreter(
             build_generator(cfg, nem),
             rec,
