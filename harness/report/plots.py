@@ -40,6 +40,9 @@ def fault_intervals(ops: list[Op]) -> list[Interval]:
         t = op.time / 1e9
         if op.f.startswith("start-"):
             fault = op.f[len("start-"):]
+            prev = open_.get(fault)
+            if prev is not None:  # a fault restarted with new targets: one interval each
+                prev.stop = t
             iv = Interval(fault, t, None, op.value)
             open_[fault] = iv
             out.append(iv)

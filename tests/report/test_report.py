@@ -121,3 +121,13 @@ def test_kraftwerk_report_regenerates_a_simulator_run(tmp_path):
     assert {True: ">VALID<", False: ">INVALID<"}.get(verdict, ">UNKNOWN<") in html
     assert "partition" in html  # the sim's nemesis ops appear on the timeline
     assert (run_dir / "latency-raw.png").read_bytes()[:8] == PNG
+
+
+def test_a_restarted_fault_closes_its_previous_interval():
+    ops = []
+    for i, (f, v) in enumerate([("start-partition", {"cut": 1}), ("start-partition", {"cut": 2}),
+                                ("stop-partition", None)]):
+        for j in range(2):  # invocation and completion
+            ops.append(Op(type="info", f=f, value=v, process="nemesis", time=(2 * i + j) * 10**9, index=2 * i + j))
+    ivs = fault_intervals(ops)
+    assert [(iv.start, iv.stop, iv.value) for iv in ivs] == [(1.0, 3.0, {"cut": 1}), (3.0, 5.0, {"cut": 2})]
