@@ -61,6 +61,7 @@ class TestConfig(BaseModel):
     variants: dict[str, bool] = Field(default_factory=dict)
     nemesis: list[str] = Field(default_factory=list)
     nemesis_interval: float = Field(5.0, gt=0)
+    nemesis_mode: Literal["sequential", "overlap"] = "sequential"
     scenario: str | None = None
     time_limit: float = 30.0
     rate: float = Field(50.0, gt=0)

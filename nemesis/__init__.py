@@ -61,6 +61,45 @@ class Schedule(g.Gen):
         )
 
 
+@dataclass(frozen=True)
+class TimedCycle(g.Gen):
+    """start/stop cycles of one fault group on a timetable fixed by the seed:
+    the k-th gap is ``interval * (0.5 + u_k)`` with u_k from Random(seed, k),
+    so asking again never moves the next op (generators stay pure). Several
+    run side by side under ``any_`` and their faults overlap, as with
+    Jepsen's composed nemesis packages."""
+
+    faults: tuple[str, ...]
+    interval_ns: int
+    seed: int
+    k: int = 0
+    at: int = 0
+    current: str | None = None
+
+    def op(self, ctx: g.Context):
+        rng = random.Random(self.seed * 1_000_003 + self.k)
+        at = self.at + int(self.interval_ns * (0.5 + rng.random()))
+        if self.current is None:
+            fault = rng.choice(self.faults)
+            op = {"f": f"start-{FAULTS[fault].op_name}", "value": {"fault": fault}}
+        else:
+            fault = None
+            op = {"f": f"stop-{FAULTS[self.current].op_name}", "value": {"fault": self.current}}
+        if not ctx.free_threads():
+            return g.PENDING, self
+        op.update(process="nemesis", time=max(at, ctx.time))
+        return op, replace(self, k=self.k + 1, at=op["time"], current=fault)
+
+
+def overlapping(faults: tuple[str, ...], interval_ns: int, seed: int) -> g.Gen:
+    """One TimedCycle per history op name (kill, leader-kill and
+    controller-kill share ``start-kill``/``stop-kill``, so they take turns)."""
+    groups: dict[str, list[str]] = {}
+    for f in faults:
+        groups.setdefault(FAULTS[f].op_name, []).append(f)
+    return g.any_(*[TimedCycle(tuple(fs), interval_ns, seed + i) for i, fs in enumerate(groups.values())])
+
+
 class Nemesis:
     """Dispatches nemesis ops to fault implementations."""
 
@@ -74,7 +113,10 @@ class Nemesis:
     def schedule(self) -> g.Gen:
         if self.cfg.scenario:
             return scenarios.generator(self.cfg.scenario)
-        return Schedule(tuple(self.cfg.nemesis), int(self.cfg.nemesis_interval * g.NS))
+        interval = int(self.cfg.nemesis_interval * g.NS)
+        if self.cfg.nemesis_mode == "overlap":
+            return overlapping(tuple(self.cfg.nemesis), interval, self.rng.randrange(1 << 30))
+        return Schedule(tuple(self.cfg.nemesis), interval)
 
     def _op_names(self) -> list[str]:
         if self.cfg.scenario:

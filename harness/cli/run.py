@@ -30,6 +30,7 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 @click.option("--variant", "variant", multiple=True, metavar="NAME=on|off", help="Protocol variant (repeatable).")
 @click.option("--nemesis", help=f"Comma-separated faults: {','.join(NEMESES)} (or none).")
 @click.option("--scenario", help="A scripted fault schedule instead of --nemesis: unclean-loss, last-replica-standing, acks1-leader-kill.")
+@click.option("--nemesis-mode", type=click.Choice(["sequential", "overlap"]), help="One fault at a time (default) or every fault type on its own timetable, overlapping.")
 @click.option("--nemesis-interval", type=float, help="Seconds between fault changes (default 5).")
 @click.option("--time-limit", type=float, help="Seconds of client operations (default 30).")
 @click.option("--rate", type=float, help="Client ops per second, all processes together (default 50).")

@@ -62,3 +62,39 @@ def test_node_specs_one_minority_majority_all():
     nodes = ["n1", "n2", "n3", "n4", "n5"]
     r = random.Random(1)
     assert [len(pick_nodes(nodes, s, r)) for s in ("one", "minority", "majority", "all")] == [1, 2, 3, 5]
+
+
+def test_overlap_mode_runs_each_fault_group_on_its_own_timetable():
+    from nemesis import overlapping
+
+    gen = overlapping(("partition", "kill", "leader-kill", "pause"), 2 * g.NS, seed=5)
+    c, ops = ctx(), []
+    while len(ops) < 60:
+        op, gen = gen.op(c)
+        ops.append(op)
+        c = g.Context(time=op["time"], rng=c.rng, free=c.free, process_of=c.process_of, threads=c.threads, state={})
+    times = [o["time"] for o in ops]
+    assert times == sorted(times)
+    active, overlapped = set(), False
+    for o in ops:
+        action, name = o["f"].split("-", 1)
+        if action == "start":
+            assert name not in active  # a group never starts twice before stopping
+            overlapped |= bool(active)
+            active.add(name)
+        else:
+            active.remove(name)
+    assert overlapped, "faults of different groups overlap"
+    assert {o["f"] for o in ops} == {"start-partition", "stop-partition", "start-kill", "stop-kill",
+                                      "start-pause", "stop-pause"}
+
+
+def test_timed_cycle_is_pure_asking_later_does_not_move_the_next_op():
+    from nemesis import TimedCycle
+
+    cyc = TimedCycle(("partition",), g.NS, seed=1)
+    a, _ = cyc.op(ctx())
+    later = g.Context(time=10_000, rng=random.Random(2), free=frozenset(["nemesis"]),
+                      process_of={"nemesis": "nemesis"}, threads=frozenset(["nemesis"]), state={})
+    b, _ = cyc.op(later)
+    assert a["time"] == b["time"] >= g.NS // 2
