@@ -166,8 +166,14 @@ def bench_porcupine(root: Path) -> bool:
         good = r["valid"] is expected
         ok &= good
         unknown = f", {len(r['unknown_keys'])} keys unknown ({r.get('cause')})" if r["unknown_keys"] else ""
+        first = ""
+        if r["valid"] is False:
+            # Porcupine stops at the first failing key; so can we
+            t = time.perf_counter()
+            r1 = check(ops, model="kv", time_budget=10.0, stop_on_failure=True)
+            first = f"; stop_on_failure: {time.perf_counter() - t:.3f} s valid={r1['valid']}"
         print(f"Porcupine kv {path.name}: {len(ops)} entries, {len(r['keys'])} keys, "
-              f"check {dt:.3f} s, valid={r['valid']}{unknown}"
+              f"check {dt:.3f} s, valid={r['valid']}{unknown}{first}"
               f"{'' if good else '   <-- WRONG VERDICT'}")
     return ok
 
