@@ -68,7 +68,7 @@ def check(
     time_budget: float = 10.0,
     memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB,
     slice_steps: int = 20000,
-    stop_on_failure: bool = False,
+    stop_on_failure: bool = True,
     **model_options: Any,
 ) -> dict[str, Any]:
     """Check ``ops`` (``Op`` objects or dicts, in history order) for
@@ -76,9 +76,12 @@ def check(
     :data:`checkers.linearizable.models.MODELS` plus constructor options, e.g.
     ``initial=0``, ``independent=True``; or a :class:`Model` instance).
 
-    ``stop_on_failure``: once one key is not linearizable the verdict is
-    settled, so stop the other searches (reported "unknown", cause
-    ``"stopped"``) instead of spending the rest of the budget on them.
+    ``stop_on_failure`` (default, as Porcupine does): once one key is not
+    linearizable the verdict is settled, so the searches still running after
+    that round are stopped (reported "unknown", cause ``"stopped"``) instead
+    of spending the rest of the budget on them; every key still gets its
+    first slice, so small keys are decided either way. Pass False to search
+    every key to the end of the budget (all failing keys reported).
 
     Returns a dict: ``valid`` (True / False / "unknown"), ``cause`` (when
     unknown), ``keys`` (per-key results, keyed by the key's name), for the

@@ -400,7 +400,7 @@ def test_hard_key_does_not_starve_other_keys_under_shared_budget():
     bad = [("invoke", 200, "write", ["bad", 1]), ("ok", 200, "write", ["bad", 1]),
            ("invoke", 200, "read", ["bad", None]), ("ok", 200, "read", ["bad", 0])]
     r = check(H(*hard, *easy, *bad), model="cas-register", initial=0, independent=True,
-              time_budget=3.0, slice_steps=200)
+              time_budget=3.0, slice_steps=200, stop_on_failure=False)
     assert r["keys"]["easy"]["valid"] is True
     assert r["keys"]["easy"]["stats"]["steps"] > 10 * 200  # it took many turns
     assert r["keys"]["bad"]["valid"] is False
@@ -484,11 +484,11 @@ def test_results_are_json_serialisable_for_results_json(model, rows, kw):
     assert json.loads(json.dumps(r))["valid"] == r["valid"]
 
 
-def test_stop_on_failure_leaves_other_keys_unknown_but_verdict_false():
+def test_by_default_a_failing_key_stops_the_others_verdict_false():
     bad = [("invoke", 0, "write", ["bad", 1]), ("ok", 0, "write", ["bad", 1]),
            ("invoke", 0, "read", ["bad", None]), ("ok", 0, "read", ["bad", 0])]
     r = check(H(*bad, *pathological(22, key="hard", first_pid=10)), model="register",
-              initial=0, independent=True, time_budget=30, stop_on_failure=True)
+              initial=0, independent=True, time_budget=30)  # the default
     assert r["valid"] is False
     assert r["keys"]["hard"] == {**r["keys"]["hard"], "valid": "unknown", "cause": "stopped"}
     assert r["stats"]["elapsed_s"] < 30
