@@ -113,3 +113,63 @@ def test_control_old_unclean_election_elects_the_stale_replica_and_loses_acknowl
     assert not any(isinstance(m, GetReplicaLogInfoRequest) for (_t, _s, _d, m) in loop.sent)
     log = loop.nodes[stale].broker.partitions[TP].log
     assert [b.payload for b in log.batches] == [("a", "b")]
+
+
+def test_combined_nodes_active_controller_asks_its_own_broker_too():
+    """Combined mode: the active controller is also a replica, so one
+    GetReplicaLogInfo goes to its own node and the answer comes back to its
+    controller half. Replication between the brokers is cut (fetches dropped)
+    while the quorum stays connected."""
+    from reference_impl.core.messages import ReplicaFetchRequest
+
+    cfg = ProtocolConfig(
+        replica_lag_time_max_ms=2000, unclean_recovery_manager_enabled=True, unclean_recovery_strategy="Aggressive"
+    )
+    voters = (1, 2, 3)
+
+    def combined(node_id: int, stored: StoredState, incarnation: str) -> Node:
+        return Node(
+            node_id,
+            roles={"broker", "controller"},
+            config=cfg,
+            voters=voters,
+            stored=stored,
+            rng=random.Random(node_id + 7),
+            incarnation_id=incarnation,
+            endpoint=BrokerEndpoint(node_id, "127.0.0.1", 9000 + node_id),
+        )
+
+    loop = Loop(latency=2)
+    for i in voters:
+        loop.add(i, combined(i, StoredState(), f"inc-{i}"))
+    leader = create_and_produce(loop, voters, entry=1)
+    a, b = [v for v in voters if v != leader]
+
+    def active():
+        act = [loop.nodes[v].controller for v in voters if v not in loop.down and loop.nodes[v].controller.is_active]
+        return act[0] if len(act) == 1 else None
+
+    def part():
+        return active().image.partitions[TP]
+
+    # the followers stop replicating: ISR = {leader}, ELR = {a, b}
+    loop.drop = lambda s, d, m: isinstance(m, ReplicaFetchRequest) and s in (a, b)
+    # a follower whose LEO equals the leader's stays caught up: write once more (acks=1)
+    loop.deliver(leader, ProduceRequest("send-2", TP, 1, 1, ("c",)))
+    assert loop.run_until_true(lambda: active() is not None and part().isr == (leader,), limit_ms=30_000)
+    assert set(part().elr) == {a, b}
+    # a and b restart uncleanly one at a time (the quorum keeps a majority): ELR -> LastKnownELR
+    for n, v in enumerate((a, b)):
+        loop.restart(v, lambda stored, v=v, n=n: combined(v, stored, f"inc-{v}-restart-{n}"))
+        assert loop.run_until_true(
+            lambda v=v: active() is not None and v in part().last_known_elr and not active().image.brokers[v].fenced,
+            limit_ms=30_000,
+        )
+    # the last ISR member dies: its ELR place is fenced, Aggressive recovers from a and b
+    loop.crash(leader)
+    assert loop.run_until_true(lambda: active() is not None and part().leader not in (leader, NO_LEADER), 60_000)
+    p = part()
+    assert p.leader in (a, b) and p.leader_recovery_state == RECOVERING
+    ctl = next(v for v in voters if v not in loop.down and loop.nodes[v].controller.is_active)
+    asked = {(s, d) for (_t, s, d, m) in loop.sent if isinstance(m, GetReplicaLogInfoRequest)}
+    assert (ctl, ctl) in asked, "the active controller asked its own broker"
