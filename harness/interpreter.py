@@ -98,6 +98,7 @@ class Interpreter:
             self.process_of["nemesis"] = "nemesis"
         self.free: set[Any] = set(self.threads)
         self.jobs: dict[Any, _Job] = {}
+        self._completions = 0
         self.sleepers: dict[Any, int] = {}  # thread -> wake time (ns) of a sleep op
         self._clients: dict[Any, tuple[int, Client]] = {}
         self._clients_lock = threading.Lock()
@@ -152,6 +153,7 @@ class Interpreter:
         if job is None or job.worker is not worker:
             return  # a late answer from an abandoned worker
         del self.jobs[t]
+        self._completions += 1
         comp = dict(op)
         comp.pop("time", None)
         comp.update(res)
@@ -229,10 +231,10 @@ class Interpreter:
                 continue
             delay = (op["time"] - self.rec.now()) / 1e9
             if delay > 0:
-                before = self._done.qsize()
+                before = self._completions
                 self._wait(min(delay, 0.05))
-                if self._done.qsize() != before or self.rec.now() < op["time"]:
-                    continue  # the world changed or not yet time: ask again
+                if self._completions != before or self.rec.now() < op["time"]:
+                    continue  # the world (and the generator) changed, or not yet time: ask again
             self.gen = gen2
             if op.get("_sleep"):
                 t = self._thread_of(op["process"])
