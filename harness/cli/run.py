@@ -20,7 +20,7 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 @click.option("--db", type=click.Choice(["reference", "external"]), help="reference (bundled broker) or external.")
 @click.option("--bootstrap", help="HOST:PORT[,...] of an external cluster (--db external).")
 @click.option("--brokers", type=int, help="Broker count (default 3).")
-@click.option("--controllers", type=int, help="KRaft voter count; the first N nodes (default 3).")
+@click.option("--controllers", type=int, help="KRaft voter count: dedicated controller nodes c1.., or the first brokers with --combined (default 3).")
 @click.option("--combined/--dedicated-controllers", default=None, help="Voters on the first brokers (default: dedicated controller nodes).")
 @click.option("--topics", type=int, help="Topic count (default 1).")
 @click.option("--partitions", type=int, help="Partitions per topic (default 2).")
