@@ -228,6 +228,12 @@ class PartitionLog:
         offset goes too (Kafka truncates a segment at a batch boundary), so the
         new LEO may be a little lower than asked."""
         if offset >= self.leo:
+            # Kafka (UnifiedLog.truncateTo) still truncates the epoch cache: a
+            # broker that led an epoch without appending to it holds an entry
+            # at its LEO, and keeping it makes every fetch it sends as a
+            # follower diverge again (lastFetchedEpoch names that epoch).
+            if self.epochs.truncate_from_end(self.leo):
+                return [self._checkpoint_epochs()]
             return []
         offset = max(offset, self.log_start_offset)
         i = bisect_right(self.bases, offset) - 1
