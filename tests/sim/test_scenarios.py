@@ -424,3 +424,24 @@ def test_controlled_shutdown_moves_leadership_halts_and_leaves_a_clean_shutdown_
     s.wait(lambda: 1 in s.isr_of(tp), what="broker 1 back in the ISR")
     assert [v for _, v in sorted(s.read_all(tp).items())] == [0, 1, 2, 3]
     assert s.kinds() == {}
+
+
+def test_a_leader_of_an_empty_epoch_rejoins_the_isr_as_a_follower() -> None:
+    """Seed 000 (epoch-based truncation): broker 2 leads epoch 1 without
+    appending anything, so its epoch cache ends with (1, LEO). As broker 3's
+    follower its fetches name epoch 1, which 3 never had; the divergence
+    answer is its own LEO, and truncating to it must still drop the empty
+    epoch (Kafka's UnifiedLog.truncateTo) or every later fetch diverges again
+    and broker 2 never rejoins the ISR (found by the soak, seed 1158)."""
+    s = Scenario(seed=18)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    assert s.produce(1, tp, [0, 1, 2, 3, 4], acks=-1).error == Errors.NONE
+    s.isolate(1)
+    s.wait(lambda: s.sim.leader_of(tp) == 2, what="broker 2 leads epoch 1")
+    s.isolate(2)
+    s.wait(lambda: s.sim.leader_of(tp) == 3, what="broker 3 leads")
+    s.sim.heal()
+    s.wait(lambda: sorted(s.isr_of(tp)) == [1, 2, 3], timeout_ms=30_000, what="every broker back in the ISR")
+    assert s.produce_to_leader(tp, 5)[0] == "ok"
+    assert [v for _, v in sorted(s.read_all(tp).items())] == [0, 1, 2, 3, 4, 5]
+    assert s.kinds() == {}
