@@ -84,6 +84,8 @@ def variants(a: argparse.Namespace) -> int:
     step = a.jobs * 2
     for name in names:
         vs, nem, extra = VARIANT_HUNTS[name]
+        if a.mix:
+            nem = tuple(a.mix.split(","))
         opts = SimOptions(test_name=f"hunt-{name.replace('=', '-')}", nemesis=nem, acks="all", rf=3, min_isr=2,
                           time_limit_s=a.time_limit, rate=a.rate, nemesis_interval_s=a.interval,
                           variants=tuple(sorted(vs.items())), **extra).validate()
@@ -132,6 +134,7 @@ def main() -> None:
         else:
             p.add_argument("--max-seeds", type=int, default=200)
             p.add_argument("--only", default="", help="comma list of variant hunts: " + ",".join(VARIANT_HUNTS))
+            p.add_argument("--mix", default="", help="override every hunt's nemesis mix (e.g. all)")
     a = ap.parse_args()
     sys.exit(baseline(a) if a.cmd == "baseline" else variants(a))
 
