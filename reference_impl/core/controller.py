@@ -778,6 +778,7 @@ def _partition_trace(tp: TopicPartition, p: PartitionRegistration) -> dict[str, 
         "isr": list(p.isr),
         "elr": list(p.elr),
         "last_known_elr": list(p.last_known_elr),
+        "last_known_leader": p.last_known_leader,
         "recovery_state": p.leader_recovery_state,
     }
 

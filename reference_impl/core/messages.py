@@ -538,6 +538,9 @@ class PartitionRecord:
     elr: tuple[NodeId, ...] = ()
     last_known_elr: tuple[NodeId, ...] = ()
     leader_recovery_state: int = 0
+    #: KIP-966 LastKnownLeader (seed 002): the last ISR member, recorded when
+    #: it was fenced; NO_LEADER when none
+    last_known_leader: NodeId = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -553,6 +556,8 @@ class PartitionChangeRecord:
     last_known_elr: tuple[NodeId, ...] | None = None
     leader_recovery_state: int | None = None
     reason: str = ""
+    #: KIP-966 LastKnownLeader (NO_LEADER: cleared)
+    last_known_leader: NodeId | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,10 @@ class PartitionRegistration:
     elr: tuple[NodeId, ...] = ()
     last_known_elr: tuple[NodeId, ...] = ()
     leader_recovery_state: int = RECOVERED
+    #: KIP-966 LastKnownLeader (seed 002 "The last known leader will be
+    #: tracked"): the last ISR member, recorded when it left the ISR; cleared
+    #: when a new leader is elected. NO_LEADER when none.
+    last_known_leader: NodeId = NO_LEADER
 
     def merge(self, change: PartitionChangeRecord) -> "PartitionRegistration":
         """Apply a change: every change bumps partition_epoch; a leader change
@@ -68,6 +72,9 @@ class PartitionRegistration:
             last_known_elr=self.last_known_elr if change.last_known_elr is None else tuple(change.last_known_elr),
             leader_recovery_state=(
                 self.leader_recovery_state if change.leader_recovery_state is None else change.leader_recovery_state
+            ),
+            last_known_leader=(
+                self.last_known_leader if change.last_known_leader is None else change.last_known_leader
             ),
             leader_epoch=self.leader_epoch + 1 if leader_changed else self.leader_epoch,
             partition_epoch=self.partition_epoch + 1,
@@ -140,6 +147,7 @@ class MetadataImage:
                 elr=tuple(record.elr),
                 last_known_elr=tuple(record.last_known_elr),
                 leader_recovery_state=record.leader_recovery_state,
+                last_known_leader=record.last_known_leader,
             )
             d.partitions.add(record.tp)
         elif isinstance(record, PartitionChangeRecord):

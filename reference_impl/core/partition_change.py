@@ -15,7 +15,28 @@ live in one place:
   3. ``unclean`` — only when allowed (topic ``unclean.leader.election.enable``
      or the ``unclean_election`` variant): the first active replica at all.
      The ISR becomes just that leader and the partition is ``RECOVERING``;
-  4. otherwise no leader (``NO_LEADER``): the partition waits.
+  4. ``last-known-leader`` — (KIP-966 on, unclean recovery off, unclean
+     election off, no ISR and no ELR member left, not even a fenced one) the
+     LastKnownLeader once it is active (seed 002 "Delivery plan": "elect the
+     LastKnownLeader once it is unfenced"). The ISR becomes just that leader
+     and the partition is ``RECOVERING``, as after an unclean election;
+  5. otherwise no leader (``NO_LEADER``): the partition waits. While fenced
+     ELR members exist (unclean election off) this waits for the first of
+     them to be unfenced: the controller builds every leaderless partition
+     again as each broker is unfenced, so the first ELR member to come back
+     is the one elected.
+
+* **LastKnownLeader** (seed 002, "The last known leader will be tracked"),
+  only with KIP-966 on: a change that empties the ISR records the last ISR
+  member (the leader) in ``last_known_leader``; any change that leaves the
+  partition with a leader clears it. It is elected even when it restarted
+  after an *unclean* shutdown (and so left the ELR for the LastKnownELR): the
+  seed says "once it is unfenced" without exception. It was the last replica
+  in the ISR, so it held every committed record when it was fenced, and no
+  other replica can hold more (the HW cannot advance once the ISR is below
+  min ISR). An unclean shutdown may have cost it the un-fsynced tail of its
+  log — the fsync trade-off seed 002 discusses — but waiting instead would
+  leave the partition without a leader for ever, with the same data on disk.
 
 * **Unclean recovery** (seed 002, "Unclean recovery"), instead of step 3 when
   ``recovery_strategy`` is set (``unclean.recovery.manager.enabled``, KIP-966
@@ -71,6 +92,7 @@ CLEAN = "clean"
 ELR = "elr"
 UNCLEAN = "unclean"
 RECOVERY = "recovery"
+LAST_KNOWN_LEADER = "last-known-leader"
 
 AGGRESSIVE = "Aggressive"
 BALANCED = "Balanced"
@@ -161,12 +183,13 @@ class PartitionChangeBuilder:
             new_leader, election = self._elect(isr, elr)
             if election == ELR:
                 isr = (new_leader,)
-            elif election in (UNCLEAN, RECOVERY):
+            elif election in (UNCLEAN, RECOVERY, LAST_KNOWN_LEADER):
                 isr = (new_leader,)
                 recovery = RECOVERING
             leader = new_leader
 
         new_elr, new_lkelr = self._update_elr(isr, election)
+        new_lkl = self._update_last_known_leader(isr, leader)
 
         rec = PartitionChangeRecord(
             tp=self.tp,
@@ -176,6 +199,7 @@ class PartitionChangeBuilder:
             last_known_elr=None if new_lkelr == tuple(cur.last_known_elr) else new_lkelr,
             leader_recovery_state=None if recovery == cur.leader_recovery_state else recovery,
             reason=(f"{self.reason}; election:{election}" if election else self.reason),
+            last_known_leader=None if new_lkl == cur.last_known_leader else new_lkl,
         )
         if (
             rec.isr is None
@@ -183,6 +207,7 @@ class PartitionChangeBuilder:
             and rec.elr is None
             and rec.last_known_elr is None
             and rec.leader_recovery_state is None
+            and rec.last_known_leader is None
         ):
             return None
         return PartitionChange(rec, election if leader != NO_LEADER else None, cur.merge(rec))
@@ -209,7 +234,35 @@ class PartitionChangeBuilder:
             for r in replicas:
                 if self.is_active(r):
                     return r, UNCLEAN
+        if self.elr_enabled and self._last_known_leader_electable(isr, elr):
+            return self.current.last_known_leader, LAST_KNOWN_LEADER
         return NO_LEADER, None
+
+    def _last_known_leader_electable(self, isr: tuple[NodeId, ...], elr: tuple[NodeId, ...]) -> bool:
+        """Seed 002 "Delivery plan", unclean recovery off and unclean election
+        off: "If there are no ELR members ... elect the LastKnownLeader once it
+        is unfenced". No ISR member may remain, and no ELR member either —
+        counting ISR members that leave in this very change (below min ISR
+        they join the ELR) unless they registered after an unclean shutdown.
+        An uncleanly restarted LastKnownLeader stays electable (module
+        docstring: it is the best replica left)."""
+        lkl = self.current.last_known_leader
+        if lkl == NO_LEADER or lkl not in self.current.replicas or isr:
+            return False
+        elr_left = (set(elr) | set(self.current.isr)) - self._unclean_shutdown
+        return not elr_left and self.is_active(lkl)
+
+    def _update_last_known_leader(self, isr: tuple[NodeId, ...], leader: NodeId) -> NodeId:
+        """Seed 002: "The controller will record the last ISR member (the
+        leader) when it is fenced. It will be cleaned when a new leader is
+        elected." Tracked only with KIP-966 on: without it the ISR never
+        empties and its last member already is the one that may lead."""
+        cur = self.current
+        if leader != NO_LEADER:
+            return NO_LEADER
+        if self.elr_enabled and not isr and cur.isr:
+            return cur.leader if cur.leader in cur.isr else cur.isr[0]
+        return cur.last_known_leader
 
     def _recovery_allowed(self, isr: tuple[NodeId, ...], elr: tuple[NodeId, ...]) -> bool:
         """Seed 002, the election order under ``unclean.recovery.strategy``
@@ -253,6 +306,7 @@ __all__ = [
     "ELR",
     "UNCLEAN",
     "RECOVERY",
+    "LAST_KNOWN_LEADER",
     "AGGRESSIVE",
     "BALANCED",
     "STRATEGY_NONE",
