@@ -14,7 +14,15 @@ ARCHITECTURE.md: ``valid`` (true / false / "unknown"), ``anomaly_types``,
 
 Every checker runs under ``time_budget`` seconds and answers ``"unknown"``
 rather than hanging. ``valid`` is false if any checker found a disallowed
-anomaly, else unknown if any checker ran out of budget, else true.
+anomaly, else unknown if any checker ran out of budget or a finding could not
+be judged, else true.
+
+The queue verdict judges each write by its acks level's promise (seed 003):
+acks=all losses invalidate; acks=1/0 losses are reported (durability rows,
+``lost-acks1-write``, ``lost-write-acks1``, ``unseen-acks1``, ...) and
+invalidate only with ``strict_acks1`` (acks=1). Keys whose final read never
+completed (:mod:`checkers.final_reads`) are unverified: their unseen records
+and the acknowledged writes they hold make a clean verdict "unknown".
 """
 
 from __future__ import annotations
@@ -66,20 +74,38 @@ def check_history(
     time_budget: float | None = None,
     queue_options: Any = None,
     test: dict[str, Any] | None = None,
+    strict_acks1: bool | None = None,
+    model_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Check ``ops`` and return the results.json object.
 
     ``engine`` "python" is accepted as a synonym of "inline" (the harness's
     config name). ``test`` (a run's test.json) may carry the queue workload's
-    ``sub_via`` and ``txn`` settings, which decide the allowed anomalies."""
+    ``sub_via``, ``txn`` and ``strict_acks1`` settings, which decide the
+    allowed anomalies, and its ``keys`` (every key the run used: one that no
+    final read covered is unverified). ``strict_acks1`` (when not None)
+    overrides the options' setting. ``model_options`` go to the
+    linearizability model's constructor (e.g. ``{"initial": {"x": 0}}``);
+    the queue model takes none."""
     if model not in MODELS:
         raise UnknownModel(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
     if engine == "python":
         engine = "inline"
     if engine not in ("inline", "spark"):
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
+    if model_options and model in QUEUE_MODELS:
+        raise UnknownModel(f"model {model!r} takes no model options (got {', '.join(sorted(model_options))})")
     if queue_options is None and test:
         queue_options = queue_options_from_test(test)
+    if strict_acks1 is not None and model in QUEUE_MODELS:
+        from dataclasses import replace
+
+        from checkers.queue.checker import QueueOptions
+
+        queue_options = replace(queue_options or QueueOptions(), strict_acks1=bool(strict_acks1))
+    test_keys = (test or {}).get("keys")
+    if not isinstance(test_keys, list):
+        test_keys = None
     budget = DEFAULT_TIME_BUDGET if time_budget is None else float(time_budget)
     t0 = _time.monotonic()
     deadline = t0 + budget
@@ -89,9 +115,9 @@ def check_history(
     gc.disable()
     try:
         if model in QUEUE_MODELS:
-            res = _check_queue(ops, engine, spark_master, deadline, queue_options)
+            res = _check_queue(ops, engine, spark_master, deadline, queue_options, test_keys)
         else:
-            res = _check_linearizable(ops, model, budget)
+            res = _check_linearizable(ops, model, budget, model_options or {})
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -103,18 +129,20 @@ def check_history(
 
 def queue_options_from_test(test: dict[str, Any]) -> Any:
     """Queue checker options from a run's test.json (``sub_via``, ``txn``,
-    at top level or under ``options``)."""
+    ``strict_acks1``, at top level or under ``options``)."""
     from checkers.queue.checker import QueueOptions
 
     nested = test.get("options") if isinstance(test.get("options"), dict) else {}
     sv = test.get("sub_via") or nested.get("sub_via") or ("assign",)
     return QueueOptions(sub_via=tuple([sv] if isinstance(sv, str) else sv),
-                        txn=bool(test.get("txn", nested.get("txn", False))))
+                        txn=bool(test.get("txn", nested.get("txn", False))),
+                        strict_acks1=bool(test.get("strict_acks1", nested.get("strict_acks1", False))))
 
 
 def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline: float,
-                 queue_options: Any) -> dict[str, Any]:
-    from checkers.durability import merge_durability
+                 queue_options: Any, test_keys: list[Any] | None = None) -> dict[str, Any]:
+    from checkers.durability import durability_verdict, merge_durability
+    from checkers.final_reads import final_read_coverage
     from checkers.pipeline import PerKeyBudgetExceeded, run_keys
     from checkers.queue.checker import QueueOptions, finish, merge_key_results
     from checkers.queue.project import project
@@ -132,7 +160,9 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
         results = e.results
         per_key_complete = False
     t_keys = _time.monotonic() - t
-    merged = merge_key_results(results)
+    coverage = final_read_coverage(ops, set(proj.keys) | {str(k) for k in (test_keys or ())})
+    unverified = coverage["incomplete_keys"] if coverage is not None else []
+    merged = merge_key_results(results, unverified)
     t = _time.monotonic()
     q = finish(proj, merged, opts, deadline)  # past the deadline: cycles "unknown"
     q["per_key"] = "complete" if per_key_complete else "budget-exceeded"
@@ -141,14 +171,20 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
         q["valid"] = "unknown"
     t_cross = _time.monotonic() - t
     durability = merge_durability(merged["durability"])
-    all_lost = durability.get("acks=all", {})
-    dur_anoms: dict[str, list] = {}
-    if all_lost.get("lost"):
-        dur_anoms["lost-acked-write"] = list(all_lost["lost_examples"])
-    dur_valid: Any = False if dur_anoms else (True if per_key_complete else "unknown")
+    dur_anoms, dur_bad = durability_verdict(durability, opts.strict_acks1)
+    dur_valid: Any = False if dur_bad else (True if per_key_complete else "unknown")
     anomalies = dict(q["anomalies"])
     anomalies.update(dur_anoms)
-    valid = _combine([q["valid"], dur_valid])
+    fr_valid: Any = True
+    if coverage is not None:
+        # acknowledged writes whose loss would count, in keys no final read covered
+        judged = ("all", "None") + (("1",) if opts.strict_acks1 else ())
+        at_stake = {k: sum(n for lv, n in acked.items() if lv in judged)
+                    for k, acked in merged["unverified_acked"].items()}
+        at_stake = {k: n for k, n in sorted(at_stake.items()) if n}
+        fr_valid = "unknown" if at_stake else True
+        coverage = {"valid": fr_valid, **coverage, "unverified_acked_writes": at_stake}
+    valid = _combine([q["valid"], dur_valid, fr_valid])
     q["seconds"] = {"project": round(t_proj, 3), "per_key": round(t_keys, 3),
                     "cross_key": round(t_cross, 3)}
     return {
@@ -163,16 +199,32 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
             "durability": {"valid": dur_valid,
                            "complete": per_key_complete,
                            "anomaly_types": sorted(dur_anoms),
+                           "bad_anomaly_types": dur_bad,
+                           "examples": dur_anoms,
+                           "strict_acks1": opts.strict_acks1,
                            "rule": "acks=all acknowledged records must survive; "
-                                   "acks=1/0 losses are reported as rates"},
+                                   "acks=1/0 losses are reported (lost-acks1-write, "
+                                   "lost-acks0-write), acks=1 ones invalid only with strict_acks1"},
+            **({"final-reads": coverage} if coverage is not None else {}),
         },
     }
 
 
-def _check_linearizable(ops: list[Op], model: str, budget: float) -> dict[str, Any]:
+def _check_linearizable(ops: list[Op], model: str, budget: float,
+                        model_options: dict[str, Any]) -> dict[str, Any]:
     import checkers.linearizable as lin
 
-    r = lin.check(ops, model=model, time_budget=budget)
+    mdl: Any = model
+    if model_options:
+        # build the model here so that a wrongly typed option is a ModelError
+        # (one line for the user), not a crash deep in the search
+        try:
+            mdl = lin.make_model(model, **model_options)
+        except lin.ModelError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError) as e:
+            raise lin.ModelError(f"bad options for model {model!r}: {e}") from None
+    r = lin.check(ops, model=mdl, time_budget=budget)
     valid = r.get("valid")
     anomalies: dict[str, list] = {}
     if valid is False:

@@ -22,7 +22,15 @@ fetched it truncates it away (seed 003, "ISR, watermarks and unclean loss");
                      upper bound on how long an acked record stayed invisible
 
 Only ``acks=all`` losses make a run invalid (anomaly ``lost-acked-write``):
-the others are the documented price of weaker acks, reported as rates.
+the others are the documented price of weaker acks, reported as rates and
+listed under their own names, ``lost-acks1-write`` and ``lost-acks0-write``
+(:func:`durability_verdict`); ``strict_acks1`` makes acks=1 losses count.
+Unknown acks (histories that do not record it) are reported, not judged here
+(the queue checker's ``lost-write``/``unseen`` judge those).
+
+A record counts as lost by *absence* only in a key whose final read completed
+``ok`` (a full view of the log); elsewhere only evidence counts — reads went
+past its offset, or its offset holds another record (:mod:`checkers.final_reads`).
 """
 
 from __future__ import annotations
@@ -192,3 +200,30 @@ def check_durability(ops: list[Op]) -> dict[str, dict[str, Any]]:
 
     proj = project(ops)
     return merge_durability(key_durability(k, evs) for k, evs in proj.keys.items())
+
+
+#: results.json anomaly name of a lost acknowledged record, by acks level
+LOSS_ANOMALY = {"acks=all": "lost-acked-write", "acks=1": "lost-acks1-write",
+                "acks=0": "lost-acks0-write"}
+
+
+def durability_verdict(durability: dict[str, dict[str, Any]],
+                       strict_acks1: bool = False) -> tuple[dict[str, list], list[str]]:
+    """The durability findings and which of them invalidate the run.
+
+    Returns ``(anomalies, bad)``: ``anomalies`` maps ``lost-acked-write`` /
+    ``lost-acks1-write`` / ``lost-acks0-write`` to lost examples (only the
+    levels that lost something); ``bad`` lists the ones that make the run
+    invalid — acks=all always (seed 000: acknowledged only once the whole
+    ISR has it), acks=1 only when ``strict_acks1`` (seed 003: the leader alone
+    acknowledged it, a leader change may truncate it), acks=0 never."""
+    anomalies: dict[str, list] = {}
+    bad: list[str] = []
+    for label, name in LOSS_ANOMALY.items():
+        row = durability.get(label) or {}
+        if not row.get("lost"):
+            continue
+        anomalies[name] = list(row.get("lost_examples") or [])
+        if label == "acks=all" or (label == "acks=1" and strict_acks1):
+            bad.append(name)
+    return anomalies, bad

@@ -11,6 +11,19 @@ kraftwerk's queue workload sends one record per operation without
 transactions, so by default G0/G1c (and their -process / -realtime forms)
 count: they can only arise from offsets that contradict real time or process
 order.
+
+Losses are judged by the promise the write's acks level carried (seed 003):
+``lost-write``/``unseen`` of acks=all (or unknown acks) sends are anomalies;
+the same findings for acks=1 sends (``lost-write-acks1``, ``unseen-acks1``)
+are reported but allowed unless ``strict_acks1``; acks=0 ones
+(``-acks0``) are always allowed — acks=0 promises nothing. Every other type
+(duplicates, G1a, ordering, cycles) applies to every acks level.
+
+A key whose final read never completed (:mod:`checkers.final_reads`) cannot
+show a record is gone, so its ``unseen*`` findings become
+``unverified-unseen*``: they make the verdict "unknown", not invalid. A
+``lost-write`` there stays what it is — a later offset was read, so the
+record's absence is evidence.
 """
 
 from __future__ import annotations
@@ -24,7 +37,16 @@ from .keycheck import EXAMPLES
 from .project import Projection
 
 from .graph import CLASSES, RW_CLASSES
-from .keycheck import ANOMALY_TYPES
+from .keycheck import ANOMALY_TYPES, WEAK_ACKS
+
+#: prefix of the findings moved out of judgement because their key's final
+#: read never completed (see :func:`merge_key_results`)
+UNVERIFIED = "unverified-"
+#: the per-key types that are evidence of loss only after a complete final read
+ABSENCE_TYPES = ("unseen",) + tuple("unseen" + sfx for sfx in WEAK_ACKS.values())
+#: weaker-acks loss types: acks=1 ones are allowed unless strict_acks1
+ACKS1_LOSS_TYPES = frozenset({"lost-write-acks1", "unseen-acks1", "lost-acks1-write"})
+ACKS0_LOSS_TYPES = frozenset({"lost-write-acks0", "unseen-acks0", "lost-acks0-write"})
 
 G0_FAMILY = ("G0", "G0-process", "G0-realtime")
 G1C_FAMILY = ("G1c", "G1c-process", "G1c-realtime")
@@ -35,24 +57,30 @@ class QueueOptions:
     """``sub_via``: how consumers got partitions ("assign" and/or
     "subscribe"); ``txn``: operations are Kafka transactions; ``allowed``:
     replaces the computed allowed set; ``also_allowed``: added to it;
-    ``rw``: also search cycles with rw edges (G-single)."""
+    ``rw``: also search cycles with rw edges (G-single); ``strict_acks1``:
+    acks=1 losses are anomalies too (by default they are reported and
+    allowed: acks=1 never promised to survive a leader failure)."""
 
     sub_via: tuple[str, ...] = ("assign",)
     txn: bool = False
     allowed: frozenset[str] | None = None
     also_allowed: frozenset[str] = field(default_factory=frozenset)
     rw: bool = False
+    strict_acks1: bool = False
 
 
 #: every type the queue checkers can report
 KNOWN_ANOMALIES = frozenset(ANOMALY_TYPES) | {c[0] for c in CLASSES + RW_CLASSES} | {
-    "G2-item", "G2-item-process", "G2-item-realtime", "lost-acked-write"}
+    "G2-item", "G2-item-process", "G2-item-realtime", "lost-acked-write"} | ACKS1_LOSS_TYPES | \
+    ACKS0_LOSS_TYPES | {UNVERIFIED + t for t in ABSENCE_TYPES}
 
 
 def allowed_anomalies(opts: QueueOptions) -> frozenset[str]:
     if opts.allowed is not None:
         return frozenset(opts.allowed) | opts.also_allowed
-    a = {"int-send-skip"}
+    a = {"int-send-skip"} | ACKS0_LOSS_TYPES
+    if not opts.strict_acks1:
+        a |= ACKS1_LOSS_TYPES
     if "subscribe" in opts.sub_via:
         a |= {"poll-skip", "nonmonotonic-poll"}
     if opts.txn:
@@ -60,8 +88,16 @@ def allowed_anomalies(opts: QueueOptions) -> frozenset[str]:
     return frozenset(a) | opts.also_allowed
 
 
-def merge_key_results(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Sum per-key counts, keep the first examples (in key order)."""
+def merge_key_results(results: Iterable[dict[str, Any]],
+                      unverified: Iterable[str] = ()) -> dict[str, Any]:
+    """Sum per-key counts, keep the first examples (in key order).
+
+    ``unverified``: keys whose final read never completed; their absence
+    findings (:data:`ABSENCE_TYPES`) are renamed ``unverified-<type>``, and
+    the acknowledged sends they hold are summed by acks level
+    (``unverified_acked``)."""
+    unv = frozenset(unverified)
+    unverified_acked: dict[str, dict[str, int]] = {}
     counts: dict[str, int] = {}
     examples: dict[str, list] = {}
     unseen_by_key: dict[str, int] = {}
@@ -70,9 +106,16 @@ def merge_key_results(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
     durability: list[dict] = []
     per_key_stats: dict[str, dict] = {}
     for r in sorted(results, key=lambda r: r["key"]):
+        rename = r["key"] in unv
+        if rename:
+            unverified_acked[r["key"]] = dict(r.get("acked", {}))
         for t, c in r["counts"].items():
+            if rename and t in ABSENCE_TYPES:
+                t = UNVERIFIED + t
             counts[t] = counts.get(t, 0) + c
         for t, exs in r["examples"].items():
+            if rename and t in ABSENCE_TYPES:
+                t = UNVERIFIED + t
             lst = examples.setdefault(t, [])
             room = EXAMPLES - len(lst)
             if room > 0:
@@ -84,6 +127,7 @@ def merge_key_results(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
         durability.append(r["durability"])
         per_key_stats[r["key"]] = r["stats"]
     return {"counts": counts, "examples": examples, "unseen_by_key": unseen_by_key,
+            "unverified_acked": unverified_acked,
             "committed_info": committed, "edges": edges, "durability": durability,
             "key_stats": per_key_stats}
 
@@ -109,10 +153,12 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
         cycles_state = f"budget-exceeded: {e}" if str(e) else "budget-exceeded"
     allowed = allowed_anomalies(opts)
     types = sorted(counts)
-    bad = [t for t in types if t not in allowed]
+    # an unverified finding would be bad if its key had been readable
+    inconclusive = [t for t in types if t.startswith(UNVERIFIED) and t[len(UNVERIFIED):] not in allowed]
+    bad = [t for t in types if t not in allowed and not t.startswith(UNVERIFIED)]
     if bad:
         valid: Any = False
-    elif cycles_state != "complete":
+    elif cycles_state != "complete" or inconclusive:
         valid = "unknown"
     else:
         valid = True
@@ -120,6 +166,7 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
         "valid": valid,
         "anomaly_types": types,
         "bad_anomaly_types": bad,
+        "inconclusive_anomaly_types": inconclusive,
         "allowed_anomaly_types": sorted(allowed),
         "counts": counts,
         "anomalies": examples,
@@ -128,5 +175,6 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
         "graph": cycle_stats,
         "keys": len(merged["key_stats"]),
         "cross_key_seconds": round(_time.monotonic() - t0, 3),
-        "options": {"sub_via": list(opts.sub_via), "txn": opts.txn, "rw": opts.rw},
+        "options": {"sub_via": list(opts.sub_via), "txn": opts.txn, "rw": opts.rw,
+                    "strict_acks1": opts.strict_acks1},
     }

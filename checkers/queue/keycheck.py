@@ -20,6 +20,9 @@ Definitions follow Jepsen's ``jepsen.tests.kafka`` (facts, re-implemented):
   poll; a committed one that was not is lost.
 * **G1a** (aborted read): an ``ok`` poll returns a value whose send ``fail``ed.
 * **unseen**: a value from an ``ok`` send that no ``ok`` poll ever returned.
+* ``lost-write`` and ``unseen`` of an acks=1 (acks=0) send are reported as
+  ``lost-write-acks1``/``unseen-acks1`` (``-acks0``): the same finding, named
+  for the weaker promise (see :data:`WEAK_ACKS`).
 * **poll-skip / nonmonotonic-poll**: a process's successive polls of a key
   must continue where the previous one stopped: the first value of the next
   poll is at index ``i+1`` of the previous poll's last value (``> i+1`` skips,
@@ -53,8 +56,26 @@ from checkers.durability import key_durability
 
 EXAMPLES = 32
 
+#: acks levels whose acknowledgement does not promise survival of a leader
+#: failure (seed 003: acks=1 is answered by the leader alone, acks=0 by
+#: nobody). Their lost/unseen records get their own anomaly types,
+#: ``<type>-acks1`` / ``<type>-acks0``, so the verdict can judge each write by
+#: the guarantee its acks level carries; acks=all and unknown acks (Jepsen's
+#: histories, whose producer uses acks=all) keep Jepsen's names.
+WEAK_ACKS = {"1": "-acks1", "0": "-acks0"}
+
+#: the anomaly types that are about a record going missing (by acks level)
+LOSS_TYPES = ("lost-write", "unseen")
+WEAK_LOSS_TYPES = tuple(t + sfx for t in LOSS_TYPES for sfx in WEAK_ACKS.values())
+
+
+def loss_type(base: str, acks: Any) -> str:
+    """``lost-write``/``unseen`` named for the writer's acks level."""
+    return base + WEAK_ACKS.get(acks, "") if acks is not None else base
+
+
 ANOMALY_TYPES = (
-    "duplicate", "inconsistent-offsets", "lost-write", "unseen", "G1a",
+    "duplicate", "inconsistent-offsets", "lost-write", "unseen", *WEAK_LOSS_TYPES, "G1a",
     "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
     "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send",
 )
@@ -92,6 +113,7 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
     # --- writers, readers -------------------------------------------------
     writer: dict[Any, int] = {}        # value -> op index of its writer
     writer_type: dict[Any, str] = {}
+    writer_acks: dict[Any, Any] = {}
     failed_vals: set[Any] = set()
     read_ok: set[Any] = set()
     sends: list = []
@@ -101,9 +123,11 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
         if kind == "w":
             sends.append(ev)
             typ = ev[2]
+            acks = ev[6]
             for _off, v in ev[4]:
                 writer[v] = ev[0]
                 writer_type[v] = typ
+                writer_acks[v] = acks
                 if typ == "fail":
                     failed_vals.add(v)
         elif kind == "r":
@@ -180,9 +204,11 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
                 w = writer.get(v)
                 if w is None or writer_type.get(v) != "ok":
                     continue  # only committed writes can be lost (info ones unread are not)
-                found.add("lost-write", {"key": key, "value": v, "index": first_index.get(v),
-                                         "max-read-index": bound, "op": w,
-                                         "max-read": by_index[bound]})
+                acks = writer_acks.get(v)
+                found.add(loss_type("lost-write", acks),
+                          {"key": key, "value": v, "index": first_index.get(v),
+                           "max-read-index": bound, "op": w, "max-read": by_index[bound],
+                           "acks": acks})
 
     # --- G1a, int-poll, poll-skip -----------------------------------------
     bv = by_value.get
@@ -290,9 +316,16 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
     unseen_vals = [(writer[v], v) for v, t in writer_type.items() if t == "ok" and v not in read_ok]
     if unseen_vals:
         unseen_vals.sort()
-        found.counts["unseen"] = len(unseen_vals)
-        found.examples["unseen"] = [{"key": key, "value": v, "op": op}
-                                    for op, v in unseen_vals[:EXAMPLES]]
+        for op, v in unseen_vals:
+            acks = writer_acks.get(v)
+            found.add(loss_type("unseen", acks), {"key": key, "value": v, "op": op, "acks": acks})
+
+    # --- acknowledged sends by acks level (the verdict's coverage rule) ---
+    acked_by_level: dict[str, int] = {}
+    for v, t in writer_type.items():
+        if t == "ok":
+            lv = str(writer_acks.get(v))
+            acked_by_level[lv] = acked_by_level.get(lv, 0) + 1
 
     # --- ww edges ---------------------------------------------------------
     edges_ww: list[int] = []
@@ -308,6 +341,7 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
 
     return {
         "key": key,
+        "acked": acked_by_level,
         "pid": os.getpid(),  # which process ran it (the pipeline test checks executors did)
         "counts": found.counts,
         "examples": found.examples,

@@ -102,6 +102,8 @@ def project(ops: list[Op]) -> Projection:
             acks = inv.extra.get("acks")
         if acks is not None:
             acks = str(acks)
+            if acks == "-1":  # the producer's own spelling of acks=all
+                acks = "all"
         final = bool(extra.get("final") or (inv is not None and inv.extra.get("final")))
         if len(value) == 1:
             # the common case: one micro-op, one key (sends) — no dict churn
