@@ -138,6 +138,16 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
 
     # --- version order ----------------------------------------------------
     log: dict[Any, list] = {}   # offset -> values in first-seen order
+    # An acks=1/0 acknowledgement (offset included) is not durable: after a
+    # leader change the unreplicated tail is truncated and its offsets reused
+    # (seed 003). So such a send places its value in the version order only
+    # once some poll returned it; an unread one is judged as a loss of its
+    # level (unseen-acks1, lost-acks1-write), not as inconsistent-offsets or
+    # as a hole that makes every later poll skip.
+    unplaced: set[Any] = set()
+    if any(a in WEAK_ACKS for a in writer_acks.values()):
+        read_any = {v for ev in reads for _o, v in ev[4]}
+        unplaced = {v for v, a in writer_acks.items() if a in WEAK_ACKS and v not in read_any}
     committed_info: list[int] = []
 
     log_get = log.get
@@ -161,7 +171,7 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
             use = False
         if use:
             for off, v in ev[4]:
-                if off is not None:
+                if off is not None and v not in unplaced:
                     vs = log_get(off)
                     if vs is None:
                         log[off] = [v]
@@ -209,6 +219,19 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
                           {"key": key, "value": v, "index": first_index.get(v),
                            "max-read-index": bound, "op": w, "max-read": by_index[bound],
                            "acks": acks})
+    if unplaced and read_ok:
+        # an unread weak-acks record still counts as a lost write when an ok
+        # poll read past its acknowledged offset
+        max_read_off = max((o for ev in reads if ev[2] == "ok" for o, _v in ev[4] if o is not None),
+                           default=-1)
+        for ev in sends:
+            if ev[2] != "ok":
+                continue
+            for off, v in ev[4]:
+                if v in unplaced and off is not None and off < max_read_off:
+                    found.add(loss_type("lost-write", writer_acks.get(v)),
+                              {"key": key, "value": v, "offset": off, "max-read-offset": max_read_off,
+                               "op": ev[0], "acks": writer_acks.get(v)})
 
     # --- G1a, int-poll, poll-skip -----------------------------------------
     bv = by_value.get
@@ -290,6 +313,8 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
                 continue
             vals = [v for _o, v in pairs]
             ix = positions(pairs)
+            if unplaced:
+                ix = [None if v in unplaced else i for i, v in zip(ix, vals)]
             prev_i = None
             prev_v = None
             for j, v in enumerate(vals if len(vals) > 1 else ()):
@@ -310,7 +335,8 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
                     if i is not None and i2 is not None and i2 - i < 1:
                         found.add("nonmonotonic-send", {"key": key, "values": [ls[1], vals[0]],
                                                         "delta": i2 - i, "ops": [ls[0], idx]})
-                last_send[proc] = (idx, vals[-1], ix[-1])
+                if not (unplaced and all(v in unplaced for v in vals)):
+                    last_send[proc] = (idx, vals[-1], ix[-1])
 
     # --- unseen -----------------------------------------------------------
     unseen_vals = [(writer[v], v) for v, t in writer_type.items() if t == "ok" and v not in read_ok]

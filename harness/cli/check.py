@@ -2,7 +2,9 @@
 
 PATH is a run directory (its ``history.jsonl`` is read and ``results.json``
 written next to it), a ``.jsonl`` history or a Jepsen ``.edn`` history.
-Exit codes: 0 valid, 1 anomalies, 2 bad input, 3 unknown (budget exhausted).
+Exit codes: 0 valid, 1 anomalies, 2 bad input, 3 unknown (budget exhausted,
+or findings that cannot be judged, e.g. unseen records of a key whose final
+read never completed).
 """
 
 from __future__ import annotations
@@ -49,6 +51,26 @@ def _load(path: Path, warnings: list[str]) -> tuple[list[Any], Path | None]:
     return ops, run_dir
 
 
+def parse_model_options(items: tuple[str, ...]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs -> a dict; VALUE is read as JSON when it parses
+    (``initial={"x":0}``, ``independent=true``), else kept as a string."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--model-option {item!r}: expected KEY=VALUE")
+        if not key.isidentifier():
+            raise UsageError(f"--model-option {item!r}: {key!r} is not an option name")
+        if key in out:
+            raise UsageError(f"--model-option {key}: given twice")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
 def _fmt_example(ex: Any) -> str:
     """One example on one line; cycles as ``op 2 -realtime-> op 4 -ww(t-1)-> ...``."""
     if isinstance(ex, dict) and ex.get("steps"):
@@ -85,7 +107,10 @@ def _summary(res: dict[str, Any], where: str) -> None:
         for typ in res["anomaly_types"]:
             exs = res["anomalies"].get(typ) or []
             n = counts.get(typ, len(exs))
-            name = f"{typ} (allowed)" if typ in allowed else typ
+            if typ.startswith("unverified-"):
+                name = f"{typ} (key not verified)"
+            else:
+                name = f"{typ} (allowed)" if typ in allowed else typ
             t.add_row(name, str(n), _fmt_example(exs[0])[:160] if exs else "")
         con.print(t)
     dur = res.get("durability") or {}
@@ -105,6 +130,11 @@ def _summary(res: dict[str, Any], where: str) -> None:
     lin = res.get("checkers", {}).get("linearizable")
     if lin is not None and lin.get("valid") is False:
         con.print(f"not linearizable: key {lin.get('key')}, op {lin.get('op')}")
+    fr = res.get("checkers", {}).get("final-reads")
+    if fr is not None and fr.get("incomplete_keys"):
+        keys = fr["incomplete_keys"]
+        shown = ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else "")
+        con.print(f"[yellow]no completed final read: {len(keys)} key(s) unverified ({shown})[/]")
     if q is not None and q.get("cycle_search") != "complete":
         con.print(f"[yellow]cycle search: {q.get('cycle_search')}[/]")
     if v == "unknown" and lin is not None:
@@ -128,10 +158,18 @@ def _summary(res: dict[str, Any], where: str) -> None:
               help="Operations were Kafka transactions (queue): G0/G1c cycles are allowed.")
 @click.option("--allow", "also_allowed", multiple=True, metavar="TYPE",
               help="Also allow this queue anomaly type (repeatable).")
+@click.option("--fail-on-acks1-loss", "strict_acks1", is_flag=True, default=None,
+              help="Lost acks=1 records make the run invalid (queue). By default they are reported "
+                   "(lost-acks1-write, lost-write-acks1, unseen-acks1) but allowed: acks=1 never "
+                   "promised to survive a leader failure. Default from test.json's strict_acks1.")
+@click.option("--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
+              help="Option for the linearizability model, VALUE as JSON when it parses "
+                   "(repeatable), e.g. --model-option 'initial={\"x\":0,\"y\":0}'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object on stdout.")
 def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
               time_budget: float | None, sub_via: tuple[str, ...], txn: bool | None,
-              also_allowed: tuple[str, ...], as_json: bool) -> int:
+              also_allowed: tuple[str, ...], strict_acks1: bool | None,
+              model_option: tuple[str, ...], as_json: bool) -> int:
     """Check a history: a run directory, a .jsonl or an .edn file.
 
     \b
@@ -140,6 +178,10 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     """
     from checkers.check import check_history
 
+    model_options = parse_model_options(model_option)
+    if model_options and model == "queue":
+        raise UsageError("--model-option: the queue model takes no options "
+                         "(use --sub-via, --txn, --allow, --fail-on-acks1-loss)")
     warnings: list[str] = []
     ops, run_dir = _load(path, warnings)
     for w in warnings:
@@ -167,10 +209,12 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
                              f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
         base = queue_options_from_test(test or {})
         queue_options = type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
-                                   also_allowed=frozenset(also_allowed))
+                                   also_allowed=frozenset(also_allowed),
+                                   strict_acks1=base.strict_acks1)
     try:
         res = check_history(ops, model=model, engine=engine, spark_master=spark_master,
-                            time_budget=time_budget, test=test, queue_options=queue_options)
+                            time_budget=time_budget, test=test, queue_options=queue_options,
+                            strict_acks1=strict_acks1, model_options=model_options or None)
     except HistoryError as e:
         raise UsageError(f"bad history for model {model}: {e}") from None
     except ValueError as e:

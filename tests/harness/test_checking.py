@@ -6,7 +6,8 @@ import json
 
 from checkers.history.jsonl import write_jsonl
 from checkers.history.op import Op
-from harness.checking import check_run, final_read_coverage
+from checkers.final_reads import final_read_coverage
+from harness.checking import check_run
 
 
 def history(final_types):
