@@ -65,6 +65,17 @@ recovery started from. The election record says ``election:recovery`` (trace
 and the partition is ``RECOVERING``. Nothing about a recovery in progress is
 written to the metadata log: a new active controller starts over, since on
 activation it looks at every leaderless partition.
+
+LastKnownLeader (seed 002, "Delivery plan")
+-------------------------------------------
+With the recovery manager off (Kafka's default) the builder records the last
+ISR member when a fence, controlled shutdown or unclean-shutdown registration
+empties the ISR, and elects it once it is unfenced if no ISR or ELR member is
+left. The controller needs nothing more than what it already does: every
+unfencing builds every leaderless partition again (``_elect_leaderless``), so
+when all replicas of a partition were SIGKILLed and came back after unclean
+shutdowns, the partition leads again as soon as its LastKnownLeader is
+unfenced (trace ``election`` with ``data_kind="last-known-leader"``).
 """
 
 from __future__ import annotations
