@@ -99,6 +99,10 @@ def _summary(res: dict[str, Any], where: str) -> None:
     q = res.get("checkers", {}).get("queue")
     counts = (q or {}).get("counts", {})
     allowed = set((q or {}).get("allowed_anomaly_types", []))
+    from checkers.durability import LOSS_ANOMALY
+
+    lost_counts = {name: (res.get("durability") or {}).get(label, {}).get("lost", 0)
+                   for label, name in LOSS_ANOMALY.items()}
     if res.get("anomaly_types"):
         t = Table(title="anomalies", show_edge=False)
         t.add_column("type")
@@ -106,7 +110,7 @@ def _summary(res: dict[str, Any], where: str) -> None:
         t.add_column("first example")
         for typ in res["anomaly_types"]:
             exs = res["anomalies"].get(typ) or []
-            n = counts.get(typ, len(exs))
+            n = counts.get(typ, lost_counts.get(typ, len(exs)))
             if typ.startswith("unverified-"):
                 name = f"{typ} (key not verified)"
             else:
