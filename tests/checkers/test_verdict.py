@@ -348,3 +348,25 @@ def test_cli_model_option_on_queue_model_is_a_usage_error(tmp_path) -> None:
     write_jsonl(tmp_path / "h.jsonl", tail_truncated("1").ops)
     p = cli("check", str(tmp_path / "h.jsonl"), "--model-option", "initial=0")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_run_directory_with_unreadable_key_named_in_test_json_exits_3(tmp_path) -> None:
+    """The harness's path: a run directory, test.json naming the keys; a key
+    no final read covered leaves its acknowledged writes unverified."""
+    from harness.checking import check_run
+
+    b = HistoryBuilder()
+    b.send(0, K, 1, 0)
+    b.send(0, K1, 9, 0)
+    b.poll(3, {K: [(0, 1)], K1: [(0, 9)]})
+    final_read(b, 1, K, "ok", [(0, 1)])  # K1's final read was never even started
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_jsonl(run_dir / "history.jsonl", b.ops)
+    (run_dir / "test.json").write_text(json.dumps({"keys": [K, K1]}))
+    res = check_run(run_dir)
+    assert res["valid"] == "unknown"
+    assert res["checkers"]["final-reads"]["unread_keys"] == [K1]
+    p = cli("check", str(run_dir))
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert json.loads((run_dir / "results.json").read_text())["valid"] == "unknown"
