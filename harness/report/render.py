@@ -1,5 +1,6 @@
-"""Render index.html (Jinja2, autoescaped: every value that came from a history
-or a node is text, never markup) plus latency-raw.png and rate.png."""
+"""Render index.html and timeline.html (Jinja2, autoescaped: every value that
+came from a history or a node is text, never markup) plus latency-raw.png and
+rate.png."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from checkers.history.jsonl import read_jsonl
 from harness import store
 
 from .plots import fault_intervals, latency_plot, rate_plot
+from .timeline import example_ops, timeline_context
 
 MAX_EXAMPLES = 5
 MAX_EXAMPLE_CHARS = 600
@@ -38,10 +40,25 @@ def _verdict(valid: Any) -> tuple[str, str]:
     return "UNKNOWN", "unknown"
 
 
+def _example(e: Any) -> dict[str, Any]:
+    """One anomaly example as readable ``key: value`` fields plus the op
+    indices it names (linked to timeline.html)."""
+    if isinstance(e, dict):
+        fields = [(str(k), _short(v)) for k, v in e.items() if k not in ("seed",)]
+    else:
+        fields = [("", _short(e))]
+    return {"fields": fields, "ops": example_ops(e)[:12]}
+
+
 def _anomalies(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     anomalies = result.get("anomalies") or {}
     types = list(result.get("anomaly_types") or []) + [t for t in anomalies if t not in (result.get("anomaly_types") or [])]
+    counts: dict[str, Any] = {}
+    for c in (result.get("checkers") or {}).values():
+        if isinstance(c, dict) and isinstance(c.get("counts"), dict):
+            counts.update(c["counts"])
+    bad, allowed = _type_sets(result)
     for t in types:
         ex = anomalies.get(t, [])
         if isinstance(ex, dict):
@@ -51,26 +68,96 @@ def _anomalies(result: dict[str, Any]) -> list[dict[str, Any]]:
             count = len(ex)
         else:
             count, ex = 1, [ex]
-        rows.append({"type": str(t), "count": count, "examples": [_short(e) for e in list(ex)[:MAX_EXAMPLES]]})
+        if isinstance(counts.get(t), int):
+            count = max(count, counts[t])
+        rows.append({"type": str(t), "count": count, "bad": True if t in bad else (False if t in allowed else None),
+                     "examples": [_example(e) for e in list(ex)[:MAX_EXAMPLES]],
+                     "more": max(0, len(list(ex)) - MAX_EXAMPLES)})
+    rows.sort(key=lambda r: r["bad"] is not True)
     return rows
 
 
+def _type_sets(result: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """(types that fail the run, types allowed) as the checkers name them;
+    a type in neither (e.g. a simulator run's checker that only counts) is
+    left unmarked rather than guessed."""
+    bad = {str(t) for t in (result.get("bad_anomaly_types") or [])}
+    allowed: set[str] = set()
+    for c in (result.get("checkers") or {}).values():
+        if isinstance(c, dict):
+            bad.update(str(t) for t in (c.get("bad_anomaly_types") or []))
+            allowed.update(str(t) for t in (c.get("allowed_anomaly_types") or []))
+            if c.get("valid") is False and not c.get("bad_anomaly_types") and isinstance(c.get("counts"), dict):
+                bad.update(str(t) for t, n in c["counts"].items() if n)
+    return bad, allowed - bad
+
+
+def _reasons(result: dict[str, Any]) -> list[str]:
+    """One line per reason the verdict is what it is, for the top of the page."""
+    valid = result.get("valid")
+    out: list[str] = []
+    mentioned: set[str] = set()
+    checkers = {k: c for k, c in (result.get("checkers") or {}).items() if isinstance(c, dict)}
+    if valid is False:
+        for name, c in checkers.items():
+            if c.get("valid") is False:
+                types = [str(t) for t in (c.get("bad_anomaly_types") or [])] or \
+                        [str(t) for t, n in (c.get("counts") or {}).items() if n]
+                mentioned.update(types)
+                out.append(f"{name} checker: " + (", ".join(types) if types else "invalid"))
+        d = (result.get("durability") or {}).get("acks=all")
+        if isinstance(d, dict) and d.get("lost"):
+            out.insert(0, f"{d['lost']} of {d.get('acked')} acknowledged acks=all writes lost "
+                          f"(rate {_pct(d.get('lost_rate'))})")
+            mentioned.update({"lost-acked-write", "lost-write", "unseen"})
+        _, allowed = _type_sets(result)
+        rest = [str(t) for t in (result.get("anomaly_types") or []) if str(t) not in mentioned | allowed]
+        if rest:
+            out.append("anomalies: " + ", ".join(rest))
+        if not out:
+            out.append("see the anomalies below")
+    elif valid is not True:
+        for name, c in checkers.items():
+            if c.get("valid") not in (True, False):
+                why = c.get("cause") or c.get("cycle_search") or ""
+                if name == "final-reads":
+                    keys = c.get("incomplete_keys") or list((c.get("unverified_acked_writes") or {}).keys())
+                    why = f"no completed final read of {_short(keys)}"
+                out.append(f"{name} checker could not decide" + (f": {_short(why)}" if why else ""))
+        if not out:
+            out.append("no checker result" if not result.get("anomaly_types") else "the checkers could not decide")
+    return out
+
+
+def _pct(x: Any) -> str:
+    return f"{x:.3%}" if isinstance(x, (int, float)) and not isinstance(x, bool) else ("—" if x is None else str(x))
+
+
 def _durability(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per acks level; levels with nothing sent are listed last."""
     rows = []
     for mode, d in sorted((result.get("durability") or {}).items()):
         if not isinstance(d, dict):
             continue
-        rate = d.get("lost_rate")
+        ci = d.get("lost_rate_ci95")
+        delay = d.get("visibility_delay_ms") if isinstance(d.get("visibility_delay_ms"), dict) else {}
         rows.append({
             "mode": str(mode),
+            "sent": d.get("sent", "—"),
             "acked": d.get("acked"),
+            "indeterminate": d.get("indeterminate", "—"),
             "lost": d.get("lost"),
-            "lost_rate": f"{rate:.4%}" if isinstance(rate, (int, float)) else rate,
+            "lost_rate": _pct(d.get("lost_rate")),
+            "ci": f"{_pct(ci[0])} – {_pct(ci[1])}" if isinstance(ci, list) and len(ci) == 2 else "",
+            "failed_visible": d.get("failed_visible", "—"),
+            "unacked_visible": d.get("unacked_visible", "—"),
+            "delay": (f"p50 {delay.get('p50', 0):.0f} / p99 {delay.get('p99', 0):.0f} / max {delay.get('max', 0):.0f}"
+                      if delay.get("count") else "—"),
             "bad": bool(d.get("lost")),
-            "extra": {k: _short(v) for k, v in d.items()
-                      if k not in ("acked", "lost", "lost_rate") and not isinstance(v, (list, dict))},
-            "examples": [_short(e) for e in (d.get("lost_examples") or [])[:3]],
+            "empty": not d.get("sent") and not d.get("acked"),
+            "examples": [_example(e) for e in (d.get("lost_examples") or [])[:3]],
         })
+    rows.sort(key=lambda r: r["empty"])
     return rows
 
 
@@ -93,16 +180,25 @@ def render_report(run_dir: str | Path) -> Path:
     latency_plot(ops, intervals, run_dir / "latency-raw.png")
     rate_plot(ops, intervals, run_dir / "rate.png")
     label, css = _verdict(result.get("valid"))
-    files = [f for f in ("history.jsonl", "history.edn", "results.json", "test.json", "nemesis.jsonl", "timeline.html")
+    title = f"{test.get('name', run_dir.parent.name)} — {run_dir.name}"
+    anomalies = _anomalies(result)
+    durability = _durability(result)
+    focus = [i for a in anomalies for e in a["examples"] for i in e["ops"]]
+    focus += [i for d in durability for e in d["examples"] for i in e["ops"]]
+    timeline = render_timeline(run_dir, ops, intervals, focus, title=title, verdict=(label, css))
+    files = [f for f in ("history.jsonl", "history.edn", "results.json", "test.json", "nemesis.jsonl")
              if (run_dir / f).exists()]
     html = _env.get_template("index.html.j2").render(
-        title=f"{test.get('name', run_dir.parent.name)} — {run_dir.name}",
+        title=title,
         verdict=label,
         verdict_class=css,
+        reasons=_reasons(result),
+        timeline=timeline.name,
+        summary=_summary(ops, intervals),
         error=result.get("error"),
         config=[(str(k), _short(v)) for k, v in test.items()],
-        anomalies=_anomalies(result),
-        durability=_durability(result),
+        anomalies=anomalies,
+        durability=durability,
         stats=[(str(k), _short(v)) for k, v in (result.get("stats") or {}).items()],
         checkers=[(str(k), _short(v)) for k, v in (result.get("checkers") or {}).items()],
         intervals=[
@@ -116,4 +212,23 @@ def render_report(run_dir: str | Path) -> Path:
     )
     out = run_dir / store.INDEX
     out.write_text(html, encoding="utf-8")
+    return out
+
+
+def _summary(ops: list[Any], intervals: list[Any]) -> str:
+    clients = [o for o in ops if o.process != "nemesis" and o.type != "invoke"]
+    by = {t: sum(1 for o in clients if o.type == t) for t in ("ok", "fail", "info")}
+    end = max((o.time for o in ops), default=0) / 1e9
+    return (f"{len(clients)} client operations over {end:.1f}s ({by['ok']} ok, {by['fail']} fail, "
+            f"{by['info']} indeterminate); {len(intervals)} fault interval{'' if len(intervals) == 1 else 's'}")
+
+
+def render_timeline(run_dir: str | Path, ops: list[Any], intervals: list[Any], focus: list[int],
+                    title: str = "", verdict: tuple[str, str] = ("", "")) -> Path:
+    """timeline.html for a run directory; ``focus`` are anomaly example op
+    indices, which get a window of context when the history is long."""
+    ctx = timeline_context(ops, intervals, focus)
+    out = Path(run_dir) / "timeline.html"
+    out.write_text(_env.get_template("timeline.html.j2").render(
+        title=title, verdict=verdict[0], verdict_class=verdict[1], **ctx), encoding="utf-8")
     return out

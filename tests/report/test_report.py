@@ -57,7 +57,7 @@ def test_report_shows_verdict_durability_anomalies_and_timeline(tmp_path):
     d = make_run(tmp_path / "run")
     html = render_report(d).read_text()
     assert 'class="verdict invalid">INVALID<' in html
-    assert "lost-write" in html and "acks=all" in html and "6.2500%" in html
+    assert "lost-write" in html and "acks=all" in html and "6.250%" in html
     assert "halves" in html  # the nemesis timeline
     assert 'href="nodes/n1/node.log"' in html and 'href="history.jsonl"' in html
     for png in ("latency-raw.png", "rate.png"):
