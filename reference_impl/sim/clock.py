@@ -19,10 +19,14 @@ class NodeClock:
     drift: float = 0.0  # e.g. 0.001 = runs 0.1% fast
 
     def node_time(self, vt: int) -> int:
+        if not self.drift:
+            return vt + self.offset_ms
         return int(vt + vt * self.drift) + self.offset_ms
 
     def virtual_time(self, node_ms: int) -> int:
         """The earliest virtual time at which this clock reads >= ``node_ms``."""
+        if not self.drift and type(node_ms) is int:
+            return node_ms - self.offset_ms  # exact: node_time is vt + offset
         vt = math.ceil((node_ms - self.offset_ms) / (1.0 + self.drift))
         # float rounding: nudge until node_time(vt) >= node_ms
         while self.node_time(vt) < node_ms:

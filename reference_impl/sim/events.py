@@ -9,6 +9,7 @@ one seed always yields one schedule (the property every replay relies on).
 from __future__ import annotations
 
 import heapq
+from heapq import heappush
 from typing import Any, Callable
 
 
@@ -23,8 +24,8 @@ class EventLoop:
         """Run ``fn(*args)`` at virtual time ``when`` (never in the past)."""
         if when < self.now:
             when = self.now
-        self._seq += 1
-        heapq.heappush(self._heap, (int(when), self._seq, fn, args))
+        seq = self._seq = self._seq + 1
+        heappush(self._heap, (int(when), seq, fn, args))
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> None:
         self.at(self.now + max(0, int(delay)), fn, *args)
@@ -37,13 +38,25 @@ class EventLoop:
         """
         heap = self._heap
         pop = heapq.heappop
-        while heap and heap[0][0] <= until:
-            when, _, fn, args = pop(heap)
-            self.now = when
-            self.steps += 1
-            fn(*args)
-            if stop is not None and stop():
-                return
+        if stop is None:
+            # the hot loop: the step count is kept locally and stored once
+            steps = self.steps
+            try:
+                while heap and heap[0][0] <= until:
+                    when, _, fn, args = pop(heap)
+                    self.now = when
+                    steps += 1
+                    fn(*args)
+            finally:
+                self.steps = steps
+        else:
+            while heap and heap[0][0] <= until:
+                when, _, fn, args = pop(heap)
+                self.now = when
+                self.steps += 1
+                fn(*args)
+                if stop():
+                    return
         if until > self.now:
             self.now = until
 

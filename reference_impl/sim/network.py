@@ -77,19 +77,26 @@ class Network:
         if link in self.grudge:
             self.dropped += 1
             return
-        prof = self.links.get(link, self.default)
-        if prof.loss and self.rng.random() < prof.loss:
+        links = self.links
+        prof = links.get(link, self.default) if links else self.default
+        rng = self.rng
+        if prof.loss and rng.random() < prof.loss:
             self.dropped += 1
             return
-        arrive = self.loop.now + prof.sample(self.rng)
-        last = self._last_arrival.get(link, 0)
+        # LinkProfile.sample, inlined (the same draws from the same rng)
+        jitter = prof.jitter_ms
+        extra = rng.expovariate(1.0 / jitter) if jitter > 0 else 0.0
+        loop = self.loop
+        arrive = loop.now + prof.min_ms + int(extra)
+        last_arrival = self._last_arrival
+        last = last_arrival.get(link, 0)
         if arrive < last:
             arrive = last  # FIFO per link, like one TCP connection
-        self._last_arrival[link] = arrive
-        self.loop.at(arrive, self._arrive, src, dst, msg)
+        last_arrival[link] = arrive
+        loop.at(arrive, self._arrive, src, dst, msg)
 
     def _arrive(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
-        if (src, dst) in self.grudge:
+        if self.grudge and (src, dst) in self.grudge:
             self.dropped += 1
             return
         recv = self._receivers.get(dst)

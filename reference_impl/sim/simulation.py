@@ -197,12 +197,18 @@ class Simulation:
 
     def trace(self, nid: int, kind: str, data: dict[str, Any]) -> None:
         ev = {"t": self.loop.now, "node": nid, "kind": kind}
-        for k, v in data.items():
-            # the election event's own "kind" (clean/elr/unclean) must not
-            # overwrite the event kind: colliding keys become data_<key>
-            ev[f"data_{k}" if k in _RESERVED else k] = v
-        self.trace_counts[kind] = self.trace_counts.get(kind, 0) + 1
-        self._track(nid, kind, ev)
+        if _RESERVED.isdisjoint(data):
+            ev.update(data)
+        else:
+            for k, v in data.items():
+                # the election event's own "kind" (clean/elr/unclean) must not
+                # overwrite the event kind: colliding keys become data_<key>
+                ev[f"data_{k}" if k in _RESERVED else k] = v
+        counts = self.trace_counts
+        counts[kind] = counts.get(kind, 0) + 1
+        track = _TRACKERS.get(kind)
+        if track is not None:
+            track(self, nid, ev)
         if self.monitor is not None:
             self.monitor.observe(ev)
         for fn in self._trace_listeners:
@@ -213,40 +219,54 @@ class Simulation:
                 d = self._trace_dir / str(nid)
                 d.mkdir(parents=True, exist_ok=True)
                 f = self._trace_files[nid] = open(d / "trace.jsonl", "w", encoding="utf-8")
-            f.write(json.dumps(ev, separators=(",", ":"), default=_jsonable) + "\n")
+            f.write(_dumps(ev) + "\n")
 
     def _track(self, nid: int, kind: str, ev: dict[str, Any]) -> None:
-        if kind == "become_leader":
-            tp = str(ev.get("tp"))
-            cur = self.leaders.get(tp)
-            ep = ev.get("leader_epoch", -1)
-            if cur is None or ep >= cur[0]:
-                self.leaders[tp] = (ep, nid)
-        elif kind == "become_follower":
-            # only a broker's own become_leader names a leader; a leader that
-            # turns follower leaves the partition leaderless until then
-            tp = str(ev.get("tp"))
-            cur = self.leaders.get(tp)
-            ep = ev.get("leader_epoch", -1)
-            if cur is not None and cur[1] == nid and ep >= cur[0]:
-                self.leaders[tp] = (ep, -1)
-        elif kind == "hw":
-            self.hw[(nid, str(ev.get("tp")))] = ev.get("hw", -1)
-            if "leo" in ev:
-                self.leo[(nid, str(ev.get("tp")))] = ev["leo"]
-        elif kind == "append":
-            self.leo[(nid, str(ev.get("tp")))] = ev.get("leo", -1)
-        elif kind == "truncate":
-            self.leo[(nid, str(ev.get("tp")))] = ev.get("to", -1)
-        elif kind == "loaded":
-            self.leo[(nid, str(ev.get("tp")))] = ev.get("leo", -1)
-            self.hw[(nid, str(ev.get("tp")))] = ev.get("hw", -1)
-        elif kind == "raft_state" and ev.get("role") == "leader":
+        track = _TRACKERS.get(kind)
+        if track is not None:
+            track(self, nid, ev)
+
+    # the glass-box trackers, one per event kind that moves what the sim shows
+    def _track_become_leader(self, nid: int, ev: dict[str, Any]) -> None:
+        tp = str(ev.get("tp"))
+        cur = self.leaders.get(tp)
+        ep = ev.get("leader_epoch", -1)
+        if cur is None or ep >= cur[0]:
+            self.leaders[tp] = (ep, nid)
+
+    def _track_become_follower(self, nid: int, ev: dict[str, Any]) -> None:
+        # only a broker's own become_leader names a leader; a leader that
+        # turns follower leaves the partition leaderless until then
+        tp = str(ev.get("tp"))
+        cur = self.leaders.get(tp)
+        ep = ev.get("leader_epoch", -1)
+        if cur is not None and cur[1] == nid and ep >= cur[0]:
+            self.leaders[tp] = (ep, -1)
+
+    def _track_hw(self, nid: int, ev: dict[str, Any]) -> None:
+        key = (nid, str(ev.get("tp")))
+        self.hw[key] = ev.get("hw", -1)
+        if "leo" in ev:
+            self.leo[key] = ev["leo"]
+
+    def _track_append(self, nid: int, ev: dict[str, Any]) -> None:
+        self.leo[(nid, str(ev.get("tp")))] = ev.get("leo", -1)
+
+    def _track_truncate(self, nid: int, ev: dict[str, Any]) -> None:
+        self.leo[(nid, str(ev.get("tp")))] = ev.get("to", -1)
+
+    def _track_loaded(self, nid: int, ev: dict[str, Any]) -> None:
+        self.leo[(nid, str(ev.get("tp")))] = ev.get("leo", -1)
+        self.hw[(nid, str(ev.get("tp")))] = ev.get("hw", -1)
+
+    def _track_raft_state(self, nid: int, ev: dict[str, Any]) -> None:
+        if ev.get("role") == "leader":
             ep = ev.get("epoch", -1)
             if ep >= self.controller_leader[0]:
                 self.controller_leader = (ep, nid)
-        elif kind == "partition_metadata":
-            self.partition_meta[str(ev.get("tp"))] = ev
+
+    def _track_partition_metadata(self, nid: int, ev: dict[str, Any]) -> None:
+        self.partition_meta[str(ev.get("tp"))] = ev
 
     def leader_of(self, tp: TopicPartition | str) -> int:
         """The latest leader the brokers announced (-1 if none known)."""
@@ -269,9 +289,24 @@ class Simulation:
         self._trace_files = {}
 
 
+_TRACKERS: dict[str, Callable[[Simulation, int, dict[str, Any]], None]] = {
+    "become_leader": Simulation._track_become_leader,
+    "become_follower": Simulation._track_become_follower,
+    "hw": Simulation._track_hw,
+    "append": Simulation._track_append,
+    "truncate": Simulation._track_truncate,
+    "loaded": Simulation._track_loaded,
+    "raft_state": Simulation._track_raft_state,
+    "partition_metadata": Simulation._track_partition_metadata,
+}
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(v, (set, frozenset)):
         return sorted(v)
     if isinstance(v, tuple):
         return list(v)
     return str(v)
+
+
+_dumps = json.JSONEncoder(separators=(",", ":"), default=_jsonable).encode
