@@ -116,7 +116,13 @@ def _reasons(result: dict[str, Any]) -> list[str]:
             out.append("anomalies: " + ", ".join(rest))
         if not out:
             out.append("see the anomalies below")
-    elif valid is not True:
+    elif valid is True:
+        d = (result.get("durability") or {}).get("acks=all")
+        if isinstance(d, dict) and d.get("acked"):
+            out.append(f"none of the {d['acked']} acknowledged acks=all writes was lost")
+        types = [str(t) for t in (result.get("anomaly_types") or [])]
+        out.append("anomalies found, all allowed: " + ", ".join(types) if types else "no anomalies found")
+    else:
         for name, c in checkers.items():
             if c.get("valid") not in (True, False):
                 why = c.get("cause") or c.get("cycle_search") or ""
@@ -157,7 +163,8 @@ def _durability(result: dict[str, Any]) -> list[dict[str, Any]]:
             "empty": not d.get("sent") and not d.get("acked"),
             "examples": [_example(e) for e in (d.get("lost_examples") or [])[:3]],
         })
-    rows.sort(key=lambda r: r["empty"])
+    # acks=all first (its losses decide the verdict), then weaker levels; unused levels last
+    rows.sort(key=lambda r: (r["empty"], r["mode"] != "acks=all", r["mode"]))
     return rows
 
 

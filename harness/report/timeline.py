@@ -104,7 +104,9 @@ def _label(op: Op, comp: Op | None) -> str:
                 mops.append(f"{m[1]}:{_text(val, 12)}")
             elif m and m[0] == "poll" and len(m) >= 2 and isinstance(m[1], dict):
                 mops.append(f"{sum(len(r) for r in m[1].values() if isinstance(r, list))} recs")
-        return f"{op.f} " + " ".join(mops) if mops else op.f
+        acks = (op.extra or {}).get("acks")
+        tag = f" a{acks}" if op.f == "send" and acks not in (None, "all") else ""  # weaker promise: say so
+        return (f"{op.f} " + " ".join(mops) if mops else op.f) + tag
     return f"{op.f} {_text(v, LABEL_CHARS)}".strip()
 
 
