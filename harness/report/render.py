@@ -40,11 +40,13 @@ def _verdict(valid: Any) -> tuple[str, str]:
     return "UNKNOWN", "unknown"
 
 
-def _example(e: Any) -> dict[str, Any]:
+def _example(e: Any, type_: str = "") -> dict[str, Any]:
     """One anomaly example as readable ``key: value`` fields plus the op
-    indices it names (linked to timeline.html)."""
+    indices it names (linked to timeline.html); the run's seed and a ``kind``
+    repeating the row's type are left out."""
     if isinstance(e, dict):
-        fields = [(str(k), _short(v)) for k, v in e.items() if k not in ("seed",)]
+        fields = [(str(k), _short(v)) for k, v in e.items()
+                  if k != "seed" and not (k == "kind" and v == type_)]
     else:
         fields = [("", _short(e))]
     return {"fields": fields, "ops": example_ops(e)[:12]}
@@ -70,9 +72,12 @@ def _anomalies(result: dict[str, Any]) -> list[dict[str, Any]]:
             count, ex = 1, [ex]
         if isinstance(counts.get(t), int):
             count = max(count, counts[t])
+        ex = list(ex)
+        shown = ex[:MAX_EXAMPLES]
         rows.append({"type": str(t), "count": count, "bad": True if t in bad else (False if t in allowed else None),
-                     "examples": [_example(e) for e in list(ex)[:MAX_EXAMPLES]],
-                     "more": max(0, len(list(ex)) - MAX_EXAMPLES)})
+                     "examples": [_example(e, str(t)) for e in shown],
+                     "more": max(0, count - len(shown)) if isinstance(count, int) else 0,
+                     "kept": len(ex)})
     rows.sort(key=lambda r: r["bad"] is not True)
     return rows
 
@@ -161,7 +166,9 @@ def _durability(result: dict[str, Any]) -> list[dict[str, Any]]:
                       if delay.get("count") else "—"),
             "bad": bool(d.get("lost")),
             "empty": not d.get("sent") and not d.get("acked"),
-            "examples": [_example(e) for e in (d.get("lost_examples") or [])[:3]],
+            "examples": [_example(e) for e in (d.get("lost_examples") or [])[:MAX_EXAMPLES]],
+            "more": max(0, d["lost"] - min(MAX_EXAMPLES, len(d.get("lost_examples") or [])))
+            if isinstance(d.get("lost"), int) else 0,
         })
     # acks=all first (its losses decide the verdict), then weaker levels; unused levels last
     rows.sort(key=lambda r: (r["empty"], r["mode"] != "acks=all", r["mode"]))
