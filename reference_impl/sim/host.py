@@ -120,9 +120,21 @@ class Host:
 
     # -- inputs --------------------------------------------------------------------
     def deliver(self, src: Any, msg: Any) -> None:
-        if self.state == DOWN:
+        state = self.state
+        if state is UP:
+            # the hot path: _deliver_now, inlined
+            try:
+                effects = self.node.handle(msg, self.clock.node_time(self.sim.loop.now), src if isinstance(src, int) else None)
+            except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
+                self.sim.node_crashed(self.node_id, f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
+                self.kill()
+                return
+            if effects:
+                self.apply(effects)
             return
-        if self.state == PAUSED:
+        if state == DOWN:
+            return
+        if state == PAUSED:
             self.queued.append(("msg", src, msg))
             return
         self._deliver_now(src, msg)

@@ -15,6 +15,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable
 
+from math import log as _log
+
 from .events import EventLoop
 
 Endpoint = Hashable
@@ -83,9 +85,10 @@ class Network:
         if prof.loss and rng.random() < prof.loss:
             self.dropped += 1
             return
-        # LinkProfile.sample, inlined (the same draws from the same rng)
+        # LinkProfile.sample, inlined: random.expovariate(1 / jitter) is
+        # -log(1 - random()) / (1 / jitter), computed here the same way
         jitter = prof.jitter_ms
-        extra = rng.expovariate(1.0 / jitter) if jitter > 0 else 0.0
+        extra = -_log(1.0 - rng.random()) / (1.0 / jitter) if jitter > 0 else 0.0
         loop = self.loop
         arrive = loop.now + prof.min_ms + int(extra)
         last_arrival = self._last_arrival
