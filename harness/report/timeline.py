@@ -30,7 +30,9 @@ from checkers.history.op import Op
 from .plots import Interval
 
 ROW_PX = 16          # height of one history event
-COL_PX = 118         # width of one process column
+COL_PX = 118         # width of one process column (narrower with many processes)
+MIN_COL_PX = 56
+PAGE_PX = 1500       # columns shrink to fit this width, down to MIN_COL_PX
 GUTTER_PX = 72       # the time gutter on the left
 HEAD_EVENTS = 3000   # events shown from the start of the history
 WINDOW = 60          # events shown either side of an anomaly example op
@@ -100,8 +102,11 @@ def _label(op: Op, comp: Op | None) -> str:
         mops = []
         for m in v:
             if m and m[0] == "send" and len(m) >= 3:
-                val = m[2][1] if isinstance(m[2], list) and len(m[2]) == 2 else m[2]
-                mops.append(f"{m[1]}:{_text(val, 12)}")
+                # the value first (keys of real runs are long topic names): 17→p0@42
+                done = isinstance(m[2], list) and len(m[2]) == 2
+                val, off = (m[2][1], m[2][0]) if done else (m[2], None)
+                part = str(m[1]).rsplit("-", 1)[-1]
+                mops.append(f"{_text(val, 12)}→p{part}" + (f"@{off}" if off is not None else ""))
             elif m and m[0] == "poll" and len(m) >= 2 and isinstance(m[1], dict):
                 mops.append(f"{sum(len(r) for r in m[1].values() if isinstance(r, list))} recs")
         acks = (op.extra or {}).get("acks")
@@ -218,6 +223,7 @@ def timeline_context(ops: list[Op], intervals: list[Interval], focus_ops: list[i
     segs = segments(len(ops), focus_rows, head, window)
     procs = _process_order(ops)
     col = {p: i for i, p in enumerate(procs)}
+    col_px = max(MIN_COL_PX, min(COL_PX, PAGE_PX // max(len(procs), 1)))
     all_boxes = boxes(ops)
     faults = sorted({iv.fault for iv in intervals})
     fault_class = {f: f"fault{i % 8}" for i, f in enumerate(faults)}
@@ -236,7 +242,7 @@ def timeline_context(ops: list[Op], intervals: list[Interval], focus_ops: list[i
             placed.update(here)
             seg_boxes.append({
                 "top": (top - a) * ROW_PX + 1,
-                "left": GUTTER_PX + col[bx.process] * COL_PX + 2,
+                "left": GUTTER_PX + col[bx.process] * col_px + 2,
                 "height": max((bot - top + 1) * ROW_PX - 2, ROW_PX - 2),
                 "kind": bx.kind, "label": bx.label, "title": bx.title,
                 "id": f"op-{here[0]}" if here else None,
@@ -265,9 +271,9 @@ def timeline_context(ops: list[Op], intervals: list[Interval], focus_ops: list[i
         prev_end = b
     omitted_after = len(ops) - 1 - prev_end if segs else 0
     return {
-        "columns": [{"name": str(p), "left": GUTTER_PX + i * COL_PX} for i, p in enumerate(procs)],
-        "width": GUTTER_PX + len(procs) * COL_PX,
-        "col_px": COL_PX, "gutter_px": GUTTER_PX, "row_px": ROW_PX,
+        "columns": [{"name": str(p), "left": GUTTER_PX + i * col_px} for i, p in enumerate(procs)],
+        "width": GUTTER_PX + len(procs) * col_px,
+        "col_px": col_px, "gutter_px": GUTTER_PX, "row_px": ROW_PX,
         "segments": out_segs,
         "omitted_after": omitted_after,
         "shown": sum(b - a + 1 for a, b in segs), "total": len(ops),

@@ -69,4 +69,4 @@ def test_valid_verdict_says_nothing_acknowledged_was_lost(tmp_path):
     })).read_text()
     box = verdict_box(html)
     assert ">VALID<" in box and "none of the 3 acknowledged acks=all writes was lost" in box
-    assert "send t-0:1 a1" in (tmp_path / "r" / "timeline.html").read_text()  # acks=1 sends are tagged
+    assert "send 1→p0@0 a1" in (tmp_path / "r" / "timeline.html").read_text()  # acks=1 sends are tagged
