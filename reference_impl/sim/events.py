@@ -8,9 +8,13 @@ one seed always yields one schedule (the property every replay relies on).
 
 from __future__ import annotations
 
+import gc
 import heapq
 from heapq import heappush
 from typing import Any, Callable
+
+
+_GC_GEN0 = 50_000
 
 
 class EventLoop:
@@ -36,6 +40,22 @@ class EventLoop:
         ``stop`` is consulted after each event so scripted tests can wait for
         a condition ("until broker 2 leads t-0") without guessing times.
         """
+        # The loop allocates many short-lived containers (messages, effect
+        # lists, trace dicts) that die young without cycles; the default
+        # gen-0 threshold (700) runs the cyclic collector every few events
+        # and rescans the run's growing long-lived state. A larger gen-0
+        # threshold while the loop runs costs nothing in behaviour (nothing
+        # here depends on when garbage is collected) and saves about 6%.
+        thresholds = gc.get_threshold()
+        if thresholds[0] and thresholds[0] < _GC_GEN0:
+            gc.set_threshold(_GC_GEN0, *thresholds[1:])
+        try:
+            self._run(until, stop)
+        finally:
+            if thresholds[0] and thresholds[0] < _GC_GEN0:
+                gc.set_threshold(*thresholds)
+
+    def _run(self, until: int, stop: Callable[[], bool] | None) -> None:
         heap = self._heap
         pop = heapq.heappop
         if stop is None:
