@@ -76,6 +76,8 @@ def check_history(
     test: dict[str, Any] | None = None,
     strict_acks1: bool | None = None,
     model_options: dict[str, Any] | None = None,
+    strict_duplicates: bool | None = None,
+    invariants: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Check ``ops`` and return the results.json object.
 
@@ -86,7 +88,11 @@ def check_history(
     final read covered is unverified). ``strict_acks1`` (when not None)
     overrides the options' setting. ``model_options`` go to the
     linearizability model's constructor (e.g. ``{"initial": {"x": 0}}``);
-    the queue model takes none."""
+    the queue model takes none. ``strict_duplicates`` (when not None)
+    makes ``duplicate-nonidempotent`` invalid. ``invariants`` (an
+    :meth:`checkers.invariants.InvariantMonitor.summary` of the run's
+    traces) is merged into the verdict by :func:`merge_invariants`, the same
+    way for simulated and real runs."""
     if model not in MODELS:
         raise UnknownModel(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
     if engine == "python":
@@ -103,6 +109,12 @@ def check_history(
         from checkers.queue.checker import QueueOptions
 
         queue_options = replace(queue_options or QueueOptions(), strict_acks1=bool(strict_acks1))
+    if strict_duplicates is not None and model in QUEUE_MODELS:
+        from dataclasses import replace
+
+        from checkers.queue.checker import QueueOptions
+
+        queue_options = replace(queue_options or QueueOptions(), strict_duplicates=bool(strict_duplicates))
     test_keys = (test or {}).get("keys")
     if not isinstance(test_keys, list):
         test_keys = None
@@ -124,19 +136,66 @@ def check_history(
     res["stats"] = {**_op_stats(ops), **res.get("stats", {}),
                     "model": model, "engine": engine if model in QUEUE_MODELS else "inline",
                     "check_seconds": round(_time.monotonic() - t0, 3), "time_budget_s": budget}
+    if invariants is not None:
+        merge_invariants(res, invariants)
+    return res
+
+
+def trace_invariants(run_dir: Any, test: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The invariant monitor over a run directory's ``nodes/*/trace.jsonl``
+    (:func:`checkers.invariants.check_trace_dir`), or None when the run has no
+    traces (a bare history). ``seed`` and ``min_isr`` come from test.json."""
+    from pathlib import Path
+
+    from checkers.invariants import check_trace_dir
+
+    nodes = Path(run_dir) / "nodes"
+    if not nodes.is_dir() or not any(nodes.glob("*/trace.jsonl")):
+        return None
+    test = test or {}
+    nested = test.get("options") if isinstance(test.get("options"), dict) else {}
+    min_isr = test.get("min_isr", nested.get("min_isr"))
+    return check_trace_dir(run_dir, seed=test.get("seed"), min_isr=min_isr)
+
+
+def merge_invariants(res: dict[str, Any], inv: dict[str, Any]) -> dict[str, Any]:
+    """Fold the invariant monitor's summary (:mod:`checkers.invariants`) into
+    a results object, in place: ``checkers.invariants``, ``invariants``, each
+    violated invariant's kind in ``anomaly_types``/``anomalies``, and ``valid``
+    false on any violation (a broken protocol invariant is a bug whatever the
+    client history shows). Both runtimes call this, so a simulated run and a
+    real one with the same findings get the same verdict."""
+    counts = dict(inv.get("counts") or {})
+    violations = list(inv.get("violations") or [])
+    res["invariants"] = inv
+    res.setdefault("checkers", {})["invariants"] = {
+        "valid": inv.get("valid", not counts), "counts": counts, "steps": inv.get("steps")}
+    if counts:
+        anomalies = res.setdefault("anomalies", {})
+        for v in violations:
+            lst = anomalies.setdefault(v.get("kind", "invariant"), [])
+            if len(lst) < 32:
+                lst.append(v)
+        for k in counts:
+            anomalies.setdefault(k, [])
+        res["anomaly_types"] = sorted(set(res.get("anomaly_types") or []) | set(counts))
+    if counts or inv.get("valid") is False:
+        res["valid"] = False
     return res
 
 
 def queue_options_from_test(test: dict[str, Any]) -> Any:
     """Queue checker options from a run's test.json (``sub_via``, ``txn``,
-    ``strict_acks1``, at top level or under ``options``)."""
+    ``strict_acks1``, ``strict_duplicates``, at top level or under ``options``)."""
     from checkers.queue.checker import QueueOptions
 
     nested = test.get("options") if isinstance(test.get("options"), dict) else {}
     sv = test.get("sub_via") or nested.get("sub_via") or ("assign",)
     return QueueOptions(sub_via=tuple([sv] if isinstance(sv, str) else sv),
                         txn=bool(test.get("txn", nested.get("txn", False))),
-                        strict_acks1=bool(test.get("strict_acks1", nested.get("strict_acks1", False))))
+                        strict_acks1=bool(test.get("strict_acks1", nested.get("strict_acks1", False))),
+                        strict_duplicates=bool(test.get("strict_duplicates",
+                                                        nested.get("strict_duplicates", False))))
 
 
 def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline: float,

@@ -7,9 +7,10 @@ node and seed that exposed it. State is a handful of dicts per partition and
 replica, so one pass over the trace is enough (it never re-scans).
 
 A replica's log is tracked as *epoch runs*: ``[(start_offset, leader_epoch), ...]``
-plus its LEO. An ``append`` event may carry ``epochs: [[epoch, start], ...]``
-for the batches it covers (the simulator adds it; a follower's fetch can span
-an epoch change); without it the event's single ``epoch`` is used. Batches carry the leader epoch they were written in, so two
+plus its LEO. An ``append`` event carries ``epochs: [[epoch, start], ...]``
+for the batches it covers (the core emits it, so both runtimes' traces have
+it; a follower's fetch can span an epoch change); only an older trace
+without it falls back to the event's single ``epoch``. Batches carry the leader epoch they were written in, so two
 replicas agree on a prefix exactly when their runs agree on it (Log Matching,
 seed 000 "Leader epochs & epoch-based truncation"); a ``loaded`` event rebuilds
 the runs from the leader-epoch checkpoint.

@@ -49,9 +49,10 @@ def check_run(run_dir: Path, engine: str = "python", test: dict[str, Any] | None
         test = store.read_json(run_dir / store.TEST)
     stats = history_stats(ops)
     try:
-        from checkers.check import check_history
+        from checkers.check import check_history, trace_invariants
 
-        result = check_history(ops, model="queue", engine=engine, test=test)
+        result = check_history(ops, model="queue", engine=engine, test=test,
+                               invariants=trace_invariants(run_dir, test))
     except Exception as e:  # a checker crash is an unknown verdict, with the reason
         result = _unknown(f"checker failed: {type(e).__name__}: {e}")
         result["checkers"]["harness"] = {"traceback": traceback.format_exc()[-4000:]}

@@ -58,6 +58,9 @@ class TestConfig(BaseModel):
     rf: int = Field(3, ge=1)
     min_isr: int = Field(2, ge=1)
     acks: Literal["all", "1", "mixed"] = "all"
+    #: acks=all producers use enable.idempotence=true (acks=1 ones cannot:
+    #: Kafka requires acks=all for idempotence); off by default
+    idempotent: bool = False
     variants: dict[str, bool] = Field(default_factory=dict)
     nemesis: list[str] = Field(default_factory=list)
     nemesis_interval: float = Field(5.0, gt=0)
@@ -189,6 +192,10 @@ class TestConfig(BaseModel):
         if self.combined:
             return max(self.brokers, self.controllers)
         return self.brokers + self.controllers
+
+    def idempotent_for_thread(self, thread: int) -> bool:
+        """Whether the thread's producer is idempotent: ``idempotent`` and acks=all."""
+        return bool(self.idempotent) and self.acks_for_thread(thread) == "all"
 
     def acks_for_thread(self, thread: int) -> str:
         """acks per process group: with ``mixed`` even worker threads use acks=all,

@@ -61,7 +61,8 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
         from nemesis.scenarios import duration
 
         limit = max(limit, duration(cfg.scenario))
-    client_gen = g.clients(g.time_limit(limit, g.rate(cfg.rate, qw.workload_generator(keys, cfg.acks_for_thread))))
+    client_gen = g.clients(g.time_limit(limit, g.rate(cfg.rate, qw.workload_generator(keys, cfg.acks_for_thread,
+                                                                          idempotent_for_thread=cfg.idempotent_for_thread))))
     main = client_gen
     if nem is not None:
         sched = nem.schedule() if cfg.scenario else g.time_limit(limit, nem.schedule())
@@ -107,7 +108,8 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
 
         def client(thread: int, process: int) -> qw.QueueClient:
             return qw.QueueClient(
-                bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout
+                bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout,
+                idempotent=cfg.idempotent_for_thread(thread),
             )
 
         prog.phase = "running"

@@ -19,6 +19,12 @@ are reported but allowed unless ``strict_acks1``; acks=0 ones
 (``-acks0``) are always allowed — acks=0 promises nothing. Every other type
 (duplicates, G1a, ordering, cycles) applies to every acks level.
 
+A value appended twice by a producer that was not idempotent is
+``duplicate-nonidempotent``: a retry without idempotence is at-least-once
+by design, so it is reported and allowed unless ``strict_duplicates``;
+duplicates from idempotent producers (or of unknown provenance) stay
+``duplicate`` and invalidate.
+
 A key whose final read never completed (:mod:`checkers.final_reads`) cannot
 show a record is gone, so its ``unseen*`` findings become
 ``unverified-unseen*``: they make the verdict "unknown", not invalid. A
@@ -48,6 +54,9 @@ ABSENCE_TYPES = ("unseen",) + tuple("unseen" + sfx for sfx in WEAK_ACKS.values()
 ACKS1_LOSS_TYPES = frozenset({"lost-write-acks1", "unseen-acks1", "lost-acks1-write"})
 ACKS0_LOSS_TYPES = frozenset({"lost-write-acks0", "unseen-acks0", "lost-acks0-write"})
 
+#: a value appended twice by a non-idempotent producer's retry
+NONIDEMPOTENT_DUPLICATE = "duplicate-nonidempotent"
+
 G0_FAMILY = ("G0", "G0-process", "G0-realtime")
 G1C_FAMILY = ("G1c", "G1c-process", "G1c-realtime")
 
@@ -67,6 +76,9 @@ class QueueOptions:
     also_allowed: frozenset[str] = field(default_factory=frozenset)
     rw: bool = False
     strict_acks1: bool = False
+    #: ``duplicate-nonidempotent`` (a retry of a non-idempotent producer)
+    #: counts as an anomaly too
+    strict_duplicates: bool = False
 
 
 #: every type the queue checkers can report
@@ -81,6 +93,8 @@ def allowed_anomalies(opts: QueueOptions) -> frozenset[str]:
     a = {"int-send-skip"} | ACKS0_LOSS_TYPES
     if not opts.strict_acks1:
         a |= ACKS1_LOSS_TYPES
+    if not opts.strict_duplicates:
+        a.add(NONIDEMPOTENT_DUPLICATE)
     if "subscribe" in opts.sub_via:
         a |= {"poll-skip", "nonmonotonic-poll"}
     if opts.txn:
@@ -176,5 +190,6 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
         "keys": len(merged["key_stats"]),
         "cross_key_seconds": round(_time.monotonic() - t0, 3),
         "options": {"sub_via": list(opts.sub_via), "txn": opts.txn, "rw": opts.rw,
-                    "strict_acks1": opts.strict_acks1},
+                    "strict_acks1": opts.strict_acks1,
+                    "strict_duplicates": opts.strict_duplicates},
     }

@@ -15,6 +15,17 @@ Definitions follow Jepsen's ``jepsen.tests.kafka`` (facts, re-implemented):
   *index* is its position in that dense order.
 * **inconsistent-offsets**: one offset holds two or more values.
 * **duplicate**: one value sits at two or more offsets.
+* **duplicate-nonidempotent**: the same, when every send of the value came
+  from a producer that said it was not idempotent (``"idempotent": false``).
+  Without idempotence a producer's internal retry of a request whose answer
+  was lost (e.g. NOT_LEADER_OR_FOLLOWER after the old leader had appended it)
+  appends the batch again: at-least-once delivery, Kafka's documented
+  behaviour, not a replication bug. Only the value's first occurrence takes
+  part in the version order (the later copies are *retry slots*: they keep
+  their offset, so polls stay dense, but no ww/wr/rw edge goes through
+  them), so no G0/G1c cycle is built from the retry. Idempotent producers
+  (or sends of unknown provenance) promise exactly-once appends, so their
+  duplicates stay ``duplicate``.
 * **lost-write**: for the highest index any ``ok`` poll read, every value
   whose last appearance is at or below it should have been read by some ``ok``
   poll; a committed one that was not is lost.
@@ -50,6 +61,7 @@ value an op read -> that op; ``rw`` that reader -> writer of the next index.
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from typing import Any
 
 from checkers.durability import key_durability
@@ -75,7 +87,7 @@ def loss_type(base: str, acks: Any) -> str:
 
 
 ANOMALY_TYPES = (
-    "duplicate", "inconsistent-offsets", "lost-write", "unseen", *WEAK_LOSS_TYPES, "G1a",
+    "duplicate", "duplicate-nonidempotent", "inconsistent-offsets", "lost-write", "unseen", *WEAK_LOSS_TYPES, "G1a",
     "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
     "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send",
 )
@@ -114,6 +126,9 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
     writer: dict[Any, int] = {}        # value -> op index of its writer
     writer_type: dict[Any, str] = {}
     writer_acks: dict[Any, Any] = {}
+    # values every send of which was by a producer that said it was not
+    # idempotent (a retry may have appended them twice)
+    nonidem: dict[Any, bool] = {}
     failed_vals: set[Any] = set()
     read_ok: set[Any] = set()
     sends: list = []
@@ -124,7 +139,9 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
             sends.append(ev)
             typ = ev[2]
             acks = ev[6]
+            ni = len(ev) > 7 and ev[7] is False
             for _off, v in ev[4]:
+                nonidem[v] = ni and nonidem.get(v, True)
                 writer[v] = ev[0]
                 writer_type[v] = typ
                 writer_acks[v] = acks
@@ -197,10 +214,23 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
                 first_index[v] = i
             last_index[v] = i
             occurrences.setdefault(v, []).append(off)
+    retry_slots: set[int] = set()   # later copies of a non-idempotent duplicate
     for v, offs in occurrences.items():
         if len(offs) > 1:
-            found.add("duplicate", {"key": key, "value": v, "count": len(offs), "offsets": offs,
-                                    "op": writer.get(v)})
+            if nonidem.get(v):
+                found.add("duplicate-nonidempotent",
+                          {"key": key, "value": v, "count": len(offs), "offsets": offs,
+                           "op": writer.get(v), "idempotent": False})
+                fi = first_index[v]
+                by_value[v] = fi
+                last_index[v] = fi
+                for o in offs:
+                    j = bisect_left(offsets, o)
+                    if j != fi and by_index[j] == v:
+                        retry_slots.add(j)
+            else:
+                found.add("duplicate", {"key": key, "value": v, "count": len(offs), "offsets": offs,
+                                        "op": writer.get(v)})
 
     # --- lost-write -------------------------------------------------------
     bound = -1
@@ -249,7 +279,7 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
     edges_wr: list[int] = []
     edges_rw: list[int] = []
     for ev in events:
-        idx, proc, typ, kind, pairs, _t, _meta = ev
+        idx, proc, typ, kind, pairs, _t, _meta = ev[:7]
         if kind == "a":
             if not pairs:
                 last_read.pop(proc, None)
@@ -298,13 +328,20 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
                     hi = ix[-1]
                 else:
                     hi = max((i for i in ix if i is not None), default=-1)
+                if retry_slots and hi in retry_slots:
+                    # a retry copy is not a version: the read's place in
+                    # the order is its highest first-occurrence record
+                    hi = max((i for i in ix if i is not None and i not in retry_slots), default=-1)
                 if hi >= 0:
                     w = writer.get(by_index[hi])
                     if w is not None and w != idx and writer_type.get(by_index[hi]) != "fail":
                         edges_wr.append(w)
                         edges_wr.append(idx)
-                    if want_rw and hi + 1 < len(by_index):
-                        w2 = writer.get(by_index[hi + 1])
+                    nxt = hi + 1
+                    while nxt in retry_slots:
+                        nxt += 1
+                    if want_rw and nxt < len(by_index):
+                        w2 = writer.get(by_index[nxt])
                         if w2 is not None and w2 != idx:
                             edges_rw.append(idx)
                             edges_rw.append(w2)
@@ -356,7 +393,9 @@ def _check_key(key: str, events: list, want_rw: bool) -> dict[str, Any]:
     # --- ww edges ---------------------------------------------------------
     edges_ww: list[int] = []
     prev_w = None
-    for v in by_index:
+    for i, v in enumerate(by_index):
+        if retry_slots and i in retry_slots:
+            continue  # the order passes over a retry copy
         w = writer.get(v)
         if w is None or writer_type.get(v) == "fail":
             continue  # no committed writer: the order still passes through it

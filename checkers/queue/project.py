@@ -18,6 +18,11 @@ An event is a tuple ``(op, process, type, kind, pairs, time, meta)``:
 ``time``     completion time in ns (None if the op never completed)
 ``meta``     for sends the ``acks`` setting ("all", "1", "0" or None); for
              polls True when the op is a final read
+``idem``     (sends only, an 8th element) the send op's ``idempotent`` flag:
+             True, False, or None when the history does not say. A
+             non-idempotent producer's internal retry may append a record
+             twice (Kafka's at-least-once without idempotence), so the
+             duplicate check needs the writer's provenance.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from checkers.history.op import HistoryError, Op
 QUEUE_FS = frozenset(("send", "poll", "txn"))
 SUB_FS = frozenset(("assign", "subscribe"))
 
-Event = tuple  # (op, process, type, kind, pairs, time, meta)
+Event = tuple  # (op, process, type, kind, pairs, time, meta[, idem])
 
 
 @dataclass
@@ -104,6 +109,11 @@ def project(ops: list[Op]) -> Projection:
             acks = str(acks)
             if acks == "-1":  # the producer's own spelling of acks=all
                 acks = "all"
+        idem = extra.get("idempotent")
+        if idem is None and inv is not None:
+            idem = inv.extra.get("idempotent")
+        if idem is not None:
+            idem = bool(idem)
         final = bool(extra.get("final") or (inv is not None and inv.extra.get("final")))
         if len(value) == 1:
             # the common case: one micro-op, one key (sends) — no dict churn
@@ -119,7 +129,7 @@ def project(ops: list[Op]) -> Projection:
                     pr = (x[0], x[1])
                 else:
                     pr = (None, x)
-                ev = (idx, proc, ctype, "w", [pr], ctime, acks)
+                ev = (idx, proc, ctype, "w", [pr], ctime, acks, idem)
                 lst = keys.get(k)
                 if lst is None:
                     keys[k] = [ev]
@@ -158,7 +168,7 @@ def project(ops: list[Op]) -> Projection:
             else:
                 warnings.append(f"op {idx}: unknown micro-op {m0!r}; ignored")
         for k, prs in writes.items():
-            keys.setdefault(k, []).append((idx, proc, ctype, "w", prs, ctime, acks))
+            keys.setdefault(k, []).append((idx, proc, ctype, "w", prs, ctime, acks, idem))
         for k, prs in reads.items():
             keys.setdefault(k, []).append((idx, proc, ctype, "r", prs, ctime, final))
 

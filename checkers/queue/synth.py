@@ -102,8 +102,8 @@ class HistoryBuilder:
 
     # one-shot helpers -------------------------------------------------------
     def send(self, process: object, key: str, value: object, offset: int | None = None,
-             type: str = "ok", acks: str = "all") -> int:
-        self.invoke(process, "send", [["send", key, value]], acks=acks)
+             type: str = "ok", acks: str = "all", idempotent: bool | None = None) -> int:
+        self.invoke(process, "send", [["send", key, value]], acks=acks, idempotent=idempotent)
         v = [offset, value] if offset is not None else value
         return self.complete(process, type, [["send", key, v]])
 

@@ -166,6 +166,10 @@ def _summary(res: dict[str, Any], where: str) -> None:
               help="Lost acks=1 records make the run invalid (queue). By default they are reported "
                    "(lost-acks1-write, lost-write-acks1, unseen-acks1) but allowed: acks=1 never "
                    "promised to survive a leader failure. Default from test.json's strict_acks1.")
+@click.option("--fail-on-duplicates", "strict_duplicates", is_flag=True, default=None,
+              help="Count duplicate-nonidempotent (a value appended twice by a non-idempotent "
+                   "producer's retry: at-least-once, allowed by default) as an anomaly. "
+                   "Default from test.json's strict_duplicates.")
 @click.option("--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
               help="Option for the linearizability model, VALUE as JSON when it parses "
                    "(repeatable), e.g. --model-option 'initial={\"x\":0,\"y\":0}'.")
@@ -173,11 +177,12 @@ def _summary(res: dict[str, Any], where: str) -> None:
 def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
               time_budget: float | None, sub_via: tuple[str, ...], txn: bool | None,
               also_allowed: tuple[str, ...], strict_acks1: bool | None,
-              model_option: tuple[str, ...], as_json: bool) -> int:
+              strict_duplicates: bool | None, model_option: tuple[str, ...], as_json: bool) -> int:
     """Check a history: a run directory, a .jsonl or an .edn file.
 
     \b
-    A run directory's results.json is (re)written.
+    A run directory's results.json is (re)written; its node traces, when
+    present, go through the invariant monitor (a violation is invalid).
     Exit codes: 0 valid, 1 anomalies, 2 bad input, 3 unknown (budget), 4 harness error.
     """
     from checkers.check import check_history
@@ -185,7 +190,7 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     model_options = parse_model_options(model_option)
     if model_options and model == "queue":
         raise UsageError("--model-option: the queue model takes no options "
-                         "(use --sub-via, --txn, --allow, --fail-on-acks1-loss)")
+                         "(use --sub-via, --txn, --allow, --fail-on-acks1-loss, --fail-on-duplicates)")
     warnings: list[str] = []
     ops, run_dir = _load(path, warnings)
     for w in warnings:
@@ -214,11 +219,18 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         base = queue_options_from_test(test or {})
         queue_options = type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
                                    also_allowed=frozenset(also_allowed),
-                                   strict_acks1=base.strict_acks1)
+                                   strict_acks1=base.strict_acks1,
+                                   strict_duplicates=base.strict_duplicates)
+    invariants = None
+    if run_dir is not None and model == "queue":
+        from checkers.check import trace_invariants
+
+        invariants = trace_invariants(run_dir, test)
     try:
         res = check_history(ops, model=model, engine=engine, spark_master=spark_master,
                             time_budget=time_budget, test=test, queue_options=queue_options,
-                            strict_acks1=strict_acks1, model_options=model_options or None)
+                            strict_acks1=strict_acks1, model_options=model_options or None,
+                            strict_duplicates=strict_duplicates, invariants=invariants)
     except HistoryError as e:
         raise UsageError(f"bad history for model {model}: {e}") from None
     except ValueError as e:

@@ -27,6 +27,8 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 @click.option("--rf", type=int, help="Replication factor (default 3).")
 @click.option("--min-isr", type=int, help="min.insync.replicas (default 2).")
 @click.option("--acks", type=click.Choice(["all", "1", "mixed"]), help="Producer acks; mixed = half the processes each.")
+@click.option("--idempotent", is_flag=True, default=None,
+              help="acks=all producers use enable.idempotence=true (acks=1 ones cannot). Default off.")
 @click.option("--variant", "variant", multiple=True, metavar="NAME=on|off", help="Protocol variant (repeatable).")
 @click.option("--nemesis", help=f"Comma-separated faults: {','.join(NEMESES)} (or none).")
 @click.option("--scenario", help="A scripted fault schedule instead of --nemesis: unclean-loss, last-replica-standing, acks1-leader-kill.")

@@ -49,7 +49,7 @@ def build_options(flags: dict[str, Any], variant: tuple[str, ...]) -> Any:
     kw: dict[str, Any] = {}
     for cli, field in (("name", "test_name"), ("brokers", "brokers"), ("controllers", "controllers"),
                        ("topics", "topics"), ("partitions", "partitions"), ("rf", "rf"), ("min_isr", "min_isr"),
-                       ("acks", "acks"), ("time_limit", "time_limit_s"), ("rate", "rate"),
+                       ("acks", "acks"), ("idempotent", "idempotent"), ("time_limit", "time_limit_s"), ("rate", "rate"),
                        ("nemesis_interval", "nemesis_interval_s"), ("producers", "producers"),
                        ("consumers", "consumers"), ("final_wait", "final_wait_s")):
         if flags.get(cli) is not None:
@@ -202,6 +202,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
 @click.option("--rf", type=int, help="Replication factor (default 3).")
 @click.option("--min-isr", type=int, help="min.insync.replicas (default 2).")
 @click.option("--acks", help="all | 1 | mixed (default all).")
+@click.option("--idempotent", is_flag=True, default=None,
+              help="Make acks=all producers idempotent (acks=1 ones cannot be). Default off.")
 @click.option("--time-limit", type=float, help="Simulated seconds of workload (default 60).")
 @click.option("--rate", type=float, help="Produce ops per simulated second (default 100).")
 @click.option("--producers", type=int, help="Producer processes (default 8).")

@@ -30,6 +30,20 @@ from .messages import Batch, TopicPartition
 from .storage import LeaderEpochCheckpoint, epoch_checkpoint, partition_log
 
 
+def epoch_runs(batches: Any) -> list[list[int]]:
+    """``[[epoch, start], ...]``: where each leader epoch starts among
+    ``batches`` (consecutive batches of one epoch are one run). A follower's
+    fetch may carry batches of several epochs; the ``append`` trace event
+    names them all so the Log Matching check (seed 000, "Leader epochs &
+    epoch-based truncation") compares logs batch by batch on every runtime."""
+    runs: list[list[int]] = []
+    for b in batches:
+        ep = b.leader_epoch
+        if not runs or runs[-1][0] != ep:
+            runs.append([ep, b.base_offset])
+    return runs
+
+
 @dataclass
 class PartitionLog:
     tp: TopicPartition

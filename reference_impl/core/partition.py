@@ -20,7 +20,7 @@ from typing import Protocol
 from .config import ProtocolConfig
 from .effects import Effect, TraceEvent
 from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-from .log import PartitionLog
+from .log import PartitionLog, epoch_runs
 from .messages import (
     NO_LEADER,
     AlterPartitionItem,
@@ -676,6 +676,7 @@ class Partition:
                 base=batch.base_offset,
                 count=batch.count,
                 epoch=batch.leader_epoch,
+                epochs=[[batch.leader_epoch, batch.base_offset]],
                 leo=self.log.leo,
                 role=LEADER,
             )
@@ -783,6 +784,7 @@ class Partition:
                         base=first.base_offset,
                         count=last.next_offset - first.base_offset,
                         epoch=last.leader_epoch,
+                        epochs=epoch_runs(fresh),
                         leo=self.log.leo,
                         role=FOLLOWER,
                     )

@@ -38,6 +38,8 @@ from reference_impl.core.messages import (
     CreateTopicsResponse,
     Errors,
     FetchPartitionRequest,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
     MetadataRequest,
     MetadataResponse,
     NewTopic,
@@ -177,8 +179,8 @@ class Workload:
         self.next_value += 1
         return v
 
-    def add_producer(self, acks: str) -> "Producer":
-        p = Producer(self, f"c{self.n_processes}", self.n_processes, acks)
+    def add_producer(self, acks: str, idempotent: bool = False) -> "Producer":
+        p = Producer(self, f"c{self.n_processes}", self.n_processes, acks, idempotent)
         self.n_processes += 1
         self.producers.append(p)
         return p
@@ -214,13 +216,21 @@ class Workload:
 
 
 class Producer:
-    def __init__(self, wl: Workload, name: str, process: int, acks: str) -> None:
+    def __init__(self, wl: Workload, name: str, process: int, acks: str, idempotent: bool = False) -> None:
         self.wl = wl
         self.sim = wl.sim
         self.ep = Endpoint(wl.sim, name)
         self.meta = MetadataCache(self.ep, wl.topics, wl.cfg)
         self.process = process
         self.acks = acks
+        #: librdkafka's enable.idempotence: a producer id from InitProducerId
+        #: and one sequence number per partition, reused by every retry of a
+        #: batch, so the partition leader drops a retried append (seed 000,
+        #: producer state); only with acks=all
+        self.idempotent = bool(idempotent) and acks == "all"
+        self.pid = -1
+        self.pepoch = -1
+        self.seqs: dict[TopicPartition, int] = {}
         self.busy = False
         self._op: dict[str, Any] | None = None
         self._gen = 0
@@ -244,7 +254,8 @@ class Producer:
         cfg = self.wl.cfg
         self._op = {"tp": tp, "value": value, "deadline": self.sim.now + cfg.delivery_timeout_ms, "ambiguous": False,
                     "retries": 0, "last_error": None, "done": done, "gen": self._gen}
-        self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks)
+        self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks,
+                       idempotent=self.idempotent)
         self._attempt(self._gen)
         return True
 
@@ -260,14 +271,33 @@ class Producer:
         if leader < 0:
             self.meta.refresh(lambda: self._after_refresh(gen))
             return
+        if self.idempotent and self.pid < 0:
+            self.ep.request(leader, lambda ref: InitProducerIdRequest(ref),
+                            lambda msg: self._on_init(gen, msg), self.wl.cfg.request_timeout_ms + 100)
+            return
         acks = -1 if self.acks == "all" else int(self.acks)
         cfg = self.wl.cfg
+        pid, pepoch, seq = (self.pid, self.pepoch, self.seqs.get(tp, 0)) if self.idempotent else (-1, -1, -1)
         self.ep.request(
             leader,
-            lambda ref: ProduceRequest(ref, tp, acks, 1, (op["value"],), timeout_ms=cfg.request_timeout_ms),
+            lambda ref: ProduceRequest(ref, tp, acks, 1, (op["value"],), timeout_ms=cfg.request_timeout_ms,
+                                       producer_id=pid, producer_epoch=pepoch, base_sequence=seq),
             lambda msg: self._on_reply(gen, msg),
             cfg.request_timeout_ms + 100,
         )
+
+    def _on_init(self, gen: int, msg: Any) -> None:
+        op = self._op
+        if op is None or op["gen"] != gen:
+            return
+        if isinstance(msg, InitProducerIdResponse) and msg.error == Errors.NONE:
+            self.pid, self.pepoch = msg.producer_id, msg.producer_epoch
+            self.seqs = {}
+            self._attempt(gen)
+            return
+        op["last_error"] = error_name(msg.error) if isinstance(msg, InitProducerIdResponse) else "init-timeout"
+        self.meta.invalidate(op["tp"])
+        self.sim.loop.after(self.wl.cfg.retry_backoff_ms, self._attempt, gen)
 
     def _after_refresh(self, gen: int) -> None:
         op = self._op
@@ -323,13 +353,21 @@ class Producer:
         self._op = None
         self.busy = False
         key = str(op["tp"])
+        if self.idempotent:
+            if type_ == "ok":
+                self.seqs[op["tp"]] = self.seqs.get(op["tp"], 0) + 1
+            else:
+                # after an ambiguous or fatal outcome (info, or e.g.
+                # OUT_OF_ORDER_SEQUENCE_NUMBER) the sequence state is unknown:
+                # start over with a fresh producer id
+                self.pid = -1
         if type_ == "ok":
             value = [["send", key, [offset, op["value"]]]]
             if offset is not None and offset > self.wl.max_acked.get(key, -1):
                 self.wl.max_acked[key] = offset
         else:
             value = [["send", key, op["value"]]]
-        self.wl.record(self.process, type_, "send", value, error, acks=self.acks)
+        self.wl.record(self.process, type_, "send", value, error, acks=self.acks, idempotent=self.idempotent)
         if type_ == "info":
             self.process += self.wl.n_processes_stride()
         if op["done"] is not None:

@@ -30,6 +30,10 @@ class SimOptions:
     rf: int = 3
     min_isr: int = 2
     acks: str = "all"
+    #: acks=all producers are idempotent (producer id + per-partition
+    #: sequence numbers, so the broker drops a retried duplicate); acks=1
+    #: producers never are (Kafka requires acks=all for idempotence)
+    idempotent: bool = False
     time_limit_s: float = 60.0
     rate: float = 100.0
     nemesis: tuple[str, ...] = ("all",)

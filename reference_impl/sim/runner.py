@@ -26,10 +26,6 @@ from .network import LinkProfile
 from .options import SimOptions
 from .simulation import Simulation
 
-#: queue anomalies that break a guarantee whatever the acks setting
-INVALIDATING_QUEUE_ANOMALIES = frozenset({"inconsistent-offsets", "G1a"})
-
-
 def make_run_dir(out: str | Path, test_name: str, seed: int) -> Path:
     base = Path(out) / test_name
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -79,7 +75,7 @@ class SimRun:
         self.wl = Workload(self.sim, self.history, self.tps, self.client_config)
         for i in range(o.producers):
             acks = o.acks if o.acks != "mixed" else ("all" if i % 2 == 0 else "1")
-            self.wl.add_producer(acks)
+            self.wl.add_producer(acks, idempotent=o.idempotent and acks == "all")
         for _ in range(o.consumers):
             self.wl.add_consumer()
         self.nemesis = Nemesis(self.sim, self.wl.record, o.faults(), int(o.nemesis_interval_s * 1000),
@@ -178,40 +174,38 @@ class SimRun:
         return results
 
     # -- verdict -------------------------------------------------------------------------------------------
+    def test_json(self) -> dict[str, Any]:
+        """What the run directory's test.json says about the checking (the
+        options ``kraftwerk check`` reads back: keys, strict_*)."""
+        return {"kraftwerk": "sim", "seed": self.seed, "options": self.opts.to_json(),
+                "keys": [str(tp) for tp in self.tps]}
+
     def results(self, wall_s: float) -> dict[str, Any]:
-        from checkers.durability import check_durability
+        """results.json: the checkers' verdict (:func:`checkers.check.check_history`,
+        the call the real harness makes) with the invariant monitor merged in
+        (:func:`checkers.check.merge_invariants`), plus the simulator's own
+        statistics. A final read that stopped below a key's highest
+        acknowledged offset says so in the history (``incomplete`` on the
+        final poll), which :mod:`checkers.final_reads` reads; the simulator
+        adds no verdict of its own."""
+        from checkers.check import check_history
 
         ops = self.history.ops
-        durability = check_durability(ops)
-        queue = _queue_anomalies(ops)
         inv = self.monitor.summary()
-        anomaly_types: set[str] = set()
-        lost_all = durability.get("acks=all", {}).get("lost", 0)
-        if lost_all:
-            anomaly_types.add("lost-acked-write")
-        anomaly_types.update(inv["counts"])
-        anomaly_types.update(k for k, n in queue["counts"].items() if n)
-        # keys whose final read never covered the highest acknowledged offset
-        # (e.g. a partition left offline): their durability cannot be judged
-        incomplete = sorted({k for op in ops if op.extra.get("final") and op.type == "ok"
-                             for k in op.extra.get("incomplete", [])})
-        if incomplete:
-            anomaly_types.add("final-read-incomplete")
+        out = check_history(ops, model="queue", engine="inline", test=self.test_json(), invariants=inv)
         error = None if self.setup_ok else "set-up failed: not every partition had a live leader in time"
-        valid: Any = (lost_all == 0 and inv["valid"]
-                      and not any(queue["counts"].get(k) for k in INVALIDATING_QUEUE_ANOMALIES))
-        if valid is True and incomplete:
-            valid = "unknown"
         if error:
-            valid = "unknown"
+            out["valid"] = False if out["valid"] is False else "unknown"
+            out["error"] = error
         sim = self.sim
         counts: dict[str, int] = {}
         for op in ops:
             if op.type != "invoke":
                 k = f"{op.f}:{op.type}"
                 counts[k] = counts.get(k, 0) + 1
-        stats = {
-            "ops": len(ops),
+        fr = out.get("checkers", {}).get("final-reads") or {}
+        out["stats"] = {
+            **out.get("stats", {}),
             "history_sha256": history_digest(ops),
             "completions": dict(sorted(counts.items())),
             "virtual_ms": sim.now,
@@ -222,43 +216,14 @@ class SimRun:
             "messages": {"sent": sim.net.sent, "delivered": sim.net.delivered, "dropped": sim.net.dropped},
             "faults": self.nemesis.started,
             "skipped_arrivals": self.skipped,
-            "final_read_incomplete": incomplete,
+            "final_read_incomplete": list(fr.get("incomplete_keys", [])),
             "trace_events": dict(sorted(sim.trace_counts.items())),
             "node_crashes": [{"node": c.node, "t": c.t, "error": c.error} for c in sim.crashes[:10]],
         }
-        out: dict[str, Any] = {
-            "valid": valid,
-            "seed": self.seed,
-            "anomaly_types": sorted(anomaly_types),
-            "anomalies": _anomaly_examples(durability, inv, queue),
-            "durability": durability,
-            "invariants": inv,
-            "queue": {"counts": queue["counts"]},
-            "stats": stats,
-            "checkers": {
-                "durability": {k: {f: v.get(f) for f in ("acked", "lost", "lost_rate")} for k, v in durability.items()},
-                "invariants": {"valid": inv["valid"], "counts": inv["counts"], "steps": inv["steps"]},
-                "queue": {"counts": queue["counts"]},
-            },
-        }
+        out = {"valid": out.pop("valid"), "seed": self.seed, **out}
         if sim.crashes:
             out["crash_tracebacks"] = [c.traceback for c in sim.crashes[:3]]
-        if error:
-            out["error"] = error
         return out
-
-
-def _anomaly_examples(durability: dict[str, Any], inv: dict[str, Any], queue: dict[str, Any]) -> dict[str, list[Any]]:
-    """results.json ``anomalies``: ``{type: [examples...]}`` over every checker."""
-    out: dict[str, list[Any]] = {}
-    lost = durability.get("acks=all", {}).get("lost_examples") or []
-    if durability.get("acks=all", {}).get("lost"):
-        out["lost-acked-write"] = list(lost[:8])
-    for v in inv["violations"]:
-        out.setdefault(v["kind"], []).append(v)
-    for k, ex in queue["examples"].items():
-        out.setdefault(k, []).extend(ex)
-    return out
 
 
 def history_digest(ops: list[Any]) -> str:
@@ -271,35 +236,17 @@ def history_digest(ops: list[Any]) -> str:
     return h.hexdigest()
 
 
-def _queue_anomalies(ops: list[Any]) -> dict[str, Any]:
-    from checkers.queue.keycheck import check_key
-    from checkers.queue.project import project
-
-    proj = project(ops)
-    counts: dict[str, int] = {}
-    examples: dict[str, list[Any]] = {}
-    for key in sorted(proj.keys):
-        r = check_key(key, proj.keys[key])
-        for k, n in r["counts"].items():
-            counts[k] = counts.get(k, 0) + n
-        for k, ex in r["examples"].items():
-            room = 8 - len(examples.get(k, []))
-            if room > 0:
-                examples.setdefault(k, []).extend(ex[:room])
-    return {"counts": dict(sorted(counts.items())), "examples": examples}
-
-
 def run_seed(opts: SimOptions, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
     """Run one seed; with ``out`` write the run directory (and, with
     ``report``, the HTML report) and return the results."""
     run_dir = make_run_dir(out, opts.test_name, seed) if out is not None else None
+    run = SimRun(opts, seed, run_dir)
     if run_dir is not None:
-        test = {"kraftwerk": "sim", "seed": seed, "options": opts.to_json(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        test = {**run.test_json(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with open(run_dir / "test.json", "w", encoding="utf-8") as f:
             json.dump(test, f, indent=2)
             f.write("\n")
-    res = SimRun(opts, seed, run_dir).run()
+    res = run.run()
     if run_dir is not None:
         res["run_dir"] = str(run_dir)
         if report:
