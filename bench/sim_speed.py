@@ -30,7 +30,7 @@ timing each layer apart:
 100x means ~0.78 CPU s per seed, less than the core alone spends; CPython
 runs ~600 function calls per client op here, which at ~60 ns a call is
 already ~40 us per op against a budget of 20 us.
-""""""
+"""
 
 from __future__ import annotations
 
