@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable
 
+from heapq import heappush
 from math import log as _log
 
 from .events import EventLoop
@@ -96,7 +97,9 @@ class Network:
         if arrive < last:
             arrive = last  # FIFO per link, like one TCP connection
         last_arrival[link] = arrive
-        loop.at(arrive, self._arrive, src, dst, msg)
+        # EventLoop.at, inlined: arrive is never in the past
+        seq = loop._seq = loop._seq + 1
+        heappush(loop._heap, (int(arrive), seq, self._arrive, (src, dst, msg)))
 
     def _arrive(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         if self.grudge and (src, dst) in self.grudge:
