@@ -202,7 +202,7 @@ def run_soak() -> bool:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", type=Path, default=Path("/work/shared/data/knossos"))
+    ap.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "knossos")
     ap.add_argument("--ops", type=int, default=10_000)
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--crash", type=float, nargs="*", default=[0.0, 0.01])

@@ -13,10 +13,11 @@ import pytest
 
 from checkers.history import write_edn, write_jsonl
 from checkers.queue.synth import HistoryBuilder, valid_history
+from tests.shared_data import KNOSSOS as KNOSSOS_DIR
 
 KRAFTWERK = [sys.executable, "-c", "from harness.cli import main; main()"]
 ROOT = Path(__file__).resolve().parents[2]
-KNOSSOS = Path("/work/shared/data/knossos")
+KNOSSOS = KNOSSOS_DIR
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -13,8 +13,9 @@ from checkers.history import (HistoryError, Op, complete_history, pair, read_edn
                               write_edn, write_jsonl)
 from checkers.history.edn import loads
 from checkers.queue.synth import HistoryBuilder, valid_history
+from tests.shared_data import KNOSSOS as KNOSSOS_DIR
 
-KNOSSOS = sorted(glob.glob("/work/shared/data/knossos/**/*.edn", recursive=True))
+KNOSSOS = sorted(glob.glob(str(KNOSSOS_DIR / "**" / "*.edn"), recursive=True))
 
 
 def _plain(v):

@@ -1,4 +1,4 @@
-"""The Knossos corpus (``/work/shared/data/knossos``): every ``good/``
+"""The Knossos corpus (``../shared/data/knossos``): every ``good/``
 history is linearizable, every ``bad/`` one is not, and none is left
 ``unknown`` within the 10 s budget. Models and initial states are those
 Knossos's own example test uses: ``(cas-register 0)``,
@@ -16,8 +16,9 @@ import pytest
 
 from checkers.history.edn import read_edn
 from checkers.linearizable import check
+from tests.shared_data import KNOSSOS as KNOSSOS_DIR
 
-CORPUS = Path("/work/shared/data/knossos")
+CORPUS = KNOSSOS_DIR
 
 MODELS = {
     "cas-register": {"model": "cas-register", "initial": 0},

@@ -27,6 +27,7 @@ from checkers.check import check_history
 from checkers.final_reads import final_read_coverage
 from checkers.history import write_jsonl
 from checkers.queue.synth import HistoryBuilder
+from tests.shared_data import KNOSSOS as KNOSSOS_DIR
 
 K, K1 = "t-0", "t-1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -322,7 +323,7 @@ def test_cli_acks1_loss_exits_0_and_1_with_fail_on_acks1_loss(tmp_path) -> None:
     assert "INVALID" in p.stdout
 
 
-MULTI = Path("/work/shared/data/knossos/multi-register/good/multi-register.edn")
+MULTI = KNOSSOS_DIR / "multi-register" / "good" / "multi-register.edn"
 
 
 def test_cli_multi_register_needs_and_takes_its_initial_state() -> None:
