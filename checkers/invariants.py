@@ -435,11 +435,18 @@ _HANDLERS = {
 
 
 def iter_trace_dir(run_dir: str | Path) -> Iterator[dict[str, Any]]:
-    """Events of every ``nodes/*/trace.jsonl`` merged by time (ties: node
-    directory order, then line order). Malformed lines are skipped."""
+    """Events of every ``nodes/*/trace.jsonl`` merged by time, at the finest
+    stamp each runtime writes: ``t_us`` (the server: microseconds of one
+    host's wall clock) else ``t`` in ms; then ``seq`` (the simulator's total
+    order); then node directory and line order. Malformed lines are skipped.
+
+    Millisecond ties matter: a follower's append and the leader's ISR
+    expansion triggered by the fetch right after it often share a
+    millisecond, and ordering them the wrong way round reads as an early
+    ISR expansion that never happened."""
     files = sorted(Path(run_dir).glob("nodes/*/trace.jsonl"))
 
-    def one(i: int, p: Path) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
+    def one(i: int, p: Path) -> Iterator[tuple[int, int, int, int, dict[str, Any]]]:
         with open(p, encoding="utf-8", errors="replace") as f:
             for n, line in enumerate(f):
                 try:
@@ -447,9 +454,12 @@ def iter_trace_dir(run_dir: str | Path) -> Iterator[dict[str, Any]]:
                 except json.JSONDecodeError:
                     continue
                 if isinstance(ev, dict):
-                    yield (int(ev.get("t", 0) or 0), i, n, ev)
+                    t_us = ev.get("t_us")
+                    if t_us is None:
+                        t_us = int(ev.get("t", 0) or 0) * 1000
+                    yield (int(t_us), int(ev.get("seq", 0) or 0), i, n, ev)
 
-    for _, _, _, ev in heapq.merge(*(one(i, p) for i, p in enumerate(files))):
+    for _, _, _, _, ev in heapq.merge(*(one(i, p) for i, p in enumerate(files))):
         yield ev
 
 

@@ -45,7 +45,7 @@ from .rpc import MAGIC, Peer, read_frames
 
 log = logging.getLogger("kraftwerk.node")
 
-_RESERVED_TRACE_KEYS = frozenset({"t", "node_t", "node", "kind"})
+_RESERVED_TRACE_KEYS = frozenset({"t", "t_us", "node_t", "node", "kind"})
 #: Kafka's socket.request.max.bytes
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
 #: a controlled shutdown that has not halted by then ends anyway
@@ -271,7 +271,8 @@ class NodeRuntime:
         self._observe(e)
 
     def _write_trace(self, kind: str, data: dict[str, Any]) -> None:
-        rec = {"t": self.clock.wall_ms(), "node_t": self.clock.now_ms(), "node": self.opts.node_id, "kind": kind}
+        t_us = self.clock.wall_us()
+        rec = {"t": t_us // 1000, "t_us": t_us, "node_t": self.clock.now_ms(), "node": self.opts.node_id, "kind": kind}
         for k, v in data.items():
             # an election's own "kind" (clean/elr/unclean) must not replace the
             # event kind: colliding keys become data_<key>, as in the simulator

@@ -29,7 +29,7 @@ from .host import DOWN, PAUSED, UP, Host
 from .network import Endpoint, LinkProfile, Network
 
 CONTROLLER_BASE = 100
-_RESERVED = frozenset({"t", "node", "kind"})
+_RESERVED = frozenset({"t", "seq", "node", "kind"})
 
 
 @dataclass
@@ -75,6 +75,7 @@ class Simulation:
         self.monitor = monitor
         self.crashes: list[NodeCrash] = []
         self.trace_counts: dict[str, int] = {}
+        self._trace_seq = 0
         self._trace_dir = Path(trace_dir) if trace_dir is not None else None
         self._trace_files: dict[int, Any] = {}
         self._trace_listeners: list[Callable[[dict[str, Any]], None]] = []
@@ -196,7 +197,11 @@ class Simulation:
         self._trace_listeners.append(fn)
 
     def trace(self, nid: int, kind: str, data: dict[str, Any]) -> None:
-        ev = {"t": self.loop.now, "node": nid, "kind": kind}
+        # seq: the simulation's total order, so traces re-read from the node
+        # files merge exactly as the monitor saw them live (many events share
+        # a virtual millisecond)
+        self._trace_seq += 1
+        ev = {"t": self.loop.now, "seq": self._trace_seq, "node": nid, "kind": kind}
         if _RESERVED.isdisjoint(data):
             ev.update(data)
         else:
