@@ -410,63 +410,68 @@ def _build_fetch(p: Pending) -> Any:
     )
 
 
-def _list_offsets(d: Decoded, ref: Callable[[int], Any]) -> Pending:
-    p = Pending(d, build=_build_list_offsets)
-    i = 0
-    order = []
+def _fan_out(
+    d: Decoded,
+    ref: Callable[[int], Any],
+    build: Callable[[Pending], Any],
+    topic_name: Callable[[Any], Any],
+    partition_index: Callable[[Any], int],
+    make: Callable[[Any, m.TopicPartition, Any], Any],
+) -> Pending:
+    """One core request per topic-partition of a request, answered in the
+    request's partition order (ListOffsets, OffsetForLeaderEpoch)."""
+    p = Pending(d, build=build)
+    order: list[m.TopicPartition] = []
     for t in _items(d.body.topics):
-        for lp in _items(t.partitions):
-            tp = m.TopicPartition(_name(t.name), lp.partition_index)
-            p.parts.append((i, m.ListOffsetsRequest(ref(i), tp, lp.timestamp, lp.current_leader_epoch)))
+        for part in _items(t.partitions):
+            i = len(order)
+            tp = m.TopicPartition(_name(topic_name(t)), partition_index(part))
+            p.parts.append((i, make(ref(i), tp, part)))
             order.append(tp)
-            i += 1
-    p.total = i
+    p.total = len(order)
     p.extra["order"] = order
     return p
 
 
-def _build_list_offsets(p: Pending) -> Any:
-    v = p.decoded.api_version
-    R = ListOffsetsResponse[v]
-    T = R.ListOffsetsTopicResponse
-    P = T.ListOffsetsPartitionResponse
+def _group_by_topic(p: Pending, make_part: Callable[[m.TopicPartition, Any], Any]) -> dict[str, list[Any]]:
+    """The core's per-partition answers of a :func:`_fan_out`, regrouped per topic."""
     by_topic: dict[str, list[Any]] = {}
     for i, tp in enumerate(p.extra["order"]):
-        r: m.ListOffsetsResponse = p.results[i]
-        by_topic.setdefault(tp.topic, []).append(
-            P(partition_index=tp.partition, error_code=r.error, timestamp=-1, offset=r.offset, leader_epoch=r.leader_epoch)
-        )
+        by_topic.setdefault(tp.topic, []).append(make_part(tp, p.results[i]))
+    return by_topic
+
+
+def _list_offsets(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    return _fan_out(
+        d, ref, _build_list_offsets, lambda t: t.name, lambda lp: lp.partition_index,
+        lambda r, tp, lp: m.ListOffsetsRequest(r, tp, lp.timestamp, lp.current_leader_epoch),
+    )
+
+
+def _build_list_offsets(p: Pending) -> Any:
+    R = ListOffsetsResponse[p.decoded.api_version]
+    T = R.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    by_topic = _group_by_topic(p, lambda tp, r: P(
+        partition_index=tp.partition, error_code=r.error, timestamp=-1, offset=r.offset, leader_epoch=r.leader_epoch
+    ))
     return R(throttle_time_ms=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
 def _offset_for_leader_epoch(d: Decoded, ref: Callable[[int], Any]) -> Pending:
-    p = Pending(d, build=_build_ofle)
-    i = 0
-    order = []
-    for t in _items(d.body.topics):
-        for op in _items(t.partitions):
-            tp = m.TopicPartition(_name(t.topic), op.partition)
-            p.parts.append(
-                (i, m.OffsetForLeaderEpochRequest(ref(i), tp, op.leader_epoch, current_leader_epoch=op.current_leader_epoch))
-            )
-            order.append(tp)
-            i += 1
-    p.total = i
-    p.extra["order"] = order
-    return p
+    return _fan_out(
+        d, ref, _build_ofle, lambda t: t.topic, lambda op: op.partition,
+        lambda r, tp, op: m.OffsetForLeaderEpochRequest(r, tp, op.leader_epoch, current_leader_epoch=op.current_leader_epoch),
+    )
 
 
 def _build_ofle(p: Pending) -> Any:
-    v = p.decoded.api_version
-    R = OffsetForLeaderEpochResponse[v]
+    R = OffsetForLeaderEpochResponse[p.decoded.api_version]
     T = R.OffsetForLeaderTopicResult
     P = T.EpochEndOffset
-    by_topic: dict[str, list[Any]] = {}
-    for i, tp in enumerate(p.extra["order"]):
-        r: m.OffsetForLeaderEpochResponse = p.results[i]
-        by_topic.setdefault(tp.topic, []).append(
-            P(error_code=r.error, partition=tp.partition, leader_epoch=r.leader_epoch, end_offset=r.end_offset)
-        )
+    by_topic = _group_by_topic(p, lambda tp, r: P(
+        error_code=r.error, partition=tp.partition, leader_epoch=r.leader_epoch, end_offset=r.end_offset
+    ))
     return R(throttle_time_ms=0, topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
 
