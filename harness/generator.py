@@ -376,6 +376,26 @@ def nemesis(gen: Any) -> Gen:
     return OnThreads(_is_nemesis, lift(gen))
 
 
+def _soonest(results: Iterable[tuple[int, Any]]) -> tuple[tuple[dict, int, Gen] | None, bool, set[int]]:
+    """Of children's ``op`` answers ``(index, answer)``: the soonest op as
+    ``(op, index, next generator)`` or None, whether any child is pending,
+    and the indices of exhausted children (answer None)."""
+    best = None
+    pending = False
+    done: set[int] = set()
+    for i, r in results:
+        if r is None:
+            done.add(i)
+            continue
+        o, g2 = r
+        if o == PENDING:
+            pending = True
+            continue
+        if best is None or o["time"] < best[0]["time"]:
+            best = (o, i, g2)
+    return best, pending, done
+
+
 @dataclass(frozen=True)
 class Any_(Gen):
     """The soonest op of several generators (Jepsen's ``any``): used to
@@ -384,28 +404,12 @@ class Any_(Gen):
     gens: tuple[Gen | None, ...]
 
     def op(self, ctx):
-        best = None
-        pending = False
-        for i, g in enumerate(self.gens):
-            if g is None:
-                continue
-            r = g.op(ctx)
-            if r is None:
-                continue
-            o, g2 = r
-            if o == PENDING:
-                pending = True
-                continue
-            if best is None or o["time"] < best[0]["time"]:
-                best = (o, i, g2)
+        best, pending, done = _soonest((i, g.op(ctx)) for i, g in enumerate(self.gens) if g is not None)
         if best is None:
-            if pending or any(g is not None for g in self.gens):
-                # exhausted children are dropped so Any_ ends when all do
-                live = tuple(g for g in self.gens if g is not None and g.op(ctx) is not None)
-                if not live:
-                    return None
-                return PENDING, Any_(live)
-            return None
+            # exhausted children are dropped so Any_ ends when all do (from
+            # this pass's answers: asking again would draw on ctx.rng twice)
+            live = tuple(g for i, g in enumerate(self.gens) if g is not None and i not in done)
+            return (PENDING, Any_(live)) if live else None
         o, i, g2 = best
         new = list(self.gens)
         new[i] = g2
@@ -466,21 +470,9 @@ class EachThread(Gen):
 
     def op(self, ctx):
         gens = self._init(ctx)
-        pending = False
-        best = None
-        for i, (t, g) in enumerate(gens):
-            if g is None:
-                continue
-            sub = replace(ctx, threads=frozenset([t]))
-            r = g.op(sub)
-            if r is None:
-                continue
-            o, g2 = r
-            if o == PENDING:
-                pending = True
-                continue
-            if best is None or o["time"] < best[0]["time"]:
-                best = (o, i, g2)
+        best, pending, _ = _soonest(
+            (i, g.op(replace(ctx, threads=frozenset([t])))) for i, (t, g) in enumerate(gens) if g is not None
+        )
         if best is None:
             return (PENDING, EachThread(self.make, gens)) if pending else None
         o, i, g2 = best
