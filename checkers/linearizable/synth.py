@@ -14,11 +14,74 @@ Used by the benchmark and by property tests.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Callable
 
 from checkers.history.op import Op
 
 __all__ = ["register_history", "kafka_history"]
+
+
+def _drive(
+    n_ops: int,
+    clients: int,
+    rng: random.Random,
+    crash_p: float,
+    invoke: Callable[[int], tuple[str, Any, Any]],
+    effect: Callable[[str, Any, Any], tuple[str, Any]],
+) -> list[Op]:
+    """Run ``clients`` concurrent client slots until ``n_ops`` operations are
+    issued and completed. A slot goes idle -> invoked -> effect applied ->
+    idle; ``invoke(issued)`` draws a new op ``(f, value, arg)`` and
+    ``effect(f, value, arg)`` applies it at its linearization point,
+    returning ``(type, completion value)``. With ``crash_p`` a slot crashes
+    before or after the effect (``info``, the effect did or did not
+    happen) and is replaced by a new process id, as Jepsen does."""
+    history: list[Op] = []
+    phase = [0] * clients
+    proc = list(range(clients))
+    next_proc = clients
+    pending: list[Any] = [None] * clients  # (f, value, arg) of the in-flight op
+    result: list[Any] = [None] * clients  # (type, value) decided at the effect
+    issued = 0
+    t = 0
+
+    def emit(slot: int, typ: str, f: str, value: Any) -> None:
+        nonlocal t
+        t += rng.randint(1, 1000)
+        history.append(Op(type=typ, f=f, value=value, process=proc[slot], time=t, index=len(history)))
+
+    def crash(slot: int) -> None:
+        nonlocal next_proc
+        f, v, _ = pending[slot]
+        emit(slot, "info", f, v)
+        phase[slot] = 0
+        proc[slot] = next_proc
+        next_proc += 1
+
+    while issued < n_ops or any(phase):
+        slot = rng.randrange(clients)
+        ph = phase[slot]
+        if ph == 0:
+            if issued >= n_ops:
+                continue
+            pending[slot] = invoke(issued)
+            emit(slot, "invoke", pending[slot][0], pending[slot][1])
+            issued += 1
+            phase[slot] = 1
+        elif ph == 1:
+            if crash_p and rng.random() < crash_p / 2:
+                crash(slot)  # before the effect: it never happens
+                continue
+            result[slot] = effect(*pending[slot])
+            phase[slot] = 2
+        else:
+            if crash_p and rng.random() < crash_p / 2:
+                crash(slot)  # after the effect: it happened, but nobody knows
+                continue
+            typ, rv = result[slot]
+            emit(slot, typ, pending[slot][0], rv)
+            phase[slot] = 0
+    return history
 
 
 def register_history(
@@ -31,76 +94,33 @@ def register_history(
     initial: Any = 0,
 ) -> list[Op]:
     """``n_ops`` client operations (about ``2 * n_ops`` history entries) by
-    ``clients`` concurrent processes. A crashed process is replaced by a new
-    process id, as Jepsen does."""
+    ``clients`` concurrent processes against one sequential cas-register."""
     rng = random.Random(seed)
     reg = initial
-    history: list[Op] = []
-    # phase per client slot: 0 idle, 1 invoked (effect pending), 2 effect applied
-    phase = [0] * clients
-    proc = list(range(clients))
-    next_proc = clients
-    pending: list[Any] = [None] * clients   # (f, value) of the in-flight op
-    result: list[Any] = [None] * clients    # (type, value) decided at the effect
-    issued = 0
-    t = 0
 
-    def emit(slot: int, typ: str, f: str, value: Any) -> None:
-        nonlocal t
-        t += rng.randint(1, 1000)
-        history.append(Op(type=typ, f=f, value=value, process=proc[slot], time=t,
-                          index=len(history)))
-
-    while issued < n_ops or any(phase):
-        slot = rng.randrange(clients)
-        ph = phase[slot]
-        if ph == 0:
-            if issued >= n_ops:
-                continue
-            f = rng.choice(fs)
-            if f == "read":
-                v = None
-            elif f == "write":
-                v = rng.randrange(values)
-            else:
-                v = [rng.randrange(values), rng.randrange(values)]
-            pending[slot] = (f, v)
-            emit(slot, "invoke", f, v)
-            issued += 1
-            phase[slot] = 1
-        elif ph == 1:
-            f, v = pending[slot]
-            if crash_p and rng.random() < crash_p / 2:
-                # Crash before the effect: it never happens.
-                emit(slot, "info", f, v)
-                phase[slot] = 0
-                proc[slot] = next_proc
-                next_proc += 1
-                continue
-            if f == "read":
-                result[slot] = ("ok", reg)
-            elif f == "write":
-                reg = v
-                result[slot] = ("ok", v)
-            else:
-                if reg == v[0]:
-                    reg = v[1]
-                    result[slot] = ("ok", v)
-                else:
-                    result[slot] = ("fail", v)
-            phase[slot] = 2
+    def invoke(issued: int) -> tuple[str, Any, Any]:
+        f = rng.choice(fs)
+        if f == "read":
+            v = None
+        elif f == "write":
+            v = rng.randrange(values)
         else:
-            f, v = pending[slot]
-            typ, rv = result[slot]
-            if crash_p and rng.random() < crash_p / 2:
-                # Crash after the effect: it happened, but nobody knows.
-                emit(slot, "info", f, v)
-                proc[slot] = next_proc
-                next_proc += 1
-            else:
-                emit(slot, typ, f, rv)
-            phase[slot] = 0
-    return history
+            v = [rng.randrange(values), rng.randrange(values)]
+        return f, v, None
+
+    def effect(f: str, v: Any, _: Any) -> tuple[str, Any]:
+        nonlocal reg
+        if f == "read":
+            return "ok", reg
+        if f == "write":
+            reg = v
+            return "ok", v
+        if reg == v[0]:
+            reg = v[1]
+            return "ok", v
+        return "fail", v
+
+    return _drive(n_ops, clients, rng, crash_p, invoke, effect)
 
 
 def kafka_history(
@@ -121,62 +141,20 @@ def kafka_history(
     rng = random.Random(seed)
     logs: dict[str, list[list]] = {f"t-{i}": [] for i in range(partitions)}
     keys = list(logs)
-    history: list[Op] = []
-    phase = [0] * clients
-    proc = list(range(clients))
-    next_proc = clients
-    pending: list[Any] = [None] * clients
-    result: list[Any] = [None] * clients
-    issued = 0
-    t = 0
 
-    def emit(slot: int, typ: str, f: str, value: Any) -> None:
-        nonlocal t
-        t += rng.randint(1, 1000)
-        history.append(Op(type=typ, f=f, value=value, process=proc[slot], time=t,
-                          index=len(history)))
+    def invoke(issued: int) -> tuple[str, Any, Any]:
+        key = rng.choice(keys)
+        if rng.random() < send_p:
+            return "send", [["send", key, issued]], key
+        return "poll", [["poll"]], key
 
-    def crash(slot: int) -> None:
-        nonlocal next_proc
-        f, _, v = pending[slot]
-        emit(slot, "info", f, v)
-        phase[slot] = 0
-        proc[slot] = next_proc
-        next_proc += 1
+    def effect(f: str, v: Any, key: Any) -> tuple[str, Any]:
+        log = logs[key]
+        if f == "send":
+            value = v[0][2]
+            log.append([len(log), value])
+            return "ok", [["send", key, [len(log) - 1, value]]]
+        start = max(0, len(log) - rng.randint(0, max_lag))
+        return "ok", [["poll", {key: [list(r) for r in log[start:start + rng.randint(0, max_records)]]}]]
 
-    while issued < n_ops or any(phase):
-        slot = rng.randrange(clients)
-        ph = phase[slot]
-        if ph == 0:
-            if issued >= n_ops:
-                continue
-            key = rng.choice(keys)
-            if rng.random() < send_p:
-                pending[slot] = ("send", key, [["send", key, issued]])
-            else:
-                pending[slot] = ("poll", key, [["poll"]])
-            emit(slot, "invoke", pending[slot][0], pending[slot][2])
-            issued += 1
-            phase[slot] = 1
-        elif ph == 1:
-            if crash_p and rng.random() < crash_p / 2:
-                crash(slot)
-                continue
-            f, key, v = pending[slot]
-            log = logs[key]
-            if f == "send":
-                value = v[0][2]
-                log.append([len(log), value])
-                result[slot] = [["send", key, [len(log) - 1, value]]]
-            else:
-                start = max(0, len(log) - rng.randint(0, max_lag))
-                result[slot] = [["poll", {key: [list(r) for r in
-                                                log[start:start + rng.randint(0, max_records)]]}]]
-            phase[slot] = 2
-        else:
-            if crash_p and rng.random() < crash_p / 2:
-                crash(slot)
-                continue
-            emit(slot, "ok", pending[slot][0], result[slot])
-            phase[slot] = 0
-    return history
+    return _drive(n_ops, clients, rng, crash_p, invoke, effect)
