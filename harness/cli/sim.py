@@ -225,7 +225,7 @@ def sim_cmd(seed: int | None, seeds: str | None, jobs: int, variant: tuple[str, 
       kraftwerk sim --seed 7 --nemesis partition,kill
       kraftwerk sim --seeds 0..199 --jobs 2 --variant kip101=off --nemesis kill,partition-leader
     """
-    from reference_impl.sim.runner import point_latest
+    from harness.store import point_latest
 
     seed_list = parse_seeds(seed, seeds)
     if jobs < 1:

@@ -1,8 +1,8 @@
 """One seed, end to end: cluster set-up, workload, nemesis, final phase,
 checkers, run directory.
 
-Run directory (ARCHITECTURE.md, "Contracts"): ``<out>/<test>/<YYYYmmddTHHMMSS>-<seed>/``
-with ``test.json``, ``history.jsonl``, ``nodes/<node>/trace.jsonl`` and
+Run directory (ARCHITECTURE.md, "Contracts"; made by :mod:`harness.store`, as
+for real runs): ``<out>/<test>/<YYYYmmddTHHMMSS>-<seed>/`` with ``test.json``, ``history.jsonl``, ``nodes/<node>/trace.jsonl`` and
 ``results.json``. Only the directory name carries wall-clock time; the history
 holds virtual time only, so a seed replays byte for byte.
 """
@@ -10,13 +10,13 @@ holds virtual time only, so a seed replays byte for byte.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from checkers.invariants import InvariantMonitor
+from harness import store
 from reference_impl.core.messages import NewTopic, TopicPartition
 
 from .clients import Admin, ClientConfig, Consumer, Producer, Workload
@@ -25,32 +25,6 @@ from .nemesis import Nemesis
 from .network import LinkProfile
 from .options import SimOptions
 from .simulation import Simulation
-
-def make_run_dir(out: str | Path, test_name: str, seed: int) -> Path:
-    base = Path(out) / test_name
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    d = base / f"{stamp}-{seed}"
-    n = 1
-    while d.exists():
-        d = base / f"{stamp}-{seed}-{n}"
-        n += 1
-    d.mkdir(parents=True)
-    return d
-
-
-def point_latest(out: str | Path, run_dir: Path) -> None:
-    """``<out>/latest`` -> the newest run (relative, replaced atomically)."""
-    out = Path(out)
-    link = out / "latest"
-    tmp = out / f".latest.{os.getpid()}"
-    try:
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        tmp.symlink_to(os.path.relpath(run_dir, out))
-        os.replace(tmp, link)
-    except OSError:
-        pass
-
 
 @dataclass
 class SimRun:
@@ -168,9 +142,7 @@ class SimRun:
         self.sim.close()
         results = self.results(time.perf_counter() - wall0)
         if self.run_dir is not None:
-            with open(self.run_dir / "results.json", "w", encoding="utf-8") as f:
-                json.dump(results, f, indent=2, sort_keys=False, default=str)
-                f.write("\n")
+            store.write_json(self.run_dir / store.RESULTS, results)
         return results
 
     # -- verdict -------------------------------------------------------------------------------------------
@@ -239,13 +211,11 @@ def history_digest(ops: list[Any]) -> str:
 def run_seed(opts: SimOptions, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
     """Run one seed; with ``out`` write the run directory (and, with
     ``report``, the HTML report) and return the results."""
-    run_dir = make_run_dir(out, opts.test_name, seed) if out is not None else None
+    run_dir = store.new_run_dir(out, opts.test_name, seed) if out is not None else None
     run = SimRun(opts, seed, run_dir)
     if run_dir is not None:
         test = {**run.test_json(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        with open(run_dir / "test.json", "w", encoding="utf-8") as f:
-            json.dump(test, f, indent=2)
-            f.write("\n")
+        store.write_json(run_dir / store.TEST, test)
     res = run.run()
     if run_dir is not None:
         res["run_dir"] = str(run_dir)
