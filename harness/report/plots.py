@@ -111,15 +111,7 @@ def latency_plot(ops: list[Op], intervals: list[Interval], path: Path) -> None:
     for (f, t), (xs, ys) in sorted(groups.items()):
         ax.scatter(xs, ys, s=6, c=COLOURS.get(t, "#555"), marker=markers.get(f, "s"), label=f"{f} {t}", alpha=0.7, lw=0)
     ax.set_yscale("log")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("latency (ms)")
-    ax.set_title("latency per operation")
-    ax.set_xlim(0, max(end, 1))
-    if groups or intervals:
-        ax.legend(loc="upper left", fontsize=7, ncol=4, framealpha=0.8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _finish(fig, ax, path, "latency per operation", "latency (ms)", end, bool(groups or intervals))
 
 
 def rate_plot(ops: list[Op], intervals: list[Interval], path: Path, bucket: float = 1.0) -> None:
@@ -136,11 +128,17 @@ def rate_plot(ops: list[Op], intervals: list[Interval], path: Path, bucket: floa
     styles = {"send": "-", "poll": "--"}
     for (f, t), ys in sorted(series.items()):
         ax.plot(xs, [y / bucket for y in ys], styles.get(f, ":"), color=COLOURS.get(t, "#555"), label=f"{f} {t}", lw=1.2)
+    _finish(fig, ax, path, "throughput", "completions / s", end, bool(series or intervals))
+
+
+def _finish(fig: Any, ax: Any, path: Path, title: str, ylabel: str, end: float, legend: bool) -> None:
+    """The layout both time-series plots share: time axis from 0, legend
+    top left, saved and closed (Agg figures are not garbage-collected)."""
     ax.set_xlabel("time (s)")
-    ax.set_ylabel("completions / s")
-    ax.set_title("throughput")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.set_xlim(0, max(end, 1))
-    if series or intervals:
+    if legend:
         ax.legend(loc="upper left", fontsize=7, ncol=4, framealpha=0.8)
     fig.tight_layout()
     fig.savefig(path)
