@@ -16,6 +16,11 @@ def _dumps(op: Op) -> str:
     return json.dumps(op.to_dict(), separators=(",", ":"), sort_keys=False)
 
 
+def encode_line(op: Op) -> str:
+    """The JSONL line (with its newline) every writer spells ``op`` as."""
+    return _dumps(op) + "\n"
+
+
 class JsonlWriter:
     """Append operations to a JSONL file, flushing each line and fsyncing every
     ``fsync_every`` operations (and on close)."""
@@ -27,7 +32,11 @@ class JsonlWriter:
         self._pending = 0
 
     def write(self, op: Op) -> None:
-        self._f.write(_dumps(op) + "\n")
+        self.write_line(encode_line(op))
+
+    def write_line(self, line: str) -> None:
+        """Write a line already made by :func:`encode_line`."""
+        self._f.write(line)
         self._f.flush()
         self._pending += 1
         if self._pending >= self._fsync_every:

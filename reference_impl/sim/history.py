@@ -8,23 +8,33 @@ harness's :class:`~checkers.history.JsonlWriter`.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 from checkers.history import JsonlWriter, Op
+from checkers.history.jsonl import encode_line
 
 
 class History:
     def __init__(self, path: str | Path | None = None) -> None:
         self.ops: list[Op] = []
         self._writer = JsonlWriter(path, fsync_every=1 << 30) if path is not None else None
+        self._sha = hashlib.sha256()
 
     def record(self, vt_ms: int, process: Any, type_: str, f: str, value: Any, error: Any = None, **extra: Any) -> Op:
         op = Op(type=type_, f=f, value=value, process=process, time=vt_ms * 1_000_000, index=len(self.ops), error=error, extra=extra)
         self.ops.append(op)
+        # encoded once: the line both goes to history.jsonl and feeds the digest
+        line = encode_line(op)
+        self._sha.update(line.encode())
         if self._writer is not None:
-            self._writer.write(op)
+            self._writer.write_line(line)
         return op
+
+    def digest(self) -> str:
+        """SHA-256 of the history exactly as ``history.jsonl`` spells it (replay checks)."""
+        return self._sha.hexdigest()
 
     def close(self) -> None:
         if self._writer is not None:

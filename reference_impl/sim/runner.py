@@ -9,7 +9,6 @@ holds virtual time only, so a seed replays byte for byte.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,7 +177,7 @@ class SimRun:
         fr = out.get("checkers", {}).get("final-reads") or {}
         out["stats"] = {
             **out.get("stats", {}),
-            "history_sha256": history_digest(ops),
+            "history_sha256": self.history.digest(),
             "completions": dict(sorted(counts.items())),
             "virtual_ms": sim.now,
             "workload_ms": max(0, self.t_end - self.t0),
@@ -196,16 +195,6 @@ class SimRun:
         if sim.crashes:
             out["crash_tracebacks"] = [c.traceback for c in sim.crashes[:3]]
         return out
-
-
-def history_digest(ops: list[Any]) -> str:
-    """SHA-256 of the history exactly as ``history.jsonl`` spells it (replay checks)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for op in ops:
-        h.update((json.dumps(op.to_dict(), separators=(",", ":"), sort_keys=False) + "\n").encode())
-    return h.hexdigest()
 
 
 def run_seed(opts: SimOptions, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
