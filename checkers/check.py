@@ -81,8 +81,7 @@ def check_history(
 ) -> dict[str, Any]:
     """Check ``ops`` and return the results.json object.
 
-    ``engine`` "python" is accepted as a synonym of "inline" (the harness's
-    config name). ``test`` (a run's test.json) may carry the queue workload's
+    ``test`` (a run's test.json) may carry the queue workload's
     ``sub_via``, ``txn`` and ``strict_acks1`` settings, which decide the
     allowed anomalies, and its ``keys`` (every key the run used: one that no
     final read covered is unverified). ``strict_acks1`` (when not None)
@@ -95,8 +94,6 @@ def check_history(
     way for simulated and real runs."""
     if model not in MODELS:
         raise UnknownModel(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
-    if engine == "python":
-        engine = "inline"
     if engine not in ("inline", "spark"):
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
     if model_options and model in QUEUE_MODELS:

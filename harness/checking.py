@@ -41,7 +41,7 @@ def history_stats(ops: list[Op]) -> dict[str, Any]:
     }
 
 
-def check_run(run_dir: Path, engine: str = "python", test: dict[str, Any] | None = None) -> dict[str, Any]:
+def check_run(run_dir: Path, engine: str = "inline", test: dict[str, Any] | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir)
     warnings: list[str] = []
     ops = read_jsonl(run_dir / store.HISTORY, warnings)

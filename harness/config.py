@@ -76,7 +76,7 @@ class TestConfig(BaseModel):
     final_read_timeout: float = Field(30.0, gt=0)
     base_port: int = Field(0, ge=0, le=65000)
     storage: Literal["file", "pagecache"] | None = None
-    checker_engine: str = "python"
+    checker_engine: Literal["inline", "spark"] = "inline"
     history_fsync_every: int = Field(200, ge=1)
     record_history: bool = True
 
