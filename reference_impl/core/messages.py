@@ -24,7 +24,7 @@ Error codes are Kafka's numeric codes (see :class:`Errors`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 NodeId = int
 NO_LEADER = -1
@@ -33,43 +33,43 @@ NO_LEADER = -1
 class Errors:
     """Kafka protocol error codes used by the core (Kafka's numbering)."""
 
-    NONE = 0
-    OFFSET_OUT_OF_RANGE = 1
-    CORRUPT_MESSAGE = 2
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    LEADER_NOT_AVAILABLE = 5
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    MESSAGE_TOO_LARGE = 10
-    NOT_CONTROLLER = 41
-    INVALID_REQUEST = 42
-    NOT_ENOUGH_REPLICAS = 19
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-    INVALID_REPLICATION_FACTOR = 38
-    TOPIC_ALREADY_EXISTS = 36
-    INVALID_PARTITIONS = 37
-    INVALID_CONFIG = 40
-    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-    DUPLICATE_SEQUENCE_NUMBER = 46
-    INVALID_PRODUCER_EPOCH = 47
-    OPERATION_NOT_ATTEMPTED = 55
-    FENCED_LEADER_EPOCH = 74
-    UNKNOWN_LEADER_EPOCH = 75
-    OFFSET_NOT_AVAILABLE = 78
-    STALE_BROKER_EPOCH = 77
-    UNKNOWN_PRODUCER_ID = 59
-    INVALID_RECORD = 87
-    FENCED_INSTANCE_ID = 82
-    INVALID_UPDATE_VERSION = 95
-    INELIGIBLE_REPLICA = 107
-    NEW_LEADER_ELECTED = 108
-    BROKER_ID_NOT_REGISTERED = 102
+    NONE: Final = 0
+    OFFSET_OUT_OF_RANGE: Final = 1
+    CORRUPT_MESSAGE: Final = 2
+    UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+    LEADER_NOT_AVAILABLE: Final = 5
+    NOT_LEADER_OR_FOLLOWER: Final = 6
+    REQUEST_TIMED_OUT: Final = 7
+    MESSAGE_TOO_LARGE: Final = 10
+    NOT_CONTROLLER: Final = 41
+    INVALID_REQUEST: Final = 42
+    NOT_ENOUGH_REPLICAS: Final = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND: Final = 20
+    INVALID_REPLICATION_FACTOR: Final = 38
+    TOPIC_ALREADY_EXISTS: Final = 36
+    INVALID_PARTITIONS: Final = 37
+    INVALID_CONFIG: Final = 40
+    OUT_OF_ORDER_SEQUENCE_NUMBER: Final = 45
+    DUPLICATE_SEQUENCE_NUMBER: Final = 46
+    INVALID_PRODUCER_EPOCH: Final = 47
+    OPERATION_NOT_ATTEMPTED: Final = 55
+    FENCED_LEADER_EPOCH: Final = 74
+    UNKNOWN_LEADER_EPOCH: Final = 75
+    OFFSET_NOT_AVAILABLE: Final = 78
+    STALE_BROKER_EPOCH: Final = 77
+    UNKNOWN_PRODUCER_ID: Final = 59
+    INVALID_RECORD: Final = 87
+    FENCED_INSTANCE_ID: Final = 82
+    INVALID_UPDATE_VERSION: Final = 95
+    INELIGIBLE_REPLICA: Final = 107
+    NEW_LEADER_ELECTED: Final = 108
+    BROKER_ID_NOT_REGISTERED: Final = 102
     # Raft
-    FENCED_EPOCH = 74  # Raft reuses FENCED_LEADER_EPOCH for stale quorum epochs
-    UNKNOWN_SERVER_ERROR = -1
+    FENCED_EPOCH: Final = 74  # Raft reuses FENCED_LEADER_EPOCH for stale quorum epochs
+    UNKNOWN_SERVER_ERROR: Final = -1
 
     #: errors a producer treats as retriable (librdkafka's classification, notes/kafka-wire.md)
-    RETRIABLE = frozenset({5, 6, 7, 19, 20, 74, 75, 78})
+    RETRIABLE: Final = frozenset({5, 6, 7, 19, 20, 74, 75, 78})
 
 
 @dataclass(frozen=True, slots=True, order=True)

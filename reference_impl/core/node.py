@@ -214,8 +214,8 @@ class Node:
                 # combined mode: the broker finished its controlled shutdown;
                 # a leading controller resigns before the halt so the quorum
                 # elects at once (Kafka shuts the broker down, then the controller)
-                at = next((i for i, e in enumerate(effects) if isinstance(e, Halt)), len(effects))
-                effects[at:at] = self.controller.begin_shutdown(now)
+                halt_at = next((i for i, e in enumerate(effects) if isinstance(e, Halt)), len(effects))
+                effects[halt_at:halt_at] = self.controller.begin_shutdown(now)
             self.halted = True
             return effects
         if self.broker is None:

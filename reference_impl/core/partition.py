@@ -294,8 +294,8 @@ class Partition:
             self.leader_epoch = reg.leader_epoch
             self.leader_epoch_start_offset = self.log.leo
             effects += self.log.assign_epoch_start(reg.leader_epoch, self.log.leo)
-            for r in self.remote.values():
-                r.reset(now, r.broker_id in self.state.isr)
+            for rs in self.remote.values():
+                rs.reset(now, rs.broker_id in self.state.isr)
             self.fetch_state = FETCHING
             effects.append(
                 self._trace(
@@ -652,9 +652,10 @@ class Partition:
 
         acks=all is refused with NOT_ENOUGH_REPLICAS *before* anything is
         written when the committed ISR is below the effective min ISR. A
-        duplicate idempotent batch is not appended: ``batch`` is None and
-        ``required_offset`` ends at the original batch (whose base offset the
-        broker returns). ``required_offset`` is the offset the HW must reach.
+        duplicate idempotent batch is not appended: ``batch`` describes the
+        original batch (whose base offset the broker returns) and
+        ``required_offset`` ends there. ``batch`` is None exactly when
+        ``error`` is set. ``required_offset`` is the offset the HW must reach.
         """
         if not self.is_leader:
             return Errors.NOT_LEADER_OR_FOLLOWER, None, -1, [], False

@@ -127,7 +127,7 @@ class PartitionChangeBuilder:
     _recovery_leader: NodeId | None = None
     #: set by :meth:`build`: the election rules call for an unclean recovery
     #: (ask the replicas for their logs) and no recovery leader was given
-    needs_recovery: bool = field(default=False, init=False)
+    needs_recovery: bool = False
 
     # -- what the caller wants ------------------------------------------------
 

@@ -403,11 +403,11 @@ class BrokerRole:
         changed_tps = set(delta.partitions)
         if delta.topics:
             # a topic config change (min.insync.replicas) may unblock the HW
-            for tp, p in self.partitions.items():
+            for tp, part in self.partitions.items():
                 if tp.topic in delta.topics:
-                    p.min_isr_changed()
-                    if p.is_leader and tp not in changed_tps:
-                        e, hw_changed = p.maybe_increment_leader_hw(now)
+                    part.min_isr_changed()
+                    if part.is_leader and tp not in changed_tps:
+                        e, hw_changed = part.maybe_increment_leader_hw(now)
                         effects += e
                         effects += self._complete_delayed(tp, now)
         fetch_leaders: set[NodeId] = set()
@@ -471,12 +471,12 @@ class BrokerRole:
         # isr-expiration, every replica.lag.time.max.ms / 2
         if now >= self.next_isr_expiry_at:
             self.next_isr_expiry_at = now + max(1, self.config.replica_lag_time_max_ms // 2)
-            for p in self.partitions.values():
-                if p.is_leader:
-                    e, hw_changed = p.maybe_shrink_isr(now)
+            for part in self.partitions.values():
+                if part.is_leader:
+                    e, hw_changed = part.maybe_shrink_isr(now)
                     effects += e
                     if hw_changed:
-                        effects += self._on_hw_changed(p.tp, now)
+                        effects += self._on_hw_changed(part.tp, now)
         # highwatermark-checkpoint
         if now >= self.next_hw_checkpoint_at:
             self.next_hw_checkpoint_at = now + max(1, self.config.replica_high_watermark_checkpoint_interval_ms)
@@ -635,7 +635,7 @@ class BrokerRole:
         err, batch, required, effects, hw_changed = p.append_as_leader(
             msg.count, msg.payload, msg.acks, msg.producer_id, msg.producer_epoch, msg.base_sequence, now
         )
-        if err != Errors.NONE:
+        if err != Errors.NONE or batch is None:
             return effects + self._produce_done(msg.ref, msg.tp, msg.acks, err, -1, msg.count)
         effects += self._watch_append(msg.tp, now)
         if hw_changed:
@@ -716,8 +716,8 @@ class BrokerRole:
                 del self.delayed_produce[tp]
             for d in expired:
                 effects += self._produce_done(d.ref, tp, d.acks, Errors.REQUEST_TIMED_OUT, d.base_offset, d.count)
-        for fid, d in list(self.delayed_fetches.items()):
-            if now >= d.deadline:
+        for fid, parked in list(self.delayed_fetches.items()):
+            if now >= parked.deadline:
                 effects += self._complete_fetch(fid, now)
         return effects
 
@@ -726,6 +726,8 @@ class BrokerRole:
     # ======================================================================
 
     def handle_replica_fetch(self, msg: ReplicaFetchRequest, src: NodeId | None, now: int) -> list[Effect]:
+        if src is None:
+            return []  # a replica fetch is a peer's RPC; without a sender there is no one to answer
         effects: list[Effect] = []
         responses = []
         any_data = False
@@ -815,8 +817,8 @@ class BrokerRole:
                 if not s:
                     del self.fetch_watch[tp]
         if d.kind == "client":
-            responses = tuple(self._client_fetch_partition(req) for req in d.msg.partitions)
-            return [Reply(ClientFetchResponse(d.msg.ref, responses))]
+            return [Reply(ClientFetchResponse(d.msg.ref, tuple(self._client_fetch_partition(req) for req in d.msg.partitions)))]
+        assert d.src is not None  # parked by handle_replica_fetch, which answers peers only
         effects: list[Effect] = []
         responses = []
         for req in d.msg.partitions:
@@ -1005,17 +1007,17 @@ class BrokerRole:
             return effects
         answered = set()
         for result in msg.results:
-            pa = items.get(result.tp)
-            if pa is None:
+            sent = items.get(result.tp)
+            if sent is None:
                 continue
             answered.add(result.tp)
-            e, hw_changed, retry = pa.partition.handle_alter_partition_result(result, pa.state, now)
+            e, hw_changed, retry = sent.partition.handle_alter_partition_result(result, sent.state, now)
             effects += e
             if hw_changed:
                 effects += self._on_hw_changed(result.tp, now)
             if retry and result.tp not in self.alter_pending:
-                pa.not_before = backoff
-                self.alter_pending[result.tp] = pa
+                sent.not_before = backoff
+                self.alter_pending[result.tp] = sent
         for tp, pa in items.items():
             if tp not in answered and tp not in self.alter_pending:
                 pa.not_before = backoff

@@ -76,3 +76,12 @@ class StoredState:
     logs: dict[str, list[Any]] = field(default_factory=dict)
     log_start_offsets: dict[str, int] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
+
+    def copy(self) -> "StoredState":
+        """An independent copy: new dicts and lists; the entries and file
+        contents are frozen dataclasses, shared."""
+        return StoredState(
+            {name: list(entries) for name, entries in self.logs.items()},
+            dict(self.log_start_offsets),
+            dict(self.files),
+        )

@@ -29,6 +29,7 @@ passes; their operations carry ``"final": true``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from reference_impl.core.messages import (
@@ -439,8 +440,8 @@ class Consumer:
             parts = tuple(FetchPartitionRequest(tp, self.positions[tp]) for tp in by_leader[leader])
             self.ep.request(
                 leader,
-                lambda ref, parts=parts: ClientFetchRequest(ref, parts, max_wait_ms=cfg.fetch_max_wait_ms),
-                lambda msg, gen=gen: self._on_fetch(gen, msg),
+                partial(_client_fetch, parts, cfg.fetch_max_wait_ms),
+                partial(self._on_fetch, gen),
                 cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
             )
 
@@ -541,3 +542,8 @@ class Admin:
             self.result = msg
             return
         self.sim.loop.after(200, self.create_topics, topics)
+
+
+def _client_fetch(parts: tuple[FetchPartitionRequest, ...], max_wait_ms: int, ref: Any) -> ClientFetchRequest:
+    """The fetch a consumer sends one leader, once the endpoint has given it a ref."""
+    return ClientFetchRequest(ref, parts, max_wait_ms=max_wait_ms)

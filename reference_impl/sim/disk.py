@@ -100,9 +100,9 @@ class Disk:
             for path in list(self.files_cache):
                 self._sync_file(path)
             return
-        lg = self.logs.get(target)
-        if lg is not None:
-            lg.fsync()
+        one = self.logs.get(target)
+        if one is not None:
+            one.fsync()
         if target in self.files_cache:
             self._sync_file(target)
 

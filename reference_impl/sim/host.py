@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import traceback
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from reference_impl.core.effects import (
@@ -37,22 +36,29 @@ if TYPE_CHECKING:
 
 _DISK_EFFECTS = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
 
-UP, PAUSED, DOWN = "up", "paused", "down"
+UP = "up"
+PAUSED = "paused"
+DOWN = "down"
 
 
-@dataclass
 class Host:
-    node_id: int
-    roles: frozenset[str]
-    sim: "Simulation"
-    clock: NodeClock = field(default_factory=NodeClock)
-    disk: Disk = field(default_factory=Disk)
-    state: str = DOWN
-    incarnation: int = 0
-    node: Any = None
-    queued: list[tuple[str, Any, Any]] = field(default_factory=list)
-    timers: set[int] = field(default_factory=set)
-    halted: bool = False
+    """One simulated machine: a node process (or none), its clock and its disk."""
+
+    # a plain class, not a dataclass: ``Simulation`` is imported for type
+    # checking only (it imports this module), so the annotation must not be
+    # evaluated when the class is made
+    def __init__(self, node_id: int, roles: frozenset[str], sim: "Simulation") -> None:
+        self.node_id = node_id
+        self.roles = roles
+        self.sim = sim
+        self.clock = NodeClock()
+        self.disk = Disk()
+        self.state: str = DOWN
+        self.incarnation = 0
+        self.node: Any = None
+        self.queued: list[tuple[str, Any, Any]] = []
+        self.timers: set[int] = set()
+        self.halted = False
 
     # -- time ------------------------------------------------------------------
     def now(self) -> int:
@@ -121,7 +127,7 @@ class Host:
     # -- inputs --------------------------------------------------------------------
     def deliver(self, src: Any, msg: Any) -> None:
         state = self.state
-        if state is UP:
+        if state == UP:
             # the hot path: _deliver_now, inlined
             try:
                 effects = self.node.handle(msg, self.clock.node_time(self.sim.loop.now), src if isinstance(src, int) else None)

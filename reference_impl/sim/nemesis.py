@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from .network import bisect, isolate, majorities_ring, one_way
+from .network import Endpoint, bisect, isolate, majorities_ring, one_way
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -147,7 +147,8 @@ class Nemesis:
                 value["halves"] = [a, b]
             elif fault == "partition-leader":
                 n = self._leader_or_random_broker()
-                pairs = isolate(n, everyone + self.client_names())
+                with_clients: list[Endpoint] = [*everyone, *self.client_names()]
+                pairs = isolate(n, with_clients)
                 value["isolated"] = n
             elif fault == "partition-controller":
                 n = sim.active_controller()

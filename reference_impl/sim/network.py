@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 from heapq import heappush
 from math import log as _log
@@ -130,7 +130,7 @@ def one_way(srcs: Iterable[Endpoint], dsts: Iterable[Endpoint]) -> set[tuple[End
     return {(s, d) for s in srcs for d in dsts if s != d}
 
 
-def majorities_ring(nodes: list[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
+def majorities_ring(nodes: Sequence[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
     """Each node sees a majority (itself and its ring neighbours), but no two
     nodes see the same majority (Jepsen's ``majorities-ring``)."""
     n = len(nodes)

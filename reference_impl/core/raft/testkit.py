@@ -13,7 +13,6 @@ caller passes to the nodes it builds.
 
 from __future__ import annotations
 
-import copy
 import heapq
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -86,8 +85,8 @@ class MemoryDisk:
         """What a restarted process finds: the page cache after a process
         crash, only the durable copy after a power loss."""
         if lose_unfsynced:
-            self.cache = copy.deepcopy(self.durable)
-        return copy.deepcopy(self.cache)
+            self.cache = self.durable.copy()
+        return self.cache.copy()
 
 
 @dataclass(order=True)
