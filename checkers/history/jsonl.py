@@ -7,18 +7,31 @@ import gc
 import json
 import os
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator
+
+import orjson
 
 from .op import OP_TYPES, HistoryError, Op
 
-
-def _dumps(op: Op) -> str:
-    return json.dumps(op.to_dict(), separators=(",", ":"), sort_keys=False)
+#: compact JSON, non-string keys written as strings (as :mod:`json` does),
+#: and the newline appended by the encoder itself
+_LINE = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 
 
 def encode_line(op: Op) -> str:
-    """The JSONL line (with its newline) every writer spells ``op`` as."""
-    return _dumps(op) + "\n"
+    """The JSONL line (with its newline) every writer spells ``op`` as.
+
+    orjson, not :mod:`json`: a history line is written for every operation
+    while the test runs (the simulator's hot path, the harness's recorder
+    thread), and orjson encodes an operation about ten times faster. Its
+    output is plain compact JSON that :mod:`json` reads back unchanged."""
+    return encode_fields(op.to_dict())
+
+
+def encode_fields(fields: dict[str, Any]) -> str:
+    """The JSONL line of an operation already spelt as :meth:`Op.to_dict`
+    would (for a writer that never builds the Op)."""
+    return orjson.dumps(fields, option=_LINE).decode()
 
 
 class JsonlWriter:
@@ -59,7 +72,7 @@ class JsonlWriter:
 def write_jsonl(path: str | os.PathLike[str], ops: Iterable[Op]) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for op in ops:
-            f.write(_dumps(op) + "\n")
+            f.write(encode_line(op))
 
 
 def iter_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None) -> Iterator[Op]:

@@ -6,7 +6,7 @@ this object replays the run exactly.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from reference_impl.core.config import ConfigError, ProtocolConfig, Variants

@@ -18,7 +18,7 @@ from checkers.invariants import InvariantMonitor
 from harness import store
 from reference_impl.core.messages import NewTopic, TopicPartition
 
-from .clients import Admin, ClientConfig, Consumer, Producer, Workload
+from .clients import Admin, ClientConfig, Consumer, Workload
 from .history import History
 from .nemesis import Nemesis
 from .network import LinkProfile

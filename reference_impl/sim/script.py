@@ -9,7 +9,6 @@ until a reply or a condition arrives, so a test reads like the narrative.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable
 
 from checkers.invariants import InvariantMonitor

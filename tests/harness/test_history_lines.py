@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from harness.history import _ENC, Recorder
+from checkers.history.jsonl import encode_line
+from harness.history import Recorder
 
 
 def test_direct_line_equals_the_ops_own_serialisation():
@@ -17,9 +18,21 @@ def test_direct_line_equals_the_ops_own_serialisation():
         {"type": "info", "f": "start-partition", "value": {"cut": [["n1", "n2"]]}, "process": "nemesis"},
     ]
     for i, d in enumerate(cases):
-        want = _ENC.encode(Recorder._op(d, i, 1000 + i).to_dict()) + "\n"
+        want = encode_line(Recorder._op(d, i, 1000 + i))
         assert Recorder._line(d, i, 1000 + i) == want
         assert "_private" not in json.loads(Recorder._line(d, i, 0))
+
+
+def test_history_line_is_compact_json_that_the_json_module_reads_back():
+    """The line format does not depend on the encoder: compact separators,
+    one line, and json.loads gives back to_dict() (non-string keys as strings)."""
+    from checkers.history.op import Op
+
+    op = Op(type="ok", f="poll", value={"t-0": [[0, 1]], 3: "x"}, process=2, time=5, index=9, extra={"acks": "all"})
+    line = encode_line(op)
+    assert line.endswith("\n") and line.count("\n") == 1
+    assert ", " not in line and '": ' not in line
+    assert json.loads(line) == {**op.to_dict(), "value": {"t-0": [[0, 1]], "3": "x"}}
 
 
 def test_recorded_file_reads_back_as_the_recorded_ops(tmp_path):
