@@ -176,7 +176,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title="kraftwerk sim")
+    modes = sorted({str(r.get("stats", {}).get("accelerator", "?")) for r in results})
+    t = Table(title=f"kraftwerk sim ({', '.join(modes)})")
     for col in ("seed", "valid", "acks=all acked/lost", "acks=1 acked/lost", "violations", "faults", "x realtime", "anomalies"):
         t.add_column(col)
     for r in results:

@@ -16,6 +16,7 @@ from typing import Any
 
 from checkers.invariants import InvariantMonitor
 from harness import store
+from reference_impl import accel
 from reference_impl.core.messages import NewTopic, TopicPartition
 
 from .clients import Admin, ClientConfig, Consumer, Workload
@@ -184,6 +185,9 @@ class SimRun:
             "steps": sim.loop.steps,
             "wall_s": round(wall_s, 3),
             "sim_speed": round((sim.now / 1000.0) / wall_s, 1) if wall_s > 0 else None,
+            # compiled (mypyc) or pure Python, and why: the same seed gives the
+            # same history either way, only the speed differs
+            "accelerator": accel.status(),
             "messages": {"sent": sim.net.sent, "delivered": sim.net.delivered, "dropped": sim.net.dropped},
             "faults": self.nemesis.started,
             "skipped_arrivals": self.skipped,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,11 +14,28 @@ from reference_impl.core import messages as m
 from reference_impl.server.codec import REGISTRY, CodecError
 
 
+def _source_hints() -> dict[str, dict[str, str]]:
+    """class -> field -> annotation, as written in messages.py. Read from the
+    source, not from ``dataclasses.fields``: a mypyc-compiled class (see
+    reference_impl.accel) keeps only the erased runtime type (``tuple``)."""
+    tree = ast.parse(_MESSAGES_PY.read_text())
+    out: dict[str, dict[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            out[node.name] = {st.target.id: ast.unparse(st.annotation) for st in node.body
+                              if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)}
+    return out
+
+
+_MESSAGES_PY = Path(__file__).resolve().parents[2] / "reference_impl" / "core" / "messages.py"
+_HINTS = _source_hints()
+
+
 def _sample(cls):
     """An instance of ``cls`` with every field filled from its type hint."""
     vals = []
     for f in dataclasses.fields(cls):
-        t = str(f.type)
+        t = _HINTS[cls.__name__][f.name]
         if "TopicPartition" in t and "tuple" not in t:
             v = m.TopicPartition("topic-a", 3)
         elif t.startswith("tuple[FetchPartitionRequest"):
@@ -39,6 +58,8 @@ def _sample(cls):
             v = (3, 4)
         elif "tuple[NodeId, ...]" in t:
             v = (1, 2, 3)
+        elif t.startswith("tuple[") and f.default is dataclasses.MISSING:
+            v = ()
         else:
             v = f.default if f.default is not dataclasses.MISSING else None
         vals.append(v)

@@ -1,0 +1,149 @@
+"""Compiled copies of the hot modules (core and simulator), built with mypyc.
+
+The Python source stays the reference implementation; this is an optional,
+behaviour-preserving accelerator. mypyc compiles the same modules to C
+extensions (about 1.5x faster for the simulator). They are built by
+``scripts/bootstrap`` into ``.accel/`` (not in the source tree) and loaded
+only when *every* source they were built from is unchanged: a
+``sys.meta_path`` finder serves the extension for a module only if the
+manifest's SHA-256 of each source still matches. So an edited file never
+runs stale compiled code; the whole set falls back to the source until the
+next build (compiled modules call into each other's native classes, so it is
+all or nothing).
+
+``KRAFTWERK_PURE=1`` turns the accelerator off. :func:`status` says which
+mode a process runs in; ``kraftwerk sim`` reports it.
+
+    python -m reference_impl.accel build    # compile into .accel/ (needs gcc and Python headers)
+    python -m reference_impl.accel status   # compiled, or pure and why
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+ACCEL_DIR = ROOT / ".accel"
+MANIFEST = "manifest.json"
+GROUP = "kraftwerk_accel"
+ENV_PURE = "KRAFTWERK_PURE"
+
+#: the modules compiled, as paths relative to the repository root: the
+#: sans-IO core and the simulator's event loop, network, hosts and clients.
+#: Scripting helpers and test kits stay Python (they are not hot, and tests
+#: patch them).
+MODULES: tuple[str, ...] = (
+    "reference_impl/core/config.py",
+    "reference_impl/core/controller.py",
+    "reference_impl/core/effects.py",
+    "reference_impl/core/epoch_cache.py",
+    "reference_impl/core/log.py",
+    "reference_impl/core/messages.py",
+    "reference_impl/core/metadata.py",
+    "reference_impl/core/node.py",
+    "reference_impl/core/partition.py",
+    "reference_impl/core/partition_change.py",
+    "reference_impl/core/producer_state.py",
+    "reference_impl/core/replica_manager.py",
+    "reference_impl/core/storage.py",
+    "reference_impl/core/raft/replica.py",
+    "reference_impl/sim/clock.py",
+    "reference_impl/sim/disk.py",
+    "reference_impl/sim/events.py",
+    "reference_impl/sim/network.py",
+    "reference_impl/sim/host.py",
+    "reference_impl/sim/simulation.py",
+    "reference_impl/sim/clients.py",
+    "reference_impl/sim/history.py",
+)
+
+_status = "pure: not installed"
+
+
+def module_name(path: str) -> str:
+    return path[: -len(".py")].replace("/", ".")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _tag() -> str:
+    """What an extension is tied to: the interpreter's ABI."""
+    return f"{sys.implementation.cache_tag}-{sys.platform}"
+
+
+class _CompiledFinder:
+    """Serves the compiled extension for the modules in the manifest."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self.files = files
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        so = self.files.get(fullname)
+        if so is None:
+            return None
+        loader = importlib.machinery.ExtensionFileLoader(fullname, str(so))
+        return importlib.util.spec_from_file_location(fullname, str(so), loader=loader)
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def check(accel_dir: Path = ACCEL_DIR, root: Path = ROOT) -> tuple[dict[str, Path] | None, str]:
+    """(module -> extension file, "compiled") when the build in ``accel_dir``
+    matches the sources under ``root``; (None, why not) otherwise."""
+    if os.environ.get(ENV_PURE, "") not in ("", "0"):
+        return None, f"pure: {ENV_PURE} is set"
+    mf = accel_dir / MANIFEST
+    if not mf.is_file():
+        return None, "pure: not built (python -m reference_impl.accel build)"
+    try:
+        manifest = json.loads(mf.read_text())
+        if manifest.get("tag") != _tag():
+            return None, f"pure: built for {manifest.get('tag')}, this is {_tag()}"
+        files: dict[str, Path] = {}
+        for mod, ent in manifest["modules"].items():
+            src = root / ent["source"]
+            if not src.is_file() or _sha(src) != ent["sha256"]:
+                return None, f"pure: {ent['source']} changed since the build"
+            files[mod] = accel_dir / ent["extension"]
+        files[manifest["group"]] = accel_dir / manifest["group_extension"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return None, f"pure: unreadable manifest ({e})"
+    missing = [str(p) for p in files.values() if not p.is_file()]
+    if missing:
+        return None, f"pure: missing {missing[0]}"
+    return files, "compiled"
+
+
+def install() -> str:
+    """Put the finder in front of the import system if the build is fresh.
+    Idempotent; returns :func:`status`."""
+    global _status
+    if any(isinstance(f, _CompiledFinder) for f in sys.meta_path):
+        return _status
+    already = [module_name(m) for m in MODULES if module_name(m) in sys.modules]
+    if already:
+        _status = f"pure: {already[0]} was imported before the accelerator"
+        return _status
+    files, _status = check()
+    if files is not None:
+        sys.meta_path.insert(0, _CompiledFinder(files))
+    return _status
+
+
+def status() -> str:
+    """"compiled" or "pure: <why>" for this process."""
+    return _status
+
+
+def active() -> bool:
+    return _status == "compiled"

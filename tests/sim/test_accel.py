@@ -1,0 +1,112 @@
+"""The mypyc accelerator (reference_impl.accel): the compiled build is loaded
+only when built from exactly the current sources, and a seed replays to the
+same history compiled or not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reference_impl import accel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fake_build(tmp_path: Path, tag: str | None = None) -> tuple[Path, Path]:
+    """A source tree with one module and a build dir whose manifest matches it."""
+    root = tmp_path / "src"
+    (root / "pkg").mkdir(parents=True)
+    src = root / "pkg" / "mod.py"
+    src.write_text("X = 1\n")
+    build = tmp_path / "accel"
+    (build / "lib" / "pkg").mkdir(parents=True)
+    (build / "lib" / "pkg" / "mod.so").write_bytes(b"")
+    (build / "lib" / "grp__mypyc.so").write_bytes(b"")
+    manifest = {
+        "tag": tag or accel._tag(),
+        "group": "grp__mypyc",
+        "group_extension": "lib/grp__mypyc.so",
+        "modules": {"pkg.mod": {"source": "pkg/mod.py", "sha256": accel._sha(src), "extension": "lib/pkg/mod.so"}},
+    }
+    (build / accel.MANIFEST).write_text(json.dumps(manifest))
+    return root, build
+
+
+def test_a_build_of_the_current_sources_is_used(tmp_path, monkeypatch):
+    monkeypatch.delenv(accel.ENV_PURE, raising=False)
+    root, build = _fake_build(tmp_path)
+    files, why = accel.check(build, root)
+    assert why == "compiled"
+    assert files == {"pkg.mod": build / "lib/pkg/mod.so", "grp__mypyc": build / "lib/grp__mypyc.so"}
+
+
+def test_an_edited_source_makes_the_whole_build_stale(tmp_path, monkeypatch):
+    monkeypatch.delenv(accel.ENV_PURE, raising=False)
+    root, build = _fake_build(tmp_path)
+    (root / "pkg" / "mod.py").write_text("X = 2\n")
+    files, why = accel.check(build, root)
+    assert files is None and why == "pure: pkg/mod.py changed since the build"
+
+
+def test_no_build_another_interpreter_or_a_missing_extension_means_pure(tmp_path, monkeypatch):
+    monkeypatch.delenv(accel.ENV_PURE, raising=False)
+    root, build = _fake_build(tmp_path)
+    assert accel.check(tmp_path / "nowhere", root)[1].startswith("pure: not built")
+    (build / "lib" / "pkg" / "mod.so").unlink()
+    assert accel.check(build, root)[1].startswith("pure: missing")
+    root2, build2 = _fake_build(tmp_path / "other", tag="cpython-39-linux")
+    assert accel.check(build2, root2)[1].startswith("pure: built for cpython-39-linux")
+    (build2 / accel.MANIFEST).write_text("{not json")
+    assert accel.check(build2, root2)[1].startswith("pure: unreadable manifest")
+
+
+def test_kraftwerk_pure_turns_it_off(tmp_path, monkeypatch):
+    root, build = _fake_build(tmp_path)
+    monkeypatch.setenv(accel.ENV_PURE, "1")
+    assert accel.check(build, root) == (None, f"pure: {accel.ENV_PURE} is set")
+
+
+@pytest.fixture(scope="module")
+def fresh_build() -> None:
+    """The real build, made now if the sources changed since the last one
+    (scripts/bootstrap normally has made it; this takes about a minute)."""
+    env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
+    if accel.check()[1] != "compiled":
+        subprocess.run([sys.executable, "-m", "reference_impl.accel", "build"], cwd=ROOT, env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    assert accel.check()[1] == "compiled"
+
+
+_SEED_RUN = """
+import json, sys
+from reference_impl.sim.options import SimOptions
+from reference_impl.sim.runner import SimRun
+import reference_impl.core.partition as p
+opts = SimOptions(time_limit_s=8, rate=200, nemesis=("partition", "kill"), nemesis_interval_s=2).validate()
+res = SimRun(opts, 11).run()
+st = res["stats"]
+print(json.dumps({"file": p.__file__, "accelerator": st["accelerator"], "digest": st["history_sha256"],
+                  "valid": res["valid"], "steps": st["steps"], "messages": st["messages"], "faults": st["faults"]}))
+"""
+
+
+def _seed_run(pure: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
+    if pure:
+        env[accel.ENV_PURE] = "1"
+    out = subprocess.run([sys.executable, "-c", _SEED_RUN], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_seed_replays_to_the_same_history_compiled_and_pure(fresh_build):
+    compiled, pure = _seed_run(pure=False), _seed_run(pure=True)
+    assert compiled["accelerator"] == "compiled" and compiled["file"].endswith(".so")
+    assert pure["accelerator"] == f"pure: {accel.ENV_PURE} is set" and pure["file"].endswith(".py")
+    assert compiled["faults"] > 0
+    for k in ("digest", "valid", "steps", "messages", "faults"):
+        assert compiled[k] == pure[k], k
