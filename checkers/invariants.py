@@ -90,6 +90,8 @@ def first_disagreement(a: Runs, b: Runs, end: int) -> int | None:
     """The lowest offset below ``end`` whose epoch differs between ``a`` and
     ``b``, or None if they agree on [0, end). Offsets before the first run of
     a list are unknown (log start) and compared only where both know them."""
+    if a == b:
+        return None  # the common case: a replica whose log agrees run for run
     pts = sorted({r[0] for r in a if r[0] < end} | {r[0] for r in b if r[0] < end})
     for p in pts:
         ea, eb = _epoch_at(a, p), _epoch_at(b, p)
@@ -215,13 +217,19 @@ class InvariantMonitor:
         r = self._rep(ev.get("node"), tp)
         base, count, epoch = int(ev["base"]), int(ev["count"]), int(ev["epoch"])
         gap = r.leo is not None and base != r.leo
+        epochs = ev.get("epochs")
+        if not gap and r.runs and (not epochs or len(epochs) == 1):
+            # the common case: one more batch of the log's last epoch, at its LEO
+            if r.runs[-1][1] == (int(epochs[0][0]) if epochs else epoch):
+                r.leo = int(ev.get("leo", base + count))
+                return
         if gap:
             self._violate("append-not-at-leo", ev, f"batch at {base} appended to a log whose LEO is {r.leo}", tp)
             if base < (r.leo or 0):
                 r.runs = clip(r.runs, base)
         # runs of the appended range: the runtime's "epochs" (one per epoch
         # change among the batches) when present, else the event's one epoch
-        new_runs = [(int(s), int(e)) for e, s in ev.get("epochs") or [(epoch, base)]]
+        new_runs = [(int(s), int(e)) for e, s in epochs or [(epoch, base)]]
         for i, (s, e) in enumerate(new_runs):
             if r.runs and r.runs[-1][1] == e and not (gap and i == 0):
                 continue
