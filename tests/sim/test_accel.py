@@ -96,7 +96,8 @@ print(json.dumps({"file": p.__file__, "accelerator": st["accelerator"], "digest"
 
 
 def _seed_run(pure: bool) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
+    # PYTHONHASHSEED as kraftwerk sim's workers have it: one seed, one history
+    env = {**{k: v for k, v in os.environ.items() if k != accel.ENV_PURE}, "PYTHONHASHSEED": "0"}
     if pure:
         env[accel.ENV_PURE] = "1"
     out = subprocess.run([sys.executable, "-c", _SEED_RUN], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
