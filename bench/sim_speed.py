@@ -8,28 +8,19 @@ per-seed checkers (``SimRun.results``), since the machine is shared.
 
     .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none]
 
-Where it stands (``--time-limit 60 --seeds 3``, 2-core machine, Python 3.11):
-about 20x in CPU time (was 17x; the simulation alone 24.5x, was 20.3x).
-100x is out of reach for this design; the floor, measured per seed (78
-simulated seconds, ~30k acks=all sends, ~153k messages, ~218k events) by
-timing each layer apart:
-
-* the protocol core (``Node.handle``/``tick``): ~1.65 CPU s, i.e. the core
-  alone caps the run at ~47x. It is already flat: the top functions
-  (``serve_replica_fetch``, ``handle_fetch_response``, ``_send_fetch``,
-  ``maybe_increment_leader_hw``, ``handle_produce``) each take 2-4% of a
-  profile; ~5 messages per send (produce + response, ~1.5 follower fetch
-  round trips, batched per leader and long-polled) is what the protocol
-  needs, and timers are rare (~1.8k ticks per 20 simulated s);
-* the per-seed checkers: ~0.7 CPU s (caps at ~100x on their own);
-* the invariant monitor fed by every trace event: ~0.36 CPU s (~9%);
-* the simulator, clients and history together: ~1.3 CPU s (caps at ~60x);
-  its cost is spread evenly over the event loop, the network model, effect
-  application and trace dispatch (1-3% each).
-
-100x means ~0.78 CPU s per seed, less than the core alone spends; CPython
-runs ~600 function calls per client op here, which at ~60 ns a call is
-already ~40 us per op against a budget of 20 us.
+Where it stands (``--time-limit 60 --seeds 4 --jobs 2``, 2-core machine,
+Python 3.11, one run): compiled (reference_impl.accel) 29.8x real time in one
+process (the simulation alone 36.0x, the per-seed checkers 1.8 of 10.5 CPU
+s), 65.8x for two worker processes together; the Python source
+(``KRAFTWERK_PURE=1``) 21.6x. The 100x target is not met. What a seed is
+made of (78 simulated s, ~30k acks=all sends): ~153k messages (per send one
+produce request and response and ~1.5 follower fetch round trips, batched
+per leader and long-polled: what the protocol needs), ~4.4 trace events
+(appends and HWs on every replica, the produce) feeding the invariant
+monitor, two history lines, ~218k events. The profile is flat: the largest
+single costs are freeing short-lived objects (~18%) and frozen message
+construction (~10%, a dataclass's generated __init__ stays interpreted even
+compiled). 100x in one process means ~26 us of CPU per send for all of it.
 """
 
 from __future__ import annotations
