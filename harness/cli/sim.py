@@ -194,7 +194,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
 @click.command("sim")
 @click.option("--seed", type=int, help="One seed (default 0).")
 @click.option("--seeds", help="A range of seeds, A..B inclusive.")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Seeds run in parallel processes.")
+@click.option("--jobs", type=int, default=None,
+              help="Seeds run in parallel worker processes (default: one per CPU, at most one per seed).")
 @click.option("--name", help="Test name (results/<name>/...; default sim).")
 @click.option("--brokers", type=int, help="Broker count (default 3).")
 @click.option("--controllers", type=int, help="KRaft controller (voter) count (default 3).")
@@ -217,7 +218,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
 @click.option("--report/--no-report", default=None,
               help="Write the HTML report into each run directory (default: only for a single seed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object(s) on stdout.")
-def sim_cmd(seed: int | None, seeds: str | None, jobs: int, variant: tuple[str, ...], out: str, as_json: bool,
+def sim_cmd(seed: int | None, seeds: str | None, jobs: int | None, variant: tuple[str, ...], out: str, as_json: bool,
             report: bool | None, **flags: Any) -> int:
     """Run the reference implementation in the deterministic simulator.
 
@@ -229,6 +230,8 @@ def sim_cmd(seed: int | None, seeds: str | None, jobs: int, variant: tuple[str, 
     from harness.store import point_latest
 
     seed_list = parse_seeds(seed, seeds)
+    if jobs is None:
+        jobs = max(1, min(os.cpu_count() or 1, len(seed_list)))
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {jobs})")
     opts = build_options(flags, variant)
