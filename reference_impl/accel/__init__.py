@@ -97,10 +97,12 @@ class _CompiledFinder:
         pass
 
 
-def check(accel_dir: Path = ACCEL_DIR, root: Path = ROOT, env: bool = True) -> tuple[dict[str, Path] | None, str]:
+def check(accel_dir: Path = ACCEL_DIR, root: Path = ROOT, env: bool = True,
+          modules: tuple[str, ...] | None = None) -> tuple[dict[str, Path] | None, str]:
     """(module -> extension file, "compiled") when the build in ``accel_dir``
-    matches the sources under ``root``; (None, why not) otherwise. With
-    ``env=False`` the build is judged whatever ``KRAFTWERK_PURE`` says."""
+    matches the sources under ``root`` and compiled exactly ``modules``
+    (default :data:`MODULES`); (None, why not) otherwise. With ``env=False``
+    the build is judged whatever ``KRAFTWERK_PURE`` says."""
     if env and os.environ.get(ENV_PURE, "") not in ("", "0"):
         return None, f"pure: {ENV_PURE} is set"
     mf = accel_dir / MANIFEST
@@ -110,6 +112,9 @@ def check(accel_dir: Path = ACCEL_DIR, root: Path = ROOT, env: bool = True) -> t
         manifest = json.loads(mf.read_text())
         if manifest.get("tag") != _tag():
             return None, f"pure: built for {manifest.get('tag')}, this is {_tag()}"
+        built = sorted(ent["source"] for ent in manifest["modules"].values())
+        if built != sorted(MODULES if modules is None else modules):
+            return None, "pure: the build compiled another set of modules"
         files: dict[str, Path] = {}
         for mod, ent in manifest["modules"].items():
             src = root / ent["source"]
@@ -145,6 +150,3 @@ def status() -> str:
     """"compiled" or "pure: <why>" for this process."""
     return _status
 
-
-def active() -> bool:
-    return _status == "compiled"

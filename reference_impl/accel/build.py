@@ -19,8 +19,6 @@ from . import ACCEL_DIR, GROUP, MANIFEST, MODULES, ROOT, _sha, _tag, module_name
 MYPY_FLAGS = ("--ignore-missing-imports", "--follow-imports=silent")
 
 
-
-
 def build(accel_dir: Path = ACCEL_DIR, jobs: int | None = None) -> Path:
     """Compile :data:`MODULES` with mypyc into ``accel_dir``; returns it."""
     from mypyc.build import mypycify

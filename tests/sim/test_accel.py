@@ -40,7 +40,7 @@ def _fake_build(tmp_path: Path, tag: str | None = None) -> tuple[Path, Path]:
 def test_a_build_of_the_current_sources_is_used(tmp_path, monkeypatch):
     monkeypatch.delenv(accel.ENV_PURE, raising=False)
     root, build = _fake_build(tmp_path)
-    files, why = accel.check(build, root)
+    files, why = accel.check(build, root, modules=("pkg/mod.py",))
     assert why == "compiled"
     assert files == {"pkg.mod": build / "lib/pkg/mod.so", "grp__mypyc": build / "lib/grp__mypyc.so"}
 
@@ -49,26 +49,30 @@ def test_an_edited_source_makes_the_whole_build_stale(tmp_path, monkeypatch):
     monkeypatch.delenv(accel.ENV_PURE, raising=False)
     root, build = _fake_build(tmp_path)
     (root / "pkg" / "mod.py").write_text("X = 2\n")
-    files, why = accel.check(build, root)
+    files, why = accel.check(build, root, modules=("pkg/mod.py",))
     assert files is None and why == "pure: pkg/mod.py changed since the build"
 
 
 def test_no_build_another_interpreter_or_a_missing_extension_means_pure(tmp_path, monkeypatch):
     monkeypatch.delenv(accel.ENV_PURE, raising=False)
     root, build = _fake_build(tmp_path)
-    assert accel.check(tmp_path / "nowhere", root)[1].startswith("pure: not built")
+    mods = ("pkg/mod.py",)
+    assert accel.check(tmp_path / "nowhere", root, modules=mods)[1].startswith("pure: not built")
+    # a build of another module list (MODULES changed since): never half of each
+    assert accel.check(build, root, modules=(*mods, "pkg/new.py"))[1] == "pure: the build compiled another set of modules"
     (build / "lib" / "pkg" / "mod.so").unlink()
-    assert accel.check(build, root)[1].startswith("pure: missing")
+    assert accel.check(build, root, modules=mods)[1].startswith("pure: missing")
     root2, build2 = _fake_build(tmp_path / "other", tag="cpython-39-linux")
-    assert accel.check(build2, root2)[1].startswith("pure: built for cpython-39-linux")
+    assert accel.check(build2, root2, modules=mods)[1].startswith("pure: built for cpython-39-linux")
     (build2 / accel.MANIFEST).write_text("{not json")
-    assert accel.check(build2, root2)[1].startswith("pure: unreadable manifest")
+    assert accel.check(build2, root2, modules=mods)[1].startswith("pure: unreadable manifest")
 
 
 def test_kraftwerk_pure_turns_it_off(tmp_path, monkeypatch):
     root, build = _fake_build(tmp_path)
     monkeypatch.setenv(accel.ENV_PURE, "1")
-    assert accel.check(build, root) == (None, f"pure: {accel.ENV_PURE} is set")
+    assert accel.check(build, root, modules=("pkg/mod.py",)) == (None, f"pure: {accel.ENV_PURE} is set")
+    assert accel.check(build, root, env=False, modules=("pkg/mod.py",))[1] == "compiled"
 
 
 @pytest.fixture(scope="module")
