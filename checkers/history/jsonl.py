@@ -28,10 +28,27 @@ def encode_line(op: Op) -> str:
     return encode_fields(op.to_dict())
 
 
+_JSON = json.JSONEncoder(separators=(",", ":"))
+_JSON_ANY = json.JSONEncoder(separators=(",", ":"), default=repr)
+
+
 def encode_fields(fields: dict[str, Any]) -> str:
     """The JSONL line of an operation already spelt as :meth:`Op.to_dict`
-    would (for a writer that never builds the Op)."""
-    return orjson.dumps(fields, option=_LINE).decode()
+    would (for a writer that never builds the Op).
+
+    Never raises for a value an operation may carry, so a recorder never
+    drops an operation: what orjson refuses (an integer beyond 64 bits, a
+    lone surrogate, an unknown type) goes through :mod:`json`, and what JSON
+    cannot hold at all (a set, say) is written as its ``repr``. A float NaN
+    or infinity is written as ``null`` (standard JSON has neither)."""
+    try:
+        return orjson.dumps(fields, option=_LINE).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        pass
+    try:
+        return _JSON.encode(fields) + "\n"
+    except (TypeError, ValueError):
+        return _JSON_ANY.encode(fields) + "\n"
 
 
 class JsonlWriter:

@@ -195,7 +195,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
 @click.option("--seed", type=int, help="One seed (default 0).")
 @click.option("--seeds", help="A range of seeds, A..B inclusive.")
 @click.option("--jobs", type=int, default=None,
-              help="Seeds run in parallel worker processes (default: one per CPU, at most one per seed).")
+              help="Seeds run in parallel worker processes (default: one per usable CPU, at most one per seed).")
 @click.option("--name", help="Test name (results/<name>/...; default sim).")
 @click.option("--brokers", type=int, help="Broker count (default 3).")
 @click.option("--controllers", type=int, help="KRaft controller (voter) count (default 3).")
@@ -231,7 +231,7 @@ def sim_cmd(seed: int | None, seeds: str | None, jobs: int | None, variant: tupl
 
     seed_list = parse_seeds(seed, seeds)
     if jobs is None:
-        jobs = max(1, min(os.cpu_count() or 1, len(seed_list)))
+        jobs = max(1, min(len(os.sched_getaffinity(0)), len(seed_list)))  # the CPUs this process may use
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {jobs})")
     opts = build_options(flags, variant)

@@ -2,7 +2,7 @@
 
 The Python source stays the reference implementation; this is an optional,
 behaviour-preserving accelerator. mypyc compiles the same modules to C
-extensions (about 1.5x faster for the simulator). They are built by
+extensions (about 1.4x faster for the simulator). They are built by
 ``scripts/bootstrap`` into ``.accel/`` (not in the source tree) and loaded
 only when *every* source they were built from is unchanged: a
 ``sys.meta_path`` finder serves the extension for a module only if the
@@ -11,8 +11,9 @@ runs stale compiled code; the whole set falls back to the source until the
 next build (compiled modules call into each other's native classes, so it is
 all or nothing).
 
-``KRAFTWERK_PURE=1`` turns the accelerator off. :func:`status` says which
-mode a process runs in; ``kraftwerk sim`` reports it.
+``KRAFTWERK_PURE=1`` turns the accelerator off (any value but empty, ``0``,
+``false`` or ``no``). :func:`status` says which mode a process runs in;
+``kraftwerk sim`` reports it.
 
     python -m reference_impl.accel build    # compile into .accel/ (needs gcc and Python headers)
     python -m reference_impl.accel status   # compiled, or pure and why
@@ -25,7 +26,9 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import platform
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +79,13 @@ def _sha(path: Path) -> str:
 
 
 def _tag() -> str:
-    """What an extension is tied to: the interpreter's ABI."""
-    return f"{sys.implementation.cache_tag}-{sys.platform}"
+    """What an extension is tied to: the interpreter, its ABI (the extension
+    suffix names version, platform and libc flavour) and the machine."""
+    return f"{sys.implementation.cache_tag}{sysconfig.get_config_var('EXT_SUFFIX')}-{platform.machine()}"
+
+
+def pure_requested() -> bool:
+    return os.environ.get(ENV_PURE, "").strip().lower() not in ("", "0", "false", "no")
 
 
 class _CompiledFinder:
@@ -103,7 +111,7 @@ def check(accel_dir: Path = ACCEL_DIR, root: Path = ROOT, env: bool = True,
     matches the sources under ``root`` and compiled exactly ``modules``
     (default :data:`MODULES`); (None, why not) otherwise. With ``env=False``
     the build is judged whatever ``KRAFTWERK_PURE`` says."""
-    if env and os.environ.get(ENV_PURE, "") not in ("", "0"):
+    if env and pure_requested():
         return None, f"pure: {ENV_PURE} is set"
     mf = accel_dir / MANIFEST
     if not mf.is_file():

@@ -654,7 +654,7 @@ class ControllerRole:
             err = self._validate_alter(req.broker_id, item)
             if err == Errors.NONE:
                 b = self._builder(item.tp, f"alter-partition from {req.broker_id}")
-                b.set_target_isr(m for m, _ in item.new_isr).set_recovery_state(item.leader_recovery_state)
+                b.set_target_isr([m for m, _ in item.new_isr]).set_recovery_state(item.leader_recovery_state)
                 self._commit_change(b)
             p = self._work.partitions.get(item.tp)
             if err != Errors.NONE or p is None:

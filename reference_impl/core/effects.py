@@ -138,7 +138,7 @@ class Fsync:
     """Make everything written so far to ``target`` (a log name or file path)
     durable. ``target=None`` means every log and file of the node."""
 
-    target: str | None = None
+    target: str | None
 
     def __init__(self, target: str | None = None) -> None:
         self.target = target
@@ -163,7 +163,7 @@ class TraceEvent:
 class Halt:
     """The node has finished a controlled shutdown; the runtime may exit."""
 
-    reason: str = "controlled shutdown complete"
+    reason: str
 
     def __init__(self, reason: str = "controlled shutdown complete") -> None:
         self.reason = reason

@@ -125,8 +125,10 @@ class PartitionChangeBuilder:
     _unclean_shutdown: set[NodeId] = field(default_factory=set)
     _recovery_state: int | None = None
     _recovery_leader: NodeId | None = None
-    #: set by :meth:`build`: the election rules call for an unclean recovery
-    #: (ask the replicas for their logs) and no recovery leader was given
+    #: set by :meth:`build` (callers leave it False; a plain default rather
+    #: than ``field(init=False)``, which the compiled build cannot take): the
+    #: election rules call for an unclean recovery (ask the replicas for
+    #: their logs) and no recovery leader was given
     needs_recovery: bool = False
 
     # -- what the caller wants ------------------------------------------------

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from bisect import insort
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 from .config import ProtocolConfig
 from .effects import Effect, FileDelete, FileWrite, Fsync, Halt, Reply, Send, TraceEvent
@@ -727,7 +727,7 @@ class BrokerRole:
 
     def handle_replica_fetch(self, msg: ReplicaFetchRequest, src: NodeId | None, now: int) -> list[Effect]:
         if src is None:
-            return []  # a replica fetch is a peer's RPC; without a sender there is no one to answer
+            src = msg.replica_id  # a runtime that did not name the sender: the fetching replica is
         effects: list[Effect] = []
         responses = []
         any_data = False
@@ -1107,7 +1107,7 @@ class BrokerRole:
             return [Send(dst, CreateTopicsRequest(msg.ref, req.topics, max(1, deadline - now)))]
         return [Reply(CreateTopicsResponse(ref, msg.results))]
 
-    _HANDLERS = {
+    _HANDLERS: ClassVar[dict[type, Callable[[Any, Any, NodeId | None, int], list[Effect]]]] = {
         ProduceRequest: lambda self, m, src, now: self.handle_produce(m, now),
         ClientFetchRequest: lambda self, m, src, now: self.handle_client_fetch(m, now),
         ListOffsetsRequest: lambda self, m, src, now: self.handle_list_offsets(m, now),

@@ -14,7 +14,6 @@ from heapq import heappush
 from typing import Any, Callable
 
 
-
 class EventLoop:
     def __init__(self) -> None:
         self.now: int = 0
@@ -39,9 +38,9 @@ class EventLoop:
         a condition ("until broker 2 leads t-0") without guessing times.
         """
         # The loop allocates many short-lived objects (messages, effect
-        # lists, trace dicts) that reference counting frees at once; almost
-        # none is in a cycle (a whole 60 s run at 500 ops/s leaves 44 cyclic
-        # objects). The cyclic collector would still walk the young objects
+        # lists, trace dicts) that reference counting frees at once; few are
+        # in a cycle (a 60 s run leaves tens to ~1,500 cyclic objects, more
+        # with kills: a stopped node's state). The cyclic collector would still walk the young objects
         # every few hundred allocations, and the run's growing long-lived
         # state (history, logs) on every older pass: about 5% of the run.
         # So it is off while the loop runs and back on after; nothing here

@@ -45,27 +45,3 @@ def test_the_checker_catches_io_imports(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("import os.path\nfrom time import monotonic\nfrom .x import y\nimport heapq\n")
     assert forbidden_imports(f) == ["os.path", "time"]
-
-
-def test_every_effect_constructor_takes_exactly_its_fields_in_order():
-    """Effects spell out ``__init__`` (speed, see reference_impl.core.effects);
-    it must stay the one a dataclass would generate: the fields, in order,
-    each stored as given (TraceEvent's data defaults to a fresh dict)."""
-    import dataclasses
-    import typing
-
-    from reference_impl.core import effects
-    from reference_impl.core.effects import Timer
-
-    # one well-typed, distinct value per field name (a compiled class checks types)
-    sample = {"dst": 3, "msg": Timer(7), "at": 5, "log": "t-0", "entries": (1, 2), "offset": 11, "start_offset": 13,
-              "path": "a/b", "data": {"x": 1}, "target": "t-1", "kind": "hw", "reason": "why"}
-    classes = typing.get_args(effects.Effect)
-    assert len(classes) == 11
-    for cls in classes:
-        names = [f.name for f in dataclasses.fields(cls)]
-        args = [sample[n] for n in names]
-        # by position and by keyword (a compiled __init__ has no signature to inspect)
-        for made in (cls(*args), cls(**dict(zip(names, args)))):
-            assert [getattr(made, n) for n in names] == args, cls.__name__
-    assert effects.TraceEvent("x").data == {} and effects.TraceEvent("x").data is not effects.TraceEvent("x").data

@@ -35,6 +35,18 @@ def test_history_line_is_compact_json_that_the_json_module_reads_back():
     assert json.loads(line) == {**op.to_dict(), "value": {"t-0": [[0, 1]], "3": "x"}}
 
 
+def test_no_operation_is_lost_over_a_value_json_cannot_spell():
+    """A big integer, a set and a NaN still give one readable line each (the
+    recorder's drain thread must never die on an operation)."""
+    from checkers.history.jsonl import encode_fields
+
+    big = encode_fields({"index": 0, "type": "ok", "f": "send", "value": 2**70})
+    assert json.loads(big)["value"] == 2**70 and big.count("\n") == 1
+    odd = encode_fields({"index": 1, "type": "ok", "f": "send", "value": {1, 2}})
+    assert json.loads(odd)["value"] == "{1, 2}"
+    assert json.loads(encode_fields({"index": 2, "type": "ok", "f": "send", "value": float("nan")}))["value"] is None
+
+
 def test_recorded_file_reads_back_as_the_recorded_ops(tmp_path):
     from checkers.history.jsonl import read_jsonl
 

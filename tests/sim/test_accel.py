@@ -78,7 +78,7 @@ def test_kraftwerk_pure_turns_it_off(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def fresh_build() -> None:
     """The real build, made now if the sources changed since the last one
-    (scripts/bootstrap normally has made it; this takes about a minute)."""
+    (scripts/bootstrap normally has made it; this takes under a minute)."""
     env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
     if accel.check(env=False)[1] != "compiled":
         subprocess.run([sys.executable, "-m", "reference_impl.accel", "build"], cwd=ROOT, env=env, check=True,
