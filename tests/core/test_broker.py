@@ -409,3 +409,22 @@ def test_purgatory_completes_exactly_the_produces_the_hw_has_passed():
     replica_fetch(b, 2, 2, 5)
     effects, _ = replica_fetch(b, 3, 2, 5)
     assert [(r.ref, r.base_offset) for r in produce_replies(effects)] == [("s1", 1)]
+
+
+def test_replica_fetch_from_an_unnamed_sender_is_served_and_answered_to_the_fetching_replica():
+    """A runtime that cannot name a fetch's sender still gets it served (the
+    follower's LEO moves the HW) and answered to ``replica_id``."""
+    from reference_impl.core.effects import Send
+    from reference_impl.core.messages import FetchPartitionRequest, ReplicaFetchRequest
+
+    b, _ = leader()
+    produce(b, 1, count=2)
+    replica_fetch(b, 2, 2, 2)
+    req = ReplicaFetchRequest(replica_id=3, broker_epoch=broker_epoch_of(3), correlation_id=9,
+                              partitions=(FetchPartitionRequest(TP, 2, 0, -1),), max_wait_ms=0)
+    effects = b.handle(req, 3, None)
+    (send,) = [e for e in effects if isinstance(e, Send) and e.msg.__class__.__name__ == "ReplicaFetchResponse"]
+    assert send.dst == 3 and send.msg.correlation_id == 9
+    assert b.partitions[TP].log.hw == 2
+    (r,) = produce_replies(effects)
+    assert r.error == Errors.NONE
