@@ -110,6 +110,12 @@ def exit_code(results: list[dict[str, Any]]) -> int:
     return EXIT_UNKNOWN
 
 
+def default_jobs(seeds: int) -> int:
+    """One worker per CPU this process may use (affinity, not the host's
+    count), at most one per seed."""
+    return max(1, min(len(os.sched_getaffinity(0)), seeds))
+
+
 def make_pool(jobs: int) -> ProcessPoolExecutor:
     """Worker processes for seeds, started with PYTHONHASHSEED=0."""
     import multiprocessing
@@ -231,7 +237,7 @@ def sim_cmd(seed: int | None, seeds: str | None, jobs: int | None, variant: tupl
 
     seed_list = parse_seeds(seed, seeds)
     if jobs is None:
-        jobs = max(1, min(len(os.sched_getaffinity(0)), len(seed_list)))  # the CPUs this process may use
+        jobs = default_jobs(len(seed_list))
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {jobs})")
     opts = build_options(flags, variant)

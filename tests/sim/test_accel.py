@@ -115,3 +115,16 @@ def test_a_seed_replays_to_the_same_history_compiled_and_pure(fresh_build):
     assert compiled["faults"] > 0
     for k in ("digest", "valid", "steps", "messages", "faults"):
         assert compiled[k] == pure[k], k
+
+
+def test_status_reports_the_build_whatever_kraftwerk_pure_says_and_bad_commands_exit_2(fresh_build, monkeypatch, capsys):
+    from reference_impl.accel.__main__ import main
+
+    monkeypatch.setenv(accel.ENV_PURE, "1")
+    assert main(["status"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "compiled\n" and accel.ENV_PURE in err
+    for bad in (["frob"], ["build", "--fast"], ["status", "x"]):
+        assert main(bad) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith("usage:")

@@ -44,3 +44,14 @@ def test_unknown_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
         main(["sim", "--brokerz", "3"])
     assert e.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_default_jobs_is_one_worker_per_usable_cpu_and_at_most_one_per_seed():
+    import os
+
+    from harness.cli.sim import default_jobs
+
+    cpus = len(os.sched_getaffinity(0))
+    assert default_jobs(1) == 1
+    assert default_jobs(1000) == cpus
+    assert default_jobs(0) == 1

@@ -221,3 +221,22 @@ def test_nemesis_groups_expand_and_unknown_names_are_rejected() -> None:
     assert set(expand(["partition", "kill"])) == set(GROUPS["partition"]) | {"kill"}
     with pytest.raises(NemesisError, match="unknown nemesis 'nope'"):
         expand(["kill", "nope"])
+
+
+def test_the_cyclic_gc_is_off_while_the_loop_runs_and_restored_after():
+    import gc
+
+    seen: list[bool] = []
+    loop = EventLoop()
+    loop.at(5, lambda: seen.append(gc.isenabled()))
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        loop.run_until(10)
+        assert seen == [False] and gc.isenabled()
+        gc.disable()  # a caller that had it off keeps it off
+        loop.at(15, lambda: seen.append(gc.isenabled()))
+        loop.run_until(20)
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
