@@ -292,16 +292,7 @@ VOTERS = (101, 102, 103)
 
 def restarted(node_id: int, stored: StoredState, cfg: ProtocolConfig) -> Node:
     """A broker process started again, with a fresh incarnation id."""
-    return Node(
-        node_id,
-        roles={"broker"},
-        config=cfg,
-        voters=VOTERS,
-        stored=stored,
-        rng=random.Random(node_id + 2000),
-        incarnation_id=f"inc-{node_id}-again",
-        endpoint=BrokerEndpoint(node_id, "127.0.0.1", 9000 + node_id),
-    )
+    return build(node_id, {"broker"}, VOTERS, stored=stored, cfg=cfg, rng_seed=node_id + 2000, incarnation="-again")
 
 
 def test_all_replicas_killed_the_last_known_leader_leads_again_with_the_acknowledged_records():

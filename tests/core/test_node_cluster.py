@@ -31,17 +31,40 @@ from reference_impl.core.storage import StoredState
 TP = TopicPartition("t", 0)
 
 
-def build(node_id, roles, voters, stored=None, cfg=None):
+def build(node_id, roles, voters, stored=None, cfg=None, rng_seed=None, incarnation=""):
+    """A node; a restarted process passes its own ``incarnation`` suffix (a
+    registration with the old incarnation id would be taken for a retry of
+    the old registration) and rng seed."""
     return Node(
         node_id,
         roles=roles,
         config=cfg or ProtocolConfig(),
         voters=voters,
         stored=stored or StoredState(),
-        rng=random.Random(node_id),
-        incarnation_id=f"inc-{node_id}",
+        rng=random.Random(node_id if rng_seed is None else rng_seed),
+        incarnation_id=f"inc-{node_id}{incarnation}",
         endpoint=BrokerEndpoint(node_id, "127.0.0.1", 9000 + node_id),
     )
+
+
+def combined_cluster() -> tuple[Loop, tuple[int, ...]]:
+    """Three nodes 1..3, each a broker and a KRaft voter."""
+    loop = Loop(latency=2)
+    voters = (1, 2, 3)
+    for i in voters:
+        loop.add(i, build(i, {"broker", "controller"}, voters))
+    return loop, voters
+
+
+def dedicated_cluster() -> tuple[Loop, tuple[int, ...]]:
+    """Controllers 101..103 (the voters) and brokers 1..3."""
+    loop = Loop(latency=2)
+    voters = (101, 102, 103)
+    for i in voters:
+        loop.add(i, build(i, {"controller"}, voters))
+    for i in (1, 2, 3):
+        loop.add(i, build(i, {"broker"}, voters))
+    return loop, voters
 
 
 def replies_of(loop, cls):
@@ -83,28 +106,17 @@ def create_and_produce(loop, broker_ids, entry):
 
 
 def test_combined_nodes_create_topic_elect_leader_and_ack_acks_all():
-    loop = Loop(latency=2)
-    voters = (1, 2, 3)
-    for i in voters:
-        loop.add(i, build(i, {"broker", "controller"}, voters))
+    loop, voters = combined_cluster()
     create_and_produce(loop, voters, entry=1)
 
 
 def test_broker_only_nodes_learn_metadata_as_kraft_observers():
-    loop = Loop(latency=2)
-    voters = (101, 102, 103)
-    for i in voters:
-        loop.add(i, build(i, {"controller"}, voters))
-    for i in (1, 2, 3):
-        loop.add(i, build(i, {"broker"}, voters))
+    loop, voters = dedicated_cluster()
     create_and_produce(loop, (1, 2, 3), entry=2)
 
 
 def test_leader_failover_keeps_acknowledged_records():
-    loop = Loop(latency=2)
-    voters = (1, 2, 3)
-    for i in voters:
-        loop.add(i, build(i, {"broker", "controller"}, voters))
+    loop, voters = combined_cluster()
     leader = create_and_produce(loop, voters, entry=1)
     loop.crash(leader)
     others = [b for b in voters if b != leader]
@@ -122,12 +134,7 @@ def test_leader_failover_keeps_acknowledged_records():
 def test_controlled_shutdown_moves_leadership_then_halts_with_clean_marker():
     from reference_impl.core.storage import CLEAN_SHUTDOWN, CleanShutdown
 
-    loop = Loop(latency=2)
-    voters = (101, 102, 103)
-    for i in voters:
-        loop.add(i, build(i, {"controller"}, voters))
-    for i in (1, 2, 3):
-        loop.add(i, build(i, {"broker"}, voters))
+    loop, voters = dedicated_cluster()
     leader = create_and_produce(loop, (1, 2, 3), entry=2)
     node = loop.nodes[leader]
     epoch = node.broker.broker_epoch
@@ -143,12 +150,7 @@ def test_controlled_shutdown_moves_leadership_then_halts_with_clean_marker():
 
 
 def test_restarted_broker_reloads_its_log_and_rejoins_the_isr():
-    loop = Loop(latency=2)
-    voters = (101, 102, 103)
-    for i in voters:
-        loop.add(i, build(i, {"controller"}, voters))
-    for i in (1, 2, 3):
-        loop.add(i, build(i, {"broker"}, voters))
+    loop, voters = dedicated_cluster()
     leader = create_and_produce(loop, (1, 2, 3), entry=2)
     victim = next(b for b in (1, 2, 3) if b != leader)
     node = loop.restart(victim, lambda stored: build(victim, {"broker"}, voters, stored=stored))

@@ -35,18 +35,8 @@ BROKERS = (1, 2, 3)
 
 
 def restarted(node_id: int, stored: StoredState, cfg: ProtocolConfig) -> Node:
-    """A broker process started again: a new incarnation id (a registration
-    with the old one would be taken for a retry of the old registration)."""
-    return Node(
-        node_id,
-        roles={"broker"},
-        config=cfg,
-        voters=VOTERS,
-        stored=stored,
-        rng=random.Random(node_id + 1000),
-        incarnation_id=f"inc-{node_id}-restarted",
-        endpoint=BrokerEndpoint(node_id, "127.0.0.1", 9000 + node_id),
-    )
+    """A broker process started again, with a fresh incarnation id."""
+    return build(node_id, {"broker"}, VOTERS, stored=stored, cfg=cfg, rng_seed=node_id + 1000, incarnation="-restarted")
 
 
 def _lose_isr_and_elr(cfg: ProtocolConfig):

@@ -13,12 +13,19 @@ def _workload(s: Scenario, tps: list, **cfg: int) -> Workload:
     return Workload(s.sim, History(), tps, ClientConfig(**cfg))
 
 
-def test_not_enough_replicas_without_retries_is_a_definite_fail() -> None:
-    s = Scenario(seed=11)
+def _leader_alone_in_isr(seed: int) -> tuple[Scenario, object]:
+    """Broker 1 leads a partition (RF 3, min ISR 2) whose ISR has shrunk to
+    itself: it is cut from 2 and 3, and an acks=1 write made it notice."""
+    s = Scenario(seed=seed)
     (tp,) = s.start(replicas=(1, 2, 3))
     s.isolate(1, from_=[2, 3])
     assert s.produce(1, tp, [0], acks=1).error == Errors.NONE
     s.wait(lambda: s.leader_isr(1, tp) == ([1], "committed"), what="ISR below min ISR")
+    return s, tp
+
+
+def test_not_enough_replicas_without_retries_is_a_definite_fail() -> None:
+    s, tp = _leader_alone_in_isr(seed=11)
     wl = _workload(s, [tp], retries=0)
     p = wl.add_producer("all")
     done: list = []
@@ -30,11 +37,7 @@ def test_not_enough_replicas_without_retries_is_a_definite_fail() -> None:
 
 
 def test_not_enough_replicas_retried_until_the_delivery_timeout_is_fail_when_never_ambiguous() -> None:
-    s = Scenario(seed=12)
-    (tp,) = s.start(replicas=(1, 2, 3))
-    s.isolate(1, from_=[2, 3])
-    assert s.produce(1, tp, [0], acks=1).error == Errors.NONE
-    s.wait(lambda: s.leader_isr(1, tp) == ([1], "committed"), what="ISR below min ISR")
+    s, tp = _leader_alone_in_isr(seed=12)
     wl = _workload(s, [tp], retries=3)
     p = wl.add_producer("all")
     done: list = []
