@@ -727,7 +727,7 @@ class BrokerRole:
 
     def handle_replica_fetch(self, msg: ReplicaFetchRequest, src: NodeId | None, now: int) -> list[Effect]:
         if src is None:
-            src = msg.replica_id  # a runtime that did not name the sender: the fetching replica is
+            src = msg.replica_id  # a runtime that did not name the sender: answer the fetching replica
         effects: list[Effect] = []
         responses = []
         any_data = False
