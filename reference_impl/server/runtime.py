@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import os
 import random
@@ -35,6 +34,7 @@ from reference_impl.core import effects as fx
 from reference_impl.core import messages as m
 from reference_impl.core.config import ProtocolConfig
 from reference_impl.core.storage import CLEAN_SHUTDOWN, METADATA_LOG
+from reference_impl.trace_format import encode_trace_line, stamp
 
 from . import wire
 from .clock import Clock
@@ -273,15 +273,7 @@ class NodeRuntime:
     def _write_trace(self, kind: str, data: dict[str, Any]) -> None:
         t_us = self.clock.wall_us()
         rec = {"t": t_us // 1000, "t_us": t_us, "node_t": self.clock.now_ms(), "node": self.opts.node_id, "kind": kind}
-        for k, v in data.items():
-            # an election's own "kind" (clean/elr/unclean) must not replace the
-            # event kind: colliding keys become data_<key>, as in the simulator
-            rec[f"data_{k}" if k in _RESERVED_TRACE_KEYS else k] = v
-        try:
-            line = json.dumps(rec, default=_json_default)
-        except (TypeError, ValueError):
-            line = json.dumps({k: repr(v) for k, v in rec.items()})
-        self._trace_buf.append(line.encode() + b"\n")
+        self._trace_buf.append(encode_trace_line(stamp(rec, data, _RESERVED_TRACE_KEYS)))
 
     def _flush_trace(self) -> None:
         if self._trace_buf and self._trace_fd is not None:
@@ -567,18 +559,6 @@ def _timeout_s(p: wire.Pending) -> float:
         if isinstance(v, int) and v > 0:
             return v / 1000.0
     return 0.0
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, m.TopicPartition):
-        return str(o)
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    if hasattr(o, "__dataclass_fields__"):
-        return {k: getattr(o, k) for k in o.__dataclass_fields__}
-    if isinstance(o, bytes):
-        return o.hex()
-    raise TypeError(type(o).__name__)
 
 
 def setup_logging(data_dir: str, node_id: int, verbose: bool = False) -> None:

@@ -15,11 +15,17 @@ from typing import Any
 from checkers.history import JsonlWriter, Op
 from checkers.history.jsonl import encode_line
 
+#: history lines buffered between flushes to the OS
+FLUSH_EVERY = 512
+
 
 class History:
     def __init__(self, path: str | Path | None = None) -> None:
         self.ops: list[Op] = []
-        self._writer = JsonlWriter(path, fsync_every=1 << 30) if path is not None else None
+        # a seed's history replays byte for byte, so the writer neither
+        # fsyncs nor flushes per line; :meth:`close` (the runner's finally)
+        # writes the rest
+        self._writer = JsonlWriter(path, fsync_every=1 << 30, flush_every=FLUSH_EVERY) if path is not None else None
         self._sha = hashlib.sha256()
 
     def record(self, vt_ms: int, process: Any, type_: str, f: str, value: Any, error: Any = None, **extra: Any) -> Op:

@@ -132,14 +132,17 @@ class SimRun:
 
     def run(self) -> dict[str, Any]:
         wall0 = time.perf_counter()
-        if self.setup():
-            self.start_workload()
-            self.sim.run_until(self.t_end)
-            self.final_phase()
-        else:
-            self.wl.finish()
-        self.history.close()
-        self.sim.close()
+        try:
+            if self.setup():
+                self.start_workload()
+                self.sim.run_until(self.t_end)
+                self.final_phase()
+            else:
+                self.wl.finish()
+        finally:
+            # whatever stopped the run, what was recorded reaches the disk
+            self.history.close()
+            self.sim.close()
         results = self.results(time.perf_counter() - wall0)
         if self.run_dir is not None:
             store.write_json(self.run_dir / store.RESULTS, results)

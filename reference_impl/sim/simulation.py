@@ -15,7 +15,6 @@ calls.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, Callable, Iterable
 
 from reference_impl.core.config import ProtocolConfig
 from reference_impl.core.messages import BrokerEndpoint, TopicPartition
+from reference_impl.trace_format import encode_trace_line, stamp
 
 from .events import EventLoop
 from .host import DOWN, PAUSED, UP, Host
@@ -201,14 +201,7 @@ class Simulation:
         # files merge exactly as the monitor saw them live (many events share
         # a virtual millisecond)
         self._trace_seq += 1
-        ev = {"t": self.loop.now, "seq": self._trace_seq, "node": nid, "kind": kind}
-        if _RESERVED.isdisjoint(data):
-            ev.update(data)
-        else:
-            for k, v in data.items():
-                # the election event's own "kind" (clean/elr/unclean) must not
-                # overwrite the event kind: colliding keys become data_<key>
-                ev[f"data_{k}" if k in _RESERVED else k] = v
+        ev = stamp({"t": self.loop.now, "seq": self._trace_seq, "node": nid, "kind": kind}, data, _RESERVED)
         counts = self.trace_counts
         counts[kind] = counts.get(kind, 0) + 1
         track = _TRACKERS.get(kind)
@@ -223,8 +216,8 @@ class Simulation:
             if f is None:
                 d = self._trace_dir / str(nid)
                 d.mkdir(parents=True, exist_ok=True)
-                f = self._trace_files[nid] = open(d / "trace.jsonl", "w", encoding="utf-8")
-            f.write(_dumps(ev) + "\n")
+                f = self._trace_files[nid] = open(d / "trace.jsonl", "wb")
+            f.write(encode_trace_line(ev))
 
     def _track(self, nid: int, kind: str, ev: dict[str, Any]) -> None:
         track = _TRACKERS.get(kind)
@@ -306,12 +299,3 @@ _TRACKERS: dict[str, Callable[[Simulation, int, dict[str, Any]], None]] = {
 }
 
 
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (set, frozenset)):
-        return sorted(v)
-    if isinstance(v, tuple):
-        return list(v)
-    return str(v)
-
-
-_dumps = json.JSONEncoder(separators=(",", ":"), default=_jsonable).encode

@@ -152,3 +152,25 @@ def test_nemesis_ops_are_not_paired() -> None:
            Op("info", "stop-partition", None, "nemesis", 3, 2),
            Op("ok", "poll", [["poll", {}]], 0, 4, 3)]
     assert [(p.invoke.index, p.complete.index) for p in pair(ops)] == [(1, 3)]
+
+
+def test_writer_flushes_every_line_by_default_and_every_n_lines_when_asked(tmp_path):
+    """The harness's writer hands each line to the OS at once (a crashed
+    recorder loses at most the line being written); a writer asked for
+    ``flush_every=3`` (the simulator's, whose history a replay rebuilds)
+    holds lines back until the third, and close() writes the rest."""
+    from checkers.history.jsonl import JsonlWriter, encode_line
+
+    ops = [Op(type="invoke", f="send", value=[["send", "k", i]], process=0, index=i) for i in range(4)]
+    every = JsonlWriter(tmp_path / "a.jsonl")
+    batched = JsonlWriter(tmp_path / "b.jsonl", flush_every=3)
+    for i, op in enumerate(ops[:3]):
+        every.write(op)
+        batched.write(op)
+        assert (tmp_path / "a.jsonl").read_text() == "".join(encode_line(o) for o in ops[: i + 1])
+        assert (tmp_path / "b.jsonl").read_text() == ("" if i < 2 else "".join(encode_line(o) for o in ops[:3]))
+    batched.write(ops[3])
+    assert (tmp_path / "b.jsonl").read_text().count("\n") == 3
+    batched.close()
+    every.close()
+    assert (tmp_path / "b.jsonl").read_text() == "".join(encode_line(o) for o in ops)

@@ -92,3 +92,21 @@ def test_many_seeds_run_in_parallel_jobs_and_summarize(tmp_path: Path, capsys: p
     valid = [r["valid"] for r in res]
     assert e.value.code == (0 if all(v is True for v in valid) else 1 if False in valid else 3)
     assert all(r["acks_all"]["acked"] > 0 for r in res)
+
+
+def test_a_run_stopped_by_an_exception_still_leaves_every_recorded_operation_on_disk(tmp_path: Path) -> None:
+    """The simulator buffers history lines (a replay rebuilds them), so the
+    runner closes the history whatever stops the run: nothing recorded is lost."""
+    from reference_impl.sim.runner import SimRun
+
+    run = SimRun(SimOptions(time_limit_s=20, rate=200, nemesis=("none",)).validate(), 3, run_dir=tmp_path)
+
+    def boom() -> None:
+        raise RuntimeError("stop here")
+
+    run.sim.at(8_000, boom)
+    with pytest.raises(RuntimeError, match="stop here"):
+        run.run()
+    lines = (tmp_path / "history.jsonl").read_text().splitlines()
+    assert len(lines) == len(run.history.ops) > 600
+    assert json.loads(lines[-1])["index"] == run.history.ops[-1].index
