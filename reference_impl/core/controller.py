@@ -670,19 +670,30 @@ class ControllerRole:
         return []
 
     def _validate_alter(self, broker: NodeId, item: AlterPartitionItem) -> int:
-        """Seed 000 (ReplicationControlManager) and seed 001 §2.9.2."""
+        """Seed 000 (ReplicationControlManager) and seed 001 §2.9.2, checked in
+        the order Kafka's ``validateAlterPartitionData`` checks them (the seeds
+        list the conditions but not their order):
+
+        1. epochs *ahead* of ours: this controller is behind the metadata log
+           the broker saw, NOT_CONTROLLER (the broker retries);
+        2. an older leader epoch, FENCED_LEADER_EPOCH (a zombie leader);
+        3. a sender that is not the leader, INVALID_REQUEST;
+        4. an older partition epoch, INVALID_UPDATE_VERSION (optimistic
+           concurrency: the proposal was built on a state that has since moved
+           on, e.g. a controller-side ISR change in the same leader epoch);
+        5. the proposed ISR itself, then each member's eligibility."""
         assert self._work is not None
         p = self._work.partitions.get(item.tp)
         if p is None:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
-        # optimistic concurrency: a proposal built on an older partition state
-        # (a zombie leader, or a race with a controller-side change) is refused
-        if item.partition_epoch != p.partition_epoch:
-            return Errors.INVALID_UPDATE_VERSION
-        if item.leader_epoch != p.leader_epoch:
+        if item.leader_epoch > p.leader_epoch or item.partition_epoch > p.partition_epoch:
+            return Errors.NOT_CONTROLLER
+        if item.leader_epoch < p.leader_epoch:
             return Errors.FENCED_LEADER_EPOCH
         if broker != p.leader:
             return Errors.INVALID_REQUEST
+        if item.partition_epoch < p.partition_epoch:
+            return Errors.INVALID_UPDATE_VERSION
         isr = [m for m, _ in item.new_isr]
         if len(set(isr)) != len(isr) or not set(isr) <= set(p.replicas) or p.leader not in isr:
             return Errors.INVALID_REQUEST

@@ -272,17 +272,39 @@ def test_alter_partition_with_stale_partition_epoch_is_invalid_update_version():
     assert c.part().isr == (0, 1)
 
 
-def test_zombie_leader_alter_partition_rejected_by_partition_epoch():
+def test_zombie_leader_alter_partition_is_fenced_by_its_stale_leader_epoch():
     # broker 0 leads, loses its controller session and is replaced; it still
-    # believes it leads and proposes an ISR from its stale partition state
+    # believes it leads and proposes an ISR from its stale partition state.
+    # Both its epochs are stale; the leader epoch is checked first
+    # (ReplicationControlManager.validateAlterPartitionData)
     c = three_brokers()
     stale = c.part()
     c.keep_alive(CFG.broker_session_timeout_ms + 2000, alive=(1, 2))
     assert c.part().leader == 1
     c.heartbeat(0)  # back in session (same broker epoch), unfenced again
     resp = c.alter(0, [0, 1, 2], partition_epoch=stale.partition_epoch, leader_epoch=stale.leader_epoch)
-    assert resp.results[0].error == Errors.INVALID_UPDATE_VERSION
+    assert resp.results[0].error == Errors.FENCED_LEADER_EPOCH
     assert c.part().leader == 1 and c.part().isr == (1, 2)
+
+
+def test_alter_partition_with_epochs_ahead_of_the_controller_is_not_controller():
+    """A proposal built on metadata this controller has not applied yet: the
+    controller is behind, so the answer is NOT_CONTROLLER (which the leader
+    retries), not a fencing error."""
+    c = three_brokers()
+    p = c.part()
+    assert c.alter(0, [0, 1], leader_epoch=p.leader_epoch + 1).results[0].error == Errors.NOT_CONTROLLER
+    assert c.alter(0, [0, 1], partition_epoch=p.partition_epoch + 1).results[0].error == Errors.NOT_CONTROLLER
+    assert c.part().isr == p.isr
+
+
+def test_alter_partition_from_a_non_leader_is_invalid_request_before_the_partition_epoch_check():
+    c = three_brokers()
+    pe = c.part().partition_epoch
+    assert c.alter(0, [0, 1]).results[0].error == Errors.NONE
+    # broker 1 follows; its stale partition epoch is not what refuses it
+    assert c.alter(1, [0, 1], partition_epoch=pe).results[0].error == Errors.INVALID_REQUEST
+    assert c.part().isr == (0, 1)
 
 
 def test_alter_partition_with_stale_leader_epoch_is_fenced_leader_epoch():
