@@ -64,14 +64,18 @@ class ProducerStateManager:
     producers: dict[int, ProducerEntry] = field(default_factory=dict)
 
     def check(self, producer_id: int, producer_epoch: int, base_sequence: int, count: int) -> SequenceCheck:
-        """Validate a leader append (ProducerAppendInfo.checkSequence)."""
+        """Validate a leader append (ProducerAppendInfo.checkSequence).
+
+        A producer this partition has no state for is accepted at any
+        sequence, as Kafka has since KIP-360 (2.5): its state may have gone
+        with a truncated or expired log prefix, and refusing it would wedge
+        a producer whose earlier batches are simply no longer here. (Before
+        KIP-360 this was UNKNOWN_PRODUCER_ID.)"""
         if producer_id < 0 or base_sequence < 0:
             return SequenceCheck()
         entry = self.producers.get(producer_id)
         last_seq = _last_seq(base_sequence, count)
         if entry is None:
-            if base_sequence != 0:
-                return SequenceCheck(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
             return SequenceCheck()
         if producer_epoch < entry.epoch:
             return SequenceCheck(Errors.INVALID_PRODUCER_EPOCH)
