@@ -619,8 +619,13 @@ class Partition:
         Latest (-1) is the HW, refused with OFFSET_NOT_AVAILABLE while the HW
         is still below the leader-epoch start offset (a new leader whose HW has
         not caught up; Partition.scala:1455-1460). Earliest (-2) is the log
-        start. Records carry no timestamps in the core, so any other timestamp
-        answers the log start (every record is at least that new).
+        start, with the epoch it was written in (UnifiedLog's
+        ``epochForOffset(logStartOffset)``).
+
+        A timestamp lookup (>= 0) asks for the first record whose timestamp is
+        at least that (UnifiedLog.fetchOffsetByTimestamp). Records in the core
+        carry no timestamp (Kafka's NO_TIMESTAMP, -1), so none qualifies, and
+        Kafka's answer for "none" is no error with offset and epoch -1.
         """
         if not self.is_leader:
             return Errors.NOT_LEADER_OR_FOLLOWER, -1, -1
@@ -631,7 +636,10 @@ class Partition:
             if self.log.hw < self.leader_epoch_start_offset:
                 return Errors.OFFSET_NOT_AVAILABLE, -1, -1
             return Errors.NONE, self.log.hw, self.log.latest_epoch
-        return Errors.NONE, self.log.log_start_offset, self.log.latest_epoch
+        if timestamp >= 0:
+            return Errors.NONE, -1, -1
+        start = self.log.log_start_offset
+        return Errors.NONE, start, self.log.epochs.epoch_for_offset(start)
 
     def offset_for_leader_epoch(self, leader_epoch: int, current_leader_epoch: int) -> tuple[int, int, int]:
         """lastOffsetForLeaderEpoch on the leader: (error, epoch, end offset)."""

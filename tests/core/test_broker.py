@@ -149,6 +149,20 @@ def test_idempotent_sequence_gap_is_out_of_order():
     assert b.partitions[TP].log.leo == 1
 
 
+def test_unknown_producer_is_accepted_at_any_sequence_kip_360():
+    """KIP-360: no state for the producer id (its batches truncated away, or
+    a new leader that never saw them) is not an error; the append starts the
+    producer's state here, and the sequence after it is checked as usual."""
+    b, _ = leader(isr=(1,))
+    (r,) = produce_replies(produce(b, 1, pid=9, seq=12, count=2, acks=1))
+    assert (r.error, r.base_offset) == (Errors.NONE, 0)
+    (r,) = produce_replies(produce(b, 2, pid=9, seq=15, acks=1))
+    assert r.error == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    (r,) = produce_replies(produce(b, 3, pid=9, seq=14, acks=1))
+    assert (r.error, r.base_offset) == (Errors.NONE, 2)
+    assert b.partitions[TP].log.leo == 3
+
+
 def test_only_last_five_batches_are_deduplicated():
     b, _ = leader(isr=(1,))
     for s in range(7):
@@ -236,6 +250,24 @@ def test_list_offsets_offset_not_available_while_hw_below_epoch_start():
     replica_fetch(b, 2, 5, 4, leader_epoch=1, last_fetched_epoch=0)
     (r,) = replies(b.handle(ListOffsetsRequest("l", TP, -1), 5, None))
     assert (r.error, r.offset) == (Errors.NONE, 5)
+
+
+def test_list_offsets_by_timestamp_finds_no_record_since_records_carry_no_timestamp():
+    """UnifiedLog.fetchOffsetByTimestamp: the first record with a timestamp at
+    least the target. The core's records have none (NO_TIMESTAMP), so a lookup
+    answers no error, offset -1, epoch -1; earliest (-2) is the log start with
+    the epoch it was written in."""
+    feed = MetaFeed()
+    b = make_broker(1)
+    b.apply_committed(feed.cluster(leader=2, isr=(1, 2, 3)), 0)
+    p = b.partitions[TP]
+    p.handle_fetch_response(FetchPartitionResponse(TP, 0, high_watermark=3, batches=(Batch(0, 0, 5, None),)), 1)
+    b.apply_committed(feed.change(leader=1, isr=(1, 2)), 2)
+    for ts in (0, 1_700_000_000_000):
+        (r,) = replies(b.handle(ListOffsetsRequest("l", TP, ts), 3, None))
+        assert (r.error, r.offset, r.leader_epoch) == (Errors.NONE, -1, -1)
+    (r,) = replies(b.handle(ListOffsetsRequest("l", TP, -2), 3, None))
+    assert (r.error, r.offset, r.leader_epoch) == (Errors.NONE, 0, 0)
 
 
 # -- metadata and topics ------------------------------------------------------------------------
