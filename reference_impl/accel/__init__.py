@@ -138,9 +138,36 @@ def check(accel_dir: Path = ACCEL_DIR, root: Path = ROOT, env: bool = True,
     return files, "compiled"
 
 
-def install() -> str:
-    """Put the finder in front of the import system if the build is fresh.
-    Idempotent; returns :func:`status`."""
+def load_group(files: dict[str, Path], modules: tuple[str, ...] = MODULES) -> str | None:
+    """Load the build's shared library now; None, or why it does not load.
+
+    All compiled code lives in that one library (the per-module extensions
+    are shims that call into it), and loading it runs none of our modules'
+    code. A build that passes the manifest check but cannot be loaded (a
+    truncated or corrupt file, a missing symbol) is therefore refused here,
+    before any module is served from it, instead of failing the import of
+    whichever module came first."""
+    names = {module_name(m) for m in modules}
+    for name, path in files.items():
+        if name in names or name in sys.modules:
+            continue
+        try:
+            loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+            spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+            if spec is None:
+                return f"no module spec for {path}"
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            loader.exec_module(mod)
+        except (ImportError, OSError) as e:
+            sys.modules.pop(name, None)
+            return str(e).splitlines()[0] if str(e) else type(e).__name__
+    return None
+
+
+def install(accel_dir: Path = ACCEL_DIR, root: Path = ROOT) -> str:
+    """Put the finder in front of the import system if the build is fresh
+    and loads. Idempotent; returns :func:`status`."""
     global _status
     if any(isinstance(f, _CompiledFinder) for f in sys.meta_path):
         return _status
@@ -148,8 +175,12 @@ def install() -> str:
     if already:
         _status = f"pure: {already[0]} was imported before the accelerator"
         return _status
-    files, _status = check()
+    files, _status = check(accel_dir, root)
     if files is not None:
+        err = load_group(files)
+        if err is not None:
+            _status = f"pure: the build does not load ({err})"
+            return _status
         sys.meta_path.insert(0, _CompiledFinder(files))
     return _status
 

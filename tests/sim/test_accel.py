@@ -128,3 +128,37 @@ def test_status_reports_the_build_whatever_kraftwerk_pure_says_and_bad_commands_
         assert main(bad) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.count("\n") == 1 and err.startswith("usage:")
+
+
+_INSTALL_FROM = """
+import importlib.util, sys
+from pathlib import Path
+# the loader module alone, so that reference_impl's own install() does not run first
+spec = importlib.util.spec_from_file_location("accel_probe", Path(sys.argv[2]) / "reference_impl/accel/__init__.py")
+a = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(a)
+print(a.install(Path(sys.argv[1]), Path(sys.argv[2])))
+print(any(isinstance(f, a._CompiledFinder) for f in sys.meta_path))
+"""
+
+
+def _install_from(build: Path) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
+    out = subprocess.run([sys.executable, "-c", _INSTALL_FROM, str(build), str(ROOT)], env=env, check=True,
+                         capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def test_a_build_that_passes_the_manifest_check_but_does_not_load_means_pure(fresh_build, tmp_path):
+    """A corrupt shared library (truncated, overwritten) with an intact
+    manifest: the loader refuses the whole build before serving any module
+    from it, instead of failing the first import."""
+    import shutil
+
+    build = tmp_path / "accel"
+    shutil.copytree(accel.ACCEL_DIR, build, ignore=shutil.ignore_patterns("lock"))
+    assert _install_from(build) == ["compiled", "True"]
+    group = json.loads((build / accel.MANIFEST).read_text())["group_extension"]
+    (build / group).write_bytes(b"\x7fELF this is not a shared object")
+    status, finder = _install_from(build)
+    assert status.startswith("pure: the build does not load (") and finder == "False"
