@@ -287,7 +287,15 @@ class PartitionChangeBuilder:
         return all(self.is_active(r) for r in lk)
 
     def _update_elr(self, isr: tuple[NodeId, ...], election: str | None) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...]]:
-        if not self.elr_enabled:
+        """Seed 002 "ELR update". After an unclean or last-known-leader
+        election both ELR and LastKnownELR are emptied, as Kafka's
+        PartitionChangeBuilder (maybeUpdateRecordElr) does for every unclean
+        result: the new leader's log, not theirs, now defines what is
+        committed, so an old ELR member is no longer known to hold it and must
+        not win a later "clean" ELR election over it. An unclean *recovery*
+        (which Kafka does not ship) keeps the seed's own rule: LastKnownELR is
+        cleaned when the ISR reaches min ISR (seed 002, "ELR update")."""
+        if not self.elr_enabled or election in (UNCLEAN, LAST_KNOWN_LEADER):
             return (), ()
         cur = self.current
         if len(isr) >= self.effective_min_isr:

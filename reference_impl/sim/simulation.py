@@ -201,7 +201,11 @@ class Simulation:
         # files merge exactly as the monitor saw them live (many events share
         # a virtual millisecond)
         self._trace_seq += 1
-        ev = stamp({"t": self.loop.now, "seq": self._trace_seq, "node": nid, "kind": kind}, data, _RESERVED)
+        ev = {"t": self.loop.now, "seq": self._trace_seq, "node": nid, "kind": kind}
+        if _RESERVED.isdisjoint(data):  # the hot path of stamp(), inline
+            ev.update(data)
+        else:
+            stamp(ev, data, _RESERVED)
         counts = self.trace_counts
         counts[kind] = counts.get(kind, 0) + 1
         track = _TRACKERS.get(kind)

@@ -137,6 +137,8 @@ def test_no_elr_members_unclean_off_elect_the_last_known_leader_once_unfenced():
     assert change.after.last_known_leader == NO_LEADER
     assert change.after.leader_epoch == reg.leader_epoch + 1
     assert change.record.reason.endswith("election:last-known-leader")
+    # an unclean result, so LastKnownELR is emptied (Kafka's maybeUpdateRecordElr)
+    assert change.after.last_known_elr == () and change.after.elr == ()
 
 
 def test_an_isr_member_leaving_in_the_same_change_counts_as_an_elr_member():

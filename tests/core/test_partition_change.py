@@ -57,6 +57,19 @@ def test_unclean_election_only_when_allowed_and_it_sets_recovering():
     assert ch.after.isr == (0,) and ch.after.leader_recovery_state == RECOVERING
 
 
+def test_unclean_election_empties_elr_and_last_known_elr():
+    """PartitionChangeBuilder.maybeUpdateRecordElr: after an unclean election
+    the fenced ELR members no longer hold what is committed (the new leader's
+    log defines it), so they must not win a later clean ELR election."""
+    p = part([], NO_LEADER, elr=[0, 1], lkelr=[2], replicas=(0, 1, 2, 3))
+    ch = builder(p, alive=(3,), unclean=True).build()
+    assert (ch.after.leader, ch.election) == (3, UNCLEAN) and ch.after.isr == (3,)
+    assert ch.after.elr == () and ch.after.last_known_elr == ()
+    # the unclean leader fails; the old ELR members are back, none was in its ISR
+    again = builder(ch.after, alive=(0, 1), unclean=False).remove_from_isr(3).build()
+    assert again.election is None and again.after.leader == NO_LEADER
+
+
 def test_isr_member_preferred_over_elr_member():
     ch = builder(part([2], NO_LEADER, elr=[1]), alive=(1, 2)).build()
     assert (ch.after.leader, ch.election) == (2, CLEAN)
