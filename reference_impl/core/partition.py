@@ -89,7 +89,7 @@ class ReplicaState:
     leo: int = -1  # unknown until it fetches in this leader epoch
     log_start_offset: int = -1
     last_fetch_leader_leo: int = -1
-    last_fetch_time: int = 0
+    last_fetch_time: int = NEVER
     last_caught_up_time: int = NEVER
     broker_epoch: int = -1
     #: leader epoch in which the last fetch was recorded (expansion needs the current one)
@@ -117,16 +117,28 @@ class ReplicaState:
         """ReplicaState.isCaughtUp: at the leader's LEO, or caught up within the lag window."""
         return self.leo == leader_leo or now - self.last_caught_up_time <= max_lag_ms
 
-    def reset(self, now: int, in_isr: bool) -> None:
-        """A new leader epoch: forget offsets; ISR members count as caught up
-        now, the others must fetch in this epoch before they can join."""
-        self.leo = -1
-        self.log_start_offset = -1
-        self.last_fetch_leader_leo = -1
-        self.last_fetch_time = 0
+    def reset(self, now: int, in_isr: bool, leader_leo: int, new_leader: bool) -> None:
+        """A new leader epoch (Replica.resetReplicaState): ISR members count as
+        caught up now, the others must fetch in this epoch before they can
+        join. A broker that *becomes* leader forgets what followers reported
+        to the previous leader; one re-elected in a new epoch keeps their
+        offsets and broker epoch (they fetched from it), so the HW need not
+        wait a fetch round.
+
+        "Never" is :data:`NEVER`, not Kafka's 0 (1970 on a wall clock; a
+        real time on a node clock that starts at 0): a first fetch after the
+        reset must not count as caught up as of time 0."""
+        if new_leader:
+            self.leo = -1
+            self.log_start_offset = -1
+            self.last_fetch_leader_leo = -1
+            self.last_fetch_time = NEVER
+            self.broker_epoch = -1
+            self.fetch_leader_epoch = -1
+        else:
+            self.last_fetch_leader_leo = leader_leo
+            self.last_fetch_time = now if in_isr else NEVER
         self.last_caught_up_time = now if in_isr else NEVER
-        self.broker_epoch = -1
-        self.fetch_leader_epoch = -1
 
 
 # --------------------------------------------------------------------------
@@ -276,7 +288,8 @@ class Partition:
         ):
             return [], False
         effects: list[Effect] = []
-        new_epoch = not self.is_leader or reg.leader_epoch != self.leader_epoch
+        new_leader = not self.is_leader
+        new_epoch = new_leader or reg.leader_epoch != self.leader_epoch
         self.replicas = tuple(reg.replicas)
         self._min_isr = None
         self.partition_epoch = reg.partition_epoch
@@ -295,7 +308,7 @@ class Partition:
             self.leader_epoch_start_offset = self.log.leo
             effects += self.log.assign_epoch_start(reg.leader_epoch, self.log.leo)
             for rs in self.remote.values():
-                rs.reset(now, rs.broker_id in self.state.isr)
+                rs.reset(now, rs.broker_id in self.state.isr, self.log.leo, new_leader)
             self.fetch_state = FETCHING
             effects.append(
                 self._trace(
@@ -530,6 +543,17 @@ class Partition:
             return Errors.FENCED_LEADER_EPOCH
         return Errors.UNKNOWN_LEADER_EPOCH
 
+    def check_leader_request(self, current_leader_epoch: int) -> int:
+        """What a request only the leader serves is refused with, in Kafka's
+        order (Partition.getLocalLog): the requester's leader epoch first, so
+        an ex-leader fences a requester behind it with FENCED_LEADER_EPOCH
+        (and waits for one ahead with UNKNOWN_LEADER_EPOCH); only a requester
+        in our epoch hears NOT_LEADER_OR_FOLLOWER."""
+        err = self.check_leader_epoch(current_leader_epoch)
+        if err:
+            return err
+        return Errors.NONE if self.is_leader else Errors.NOT_LEADER_OR_FOLLOWER
+
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
         """Inline divergence (Partition.readRecords): the fetcher's last
         fetched epoch ends earlier here than its fetch offset, or does not
@@ -565,9 +589,7 @@ class Partition:
         fetch being completed), then tries ISR expansion and HW advancement
         (seed 000, "Recording follower progress").
         """
-        if not self.is_leader:
-            return self._response(req, Errors.NOT_LEADER_OR_FOLLOWER), [], False
-        err = self.check_leader_epoch(req.current_leader_epoch)
+        err = self.check_leader_request(req.current_leader_epoch)
         if err:
             return self._response(req, err), [], False
         r = self.remote.get(replica_id)
@@ -600,9 +622,7 @@ class Partition:
 
     def serve_client_fetch(self, req: FetchPartitionRequest) -> FetchPartitionResponse:
         """A consumer fetch: only the leader serves, and only below the HW."""
-        if not self.is_leader:
-            return self._response(req, Errors.NOT_LEADER_OR_FOLLOWER)
-        err = self.check_leader_epoch(req.current_leader_epoch)
+        err = self.check_leader_request(req.current_leader_epoch)
         if err:
             return self._response(req, err)
         div = self.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
@@ -627,9 +647,7 @@ class Partition:
         carry no timestamp (Kafka's NO_TIMESTAMP, -1), so none qualifies, and
         Kafka's answer for "none" is no error with offset and epoch -1.
         """
-        if not self.is_leader:
-            return Errors.NOT_LEADER_OR_FOLLOWER, -1, -1
-        err = self.check_leader_epoch(current_leader_epoch)
+        err = self.check_leader_request(current_leader_epoch)
         if err:
             return err, -1, -1
         if timestamp == -1:
@@ -643,9 +661,7 @@ class Partition:
 
     def offset_for_leader_epoch(self, leader_epoch: int, current_leader_epoch: int) -> tuple[int, int, int]:
         """lastOffsetForLeaderEpoch on the leader: (error, epoch, end offset)."""
-        if not self.is_leader:
-            return Errors.NOT_LEADER_OR_FOLLOWER, -1, -1
-        err = self.check_leader_epoch(current_leader_epoch)
+        err = self.check_leader_request(current_leader_epoch)
         if err:
             return err, -1, -1
         epoch, end = self.log.end_offset_for_epoch(leader_epoch)

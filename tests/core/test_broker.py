@@ -236,6 +236,29 @@ def test_fenced_and_unknown_leader_epoch_on_client_requests():
     assert resp.partitions[0].error == Errors.FENCED_LEADER_EPOCH
 
 
+def test_an_ex_leader_checks_the_requesters_epoch_before_saying_it_does_not_lead():
+    """Partition.getLocalLog: the leader epoch is checked before leadership.
+    Broker 1 led in epoch 0 and follows in epoch 1: a requester still in
+    epoch 0 is fenced (FENCED_LEADER_EPOCH: it must wait for metadata), one
+    ahead hears UNKNOWN_LEADER_EPOCH, and only one in epoch 1 hears
+    NOT_LEADER_OR_FOLLOWER — for replica and consumer fetches,
+    OffsetForLeaderEpoch and ListOffsets alike."""
+    from reference_impl.core.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+
+    b, feed = leader()
+    b.apply_committed(feed.change(leader=2), 1)  # epoch 1, broker 1 follows
+    want = {0: Errors.FENCED_LEADER_EPOCH, 1: Errors.NOT_LEADER_OR_FOLLOWER, 2: Errors.UNKNOWN_LEADER_EPOCH}
+    for epoch, err in want.items():
+        _, resp = replica_fetch(b, 3, 0, 2, leader_epoch=epoch)
+        assert resp is not None and resp.error == err, epoch
+        (r,) = replies(client_fetch(b, 0, 2, epoch=epoch), ClientFetchResponse)
+        assert r.partitions[0].error == err, epoch
+        (r,) = replies(b.handle(OffsetForLeaderEpochRequest("o", TP, 0, epoch), 2, None), OffsetForLeaderEpochResponse)
+        assert r.error == err, epoch
+        (r,) = replies(b.handle(ListOffsetsRequest("l", TP, -1, epoch), 2, None))
+        assert r.error == err, epoch
+
+
 def test_list_offsets_offset_not_available_while_hw_below_epoch_start():
     feed = MetaFeed()
     b = make_broker(1)

@@ -9,6 +9,7 @@ from reference_impl.core.messages import (
     AlterPartitionResponse,
     AlterPartitionResult,
     Errors,
+    PartitionRecord,
     ProduceRequest,
 )
 from reference_impl.core.partition import ReplicaState
@@ -103,6 +104,41 @@ def test_is_caught_up_at_leader_leo_or_within_lag():
     assert r.is_caught_up(10, now=10**9, max_lag_ms=LAG)
     assert r.is_caught_up(11, now=LAG, max_lag_ms=LAG)
     assert not r.is_caught_up(11, now=LAG + 1, max_lag_ms=LAG)
+
+
+def test_a_first_fetch_behind_the_leader_is_not_caught_up_as_of_time_zero():
+    """Kafka's "never" is lastFetchTimeMs = 0, i.e. 1970 on a wall clock; node
+    clocks here start at 0, so never must be NEVER. A replica outside the ISR
+    that fetches once from far behind must not count as caught up (and hold
+    back the HW) for the first replica.lag.time.max.ms of the run."""
+    b, _ = leader_with(isr=(1, 2))
+    produce(b, 10, 1)
+    replica_fetch(b, 2, 10, 2)
+    p = b.partitions[TP]
+    assert p.log.hw == 10
+    produce(b, 10, 3)
+    replica_fetch(b, 3, 5, 4)  # first fetch ever, below the HW: not eligible to join the ISR
+    assert not p.remote[3].is_caught_up(p.log.leo, now=5, max_lag_ms=LAG)
+    replica_fetch(b, 2, 20, 5)
+    assert p.log.hw == 20  # not held at 5 by replica 3
+
+
+def test_a_leader_re_elected_in_a_new_epoch_keeps_its_followers_offsets():
+    """Replica.resetReplicaState with isNewLeader=false: the followers fetched
+    from this same leader, so their LEOs stand and the HW need not wait a
+    fetch round; a broker that *becomes* leader forgets them."""
+    b, feed = leader_with()
+    produce(b, 10, 1)
+    replica_fetch(b, 2, 10, 2)
+    replica_fetch(b, 3, 8, 2)
+    p = b.partitions[TP]
+    # same leader, new epoch (the controller never does this today, but a
+    # registration may: Kafka bumped the epoch on ISR shrinks before 3.6)
+    b.apply_committed(feed.add(PartitionRecord(TP, (1, 2, 3), (1, 2, 3), 1, leader_epoch=1, partition_epoch=1)), 3)
+    assert p.leader_epoch == 1 and (p.remote[2].leo, p.remote[3].leo) == (10, 8)
+    b.apply_committed(feed.change(leader=2), 4)
+    b.apply_committed(feed.change(leader=1), 5)  # leader again after following
+    assert (p.remote[2].leo, p.remote[3].leo) == (-1, -1)
 
 
 # -- shrink ---------------------------------------------------------------------
