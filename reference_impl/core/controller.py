@@ -749,12 +749,15 @@ class ControllerRole:
             return Errors.INVALID_CONFIG, "unclean.leader.election.enable must be true or false"
         live = sorted(b for b, reg in self._work.brokers.items() if not reg.fenced and not reg.in_controlled_shutdown)
         if t.assignments is not None:
+            # ReplicationControlManager.validateManualPartitionAssignment, and
+            # createTopic's refusal of a partition with no active replica
             assignments = [tuple(a) for a in t.assignments]
             if not assignments:
                 return Errors.INVALID_PARTITIONS, "no partitions"
-            for a in assignments:
-                if not a or len(set(a)) != len(a) or any(b not in self._work.brokers for b in a):
-                    return Errors.INVALID_REPLICATION_FACTOR, f"invalid replica assignment {list(a)}"
+            for i, a in enumerate(assignments):
+                err = self._check_assignment(a, len(assignments[0]), i)
+                if err:
+                    return Errors.INVALID_REPLICA_ASSIGNMENT, err
         else:
             n = t.num_partitions if t.num_partitions != -1 else self.config.num_partitions
             rf = t.replication_factor if t.replication_factor != -1 else self.config.default_replication_factor
@@ -768,12 +771,30 @@ class ControllerRole:
             assignments = [tuple(live[(start + p + i) % len(live)] for i in range(rf)) for p in range(n)]
         self._write(TopicRecord(t.name, tuple(sorted(configs.items()))))
         for p, replicas in enumerate(assignments):
-            isr = tuple(r for r in replicas if self._is_active_broker(r))
-            leader = isr[0] if isr else NO_LEADER
-            if not isr:
-                isr = replicas
-            self._write(PartitionRecord(TopicPartition(t.name, p), replicas, isr, leader))
+            isr = tuple(r for r in replicas if self._is_active_broker(r))  # never empty (checked above)
+            self._write(PartitionRecord(TopicPartition(t.name, p), replicas, isr, isr[0]))
         return Errors.NONE, ""
+
+    def _check_assignment(self, replicas: tuple[NodeId, ...], rf: int, partition: int) -> str:
+        """Why a manually assigned replica list is refused ("" if it is not),
+        in Kafka's words."""
+        assert self._work is not None
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        seen: set[NodeId] = set()
+        for b in sorted(replicas):
+            if b not in self._work.brokers:
+                return f"The manual partition assignment includes broker {b}, but no such broker is registered."
+            if b in seen:
+                return f"The manual partition assignment includes the broker {b} more than once."
+            seen.add(b)
+        if len(replicas) != rf:
+            return (f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+                    f"but this is not consistent with previous partitions, which have {rf} replica(s).")
+        if not any(self._is_active_broker(r) for r in replicas):
+            return (f"All brokers specified in the manual partition assignment for partition {partition} "
+                    "are fenced or in controlled shutdown.")
+        return ""
 
     def _on_allocate_producer_ids(self, req: AllocateProducerIdsRequest, now: int, src: NodeId | None) -> list[Effect]:
         dst = src if src is not None else req.broker_id

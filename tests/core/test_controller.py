@@ -314,6 +314,30 @@ def test_alter_partition_with_stale_leader_epoch_is_fenced_leader_epoch():
     assert r.error == Errors.FENCED_LEADER_EPOCH
 
 
+def test_manual_assignments_are_checked_as_kafka_does_invalid_replica_assignment():
+    """ReplicationControlManager.validateManualPartitionAssignment and
+    createTopic: an empty list, an unregistered or repeated broker, a replica
+    count unlike the first partition's, or no active replica at all is
+    INVALID_REPLICA_ASSIGNMENT, and nothing is written."""
+    c = Cluster()
+    c.start_brokers(0, 1, 2)
+    for bad, why in (
+        (((0, 1), ()), "an empty replica list"),
+        (((0, 7),), "broker 7, but no such broker is registered"),
+        (((1, 1),), "the broker 1 more than once"),
+        (((0, 1), (0, 1, 2)), "a partition with 3 replica(s)"),
+    ):
+        r = c.create("t", assignments=bad)
+        assert r.error == Errors.INVALID_REPLICA_ASSIGNMENT and why in r.message, bad
+    c.keep_alive(CFG.broker_session_timeout_ms + 2000, alive=(0,))  # 1 and 2 fenced
+    r = c.create("t", assignments=((1, 2),))
+    assert r.error == Errors.INVALID_REPLICA_ASSIGNMENT and "fenced or in controlled shutdown" in r.message
+    assert "t" not in {tp.topic for tp in c.active.image.partitions}
+    ok = c.create("t", assignments=((1, 0),))
+    assert ok.error == Errors.NONE
+    assert (c.part().leader, c.part().isr) == (0, (0,))
+
+
 def test_alter_partition_isr_must_be_subset_of_replicas_and_contain_leader():
     c = Cluster()
     c.start_brokers(0, 1, 2, 3)
