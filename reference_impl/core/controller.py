@@ -190,6 +190,11 @@ class ControllerRole:
         self._active_epoch: int | None = None
         self._waiting: list[_Waiting] = []
         self._sessions: dict[NodeId, int] = {}
+        #: the metadata offset each broker last reported in a heartbeat, and
+        #: for a broker in controlled shutdown the offset of the last record
+        #: that moved its leaderships (BrokerHeartbeatManager; in memory only)
+        self._metadata_offsets: dict[NodeId, int] = {}
+        self._shutdown_offsets: dict[NodeId, int] = {}
         self._assign_cursor = 0
         self._now = 0
         #: unclean recoveries in progress (active controller only)
@@ -368,6 +373,8 @@ class ControllerRole:
         self._work = None
         self._active_epoch = None
         self._sessions.clear()
+        self._metadata_offsets.clear()
+        self._shutdown_offsets.clear()
         self._recoveries.clear()
         self._outbox.clear()
         self._scan_pending = False
@@ -578,8 +585,14 @@ class ControllerRole:
             self._answer_after_commit(dst, BrokerRegistrationResponse(Errors.NONE, existing.broker_epoch), failover)
             return []
         if existing is not None and not existing.fenced:
-            # the old incarnation is gone: act as if its session had expired
-            self._fence(req.broker_id, "re-registered")
+            if self._sessions.get(req.broker_id, now) > now:
+                # ClusterControlManager.registerBroker: another incarnation
+                # still holds a live session (a broker restarted within the
+                # session timeout, or a second process with the same id); it
+                # registers once that session has expired and it is fenced
+                return [self._addressed(dst, BrokerRegistrationResponse(Errors.DUPLICATE_BROKER_REGISTRATION))]
+            # the session is over but the fencing timer has not run yet
+            self._fence(req.broker_id, "re-registered after its session expired")
         unclean = existing is not None and req.previous_broker_epoch != existing.broker_epoch
         if unclean and self.config.elr_enabled():
             # KIP-966: an unclean shutdown may have lost data below the HW, so
@@ -610,6 +623,7 @@ class ControllerRole:
         if reg.broker_epoch != req.broker_epoch:
             return [self._addressed(dst, BrokerHeartbeatResponse(Errors.STALE_BROKER_EPOCH))]
         self._sessions[req.broker_id] = now + self.config.broker_session_timeout_ms
+        self._metadata_offsets[req.broker_id] = req.metadata_offset
         committed = self.image.brokers.get(req.broker_id)
         registered = committed is not None and committed.broker_epoch == reg.broker_epoch
         # caught up: the broker has applied the metadata log up to its own registration
@@ -620,14 +634,7 @@ class ControllerRole:
             if reg.fenced:
                 should_shut_down = True
             else:
-                # controlled shutdown: leadership moves away, the broker leaves
-                # every ISR (it may join the ELR: a clean shutdown keeps its data)
-                if not reg.in_controlled_shutdown:
-                    self._write(BrokerRegistrationChangeRecord(bid, reg.broker_epoch, in_controlled_shutdown=True))
-                self._remove_from_isrs(bid, f"controlled shutdown of {bid}")
-                if not any(p.leader == bid for p in self._work.partitions.values()):
-                    self._write(BrokerRegistrationChangeRecord(bid, reg.broker_epoch, fenced=True))
-                    should_shut_down = True
+                should_shut_down = self._controlled_shutdown(bid, reg.broker_epoch, reg.in_controlled_shutdown)
         elif req.want_fence:
             if not reg.fenced:
                 self._fence(bid, "asked to be fenced")
@@ -641,6 +648,35 @@ class ControllerRole:
         )
         self._answer_after_commit(dst, resp, BrokerHeartbeatResponse(Errors.NOT_CONTROLLER))
         return []
+
+    def _controlled_shutdown(self, bid: NodeId, broker_epoch: int, already: bool) -> bool:
+        """One heartbeat of a broker asking to shut down; True when it may
+        (BrokerHeartbeatManager.calculateNextBrokerState, CONTROLLED_SHUTDOWN).
+
+        Its leaderships move away and it leaves every ISR (it may join the
+        ELR: a clean shutdown keeps its data). It may stop only once it leads
+        nothing *and* every active broker has reported (in its heartbeats) a
+        metadata offset at or past the last record that moved those
+        leaderships, so the new leaders lead before the old one halts; then it
+        is fenced."""
+        assert self._work is not None
+        end = self.raft.end_offset
+        if not already:
+            self._write(BrokerRegistrationChangeRecord(bid, broker_epoch, in_controlled_shutdown=True))
+        self._remove_from_isrs(bid, f"controlled shutdown of {bid}")
+        if self.raft.end_offset != end or bid not in self._shutdown_offsets:
+            self._shutdown_offsets[bid] = self.raft.end_offset - 1
+        if any(p.leader == bid for p in self._work.partitions.values()):
+            return False
+        active = [
+            b for b, r in self._work.brokers.items() if b != bid and not r.fenced and not r.in_controlled_shutdown
+        ]
+        lowest = min((self._metadata_offsets.get(b, -1) for b in active), default=None)
+        if lowest is not None and self._shutdown_offsets[bid] > lowest:
+            return False
+        self._write(BrokerRegistrationChangeRecord(bid, broker_epoch, fenced=True))
+        self._shutdown_offsets.pop(bid, None)
+        return True
 
     def _on_alter_partition(self, req: AlterPartitionRequest, now: int, src: NodeId | None) -> list[Effect]:
         dst = src if src is not None else req.broker_id

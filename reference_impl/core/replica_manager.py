@@ -167,6 +167,8 @@ class BrokerRole:
         self._corr = 0
         # lifecycle
         self.registration_sent_at: int | None = None
+        #: a refused registration is sent again at this time (not a timeout)
+        self.registration_retry_at: int | None = None
         self.next_heartbeat_at = 0
         self.heartbeat_sent_at: int | None = None
         self.shutting_down = False
@@ -253,7 +255,9 @@ class BrokerRole:
         c = [self.next_isr_expiry_at, self.next_hw_checkpoint_at]
         rpc = self.controller_rpc_timeout_ms
         if self.broker_epoch < 0:
-            if self.registration_sent_at is not None:
+            if self.registration_retry_at is not None:
+                c.append(self.registration_retry_at)
+            elif self.registration_sent_at is not None:
                 c.append(self.registration_sent_at + rpc)
         elif self.heartbeat_sent_at is not None:
             c.append(self.heartbeat_sent_at + rpc)
@@ -351,6 +355,7 @@ class BrokerRole:
 
     def _send_registration(self, now: int) -> list[Effect]:
         self.registration_sent_at = now
+        self.registration_retry_at = None
         self._note(now + self.controller_rpc_timeout_ms)
         return [
             Send(
@@ -459,8 +464,11 @@ class BrokerRole:
         effects: list[Effect] = []
         # registration / heartbeats
         if self.broker_epoch < 0:
-            if self.registration_sent_at is not None and now - self.registration_sent_at >= self.controller_rpc_timeout_ms:
-                self._controller_failed()
+            if self.registration_retry_at is not None:
+                if now >= self.registration_retry_at:
+                    effects += self._send_registration(now)
+            elif self.registration_sent_at is not None and now - self.registration_sent_at >= self.controller_rpc_timeout_ms:
+                self._controller_failed()  # unanswered: try the next voter
                 effects += self._send_registration(now)
         else:
             if self.heartbeat_sent_at is not None and now - self.heartbeat_sent_at >= self.controller_rpc_timeout_ms:
@@ -555,18 +563,25 @@ class BrokerRole:
     def handle_registration_response(self, msg: BrokerRegistrationResponse, src: NodeId | None, now: int) -> list[Effect]:
         if self.broker_epoch >= 0 or self.halted:
             return []
+        if msg.error == Errors.DUPLICATE_BROKER_REGISTRATION:
+            # our previous incarnation's session is still live at the (right)
+            # controller: ask it again a heartbeat interval later
+            self.registration_sent_at = None
+            self.registration_retry_at = now + self.config.broker_heartbeat_interval_ms
+            self._note(self.registration_retry_at)
+            return []
         if msg.error != Errors.NONE:
-            # retry with the next voter after a short backoff (the tick resends
-            # once registration_sent_at is controller_rpc_timeout_ms old)
+            # retry with the next voter after a short backoff
             self._controller_failed()
-            retry_at = now + self.config.alter_partition_retry_backoff_ms
-            self.registration_sent_at = retry_at - self.controller_rpc_timeout_ms
-            self._note(retry_at)
+            self.registration_sent_at = None
+            self.registration_retry_at = now + self.config.alter_partition_retry_backoff_ms
+            self._note(self.registration_retry_at)
             return []
         if src is not None:
             self.controller_hint = src
         self.broker_epoch = msg.broker_epoch
         self.registration_sent_at = None
+        self.registration_retry_at = None
         return self._send_heartbeat(now) + self._maybe_publish(now)
 
     def handle_heartbeat_response(self, msg: BrokerHeartbeatResponse, src: NodeId | None, now: int) -> list[Effect]:

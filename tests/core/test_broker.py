@@ -293,6 +293,27 @@ def test_list_offsets_by_timestamp_finds_no_record_since_records_carry_no_timest
     assert (r.error, r.offset, r.leader_epoch) == (Errors.NONE, 0, 0)
 
 
+def test_duplicate_registration_is_retried_at_the_same_controller_after_a_heartbeat_interval():
+    """DUPLICATE_BROKER_REGISTRATION comes from the right controller (our old
+    incarnation's session is still live there): unlike NOT_CONTROLLER it is
+    not a reason to try another voter, and it is retried a heartbeat
+    interval later, not at once."""
+    import random as _random
+
+    from reference_impl.core.messages import BrokerEndpoint, BrokerRegistrationResponse
+
+    cfg = ProtocolConfig()
+    b = BrokerRole(1, cfg, (100, 101), StoredState(), _random.Random(1), "inc-1", BrokerEndpoint(1, "127.0.0.1", 9001))
+    (first,) = sends(b.start(0), BrokerRegistrationRequest)
+    assert b.handle(BrokerRegistrationResponse(Errors.DUPLICATE_BROKER_REGISTRATION), 5, first.dst) == []
+    assert sends(b.tick(5 + cfg.broker_heartbeat_interval_ms - 1), BrokerRegistrationRequest) == []
+    (again,) = sends(b.tick(5 + cfg.broker_heartbeat_interval_ms), BrokerRegistrationRequest)
+    assert again.dst == first.dst
+    b.handle(BrokerRegistrationResponse(Errors.NOT_CONTROLLER), 600, first.dst)
+    (other,) = sends(b.tick(600 + cfg.alter_partition_retry_backoff_ms), BrokerRegistrationRequest)
+    assert other.dst != first.dst
+
+
 # -- metadata and topics ------------------------------------------------------------------------
 
 

@@ -81,9 +81,18 @@ class Cluster:
         return resp
 
     def register(self, b: int, previous: int | None = None, new_incarnation: bool = True):
+        """Register ``b``. A new incarnation of a broker that is still
+        unfenced is a restart: as in Kafka (DUPLICATE_BROKER_REGISTRATION
+        while the old session lives) it registers once the controller has
+        fenced the old one, the other unfenced brokers heartbeating meanwhile."""
         if new_incarnation or b not in self.incarnations:
             self._inc += 1
             self.incarnations[b] = f"inc-{b}-{self._inc}"
+            reg = self.active.image.brokers.get(b)
+            if reg is not None and not reg.fenced:
+                others = [o for o, r in self.active.image.brokers.items() if o != b and not r.fenced]
+                self.keep_alive(self.config.broker_session_timeout_ms + 1000, alive=others)
+                assert self.active.image.brokers[b].fenced
         prev = self.epochs.get(b, -1) if previous is None else previous
         resp = self.ask(
             BrokerRegistrationRequest(b, self.incarnations[b], BrokerEndpoint(b, "127.0.0.1", 9000 + b), prev), b
@@ -95,6 +104,19 @@ class Cluster:
     def heartbeat(self, b: int, caught_up: bool = True, **kw):
         offset = self.active.image.offset if caught_up else -1
         return self.ask(BrokerHeartbeatRequest(b, self.epochs[b], offset, **kw), b)
+
+    def shut_down(self, b: int):
+        """A controlled shutdown: ``b`` heartbeats asking to shut down, the
+        other active brokers heartbeat (reporting their metadata offsets)
+        between its requests, until it is told it may stop."""
+        for _ in range(5):
+            resp = self.heartbeat(b, want_shutdown=True)
+            if resp.should_shut_down:
+                return resp
+            for o, reg in self.active.image.brokers.items():
+                if o != b and not reg.fenced and not reg.in_controlled_shutdown:
+                    self.heartbeat(o)
+        raise AssertionError(f"broker {b} was never allowed to shut down")
 
     def start_brokers(self, *ids: int) -> None:
         for b in ids:
@@ -161,6 +183,26 @@ def test_registration_retry_with_same_incarnation_returns_the_same_epoch():
     first = c.register(0)
     again = c.register(0, new_incarnation=False)
     assert again.broker_epoch == first.broker_epoch
+
+
+def test_a_new_incarnation_is_refused_while_the_old_session_lives_duplicate_broker_registration():
+    """ClusterControlManager.registerBroker: another incarnation of an
+    unfenced broker with a live session is DUPLICATE_BROKER_REGISTRATION (a
+    restart within the session timeout, or two processes with one id); once
+    the session has expired and the broker is fenced it registers. A fenced
+    broker (here after a controlled shutdown) has no session to wait for."""
+    c = Cluster()
+    c.start_brokers(0, 1)
+    ep = BrokerEndpoint(0, "127.0.0.1", 9000)
+    r = c.ask(BrokerRegistrationRequest(0, "inc-0-new", ep, c.epochs[0]), 0)
+    assert r.error == Errors.DUPLICATE_BROKER_REGISTRATION and not c.active.image.brokers[0].fenced
+    c.keep_alive(CFG.broker_session_timeout_ms + 1000, alive=(1,))
+    assert c.active.image.brokers[0].fenced
+    r = c.ask(BrokerRegistrationRequest(0, "inc-0-new", ep, c.epochs[0]), 0)
+    assert r.error == Errors.NONE and r.broker_epoch > c.epochs[0]
+    assert c.shut_down(1).should_shut_down
+    r = c.ask(BrokerRegistrationRequest(1, "inc-1-new", BrokerEndpoint(1, "127.0.0.1", 9001), c.epochs[1]), 1)
+    assert r.error == Errors.NONE
 
 
 def test_broker_is_unfenced_only_once_caught_up_with_metadata():
@@ -362,11 +404,10 @@ def test_alter_partition_member_must_be_alive_unfenced_and_epoch_matching():
 
 
 def test_alter_partition_member_after_controlled_shutdown_is_ineligible():
-    # a controlled shutdown completes in one step here (leadership moves, then
-    # the broker is fenced), so the member is both shutting down and fenced
+    # once the controlled shutdown completes the member is both shutting down and fenced
     c = three_brokers()
     c.alter(0, [0, 1])
-    resp = c.heartbeat(2, want_shutdown=True)
+    resp = c.shut_down(2)
     assert resp.should_shut_down
     assert c.alter(0, [0, 1, 2]).results[0].error == Errors.INELIGIBLE_REPLICA
 
@@ -459,7 +500,7 @@ def test_unclean_registration_removes_broker_from_isr_and_elr():
 
 def test_clean_shutdown_keeps_broker_in_elr():
     c = three_brokers(topic_configs=(("min.insync.replicas", "3"),))
-    resp = c.heartbeat(2, want_shutdown=True)
+    resp = c.shut_down(2)
     assert resp.should_shut_down
     p = c.part()
     assert p.isr == (0, 1) and p.elr == (2,)
@@ -530,13 +571,24 @@ def test_with_elr_a_fenced_elr_member_blocks_unclean_election_only_when_disallow
 # ---------------------------------------------------------------------------
 
 
-def test_controlled_shutdown_moves_leadership_then_allows_shutdown():
+def test_controlled_shutdown_moves_leadership_then_allows_shutdown_once_active_brokers_caught_up():
+    """BrokerHeartbeatManager.calculateNextBrokerState: leadership moves at
+    the first request, but the broker may stop only once every active broker
+    has reported a metadata offset past the records that moved it, so the new
+    leader leads before the old one halts."""
     c = three_brokers()
     assert c.part().leader == 0
+    first = c.heartbeat(0, want_shutdown=True)
+    assert not first.should_shut_down and not first.is_fenced
+    p = c.part()
+    assert p.leader == 1 and 0 not in p.isr and c.active.image.brokers[0].in_controlled_shutdown
+    c.heartbeat(1)
+    assert not c.heartbeat(0, want_shutdown=True).should_shut_down  # broker 2 has not reported yet
+    c.heartbeat(2, caught_up=False)  # reports an old offset
+    assert not c.heartbeat(0, want_shutdown=True).should_shut_down
+    c.heartbeat(2)
     resp = c.heartbeat(0, want_shutdown=True)
     assert resp.should_shut_down and resp.is_fenced
-    p = c.part()
-    assert p.leader == 1 and 0 not in p.isr
     reg = c.active.image.brokers[0]
     assert reg.in_controlled_shutdown and reg.fenced
 

@@ -115,15 +115,28 @@ class Run:
             self.hb(b)
         elif op == "clean-restart" and b in self.alive:
             if self.is_unfenced(b):
-                assert self.hb(b, want_shutdown=True).should_shut_down
+                self.shut_down(b)
             self.register(b, self.epochs[b])
         elif op in ("unclean-restart", "crash"):
             # power loss: the broker may have lost any suffix of its log
             self.complete.discard(b)
-            if op == "crash" and b in self.alive and self.is_unfenced(b):
-                self.hb(b, want_fence=True)  # its session lapses while it is down
+            if self.is_unfenced(b):
+                # its session lapses while it is down: the controller refuses
+                # a new incarnation until then (DUPLICATE_BROKER_REGISTRATION)
+                self.hb(b, want_fence=True)
             self.register(b, -1)
         self.observe()
+
+    def shut_down(self, b: int) -> None:
+        """A controlled shutdown, the other unfenced brokers heartbeating
+        (reporting their metadata offsets) until ``b`` may stop."""
+        for _ in range(5):
+            if self.hb(b, want_shutdown=True).should_shut_down:
+                return
+            for o in BROKERS:
+                if o != b and self.is_unfenced(o) and not self.ctl.image.brokers[o].in_controlled_shutdown:
+                    self.hb(o)
+        raise AssertionError(f"broker {b} was never allowed to shut down")
 
     def is_unfenced(self, b: int) -> bool:
         reg = self.ctl.image.brokers.get(b)
