@@ -9,10 +9,12 @@ per-seed checkers (``SimRun.results``), since the machine is shared.
     .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none]
 
 Where it stands (``--time-limit 60 --seeds 4 --jobs 2``, 2-core machine,
-Python 3.11, one run): compiled (reference_impl.accel) 29.8x real time in one
-process (the simulation alone 36.0x, the per-seed checkers 1.8 of 10.5 CPU
-s), 65.8x for two worker processes together; the Python source
-(``KRAFTWERK_PURE=1``) 21.6x. The 100x target is not met. What a seed is
+Python 3.11): compiled (reference_impl.accel) 26-30x real time in one
+process over several runs (the simulation alone 31-36x, the per-seed
+checkers ~1.8 of 10.5-12 CPU s), 61-66x for two worker processes together;
+the Python source (``KRAFTWERK_PURE=1``) ~21x. The 100x target is not met.
+This bench keeps no run directory; ``kraftwerk sim --out`` also writes the
+history and the node traces (orjson, buffered), which costs it ~10% more. What a seed is
 made of (78 simulated s, ~30k acks=all sends): ~153k messages (per send one
 produce request and response and ~1.5 follower fetch round trips, batched
 per leader and long-polled: what the protocol needs), ~4.4 trace events
