@@ -23,71 +23,21 @@ import random
 import pytest
 
 from reference_impl.core.config import ProtocolConfig
-from reference_impl.core.messages import (
-    AlterPartitionItem,
-    AlterPartitionRequest,
-    BrokerEndpoint,
-    BrokerHeartbeatRequest,
-    BrokerRegistrationRequest,
-    CreateTopicsRequest,
-    Errors,
-    NewTopic,
-    NO_LEADER,
-    TopicPartition,
-)
-from reference_impl.core.controller import ControllerRole
-from reference_impl.core.raft.testkit import Loop
-from reference_impl.core.storage import StoredState
+from reference_impl.core.messages import NO_LEADER, AlterPartitionItem, AlterPartitionRequest, Errors
 
-TP = TopicPartition("t", 0)
-BROKERS = (0, 1, 2)
-CTL = 100
+from tests.core.controllerkit import BROKERS, TP, OneController
 
 
-class Run:
+class Run(OneController):
     def __init__(self, seed: int, kip966: bool) -> None:
         self.rnd = random.Random(seed)
-        self.cfg = ProtocolConfig().with_variants(kip966=kip966)
         self.kip966 = kip966
-        self.loop = Loop(latency=1)
-        self.loop.add(CTL, ControllerRole(CTL, self.cfg, (CTL,), StoredState(), random.Random(seed)))
-        assert self.loop.run_until_true(lambda: self.ctl.is_active, 10_000)
-        self.epochs: dict[int, int] = {}
-        self.inc = 0
         self.alive = set(BROKERS)
-        for b in BROKERS:
-            self.register(b, -1)
-        for b in BROKERS:
-            self.hb(b)
-        resp = self.ask(CreateTopicsRequest("c", (NewTopic("t", 1, 3, (("min.insync.replicas", "2"),)),)), 0)
-        assert resp.results[0].error == Errors.NONE
+        super().__init__(ProtocolConfig().with_variants(kip966=kip966), seed)
         self.complete = set(BROKERS)
         self.seen_elections = 0
         self.bad_elections: list[dict] = []
         self.lkl_elections: list[dict] = []
-
-    @property
-    def ctl(self) -> ControllerRole:
-        return self.loop.nodes[CTL]  # type: ignore[return-value]
-
-    def ask(self, req, src):
-        n = len(self.loop.sent)
-        self.loop.deliver(CTL, req, src)
-        self.loop.run_until_true(lambda: any(d == src for (_t, _s, d, _m) in self.loop.sent[n:]), 2000)
-        return next(m for (_t, _s, d, m) in self.loop.sent[n:] if d == src)
-
-    def register(self, b: int, previous: int) -> None:
-        self.inc += 1
-        r = self.ask(BrokerRegistrationRequest(b, f"i{self.inc}", BrokerEndpoint(b, "h", 1), previous), b)
-        assert r.error == Errors.NONE
-        self.epochs[b] = r.broker_epoch
-
-    def hb(self, b: int, **kw):
-        return self.ask(BrokerHeartbeatRequest(b, self.epochs[b], self.ctl.image.offset, **kw), b)
-
-    @property
-    def part(self):
-        return self.ctl.image.partitions[TP]
 
     def alter(self, isr) -> None:
         p = self.part
@@ -143,7 +93,7 @@ class Run:
         return reg is not None and not reg.fenced
 
     def observe(self) -> None:
-        elections = [ev.data for _t, _n, ev in self.loop.traces if ev.kind == "election"]
+        elections = self.elections()
         for ev in elections[self.seen_elections :]:
             if ev["data_kind"] == "last-known-leader":
                 # seed 002 "Delivery plan": with no ISR or ELR member left the

@@ -17,18 +17,11 @@ the partition leads again with its acknowledged records.
 
 from __future__ import annotations
 
-import random
 
 from reference_impl.core.config import ProtocolConfig
-from reference_impl.core.controller import ControllerRole
 from reference_impl.core.messages import (
     NO_LEADER,
-    BrokerEndpoint,
-    BrokerHeartbeatRequest,
-    BrokerRegistrationRequest,
-    CreateTopicsRequest,
     Errors,
-    NewTopic,
     ProduceRequest,
     ProduceResponse,
     TopicPartition,
@@ -46,6 +39,7 @@ from reference_impl.core.partition_change import (
 from reference_impl.core.raft.testkit import Loop
 from reference_impl.core.storage import StoredState
 
+from tests.core.controllerkit import BROKERS, OneController
 from tests.core.test_node_cluster import build, create_and_produce, replies_of
 
 TP = TopicPartition("t", 0)
@@ -182,53 +176,16 @@ def test_merge_keeps_last_known_leader_unless_the_change_sets_it():
 # a real controller, driven by broker requests
 # ---------------------------------------------------------------------------
 
-CTL = 100
-BROKERS = (0, 1, 2)
-
-
-class Controller:
+class Controller(OneController):
     def __init__(self) -> None:
-        self.loop = Loop(latency=1)
-        self.loop.add(CTL, ControllerRole(CTL, ProtocolConfig(), (CTL,), StoredState(), random.Random(1)))
-        assert self.loop.run_until_true(lambda: self.ctl.is_active, 10_000)
-        self.epochs: dict[int, int] = {}
-        self.inc = 0
-        for b in BROKERS:
-            self.register(b, unclean=False)
-        for b in BROKERS:
-            self.hb(b)
-        resp = self.ask(CreateTopicsRequest("c", (NewTopic("t", 1, 3, (("min.insync.replicas", "2"),)),)), 0)
-        assert resp.results[0].error == Errors.NONE
+        super().__init__(ProtocolConfig(), 1)
 
-    @property
-    def ctl(self) -> ControllerRole:
-        return self.loop.nodes[CTL]  # type: ignore[return-value]
-
-    @property
-    def part(self) -> PartitionRegistration:
-        return self.ctl.image.partitions[TP]
-
-    def ask(self, req, src):
-        n = len(self.loop.sent)
-        self.loop.deliver(CTL, req, src)
-        self.loop.run_until_true(lambda: any(d == src for (_t, _s, d, _m) in self.loop.sent[n:]), 2000)
-        return next(m for (_t, _s, d, m) in self.loop.sent[n:] if d == src)
-
-    def register(self, b: int, unclean: bool) -> None:
-        self.inc += 1
-        previous = -1 if unclean else self.epochs.get(b, -1)
-        r = self.ask(BrokerRegistrationRequest(b, f"i{self.inc}", BrokerEndpoint(b, "h", 1), previous), b)
-        assert r.error == Errors.NONE
-        self.epochs[b] = r.broker_epoch
-
-    def hb(self, b: int, **kw):
-        return self.ask(BrokerHeartbeatRequest(b, self.epochs[b], self.ctl.image.offset, **kw), b)
+    def restart(self, b: int, unclean: bool) -> None:
+        """A new incarnation of ``b``; an unclean one has no clean-shutdown marker."""
+        self.register(b, -1 if unclean else self.epochs.get(b, -1))
 
     def fence(self, b: int) -> None:
         self.hb(b, want_fence=True)
-
-    def elections(self) -> list[dict]:
-        return [ev.data for _t, _n, ev in self.loop.traces if ev.kind == "election"]
 
     def fence_all_leader_last(self) -> int:
         """Fence the followers, then the leader: the leader is the last ISR member."""
@@ -271,7 +228,7 @@ def test_controller_elects_an_uncleanly_restarted_last_known_leader_once_unfence
     # every replica restarts after an unclean shutdown: ISR and ELR are empty,
     # the ELR members move to the LastKnownELR
     for b in BROKERS:
-        c.register(b, unclean=True)
+        c.restart(b, unclean=True)
     p = c.part
     assert p.isr == () and p.elr == () and set(p.last_known_elr) == elr and p.last_known_leader == leader
     for b in BROKERS:
