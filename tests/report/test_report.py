@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from checkers.history.jsonl import write_jsonl
+from tests.report.runs import partitioned_sends
 from checkers.history.op import Op
 from harness.report import render_report
 from harness.report.plots import fault_intervals
@@ -19,24 +20,7 @@ EVIL = "<script>alert('x')</script>"
 
 
 def make_run(d: Path, valid=False) -> Path:
-    ops, t = [], 0
-
-    def add(**kw):
-        nonlocal t
-        t += 50_000_000
-        ops.append(Op(index=len(ops), time=t, **kw))
-
-    for i in range(20):
-        add(type="invoke", f="send", value=[["send", "t0-0", i]], process=i % 2, extra={"acks": "all"})
-        if i == 5:
-            add(type="info", f="start-partition", value=None, process="nemesis")
-            add(type="info", f="start-partition", value={"shape": "halves", "note": EVIL}, process="nemesis")
-        if i == 12:
-            add(type="info", f="stop-partition", value=None, process="nemesis")
-            add(type="info", f="stop-partition", value={"healed": True}, process="nemesis")
-        typ = "ok" if i % 5 else "info"
-        add(type=typ, f="send", value=[["send", "t0-0", [i, i]]] if typ == "ok" else [["send", "t0-0", i]],
-            process=i % 2, extra={"acks": "all"}, error=None if typ == "ok" else "timeout")
+    ops = partitioned_sends(EVIL)
     d.mkdir(parents=True)
     write_jsonl(d / "history.jsonl", ops)
     (d / "test.json").write_text(json.dumps({"name": "queue", "seed": 7, "evil": EVIL}))

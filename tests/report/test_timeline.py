@@ -6,13 +6,13 @@ escaped (they are text, never markup)."""
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from checkers.history.jsonl import write_jsonl
+from tests.report.runs import partitioned_sends
 from checkers.history.op import Op
 from harness.report import render_report
 from harness.report.timeline import boxes, example_ops, segments
@@ -25,26 +25,7 @@ CHROMIUM = "/usr/bin/chromium"
 def build_run(d: Path, n_sends: int = 20, lost_op: int | None = None, evil_at: int = 3) -> Path:
     """Two client processes sending, a partition from send 5 to send 12,
     every fifth send indeterminate, one send whose value is hostile."""
-    ops: list[Op] = []
-    t = 0
-
-    def add(**kw):
-        nonlocal t
-        t += 50_000_000
-        ops.append(Op(index=len(ops), time=t, **kw))
-
-    for i in range(n_sends):
-        v = EVIL if i == evil_at else i
-        add(type="invoke", f="send", value=[["send", "t0-0", v]], process=i % 2, extra={"acks": "all"})
-        if i == 5:
-            add(type="info", f="start-partition", value=None, process="nemesis")
-            add(type="info", f="start-partition", value={"shape": "halves", "note": EVIL}, process="nemesis")
-        if i == 12:
-            add(type="info", f="stop-partition", value=None, process="nemesis")
-            add(type="info", f="stop-partition", value={"healed": True}, process="nemesis")
-        typ = "ok" if i % 5 else "info"
-        add(type=typ, f="send", value=[["send", "t0-0", [i, v]]] if typ == "ok" else [["send", "t0-0", v]],
-            process=i % 2, extra={"acks": "all"}, error=None if typ == "ok" else EVIL)
+    ops = partitioned_sends(EVIL, n_sends, value=lambda i: EVIL if i == evil_at else i, error=EVIL)
     d.mkdir(parents=True)
     write_jsonl(d / "history.jsonl", ops)
     (d / "test.json").write_text(json.dumps({"name": "queue", "seed": 7}))
