@@ -141,16 +141,22 @@ def test_malformed_queue_values_exit_2(tmp_path: Path, value) -> None:
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 
-def test_run_directory_test_json_subscribe_allows_poll_skip(tmp_path: Path) -> None:
-    """A run's test.json says how consumers got partitions; with subscribe a
-    poll-skip is allowed (Jepsen's allowed-error-types)."""
+def _poll_skip_history() -> list:
+    """One consumer's second poll skips offset 1 (a poll-skip, allowed only
+    with subscribe); another consumer reads everything."""
     b = HistoryBuilder()
     for i, v in enumerate((1, 2, 3)):
         b.send(0, "t-0", v, i)
     b.poll(1, {"t-0": [(0, 1)]})
     b.poll(1, {"t-0": [(2, 3)]})
     b.poll(2, {"t-0": [(0, 1), (1, 2), (2, 3)]})
-    write_jsonl(tmp_path / "history.jsonl", b.ops)
+    return b.ops
+
+
+def test_run_directory_test_json_subscribe_allows_poll_skip(tmp_path: Path) -> None:
+    """A run's test.json says how consumers got partitions; with subscribe a
+    poll-skip is allowed (Jepsen's allowed-error-types)."""
+    write_jsonl(tmp_path / "history.jsonl", _poll_skip_history())
     assert run("check", str(tmp_path)).returncode == 1
     (tmp_path / "test.json").write_text(json.dumps({"sub_via": ["subscribe"]}))
     p = run("check", str(tmp_path), "--json")
@@ -167,13 +173,7 @@ def test_unusable_spark_master_is_one_line_harness_error(files) -> None:
 
 
 def test_cli_flags_configure_allowed_anomalies(tmp_path: Path) -> None:
-    b = HistoryBuilder()
-    for i, v in enumerate((1, 2, 3)):
-        b.send(0, "t-0", v, i)
-    b.poll(1, {"t-0": [(0, 1)]})
-    b.poll(1, {"t-0": [(2, 3)]})
-    b.poll(2, {"t-0": [(0, 1), (1, 2), (2, 3)]})
-    write_jsonl(tmp_path / "h.jsonl", b.ops)
+    write_jsonl(tmp_path / "h.jsonl", _poll_skip_history())
     h = str(tmp_path / "h.jsonl")
     assert run("check", h).returncode == 1
     assert run("check", h, "--sub-via", "subscribe").returncode == 0
