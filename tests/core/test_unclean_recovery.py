@@ -69,6 +69,17 @@ def elections(c: Cluster) -> list[dict]:
     return c.traces("election")
 
 
+def strand_on_a_fenced_elr_member(c: Cluster) -> None:
+    """:func:`fenced_elr_only`'s history without its checks, on any cluster
+    whose topic ``t`` has replicas (0, 1, 2) and min ISR 2."""
+    c.alter(0, [0])
+    c.register(1, previous=-1)
+    c.register(2, previous=-1)
+    c.heartbeat(1)
+    c.heartbeat(2)
+    c.keep_alive(SESSION + 2000, alive=(1, 2))
+
+
 def fenced_elr_only(config: ProtocolConfig, leaderless: bool = True) -> Cluster:
     """Replicas (0, 1, 2), min ISR 2. The ISR shrinks to 0 (1 and 2 join the
     ELR), 1 and 2 restart uncleanly (ELR -> LastKnownELR), then 0 dies: the
@@ -317,12 +328,7 @@ def test_topic_unclean_leader_election_enable_makes_a_balanced_cluster_aggressiv
         config=recovery_config("Balanced"),
         topic_configs=(("min.insync.replicas", "2"), ("unclean.leader.election.enable", "true")),
     )
-    c.alter(0, [0])
-    c.register(1, previous=-1)
-    c.register(2, previous=-1)
-    c.heartbeat(1)
-    c.heartbeat(2)
-    c.keep_alive(SESSION + 2000, alive=(1, 2))
+    strand_on_a_fenced_elr_member(c)
     assert c.part().elr == (0,) and sorted({b for b, _ in asked(c)}) == [1, 2]
 
 
@@ -336,12 +342,7 @@ def test_a_new_active_controller_starts_the_recovery_again():
     c = Cluster(voters=(100, 101, 102), config=cfg, seed=3)
     c.start_brokers(0, 1, 2)
     assert c.create("t", configs=(("min.insync.replicas", "2"),), assignments=((0, 1, 2),)).error == Errors.NONE
-    c.alter(0, [0])
-    c.register(1, previous=-1)
-    c.register(2, previous=-1)
-    c.heartbeat(1)
-    c.heartbeat(2)
-    c.keep_alive(SESSION + 2000, alive=(1, 2))
+    strand_on_a_fenced_elr_member(c)
     old = c.active_id()
     first = asked(c)
     assert sorted(b for b, _ in first) == [1, 2]
