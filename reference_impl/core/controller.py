@@ -668,9 +668,7 @@ class ControllerRole:
             self._shutdown_offsets[bid] = self.raft.end_offset - 1
         if any(p.leader == bid for p in self._work.partitions.values()):
             return False
-        active = [
-            b for b, r in self._work.brokers.items() if b != bid and not r.fenced and not r.in_controlled_shutdown
-        ]
+        active = [b for b in self._work.brokers if b != bid and self._is_active_broker(b)]
         lowest = min((self._metadata_offsets.get(b, -1) for b in active), default=None)
         if lowest is not None and self._shutdown_offsets[bid] > lowest:
             return False
@@ -783,7 +781,7 @@ class ControllerRole:
             "false",
         ):
             return Errors.INVALID_CONFIG, "unclean.leader.election.enable must be true or false"
-        live = sorted(b for b, reg in self._work.brokers.items() if not reg.fenced and not reg.in_controlled_shutdown)
+        live = sorted(b for b in self._work.brokers if self._is_active_broker(b))
         if t.assignments is not None:
             # ReplicationControlManager.validateManualPartitionAssignment, and
             # createTopic's refusal of a partition with no active replica
