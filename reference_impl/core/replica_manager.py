@@ -563,18 +563,17 @@ class BrokerRole:
     def handle_registration_response(self, msg: BrokerRegistrationResponse, src: NodeId | None, now: int) -> list[Effect]:
         if self.broker_epoch >= 0 or self.halted:
             return []
-        if msg.error == Errors.DUPLICATE_BROKER_REGISTRATION:
-            # our previous incarnation's session is still live at the (right)
-            # controller: ask it again a heartbeat interval later
-            self.registration_sent_at = None
-            self.registration_retry_at = now + self.config.broker_heartbeat_interval_ms
-            self._note(self.registration_retry_at)
-            return []
         if msg.error != Errors.NONE:
-            # retry with the next voter after a short backoff
-            self._controller_failed()
+            if msg.error == Errors.DUPLICATE_BROKER_REGISTRATION:
+                # our previous incarnation's session is still live at the
+                # (right) controller: ask it again a heartbeat interval later
+                backoff = self.config.broker_heartbeat_interval_ms
+            else:
+                # retry with the next voter after a short backoff
+                self._controller_failed()
+                backoff = self.config.alter_partition_retry_backoff_ms
             self.registration_sent_at = None
-            self.registration_retry_at = now + self.config.alter_partition_retry_backoff_ms
+            self.registration_retry_at = now + backoff
             self._note(self.registration_retry_at)
             return []
         if src is not None:
