@@ -223,11 +223,6 @@ class Simulation:
                 f = self._trace_files[nid] = open(d / "trace.jsonl", "wb")
             f.write(encode_trace_line(ev))
 
-    def _track(self, nid: int, kind: str, ev: dict[str, Any]) -> None:
-        track = _TRACKERS.get(kind)
-        if track is not None:
-            track(self, nid, ev)
-
     # the glass-box trackers, one per event kind that moves what the sim shows
     def _track_become_leader(self, nid: int, ev: dict[str, Any]) -> None:
         tp = str(ev.get("tp"))
