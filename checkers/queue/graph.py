@@ -29,7 +29,6 @@ strongly connected components and the shortest cycle explaining each.
 from __future__ import annotations
 
 import time as _time
-from collections import deque
 from typing import Any, Callable
 
 import networkx as nx

@@ -23,7 +23,7 @@ Error codes are Kafka's numeric codes (see :class:`Errors`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 NodeId = int

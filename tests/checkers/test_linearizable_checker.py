@@ -6,7 +6,6 @@ clear errors on bad input."""
 
 from __future__ import annotations
 
-import random
 from functools import lru_cache
 from typing import Any
 

@@ -7,7 +7,7 @@ checkpoint."""
 from __future__ import annotations
 
 from reference_impl.core.config import ProtocolConfig
-from reference_impl.core.effects import FileDelete, FileWrite, Fsync, Halt, Reply
+from reference_impl.core.effects import FileDelete, FileWrite, Fsync, Halt
 from reference_impl.core.messages import (
     Batch,
     BrokerHeartbeatRequest,
