@@ -26,7 +26,8 @@ runtime. A frozen dataclass's generated ``__init__`` sets each field through
 (reference_impl.accel); an explicit one is about twice as fast in Python and
 ten times compiled. So effects are plain (not frozen) slotted dataclasses: a
 runtime consumes each one once, at once, and nothing keeps or mutates them.
-Messages, which travel and may be kept, stay frozen.
+Messages, which travel and may be kept, stay frozen; the hot ones spell out
+their ``__init__`` too (see :mod:`reference_impl.core.messages`).
 """
 
 from __future__ import annotations

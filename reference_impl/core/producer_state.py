@@ -40,13 +40,17 @@ class ProducerEntry:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class SequenceCheck:
     """Outcome of validating a produced batch: ``error`` NONE with
     ``duplicate`` set means "already in the log at that offset"."""
 
     error: int = Errors.NONE
     duplicate: BatchMeta | None = None
+
+    def __init__(self, error: int = Errors.NONE, duplicate: BatchMeta | None = None) -> None:
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "duplicate", duplicate)
 
 
 def _last_seq(first_seq: int, count: int) -> int:

@@ -98,7 +98,7 @@ def parse_log_name(name: str) -> TopicPartition | None:
     return TopicPartition(topic, int(part))
 
 
-@dataclass
+@dataclass(slots=True, init=False)
 class DelayedProduce:
     ref: Any
     tp: TopicPartition
@@ -108,14 +108,33 @@ class DelayedProduce:
     required_offset: int
     deadline: int
 
+    def __init__(
+        self, ref: Any, tp: TopicPartition, acks: int, base_offset: int, count: int, required_offset: int,
+        deadline: int,
+    ) -> None:
+        self.ref = ref
+        self.tp = tp
+        self.acks = acks
+        self.base_offset = base_offset
+        self.count = count
+        self.required_offset = required_offset
+        self.deadline = deadline
 
-@dataclass
+
+@dataclass(slots=True, init=False)
 class DelayedFetch:
     kind: str  # "client" | "replica"
     msg: Any
     src: NodeId | None
     deadline: int
     tps: tuple[TopicPartition, ...]
+
+    def __init__(self, kind: str, msg: Any, src: NodeId | None, deadline: int, tps: tuple[TopicPartition, ...]) -> None:
+        self.kind = kind
+        self.msg = msg
+        self.src = src
+        self.deadline = deadline
+        self.tps = tps
 
 
 @dataclass

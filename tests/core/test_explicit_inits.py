@@ -1,0 +1,123 @@
+"""The hot messages and the broker's delayed operations spell out their
+``__init__`` for speed when compiled (see reference_impl.core.messages); each
+must stay exactly the one ``@dataclass`` would generate: the declared fields,
+in order, by position and by keyword, with the declared defaults, and the
+frozen ones still frozen.
+
+The check runs over every message, generated or not, so a field added to a
+message without its ``__init__`` being updated fails here whichever kind
+the class is."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import sys
+import types
+import typing
+from pathlib import Path
+
+import pytest
+
+from reference_impl.core import messages, producer_state, replica_manager
+from reference_impl.core.messages import Batch, FetchPartitionResponse, ProduceRequest, TopicPartition
+
+ROOT = Path(__file__).resolve().parents[2]
+_counter = itertools.count(1)
+
+
+def sample(tp: typing.Any) -> typing.Any:
+    """A fresh, well-typed value of type ``tp`` (a compiled class checks types)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return sample(next(a for a in typing.get_args(tp) if a is not type(None)))
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return (sample(args[0]),)
+        return tuple(sample(a) for a in args)
+    if origin is dict:
+        return {f"k{next(_counter)}": next(_counter)}
+    if origin is typing.Literal:
+        return typing.get_args(tp)[0]
+    if tp is int:
+        return next(_counter)
+    if tp is str:
+        return f"s{next(_counter)}"
+    if tp is bool:
+        return True
+    if tp is bytes:
+        return b"b%d" % next(_counter)
+    if tp is typing.Any or tp is object:
+        return ("opaque", next(_counter))
+    if dataclasses.is_dataclass(tp):
+        return tp(*[sample(t) for t in _field_types(tp).values()])
+    raise TypeError(f"no sample for {tp!r}")
+
+
+def _field_types(cls: type) -> dict[str, typing.Any]:
+    """The declared field types, read from the source: a compiled class's
+    ``__annotations__`` keep only the outer runtime type (``tuple``, ``type``)."""
+    mod = sys.modules[cls.__module__]
+    tree = _SOURCES.setdefault(mod.__name__, ast.parse((ROOT / (mod.__name__.replace(".", "/") + ".py")).read_text()))
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+    declared = {st.target.id: ast.unparse(st.annotation) for st in node.body
+                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)}
+    namespace = {**vars(typing), **vars(mod)}
+    types_ = {f.name: eval(declared[f.name], namespace) for f in dataclasses.fields(cls)}
+    return {n: eval(t, namespace) if isinstance(t, str) else t for n, t in types_.items()}  # a quoted annotation
+
+
+_SOURCES: dict[str, ast.Module] = {}
+
+
+def _dataclasses(*modules: types.ModuleType) -> list[type]:
+    return [obj for mod in modules for obj in vars(mod).values()
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == mod.__name__]
+
+
+CLASSES = [*_dataclasses(messages), producer_state.SequenceCheck, replica_manager.DelayedProduce,
+           replica_manager.DelayedFetch]
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_constructor_takes_exactly_the_declared_fields_in_order(cls):
+    types_ = _field_types(cls)
+    args = [sample(t) for t in types_.values()]
+    by_position, by_keyword = cls(*args), cls(**dict(zip(types_, args)))
+    for made in (by_position, by_keyword):
+        assert [getattr(made, n) for n in types_] == args
+    if cls.__dataclass_params__.eq:
+        assert by_position == by_keyword  # the dataclass's own __eq__, over the same fields
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_omitted_arguments_take_the_declared_defaults(cls):
+    fields = dataclasses.fields(cls)
+    types_ = _field_types(cls)
+    required = [sample(types_[f.name]) for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    made = cls(*required)
+    for f in fields:
+        if f.default is not dataclasses.MISSING:
+            assert getattr(made, f.name) == f.default, f"{cls.__name__}.{f.name}"
+        elif f.default_factory is not dataclasses.MISSING:
+            assert getattr(made, f.name) == f.default_factory(), f"{cls.__name__}.{f.name}"
+
+
+@pytest.mark.parametrize("cls", [c for c in CLASSES if c.__dataclass_params__.frozen], ids=lambda c: c.__name__)
+def test_frozen_messages_stay_frozen_with_an_explicit_init(cls):
+    made = sample(cls)
+    name = dataclasses.fields(cls)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, name, getattr(made, name))
+
+
+def test_frozen_messages_keep_value_equality_and_hashing():
+    tp = TopicPartition("t", 0)
+    a = ProduceRequest("ref", tp, -1, 1, ("v",), producer_id=7)
+    b = ProduceRequest(ref="ref", tp=tp, acks=-1, count=1, payload=("v",), producer_id=7)
+    assert a == b and hash(a) == hash(b)
+    assert a != ProduceRequest("ref", tp, -1, 1, ("v",), producer_id=8)
+    assert FetchPartitionResponse(tp, 0).batches == () and Batch(0, 1, 2, None).next_offset == 2
