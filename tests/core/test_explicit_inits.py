@@ -21,7 +21,12 @@ from pathlib import Path
 import pytest
 
 from reference_impl.core import messages, producer_state, replica_manager
-from reference_impl.core.messages import Batch, FetchPartitionResponse, ProduceRequest, TopicPartition
+from reference_impl.core.messages import (
+    Batch,
+    FetchPartitionResponse,
+    ProduceRequest,
+    TopicPartition,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 _counter = itertools.count(1)
