@@ -565,16 +565,14 @@ class Partition:
             return (epoch, end)
         return None
 
-    def _response(self, req: FetchPartitionRequest, error: int, **kw) -> FetchPartitionResponse:
-        return FetchPartitionResponse(
-            tp=self.tp,
-            error=error,
-            high_watermark=self.log.hw,
-            last_stable_offset=self.log.hw,
-            log_start_offset=self.log.log_start_offset,
-            current_leader=(self.leader_id, self.leader_epoch) if error != Errors.NONE else None,
-            **kw,
-        )
+    def _response(
+        self, req: FetchPartitionRequest, error: int, batches: tuple[Batch, ...] = (),
+        diverging_epoch: tuple[int, int] | None = None,
+    ) -> FetchPartitionResponse:
+        # every argument by position: the compiled constructor is then a direct call
+        log = self.log
+        leader = (self.leader_id, self.leader_epoch) if error != Errors.NONE else None
+        return FetchPartitionResponse(self.tp, error, log.hw, log.hw, log.log_start_offset, batches, diverging_epoch, leader)
 
     def _max_batches(self, max_bytes: int) -> int:
         # payloads are opaque to the core; budget about 1 KiB per batch
