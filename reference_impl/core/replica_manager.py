@@ -225,10 +225,21 @@ class BrokerRole:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
-        handler = self._HANDLERS.get(type(msg))
-        if handler is None:
-            return []
-        effects = handler(self, msg, src, now)
+        # the three messages of every replicated write first, as direct calls
+        # (compiled, a type test and a native call; the table's lambdas go
+        # through generic Python calls)
+        kind = type(msg)
+        if kind is ReplicaFetchRequest:
+            effects = self.handle_replica_fetch(msg, src, now)
+        elif kind is ReplicaFetchResponse:
+            effects = self.handle_replica_fetch_response(msg, src, now)
+        elif kind is ProduceRequest:
+            effects = self.handle_produce(msg, now)
+        else:
+            handler = self._HANDLERS.get(kind)
+            if handler is None:
+                return []
+            effects = handler(self, msg, src, now)
         if self.alter_pending and self.alter_inflight is None:
             effects += self._maybe_send_alter_partition(now)
         return effects
