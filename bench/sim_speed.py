@@ -8,24 +8,24 @@ per-seed checkers (``SimRun.results``), since the machine is shared.
 
     .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none]
 
-Where it stands (``--time-limit 60 --seeds 4 --jobs 2``, 2-core machine,
-Python 3.11): compiled (reference_impl.accel) 26-30x real time in one
-process over several runs (the simulation alone 31-36x, the per-seed
-checkers ~1.8 of 10.5-12 CPU s), 61-66x for two worker processes together;
-the Python source (``KRAFTWERK_PURE=1``) ~21x. The 100x target is not met.
-This bench keeps no run directory; ``kraftwerk sim --out`` also writes the
-history and the node traces (orjson, buffered): its table's "x realtime"
-(the simulation without the checkers) read 31.6x and 34.4x for seeds 0 and
-1 at these settings (21.2x and 20.9x when traces went through json and each
-history line was flushed). What a seed is
-made of (78 simulated s, ~30k acks=all sends): ~153k messages (per send one
+Where it stands (``--time-limit 60 --seeds 4 --jobs 2``, 2-core shared
+machine, Python 3.11, after one untimed warm-up seed so the process's
+one-off imports are not charged to a seed): compiled (reference_impl.accel)
+36.8x and 38.8x real time in one process in two runs (the simulation alone
+45.6x and 47.7x, the per-seed checkers 1.5-1.6 of 8.0-8.5 CPU s), 79.6x and
+69.1x for two worker processes together; the Python source
+(``KRAFTWERK_PURE=1``, ``--seeds 2``) 19.4x. The 100x target is not met. This
+bench keeps no run directory; ``kraftwerk sim --out`` also writes the
+history and the node traces (orjson, buffered). What a seed is made of
+(78 simulated s, ~30k acks=all sends): ~153k messages (per send one
 produce request and response and ~1.5 follower fetch round trips, batched
-per leader and long-polled: what the protocol needs), ~4.4 trace events
+per leader and long-polled: what the protocol needs), ~25 objects of the
+core's record types built (effects, messages, batches), ~5.4 trace events
 (appends and HWs on every replica, the produce) feeding the invariant
-monitor, two history lines, ~218k events. The profile is flat: the largest
-single costs are freeing short-lived objects (~18%) and frozen message
-construction (~10%, a dataclass's generated __init__ stays interpreted even
-compiled). 100x in one process means ~26 us of CPU per send for all of it.
+monitor (~6% of the run), two history lines, ~218k events. The profile is
+flat: freeing short-lived objects, dict lookups, the monitor, the cyclic
+collector between phases (~3%). 100x in one process means ~26 us of CPU
+per send for all of it; it takes 67-71 us now.
 """
 
 from __future__ import annotations
