@@ -593,6 +593,39 @@ def test_controlled_shutdown_moves_leadership_then_allows_shutdown_once_active_b
     assert reg.in_controlled_shutdown and reg.fenced
 
 
+def test_controlled_shutdown_resumes_on_a_new_controller_after_failover():
+    """Which brokers have reported past the records that moved a shutting-down
+    broker's leadership lives in the active controller's memory (Kafka's
+    BrokerHeartbeatManager, rebuilt empty on a new active controller). After
+    a failover mid-shutdown the new controller has replayed the committed
+    records, so the broker is still in controlled shutdown and leads
+    nothing; its next shutdown heartbeat starts the wait again from the new
+    controller's log end, and it may stop only once every other active
+    broker has reported that far to the new controller."""
+    c = Cluster(voters=(100, 101, 102), seed=4)
+    c.start_brokers(0, 1, 2)
+    assert c.create("t", assignments=((0, 1, 2),)).error == Errors.NONE
+    assert c.part().leader == 0
+    assert not c.heartbeat(0, want_shutdown=True).should_shut_down
+    moved = c.part()
+    assert moved.leader != 0 and 0 not in moved.isr
+    old = c.active_id()
+    c.loop.isolate(old)
+    assert c.loop.run_until_true(lambda: c.active_id() not in (None, old), 30_000)
+    assert c.active.image.brokers[0].in_controlled_shutdown
+    assert c.part().leader == moved.leader and 0 not in c.part().isr  # not moved back
+    resp = c.heartbeat(0, want_shutdown=True)
+    assert not resp.should_shut_down and not resp.is_fenced  # nobody has reported to this controller yet
+    c.heartbeat(1)
+    assert not c.heartbeat(0, want_shutdown=True).should_shut_down  # broker 2 has not
+    c.heartbeat(2, caught_up=False)
+    assert not c.heartbeat(0, want_shutdown=True).should_shut_down  # nor past the new log end
+    c.heartbeat(2)
+    resp = c.heartbeat(0, want_shutdown=True)
+    assert resp.should_shut_down and resp.is_fenced
+    assert c.active.image.brokers[0].fenced and c.part().leader == moved.leader
+
+
 # ---------------------------------------------------------------------------
 # producer ids, traces
 # ---------------------------------------------------------------------------

@@ -426,6 +426,33 @@ def test_controlled_shutdown_moves_leadership_halts_and_leaves_a_clean_shutdown_
     assert s.kinds() == {}
 
 
+def test_controlled_shutdown_completes_when_the_active_controller_dies_midway() -> None:
+    """The shutdown's progress lives in the active controller's memory (Kafka's
+    BrokerHeartbeatManager); killed mid-shutdown, the next controller
+    resumes it from the broker's next shutdown heartbeat: leadership stays
+    moved, the broker halts cleanly, and nothing acknowledged is lost."""
+    from reference_impl.core.storage import CLEAN_SHUTDOWN
+
+    s = Scenario(seed=19)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    assert s.produce(1, tp, [0, 1, 2], acks=-1).error == Errors.NONE
+    old = s.sim.active_controller()
+    s.sim.shutdown(1)
+    s.wait(lambda: s.sim.leader_of(tp) in (2, 3), what="leadership moved off the shutting-down broker")
+    assert not s.sim.host(1).halted
+    s.sim.kill(old)
+    s.wait(lambda: s.sim.host(1).halted, what="the node halting under the next controller")
+    assert s.sim.active_controller() not in (old, -1)
+    assert s.sim.leader_of(tp) in (2, 3)
+    assert CLEAN_SHUTDOWN in s.sim.host(1).disk.stored_state().files
+    assert s.produce_to_leader(tp, 3)[0] == "ok"
+    s.sim.restart(old)
+    s.sim.restart(1)
+    s.wait(lambda: 1 in s.isr_of(tp), what="broker 1 back in the ISR")
+    assert [v for _, v in sorted(s.read_all(tp).items())] == [0, 1, 2, 3]
+    assert s.kinds() == {}
+
+
 def test_a_leader_of_an_empty_epoch_rejoins_the_isr_as_a_follower() -> None:
     """Seed 000 (epoch-based truncation): broker 2 leads epoch 1 without
     appending anything, so its epoch cache ends with (1, LEO). As broker 3's
