@@ -566,8 +566,7 @@ class Partition:
         return None
 
     def _response(
-        self, req: FetchPartitionRequest, error: int, batches: tuple[Batch, ...] = (),
-        diverging_epoch: tuple[int, int] | None = None,
+        self, error: int, batches: tuple[Batch, ...] = (), diverging_epoch: tuple[int, int] | None = None,
     ) -> FetchPartitionResponse:
         # every argument by position: the compiled constructor is then a direct call
         log = self.log
@@ -589,21 +588,21 @@ class Partition:
         """
         err = self.check_leader_request(req.current_leader_epoch)
         if err:
-            return self._response(req, err), [], False
+            return self._response(err), [], False
         r = self.remote.get(replica_id)
         if r is None:
-            return self._response(req, Errors.NOT_LEADER_OR_FOLLOWER), [], False
+            return self._response(Errors.NOT_LEADER_OR_FOLLOWER), [], False
         if broker_epoch >= 0 and r.broker_epoch > broker_epoch:
             # a stale fetch from before the follower rebooted (Replica.java:78-82)
-            return self._response(req, Errors.NOT_LEADER_OR_FOLLOWER), [], False
+            return self._response(Errors.NOT_LEADER_OR_FOLLOWER), [], False
         log = self.log
         # the common case needs no epoch lookup: the follower is in our latest epoch, not past our LEO
         if req.last_fetched_epoch != log.epochs.latest_epoch or req.fetch_offset > log.leo:
             div = self.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
             if div is not None:
-                return self._response(req, Errors.NONE, diverging_epoch=div), [], False
+                return self._response(Errors.NONE, diverging_epoch=div), [], False
         if req.fetch_offset > log.leo or req.fetch_offset < log.log_start_offset:
-            return self._response(req, Errors.OFFSET_OUT_OF_RANGE), [], False
+            return self._response(Errors.OFFSET_OUT_OF_RANGE), [], False
         effects: list[Effect] = []
         hw_changed = False
         if record:
@@ -616,20 +615,20 @@ class Partition:
                 hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
                 effects += hw_effects
         batches = self.log.read(req.fetch_offset, self.log.leo, self._max_batches(req.max_bytes))
-        return self._response(req, Errors.NONE, batches=batches), effects, hw_changed
+        return self._response(Errors.NONE, batches=batches), effects, hw_changed
 
     def serve_client_fetch(self, req: FetchPartitionRequest) -> FetchPartitionResponse:
         """A consumer fetch: only the leader serves, and only below the HW."""
         err = self.check_leader_request(req.current_leader_epoch)
         if err:
-            return self._response(req, err)
+            return self._response(err)
         div = self.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
         if div is not None:
-            return self._response(req, Errors.NONE, diverging_epoch=div)
+            return self._response(Errors.NONE, diverging_epoch=div)
         if req.fetch_offset > self.log.leo or req.fetch_offset < self.log.log_start_offset:
-            return self._response(req, Errors.OFFSET_OUT_OF_RANGE)
+            return self._response(Errors.OFFSET_OUT_OF_RANGE)
         batches = self.log.read(req.fetch_offset, self.log.hw, self._max_batches(req.max_bytes))
-        return self._response(req, Errors.NONE, batches=batches)
+        return self._response(Errors.NONE, batches=batches)
 
     def list_offset(self, timestamp: int, current_leader_epoch: int) -> tuple[int, int, int]:
         """ListOffsets on the leader: (error, offset, leader_epoch).

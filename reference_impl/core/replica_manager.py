@@ -225,9 +225,9 @@ class BrokerRole:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
-        # the three messages of every replicated write first, as direct calls
-        # (compiled, a type test and a native call; the table's lambdas go
-        # through generic Python calls)
+        # the three messages of every replicated write are dispatched here,
+        # directly (compiled, a type test and a native call; the table's
+        # lambdas go through generic Python calls); the rest by the table
         kind = type(msg)
         if kind is ReplicaFetchRequest:
             effects = self.handle_replica_fetch(msg, src, now)
@@ -1152,7 +1152,6 @@ class BrokerRole:
         return [Reply(CreateTopicsResponse(ref, msg.results))]
 
     _HANDLERS: ClassVar[dict[type, Callable[[Any, Any, NodeId | None, int], list[Effect]]]] = {
-        ProduceRequest: lambda self, m, src, now: self.handle_produce(m, now),
         ClientFetchRequest: lambda self, m, src, now: self.handle_client_fetch(m, now),
         ListOffsetsRequest: lambda self, m, src, now: self.handle_list_offsets(m, now),
         MetadataRequest: lambda self, m, src, now: self.handle_metadata(m, now),
@@ -1161,8 +1160,6 @@ class BrokerRole:
         CreateTopicsResponse: lambda self, m, src, now: self.handle_create_topics_response(m, src, now),
         OffsetForLeaderEpochRequest: lambda self, m, src, now: self.handle_offset_for_leader_epoch(m, src, now),
         OffsetForLeaderEpochResponse: lambda self, m, src, now: self.handle_offset_for_leader_epoch_response(m, src, now),
-        ReplicaFetchRequest: lambda self, m, src, now: self.handle_replica_fetch(m, src, now),
-        ReplicaFetchResponse: lambda self, m, src, now: self.handle_replica_fetch_response(m, src, now),
         BrokerRegistrationResponse: lambda self, m, src, now: self.handle_registration_response(m, src, now),
         BrokerHeartbeatResponse: lambda self, m, src, now: self.handle_heartbeat_response(m, src, now),
         AlterPartitionResponse: lambda self, m, src, now: self.handle_alter_partition_response(m, src, now),
