@@ -49,6 +49,7 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
+from .events import TimeoutQueue
 from .history import History
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ class Endpoint:
         self.name = name
         self._rid = 0
         self._pending: dict[int, Callable[[Any], None]] = {}
+        # one queue per timeout length; see TimeoutQueue for why not loop.after
+        self._timeouts: dict[int, TimeoutQueue] = {}
         sim.net.attach(name, self._receive)
 
     def request(self, node: int, make: Callable[[Any], Any], on_reply: Callable[[Any], None], timeout_ms: int) -> None:
@@ -95,7 +98,13 @@ class Endpoint:
         rid = self._rid
         self._pending[rid] = on_reply
         self.sim.net.send(self.name, node, make((self.name, rid)))
-        self.sim.loop.after(timeout_ms, self._timeout, rid)
+        q = self._timeouts.get(timeout_ms)
+        if q is None:
+            q = self._timeouts[timeout_ms] = TimeoutQueue(self.sim.loop, timeout_ms, self._timeout, self._waiting)
+        q.add(rid)
+
+    def _waiting(self, rid: int) -> bool:
+        return rid in self._pending
 
     def _timeout(self, rid: int) -> None:
         cb = self._pending.pop(rid, None)

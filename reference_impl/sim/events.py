@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+from collections import deque
 from heapq import heappush
 from typing import Any, Callable
 
@@ -80,3 +81,62 @@ class EventLoop:
 
     def pending(self) -> int:
         return len(self._heap)
+
+
+class TimeoutQueue:
+    """Timeouts of one fixed delay that almost never fire, kept out of the heap.
+
+    A simulated client arms a timeout with every request and the reply nearly
+    always comes first. One heap event per timeout was ~30k events per
+    simulated minute that did nothing, and they kept the heap ~25x larger
+    (~2.5k entries at 500 requests/s with a 5 s timeout), so every push and
+    pop went several levels deeper.
+
+    Here a timeout still takes, when it is added, the ``(time, seq)`` place
+    :meth:`EventLoop.after` would give it; the delay is fixed, so the queue
+    is in that order. Only its oldest entry sits in the heap, under its own
+    place. When that place comes up the entry fires if ``live(key)`` still
+    holds, the entries no longer live behind it are dropped, and the next
+    live one goes into the heap under its own place. A timeout that fires
+    therefore runs exactly where an ``after`` event would have run, so a seed
+    replays to the same history; only the loop's step count no longer
+    includes the timeouts that did nothing.
+
+    Invariant: whenever the queue is not empty, its first entry is in the heap.
+    """
+
+    def __init__(self, loop: EventLoop, delay: int, fire: Callable[[int], None], live: Callable[[int], bool]) -> None:
+        self.loop = loop
+        self.delay = max(0, int(delay))
+        self._fire = fire
+        self._live = live
+        self._q: deque[tuple[int, int, int]] = deque()
+        self._armed = False
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def add(self, key: int) -> None:
+        """A timeout for ``key`` ``delay`` ms from now, in the place ``loop.after`` would give it."""
+        loop = self.loop
+        seq = loop._seq = loop._seq + 1
+        when = loop.now + self.delay
+        self._q.append((when, seq, key))
+        if not self._armed:
+            self._armed = True
+            heappush(loop._heap, (when, seq, self._due, ()))
+
+    def _due(self) -> None:
+        q = self._q
+        key = q.popleft()[2]
+        # still armed while it fires: a timeout added meanwhile only queues
+        if self._live(key):
+            self._fire(key)
+        live = self._live
+        while q and not live(q[0][2]):
+            q.popleft()
+        if q:
+            when, seq, _ = q[0]
+            heappush(self.loop._heap, (when, seq, self._due, ()))
+        else:
+            self._armed = False

@@ -12,7 +12,7 @@ from reference_impl.core.messages import Batch, MetadataEntry, NoOpRecord
 from reference_impl.core.storage import QuorumState
 from reference_impl.sim.clock import NodeClock
 from reference_impl.sim.disk import Disk
-from reference_impl.sim.events import EventLoop
+from reference_impl.sim.events import EventLoop, TimeoutQueue
 from reference_impl.sim.nemesis import GROUPS, NemesisError, expand
 from reference_impl.sim.network import LinkProfile, Network, bisect, isolate, majorities_ring, one_way
 
@@ -51,6 +51,74 @@ def test_events_scheduled_in_the_past_run_now_not_before() -> None:
     loop.at(10, lambda: got.append(loop.now))
     loop.run_until(60)
     assert got == [50]
+
+
+def _timeout_schedule(seed: int, lazy: bool) -> tuple[list[tuple[int, str]], int]:
+    """A random mix of plain events and timeouts (most cancelled before they
+    are due, some re-armed from inside a firing one), run with per-timeout
+    ``loop.after`` events or with :class:`TimeoutQueue`s; what ran, and when."""
+    rng = random.Random(seed)
+    loop = EventLoop()
+    seen: list[tuple[int, str]] = []
+    pending: set[int] = set()
+    queues: dict[int, TimeoutQueue] = {}
+    next_key = [0]
+
+    def fire(key: int) -> None:
+        pending.discard(key)
+        seen.append((loop.now, f"timeout {key}"))
+        if key % 3 == 0:  # a retry from inside the firing timeout
+            arm(rng.choice((5, 9)))
+
+    def arm(delay: int) -> None:
+        next_key[0] += 1
+        key = next_key[0]
+        pending.add(key)
+        if lazy:
+            q = queues.get(delay)
+            if q is None:
+                q = queues[delay] = TimeoutQueue(loop, delay, fire, pending.__contains__)
+            q.add(key)
+        else:
+            loop.after(delay, lambda k=key: fire(k) if k in pending else None)
+
+    def step(i: int) -> None:
+        seen.append((loop.now, f"event {i}"))
+        r = rng.random()
+        if r < 0.5:
+            arm(rng.choice((5, 9)))
+        elif r < 0.8 and pending:
+            pending.discard(rng.choice(sorted(pending)))  # the reply came first
+        if i < 400:
+            loop.after(rng.choice((0, 1, 2, 5)), step, i + 1)
+
+    loop.at(0, step, 0)
+    loop.run_until(10_000)
+    return seen, loop.steps
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_timeout_queue_fires_each_live_timeout_exactly_where_loop_after_would(seed: int) -> None:
+    eager, eager_steps = _timeout_schedule(seed, lazy=False)
+    lazy, lazy_steps = _timeout_schedule(seed, lazy=True)
+    assert any(what.startswith("timeout") for _, what in eager)
+    assert lazy == eager
+    assert lazy_steps < eager_steps  # the cancelled ones never became events
+
+
+def test_a_timeout_queue_keeps_only_its_oldest_entry_in_the_heap() -> None:
+    loop = EventLoop()
+    live = {1, 2, 3}
+    fired: list[tuple[int, int]] = []
+    q = TimeoutQueue(loop, 100, lambda k: fired.append((loop.now, k)), live.__contains__)
+    for k in (1, 2, 3):
+        q.add(k)
+        loop.run_until(loop.now + 10)
+    assert loop.pending() == 1 and len(q) == 3
+    live.discard(2)
+    loop.run_until(1000)
+    assert fired == [(100, 1), (120, 3)]
+    assert len(q) == 0 and loop.pending() == 0
 
 
 # -- clocks ---------------------------------------------------------------------------------------
