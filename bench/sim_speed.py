@@ -58,7 +58,7 @@ def main() -> None:
     print(f"core and simulator: {accel.status()}")
     # one short untimed seed first: the imports (the checkers bring networkx)
     # are paid once per process, not per seed, as kraftwerk sim's workers do
-    SimRun(opts.with_(time_limit_s=1.0), a.seeds).run()
+    SimRun(opts.with_(time_limit_s=1.0), a.seeds).run(release=True)
     tot_sim = tot_wall = tot_cpu = tot_check = 0.0
     for seed in range(a.seeds):
         t0 = time.perf_counter()
@@ -75,7 +75,7 @@ def main() -> None:
                 check_cpu[0] += time.process_time() - c
 
         run.results = timed_results
-        res = run.run()
+        res = run.run(release=True)  # as kraftwerk sim's run_seed does
         wall = time.perf_counter() - t0
         cpu = time.process_time() - c0
         sim_s = run.sim.now / 1000.0

@@ -82,6 +82,10 @@ class EventLoop:
     def pending(self) -> int:
         return len(self._heap)
 
+    def clear(self) -> None:
+        """Drop every pending event (a finished run's: see ``Simulation.release``)."""
+        self._heap.clear()
+
 
 class TimeoutQueue:
     """Timeouts of one fixed delay that almost never fire, kept out of the heap.

@@ -24,6 +24,7 @@ from reference_impl.core.config import ProtocolConfig
 from reference_impl.core.messages import BrokerEndpoint, TopicPartition
 from reference_impl.trace_format import encode_trace_line, stamp
 
+from .disk import Disk
 from .events import EventLoop
 from .host import DOWN, PAUSED, UP, Host
 from .network import Endpoint, LinkProfile, Network
@@ -284,6 +285,18 @@ class Simulation:
         for f in self._trace_files.values():
             f.close()
         self._trace_files = {}
+
+    def release(self) -> None:
+        """Let go of a finished run's state: pending events, the nodes and
+        their disks. The hosts, the clients and the loop's pending events
+        point at each other, so what hangs off them (logs, page caches) would
+        otherwise wait for a pass of the cyclic collector; dropped here,
+        reference counting frees it at once. The simulation cannot run on."""
+        self.loop.clear()
+        self._trace_listeners = []
+        for h in self.hosts.values():
+            h.node = None
+            h.disk = Disk()
 
 
 _TRACKERS: dict[str, Callable[[Simulation, int, dict[str, Any]], None]] = {
