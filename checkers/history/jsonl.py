@@ -28,6 +28,17 @@ def encode_line(op: Op) -> str:
     return encode_fields(op.to_dict())
 
 
+def encode_line_bytes(op: Op) -> bytes:
+    """:func:`encode_line` as UTF-8 bytes, for a recorder that hashes every
+    line (the simulator's history digest) and would otherwise decode
+    orjson's bytes only to encode them again."""
+    fields = op.to_dict()
+    try:
+        return orjson.dumps(fields, option=_LINE)
+    except TypeError:  # orjson.JSONEncodeError: the fallbacks of encode_fields
+        return encode_fields(fields).encode()
+
+
 _JSON = json.JSONEncoder(separators=(",", ":"))
 _JSON_ANY = json.JSONEncoder(separators=(",", ":"), default=repr)
 
