@@ -85,10 +85,47 @@ class Errors:
     RETRIABLE: Final = frozenset({5, 6, 7, 19, 20, 74, 75, 78})
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True, eq=False, init=False)
 class TopicPartition:
     topic: str
     partition: int
+
+    # Spelt out, so mypyc compiles them (see Batch): the generated methods
+    # are interpreted Python, and a partition is hashed, and often compared,
+    # several times per simulated message (every dict keyed by it). They
+    # mean what dataclass(eq=True, order=True) would: field tuples compared,
+    # the hash of the field tuple.
+    def __init__(self, topic: str, partition: int) -> None:
+        object.__setattr__(self, "topic", topic)
+        object.__setattr__(self, "partition", partition)
+
+    def __hash__(self) -> int:
+        return hash((self.topic, self.partition))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TopicPartition):
+            return NotImplemented
+        return self.partition == other.partition and self.topic == other.topic
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, TopicPartition):
+            return NotImplemented
+        return (self.topic, self.partition) < (other.topic, other.partition)
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, TopicPartition):
+            return NotImplemented
+        return (self.topic, self.partition) <= (other.topic, other.partition)
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, TopicPartition):
+            return NotImplemented
+        return (self.topic, self.partition) > (other.topic, other.partition)
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, TopicPartition):
+            return NotImplemented
+        return (self.topic, self.partition) >= (other.topic, other.partition)
 
     def __str__(self) -> str:  # Kafka's own spelling, also the history key
         return f"{self.topic}-{self.partition}"

@@ -116,3 +116,22 @@ def test_frozen_messages_keep_value_equality_and_hashing():
     assert a == b and hash(a) == hash(b)
     assert a != ProduceRequest("ref", tp, -1, 1, ("v",), producer_id=8)
     assert FetchPartitionResponse(tp, 0).batches == () and Batch(0, 1, 2, None).next_offset == 2
+
+
+def test_topic_partition_compares_orders_and_hashes_as_its_field_tuple() -> None:
+    """TopicPartition spells out __eq__, __hash__ and the orderings (compiled,
+    they are no longer interpreted calls on every dict lookup); they must
+    mean what dataclass(eq=True, order=True) meant: its (topic, partition)."""
+    parts = [TopicPartition(t, p) for t in ("a", "b", "t-1") for p in (0, 1, 10)]
+    for x, y in itertools.product(parts, repeat=2):
+        tx, ty = (x.topic, x.partition), (y.topic, y.partition)
+        assert (x == y, x != y, x < y, x <= y, x > y, x >= y) == (tx == ty, tx != ty, tx < ty, tx <= ty, tx > ty, tx >= ty)
+        assert (hash(x) == hash(y)) == (tx == ty)
+    twin = TopicPartition("a", 1)
+    assert hash(twin) == hash(("a", 1)) and {TopicPartition("a", 1): "x"}[twin] == "x"
+    assert sorted(reversed(parts)) == parts
+    assert (twin == ("a", 1)) is False and (twin != ("a", 1)) is True
+    with pytest.raises(TypeError):
+        twin < ("a", 2)  # noqa: B015 - the comparison itself must raise
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        twin.partition = 2  # type: ignore[misc]
