@@ -15,7 +15,7 @@ from .op import OP_TYPES, HistoryError, Op
 
 #: compact JSON, non-string keys written as strings (as :mod:`json` does),
 #: and the newline appended by the encoder itself
-_LINE = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+LINE_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 
 
 def encode_line(op: Op) -> str:
@@ -26,17 +26,6 @@ def encode_line(op: Op) -> str:
     thread), and orjson encodes an operation about ten times faster. Its
     output is plain compact JSON that :mod:`json` reads back unchanged."""
     return encode_fields(op.to_dict())
-
-
-def encode_line_bytes(op: Op) -> bytes:
-    """:func:`encode_line` as UTF-8 bytes, for a recorder that hashes every
-    line (the simulator's history digest) and would otherwise decode
-    orjson's bytes only to encode them again."""
-    fields = op.to_dict()
-    try:
-        return orjson.dumps(fields, option=_LINE)
-    except TypeError:  # orjson.JSONEncodeError: the fallbacks of encode_fields
-        return encode_fields(fields).encode()
 
 
 _JSON = json.JSONEncoder(separators=(",", ":"))
@@ -53,7 +42,7 @@ def encode_fields(fields: dict[str, Any]) -> str:
     cannot hold at all (a set, say) is written as its ``repr``. A float NaN
     or infinity is written as ``null`` (standard JSON has neither)."""
     try:
-        return orjson.dumps(fields, option=_LINE).decode()
+        return orjson.dumps(fields, option=LINE_OPTIONS).decode()
     except TypeError:  # orjson.JSONEncodeError
         pass
     try:

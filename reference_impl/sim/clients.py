@@ -225,6 +225,49 @@ class Workload:
             c.abandon()
 
 
+class Arrivals:
+    """The workload's open-loop arrivals: a Poisson process at ``rate``
+    operations per simulated second, each handed to a producer chosen at
+    random among the idle ones (none idle: the arrival is counted in
+    :attr:`skipped`). Compiled with the clients: one arrival per operation,
+    and picking among the idle producers walks them all."""
+
+    def __init__(self, sim: "Simulation", producers: list["Producer"], rate: float) -> None:
+        self.sim = sim
+        self.producers = producers
+        self.rate = rate
+        self.running = False
+        self.skipped = 0
+        # a float clock keeps the long-run rate exact although events land
+        # on whole milliseconds
+        self._t = 0.0
+
+    def start(self) -> None:
+        self.running = True
+        if self.rate > 0:
+            self._next()
+
+    def stop(self) -> None:
+        self.running = False
+
+    def _next(self) -> None:
+        sim = self.sim
+        if self._t < sim.loop.now:
+            self._t = float(sim.loop.now)
+        self._t += sim.rng.expovariate(self.rate) * 1000.0
+        sim.loop.at(int(self._t), self._arrive)
+
+    def _arrive(self) -> None:
+        if not self.running:
+            return
+        idle = [p for p in self.producers if not p.busy]
+        if idle:
+            self.sim.rng.choice(idle).send()
+        else:
+            self.skipped += 1
+        self._next()
+
+
 class Producer:
     def __init__(self, wl: Workload, name: str, process: int, acks: str, idempotent: bool = False) -> None:
         self.wl = wl

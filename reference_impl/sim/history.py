@@ -12,8 +12,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from checkers.history import JsonlWriter, Op
-from checkers.history.jsonl import encode_line_bytes
+from checkers.history.jsonl import LINE_OPTIONS, encode_fields
 
 #: history lines buffered between flushes to the OS
 FLUSH_EVERY = 512
@@ -31,10 +33,23 @@ class History:
     def record(self, vt_ms: int, process: Any, type_: str, f: str, value: Any, error: Any = None, **extra: Any) -> Op:
         # by position: Op's generated __init__ parses keywords in Python, a
         # third of the recorder's time
-        op = Op(type_, f, value, process, vt_ms * 1_000_000, len(self.ops), error, extra)
+        t = vt_ms * 1_000_000
+        index = len(self.ops)
+        op = Op(type_, f, value, process, t, index, error, extra)
         self.ops.append(op)
-        # encoded once: the line both goes to history.jsonl and feeds the digest
-        line = encode_line_bytes(op)
+        # encoded once: the line both goes to history.jsonl and feeds the
+        # digest. The fields are Op.to_dict's, in its order (a test holds the
+        # two together), built here because this runs compiled and to_dict
+        # and encode_line do not.
+        fields = {"index": index, "time": t, "process": process, "type": type_, "f": f, "value": value}
+        if error is not None:
+            fields["error"] = error
+        if extra:
+            fields.update(extra)
+        try:
+            line = orjson.dumps(fields, option=LINE_OPTIONS)
+        except TypeError:  # orjson.JSONEncodeError: encode_fields' fallbacks
+            line = encode_fields(fields).encode()
         self._sha.update(line)
         if self._writer is not None:
             self._writer.write_line(line.decode())

@@ -20,7 +20,7 @@ from harness import store
 from reference_impl import accel
 from reference_impl.core.messages import NewTopic, TopicPartition
 
-from .clients import Admin, ClientConfig, Consumer, Workload
+from .clients import Admin, Arrivals, ClientConfig, Consumer, Workload
 from .history import History
 from .nemesis import Nemesis
 from .network import LinkProfile
@@ -57,8 +57,7 @@ class SimRun:
                                client_names=lambda: [c.ep.name for c in self.wl.producers + self.wl.consumers])
         self.setup_ok = False
         self.generating = False
-        self.skipped = 0
-        self._arrival_t = 0.0
+        self.arrivals = Arrivals(self.sim, self.wl.producers, o.rate)
         self.final_readers: list[Consumer] = []
         self.t0 = 0
         self.t_end = 0
@@ -84,31 +83,11 @@ class SimRun:
         self.t0 = sim.now
         self.t_end = self.t0 + int(o.time_limit_s * 1000)
         self.generating = True
-        if o.rate > 0:
-            self._next_arrival()
+        self.arrivals.start()
         for c in self.wl.consumers:
             sim.at(self.t0 + sim.rng.randint(0, self.client_config.poll_interval_ms), self._consumer_loop, c)
         self.nemesis.schedule(self.t0 + int(o.warmup_s * 1000), self.t_end)
         sim.at(self.t_end, self._stop_generating)
-
-    def _next_arrival(self) -> None:
-        """Poisson arrivals at ``rate``; the float clock keeps the long-run
-        rate exact although events land on whole milliseconds."""
-        sim = self.sim
-        if self._arrival_t < sim.now:
-            self._arrival_t = float(sim.now)
-        self._arrival_t += sim.rng.expovariate(self.opts.rate) * 1000.0
-        sim.loop.at(int(self._arrival_t), self._arrive)
-
-    def _arrive(self) -> None:
-        if not self.generating:
-            return
-        idle = [p for p in self.wl.producers if not p.busy]
-        if idle:
-            self.sim.rng.choice(idle).send()
-        else:
-            self.skipped += 1
-        self._next_arrival()
 
     def _consumer_loop(self, c: Consumer) -> None:
         if not self.generating:
@@ -117,6 +96,7 @@ class SimRun:
 
     def _stop_generating(self) -> None:
         self.generating = False
+        self.arrivals.stop()
 
     def final_phase(self) -> None:
         """Heal everything, restart the dead, wait, then final reads per key."""
@@ -222,7 +202,7 @@ class SimRun:
             "accelerator": accel.status(),
             "messages": {"sent": sim.net.sent, "delivered": sim.net.delivered, "dropped": sim.net.dropped},
             "faults": self.nemesis.started,
-            "skipped_arrivals": self.skipped,
+            "skipped_arrivals": self.arrivals.skipped,
             "final_read_incomplete": list(fr.get("incomplete_keys", [])),
             "trace_events": dict(sorted(sim.trace_counts.items())),
             "node_crashes": [{"node": c.node, "t": c.t, "error": c.error} for c in sim.crashes[:10]],

@@ -175,10 +175,3 @@ def test_writer_flushes_every_line_by_default_and_every_n_lines_when_asked(tmp_p
     every.close()
     assert (tmp_path / "b.jsonl").read_text() == "".join(encode_line(o) for o in ops)
 
-
-@pytest.mark.parametrize("value", [[["send", "t-0", [4, 7]]], {"t-0": [[0, 1]], 3: "x"}, 2**70, {1, 2}, float("nan"), "é"])
-def test_the_byte_line_is_the_text_line_encoded_including_the_fallbacks(value: object) -> None:
-    from checkers.history.jsonl import encode_line, encode_line_bytes
-
-    op = Op(type="ok", f="send", value=value, process=1, time=5, index=2, error=None, extra={"acks": "all"})
-    assert encode_line_bytes(op) == encode_line(op).encode()
