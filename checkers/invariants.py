@@ -56,7 +56,7 @@ import heapq
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 Runs = list[tuple[int, int]]  # (start offset, leader epoch), ascending
 
@@ -67,7 +67,7 @@ MAX_EXAMPLES_PER_KIND = 20
 class Violation:
     kind: str
     message: str
-    t: int
+    t: Any  # as the event spelt it
     node: Any
     step: int
     seed: Any = None
@@ -133,7 +133,7 @@ class InvariantMonitor:
     """Feed events with :meth:`observe`; read :attr:`violations` (first
     ``MAX_EXAMPLES_PER_KIND`` per kind) and :attr:`counts` (all)."""
 
-    def __init__(self, seed: Any = None, min_isr: int | dict[str, int] | None = None) -> None:
+    def __init__(self, seed: Any = None, min_isr: Any = None) -> None:
         self.seed = seed
         self._min_isr = min_isr
         self.step = 0
@@ -153,7 +153,7 @@ class InvariantMonitor:
         if self.counts[kind] <= MAX_EXAMPLES_PER_KIND:
             self.violations.append(Violation(kind, msg, ev.get("t", -1), ev.get("node"), self.step, self.seed, tp))
 
-    def min_isr(self, tp: str) -> int | None:
+    def min_isr(self, tp: str) -> Any:
         m = self._min_isr
         if m is None or isinstance(m, int):
             return m
@@ -423,7 +423,8 @@ class InvariantMonitor:
         self._violate("node-crash", ev, str(ev.get("error")))
 
 
-_HANDLERS = {
+#: event kind -> handler; keyed by Any: a kind read from a trace file may be anything
+_HANDLERS: dict[Any, Callable[[InvariantMonitor, dict[str, Any]], None]] = {
     "node_start": InvariantMonitor._on_node_start,
     "loaded": InvariantMonitor._on_loaded,
     "append": InvariantMonitor._on_append,
@@ -467,10 +468,10 @@ def iter_trace_dir(run_dir: str | Path) -> Iterator[dict[str, Any]]:
                         t_us = int(ev.get("t", 0) or 0) * 1000
                     yield (int(t_us), int(ev.get("seq", 0) or 0), i, n, ev)
 
-    for _, _, _, _, ev in heapq.merge(*(one(i, p) for i, p in enumerate(files))):
+    for _, _, _, _, ev in heapq.merge(*[one(i, p) for i, p in enumerate(files)]):
         yield ev
 
 
-def check_trace_dir(run_dir: str | Path, seed: Any = None, min_isr: int | dict[str, int] | None = None) -> dict[str, Any]:
+def check_trace_dir(run_dir: str | Path, seed: Any = None, min_isr: Any = None) -> dict[str, Any]:
     """Run the monitor over a run directory's traces; returns :meth:`InvariantMonitor.summary`."""
     return InvariantMonitor(seed=seed, min_isr=min_isr).observe_all(iter_trace_dir(run_dir)).summary()

@@ -39,7 +39,8 @@ GROUP = "kraftwerk_accel"
 ENV_PURE = "KRAFTWERK_PURE"
 
 #: the modules compiled, as paths relative to the repository root: the
-#: sans-IO core and the simulator's event loop, network, hosts and clients.
+#: sans-IO core, the simulator's event loop, network, hosts and clients, and
+#: the invariant monitor (it sees every trace event the simulator emits).
 #: Scripting helpers and test kits stay Python (they are not hot, and tests
 #: patch them).
 MODULES: tuple[str, ...] = (
@@ -65,6 +66,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/sim/simulation.py",
     "reference_impl/sim/clients.py",
     "reference_impl/sim/history.py",
+    "checkers/invariants.py",
 )
 
 _status = "pure: not installed"
