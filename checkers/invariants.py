@@ -443,11 +443,19 @@ _HANDLERS: dict[Any, Callable[[InvariantMonitor, dict[str, Any]], None]] = {
 # -- reading real runs' traces -------------------------------------------------------------------------
 
 
-def iter_trace_dir(run_dir: str | Path) -> Iterator[dict[str, Any]]:
-    """Events of every ``nodes/*/trace.jsonl`` merged by time, at the finest
-    stamp each runtime writes: ``t_us`` (the server: microseconds of one
-    host's wall clock) else ``t`` in ms; then ``seq`` (the simulator's total
-    order); then node directory and line order. Malformed lines are skipped.
+class TraceError(ValueError):
+    """A trace event the monitor cannot read (a field of the wrong type or
+    missing); the message names ``file:line``."""
+
+
+def _located_events(run_dir: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(``file:line``, event) of every ``nodes/*/trace.jsonl`` merged by
+    time, at the finest stamp each runtime writes: ``t_us`` (the server:
+    microseconds of one host's wall clock) else ``t`` in ms; then ``seq``
+    (the simulator's total order); then node directory and line order.
+    Lines that are not JSON objects are skipped (a node killed mid-write
+    leaves a torn last line); an object whose time stamps are not numbers
+    is a :class:`TraceError`.
 
     Millisecond ties matter: a follower's append and the leader's ISR
     expansion triggered by the fetch right after it often share a
@@ -455,7 +463,7 @@ def iter_trace_dir(run_dir: str | Path) -> Iterator[dict[str, Any]]:
     ISR expansion that never happened."""
     files = sorted(Path(run_dir).glob("nodes/*/trace.jsonl"))
 
-    def one(i: int, p: Path) -> Iterator[tuple[int, int, int, int, dict[str, Any]]]:
+    def one(i: int, p: Path) -> Iterator[tuple[int, int, int, int, str, dict[str, Any]]]:
         with open(p, encoding="utf-8", errors="replace") as f:
             for n, line in enumerate(f):
                 try:
@@ -463,15 +471,36 @@ def iter_trace_dir(run_dir: str | Path) -> Iterator[dict[str, Any]]:
                 except json.JSONDecodeError:
                     continue
                 if isinstance(ev, dict):
-                    t_us = ev.get("t_us")
-                    if t_us is None:
-                        t_us = int(ev.get("t", 0) or 0) * 1000
-                    yield (int(t_us), int(ev.get("seq", 0) or 0), i, n, ev)
+                    where = f"{p}:{n + 1}"
+                    try:
+                        t_us = ev.get("t_us")
+                        if t_us is None:
+                            t_us = int(ev.get("t", 0) or 0) * 1000
+                        key = (int(t_us), int(ev.get("seq", 0) or 0))
+                    except (TypeError, ValueError) as e:
+                        raise TraceError(f"{where}: bad time stamp ({e})") from None
+                    yield (key[0], key[1], i, n, where, ev)
 
-    for _, _, _, _, ev in heapq.merge(*[one(i, p) for i, p in enumerate(files)]):
+    for _, _, _, _, where, ev in heapq.merge(*[one(i, p) for i, p in enumerate(files)]):
+        yield where, ev
+
+
+def iter_trace_dir(run_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """The events of a run directory's traces in merged order (see
+    :func:`_located_events`)."""
+    for _, ev in _located_events(run_dir):
         yield ev
 
 
 def check_trace_dir(run_dir: str | Path, seed: Any = None, min_isr: Any = None) -> dict[str, Any]:
-    """Run the monitor over a run directory's traces; returns :meth:`InvariantMonitor.summary`."""
-    return InvariantMonitor(seed=seed, min_isr=min_isr).observe_all(iter_trace_dir(run_dir)).summary()
+    """Run the monitor over a run directory's traces; returns
+    :meth:`InvariantMonitor.summary`. An event the monitor cannot read
+    raises :class:`TraceError` naming its file and line."""
+    mon = InvariantMonitor(seed=seed, min_isr=min_isr)
+    for where, ev in _located_events(run_dir):
+        try:
+            mon.observe(ev)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            what = f"missing field {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+            raise TraceError(f"{where}: unreadable {ev.get('kind')!r} event ({what})") from None
+    return mon.summary()

@@ -225,7 +225,12 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     if run_dir is not None and model == "queue":
         from checkers.check import trace_invariants
 
-        invariants = trace_invariants(run_dir, test)
+        from checkers.invariants import TraceError
+
+        try:
+            invariants = trace_invariants(run_dir, test)
+        except TraceError as e:
+            raise UsageError(f"bad trace: {e}") from None
     try:
         res = check_history(ops, model=model, engine=engine, spark_master=spark_master,
                             time_budget=time_budget, test=test, queue_options=queue_options,

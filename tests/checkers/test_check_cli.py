@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,27 @@ def test_malformed_line_exits_2_with_one_line_naming_file_and_line(files) -> Non
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and "malformed.jsonl:4:" in err[0]
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("event,what", [
+    ({"t": 5, "node": 1, "kind": "append", "tp": "t-0", "base": "x", "count": 1, "epoch": 0}, "unreadable 'append' event"),
+    ({"t": 5, "node": 1, "kind": "hw", "tp": "t-0"}, "missing field 'hw'"),
+    ({"t": "soon", "node": 1, "kind": "hw", "tp": "t-0", "hw": 1}, "bad time stamp"),
+])
+def test_a_malformed_trace_event_exits_2_with_one_line_naming_file_and_line(files, tmp_path, event, what) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(files["run"], run_dir)
+    trace = run_dir / "nodes" / "1" / "trace.jsonl"
+    trace.parent.mkdir(parents=True)
+    good = {"t": 1, "node": 1, "kind": "hw", "tp": "t-0", "hw": 0, "leo": 0, "role": "leader"}
+    trace.write_text(json.dumps(good) + "\n" + json.dumps(event) + "\n")
+    history = (run_dir / "history.jsonl").read_bytes()
+    p = run("check", str(run_dir))
+    assert p.returncode == 2, p.stderr
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and f"{trace}:2:" in err[0] and what in err[0], err
+    assert "Traceback" not in p.stderr
+    assert (run_dir / "history.jsonl").read_bytes() == history
 
 
 def test_truncated_last_line_is_tolerated_and_reported(files) -> None:
