@@ -188,12 +188,16 @@ class Host:
         me = self.node_id
         inc = self.incarnation
         for eff in effects:
-            t = type(eff)
-            if t is Send:
+            # isinstance, not type(eff) is ...: it narrows the type, so the
+            # compiled code reads the effect's fields natively, not by name
+            if isinstance(eff, Send):
                 sim.net.send(me, eff.dst, eff.msg)
-            elif t is TraceEvent:
+                continue
+            if isinstance(eff, TraceEvent):
                 sim.trace(me, eff.kind, eff.data)
-            elif t is Timer:
+                continue
+            t = type(eff)
+            if t is Timer:
                 vt = self.clock.virtual_time(eff.at)
                 loop = sim.loop
                 if vt < loop.now:
