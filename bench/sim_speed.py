@@ -10,22 +10,23 @@ per-seed checkers (``SimRun.results``), since the machine is shared.
 
 Where it stands (``--time-limit 60 --seeds 4 --jobs 2``, 2-core shared
 machine, Python 3.11, after one untimed warm-up seed so the process's
-one-off imports are not charged to a seed): compiled (reference_impl.accel)
-36.8x and 38.8x real time in one process in two runs (the simulation alone
-45.6x and 47.7x, the per-seed checkers 1.5-1.6 of 8.0-8.5 CPU s), 79.6x and
-69.1x for two worker processes together; the Python source
-(``KRAFTWERK_PURE=1``, ``--seeds 2``) 19.4x. The 100x target is not met. This
-bench keeps no run directory; ``kraftwerk sim --out`` also writes the
-history and the node traces (orjson, buffered). What a seed is made of
-(78 simulated s, ~30k acks=all sends): ~153k messages (per send one
-produce request and response and ~1.5 follower fetch round trips, batched
-per leader and long-polled: what the protocol needs), ~25 objects of the
-core's record types built (effects, messages, batches), ~5.4 trace events
-(appends and HWs on every replica, the produce) feeding the invariant
-monitor (~6% of the run), two history lines, ~218k events. The profile is
-flat: freeing short-lived objects, dict lookups, the monitor, the cyclic
-collector between phases (~3%). 100x in one process means ~26 us of CPU
-per send for all of it; it takes 67-71 us now.
+one-off imports are not charged to a seed; each seed released when done,
+as ``kraftwerk sim`` does): compiled (reference_impl.accel) 48.1x real time
+in one process (the simulation alone 67.5x, the per-seed checkers 1.9 of 6.5
+CPU s), 88.9x for two worker processes together. The 100x target is not
+met. Against the build this figure replaced, run interleaved in one batch:
+1.20x and 1.23x on the whole seed, 1.30x and 1.39x on the simulation alone.
+This bench keeps no run directory; ``kraftwerk sim --out`` also writes the
+history and the node traces (orjson, buffered). What a seed is made of (78
+simulated s, ~30k acks=all sends): ~153k messages (per send one produce
+request and response and ~1.5 follower fetch round trips, batched per
+leader and long-polled: what the protocol needs), ~5.4 trace events (appends
+and HWs on every replica, the produce) feeding the invariant monitor, two
+history lines, ~188k events. The per-seed checkers (pure Python: a compiled
+build's inferred types reject values the checkers must accept) are now a
+quarter of a seed; the simulation's profile is flat (dict operations,
+allocation, the trace dicts). 100x in one process means ~26 us of CPU per
+send for all of it; it takes ~54 us now.
 """
 
 from __future__ import annotations
