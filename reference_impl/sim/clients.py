@@ -28,9 +28,11 @@ passes; their operations carry ``"final": true``.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable
+from math import log as _log
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from reference_impl.core.messages import (
     ClientFetchRequest,
@@ -64,6 +66,23 @@ _LEADER_ERRORS = frozenset({Errors.LEADER_NOT_AVAILABLE, Errors.NOT_LEADER_OR_FO
                             Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION})
 #: retried, and the batch may have been appended
 _AMBIGUOUS_ERRORS = frozenset({Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
+
+
+_T = TypeVar("_T")
+
+
+def choose(rng: random.Random, seq: Sequence[_T]) -> _T:
+    """``rng.choice(seq)``, compiled: the same draws from the generator as
+    CPython's ``Random.choice`` (``_randbelow_with_getrandbits``), so the same
+    element, without two interpreted calls per operation."""
+    n = len(seq)
+    if n == 0:
+        raise IndexError("Cannot choose from an empty sequence")
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return seq[r]
 
 
 def error_name(code: int) -> str:
@@ -254,7 +273,8 @@ class Arrivals:
         sim = self.sim
         if self._t < sim.loop.now:
             self._t = float(sim.loop.now)
-        self._t += sim.rng.expovariate(self.rate) * 1000.0
+        # random.expovariate, inlined (it is interpreted): the same draw
+        self._t += -_log(1.0 - sim.rng.random()) / self.rate * 1000.0
         sim.loop.at(int(self._t), self._arrive)
 
     def _arrive(self) -> None:
@@ -262,7 +282,7 @@ class Arrivals:
             return
         idle = [p for p in self.producers if not p.busy]
         if idle:
-            self.sim.rng.choice(idle).send()
+            choose(self.sim.rng, idle).send()
         else:
             self.skipped += 1
         self._next()
@@ -298,7 +318,7 @@ class Producer:
         if self.busy or self.wl.stopped:
             return False
         if tp is None:
-            tp = self.sim.rng.choice(self.wl.tps)
+            tp = choose(self.sim.rng, self.wl.tps)
         if value is None:
             value = self.wl.value()
         key = str(tp)

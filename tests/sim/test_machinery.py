@@ -10,6 +10,7 @@ import pytest
 from reference_impl.core.effects import FileDelete, FileWrite, Fsync, LogAppend, LogTruncate, LogTruncateFully
 from reference_impl.core.messages import Batch, MetadataEntry, NoOpRecord
 from reference_impl.core.storage import QuorumState
+from reference_impl.sim.clients import choose
 from reference_impl.sim.clock import NodeClock
 from reference_impl.sim.disk import Disk
 from reference_impl.sim.events import EventLoop, TimeoutQueue
@@ -119,6 +120,20 @@ def test_a_timeout_queue_keeps_only_its_oldest_entry_in_the_heap() -> None:
     loop.run_until(1000)
     assert fired == [(100, 1), (120, 3)]
     assert len(q) == 0 and loop.pending() == 0
+
+
+def test_choose_draws_exactly_what_random_choice_draws() -> None:
+    """The clients pick producers and partitions with a compiled copy of
+    Random.choice; a seed's schedule depends on it taking the same element
+    and leaving the generator in the same state."""
+    for seed in range(20):
+        ours, theirs = random.Random(seed), random.Random(seed)
+        for n in list(range(1, 70)) + [127, 128, 129, 1000]:
+            seq = list(range(n))
+            assert choose(ours, seq) == theirs.choice(seq)
+        assert ours.getstate() == theirs.getstate()
+    with pytest.raises(IndexError):
+        choose(random.Random(1), [])
 
 
 # -- clocks ---------------------------------------------------------------------------------------
