@@ -233,7 +233,7 @@ class Workload:
         return max(1, self.n_processes)
 
     def record(self, process: Any, type_: str, f: str, value: Any, error: Any = None, **extra: Any) -> None:
-        self.history.record(self.sim.loop.now, process, type_, f, value, error, **extra)
+        self.history.record(self.sim.loop.now, process, type_, f, value, error, extra)
 
     def finish(self) -> None:
         """End of the run: every operation still in flight is indeterminate."""

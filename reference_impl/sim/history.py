@@ -30,7 +30,13 @@ class History:
         self._writer = JsonlWriter(path, fsync_every=1 << 30, flush_every=FLUSH_EVERY) if path is not None else None
         self._sha = hashlib.sha256()
 
-    def record(self, vt_ms: int, process: Any, type_: str, f: str, value: Any, error: Any = None, **extra: Any) -> Op:
+    def record(self, vt_ms: int, process: Any, type_: str, f: str, value: Any, error: Any = None,
+               extra: dict[str, Any] | None = None) -> Op:
+        """Append one operation; ``extra`` holds its other fields (``acks``,
+        ``final``, ``node``...), kept by the Op as its own (a dict, not
+        ``**kwargs``: the caller's is passed on, not rebuilt)."""
+        if extra is None:
+            extra = {}
         # by position: Op's generated __init__ parses keywords in Python, a
         # third of the recorder's time
         t = vt_ms * 1_000_000

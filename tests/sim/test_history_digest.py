@@ -29,8 +29,8 @@ def test_the_recorder_spells_each_operation_as_encode_line_does(tmp_path):
     h = History(tmp_path / "h.jsonl")
     values = [[["send", "t-0", [4, 7]]], {"t-0": [[0, 1]], 3: "x"}, 2**70, {1, 2}, float("nan"), "é", None]
     for i, v in enumerate(values):
-        h.record(i, i % 3, "ok" if i % 2 else "info", "send", v, ["timeout", "x"] if i % 2 else None, acks="all")
-    h.record(9, "nemesis", "info", "start-partition", None, node=[1, 2])
+        h.record(i, i % 3, "ok" if i % 2 else "info", "send", v, ["timeout", "x"] if i % 2 else None, {"acks": "all"})
+    h.record(9, "nemesis", "info", "start-partition", None, extra={"node": [1, 2]})
     h.close()
     want = "".join(encode_line(op) for op in h.ops)
     assert (tmp_path / "h.jsonl").read_text() == want
