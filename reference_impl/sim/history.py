@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from checkers.history import JsonlWriter, Op
 from checkers.history.jsonl import LINE_OPTIONS, encode_fields
 
-#: history lines buffered between flushes to the OS
-FLUSH_EVERY = 512
+#: history lines buffered between flushes to the OS (and between digest updates)
+FLUSH_EVERY: Final = 512
 
 
 class History:
@@ -29,6 +29,9 @@ class History:
         # writes the rest
         self._writer = JsonlWriter(path, fsync_every=1 << 30, flush_every=FLUSH_EVERY) if path is not None else None
         self._sha = hashlib.sha256()
+        # lines not yet hashed: one update per FLUSH_EVERY lines, where an
+        # update per line cost more in call overhead than in hashing
+        self._unhashed: list[bytes] = []
 
     def record(self, vt_ms: int, process: Any, type_: str, f: str, value: Any, error: Any = None,
                extra: dict[str, Any] | None = None) -> Op:
@@ -56,13 +59,21 @@ class History:
             line = orjson.dumps(fields, option=LINE_OPTIONS)
         except TypeError:  # orjson.JSONEncodeError: encode_fields' fallbacks
             line = encode_fields(fields).encode()
-        self._sha.update(line)
+        unhashed = self._unhashed
+        unhashed.append(line)
+        if len(unhashed) >= FLUSH_EVERY:
+            self._hash_pending()
         if self._writer is not None:
             self._writer.write_line(line.decode())
         return op
 
+    def _hash_pending(self) -> None:
+        self._sha.update(b"".join(self._unhashed))
+        self._unhashed.clear()
+
     def digest(self) -> str:
         """SHA-256 of the history exactly as ``history.jsonl`` spells it (replay checks)."""
+        self._hash_pending()
         return self._sha.hexdigest()
 
     def close(self) -> None:
