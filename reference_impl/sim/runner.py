@@ -183,11 +183,10 @@ class SimRun:
             out["valid"] = False if out["valid"] is False else "unknown"
             out["error"] = error
         sim = self.sim
-        counts: dict[str, int] = {}
-        for op in ops:
-            if op.type != "invoke":
-                k = f"{op.f}:{op.type}"
-                counts[k] = counts.get(k, 0) + 1
+        # completions per function and type: the checkers' own count of the
+        # same operations (stats.by_f), not a second pass over the history
+        by_f = out.get("stats", {}).get("by_f") or {}
+        counts = {f"{f}:{t}": n for f, types in by_f.items() for t, n in types.items()}
         fr = out.get("checkers", {}).get("final-reads") or {}
         out["stats"] = {
             **out.get("stats", {}),
