@@ -155,7 +155,6 @@ class SimRun:
         to back, against 0.4 s for release and collector together). The
         results (and the run directory) are unaffected."""
         self.history.ops.clear()
-        self.final_readers.clear()
         self.sim.release()
 
     # -- verdict -------------------------------------------------------------------------------------------

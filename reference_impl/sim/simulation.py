@@ -204,8 +204,9 @@ class Simulation:
         # a virtual millisecond)
         self._trace_seq += 1
         ev = {"t": self.loop.now, "seq": self._trace_seq, "node": nid, "kind": kind}
-        # the hot path of stamp(), inline (a compiled lookup each, where
-        # frozenset.isdisjoint was a generic method call)
+        # the hot path of stamp(), inline: _RESERVED's four keys, one
+        # compiled lookup each (frozenset.isdisjoint, a generic method call,
+        # was ~2% of a seed)
         if "kind" not in data and "t" not in data and "seq" not in data and "node" not in data:
             ev.update(data)
         else:
