@@ -181,9 +181,16 @@ class InvariantMonitor:
     # -- the stream ------------------------------------------------------------------------------
     def observe(self, ev: dict[str, Any]) -> None:
         self.step += 1
-        h = _HANDLERS.get(ev.get("kind"))
-        if h is not None:
-            h(self, ev)
+        kind = ev.get("kind")
+        # the frequent kinds by direct (native) call, the rest by table
+        if kind == "append":
+            self._on_append(ev)
+        elif kind == "hw":
+            self._on_hw(ev)
+        else:
+            h = _HANDLERS.get(kind)
+            if h is not None:
+                h(self, ev)
 
     def observe_all(self, events: Iterable[dict[str, Any]]) -> "InvariantMonitor":
         for ev in events:

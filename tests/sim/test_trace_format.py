@@ -61,3 +61,16 @@ def test_sim_trace_files_reread_equal_the_events_the_monitor_saw_live(tmp_path: 
     reread = list(iter_trace_dir(tmp_path))
     assert len(live) > 500 and {e["kind"] for e in live} >= {"append", "hw", "become_leader", "raft_state"}
     assert reread == live
+
+
+def test_sim_trace_lines_lead_with_the_runtime_stamps(tmp_path: Path) -> None:
+    """Every line of a node's trace starts with the stamps, in the order
+    t, seq, node, kind, then the event's data: the simulator stamps the
+    event in place for the monitor but writes the stamps first."""
+    opts = SimOptions(time_limit_s=3, nemesis=("none",), rate=60, final_wait_s=2, final_read_s=4).validate()
+    SimRun(opts, 2, run_dir=tmp_path).run()
+    lines = [json.loads(b) for f in sorted(tmp_path.glob("nodes/*/trace.jsonl")) for b in f.read_bytes().splitlines()]
+    assert len(lines) > 100
+    assert {e["kind"] for e in lines} >= {"append", "hw"}
+    for e in lines:
+        assert list(e)[:4] == ["t", "seq", "node", "kind"], e
