@@ -11,23 +11,26 @@ per-seed checkers (``SimRun.results``), since the machine is shared.
 Where it stands (2-core shared machine, Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as
-``kraftwerk sim`` does). The machine's load swings the figures by a third
-from one run to the next: ``--time-limit 60 --seeds 4 --jobs 2`` gave 52.6x
-in one process (the simulation alone 73.6x) and 105.0x for two worker
-processes together in one run, 42.9x / 75.1x and 40.9x / 65.3x in the two
-runs after it. The 100x target is not met in one process. Steadier: run
-interleaved with the build this replaced (``--seeds 3``, two rounds), a seed
-took 1.36x and 1.47x less CPU (the simulation alone 1.56x and 1.66x), and
-under callgrind a 10 s seed costs 1.39x fewer instructions (2.28 G -> 1.64
-G, checkers included). This bench keeps no run directory; ``kraftwerk sim
---out`` also writes the history and the node traces (orjson, buffered).
+``kraftwerk sim`` does). The machine's load swings the figures by a fifth
+or more from one run to the next: ``--time-limit 60 --seeds 4 --jobs 2``
+three times in a row gave 53.1x, 53.3x and 44.7x in one process (the
+simulation alone 76.0x, 74.7x and 61.4x) and 101.0x, 94.9x and 83.0x for
+two worker processes together. The 100x target is not met in one process.
+Steadier, under callgrind a 10 s seed (the 0.5 s seed's count subtracted)
+costs 1.58 G instructions, checkers included (1.63 G when each trace event
+was copied and merged into a second dict). This bench keeps no run
+directory; ``kraftwerk sim --out`` also writes the history and the node
+traces (orjson, buffered).
+
 What a seed is made of (78 simulated s, ~30k acks=all sends): ~153k
 messages (per send one produce request and response and ~1.5 follower fetch
 round trips, batched per leader and long-polled: what the protocol needs),
 ~5.4 trace events (appends and HWs on every replica, the produce) feeding
 the invariant monitor, two history lines, ~188k events. The per-seed
 checkers (pure Python: compiled, mypyc's inferred types reject values the
-checkers must accept) are now over a quarter of a seed in one process; the
+checkers must accept, and with those typed ``Any`` they checked a seed's
+history in 0.35 s against 0.42 s, not worth compiled code that fails
+differently on odd histories) are over a quarter of a seed in one process; the
 simulation's profile is flat (dict operations, allocation, the trace
 dicts). 100x in one process means ~26 us of CPU per send for all of it; it
 takes 49-64 us now, as the load goes.
