@@ -29,7 +29,11 @@ What is implemented, with the rule each piece enforces:
   fetcher's log diverges it answers ``diverging_epoch = (epoch, end_offset)``
   and the fetcher truncates to ``min(end_offset, its own end of that epoch)``
   (the KIP-101/KIP-595 rule). Otherwise it answers with entries and its high
-  watermark. A fetch with nothing new is parked for up to
+  watermark. Truncating below the fetcher's own high watermark would remove
+  committed entries, which a correct quorum never asks for (Leader
+  Completeness): as Kafka's Raft client and metadata log do, the replica
+  refuses with an exception (``RuntimeError``) instead, which the runtimes
+  record as a node crash, a finding. A fetch with nothing new is parked for up to
   :data:`FETCH_MAX_WAIT_MS` and answered as soon as data or the HW changes.
 * **Commit.** A voter appends fetched entries with ``LogAppend`` + ``Fsync``
   before it sends its next fetch, so a fetch offset is a durable
@@ -413,6 +417,10 @@ class RaftReplica:
             return
         before = self.end_offset
         offset = max(offset, self.log_start)
+        if offset < self.high_watermark:
+            raise RuntimeError(
+                f"{reason} truncation to offset {offset} is below the high watermark {self.high_watermark}: "
+                f"it would remove committed metadata entries")
         del self.log[offset - self.log_start :]
         self._rebuild_epochs()
         out.append(LogTruncate(METADATA_LOG, offset))
