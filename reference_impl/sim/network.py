@@ -50,6 +50,9 @@ class Network:
         self.sent = 0
         self.dropped = 0
         self.delivered = 0
+        # the arrival callback, bound once: taking ``self._arrive`` per
+        # message made a bound-method object each time
+        self._arrive_fn: Callable[[Endpoint, Endpoint, Any], None] = self._arrive
 
     def attach(self, endpoint: Endpoint, receive: Callable[[Endpoint, Any], None]) -> None:
         self._receivers[endpoint] = receive
@@ -99,7 +102,7 @@ class Network:
         last_arrival[link] = arrive
         # EventLoop.at, inlined: arrive is never in the past
         seq = loop._seq = loop._seq + 1
-        heappush(loop._heap, (int(arrive), seq, self._arrive, (src, dst, msg)))
+        heappush(loop._heap, (int(arrive), seq, self._arrive_fn, (src, dst, msg)))
 
     def _arrive(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         if self.grudge and (src, dst) in self.grudge:
