@@ -484,32 +484,34 @@ def test_follower_never_truncates_when_the_leader_log_matches():
     assert f.high_watermark == 2
 
 
+def _follower_at_hw(hw: int) -> tuple[RaftReplica, RaftFetchRequest]:
+    """A follower of leader 1 holding offsets 0-2 of epoch 1, told ``hw``
+    by its first fetch answer, and the fetch it sends next."""
+    f = RaftReplica(2, VOTERS, stored([entry(0, 1), entry(1, 1), entry(2, 1)], epoch=1, leader=1), CFG,
+                    random.Random(1))
+    (fetch,) = sends(f.start(1), RaftFetchRequest)
+    out = f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch.msg.correlation_id, hw), 2, 1)
+    assert f.high_watermark == hw
+    (fetch2,) = sends(out, RaftFetchRequest)
+    return f, fetch2.msg
+
+
 def test_follower_refuses_to_truncate_below_its_high_watermark():
     """Seed 004's Leader Completeness: committed entries are never removed. A
     diverging-epoch answer that would cut below the follower's high watermark
     is refused with an error, as Kafka's Raft client and metadata log refuse
     it, and the log keeps every entry."""
-    f = RaftReplica(2, VOTERS, stored([entry(0, 1), entry(1, 1), entry(2, 1)], epoch=1, leader=1), CFG,
-                    random.Random(1))
-    (fetch,) = sends(f.start(1), RaftFetchRequest)
-    out = f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch.msg.correlation_id, 3), 2, 1)
-    assert f.high_watermark == 3
-    (fetch2,) = sends(out, RaftFetchRequest)
+    f, fetch = _follower_at_hw(3)
     with pytest.raises(RuntimeError, match="to offset 1 is below the high watermark 3"):
-        f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch2.msg.correlation_id, 3, diverging_epoch=(1, 1)), 3, 1)
+        f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch.correlation_id, 3, diverging_epoch=(1, 1)), 3, 1)
     assert [e.offset for e in f.log] == [0, 1, 2]
 
 
 def test_follower_truncates_down_to_its_high_watermark_but_no_further():
     """The boundary of the rule above: uncommitted entries (at or above the
     high watermark) are truncated on a diverging-epoch answer."""
-    f = RaftReplica(2, VOTERS, stored([entry(0, 1), entry(1, 1), entry(2, 1)], epoch=1, leader=1), CFG,
-                    random.Random(1))
-    (fetch,) = sends(f.start(1), RaftFetchRequest)
-    out = f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch.msg.correlation_id, 1), 2, 1)
-    assert f.high_watermark == 1
-    (fetch2,) = sends(out, RaftFetchRequest)
-    out = f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch2.msg.correlation_id, 1, diverging_epoch=(1, 1)), 3, 1)
+    f, fetch = _follower_at_hw(1)
+    out = f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch.correlation_id, 1, diverging_epoch=(1, 1)), 3, 1)
     assert [e.offset for e in f.log] == [0]
     assert [e.offset for e in out if isinstance(e, LogTruncate)] == [1]
 
