@@ -197,7 +197,7 @@ def queue_options_from_test(test: dict[str, Any]) -> Any:
 
 def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline: float,
                  queue_options: Any, test_keys: list[Any] | None = None) -> dict[str, Any]:
-    from checkers.durability import durability_verdict, merge_durability
+    from checkers.durability import LOSS_ANOMALY, durability_verdict, merge_durability
     from checkers.final_reads import final_read_coverage
     from checkers.pipeline import PerKeyBudgetExceeded, run_keys
     from checkers.queue.checker import QueueOptions, finish, merge_key_results
@@ -256,6 +256,9 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
                            "complete": per_key_complete,
                            "anomaly_types": sorted(dur_anoms),
                            "bad_anomaly_types": dur_bad,
+                           # the whole count: the examples stop at EXAMPLES
+                           "counts": {name: durability[label]["lost"] for label, name in LOSS_ANOMALY.items()
+                                      if name in dur_anoms},
                            "examples": dur_anoms,
                            "strict_acks1": opts.strict_acks1,
                            "rule": "acks=all acknowledged records must survive; "

@@ -10,6 +10,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from checkers.glossary import describe
 from checkers.history.jsonl import read_jsonl
 from harness import store
 
@@ -74,7 +75,8 @@ def _anomalies(result: dict[str, Any]) -> list[dict[str, Any]]:
             count = max(count, counts[t])
         ex = list(ex)
         shown = ex[:MAX_EXAMPLES]
-        rows.append({"type": str(t), "count": count, "bad": True if t in bad else (False if t in allowed else None),
+        rows.append({"type": str(t), "about": describe(str(t)), "count": count,
+                     "bad": True if t in bad else (False if t in allowed else None),
                      "examples": [_example(e, str(t)) for e in shown],
                      "more": max(0, count - len(shown)) if isinstance(count, int) else 0,
                      "kept": len(ex)})

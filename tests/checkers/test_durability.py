@@ -48,6 +48,23 @@ def test_acked_write_absent_from_final_reads_is_lost_and_acks_all_loss_is_an_ano
         assert r["checkers"]["durability"]["valid"] is (acks != "all")
 
 
+def test_loss_counts_are_whole_when_examples_stop() -> None:
+    """The durability checker keeps EXAMPLES examples per level but counts
+    every loss: 40 acknowledged acks=1 records missing from the final read
+    count 40 (and the report shows that count)."""
+    from checkers.durability import EXAMPLES
+
+    b = HistoryBuilder()
+    for i in range(40):
+        b.send(0, K, i, i, acks="1")
+    b.poll(1, {K: []}, final=True)
+    r = check_history(b.ops)
+    assert EXAMPLES < 40
+    assert len(r["anomalies"]["lost-acks1-write"]) == EXAMPLES
+    assert r["checkers"]["durability"]["counts"] == {"lost-acks1-write": 40}
+    assert r["durability"]["acks=1"]["lost"] == 40
+
+
 def test_record_read_once_then_missing_from_final_reads_is_lost() -> None:
     """Truncation after a leader change (seed 003): read once, gone later."""
     b = HistoryBuilder()

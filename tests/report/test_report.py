@@ -11,6 +11,7 @@ import pytest
 
 from checkers.history.jsonl import write_jsonl
 from tests.report.runs import partitioned_sends
+from checkers.glossary import describe
 from checkers.history.op import Op
 from harness.report import render_report
 from harness.report.plots import fault_intervals
@@ -42,6 +43,8 @@ def test_report_shows_verdict_durability_anomalies_and_timeline(tmp_path):
     html = render_report(d).read_text()
     assert 'class="verdict invalid">INVALID<' in html
     assert "lost-write" in html and "acks=all" in html and "6.250%" in html
+    # each anomaly row says what the name means
+    assert 'class="about">' + describe("lost-write") + "<" in html
     assert "halves" in html  # the nemesis timeline
     assert 'href="nodes/n1/node.log"' in html and 'href="history.jsonl"' in html
     for png in ("latency-raw.png", "rate.png"):
@@ -115,3 +118,20 @@ def test_a_restarted_fault_closes_its_previous_interval():
             ops.append(Op(type="info", f=f, value=v, process="nemesis", time=(2 * i + j) * 10**9, index=2 * i + j))
     ivs = fault_intervals(ops)
     assert [(iv.start, iv.stop, iv.value) for iv in ivs] == [(1.0, 3.0, {"cut": 1}), (3.0, 5.0, {"cut": 2})]
+
+
+def test_anomaly_row_counts_every_finding_not_just_the_examples_kept(tmp_path):
+    """A checker keeps a few examples but counts them all (``counts``): the
+    row shows the count, and says how many more there are than shown."""
+    d = make_run(tmp_path / "run")
+    res = json.loads((d / "results.json").read_text())
+    res["anomaly_types"] = ["lost-acks1-write"]
+    res["anomalies"] = {"lost-acks1-write": [{"key": "t0-0", "value": i, "op": i} for i in range(32)]}
+    res["checkers"] = {"durability": {"valid": True, "anomaly_types": ["lost-acks1-write"],
+                                      "bad_anomaly_types": [], "counts": {"lost-acks1-write": 42}}}
+    (d / "results.json").write_text(json.dumps(res))
+    html = render_report(d).read_text()
+    row = html[html.index("<strong>lost-acks1-write</strong>"):]
+    row = row[: row.index("</tr>")]
+    assert '<td class="num">42</td>' in row
+    assert "37 more" in row
