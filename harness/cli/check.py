@@ -117,6 +117,12 @@ def _summary(res: dict[str, Any], where: str) -> None:
                 name = f"{typ} (allowed)" if typ in allowed else typ
             t.add_row(name, str(n), _fmt_example(exs[0])[:160] if exs else "")
         con.print(t)
+        from checkers.glossary import describe
+
+        for typ in res["anomaly_types"]:
+            about = describe(typ)
+            if about:
+                con.print(f"  [bold]{typ}[/]: {about}", highlight=False)
     dur = res.get("durability") or {}
     if any(b.get("sent") for b in dur.values()):
         t = Table(title="durability", show_edge=False)

@@ -69,6 +69,14 @@ def test_invalid_history_exits_1_and_json_names_anomalies(files) -> None:
     assert "lost-write" in res["anomaly_types"]
 
 
+def test_invalid_history_table_says_what_each_anomaly_means(files) -> None:
+    from checkers.glossary import describe
+
+    p = run("check", str(files["dir"] / "bad.jsonl"))
+    assert p.returncode == 1, p.stderr
+    assert "lost-write: " + describe("lost-write") in " ".join(p.stdout.split())
+
+
 def test_edn_history_is_checked_like_jsonl(files) -> None:
     a = json.loads(run("check", str(files["dir"] / "good.edn"), "--json").stdout)
     b = json.loads(run("check", str(files["dir"] / "good.jsonl"), "--json").stdout)
