@@ -38,6 +38,35 @@ SCENARIO_CONFIG = dict(
 )
 
 
+class OffsetView:
+    """Each replica's log end offset and high watermark, ``(node, tp) ->
+    offset``, as its own trace events report them (``append``, ``hw``,
+    ``truncate``, ``loaded``): what the narratives assert on ("replica 2 at
+    LEO 104"). A trace listener, so a run that does not look at them does not
+    pay for them."""
+
+    def __init__(self) -> None:
+        self.leo: dict[tuple[Any, str], Any] = {}
+        self.hw: dict[tuple[Any, str], Any] = {}
+
+    def __call__(self, ev: dict[str, Any]) -> None:
+        kind = ev.get("kind")
+        if kind not in ("append", "hw", "truncate", "loaded"):
+            return
+        key = (ev.get("node"), str(ev.get("tp")))
+        if kind == "append":
+            self.leo[key] = ev.get("leo", -1)
+        elif kind == "hw":
+            self.hw[key] = ev.get("hw", -1)
+            if "leo" in ev:
+                self.leo[key] = ev["leo"]
+        elif kind == "truncate":
+            self.leo[key] = ev.get("to", -1)
+        else:
+            self.leo[key] = ev.get("leo", -1)
+            self.hw[key] = ev.get("hw", -1)
+
+
 class Scenario:
     def __init__(self, seed: int = 1, brokers: int = 3, controllers: int = 3, min_isr: int = 2,
                  variants: dict[str, bool] | None = None, **config: Any) -> None:
@@ -50,6 +79,8 @@ class Scenario:
         self.sim = Simulation(seed, brokers, controllers, cfg, monitor=self.monitor)
         self.events: list[dict[str, Any]] = []
         self.sim.add_trace_listener(self.events.append)
+        self.offsets = OffsetView()
+        self.sim.add_trace_listener(self.offsets)
         self.client = Endpoint(self.sim, "script")
         self.messages: list[tuple[Any, Any, Any]] = []
         self.history = History()
@@ -121,10 +152,10 @@ class Scenario:
         return dict(self.sim.partition_meta.get(str(tp)) or {})
 
     def leo(self, node: int, tp: TopicPartition | str) -> int:
-        return self.sim.leo.get((node, str(tp)), -1)
+        return self.offsets.leo.get((node, str(tp)), -1)
 
     def hw(self, node: int, tp: TopicPartition | str) -> int:
-        return self.sim.hw.get((node, str(tp)), -1)
+        return self.offsets.hw.get((node, str(tp)), -1)
 
     def isolate(self, node: int, from_: list[Any] | None = None) -> set[tuple[Any, Any]]:
         others = from_ if from_ is not None else [n for n in self.sim.node_ids if n != node]

@@ -82,9 +82,9 @@ class Simulation:
         self._trace_files: dict[int, Any] = {}
         self._trace_listeners: list[Callable[[dict[str, Any]], None]] = []
         # what the glass box says: leaders per partition, the active controller
+        # (each replica's LEO and HW, which only scenarios read, is their own
+        # trace listener: script.OffsetView)
         self.leaders: dict[str, tuple[int, int]] = {}  # tp -> (leader_epoch, node)
-        self.hw: dict[tuple[int, str], int] = {}
-        self.leo: dict[tuple[int, str], int] = {}
         self.controller_leader: tuple[int, int] = (-1, -1)  # (raft epoch, node)
         self.partition_meta: dict[str, dict[str, Any]] = {}
 
@@ -222,13 +222,9 @@ class Simulation:
             stamp(ev, data, _RESERVED)
         counts = self.trace_counts
         counts[kind] = counts.get(kind, 0) + 1
-        # the glass-box trackers, called directly (native calls; a table of
-        # them was a generic call each), the frequent kinds first
-        if kind == "append":
-            self._track_append(nid, ev)
-        elif kind == "hw":
-            self._track_hw(nid, ev)
-        else:
+        # the glass-box trackers; appends and HWs, most of the events, move
+        # none of them
+        if kind != "append" and kind != "hw":
             track = _TRACKERS.get(kind)
             if track is not None:
                 track(self, nid, ev)
@@ -262,22 +258,6 @@ class Simulation:
         ep = ev.get("leader_epoch", -1)
         if cur is not None and cur[1] == nid and ep >= cur[0]:
             self.leaders[tp] = (ep, -1)
-
-    def _track_hw(self, nid: int, ev: dict[str, Any]) -> None:
-        key = (nid, str(ev.get("tp")))
-        self.hw[key] = ev.get("hw", -1)
-        if "leo" in ev:
-            self.leo[key] = ev["leo"]
-
-    def _track_append(self, nid: int, ev: dict[str, Any]) -> None:
-        self.leo[(nid, str(ev.get("tp")))] = ev.get("leo", -1)
-
-    def _track_truncate(self, nid: int, ev: dict[str, Any]) -> None:
-        self.leo[(nid, str(ev.get("tp")))] = ev.get("to", -1)
-
-    def _track_loaded(self, nid: int, ev: dict[str, Any]) -> None:
-        self.leo[(nid, str(ev.get("tp")))] = ev.get("leo", -1)
-        self.hw[(nid, str(ev.get("tp")))] = ev.get("hw", -1)
 
     def _track_raft_state(self, nid: int, ev: dict[str, Any]) -> None:
         if ev.get("role") == "leader":
@@ -325,10 +305,6 @@ class Simulation:
 _TRACKERS: dict[str, Callable[[Simulation, int, dict[str, Any]], None]] = {
     "become_leader": Simulation._track_become_leader,
     "become_follower": Simulation._track_become_follower,
-    "hw": Simulation._track_hw,
-    "append": Simulation._track_append,
-    "truncate": Simulation._track_truncate,
-    "loaded": Simulation._track_loaded,
     "raft_state": Simulation._track_raft_state,
     "partition_metadata": Simulation._track_partition_metadata,
 }
