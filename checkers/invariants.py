@@ -81,6 +81,15 @@ class Violation:
         return f"[seed {self.seed} step {self.step} t={self.t}ms node {self.node}{where}] {self.kind}: {self.message}"
 
 
+def _int(x: Any) -> int:
+    """``int(x)``, without the call when ``x`` already is one: compiled,
+    ``int(x)`` of an untyped value is a generic call of the type, and the
+    append and HW handlers convert five values per event."""
+    if type(x) is int:
+        return x
+    return int(x)
+
+
 def clip(runs: Runs, end: int) -> Runs:
     """The runs of the prefix [0, end)."""
     return [r for r in runs if r[0] < end]
@@ -222,13 +231,13 @@ class InvariantMonitor:
     def _on_append(self, ev: dict[str, Any]) -> None:
         tp = str(ev["tp"])
         r = self._rep(ev.get("node"), tp)
-        base, count, epoch = int(ev["base"]), int(ev["count"]), int(ev["epoch"])
+        base, count, epoch = _int(ev["base"]), _int(ev["count"]), _int(ev["epoch"])
         gap = r.leo is not None and base != r.leo
         epochs = ev.get("epochs")
         if not gap and r.runs and (not epochs or len(epochs) == 1):
             # the common case: one more batch of the log's last epoch, at its LEO
-            if r.runs[-1][1] == (int(epochs[0][0]) if epochs else epoch):
-                r.leo = int(ev.get("leo", base + count))
+            if r.runs[-1][1] == (_int(epochs[0][0]) if epochs else epoch):
+                r.leo = _int(ev.get("leo", base + count))
                 return
         if gap:
             self._violate("append-not-at-leo", ev, f"batch at {base} appended to a log whose LEO is {r.leo}", tp)
@@ -243,7 +252,7 @@ class InvariantMonitor:
             if r.runs and r.runs[-1][1] > e:
                 self._violate("epoch-regressed-in-log", ev, f"batch of epoch {e} appended after epoch {r.runs[-1][1]}", tp)
             r.runs.append((s, e))
-        r.leo = int(ev.get("leo", base + count))
+        r.leo = _int(ev.get("leo", base + count))
 
     def _on_truncate(self, ev: dict[str, Any]) -> None:
         tp = str(ev["tp"])
@@ -266,10 +275,10 @@ class InvariantMonitor:
         tp = str(ev["tp"])
         node = ev.get("node")
         r = self._rep(node, tp)
-        hw = int(ev["hw"])
+        hw = _int(ev["hw"])
         leo = ev.get("leo")
         if leo is not None:
-            r.leo = int(leo)
+            r.leo = _int(leo)
         if r.leo is not None and hw > r.leo:
             self._violate("hw-above-leo", ev, f"HW {hw} > LEO {r.leo}", tp)
         role = ev.get("role", r.role)

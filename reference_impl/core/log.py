@@ -129,7 +129,10 @@ class PartitionLog:
 
     def batch_index(self, offset: int) -> int:
         """Index of the first batch holding an offset >= ``offset``."""
-        i = bisect_right(self.bases, offset) - 1
+        bases = self.bases
+        # the common case first: a follower or consumer reading at the tail
+        # (what bisect_right would say, without a generic call)
+        i = len(bases) - 1 if bases and offset >= bases[-1] else bisect_right(bases, offset) - 1
         if i < 0:
             return 0
         b = self.batches[i]

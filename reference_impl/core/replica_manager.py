@@ -907,7 +907,11 @@ class BrokerRole:
                 f = self.fetchers[leader] = Fetcher(leader)
             if f.inflight is not None or now < f.backoff_until:
                 continue
-            parts = [p for p in map(self.partitions.__getitem__, members) if p.wants_fetch(now)]
+            parts: list[Partition] = []
+            for tp in members:
+                p = self.partitions[tp]
+                if p.wants_fetch(now):
+                    parts.append(p)
             if len(parts) > 1:
                 parts.sort(key=lambda p: p.tp)
             if parts:
