@@ -28,6 +28,8 @@ from reference_impl.core.effects import (
     TraceEvent,
 )
 
+from reference_impl.core.node import Node
+
 from .clock import NodeClock
 from .disk import Disk
 
@@ -55,7 +57,8 @@ class Host:
         self.disk = Disk()
         self.state: str = DOWN
         self.incarnation = 0
-        self.node: Any = None
+        # typed, so the compiled host calls the node's methods natively
+        self.node: Node | None = None
         self.queued: list[tuple[str, Any, Any]] = []
         self.timers: set[int] = set()
         self.halted = False
@@ -67,8 +70,6 @@ class Host:
     # -- lifecycle ---------------------------------------------------------------
     def start(self, reason: str = "start") -> None:
         """Start a fresh process from whatever the disk holds."""
-        from reference_impl.core.node import Node  # imported late: the core may still be in progress
-
         sim = self.sim
         self.incarnation += 1
         self.timers = set()
@@ -128,33 +129,23 @@ class Host:
     def deliver(self, src: Any, msg: Any) -> None:
         state = self.state
         if state == UP:
-            # the hot path: _deliver_now, inlined
-            try:
-                effects = self.node.handle(msg, self.clock.node_time(self.sim.loop.now), src if isinstance(src, int) else None)
-            except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
-                self.sim.node_crashed(self.node_id, f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
-                self.kill()
-                return
-            if effects:
-                self.apply(effects)
-            return
-        if state == DOWN:
-            return
-        if state == PAUSED:
+            self._deliver_now(src, msg)
+        elif state == PAUSED:
             self.queued.append(("msg", src, msg))
-            return
-        self._deliver_now(src, msg)
+        # DOWN: the message is lost with the process
 
     def _deliver_now(self, src: Any, msg: Any) -> None:
-        # the hot path: the same as _call(lambda n, now: n.handle(...)), inlined
-        node_src = src if isinstance(src, int) else None
+        # the hot path: the same as _call(lambda n, now: n.handle(...)), spelt
+        # out so that the node's method is called natively
+        node = self.node
+        assert node is not None, "a host that is up has a node"
         try:
-            effects = self.node.handle(msg, self.clock.node_time(self.sim.loop.now), node_src)
+            effects = node.handle(msg, self.clock.node_time(self.sim.loop.now), src if isinstance(src, int) else None)
         except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
-            self.sim.node_crashed(self.node_id, f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
-            self.kill()
+            self._crashed(e)
             return
-        self.apply(effects)
+        if effects:
+            self.apply(effects)
 
     def on_timer(self, incarnation: int, vt: int) -> None:
         if incarnation != self.incarnation:
@@ -168,7 +159,20 @@ class Host:
             self._tick()
 
     def _tick(self) -> None:
-        self._call(lambda n, now: n.tick(now))
+        node = self.node
+        assert node is not None, "a host that is up has a node"
+        try:
+            effects = node.tick(self.now())
+        except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
+            self._crashed(e)
+            return
+        self.apply(effects)
+
+    def _crashed(self, e: Exception) -> None:
+        """Record the node's exception (called in the ``except`` block, so
+        the traceback is the node's) and take the process down."""
+        self.sim.node_crashed(self.node_id, f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
+        self.kill()
 
     # -- effects ---------------------------------------------------------------------
     def _call(self, fn: Callable[[Any, int], list[Any]]) -> None:
@@ -176,8 +180,7 @@ class Host:
         try:
             effects = fn(node, self.now())
         except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
-            self.sim.node_crashed(self.node_id, f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
-            self.kill()
+            self._crashed(e)
             return
         self.apply(effects)
 

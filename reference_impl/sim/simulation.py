@@ -301,7 +301,7 @@ class Simulation:
             h.disk = Disk()
 
 
-#: the tracker per event kind (append and hw are also dispatched inline in trace)
+#: the tracker per event kind (appends and HWs, most events, have none)
 _TRACKERS: dict[str, Callable[[Simulation, int, dict[str, Any]], None]] = {
     "become_leader": Simulation._track_become_leader,
     "become_follower": Simulation._track_become_follower,
