@@ -13,14 +13,16 @@ reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as
 ``kraftwerk sim`` does). The machine's load swings the figures by a fifth
 or more from one run to the next: ``--time-limit 60 --seeds 4 --jobs 2``
-three times in a row gave 53.1x, 53.3x and 44.7x in one process (the
-simulation alone 76.0x, 74.7x and 61.4x) and 101.0x, 94.9x and 83.0x for
-two worker processes together. The 100x target is not met in one process.
-Steadier, under callgrind a 10 s seed (the 0.5 s seed's count subtracted)
-costs 1.58 G instructions, checkers included (1.63 G when each trace event
-was copied and merged into a second dict). This bench keeps no run
-directory; ``kraftwerk sim --out`` also writes the history and the node
-traces (orjson, buffered).
+three times in a row gave 49.7x, 51.1x and 45.5x in one process (the
+simulation alone 73.4x, 76.2x and 65.9x) and 100.5x, 95.2x and 107.6x for
+two worker processes together; on a quieter machine earlier, 51.0x to 56.5x
+in one process. The 100x target is not met in one process. Steadier, under
+callgrind a 10 s seed (the 0.5 s seed's count subtracted) costs 1.48 G
+instructions, checkers included: 1.63 G when each trace event was copied
+into a second dict, the simulator tracked every replica's LEO and HW, the
+monitor converted ints with generic calls and the host called its node
+generically. This bench keeps no run directory; ``kraftwerk sim --out``
+also writes the history and the node traces (orjson, buffered).
 
 What a seed is made of (78 simulated s, ~30k acks=all sends): ~153k
 messages (per send one produce request and response and ~1.5 follower fetch
@@ -31,9 +33,11 @@ checkers (pure Python: compiled, mypyc's inferred types reject values the
 checkers must accept, and with those typed ``Any`` they checked a seed's
 history in 0.35 s against 0.42 s, not worth compiled code that fails
 differently on odd histories) are over a quarter of a seed in one process; the
-simulation's profile is flat (dict operations, allocation, the trace
-dicts). 100x in one process means ~26 us of CPU per send for all of it; it
-takes 49-64 us now, as the load goes.
+simulation's profile is flat: no compiled function costs over 1% of a seed
+by itself, the rest is CPython's dict, allocation, reference-counting and
+call machinery that every message, trace event and history line pays. 100x
+in one process means ~26 us of CPU per send for all of it; it takes about
+46-58 us in the runs above, as the load goes.
 """
 
 from __future__ import annotations
