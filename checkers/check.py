@@ -65,6 +65,16 @@ def _op_stats(ops: list[Op]) -> dict[str, Any]:
             "duration_s": (max(times) - min(times)) / 1e9 if ops else 0.0}
 
 
+def anomaly_counts(res: dict[str, Any]) -> dict[str, Any]:
+    """Every checker's whole count per anomaly type, from a results.json
+    object: ``anomalies`` keeps only the first examples of each."""
+    counts: dict[str, Any] = {}
+    for c in (res.get("checkers") or {}).values():
+        if isinstance(c, dict) and isinstance(c.get("counts"), dict):
+            counts.update(c["counts"])
+    return counts
+
+
 def check_history(
     ops: list[Op],
     *,

@@ -191,7 +191,7 @@ class InvariantMonitor:
     def observe(self, ev: dict[str, Any]) -> None:
         self.step += 1
         kind = ev.get("kind")
-        # the frequent kinds by direct (native) call, the rest by table
+        # the frequent kinds by direct (native) call, the rest by the table
         if kind == "append":
             self._on_append(ev)
         elif kind == "hw":
@@ -439,13 +439,13 @@ class InvariantMonitor:
         self._violate("node-crash", ev, str(ev.get("error")))
 
 
-#: event kind -> handler; keyed by Any: a kind read from a trace file may be anything
+#: event kind -> handler, for every kind but ``append`` and ``hw`` (most of
+#: the events: :meth:`InvariantMonitor.observe` calls theirs directly); keyed
+#: by Any: a kind read from a trace file may be anything
 _HANDLERS: dict[Any, Callable[[InvariantMonitor, dict[str, Any]], None]] = {
     "node_start": InvariantMonitor._on_node_start,
     "loaded": InvariantMonitor._on_loaded,
-    "append": InvariantMonitor._on_append,
     "truncate": InvariantMonitor._on_truncate,
-    "hw": InvariantMonitor._on_hw,
     "become_leader": InvariantMonitor._on_become_leader,
     "become_follower": InvariantMonitor._on_become_follower,
     "isr": InvariantMonitor._on_isr,

@@ -10,6 +10,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from checkers.check import anomaly_counts
 from checkers.glossary import describe
 from checkers.history.jsonl import read_jsonl
 from harness import store
@@ -57,10 +58,7 @@ def _anomalies(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     anomalies = result.get("anomalies") or {}
     types = list(result.get("anomaly_types") or []) + [t for t in anomalies if t not in (result.get("anomaly_types") or [])]
-    counts: dict[str, Any] = {}
-    for c in (result.get("checkers") or {}).values():
-        if isinstance(c, dict) and isinstance(c.get("counts"), dict):
-            counts.update(c["counts"])
+    counts = anomaly_counts(result)
     bad, allowed = _type_sets(result)
     for t in types:
         ex = anomalies.get(t, [])

@@ -222,12 +222,9 @@ class Simulation:
             stamp(ev, data, _RESERVED)
         counts = self.trace_counts
         counts[kind] = counts.get(kind, 0) + 1
-        # the glass-box trackers; appends and HWs, most of the events, move
-        # none of them
-        if kind != "append" and kind != "hw":
-            track = _TRACKERS.get(kind)
-            if track is not None:
-                track(self, nid, ev)
+        track = _TRACKERS.get(kind)
+        if track is not None:
+            track(self, nid, ev)
         monitor = self.monitor
         if monitor is not None:
             monitor.observe(ev)
