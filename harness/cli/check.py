@@ -97,12 +97,10 @@ def _summary(res: dict[str, Any], where: str) -> None:
               f"(model {st.get('model')}, engine {st.get('engine')}, {st.get('ops', 0)} ops, "
               f"{st.get('check_seconds', 0)} s)")
     q = res.get("checkers", {}).get("queue")
-    counts = (q or {}).get("counts", {})
     allowed = set((q or {}).get("allowed_anomaly_types", []))
-    from checkers.durability import LOSS_ANOMALY
+    from checkers.check import anomaly_counts
 
-    lost_counts = {name: (res.get("durability") or {}).get(label, {}).get("lost", 0)
-                   for label, name in LOSS_ANOMALY.items()}
+    counts = anomaly_counts(res)
     if res.get("anomaly_types"):
         t = Table(title="anomalies", show_edge=False)
         t.add_column("type")
@@ -110,7 +108,7 @@ def _summary(res: dict[str, Any], where: str) -> None:
         t.add_column("first example")
         for typ in res["anomaly_types"]:
             exs = res["anomalies"].get(typ) or []
-            n = counts.get(typ, lost_counts.get(typ, len(exs)))
+            n = counts.get(typ, len(exs))
             if typ.startswith("unverified-"):
                 name = f"{typ} (key not verified)"
             else:

@@ -77,6 +77,21 @@ def test_invalid_history_table_says_what_each_anomaly_means(files) -> None:
     assert "lost-write: " + describe("lost-write") in " ".join(p.stdout.split())
 
 
+def test_anomaly_table_counts_every_invariant_violation_not_the_examples_kept(files, tmp_path) -> None:
+    """25 violations of one invariant in a run's traces: the monitor keeps 20
+    examples, the table says 25."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(files["run"], run_dir)
+    trace = run_dir / "nodes" / "1" / "trace.jsonl"
+    trace.parent.mkdir(parents=True)
+    trace.write_text("".join(json.dumps({"t": i, "node": 1, "kind": "hw", "tp": "t-0", "hw": 5, "leo": 1,
+                                         "role": "follower"}) + "\n" for i in range(25)))
+    p = run("check", str(run_dir))
+    assert p.returncode == 1, p.stderr
+    (row,) = [line for line in p.stdout.splitlines() if line.strip().startswith("hw-above-leo ")]
+    assert row.split()[2] == "25", row
+
+
 def test_edn_history_is_checked_like_jsonl(files) -> None:
     a = json.loads(run("check", str(files["dir"] / "good.edn"), "--json").stdout)
     b = json.loads(run("check", str(files["dir"] / "good.jsonl"), "--json").stdout)
