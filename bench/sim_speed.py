@@ -17,7 +17,7 @@ three times in a row gave 49.7x, 51.1x and 45.5x in one process (the
 simulation alone 73.4x, 76.2x and 65.9x) and 100.5x, 95.2x and 107.6x for
 two worker processes together; on a quieter machine earlier, 51.0x to 56.5x
 in one process. The 100x target is not met in one process. Steadier, under
-callgrind a 10 s seed (the 0.5 s seed's count subtracted) costs 1.48 G
+callgrind a 10 s seed (the 0.5 s seed's count subtracted) costs 1.49 G
 instructions, checkers included: 1.63 G when each trace event was copied
 into a second dict, the simulator tracked every replica's LEO and HW, the
 monitor converted ints with generic calls and the host called its node
