@@ -82,8 +82,14 @@ def _sha(path: Path) -> str:
 
 def _tag() -> str:
     """What an extension is tied to: the interpreter, its ABI (the extension
-    suffix names version, platform and libc flavour) and the machine."""
-    return f"{sys.implementation.cache_tag}{sysconfig.get_config_var('EXT_SUFFIX')}-{platform.machine()}"
+    suffix names version, platform and libc flavour), the machine, and the
+    interpreter's own build (release and build date: mypyc's code uses
+    CPython internals that the ABI tag does not pin, and two builds of one
+    minor version, say Debian's and one compiled from source, can sit side by
+    side and share a checkout)."""
+    build = hashlib.sha256(sys.version.encode()).hexdigest()[:8]
+    return (f"{sys.implementation.cache_tag}{sysconfig.get_config_var('EXT_SUFFIX')}-{platform.machine()}"
+            f"-{platform.python_version()}-{build}")
 
 
 def pure_requested() -> bool:
