@@ -45,7 +45,9 @@ class Registry:
         if prev is not None and prev is not cls:
             raise ValueError(f"two message classes named {name}")
         self.by_name[name] = cls
-        self.fields[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        # the init fields: what the constructor takes back (a field it
+        # derives, like TopicPartition's cached hash, is not sent)
+        self.fields[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
         return cls
 
     def add_module(self, mod: ModuleType) -> None:
