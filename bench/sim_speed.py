@@ -8,20 +8,27 @@ per-seed checkers (``SimRun.results``), since the machine is shared.
 
     .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none]
 
-Where it stands (2-core shared machine, Python 3.11, compiled with
+Where it stands (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as
 ``kraftwerk sim`` does). The machine's load swings the figures by a fifth
 or more from one run to the next: ``--time-limit 60 --seeds 4 --jobs 2``
-three times in a row gave 49.7x, 51.1x and 45.5x in one process (the
-simulation alone 73.4x, 76.2x and 65.9x) and 100.5x, 95.2x and 107.6x for
-two worker processes together; on a quieter machine earlier, 51.0x to 56.5x
-in one process. The 100x target is not met in one process. Steadier, under
-callgrind a 10 s seed (the 0.5 s seed's count subtracted) costs 1.49 G
-instructions, checkers included: 1.63 G when each trace event was copied
-into a second dict, the simulator tracked every replica's LEO and HW, the
-monitor converted ints with generic calls and the host called its node
-generically. This bench keeps no run directory; ``kraftwerk sim --out``
+three times in a row gave 65.6x, 62.3x and 56.4x in one process, the
+simulation alone 100.1x, 97.1x and 90.3x, and 125.3x, 116.4x and 101.7x for
+two worker processes together. The 100x target is not met in one process
+with the checkers; the simulation alone reaches it only on a quiet machine.
+The interpreter matters: on a python3.11 compiled from source without
+profile-guided or link-time optimisation (pyenv's default, first on this
+machine's PATH) the simulation took ~1.3x the CPU when the two were run
+interleaved, and the run before this one, on a quiet machine, gave 52.0x
+in one process, 75.9x for the simulation alone and 106.0x for two workers;
+which is why scripts/bootstrap makes ``.venv`` from Debian's. Steadier, under callgrind a
+10 s seed (the 0.5 s seed's count subtracted) costs 1.29 G instructions on
+Debian's interpreter, checkers included (1.49 G on the unoptimised one; 1.32 G
+before ``TopicPartition`` cached its hash; 1.63 G when each trace event was
+copied into a second dict, the simulator tracked every replica's LEO and HW,
+the monitor converted ints with generic calls and the host called its node
+generically). This bench keeps no run directory; ``kraftwerk sim --out``
 also writes the history and the node traces (orjson, buffered).
 
 What a seed is made of (78 simulated s, ~30k acks=all sends): ~153k
@@ -43,6 +50,7 @@ in one process means ~26 us of CPU per send for all of it; it takes about
 from __future__ import annotations
 
 import argparse
+import platform
 import sys
 import time
 from pathlib import Path
@@ -67,7 +75,8 @@ def main() -> None:
     a = ap.parse_args()
     opts = SimOptions(brokers=3, controllers=3, partitions=3, rf=3, min_isr=2, acks="all", rate=a.rate,
                       time_limit_s=a.time_limit, nemesis=tuple(a.nemesis.split(",")), producers=a.producers).validate()
-    print(f"core and simulator: {accel.status()}")
+    print(f"core and simulator: {accel.status()}; interpreter {sys.executable} "
+          f"(Python {platform.python_version()}, {platform.python_compiler()})")
     # one short untimed seed first: the imports (the checkers bring networkx)
     # are paid once per process, not per seed, as kraftwerk sim's workers do
     SimRun(opts.with_(time_limit_s=1.0), a.seeds).run(release=True)
