@@ -20,9 +20,9 @@ with the checkers; the simulation alone reaches it only on a quiet machine.
 The interpreter matters: on a python3.11 compiled from source without
 profile-guided or link-time optimisation (pyenv's default, first on this
 machine's PATH) the simulation took ~1.3x the CPU when the two were run
-interleaved, and the run before this one, on a quiet machine, gave 52.0x
-in one process, 75.9x for the simulation alone and 106.0x for two workers;
-which is why scripts/bootstrap makes ``.venv`` from Debian's. Steadier, under callgrind a
+interleaved, and this bench on it, on a quiet machine just before the
+switch, gave 52.0x in one process, 75.9x for the simulation alone and 106.0x
+for two workers; which is why scripts/bootstrap makes ``.venv`` from Debian's. Steadier, under callgrind a
 10 s seed (the 0.5 s seed's count subtracted) costs 1.29 G instructions on
 Debian's interpreter, checkers included (1.49 G on the unoptimised one; 1.32 G
 before ``TopicPartition`` cached its hash; 1.63 G when each trace event was
