@@ -68,6 +68,20 @@ def test_no_build_another_interpreter_or_a_missing_extension_means_pure(tmp_path
     assert accel.check(build2, root2, modules=mods)[1].startswith("pure: unreadable manifest")
 
 
+def test_a_build_for_another_build_of_the_same_python_minor_version_means_pure(tmp_path, monkeypatch):
+    """Two interpreters of one minor version (Debian's python3.11 and one
+    compiled from source, say) share the extension suffix but not every
+    CPython internal the compiled code touches: the tag names the
+    interpreter's own build too, so a checkout shared by both never loads
+    the other's build."""
+    monkeypatch.delenv(accel.ENV_PURE, raising=False)
+    root, build = _fake_build(tmp_path)
+    mods = ("pkg/mod.py",)
+    assert accel.check(build, root, modules=mods)[1] == "compiled"
+    monkeypatch.setattr(sys, "version", sys.version + " (another build)")
+    assert accel.check(build, root, modules=mods)[1].startswith("pure: built for ")
+
+
 def test_kraftwerk_pure_turns_it_off(tmp_path, monkeypatch):
     root, build = _fake_build(tmp_path)
     monkeypatch.setenv(accel.ENV_PURE, "1")
