@@ -188,3 +188,30 @@ def test_isr_expansion_below_the_leader_epoch_start_offset_is_reported() -> None
     assert kinds(_expansion(9)) == {"isr-expanded-early": 1}
     assert kinds(_expansion(10)) == {}
     assert kinds(_expansion(8)) == {"isr-expanded-early": 1}
+
+
+def test_unstamped_events_get_the_same_checks_and_violation_records_as_stamped_ones() -> None:
+    """observe_data (the simulator's path for appends, HWs and produces,
+    node and time given apart) reaches the verdicts observe reaches on the
+    same events stamped: here a gap, an epoch regression, HW above LEO, a
+    regressed leader HW and a log-matching break, each with its node, time
+    and step; other kinds given unstamped still reach their handlers."""
+    evs = replicated(3) + [
+        ev(7, 2, "append", tp=TP, base=5, count=1, epoch=0, leo=6, role="follower"),   # gap: LEO was 3
+        ev(8, 3, "truncate", tp=TP, to=2, reason="diverging"),                          # committed offset 2 removed
+        ev(8, 3, "append", tp=TP, base=2, count=1, epoch=5, leo=3, role="follower"),
+        ev(9, 3, "hw", tp=TP, hw=3, leo=3, role="follower"),                            # epoch 5 at 2, below HW 3
+        ev(9, 3, "append", tp=TP, base=3, count=1, epoch=1, leo=4, role="follower"),   # epoch goes back
+        ev(10, 2, "hw", tp=TP, hw=9, leo=6, role="follower"),                           # above LEO
+        ev(11, 1, "hw", tp=TP, hw=1, leo=3, role="leader"),                             # leader HW regressed
+        ev(12, 2, "produce", tp=TP, acks=-1, error=0, base=3, count=1),
+    ]
+    stamped = InvariantMonitor(seed=5).observe_all(evs)
+    unstamped = InvariantMonitor(seed=5)
+    for e in evs:
+        data = {k: v for k, v in e.items() if k not in ("t", "node", "kind")}
+        unstamped.observe_data(e["node"], e["t"], e["kind"], data)
+    assert set(stamped.counts) >= {"append-not-at-leo", "epoch-regressed-in-log", "hw-above-leo", "hw-regressed",
+                                   "log-matching", "committed-truncated"}
+    assert unstamped.counts == stamped.counts and unstamped.step == stamped.step == len(evs)
+    assert [v.to_dict() for v in unstamped.violations] == [v.to_dict() for v in stamped.violations]
