@@ -198,7 +198,7 @@ class Partition:
         self.producers.rebuild(self.log.batches)
         self._min_isr: int | None = None
         self.tp_name = str(self.tp)
-        self._fetch_req: tuple | None = None
+        self._fetch_req: FetchPartitionRequest | None = None
 
     # -- small helpers ---------------------------------------------------
 
@@ -733,10 +733,12 @@ class Partition:
         001 §2.2.2). Without KIP-101 there is no epoch to check divergence by."""
         log = self.log
         last_epoch = log.epochs.latest_epoch if self.config.variants.kip101 else -1
-        key = (log.leo, self.leader_epoch, last_epoch, log.log_start_offset)
+        # the last request, if nothing it carries has moved (compared field
+        # by field: a key tuple built per call cost four boxed ints and a tuple)
         cached = self._fetch_req
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        if (cached is not None and cached.fetch_offset == log.leo and cached.current_leader_epoch == self.leader_epoch
+                and cached.last_fetched_epoch == last_epoch and cached.log_start_offset == log.log_start_offset):
+            return cached
         req = FetchPartitionRequest(
             tp=self.tp,
             fetch_offset=log.leo,
@@ -745,7 +747,7 @@ class Partition:
             log_start_offset=log.log_start_offset,
             max_bytes=self.config.replica_fetch_max_bytes,
         )
-        self._fetch_req = (key, req)
+        self._fetch_req = req
         return req
 
     def truncation_offset(self, leader_epoch: int, leader_end: int) -> int:

@@ -80,7 +80,7 @@ class Network:
             for tap in self.taps:
                 tap(src, dst, msg)
         link = (src, dst)
-        if link in self.grudge:
+        if self.grudge and link in self.grudge:
             self.dropped += 1
             return
         links = self.links
