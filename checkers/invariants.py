@@ -148,7 +148,9 @@ class InvariantMonitor:
         self.step = 0
         self.violations: list[Violation] = []
         self.counts: dict[str, int] = {}
-        self._replicas: dict[tuple[Any, str], _Replica] = {}
+        # node -> partition -> replica: two lookups by keys whose hashes are
+        # cached, not a (node, partition) tuple built and hashed per event
+        self._replicas: dict[Any, dict[str, _Replica]] = {}
         self._committed: dict[str, _Committed] = {}
         self._replica_sets: dict[str, tuple[int, ...]] = {}
         self._ctrl: dict[tuple[Any, str], tuple[int, int]] = {}
@@ -173,10 +175,17 @@ class InvariantMonitor:
         return m.get(topic)
 
     def _rep(self, node: Any, tp: str) -> _Replica:
-        r = self._replicas.get((node, tp))
+        by_tp = self._replicas.get(node)
+        if by_tp is None:
+            by_tp = self._replicas[node] = {}
+        r = by_tp.get(tp)
         if r is None:
-            r = self._replicas[(node, tp)] = _Replica()
+            r = by_tp[tp] = _Replica()
         return r
+
+    def _find(self, node: Any, tp: str) -> _Replica | None:
+        by_tp = self._replicas.get(node)
+        return None if by_tp is None else by_tp.get(tp)
 
     @property
     def valid(self) -> bool:
@@ -229,8 +238,7 @@ class InvariantMonitor:
     # -- lifetimes ---------------------------------------------------------------------------------
     def _on_node_start(self, ev: dict[str, Any]) -> None:
         node = ev.get("node")
-        for key in [k for k in self._replicas if k[0] == node]:
-            del self._replicas[key]
+        self._replicas.pop(node, None)
         for key in [k for k in self._ctrl if k[0] == node]:
             del self._ctrl[key]
         self._raft_hw.pop(node, None)
@@ -239,7 +247,7 @@ class InvariantMonitor:
     def _on_loaded(self, ev: dict[str, Any]) -> None:
         tp = str(ev["tp"])
         r = _Replica()
-        self._replicas[(ev.get("node"), tp)] = r
+        self._replicas.setdefault(ev.get("node"), {})[tp] = r
         leo = int(ev.get("leo", 0))
         r.leo = leo
         r.hw = int(ev.get("hw", -1))
@@ -379,12 +387,12 @@ class InvariantMonitor:
         reps = self._replica_sets.get(tp)
         if reps and not set(maximal) <= set(reps):
             self._violate("isr-not-subset", ev, f"maximal ISR {maximal} not within replicas {list(reps)}", tp)
-        lr = self._replicas.get((node, tp))
+        lr = self._find(node, tp)
         if lr is not None and lr.role == "leader":
             for m in maximal:
                 if m in lr.maximal or m == node:
                     continue
-                f = self._replicas.get((m, tp))
+                f = self._find(m, tp)
                 if f is None or f.leo is None:
                     continue
                 if lr.epoch_start is not None and f.leo < lr.epoch_start:

@@ -95,6 +95,9 @@ class TopicPartition:
     #: of the partition: no repr, no equality, not sent (codec takes the
     #: init fields only).
     _hash: int = field(default=0, init=False, repr=False, compare=False)
+    #: str(self), Kafka's ``topic-N``, likewise computed once (a produce's
+    #: completion and its trace event spell it)
+    _name: str = field(default="", init=False, repr=False, compare=False)
 
     # Spelt out, so mypyc compiles them (see Batch): the generated methods
     # are interpreted Python. They mean what dataclass(eq=True, order=True)
@@ -103,6 +106,7 @@ class TopicPartition:
         object.__setattr__(self, "topic", topic)
         object.__setattr__(self, "partition", partition)
         object.__setattr__(self, "_hash", hash((topic, partition)))
+        object.__setattr__(self, "_name", f"{topic}-{partition}")
 
     def __hash__(self) -> int:
         return self._hash
@@ -133,7 +137,7 @@ class TopicPartition:
         return (self.topic, self.partition) >= (other.topic, other.partition)
 
     def __str__(self) -> str:  # Kafka's own spelling, also the history key
-        return f"{self.topic}-{self.partition}"
+        return self._name
 
 
 # --------------------------------------------------------------------------

@@ -130,7 +130,8 @@ def test_topic_partition_compares_orders_and_hashes_as_its_field_tuple() -> None
         assert (hash(x) == hash(y)) == (tx == ty)
     twin = TopicPartition("a", 1)
     assert hash(twin) == hash(("a", 1)) and {TopicPartition("a", 1): "x"}[twin] == "x"
-    assert repr(twin) == "TopicPartition(topic='a', partition=1)"  # the cached hash is no part of its value
+    assert repr(twin) == "TopicPartition(topic='a', partition=1)"  # the cached hash and name are no part of its value
+    assert str(twin) == "a-1" and str(TopicPartition("t-1", 10)) == "t-1-10"
     assert sorted(reversed(parts)) == parts
     assert (twin == ("a", 1)) is False and (twin != ("a", 1)) is True
     with pytest.raises(TypeError):
