@@ -288,6 +288,23 @@ class Arrivals:
         self._next()
 
 
+class _Send:
+    """The send a producer has in flight (one at a time, as Jepsen's
+    processes): what it sends, until when, what went wrong so far. A class,
+    not a dict: every attempt and reply reads it several times."""
+
+    def __init__(self, tp: TopicPartition, value: Any, deadline: int, done: Callable[[str, Any], None] | None,
+                 gen: int) -> None:
+        self.tp = tp
+        self.value = value
+        self.deadline = deadline
+        self.ambiguous = False
+        self.retries = 0
+        self.last_error: Any = None
+        self.done = done
+        self.gen = gen
+
+
 class Producer:
     def __init__(self, wl: Workload, name: str, process: int, acks: str, idempotent: bool = False) -> None:
         self.wl = wl
@@ -305,7 +322,7 @@ class Producer:
         self.pepoch = -1
         self.seqs: dict[TopicPartition, int] = {}
         self.busy = False
-        self._op: dict[str, Any] | None = None
+        self._op: _Send | None = None
         self._gen = 0
 
     @property
@@ -325,8 +342,7 @@ class Producer:
         self.busy = True
         self._gen += 1
         cfg = self.wl.cfg
-        self._op = {"tp": tp, "value": value, "deadline": self.sim.now + cfg.delivery_timeout_ms, "ambiguous": False,
-                    "retries": 0, "last_error": None, "done": done, "gen": self._gen}
+        self._op = _Send(tp, value, self.sim.now + cfg.delivery_timeout_ms, done, self._gen)
         self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks,
                        idempotent=self.idempotent)
         self._attempt(self._gen)
@@ -334,12 +350,12 @@ class Producer:
 
     def _attempt(self, gen: int) -> None:
         op = self._op
-        if op is None or op["gen"] != gen:
+        if op is None or op.gen != gen:
             return
-        if self.sim.now >= op["deadline"]:
-            self._complete("info", None, op["last_error"] or "delivery-timeout")
+        if self.sim.now >= op.deadline:
+            self._complete("info", None, op.last_error or "delivery-timeout")
             return
-        tp = op["tp"]
+        tp = op.tp
         leader = self.meta.leader(tp)
         if leader < 0:
             self.meta.refresh(lambda: self._after_refresh(gen))
@@ -353,7 +369,7 @@ class Producer:
         pid, pepoch, seq = (self.pid, self.pepoch, self.seqs.get(tp, 0)) if self.idempotent else (-1, -1, -1)
         self.ep.request(
             leader,
-            lambda ref: ProduceRequest(ref, tp, acks, 1, (op["value"],), timeout_ms=cfg.request_timeout_ms,
+            lambda ref: ProduceRequest(ref, tp, acks, 1, (op.value,), timeout_ms=cfg.request_timeout_ms,
                                        producer_id=pid, producer_epoch=pepoch, base_sequence=seq),
             lambda msg: self._on_reply(gen, msg),
             cfg.request_timeout_ms + 100,
@@ -361,36 +377,36 @@ class Producer:
 
     def _on_init(self, gen: int, msg: Any) -> None:
         op = self._op
-        if op is None or op["gen"] != gen:
+        if op is None or op.gen != gen:
             return
         if isinstance(msg, InitProducerIdResponse) and msg.error == Errors.NONE:
             self.pid, self.pepoch = msg.producer_id, msg.producer_epoch
             self.seqs = {}
             self._attempt(gen)
             return
-        op["last_error"] = error_name(msg.error) if isinstance(msg, InitProducerIdResponse) else "init-timeout"
-        self.meta.invalidate(op["tp"])
+        op.last_error = error_name(msg.error) if isinstance(msg, InitProducerIdResponse) else "init-timeout"
+        self.meta.invalidate(op.tp)
         self.sim.loop.after(self.wl.cfg.retry_backoff_ms, self._attempt, gen)
 
     def _after_refresh(self, gen: int) -> None:
         op = self._op
-        if op is None or op["gen"] != gen:
+        if op is None or op.gen != gen:
             return
-        if self.meta.leader(op["tp"]) < 0:
-            op["last_error"] = op["last_error"] or "LEADER_NOT_AVAILABLE"
+        if self.meta.leader(op.tp) < 0:
+            op.last_error = op.last_error or "LEADER_NOT_AVAILABLE"
             self.sim.loop.after(self.wl.cfg.metadata_backoff_ms, self._attempt, gen)
         else:
             self._attempt(gen)
 
     def _on_reply(self, gen: int, msg: Any) -> None:
         op = self._op
-        if op is None or op["gen"] != gen:
+        if op is None or op.gen != gen:
             return
         cfg = self.wl.cfg
         if msg is None or not isinstance(msg, ProduceResponse):
-            op["ambiguous"] = True
-            op["last_error"] = "request-timeout"
-            self.meta.invalidate(op["tp"])
+            op.ambiguous = True
+            op.last_error = "request-timeout"
+            self.meta.invalidate(op.tp)
             self._retry(gen, counted=True)
             return
         err = msg.error
@@ -398,25 +414,25 @@ class Producer:
             self._complete("ok", msg.base_offset, None)
             return
         name = error_name(err)
-        op["last_error"] = name
+        op.last_error = name
         if err in _LEADER_ERRORS:
-            self.meta.invalidate(op["tp"])
+            self.meta.invalidate(op.tp)
             self.sim.loop.after(cfg.retry_backoff_ms, self._attempt, gen)
         elif err == Errors.NOT_ENOUGH_REPLICAS:
             self._retry(gen, counted=True)
         elif err in _AMBIGUOUS_ERRORS:
-            op["ambiguous"] = True
+            op.ambiguous = True
             self._retry(gen, counted=True)
         else:
-            self._complete("info" if op["ambiguous"] else "fail", None, name)
+            self._complete("info" if op.ambiguous else "fail", None, name)
 
     def _retry(self, gen: int, counted: bool) -> None:
         op = self._op
         assert op is not None
         if counted:
-            op["retries"] += 1
-            if op["retries"] > self.wl.cfg.retries:
-                self._complete("info" if op["ambiguous"] else "fail", None, op["last_error"])
+            op.retries += 1
+            if op.retries > self.wl.cfg.retries:
+                self._complete("info" if op.ambiguous else "fail", None, op.last_error)
                 return
         self.sim.loop.after(self.wl.cfg.retry_backoff_ms, self._attempt, gen)
 
@@ -425,26 +441,26 @@ class Producer:
         assert op is not None
         self._op = None
         self.busy = False
-        key = str(op["tp"])
+        key = str(op.tp)
         if self.idempotent:
             if type_ == "ok":
-                self.seqs[op["tp"]] = self.seqs.get(op["tp"], 0) + 1
+                self.seqs[op.tp] = self.seqs.get(op.tp, 0) + 1
             else:
                 # after an ambiguous or fatal outcome (info, or e.g.
                 # OUT_OF_ORDER_SEQUENCE_NUMBER) the sequence state is unknown:
                 # start over with a fresh producer id
                 self.pid = -1
         if type_ == "ok":
-            value = [["send", key, [offset, op["value"]]]]
+            value = [["send", key, [offset, op.value]]]
             if offset is not None and offset > self.wl.max_acked.get(key, -1):
                 self.wl.max_acked[key] = offset
         else:
-            value = [["send", key, op["value"]]]
+            value = [["send", key, op.value]]
         self.wl.record(self.process, type_, "send", value, error, acks=self.acks, idempotent=self.idempotent)
         if type_ == "info":
             self.process += self.wl.n_processes_stride()
-        if op["done"] is not None:
-            op["done"](type_, offset if type_ == "ok" else error)
+        if op.done is not None:
+            op.done(type_, offset if type_ == "ok" else error)
 
     def abandon(self) -> None:
         if self._op is not None:
