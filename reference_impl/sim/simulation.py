@@ -199,10 +199,12 @@ class Simulation:
         self._trace_listeners.append(fn)
 
     def trace(self, nid: int, kind: str, data: dict[str, Any]) -> None:
-        """Stamp a node's trace event and hand it to the trackers, the
-        invariant monitor, the listeners and the node's trace file. ``data``
-        becomes the event: it is stamped in place (a second dict and a merge
-        per event were ~3% of a seed), so the caller gives it up."""
+        """Hand a node's trace event to the trackers, the invariant monitor,
+        the listeners and the node's trace file. ``data`` becomes the event,
+        so the caller gives it up: appends, HWs and produces go unstamped
+        (node and time given apart) when no listener wants a stamped dict;
+        any other event is stamped in place (a second dict and a merge per
+        event were ~3% of a seed)."""
         # seq: the simulation's total order, so traces re-read from the node
         # files merge exactly as the monitor saw them live (many events share
         # a virtual millisecond)
