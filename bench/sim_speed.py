@@ -2,32 +2,43 @@
 
 3 brokers + 3 controllers, one topic of 3 partitions (RF 3, min ISR 2),
 acks=all producers at 500 simulated ops/s, no faults (and, with --nemesis,
-the given faults). Target: >= 100x real time. Prints wall-clock and CPU
-(process time) figures, the latter split into the simulation and the
-per-seed checkers (``SimRun.results``), since the machine is shared.
+the given faults). Target: >= 100x real time at that rate. Prints, per seed
+and in total, wall-clock and CPU figures for three spans, since a seed is
+more than its busy part and the machine is shared:
 
-    .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none]
+* the workload phase: ``--time-limit`` simulated seconds at ``--rate``, from
+  the workload's start to the final phase. The target's figure.
+* the whole simulation: also the cluster's start and the heal and final
+  reads (~18 simulated s per seed, mostly idle and cheap, so this figure is
+  higher).
+* each seed with its checkers (``SimRun.results``, pure Python), as
+  ``kraftwerk sim`` runs a seed; and, with ``--jobs N``, ``kraftwerk sim``'s
+  worker pool running the seeds N at a time.
+
+    .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none] [--jobs 2]
 
 Where it stands (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as
-``kraftwerk sim`` does). The machine's load swings the figures by a fifth
+``kraftwerk sim`` does). The machine's load swings the figures by a quarter
 or more from one run to the next: ``--time-limit 60 --seeds 4 --jobs 2``
-three times in a row gave 65.6x, 62.3x and 56.4x in one process, the
-simulation alone 100.1x, 97.1x and 90.3x, and 125.3x, 116.4x and 101.7x for
-two worker processes together. The 100x target is not met in one process
-with the checkers; the simulation alone reaches it only on a quiet machine.
-The interpreter matters: on a python3.11 compiled from source without
-profile-guided or link-time optimisation (pyenv's default, first on this
-machine's PATH) the simulation took ~1.3x the CPU when the two were run
-interleaved, and this bench on it, on a quiet machine just before the
-switch, gave 52.0x in one process, 75.9x for the simulation alone and 106.0x
-for two workers; which is why scripts/bootstrap makes ``.venv`` from Debian's. Steadier, under callgrind a
-10 s seed (the 0.5 s seed's count subtracted) costs 1.29 G instructions on
-Debian's interpreter, checkers included (1.49 G on the unoptimised one; 1.32 G
-before ``TopicPartition`` cached its hash; 1.63 G when each trace event was
-copied into a second dict, the simulator tracked every replica's LEO and HW,
-the monitor converted ints with generic calls and the host called its node
+three times in a row gave, for the workload phase, 94.4x, 82.1x and 72.6x;
+the whole simulation 110.9x, 96.7x and 85.8x; each seed with its checkers
+62.3x to 69.6x (53.8x in the slowest run); and two worker processes 130.8x,
+115.5x and 111.2x. The 100x target is not met for the workload phase.
+Run interleaved with the build this work started from, on a python3.11
+compiled from source without profile-guided or link-time optimisation
+(pyenv's default, first on this machine's PATH): workload phase 53.7x ->
+84.0x and 60.2x -> 85.6x, each seed with its checkers 43.6x -> 61.6x and
+50.0x -> 62.9x. About 1.3x of that is the interpreter alone, which is why
+scripts/bootstrap makes ``.venv`` from Debian's. Steadier, under callgrind
+a 10 s seed (the 0.5 s seed's count subtracted) costs 1.18 G instructions,
+checkers included: 1.49 G on the unoptimised interpreter, 1.32 G on
+Debian's before ``TopicPartition`` cached its hash and name, the monitor
+took the frequent trace events unstamped and the producer's in-flight send
+became a class (1.63 G a stop earlier, when each trace event was copied into
+a second dict, the simulator tracked every replica's LEO and HW, the monitor
+converted ints with generic calls and the host called its node
 generically). This bench keeps no run directory; ``kraftwerk sim --out``
 also writes the history and the node traces (orjson, buffered).
 
@@ -39,12 +50,11 @@ the invariant monitor, two history lines, ~188k events. The per-seed
 checkers (pure Python: compiled, mypyc's inferred types reject values the
 checkers must accept, and with those typed ``Any`` they checked a seed's
 history in 0.35 s against 0.42 s, not worth compiled code that fails
-differently on odd histories) are over a quarter of a seed in one process; the
+differently on odd histories) are over a third of a seed in one process; the
 simulation's profile is flat: no compiled function costs over 1% of a seed
-by itself, the rest is CPython's dict, allocation, reference-counting and
-call machinery that every message, trace event and history line pays. 100x
-in one process means ~26 us of CPU per send for all of it; it takes about
-46-58 us in the runs above, as the load goes.
+by itself, and about 70% of the time is inside CPython's dict, allocation,
+reference-counting and call machinery that every message, trace event and
+history line pays.
 """
 
 from __future__ import annotations
