@@ -99,3 +99,21 @@ def test_sim_unstamped_fast_path_writes_the_same_traces_and_verdict_as_the_stamp
     assert fast_res["invariants"]["counts"], "the variant should break an invariant"
     assert fast_res["invariants"] == slow_res["invariants"]
     assert fast_res["stats"]["history_sha256"] == slow_res["stats"]["history_sha256"]
+
+
+def test_sim_hands_the_monitor_the_event_time_and_node_on_both_trace_paths() -> None:
+    """A violation found on an unstamped event names the same virtual time
+    and node as one found on a stamped event: the simulator passes its
+    clock and the emitting node to the monitor on the fast path."""
+    opts = SimOptions(time_limit_s=2, nemesis=("none",), rate=20).validate()
+    run = SimRun(opts, 1)
+    assert run.setup()
+    sim = run.sim
+    sim.run_until(sim.now + 1234)  # an odd time, so a wrong stamp shows
+    bad = {"tp": "t-0", "hw": 10_000, "leo": 1, "role": "follower"}  # HW above LEO
+    sim.trace(2, "hw", dict(bad))  # no listener: unstamped
+    sim.add_trace_listener(lambda ev: None)
+    sim.trace(3, "hw", dict(bad))  # stamped
+    fast, slow = [v for v in run.monitor.violations if v.kind == "hw-above-leo"]
+    assert (fast.t, fast.node) == (sim.now, 2) and (slow.t, slow.node) == (sim.now, 3)
+    assert slow.step == fast.step + 1 and fast.message == slow.message
