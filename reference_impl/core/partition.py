@@ -197,7 +197,6 @@ class Partition:
     def __post_init__(self) -> None:
         self.producers.rebuild(self.log.batches)
         self._min_isr: int | None = None
-        self.tp_name = str(self.tp)
         self._fetch_req: FetchPartitionRequest | None = None
 
     # -- small helpers ---------------------------------------------------
@@ -225,7 +224,7 @@ class Partition:
         return len(self.state.isr) < self.effective_min_isr()
 
     def _trace(self, kind: str, **data) -> TraceEvent:
-        data["tp"] = self.tp_name
+        data["tp"] = str(self.tp)
         return TraceEvent(kind, data)
 
     def _hw_trace(self) -> TraceEvent:

@@ -27,7 +27,6 @@ from reference_impl.core.effects import (
     Timer,
     TraceEvent,
 )
-
 from reference_impl.core.node import Node
 
 from .clock import NodeClock

@@ -209,6 +209,10 @@ class Simulation:
         # files merge exactly as the monitor saw them live (many events share
         # a virtual millisecond)
         self._trace_seq += 1
+        seq = self._trace_seq
+        now = self.loop.now
+        counts = self.trace_counts
+        counts[kind] = counts.get(kind, 0) + 1
         if (kind == "append" or kind == "hw" or kind == "produce") and not self._trace_listeners:
             # The core's most frequent events (~90% of a seed's), whose data
             # never holds a stamp key and which no tracker follows: with no
@@ -216,42 +220,36 @@ class Simulation:
             # monitor and the trace file (stamping each dict in place, four
             # inserts and a resize, was ~3% of a seed). What either sees is
             # what the stamped event gave it; a test compares the two paths.
-            counts = self.trace_counts
-            counts[kind] = counts.get(kind, 0) + 1
-            now = self.loop.now
+            ev = data
             monitor = self.monitor
             if monitor is not None:
                 monitor.observe_data(nid, now, kind, data)
-            if self._trace_dir is not None:
-                self._trace_file(nid).write(
-                    encode_trace_line({"t": now, "seq": self._trace_seq, "node": nid, "kind": kind, **data}))
-            return
-        # the hot path of stamp(), inline: _RESERVED's four keys, one
-        # compiled lookup each (frozenset.isdisjoint, a generic method call,
-        # was ~2% of a seed)
-        if "kind" not in data and "t" not in data and "seq" not in data and "node" not in data:
-            # stamped in place: the event's data is the runtime's once applied
-            ev = data
-            ev["t"] = self.loop.now
-            ev["seq"] = self._trace_seq
-            ev["node"] = nid
-            ev["kind"] = kind
         else:
-            ev = {"t": self.loop.now, "seq": self._trace_seq, "node": nid, "kind": kind}
-            stamp(ev, data, _RESERVED)
-        counts = self.trace_counts
-        counts[kind] = counts.get(kind, 0) + 1
-        track = _TRACKERS.get(kind)
-        if track is not None:
-            track(self, nid, ev)
-        monitor = self.monitor
-        if monitor is not None:
-            monitor.observe(ev)
-        for fn in self._trace_listeners:
-            fn(ev)
+            # the hot path of stamp(), inline: _RESERVED's four keys, one
+            # compiled lookup each (frozenset.isdisjoint, a generic method
+            # call, was ~2% of a seed)
+            if "kind" not in data and "t" not in data and "seq" not in data and "node" not in data:
+                # stamped in place: the event's data is the runtime's once applied
+                ev = data
+                ev["t"] = now
+                ev["seq"] = seq
+                ev["node"] = nid
+                ev["kind"] = kind
+            else:
+                ev = {"t": now, "seq": seq, "node": nid, "kind": kind}
+                stamp(ev, data, _RESERVED)
+            track = _TRACKERS.get(kind)
+            if track is not None:
+                track(self, nid, ev)
+            monitor = self.monitor
+            if monitor is not None:
+                monitor.observe(ev)
+            for fn in self._trace_listeners:
+                fn(ev)
         if self._trace_dir is not None:
-            # the stamp first, as the real runtime writes it
-            self._trace_file(nid).write(encode_trace_line({"t": ev["t"], "seq": ev["seq"], "node": nid, "kind": kind, **ev}))
+            # the stamps first, as the real runtime writes them (a stamped
+            # event's own copies of them come out in the same places)
+            self._trace_file(nid).write(encode_trace_line({"t": now, "seq": seq, "node": nid, "kind": kind, **ev}))
 
     def _trace_file(self, nid: int) -> Any:
         """Node ``nid``'s trace.jsonl under the trace directory, opened on first use."""
