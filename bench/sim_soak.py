@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.cli.sim import make_pool, run_seeds  # noqa: E402
-from reference_impl.sim.options import SimOptions  # noqa: E402
+from reference_impl.sim.options import SimOptions, SimOptionsError  # noqa: E402
 
 #: variant -> (variants, nemesis mix, extra options)
 VARIANT_HUNTS: dict[str, tuple[dict[str, bool], tuple[str, ...], dict[str, Any]]] = {
@@ -136,7 +136,16 @@ def main() -> None:
             p.add_argument("--only", default="", help="comma list of variant hunts: " + ",".join(VARIANT_HUNTS))
             p.add_argument("--mix", default="", help="override every hunt's nemesis mix (e.g. all)")
     a = ap.parse_args()
-    sys.exit(baseline(a) if a.cmd == "baseline" else variants(a))
+    unknown = [n for n in (getattr(a, "only", "") or "").split(",") if n and n not in VARIANT_HUNTS]
+    if unknown:
+        ap.error(f"unknown variant hunt {unknown[0]!r} (known: {', '.join(VARIANT_HUNTS)})")
+    for name in ("jobs", "seeds", "max_seeds", "chunk"):
+        if getattr(a, name, 1) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(a, name)})")
+    try:
+        sys.exit(baseline(a) if a.cmd == "baseline" else variants(a))
+    except SimOptionsError as e:  # the options, checked before any seed runs
+        ap.error(str(e))
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reference_impl import accel  # noqa: E402
-from reference_impl.sim.options import SimOptions  # noqa: E402
+from reference_impl.sim.options import SimOptions, SimOptionsError  # noqa: E402
 from reference_impl.sim.runner import SimRun  # noqa: E402
 
 
@@ -83,8 +83,17 @@ def main() -> None:
                     help="also run the seeds N at a time in worker processes (kraftwerk sim --jobs) "
                          "and print the aggregate simulated seconds per wall second")
     a = ap.parse_args()
-    opts = SimOptions(brokers=3, controllers=3, partitions=3, rf=3, min_isr=2, acks="all", rate=a.rate,
-                      time_limit_s=a.time_limit, nemesis=tuple(a.nemesis.split(",")), producers=a.producers).validate()
+    for name in ("seeds", "jobs", "producers"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} must be at least 1 (got {getattr(a, name)})")
+    if not a.rate > 0:
+        ap.error(f"--rate must be positive (got {a.rate:g})")
+    try:
+        opts = SimOptions(brokers=3, controllers=3, partitions=3, rf=3, min_isr=2, acks="all", rate=a.rate,
+                          time_limit_s=a.time_limit, nemesis=tuple(a.nemesis.split(",")),
+                          producers=a.producers).validate()
+    except SimOptionsError as e:
+        ap.error(str(e))
     print(f"core and simulator: {accel.status()}; interpreter {sys.executable} "
           f"(Python {platform.python_version()}, {platform.python_compiler()})")
     # one short untimed seed first: the imports (the checkers bring networkx)

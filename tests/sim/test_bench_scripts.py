@@ -1,0 +1,49 @@
+"""The simulator's bench scripts (bench/sim_speed.py, bench/sim_soak.py):
+bad arguments get argparse's one-line error and exit 2, never a traceback;
+a short speed run prints the figures the notes quote."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("script,args,says", [
+    ("sim_speed.py", ["--seeds", "0"], "--seeds must be at least 1"),
+    ("sim_speed.py", ["--jobs", "0"], "--jobs must be at least 1"),
+    ("sim_speed.py", ["--rate", "0"], "--rate must be positive"),
+    ("sim_speed.py", ["--time-limit", "-1"], "--time-limit"),
+    ("sim_speed.py", ["--nemesis", "bogus"], "unknown nemesis 'bogus'"),
+    ("sim_soak.py", ["baseline", "--seeds", "0"], "--seeds must be at least 1"),
+    ("sim_soak.py", ["baseline", "--time-limit", "-3", "--seeds", "1"], "--time-limit"),
+    ("sim_soak.py", ["variants", "--only", "bogus"], "unknown variant hunt 'bogus'"),
+    ("sim_soak.py", ["variants", "--mix", "bogus", "--max-seeds", "1"], "unknown nemesis 'bogus'"),
+])
+def test_bench_scripts_answer_bad_arguments_with_one_line_and_exit_2(script: str, args: list[str], says: str) -> None:
+    p = _run(script, *args)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"{script}: error: ") and says in last
+
+
+def test_sim_speed_prints_the_workload_phase_the_whole_simulation_and_the_seed_with_its_checkers() -> None:
+    p = _run("sim_speed.py", "--seeds", "1", "--time-limit", "3")
+    assert p.returncode == 0, p.stderr
+    workload = re.search(r"TOTAL, workload phase at 500 ops/s, one process: ([\d.]+) simulated s in [\d.]+ wall s = "
+                         r"([\d.]+)x real time \(target >= 100x\)", p.stdout)
+    whole = re.search(r"TOTAL, whole simulation .*?: ([\d.]+) simulated s in", p.stdout)
+    assert workload and whole and "TOTAL, each seed with its checkers" in p.stdout, p.stdout
+    # the workload phase is the --time-limit, the whole run adds the cluster's start and the final phase
+    assert float(workload.group(1)) == 3.0 and float(whole.group(1)) > 3.0 and float(workload.group(2)) > 0
