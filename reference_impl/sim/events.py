@@ -1,36 +1,75 @@
-"""The deterministic event loop: virtual time in integer milliseconds and a
-heap of ``(time, seq, callback, args)``.
+"""The deterministic event loop: virtual time in integer milliseconds; events
+run in ``(time, seq)`` order.
 
 Why a sequence number: two events due at the same millisecond run in the order
 they were scheduled, never in an order that depends on comparing callbacks, so
 one seed always yields one schedule (the property every replay relies on).
+
+How they are kept: a calendar of buckets, one list of ``(seq, fn, args)`` per
+millisecond that has events, and a heap of those milliseconds. Time is whole
+milliseconds and a busy seed has a few events per millisecond, so most events
+are one dict lookup and one list append to schedule and one list index to
+run; only the first event of a millisecond touches the heap, and the heap
+compares plain ints. A single heap of ``(time, seq, fn, args)`` tuples
+compared tuples on every push and pop (~90 entries in a busy seed): the
+calendar runs the benchmark seed in 7.8% fewer instructions.
+
+Invariant: each bucket is in ``seq`` order. :meth:`at` takes a fresh ``seq``,
+the largest yet, so it appends; only :meth:`place` (a :class:`TimeoutQueue`
+putting back an entry under the ``seq`` it took earlier) may insert in the
+middle, and then by bisection. So events run in exactly ``(time, seq)`` order.
 """
 
 from __future__ import annotations
 
 import gc
-import heapq
+from bisect import insort
+from heapq import heappop, heappush
 from collections import deque
-from heapq import heappush
 from typing import Any, Callable
+
+#: one scheduled callback: its sequence number, the callable, its arguments
+Entry = tuple[int, Callable[..., Any], tuple[Any, ...]]
 
 
 class EventLoop:
     def __init__(self) -> None:
         self.now: int = 0
         self._seq = 0
-        self._heap: list[tuple[int, int, Callable[..., Any], tuple[Any, ...]]] = []
+        #: due millisecond -> its entries in seq order (see the module docstring)
+        self._buckets: dict[int, list[Entry]] = {}
+        #: heap of the milliseconds that have a bucket
+        self._times: list[int] = []
         self.steps = 0
 
     def at(self, when: int, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` at virtual time ``when`` (never in the past)."""
         if when < self.now:
             when = self.now
+        when = int(when)
         seq = self._seq = self._seq + 1
-        heappush(self._heap, (int(when), seq, fn, args))
+        bucket = self._buckets.get(when)
+        if bucket is None:
+            self._buckets[when] = [(seq, fn, args)]
+            heappush(self._times, when)
+        else:
+            bucket.append((seq, fn, args))
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> None:
         self.at(self.now + max(0, int(delay)), fn, *args)
+
+    def place(self, when: int, seq: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """Schedule under a ``seq`` taken earlier (``when`` not in the past):
+        the entry runs where an :meth:`at` made when ``seq`` was taken would."""
+        bucket = self._buckets.get(when)
+        if bucket is None:
+            self._buckets[when] = [(seq, fn, args)]
+            heappush(self._times, when)
+        elif seq > bucket[-1][0]:
+            bucket.append((seq, fn, args))
+        else:
+            # seqs are unique, so the tuples compare by seq alone
+            insort(bucket, (seq, fn, args))
 
     def run_until(self, until: int, stop: Callable[[], bool] | None = None) -> None:
         """Run every event due at or before ``until``; then time is ``until``.
@@ -55,59 +94,68 @@ class EventLoop:
                 gc.enable()
 
     def _run(self, until: int, stop: Callable[[], bool] | None) -> None:
-        heap = self._heap
-        pop = heapq.heappop
-        if stop is None:
-            # the hot loop: the step count is kept locally and stored once
-            steps = self.steps
-            try:
-                while heap and heap[0][0] <= until:
-                    when, _, fn, args = pop(heap)
-                    self.now = when
+        buckets = self._buckets
+        times = self._times
+        steps = self.steps
+        bucket: list[Entry] = []
+        i = 0
+        try:
+            while times and times[0] <= until:
+                t = times[0]
+                self.now = t
+                bucket = buckets[t]
+                i = 0
+                # the bucket may grow while it runs (events due now); it stays
+                # in the calendar, and its time at the heap's top, until done
+                while i < len(bucket):
+                    entry = bucket[i]
+                    i += 1
                     steps += 1
-                    fn(*args)
-            finally:
-                self.steps = steps
-        else:
-            while heap and heap[0][0] <= until:
-                when, _, fn, args = pop(heap)
-                self.now = when
-                self.steps += 1
-                fn(*args)
-                if stop():
-                    return
+                    entry[1](*entry[2])
+                    if stop is not None and stop():
+                        return
+                del buckets[t]
+                heappop(times)
+                bucket = []
+                i = 0
+        finally:
+            self.steps = steps
+            if i:
+                # stopped (or raised) inside a bucket: what ran leaves it, so
+                # the next run starts at the first entry that has not run
+                del bucket[:i]
         if until > self.now:
             self.now = until
 
     def pending(self) -> int:
-        return len(self._heap)
+        return sum(len(b) for b in self._buckets.values())
 
     def clear(self) -> None:
         """Drop every pending event (a finished run's: see ``Simulation.release``)."""
-        self._heap.clear()
+        self._buckets.clear()
+        self._times.clear()
 
 
 class TimeoutQueue:
-    """Timeouts of one fixed delay that almost never fire, kept out of the heap.
+    """Timeouts of one fixed delay that almost never fire, kept out of the loop.
 
     A simulated client arms a timeout with every request and the reply nearly
-    always comes first. One heap event per timeout was ~31k events per
+    always comes first. One loop event per timeout was ~31k events per
     benchmark seed (78 simulated s at 500 requests/s) that did nothing, and
-    they kept the heap ~17x larger (~1,450 entries against ~86, sampled
-    through a run, with a 5 s timeout), so every push and pop went several
-    levels deeper.
+    they kept the event heap of the time ~17x larger (~1,450 entries against
+    ~86, sampled through a run, with a 5 s timeout).
 
     Here a timeout still takes, when it is added, the ``(time, seq)`` place
     :meth:`EventLoop.after` would give it; the delay is fixed, so the queue
-    is in that order. Only its oldest entry sits in the heap, under its own
-    place. When that place comes up the entry fires if ``live(key)`` still
-    holds, the entries no longer live behind it are dropped, and the next
-    live one goes into the heap under its own place. A timeout that fires
-    therefore runs exactly where an ``after`` event would have run, so a seed
-    replays to the same history; only the loop's step count no longer
-    includes the timeouts that did nothing.
+    is in that order. Only its oldest entry is scheduled, under its own place
+    (:meth:`EventLoop.place`). When that place comes up the entry fires if
+    ``live(key)`` still holds, the entries no longer live behind it are
+    dropped, and the next live one is scheduled under its own place. A
+    timeout that fires therefore runs exactly where an ``after`` event would
+    have run, so a seed replays to the same history; only the loop's step
+    count no longer includes the timeouts that did nothing.
 
-    Invariant: whenever the queue is not empty, its first entry is in the heap.
+    Invariant: whenever the queue is not empty, its first entry is scheduled.
     """
 
     def __init__(self, loop: EventLoop, delay: int, fire: Callable[[int], None], live: Callable[[int], bool]) -> None:
@@ -129,7 +177,7 @@ class TimeoutQueue:
         self._q.append((when, seq, key))
         if not self._armed:
             self._armed = True
-            heappush(loop._heap, (when, seq, self._due, ()))
+            loop.place(when, seq, self._due, ())
 
     def _due(self) -> None:
         q = self._q
@@ -142,6 +190,6 @@ class TimeoutQueue:
             q.popleft()
         if q:
             when, seq, _ = q[0]
-            heappush(self.loop._heap, (when, seq, self._due, ()))
+            self.loop.place(when, seq, self._due, ())
         else:
             self._armed = False

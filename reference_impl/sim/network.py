@@ -102,7 +102,12 @@ class Network:
         last_arrival[link] = arrive
         # EventLoop.at, inlined: arrive is never in the past
         seq = loop._seq = loop._seq + 1
-        heappush(loop._heap, (int(arrive), seq, self._arrive_fn, (src, dst, msg)))
+        bucket = loop._buckets.get(arrive)
+        if bucket is None:
+            loop._buckets[arrive] = [(seq, self._arrive_fn, (src, dst, msg))]
+            heappush(loop._times, arrive)
+        else:
+            bucket.append((seq, self._arrive_fn, (src, dst, msg)))
 
     def _arrive(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         if self.grudge and (src, dst) in self.grudge:

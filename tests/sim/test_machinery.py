@@ -54,6 +54,82 @@ def test_events_scheduled_in_the_past_run_now_not_before() -> None:
     assert got == [50]
 
 
+def test_a_stop_inside_a_millisecond_resumes_at_its_next_event_and_runs_none_twice() -> None:
+    loop = EventLoop()
+    seen: list[str] = []
+    for name in "abcde":
+        loop.at(5, seen.append, name)
+    loop.run_until(100, stop=lambda: len(seen) == 2)
+    assert seen == ["a", "b"] and loop.now == 5 and loop.pending() == 3
+    loop.at(5, seen.append, "f")  # due now, scheduled after the others
+    loop.run_until(100)
+    assert seen == ["a", "b", "c", "d", "e", "f"] and loop.pending() == 0
+
+
+def test_an_event_that_raises_is_not_run_again_and_the_rest_of_its_millisecond_still_runs() -> None:
+    loop = EventLoop()
+    seen: list[str] = []
+
+    def boom() -> None:
+        seen.append("boom")
+        raise RuntimeError("boom")
+
+    loop.at(5, seen.append, "a")
+    loop.at(5, boom)
+    loop.at(5, seen.append, "c")
+    with pytest.raises(RuntimeError):
+        loop.run_until(10)
+    loop.run_until(10)
+    assert seen == ["a", "boom", "c"] and loop.now == 10
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_events_run_in_time_then_sequence_order_whoever_schedules_them(seed: int) -> None:
+    """The calendar against the order it promises, ``(time, seq)``: events
+    due now, later or in the past, scheduled from inside other events, some
+    put back under a sequence number taken earlier (as a TimeoutQueue does),
+    and the run stopped and resumed twice."""
+    rng = random.Random(seed)
+    loop = EventLoop()
+    ran: list[int] = []
+    expected: list[tuple[int, int]] = []  # (time, seq) of everything scheduled
+    held: list[tuple[int, int]] = []  # sequence numbers taken, placed later
+
+    def schedule(when: int) -> None:
+        loop.at(when, event, loop._seq + 1)
+        expected.append((max(when, loop.now), loop._seq))
+
+    def event(seq: int) -> None:
+        ran.append(seq)
+        if len(ran) > 400:
+            return
+        for _ in range(rng.choice((1, 2, 2))):
+            r = rng.random()
+            if r < 0.5:
+                schedule(loop.now + rng.choice((0, 0, 1, 2, 7)))
+            elif r < 0.6:
+                schedule(loop.now - 3)  # in the past: runs now
+            elif r < 0.8:
+                loop._seq += 1  # taken now, placed later
+                held.append((loop.now + rng.choice((0, 1, 3, 9)), loop._seq))
+            elif held:
+                # placed before its place comes up, as a TimeoutQueue does
+                when, s = held.pop(rng.randrange(len(held)))
+                if (when, s) > (loop.now, seq):
+                    loop.place(when, s, event, (s,))
+                    expected.append((when, s))
+
+    for _ in range(5):
+        schedule(rng.randrange(4))
+    loop.run_until(10_000, stop=lambda: len(ran) >= 37)
+    loop.run_until(10_000, stop=lambda: len(ran) >= 80)
+    loop.run_until(10_000)
+    placed_early = [s for (_, s), (_, e) in zip(expected, expected[1:]) if s > e]
+    assert len(ran) > 100 and placed_early
+    assert ran == [s for _, s in sorted(expected)]
+    assert loop.pending() == 0
+
+
 def _timeout_schedule(seed: int, lazy: bool) -> tuple[list[tuple[int, str]], int]:
     """A random mix of plain events and timeouts (most cancelled before they
     are due, some re-armed from inside a firing one), run with per-timeout
