@@ -16,6 +16,11 @@ from .op import OP_TYPES, HistoryError, Op
 #: compact JSON, non-string keys written as strings (as :mod:`json` does),
 #: and the newline appended by the encoder itself
 LINE_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+#: tried first: for an operation whose keys are all strings (nearly every
+#: one) the bytes are LINE_OPTIONS' and orjson takes about a third less time
+#: to make them; a non-string key makes it raise TypeError, and the caller
+#: then encodes with LINE_OPTIONS
+STR_KEYS_LINE_OPTIONS = orjson.OPT_APPEND_NEWLINE
 
 
 def encode_line(op: Op) -> str:
@@ -42,8 +47,12 @@ def encode_fields(fields: dict[str, Any]) -> str:
     cannot hold at all (a set, say) is written as its ``repr``. A float NaN
     or infinity is written as ``null`` (standard JSON has neither)."""
     try:
+        return orjson.dumps(fields, option=STR_KEYS_LINE_OPTIONS).decode()
+    except TypeError:  # orjson.JSONEncodeError: a non-string key, or worse
+        pass
+    try:
         return orjson.dumps(fields, option=LINE_OPTIONS).decode()
-    except TypeError:  # orjson.JSONEncodeError
+    except TypeError:
         pass
     try:
         return _JSON.encode(fields) + "\n"

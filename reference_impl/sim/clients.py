@@ -119,11 +119,8 @@ class Endpoint:
         self.sim.net.send(self.name, node, make((self.name, rid)))
         q = self._timeouts.get(timeout_ms)
         if q is None:
-            q = self._timeouts[timeout_ms] = TimeoutQueue(self.sim.loop, timeout_ms, self._timeout, self._waiting)
+            q = self._timeouts[timeout_ms] = TimeoutQueue(self.sim.loop, timeout_ms, self._timeout, self._pending)
         q.add(rid)
-
-    def _waiting(self, rid: int) -> bool:
-        return rid in self._pending
 
     def _timeout(self, rid: int) -> None:
         cb = self._pending.pop(rid, None)

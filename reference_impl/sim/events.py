@@ -26,7 +26,7 @@ import gc
 from bisect import insort
 from heapq import heappop, heappush
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Container
 
 #: one scheduled callback: its sequence number, the callable, its arguments
 Entry = tuple[int, Callable[..., Any], tuple[Any, ...]]
@@ -158,13 +158,16 @@ class TimeoutQueue:
     Invariant: whenever the queue is not empty, its first entry is scheduled.
     """
 
-    def __init__(self, loop: EventLoop, delay: int, fire: Callable[[int], None], live: Callable[[int], bool]) -> None:
+    def __init__(self, loop: EventLoop, delay: int, fire: Callable[[int], None], live: Container[int]) -> None:
         self.loop = loop
         self.delay = max(0, int(delay))
         self._fire = fire
+        # a container, not a predicate: ``key in live`` is no call at all
+        # (an endpoint passes its dict of requests awaiting a reply)
         self._live = live
         self._q: deque[tuple[int, int, int]] = deque()
         self._armed = False
+        self._due_fn: Callable[[], None] = self._due  # bound once
 
     def __len__(self) -> int:
         return len(self._q)
@@ -177,19 +180,19 @@ class TimeoutQueue:
         self._q.append((when, seq, key))
         if not self._armed:
             self._armed = True
-            loop.place(when, seq, self._due, ())
+            loop.place(when, seq, self._due_fn, ())
 
     def _due(self) -> None:
         q = self._q
         key = q.popleft()[2]
         # still armed while it fires: a timeout added meanwhile only queues
-        if self._live(key):
+        if key in self._live:
             self._fire(key)
         live = self._live
-        while q and not live(q[0][2]):
+        while q and q[0][2] not in live:
             q.popleft()
         if q:
             when, seq, _ = q[0]
-            self.loop.place(when, seq, self._due, ())
+            self.loop.place(when, seq, self._due_fn, ())
         else:
             self._armed = False

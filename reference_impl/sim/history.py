@@ -15,7 +15,7 @@ from typing import Any, Final
 import orjson
 
 from checkers.history import JsonlWriter, Op
-from checkers.history.jsonl import LINE_OPTIONS, encode_fields
+from checkers.history.jsonl import STR_KEYS_LINE_OPTIONS, encode_fields
 
 #: history lines buffered between flushes to the OS (and between digest updates)
 FLUSH_EVERY: Final = 512
@@ -56,7 +56,7 @@ class History:
         if extra:
             fields.update(extra)
         try:
-            line = orjson.dumps(fields, option=LINE_OPTIONS)
+            line = orjson.dumps(fields, option=STR_KEYS_LINE_OPTIONS)
         except TypeError:  # orjson.JSONEncodeError: encode_fields' fallbacks
             line = encode_fields(fields).encode()
         unhashed = self._unhashed

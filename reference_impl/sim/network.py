@@ -53,6 +53,9 @@ class Network:
         # the arrival callback, bound once: taking ``self._arrive`` per
         # message made a bound-method object each time
         self._arrive_fn: Callable[[Endpoint, Endpoint, Any], None] = self._arrive
+        # the generator's draw, bound once: ``rng.random()`` looked the method
+        # up by name on every message
+        self._random: Callable[[], float] = rng.random
 
     def attach(self, endpoint: Endpoint, receive: Callable[[Endpoint, Any], None]) -> None:
         self._receivers[endpoint] = receive
@@ -79,20 +82,21 @@ class Network:
         if self.taps:
             for tap in self.taps:
                 tap(src, dst, msg)
-        link = (src, dst)
+        # Any, not a tuple type: compiled, a typed tuple is unboxed and made
+        # into a new tuple object (and hashed again) at each use below
+        link: Any = (src, dst)
         if self.grudge and link in self.grudge:
             self.dropped += 1
             return
         links = self.links
         prof = links.get(link, self.default) if links else self.default
-        rng = self.rng
-        if prof.loss and rng.random() < prof.loss:
+        if prof.loss and self._random() < prof.loss:
             self.dropped += 1
             return
         # LinkProfile.sample, inlined: random.expovariate(1 / jitter) is
         # -log(1 - random()) / (1 / jitter), computed here the same way
         jitter = prof.jitter_ms
-        extra = -_log(1.0 - rng.random()) / (1.0 / jitter) if jitter > 0 else 0.0
+        extra = -_log(1.0 - self._random()) / (1.0 / jitter) if jitter > 0 else 0.0
         loop = self.loop
         arrive = loop.now + prof.min_ms + int(extra)
         last_arrival = self._last_arrival

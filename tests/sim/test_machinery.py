@@ -154,7 +154,7 @@ def _timeout_schedule(seed: int, lazy: bool) -> tuple[list[tuple[int, str]], int
         if lazy:
             q = queues.get(delay)
             if q is None:
-                q = queues[delay] = TimeoutQueue(loop, delay, fire, pending.__contains__)
+                q = queues[delay] = TimeoutQueue(loop, delay, fire, pending)
             q.add(key)
         else:
             loop.after(delay, lambda k=key: fire(k) if k in pending else None)
@@ -187,7 +187,7 @@ def test_a_timeout_queue_keeps_only_its_oldest_entry_in_the_heap() -> None:
     loop = EventLoop()
     live = {1, 2, 3}
     fired: list[tuple[int, int]] = []
-    q = TimeoutQueue(loop, 100, lambda k: fired.append((loop.now, k)), live.__contains__)
+    q = TimeoutQueue(loop, 100, lambda k: fired.append((loop.now, k)), live)
     for k in (1, 2, 3):
         q.add(k)
         loop.run_until(loop.now + 10)
