@@ -44,7 +44,10 @@ class Network:
         self.default = default or LinkProfile()
         self.links: dict[tuple[Endpoint, Endpoint], LinkProfile] = {}
         self.grudge: set[tuple[Endpoint, Endpoint]] = set()
-        self._last_arrival: dict[tuple[Endpoint, Endpoint], int] = {}
+        #: src -> dst -> when its last message arrives (FIFO per link). Two
+        #: lookups by endpoint, not one by ``(src, dst)``: a tuple key is a
+        #: tuple to make and hash and, when found, to compare item by item
+        self._last_arrival: dict[Endpoint, dict[Endpoint, int]] = {}
         self._receivers: dict[Endpoint, Callable[[Endpoint, Any], None]] = {}
         self.taps: list[Callable[[Endpoint, Endpoint, Any], None]] = []
         self.sent = 0
@@ -82,14 +85,12 @@ class Network:
         if self.taps:
             for tap in self.taps:
                 tap(src, dst, msg)
-        # Any, not a tuple type: compiled, a typed tuple is unboxed and made
-        # into a new tuple object (and hashed again) at each use below
-        link: Any = (src, dst)
-        if self.grudge and link in self.grudge:
+        grudge = self.grudge
+        if grudge and (src, dst) in grudge:
             self.dropped += 1
             return
         links = self.links
-        prof = links.get(link, self.default) if links else self.default
+        prof = links.get((src, dst), self.default) if links else self.default
         if prof.loss and self._random() < prof.loss:
             self.dropped += 1
             return
@@ -99,11 +100,13 @@ class Network:
         extra = -_log(1.0 - self._random()) / (1.0 / jitter) if jitter > 0 else 0.0
         loop = self.loop
         arrive = loop.now + prof.min_ms + int(extra)
-        last_arrival = self._last_arrival
-        last = last_arrival.get(link, 0)
+        last_arrival = self._last_arrival.get(src)
+        if last_arrival is None:
+            last_arrival = self._last_arrival[src] = {}
+        last = last_arrival.get(dst, 0)
         if arrive < last:
             arrive = last  # FIFO per link, like one TCP connection
-        last_arrival[link] = arrive
+        last_arrival[dst] = arrive
         # EventLoop.at, inlined: arrive is never in the past
         seq = loop._seq = loop._seq + 1
         bucket = loop._buckets.get(arrive)
