@@ -56,11 +56,11 @@ import heapq
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Final, Iterable, Iterator
 
 Runs = list[tuple[int, int]]  # (start offset, leader epoch), ascending
 
-MAX_EXAMPLES_PER_KIND = 20
+MAX_EXAMPLES_PER_KIND: Final = 20
 
 
 @dataclass

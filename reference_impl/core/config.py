@@ -25,11 +25,11 @@ Variants (ARCHITECTURE.md, principle 2). Each defaults to today's Kafka:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any, Final, Mapping
 
-VARIANT_NAMES = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
+VARIANT_NAMES: Final = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
 #: ``unclean.recovery.strategy`` values, Kafka's spelling (seed 002)
-RECOVERY_STRATEGIES = ("Aggressive", "Balanced", "None")
+RECOVERY_STRATEGIES: Final = ("Aggressive", "Balanced", "None")
 
 
 class ConfigError(ValueError):

@@ -81,7 +81,7 @@ unfenced (trace ``election`` with ``data_kind="last-known-leader"``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Final, Iterable
 
 from .config import ProtocolConfig
 from .effects import Effect, Reply, Send, Timer, TraceEvent
@@ -120,7 +120,7 @@ from .partition_change import BALANCED, PartitionChangeBuilder
 from .raft import RAFT_MESSAGES, RaftReplica
 from .storage import StoredState
 
-CONTROLLER_REQUESTS = (
+CONTROLLER_REQUESTS: Final = (
     BrokerRegistrationRequest,
     BrokerHeartbeatRequest,
     AlterPartitionRequest,
@@ -129,7 +129,7 @@ CONTROLLER_REQUESTS = (
 )
 
 #: producer ids handed out per AllocateProducerIds (Kafka's block size)
-PRODUCER_ID_BLOCK = 1000
+PRODUCER_ID_BLOCK: Final = 1000
 
 
 @dataclass

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from .effects import Effect, FileWrite, Fsync, LogAppend, LogTruncate, LogTruncateFully
 from .epoch_cache import LeaderEpochCache
@@ -30,7 +30,7 @@ from .messages import Batch, TopicPartition
 from .storage import LeaderEpochCheckpoint, epoch_checkpoint, partition_log
 
 
-def epoch_runs(batches: Any) -> list[list[int]]:
+def epoch_runs(batches: Iterable[Batch]) -> list[list[int]]:
     """``[[epoch, start], ...]``: where each leader epoch starts among
     ``batches`` (consecutive batches of one epoch are one run). A follower's
     fetch may carry batches of several epochs; the ``append`` trace event

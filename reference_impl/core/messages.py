@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 NodeId = int
-NO_LEADER = -1
+NO_LEADER: Final = -1
 
 
 class Errors:

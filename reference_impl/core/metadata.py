@@ -12,6 +12,7 @@ exactly the deltas Kafka's ``ReplicaManager.applyDelta`` would.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 from .messages import (
     NO_LEADER,
@@ -29,8 +30,8 @@ from .messages import (
     TopicRecord,
 )
 
-RECOVERED = 0
-RECOVERING = 1
+RECOVERED: Final = 0
+RECOVERING: Final = 1
 
 
 @dataclass(frozen=True, slots=True)

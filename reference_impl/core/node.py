@@ -13,7 +13,7 @@ metadata to the broker.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Final, Iterable
 
 from .config import ProtocolConfig
 from .effects import Effect, Halt, Timer
@@ -41,7 +41,7 @@ from .replica_manager import BrokerRole
 from .storage import StoredState
 
 #: messages only a controller (or KRaft voter) answers
-CONTROLLER_MESSAGES = (
+CONTROLLER_MESSAGES: Final = (
     BrokerRegistrationRequest,
     BrokerHeartbeatRequest,
     AlterPartitionRequest,
@@ -56,7 +56,7 @@ CONTROLLER_MESSAGES = (
 )
 
 #: message types that may concern something other than the broker role
-_NOT_BROKER_ONLY = frozenset(CONTROLLER_MESSAGES) | {CreateTopicsRequest, RaftFetchResponse, ControlledShutdownRequest}
+_NOT_BROKER_ONLY: Final = frozenset(CONTROLLER_MESSAGES) | {CreateTopicsRequest, RaftFetchResponse, ControlledShutdownRequest}
 
 
 class Node:

@@ -15,7 +15,7 @@ through the small :class:`PartitionContext` it passes in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from .config import ProtocolConfig
 from .effects import Effect, TraceEvent
@@ -35,18 +35,18 @@ from .messages import (
 from .metadata import MetadataImage, PartitionRegistration
 from .producer_state import ProducerStateManager
 
-LEADER = "leader"
-FOLLOWER = "follower"
-NONE = "none"
+LEADER: Final = "leader"
+FOLLOWER: Final = "follower"
+NONE: Final = "none"
 
 # follower fetch states (Kafka's PartitionFetchState)
-FETCHING = "fetching"
-TRUNCATING = "truncating"  # waiting for an OffsetsForLeaderEpoch answer
-FENCED = "fenced"  # our leader epoch is stale: wait for newer metadata
+FETCHING: Final = "fetching"
+TRUNCATING: Final = "truncating"  # waiting for an OffsetsForLeaderEpoch answer
+FENCED: Final = "fenced"  # our leader epoch is stale: wait for newer metadata
 
 #: AlterPartition errors after which the leader waits for fresh metadata
 #: (the controller's view moved on; seed 000, "AlterPartition rejected")
-WAIT_FOR_METADATA_ERRORS = frozenset(
+WAIT_FOR_METADATA_ERRORS: Final = frozenset(
     {
         Errors.INVALID_UPDATE_VERSION,
         Errors.FENCED_LEADER_EPOCH,
@@ -56,7 +56,7 @@ WAIT_FOR_METADATA_ERRORS = frozenset(
     }
 )
 #: authoritative "not applied": reset to the last committed ISR
-RESET_ERRORS = frozenset({Errors.INELIGIBLE_REPLICA, Errors.OPERATION_NOT_ATTEMPTED})
+RESET_ERRORS: Final = frozenset({Errors.INELIGIBLE_REPLICA, Errors.OPERATION_NOT_ATTEMPTED})
 
 
 class PartitionContext(Protocol):
@@ -71,7 +71,7 @@ class PartitionContext(Protocol):
 
 
 #: "never caught up" (see ReplicaState)
-NEVER = -(1 << 62)
+NEVER: Final = -(1 << 62)
 
 # --------------------------------------------------------------------------
 # Leader-side view of a follower

@@ -83,21 +83,21 @@ With KIP-966 off (variant ``kip966=off`` or ``eligible.leader.replicas.enabled
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Final, Iterable
 
 from .messages import NO_LEADER, NodeId, PartitionChangeRecord, TopicPartition
 from .metadata import RECOVERED, RECOVERING, PartitionRegistration
 
-CLEAN = "clean"
-ELR = "elr"
-UNCLEAN = "unclean"
-RECOVERY = "recovery"
-LAST_KNOWN_LEADER = "last-known-leader"
+CLEAN: Final = "clean"
+ELR: Final = "elr"
+UNCLEAN: Final = "unclean"
+RECOVERY: Final = "recovery"
+LAST_KNOWN_LEADER: Final = "last-known-leader"
 
-AGGRESSIVE = "Aggressive"
-BALANCED = "Balanced"
+AGGRESSIVE: Final = "Aggressive"
+BALANCED: Final = "Balanced"
 #: the strategy spelled "None" (not Python's None, which means: recovery off)
-STRATEGY_NONE = "None"
+STRATEGY_NONE: Final = "None"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Final, Iterable
 
 from .messages import Batch, Errors
 
-MAX_CACHED_BATCHES = 5
-NO_SEQUENCE = -1
-INT32_MAX = 2**31 - 1
+MAX_CACHED_BATCHES: Final = 5
+NO_SEQUENCE: Final = -1
+INT32_MAX: Final = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from bisect import insort
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Final, Iterable
 
 from .config import ProtocolConfig
 from .effects import Effect, FileDelete, FileWrite, Fsync, Halt, Reply, Send, TraceEvent
@@ -87,8 +87,8 @@ from .storage import (
 
 #: producer ids are ``broker_epoch * PRODUCER_ID_BLOCK + n``: broker epochs are
 #: unique cluster-wide, so ids never collide without a round trip
-PRODUCER_ID_BLOCK = 1 << 32
-NO_DEADLINE = 1 << 62
+PRODUCER_ID_BLOCK: Final = 1 << 32
+NO_DEADLINE: Final = 1 << 62
 
 
 def parse_log_name(name: str) -> TopicPartition | None:
@@ -128,13 +128,18 @@ class DelayedFetch:
     src: NodeId | None
     deadline: int
     tps: tuple[TopicPartition, ...]
+    #: the request's partitions, typed: read on every append to a watched
+    #: partition (compiled, ``msg.partitions`` on an untyped msg is a lookup by name)
+    parts: tuple[FetchPartitionRequest, ...]
 
-    def __init__(self, kind: str, msg: Any, src: NodeId | None, deadline: int, tps: tuple[TopicPartition, ...]) -> None:
+    def __init__(self, kind: str, msg: Any, src: NodeId | None, deadline: int, tps: tuple[TopicPartition, ...],
+                 parts: tuple[FetchPartitionRequest, ...]) -> None:
         self.kind = kind
         self.msg = msg
         self.src = src
         self.deadline = deadline
         self.tps = tps
+        self.parts = parts
 
 
 @dataclass
@@ -813,7 +818,7 @@ class BrokerRole:
     def _park_fetch(self, kind: str, msg, src, deadline: int, tps: tuple[TopicPartition, ...]) -> None:
         self._fetch_ids += 1
         fid = self._fetch_ids
-        self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, tps)
+        self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, tps, msg.partitions)
         self._note(deadline)
         for tp in tps:
             self.fetch_watch.setdefault(tp, set()).add(fid)
@@ -842,7 +847,7 @@ class BrokerRole:
     def _fetch_ready(d: DelayedFetch, tp: TopicPartition, p: Partition | None) -> bool:
         if p is None or not p.is_leader:
             return True
-        for req in d.msg.partitions:
+        for req in d.parts:
             if req.tp != tp:
                 continue
             upto = p.log.leo if d.kind == "replica" else p.log.hw
@@ -862,18 +867,21 @@ class BrokerRole:
                     del self.fetch_watch[tp]
         if d.kind == "client":
             return [Reply(ClientFetchResponse(d.msg.ref, tuple(self._client_fetch_partition(req) for req in d.msg.partitions)))]
-        assert d.src is not None  # parked by handle_replica_fetch, which answers peers only
+        msg = d.msg
+        # parked by handle_replica_fetch, which answers peers only; the
+        # isinstance also lets the compiled code read msg's fields natively
+        assert d.src is not None and isinstance(msg, ReplicaFetchRequest)
         effects: list[Effect] = []
         responses = []
-        for req in d.msg.partitions:
+        for req in d.parts:
             p = self.partitions.get(req.tp)
             if p is None:
                 responses.append(FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER))
                 continue
-            resp, e, _ = p.serve_replica_fetch(req, d.msg.replica_id, d.msg.broker_epoch, now, record=False)
+            resp, e, _ = p.serve_replica_fetch(req, msg.replica_id, msg.broker_epoch, now, record=False)
             effects += e
             responses.append(resp)
-        effects.append(Send(d.src, ReplicaFetchResponse(self.node_id, d.msg.correlation_id, Errors.NONE, tuple(responses))))
+        effects.append(Send(d.src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
         return effects
 
     # ======================================================================

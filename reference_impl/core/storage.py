@@ -19,15 +19,15 @@ Names (so that both runtimes agree on layout):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from .messages import NodeId, TopicPartition
 
-METADATA_LOG = "__cluster_metadata-0"
-QUORUM_STATE = f"{METADATA_LOG}/quorum-state"
-HW_CHECKPOINT = "replication-offset-checkpoint"
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-CLEAN_SHUTDOWN = "clean-shutdown"
+METADATA_LOG: Final = "__cluster_metadata-0"
+QUORUM_STATE: Final = f"{METADATA_LOG}/quorum-state"
+HW_CHECKPOINT: Final = "replication-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
+CLEAN_SHUTDOWN: Final = "clean-shutdown"
 
 
 def partition_log(tp: TopicPartition) -> str:

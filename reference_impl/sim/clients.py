@@ -32,7 +32,7 @@ import random
 from dataclasses import dataclass
 from functools import partial
 from math import log as _log
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Final, Sequence, TypeVar
 
 from reference_impl.core.messages import (
     ClientFetchRequest,
@@ -57,15 +57,15 @@ from .history import History
 if TYPE_CHECKING:
     from .simulation import Simulation
 
-FINAL_READER_BASE = 1_000_000
+FINAL_READER_BASE: Final = 1_000_000
 
 ERROR_NAMES = {v: k for k, v in vars(Errors).items() if isinstance(v, int) and not k.startswith("_") and k != "FENCED_EPOCH"}
 
 #: refresh metadata and retry without spending a retry (librdkafka)
-_LEADER_ERRORS = frozenset({Errors.LEADER_NOT_AVAILABLE, Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH,
+_LEADER_ERRORS: Final = frozenset({Errors.LEADER_NOT_AVAILABLE, Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH,
                             Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION})
 #: retried, and the batch may have been appended
-_AMBIGUOUS_ERRORS = frozenset({Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
+_AMBIGUOUS_ERRORS: Final = frozenset({Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
 
 
 _T = TypeVar("_T")

@@ -14,7 +14,7 @@ with it, so an fsync copies only what changed since the last one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from reference_impl.core.effects import FileDelete, FileWrite, Fsync, LogAppend, LogTruncate, LogTruncateFully
 from reference_impl.core.storage import StoredState
@@ -47,7 +47,7 @@ class _Log:
         return self.synced != len(self.cache) or len(self.durable) != len(self.cache) or self.durable_start != self.cache_start
 
 
-_DELETED = object()
+_DELETED: Final = object()
 
 
 class Disk:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import traceback
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Final
 
 from reference_impl.core.effects import (
     FileDelete,
@@ -35,11 +35,11 @@ from .disk import Disk
 if TYPE_CHECKING:
     from .simulation import Simulation
 
-_DISK_EFFECTS = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
+_DISK_EFFECTS: Final = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
 
-UP = "up"
-PAUSED = "paused"
-DOWN = "down"
+UP: Final = "up"
+PAUSED: Final = "paused"
+DOWN: Final = "down"
 
 
 class Host:

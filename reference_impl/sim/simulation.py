@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Final, Iterable
 
 from checkers.invariants import InvariantMonitor
 from reference_impl.core.config import ProtocolConfig
@@ -30,8 +30,8 @@ from .events import EventLoop
 from .host import DOWN, PAUSED, UP, Host
 from .network import Endpoint, LinkProfile, Network
 
-CONTROLLER_BASE = 100
-_RESERVED = frozenset({"t", "seq", "node", "kind"})
+CONTROLLER_BASE: Final = 100
+_RESERVED: Final = frozenset({"t", "seq", "node", "kind"})
 
 
 @dataclass

@@ -84,7 +84,7 @@ entries from offset 0, which rebuilds the metadata image from the log.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol
+from typing import Any, Final, Iterable, Protocol
 
 from ..config import ProtocolConfig
 from ..effects import Effect, FileWrite, Fsync, LogAppend, LogTruncate, Send, Timer, TraceEvent
@@ -106,7 +106,7 @@ from ..messages import (
 from ..storage import METADATA_LOG, QUORUM_STATE, QuorumState, StoredState
 
 #: the messages :meth:`RaftReplica.handle` accepts
-RAFT_MESSAGES = (
+RAFT_MESSAGES: Final = (
     VoteRequest,
     VoteResponse,
     BeginQuorumEpochRequest,
@@ -117,16 +117,16 @@ RAFT_MESSAGES = (
 )
 
 #: how long the leader parks a fetch that has nothing new (KRaft's fetch max wait)
-FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_WAIT_MS: Final = 500
 #: a fetch with no answer after this long is sent again (lost request or response)
-FETCH_RESEND_MS = FETCH_MAX_WAIT_MS + 500
+FETCH_RESEND_MS: Final = FETCH_MAX_WAIT_MS + 500
 #: pause before retrying after an error answer
-RETRY_BACKOFF_MS = 50
+RETRY_BACKOFF_MS: Final = 50
 
-LEADER = "leader"
-CANDIDATE = "candidate"
-FOLLOWER = "follower"
-OBSERVER = "observer"
+LEADER: Final = "leader"
+CANDIDATE: Final = "candidate"
+FOLLOWER: Final = "follower"
+OBSERVER: Final = "observer"
 
 
 class Rng(Protocol):
