@@ -59,15 +59,17 @@ class Disk:
 
     # -- effects -------------------------------------------------------------
     def apply(self, eff: Any) -> None:
-        t = type(eff)
-        if t is LogAppend:
+        # isinstance, not type(eff) is ...: it narrows the type, so the
+        # compiled code reads the effect's fields natively, not by name (an
+        # append, the common case, on every replica for every batch)
+        if isinstance(eff, LogAppend):
             lg = self.logs.get(eff.log)
             if lg is None:
                 lg = self.logs[eff.log] = _Log()
             lg.cache.extend(eff.entries)
-        elif t is Fsync:
+        elif isinstance(eff, Fsync):
             self.fsync(eff.target)
-        elif t is LogTruncate:
+        elif isinstance(eff, LogTruncate):
             lg = self.logs.get(eff.log)
             if lg is None:
                 return
@@ -78,16 +80,16 @@ class Disk:
             del cache[n:]
             if lg.synced > n:
                 lg.synced = n
-        elif t is LogTruncateFully:
+        elif isinstance(eff, LogTruncateFully):
             lg = self.logs.get(eff.log)
             if lg is None:
                 lg = self.logs[eff.log] = _Log()
             lg.cache = []
             lg.cache_start = eff.start_offset
             lg.synced = 0
-        elif t is FileWrite:
+        elif isinstance(eff, FileWrite):
             self.files_cache[eff.path] = eff.data
-        elif t is FileDelete:
+        elif isinstance(eff, FileDelete):
             self.files_cache[eff.path] = _DELETED
         else:
             raise TypeError(f"not a disk effect: {eff!r}")

@@ -19,6 +19,10 @@ from checkers.history.jsonl import STR_KEYS_LINE_OPTIONS, encode_fields
 
 #: history lines buffered between flushes to the OS (and between digest updates)
 FLUSH_EVERY: Final = 512
+#: bound once (compiled, a Final is a static; ``orjson.dumps`` was a module
+#: attribute looked up by name on every line)
+_dumps: Final = orjson.dumps
+_OPTIONS: Final = STR_KEYS_LINE_OPTIONS
 
 
 class History:
@@ -56,7 +60,7 @@ class History:
         if extra:
             fields.update(extra)
         try:
-            line = orjson.dumps(fields, option=STR_KEYS_LINE_OPTIONS)
+            line = _dumps(fields, option=_OPTIONS)
         except TypeError:  # orjson.JSONEncodeError: encode_fields' fallbacks
             line = encode_fields(fields).encode()
         unhashed = self._unhashed

@@ -208,10 +208,11 @@ class Host:
                 if vt not in timers:
                     timers.add(vt)
                     loop.at(vt, self.on_timer, inc, vt)
-            elif t is Reply:
-                ref = getattr(eff.msg, "ref", None)
+            elif isinstance(eff, Reply):  # narrowed: eff.msg read natively
+                msg = eff.msg
+                ref = getattr(msg, "ref", None)
                 if isinstance(ref, tuple) and ref:
-                    sim.net.send(me, ref[0], eff.msg)
+                    sim.net.send(me, ref[0], msg)
             elif t in _DISK_EFFECTS:
                 self.disk.apply(eff)
             elif t is Halt:
