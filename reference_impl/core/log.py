@@ -130,9 +130,17 @@ class PartitionLog:
     def batch_index(self, offset: int) -> int:
         """Index of the first batch holding an offset >= ``offset``."""
         bases = self.bases
-        # the common case first: a follower or consumer reading at the tail
-        # (what bisect_right would say, without a generic call)
-        i = len(bases) - 1 if bases and offset >= bases[-1] else bisect_right(bases, offset) - 1
+        # bisect_right(bases, offset) - 1, the last batch starting at or
+        # before offset, looked for from the tail first: a follower reads a
+        # batch or a few behind the LEO (a bisection over a long log, by
+        # generic comparisons, was ~2% of a busy seed); further back, bisect
+        i = len(bases) - 1
+        stop = i - 8
+        while i >= 0 and bases[i] > offset:
+            i -= 1
+            if i == stop:
+                i = bisect_right(bases, offset) - 1
+                break
         if i < 0:
             return 0
         b = self.batches[i]

@@ -548,11 +548,13 @@ class Consumer:
                     pos = self.positions.get(tp, 0)
                     out = st["got"].setdefault(str(tp), [])
                     for b in pr.batches:
+                        # the records at or past pos, each [offset, value]:
+                        # a consumer reads every record, so the loop is kept lean
                         payload = b.payload
-                        for i in range(b.count):
-                            off = b.base_offset + i
-                            if off >= pos:
-                                out.append([off, payload[i] if payload is not None and i < len(payload) else None])
+                        base = b.base_offset
+                        n = len(payload) if payload is not None else 0
+                        for i in range(pos - base if pos > base else 0, b.count):
+                            out.append([base + i, payload[i] if i < n else None])
                         if b.next_offset > pos:
                             pos = b.next_offset
                     self.positions[tp] = pos

@@ -135,6 +135,21 @@ def test_offset_lookup_bisects_long_logs():
     assert log.batch_at(19999).base_offset == 19999
 
 
+def test_a_read_starts_at_the_batch_holding_the_offset_near_the_tail_or_far_from_it():
+    """batch_index looks back from the tail a few batches before it bisects;
+    every offset, near the LEO or far behind it, finds the same batch."""
+    import random
+    from bisect import bisect_right
+
+    rng = random.Random(7)
+    for n in (0, 1, 2, 7, 8, 9, 10, 40):
+        log = log_with(*[(0, rng.choice((1, 1, 3))) for _ in range(n)])
+        for offset in range(-1, log.leo + 3):
+            i = bisect_right(log.bases, offset) - 1
+            want = 0 if i < 0 else i + 1 if log.batches[i].next_offset <= offset else i
+            assert log.batch_index(offset) == want, (n, offset)
+
+
 def test_load_keeps_only_the_contiguous_prefix():
     log, _ = PartitionLog.load(TP, [Batch(0, 0, 2, None), Batch(2, 0, 2, None), Batch(7, 0, 1, None)], 0, None, None)
     assert log.leo == 4 and len(log.batches) == 2
