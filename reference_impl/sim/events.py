@@ -17,7 +17,8 @@ calendar runs the benchmark seed in 7.8% fewer instructions.
 Invariant: each bucket is in ``seq`` order. :meth:`at` takes a fresh ``seq``,
 the largest yet, so it appends; only :meth:`place` (a :class:`TimeoutQueue`
 putting back an entry under the ``seq`` it took earlier) may insert in the
-middle, and then by bisection. So events run in exactly ``(time, seq)`` order.
+middle, and then by bisection. So events run in exactly ``(time, seq)``
+order.
 """
 
 from __future__ import annotations
