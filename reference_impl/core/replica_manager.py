@@ -161,6 +161,16 @@ class PendingAlter:
     not_before: int = 0
 
 
+# sort keys as module functions: a lambda inside a method makes the compiled
+# method allocate a closure environment on every call, used or not
+def _required_offset(d: DelayedProduce) -> int:
+    return d.required_offset
+
+
+def _partition_tp(p: Partition) -> TopicPartition:
+    return p.tp
+
+
 class BrokerRole:
     """Sans-IO broker. See the module docstring; the node API is in :mod:`.node`."""
 
@@ -698,7 +708,7 @@ class BrokerRole:
                 waiting = self.delayed_produce.setdefault(msg.tp, [])
                 d = DelayedProduce(msg.ref, msg.tp, msg.acks, batch.base_offset, batch.count, required, deadline)
                 if waiting and waiting[-1].required_offset > required:
-                    insort(waiting, d, key=lambda x: x.required_offset)
+                    insort(waiting, d, key=_required_offset)
                 else:
                     waiting.append(d)
                 self._note(deadline)
@@ -921,7 +931,7 @@ class BrokerRole:
                 if p.wants_fetch(now):
                     parts.append(p)
             if len(parts) > 1:
-                parts.sort(key=lambda p: p.tp)
+                parts.sort(key=_partition_tp)
             if parts:
                 effects += self._send_fetch(f, parts, now)
         return effects
