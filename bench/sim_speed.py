@@ -20,27 +20,22 @@ more than its busy part and the machine is shared:
 Where it stands (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as
-``kraftwerk sim`` does). The machine's load swings the figures by a quarter
-or more from one run to the next: ``--time-limit 60 --seeds 4 --jobs 2``
-three times in a row gave, for the workload phase, 94.4x, 82.1x and 72.6x;
-the whole simulation 110.9x, 96.7x and 85.8x; each seed with its checkers
-62.3x to 69.6x (53.8x in the slowest run); and two worker processes 130.8x,
-115.5x and 111.2x. The 100x target is not met for the workload phase.
-Run interleaved with the build this work started from, on a python3.11
-compiled from source without profile-guided or link-time optimisation
-(pyenv's default, first on this machine's PATH): workload phase 53.7x ->
-84.0x and 60.2x -> 85.6x, each seed with its checkers 43.6x -> 61.6x and
-50.0x -> 62.9x. About 1.3x of that is the interpreter alone, which is why
-scripts/bootstrap makes ``.venv`` from Debian's. Steadier, under callgrind
-a 10 s seed (the 0.5 s seed's count subtracted) costs 1.18 G instructions,
-checkers included: 1.49 G on the unoptimised interpreter, 1.32 G on
-Debian's before ``TopicPartition`` cached its hash and name, the monitor
-took the frequent trace events unstamped and the producer's in-flight send
-became a class (1.63 G a stop earlier, when each trace event was copied into
-a second dict, the simulator tracked every replica's LEO and HW, the monitor
-converted ints with generic calls and the host called its node
-generically). This bench keeps no run directory; ``kraftwerk sim --out``
-also writes the history and the node traces (orjson, buffered).
+``kraftwerk sim`` does). The machine's load swings the figures by a third
+from one run to the next (the same checkers took 1.56 s in one run and
+2.24 s in another): ``--time-limit 60 --seeds 4`` gave, for the workload
+phase, 116.8x and 109.2x in a quiet spell and 87.0x, 94.2x, 99.9x, 80.7x,
+97.9x and 99.8x later the same hour, with the same code; the whole
+simulation 93x to 134x; each seed with its checkers 56x to 80x; two worker
+processes 86x to 132x. The 100x target is not reliably met for the workload
+phase. Steadier, under callgrind a 10 s seed without checkers (the 0.5 s
+seed's count subtracted) costs 651 M instructions, against 791 M before the
+event calendar, the network's untupled link state, the Final constants and
+the typed delayed fetch (1.18 G with checkers a stop earlier, 1.49 G on an
+unoptimised interpreter before that). Interleaved with that earlier build,
+four rounds of the workload phase alone: 68.4x -> 94.8x, 62.8x -> 108.1x,
+90.0x -> 110.1x, 95.3x -> 99.0x. This bench keeps no run directory;
+``kraftwerk sim --out`` also writes the history and the node traces
+(orjson, buffered).
 
 What a seed is made of (78 simulated s, ~30k acks=all sends): ~153k
 messages (per send one produce request and response and ~1.5 follower fetch
@@ -50,9 +45,13 @@ the invariant monitor, two history lines, ~188k events. The per-seed
 checkers (pure Python: compiled, mypyc's inferred types reject values the
 checkers must accept, and with those typed ``Any`` they checked a seed's
 history in 0.35 s against 0.42 s, not worth compiled code that fails
-differently on odd histories) are over a third of a seed in one process; the
-simulation's profile is flat: no compiled function costs over 1% of a seed
-by itself, and about 70% of the time is inside CPython's dict, allocation,
+differently on odd histories) are over a third of a seed in one process. The
+workload phase, sampled with perf and each sample charged to the innermost
+compiled function (the CPython work it asked for included): the history
+recorder ~13% (orjson ~5%, the SHA-256 ~2%, the interpreted ``Op`` ~2%),
+sending a message ~8.5%, the event loop ~6%, the trace path with the
+invariant monitor ~7%, page faults of a growing heap ~3.5%, nothing else
+over 3%; about two thirds of the time is inside CPython's dict, allocation,
 reference-counting and call machinery that every message, trace event and
 history line pays.
 """
