@@ -150,7 +150,7 @@ class TimeoutQueue:
     :meth:`EventLoop.after` would give it; the delay is fixed, so the queue
     is in that order. Only its oldest entry is scheduled, under its own place
     (:meth:`EventLoop.place`). When that place comes up the entry fires if
-    ``live(key)`` still holds, the entries no longer live behind it are
+    ``key in live`` still holds, the entries no longer live behind it are
     dropped, and the next live one is scheduled under its own place. A
     timeout that fires therefore runs exactly where an ``after`` event would
     have run, so a seed replays to the same history; only the loop's step
