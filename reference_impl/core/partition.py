@@ -195,6 +195,9 @@ class Partition:
     truncation_request_at: int = -1
 
     def __post_init__(self) -> None:
+        # the broker's config, kept: ``ctx`` is a Protocol, so compiled,
+        # ``self.ctx.config`` is a lookup by name (read on most fetches)
+        self._config: ProtocolConfig = self.ctx.config
         self.producers.rebuild(self.log.batches)
         self._min_isr: int | None = None
         self._fetch_req: FetchPartitionRequest | None = None
@@ -203,7 +206,7 @@ class Partition:
 
     @property
     def config(self) -> ProtocolConfig:
-        return self.ctx.config
+        return self._config
 
     @property
     def is_leader(self) -> bool:

@@ -804,7 +804,7 @@ class BrokerRole:
             any_data = any_data or bool(resp.batches)
             any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
-            self._park_fetch("replica", msg, src, now + msg.max_wait_ms, tuple(r.tp for r in msg.partitions))
+            self._park_fetch("replica", msg, src, now + msg.max_wait_ms, msg.partitions)
             return effects
         effects.append(Send(src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
         return effects
@@ -814,7 +814,7 @@ class BrokerRole:
         any_data = any(r.batches for r in responses)
         any_error = any(r.error != Errors.NONE or r.diverging_epoch is not None for r in responses)
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
-            self._park_fetch("client", msg, None, now + msg.max_wait_ms, tuple(r.tp for r in msg.partitions))
+            self._park_fetch("client", msg, None, now + msg.max_wait_ms, msg.partitions)
             return []
         return [Reply(ClientFetchResponse(msg.ref, responses))]
 
@@ -825,10 +825,12 @@ class BrokerRole:
             return FetchPartitionResponse(req.tp, err)
         return p.serve_client_fetch(req)
 
-    def _park_fetch(self, kind: str, msg, src, deadline: int, tps: tuple[TopicPartition, ...]) -> None:
+    def _park_fetch(self, kind: str, msg, src, deadline: int, parts: tuple[FetchPartitionRequest, ...]) -> None:
+        """Park a fetch request (``parts``: its partitions) until data or ``deadline``."""
         self._fetch_ids += 1
         fid = self._fetch_ids
-        self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, tps, msg.partitions)
+        tps = tuple(r.tp for r in parts)
+        self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, tps, parts)
         self._note(deadline)
         for tp in tps:
             self.fetch_watch.setdefault(tp, set()).add(fid)

@@ -123,16 +123,22 @@ class Endpoint:
         q.add(rid)
 
     def _timeout(self, rid: int) -> None:
-        cb = self._pending.pop(rid, None)
-        if cb is not None:
-            cb(None)
+        self._answer(rid, None)
 
     def _receive(self, src: Any, msg: Any) -> None:
         ref = getattr(msg, "ref", None)
         if not isinstance(ref, tuple) or len(ref) != 2:
             return
-        cb = self._pending.pop(ref[1], None)
+        self._answer(ref[1], msg)
+
+    def _answer(self, rid: Any, msg: Any) -> None:
+        """The reply (None: the timeout) to request ``rid``, if still awaited.
+        A lookup and a delete: compiled, ``dict.pop(k, None)`` is a method
+        call by name."""
+        pending = self._pending
+        cb = pending.get(rid)
         if cb is not None:
+            del pending[rid]
             cb(msg)
 
     def cancel_all(self) -> None:

@@ -168,7 +168,10 @@ class TimeoutQueue:
         self._live = live
         self._q: deque[tuple[int, int, int]] = deque()
         self._armed = False
-        self._due_fn: Callable[[], None] = self._due  # bound once
+        # bound once: compiled, a deque's methods are looked up by name per call
+        self._due_fn: Callable[[], None] = self._due
+        self._push: Callable[[tuple[int, int, int]], None] = self._q.append
+        self._pop: Callable[[], tuple[int, int, int]] = self._q.popleft
 
     def __len__(self) -> int:
         return len(self._q)
@@ -178,20 +181,21 @@ class TimeoutQueue:
         loop = self.loop
         seq = loop._seq = loop._seq + 1
         when = loop.now + self.delay
-        self._q.append((when, seq, key))
+        self._push((when, seq, key))
         if not self._armed:
             self._armed = True
             loop.place(when, seq, self._due_fn, ())
 
     def _due(self) -> None:
         q = self._q
-        key = q.popleft()[2]
+        pop = self._pop
+        key = pop()[2]
         # still armed while it fires: a timeout added meanwhile only queues
         if key in self._live:
             self._fire(key)
         live = self._live
         while q and q[0][2] not in live:
-            q.popleft()
+            pop()
         if q:
             when, seq, _ = q[0]
             self.loop.place(when, seq, self._due_fn, ())

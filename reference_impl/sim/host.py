@@ -61,6 +61,7 @@ class Host:
         self.queued: list[tuple[str, Any, Any]] = []
         self.timers: set[int] = set()
         self.halted = False
+        self._on_timer_fn: Callable[[int, int], None] = self.on_timer  # bound once
 
     # -- time ------------------------------------------------------------------
     def now(self) -> int:
@@ -199,7 +200,7 @@ class Host:
                 sim.trace(me, eff.kind, eff.data)
                 continue
             t = type(eff)
-            if t is Timer:
+            if isinstance(eff, Timer):  # narrowed: eff.at read natively
                 vt = self.clock.virtual_time(eff.at)
                 loop = sim.loop
                 if vt < loop.now:
@@ -207,7 +208,7 @@ class Host:
                 timers = self.timers
                 if vt not in timers:
                     timers.add(vt)
-                    loop.at(vt, self.on_timer, inc, vt)
+                    loop.at(vt, self._on_timer_fn, inc, vt)
             elif isinstance(eff, Reply):  # narrowed: eff.msg read natively
                 msg = eff.msg
                 ref = getattr(msg, "ref", None)
