@@ -28,7 +28,7 @@ phase, 116.8x and 109.2x in a quiet spell and 87.0x, 94.2x, 99.9x, 80.7x,
 simulation 93x to 134x; each seed with its checkers 56x to 80x; two worker
 processes 86x to 132x. The 100x target is not reliably met for the workload
 phase. Steadier, under callgrind a 10 s seed without checkers (the 0.5 s
-seed's count subtracted) costs 651 M instructions, against 791 M before the
+seed's count subtracted) costs 644 M instructions, against 791 M before the
 event calendar, the network's untupled link state, the Final constants and
 the typed delayed fetch (1.18 G with checkers a stop earlier, 1.49 G on an
 unoptimised interpreter before that). Interleaved with that earlier build,
