@@ -22,12 +22,14 @@ reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as
 ``kraftwerk sim`` does). The machine's load swings the figures by a third
 from one run to the next (the same checkers took 1.56 s in one run and
-2.24 s in another): ``--time-limit 60 --seeds 4`` gave, for the workload
-phase, 116.8x and 109.2x in a quiet spell and 87.0x, 94.2x, 99.9x, 80.7x,
-97.9x and 99.8x later the same hour, with the same code; the whole
-simulation 93x to 134x; each seed with its checkers 56x to 80x; two worker
-processes 86x to 132x. The 100x target is not reliably met for the workload
-phase. Steadier, under callgrind a 10 s seed without checkers (the 0.5 s
+2.27 s in another). ``--time-limit 60 --seeds 4 --jobs 2`` three times in
+a row at the final code of this stop gave, for the workload phase, 87.5x,
+107.3x and 102.3x; the whole simulation 101.2x, 123.2x and 118.1x; each
+seed with its checkers 58.2x, 70.3x and 69.2x; two worker processes 129.4x,
+107.2x and 117.6x. A few commits earlier (651 M instructions, below,
+against 644 M) eight runs gave 80.7x to 116.8x for the workload phase. The
+100x target is not reliably met for the workload phase. Steadier, under
+callgrind a 10 s seed without checkers (the 0.5 s
 seed's count subtracted) costs 644 M instructions, against 791 M before the
 event calendar, the network's untupled link state, the Final constants and
 the typed delayed fetch (1.18 G with checkers a stop earlier, 1.49 G on an
