@@ -283,9 +283,26 @@ class Arrivals:
     def _arrive(self) -> None:
         if not self.running:
             return
-        idle = [p for p in self.producers if not p.busy]
-        if idle:
-            choose(self.sim.rng, idle).send()
+        # choose(rng, [idle producers]) without building the list (32 appends
+        # per operation): count them, draw the index exactly as choose does,
+        # then walk to that idle producer
+        producers = self.producers
+        n = 0
+        for p in producers:
+            if not p.busy:
+                n += 1
+        if n:
+            rng = self.sim.rng
+            k = n.bit_length()
+            r = rng.getrandbits(k)
+            while r >= n:
+                r = rng.getrandbits(k)
+            for p in producers:
+                if not p.busy:
+                    if r == 0:
+                        p.send()
+                        break
+                    r -= 1
         else:
             self.skipped += 1
         self._next()

@@ -83,3 +83,37 @@ def test_acked_sends_are_read_back_by_a_final_read() -> None:
     assert [v for _, v in got[0][str(tp)]] == [0, 1, 2, 3, 4]
     last = wl.history.ops[-1]
     assert last.type == "ok" and last.extra == {"final": True} and last.process >= 1_000_000
+
+
+def test_an_arrival_goes_to_the_idle_producer_random_choice_would_pick() -> None:
+    """Arrivals picks among the idle producers without building their list;
+    the pick, and the generator's state after it, must be Random.choice's
+    over that list, or a seed's schedule would change."""
+    import random
+
+    from reference_impl.sim.clients import Arrivals
+
+    s = Scenario(seed=21)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    wl = _workload(s, [tp])
+    producers = [wl.add_producer("all") for _ in range(23)]
+    arrivals = Arrivals(s.sim, producers, 100.0)
+    arrivals.running = True
+    mask = random.Random(5)
+    picks = 0
+    for _ in range(60):
+        for p in producers:  # a fresh mix of busy and idle producers
+            p.busy = mask.random() < 0.6
+        idle = [p for p in producers if not p.busy]
+        mirror = random.Random()
+        mirror.setstate(s.sim.rng.getstate())
+        want = mirror.choice(idle) if idle else None
+        before = {p.name for p in producers if p.busy}
+        arrivals._arrive()
+        got = [p for p in producers if p.busy and p.name not in before]
+        if want is None:
+            assert got == []
+        else:
+            assert [p.name for p in got] == [want.name]
+            picks += 1
+    assert picks > 40 and arrivals.skipped == 60 - picks
