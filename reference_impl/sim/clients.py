@@ -63,7 +63,7 @@ ERROR_NAMES = {v: k for k, v in vars(Errors).items() if isinstance(v, int) and n
 
 #: refresh metadata and retry without spending a retry (librdkafka)
 _LEADER_ERRORS: Final = frozenset({Errors.LEADER_NOT_AVAILABLE, Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH,
-                            Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION})
+                                   Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION})
 #: retried, and the batch may have been appended
 _AMBIGUOUS_ERRORS: Final = frozenset({Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
 
