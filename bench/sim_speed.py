@@ -22,22 +22,24 @@ reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as
 ``kraftwerk sim`` does). The machine's load swings the figures by a third
 from one run to the next (the same checkers took 1.56 s in one run and
-2.27 s in another). ``--time-limit 60 --seeds 4 --jobs 2`` three times in
-a row at the final code of this stop gave, for the workload phase, 87.5x,
-107.3x and 102.3x; the whole simulation 101.2x, 123.2x and 118.1x; each
-seed with its checkers 58.2x, 70.3x and 69.2x; two worker processes 129.4x,
-107.2x and 117.6x. A few commits earlier (651 M instructions, below,
-against 644 M) eight runs gave 80.7x to 116.8x for the workload phase. The
-100x target is not reliably met for the workload phase. Steadier, under
-callgrind a 10 s seed without checkers (the 0.5 s
-seed's count subtracted) costs 644 M instructions, against 791 M before the
-event calendar, the network's untupled link state, the Final constants and
-the typed delayed fetch (1.18 G with checkers a stop earlier, 1.49 G on an
-unoptimised interpreter before that). Interleaved with that earlier build,
-four rounds of the workload phase alone: 68.4x -> 94.8x, 62.8x -> 108.1x,
-90.0x -> 110.1x, 95.3x -> 99.0x. This bench keeps no run directory;
-``kraftwerk sim --out`` also writes the history and the node traces
-(orjson, buffered).
+2.27 s in another). At this stop's final code
+``--time-limit 60 --seeds 4 --jobs 2`` six times in a row gave, for the
+workload phase, 103.2x, 116.9x, 108.8x, 104.3x, 114.0x and 112.0x
+(``--seeds 8``, twice: 113.7x and 106.6x; single seeds 94x to 123x); the
+whole simulation 119x to 133x; each seed with its checkers 69x to 79x; two
+worker processes 113x to 147x. Half an hour earlier, in a busier spell and
+at code within 1.5% of it in instructions, nine runs gave 80.7x to 107.3x
+for the workload phase, seven of them below 100x. So the target is met when
+the machine is not loaded by its neighbours, and only then. Steadier, under
+callgrind a 10 s seed without checkers (the 0.5 s seed's count subtracted)
+costs ~640 M instructions (within 1% from one build of the same code to the
+next), against 791 M before the event calendar, the network's untupled link
+state, the Final constants and the typed delayed fetch (1.18 G with checkers
+a stop earlier, 1.49 G on an unoptimised interpreter before that).
+Interleaved with that earlier build, four rounds of the workload phase
+alone: 68.4x -> 94.8x, 62.8x -> 108.1x, 90.0x -> 110.1x, 95.3x -> 99.0x.
+This bench keeps no run directory; ``kraftwerk sim --out`` also writes the
+history and the node traces (orjson, buffered).
 
 What a seed is made of (78 simulated s, ~30k acks=all sends): ~153k
 messages (per send one produce request and response and ~1.5 follower fetch
