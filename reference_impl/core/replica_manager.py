@@ -127,18 +127,16 @@ class DelayedFetch:
     msg: Any
     src: NodeId | None
     deadline: int
-    tps: tuple[TopicPartition, ...]
     #: the request's partitions, typed: read on every append to a watched
     #: partition (compiled, ``msg.partitions`` on an untyped msg is a lookup by name)
     parts: tuple[FetchPartitionRequest, ...]
 
-    def __init__(self, kind: str, msg: Any, src: NodeId | None, deadline: int, tps: tuple[TopicPartition, ...],
+    def __init__(self, kind: str, msg: Any, src: NodeId | None, deadline: int,
                  parts: tuple[FetchPartitionRequest, ...]) -> None:
         self.kind = kind
         self.msg = msg
         self.src = src
         self.deadline = deadline
-        self.tps = tps
         self.parts = parts
 
 
@@ -829,11 +827,10 @@ class BrokerRole:
         """Park a fetch request (``parts``: its partitions) until data or ``deadline``."""
         self._fetch_ids += 1
         fid = self._fetch_ids
-        tps = tuple(r.tp for r in parts)
-        self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, tps, parts)
+        self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, parts)
         self._note(deadline)
-        for tp in tps:
-            self.fetch_watch.setdefault(tp, set()).add(fid)
+        for req in parts:
+            self.fetch_watch.setdefault(req.tp, set()).add(fid)
 
     def _watch_append(self, tp: TopicPartition, now: int) -> list[Effect]:
         """New data on a leader: parked replica fetches may complete."""
@@ -871,14 +868,14 @@ class BrokerRole:
         d = self.delayed_fetches.pop(fid, None)
         if d is None:
             return []
-        for tp in d.tps:
-            s = self.fetch_watch.get(tp)
+        for req in d.parts:
+            s = self.fetch_watch.get(req.tp)
             if s is not None:
                 s.discard(fid)
                 if not s:
-                    del self.fetch_watch[tp]
+                    del self.fetch_watch[req.tp]
         if d.kind == "client":
-            return [Reply(ClientFetchResponse(d.msg.ref, tuple(self._client_fetch_partition(req) for req in d.msg.partitions)))]
+            return [Reply(ClientFetchResponse(d.msg.ref, tuple(self._client_fetch_partition(req) for req in d.parts)))]
         msg = d.msg
         # parked by handle_replica_fetch, which answers peers only; the
         # isinstance also lets the compiled code read msg's fields natively

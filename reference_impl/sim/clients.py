@@ -71,18 +71,24 @@ _AMBIGUOUS_ERRORS: Final = frozenset({Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUG
 _T = TypeVar("_T")
 
 
-def choose(rng: random.Random, seq: Sequence[_T]) -> _T:
-    """``rng.choice(seq)``, compiled: the same draws from the generator as
-    CPython's ``Random.choice`` (``_randbelow_with_getrandbits``), so the same
-    element, without two interpreted calls per operation."""
-    n = len(seq)
-    if n == 0:
-        raise IndexError("Cannot choose from an empty sequence")
+def _randbelow(rng: random.Random, n: int) -> int:
+    """A random int in ``[0, n)``, ``n > 0``, drawn exactly as CPython's
+    ``Random._randbelow_with_getrandbits`` draws it (what ``choice`` uses)."""
     k = n.bit_length()
     r = rng.getrandbits(k)
     while r >= n:
         r = rng.getrandbits(k)
-    return seq[r]
+    return r
+
+
+def choose(rng: random.Random, seq: Sequence[_T]) -> _T:
+    """``rng.choice(seq)``, compiled: the same draws from the generator as
+    CPython's ``Random.choice``, so the same element, without two interpreted
+    calls per operation."""
+    n = len(seq)
+    if n == 0:
+        raise IndexError("Cannot choose from an empty sequence")
+    return seq[_randbelow(rng, n)]
 
 
 def error_name(code: int) -> str:
@@ -284,19 +290,15 @@ class Arrivals:
         if not self.running:
             return
         # choose(rng, [idle producers]) without building the list (32 appends
-        # per operation): count them, draw the index exactly as choose does,
-        # then walk to that idle producer
+        # per operation): count them, draw the index as choose does, then
+        # walk to that idle producer
         producers = self.producers
         n = 0
         for p in producers:
             if not p.busy:
                 n += 1
         if n:
-            rng = self.sim.rng
-            k = n.bit_length()
-            r = rng.getrandbits(k)
-            while r >= n:
-                r = rng.getrandbits(k)
+            r = _randbelow(self.sim.rng, n)
             for p in producers:
                 if not p.busy:
                     if r == 0:
