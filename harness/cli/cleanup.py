@@ -15,10 +15,15 @@ def cleanup_cmd(out: str, force: bool) -> int:
     """Stop processes left behind by interrupted runs."""
     from harness.state import cleanup
 
+    from harness.backend.sweep import sweep_all
+
     stopped = cleanup(out, include_live_harness=force)
     for p in stopped:
         click.echo(f"stopped {p.get('role')} {p.get('name')} (pid {p['pid']})")
-    click.echo(f"cleanup: {len(stopped)} process(es) stopped")
+    removed = sweep_all(force=force)
+    for what in removed:
+        click.echo(f"removed {what}")
+    click.echo(f"cleanup: {len(stopped)} process(es) stopped, {len(removed)} namespace(s)/container(s)/network(s) removed")
     return 0
 
 
