@@ -45,7 +45,10 @@ class NetnsHosts:
     @classmethod
     def create(cls, nodes: Sequence[str], state: RunState | None, run_dir: Path) -> "NetnsHosts":
         require_root("netns")
-        return cls(Fabric.create(nodes), state, run_dir)
+        fabric = Fabric.create(nodes)
+        if state is not None:
+            register(state, fabric)
+        return cls(fabric, state, run_dir)
 
     # ------------------------------------------------------------ identity
     def node_names(self) -> list[str]:
@@ -87,10 +90,12 @@ class NetnsHosts:
     # ------------------------------------------------------------ the daemon
     def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
-        base = self.state.child_env() if self.state is not None else dict(os.environ)
+        opts: dict = self.state.spawn_options() if self.state is not None else {
+            "env": dict(os.environ), "start_new_session": True}
+        opts["env"] = {**opts["env"], **env}
         with open(log, "ab") as out:
             p = subprocess.Popen(self.fabric.exec_argv(node, argv), stdin=subprocess.DEVNULL, stdout=out,
-                                 stderr=out, start_new_session=True, env={**base, **env}, cwd=str(REPO_ROOT))
+                                 stderr=out, cwd=str(REPO_ROOT), **opts)
         if self.state is not None:
             self.state.add_process(p.pid, "node", node)
         self.procs[node] = p
@@ -126,6 +131,17 @@ class NetnsHosts:
         for node in list(self.procs):
             self.wait_exit(node, 10)
         self.fabric.destroy()
+        if self.state is not None:
+            self.state.remove_resource("netns", self.fabric.tag)
+
+
+def register(state: RunState, fabric: Fabric) -> None:
+    """Name the fabric in the run's registry entry with the argv that undoes
+    it, so cleanup removes it from the registry alone; ``sweep`` finds it by
+    its ``kw-`` names as well."""
+    undo = [["ip", "netns", "delete", fabric.ns(n)] for n in fabric.addresses]
+    undo += [["ip", "netns", "delete", fabric.bridge_ns], ["ip", "link", "delete", fabric.client_link]]
+    state.add_resource("netns", f"{fabric.tag}", undo=undo, subnet=f"10.213.{fabric.subnet}.0/24")
 
 
 def wait_until(cond, timeout: float, what: str, interval: float = 0.1) -> None:
