@@ -4,6 +4,7 @@ iptables rule (they lived in those namespaces) and no process; a second
 cleanup finds nothing (harness/net/netns.py ``sweep``)."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -46,9 +47,11 @@ def owned_by(pid):
 def test_cleanup_after_harness_sigkill_removes_namespaces_and_processes(tmp_path):
     needs_root_net()
     out = tmp_path / "results"
+    registry = tmp_path / "registry"
+    env = {**os.environ, "KRAFTWERK_RUNTIME_DIR": str(registry)}
     harness = subprocess.Popen(CLI + ["run", "--backend", "netns", "--out", str(out), "--time-limit", "60",
                                       "--nemesis", "partition,pause", "--nemesis-interval", "1", "--seed", "5",
-                                      "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                      "--no-progress"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 90
         hist = None
@@ -60,8 +63,9 @@ def test_cleanup_after_harness_sigkill_removes_namespaces_and_processes(tmp_path
         assert hist is not None, "the run never got going"
         tag = owned_by(harness.pid)
         assert tag is not None
-        (state,) = list((out / ".state").glob("*.json"))
+        (state,) = list(registry.glob("*.json"))
         recorded = json.loads(state.read_text())
+        assert [r["kind"] for r in recorded["resources"]] == ["netns"]
     finally:
         harness.send_signal(signal.SIGKILL)
         harness.wait()
@@ -70,13 +74,14 @@ def test_cleanup_after_harness_sigkill_removes_namespaces_and_processes(tmp_path
     procs = [p for p in recorded["processes"] if p["role"] == "node"]
     assert len(procs) == 6  # they may already have ended on their own (harness.lease)
 
-    r = subprocess.run(CLI + ["cleanup", "--out", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    r = subprocess.run(CLI + ["cleanup", "--out", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr
     assert not [ns for ns in list_namespaces() if ns.startswith(f"kw-{tag}-")]
     assert f"kw-{tag}" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert not any(alive(p["pid"], p["start"]) for p in procs)
     assert pids_with_env(recorded["run_id"]) == []
     assert not (OWNER_DIR / f"{tag}.json").exists()
+    assert not state.exists()
 
-    again = subprocess.run(CLI + ["cleanup", "--out", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    again = subprocess.run(CLI + ["cleanup", "--out", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert again.returncode == 0 and f"kw-{tag}" not in again.stdout
