@@ -16,6 +16,7 @@ import click
 @click.option("--force", is_flag=True, help="Also stop runs whose harness is still alive.")
 def cleanup_cmd(out: str | None, force: bool) -> int:
     """Stop processes and undo resources left behind by interrupted runs."""
+    from harness.backend.sweep import sweep_all
     from harness.state import cleanup
 
     stopped = cleanup(out, include_live_harness=force)
@@ -24,7 +25,11 @@ def cleanup_cmd(out: str | None, force: bool) -> int:
         pid = f" (pid {p['pid']})" if p.get("pid") is not None else ""
         click.echo(f"stopped {p.get('role')} {p.get('name')}{pid}")
     others = len(stopped) - len(procs)
-    click.echo(f"cleanup: {len(procs)} process(es) stopped" + (f", {others} resource(s) undone" if others else ""))
+    removed = sweep_all(force=force)  # by kw- prefix and kraftwerk label: found even without a registry entry
+    for what in removed:
+        click.echo(f"removed {what}")
+    click.echo(f"cleanup: {len(procs)} process(es) stopped" + (f", {others} resource(s) undone" if others else "")
+               + (f", {len(removed)} namespace(s)/container(s)/network(s) removed" if removed else ""))
     return 0
 
 

@@ -123,6 +123,7 @@ from .metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistratio
 from .partition_change import BALANCED, PartitionChangeBuilder
 from .raft import RAFT_MESSAGES, RaftReplica
 from .storage import StoredState
+from .topic_names import topic_name_error
 
 CONTROLLER_REQUESTS: Final = (
     BrokerRegistrationRequest,
@@ -787,6 +788,9 @@ class ControllerRole:
 
     def _create_topic(self, t: NewTopic, seen: set[str]) -> tuple[int, str]:
         assert self._work is not None
+        bad_name = topic_name_error(t.name)  # ReplicationControlManager validates names first
+        if bad_name is not None:
+            return Errors.INVALID_TOPIC_EXCEPTION, bad_name
         if not t.name or t.name in self._work.topics or t.name in seen:
             return Errors.TOPIC_ALREADY_EXISTS if t.name else Errors.INVALID_REQUEST, f"topic {t.name!r} already exists"
         configs = dict(t.configs)
