@@ -711,7 +711,8 @@ class BrokerRole:
             err = Errors.NOT_LEADER_OR_FOLLOWER if msg.tp in self.image.partitions else Errors.UNKNOWN_TOPIC_OR_PARTITION
             return self._produce_done(msg.ref, msg.tp, msg.acks, err, -1, msg.count)
         err, batch, required, effects, hw_changed = p.append_as_leader(
-            msg.count, msg.payload, msg.acks, msg.producer_id, msg.producer_epoch, msg.base_sequence, now
+            msg.count, msg.payload, msg.acks, msg.producer_id, msg.producer_epoch, msg.base_sequence, now,
+            msg.max_timestamp,
         )
         if err != Errors.NONE or batch is None:
             return effects + self._produce_done(msg.ref, msg.tp, msg.acks, err, -1, msg.count)
@@ -1122,8 +1123,7 @@ class BrokerRole:
         if p is None:
             err = Errors.NOT_LEADER_OR_FOLLOWER if msg.tp in self.image.partitions else Errors.UNKNOWN_TOPIC_OR_PARTITION
             return [Reply(ListOffsetsResponse(msg.ref, msg.tp, err))]
-        err, offset, epoch = p.list_offset(msg.timestamp, msg.current_leader_epoch)
-        return [Reply(ListOffsetsResponse(msg.ref, msg.tp, err, offset, epoch))]
+        return [Reply(p.list_offset(msg))]
 
     def handle_init_producer_id(self, msg: InitProducerIdRequest, now: int) -> list[Effect]:
         """Allocate a producer id unique cluster-wide without a round trip:

@@ -9,7 +9,7 @@ and encodes the Kafka response once every part has answered.
 
 Supported APIs and versions are what librdkafka needs
 (notes/kafka-wire.md): ApiVersions 0-3, Metadata 1-12, Produce 3-10,
-Fetch 4-12, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, InitProducerId 0-4,
+Fetch 4-12, ListOffsets 1-9, OffsetForLeaderEpoch 2-4, InitProducerId 0-4,
 CreateTopics 2-4.
 """
 
@@ -37,7 +37,7 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 from reference_impl.core import messages as m
 from reference_impl.core.topic_names import topic_name_error
 
-from .records import InvalidBatch, rewrite, split_batches
+from .records import InvalidBatch, find_record, rewrite, split_batches
 
 UNSUPPORTED_VERSION = 35
 CLUSTER_ID = "kraftwerk-reference"
@@ -48,7 +48,7 @@ _KEY_VER = struct.Struct(">hhi")
 APIS: dict[int, tuple[Any, Any, int, int]] = {
     0: (ProduceRequest, ProduceResponse, 3, 10),
     1: (FetchRequest, FetchResponse, 4, 12),
-    2: (ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    2: (ListOffsetsRequest, ListOffsetsResponse, 1, 9),
     3: (MetadataRequest, MetadataResponse, 1, 12),
     18: (ApiVersionsRequest, ApiVersionsResponse, 0, 3),
     19: (CreateTopicsRequest, CreateTopicsResponse, 2, 4),
@@ -316,6 +316,7 @@ def _produce(d: Decoded, ref: Callable[[int], Any]) -> Pending:
                                 producer_id=h0.producer_id,
                                 producer_epoch=h0.producer_epoch,
                                 base_sequence=h0.base_sequence,
+                                max_timestamp=max(h.max_timestamp for h, _ in batches),
                             ),
                         )
                     )
@@ -453,10 +454,29 @@ def _build_list_offsets(p: Pending) -> Any:
     R = ListOffsetsResponse[p.decoded.api_version]
     T = R.ListOffsetsTopicResponse
     P = T.ListOffsetsPartitionResponse
+    targets = {i: req.timestamp for i, req in p.parts}
+    for i, r in list(p.results.items()):
+        if isinstance(r, m.ListOffsetsResponse) and r.batch is not None:
+            p.results[i] = _narrow_to_record(r, targets.get(i, -1))
     by_topic = _group_by_topic(p, lambda tp, r: P(
-        partition_index=tp.partition, error_code=r.error, timestamp=-1, offset=r.offset, leader_epoch=r.leader_epoch
+        partition_index=tp.partition, error_code=r.error, timestamp=r.timestamp, offset=r.offset,
+        leader_epoch=r.leader_epoch,
     ))
     return R(throttle_time_ms=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _narrow_to_record(r: m.ListOffsetsResponse, target: int) -> m.ListOffsetsResponse:
+    """The core found the batch; the record inside is found here, where the
+    records can be read (see :class:`reference_impl.core.messages.ListOffsetsResponse`)."""
+    b = r.batch
+    assert b is not None
+    found = None
+    if isinstance(b.payload, (bytes, bytearray)):
+        found = find_record(bytes(b.payload), b.base_offset, b.leader_epoch,
+                            None if target == m.MAX_TIMESTAMP else target, b.max_timestamp)
+    if found is None:
+        return m.ListOffsetsResponse(r.ref, r.tp, r.error, r.offset, r.leader_epoch, r.timestamp)
+    return m.ListOffsetsResponse(r.ref, r.tp, r.error, found[0], r.leader_epoch, found[1])
 
 
 def _offset_for_leader_epoch(d: Decoded, ref: Callable[[int], Any]) -> Pending:

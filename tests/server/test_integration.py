@@ -318,3 +318,24 @@ def test_clock_offset_is_changed_through_the_control_endpoint(cluster):
     assert r["clock_offset_ms"] == before["clock_offset_ms"] + 60_000
     r = cluster.control(b.node_id, "POST", "/clock", {"offset_ms": 0})
     assert r["clock_offset_ms"] == 0
+
+
+def test_offsets_for_times_answers_the_first_offset_at_or_after_the_timestamp(cluster):
+    """ListOffsets by timestamp (UnifiedLog.fetchOffsetByTimestamp) through
+    confluent-kafka's offsets_for_times: the first record whose timestamp is at
+    or after the target, inside a batch too; past the last one, offset -1
+    (librdkafka's OFFSET_END)."""
+    create_topic(cluster, "times")
+    t0 = 1_700_000_000_000
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 200})
+    for i in range(5):
+        p.produce("times", value=b"v%d" % i, partition=0, timestamp=t0 + 1000 * i)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "times"})
+    try:
+        # one partition per call: librdkafka merges repeats of a partition in one list
+        got = [c.offsets_for_times([TopicPartition("times", 0, ts)], timeout=20)[0]
+               for ts in (t0 - 5, t0 + 1500, t0 + 4000, t0 + 4001)]
+    finally:
+        c.close()
+    assert [(tp.offset, tp.error) for tp in got] == [(0, None), (2, None), (4, None), (-1, None)]
