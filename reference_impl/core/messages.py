@@ -466,6 +466,55 @@ class CreateTopicsResponse:
     results: tuple[CreateTopicResult, ...]
 
 
+#: IncrementalAlterConfigs resource types and operations (Kafka's ConfigResource.Type, AlterConfigOp.OpType)
+RESOURCE_TOPIC: Final = 2
+RESOURCE_BROKER: Final = 4
+CONFIG_SET: Final = 0
+CONFIG_DELETE: Final = 1
+CONFIG_APPEND: Final = 2
+CONFIG_SUBTRACT: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    name: str
+    op: int  # CONFIG_SET | CONFIG_DELETE | CONFIG_APPEND | CONFIG_SUBTRACT
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResource:
+    resource_type: int  # RESOURCE_TOPIC | RESOURCE_BROKER
+    name: str
+    ops: tuple[AlterConfigOp, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalAlterConfigsRequest:
+    """From a client to a broker (forwarded to the active controller) or from
+    a broker to the controller (``ref`` is then the forwarding broker's
+    token), as CreateTopics. Committed as ``ConfigRecord``s."""
+
+    ref: Any
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResult:
+    resource_type: int
+    name: str
+    error: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalAlterConfigsResponse:
+    ref: Any
+    results: tuple[AlterConfigsResult, ...]
+
+
 # --------------------------------------------------------------------------
 # Broker <-> broker (replication)
 # --------------------------------------------------------------------------

@@ -25,7 +25,7 @@ partitions or talks to other nodes:
 from __future__ import annotations
 
 from bisect import insort
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar, Final, Iterable
 
 from .config import ProtocolConfig
@@ -52,6 +52,9 @@ from .messages import (
     FetchPartitionResponse,
     GetReplicaLogInfoRequest,
     GetReplicaLogInfoResponse,
+    AlterConfigsResult,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsRequest,
@@ -219,7 +222,8 @@ class BrokerRole:
         self.fetchers: dict[NodeId, Fetcher] = {}
         self.alter_pending: dict[TopicPartition, PendingAlter] = {}
         self.alter_inflight: tuple[int, int, NodeId, dict[TopicPartition, PendingAlter]] | None = None
-        self.pending_creates: dict[Any, tuple[Any, int, CreateTopicsRequest, NodeId]] = {}
+        #: forwarded admin requests (CreateTopics, IncrementalAlterConfigs): token -> (client ref, deadline, request, controller)
+        self.pending_creates: dict[Any, tuple[Any, int, CreateTopicsRequest | IncrementalAlterConfigsRequest, NodeId]] = {}
         self.next_producer_seq = 0
         #: follower partitions in fetch backoff or waiting for OffsetsForLeaderEpoch
         self._attention: set[TopicPartition] = set()
@@ -576,13 +580,7 @@ class BrokerRole:
         for token, (ref, deadline, req, _dst) in list(self.pending_creates.items()):
             if now >= deadline:
                 del self.pending_creates[token]
-                effects.append(
-                    Reply(
-                        CreateTopicsResponse(
-                            ref, tuple(CreateTopicResult(t.name, Errors.REQUEST_TIMED_OUT) for t in req.topics)
-                        )
-                    )
-                )
+                effects.append(self._forward_timed_out(ref, req))
         if self.shutting_down and mono_now >= self.shutdown_deadline:
             effects += self._finish_shutdown(now)
         return effects
@@ -1175,15 +1173,19 @@ class BrokerRole:
                 infos.append(ReplicaLogInfo(tp, p.log.latest_epoch, current, p.log.leo))
         return [Send(src, GetReplicaLogInfoResponse(self.node_id, self.broker_epoch, msg.correlation_id, tuple(infos)))]
 
-    def handle_create_topics(self, msg: CreateTopicsRequest, now: int) -> list[Effect]:
-        """Forward to the active controller; answer the client when it answers."""
+    def handle_create_topics(self, msg: CreateTopicsRequest | IncrementalAlterConfigsRequest, now: int) -> list[Effect]:
+        """Forward an admin request (CreateTopics, IncrementalAlterConfigs)
+        to the active controller, as Kafka's ForwardingManager does; answer
+        the client when it answers."""
         token = (self.node_id, self._next_corr())
         dst = self._controller()
         self.pending_creates[token] = (msg.ref, now + msg.timeout_ms, msg, dst)
         self._note(now + msg.timeout_ms)
-        return [Send(dst, CreateTopicsRequest(token, msg.topics, msg.timeout_ms))]
+        return [Send(dst, replace(msg, ref=token))]
 
-    def handle_create_topics_response(self, msg: CreateTopicsResponse, src: NodeId | None, now: int) -> list[Effect]:
+    def handle_create_topics_response(
+        self, msg: CreateTopicsResponse | IncrementalAlterConfigsResponse, src: NodeId | None, now: int
+    ) -> list[Effect]:
         pending = self.pending_creates.pop(msg.ref, None)
         if pending is None:
             return []
@@ -1192,8 +1194,16 @@ class BrokerRole:
             self._controller_failed()
             dst = self._controller()
             self.pending_creates[msg.ref] = (ref, deadline, req, dst)
-            return [Send(dst, CreateTopicsRequest(msg.ref, req.topics, max(1, deadline - now)))]
-        return [Reply(CreateTopicsResponse(ref, msg.results))]
+            return [Send(dst, replace(req, ref=msg.ref, timeout_ms=max(1, deadline - now)))]
+        return [Reply(replace(msg, ref=ref))]
+
+    @staticmethod
+    def _forward_timed_out(ref: Any, req: CreateTopicsRequest | IncrementalAlterConfigsRequest) -> Effect:
+        """The client's answer when the controller never answered a forwarded request."""
+        if isinstance(req, IncrementalAlterConfigsRequest):
+            return Reply(IncrementalAlterConfigsResponse(ref, tuple(
+                AlterConfigsResult(r.resource_type, r.name, Errors.REQUEST_TIMED_OUT) for r in req.resources)))
+        return Reply(CreateTopicsResponse(ref, tuple(CreateTopicResult(t.name, Errors.REQUEST_TIMED_OUT) for t in req.topics)))
 
     _HANDLERS: ClassVar[dict[type, Callable[[Any, Any, NodeId | None, int], list[Effect]]]] = {
         ClientFetchRequest: lambda self, m, src, now: self.handle_client_fetch(m, now),
@@ -1202,6 +1212,8 @@ class BrokerRole:
         InitProducerIdRequest: lambda self, m, src, now: self.handle_init_producer_id(m, now),
         CreateTopicsRequest: lambda self, m, src, now: self.handle_create_topics(m, now),
         CreateTopicsResponse: lambda self, m, src, now: self.handle_create_topics_response(m, src, now),
+        IncrementalAlterConfigsRequest: lambda self, m, src, now: self.handle_create_topics(m, now),
+        IncrementalAlterConfigsResponse: lambda self, m, src, now: self.handle_create_topics_response(m, src, now),
         OffsetForLeaderEpochRequest: lambda self, m, src, now: self.handle_offset_for_leader_epoch(m, src, now),
         OffsetForLeaderEpochResponse: lambda self, m, src, now: self.handle_offset_for_leader_epoch_response(m, src, now),
         BrokerRegistrationResponse: lambda self, m, src, now: self.handle_registration_response(m, src, now),

@@ -10,7 +10,7 @@ and encodes the Kafka response once every part has answered.
 Supported APIs and versions are what librdkafka needs
 (notes/kafka-wire.md): ApiVersions 0-3, Metadata 1-12, Produce 3-10,
 Fetch 4-12, ListOffsets 1-9, OffsetForLeaderEpoch 2-4, InitProducerId 0-4,
-CreateTopics 2-4.
+CreateTopics 2-4, IncrementalAlterConfigs 0-1.
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -54,6 +59,7 @@ APIS: dict[int, tuple[Any, Any, int, int]] = {
     19: (CreateTopicsRequest, CreateTopicsResponse, 2, 4),
     22: (InitProducerIdRequest, InitProducerIdResponse, 0, 4),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+    44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
 }
 
 
@@ -198,6 +204,9 @@ def timed_out(msg: Any) -> Any:
         return m.InitProducerIdResponse(msg.ref, REQUEST_TIMED_OUT)
     if isinstance(msg, m.CreateTopicsRequest):
         return m.CreateTopicsResponse(msg.ref, tuple(m.CreateTopicResult(t.name, REQUEST_TIMED_OUT) for t in msg.topics))
+    if isinstance(msg, m.IncrementalAlterConfigsRequest):
+        return m.IncrementalAlterConfigsResponse(msg.ref, tuple(
+            m.AlterConfigsResult(r.resource_type, r.name, REQUEST_TIMED_OUT) for r in msg.resources))
     return None
 
 
@@ -544,6 +553,30 @@ def _build_create_topics(p: Pending) -> Any:
     )
 
 
+def _incremental_alter_configs(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    """One core request for the whole Kafka request, forwarded to the
+    active controller by the broker (as CreateTopics)."""
+    body = d.body
+    resources = tuple(
+        m.AlterConfigsResource(r.resource_type, _name(r.resource_name), tuple(
+            m.AlterConfigOp(_name(c.name), c.config_operation, c.value) for c in _items(r.configs)))
+        for r in _items(body.resources)
+    )
+    p = Pending(d, total=1, build=_build_incremental_alter_configs)
+    p.parts.append((0, m.IncrementalAlterConfigsRequest(ref(0), resources, bool(body.validate_only))))
+    return p
+
+
+def _build_incremental_alter_configs(p: Pending) -> Any:
+    r: m.IncrementalAlterConfigsResponse = p.results[0]
+    R = IncrementalAlterConfigsResponse[p.decoded.api_version]
+    X = R.AlterConfigsResourceResponse
+    return R(throttle_time_ms=0, responses=[
+        X(error_code=x.error, error_message=x.message or None, resource_type=x.resource_type, resource_name=x.name)
+        for x in r.results
+    ])
+
+
 _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     0: _produce,
     1: _fetch,
@@ -553,4 +586,5 @@ _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     19: _create_topics,
     22: _init_producer_id,
     23: _offset_for_leader_epoch,
+    44: _incremental_alter_configs,
 }

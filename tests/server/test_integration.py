@@ -339,3 +339,44 @@ def test_offsets_for_times_answers_the_first_offset_at_or_after_the_timestamp(cl
     finally:
         c.close()
     assert [(tp.offset, tp.error) for tp in got] == [(0, None), (2, None), (4, None), (-1, None)]
+
+
+def test_incremental_alter_configs_of_min_isr_takes_effect_acks_all_refused_with_not_enough_replicas(cluster):
+    """IncrementalAlterConfigs through confluent-kafka's AdminClient, written
+    as a ConfigRecord through the quorum: once min.insync.replicas exceeds the
+    ISR, acks=all is refused with NOT_ENOUGH_REPLICAS (seed 000); deleting the
+    topic override brings the broker default (1) back."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    topic = "altered"
+    create_topic(cluster, topic, min_isr=1)
+    leader, isr = partition_state(cluster, topic)
+    follower = next(b for b in isr if b != leader)
+    cluster.kill(follower)
+    try:
+        wait_for(lambda: len(partition_state(cluster, topic)[1]) == 2, 30, "the ISR shrinks to two")
+        assert produce(cluster.bootstrap, topic, [b"before"], acks="all")[0][0] is None
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+        def alter(op: AlterConfigOpType, value: str | None) -> None:
+            res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+                ConfigEntry("min.insync.replicas", value, incremental_operation=op)])
+            for f in admin.incremental_alter_configs([res]).values():
+                f.result(30)
+
+        alter(AlterConfigOpType.SET, "3")
+        refused: list = []
+
+        def acks_all_refused() -> bool:
+            r = produce(cluster.bootstrap, topic, [b"must-fail"], acks="all", retries=0,
+                        **{"message.timeout.ms": 10000})
+            refused.append(r[0][0])
+            return r[0][0] is not None and r[0][0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+
+        wait_for(acks_all_refused, 30, f"acks=all refused under min ISR 3 (saw {refused[-3:]})")
+        alter(AlterConfigOpType.DELETE, None)
+        wait_for(lambda: produce(cluster.bootstrap, topic, [b"after"], acks="all")[0][0] is None, 30,
+                 "acks=all accepted again with the override deleted")
+    finally:
+        cluster.start_node(follower)
+        cluster.wait_ready(60, [follower])
