@@ -123,7 +123,7 @@ def allowed_anomalies(opts: QueueOptions) -> frozenset[str]:
 
 
 def merge_key_results(results: Iterable[dict[str, Any]],
-                      unverified: Iterable[str] = ()) -> dict[str, Any]:
+                      unverified: Iterable[str] = (), limit: int | None = EXAMPLES) -> dict[str, Any]:
     """Sum per-key counts, keep the first examples (in key order).
 
     ``unverified``: keys whose final read never completed; their absence
@@ -151,7 +151,10 @@ def merge_key_results(results: Iterable[dict[str, Any]],
             if rename and t in ABSENCE_TYPES:
                 t = UNVERIFIED + t
             lst = examples.setdefault(t, [])
-            room = EXAMPLES - len(lst)
+            if limit is None:
+                lst.extend(exs)
+                continue
+            room = limit - len(lst)
             if room > 0:
                 lst.extend(exs[:room])
         if r["counts"].get("unseen"):
@@ -164,6 +167,30 @@ def merge_key_results(results: Iterable[dict[str, Any]],
             "unverified_acked": unverified_acked,
             "committed_info": committed, "edges": edges, "durability": durability,
             "key_stats": per_key_stats}
+
+
+#: Jepsen's default sample of each type's examples (``condense-error``):
+#: (how many, sort key, keep the largest rather than the smallest)
+_SAMPLE: dict[str, tuple[int, Any, bool]] = {
+    "duplicate": (32, lambda e: e.get("count", 0), False),
+    "inconsistent-offsets": (32, lambda e: len(e.get("values", ())), False),
+    **{t: (8, lambda e: e.get("delta", 0), False)
+       for t in ("int-nonmonotonic-poll", "int-nonmonotonic-send", "nonmonotonic-poll", "nonmonotonic-send")},
+    **{t: (8, lambda e: e.get("delta", 0), True) for t in ("int-poll-skip", "int-send-skip", "poll-skip")},
+    **{t: (8, lambda e: len(e.get("steps", ())), False) for t in G0_FAMILY + G1C_FAMILY},
+}
+
+
+def condense(typ: str, examples: list) -> list:
+    """The examples shown by default, as Jepsen picks them: the shortest
+    cycles, the smallest rewinds, the largest skips (from the examples kept,
+    the first :data:`EXAMPLES` of each key); ``all_errors`` shows all."""
+    rule = _SAMPLE.get(typ)
+    if rule is None:
+        return examples
+    n, key, largest = rule
+    ordered = sorted(examples, key=key)
+    return ordered[-n:] if largest else ordered[:n]
 
 
 def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
@@ -189,6 +216,8 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
             cycles_state = f"cut-short: {cyc['cut_short']}"
     except BudgetExceeded as e:
         cycles_state = f"budget-exceeded: {e}" if str(e) else "budget-exceeded"
+    if not opts.all_errors:
+        examples = {t: condense(t, exs) for t, exs in examples.items()}
     allowed = allowed_anomalies(opts)
     types = sorted(counts)
     # an unverified finding would be bad if its key had been readable
@@ -216,5 +245,6 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
         "cross_key_seconds": round(_time.monotonic() - t0, 3),
         "options": {"sub_via": list(opts.sub_via), "txn": opts.txn, "rw": opts.rw,
                     "strict_acks1": opts.strict_acks1,
-                    "strict_duplicates": opts.strict_duplicates},
+                    "strict_duplicates": opts.strict_duplicates, "ww_deps": opts.ww_deps,
+                    "strict_cycles": opts.strict_cycles, "all_errors": opts.all_errors},
     }
