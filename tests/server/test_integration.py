@@ -39,8 +39,7 @@ FAST = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    base = 20000 + (os.getpid() % 200) * 20
-    c = LocalCluster.plan(str(tmp_path_factory.mktemp("cluster")), 3, 3, base, config=FAST)
+    c = LocalCluster.plan(str(tmp_path_factory.mktemp("cluster")), 3, 3, 0, config=FAST)
     c.up(90)
     yield c
     res = c.down(40)
