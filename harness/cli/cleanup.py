@@ -1,5 +1,6 @@
 """``kraftwerk cleanup``: stop every node and proxy process a run left behind
-(listed in the state files under RESULTS/.state). Safe to run any time, any
+(listed in the state files under RESULTS/.state), and unmount every
+``kraftwerk fs`` mount whose owner or server is gone (``harness.lazyfs.mounts``). Safe to run any time, any
 number of times: runs whose harness is still alive are left alone unless
 --force."""
 
@@ -15,10 +16,15 @@ def cleanup_cmd(out: str, force: bool) -> int:
     """Stop processes left behind by interrupted runs."""
     from harness.state import cleanup
 
+    from harness.lazyfs.mounts import cleanup as fs_cleanup
+
     stopped = cleanup(out, include_live_harness=force)
     for p in stopped:
         click.echo(f"stopped {p.get('role')} {p.get('name')} (pid {p['pid']})")
-    click.echo(f"cleanup: {len(stopped)} process(es) stopped")
+    unmounted = fs_cleanup(force=force)
+    for point in unmounted:
+        click.echo(f"unmounted kraftwerk fs {point}")
+    click.echo(f"cleanup: {len(stopped)} process(es) stopped, {len(unmounted)} filesystem(s) unmounted")
     return 0
 
 
