@@ -46,7 +46,13 @@ class TestConfig(BaseModel):
     __test__ = False  # not a pytest class, despite the name
 
     name: str = "queue"
-    backend: Literal["local"] = "local"
+    backend: Literal["local", "netns", "docker", "ssh"] = "local"
+    #: ssh backend: the hosts file (harness/backend/hostsfile.py)
+    hosts: str | None = None
+    #: ssh backend: trust a host key seen for the first time (else known_hosts decides)
+    ssh_accept_new: bool = False
+    #: how a partition cuts on kernel backends: drop packets, or refuse TCP with a reset
+    net_cut: Literal["drop", "reject"] = "drop"
     db: Literal["reference", "external"] = "reference"
     bootstrap: str | None = None
     brokers: int = Field(3, ge=1, le=9)
@@ -144,6 +150,15 @@ class TestConfig(BaseModel):
                 raise ValueError("--bootstrap is only for --db external")
             if self.rf > self.brokers:
                 raise ValueError(f"--rf {self.rf} exceeds --brokers {self.brokers}")
+        if self.backend != "local" and self.db != "reference":
+            raise ValueError(f"--backend {self.backend} runs the reference broker: drop --db {self.db}")
+        if self.backend != "local" and "latency" in self.nemesis:
+            raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
+                             "delay (not built): use --backend local")
+        if self.backend == "ssh" and not self.hosts:
+            raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
+        if self.hosts and self.backend != "ssh":
+            raise ValueError("--hosts is only for --backend ssh")
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
         if self.seed is None:

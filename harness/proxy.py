@@ -275,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--control-port", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    from harness.lease import arm
+
+    arm()  # end with the harness that started us
     links = [Link(**d) for d in json.loads(Path(args.links).read_text())]
 
     def ready(port: int) -> None:

@@ -57,7 +57,7 @@ def register(group: click.Group) -> None:
             raise UsageError(str(e)) from None
         try:
             existing = LocalCluster.load(dir)
-            if any(n.pid and pid_alive(n.pid) for n in existing.nodes):
+            if any(n.running() for n in existing.nodes):
                 raise UsageError(f"a cluster is already running in {dir}; run `kraftwerk cluster down --dir {dir}` first")
         except ClusterError:
             pass

@@ -71,7 +71,7 @@ def build_options(flags: dict[str, Any], variant: tuple[str, ...]) -> Any:
 
 
 def _worker(opts: Any, seed: int, out: str | None, report: bool = False) -> dict[str, Any]:
-    from reference_impl.sim.runner import run_seed
+    from harness.runner import run_seed
 
     try:
         return run_seed(opts, seed, out, report=report)

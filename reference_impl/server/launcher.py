@@ -30,6 +30,8 @@ from typing import Any
 
 STATE_FILE = "cluster.json"
 HOST = "127.0.0.1"
+#: a harness run's variables (harness/lease.py) that a `cluster up` node must not inherit
+_HARNESS_ENV = frozenset({"KRAFTWERK_RUN_ID", "KRAFTWERK_LEASE_FD", "KRAFTWERK_PARENT_PID", "KRAFTWERK_PDEATHSIG"})
 
 
 class ClusterError(RuntimeError):
@@ -44,6 +46,11 @@ class NodeSpec:
     control_port: int
     data_dir: str
     pid: int | None = None
+    #: the process's start time (/proc/<pid>/stat), so a recycled pid is never signalled
+    start: int | None = None
+
+    def running(self) -> bool:
+        return self.pid is not None and pid_alive(self.pid, self.start)
 
     @property
     def is_broker(self) -> bool:
@@ -117,7 +124,8 @@ class LocalCluster:
     def save(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
         tmp = os.path.join(self.dir, STATE_FILE + ".tmp")
-        with open(tmp, "w") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # owner-only
+        with os.fdopen(fd, "w") as f:
             json.dump(
                 {"dir": self.dir, "nodes": [asdict(n) for n in self.nodes], "config": self.config, "storage_mode": self.storage_mode,
                  "bootstrap": self.bootstrap, "quorum": self.quorum},
@@ -158,28 +166,34 @@ class LocalCluster:
             cmd += ["--set", f"{k}={v}"]
         return cmd
 
+    def child_env(self) -> dict[str, str]:
+        """The node's environment: ours without a harness run's lease, so a
+        `cluster up` node never ends with the command that started it."""
+        env = {k: v for k, v in os.environ.items() if k not in _HARNESS_ENV}
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
     def start_node(self, node_id: int) -> int:
         n = self.node(node_id)
-        if n.pid is not None and pid_alive(n.pid):
+        if n.pid is not None and pid_alive(n.pid, n.start):
             raise ClusterError(f"node {node_id} is already running (pid {n.pid})")
         os.makedirs(n.data_dir, exist_ok=True)
         out = open(os.path.join(n.data_dir, "stdout.log"), "ab")
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         p = subprocess.Popen(
             self.command(n), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=env, cwd=self.dir,
+            start_new_session=True, env=self.child_env(), cwd=self.dir,
         )
         out.close()
         n.pid = p.pid
+        n.start = proc_start_time(p.pid)
         self.save()
         return p.pid
 
     def up(self, timeout: float = 60.0) -> None:
         os.makedirs(self.dir, exist_ok=True)
         for n in self.nodes:
-            if n.pid is not None and pid_alive(n.pid):
+            if n.running():
                 raise ClusterError(f"node {n.node_id} is already running (pid {n.pid}); run down first")
         for n in self.nodes:
             if port_in_use(n.port) or port_in_use(n.control_port):
@@ -196,7 +210,7 @@ class LocalCluster:
         want = [self.node(i) for i in node_ids] if node_ids else self.nodes
         for n in want:
             while True:
-                if n.pid is not None and not pid_alive(n.pid):
+                if n.pid is not None and not n.running():
                     raise ClusterError(f"node {n.node_id} exited during start-up; see {n.data_dir}/stdout.log and node.log")
                 try:
                     self.control(n.node_id, "GET", "/status", timeout=1.0)
@@ -209,7 +223,7 @@ class LocalCluster:
         while True:
             seen: set[int] = set()
             for b in self.brokers:
-                if b.pid is not None and pid_alive(b.pid):
+                if b.running():
                     try:
                         seen = set(metadata_brokers(HOST, b.port))
                         break
@@ -223,7 +237,7 @@ class LocalCluster:
 
     def signal(self, node_id: int, sig: int) -> None:
         n = self.node(node_id)
-        if n.pid is None or not pid_alive(n.pid):
+        if not n.running():
             raise ClusterError(f"node {node_id} is not running")
         os.kill(n.pid, sig)
 
@@ -231,19 +245,20 @@ class LocalCluster:
         """SIGKILL: the next start is unclean (KIP-966)."""
         n = self.node(node_id)
         self.signal(node_id, signal.SIGKILL)
-        wait_exit(n.pid, 10.0)
+        wait_exit(n.pid, 10.0, n.start)
 
     def stop_node(self, node_id: int, timeout: float = 40.0) -> bool:
         """SIGTERM (controlled shutdown); SIGKILL if it does not exit in time.
         Returns True when the node exited by itself."""
         n = self.node(node_id)
-        if n.pid is None or not pid_alive(n.pid):
+        if not n.running():
             return True
         os.kill(n.pid, signal.SIGTERM)
-        if wait_exit(n.pid, timeout):
+        if wait_exit(n.pid, timeout, n.start):
             return True
-        os.kill(n.pid, signal.SIGKILL)
-        wait_exit(n.pid, 5.0)
+        if n.running():
+            os.kill(n.pid, signal.SIGKILL)
+        wait_exit(n.pid, 5.0, n.start)
         return False
 
     def down(self, timeout: float = 40.0) -> dict[int, bool]:
@@ -251,17 +266,18 @@ class LocalCluster:
         controlled shutdown while a quorum is still up)."""
         result: dict[int, bool] = {}
         for group in (self.brokers, [n for n in self.nodes if not n.is_broker]):
-            live = [n for n in group if n.pid is not None and pid_alive(n.pid)]
+            live = [n for n in group if n.running()]
             for n in live:
                 os.kill(n.pid, signal.SIGTERM)
             for n in live:
-                clean = wait_exit(n.pid, timeout)
-                if not clean:
+                clean = wait_exit(n.pid, timeout, n.start)
+                if not clean and n.running():
                     os.kill(n.pid, signal.SIGKILL)
-                    wait_exit(n.pid, 5.0)
+                    wait_exit(n.pid, 5.0, n.start)
                 result[n.node_id] = clean
         for n in self.nodes:
             n.pid = None
+            n.start = None
         self.save()
         return result
 
@@ -281,7 +297,7 @@ class LocalCluster:
         out = []
         for n in self.nodes:
             row: dict[str, Any] = {"node_id": n.node_id, "roles": n.roles, "port": n.port, "pid": n.pid,
-                                   "alive": bool(n.pid and pid_alive(n.pid))}
+                                   "alive": n.running()}
             if row["alive"]:
                 try:
                     st = self.control(n.node_id, "GET", "/status", timeout=2.0)
@@ -292,7 +308,21 @@ class LocalCluster:
         return out
 
 
-def pid_alive(pid: int) -> bool:
+def proc_start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks since boot), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[-1].split()
+        return int(rest[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid: int, start: int | None = None) -> bool:
+    """``pid`` runs (not a zombie) and, given ``start``, is the process that
+    started then: a state file's pid may since have been recycled."""
+    if start is not None and proc_start_time(pid) != start:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -313,15 +343,15 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def wait_exit(pid: int | None, timeout: float) -> bool:
+def wait_exit(pid: int | None, timeout: float, start: int | None = None) -> bool:
     if pid is None:
         return True
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not pid_alive(pid):
+        if not pid_alive(pid, start):
             return True
         time.sleep(0.05)
-    return not pid_alive(pid)
+    return not pid_alive(pid, start)
 
 
 def port_in_use(port: int) -> bool:

@@ -6,7 +6,7 @@ import threading
 import time
 
 from checkers.history.jsonl import read_jsonl
-from harness import generator as g
+import generator as g
 from harness.history import Recorder
 from harness.interpreter import Interpreter
 
