@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -26,6 +24,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from reference_impl.server.launcher import LocalCluster, metadata_brokers
+from tests.needs import need_program
 
 pytestmark = pytest.mark.integration
 
@@ -248,8 +247,8 @@ def test_kafka_python_producer_and_consumer(cluster):
     assert got == [(i, b"k%d" % i) for i in range(500)]
 
 
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
 def test_kcat_produce_consume_and_metadata_listing(cluster):
+    need_program("kcat", "kafkacat")
     create_topic(cluster, "kcat")
     bs = cluster.bootstrap
     subprocess.run(["kcat", "-b", bs, "-P", "-t", "kcat", "-p", "0"], input=b"one\ntwo\nthree\n", check=True, timeout=60)
