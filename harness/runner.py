@@ -38,7 +38,13 @@ class RunOutcome:
     result: dict[str, Any]
 
 
-def make_db(cfg: TestConfig, run_dir: Path, state: RunState) -> Any:
+def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None) -> Any:
+    if cfg.backend != "local":
+        from harness.backend import open_hosts
+        from harness.db.hosted import HostedReference
+        from harness.db.reference import node_settings
+
+        return HostedReference(cfg, run_dir, state, open_hosts(cfg, run_dir, state, checked), node_settings(cfg))
     if cfg.db == "external":
         from harness.db.external import ExternalDB
 
@@ -48,8 +54,13 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState) -> Any:
     return ReferenceDB(cfg, run_dir, state)
 
 
-def preflight(cfg: TestConfig) -> None:
-    """Checks that need the machine but start nothing (ports free, binaries present)."""
+def preflight(cfg: TestConfig) -> Any:
+    """Checks that need the machine but start nothing (ports free, binaries
+    present, the backend's hosts reachable); returns what the backend checked."""
+    if cfg.backend != "local":
+        from harness.backend import preflight as backend_preflight
+
+        return backend_preflight(cfg)
     if cfg.db == "reference":
         from harness.db.reference import preflight as ref_preflight
 
@@ -79,7 +90,7 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
 
 def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Event | None = None) -> RunOutcome:
     assert cfg.seed is not None
-    preflight(cfg)
+    checked = preflight(cfg)
     out = Path(cfg.out)
     run_dir = store.new_run_dir(out, cfg.name, cfg.seed)
     run_id = f"{cfg.name}-{run_dir.name}"
@@ -92,13 +103,14 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
                                                 "sub_via": ["assign"], "txn": False, "keys": cfg.keys(), **cfg.model_dump()})
     store.point_latest(out, run_dir)
     rng = random.Random(cfg.seed)
-    db = make_db(cfg, run_dir, state)
     rec = Recorder(run_dir / store.HISTORY if cfg.record_history else None, cfg.history_fsync_every)
     prog = Progress(rec, f"{cfg.name} seed {cfg.seed}", cfg.time_limit, enabled=progress)
     interp: Interpreter | None = None
     error: KraftwerkError | None = None
+    db: Any = None
     try:
         prog.start()
+        db = make_db(cfg, run_dir, state, checked)
         db.setup()
         nem = None
         if cfg.nemesis or cfg.scenario:
@@ -141,7 +153,8 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
             interp.close()
         rec.close()
         try:
-            db.teardown()
+            if db is not None:
+                db.teardown()
         finally:
             state.remove()
         prog.stop()

@@ -83,17 +83,18 @@ def _fmt_example(ex: Any) -> str:
 
 
 def _summary(res: dict[str, Any], where: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     import sys
+
+    from rich.console import Console
+    from rich.markup import escape  # every value from the history is data, never markup
+    from rich.table import Table
 
     con = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     v = res.get("valid")
     colour = {True: "green", False: "red"}.get(v, "yellow")
     label = {True: "VALID", False: "INVALID"}.get(v, "UNKNOWN")
     st = res.get("stats", {})
-    con.print(f"[bold {colour}]{label}[/]  {where}  "
+    con.print(f"[bold {colour}]{label}[/]  {escape(where)}  "
               f"(model {st.get('model')}, engine {st.get('engine')}, {st.get('ops', 0)} ops, "
               f"{st.get('check_seconds', 0)} s)")
     q = res.get("checkers", {}).get("queue")
@@ -113,14 +114,14 @@ def _summary(res: dict[str, Any], where: str) -> None:
                 name = f"{typ} (key not verified)"
             else:
                 name = f"{typ} (allowed)" if typ in allowed else typ
-            t.add_row(name, str(n), _fmt_example(exs[0])[:160] if exs else "")
+            t.add_row(escape(name), str(n), escape(_fmt_example(exs[0])[:160]) if exs else "")
         con.print(t)
         from checkers.glossary import describe
 
         for typ in res["anomaly_types"]:
             about = describe(typ)
             if about:
-                con.print(f"  [bold]{typ}[/]: {about}", highlight=False)
+                con.print(f"  [bold]{escape(str(typ))}[/]: {escape(about)}", highlight=False)
     dur = res.get("durability") or {}
     if any(b.get("sent") for b in dur.values()):
         t = Table(title="durability", show_edge=False)
@@ -131,22 +132,22 @@ def _summary(res: dict[str, Any], where: str) -> None:
                 continue
             lo, hi = b.get("lost_rate_ci95", [0, 1])
             d = b.get("visibility_delay_ms", {})
-            t.add_row(name, str(b["sent"]), str(b["acked"]), str(b["lost"]),
+            t.add_row(escape(str(name)), str(b["sent"]), str(b["acked"]), str(b["lost"]),
                       f"{b['lost_rate']:.4f}", f"[{lo:.4f}, {hi:.4f}]", str(b.get("unacked_visible", 0)),
                       f"{d.get('p50', 0):.1f} / {d.get('p99', 0):.1f}")
         con.print(t)
     lin = res.get("checkers", {}).get("linearizable")
     if lin is not None and lin.get("valid") is False:
-        con.print(f"not linearizable: key {lin.get('key')}, op {lin.get('op')}")
+        con.print(escape(f"not linearizable: key {lin.get('key')}, op {lin.get('op')}"))
     fr = res.get("checkers", {}).get("final-reads")
     if fr is not None and fr.get("incomplete_keys"):
         keys = fr["incomplete_keys"]
-        shown = ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else "")
+        shown = escape(", ".join(map(str, keys[:8])) + (" ..." if len(keys) > 8 else ""))
         con.print(f"[yellow]no completed final read: {len(keys)} key(s) unverified ({shown})[/]")
     if q is not None and q.get("cycle_search") != "complete":
-        con.print(f"[yellow]cycle search: {q.get('cycle_search')}[/]")
+        con.print(f"[yellow]cycle search: {escape(str(q.get('cycle_search')))}[/]")
     if v == "unknown" and lin is not None:
-        con.print(f"[yellow]linearizability: unknown ({lin.get('cause')})[/]")
+        con.print(f"[yellow]linearizability: unknown ({escape(str(lin.get('cause')))})[/]")
 
 
 @click.command("check")

@@ -162,7 +162,6 @@ def test_budget_exhausted_exits_3(files) -> None:
     assert json.loads(p.stdout)["valid"] == "unknown"
 
 
-@pytest.mark.skipif(not KNOSSOS.exists(), reason="knossos corpus not on this machine")
 def test_register_models_go_to_the_linearizability_checker() -> None:
     good = run("check", str(KNOSSOS / "cas-register/good/memstress3-4.edn"), "--model", "cas-register", "--json")
     bad = run("check", str(KNOSSOS / "cas-register/bad/rethink-fail-minimal.edn"), "--model", "cas-register")
