@@ -48,6 +48,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/core/controller.py",
     "reference_impl/core/effects.py",
     "reference_impl/core/epoch_cache.py",
+    "reference_impl/core/errors.py",
     "reference_impl/core/log.py",
     "reference_impl/core/messages.py",
     "reference_impl/core/metadata.py",

@@ -127,9 +127,10 @@ from .messages import (
     TopicPartition,
     TopicRecord,
 )
+from .errors import LocalProtocolError, UnroutableMessage
 from .metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
 from .partition_change import BALANCED, PartitionChangeBuilder
-from .raft import RAFT_MESSAGES, RaftReplica
+from .raft import RAFT_MESSAGES, RaftReplica, Rng
 from .storage import StoredState
 from .topic_names import topic_name_error
 
@@ -197,7 +198,7 @@ class ControllerRole:
         config: ProtocolConfig,
         voters: Iterable[NodeId],
         stored: StoredState | None,
-        rng: Any,
+        rng: Rng,
     ) -> None:
         self.node_id = node_id
         self.config = config
@@ -279,7 +280,7 @@ class ControllerRole:
         elif isinstance(msg, GetReplicaLogInfoResponse):
             self._on_replica_log_info(msg)
         else:
-            raise TypeError(f"ControllerRole cannot handle {type(msg).__name__}")
+            raise UnroutableMessage(f"ControllerRole cannot handle {type(msg).__name__}")
         return self._finish(out, now)
 
     def begin_shutdown(self, now: int, mono: int | None = None) -> list[Effect]:
@@ -443,7 +444,7 @@ class ControllerRole:
         assert self._work is not None
         entries = self.raft.append([record], self._now)
         if not entries:  # not leader any more: cannot happen while _work is set
-            raise RuntimeError("append refused on the active controller")
+            raise LocalProtocolError("append refused on the active controller")
         self._work.replay(record, entries[0].offset)
         return entries[0].offset
 

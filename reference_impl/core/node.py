@@ -45,7 +45,7 @@ from .messages import (
     VoteRequest,
     VoteResponse,
 )
-from .raft import RaftReplica
+from .raft import RaftReplica, Rng
 from .replica_manager import BrokerRole
 from .storage import StoredState
 
@@ -78,7 +78,7 @@ class Node:
         config: ProtocolConfig,
         voters: tuple[NodeId, ...],
         stored: StoredState,
-        rng: Any,
+        rng: Rng,
         incarnation_id: str,
         endpoint: BrokerEndpoint | None = None,
     ) -> None:

@@ -30,6 +30,7 @@ from typing import Any, Callable, ClassVar, Final, Iterable
 
 from .config import ProtocolConfig
 from .effects import Effect, FileDelete, FileWrite, Fsync, Halt, Reply, Send, TraceEvent
+from .errors import MissingSender, UnroutableMessage
 from .log import PartitionLog
 from .messages import (
     NO_LEADER,
@@ -76,6 +77,7 @@ from .messages import (
 )
 from .metadata import Delta, MetadataImage
 from .partition import FOLLOWER, TRUNCATING, IsrState, Partition
+from .raft import Rng
 from .storage import (
     CLEAN_SHUTDOWN,
     HW_CHECKPOINT,
@@ -181,7 +183,7 @@ class BrokerRole:
         config: ProtocolConfig,
         voters: tuple[NodeId, ...],
         stored: StoredState,
-        rng: Any,
+        rng: Rng,
         incarnation_id: str,
         endpoint: BrokerEndpoint,
     ) -> None:
@@ -269,7 +271,7 @@ class BrokerRole:
         else:
             handler = self._HANDLERS.get(kind)
             if handler is None:
-                return []
+                raise UnroutableMessage(f"the broker role does not handle {kind.__name__}")
             effects = handler(self, msg, src, now)
         if self.alter_pending and self.alter_inflight is None:
             effects += self._maybe_send_alter_partition(now)
@@ -1161,7 +1163,7 @@ class BrokerRole:
         from before a reboot is refused) and the leader epoch our metadata
         holds (it fences stale answers)."""
         if src is None:
-            return []
+            raise MissingSender("GetReplicaLogInfo came without a sender: its answer goes to the controller that asked")
         infos = []
         for tp in msg.tps:
             p = self.partitions.get(tp)
