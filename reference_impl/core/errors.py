@@ -15,8 +15,9 @@ invariant monitor reports it). The name says where to look:
 Expected protocol outcomes are not exceptions: they are Kafka error codes in
 the answer (``messages.Errors``), and a late answer to a request already
 given up on is dropped by design (each such drop says so where it happens).
-Both classes subclass the built-in exception the code raised before, so a
-caller matching on that still matches.
+They derive from ``Exception`` alone: the compiled build (mypyc) makes
+native classes of them, and a native class may not inherit from
+``RuntimeError`` or take two bases.
 """
 
 from __future__ import annotations
@@ -26,15 +27,15 @@ class ProtocolError(Exception):
     """Base of the core's protocol exceptions."""
 
 
-class LocalProtocolError(ProtocolError, RuntimeError):
+class LocalProtocolError(ProtocolError):
     """Our fault: the core or its runtime broke the core's contract."""
 
 
-class RemoteProtocolError(ProtocolError, RuntimeError):
+class RemoteProtocolError(ProtocolError):
     """The peer's fault: a message no correct peer sends."""
 
 
-class UnroutableMessage(LocalProtocolError, TypeError):
+class UnroutableMessage(LocalProtocolError):
     """A message handed to a role that does not handle its type (the node's
     routing, or a runtime calling a role directly, is wrong)."""
 
