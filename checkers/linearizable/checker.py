@@ -11,7 +11,9 @@ one slice per key.
 
 Verdict: ``False`` if any key is not linearizable (a violation on one key is
 a violation of the whole history, by locality), else ``"unknown"`` if any key
-ran out of budget, else ``True``.
+ran out of budget, else ``True`` (also for a history with nothing to check,
+as Knossos answers; :func:`checkers.check.check_history` calls such a run
+"unknown").
 """
 
 from __future__ import annotations

@@ -124,6 +124,12 @@ class Model:
     #: of being projected onto each key; see :class:`MultiRegister`.
     joint_keys = False
 
+    def keyed(self) -> bool:
+        """True when values are ``[key, value]``: an op that carries its key
+        in a field of its own (``{"key": k, "value": v}``, Porcupine's and
+        some Jepsen tests' shape) is then read as ``[k, v]``."""
+        return False
+
 
 def _independent_split(independent: bool, f: str, value: Any) -> list[tuple[Any, str, Any]]:
     """Jepsen ``independent`` values are ``[key, value]`` tuples."""
@@ -155,6 +161,9 @@ class Register(Model):
 
     def init(self) -> Hashable:
         return self.initial
+
+    def keyed(self) -> bool:
+        return self.independent
 
     def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
         if f not in self.FS:
@@ -372,6 +381,9 @@ class KV(Model):
 
     def is_noop(self, f: str, value: Any) -> bool:
         return f == "get" and value is None
+
+    def keyed(self) -> bool:
+        return True
 
     def read_only(self, f: str, value: Any) -> bool:
         return f == "get"
