@@ -41,6 +41,10 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState) -> Any:
         from harness.db.external import ExternalDB
 
         return ExternalDB(cfg)
+    if cfg.db == "kafka":
+        from harness.db.kafka import KafkaDB
+
+        return KafkaDB(cfg, run_dir, state)
     from harness.db.reference import ReferenceDB
 
     return ReferenceDB(cfg, run_dir, state)
@@ -52,6 +56,10 @@ def preflight(cfg: TestConfig) -> None:
         from harness.db.reference import preflight as ref_preflight
 
         ref_preflight(cfg)
+    elif cfg.db == "kafka":
+        from harness.db.kafka import preflight as kafka_preflight
+
+        kafka_preflight(cfg)
 
 
 def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:

@@ -17,7 +17,12 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file of settings (flags win).")
 @click.option("--name", help="Test name (results/<name>/...).")
 @click.option("--backend", type=click.Choice(["local"]), help="Where nodes run (default local).")
-@click.option("--db", type=click.Choice(["reference", "external"]), help="reference (bundled broker) or external.")
+@click.option("--db", type=click.Choice(["reference", "external", "kafka"]),
+              help="reference (bundled broker), kafka (real Apache Kafka, KRaft) or external.")
+@click.option("--kafka-version", help="--db kafka: the Kafka release to fetch from Maven Central (default 4.4.0).")
+@click.option("--kafka-home", type=click.Path(file_okay=False), help="--db kafka: use this Kafka binary distribution (its libs/).")
+@click.option("--kafka-config", "kafka_config", multiple=True, metavar="KEY=VALUE",
+              help="--db kafka: a server.properties override for every node (repeatable).")
 @click.option("--bootstrap", help="HOST:PORT[,...] of an external cluster (--db external).")
 @click.option("--brokers", type=int, help="Broker count (default 3).")
 @click.option("--controllers", type=int, help="KRaft voter count: dedicated controller nodes c1.., or the first brokers with --combined (default 3).")
@@ -61,6 +66,7 @@ def run_cmd(config_file: str | None, variant: tuple[str, ...], as_json: bool, no
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
     file_values = load_yaml(config_file) if config_file else None
+    flags["kafka_config"] = list(flags.get("kafka_config") or ()) or None
     if variant:
         flags["variants"] = parse_variants(variant)
     cfg = build_config(file_values, flags)
