@@ -28,6 +28,7 @@ import shlex
 import signal as _signal
 import socket
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -101,17 +102,28 @@ def preflight(hosts_file: str, nodes: Sequence[str], accept_new: bool = False) -
         raise UsageError(f"hosts file {hosts_file}: {len(specs)} host(s) for {len(nodes)} nodes "
                          f"({', '.join(nodes)}); one host per node")
     out: dict[str, tuple[HostSpec, Any]] = {}
-    try:
-        for node, spec in zip(nodes, specs):
-            client = connect(spec, accept_new)
-            out[node] = (spec, client)
-            rc, _, err = _run(client, _prefix(spec) + [PYTHON, "-c", "import sys; assert sys.version_info[:2] == (3, 11)"], 20)
-            if rc != 0:
-                raise UsageError(f"host {spec.name} ({spec.address}): no {PYTHON} there ({err.strip()[:120] or f'exit {rc}'})")
-    except BaseException:
+
+    def check(spec: HostSpec) -> paramiko.SSHClient:
+        client = connect(spec, accept_new)
+        rc, _, err = _run(client, _prefix(spec) + [PYTHON, "-c", "import sys; assert sys.version_info[:2] == (3, 11)"], 20)
+        if rc != 0:
+            client.close()
+            raise UsageError(f"host {spec.name} ({spec.address}): no {PYTHON} there ({err.strip()[:120] or f'exit {rc}'})")
+        return client
+
+    pairs = list(zip(nodes, specs))
+    with ThreadPoolExecutor(max_workers=min(16, len(pairs))) as pool:
+        futs = [(node, spec, pool.submit(check, spec)) for node, spec in pairs]
+        errors = []
+        for node, spec, f in futs:
+            try:
+                out[node] = (spec, f.result())
+            except UsageError as e:
+                errors.append(e)
+    if errors:
         for _, c in out.values():
             c.close()
-        raise
+        raise errors[0]
     return out
 
 
@@ -186,17 +198,21 @@ class SshHosts:
     def install(self) -> None:
         """Put the bundle on every host that lacks it (once per content)."""
         digest, path = bundle.build()
-        for node, (spec, _) in self.hosts.items():
-            app = f"{spec.dir}/app-{digest}"
+
+        def one(node: str) -> None:
+            app = f"{self.hosts[node][0].dir}/app-{digest}"
             self.app[node] = app
             if self.exec(node, ["test", "-f", f"{app}/.complete"], 10)[0] == 0:
-                continue
-            for argv in (["mkdir", "-p", app],):
-                self._check(node, argv)
+                return
+            self._check(node, ["mkdir", "-p", app])
             self.upload(node, path, f"{app}.tar.gz")
             self._check(node, ["tar", "-xzf", f"{app}.tar.gz", "-C", app])
             self._check(node, ["rm", "-f", f"{app}.tar.gz"])
             self._check(node, ["touch", f"{app}/.complete"])
+
+        with ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
+            for f in [pool.submit(one, n) for n in self.hosts]:
+                f.result()
 
     def _check(self, node: str, argv: list[str]) -> str:
         rc, out, err = self.exec(node, argv, 120)
