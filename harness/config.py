@@ -36,7 +36,6 @@ NODE_FAULTS = frozenset(NEMESES)
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
 VARIANTS = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 
 
 class TestConfig(BaseModel):
@@ -89,9 +88,12 @@ class TestConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
-            raise ValueError("test name must be letters, digits, '.', '_' or '-'")
-        return v
+        from harness.store import BadName, check_name
+
+        try:
+            return check_name(v)
+        except BadName as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("time_limit")
     @classmethod
@@ -143,7 +145,7 @@ class TestConfig(BaseModel):
                 raise ValueError(
                     "--db external runs no nodes, so node faults are impossible: drop --nemesis"
                 )
-            if not re.match(r"^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$", self.bootstrap):
+            if not re.fullmatch(r"[^\s,:]+:\d+(,[^\s,:]+:\d+)*", self.bootstrap):
                 raise ValueError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {self.bootstrap!r}")
         else:
             if self.bootstrap:

@@ -47,6 +47,13 @@ def build_options(flags: dict[str, Any], variant: tuple[str, ...]) -> Any:
     from reference_impl.sim.options import SimOptions, SimOptionsError
 
     kw: dict[str, Any] = {}
+    if flags.get("name") is not None:
+        from harness.store import BadName, check_name
+
+        try:
+            check_name(flags["name"], "--name")
+        except BadName as e:
+            raise UsageError(str(e)) from None
     for cli, field in (("name", "test_name"), ("brokers", "brokers"), ("controllers", "controllers"),
                        ("topics", "topics"), ("partitions", "partitions"), ("rf", "rf"), ("min_isr", "min_isr"),
                        ("acks", "acks"), ("idempotent", "idempotent"), ("time_limit", "time_limit_s"), ("rate", "rate"),
