@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -38,9 +39,13 @@ def _clean_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
+    # setuptools builds in the source's build/: build a copy, so nothing is left in the checkout
+    src = work / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".accel", "build", "results", "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis"))
     dist = work / "dist"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(src)],
         check=True, cwd=work, env=_clean_env(), capture_output=True,
     )
     wheels = sorted(dist.glob("kraftwerk-*.whl"))
