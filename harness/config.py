@@ -36,7 +36,6 @@ NODE_FAULTS = frozenset(NEMESES)
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
 VARIANTS = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 
 
 class TestConfig(BaseModel):
@@ -46,7 +45,13 @@ class TestConfig(BaseModel):
     __test__ = False  # not a pytest class, despite the name
 
     name: str = "queue"
-    backend: Literal["local"] = "local"
+    backend: Literal["local", "netns", "docker", "ssh"] = "local"
+    #: ssh backend: the hosts file (harness/backend/hostsfile.py)
+    hosts: str | None = None
+    #: ssh backend: trust a host key seen for the first time (else known_hosts decides)
+    ssh_accept_new: bool = False
+    #: how a partition cuts on kernel backends: drop packets, or refuse TCP with a reset
+    net_cut: Literal["drop", "reject"] = "drop"
     db: Literal["reference", "external", "kafka"] = "reference"
     bootstrap: str | None = None
     #: --db kafka: the release to fetch from Maven Central, or a binary
@@ -80,7 +85,15 @@ class TestConfig(BaseModel):
     op_timeout: float = Field(10.0, gt=0)
     final_read_timeout: float = Field(30.0, gt=0)
     base_port: int = Field(0, ge=0, le=65000)
-    storage: Literal["file", "pagecache"] | None = None
+    #: where un-fsynced writes live, hence how power loss loses them: "file"
+    #: (the OS page cache: nothing is ever lost), "pagecache" (the broker's
+    #: in-process emulation), "lazyfs" (each node's data directory through
+    #: kraftwerk fs, crashed on power loss; netns). Default: "file", or for
+    #: a power-loss fault "lazyfs" on netns and "pagecache" elsewhere.
+    storage: Literal["file", "pagecache", "lazyfs"] | None = None
+    #: log.flush.interval.messages of every broker: fsync after this many
+    #: appended messages (0: never, Kafka's default, leaving it to the OS)
+    flush_messages: int = Field(0, ge=0)
     checker_engine: Literal["inline", "spark"] = "inline"
     history_fsync_every: int = Field(200, ge=1)
     record_history: bool = True
@@ -88,9 +101,12 @@ class TestConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
-            raise ValueError("test name must be letters, digits, '.', '_' or '-'")
-        return v
+        from harness.store import BadName, check_name
+
+        try:
+            return check_name(v)
+        except BadName as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("time_limit")
     @classmethod
@@ -142,7 +158,7 @@ class TestConfig(BaseModel):
                 raise ValueError(
                     "--db external runs no nodes, so node faults are impossible: drop --nemesis"
                 )
-            if not re.match(r"^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$", self.bootstrap):
+            if not re.fullmatch(r"[^\s,:]+:\d+(,[^\s,:]+:\d+)*", self.bootstrap):
                 raise ValueError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {self.bootstrap!r}")
         else:
             if self.bootstrap:
@@ -153,6 +169,15 @@ class TestConfig(BaseModel):
             _kafka_consistent(self)
         elif self.kafka_home or self.kafka_config:
             raise ValueError("--kafka-home and --kafka-config are only for --db kafka")
+        if self.backend != "local" and self.db == "external":
+            raise ValueError(f"--backend {self.backend} runs the reference broker: drop --db {self.db}")
+        if self.backend != "local" and "latency" in self.nemesis:
+            raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
+                             "delay (not built): use --backend local")
+        if self.backend == "ssh" and not self.hosts:
+            raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
+        if self.hosts and self.backend != "ssh":
+            raise ValueError("--hosts is only for --backend ssh")
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
         if self.seed is None:
@@ -168,7 +193,10 @@ class TestConfig(BaseModel):
             NEEDS_PAGECACHE = set()
         if self.storage is None:
             pc = "lose-unfsynced" in self.nemesis or self.scenario in NEEDS_PAGECACHE
-            self.storage = "pagecache" if pc else "file"
+            self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
+        if self.storage == "lazyfs" and self.backend != "netns":
+            raise ValueError("--storage lazyfs mounts each node's data directory through kraftwerk fs: "
+                             "it runs on --backend netns (other backends use --storage pagecache)")
         return self
 
     # ----------------------------------------------------------------- helpers
@@ -237,6 +265,8 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
         parse_overrides(cfg.kafka_config)
     except UsageError as e:
         raise ValueError(str(e)) from None
+    if cfg.backend not in ("local",):
+        raise ValueError(f"--db kafka runs on --backend local only so far: drop --backend {cfg.backend}")
     if cfg.backend == "local":
         for fault in cfg.nemesis:
             if fault in KAFKA_LOCAL_REFUSED:
