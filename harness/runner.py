@@ -27,6 +27,7 @@ from harness.history import Recorder
 from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
+from harness.summary import write_summary
 from workloads import queue as qw
 
 
@@ -151,6 +152,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         return RunOutcome(run_dir, {"valid": "unknown", "stats": dict(rec.counts)})
     result = check_run(run_dir, engine=cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
     export_edn(run_dir)
+    write_summary(run_dir)
     try:
         from harness.report import render_report
 

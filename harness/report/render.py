@@ -29,6 +29,11 @@ _env = Environment(
 )
 
 
+def env() -> Environment:
+    """The report's Jinja2 environment (autoescaped), for the site's pages."""
+    return _env
+
+
 def _short(x: Any) -> str:
     s = x if isinstance(x, str) else json.dumps(x, default=str, sort_keys=True)
     return s if len(s) <= MAX_EXAMPLE_CHARS else s[:MAX_EXAMPLE_CHARS] + " …"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.invariants import InvariantMonitor
-from harness import store
+from harness import store, summary
 from reference_impl import accel
 from reference_impl.core.messages import NewTopic, TopicPartition
 
@@ -139,6 +139,7 @@ class SimRun:
             results = self.results(time.perf_counter() - wall0)
             if self.run_dir is not None:
                 store.write_json(self.run_dir / store.RESULTS, results)
+                summary.write_summary(self.run_dir)
             if release:
                 self.release()
         finally:
