@@ -138,8 +138,7 @@ def heatmap_png(campaign: dict[str, Any]) -> bytes:
              if isinstance(d, dict) and isinstance(d.get("lost_rate"), (int, float))]
     vmax = max([r for r in rates if r] or [0.01])
     norm = PowerNorm(0.5, vmin=0, vmax=vmax)
-    cmap = plt.get_cmap("Reds").copy()
-    cmap.set_bad("#e6e6e6")
+    cmap = plt.get_cmap("Reds").with_extremes(bad="#e6e6e6")
     for ax, level in zip(axes[0], levels):
         grid = [[float("nan")] * len(cols) for _ in rows]
         for (r, c), cell in at.items():
