@@ -162,9 +162,9 @@ def unseen_series(q: QueueFacts, buckets: int = BUCKETS) -> tuple[list[float], l
             seen = first_seen.get((k, v))
             if seen is not None and seen <= t_ack:
                 continue
-            d[min(int(t_ack / width), buckets)] += 1
+            d[min(int(t_ack / width), buckets - 1)] += 1
             if seen is not None:
-                d[min(int(seen / width), buckets)] -= 1
+                d[min(int(seen / width), buckets - 1)] -= 1
         deltas[k] = d
     ts = [(i + 1) * width / 1e9 for i in range(buckets)]
     per: dict[str, list[int]] = {}
