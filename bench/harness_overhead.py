@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import generator as g  # noqa: E402
+import generator as g  # noqa: E402
 from harness.history import Recorder  # noqa: E402
 from harness.interpreter import Interpreter  # noqa: E402
 

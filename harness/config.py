@@ -36,7 +36,6 @@ NODE_FAULTS = frozenset(NEMESES)
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
 VARIANTS = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 
 
 class TestConfig(BaseModel):
@@ -46,7 +45,13 @@ class TestConfig(BaseModel):
     __test__ = False  # not a pytest class, despite the name
 
     name: str = "queue"
-    backend: Literal["local"] = "local"
+    backend: Literal["local", "netns", "docker", "ssh"] = "local"
+    #: ssh backend: the hosts file (harness/backend/hostsfile.py)
+    hosts: str | None = None
+    #: ssh backend: trust a host key seen for the first time (else known_hosts decides)
+    ssh_accept_new: bool = False
+    #: how a partition cuts on kernel backends: drop packets, or refuse TCP with a reset
+    net_cut: Literal["drop", "reject"] = "drop"
     db: Literal["reference", "external"] = "reference"
     bootstrap: str | None = None
     brokers: int = Field(3, ge=1, le=9)
@@ -83,9 +88,12 @@ class TestConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
-            raise ValueError("test name must be letters, digits, '.', '_' or '-'")
-        return v
+        from harness.store import BadName, check_name
+
+        try:
+            return check_name(v)
+        except BadName as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("time_limit")
     @classmethod
@@ -137,13 +145,22 @@ class TestConfig(BaseModel):
                 raise ValueError(
                     "--db external runs no nodes, so node faults are impossible: drop --nemesis"
                 )
-            if not re.match(r"^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$", self.bootstrap):
+            if not re.fullmatch(r"[^\s,:]+:\d+(,[^\s,:]+:\d+)*", self.bootstrap):
                 raise ValueError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {self.bootstrap!r}")
         else:
             if self.bootstrap:
                 raise ValueError("--bootstrap is only for --db external")
             if self.rf > self.brokers:
                 raise ValueError(f"--rf {self.rf} exceeds --brokers {self.brokers}")
+        if self.backend != "local" and self.db != "reference":
+            raise ValueError(f"--backend {self.backend} runs the reference broker: drop --db {self.db}")
+        if self.backend != "local" and "latency" in self.nemesis:
+            raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
+                             "delay (not built): use --backend local")
+        if self.backend == "ssh" and not self.hosts:
+            raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
+        if self.hosts and self.backend != "ssh":
+            raise ValueError("--hosts is only for --backend ssh")
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
         if self.seed is None:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from harness.generator import PENDING, Context, Gen
+from generator import PENDING, Context, Gen
 from harness.history import Recorder
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import generator as g
+import generator as g
 from harness import store
 from harness.checking import check_run, export_edn
 from harness.config import TestConfig
@@ -27,6 +28,7 @@ from harness.history import Recorder
 from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
+from nemesis import Nemesis, NemesisPlan
 from harness.summary import write_summary
 from workloads import queue as qw
 
@@ -37,7 +39,13 @@ class RunOutcome:
     result: dict[str, Any]
 
 
-def make_db(cfg: TestConfig, run_dir: Path, state: RunState) -> Any:
+def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None) -> Any:
+    if cfg.backend != "local":
+        from harness.backend import open_hosts
+        from harness.db.hosted import HostedReference
+        from harness.db.reference import node_settings
+
+        return HostedReference(cfg, run_dir, state, open_hosts(cfg, run_dir, state, checked), node_settings(cfg))
     if cfg.db == "external":
         from harness.db.external import ExternalDB
 
@@ -47,8 +55,13 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState) -> Any:
     return ReferenceDB(cfg, run_dir, state)
 
 
-def preflight(cfg: TestConfig) -> None:
-    """Checks that need the machine but start nothing (ports free, binaries present)."""
+def preflight(cfg: TestConfig) -> Any:
+    """Checks that need the machine but start nothing (ports free, binaries
+    present, the backend's hosts reachable); returns what the backend checked."""
+    if cfg.backend != "local":
+        from harness.backend import preflight as backend_preflight
+
+        return backend_preflight(cfg)
     if cfg.db == "reference":
         from harness.db.reference import preflight as ref_preflight
 
@@ -78,7 +91,7 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
 
 def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Event | None = None) -> RunOutcome:
     assert cfg.seed is not None
-    preflight(cfg)
+    checked = preflight(cfg)
     out = Path(cfg.out)
     run_dir = store.new_run_dir(out, cfg.name, cfg.seed)
     run_id = f"{cfg.name}-{run_dir.name}"
@@ -91,19 +104,19 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
                                                 "sub_via": ["assign"], "txn": False, "keys": cfg.keys(), **cfg.model_dump()})
     store.point_latest(out, run_dir)
     rng = random.Random(cfg.seed)
-    db = make_db(cfg, run_dir, state)
     rec = Recorder(run_dir / store.HISTORY if cfg.record_history else None, cfg.history_fsync_every)
     prog = Progress(rec, f"{cfg.name} seed {cfg.seed}", cfg.time_limit, enabled=progress)
     interp: Interpreter | None = None
     error: KraftwerkError | None = None
+    db: Any = None
     try:
         prog.start()
+        db = make_db(cfg, run_dir, state, checked)
         db.setup()
         nem = None
         if cfg.nemesis or cfg.scenario:
-            from nemesis import build_nemesis
-
-            nem = build_nemesis(cfg, db, random.Random(rng.getrandbits(64)), rec)
+            plan = NemesisPlan(tuple(cfg.nemesis), cfg.nemesis_interval, cfg.nemesis_mode, cfg.scenario)
+            nem = Nemesis(plan, db, random.Random(rng.getrandbits(64)))
         bootstrap = db.client_bootstrap()
         keys = cfg.keys()
 
@@ -141,7 +154,8 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
             interp.close()
         rec.close()
         try:
-            db.teardown()
+            if db is not None:
+                db.teardown()
         finally:
             state.remove()
         prog.stop()
@@ -172,3 +186,34 @@ def summary_line(o: RunOutcome) -> str:
     if r.get("anomaly_types"):
         parts.append("anomalies=" + ",".join(map(str, r["anomaly_types"])))
     return f"{o.run_dir}: " + "  ".join(parts)
+
+
+def run_seed(opts: Any, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
+    """Run one simulated seed (``reference_impl.sim.runner.SimRun``); with
+    ``out`` write its run directory (test.json, results.json and, with
+    ``report``, the HTML report) and return the results."""
+    from reference_impl.sim.runner import SimRun
+
+    run_dir = store.new_run_dir(out, opts.test_name, seed) if out is not None else None
+    run = SimRun(opts, seed, run_dir)
+    if run_dir is not None:
+        test = {**run.test_json(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        store.write_json(run_dir / store.TEST, test)
+    res = run.run(release=True)
+    if run_dir is not None:
+        store.write_json(run_dir / store.RESULTS, res)
+        write_summary(run_dir)
+        res["run_dir"] = str(run_dir)
+        if report:
+            _render_quietly(run_dir)
+    return res
+
+
+def _render_quietly(run_dir: Path) -> None:
+    """The HTML report, best effort: a report failure never changes the verdict."""
+    try:
+        from harness.report import render_report
+
+        render_report(run_dir)
+    except Exception as e:  # noqa: BLE001 - the run's verdict is already on disk
+        (run_dir / "report-error.txt").write_text(f"{type(e).__name__}: {e}\n")

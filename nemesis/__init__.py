@@ -17,8 +17,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness import generator as g
-from harness.config import TestConfig
+import generator as g
 
 from .faults import FAULTS, Fault, make_faults
 from . import scenarios
@@ -100,29 +99,40 @@ def overlapping(faults: tuple[str, ...], interval_ns: int, seed: int) -> g.Gen:
     return g.any_(*[TimedCycle(tuple(fs), interval_ns, seed + i) for i, fs in enumerate(groups.values())])
 
 
+@dataclass(frozen=True)
+class NemesisPlan:
+    """What the nemesis of one test does: the faults to draw from, how often,
+    sequential or overlapping, or a scripted scenario instead."""
+
+    faults: tuple[str, ...] = ()
+    interval_s: float = 5.0
+    mode: str = "sequential"
+    scenario: str | None = None
+
+
 class Nemesis:
     """Dispatches nemesis ops to fault implementations."""
 
-    def __init__(self, cfg: TestConfig, cluster: Any, rng: random.Random, recorder: Any = None) -> None:
-        self.cfg = cfg
+    def __init__(self, plan: NemesisPlan, cluster: Any, rng: random.Random) -> None:
+        self.plan = plan
         self.cluster = cluster
         self.rng = rng
-        self.faults: dict[str, Fault] = make_faults(cfg.nemesis, cluster, rng)
-        self.script = scenarios.ScenarioRunner(cfg.scenario, cluster) if cfg.scenario else None
+        self.faults: dict[str, Fault] = make_faults(list(plan.faults), cluster, rng)
+        self.script = scenarios.ScenarioRunner(plan.scenario, cluster) if plan.scenario else None
 
     def schedule(self) -> g.Gen:
-        if self.cfg.scenario:
-            return scenarios.generator(self.cfg.scenario)
-        interval = int(self.cfg.nemesis_interval * g.NS)
-        if self.cfg.nemesis_mode == "overlap":
-            return overlapping(tuple(self.cfg.nemesis), interval, self.rng.randrange(1 << 30))
-        return Schedule(tuple(self.cfg.nemesis), interval)
+        if self.plan.scenario:
+            return scenarios.generator(self.plan.scenario)
+        interval = int(self.plan.interval_s * g.NS)
+        if self.plan.mode == "overlap":
+            return overlapping(self.plan.faults, interval, self.rng.randrange(1 << 30))
+        return Schedule(self.plan.faults, interval)
 
     def _op_names(self) -> list[str]:
-        if self.cfg.scenario:
-            steps = scenarios.SCENARIOS[self.cfg.scenario]
+        if self.plan.scenario:
+            steps = scenarios.SCENARIOS[self.plan.scenario]
             return list(dict.fromkeys(s[0].split("-", 1)[1] for s in steps if s[0] != "sleep"))
-        return list(dict.fromkeys(FAULTS[f].op_name for f in self.cfg.nemesis))
+        return list(dict.fromkeys(FAULTS[f].op_name for f in self.plan.faults))
 
     def final(self) -> g.Gen:
         """stop-<op> once per distinct op name: heal every fault type in use."""
@@ -133,7 +143,7 @@ class Nemesis:
 
     def recovery_seconds(self) -> float:
         """Time to let elections, ISR expansion and catch-up happen after the heal."""
-        return max(5.0, min(15.0, self.cfg.nemesis_interval * 2))
+        return max(5.0, min(15.0, self.plan.interval_s * 2))
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         f: str = op["f"]
@@ -169,8 +179,4 @@ class Nemesis:
                 pass
 
 
-def build_nemesis(cfg: TestConfig, cluster: Any, rng: random.Random, recorder: Any = None) -> Nemesis:
-    return Nemesis(cfg, cluster, rng, recorder)
-
-
-__all__ = ["Nemesis", "Schedule", "build_nemesis", "FAULTS"]
+__all__ = ["Nemesis", "NemesisPlan", "Schedule", "FAULTS"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness import generator as g
+import generator as g
 
 Step = tuple[str, str, dict[str, Any]]  # (history f, action, args)
 

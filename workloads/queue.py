@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from harness import generator as g
+import generator as g
 
 #: broker errors that, with retries=0, prove the record was not appended
 DEFINITE_SEND_ERRORS = {

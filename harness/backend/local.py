@@ -12,7 +12,8 @@ So a partition of any shape or added latency is a proxy setting, and process
 faults are signals (SIGKILL, SIGSTOP/SIGCONT) or control-endpoint calls
 (clock offset, power loss). Every process is started in its own session,
 carries ``KRAFTWERK_RUN_ID`` and is recorded in the run's state file before
-the harness does anything else with it (``kraftwerk cleanup``).
+the harness does anything else with it (``kraftwerk cleanup``); it holds the
+run's lease and ends on its own when the harness dies (``harness.lease``).
 """
 
 from __future__ import annotations
@@ -180,9 +181,8 @@ class LocalCluster:
                 stdin=subprocess.DEVNULL,
                 stdout=stdout if stdout is not None else err,
                 stderr=err,
-                start_new_session=True,
-                env=self.state.child_env(),
                 cwd=str(Path(__file__).resolve().parents[2]),
+                **self.state.spawn_options(),  # own session, run id, lease (harness.lease)
             )
         self.state.add_process(p.pid, role, name)
         return p

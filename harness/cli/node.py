@@ -197,6 +197,9 @@ def register(group: click.Group) -> None:
     @click.option("-v", "--verbose", is_flag=True, help="debug logging in node.log")
     def node_cmd(node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers, verbose):
         """Run one reference-broker node (foreground; SIGTERM = controlled shutdown)."""
+        from harness.lease import arm
+
+        arm()  # a harness-started node ends with its harness; a `cluster up` node has no lease
         opts = build_options(
             node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers
         )

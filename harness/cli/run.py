@@ -16,7 +16,11 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 @click.command("run")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file of settings (flags win).")
 @click.option("--name", help="Test name (results/<name>/...).")
-@click.option("--backend", type=click.Choice(["local"]), help="Where nodes run (default local).")
+@click.option("--backend", type=click.Choice(["local", "netns", "docker", "ssh"]),
+              help="Where nodes run: local processes behind proxies (default), network namespaces, containers, or ssh hosts.")
+@click.option("--hosts", type=click.Path(dir_okay=False), help="Hosts file for --backend ssh (kraftwerk hosts up writes one).")
+@click.option("--ssh-accept-new", is_flag=True, default=None, help="Trust a host key seen for the first time (default: known_hosts only).")
+@click.option("--net-cut", type=click.Choice(["drop", "reject"]), help="Partitions drop packets (default) or refuse TCP with a reset (kernel backends).")
 @click.option("--db", type=click.Choice(["reference", "external"]), help="reference (bundled broker) or external.")
 @click.option("--bootstrap", help="HOST:PORT[,...] of an external cluster (--db external).")
 @click.option("--brokers", type=int, help="Broker count (default 3).")

@@ -47,6 +47,13 @@ def build_options(flags: dict[str, Any], variant: tuple[str, ...]) -> Any:
     from reference_impl.sim.options import SimOptions, SimOptionsError
 
     kw: dict[str, Any] = {}
+    if flags.get("name") is not None:
+        from harness.store import BadName, check_name
+
+        try:
+            check_name(flags["name"], "--name")
+        except BadName as e:
+            raise UsageError(str(e)) from None
     for cli, field in (("name", "test_name"), ("brokers", "brokers"), ("controllers", "controllers"),
                        ("topics", "topics"), ("partitions", "partitions"), ("rf", "rf"), ("min_isr", "min_isr"),
                        ("acks", "acks"), ("idempotent", "idempotent"), ("time_limit", "time_limit_s"), ("rate", "rate"),
@@ -71,7 +78,7 @@ def build_options(flags: dict[str, Any], variant: tuple[str, ...]) -> Any:
 
 
 def _worker(opts: Any, seed: int, out: str | None, report: bool = False) -> dict[str, Any]:
-    from reference_impl.sim.runner import run_seed
+    from harness.runner import run_seed
 
     try:
         return run_seed(opts, seed, out, report=report)

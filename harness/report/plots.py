@@ -174,14 +174,20 @@ def latency_quantiles_plot(ops: list[Op], intervals: list[Interval], path: Path)
     _finish(fig, ax, path, "latency quantiles of ok operations", "latency (ms)", end, bool(series or intervals))
 
 
+#: a history's span sets the bucket count; past this many the buckets widen
+#: (a hostile 10^16 ns timestamp must not ask for 10^7 buckets per series)
+MAX_BUCKETS = 2000
+
+
 def rate_plot(ops: list[Op], intervals: list[Interval], path: Path, bucket: float = 1.0) -> None:
-    end = max((o.time for o in ops), default=0) / 1e9
-    n = int(end / bucket) + 1
+    end = max(max((o.time for o in ops), default=0) / 1e9, 0.0)
+    bucket = max(bucket, end / MAX_BUCKETS)
+    n = min(int(end / bucket) + 1, MAX_BUCKETS + 1)
     series: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * n)
     for op in ops:
         if op.process == "nemesis" or op.type == "invoke":
             continue
-        series[(op.f, op.type)][min(int(op.time / 1e9 / bucket), n - 1)] += 1
+        series[(op.f, op.type)][min(max(int(op.time / 1e9 / bucket), 0), n - 1)] += 1
     fig, ax = plt.subplots(figsize=(10, 4), dpi=100)
     _shade(ax, intervals, end)
     xs = [i * bucket for i in range(n)]

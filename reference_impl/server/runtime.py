@@ -167,7 +167,7 @@ class NodeRuntime:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.begin_shutdown, sig.name)
         loop.call_later(1.0, self._sweep)
-        self._call("start", lambda now: self.node.start(now))
+        self._call("start", lambda now, mono: self.node.start(now, mono))
         await self._halted.wait()
         # backstop: whatever happens while closing sockets, the process ends
         watchdog = threading.Timer(15.0, _hard_exit, (self.exit_code,))
@@ -190,7 +190,7 @@ class NodeRuntime:
     def _call(self, what: str, fn: Any) -> None:
         now = self.clock.now_ms()
         try:
-            effects = fn(now)
+            effects = fn(now, self.clock.mono_ms())
         except Exception as ex:
             self.errors += 1
             log.error("core raised in %s:\n%s", what, traceback.format_exc())
@@ -202,7 +202,7 @@ class NodeRuntime:
 
     def deliver(self, msg: Any, src: int | None) -> None:
         self.counters[type(msg).__name__] += 1
-        self._call(type(msg).__name__, lambda now: self.node.handle(msg, now, src))
+        self._call(type(msg).__name__, lambda now, mono: self.node.handle(msg, now, src, mono))
 
     def _apply(self, effects: Any) -> None:
         for e in effects:
@@ -247,14 +247,14 @@ class NodeRuntime:
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
-        self._call("tick", lambda now: self.node.tick(now))
+        self._call("tick", lambda now, mono: self.node.tick(now, mono))
 
     def begin_shutdown(self, reason: str = "SIGTERM") -> None:
         if self._shutting_down:
             return
         self._shutting_down = True
         log.info("controlled shutdown requested (%s)", reason)
-        self._call("controlled shutdown", lambda now: self.node.begin_controlled_shutdown(now))
+        self._call("controlled shutdown", lambda now, mono: self.node.begin_controlled_shutdown(now, mono))
         asyncio.get_running_loop().call_later(SHUTDOWN_GRACE_S, self._shutdown_timeout)
 
     def _shutdown_timeout(self) -> None:

@@ -1,10 +1,10 @@
 """One seed, end to end: cluster set-up, workload, nemesis, final phase,
-checkers, run directory.
+checkers.
 
-Run directory (ARCHITECTURE.md, "Contracts"; made by :mod:`harness.store`, as
-for real runs): ``<out>/<test>/<YYYYmmddTHHMMSS>-<seed>/`` with ``test.json``, ``history.jsonl``, ``nodes/<node>/trace.jsonl`` and
-``results.json``. Only the directory name carries wall-clock time; the history
-holds virtual time only, so a seed replays byte for byte.
+Given a run directory (the harness makes it and writes test.json and
+results.json, as for real runs), the seed writes ``history.jsonl`` and
+``nodes/<node>/trace.jsonl`` into it. The history holds virtual time only,
+so a seed replays byte for byte.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from checkers.invariants import InvariantMonitor
-from harness import store, summary
 from reference_impl import accel
 from reference_impl.core.messages import NewTopic, TopicPartition
 
@@ -137,9 +136,6 @@ class SimRun:
                 self.history.close()
                 self.sim.close()
             results = self.results(time.perf_counter() - wall0)
-            if self.run_dir is not None:
-                store.write_json(self.run_dir / store.RESULTS, results)
-                summary.write_summary(self.run_dir)
             if release:
                 self.release()
         finally:
@@ -211,32 +207,3 @@ class SimRun:
         if sim.crashes:
             out["crash_tracebacks"] = [c.traceback for c in sim.crashes[:3]]
         return out
-
-
-def run_seed(opts: SimOptions, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
-    """Run one seed; with ``out`` write the run directory (and, with
-    ``report``, the HTML report) and return the results."""
-    run_dir = store.new_run_dir(out, opts.test_name, seed) if out is not None else None
-    run = SimRun(opts, seed, run_dir)
-    if run_dir is not None:
-        test = {**run.test_json(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        store.write_json(run_dir / store.TEST, test)
-    res = run.run(release=True)
-    if run_dir is not None:
-        res["run_dir"] = str(run_dir)
-        if report:
-            _render(run_dir)
-    return res
-
-
-def _render(run_dir: Path) -> None:
-    """The same HTML report a real run gets (best effort: a report failure
-    never changes the verdict)."""
-    try:
-        from harness.report.render import render_report
-    except ImportError:
-        return
-    try:
-        render_report(run_dir)
-    except Exception:  # noqa: BLE001 - the run's verdict is already on disk
-        pass

@@ -4,9 +4,8 @@ scenarios are ordinary start/stop ops."""
 
 import random
 
-from harness import generator as g
-from harness.config import TestConfig
-from nemesis import Nemesis, Schedule
+import generator as g
+from nemesis import Nemesis, NemesisPlan, Schedule
 from nemesis.faults import pick_nodes
 from nemesis.scenarios import SCENARIOS, duration, generator as scenario_generator
 
@@ -44,8 +43,8 @@ def test_leader_and_controller_kills_are_recorded_as_kills():
 
 
 def test_final_heals_each_fault_type_once():
-    cfg = TestConfig(nemesis=["partition", "kill", "leader-kill", "pause"], seed=1)
-    nem = Nemesis(cfg, cluster=None, rng=random.Random(1))
+    plan = NemesisPlan(faults=("partition", "kill", "leader-kill", "pause"))
+    nem = Nemesis(plan, cluster=None, rng=random.Random(1))
     fs = [o["f"] for o in ops_of(nem.final())]
     assert fs == ["stop-partition", "stop-kill", "stop-pause"]
 

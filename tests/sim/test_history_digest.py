@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from reference_impl.sim.options import SimOptions
-from reference_impl.sim.runner import run_seed
+from harness.runner import run_seed
 
 
 def test_history_digest_is_the_sha256_of_history_jsonl(tmp_path):

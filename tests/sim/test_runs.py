@@ -14,7 +14,8 @@ import pytest
 
 from harness.cli import main
 from reference_impl.sim.options import SimOptions
-from reference_impl.sim.runner import SimRun, run_seed
+from harness.runner import run_seed
+from reference_impl.sim.runner import SimRun
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTS = SimOptions(time_limit_s=8, nemesis=("all",), nemesis_interval_s=2, rate=80, final_wait_s=8,

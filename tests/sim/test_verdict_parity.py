@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from reference_impl.sim.options import SimOptions
-from reference_impl.sim.runner import run_seed
+from harness.runner import run_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTS = SimOptions(time_limit_s=6, nemesis=("kill", "partition"), nemesis_interval_s=2, rate=60,

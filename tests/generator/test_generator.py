@@ -4,7 +4,7 @@ per-thread generators and the client/nemesis split."""
 
 import random
 
-from harness import generator as g
+import generator as g
 
 
 def ctx(t=0, free=(0, 1, 2, "nemesis"), threads=(0, 1, 2, "nemesis"), seed=1):

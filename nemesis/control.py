@@ -1,0 +1,227 @@
+"""The cluster contract: what a fault needs from a runtime, in Jepsen's split
+of concerns (control of the nodes' processes, the network between them, their
+clocks, and what the protocol's state says about targets).
+
+Every runtime implements it: the local backend (processes on 127.0.0.1
+behind per-link proxies), the deterministic simulator, and the real-host
+backends. They implement it structurally: a ``typing.Protocol`` needs no
+import, so the simulator satisfies it without importing anything above it,
+and the nemeses in this package are typed with it and drive nothing else.
+
+Nodes are named by strings (``n1``, ``c1``, ...), the same names on every
+runtime, so a fault recorded by one runtime means the same nodes on another.
+The pseudo-node :data:`CLIENT` stands for the test's clients in link pairs:
+``("client", "n1")`` is the path from every client to ``n1``.
+
+A runtime declares the faults it can make as :class:`Capability` values; a
+fault needing one it lacks is refused before the run starts
+(:func:`require`), with a one-line reason.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
+
+#: the pseudo-node that stands for every client of the test in a link pair
+CLIENT = "client"
+
+#: a directed link: bytes from the first to the second
+Link = tuple[str, str]
+
+
+class Capability(str, Enum):
+    """One kind of fault a runtime can make."""
+
+    KILL = "kill"  #: SIGKILL a node's process (its page cache survives)
+    TERMINATE = "terminate"  #: SIGTERM: a clean, controlled shutdown
+    PAUSE = "pause"  #: SIGSTOP / SIGCONT
+    POWER_LOSS = "power-loss"  #: the node's un-fsynced writes are lost, then it is down
+    LOSE_UNFSYNCED = "lose-unfsynced"  #: un-fsynced writes lost by the filesystem (a FUSE layer)
+    CLOCK = "clock"  #: a node's clock offset
+    CLOCK_STROBE = "clock-strobe"  #: a node's clock flipped back and forth
+    PARTITION = "partition"  #: node-to-node grudges
+    PARTITION_CLIENTS = "partition-clients"  #: client-to-node links cut like node links
+    LATENCY = "latency"  #: added delay per link
+    LOSS = "loss"  #: random loss per link
+    EXEC = "exec"  #: run a command on a node's host
+    FILES = "files"  #: upload / download files of a node's host
+
+
+class Unsupported(ValueError):
+    """A fault the runtime cannot make; the message is one line for the user."""
+
+
+def require(runtime: str, have: frozenset[Capability], needs: Iterable[Capability], what: str) -> None:
+    """Refuse ``what`` (a fault's name) before a run starts if ``runtime``
+    lacks one of the capabilities it ``needs``."""
+    missing = sorted(c.value for c in needs if c not in have)
+    if missing:
+        raise Unsupported(f"{what} needs {', '.join(missing)}, which the {runtime} runtime cannot make")
+
+
+@runtime_checkable
+class NodeControl(Protocol):
+    """The db's processes, one per node."""
+
+    def node_names(self) -> list[str]:
+        """Every node, brokers then controllers (combined nodes once)."""
+        ...
+
+    def brokers(self) -> list[str]:
+        ...
+
+    def controllers(self) -> list[str]:
+        ...
+
+    def start(self, node: str) -> None:
+        """Start a node that is down (no-op if it runs)."""
+        ...
+
+    def kill(self, node: str) -> None:
+        """SIGKILL: the process is gone at once, what it wrote to the OS stays."""
+        ...
+
+    def terminate(self, node: str) -> None:
+        """SIGTERM: the node shuts down cleanly (controlled shutdown), then is down."""
+        ...
+
+    def pause(self, node: str) -> None:
+        """SIGSTOP: the process stays, does nothing, answers nobody."""
+        ...
+
+    def resume(self, node: str) -> None:
+        """SIGCONT a paused node (no-op otherwise)."""
+        ...
+
+    def power_loss(self, node: str) -> None:
+        """Every file of the node reverts to its last fsync, then the node is down."""
+        ...
+
+    def dead_nodes(self) -> list[str]:
+        ...
+
+    def paused_nodes(self) -> list[str]:
+        ...
+
+
+@runtime_checkable
+class Network(Protocol):
+    """The links between nodes (and from the clients, :data:`CLIENT`)."""
+
+    def cut(self, pairs: Iterable[Link]) -> None:
+        """Make the grudge exactly ``pairs``: bytes from a to b stop for each
+        ``(a, b)``; every other link works. ``cut([])`` heals."""
+        ...
+
+    def set_latency(self, links: Iterable[Link], ms: float, jitter_ms: float) -> None:
+        """Add ``ms`` (plus up to ``jitter_ms``) to each link; 0 removes it."""
+        ...
+
+    def set_loss(self, links: Iterable[Link], probability: float) -> None:
+        """Drop each message on the links with ``probability``; 0 removes it."""
+        ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Each node's clock, as the node reads it."""
+
+    def set_offset(self, node: str, ms: int) -> None:
+        """The node's clock reads ``ms`` ahead of true time (negative: behind)."""
+        ...
+
+    def strobe(self, node: str, delta_ms: int, period_ms: int, duration_ms: int) -> None:
+        """Flip the node's offset between ``delta_ms`` and 0 every
+        ``period_ms`` for ``duration_ms``, then leave it at 0."""
+        ...
+
+    def reset(self, node: str) -> None:
+        ...
+
+
+@runtime_checkable
+class Observer(Protocol):
+    """What the protocol's state says, for targets that depend on it (a
+    partition's leader, the active controller). Answers may be stale or
+    unknown (None, []) while the cluster is in flux."""
+
+    def keys(self) -> list[str]:
+        """The test's topic-partitions, spelt ``<topic>-<partition>``."""
+        ...
+
+    def leader_of(self, key: str) -> str | None:
+        ...
+
+    def isr_of(self, key: str) -> list[str]:
+        ...
+
+    def active_controller(self) -> str | None:
+        ...
+
+
+class Cluster(Protocol):
+    """One runtime's cluster, as a fault sees it."""
+
+    runtime: str
+    capabilities: frozenset[Capability]
+
+    @property
+    def nodes(self) -> NodeControl: ...
+
+    @property
+    def net(self) -> Network: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def observer(self) -> Observer: ...
+
+
+@runtime_checkable
+class Remote(Protocol):
+    """What a db needs from a real host's backend (local, netns, docker, ssh):
+    commands as argv lists, never an unquoted shell string."""
+
+    def exec(self, node: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
+        """Run ``argv`` on the node's host: (exit status, stdout, stderr)."""
+        ...
+
+    def upload(self, node: str, local: Path, remote: str) -> None:
+        ...
+
+    def download(self, node: str, remote: str, local: Path) -> None:
+        ...
+
+    def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
+        """Start a long-running process on the node's host; its pid there."""
+        ...
+
+    def signal(self, node: str, sig: int) -> None:
+        """Signal the node's daemon (SIGKILL, SIGTERM, SIGSTOP, SIGCONT)."""
+        ...
+
+    def address(self, node: str) -> str:
+        """Where others reach the node's host (an IP or a hostname)."""
+        ...
+
+    def teardown(self) -> None:
+        """Remove everything the backend made: nothing outlives the run."""
+        ...
+
+
+__all__ = [
+    "CLIENT",
+    "Capability",
+    "Clock",
+    "Cluster",
+    "Link",
+    "Network",
+    "NodeControl",
+    "Observer",
+    "Remote",
+    "Unsupported",
+    "require",
+]

@@ -1,0 +1,54 @@
+"""Arrows point down (docs/architecture.md, "Rooms"): the generator is the
+bottom room; nemesis/ and workloads/ use it; reference_impl/, nemesis/,
+workloads/, checkers/ and generator/ import nothing of harness/. Imports
+inside functions count too: a deferred import is still an arrow."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: room -> the top-level packages of this repository it must never import
+FORBIDDEN = {
+    "generator": {"harness", "nemesis", "workloads", "checkers", "reference_impl"},
+    "nemesis": {"harness", "workloads", "checkers", "reference_impl"},
+    "workloads": {"harness", "nemesis", "checkers", "reference_impl"},
+    "checkers": {"harness", "nemesis", "workloads", "generator"},
+    "reference_impl": {"harness", "nemesis", "workloads", "generator"},
+}
+
+
+def imported_packages(path: Path) -> set[str]:
+    """The top-level names every absolute import in the file reaches."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def _modules() -> list[tuple[str, Path]]:
+    return [(room, p) for room in sorted(FORBIDDEN) for p in sorted((ROOT / room).rglob("*.py"))]
+
+
+@pytest.mark.parametrize("room,path", _modules(), ids=lambda v: str(v.relative_to(ROOT)) if isinstance(v, Path) else v)
+def test_room_imports_nothing_above_it(room, path):
+    assert imported_packages(path) & FORBIDDEN[room] == set()
+
+
+def test_every_room_has_modules_to_check():
+    rooms = {room for room, _ in _modules()}
+    assert rooms == set(FORBIDDEN)
+
+
+def test_the_checker_sees_deferred_and_dotted_imports(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import harness.store\ndef f():\n    from harness.report import x\nfrom .local import y\n")
+    assert imported_packages(f) == {"harness"}
