@@ -147,7 +147,9 @@ def mount(point: str | Path, backing: str | Path, seed: int = 0, owner_pid: int 
     while time.monotonic() < deadline:
         if p.poll() is not None:
             _record_path(point).unlink(missing_ok=True)
-            raise HarnessError(f"kraftwerk fs server exited ({p.returncode}): {_last_line(rec['log'])}")
+            why = _last_line(rec["log"])
+            Path(rec["log"]).unlink(missing_ok=True)
+            raise HarnessError(f"kraftwerk fs server exited ({p.returncode}): {why}")
         if is_mounted(point) and os.path.exists(rec["socket"]):
             try:
                 control(point, "status", timeout=2)
@@ -250,7 +252,7 @@ def umount(point: str | Path, clean: bool = True, timeout: float = 10.0) -> bool
             except ProcessLookupError:
                 break
     if rec:
-        for f in (rec.get("socket"),):
+        for f in (rec.get("socket"), rec.get("log")):
             if f:
                 Path(f).unlink(missing_ok=True)
     path.unlink(missing_ok=True)

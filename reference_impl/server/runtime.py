@@ -71,6 +71,14 @@ class NodeOptions:
     #: where this node reaches each peer (per-link proxies); wins over the
     #: endpoints learnt from broker registrations
     peer_addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: trace.jsonl, node.log and node.pid; default ``data_dir``. Apart when
+    #: the data directory is a filesystem that loses un-fsynced writes
+    #: (``kraftwerk fs``): the glass-box trace must survive the power loss.
+    log_dir: str | None = None
+
+    @property
+    def logs(self) -> str:
+        return self.log_dir or self.data_dir
 
 
 class _ClientConn:
@@ -156,7 +164,7 @@ class NodeRuntime:
         for r in self.disk.recovery:
             if r.truncated_bytes or r.dropped_segments:
                 log.warning("recovery %s: %d entries kept, %d torn bytes cut", r.log, r.entries, r.truncated_bytes)
-        self._trace_fd = os.open(os.path.join(o.data_dir, "trace.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._trace_fd = os.open(os.path.join(o.logs, "trace.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._write_trace("node_start", {"incarnation": self.incarnation_id, "clean": self.clean_start, "pid": os.getpid()})
         self._flush_trace()
         self.node = self._make_node(stored)
@@ -571,7 +579,7 @@ def setup_logging(data_dir: str, node_id: int, verbose: bool = False) -> None:
 
 
 def run_node(opts: NodeOptions, verbose: bool = False) -> int:
-    setup_logging(opts.data_dir, opts.node_id, verbose)
-    with open(os.path.join(opts.data_dir, "node.pid"), "w") as f:
+    setup_logging(opts.logs, opts.node_id, verbose)
+    with open(os.path.join(opts.logs, "node.pid"), "w") as f:
         f.write(str(os.getpid()))
     return asyncio.run(NodeRuntime(opts).run())

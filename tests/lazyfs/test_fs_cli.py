@@ -140,3 +140,10 @@ def _no_leftovers(tmp_path):
     for rec in mounts.records():
         if rec["mountpoint"].startswith(str(tmp_path)):
             mounts.umount(rec["mountpoint"])
+
+
+def test_storage_lazyfs_outside_netns_is_refused_before_anything_starts(tmp_path):
+    out = tmp_path / "results"
+    r = kraftwerk("run", "--out", str(out), "--storage", "lazyfs", "--nemesis", "lose-unfsynced")
+    one_line_exit_2(r, "runs on --backend netns")
+    assert not out.exists()
