@@ -165,7 +165,7 @@ def stop_spark() -> None:
         _sessions.clear()
 
 
-def _run_partition(rows: Iterator[Any], want_rw: bool) -> Iterator[bytes]:
+def _run_partition(rows: Iterator[Any], want_rw: bool, all_errors: bool = False) -> Iterator[bytes]:
     """Executor side: check every key of this partition."""
     import gc
 
@@ -175,7 +175,7 @@ def _run_partition(rows: Iterator[Any], want_rw: bool) -> Iterator[bytes]:
     try:
         for row in rows:
             events = marshal.loads(row["events"])
-            yield marshal.dumps(check_key(row["key"], events, want_rw))
+            yield marshal.dumps(check_key(row["key"], events, want_rw, all_errors))
     finally:
         gc.enable()
 
@@ -201,8 +201,10 @@ class PerKeyBudgetExceeded(Exception):
 
 
 def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | None = None,
-             want_rw: bool = True, deadline: float | None = None) -> list[dict[str, Any]]:
-    """Run the per-key checks on every key with the chosen engine. Past
+             want_rw: bool = True, deadline: float | None = None,
+             all_errors: bool = False) -> list[dict[str, Any]]:
+    """Run the per-key checks on every key with the chosen engine
+    (``all_errors``: keep every example, not the first of each type). Past
     ``deadline`` (a ``time.monotonic()`` value) the inline engine stops
     between keys and Spark jobs are cancelled: :class:`PerKeyBudgetExceeded`."""
     if engine == "inline":
@@ -212,7 +214,7 @@ def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | 
         for k, evs in keys.items():
             if deadline is not None and time.monotonic() > deadline:
                 raise PerKeyBudgetExceeded(out)
-            out.append(check_key(k, evs, want_rw))
+            out.append(check_key(k, evs, want_rw, all_errors))
         return out
     if engine != "spark":
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
@@ -228,8 +230,8 @@ def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | 
     n = max(1, min(len(keys), spark.sparkContext.defaultParallelism))
     rows = _balanced([(k, marshal.dumps(evs)) for k, evs in keys.items()], n)
     df = spark.createDataFrame([(k, bytearray(b)) for k, b in rows], schema)
-    rw = bool(want_rw)
-    rdd = df.rdd.mapPartitions(lambda it: _run_partition(it, rw))
+    rw, every = bool(want_rw), bool(all_errors)
+    rdd = df.rdd.mapPartitions(lambda it: _run_partition(it, rw, every))
     sc = spark.sparkContext
     group = f"kraftwerk-check-{uuid.uuid4().hex[:12]}"
     box: dict[str, Any] = {}

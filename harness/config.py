@@ -80,7 +80,15 @@ class TestConfig(BaseModel):
     op_timeout: float = Field(10.0, gt=0)
     final_read_timeout: float = Field(30.0, gt=0)
     base_port: int = Field(0, ge=0, le=65000)
-    storage: Literal["file", "pagecache"] | None = None
+    #: where un-fsynced writes live, hence how power loss loses them: "file"
+    #: (the OS page cache: nothing is ever lost), "pagecache" (the broker's
+    #: in-process emulation), "lazyfs" (each node's data directory through
+    #: kraftwerk fs, crashed on power loss; netns). Default: "file", or for
+    #: a power-loss fault "lazyfs" on netns and "pagecache" elsewhere.
+    storage: Literal["file", "pagecache", "lazyfs"] | None = None
+    #: log.flush.interval.messages of every broker: fsync after this many
+    #: appended messages (0: never, Kafka's default, leaving it to the OS)
+    flush_messages: int = Field(0, ge=0)
     checker_engine: Literal["inline", "spark"] = "inline"
     history_fsync_every: int = Field(200, ge=1)
     record_history: bool = True
@@ -176,7 +184,10 @@ class TestConfig(BaseModel):
             NEEDS_PAGECACHE = set()
         if self.storage is None:
             pc = "lose-unfsynced" in self.nemesis or self.scenario in NEEDS_PAGECACHE
-            self.storage = "pagecache" if pc else "file"
+            self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
+        if self.storage == "lazyfs" and self.backend != "netns":
+            raise ValueError("--storage lazyfs mounts each node's data directory through kraftwerk fs: "
+                             "it runs on --backend netns (other backends use --storage pagecache)")
         return self
 
     # ----------------------------------------------------------------- helpers

@@ -175,6 +175,14 @@ def _summary(res: dict[str, Any], where: str) -> None:
               help="Count duplicate-nonidempotent (a value appended twice by a non-idempotent "
                    "producer's retry: at-least-once, allowed by default) as an anomaly. "
                    "Default from test.json's strict_duplicates.")
+@click.option("--no-ww-deps", "no_ww_deps", is_flag=True, default=None,
+              help="Infer no write-write dependencies from offsets (queue; Jepsen's --no-ww-deps): "
+                   "no G0, and G1c cycles are no longer allowed.")
+@click.option("--strict-cycles", is_flag=True, default=None,
+              help="kraftwerk's stricter reading (queue): G0/G1c cycles count unless --txn "
+                   "(Jepsen allows G0 always and G1c with ww deps).")
+@click.option("--all-errors", is_flag=True, default=None,
+              help="Keep every example of every anomaly (queue); by default a sample, as Jepsen's.")
 @click.option("--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
               help="Option for the linearizability model, VALUE as JSON when it parses "
                    "(repeatable), e.g. --model-option 'initial={\"x\":0,\"y\":0}'.")
@@ -182,7 +190,8 @@ def _summary(res: dict[str, Any], where: str) -> None:
 def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
               time_budget: float | None, sub_via: tuple[str, ...], txn: bool | None,
               also_allowed: tuple[str, ...], strict_acks1: bool | None,
-              strict_duplicates: bool | None, model_option: tuple[str, ...], as_json: bool) -> int:
+              strict_duplicates: bool | None, no_ww_deps: bool | None, strict_cycles: bool | None,
+              all_errors: bool | None, model_option: tuple[str, ...], as_json: bool) -> int:
     """Check a history: a run directory, a .jsonl or an .edn file.
 
     \b
@@ -195,7 +204,8 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     model_options = parse_model_options(model_option)
     if model_options and model == "queue":
         raise UsageError("--model-option: the queue model takes no options "
-                         "(use --sub-via, --txn, --allow, --fail-on-acks1-loss, --fail-on-duplicates)")
+                         "(use --sub-via, --txn, --allow, --fail-on-acks1-loss, --fail-on-duplicates, "
+                         "--no-ww-deps, --strict-cycles, --all-errors)")
     warnings: list[str] = []
     ops, run_dir = _load(path, warnings)
     for w in warnings:
@@ -213,7 +223,7 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         if not isinstance(test, dict):
             test = None
     queue_options = None
-    if sub_via or txn or also_allowed:
+    if sub_via or txn or also_allowed or no_ww_deps or strict_cycles or all_errors:
         from checkers.check import queue_options_from_test
         from checkers.queue.checker import KNOWN_ANOMALIES
 
@@ -225,7 +235,10 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         queue_options = type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
                                    also_allowed=frozenset(also_allowed),
                                    strict_acks1=base.strict_acks1,
-                                   strict_duplicates=base.strict_duplicates)
+                                   strict_duplicates=base.strict_duplicates,
+                                   ww_deps=base.ww_deps and not no_ww_deps,
+                                   strict_cycles=bool(strict_cycles) or base.strict_cycles,
+                                   all_errors=bool(all_errors) or base.all_errors)
     invariants = None
     if run_dir is not None and model == "queue":
         from checkers.check import trace_invariants

@@ -1,5 +1,6 @@
 """``kraftwerk cleanup``: stop every node and proxy process, and undo every
-namespace, rule, container or mount, that a run left behind. Runs are found in
+namespace, rule, container or mount, that a run left behind, and unmount
+every ``kraftwerk fs`` whose owner or server is gone (``harness.lazyfs.mounts``). Runs are found in
 the machine-wide registry (``harness.state.registry_dir``) whatever ``--out``
 they used; ``--out`` narrows to the runs of one results directory. Safe to run
 any time, from anywhere, any number of times: runs whose harness is still
@@ -17,6 +18,7 @@ import click
 def cleanup_cmd(out: str | None, force: bool) -> int:
     """Stop processes and undo resources left behind by interrupted runs."""
     from harness.backend.sweep import sweep_all
+    from harness.lazyfs.mounts import cleanup as fs_cleanup
     from harness.state import cleanup
 
     stopped = cleanup(out, include_live_harness=force)
@@ -28,8 +30,12 @@ def cleanup_cmd(out: str | None, force: bool) -> int:
     removed = sweep_all(force=force)  # by kw- prefix and kraftwerk label: found even without a registry entry
     for what in removed:
         click.echo(f"removed {what}")
+    unmounted = fs_cleanup(force=force)
+    for point in unmounted:
+        click.echo(f"unmounted kraftwerk fs {point}")
     click.echo(f"cleanup: {len(procs)} process(es) stopped" + (f", {others} resource(s) undone" if others else "")
-               + (f", {len(removed)} namespace(s)/container(s)/network(s) removed" if removed else ""))
+               + (f", {len(removed)} namespace(s)/container(s)/network(s) removed" if removed else "")
+               + (f", {len(unmounted)} filesystem(s) unmounted" if unmounted else ""))
     return 0
 
 

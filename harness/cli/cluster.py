@@ -33,7 +33,7 @@ def register(group: click.Group) -> None:
     @cluster.command("up")
     @click.option("--brokers", type=int, default=3, show_default=True)
     @click.option("--controllers", type=int, default=3, show_default=True)
-    @click.option("--base-port", type=int, default=19092, show_default=True)
+    @click.option("--base-port", type=int, default=19092, show_default=True, help="first port (node i: base+i, its control base+100+i); 0: free ports chosen by the kernel")
     @click.option("--dir", "dir", default="results/cluster", show_default=True, help="state and data directory")
     @click.option("--combined", is_flag=True, help="run broker and controller roles in the same processes")
     @click.option("--storage-mode", type=click.Choice(["os", "memory-cache"]), default="os", show_default=True)

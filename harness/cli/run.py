@@ -45,6 +45,10 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 @click.option("--test-count", type=int, help="Run the test N times with seeds seed, seed+1, ...")
 @click.option("--out", type=click.Path(file_okay=False), help="Results directory (default results).")
 @click.option("--base-port", type=int, help="First port to use on 127.0.0.1 (default: free ports).")
+@click.option("--storage", type=click.Choice(["file", "pagecache", "lazyfs"]),
+              help="How power loss loses un-fsynced writes: never (file), the broker's emulation (pagecache), "
+                   "or kraftwerk fs under each node (lazyfs, netns; the default there for power-loss faults).")
+@click.option("--flush-messages", type=int, help="log.flush.interval.messages: fsync every N messages (default 0: never).")
 @click.option("--op-timeout", type=float, help="Seconds before a client op is recorded as info (default 10).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object(s) on stdout.")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")

@@ -8,7 +8,9 @@ terminal's Ctrl-C does not reach it); the pids and layout are kept in
 Node ids: in ``separate`` mode controllers are 1..C and brokers 101..100+B
 (Kafka's KRaft examples keep the two id ranges apart); in ``combined`` mode
 nodes 1..N carry both roles. Node ``i`` (0-based) listens on
-``base_port + i`` and its control endpoint on ``base_port + 100 + i``.
+``base_port + i`` and its control endpoint on ``base_port + 100 + i``; with
+``base_port`` 0 every port is one the kernel reports free (what tests use, so
+two suites on one machine never collide).
 Node data directories are ``<dir>/nodes/<id>/``, the run-directory layout, so
 ``checkers.invariants.check_trace_dir(<dir>)`` reads their traces.
 """
@@ -86,22 +88,24 @@ class LocalCluster:
     ) -> "LocalCluster":
         if brokers < 1 or controllers < 1:
             raise ClusterError("a cluster needs at least one broker and one controller")
-        if not 1024 <= base_port <= 65535 - 200:
-            raise ClusterError(f"base port {base_port} out of range (1024..{65535 - 200})")
+        if base_port != 0 and not 1024 <= base_port <= 65535 - 200:
+            raise ClusterError(f"base port {base_port} out of range (0 for free ports, or 1024..{65535 - 200})")
         dir = os.path.abspath(dir)
+        count = max(brokers, controllers) if combined else brokers + controllers
+        ports = free_ports(2 * count) if base_port == 0 else None
+
+        def spec(i: int, node_id: int, roles: list[str]) -> NodeSpec:
+            port, control = (ports[2 * i], ports[2 * i + 1]) if ports else (base_port + i, base_port + 100 + i)
+            return NodeSpec(node_id, roles, port, control, os.path.join(dir, "nodes", str(node_id)))
+
         nodes: list[NodeSpec] = []
         if combined:
-            n = max(brokers, controllers)
-            for i in range(n):
+            for i in range(count):
                 roles = (["broker"] if i < brokers else []) + (["controller"] if i < controllers else [])
-                nodes.append(NodeSpec(i + 1, roles, base_port + i, base_port + 100 + i, os.path.join(dir, "nodes", str(i + 1))))
+                nodes.append(spec(i, i + 1, roles))
         else:
-            for i in range(controllers):
-                nodes.append(NodeSpec(i + 1, ["controller"], base_port + i, base_port + 100 + i, os.path.join(dir, "nodes", str(i + 1))))
-            for j in range(brokers):
-                k = controllers + j
-                nid = 101 + j
-                nodes.append(NodeSpec(nid, ["broker"], base_port + k, base_port + 100 + k, os.path.join(dir, "nodes", str(nid))))
+            nodes += [spec(i, i + 1, ["controller"]) for i in range(controllers)]
+            nodes += [spec(controllers + j, 101 + j, ["broker"]) for j in range(brokers)]
         return cls(dir, nodes, dict(config or {}), storage_mode)
 
     @property
@@ -369,6 +373,23 @@ def wait_exit(pid: int | None, timeout: float, start: int | None = None) -> bool
             return True
         time.sleep(0.05)
     return not pid_alive(pid, start)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports on the loopback address that the kernel says
+    are free now (all bound at once, so no two are the same, then released).
+    ``up`` checks each again before it starts a node, so a port taken in
+    between is a clear error rather than a node that cannot bind."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def port_in_use(port: int) -> bool:
