@@ -251,6 +251,9 @@ def umount(point: str | Path, clean: bool = True, timeout: float = 10.0) -> bool
                 os.kill(rec["pid"], sig)
             except ProcessLookupError:
                 break
+        deadline = time.monotonic() + 5
+        while alive(rec["pid"], rec.get("start")) and time.monotonic() < deadline:
+            time.sleep(0.01)
     if rec:
         for f in (rec.get("socket"), rec.get("log")):
             if f:

@@ -74,13 +74,14 @@ def run(argv: Sequence[str], timeout: float = 20.0, check: bool = True,
     return p
 
 
-def require_root(backend: str) -> None:
-    """Namespaces and firewall rules need root: refuse before anything starts."""
+def require_root(what: str, tools: Sequence[str] = ("ip", "iptables", "iptables-restore")) -> None:
+    """Namespaces and firewall rules need root: refuse before anything starts.
+    ``what`` names the command (``--backend netns``, ``hosts up``)."""
     if os.geteuid() != 0:
-        raise UsageError(f"--backend {backend} needs root (network namespaces and iptables); run as root or use --backend local")
-    for tool in ("ip", "iptables", "iptables-restore"):
+        raise UsageError(f"{what} needs root (network namespaces and iptables); run as root or use --backend local")
+    for tool in tools:
         if shutil.which(tool) is None:
-            raise UsageError(f"--backend {backend} needs {tool}, which is not installed (scripts/bootstrap installs it)")
+            raise UsageError(f"{what} needs {tool}, which is not installed (scripts/bootstrap installs it)")
 
 
 def list_namespaces() -> list[str]:
