@@ -29,6 +29,7 @@ from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
 from nemesis import Nemesis, NemesisPlan
+from harness.summary import write_summary
 from workloads import queue as qw
 
 
@@ -49,6 +50,10 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None
         from harness.db.external import ExternalDB
 
         return ExternalDB(cfg)
+    if cfg.db == "kafka":
+        from harness.db.kafka import KafkaDB
+
+        return KafkaDB(cfg, run_dir, state)
     from harness.db.reference import ReferenceDB
 
     return ReferenceDB(cfg, run_dir, state)
@@ -65,6 +70,10 @@ def preflight(cfg: TestConfig) -> Any:
         from harness.db.reference import preflight as ref_preflight
 
         ref_preflight(cfg)
+    elif cfg.db == "kafka":
+        from harness.db.kafka import preflight as kafka_preflight
+
+        kafka_preflight(cfg)
 
 
 def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
@@ -165,6 +174,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         return RunOutcome(run_dir, {"valid": "unknown", "stats": dict(rec.counts)})
     result = check_run(run_dir, engine=cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
     export_edn(run_dir)
+    write_summary(run_dir)
     try:
         from harness.report import render_report
 
@@ -200,6 +210,7 @@ def run_seed(opts: Any, seed: int, out: str | Path | None = None, report: bool =
     res = run.run(release=True)
     if run_dir is not None:
         store.write_json(run_dir / store.RESULTS, res)
+        write_summary(run_dir)
         res["run_dir"] = str(run_dir)
         if report:
             _render_quietly(run_dir)

@@ -55,6 +55,8 @@ class HostedReference:
     net: IptablesNetwork = field(init=False)
     paused: set[str] = field(default_factory=set, init=False)
     _storage_mode: str = field(default="os", init=False)
+    #: storage "lazyfs": each node's data directory through kraftwerk fs
+    disks: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         names = self.cfg.node_names()
@@ -83,15 +85,26 @@ class HostedReference:
             *self.hosts.kraftwerk_argv(), "node",
             "--id", str(self.ids[name]), "--roles", ",".join(self.roles[name]),
             "--listen", f"{addr}:{NODE_PORT}", "--advertise", f"{addr}:{NODE_PORT}",
-            "--controller-quorum", quorum, "--data-dir", self.hosts.node_dir(name),
+            "--controller-quorum", quorum, *self._dirs(name),
             "--control", f"{addr}:{CONTROL_PORT}", "--storage-mode", storage_mode,
             "--seed", str((self.cfg.seed or 0) * 101 + self.ids[name]),
             *self.node_args,
         ]
 
+    def _dirs(self, name: str) -> list[str]:
+        if self.disks is None:
+            return ["--data-dir", self.hosts.node_dir(name)]
+        return ["--data-dir", self.disks.data_dir(name), "--log-dir", self.hosts.node_dir(name)]
+
     def setup(self) -> None:
         self.net.setup()
         self._storage_mode = "memory-cache" if self.cfg.storage == "pagecache" else "os"
+        if self.cfg.storage == "lazyfs":
+            from harness.lazyfs.nodes import NodeDisks
+
+            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0)
+            for n in self.node_names():
+                self.disks.mount(n)
         for n in self.node_names():
             self.start(n)
         self.wait_ready(30)
@@ -161,7 +174,13 @@ class HostedReference:
         return out
 
     def power_loss(self, node: str) -> None:
-        """Revert unfsynced writes and die (the node exits 137 mid-request)."""
+        """Revert unfsynced writes and die: with storage lazyfs the node is
+        SIGKILLed, then its filesystem crashes; otherwise the broker's own
+        memory-cache mode reverts them (the node exits 137 mid-request)."""
+        if self.disks is not None:
+            self.kill(node)
+            self.disks.crash(node)
+            return
         if not self.hosts.running(node):
             return
         self.resume(node)
@@ -290,6 +309,8 @@ class HostedReference:
             for n in self.node_names():
                 self.hosts.wait_exit(n, 10)
             self._collect()
+            if self.disks is not None:
+                self.disks.teardown()
         finally:
             try:
                 self.net.teardown() if not getattr(self.hosts, "ephemeral_net", True) else None
