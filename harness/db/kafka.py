@@ -167,8 +167,19 @@ class KafkaDB:
         if topics:
             ensure_topics(self.client_bootstrap(), cfg, timeout=ready_timeout, expect_brokers=cfg.brokers,
                           check_rf=True, alive=self._check_alive)
+            self.start_observer()
         else:
             self.wait_brokers(ready_timeout)
+
+    def start_observer(self) -> None:
+        """Poll leader, epochs, ISR, ELR and HW into ``nodes/observer/trace.jsonl``
+        (``harness.kafka.observe``) while the run lasts."""
+        from harness.kafka.observe import OBSERVER, MetadataPoller
+
+        self.observer_poller = MetadataPoller(self.client_bootstrap(), self.cfg.topic_names(),
+                                              {n.node_id: n.name for n in self.nodes},
+                                              self.node_dir(OBSERVER) / "trace.jsonl")
+        self.observer_poller.start()
 
     def wait_brokers(self, timeout: float) -> None:
         from confluent_kafka import KafkaException
@@ -366,6 +377,9 @@ class KafkaDB:
 
     # ------------------------------------------------------------ teardown
     def teardown(self) -> None:
+        poller = getattr(self, "observer_poller", None)
+        if poller is not None:
+            poller.stop()
         try:
             for n in self.node_names():
                 self.hosts.signal(n, signal.SIGCONT)
