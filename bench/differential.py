@@ -92,9 +92,11 @@ def main() -> int:
         verdict = ("agree" if agree and all(agree.values()) else
                    "DISAGREE: " + ", ".join(k for k, v in (agree or {}).items() if not v) if agree else
                    "not run: " + res.get("error", f"exit {res['exit']}"))
+        diff = {k: v for k, v in (res.get("anomaly_diff") or {}).items() if v}
         table.append({"row": label, "seed": a.seed + i, **res, "verdict": verdict})
         print(f"{label:<48} seed {a.seed + i:<4} ref {cell(res.get('reference')):<40} "
-              f"kafka {cell(res.get('kafka')):<40} {verdict}  ({res['seconds']}s)", flush=True)
+              f"kafka {cell(res.get('kafka')):<40} {verdict}  ({res['seconds']}s)"
+              + (f"  [{'; '.join(f'{k}: {chr(44).join(v)}' for k, v in diff.items())}]" if diff else ""), flush=True)
     n = sum(1 for r in table if r["verdict"] == "agree")
     ran = sum(1 for r in table if not r["verdict"].startswith("not run"))
     print(f"agreement: {n} of {ran} rows run ({len(table) - ran} not runnable on both)")
