@@ -4,6 +4,7 @@ rate.png."""
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -193,8 +194,21 @@ def _logs(run_dir: Path) -> list[str]:
 
 
 def render_report(run_dir: str | Path) -> Path:
-    """index.html, timeline.html and every plot of a run directory."""
-    run_dir = Path(run_dir)
+    """index.html, timeline.html and every plot of a run directory.
+
+    The cyclic collector is off meanwhile (as for a simulator run): a large
+    history is millions of live objects, and each collection the report's
+    own allocations set off walked all of them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _render(Path(run_dir))
+    finally:
+        if was:
+            gc.enable()
+
+
+def _render(run_dir: Path) -> Path:
     warnings: list[str] = []
     ops = read_jsonl(run_dir / store.HISTORY, warnings)
     test = store.read_json(run_dir / store.TEST) if (run_dir / store.TEST).exists() else {}

@@ -108,6 +108,7 @@ class Site:
     requests from rendering one run's report at once."""
 
     def __init__(self, root: Path) -> None:
+        self.shown_root = str(root)  # as the user named it
         self.root = root.resolve()
         self.catalogue = Catalogue(self.root)
         self._render_locks: dict[str, threading.Lock] = {}
@@ -151,7 +152,7 @@ class Site:
                                  "runs": shown[(page - 1) * PAGE: page * PAGE]}, headers=HEADERS)
         camp_rows = [self._campaign_row(c) for c in campaigns]
         body = _env.get_template("site_index.html.j2").render(
-            root=str(self.root), rows=shown[(page - 1) * PAGE: page * PAGE], total=len(rows), matched=len(shown),
+            root=self.shown_root, rows=shown[(page - 1) * PAGE: page * PAGE], total=len(rows), matched=len(shown),
             page=page, pages=pages, first=(page - 1) * PAGE + 1 if shown else 0, last=min(page * PAGE, len(shown)),
             q=q, verdict=verdict, runtime=runtime, runtimes=runtimes, sort=sort, desc=desc, counts=counts,
             url=url, sort_url=sort_url, campaigns=camp_rows, qp=lambda s: quote(s))
