@@ -30,15 +30,19 @@ from harness.db.external import ensure_topics
 from harness.errors import HarnessError
 from harness.net.iptables import CLIENT, IptablesNetwork
 from harness.state import RunState
+from nemesis.control import Capability
 
 NODE_PORT = 9092
 CONTROL_PORT = 9093
 #: files of a node's data directory that come back to the run directory
 COLLECT = ("trace.jsonl", "node.log", "stderr.log")
 
+#: what the kernel backends make (no LATENCY: tc netem is not in this
+#: kernel and no NFQUEUE delay is built; LOSE_UNFSYNCED is the FUSE layer's)
 CAPABILITIES = frozenset({
-    "kill", "terminate", "pause", "power-loss", "clock", "clock-strobe",
-    "partition", "partition-clients", "loss", "exec", "files",
+    Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.POWER_LOSS, Capability.CLOCK,
+    Capability.CLOCK_STROBE, Capability.PARTITION, Capability.PARTITION_CLIENTS, Capability.LOSS,
+    Capability.EXEC, Capability.FILES,
 })
 
 
