@@ -10,6 +10,8 @@ import pytest
 
 from harness.net.netns import list_namespaces
 
+from .conftest import assert_no_orphans
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 
@@ -53,4 +55,4 @@ def test_netns_without_root_is_refused_before_anything_starts(tmp_path):
                   prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
     one_line(r, "--backend netns needs root")
     assert not out.exists()
-    assert set(list_namespaces()) == before
+    assert_no_orphans(before)

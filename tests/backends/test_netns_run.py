@@ -12,7 +12,7 @@ import pytest
 
 from harness.net.netns import list_namespaces
 
-from .conftest import needs_root_net
+from .conftest import assert_no_orphans, needs_root_net
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,4 +42,4 @@ def test_a_netns_campaign_with_every_fault_is_valid_and_shaped_like_local(tmp_pa
     faults = {json.loads(line)["f"] for line in (run_dir / "history.jsonl").read_text().splitlines()
               if '"nemesis"' in line}
     assert len({f for f in faults if f.startswith("start-")}) >= 2  # faults flew (which ones: the seed's draw)
-    assert set(list_namespaces()) == before  # nothing of the run outlives it
+    assert_no_orphans(before)  # nothing of the run outlives it
