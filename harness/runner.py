@@ -40,6 +40,15 @@ class RunOutcome:
 
 
 def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None) -> Any:
+    if cfg.db == "kafka":
+        from harness.db.kafka import KafkaDB
+
+        hosts = None
+        if cfg.backend != "local":
+            from harness.backend import open_hosts
+
+            hosts = open_hosts(cfg, run_dir, state, checked)
+        return KafkaDB(cfg, run_dir, state, hosts)
     if cfg.backend != "local":
         from harness.backend import open_hosts
         from harness.db.hosted import HostedReference
@@ -50,10 +59,6 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None
         from harness.db.external import ExternalDB
 
         return ExternalDB(cfg)
-    if cfg.db == "kafka":
-        from harness.db.kafka import KafkaDB
-
-        return KafkaDB(cfg, run_dir, state)
     from harness.db.reference import ReferenceDB
 
     return ReferenceDB(cfg, run_dir, state)
@@ -62,6 +67,10 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None
 def preflight(cfg: TestConfig) -> Any:
     """Checks that need the machine but start nothing (ports free, binaries
     present, the backend's hosts reachable); returns what the backend checked."""
+    if cfg.db == "kafka":
+        from harness.db.kafka import preflight as kafka_preflight
+
+        kafka_preflight(cfg)
     if cfg.backend != "local":
         from harness.backend import preflight as backend_preflight
 
@@ -70,10 +79,6 @@ def preflight(cfg: TestConfig) -> Any:
         from harness.db.reference import preflight as ref_preflight
 
         ref_preflight(cfg)
-    elif cfg.db == "kafka":
-        from harness.db.kafka import preflight as kafka_preflight
-
-        kafka_preflight(cfg)
 
 
 def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:

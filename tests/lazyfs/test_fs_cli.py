@@ -163,7 +163,10 @@ def test_a_mount_unmounts_itself_when_its_owner_dies_even_by_sigkill(tmp_path):
         owner.kill()
         owner.wait()
     deadline = time.monotonic() + 10
-    while (mounts.is_mounted(point) or os.path.exists(rec["socket"])) and time.monotonic() < deadline:
+    def gone() -> bool:
+        return not mounts.is_mounted(point) and all(r["mountpoint"] != str(point) for r in mounts.records())
+
+    while not gone() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not mounts.is_mounted(point)
     assert all(r["mountpoint"] != str(point) for r in mounts.records())
