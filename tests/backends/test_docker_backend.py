@@ -78,11 +78,11 @@ def test_cleanup_after_harness_sigkill_removes_containers_networks_and_processes
                                       "--no-progress"], cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         hist = None
         while time.monotonic() < deadline and hist is None:
             runs = list(out.glob("queue/*/history.jsonl"))
-            if runs and runs[0].stat().st_size > 10_000:
+            if runs and runs[0].stat().st_size > 3_000:
                 hist = runs[0]
             time.sleep(0.5)
         assert hist is not None, "the run never got going"
