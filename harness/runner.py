@@ -29,6 +29,7 @@ from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
 from nemesis import Nemesis, NemesisPlan
+from harness.summary import write_summary
 from workloads import queue as qw
 
 
@@ -39,6 +40,15 @@ class RunOutcome:
 
 
 def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None) -> Any:
+    if cfg.db == "kafka":
+        from harness.db.kafka import KafkaDB
+
+        hosts = None
+        if cfg.backend != "local":
+            from harness.backend import open_hosts
+
+            hosts = open_hosts(cfg, run_dir, state, checked)
+        return KafkaDB(cfg, run_dir, state, hosts)
     if cfg.backend != "local":
         from harness.backend import open_hosts
         from harness.db.hosted import HostedReference
@@ -57,6 +67,10 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None
 def preflight(cfg: TestConfig) -> Any:
     """Checks that need the machine but start nothing (ports free, binaries
     present, the backend's hosts reachable); returns what the backend checked."""
+    if cfg.db == "kafka":
+        from harness.db.kafka import preflight as kafka_preflight
+
+        kafka_preflight(cfg)
     if cfg.backend != "local":
         from harness.backend import preflight as backend_preflight
 
@@ -165,6 +179,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         return RunOutcome(run_dir, {"valid": "unknown", "stats": dict(rec.counts)})
     result = check_run(run_dir, engine=cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
     export_edn(run_dir)
+    write_summary(run_dir)
     try:
         from harness.report import render_report
 
@@ -200,6 +215,7 @@ def run_seed(opts: Any, seed: int, out: str | Path | None = None, report: bool =
     res = run.run(release=True)
     if run_dir is not None:
         store.write_json(run_dir / store.RESULTS, res)
+        write_summary(run_dir)
         res["run_dir"] = str(run_dir)
         if report:
             _render_quietly(run_dir)

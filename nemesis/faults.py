@@ -168,7 +168,8 @@ class Clock(Fault):
 
 class LoseUnfsynced(Fault):
     """Power loss: every file of the target nodes reverts to its last fsync
-    (the broker's memory-cache storage mode), then the process dies. A
+    (by the node's ``kraftwerk fs`` mount on netns, else the broker's
+    memory-cache storage mode), and the process dies. A
     majority or all, since losing one node's page cache is what replication
     is for."""
 

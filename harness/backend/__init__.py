@@ -32,7 +32,7 @@ def preflight(cfg: TestConfig) -> Any:
     if cfg.backend == "netns":
         from harness.net.netns import require_root
 
-        require_root("netns")
+        require_root("--backend netns")
     elif cfg.backend == "docker":
         from harness.backend.docker import preflight as docker_preflight
 

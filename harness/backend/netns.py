@@ -44,7 +44,7 @@ class NetnsHosts:
 
     @classmethod
     def create(cls, nodes: Sequence[str], state: RunState | None, run_dir: Path) -> "NetnsHosts":
-        require_root("netns")
+        require_root("--backend netns")
         fabric = Fabric.create(nodes)
         if state is not None:
             register(state, fabric)

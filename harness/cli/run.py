@@ -21,7 +21,12 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 @click.option("--hosts", type=click.Path(dir_okay=False), help="Hosts file for --backend ssh (kraftwerk hosts up writes one).")
 @click.option("--ssh-accept-new", is_flag=True, default=None, help="Trust a host key seen for the first time (default: known_hosts only).")
 @click.option("--net-cut", type=click.Choice(["drop", "reject"]), help="Partitions drop packets (default) or refuse TCP with a reset (kernel backends).")
-@click.option("--db", type=click.Choice(["reference", "external"]), help="reference (bundled broker) or external.")
+@click.option("--db", type=click.Choice(["reference", "external", "kafka"]),
+              help="reference (bundled broker), kafka (real Apache Kafka, KRaft) or external.")
+@click.option("--kafka-version", help="--db kafka: the Kafka release to fetch from Maven Central (default 4.4.0).")
+@click.option("--kafka-home", type=click.Path(file_okay=False), help="--db kafka: use this Kafka binary distribution (its libs/).")
+@click.option("--kafka-config", "kafka_config", multiple=True, metavar="KEY=VALUE",
+              help="--db kafka: a server.properties override for every node (repeatable).")
 @click.option("--bootstrap", help="HOST:PORT[,...] of an external cluster (--db external).")
 @click.option("--brokers", type=int, help="Broker count (default 3).")
 @click.option("--controllers", type=int, help="KRaft voter count: dedicated controller nodes c1.., or the first brokers with --combined (default 3).")
@@ -45,6 +50,10 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 @click.option("--test-count", type=int, help="Run the test N times with seeds seed, seed+1, ...")
 @click.option("--out", type=click.Path(file_okay=False), help="Results directory (default results).")
 @click.option("--base-port", type=int, help="First port to use on 127.0.0.1 (default: free ports).")
+@click.option("--storage", type=click.Choice(["file", "pagecache", "lazyfs"]),
+              help="How power loss loses un-fsynced writes: never (file), the broker's emulation (pagecache), "
+                   "or kraftwerk fs under each node (lazyfs, netns; the default there for power-loss faults).")
+@click.option("--flush-messages", type=int, help="log.flush.interval.messages: fsync every N messages (default 0: never).")
 @click.option("--op-timeout", type=float, help="Seconds before a client op is recorded as info (default 10).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object(s) on stdout.")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
@@ -65,6 +74,7 @@ def run_cmd(config_file: str | None, variant: tuple[str, ...], as_json: bool, no
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
     file_values = load_yaml(config_file) if config_file else None
+    flags["kafka_config"] = list(flags.get("kafka_config") or ()) or None
     if variant:
         flags["variants"] = parse_variants(variant)
     cfg = build_config(file_values, flags)

@@ -40,6 +40,8 @@ def node_settings(cfg: TestConfig) -> list[str]:
     props["min.insync.replicas"] = str(cfg.min_isr)
     props["default.replication.factor"] = str(cfg.rf)
     props["num.partitions"] = str(cfg.partitions)
+    if cfg.flush_messages:
+        props["log.flush.interval.messages"] = str(cfg.flush_messages)
     for name, on in sorted(cfg.variants.items()):
         props[f"variant.{name}"] = "on" if on else "off"
     out: list[str] = []

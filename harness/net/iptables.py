@@ -34,6 +34,7 @@ does not declare the latency capability.
 from __future__ import annotations
 
 import ipaddress
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -133,23 +134,32 @@ class IptablesNetwork:
             msg = (err or out).strip().splitlines()
             raise RuntimeError(f"{node}: {' '.join(argv[:4])}: {msg[-1] if msg else f'exit {rc}'}")
 
+    def _each(self, fn: Callable[[str], None]) -> None:
+        """``fn`` on every host at once (a round trip each on ssh), errors raised."""
+        with ThreadPoolExecutor(max_workers=min(16, len(self.nodes) or 1)) as pool:
+            for f in [pool.submit(fn, n) for n in self.nodes]:
+                f.result()
+
     def setup(self) -> None:
         """Create our chains and jump to them first from INPUT and OUTPUT."""
-        for n in self.nodes:
+        def one(n: str) -> None:
             self._run(n, ["iptables-restore", "-w", "--noflush"], restore_text([]))
             for hook, chain in (("INPUT", CHAIN_IN), ("OUTPUT", CHAIN_OUT)):
                 rc, _, _ = self.exec_fn(n, ["iptables", "-w", "-C", hook, "-j", chain], None)
                 if rc != 0:
                     self._run(n, ["iptables", "-w", "-I", hook, "1", "-j", chain])
             self._applied[n] = restore_text([])
+        self._each(one)
 
     def _apply(self, faults: LinkFaults) -> None:
         self.faults = faults
-        for n in self.nodes:
+
+        def one(n: str) -> None:
             text = restore_text(node_rules(n, faults, self.addresses, self.client_address, self.mode, self.exempt_ports))
             if self._applied.get(n) != text:
                 self._run(n, ["iptables-restore", "-w", "--noflush"], text)
                 self._applied[n] = text
+        self._each(one)
 
     # ------------------------------------------------------------ the contract
     def cut(self, pairs: Iterable[Link]) -> None:
@@ -173,11 +183,12 @@ class IptablesNetwork:
 
     def teardown(self) -> None:
         """Remove our jumps and chains (hosts that outlive the run: ssh)."""
-        for n in self.nodes:
+        def one(n: str) -> None:
             for hook, chain in (("INPUT", CHAIN_IN), ("OUTPUT", CHAIN_OUT)):
                 while self.exec_fn(n, ["iptables", "-w", "-D", hook, "-j", chain], None)[0] == 0:
                     pass
             for chain in (CHAIN_IN, CHAIN_OUT):
                 self.exec_fn(n, ["iptables", "-w", "-F", chain], None)
                 self.exec_fn(n, ["iptables", "-w", "-X", chain], None)
+        self._each(one)
         self._applied.clear()

@@ -30,7 +30,10 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import auth
+
 STATE_FILE = "cluster.json"
+SECRET_FILE = "cluster.secret"
 HOST = "127.0.0.1"
 #: a harness run's variables (harness/lease.py) that a `cluster up` node must not inherit
 _HARNESS_ENV = frozenset({"KRAFTWERK_RUN_ID", "KRAFTWERK_LEASE_FD", "KRAFTWERK_PARENT_PID", "KRAFTWERK_PDEATHSIG"})
@@ -50,6 +53,8 @@ class NodeSpec:
     pid: int | None = None
     #: the process's start time (/proc/<pid>/stat), so a recycled pid is never signalled
     start: int | None = None
+    #: trace.jsonl and node.log apart from the data (a data disk may fill up or lose writes)
+    log_dir: str | None = None
 
     def running(self) -> bool:
         return self.pid is not None and pid_alive(self.pid, self.start)
@@ -165,10 +170,24 @@ class LocalCluster:
             "--data-dir", n.data_dir,
             "--control", f"{HOST}:{n.control_port}",
             "--storage-mode", self.storage_mode,
+            "--secret-file", self.secret_path,
         ]
+        if n.log_dir:
+            cmd += ["--log-dir", n.log_dir]
         for k, v in sorted(self.config.items()):
             cmd += ["--set", f"{k}={v}"]
         return cmd
+
+    @property
+    def secret_path(self) -> str:
+        """The cluster secret (auth.py), made by the first start, owner-only."""
+        return os.path.join(self.dir, SECRET_FILE)
+
+    def _secret(self) -> bytes | None:
+        try:
+            return auth.load_secret(self.secret_path)
+        except auth.SecretError:
+            return None
 
     def child_env(self) -> dict[str, str]:
         """The node's environment: ours without a harness run's lease, so a
@@ -183,7 +202,10 @@ class LocalCluster:
         if n.pid is not None and pid_alive(n.pid, n.start):
             raise ClusterError(f"node {node_id} is already running (pid {n.pid})")
         os.makedirs(n.data_dir, exist_ok=True)
-        out = open(os.path.join(n.data_dir, "stdout.log"), "ab")
+        auth.ensure_secret_file(self.secret_path)
+        if n.log_dir:
+            os.makedirs(n.log_dir, exist_ok=True)
+        out = open(os.path.join(n.log_dir or n.data_dir, "stdout.log"), "ab")
         p = subprocess.Popen(
             self.command(n), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, env=self.child_env(), cwd=self.dir,
@@ -288,7 +310,8 @@ class LocalCluster:
     def control(self, node_id: int, method: str, path: str, body: Any = None, timeout: float = 5.0) -> Any:
         n = self.node(node_id)
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://{HOST}:{n.control_port}{path}", data=data, method=method)
+        headers = {auth.HEADER: f"Bearer {auth.token(self._secret(), auth.CONTROL)}"}
+        req = urllib.request.Request(f"http://{HOST}:{n.control_port}{path}", data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return json.loads(r.read())
