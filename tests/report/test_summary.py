@@ -120,3 +120,17 @@ def test_safe_path_refuses_dot_dot_hidden_and_symlinks_out(tmp_path):
     for bad in ("../r/a/f", "a/../../x", ".hidden", "out/passwd", "out", "a\\..\\f", "missing"):
         with pytest.raises(Refused):
             safe_path(root, bad)
+
+
+def test_a_report_from_an_older_kraftwerk_or_before_a_recheck_is_rendered_again(tmp_path):
+    from harness.report.render import VERSION_MARK
+    from harness.site.app import _stale
+
+    d = fake_run(tmp_path / "t" / "20260101T000000-1")
+    assert _stale(d)  # no report at all
+    (d / "index.html").write_text("<!doctype html><html><head><meta charset='utf-8'></head></html>")
+    assert _stale(d)  # a report without the current version mark
+    (d / "index.html").write_text(f"<!doctype html><html><head>{VERSION_MARK}</head></html>")
+    assert not _stale(d)
+    os.utime(d / "results.json", (time.time() + 5, time.time() + 5))
+    assert _stale(d)  # re-checked since
