@@ -270,7 +270,7 @@ def sweep(force: bool = False) -> list[str]:
         rec = recs.get(tag)
         if not force and rec is not None and owner_alive(rec) and rec.get("pid") != os.getpid():
             continue
-        if not force and rec is not None and rec.get("kind") == "hosts":
-            continue  # throwaway sshd hosts live until `kraftwerk hosts down`
+        if rec is not None and rec.get("kind") == "hosts":
+            continue  # throwaway sshd hosts are no run's: they live until `kraftwerk hosts down`
         removed += remove_tag(tag)
     return removed
