@@ -137,7 +137,7 @@ class HostedReference:
                 self.disks.mount(n)
         for n in self.node_names():
             self.start(n)
-        self.wait_ready(30)
+        self.wait_ready(60)
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
