@@ -132,7 +132,7 @@ class HostedReference:
         if self.cfg.storage == "lazyfs":
             from harness.lazyfs.nodes import NodeDisks
 
-            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0)
+            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
             for n in self.node_names():
                 self.disks.mount(n)
         for n in self.node_names():
