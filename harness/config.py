@@ -94,6 +94,9 @@ class TestConfig(BaseModel):
     #: log.flush.interval.messages of every broker: fsync after this many
     #: appended messages (0: never, Kafka's default, leaving it to the OS)
     flush_messages: int = Field(0, ge=0)
+    #: storage lazyfs: a power loss keeps a random (seeded) prefix of each
+    #: file's un-fsynced writes instead of none (torn writes)
+    torn_writes: bool = False
     checker_engine: Literal["inline", "spark"] = "inline"
     history_fsync_every: int = Field(200, ge=1)
     record_history: bool = True
@@ -194,6 +197,8 @@ class TestConfig(BaseModel):
         if self.storage is None:
             pc = "lose-unfsynced" in self.nemesis or self.scenario in NEEDS_PAGECACHE
             self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
+        if self.torn_writes and self.storage != "lazyfs":
+            raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
         if self.storage == "lazyfs" and self.backend != "netns":
             raise ValueError("--storage lazyfs mounts each node's data directory through kraftwerk fs: "
                              "it runs on --backend netns (other backends use --storage pagecache)")

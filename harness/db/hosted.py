@@ -107,6 +107,7 @@ class HostedReference:
         """One secret per run (reference_impl/server/auth.py), on every host,
         owner-only; only its path is ever on a command line."""
         local = self.run_dir / "nodes" / "cluster.secret"
+        local.parent.mkdir(parents=True, exist_ok=True)
         self.secret = auth.load_secret(auth.ensure_secret_file(str(local)))
         for n in self.node_names():
             remote = self._remote_secret(n)
@@ -120,19 +121,23 @@ class HostedReference:
         return ["--data-dir", self.disks.data_dir(name), "--log-dir", self.hosts.node_dir(name)]
 
     def setup(self) -> None:
+        self.boot()
+        ensure_topics(self.client_bootstrap(), self.cfg, timeout=60, expect_brokers=self.cfg.brokers, check_rf=True)
+
+    def boot(self) -> None:
+        """Chains, secret, storage, every node started and answering."""
         self.net.setup()
         self._ship_secret()
         self._storage_mode = "memory-cache" if self.cfg.storage == "pagecache" else "os"
         if self.cfg.storage == "lazyfs":
             from harness.lazyfs.nodes import NodeDisks
 
-            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0)
+            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
             for n in self.node_names():
                 self.disks.mount(n)
         for n in self.node_names():
             self.start(n)
-        self.wait_ready(30)
-        ensure_topics(self.client_bootstrap(), self.cfg, timeout=60, expect_brokers=self.cfg.brokers, check_rf=True)
+        self.wait_ready(60)
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
