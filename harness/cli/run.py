@@ -53,6 +53,8 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 @click.option("--storage", type=click.Choice(["file", "pagecache", "lazyfs"]),
               help="How power loss loses un-fsynced writes: never (file), the broker's emulation (pagecache), "
                    "or kraftwerk fs under each node (lazyfs, netns; the default there for power-loss faults).")
+@click.option("--torn-writes", is_flag=True, default=None,
+              help="With --storage lazyfs: a power loss keeps a random prefix of each file's un-fsynced writes.")
 @click.option("--flush-messages", type=int, help="log.flush.interval.messages: fsync every N messages (default 0: never).")
 @click.option("--op-timeout", type=float, help="Seconds before a client op is recorded as info (default 10).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object(s) on stdout.")

@@ -24,6 +24,10 @@ from .timeline import example_ops, timeline_context
 MAX_EXAMPLES = 5
 MAX_EXAMPLE_CHARS = 600
 MAX_INTERVALS = 200
+#: bumped when the run page changes: ``kraftwerk serve`` renders again a
+#: report that does not carry it (a run made by an older kraftwerk)
+REPORT_VERSION = 2
+VERSION_MARK = f'<meta name="kraftwerk-report" content="{REPORT_VERSION}">'
 
 _env = Environment(
     loader=PackageLoader("harness.report", "templates"),
@@ -251,6 +255,7 @@ def _render(run_dir: Path) -> Path:
         warnings=list(result.get("warnings") or [])[:20] + warnings[:20],
         fig=figures,
         ops_total=len(ops),
+        report_version=REPORT_VERSION,
     )
     out = run_dir / store.INDEX
     out.write_text(html, encoding="utf-8")

@@ -220,3 +220,17 @@ def test_a_run_that_checked_no_key_is_unknown_not_valid() -> None:
     r = check_history(ops)
     assert r["valid"] == "unknown"
     assert check_history([])["valid"] == "unknown"
+
+
+def test_a_rebalance_during_a_poll_excuses_its_internal_skip_of_that_key() -> None:
+    b = HistoryBuilder()
+    for v in range(3):
+        b.send(0, X, v, v)
+    b.invoke(1, "poll", [["poll"]])
+    i = b.complete(1, "ok", [["poll", {X: [[0, 0], [2, 2]]}]])
+    b.poll(2, {X: [(0, 0), (1, 1), (2, 2)]})
+    assert "int-poll-skip" in check_history(b.ops)["anomaly_types"]
+    b.ops[i].extra["rebalance-log"] = [{"keys": [X]}]
+    assert check_history(b.ops)["anomaly_types"] == []
+    b.ops[i].extra["rebalance-log"] = [{"keys": [Y]}]
+    assert "int-poll-skip" in check_history(b.ops)["anomaly_types"]
