@@ -306,6 +306,12 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         data = yaml.safe_load(p.read_text())
     except FileNotFoundError:
         raise UsageError(f"config file {p} not found") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"config file {p}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise UsageError(f"config file {p}: cannot read ({e.strerror})") from None
+    except RecursionError:
+        raise UsageError(f"config file {p}: nested too deeply") from None
     except yaml.YAMLError as e:
         raise UsageError(f"config file {p}: not valid YAML ({str(e).splitlines()[0]})") from None
     if data is None:

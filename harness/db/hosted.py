@@ -107,6 +107,7 @@ class HostedReference:
         """One secret per run (reference_impl/server/auth.py), on every host,
         owner-only; only its path is ever on a command line."""
         local = self.run_dir / "nodes" / "cluster.secret"
+        local.parent.mkdir(parents=True, exist_ok=True)
         self.secret = auth.load_secret(auth.ensure_secret_file(str(local)))
         for n in self.node_names():
             remote = self._remote_secret(n)
@@ -120,6 +121,11 @@ class HostedReference:
         return ["--data-dir", self.disks.data_dir(name), "--log-dir", self.hosts.node_dir(name)]
 
     def setup(self) -> None:
+        self.boot()
+        ensure_topics(self.client_bootstrap(), self.cfg, timeout=60, expect_brokers=self.cfg.brokers, check_rf=True)
+
+    def boot(self) -> None:
+        """Chains, secret, storage, every node started and answering."""
         self.net.setup()
         self._ship_secret()
         self._storage_mode = "memory-cache" if self.cfg.storage == "pagecache" else "os"
@@ -131,8 +137,7 @@ class HostedReference:
                 self.disks.mount(n)
         for n in self.node_names():
             self.start(n)
-        self.wait_ready(30)
-        ensure_topics(self.client_bootstrap(), self.cfg, timeout=60, expect_brokers=self.cfg.brokers, check_rf=True)
+        self.wait_ready(60)
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -340,7 +345,8 @@ class HostedReference:
                 self.disks.teardown()
         finally:
             try:
-                self.net.teardown() if not getattr(self.hosts, "ephemeral_net", True) else None
+                if not getattr(self.hosts, "ephemeral_net", True):  # hosts that outlive the run (ssh)
+                    self.net.teardown()
             finally:
                 self.hosts.teardown()
 
