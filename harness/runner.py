@@ -23,12 +23,16 @@ import generator as g
 from harness import store
 from harness.checking import check_run, export_edn
 from harness.config import TestConfig
-from harness.errors import HarnessError, KraftwerkError
+from harness.backend.local import CAPABILITIES as LOCAL_CAPABILITIES
+from harness.errors import HarnessError, KraftwerkError, UsageError
+from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
 from harness.history import Recorder
 from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
-from nemesis import Nemesis, NemesisPlan
+from nemesis import Nemesis
+from nemesis.control import Unsupported
+from nemesis.faults import check_supported
 from workloads import queue as qw
 
 
@@ -49,8 +53,14 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState) -> Any:
 
 
 def preflight(cfg: TestConfig) -> None:
-    """Checks that need the machine but start nothing (ports free, binaries present)."""
-    if cfg.db == "reference":
+    """Checks that need the machine but start nothing (faults the runtime
+    can make, ports free, binaries present)."""
+    have = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES
+    try:
+        check_supported(tuple(cfg.nemesis), cfg.backend, have)
+    except Unsupported as e:
+        raise UsageError(str(e)) from None
+    if cfg.backend == "local" and cfg.db == "reference":
         from harness.db.reference import preflight as ref_preflight
 
         ref_preflight(cfg)
@@ -88,8 +98,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         # records (same values!) out of this history
         cfg = cfg.model_copy(update={"topic_prefix": f"kraftwerk.{cfg.name}.{run_dir.name}.t"})
     state = RunState.create(out, run_id, run_dir)
-    store.write_json(run_dir / store.TEST, {"name": cfg.name, "run_id": run_id, "runtime": "local", "workload": "queue",
-                                                "sub_via": ["assign"], "txn": False, "keys": cfg.keys(), **cfg.model_dump()})
+    store.write_json(run_dir / store.TEST, {"run_id": run_id, **cfg.test_json()})
     store.point_latest(out, run_dir)
     rng = random.Random(cfg.seed)
     db = make_db(cfg, run_dir, state)
@@ -102,8 +111,9 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         db.setup()
         nem = None
         if cfg.nemesis or cfg.scenario:
-            plan = NemesisPlan(tuple(cfg.nemesis), cfg.nemesis_interval, cfg.nemesis_mode, cfg.scenario)
-            nem = Nemesis(plan, db, random.Random(rng.getrandbits(64)))
+            from harness.db.reference import protocol_config
+
+            nem = Nemesis(cfg.nemesis_plan(protocol_config(cfg)), db.cluster, random.Random(rng.getrandbits(64)))
         bootstrap = db.client_bootstrap()
         keys = cfg.keys()
 
@@ -173,14 +183,14 @@ def summary_line(o: RunOutcome) -> str:
     return f"{o.run_dir}: " + "  ".join(parts)
 
 
-def run_seed(opts: Any, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
-    """Run one simulated seed (``reference_impl.sim.runner.SimRun``); with
+def run_seed(cfg: TestConfig, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
+    """Run one simulated seed (``harness.backend.sim.SimRun``); with
     ``out`` write its run directory (test.json, results.json and, with
     ``report``, the HTML report) and return the results."""
-    from reference_impl.sim.runner import SimRun
+    from harness.backend.sim import SimRun
 
-    run_dir = store.new_run_dir(out, opts.test_name, seed) if out is not None else None
-    run = SimRun(opts, seed, run_dir)
+    run_dir = store.new_run_dir(out, cfg.name, seed) if out is not None else None
+    run = SimRun(cfg, seed, run_dir)
     if run_dir is not None:
         test = {**run.test_json(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         store.write_json(run_dir / store.TEST, test)
