@@ -193,16 +193,21 @@ def merge_invariants(res: dict[str, Any], inv: dict[str, Any]) -> dict[str, Any]
 
 def queue_options_from_test(test: dict[str, Any]) -> Any:
     """Queue checker options from a run's test.json (``sub_via``, ``txn``,
-    ``strict_acks1``, ``strict_duplicates``, at top level or under ``options``)."""
+    ``strict_acks1``, ``strict_duplicates``, ``ww_deps``, ``strict_cycles``,
+    ``all_errors``, at top level or under ``options``)."""
     from checkers.queue.checker import QueueOptions
 
     nested = test.get("options") if isinstance(test.get("options"), dict) else {}
+
+    def opt(name: str, default: bool) -> bool:
+        return bool(test.get(name, nested.get(name, default)))
+
     sv = test.get("sub_via") or nested.get("sub_via") or ("assign",)
     return QueueOptions(sub_via=tuple([sv] if isinstance(sv, str) else sv),
-                        txn=bool(test.get("txn", nested.get("txn", False))),
-                        strict_acks1=bool(test.get("strict_acks1", nested.get("strict_acks1", False))),
-                        strict_duplicates=bool(test.get("strict_duplicates",
-                                                        nested.get("strict_duplicates", False))))
+                        txn=opt("txn", False), strict_acks1=opt("strict_acks1", False),
+                        strict_duplicates=opt("strict_duplicates", False),
+                        ww_deps=opt("ww_deps", True), strict_cycles=opt("strict_cycles", False),
+                        all_errors=opt("all_errors", False))
 
 
 def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline: float,
@@ -211,6 +216,8 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
     from checkers.final_reads import final_read_coverage
     from checkers.pipeline import PerKeyBudgetExceeded, run_keys
     from checkers.queue.checker import QueueOptions, finish, merge_key_results
+    from checkers.queue.keycheck import EXAMPLES
+    from checkers.queue.observe import consume_counts, info_txn_causes, worst_realtime_lag
     from checkers.queue.project import project
 
     opts = queue_options or QueueOptions()
@@ -221,14 +228,14 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
     per_key_complete = True
     try:
         results = run_keys(proj.keys, engine=engine, spark_master=spark_master, want_rw=True,
-                           deadline=deadline)
+                           deadline=deadline, all_errors=opts.all_errors)
     except PerKeyBudgetExceeded as e:
         results = e.results
         per_key_complete = False
     t_keys = _time.monotonic() - t
     coverage = final_read_coverage(ops, set(proj.keys) | {str(k) for k in (test_keys or ())})
     unverified = coverage["incomplete_keys"] if coverage is not None else []
-    merged = merge_key_results(results, unverified)
+    merged = merge_key_results(results, unverified, None if opts.all_errors else EXAMPLES)
     t = _time.monotonic()
     q = finish(proj, merged, opts, deadline)  # past the deadline: cycles "unknown"
     q["per_key"] = "complete" if per_key_complete else "budget-exceeded"
@@ -250,7 +257,15 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
         at_stake = {k: n for k, n in sorted(at_stake.items()) if n}
         fr_valid = "unknown" if at_stake else True
         coverage = {"valid": fr_valid, **coverage, "unverified_acked_writes": at_stake}
-    valid = _combine([q["valid"], dur_valid, fr_valid])
+    q["worst_realtime_lag"] = worst_realtime_lag(ops)
+    q["consume_counts"] = consume_counts(ops)
+    q["info_txn_causes"] = info_txn_causes(ops)
+    acked = sum(n for r in results for n in r.get("acked", {}).values())
+    # nothing was at stake: a run that checked no key, or in which no write
+    # was acknowledged, shows nothing about the log (Jepsen would say valid)
+    evidence: Any = True if results and acked else "unknown"
+    q["evidence"] = {"keys_checked": len(results), "acked_writes": acked, "valid": evidence}
+    valid = _combine([q["valid"], dur_valid, fr_valid, evidence])
     q["seconds"] = {"project": round(t_proj, 3), "per_key": round(t_keys, 3),
                     "cross_key": round(t_cross, 3)}
     return {

@@ -35,6 +35,8 @@ MEANINGS: dict[str, str] = {
                                "producer (its retry may append twice: at-least-once, as Kafka documents)",
     "inconsistent-offsets": "one offset holds two or more different values",
     "G1a": "a successful poll returned a value whose send failed (aborted read)",
+    "precommitted-read": "an operation polled a record it sent itself (read-committed consumers never "
+                         "see a transaction's own sends)",
     "poll-skip": "a consumer's next poll of a key skipped over records after its previous poll",
     "nonmonotonic-poll": "a consumer's next poll of a key went back to or before its previous poll's records",
     "int-poll-skip": "within one poll, consecutive records of a key skip over others",
@@ -47,6 +49,14 @@ MEANINGS: dict[str, str] = {
     "G1c": "a cycle of write-write and write-read dependencies (circular information flow)",
     "G-single": "a dependency cycle with exactly one read-write anti-dependency (read skew)",
     "G2-item": "a dependency cycle with two or more read-write anti-dependencies (write skew)",
+    "PL-1-cycle-exists": "a write-write dependency cycle exists (proven by a strongly connected "
+                         "component) but the search for it was cut short",
+    "PL-2-cycle-exists": "a write-write/write-read dependency cycle exists (proven by a strongly connected "
+                         "component) but the search for it was cut short",
+    "strong-PL-1-cycle-exists": "a cycle of write-write, process and real-time order exists (proven by a "
+                                "strongly connected component) but the search for it was cut short",
+    "strong-PL-2-cycle-exists": "a cycle of write-write, write-read, process and real-time order exists "
+                                "(proven by a strongly connected component) but the search for it was cut short",
     # linearizability (checkers/linearizable)
     "nonlinearizable": "no order of the operations consistent with real time explains the results",
     # invariant monitor (checkers/invariants.py): rules of the seeds, checked on the nodes' traces

@@ -11,9 +11,12 @@ Two engines run the *same* per-key function (:func:`checkers.queue.keycheck.chec
             the executors, which only send back the small per-key results
             (anomaly examples, counts, graph edges, durability partials).
 
-The session is created once per process and reused (start-up is ~6 s); the
-JVM's own output goes to ``$TMPDIR/kraftwerk-spark-<pid>.log``, removed at
-exit unless start-up failed (then the error message names it).
+The session is created once per process and reused (start-up is ~6 s). Its
+files (the JVM's output, the log4j2 settings, the package zip) live in a
+private directory made for this process (``mkdtemp``, 0700) and created
+there with ``O_EXCL``, so no other local user can plant or redirect them;
+the directory is removed at exit unless start-up failed (then the error
+message names the log in it).
 Executors get the ``checkers`` package as a zip through ``addPyFile``, so a
 remote cluster needs nothing but Python and PySpark.
 """
@@ -21,10 +24,10 @@ remote cluster needs nothing but Python and PySpark.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import io
 import marshal
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -49,29 +52,39 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
+_private: Path | None = None
+
+
+def _private_dir() -> Path:
+    """This process's own directory for Spark's files: made by us (0700),
+    never one found lying in the shared temp directory."""
+    global _private
+    if _private is None:
+        _private = Path(tempfile.mkdtemp(prefix="kraftwerk-spark-"))
+    return _private
+
+
+def _create(path: Path, data: bytes) -> Path:
+    """Write a new file that must not exist yet (O_EXCL, no symlink followed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
 def _package_zip() -> str:
-    """Zip the ``checkers`` package for executors; named by content so
-    every process of the same code shares one file."""
+    """Zip the ``checkers`` package for executors into the private directory."""
     root = Path(__file__).resolve().parent
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for p in sorted(root.rglob("*.py")):
             info = zipfile.ZipInfo(str(Path("checkers") / p.relative_to(root)), date_time=(2020, 1, 1, 0, 0, 0))
             z.writestr(info, p.read_bytes())
-    data = buf.getvalue()
-    out = Path(tempfile.gettempdir()) / f"kraftwerk-checkers-{hashlib.sha1(data).hexdigest()[:12]}.zip"
-    if not out.exists():
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, out)
-    return str(out)
+    return str(_create(_private_dir() / f"checkers-{uuid.uuid4().hex[:8]}.zip", buf.getvalue()))
 
 
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
+def _remove_dir(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
 
 
 class SparkUnavailable(RuntimeError):
@@ -103,9 +116,10 @@ def get_spark(master: str | None = None) -> Any:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        log4j = Path(tempfile.gettempdir()) / "kraftwerk-spark-log4j2.properties"
+        private = _private_dir()
+        log4j = private / "log4j2.properties"
         if not log4j.exists():
-            log4j.write_text(_LOG4J)
+            _create(log4j, _LOG4J.encode())
         from pyspark.sql import SparkSession
 
         java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
@@ -120,10 +134,11 @@ def get_spark(master: str | None = None) -> Any:
             b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         # The JVM inherits stderr when it is launched: hand it a log file
         # instead, so its banner and warnings stay out of the user's terminal.
-        log_path = Path(tempfile.gettempdir()) / f"kraftwerk-spark-{os.getpid()}.log"
+        log_path = private / f"spark-{uuid.uuid4().hex[:8]}.log"
         saved = os.dup(2)
         try:
-            with open(log_path, "ab") as logf:
+            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "ab") as logf:
                 os.dup2(logf.fileno(), 2)
                 s = b.getOrCreate()
         except Exception as e:
@@ -133,7 +148,7 @@ def get_spark(master: str | None = None) -> Any:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-        atexit.register(_remove, log_path)  # kept only when start-up failed
+        atexit.register(_remove_dir, private)  # kept only when start-up failed
         s.sparkContext.setLogLevel("ERROR")
         s.sparkContext.addPyFile(_package_zip())
         _sessions[master] = s
@@ -150,7 +165,7 @@ def stop_spark() -> None:
         _sessions.clear()
 
 
-def _run_partition(rows: Iterator[Any], want_rw: bool) -> Iterator[bytes]:
+def _run_partition(rows: Iterator[Any], want_rw: bool, all_errors: bool = False) -> Iterator[bytes]:
     """Executor side: check every key of this partition."""
     import gc
 
@@ -160,7 +175,7 @@ def _run_partition(rows: Iterator[Any], want_rw: bool) -> Iterator[bytes]:
     try:
         for row in rows:
             events = marshal.loads(row["events"])
-            yield marshal.dumps(check_key(row["key"], events, want_rw))
+            yield marshal.dumps(check_key(row["key"], events, want_rw, all_errors))
     finally:
         gc.enable()
 
@@ -186,8 +201,10 @@ class PerKeyBudgetExceeded(Exception):
 
 
 def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | None = None,
-             want_rw: bool = True, deadline: float | None = None) -> list[dict[str, Any]]:
-    """Run the per-key checks on every key with the chosen engine. Past
+             want_rw: bool = True, deadline: float | None = None,
+             all_errors: bool = False) -> list[dict[str, Any]]:
+    """Run the per-key checks on every key with the chosen engine
+    (``all_errors``: keep every example, not the first of each type). Past
     ``deadline`` (a ``time.monotonic()`` value) the inline engine stops
     between keys and Spark jobs are cancelled: :class:`PerKeyBudgetExceeded`."""
     if engine == "inline":
@@ -197,7 +214,7 @@ def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | 
         for k, evs in keys.items():
             if deadline is not None and time.monotonic() > deadline:
                 raise PerKeyBudgetExceeded(out)
-            out.append(check_key(k, evs, want_rw))
+            out.append(check_key(k, evs, want_rw, all_errors))
         return out
     if engine != "spark":
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
@@ -213,8 +230,8 @@ def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | 
     n = max(1, min(len(keys), spark.sparkContext.defaultParallelism))
     rows = _balanced([(k, marshal.dumps(evs)) for k, evs in keys.items()], n)
     df = spark.createDataFrame([(k, bytearray(b)) for k, b in rows], schema)
-    rw = bool(want_rw)
-    rdd = df.rdd.mapPartitions(lambda it: _run_partition(it, rw))
+    rw, every = bool(want_rw), bool(all_errors)
+    rdd = df.rdd.mapPartitions(lambda it: _run_partition(it, rw, every))
     sc = spark.sparkContext
     group = f"kraftwerk-check-{uuid.uuid4().hex[:12]}"
     box: dict[str, Any] = {}

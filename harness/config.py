@@ -23,13 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.errors import UsageError
 from nemesis import NemesisPlan
-from nemesis.faults import UnknownFault, expand
+from nemesis.faults import UnknownFault, expand, parse
 from reference_impl.core.config import ConfigError, ProtocolConfig
 
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
 VARIANTS = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 
 
 class TestConfig(BaseModel):
@@ -39,10 +38,22 @@ class TestConfig(BaseModel):
     __test__ = False  # not a pytest class, despite the name
 
     name: str = "queue"
-    #: where the nodes run: real processes on this machine, or the simulator
-    backend: Literal["local", "sim"] = "local"
-    db: Literal["reference", "external"] = "reference"
+    #: where the nodes run: processes on this machine behind proxies (local),
+    #: network namespaces, containers, ssh hosts, or the simulator (sim)
+    backend: Literal["local", "netns", "docker", "ssh", "sim"] = "local"
+    #: ssh backend: the hosts file (harness/backend/hostsfile.py)
+    hosts: str | None = None
+    #: ssh backend: trust a host key seen for the first time (else known_hosts decides)
+    ssh_accept_new: bool = False
+    #: how a partition cuts on kernel backends: drop packets, or refuse TCP with a reset
+    net_cut: Literal["drop", "reject"] = "drop"
+    db: Literal["reference", "external", "kafka"] = "reference"
     bootstrap: str | None = None
+    #: --db kafka: the release to fetch from Maven Central, or a binary
+    #: distribution already on disk, and server.properties overrides
+    kafka_version: str = Field("4.4.0", pattern=r"^\d+\.\d+\.\d+(-[A-Za-z0-9.]+)?$")
+    kafka_home: str | None = None
+    kafka_config: list[str] = Field(default_factory=list)
     brokers: int = Field(3, ge=1, le=9)
     controllers: int = Field(3, ge=1, le=9)
     combined: bool = False
@@ -73,7 +84,15 @@ class TestConfig(BaseModel):
     op_timeout: float = Field(10.0, gt=0)
     final_read_timeout: float = Field(30.0, gt=0)
     base_port: int = Field(0, ge=0, le=65000)
-    storage: Literal["file", "pagecache"] | None = None
+    #: where un-fsynced writes live, hence how power loss loses them: "file"
+    #: (the OS page cache: nothing is ever lost), "pagecache" (the broker's
+    #: in-process emulation), "lazyfs" (each node's data directory through
+    #: kraftwerk fs, crashed on power loss; netns). Default: "file", or for
+    #: a power-loss fault "lazyfs" on netns and "pagecache" elsewhere.
+    storage: Literal["file", "pagecache", "lazyfs"] | None = None
+    #: log.flush.interval.messages of every broker: fsync after this many
+    #: appended messages (0: never, Kafka's default, leaving it to the OS)
+    flush_messages: int = Field(0, ge=0)
     checker_engine: Literal["inline", "spark"] = "inline"
     history_fsync_every: int = Field(200, ge=1)
     record_history: bool = True
@@ -95,9 +114,12 @@ class TestConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
-            raise ValueError("test name must be letters, digits, '.', '_' or '-'")
-        return v
+        from harness.store import BadName, check_name
+
+        try:
+            return check_name(v)
+        except BadName as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("time_limit")
     @classmethod
@@ -149,13 +171,27 @@ class TestConfig(BaseModel):
                 raise ValueError(
                     "--db external runs no nodes, so node faults are impossible: drop --nemesis"
                 )
-            if not re.match(r"^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$", self.bootstrap):
+            if not re.fullmatch(r"[^\s,:]+:\d+(,[^\s,:]+:\d+)*", self.bootstrap):
                 raise ValueError(f"--bootstrap must be HOST:PORT[,HOST:PORT...], got {self.bootstrap!r}")
         else:
             if self.bootstrap:
                 raise ValueError("--bootstrap is only for --db external")
             if self.rf > self.brokers:
                 raise ValueError(f"--rf {self.rf} exceeds --brokers {self.brokers}")
+        if self.db == "kafka":
+            _kafka_consistent(self)
+        elif self.kafka_home or self.kafka_config:
+            raise ValueError("--kafka-home and --kafka-config are only for --db kafka")
+        if self.backend != "local" and self.db == "external":
+            raise ValueError(f"--backend {self.backend} runs the reference broker: drop --db {self.db}")
+        kinds = {parse(n).kind for n in self.nemesis}
+        if self.backend not in ("local", "sim") and "latency" in kinds:
+            raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
+                             "delay (not built): use --backend local")
+        if self.backend == "ssh" and not self.hosts:
+            raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
+        if self.hosts and self.backend != "ssh":
+            raise ValueError("--hosts is only for --backend ssh")
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
         self._runtime_settings()
@@ -172,7 +208,10 @@ class TestConfig(BaseModel):
             NEEDS_PAGECACHE = set()
         if self.storage is None:
             pc = any(n.startswith("lose-unfsynced") for n in self.nemesis) or self.scenario in NEEDS_PAGECACHE
-            self.storage = "pagecache" if pc else "file"
+            self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
+        if self.storage == "lazyfs" and self.backend != "netns":
+            raise ValueError("--storage lazyfs mounts each node's data directory through kraftwerk fs: "
+                             "it runs on --backend netns (other backends use --storage pagecache)")
         return self
 
     def _runtime_settings(self) -> None:
@@ -247,6 +286,43 @@ class TestConfig(BaseModel):
         if self.acks == "mixed":
             return "all" if thread % 2 == 0 else "1"
         return self.acks
+
+
+#: faults db kafka cannot make on the local backend, and why (one line each)
+KAFKA_LOCAL_REFUSED = {
+    "partition": "a Kafka broker advertises one address every peer dials, so the local backend's per-link "
+                 "proxies cannot cut it link by link (partitions need kernel rules: a netns or docker backend)",
+    "latency": "a Kafka broker advertises one address every peer dials, so the local backend's per-link "
+               "proxies cannot delay its links",
+    "lose-unfsynced": "losing un-fsynced writes of a JVM needs a filesystem that drops them on power loss",
+}
+
+
+def _kafka_consistent(cfg: "TestConfig") -> None:
+    """What --db kafka cannot do: protocol-only variants, and faults the
+    backend cannot make for a JVM (one line each, exit 2)."""
+    from harness.kafka.props import PROTOCOL_ONLY, parse_overrides
+
+    for name in PROTOCOL_ONLY:
+        if name in cfg.variants:
+            raise ValueError(f"variant {name} exists only in the reference implementation (Kafka 4.4 always "
+                             f"behaves as {name}=on): drop it for --db kafka")
+    try:
+        parse_overrides(cfg.kafka_config)
+    except UsageError as e:
+        raise ValueError(str(e)) from None
+    if cfg.backend not in ("local",):
+        raise ValueError(f"--db kafka runs on --backend local only so far: drop --backend {cfg.backend}")
+    if cfg.backend == "local":
+        for fault in cfg.nemesis:
+            if parse(fault).kind in KAFKA_LOCAL_REFUSED:
+                raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[fault]}")
+        if cfg.scenario:
+            from nemesis.scenarios import SCENARIOS
+
+            kinds = {s[0].split("-", 1)[1] for s in SCENARIOS[cfg.scenario] if s[0] != "sleep"}
+            for fault in sorted(kinds & set(KAFKA_LOCAL_REFUSED)):
+                raise ValueError(f"--scenario {cfg.scenario} uses {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[fault]}")
 
 
 def parse_variants(items: tuple[str, ...] | list[str]) -> dict[str, bool]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import socket
 import sys
@@ -37,6 +38,7 @@ from typing import Any
 
 MAX_HELD = 64 * 1024 * 1024  # bytes held per direction before the connection is reset
 CHUNK = 64 * 1024
+MAX_DELAY_MS = 600_000.0  # a link delayed longer is a cut, not a latency
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,9 @@ class Faults:
 
 
 class ProxyServer:
-    def __init__(self, links: list[Link], seed: int = 0) -> None:
+    def __init__(self, links: list[Link], seed: int = 0, max_held: int = MAX_HELD) -> None:
         self.links = links
+        self.max_held = max_held
         self.faults = Faults()
         self.rng = random.Random(seed)
         self._changed = asyncio.Event()
@@ -122,9 +125,11 @@ class ProxyServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         a = asyncio.ensure_future(self._pipe(link, cr, uw, link.src, link.dst))
         b = asyncio.ensure_future(self._pipe(link, ur, cw, link.dst, link.src))
+        reset = False
         try:
             done, pending = await asyncio.wait({a, b}, return_when=asyncio.FIRST_EXCEPTION)
             if any(t.exception() for t in done if not t.cancelled()):
+                reset = True
                 for t in pending:
                     t.cancel()
             else:
@@ -132,7 +137,10 @@ class ProxyServer:
         finally:
             for w in (cw, uw):
                 try:
-                    w.close()
+                    if reset:
+                        w.transport.abort()  # RST both ends, as a peer's reset would
+                    else:
+                        w.close()
                 except Exception:
                     pass
 
@@ -140,9 +148,10 @@ class ProxyServer:
         """Copy one direction: read eagerly, deliver when due and not cut."""
         q: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue()
         held = 0
+        over = False
 
         async def reader() -> None:
-            nonlocal held
+            nonlocal held, over
             while True:
                 try:
                     data = await r.read(CHUNK)
@@ -152,18 +161,28 @@ class ProxyServer:
                     await q.put((time.monotonic(), None))
                     return
                 held += len(data)
-                if held > MAX_HELD:
-                    raise ConnectionResetError("held too much across a cut")
+                if held > self.max_held:
+                    over = True  # the writer below resets the connection
+                    self._notify()  # wakes it if it waits out a cut
+                    await q.put((0.0, None))  # or if it waits for data
+                    return
                 await q.put((time.monotonic() + self._delay(link), data))
+
+        def check() -> None:
+            if over:
+                self.stats[link.name]["resets"] = self.stats[link.name].get("resets", 0) + 1
+                raise ConnectionResetError(f"{link.name}: more than {self.max_held} bytes held across a cut")
 
         rt = asyncio.ensure_future(reader())
         try:
             while True:
                 due, data = await q.get()
+                check()
                 wait = due - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
                 while self.faults.blocked(frm, to):
+                    check()
                     self.stats[link.name]["held"] += 1
                     await self._wait_change()
                 if data is None:
@@ -197,6 +216,9 @@ class ProxyServer:
         if cmd == "delay":
             names = req.get("links") or [l.name for l in self.links]
             ms, jitter = float(req.get("ms", 0)), float(req.get("jitter", 0))
+            for what, v in (("ms", ms), ("jitter", jitter)):
+                if not math.isfinite(v) or not 0 <= v <= MAX_DELAY_MS:
+                    return {"ok": False, "error": f"delay {what} {v} must be finite, 0..{MAX_DELAY_MS:.0f}"}
             for n in names:
                 if ms <= 0:
                     self.faults.delay_ms.pop(n, None)
@@ -221,8 +243,8 @@ class ProxyServer:
             w.close()
 
 
-async def serve(links: list[Link], control_port: int, seed: int, ready: Any = None) -> None:
-    srv = ProxyServer(links, seed)
+async def serve(links: list[Link], control_port: int, seed: int, ready: Any = None, max_held: int = MAX_HELD) -> None:
+    srv = ProxyServer(links, seed, max_held)
     await srv.start()
     ctl = await asyncio.start_server(srv.control, "127.0.0.1", control_port, reuse_address=True)
     port = ctl.sockets[0].getsockname()[1]
@@ -274,14 +296,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--links", required=True, help="JSON file: [{src, dst, listen, target}, ...]")
     ap.add_argument("--control-port", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-held", type=int, default=MAX_HELD, help="bytes held per direction before a reset")
     args = ap.parse_args(argv)
+    from harness.lease import arm
+
+    arm()  # end with the harness that started us
     links = [Link(**d) for d in json.loads(Path(args.links).read_text())]
 
     def ready(port: int) -> None:
         print(json.dumps({"control": port}), flush=True)
 
     try:
-        asyncio.run(serve(links, args.control_port, args.seed, ready))
+        asyncio.run(serve(links, args.control_port, args.seed, ready, args.max_held))
     except OSError as e:
         print(json.dumps({"error": str(e)}), flush=True)
         return 4

@@ -30,6 +30,7 @@ from harness.history import Recorder
 from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
+from harness.summary import write_summary
 from nemesis import Nemesis
 from nemesis.control import Unsupported
 from nemesis.faults import check_supported
@@ -42,28 +43,50 @@ class RunOutcome:
     result: dict[str, Any]
 
 
-def make_db(cfg: TestConfig, run_dir: Path, state: RunState) -> Any:
+def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None) -> Any:
+    if cfg.backend != "local":
+        from harness.backend import open_hosts
+        from harness.db.hosted import HostedReference
+        from harness.db.reference import node_settings
+
+        return HostedReference(cfg, run_dir, state, open_hosts(cfg, run_dir, state, checked), node_settings(cfg))
     if cfg.db == "external":
         from harness.db.external import ExternalDB
 
         return ExternalDB(cfg)
+    if cfg.db == "kafka":
+        from harness.db.kafka import KafkaDB
+
+        return KafkaDB(cfg, run_dir, state)
     from harness.db.reference import ReferenceDB
 
     return ReferenceDB(cfg, run_dir, state)
 
 
-def preflight(cfg: TestConfig) -> None:
+def preflight(cfg: TestConfig) -> Any:
     """Checks that need the machine but start nothing (faults the runtime
-    can make, ports free, binaries present)."""
-    have = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES
-    try:
-        check_supported(tuple(cfg.nemesis), cfg.backend, have)
-    except Unsupported as e:
-        raise UsageError(str(e)) from None
-    if cfg.backend == "local" and cfg.db == "reference":
+    can make, ports free, binaries present, the backend's hosts reachable);
+    returns what the backend checked."""
+    have = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES if cfg.backend == "sim" else None
+    if have is not None:
+        try:
+            check_supported(tuple(cfg.nemesis), cfg.backend, have)
+        except Unsupported as e:
+            raise UsageError(str(e)) from None
+    if cfg.backend == "sim":
+        return None
+    if cfg.backend != "local":
+        from harness.backend import preflight as backend_preflight
+
+        return backend_preflight(cfg)
+    if cfg.db == "reference":
         from harness.db.reference import preflight as ref_preflight
 
         ref_preflight(cfg)
+    elif cfg.db == "kafka":
+        from harness.db.kafka import preflight as kafka_preflight
+
+        kafka_preflight(cfg)
 
 
 def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
@@ -89,7 +112,7 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
 
 def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Event | None = None) -> RunOutcome:
     assert cfg.seed is not None
-    preflight(cfg)
+    checked = preflight(cfg)
     out = Path(cfg.out)
     run_dir = store.new_run_dir(out, cfg.name, cfg.seed)
     run_id = f"{cfg.name}-{run_dir.name}"
@@ -101,13 +124,14 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
     store.write_json(run_dir / store.TEST, {"run_id": run_id, **cfg.test_json()})
     store.point_latest(out, run_dir)
     rng = random.Random(cfg.seed)
-    db = make_db(cfg, run_dir, state)
     rec = Recorder(run_dir / store.HISTORY if cfg.record_history else None, cfg.history_fsync_every)
     prog = Progress(rec, f"{cfg.name} seed {cfg.seed}", cfg.time_limit, enabled=progress)
     interp: Interpreter | None = None
     error: KraftwerkError | None = None
+    db: Any = None
     try:
         prog.start()
+        db = make_db(cfg, run_dir, state, checked)
         db.setup()
         nem = None
         if cfg.nemesis or cfg.scenario:
@@ -151,7 +175,8 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
             interp.close()
         rec.close()
         try:
-            db.teardown()
+            if db is not None:
+                db.teardown()
         finally:
             state.remove()
         prog.stop()
@@ -162,6 +187,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         return RunOutcome(run_dir, {"valid": "unknown", "stats": dict(rec.counts)})
     result = check_run(run_dir, engine=cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
     export_edn(run_dir)
+    write_summary(run_dir)
     try:
         from harness.report import render_report
 
@@ -197,6 +223,7 @@ def run_seed(cfg: TestConfig, seed: int, out: str | Path | None = None, report: 
     res = run.run(release=True)
     if run_dir is not None:
         store.write_json(run_dir / store.RESULTS, res)
+        write_summary(run_dir)
         res["run_dir"] = str(run_dir)
         if report:
             _render_quietly(run_dir)

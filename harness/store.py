@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,24 @@ TEST = "test.json"
 INDEX = "index.html"
 
 
+#: a test name is one directory name: no separators, no ``.``/``..``, no
+#: whitespace or control characters (fullmatch: a trailing newline is refused)
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,80}")
+
+
+class BadName(ValueError):
+    """A run or test name that cannot be one directory under ``--out``."""
+
+
+def check_name(name: object, what: str = "test name") -> str:
+    """The one check every caller's run/test name goes through."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise BadName(f"{what} {name!r}: use 1-81 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return name
+
+
 def new_run_dir(out: str | Path, name: str, seed: int) -> Path:
-    base = Path(out) / name
+    base = Path(out) / check_name(name)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     d = base / f"{stamp}-{seed}"
     n = 1

@@ -81,8 +81,13 @@ def _atom(tok: str) -> Any:
         if _FLOAT.match(tok):
             return float(tok.rstrip("M"))
         if _RATIO.match(tok):
-            n, d = tok.split("/")
-            return int(n) / int(d)
+            n, d = (int(x) for x in tok.split("/"))
+            if d == 0:
+                raise ValueError(f"ratio {tok!r} divides by zero")
+            try:
+                return n / d
+            except OverflowError:
+                raise ValueError(f"ratio {tok!r} is too large") from None
         raise ValueError(f"bad number {tok!r}")
     if tok in ("##Inf", "##-Inf", "##NaN"):
         return float(tok[2:].replace("Inf", "inf").replace("NaN", "nan"))

@@ -129,6 +129,10 @@ def iter_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None) 
                     warnings.append(f"{p}:{i}: truncated last line ignored (writer crashed?)")
                 return
             raise HistoryError(f"{p}:{i}: not valid JSON ({e.msg})") from None
+        except RecursionError:
+            raise HistoryError(f"{p}:{i}: nested too deeply") from None
+        except ValueError as e:  # an integer past Python's digit limit, and the like
+            raise HistoryError(f"{p}:{i}: {str(e).split(';')[0]}") from None
         if not isinstance(d, dict):
             raise HistoryError(f"{p}:{i}: expected a JSON object")
         yield _op_from_json(d, p, i)

@@ -2,15 +2,20 @@
 then the cross-key cycle search, then the verdict.
 
 Which anomaly types make a run invalid follows Jepsen's
-``allowed-error-types``: ``int-send-skip`` is always allowed (other
-producers' records interleave); with ``subscribe`` the group coordinator may
-rebalance a consumer between polls, so ``poll-skip`` and
-``nonmonotonic-poll`` are allowed; with transactions writes are not isolated,
-so G0 and (because ww edges are inferred) G1c cycles are allowed.
-kraftwerk's queue workload sends one record per operation without
-transactions, so by default G0/G1c (and their -process / -realtime forms)
-count: they can only arise from offsets that contradict real time or process
-order.
+``allowed-error-types`` by default: ``int-send-skip`` is always allowed
+(producers' records interleave); so are G0 and its -process / -realtime forms
+and the cycle-exists fallback ``PL-1-cycle-exists`` / ``strong-PL-1-cycle-exists``
+(Kafka does not isolate writes); with ww dependencies inferred from offsets
+(``ww_deps``, Jepsen's ``:ww-deps``, on unless ``--no-ww-deps``) the G1c family
+and ``PL-2-cycle-exists`` / ``strong-PL-2-cycle-exists`` are allowed too (a
+cycle ``T0 ww T1 wr T0`` is what unisolated writes make); with ``subscribe``
+the group coordinator may rebalance a consumer between polls, so
+``poll-skip`` and ``nonmonotonic-poll`` are allowed.
+
+``strict_cycles`` is kraftwerk's stricter reading: without transactions an
+operation sends one record, so a G0/G1c cycle (or its cycle-exists
+fallback) can only come from offsets that contradict process or real-time
+order, and it counts; with transactions (``txn``) those stay allowed.
 
 Losses are judged by the promise the write's acks level carried (seed 003):
 ``lost-write``/``unseen`` of acks=all (or unknown acks) sends are anomalies;
@@ -42,7 +47,7 @@ from .graph import BudgetExceeded, find_cycles
 from .keycheck import EXAMPLES
 from .project import Projection
 
-from .graph import CLASSES, RW_CLASSES
+from .graph import CLASSES, EXISTS_SPECS, RW_CLASSES
 from .keycheck import ANOMALY_TYPES, WEAK_ACKS
 
 #: prefix of the findings moved out of judgement because their key's final
@@ -59,6 +64,8 @@ NONIDEMPOTENT_DUPLICATE = "duplicate-nonidempotent"
 
 G0_FAMILY = ("G0", "G0-process", "G0-realtime")
 G1C_FAMILY = ("G1c", "G1c-process", "G1c-realtime")
+PL1_EXISTS = ("PL-1-cycle-exists", "strong-PL-1-cycle-exists")
+PL2_EXISTS = ("PL-2-cycle-exists", "strong-PL-2-cycle-exists")
 
 
 @dataclass
@@ -79,11 +86,19 @@ class QueueOptions:
     #: ``duplicate-nonidempotent`` (a retry of a non-idempotent producer)
     #: counts as an anomaly too
     strict_duplicates: bool = False
+    #: infer ww edges from offsets (Jepsen's ``:ww-deps``); off: no ww
+    #: edges, so no G0, and G1c is no longer allowed
+    ww_deps: bool = True
+    #: kraftwerk's stricter reading: G0/G1c cycles count unless ``txn``
+    strict_cycles: bool = False
+    #: keep every example (Jepsen's ``--all-errors``), else a sample
+    all_errors: bool = False
 
 
 #: every type the queue checkers can report
 KNOWN_ANOMALIES = frozenset(ANOMALY_TYPES) | {c[0] for c in CLASSES + RW_CLASSES} | {
-    "G2-item", "G2-item-process", "G2-item-realtime", "lost-acked-write"} | ACKS1_LOSS_TYPES | \
+    "G2-item", "G2-item-process", "G2-item-realtime", "lost-acked-write"} | \
+    {spec[0] for spec in EXISTS_SPECS} | ACKS1_LOSS_TYPES | \
     ACKS0_LOSS_TYPES | {UNVERIFIED + t for t in ABSENCE_TYPES}
 
 
@@ -97,13 +112,18 @@ def allowed_anomalies(opts: QueueOptions) -> frozenset[str]:
         a.add(NONIDEMPOTENT_DUPLICATE)
     if "subscribe" in opts.sub_via:
         a |= {"poll-skip", "nonmonotonic-poll"}
-    if opts.txn:
-        a |= set(G0_FAMILY) | set(G1C_FAMILY)
+    if opts.strict_cycles:
+        if opts.txn:
+            a |= set(G0_FAMILY + G1C_FAMILY + PL1_EXISTS + PL2_EXISTS)
+    else:
+        a |= set(G0_FAMILY + PL1_EXISTS)
+        if opts.ww_deps:
+            a |= set(G1C_FAMILY + PL2_EXISTS)
     return frozenset(a) | opts.also_allowed
 
 
 def merge_key_results(results: Iterable[dict[str, Any]],
-                      unverified: Iterable[str] = ()) -> dict[str, Any]:
+                      unverified: Iterable[str] = (), limit: int | None = EXAMPLES) -> dict[str, Any]:
     """Sum per-key counts, keep the first examples (in key order).
 
     ``unverified``: keys whose final read never completed; their absence
@@ -131,7 +151,10 @@ def merge_key_results(results: Iterable[dict[str, Any]],
             if rename and t in ABSENCE_TYPES:
                 t = UNVERIFIED + t
             lst = examples.setdefault(t, [])
-            room = EXAMPLES - len(lst)
+            if limit is None:
+                lst.extend(exs)
+                continue
+            room = limit - len(lst)
             if room > 0:
                 lst.extend(exs[:room])
         if r["counts"].get("unseen"):
@@ -146,6 +169,30 @@ def merge_key_results(results: Iterable[dict[str, Any]],
             "key_stats": per_key_stats}
 
 
+#: Jepsen's default sample of each type's examples (``condense-error``):
+#: (how many, sort key, keep the largest rather than the smallest)
+_SAMPLE: dict[str, tuple[int, Any, bool]] = {
+    "duplicate": (32, lambda e: e.get("count", 0), False),
+    "inconsistent-offsets": (32, lambda e: len(e.get("values", ())), False),
+    **{t: (8, lambda e: e.get("delta", 0), False)
+       for t in ("int-nonmonotonic-poll", "int-nonmonotonic-send", "nonmonotonic-poll", "nonmonotonic-send")},
+    **{t: (8, lambda e: e.get("delta", 0), True) for t in ("int-poll-skip", "int-send-skip", "poll-skip")},
+    **{t: (8, lambda e: len(e.get("steps", ())), False) for t in G0_FAMILY + G1C_FAMILY},
+}
+
+
+def condense(typ: str, examples: list) -> list:
+    """The examples shown by default, as Jepsen picks them: the shortest
+    cycles, the smallest rewinds, the largest skips (from the examples kept,
+    the first :data:`EXAMPLES` of each key); ``all_errors`` shows all."""
+    rule = _SAMPLE.get(typ)
+    if rule is None:
+        return examples
+    n, key, largest = rule
+    ordered = sorted(examples, key=key)
+    return ordered[-n:] if largest else ordered[:n]
+
+
 def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
            deadline: float | None) -> dict[str, Any]:
     """Run the cross-key cycle search and decide. Returns the ``queue``
@@ -158,13 +205,19 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
     cycle_stats: dict[str, Any] = {}
     try:
         cyc = find_cycles(proj.ops, merged["edges"], merged["committed_info"], rw=opts.rw,
-                          deadline=deadline)
+                          ww=opts.ww_deps, deadline=deadline)
         for t, c in cyc["counts"].items():
             counts[t] = counts.get(t, 0) + c
             examples[t] = cyc["anomalies"][t]
         cycle_stats = cyc["stats"]
+        if "cut_short" in cyc:
+            # Elle's fallback: the cycle-exists types stand for what was
+            # not named; they decide unless rw cycles were asked for
+            cycles_state = f"cut-short: {cyc['cut_short']}"
     except BudgetExceeded as e:
         cycles_state = f"budget-exceeded: {e}" if str(e) else "budget-exceeded"
+    if not opts.all_errors:
+        examples = {t: condense(t, exs) for t, exs in examples.items()}
     allowed = allowed_anomalies(opts)
     types = sorted(counts)
     # an unverified finding would be bad if its key had been readable
@@ -172,7 +225,8 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
     bad = [t for t in types if t not in allowed and not t.startswith(UNVERIFIED)]
     if bad:
         valid: Any = False
-    elif cycles_state != "complete" or inconclusive:
+    elif (cycles_state != "complete" and not (cycles_state.startswith("cut-short") and not opts.rw)) \
+            or inconclusive:
         valid = "unknown"
     else:
         valid = True
@@ -191,5 +245,6 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
         "cross_key_seconds": round(_time.monotonic() - t0, 3),
         "options": {"sub_via": list(opts.sub_via), "txn": opts.txn, "rw": opts.rw,
                     "strict_acks1": opts.strict_acks1,
-                    "strict_duplicates": opts.strict_duplicates},
+                    "strict_duplicates": opts.strict_duplicates, "ww_deps": opts.ww_deps,
+                    "strict_cycles": opts.strict_cycles, "all_errors": opts.all_errors},
     }

@@ -52,6 +52,16 @@ RW_CLASSES: list[tuple[str, frozenset[int], frozenset[int]]] = [
     ("G-single-process", frozenset({WW, WR, RW, PROC}), frozenset({RW, PROC})),
     ("G-single-realtime", frozenset({WW, WR, RW, PROC, RT}), frozenset({RW, RT})),
 ]
+#: Elle's cycle-exists fallbacks, weakest first: (anomaly type, the
+#: isolation level it rules out, the edge types of the subgraph that must be
+#: acyclic for it). Reported when the search for explained cycles is cut
+#: short: an SCC proves a cycle exists without naming it.
+EXISTS_SPECS: list[tuple[str, str, frozenset[int]]] = [
+    ("PL-1-cycle-exists", "read-uncommitted", frozenset({WW})),
+    ("PL-2-cycle-exists", "read-committed", frozenset({WW, WR})),
+    ("strong-PL-1-cycle-exists", "strong-read-uncommitted", frozenset({WW, PROC, RT})),
+    ("strong-PL-2-cycle-exists", "strong-read-committed", frozenset({WW, WR, PROC, RT})),
+]
 CYCLE_EXAMPLES = 8
 _TRIES = 64
 
@@ -83,13 +93,19 @@ def find_cycles(
     committed_info: set[int],
     *,
     rw: bool = False,
+    ww: bool = True,
     deadline: float | None = None,
     max_cyclic_nodes: int = 1_000_000,
 ) -> dict[str, Any]:
     """Search the dependency graph. ``key_edges`` is ``[(key, {"ww": [a, b, a,
-    b, ...], "wr": [...], "rw": [...]})]`` with op indices. Returns
+    b, ...], "wr": [...], "rw": [...]})]`` with op indices; ``ww=False``
+    leaves the ww edges out (Jepsen's ``--no-ww-deps``). Returns
     ``{"anomalies": {class: [cycle examples]}, "counts": {class: n},
-    "stats": {...}}``; raises :class:`BudgetExceeded` past ``deadline``."""
+    "stats": {...}}`` plus ``"cut_short"`` (the reason) when the budget ran
+    out while explaining cycles: the counts then hold Elle's cycle-exists
+    fallbacks (:func:`cycle_exists_cases`) for what was not explained.
+    Raises :class:`BudgetExceeded` when the budget runs out before the
+    cyclic part of the graph is known."""
     t0 = _time.monotonic()
 
     def check_time() -> None:
@@ -115,7 +131,7 @@ def find_cycles(
     src: list[int] = []
     dst: list[int] = []
     typ_: list[int] = []
-    kinds = [("ww", WW), ("wr", WR)] + ([("rw", RW)] if rw else [])
+    kinds = ([("ww", WW)] if ww else []) + [("wr", WR)] + ([("rw", RW)] if rw else [])
     for _key, edges in key_edges:
         for name, t in kinds:
             e = edges.get(name) or ()
@@ -208,6 +224,22 @@ def find_cycles(
                 if a in remaining and b in remaining:
                     edge_keys.setdefault((a, b), key)
 
+    try:
+        _explain_cycles(g, out, rw, n_ops, ops_of, edge_keys, check_time)
+    except BudgetExceeded as e:
+        out["cut_short"] = str(e) or "budget-exceeded"
+        for name, ex in cycle_exists_cases(g, n_ops, ops_of):
+            if name not in out["counts"]:
+                out["counts"][name] = 1
+                out["anomalies"][name] = [ex]
+    stats["seconds"] = round(_time.monotonic() - t0, 3)
+    return out
+
+
+def _explain_cycles(g: nx.DiGraph, out: dict[str, Any], rw: bool, n_ops: int, ops_of: list[int],
+                    edge_keys: dict[tuple[int, int], str], check_time: Callable[[], None]) -> None:
+    """For each class, the shortest cycle of each SCC that the class
+    explains, into ``out``'s counts and examples."""
     classes = CLASSES + (RW_CLASSES if rw else [])
     seen_cycles: set[tuple[int, ...]] = set()
     for name, allowed, required in classes:
@@ -233,8 +265,30 @@ def find_cycles(
             out["counts"][name] = out["counts"].get(name, 0) + 1
             if len(out["anomalies"].setdefault(name, [])) < CYCLE_EXAMPLES:
                 out["anomalies"][name].append(ex)
-    stats["seconds"] = round(_time.monotonic() - t0, 3)
+
+
+def cycle_exists_cases(g: nx.DiGraph, n_ops: int, ops_of: list[int]) -> list[tuple[str, dict[str, Any]]]:
+    """Elle's fallback when cycles cannot all be named in time: for each
+    :data:`EXISTS_SPECS` subgraph, weakest first, a nontrivial SCC proves a
+    cycle of that kind exists. A stronger level is not reported once a
+    weaker one (whose subgraph it contains) already is."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name, level, types in EXISTS_SPECS:
+        if any(types >= EXISTS_SPECS_BY_NAME[n] for n, _ex in out):
+            continue  # redundant: a cycle in a smaller subgraph already rules this out
+        h = nx.DiGraph()
+        h.add_edges_from((a, b) for a, b, d in g.edges(data=True) if d["types"] & types)
+        sccs = [c for c in nx.strongly_connected_components(h) if len(c) > 1]
+        ops = [sorted(ops_of[x] for x in c if x < n_ops) for c in sccs]
+        ops = [o for o in ops if len(o) > 1]
+        if ops:
+            smallest = min(ops, key=len)
+            out.append((name, {"not": level, "subgraph": sorted(TYPE_NAMES[t] for t in types),
+                               "scc-size": len(smallest), "scc": smallest[:64], "sccs": len(ops)}))
     return out
+
+
+EXISTS_SPECS_BY_NAME = {name: types for name, _level, types in EXISTS_SPECS}
 
 
 def _prune(n: int, src: list[int], dst: list[int], check_time: Callable[[], None]) -> set[int]:

@@ -23,6 +23,9 @@ An event is a tuple ``(op, process, type, kind, pairs, time, meta)``:
              non-idempotent producer's internal retry may append a record
              twice (Kafka's at-least-once without idempotence), so the
              duplicate check needs the writer's provenance.
+``committed`` (``info`` sends only, a 9th element) True when some ``ok`` poll
+             read one of the operation's sends, in any key: Jepsen's
+             ``must-have-committed?`` (:func:`_mark_committed_info`).
 """
 
 from __future__ import annotations
@@ -199,6 +202,7 @@ def project(ops: list[Op]) -> Projection:
             raise HistoryError(f"op {inv.index}: malformed {inv.f} value {_short(inv.value)} ({e})") from None
     counts["unfinished"] = len(pending)
 
+    _mark_committed_info(keys)
     if assigns:
         _merge_assigns(keys, assigns)
     return Projection(keys=keys, ops=table, n_ops=len(ops), warnings=warnings, counts=counts)
@@ -207,6 +211,30 @@ def project(ops: list[Op]) -> Projection:
 def _short(v: Any) -> str:
     r = repr(v)
     return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _mark_committed_info(keys: dict[str, list[Event]]) -> set[int]:
+    """An ``info`` operation (it may or may not have happened) must have
+    committed once an ``ok`` poll returned one of its sends, whichever key
+    that send went to; so all its sends, in every key, take part in the
+    version order and can be lost. Marks each ``info`` send event with that
+    verdict (a 9th element) and returns the committed ops."""
+    committed: set[int] = set()
+    info_sends = False
+    for evs in keys.values():
+        read_ok = None
+        for ev in evs:
+            if ev[3] == "w" and ev[2] == "info":
+                info_sends = True
+                if read_ok is None:
+                    read_ok = {v for e in evs if e[3] == "r" and e[2] == "ok" for _o, v in e[4]}
+                if any(v in read_ok for _o, v in ev[4]):
+                    committed.add(ev[0])
+    if info_sends:
+        for k, evs in keys.items():
+            keys[k] = [ev + (ev[0] in committed,) if ev[3] == "w" and ev[2] == "info" else ev
+                       for ev in evs]
+    return committed
 
 
 def _merge_assigns(keys: dict[str, list[Event]], assigns: list) -> None:

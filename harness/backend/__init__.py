@@ -1,2 +1,64 @@
-"""Where node processes run and how faults reach them. ``local``: processes on
-127.0.0.1 with a harness-owned TCP proxy on every directed link."""
+"""Where node processes run and how faults reach them.
+
+* ``local`` (:mod:`.local`): processes on 127.0.0.1 with a harness-owned TCP
+  proxy on every directed link; no root needed.
+* ``netns`` (:mod:`.netns`): one network namespace per node on a bridge,
+  real addresses, iptables faults; needs root.
+* ``docker`` (:mod:`.docker`): one container per node on a labelled network,
+  from an image built here; iptables inside (NET_ADMIN).
+* ``ssh`` (:mod:`.ssh`): hosts from a hosts file (VMs, or the throwaway
+  namespace hosts of ``kraftwerk hosts up``), driven with paramiko.
+
+The three real backends implement the host contract (``Remote``: exec,
+upload, download, start_daemon, signal, address, teardown) that
+:mod:`harness.db.hosted` runs the reference broker on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.config import TestConfig
+from harness.state import RunState
+
+BACKENDS = ("local", "netns", "docker", "ssh")
+
+
+def preflight(cfg: TestConfig) -> Any:
+    """Everything about the backend that can be bad input, checked before
+    anything starts (root, the hosts file, each host reachable with a known
+    key). Returns what ``open_hosts`` needs (the parsed hosts, for ssh)."""
+    if cfg.backend == "netns":
+        from harness.net.netns import require_root
+
+        require_root("--backend netns")
+    elif cfg.backend == "docker":
+        from harness.backend.docker import preflight as docker_preflight
+
+        return docker_preflight()
+    elif cfg.backend == "ssh":
+        from harness.backend.ssh import preflight as ssh_preflight
+
+        assert cfg.hosts is not None
+        return ssh_preflight(cfg.hosts, cfg.node_names(), accept_new=cfg.ssh_accept_new)
+    return None
+
+
+def open_hosts(cfg: TestConfig, run_dir: Path, state: RunState | None, checked: Any = None) -> Any:
+    """The Remote of a real backend, its hosts made (netns, docker) or
+    connected (ssh)."""
+    names = cfg.node_names()
+    if cfg.backend == "netns":
+        from harness.backend.netns import NetnsHosts
+
+        return NetnsHosts.create(names, state, run_dir)
+    if cfg.backend == "docker":
+        from harness.backend.docker import DockerHosts
+
+        return DockerHosts.create(names, state, run_dir)
+    if cfg.backend == "ssh":
+        from harness.backend.ssh import SshHosts
+
+        return SshHosts.open(checked, names, state, run_dir)
+    raise ValueError(f"backend {cfg.backend!r} has no hosts")

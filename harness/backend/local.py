@@ -12,7 +12,8 @@ So a partition of any shape or added latency is a proxy setting, and process
 faults are signals (SIGKILL, SIGSTOP/SIGCONT) or control-endpoint calls
 (clock offset, power loss). Every process is started in its own session,
 carries ``KRAFTWERK_RUN_ID`` and is recorded in the run's state file before
-the harness does anything else with it (``kraftwerk cleanup``).
+the harness does anything else with it (``kraftwerk cleanup``); it holds the
+run's lease and ends on its own when the harness dies (``harness.lease``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +34,7 @@ from typing import Any
 from harness.errors import HarnessError, UsageError
 from harness.proxy import ProxyControl
 from harness.state import RunState
+from harness.timers import Timers
 from nemesis.control import CLIENT, Capability, Link, Unsupported
 
 #: what the local backend can make (no per-message loss: the proxies carry
@@ -144,15 +145,10 @@ class LocalCluster:
         self._storage_mode = "os"
         self.net = ProxyNetwork(self)
         self.clock = ControlClock(self)
-        self._timers: list[threading.Timer] = []
+        self.timers = Timers()
 
     def after(self, delay_ms: int, fn: Any) -> None:
-        """``fn`` on a timer thread after ``delay_ms`` (cancelled by teardown)."""
-        self._timers = [t for t in self._timers if t.is_alive()]
-        t = threading.Timer(delay_ms / 1000, fn)
-        t.daemon = True
-        self._timers.append(t)
-        t.start()
+        self.timers.after(delay_ms, fn)
 
     @property
     def nodes(self) -> "LocalCluster":
@@ -217,9 +213,8 @@ class LocalCluster:
                 stdin=subprocess.DEVNULL,
                 stdout=stdout if stdout is not None else err,
                 stderr=err,
-                start_new_session=True,
-                env=self.state.child_env(),
                 cwd=str(Path(__file__).resolve().parents[2]),
+                **self.state.spawn_options(),  # own session, run id, lease (harness.lease)
             )
         self.state.add_process(p.pid, role, name)
         return p
@@ -421,8 +416,7 @@ class LocalCluster:
                 time.sleep(0.1)
 
     def teardown(self) -> None:
-        for t in self._timers:
-            t.cancel()
+        self.timers.cancel_all()
         if self.proxy is not None:
             self.proxy.close()
         for name, p in list(self.procs.items()):

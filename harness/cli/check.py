@@ -83,17 +83,18 @@ def _fmt_example(ex: Any) -> str:
 
 
 def _summary(res: dict[str, Any], where: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     import sys
+
+    from rich.console import Console
+    from rich.markup import escape  # every value from the history is data, never markup
+    from rich.table import Table
 
     con = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     v = res.get("valid")
     colour = {True: "green", False: "red"}.get(v, "yellow")
     label = {True: "VALID", False: "INVALID"}.get(v, "UNKNOWN")
     st = res.get("stats", {})
-    con.print(f"[bold {colour}]{label}[/]  {where}  "
+    con.print(f"[bold {colour}]{label}[/]  {escape(where)}  "
               f"(model {st.get('model')}, engine {st.get('engine')}, {st.get('ops', 0)} ops, "
               f"{st.get('check_seconds', 0)} s)")
     q = res.get("checkers", {}).get("queue")
@@ -113,14 +114,14 @@ def _summary(res: dict[str, Any], where: str) -> None:
                 name = f"{typ} (key not verified)"
             else:
                 name = f"{typ} (allowed)" if typ in allowed else typ
-            t.add_row(name, str(n), _fmt_example(exs[0])[:160] if exs else "")
+            t.add_row(escape(name), str(n), escape(_fmt_example(exs[0])[:160]) if exs else "")
         con.print(t)
         from checkers.glossary import describe
 
         for typ in res["anomaly_types"]:
             about = describe(typ)
             if about:
-                con.print(f"  [bold]{typ}[/]: {about}", highlight=False)
+                con.print(f"  [bold]{escape(str(typ))}[/]: {escape(about)}", highlight=False)
     dur = res.get("durability") or {}
     if any(b.get("sent") for b in dur.values()):
         t = Table(title="durability", show_edge=False)
@@ -131,22 +132,22 @@ def _summary(res: dict[str, Any], where: str) -> None:
                 continue
             lo, hi = b.get("lost_rate_ci95", [0, 1])
             d = b.get("visibility_delay_ms", {})
-            t.add_row(name, str(b["sent"]), str(b["acked"]), str(b["lost"]),
+            t.add_row(escape(str(name)), str(b["sent"]), str(b["acked"]), str(b["lost"]),
                       f"{b['lost_rate']:.4f}", f"[{lo:.4f}, {hi:.4f}]", str(b.get("unacked_visible", 0)),
                       f"{d.get('p50', 0):.1f} / {d.get('p99', 0):.1f}")
         con.print(t)
     lin = res.get("checkers", {}).get("linearizable")
     if lin is not None and lin.get("valid") is False:
-        con.print(f"not linearizable: key {lin.get('key')}, op {lin.get('op')}")
+        con.print(escape(f"not linearizable: key {lin.get('key')}, op {lin.get('op')}"))
     fr = res.get("checkers", {}).get("final-reads")
     if fr is not None and fr.get("incomplete_keys"):
         keys = fr["incomplete_keys"]
-        shown = ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else "")
+        shown = escape(", ".join(map(str, keys[:8])) + (" ..." if len(keys) > 8 else ""))
         con.print(f"[yellow]no completed final read: {len(keys)} key(s) unverified ({shown})[/]")
     if q is not None and q.get("cycle_search") != "complete":
-        con.print(f"[yellow]cycle search: {q.get('cycle_search')}[/]")
+        con.print(f"[yellow]cycle search: {escape(str(q.get('cycle_search')))}[/]")
     if v == "unknown" and lin is not None:
-        con.print(f"[yellow]linearizability: unknown ({lin.get('cause')})[/]")
+        con.print(f"[yellow]linearizability: unknown ({escape(str(lin.get('cause')))})[/]")
 
 
 @click.command("check")
@@ -174,6 +175,14 @@ def _summary(res: dict[str, Any], where: str) -> None:
               help="Count duplicate-nonidempotent (a value appended twice by a non-idempotent "
                    "producer's retry: at-least-once, allowed by default) as an anomaly. "
                    "Default from test.json's strict_duplicates.")
+@click.option("--no-ww-deps", "no_ww_deps", is_flag=True, default=None,
+              help="Infer no write-write dependencies from offsets (queue; Jepsen's --no-ww-deps): "
+                   "no G0, and G1c cycles are no longer allowed.")
+@click.option("--strict-cycles", is_flag=True, default=None,
+              help="kraftwerk's stricter reading (queue): G0/G1c cycles count unless --txn "
+                   "(Jepsen allows G0 always and G1c with ww deps).")
+@click.option("--all-errors", is_flag=True, default=None,
+              help="Keep every example of every anomaly (queue); by default a sample, as Jepsen's.")
 @click.option("--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
               help="Option for the linearizability model, VALUE as JSON when it parses "
                    "(repeatable), e.g. --model-option 'initial={\"x\":0,\"y\":0}'.")
@@ -181,7 +190,8 @@ def _summary(res: dict[str, Any], where: str) -> None:
 def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
               time_budget: float | None, sub_via: tuple[str, ...], txn: bool | None,
               also_allowed: tuple[str, ...], strict_acks1: bool | None,
-              strict_duplicates: bool | None, model_option: tuple[str, ...], as_json: bool) -> int:
+              strict_duplicates: bool | None, no_ww_deps: bool | None, strict_cycles: bool | None,
+              all_errors: bool | None, model_option: tuple[str, ...], as_json: bool) -> int:
     """Check a history: a run directory, a .jsonl or an .edn file.
 
     \b
@@ -194,7 +204,8 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     model_options = parse_model_options(model_option)
     if model_options and model == "queue":
         raise UsageError("--model-option: the queue model takes no options "
-                         "(use --sub-via, --txn, --allow, --fail-on-acks1-loss, --fail-on-duplicates)")
+                         "(use --sub-via, --txn, --allow, --fail-on-acks1-loss, --fail-on-duplicates, "
+                         "--no-ww-deps, --strict-cycles, --all-errors)")
     warnings: list[str] = []
     ops, run_dir = _load(path, warnings)
     for w in warnings:
@@ -212,7 +223,7 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         if not isinstance(test, dict):
             test = None
     queue_options = None
-    if sub_via or txn or also_allowed:
+    if sub_via or txn or also_allowed or no_ww_deps or strict_cycles or all_errors:
         from checkers.check import queue_options_from_test
         from checkers.queue.checker import KNOWN_ANOMALIES
 
@@ -224,7 +235,10 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         queue_options = type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
                                    also_allowed=frozenset(also_allowed),
                                    strict_acks1=base.strict_acks1,
-                                   strict_duplicates=base.strict_duplicates)
+                                   strict_duplicates=base.strict_duplicates,
+                                   ww_deps=base.ww_deps and not no_ww_deps,
+                                   strict_cycles=bool(strict_cycles) or base.strict_cycles,
+                                   all_errors=bool(all_errors) or base.all_errors)
     invariants = None
     if run_dir is not None and model == "queue":
         from checkers.check import trace_invariants

@@ -1,4 +1,5 @@
-"""``kraftwerk cluster up|down|status``: a local reference-broker cluster.
+"""``kraftwerk cluster up|down|status``: a local reference-broker cluster, or
+with ``--db kafka`` a real Apache Kafka one (``harness.kafka.handcluster``).
 
 ``up`` starts the node processes detached (pids in ``<dir>/cluster.json``),
 waits until every broker is registered and prints the bootstrap servers;
@@ -31,17 +32,25 @@ def register(group: click.Group) -> None:
         """Run a local cluster of reference-broker nodes."""
 
     @cluster.command("up")
+    @click.option("--db", type=click.Choice(["reference", "kafka"]), default="reference", show_default=True)
+    @click.option("--kafka-version", default="4.4.0", show_default=True, help="--db kafka: release from Maven Central")
+    @click.option("--kafka-home", type=click.Path(file_okay=False), help="--db kafka: a Kafka binary distribution")
     @click.option("--brokers", type=int, default=3, show_default=True)
     @click.option("--controllers", type=int, default=3, show_default=True)
-    @click.option("--base-port", type=int, default=19092, show_default=True)
+    @click.option("--base-port", type=int, default=19092, show_default=True, help="first port (node i: base+i, its control base+100+i); 0: free ports chosen by the kernel")
     @click.option("--dir", "dir", default="results/cluster", show_default=True, help="state and data directory")
     @click.option("--combined", is_flag=True, help="run broker and controller roles in the same processes")
     @click.option("--storage-mode", type=click.Choice(["os", "memory-cache"]), default="os", show_default=True)
-    @click.option("--set", "overrides", multiple=True, help="key=value config for every node (repeatable)")
+    @click.option("--set", "overrides", multiple=True,
+                  help="key=value config for every node (repeatable; server.properties with --db kafka)")
     @click.option("--timeout", type=float, default=60.0, show_default=True, help="seconds to wait for the brokers")
     @click.option("--json", "as_json", is_flag=True)
-    def up(brokers, controllers, base_port, dir, combined, storage_mode, overrides, timeout, as_json):
+    def up(db, kafka_version, kafka_home, brokers, controllers, base_port, dir, combined, storage_mode, overrides,
+           timeout, as_json):
         """Start the nodes and print the bootstrap servers."""
+        if db == "kafka":
+            return _kafka_up(kafka_version, kafka_home, brokers, controllers, base_port, dir, combined, overrides,
+                             timeout, as_json)
         from harness.cli.node import build_options
         from reference_impl.server.launcher import ClusterError, LocalCluster, pid_alive
 
@@ -57,7 +66,7 @@ def register(group: click.Group) -> None:
             raise UsageError(str(e)) from None
         try:
             existing = LocalCluster.load(dir)
-            if any(n.pid and pid_alive(n.pid) for n in existing.nodes):
+            if any(n.running() for n in existing.nodes):
                 raise UsageError(f"a cluster is already running in {dir}; run `kraftwerk cluster down --dir {dir}` first")
         except ClusterError:
             pass
@@ -80,6 +89,12 @@ def register(group: click.Group) -> None:
     @click.option("--timeout", type=float, default=40.0, show_default=True, help="grace period before SIGKILL")
     def down(dir, timeout):
         """Stop every node (controlled shutdown)."""
+        from harness.kafka import handcluster
+
+        if handcluster.load(dir) is not None:
+            for name, clean in sorted(handcluster.down(dir, timeout).items()):
+                click.echo(f"node {name}: {'stopped' if clean else 'killed after timeout'}")
+            return
         c = _load(dir)
         res = c.down(timeout)
         for nid, clean in sorted(res.items()):
@@ -90,6 +105,19 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True)
     def status(dir, as_json):
         """Show each node: pid, alive, partitions it leads, quorum role."""
+        from harness.kafka import handcluster
+
+        if handcluster.load(dir) is not None:
+            st = handcluster.status(dir)
+            if as_json:
+                click.echo(json.dumps(st))
+                return
+            for r in st["nodes"]:
+                click.echo(f"{r['name']} id={r['node_id']} roles={','.join(r['roles'])} "
+                           f"port={r['port'] if 'broker' in r['roles'] else r['controller_port']} "
+                           f"pid={r['pid'] or '-'} alive={'yes' if r['alive'] else 'no'}")
+            click.echo(f"bootstrap: {st['bootstrap']}  (Kafka {st['version']})")
+            return
         c = _load(dir)
         rows = c.status()
         if as_json:
@@ -109,3 +137,21 @@ def register(group: click.Group) -> None:
             )
         Console().print(t)
         click.echo(f"bootstrap: {c.bootstrap}")
+
+
+def _kafka_up(version, home, brokers, controllers, base_port, dir, combined, overrides, timeout, as_json) -> None:
+    from harness.config import build_config
+    from harness.db.kafka import preflight
+    from harness.kafka import handcluster
+
+    cfg = build_config(None, {"db": "kafka", "kafka_version": version, "kafka_home": home,
+                              "kafka_config": list(overrides), "brokers": brokers, "controllers": controllers,
+                              "combined": combined, "base_port": base_port, "rf": min(3, brokers),
+                              "min_isr": min(2, brokers), "seed": 1})
+    preflight(cfg)
+    st = handcluster.up(cfg, dir, timeout)
+    if as_json:
+        click.echo(json.dumps({"bootstrap": st["bootstrap"], "dir": dir, "version": st["version"],
+                               "nodes": st["nodes"]}))
+    else:
+        click.echo(st["bootstrap"])

@@ -96,6 +96,7 @@ def build_options(
     seed: int | None = None,
     advertise: str | None = None,
     peers: tuple[str, ...] = (),
+    log_dir: str | None = None,
 ) -> Any:
     from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
     from reference_impl.server.runtime import NodeOptions
@@ -145,10 +146,12 @@ def build_options(
     ctl = parse_hostport(control, "--control") if control else None
     if not data_dir:
         raise UsageError("--data-dir is required")
-    try:
-        os.makedirs(data_dir, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--data-dir {data_dir}: {e.strerror}") from None
+    for flag, d in (("--data-dir", data_dir), ("--log-dir", log_dir)):
+        try:
+            if d:
+                os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"{flag} {d}: {e.strerror}") from None
     peer_addresses: dict[int, tuple[str, int]] = {}
     for item in peers:
         for part in item.split(","):
@@ -172,6 +175,7 @@ def build_options(
         seed=seed,
         advertise=parse_hostport(advertise, "--advertise") if advertise else None,
         peer_addresses=peer_addresses,
+        log_dir=log_dir,
     )
 
 
@@ -182,6 +186,7 @@ def register(group: click.Group) -> None:
     @click.option("--listen", required=True, help="HOST:PORT for clients and peers")
     @click.option("--controller-quorum", "quorum", required=True, help="ID@HOST:PORT,... of the controllers")
     @click.option("--data-dir", required=True, help="log and checkpoint directory")
+    @click.option("--log-dir", default=None, help="trace.jsonl, node.log, node.pid (default: --data-dir)")
     @click.option("--config", "config", default=None, help="server.properties-style file")
     @click.option("--control", default=None, help="HOST:PORT of the HTTP/JSON control endpoint")
     @click.option(
@@ -195,10 +200,14 @@ def register(group: click.Group) -> None:
     @click.option("--advertise", default=None, help="HOST:PORT registered for clients (Metadata); default --listen")
     @click.option("--peer", "peers", multiple=True, help="ID=HOST:PORT[,...]: where to reach a peer node (wins over registrations)")
     @click.option("-v", "--verbose", is_flag=True, help="debug logging in node.log")
-    def node_cmd(node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers, verbose):
+    def node_cmd(node_id, roles, listen, quorum, data_dir, log_dir, config, control, storage_mode, overrides, seed, advertise, peers, verbose):
         """Run one reference-broker node (foreground; SIGTERM = controlled shutdown)."""
+        from harness.lease import arm
+
+        arm()  # a harness-started node ends with its harness; a `cluster up` node has no lease
         opts = build_options(
-            node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers
+            node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers,
+            log_dir,
         )
         from reference_impl.server.runtime import run_node
 

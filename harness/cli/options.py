@@ -17,7 +17,19 @@ from nemesis.faults import KINDS
 _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file of settings (flags win)."),
     click.option("--name", help="Test name (results/<name>/...)."),
-    click.option("--db", type=click.Choice(["reference", "external"]), help="reference (bundled broker) or external."),
+    click.option("--hosts", type=click.Path(dir_okay=False),
+                 help="Hosts file for --backend ssh (kraftwerk hosts up writes one)."),
+    click.option("--ssh-accept-new", is_flag=True, default=None,
+                 help="Trust a host key seen for the first time (default: known_hosts only)."),
+    click.option("--net-cut", type=click.Choice(["drop", "reject"]),
+                 help="Partitions drop packets (default) or refuse TCP with a reset (kernel backends)."),
+    click.option("--db", type=click.Choice(["reference", "external", "kafka"]),
+                 help="reference (bundled broker), kafka (real Apache Kafka, KRaft) or external."),
+    click.option("--kafka-version", help="--db kafka: the Kafka release to fetch from Maven Central (default 4.4.0)."),
+    click.option("--kafka-home", type=click.Path(file_okay=False),
+                 help="--db kafka: use this Kafka binary distribution (its libs/)."),
+    click.option("--kafka-config", "kafka_config", multiple=True, metavar="KEY=VALUE",
+                 help="--db kafka: a server.properties override for every node (repeatable)."),
     click.option("--bootstrap", help="HOST:PORT[,...] of an external cluster (--db external)."),
     click.option("--brokers", type=int, help="Broker count (default 3)."),
     click.option("--controllers", type=int, help="KRaft voter count (default 3)."),
@@ -50,6 +62,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--seed", type=int, help="Seed for every random choice (recorded in test.json)."),
     click.option("--out", type=click.Path(file_okay=False), help="Results directory (default results)."),
     click.option("--base-port", type=int, help="Real processes: first port to use on 127.0.0.1 (default: free ports)."),
+    click.option("--storage", type=click.Choice(["file", "pagecache", "lazyfs"]),
+                 help="How power loss loses un-fsynced writes: never (file), the broker's emulation (pagecache), "
+                      "or kraftwerk fs under each node (lazyfs, netns; the default there for power-loss faults)."),
+    click.option("--flush-messages", type=int,
+                 help="log.flush.interval.messages: fsync every N messages (default 0: never)."),
     click.option("--op-timeout", type=float, help="Seconds before a client op is recorded as info (default 10)."),
     click.option("--link-latency-ms", type=int, help="Simulator: each message's minimum delay (default 1)."),
     click.option("--link-jitter-ms", type=float, help="Simulator: mean extra delay, exponential (default 2)."),
@@ -75,14 +92,21 @@ def parse_protocol(items: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def config_from_flags(backend: str, flags: dict[str, Any]) -> TestConfig:
-    """The one configuration from a YAML file and flags (flags win)."""
+def config_from_flags(backend: str | None, flags: dict[str, Any]) -> TestConfig:
+    """The one configuration from a YAML file and flags (flags win).
+    ``backend`` is the command's: ``sim`` for ``kraftwerk sim`` (a file's
+    real backend is for ``kraftwerk run``: one file serves both commands),
+    the ``--backend`` flag or None for ``kraftwerk run`` (the file's, else
+    local)."""
     config_file = flags.pop("config_file", None)
     file_values = load_yaml(config_file) if config_file else {}
     variant, protocol = flags.pop("variant", ()), flags.pop("protocol", ())
+    flags["kafka_config"] = list(flags.get("kafka_config") or ()) or None
     if variant:
         flags["variants"] = parse_variants(variant)
     if protocol:
         flags["protocol"] = {**file_values.get("protocol", {}), **parse_protocol(protocol)}
-    file_values.pop("backend", None)  # the command is the runtime: one file runs on both
+    file_backend = file_values.pop("backend", None)
+    if backend is None:
+        backend = "local" if file_backend is None or file_backend == "sim" else file_backend
     return build_config(file_values, {**flags, "backend": backend})

@@ -15,6 +15,9 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 
 @click.command("run")
 @test_options
+@click.option("--backend", type=click.Choice(["local", "netns", "docker", "ssh"]),
+              help="Where nodes run: local processes behind proxies (default), network namespaces, containers, "
+                   "or ssh hosts.")
 @click.option("--test-count", type=int, help="Run the test N times with seeds seed, seed+1, ...")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
 def run_cmd(as_json: bool, no_progress: bool, **flags: Any) -> int:
@@ -33,7 +36,7 @@ def run_cmd(as_json: bool, no_progress: bool, **flags: Any) -> int:
         # SIGTERM tears the cluster down like Ctrl-C (a SIGKILL needs `kraftwerk cleanup`)
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
-    cfg = config_from_flags("local", flags)
+    cfg = config_from_flags(flags.pop("backend", None), flags)
     outcomes = []
     worst = 0
     assert cfg.seed is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -33,10 +34,11 @@ class ExternalDB:
 
 
 def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float, expect_brokers: int = 1,
-                  check_rf: bool = False) -> None:
+                  check_rf: bool = False, alive: Callable[[], None] | None = None) -> None:
     """Create the test's topics (CreateTopics, or auto-creation where a cluster
     has no CreateTopics handler, like librdkafka's mock) and wait until every
-    topic-partition has a leader."""
+    topic-partition has a leader. ``alive`` raises if the cluster's processes
+    died meanwhile (so a node that cannot start is named at once)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": 5000})
     want = {t: cfg.partitions for t in cfg.topic_names()}
     deadline = time.monotonic() + timeout
@@ -48,6 +50,8 @@ def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float, expect_broker
             err = f"{len(md.brokers)} of {expect_brokers} brokers registered"
         except KafkaException as e:
             err = e.args[0].str()
+        if alive is not None:
+            alive()
         if time.monotonic() > deadline:
             raise HarnessError(f"cannot reach {bootstrap}: {err}")
         time.sleep(0.5)

@@ -1,6 +1,6 @@
 """Host librdkafka's built-in mock cluster in this process and print its
-bootstrap servers, so ``--db external`` can be exercised against a Kafka
-implementation nobody in this project wrote (notes/kafka-wire.md).
+bootstrap servers: a Kafka implementation nobody in this project wrote,
+which bench/harness_overhead.py uses to measure the harness alone (notes/kafka-wire.md).
 
     python -m harness.db.mock_cluster --brokers 3
     # prints: 127.0.0.1:PORT,127.0.0.1:PORT,127.0.0.1:PORT   then serves until SIGTERM or SIGINT

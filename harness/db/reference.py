@@ -47,6 +47,8 @@ def node_settings(cfg: TestConfig) -> list[str]:
     props["default.replication.factor"] = str(cfg.rf)
     props["num.partitions"] = str(cfg.partitions)
     props.update({k.replace("_", "."): str(v) for k, v in cfg.protocol.items()})
+    if cfg.flush_messages:
+        props["log.flush.interval.messages"] = str(cfg.flush_messages)
     for name, on in sorted(cfg.variants.items()):
         props[f"variant.{name}"] = "on" if on else "off"
     out: list[str] = []

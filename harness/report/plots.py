@@ -1,7 +1,11 @@
-"""latency-raw.png and rate.png with matplotlib (Agg: no display, no gnuplot).
+"""latency-raw.png, latency-quantiles.png and rate.png with matplotlib (Agg:
+no display, no gnuplot).
 
-Both shade the intervals when faults were active, so a reader sees at a glance
-whether latency spikes and throughput drops line up with the nemesis.
+Every plot shades the intervals when faults were active, so a reader sees at
+a glance whether latency spikes and throughput drops line up with the
+nemesis. Large histories are thinned for the raw scatter (every ``fail`` and
+``info`` kept, ``ok`` points sampled evenly down to ``MAX_POINTS`` per
+series): a million dots draw as a solid band and take minutes.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from checkers.history.op import Op  # noqa: E402
 
+MAX_POINTS = 20_000
 COLOURS = {"ok": "#2a9d43", "fail": "#d62828", "info": "#e9a100"}
 FAULT_COLOURS = ["#8ecae6", "#cdb4db", "#ffc8dd", "#bde0fe", "#fde68a", "#c7f9cc", "#e5e5e5", "#f4a261"]
 
@@ -70,6 +75,11 @@ def fault_intervals(ops: list[Op]) -> list[Interval]:
     return out
 
 
+def pairs(ops: list[Op]) -> list[tuple[Op, Op]]:
+    """(invocation, completion) of every client operation that completed."""
+    return _pairs(ops)
+
+
 def _pairs(ops: list[Op]) -> list[tuple[Op, Op]]:
     pending: dict[Any, Op] = {}
     out = []
@@ -83,6 +93,11 @@ def _pairs(ops: list[Op]) -> list[tuple[Op, Op]]:
             if inv is not None:
                 out.append((inv, op))
     return out
+
+
+def shade(ax: Any, intervals: list[Interval], end: float) -> None:
+    """Fault intervals as coloured bands behind a time-series plot."""
+    _shade(ax, intervals, end)
 
 
 def _shade(ax: Any, intervals: list[Interval], end: float) -> None:
@@ -108,20 +123,71 @@ def latency_plot(ops: list[Op], intervals: list[Interval], path: Path) -> None:
         xs, ys = groups[(inv.f, comp.type)]
         xs.append(inv.time / 1e9)
         ys.append(lat_ms)
+    thinned = False
     for (f, t), (xs, ys) in sorted(groups.items()):
+        if t == "ok" and len(xs) > MAX_POINTS:
+            step = len(xs) / MAX_POINTS
+            keep = [int(i * step) for i in range(MAX_POINTS)]
+            xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
+            thinned = True
         ax.scatter(xs, ys, s=6, c=COLOURS.get(t, "#555"), marker=markers.get(f, "s"), label=f"{f} {t}", alpha=0.7, lw=0)
     ax.set_yscale("log")
-    _finish(fig, ax, path, "latency per operation", "latency (ms)", end, bool(groups or intervals))
+    title = "latency per operation" + (f" (ok points sampled to {MAX_POINTS} per series)" if thinned else "")
+    _finish(fig, ax, path, title, "latency (ms)", end, bool(groups or intervals))
+
+
+def quantile_series(pairs: list[tuple[Op, Op]], buckets: int = 120) -> dict[str, dict[str, list[float]]]:
+    """Per f: the time buckets' start (s) and p50/p95/p99/max latency (ms)
+    of the ok operations invoked in them (empty buckets left out)."""
+    end = max((c.time for _, c in pairs), default=0) / 1e9
+    width = max(end / buckets, 0.001)
+    by: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for inv, comp in pairs:
+        if comp.type == "ok":
+            by[inv.f][int(inv.time / 1e9 / width)].append(max((comp.time - inv.time) / 1e6, 0.01))
+    out: dict[str, dict[str, list[float]]] = {}
+    for f, bs in by.items():
+        s: dict[str, list[float]] = {"t": [], "p50": [], "p95": [], "p99": [], "max": []}
+        for b in sorted(bs):
+            xs = sorted(bs[b])
+            s["t"].append((b + 0.5) * width)
+            for q, name in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"), (1.0, "max")):
+                s[name].append(xs[min(len(xs) - 1, int(q * len(xs)))])
+        out[f] = s
+    return out
+
+
+def latency_quantiles_plot(ops: list[Op], intervals: list[Interval], path: Path) -> None:
+    """Jepsen's latency-quantiles: p50, p95, p99 and max per time bucket, one
+    colour per function, the quantiles as line styles."""
+    series = quantile_series(_pairs(ops))
+    end = max((o.time for o in ops), default=0) / 1e9
+    fig, ax = plt.subplots(figsize=(10, 4.2), dpi=100)
+    _shade(ax, intervals, end)
+    colours = {"send": "#1f5fbf", "poll": "#8a3ffc"}
+    styles = {"p50": "-", "p95": "--", "p99": "-.", "max": ":"}
+    for f, s in sorted(series.items()):
+        for q, ls in styles.items():
+            ax.plot(s["t"], s[q], ls, color=colours.get(f, "#555"), lw=1.3 if q == "p50" else 1.0,
+                    label=f"{f} {q}")
+    ax.set_yscale("log")
+    _finish(fig, ax, path, "latency quantiles of ok operations", "latency (ms)", end, bool(series or intervals))
+
+
+#: a history's span sets the bucket count; past this many the buckets widen
+#: (a hostile 10^16 ns timestamp must not ask for 10^7 buckets per series)
+MAX_BUCKETS = 2000
 
 
 def rate_plot(ops: list[Op], intervals: list[Interval], path: Path, bucket: float = 1.0) -> None:
-    end = max((o.time for o in ops), default=0) / 1e9
-    n = int(end / bucket) + 1
+    end = max(max((o.time for o in ops), default=0) / 1e9, 0.0)
+    bucket = max(bucket, end / MAX_BUCKETS)
+    n = min(int(end / bucket) + 1, MAX_BUCKETS + 1)
     series: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * n)
     for op in ops:
         if op.process == "nemesis" or op.type == "invoke":
             continue
-        series[(op.f, op.type)][min(int(op.time / 1e9 / bucket), n - 1)] += 1
+        series[(op.f, op.type)][min(max(int(op.time / 1e9 / bucket), 0), n - 1)] += 1
     fig, ax = plt.subplots(figsize=(10, 4), dpi=100)
     _shade(ax, intervals, end)
     xs = [i * bucket for i in range(n)]

@@ -15,11 +15,14 @@ from checkers.glossary import describe
 from checkers.history.jsonl import read_jsonl
 from harness import store
 
-from .plots import fault_intervals, latency_plot, rate_plot
+from .figures import draw_all
+from .plots import fault_intervals
+from .tables import table
 from .timeline import example_ops, timeline_context
 
 MAX_EXAMPLES = 5
 MAX_EXAMPLE_CHARS = 600
+MAX_INTERVALS = 200
 
 _env = Environment(
     loader=PackageLoader("harness.report", "templates"),
@@ -27,6 +30,11 @@ _env = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def env() -> Environment:
+    """The report's Jinja2 environment (autoescaped), for the site's pages."""
+    return _env
 
 
 def _short(x: Any) -> str:
@@ -185,23 +193,26 @@ def _logs(run_dir: Path) -> list[str]:
 
 
 def render_report(run_dir: str | Path) -> Path:
+    """index.html, timeline.html and every plot of a run directory."""
     run_dir = Path(run_dir)
     warnings: list[str] = []
     ops = read_jsonl(run_dir / store.HISTORY, warnings)
     test = store.read_json(run_dir / store.TEST) if (run_dir / store.TEST).exists() else {}
     result = store.read_json(run_dir / store.RESULTS) if (run_dir / store.RESULTS).exists() else {"valid": "unknown"}
     intervals = fault_intervals(ops)
-    latency_plot(ops, intervals, run_dir / "latency-raw.png")
-    rate_plot(ops, intervals, run_dir / "rate.png")
+    figures = draw_all(run_dir, ops, test, result, intervals, warnings)
     label, css = _verdict(result.get("valid"))
-    title = f"{test.get('name', run_dir.parent.name)} — {run_dir.name}"
+    name = test.get("name") or (test.get("options") or {}).get("test_name") or run_dir.parent.name
+    title = f"{name} — {run_dir.name}"
     anomalies = _anomalies(result)
     durability = _durability(result)
     focus = [i for a in anomalies for e in a["examples"] for i in e["ops"]]
     focus += [i for d in durability for e in d["examples"] for i in e["ops"]]
+    focus += [s["from"] for c in figures["cycles"] for s in c["steps"] if isinstance(s["from"], int)]
     timeline = render_timeline(run_dir, ops, intervals, focus, title=title, verdict=(label, css))
-    files = [f for f in ("history.jsonl", "history.edn", "results.json", "test.json", "nemesis.jsonl")
+    files = [f for f in ("history.jsonl", "history.edn", "results.json", "test.json", "nemesis.jsonl", "summary.json")
              if (run_dir / f).exists()]
+    checkers = {str(k): table(_without(c, ("anomalies", "examples"))) for k, c in (result.get("checkers") or {}).items()}
     html = _env.get_template("index.html.j2").render(
         title=title,
         verdict=label,
@@ -210,23 +221,31 @@ def render_report(run_dir: str | Path) -> Path:
         timeline=timeline.name,
         summary=_summary(ops, intervals),
         error=result.get("error"),
-        config=[(str(k), _short(v)) for k, v in test.items()],
+        config=table(test, limit=120),
         anomalies=anomalies,
         durability=durability,
-        stats=[(str(k), _short(v)) for k, v in (result.get("stats") or {}).items()],
-        checkers=[(str(k), _short(v)) for k, v in (result.get("checkers") or {}).items()],
+        stats=table(result.get("stats") or {}),
+        checkers=checkers,
         intervals=[
             {"fault": iv.fault, "start": f"{iv.start:.2f}", "stop": "—" if iv.stop is None else f"{iv.stop:.2f}",
              "value": _short(iv.value)}
-            for iv in intervals
+            for iv in intervals[:MAX_INTERVALS]
         ],
+        intervals_more=max(0, len(intervals) - MAX_INTERVALS),
         files=files,
         logs=_logs(run_dir),
-        warnings=list(result.get("warnings") or []) + warnings,
+        warnings=list(result.get("warnings") or [])[:20] + warnings[:20],
+        fig=figures,
+        ops_total=len(ops),
     )
     out = run_dir / store.INDEX
     out.write_text(html, encoding="utf-8")
     return out
+
+
+def _without(obj: Any, keys: tuple[str, ...]) -> Any:
+    """A checker's output less its examples (the anomaly table shows those)."""
+    return {k: v for k, v in obj.items() if k not in keys} if isinstance(obj, dict) else obj
 
 
 def _summary(ops: list[Any], intervals: list[Any]) -> str:

@@ -18,8 +18,11 @@ Variants (ARCHITECTURE.md, principle 2). Each defaults to today's Kafka:
 * ``strict_isr_expand`` on — ISR expansion also requires the follower's LEO to
   reach the leader-epoch start offset. Off: only LEO >= HW is checked.
 * ``maximal_isr`` on — ISR changes take effect only once the controller
-  commits them (pending shrink keeps the old ISR for the HW). Off: the leader
-  applies a shrink locally before the controller commits it.
+  commits them: a pending shrink keeps the old ISR for the HW, a pending
+  expansion does not count for the min-ISR gate or acks=all (KIP-497 and
+  seed 002's example). Off: the leader applies both a shrink and an
+  expansion locally before the controller commits them (the pre-KIP-497
+  leader), so the HW may advance on an ISR the controller never wrote.
 """
 
 from __future__ import annotations

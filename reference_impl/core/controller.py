@@ -28,8 +28,12 @@ and the broker retries.
 
 Node API (``core/node.py`` calls these)::
 
-    role.start(now) / role.handle(msg, now, src) / role.tick(now) -> list[Effect]
-    role.begin_shutdown(now)    # resign quorum leadership before halting
+    role.start(now, mono) / role.handle(msg, now, src, mono) / role.tick(now, mono) -> list[Effect]
+    role.begin_shutdown(now, mono)  # resign quorum leadership before halting
+
+``now`` is the node's wall clock (the KRaft timers read it, as Kafka's
+Raft client reads ``time.milliseconds()``), ``mono`` its monotonic clock
+(broker sessions, recovery deadlines); ``mono=None`` means the two agree.
     role.leader_id              # the quorum leader (-1 unknown)
     role.is_active              # this node is the active controller
     role.committed_entries(after_offset) -> list[MetadataEntry]
@@ -119,6 +123,7 @@ from .metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistratio
 from .partition_change import BALANCED, PartitionChangeBuilder
 from .raft import RAFT_MESSAGES, RaftReplica
 from .storage import StoredState
+from .topic_names import topic_name_error
 
 CONTROLLER_REQUESTS: Final = (
     BrokerRegistrationRequest,
@@ -197,6 +202,12 @@ class ControllerRole:
         self._shutdown_offsets: dict[NodeId, int] = {}
         self._assign_cursor = 0
         self._now = 0
+        #: monotonic time of the current call, and wall minus monotonic: the
+        #: broker sessions and the recovery deadlines are monotonic, as
+        #: Kafka's BrokerHeartbeatManager and controller event queue read
+        #: ``time.nanoseconds()`` (docs/architecture.md, "Clocks")
+        self._mono = 0
+        self._skew = 0
         #: unclean recoveries in progress (active controller only)
         self._recoveries: dict[TopicPartition, _Recovery] = {}
         self._recovery_ids = 0
@@ -227,12 +238,17 @@ class ControllerRole:
         hi = r.high_watermark - r.log_start
         return list(r.log[lo:hi]) if hi > lo else []
 
-    def start(self, now: int) -> list[Effect]:
+    def _clock(self, now: int, mono: int | None) -> None:
         self._now = now
+        self._mono = now if mono is None else mono
+        self._skew = now - self._mono
+
+    def start(self, now: int, mono: int | None = None) -> list[Effect]:
+        self._clock(now, mono)
         return self._finish(self.raft.start(now), now)
 
-    def handle(self, msg: Any, now: int, src: NodeId | None = None) -> list[Effect]:
-        self._now = now
+    def handle(self, msg: Any, now: int, src: NodeId | None = None, mono: int | None = None) -> list[Effect]:
+        self._clock(now, mono)
         if isinstance(msg, RAFT_MESSAGES):
             return self._finish(self.raft.handle(msg, now, src), now)
         out: list[Effect] = []
@@ -252,26 +268,29 @@ class ControllerRole:
             raise TypeError(f"ControllerRole cannot handle {type(msg).__name__}")
         return self._finish(out, now)
 
-    def begin_shutdown(self, now: int) -> list[Effect]:
+    def begin_shutdown(self, now: int, mono: int | None = None) -> list[Effect]:
         """A controlled shutdown of this controller: if it leads the quorum it
         resigns (EndQuorumEpoch), so the others elect at once instead of
         waiting for the fetch timeout. Call before halting the node."""
-        self._now = now
+        self._clock(now, mono)
         return self._after(self.raft.resign(now), now)
 
-    def tick(self, now: int) -> list[Effect]:
-        self._now = now
+    def tick(self, now: int, mono: int | None = None) -> list[Effect]:
+        self._clock(now, mono)
         out = self.raft.tick(now)
         out = self._finish(out, now)
         if self._work is not None:
+            mono_now = self._mono
+            # BrokerHeartbeatManager: a session is judged on the monotonic
+            # clock, so a wall-clock jump on the controller fences no broker
             expired = sorted(
                 b for b, deadline in self._sessions.items()
-                if deadline <= now and b in self._work.brokers and not self._work.brokers[b].fenced
+                if deadline <= mono_now and b in self._work.brokers and not self._work.brokers[b].fenced
             )
             for b in expired:
                 # seed 001 §1.2.2: no heartbeat within the session timeout -> fenced
                 self._fence(b, "session expired")
-            for b in [b for b, d in self._sessions.items() if d <= now]:
+            for b in [b for b, d in self._sessions.items() if d <= mono_now]:
                 del self._sessions[b]
             if expired:
                 out = self._finish(out, now)
@@ -297,7 +316,7 @@ class ControllerRole:
             if self._scan_pending:
                 self._scan_pending = False
                 self._elect_leaderless("controller activated")
-            self._drive_recoveries(now)
+            self._drive_recoveries(self._mono)
             out = self._after(out, now)
         return out
 
@@ -313,13 +332,15 @@ class ControllerRole:
         if self._outbox:
             out += self._outbox
             self._outbox = []
+        # Timer takes wall time: a monotonic deadline is moved by the skew
         if self._work is not None and self._sessions:
-            out.append(Timer(min(self._sessions.values())))
+            out.append(Timer(min(self._sessions.values()) + self._skew))
         if self._work is not None and self._recoveries:
             # a deadline already passed is not a wake-up any more (the first answer elects)
+            mono = self._mono
             out.append(
-                Timer(min(min(r.next_resend, r.deadline) if r.deadline > now else r.next_resend
-                          for r in self._recoveries.values()))
+                Timer(min(min(r.next_resend, r.deadline) if r.deadline > mono else r.next_resend
+                          for r in self._recoveries.values()) + self._skew)
             )
         return out
 
@@ -362,7 +383,7 @@ class ControllerRole:
             self._scan_pending = True
             # every live broker gets a fresh session: we cannot know when it last heartbeated
             self._sessions = {
-                b: now + self.config.broker_session_timeout_ms
+                b: self._mono + self.config.broker_session_timeout_ms
                 for b, reg in self.image.brokers.items()
                 if not reg.fenced
             }
@@ -458,7 +479,7 @@ class ControllerRole:
     def _start_recovery(self, b: PartitionChangeBuilder, epoch: int) -> None:
         assert b.recovery_strategy is not None
         self._recovery_ids += 1
-        now = self._now
+        now = self._mono
         self._recoveries[b.tp] = _Recovery(
             tp=b.tp,
             strategy=b.recovery_strategy,
@@ -489,7 +510,7 @@ class ControllerRole:
                 continue  # seed 002: a leader epoch newer than this recovery's fences it
             rec.answers[msg.broker_id] = (info.last_written_leader_epoch, info.log_end_offset)
 
-    def _drive_recoveries(self, now: int) -> None:
+    def _drive_recoveries(self, mono: int) -> None:
         """Move every recovery on: keep the set of asked replicas equal to the
         active ones, drop recoveries the rules no longer call for, and elect
         the longest log once the strategy's wait is over."""
@@ -519,7 +540,7 @@ class ControllerRole:
                 if r not in rec.asked and self._is_active_broker(r):
                     rec.asked[r] = self._work.brokers[r].broker_epoch
                     self._ask(rec, r)
-            leader = self._recovery_choice(rec, p, now)
+            leader = self._recovery_choice(rec, p, mono)
             if leader is not None:
                 del self._recoveries[tp]
                 # the answers go into the record's reason: the metadata log shows why this leader
@@ -529,19 +550,19 @@ class ControllerRole:
                 if change is not None:
                     self._write(change.record)
                 continue
-            if now >= rec.next_resend:
+            if mono >= rec.next_resend:
                 for r in rec.asked:
                     if r not in rec.answers:
                         self._ask(rec, r)
-                rec.next_resend = now + self._recovery_resend_ms
+                rec.next_resend = mono + self._recovery_resend_ms
 
-    def _recovery_choice(self, rec: _Recovery, p: PartitionRegistration, now: int) -> NodeId | None:
+    def _recovery_choice(self, rec: _Recovery, p: PartitionRegistration, mono: int) -> NodeId | None:
         """The longest log once the strategy's wait is over, else None."""
         if not rec.answers:
             return None
         if rec.strategy == BALANCED and not all(r in rec.answers for r in p.last_known_elr):
             return None
-        if now < rec.deadline and not all(r in rec.answers for r in rec.asked):
+        if mono < rec.deadline and not all(r in rec.answers for r in rec.asked):
             return None
         order = {r: i for i, r in enumerate(p.replicas)}
         # seed 002: the highest leader epoch, then the longest log end offset
@@ -585,7 +606,7 @@ class ControllerRole:
             self._answer_after_commit(dst, BrokerRegistrationResponse(Errors.NONE, existing.broker_epoch), failover)
             return []
         if existing is not None and not existing.fenced:
-            if self._sessions.get(req.broker_id, now) > now:
+            if self._sessions.get(req.broker_id, self._mono) > self._mono:
                 # ClusterControlManager.registerBroker: another incarnation
                 # still holds a live session (a broker restarted within the
                 # session timeout, or a second process with the same id); it
@@ -609,7 +630,7 @@ class ControllerRole:
                 req.broker_id, epoch, req.incarnation_id, req.endpoint, fenced=True, unclean_shutdown=unclean
             )
         )
-        self._sessions[req.broker_id] = now + self.config.broker_session_timeout_ms
+        self._sessions[req.broker_id] = self._mono + self.config.broker_session_timeout_ms
         self._answer_after_commit(dst, BrokerRegistrationResponse(Errors.NONE, epoch), failover)
         return []
 
@@ -622,7 +643,7 @@ class ControllerRole:
             return [self._addressed(dst, BrokerHeartbeatResponse(Errors.BROKER_ID_NOT_REGISTERED))]
         if reg.broker_epoch != req.broker_epoch:
             return [self._addressed(dst, BrokerHeartbeatResponse(Errors.STALE_BROKER_EPOCH))]
-        self._sessions[req.broker_id] = now + self.config.broker_session_timeout_ms
+        self._sessions[req.broker_id] = self._mono + self.config.broker_session_timeout_ms
         self._metadata_offsets[req.broker_id] = req.metadata_offset
         committed = self.image.brokers.get(req.broker_id)
         registered = committed is not None and committed.broker_epoch == reg.broker_epoch
@@ -767,6 +788,9 @@ class ControllerRole:
 
     def _create_topic(self, t: NewTopic, seen: set[str]) -> tuple[int, str]:
         assert self._work is not None
+        bad_name = topic_name_error(t.name)  # ReplicationControlManager validates names first
+        if bad_name is not None:
+            return Errors.INVALID_TOPIC_EXCEPTION, bad_name
         if not t.name or t.name in self._work.topics or t.name in seen:
             return Errors.TOPIC_ALREADY_EXISTS if t.name else Errors.INVALID_REQUEST, f"topic {t.name!r} already exists"
         configs = dict(t.configs)

@@ -52,6 +52,7 @@ class Errors:
     NOT_LEADER_OR_FOLLOWER: Final = 6
     REQUEST_TIMED_OUT: Final = 7
     MESSAGE_TOO_LARGE: Final = 10
+    INVALID_TOPIC_EXCEPTION: Final = 17
     NOT_CONTROLLER: Final = 41
     INVALID_REQUEST: Final = 42
     NOT_ENOUGH_REPLICAS: Final = 19

@@ -2,8 +2,16 @@
 
 ``Node(node_id, roles, config, voters, stored, rng, incarnation_id, endpoint)``
 is the one object both runtimes drive (docs/architecture.md, "The core
-contract"): ``start``, ``handle(msg, now, src)``, ``tick(now)`` and
-``begin_controlled_shutdown(now)`` all return effects.
+contract"): ``start(now, mono)``, ``handle(msg, now, src, mono)``,
+``tick(now, mono)`` and ``begin_controlled_shutdown(now, mono)`` all return
+effects.
+
+Two clocks come in with every call, as a JVM has two: ``now`` is the node's
+wall clock (``System.currentTimeMillis``, what the clock nemesis skews) and
+``mono`` its monotonic clock (``System.nanoTime``, which no clock jump moves).
+Each timer reads the one Kafka's own code reads (docs/architecture.md,
+"Clocks"); ``mono=None`` means the two agree (no skew). ``Timer`` effects
+stay in wall time: a monotonic deadline is armed at ``deadline + now - mono``.
 
 The node routes each message type to the role that owns it, keeps one timer
 armed for the earliest wake-up any role asked for, and, when both roles run
@@ -94,6 +102,8 @@ class Node:
         elif self.broker is not None:
             self.observer = RaftReplica(node_id, self.voters, stored, config, rng, observer=True)
         self._armed: int | None = None
+        #: the monotonic time of the call being handled (None: the wall clock's)
+        self._mono: int | None = None
         self.halted = False
 
     def _make_controller(self) -> Any:
@@ -105,61 +115,65 @@ class Node:
     # the node API
     # ======================================================================
 
-    def start(self, now: int) -> list[Effect]:
+    def start(self, now: int, mono: int | None = None) -> list[Effect]:
+        self._mono = mono
         effects: list[Effect] = []
         if self.controller is not None:
-            effects += self.controller.start(now)
+            effects += self.controller.start(now, mono)
         if self.observer is not None:
-            effects += self.observer.start(now)
+            effects += self.observer.start(now)  # KRaft timers: wall clock only
         if self.broker is not None:
-            effects += self.broker.start(now)
+            effects += self.broker.start(now, mono)
         effects += self._sync_metadata(now)
         return self._arm(effects, now)
 
-    def handle(self, msg: Any, now: int, src: NodeId | None) -> list[Effect]:
+    def handle(self, msg: Any, now: int, src: NodeId | None, mono: int | None = None) -> list[Effect]:
         if self.halted:
             return []
+        self._mono = mono
         t = type(msg)
         if t not in _NOT_BROKER_ONLY and self.broker is not None:
             # the hot path (produce, fetch, replication): metadata cannot change here
-            return self._arm(self.broker.handle(msg, now, src), now)
+            return self._arm(self.broker.handle(msg, now, src, mono), now)
         effects: list[Effect] = []
         if t is ControlledShutdownRequest:
-            return self.begin_controlled_shutdown(now)
+            return self.begin_controlled_shutdown(now, mono)
         if self._for_controller(msg, src):
             if self.controller is not None:
-                effects += self.controller.handle(msg, now, src)
+                effects += self.controller.handle(msg, now, src, mono)
         elif t is RaftFetchResponse:
             if self.observer is not None:
                 effects += self.observer.handle(msg, now, src)
         elif self.broker is not None:
-            effects += self.broker.handle(msg, now, src)
+            effects += self.broker.handle(msg, now, src, mono)
         effects += self._sync_metadata(now)
         return self._arm(effects, now)
 
-    def tick(self, now: int) -> list[Effect]:
+    def tick(self, now: int, mono: int | None = None) -> list[Effect]:
         if self.halted:
             return []
+        self._mono = mono
         effects: list[Effect] = []
         if self.controller is not None:
-            effects += self.controller.tick(now)
+            effects += self.controller.tick(now, mono)
         if self.observer is not None:
             effects += self.observer.tick(now)
         if self.broker is not None:
-            effects += self.broker.tick(now)
+            effects += self.broker.tick(now, mono)
         effects += self._sync_metadata(now)
         # a tick consumes the armed timer: re-arm whatever is still needed
         self._armed = None
         return self._arm(effects, now, full=True)
 
-    def begin_controlled_shutdown(self, now: int) -> list[Effect]:
+    def begin_controlled_shutdown(self, now: int, mono: int | None = None) -> list[Effect]:
         if self.halted:
             return []
+        self._mono = mono
         if self.broker is not None:
             # the controller (combined mode) resigns when the broker halts, see _arm
-            effects = self.broker.begin_controlled_shutdown(now)
+            effects = self.broker.begin_controlled_shutdown(now, mono)
         else:
-            effects = self.controller.begin_shutdown(now) + [Halt()]
+            effects = self.controller.begin_shutdown(now, mono) + [Halt()]
         return self._arm(effects, now)
 
     # ======================================================================
@@ -188,7 +202,7 @@ class Node:
             if self.observer.leader_id >= 0:
                 self.broker.set_controller_hint(self.observer.leader_id)
             entries = self.observer.take_committed()
-            return self.broker.apply_committed(entries, now) if entries else []
+            return self.broker.apply_committed(entries, now, self._mono) if entries else []
         if self.controller is None:
             return []
         leader = getattr(self.controller, "leader_id", None)
@@ -197,13 +211,14 @@ class Node:
         entries = self.controller.committed_entries(self.broker.image.offset)
         if not entries:
             return []
-        return self.broker.apply_committed(entries, now)
+        return self.broker.apply_committed(entries, now, self._mono)
 
-    def apply_committed(self, entries: Iterable[MetadataEntry], now: int) -> list[Effect]:
+    def apply_committed(self, entries: Iterable[MetadataEntry], now: int, mono: int | None = None) -> list[Effect]:
         """Feed committed metadata to the broker directly (tests, observers)."""
         if self.broker is None:
             return []
-        return self._arm(self.broker.apply_committed(entries, now), now)
+        self._mono = mono
+        return self._arm(self.broker.apply_committed(entries, now, mono), now)
 
     def _arm(self, effects: list[Effect], now: int, full: bool = False) -> list[Effect]:
         """Arm one timer for the broker's earliest deadline. After a tick (or
@@ -215,7 +230,7 @@ class Node:
                 # a leading controller resigns before the halt so the quorum
                 # elects at once (Kafka shuts the broker down, then the controller)
                 halt_at = next((i for i, e in enumerate(effects) if isinstance(e, Halt)), len(effects))
-                effects[halt_at:halt_at] = self.controller.begin_shutdown(now)
+                effects[halt_at:halt_at] = self.controller.begin_shutdown(now, self._mono)
             self.halted = True
             return effects
         if self.broker is None:

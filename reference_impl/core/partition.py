@@ -379,6 +379,18 @@ class Partition:
     # Leader side
     # ======================================================================
 
+    def _stale_broker_epoch(self, replica_id: NodeId, broker_epoch: int) -> bool:
+        """Seed 000 (Replica.updateFetchStateOrThrow): a fetch whose broker
+        epoch is older than the one the metadata holds for that live broker
+        comes from a previous incarnation and is fenced with
+        NOT_LEADER_OR_FOLLOWER, so its LEO never feeds the HW. The metadata,
+        not the follower's previous fetch: after a leader change the new
+        leader has no previous fetch to compare with. A fenced or unknown
+        broker has no live epoch to compare with (Kafka's
+        getAliveBrokerEpoch), and -1 bypasses the check."""
+        b = self.ctx.image.brokers.get(replica_id)
+        return b is not None and not b.fenced and b.broker_epoch > broker_epoch
+
     def _is_replica_isr_eligible(self, r: ReplicaState) -> bool:
         """isReplicaIsrEligible: broker registered, not fenced, not in
         controlled shutdown, and the broker epoch of its fetch matches the one
@@ -441,7 +453,13 @@ class Partition:
     def maybe_expand_isr(self, replica_id: NodeId, now: int) -> list[Effect]:
         """maybeExpandIsr: a follower joins when its LEO >= HW and (strict
         variant) >= the leader-epoch start offset, it fetched in the current
-        leader epoch and it is ISR-eligible; only with no change in flight."""
+        leader epoch and it is ISR-eligible; only with no change in flight.
+
+        The new member is pending: the min-ISR gate and acks=all keep reading
+        the committed ISR until the controller commits (seed 002's example:
+        ISR [0], maximal ISR [0, 2], min ISR 2, the HW waits). Variant
+        ``maximal_isr`` off applies the expansion locally at once, as the
+        pre-KIP-497 leader did, so the HW advances on [0, 2] first."""
         if not self.is_leader or self.state.inflight or replica_id in self.state.isr:
             return []
         r = self.remote.get(replica_id)
@@ -455,8 +473,9 @@ class Partition:
             return []
         committed = self.state.isr
         proposed = committed + (replica_id,)
+        local = committed if self.config.variants.maximal_isr else proposed
         state = IsrState(
-            isr=committed, maximal_isr=proposed, kind="pending-expand", proposed=proposed, last_committed=committed
+            isr=local, maximal_isr=proposed, kind="pending-expand", proposed=proposed, last_committed=committed
         )
         effects = self._set_state(state)
         self.ctx.submit_alter_partition(self, self._alter_item(proposed))
@@ -594,8 +613,7 @@ class Partition:
         r = self.remote.get(replica_id)
         if r is None:
             return self._response(Errors.NOT_LEADER_OR_FOLLOWER), [], False
-        if broker_epoch >= 0 and r.broker_epoch > broker_epoch:
-            # a stale fetch from before the follower rebooted (Replica.java:78-82)
+        if broker_epoch >= 0 and self._stale_broker_epoch(replica_id, broker_epoch):
             return self._response(Errors.NOT_LEADER_OR_FOLLOWER), [], False
         log = self.log
         # the common case needs no epoch lookup: the follower is in our latest epoch, not past our LEO
@@ -612,8 +630,10 @@ class Partition:
             r.update_fetch_state(
                 req.fetch_offset, req.log_start_offset, now, self.log.leo, broker_epoch, self.leader_epoch
             )
-            effects += self.maybe_expand_isr(replica_id, now)
-            if r.leo != leo_before:
+            expanded = self.maybe_expand_isr(replica_id, now)
+            if expanded:
+                effects += expanded
+            if r.leo != leo_before or expanded:
                 hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
                 effects += hw_effects
         batches = self.log.read(req.fetch_offset, self.log.leo, self._max_batches(req.max_bytes))

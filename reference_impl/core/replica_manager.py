@@ -229,15 +229,29 @@ class BrokerRole:
         self._soonest = NO_DEADLINE
         #: replayed but not yet applied (waiting for the initial catch-up)
         self._unpublished = Delta()
+        #: the monotonic time of the current call, and wall minus monotonic.
+        #: Kafka's scheduler and purgatories run on monotonic time (heartbeat
+        #: interval, isr-expiration and HW-checkpoint schedules, delayed
+        #: produce and fetch, controlled-shutdown wait); replica lag and
+        #: request timeouts read the wall clock (docs/architecture.md, "Clocks")
+        self.mono = 0
+        self.skew = 0
+
+    def set_clock(self, now: int, mono: int | None) -> None:
+        """Take the current call's clocks (``mono=None``: the two agree)."""
+        m = now if mono is None else mono
+        self.mono = m
+        self.skew = now - m
 
     # ======================================================================
     # dispatch
     # ======================================================================
 
-    def handle(self, msg: Any, now: int, src: NodeId | None) -> list[Effect]:
+    def handle(self, msg: Any, now: int, src: NodeId | None, mono: int | None = None) -> list[Effect]:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
+        self.set_clock(now, mono)
         # the three messages of every replicated write are dispatched here,
         # directly (compiled, a type test and a native call; the table's
         # lambdas go through generic Python calls); the rest by the table
@@ -295,7 +309,8 @@ class BrokerRole:
         not cause wake-ups."""
         if self.halted:
             return None
-        c = [self.next_isr_expiry_at, self.next_hw_checkpoint_at]
+        skew = self.skew
+        c = [self.next_isr_expiry_at + skew, self.next_hw_checkpoint_at + skew]
         rpc = self.controller_rpc_timeout_ms
         if self.broker_epoch < 0:
             if self.registration_retry_at is not None:
@@ -305,13 +320,13 @@ class BrokerRole:
         elif self.heartbeat_sent_at is not None:
             c.append(self.heartbeat_sent_at + rpc)
         else:
-            c.append(self.next_heartbeat_at)
+            c.append(self.next_heartbeat_at + skew)
         if self.shutting_down:
-            c.append(self.shutdown_deadline)
+            c.append(self.shutdown_deadline + skew)
         for waiting in self.delayed_produce.values():
-            c.append(min(d.deadline for d in waiting))
+            c.append(min(d.deadline for d in waiting) + skew)
         for d in self.delayed_fetches.values():
-            c.append(d.deadline)
+            c.append(d.deadline + skew)
         ft = self.fetch_timeout_ms
         for f in self.fetchers.values():
             if f.inflight is not None:
@@ -361,10 +376,11 @@ class BrokerRole:
     # start-up
     # ======================================================================
 
-    def start(self, now: int) -> list[Effect]:
+    def start(self, now: int, mono: int | None = None) -> list[Effect]:
         """Open the partition logs that survived, read and delete the
         clean-shutdown marker (seed 002: its broker epoch goes into the
         registration), and register with the controller."""
+        self.set_clock(now, mono)
         effects: list[Effect] = []
         marker = self.stored.files.get(CLEAN_SHUTDOWN)
         self.previous_broker_epoch = marker.broker_epoch if isinstance(marker, CleanShutdown) else -1
@@ -391,8 +407,8 @@ class BrokerRole:
             self.partitions[tp] = p
             effects += log_effects
             effects.append(p.loaded_trace())
-        self.next_isr_expiry_at = now + self.config.replica_lag_time_max_ms // 2
-        self.next_hw_checkpoint_at = now + self.config.replica_high_watermark_checkpoint_interval_ms
+        self.next_isr_expiry_at = self.mono + self.config.replica_lag_time_max_ms // 2
+        self.next_hw_checkpoint_at = self.mono + self.config.replica_high_watermark_checkpoint_interval_ms
         effects += self._send_registration(now)
         return effects
 
@@ -416,10 +432,11 @@ class BrokerRole:
     # metadata (KRaft observer / co-located controller)
     # ======================================================================
 
-    def apply_committed(self, entries: Iterable[MetadataEntry], now: int) -> list[Effect]:
+    def apply_committed(self, entries: Iterable[MetadataEntry], now: int, mono: int | None = None) -> list[Effect]:
         """Replay committed metadata records and apply the resulting delta
         (ReplicaManager.applyDelta). Entries at or below the image's offset
         are ignored, so callers may hand over overlapping batches."""
+        self.set_clock(now, mono)
         delta = self._unpublished
         for e in entries:
             if e.offset <= self.image.offset:
@@ -501,9 +518,11 @@ class BrokerRole:
     # periodic work
     # ======================================================================
 
-    def tick(self, now: int) -> list[Effect]:
+    def tick(self, now: int, mono: int | None = None) -> list[Effect]:
         if self.halted:
             return []
+        self.set_clock(now, mono)
+        mono_now = self.mono
         effects: list[Effect] = []
         # registration / heartbeats
         if self.broker_epoch < 0:
@@ -517,11 +536,12 @@ class BrokerRole:
             if self.heartbeat_sent_at is not None and now - self.heartbeat_sent_at >= self.controller_rpc_timeout_ms:
                 self._controller_failed()
                 self.heartbeat_sent_at = None
-            if self.heartbeat_sent_at is None and now >= self.next_heartbeat_at:
+            if self.heartbeat_sent_at is None and mono_now >= self.next_heartbeat_at:
                 effects += self._send_heartbeat(now)
-        # isr-expiration, every replica.lag.time.max.ms / 2
-        if now >= self.next_isr_expiry_at:
-            self.next_isr_expiry_at = now + max(1, self.config.replica_lag_time_max_ms // 2)
+        # isr-expiration, every replica.lag.time.max.ms / 2 (scheduled on the
+        # monotonic clock; the lag itself is judged on the wall clock, below)
+        if mono_now >= self.next_isr_expiry_at:
+            self.next_isr_expiry_at = mono_now + max(1, self.config.replica_lag_time_max_ms // 2)
             for part in self.partitions.values():
                 if part.is_leader:
                     e, hw_changed = part.maybe_shrink_isr(now)
@@ -529,11 +549,11 @@ class BrokerRole:
                     if hw_changed:
                         effects += self._on_hw_changed(part.tp, now)
         # highwatermark-checkpoint
-        if now >= self.next_hw_checkpoint_at:
-            self.next_hw_checkpoint_at = now + max(1, self.config.replica_high_watermark_checkpoint_interval_ms)
+        if mono_now >= self.next_hw_checkpoint_at:
+            self.next_hw_checkpoint_at = mono_now + max(1, self.config.replica_high_watermark_checkpoint_interval_ms)
             effects += self._checkpoint_hw(force=False)
         # purgatories
-        effects += self._expire_delayed(now)
+        effects += self._expire_delayed(mono_now, now)
         # fetchers and truncation requests
         for f in self.fetchers.values():
             if f.inflight is not None and now - f.sent_at >= self.fetch_timeout_ms:
@@ -563,7 +583,7 @@ class BrokerRole:
                         )
                     )
                 )
-        if self.shutting_down and now >= self.shutdown_deadline:
+        if self.shutting_down and mono_now >= self.shutdown_deadline:
             effects += self._finish_shutdown(now)
         return effects
 
@@ -588,8 +608,8 @@ class BrokerRole:
 
     def _send_heartbeat(self, now: int) -> list[Effect]:
         self.heartbeat_sent_at = now
-        self.next_heartbeat_at = now + self.config.broker_heartbeat_interval_ms
-        self._note(self.next_heartbeat_at)
+        self.next_heartbeat_at = self.mono + self.config.broker_heartbeat_interval_ms
+        self._note(self.next_heartbeat_at + self.skew)
         return [
             Send(
                 self._controller(),
@@ -632,16 +652,16 @@ class BrokerRole:
         self.heartbeat_sent_at = None
         if msg.error == Errors.NOT_CONTROLLER:
             self._controller_failed()
-            self.next_heartbeat_at = now + self.config.alter_partition_retry_backoff_ms
-            self._note(self.next_heartbeat_at)
+            self.next_heartbeat_at = self.mono + self.config.alter_partition_retry_backoff_ms
+            self._note(self.next_heartbeat_at + self.skew)
             return []
         if msg.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
             # the controller no longer knows this session: register again
             self.broker_epoch = -1
             return self._send_registration(now)
         if msg.error != Errors.NONE:
-            self.next_heartbeat_at = now + self.config.alter_partition_retry_backoff_ms
-            self._note(self.next_heartbeat_at)
+            self.next_heartbeat_at = self.mono + self.config.alter_partition_retry_backoff_ms
+            self._note(self.next_heartbeat_at + self.skew)
             return []
         if src is not None:
             self.controller_hint = src
@@ -650,15 +670,16 @@ class BrokerRole:
             return self._finish_shutdown(now)
         return []
 
-    def begin_controlled_shutdown(self, now: int) -> list[Effect]:
+    def begin_controlled_shutdown(self, now: int, mono: int | None = None) -> list[Effect]:
         """Ask the controller to move leaderships away (want_shutdown in the
         heartbeat); finish with Halt once it says so, or after
         request_timeout_ms regardless."""
         if self.halted or self.shutting_down:
             return []
+        self.set_clock(now, mono)
         self.shutting_down = True
-        self.shutdown_deadline = now + self.config.request_timeout_ms
-        self._note(self.shutdown_deadline)
+        self.shutdown_deadline = self.mono + self.config.request_timeout_ms
+        self._note(self.shutdown_deadline + self.skew)
         if self.broker_epoch < 0:
             return self._finish_shutdown(now)
         return self._send_heartbeat(now)
@@ -700,7 +721,7 @@ class BrokerRole:
         if msg.acks == -1:
             done, derr = p.check_enough_replicas_reach_offset(required)
             if not done:
-                deadline = now + msg.timeout_ms
+                deadline = self.mono + msg.timeout_ms  # the purgatory's timer is monotonic
                 # kept ordered by required offset (appends arrive in offset order;
                 # a duplicate may need an earlier one), so completion pops a prefix
                 waiting = self.delayed_produce.setdefault(msg.tp, [])
@@ -709,7 +730,7 @@ class BrokerRole:
                     insort(waiting, d, key=_required_offset)
                 else:
                     waiting.append(d)
-                self._note(deadline)
+                self._note(deadline + self.skew)
                 return effects
             return effects + self._produce_done(msg.ref, msg.tp, msg.acks, derr, batch.base_offset, batch.count)
         return effects + self._produce_done(msg.ref, msg.tp, msg.acks, Errors.NONE, batch.base_offset, batch.count)
@@ -759,14 +780,15 @@ class BrokerRole:
         no longer leader) and parked fetches are answered."""
         return self._complete_delayed_produce(tp, now) + self._check_delayed_fetches(tp, now)
 
-    def _expire_delayed(self, now: int) -> list[Effect]:
+    def _expire_delayed(self, mono: int, now: int) -> list[Effect]:
+        """Expire parked produces and fetches whose monotonic deadline passed."""
         effects: list[Effect] = []
         for tp in list(self.delayed_produce):
             waiting = self.delayed_produce[tp]
-            expired = [d for d in waiting if now >= d.deadline]
+            expired = [d for d in waiting if mono >= d.deadline]
             if not expired:
                 continue
-            rest = [d for d in waiting if now < d.deadline]
+            rest = [d for d in waiting if mono < d.deadline]
             if rest:
                 self.delayed_produce[tp] = rest
             else:
@@ -774,7 +796,7 @@ class BrokerRole:
             for d in expired:
                 effects += self._produce_done(d.ref, tp, d.acks, Errors.REQUEST_TIMED_OUT, d.base_offset, d.count)
         for fid, parked in list(self.delayed_fetches.items()):
-            if now >= parked.deadline:
+            if mono >= parked.deadline:
                 effects += self._complete_fetch(fid, now)
         return effects
 
@@ -802,7 +824,7 @@ class BrokerRole:
             any_data = any_data or bool(resp.batches)
             any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
-            self._park_fetch("replica", msg, src, now + msg.max_wait_ms, msg.partitions)
+            self._park_fetch("replica", msg, src, self.mono + msg.max_wait_ms, msg.partitions)
             return effects
         effects.append(Send(src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
         return effects
@@ -812,7 +834,7 @@ class BrokerRole:
         any_data = any(r.batches for r in responses)
         any_error = any(r.error != Errors.NONE or r.diverging_epoch is not None for r in responses)
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
-            self._park_fetch("client", msg, None, now + msg.max_wait_ms, msg.partitions)
+            self._park_fetch("client", msg, None, self.mono + msg.max_wait_ms, msg.partitions)
             return []
         return [Reply(ClientFetchResponse(msg.ref, responses))]
 
@@ -824,11 +846,12 @@ class BrokerRole:
         return p.serve_client_fetch(req)
 
     def _park_fetch(self, kind: str, msg, src, deadline: int, parts: tuple[FetchPartitionRequest, ...]) -> None:
-        """Park a fetch request (``parts``: its partitions) until data or ``deadline``."""
+        """Park a fetch request (``parts``: its partitions) until data or
+        ``deadline`` (monotonic, as the fetch purgatory's timer)."""
         self._fetch_ids += 1
         fid = self._fetch_ids
         self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, parts)
-        self._note(deadline)
+        self._note(deadline + self.skew)
         for req in parts:
             self.fetch_watch.setdefault(req.tp, set()).add(fid)
 

@@ -1,6 +1,8 @@
-"""The node's clock: wall time advanced by the monotonic clock, plus an offset
+"""The node's clocks: wall time advanced by the monotonic clock, plus an offset
 the clock nemesis can change while the node runs (through the control
-endpoint). libfaketime cannot be used on Python processes (it also fakes
+endpoint), and the monotonic clock, which the offset never moves (a JVM's
+``System.nanoTime`` beside its ``currentTimeMillis``; the core reads each
+timer from the clock Kafka reads it from). libfaketime cannot be used on Python processes (it also fakes
 ``time.monotonic`` and breaks asyncio: notes/faults-on-this-machine.md), so the
 skew is injected here, at the one place the core gets its ``now``.
 """
@@ -29,8 +31,13 @@ class Clock:
         before cause (a loopback round trip takes tens of microseconds)."""
         return int(self._wall0 * 1000.0 + (time.monotonic() - self._mono0) * 1_000_000.0)
 
+    def mono_ms(self) -> int:
+        """The node's monotonic clock in milliseconds: unskewed, never jumps
+        (the same base as :meth:`wall_ms`, so with no offset the two agree)."""
+        return self.wall_ms()
+
     def now_ms(self) -> int:
-        """What the node believes the time is."""
+        """What the node believes the wall-clock time is."""
         return self.wall_ms() + self.offset_ms
 
     def set_offset(self, offset_ms: int) -> None:

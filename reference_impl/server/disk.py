@@ -103,7 +103,7 @@ class SegmentLog:
     def __init__(self, store: "DiskStore", name: str) -> None:
         self.store = store
         self.name = name
-        self.dir = os.path.join(store.root, name)
+        self.dir = store._log_dir(name)
         self.metadata = name == METADATA_LOG
         self.segments: list[_Segment] = []
         self._fd: int | None = None
@@ -439,10 +439,21 @@ class DiskStore:
             raise TypeError(f"not a storage effect: {eff!r}")
 
     def _path(self, rel: str) -> str:
+        """Every path the store touches goes through here or :meth:`_log_dir`:
+        inside the data directory, whatever a name from the wire says."""
+        if not isinstance(rel, str) or not rel or "\0" in rel or os.path.isabs(rel):
+            raise ValueError(f"file path {rel!r} escapes the data directory")
         p = os.path.normpath(os.path.join(self.root, rel))
         if not p.startswith(self.root + os.sep):
             raise ValueError(f"file path {rel!r} escapes the data directory")
         return p
+
+    def _log_dir(self, name: str) -> str:
+        """A log's directory: exactly one level below the data directory (a
+        ``/`` would nest it where a restart never looks)."""
+        if not isinstance(name, str) or name in ("", ".", "..") or os.sep in name or (os.altsep or os.sep) in name:
+            raise ValueError(f"log name {name!r} is not a single directory name")
+        return self._path(name)
 
     def write_file(self, rel: str, data: Any) -> None:
         p = self._path(rel)

@@ -8,7 +8,9 @@ terminal's Ctrl-C does not reach it); the pids and layout are kept in
 Node ids: in ``separate`` mode controllers are 1..C and brokers 101..100+B
 (Kafka's KRaft examples keep the two id ranges apart); in ``combined`` mode
 nodes 1..N carry both roles. Node ``i`` (0-based) listens on
-``base_port + i`` and its control endpoint on ``base_port + 100 + i``.
+``base_port + i`` and its control endpoint on ``base_port + 100 + i``; with
+``base_port`` 0 every port is one the kernel reports free (what tests use, so
+two suites on one machine never collide).
 Node data directories are ``<dir>/nodes/<id>/``, the run-directory layout, so
 ``checkers.invariants.check_trace_dir(<dir>)`` reads their traces.
 """
@@ -30,6 +32,8 @@ from typing import Any
 
 STATE_FILE = "cluster.json"
 HOST = "127.0.0.1"
+#: a harness run's variables (harness/lease.py) that a `cluster up` node must not inherit
+_HARNESS_ENV = frozenset({"KRAFTWERK_RUN_ID", "KRAFTWERK_LEASE_FD", "KRAFTWERK_PARENT_PID", "KRAFTWERK_PDEATHSIG"})
 
 
 class ClusterError(RuntimeError):
@@ -44,6 +48,11 @@ class NodeSpec:
     control_port: int
     data_dir: str
     pid: int | None = None
+    #: the process's start time (/proc/<pid>/stat), so a recycled pid is never signalled
+    start: int | None = None
+
+    def running(self) -> bool:
+        return self.pid is not None and pid_alive(self.pid, self.start)
 
     @property
     def is_broker(self) -> bool:
@@ -76,22 +85,24 @@ class LocalCluster:
     ) -> "LocalCluster":
         if brokers < 1 or controllers < 1:
             raise ClusterError("a cluster needs at least one broker and one controller")
-        if not 1024 <= base_port <= 65535 - 200:
-            raise ClusterError(f"base port {base_port} out of range (1024..{65535 - 200})")
+        if base_port != 0 and not 1024 <= base_port <= 65535 - 200:
+            raise ClusterError(f"base port {base_port} out of range (0 for free ports, or 1024..{65535 - 200})")
         dir = os.path.abspath(dir)
+        count = max(brokers, controllers) if combined else brokers + controllers
+        ports = free_ports(2 * count) if base_port == 0 else None
+
+        def spec(i: int, node_id: int, roles: list[str]) -> NodeSpec:
+            port, control = (ports[2 * i], ports[2 * i + 1]) if ports else (base_port + i, base_port + 100 + i)
+            return NodeSpec(node_id, roles, port, control, os.path.join(dir, "nodes", str(node_id)))
+
         nodes: list[NodeSpec] = []
         if combined:
-            n = max(brokers, controllers)
-            for i in range(n):
+            for i in range(count):
                 roles = (["broker"] if i < brokers else []) + (["controller"] if i < controllers else [])
-                nodes.append(NodeSpec(i + 1, roles, base_port + i, base_port + 100 + i, os.path.join(dir, "nodes", str(i + 1))))
+                nodes.append(spec(i, i + 1, roles))
         else:
-            for i in range(controllers):
-                nodes.append(NodeSpec(i + 1, ["controller"], base_port + i, base_port + 100 + i, os.path.join(dir, "nodes", str(i + 1))))
-            for j in range(brokers):
-                k = controllers + j
-                nid = 101 + j
-                nodes.append(NodeSpec(nid, ["broker"], base_port + k, base_port + 100 + k, os.path.join(dir, "nodes", str(nid))))
+            nodes += [spec(i, i + 1, ["controller"]) for i in range(controllers)]
+            nodes += [spec(controllers + j, 101 + j, ["broker"]) for j in range(brokers)]
         return cls(dir, nodes, dict(config or {}), storage_mode)
 
     @property
@@ -117,7 +128,8 @@ class LocalCluster:
     def save(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
         tmp = os.path.join(self.dir, STATE_FILE + ".tmp")
-        with open(tmp, "w") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # owner-only
+        with os.fdopen(fd, "w") as f:
             json.dump(
                 {"dir": self.dir, "nodes": [asdict(n) for n in self.nodes], "config": self.config, "storage_mode": self.storage_mode,
                  "bootstrap": self.bootstrap, "quorum": self.quorum},
@@ -158,28 +170,34 @@ class LocalCluster:
             cmd += ["--set", f"{k}={v}"]
         return cmd
 
+    def child_env(self) -> dict[str, str]:
+        """The node's environment: ours without a harness run's lease, so a
+        `cluster up` node never ends with the command that started it."""
+        env = {k: v for k, v in os.environ.items() if k not in _HARNESS_ENV}
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
     def start_node(self, node_id: int) -> int:
         n = self.node(node_id)
-        if n.pid is not None and pid_alive(n.pid):
+        if n.pid is not None and pid_alive(n.pid, n.start):
             raise ClusterError(f"node {node_id} is already running (pid {n.pid})")
         os.makedirs(n.data_dir, exist_ok=True)
         out = open(os.path.join(n.data_dir, "stdout.log"), "ab")
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         p = subprocess.Popen(
             self.command(n), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=env, cwd=self.dir,
+            start_new_session=True, env=self.child_env(), cwd=self.dir,
         )
         out.close()
         n.pid = p.pid
+        n.start = proc_start_time(p.pid)
         self.save()
         return p.pid
 
     def up(self, timeout: float = 60.0) -> None:
         os.makedirs(self.dir, exist_ok=True)
         for n in self.nodes:
-            if n.pid is not None and pid_alive(n.pid):
+            if n.running():
                 raise ClusterError(f"node {n.node_id} is already running (pid {n.pid}); run down first")
         for n in self.nodes:
             if port_in_use(n.port) or port_in_use(n.control_port):
@@ -196,7 +214,7 @@ class LocalCluster:
         want = [self.node(i) for i in node_ids] if node_ids else self.nodes
         for n in want:
             while True:
-                if n.pid is not None and not pid_alive(n.pid):
+                if n.pid is not None and not n.running():
                     raise ClusterError(f"node {n.node_id} exited during start-up; see {n.data_dir}/stdout.log and node.log")
                 try:
                     self.control(n.node_id, "GET", "/status", timeout=1.0)
@@ -209,7 +227,7 @@ class LocalCluster:
         while True:
             seen: set[int] = set()
             for b in self.brokers:
-                if b.pid is not None and pid_alive(b.pid):
+                if b.running():
                     try:
                         seen = set(metadata_brokers(HOST, b.port))
                         break
@@ -223,7 +241,7 @@ class LocalCluster:
 
     def signal(self, node_id: int, sig: int) -> None:
         n = self.node(node_id)
-        if n.pid is None or not pid_alive(n.pid):
+        if not n.running():
             raise ClusterError(f"node {node_id} is not running")
         os.kill(n.pid, sig)
 
@@ -231,19 +249,20 @@ class LocalCluster:
         """SIGKILL: the next start is unclean (KIP-966)."""
         n = self.node(node_id)
         self.signal(node_id, signal.SIGKILL)
-        wait_exit(n.pid, 10.0)
+        wait_exit(n.pid, 10.0, n.start)
 
     def stop_node(self, node_id: int, timeout: float = 40.0) -> bool:
         """SIGTERM (controlled shutdown); SIGKILL if it does not exit in time.
         Returns True when the node exited by itself."""
         n = self.node(node_id)
-        if n.pid is None or not pid_alive(n.pid):
+        if not n.running():
             return True
         os.kill(n.pid, signal.SIGTERM)
-        if wait_exit(n.pid, timeout):
+        if wait_exit(n.pid, timeout, n.start):
             return True
-        os.kill(n.pid, signal.SIGKILL)
-        wait_exit(n.pid, 5.0)
+        if n.running():
+            os.kill(n.pid, signal.SIGKILL)
+        wait_exit(n.pid, 5.0, n.start)
         return False
 
     def down(self, timeout: float = 40.0) -> dict[int, bool]:
@@ -251,17 +270,18 @@ class LocalCluster:
         controlled shutdown while a quorum is still up)."""
         result: dict[int, bool] = {}
         for group in (self.brokers, [n for n in self.nodes if not n.is_broker]):
-            live = [n for n in group if n.pid is not None and pid_alive(n.pid)]
+            live = [n for n in group if n.running()]
             for n in live:
                 os.kill(n.pid, signal.SIGTERM)
             for n in live:
-                clean = wait_exit(n.pid, timeout)
-                if not clean:
+                clean = wait_exit(n.pid, timeout, n.start)
+                if not clean and n.running():
                     os.kill(n.pid, signal.SIGKILL)
-                    wait_exit(n.pid, 5.0)
+                    wait_exit(n.pid, 5.0, n.start)
                 result[n.node_id] = clean
         for n in self.nodes:
             n.pid = None
+            n.start = None
         self.save()
         return result
 
@@ -281,7 +301,7 @@ class LocalCluster:
         out = []
         for n in self.nodes:
             row: dict[str, Any] = {"node_id": n.node_id, "roles": n.roles, "port": n.port, "pid": n.pid,
-                                   "alive": bool(n.pid and pid_alive(n.pid))}
+                                   "alive": n.running()}
             if row["alive"]:
                 try:
                     st = self.control(n.node_id, "GET", "/status", timeout=2.0)
@@ -292,7 +312,21 @@ class LocalCluster:
         return out
 
 
-def pid_alive(pid: int) -> bool:
+def proc_start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks since boot), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[-1].split()
+        return int(rest[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid: int, start: int | None = None) -> bool:
+    """``pid`` runs (not a zombie) and, given ``start``, is the process that
+    started then: a state file's pid may since have been recycled."""
+    if start is not None and proc_start_time(pid) != start:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -313,15 +347,32 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def wait_exit(pid: int | None, timeout: float) -> bool:
+def wait_exit(pid: int | None, timeout: float, start: int | None = None) -> bool:
     if pid is None:
         return True
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not pid_alive(pid):
+        if not pid_alive(pid, start):
             return True
         time.sleep(0.05)
-    return not pid_alive(pid)
+    return not pid_alive(pid, start)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports on the loopback address that the kernel says
+    are free now (all bound at once, so no two are the same, then released).
+    ``up`` checks each again before it starts a node, so a port taken in
+    between is a clear error rather than a node that cannot bind."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def port_in_use(port: int) -> bool:

@@ -71,6 +71,14 @@ class NodeOptions:
     #: where this node reaches each peer (per-link proxies); wins over the
     #: endpoints learnt from broker registrations
     peer_addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: trace.jsonl, node.log and node.pid; default ``data_dir``. Apart when
+    #: the data directory is a filesystem that loses un-fsynced writes
+    #: (``kraftwerk fs``): the glass-box trace must survive the power loss.
+    log_dir: str | None = None
+
+    @property
+    def logs(self) -> str:
+        return self.log_dir or self.data_dir
 
 
 class _ClientConn:
@@ -156,7 +164,7 @@ class NodeRuntime:
         for r in self.disk.recovery:
             if r.truncated_bytes or r.dropped_segments:
                 log.warning("recovery %s: %d entries kept, %d torn bytes cut", r.log, r.entries, r.truncated_bytes)
-        self._trace_fd = os.open(os.path.join(o.data_dir, "trace.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._trace_fd = os.open(os.path.join(o.logs, "trace.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._write_trace("node_start", {"incarnation": self.incarnation_id, "clean": self.clean_start, "pid": os.getpid()})
         self._flush_trace()
         self.node = self._make_node(stored)
@@ -167,7 +175,7 @@ class NodeRuntime:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.begin_shutdown, sig.name)
         loop.call_later(1.0, self._sweep)
-        self._call("start", lambda now: self.node.start(now))
+        self._call("start", lambda now, mono: self.node.start(now, mono))
         await self._halted.wait()
         # backstop: whatever happens while closing sockets, the process ends
         watchdog = threading.Timer(15.0, _hard_exit, (self.exit_code,))
@@ -190,7 +198,7 @@ class NodeRuntime:
     def _call(self, what: str, fn: Any) -> None:
         now = self.clock.now_ms()
         try:
-            effects = fn(now)
+            effects = fn(now, self.clock.mono_ms())
         except Exception as ex:
             self.errors += 1
             log.error("core raised in %s:\n%s", what, traceback.format_exc())
@@ -202,7 +210,7 @@ class NodeRuntime:
 
     def deliver(self, msg: Any, src: int | None) -> None:
         self.counters[type(msg).__name__] += 1
-        self._call(type(msg).__name__, lambda now: self.node.handle(msg, now, src))
+        self._call(type(msg).__name__, lambda now, mono: self.node.handle(msg, now, src, mono))
 
     def _apply(self, effects: Any) -> None:
         for e in effects:
@@ -247,14 +255,14 @@ class NodeRuntime:
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
-        self._call("tick", lambda now: self.node.tick(now))
+        self._call("tick", lambda now, mono: self.node.tick(now, mono))
 
     def begin_shutdown(self, reason: str = "SIGTERM") -> None:
         if self._shutting_down:
             return
         self._shutting_down = True
         log.info("controlled shutdown requested (%s)", reason)
-        self._call("controlled shutdown", lambda now: self.node.begin_controlled_shutdown(now))
+        self._call("controlled shutdown", lambda now, mono: self.node.begin_controlled_shutdown(now, mono))
         asyncio.get_running_loop().call_later(SHUTDOWN_GRACE_S, self._shutdown_timeout)
 
     def _shutdown_timeout(self) -> None:
@@ -571,7 +579,7 @@ def setup_logging(data_dir: str, node_id: int, verbose: bool = False) -> None:
 
 
 def run_node(opts: NodeOptions, verbose: bool = False) -> int:
-    setup_logging(opts.data_dir, opts.node_id, verbose)
-    with open(os.path.join(opts.data_dir, "node.pid"), "w") as f:
+    setup_logging(opts.logs, opts.node_id, verbose)
+    with open(os.path.join(opts.logs, "node.pid"), "w") as f:
         f.write(str(os.getpid()))
     return asyncio.run(NodeRuntime(opts).run())

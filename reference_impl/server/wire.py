@@ -35,6 +35,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 
 from reference_impl.core import messages as m
+from reference_impl.core.topic_names import topic_name_error
 
 from .records import InvalidBatch, rewrite, split_batches
 
@@ -502,10 +503,15 @@ def _create_topics(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     p = Pending(d, total=1, build=_build_create_topics)
     p.extra["names"] = [t.name for t in topics]
     if body.validate_only:
-        p.results[0] = m.CreateTopicsResponse(None, tuple(m.CreateTopicResult(t.name, 0) for t in topics))
+        p.results[0] = m.CreateTopicsResponse(None, tuple(_validate_only(t.name) for t in topics))
     else:
         p.parts.append((0, m.CreateTopicsRequest(ref(0), tuple(topics), timeout_ms=body.timeout_ms)))
     return p
+
+
+def _validate_only(name: str) -> m.CreateTopicResult:
+    err = topic_name_error(name)
+    return m.CreateTopicResult(name, 0) if err is None else m.CreateTopicResult(name, m.Errors.INVALID_TOPIC_EXCEPTION, err)
 
 
 def _build_create_topics(p: Pending) -> Any:

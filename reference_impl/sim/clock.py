@@ -4,7 +4,9 @@ an offset (``node = vt * (1 + drift) + offset``).
 Nodes ask for timers in their own time; the runtime converts back to virtual
 time to schedule them. A clock bump changes the offset (and may move a node's
 clock backwards, as a wall-clock jump does: Kafka's ``time.milliseconds()`` is
-the wall clock).
+the wall clock). The node's monotonic clock (``mono_time``, Kafka's
+``time.nanoseconds()``) runs at the same rate but never jumps: the offset is
+the wall clock's alone.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ class NodeClock:
         if not self.drift:
             return vt + self.offset_ms
         return int(vt + vt * self.drift) + self.offset_ms
+
+    def mono_time(self, vt: int) -> int:
+        """The node's monotonic clock: drift, no offset (a clock bump never moves it)."""
+        if not self.drift:
+            return vt
+        return int(vt + vt * self.drift)
 
     def virtual_time(self, node_ms: int) -> int:
         """The earliest virtual time at which this clock reads >= ``node_ms``."""

@@ -65,7 +65,12 @@ class Host:
 
     # -- time ------------------------------------------------------------------
     def now(self) -> int:
+        """The node's wall clock (skewed by the clock nemesis)."""
         return self.clock.node_time(self.sim.loop.now)
+
+    def mono(self) -> int:
+        """The node's monotonic clock (no clock jump moves it)."""
+        return self.clock.mono_time(self.sim.loop.now)
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self, reason: str = "start") -> None:
@@ -88,7 +93,7 @@ class Host:
         )
         self.state = UP
         sim.trace(self.node_id, "node_start", {"incarnation": self.incarnation, "reason": reason})
-        self._call(lambda n, now: n.start(now))
+        self._call(lambda n, now, mono: n.start(now, mono))
 
     def kill(self) -> None:
         """SIGKILL: the process is gone, its page cache is not."""
@@ -123,7 +128,7 @@ class Host:
 
     def controlled_shutdown(self) -> None:
         if self.state == UP:
-            self._call(lambda n, now: n.begin_controlled_shutdown(now))
+            self._call(lambda n, now, mono: n.begin_controlled_shutdown(now, mono))
 
     # -- inputs --------------------------------------------------------------------
     def deliver(self, src: Any, msg: Any) -> None:
@@ -139,8 +144,10 @@ class Host:
         # out so that the node's method is called natively
         node = self.node
         assert node is not None, "a host that is up has a node"
+        vt = self.sim.loop.now
+        clock = self.clock
         try:
-            effects = node.handle(msg, self.clock.node_time(self.sim.loop.now), src if isinstance(src, int) else None)
+            effects = node.handle(msg, clock.node_time(vt), src if isinstance(src, int) else None, clock.mono_time(vt))
         except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
             self._crashed(e)
             return
@@ -162,7 +169,7 @@ class Host:
         node = self.node
         assert node is not None, "a host that is up has a node"
         try:
-            effects = node.tick(self.now())
+            effects = node.tick(self.now(), self.mono())
         except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
             self._crashed(e)
             return
@@ -175,10 +182,10 @@ class Host:
         self.kill()
 
     # -- effects ---------------------------------------------------------------------
-    def _call(self, fn: Callable[[Any, int], list[Any]]) -> None:
+    def _call(self, fn: Callable[[Any, int, int], list[Any]]) -> None:
         node = self.node
         try:
-            effects = fn(node, self.now())
+            effects = fn(node, self.now(), self.mono())
         except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
             self._crashed(e)
             return

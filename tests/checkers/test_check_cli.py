@@ -162,7 +162,6 @@ def test_budget_exhausted_exits_3(files) -> None:
     assert json.loads(p.stdout)["valid"] == "unknown"
 
 
-@pytest.mark.skipif(not KNOSSOS.exists(), reason="knossos corpus not on this machine")
 def test_register_models_go_to_the_linearizability_checker() -> None:
     good = run("check", str(KNOSSOS / "cas-register/good/memstress3-4.edn"), "--model", "cas-register", "--json")
     bad = run("check", str(KNOSSOS / "cas-register/bad/rethink-fail-minimal.edn"), "--model", "cas-register")
@@ -225,3 +224,26 @@ def test_cli_flags_configure_allowed_anomalies(tmp_path: Path) -> None:
     assert run("check", h, "--allow", "poll-skip").returncode == 0
     p = run("check", h, "--allow", "poll-skipped")
     assert p.returncode == 2 and "not a queue anomaly type" in p.stderr
+
+
+def test_cli_no_ww_deps_strict_cycles_and_all_errors(tmp_path: Path) -> None:
+    """Jepsen's switches: a wr-only G1c cycle is allowed with ww deps (the
+    default) and invalid with --no-ww-deps; a G0 cycle is invalid only under
+    --strict-cycles; --all-errors keeps every example."""
+    b = HistoryBuilder()
+    b.invoke(0, "txn", [["send", "x", "a"], ["poll"]])
+    b.invoke(1, "txn", [["send", "y", "b"], ["poll"]])
+    b.complete(0, "ok", [["send", "x", [0, "a"]], ["poll", {"y": [[0, "b"]]}]])
+    b.complete(1, "ok", [["send", "y", [0, "b"]], ["poll", {"x": [[0, "a"]]}]])
+    write_jsonl(tmp_path / "g1c.jsonl", b.ops)
+    h = str(tmp_path / "g1c.jsonl")
+    assert run("check", h).returncode == 0
+    assert run("check", h, "--no-ww-deps").returncode == 1
+    assert run("check", h, "--strict-cycles").returncode == 1
+    u = HistoryBuilder()
+    for v in range(40):
+        u.send(0, "x", v, v)
+    u.poll(1, {"x": []})
+    write_jsonl(tmp_path / "unseen.jsonl", u.ops)
+    p = run("check", str(tmp_path / "unseen.jsonl"), "--all-errors", "--json")
+    assert p.returncode == 1 and len(json.loads(p.stdout)["anomalies"]["unseen"]) == 40

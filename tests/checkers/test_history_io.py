@@ -39,7 +39,6 @@ def _sets_sorted(v):
     return v
 
 
-@pytest.mark.skipif(not KNOSSOS, reason="knossos corpus not on this machine")
 def test_every_knossos_file_parses_like_edn_format() -> None:
     assert len(KNOSSOS) > 100
     for path in KNOSSOS:
@@ -51,7 +50,6 @@ def test_every_knossos_file_parses_like_edn_format() -> None:
             assert [op.index for op in ops] == list(range(len(ops)))
 
 
-@pytest.mark.skipif(not KNOSSOS, reason="knossos corpus not on this machine")
 def test_knossos_files_round_trip_through_our_edn_writer(tmp_path: Path) -> None:
     for path in KNOSSOS:
         ops = read_edn(path)

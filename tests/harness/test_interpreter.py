@@ -31,7 +31,8 @@ class ListClient:
 
     def invoke(self, op):
         if op["f"] == "hang" and self.hang_on:
-            time.sleep(self.hang_on)
+            self.hang_on["released"].wait(60)  # held until the test lets go
+            self.hang_on["returned"].set()
             return {"type": "ok"}
         with self.lock:
             self.log.append(op["value"])
@@ -65,10 +66,14 @@ def test_every_invoke_has_one_completion_in_file_order(tmp_path):
 
 def test_timed_out_op_is_info_and_its_process_is_replaced(tmp_path):
     gen = g.clients(g.seq(g.Once({"f": "hang", "process": 0}), g.limit(5, lambda c: {"f": "w", "value": 1})))
-    t0 = time.monotonic()
-    ops = run(gen, tmp_path, concurrency=2, op_timeout=0.3,
-              factory=lambda t, p: ListClient(t, p, hang_on=2.0))
-    assert time.monotonic() - t0 < 1.8  # the hung call did not stall the run
+    hang_on = {"released": threading.Event(), "returned": threading.Event()}
+    try:
+        ops = run(gen, tmp_path, concurrency=2, op_timeout=0.3,
+                  factory=lambda t, p: ListClient(t, p, hang_on=hang_on))
+        # the run finished while the call was still blocked: it did not wait for it
+        assert not hang_on["returned"].is_set()
+    finally:
+        hang_on["released"].set()
     hang = [o for o in ops if o.f == "hang"]
     assert [o.type for o in hang] == ["invoke", "info"] and hang[1].error == "timeout"
     assert 0 not in {o.process for o in ops if o.f == "w"}  # process 0 never reused

@@ -27,6 +27,7 @@ class EchoServer:
         self.sock.listen()
         self.port = self.sock.getsockname()[1]
         self.accepted = 0
+        self.received = bytearray()  # every byte that reached this server
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -41,6 +42,7 @@ class EchoServer:
     def _echo(self, c):
         with c:
             while data := c.recv(65536):
+                self.received += data
                 c.sendall(data)
 
     def close(self):
@@ -67,7 +69,7 @@ def proxy(tmp_path):
                          stdout=subprocess.PIPE, cwd=ROOT)
     ready = json.loads(p.stdout.readline())
     control = ProxyControl(ready["control"])
-    yield {"a->b": la, "b->a": lb, "control": control, "echo_b": eb}
+    yield {"a->b": la, "b->a": lb, "control": control, "echo_a": ea, "echo_b": eb}
     control.close()
     p.kill()
     p.wait()
@@ -112,15 +114,38 @@ def test_one_way_cut_holds_bytes_until_heal_without_loss(proxy):
         assert got == b"during-cut"  # held, then delivered in order: no corrupted stream
 
 
+def wait_until(pred, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not pred() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return pred()
+
+
 def test_cut_is_directed(proxy):
+    """A cut of a->b holds every byte a sends to b, on a's connections to b
+    and on b's connections to a (a's replies), while b's bytes still reach
+    a; the heal delivers what was held."""
     ctl = proxy["control"]
-    ctl.call(cmd="cut", pairs=[["a", "b"]])
-    st = ctl.call(cmd="stats")
-    assert st["cut"] == [["a", "b"]]
-    # b -> a traffic is also stalled: a TCP connection needs both directions,
-    # but a cut of a->b alone must not be reported as b->a
-    ctl.call(cmd="heal")
-    assert ctl.call(cmd="stats")["cut"] == []
+    ea, eb = proxy["echo_a"], proxy["echo_b"]
+    with socket.create_connection(("127.0.0.1", proxy["a->b"])) as ab, \
+            socket.create_connection(("127.0.0.1", proxy["b->a"])) as ba:
+        assert roundtrip(ab, b"1") == b"1" and roundtrip(ba, b"2") == b"2"
+        ctl.call(cmd="cut", pairs=[["a", "b"]])
+        assert ctl.call(cmd="stats")["cut"] == [["a", "b"]]
+        ab.sendall(b"from-a")
+        ba.sendall(b"from-b")
+        assert wait_until(lambda: bytes(ea.received).endswith(b"from-b"))  # b -> a passes
+        for s in (ab, ba):  # a's request to b, and a's reply to b, are held
+            s.settimeout(0.3)
+            with pytest.raises(socket.timeout):
+                s.recv(100)
+        assert not bytes(eb.received).endswith(b"from-a")
+        ctl.call(cmd="heal")
+        assert ctl.call(cmd="stats")["cut"] == []
+        ab.settimeout(5)
+        ba.settimeout(5)
+        assert ab.recv(100) == b"from-a" and ba.recv(100) == b"from-b"
+        assert bytes(eb.received).endswith(b"from-a")
 
 
 def test_new_connection_across_a_cut_hangs_until_heal(proxy):
@@ -147,9 +172,8 @@ def test_latency_delays_each_chunk(proxy):
         assert roundtrip(s, b"slow") == b"slow"
         assert time.monotonic() - t0 >= 0.14
         ctl.call(cmd="delay", ms=0, links=["a->b"])
-        t0 = time.monotonic()
-        roundtrip(s, b"fast")
-        assert time.monotonic() - t0 < 0.14
+        assert "a->b" not in ctl.call(cmd="stats")["delay"]  # how fast it then is: bench/harness_overhead.py
+        assert roundtrip(s, b"fast") == b"fast"
 
 
 def test_target_down_refuses_like_a_direct_connection(proxy):

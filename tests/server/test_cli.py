@@ -83,13 +83,13 @@ def test_cluster_up_status_down_round_trip(tmp_path):
     import json
     import os
 
-    base = str(22000 + (os.getpid() % 100) * 10)
     d = str(tmp_path / "c")
-    r = _run("cluster", "up", "--dir", d, "--brokers", "1", "--controllers", "1", "--combined", "--base-port", base)
+    r = _run("cluster", "up", "--dir", d, "--brokers", "1", "--controllers", "1", "--combined", "--base-port", "0")
     assert r.returncode == 0, r.stderr
     try:
-        assert r.stdout.strip() == f"127.0.0.1:{base}"
-        again = _run("cluster", "up", "--dir", d, "--brokers", "1", "--controllers", "1", "--base-port", base)
+        [port] = [n["port"] for n in json.loads((tmp_path / "c" / "cluster.json").read_text())["nodes"]]
+        assert r.stdout.strip() == f"127.0.0.1:{port}"
+        again = _run("cluster", "up", "--dir", d, "--brokers", "1", "--controllers", "1", "--base-port", "0")
         assert again.returncode == 2 and "already running" in again.stderr
         st = _run("cluster", "status", "--dir", d, "--json")
         assert st.returncode == 0

@@ -11,10 +11,9 @@ and rejoins the ISR.
 
 from __future__ import annotations
 
+import json
 import os
 import random
-import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -26,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from reference_impl.server.launcher import LocalCluster, metadata_brokers
+from tests.needs import need_program
 
 pytestmark = pytest.mark.integration
 
@@ -37,20 +37,33 @@ FAST = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    base = 20000 + (os.getpid() % 200) * 20
-    c = LocalCluster.plan(str(tmp_path_factory.mktemp("cluster")), 3, 3, base, config=FAST)
+def _checked_cluster(dir: str):
+    """A 3-broker, 3-controller cluster; on the way out every node shuts down
+    cleanly and the glass-box monitor checks the run's traces (HW, ISR,
+    epochs, truncation)."""
+    c = LocalCluster.plan(dir, 3, 3, 0, config=FAST)
     c.up(90)
     yield c
     res = c.down(40)
     assert all(res.values()), f"controlled shutdown timed out for {res}"
-    # the glass-box monitor checks the real run's traces (HW, ISR, epochs, truncation)
     from checkers.invariants import check_trace_dir
 
     summary = check_trace_dir(c.dir, min_isr=2)
     assert summary["valid"] is True, summary["violations"][:5]
     assert summary["steps"] > 100
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Shared by the tests that leave every node running."""
+    yield from _checked_cluster(str(tmp_path_factory.mktemp("cluster")))
+
+
+@pytest.fixture
+def own_cluster(tmp_path):
+    """A cluster of its own, for a test that kills, stops or restarts nodes,
+    so no other test inherits the state it leaves."""
+    yield from _checked_cluster(str(tmp_path / "cluster"))
 
 
 def create_topic(c: LocalCluster, name: str, rf: int = 3, min_isr: int = 2) -> None:
@@ -145,17 +158,17 @@ def test_idempotent_producer_writes_each_message_once(cluster):
     assert [v for _, v in got] == values
 
 
-def test_leader_sigkill_failover_keeps_acked_writes_then_unclean_restart_rejoins_isr(cluster):
+def test_leader_sigkill_failover_keeps_acked_writes_then_unclean_restart_rejoins_isr(own_cluster):
     topic = "failover"
-    create_topic(cluster, topic)
-    leader, isr = partition_state(cluster, topic)
-    assert isr == sorted(b.node_id for b in cluster.brokers)
+    create_topic(own_cluster, topic)
+    leader, isr = partition_state(own_cluster, topic)
+    assert isr == sorted(b.node_id for b in own_cluster.brokers)
     acked: dict[bytes, int] = {}
     stop = threading.Event()
     errors: list = []
 
     def writer():
-        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 2,
+        p = Producer({"bootstrap.servers": own_cluster.bootstrap, "acks": "all", "linger.ms": 2,
                       "message.timeout.ms": 60000, "enable.idempotence": True})
         i = 0
         while not stop.is_set():
@@ -177,19 +190,19 @@ def test_leader_sigkill_failover_keeps_acked_writes_then_unclean_restart_rejoins
     t = threading.Thread(target=writer, daemon=True)
     t.start()
     wait_for(lambda: len(acked) > 2000, 30, "2000 acks before the kill")
-    cluster.kill(leader)
+    own_cluster.kill(leader)
     n_at_kill = len(acked)
-    wait_for(lambda: partition_state(cluster, topic)[0] not in (-1, leader), 30, "a new leader")
+    wait_for(lambda: partition_state(own_cluster, topic)[0] not in (-1, leader), 30, "a new leader")
     wait_for(lambda: len(acked) > n_at_kill + 2000, 60, "producers continue after failover")
-    cluster.start_node(leader)
-    cluster.wait_ready(60, [leader])
-    st = cluster.control(leader, "GET", "/status")
+    own_cluster.start_node(leader)
+    own_cluster.wait_ready(60, [leader])
+    st = own_cluster.control(leader, "GET", "/status")
     assert st["clean_start"] is False  # SIGKILL => unclean restart (KIP-966)
     assert any(r["log"] == f"{topic}-0" and not r["clean"] for r in st["recovery"])
-    wait_for(lambda: leader in partition_state(cluster, topic)[1], 60, "the restarted broker rejoins the ISR")
+    wait_for(lambda: leader in partition_state(own_cluster, topic)[1], 60, "the restarted broker rejoins the ISR")
     stop.set()
     t.join(120)
-    got = read_all(cluster.bootstrap, topic)
+    got = read_all(own_cluster.bootstrap, topic)
     assert_contiguous(got)
     by_value = {v: o for o, v in got}
     lost = [v for v in acked if v not in by_value]
@@ -197,36 +210,36 @@ def test_leader_sigkill_failover_keeps_acked_writes_then_unclean_restart_rejoins
     assert all(by_value[v] == o for v, o in acked.items()), "an acked offset holds another value"
 
 
-def test_isr_below_min_isr_fails_acks_all_with_not_enough_replicas_while_acks1_succeeds(cluster):
+def test_isr_below_min_isr_fails_acks_all_with_not_enough_replicas_while_acks1_succeeds(own_cluster):
     topic = "minisr"
-    create_topic(cluster, topic)
-    leader, isr = partition_state(cluster, topic)
+    create_topic(own_cluster, topic)
+    leader, isr = partition_state(own_cluster, topic)
     followers = [b for b in isr if b != leader]
     for f in followers:
-        cluster.kill(f)
-    wait_for(lambda: partition_state(cluster, topic)[1] == [leader], 30, "the ISR shrinks to the leader")
-    res = produce(cluster.bootstrap, topic, [b"must-fail"], acks="all", retries=0, **{"message.timeout.ms": 20000})
+        own_cluster.kill(f)
+    wait_for(lambda: partition_state(own_cluster, topic)[1] == [leader], 30, "the ISR shrinks to the leader")
+    res = produce(own_cluster.bootstrap, topic, [b"must-fail"], acks="all", retries=0, **{"message.timeout.ms": 20000})
     assert res[0][0] is not None and res[0][0].code() == KafkaError.NOT_ENOUGH_REPLICAS
-    res = produce(cluster.bootstrap, topic, [b"acks1-ok"], acks="1")
+    res = produce(own_cluster.bootstrap, topic, [b"acks1-ok"], acks="1")
     assert res[0][0] is None
     for f in followers:
-        cluster.start_node(f)
-    cluster.wait_ready(60, followers)
-    wait_for(lambda: partition_state(cluster, topic)[1] == sorted(isr), 60, "the ISR expands back")
-    res = produce(cluster.bootstrap, topic, [b"after"], acks="all")
+        own_cluster.start_node(f)
+    own_cluster.wait_ready(60, followers)
+    wait_for(lambda: partition_state(own_cluster, topic)[1] == sorted(isr), 60, "the ISR expands back")
+    res = produce(own_cluster.bootstrap, topic, [b"after"], acks="all")
     assert res[0][0] is None
 
 
-def test_sigterm_writes_clean_shutdown_marker_and_restart_is_clean(cluster):
-    b = cluster.brokers[-1]
-    assert cluster.stop_node(b.node_id, 40), "controlled shutdown did not finish"
+def test_sigterm_writes_clean_shutdown_marker_and_restart_is_clean(own_cluster):
+    b = own_cluster.brokers[-1]
+    assert own_cluster.stop_node(b.node_id, 40), "controlled shutdown did not finish"
     marker = os.path.join(b.data_dir, "clean-shutdown")
     with open(marker) as f:
         content = f.read()
     assert '"brokerEpoch"' in content
-    cluster.start_node(b.node_id)
-    cluster.wait_ready(60, [b.node_id])
-    assert cluster.control(b.node_id, "GET", "/status")["clean_start"] is True
+    own_cluster.start_node(b.node_id)
+    own_cluster.wait_ready(60, [b.node_id])
+    assert own_cluster.control(b.node_id, "GET", "/status")["clean_start"] is True
     assert not os.path.exists(marker)  # removed at start: a crash from now on is unclean
 
 
@@ -249,8 +262,8 @@ def test_kafka_python_producer_and_consumer(cluster):
     assert got == [(i, b"k%d" % i) for i in range(500)]
 
 
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
 def test_kcat_produce_consume_and_metadata_listing(cluster):
+    need_program("kcat", "kafkacat")
     create_topic(cluster, "kcat")
     bs = cluster.bootstrap
     subprocess.run(["kcat", "-b", bs, "-P", "-t", "kcat", "-p", "0"], input=b"one\ntwo\nthree\n", check=True, timeout=60)
@@ -311,10 +324,28 @@ def test_acks0_produce_gets_no_response_and_does_not_block_later_requests_on_the
     assert [v for _, v in got] == [b"ready", b"fire-and-forget"]
 
 
-def test_clock_offset_is_changed_through_the_control_endpoint(cluster):
+def test_clock_offset_shifts_the_time_the_node_stamps_on_its_trace(cluster):
+    """A shift through the control endpoint moves the node's own clock: the
+    trace events it writes afterwards carry a node time 60 s ahead of the
+    host's, and a reset brings it back."""
     b = cluster.brokers[0]
+    trace = os.path.join(b.data_dir, "trace.jsonl")
     before = cluster.control(b.node_id, "GET", "/status")
     r = cluster.control(b.node_id, "POST", "/clock", {"shift_ms": 60_000})
     assert r["clock_offset_ms"] == before["clock_offset_ms"] + 60_000
-    r = cluster.control(b.node_id, "POST", "/clock", {"offset_ms": 0})
-    assert r["clock_offset_ms"] == 0
+    mark = os.path.getsize(trace)
+    create_topic(cluster, "skewed")  # every broker is a replica: it traces its appends
+    produce(cluster.bootstrap, "skewed", [b"x"], acks="1")
+    wait_for(lambda: os.path.getsize(trace) > mark, 30, "trace events after the shift")
+
+    def skews(since: int) -> list[int]:
+        with open(trace, "rb") as f:
+            f.seek(since)
+            lines = [json.loads(x) for x in f.read().splitlines() if x.strip()]
+        return [ln["node_t"] - ln["t"] for ln in lines if "node_t" in ln]
+
+    wait_for(lambda: any(d >= 55_000 for d in skews(mark)), 30, "a trace event stamped 60 s ahead")
+    cluster.control(b.node_id, "POST", "/clock", {"offset_ms": 0})
+    mark = os.path.getsize(trace)
+    produce(cluster.bootstrap, "skewed", [b"y"], acks="1")
+    wait_for(lambda: skews(mark) and all(abs(d) < 5_000 for d in skews(mark)), 30, "events stamped in step again")

@@ -1,6 +1,6 @@
-"""``kraftwerk run --db external`` against librdkafka's mock cluster: the whole
-pipeline (workload, generator, history, checkers, report) on a real Kafka
-protocol implementation."""
+"""``kraftwerk run --db external`` against a cluster of reference-broker
+processes that it knows only by its bootstrap address: the whole pipeline
+(workload, generator, history, checkers, report) over the Kafka protocol."""
 
 import json
 import os
@@ -20,9 +20,9 @@ def kraftwerk(*args, timeout=120):
                           env={**os.environ, "KRAFTWERK_DEBUG": ""})
 
 
-def test_short_external_run_writes_history_results_and_report(mock_bootstrap, tmp_path):
+def test_short_external_run_writes_history_results_and_report(reference_bootstrap, tmp_path):
     out = tmp_path / "results"
-    r = kraftwerk("run", "--db", "external", "--bootstrap", mock_bootstrap, "--time-limit", "3",
+    r = kraftwerk("run", "--db", "external", "--bootstrap", reference_bootstrap, "--time-limit", "3",
                   "--rate", "80", "--concurrency", "4", "--acks", "mixed", "--partitions", "2",
                   "--seed", "42", "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr
@@ -62,9 +62,9 @@ def test_send_outcomes_follow_librdkafka_semantics():
     assert classify_send(KafkaError(KafkaError._MSG_TIMED_OUT), "1") == "info"
 
 
-def test_config_file_and_test_count_give_one_run_per_seed(mock_bootstrap, tmp_path):
+def test_config_file_and_test_count_give_one_run_per_seed(reference_bootstrap, tmp_path):
     cfg = tmp_path / "campaign.yaml"
-    cfg.write_text(f"db: external\nbootstrap: {mock_bootstrap}\ntime-limit: 1\nrate: 30\nname: twice\n")
+    cfg.write_text(f"db: external\nbootstrap: {reference_bootstrap}\ntime-limit: 1\nrate: 30\nname: twice\n")
     out = tmp_path / "results"
     r = kraftwerk("run", "--config", str(cfg), "--test-count", "2", "--seed", "100", "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr

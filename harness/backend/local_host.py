@@ -1,0 +1,104 @@
+"""The local backend's host control: every node's host is this machine.
+
+This is the ``Remote`` side of the cluster contract (CONTRACT.md: ``exec``,
+``upload``, ``download``, ``start_daemon``, ``signal``, ``address``,
+``teardown``) for processes on 127.0.0.1, which is all a db that runs
+its own binaries (``harness.db.kafka``) asks of a backend. Daemons start in
+their own session (a signal reaches the whole process group), carry
+``KRAFTWERK_RUN_ID`` and are recorded in the run's state file before anything
+else happens, so ``kraftwerk cleanup`` finds them whatever becomes of the
+harness.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal as sig_mod
+import subprocess
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from harness.state import RunState
+
+HOST = "127.0.0.1"
+
+
+class LocalHosts:
+    """Node hosts that are all 127.0.0.1; one daemon per node."""
+
+    runtime = "local"
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def address(self, node: str) -> str:
+        return HOST
+
+    def exec(self, node: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
+        try:
+            p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
+                               env=self.state.child_env(), stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return 124, "", f"timed out after {timeout:.0f}s"
+        except OSError as e:
+            return 127, "", str(e)
+        return p.returncode, p.stdout, p.stderr
+
+    def upload(self, node: str, local: Path, remote: str) -> None:
+        Path(remote).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(remote + ".tmp")
+        shutil.copyfile(local, tmp)
+        os.replace(tmp, remote)  # a reader (libfaketime) never sees half a file
+
+    def download(self, node: str, remote: str, local: Path) -> None:
+        if Path(remote).resolve() != Path(local).resolve():
+            shutil.copyfile(remote, local)
+
+    def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            p = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                 start_new_session=True, env={**self.state.child_env(), **env})
+        self.state.add_process(p.pid, "node", node)
+        self.procs[node] = p
+        return p.pid
+
+    def running(self, node: str) -> bool:
+        p = self.procs.get(node)
+        return p is not None and p.poll() is None
+
+    def signal(self, node: str, sig: int) -> None:
+        p = self.procs.get(node)
+        if p is None or p.poll() is not None:
+            return
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, node: str, timeout: float) -> bool:
+        """Whether the node's daemon has exited within ``timeout`` seconds."""
+        p = self.procs.get(node)
+        if p is None:
+            return True
+        try:
+            p.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def teardown(self) -> None:
+        for node, p in self.procs.items():
+            if p.poll() is None:
+                for s in (sig_mod.SIGCONT, sig_mod.SIGKILL):
+                    try:
+                        os.killpg(p.pid, s)
+                    except ProcessLookupError:
+                        pass
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass

@@ -1,0 +1,287 @@
+"""The ``ssh`` backend: nodes on hosts reached with paramiko (VMs, or the
+throwaway namespace hosts of ``kraftwerk hosts up``).
+
+* Host keys are verified against known_hosts (the hosts file's, else
+  ``~/.ssh/known_hosts``); a key seen for the first time is refused unless
+  ``--ssh-accept-new`` (then it is added to that file: trust on first use),
+  and a key that differs from the known one is always refused.
+* Commands are argv lists, quoted with ``shlex.join`` into the one string
+  ssh carries, prefixed with ``sudo -n`` for a non-root user.
+* The project reaches each host as a bundle (:mod:`harness.backend.bundle`),
+  installed once per content under the host's ``dir``.
+* A daemon is started on a channel of its own that stays open for the run:
+  ``sh -c 'echo $$; exec "$@" >>LOG 2>&1'``, with the channel as its stdin and
+  ``KRAFTWERK_LEASE_FD=0``. If the harness dies, the connection drops, sshd
+  closes the daemon's stdin and the node ends the run on that host itself
+  (:mod:`harness.lease`): a SIGKILLed harness leaves no node running on a VM.
+  The channel's exit status says when the daemon has exited.
+* Node data lives in ``<dir>/runs/<run-id>/<node>/``; teardown brings the
+  logs and traces back, removes that directory and our iptables chains.
+
+Every problem reaching a host before the run (unreachable, refused key,
+unknown key, failed login, no python3.11) is one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal as _signal
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import paramiko
+
+from harness.backend import bundle
+from harness.backend.hostsfile import HostSpec, load
+from harness.errors import HarnessError, UsageError
+from harness.state import RUN_ENV, RunState
+
+PYTHON = "python3.11"
+CONNECT_TIMEOUT = 6.0
+
+
+class _AcceptNew(paramiko.MissingHostKeyPolicy):
+    """Trust on first use: remember a new key in the known_hosts file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as f:
+            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+def known_hosts_path(spec: HostSpec) -> Path:
+    return Path(spec.known_hosts) if spec.known_hosts else Path.home() / ".ssh" / "known_hosts"
+
+
+def connect(spec: HostSpec, accept_new: bool = False, timeout: float = CONNECT_TIMEOUT) -> paramiko.SSHClient:
+    """A verified, logged-in connection, or a one-line UsageError."""
+    where = f"host {spec.name} ({spec.address}:{spec.port})"
+    kh = known_hosts_path(spec)
+    client = paramiko.SSHClient()
+    try:
+        if kh.exists():
+            client.load_host_keys(str(kh))
+    except (OSError, paramiko.SSHException) as e:
+        raise UsageError(f"{where}: cannot read known_hosts {kh}: {e}") from None
+    client.set_missing_host_key_policy(_AcceptNew(kh) if accept_new else paramiko.RejectPolicy())
+    try:
+        client.connect(spec.address, port=spec.port, username=spec.user, key_filename=spec.key,
+                       timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
+                       allow_agent=False, look_for_keys=spec.key is None)
+    except paramiko.BadHostKeyException as e:
+        raise UsageError(f"{where}: host key mismatch: it offers {e.key.get_name()} {e.key.get_fingerprint().hex()}, "
+                         f"{kh} has another (a different machine, or a reinstalled one: fix known_hosts)") from None
+    except paramiko.AuthenticationException:
+        raise UsageError(f"{where}: login as {spec.user} refused (key {spec.key or 'default keys'})") from None
+    except paramiko.SSHException as e:
+        text = str(e)
+        if "known_hosts" in text:
+            raise UsageError(f"{where}: host key not in {kh}; add it, or pass --ssh-accept-new to trust it on first use") from None
+        raise UsageError(f"{where}: ssh failed: {text.splitlines()[0] if text else type(e).__name__}") from None
+    except (socket.timeout, TimeoutError):
+        raise UsageError(f"{where}: unreachable (no answer in {timeout:.0f}s)") from None
+    except OSError as e:
+        raise UsageError(f"{where}: unreachable ({e.strerror or e})") from None
+    except ValueError as e:  # a malformed key file
+        raise UsageError(f"{where}: {e}") from None
+    return client
+
+
+def preflight(hosts_file: str, nodes: Sequence[str], accept_new: bool = False) -> dict[str, tuple[HostSpec, Any]]:
+    """Parse the hosts file, map nodes onto hosts, connect to each and check
+    it can run a node. Returns {node: (host, connection)}."""
+    specs = load(hosts_file)
+    if len(specs) < len(nodes):
+        raise UsageError(f"hosts file {hosts_file}: {len(specs)} host(s) for {len(nodes)} nodes "
+                         f"({', '.join(nodes)}); one host per node")
+    out: dict[str, tuple[HostSpec, Any]] = {}
+
+    def check(spec: HostSpec) -> paramiko.SSHClient:
+        client = connect(spec, accept_new)
+        rc, _, err = _run(client, _prefix(spec) + [PYTHON, "-c", "import sys; assert sys.version_info[:2] == (3, 11)"], 20)
+        if rc != 0:
+            client.close()
+            raise UsageError(f"host {spec.name} ({spec.address}): no {PYTHON} there ({err.strip()[:120] or f'exit {rc}'})")
+        return client
+
+    pairs = list(zip(nodes, specs))
+    with ThreadPoolExecutor(max_workers=min(16, len(pairs))) as pool:
+        futs = [(node, spec, pool.submit(check, spec)) for node, spec in pairs]
+        errors = []
+        for node, spec, f in futs:
+            try:
+                out[node] = (spec, f.result())
+            except UsageError as e:
+                errors.append(e)
+    if errors:
+        for _, c in out.values():
+            c.close()
+        raise errors[0]
+    return out
+
+
+def _prefix(spec: HostSpec) -> list[str]:
+    return ["sudo", "-n", "--"] if spec.sudo else []
+
+
+def _run(client: paramiko.SSHClient, argv: Sequence[str], timeout: float,
+         stdin: str | None = None) -> tuple[int, str, str]:
+    try:
+        i, o, e = client.exec_command(shlex.join(argv), timeout=timeout)
+        if stdin is not None:
+            i.write(stdin)
+        i.channel.shutdown_write()
+        out, err = o.read().decode(errors="replace"), e.read().decode(errors="replace")
+        return o.channel.recv_exit_status(), out, err
+    except (socket.timeout, TimeoutError):
+        return 124, "", f"timed out after {timeout:.0f}s"
+    except (paramiko.SSHException, OSError) as ex:
+        return 255, "", f"ssh: {ex}"
+
+
+class SshHosts:
+    """The host contract (``Remote``) over ssh connections, one host per node."""
+
+    runtime = "ssh"
+    shared_fs = False
+    ephemeral_net = False  # hosts outlive the run: our iptables chains are removed at teardown
+
+    def __init__(self, hosts: dict[str, tuple[HostSpec, Any]], state: RunState | None, run_id: str) -> None:
+        self.hosts = hosts
+        self.state = state
+        self.run_id = run_id
+        self.daemons: dict[str, tuple[Any, int]] = {}  # node -> (channel, pid)
+        self._sftp: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.app: dict[str, str] = {}
+        self.client_address = self._client_address()
+
+    @classmethod
+    def open(cls, checked: dict[str, tuple[HostSpec, Any]], names: Sequence[str], state: RunState | None,
+             run_dir: Path) -> "SshHosts":
+        self = cls(checked, state, state.run_id if state is not None else run_dir.name)
+        self.install()
+        return self
+
+    def _client_address(self) -> str:
+        node = next(iter(self.hosts))
+        rc, out, _ = _run(self.hosts[node][1], ["sh", "-c", 'echo "$SSH_CONNECTION"'], 10)
+        if rc != 0 or not out.split():
+            raise HarnessError(f"host {self.hosts[node][0].name}: cannot tell the harness's address ($SSH_CONNECTION)")
+        return out.split()[0]
+
+    # ------------------------------------------------------------ identity
+    def node_names(self) -> list[str]:
+        return list(self.hosts)
+
+    def address(self, node: str) -> str:
+        addr = self.hosts[node][0].address
+        try:
+            return socket.gethostbyname(addr)
+        except OSError:
+            return addr
+
+    def node_dir(self, node: str) -> str:
+        return f"{self.hosts[node][0].dir}/runs/{self.run_id}/{node}"
+
+    def kraftwerk_argv(self) -> list[str]:
+        return [PYTHON, "-c", "from harness.cli import main; main()"]
+
+    # ------------------------------------------------------------ install
+    def install(self) -> None:
+        """Put the bundle on every host that lacks it (once per content)."""
+        digest, path = bundle.build()
+
+        def one(node: str) -> None:
+            app = f"{self.hosts[node][0].dir}/app-{digest}"
+            self.app[node] = app
+            if self.exec(node, ["test", "-f", f"{app}/.complete"], 10)[0] == 0:
+                return
+            self._check(node, ["mkdir", "-p", app])
+            self.upload(node, path, f"{app}.tar.gz")
+            self._check(node, ["tar", "-xzf", f"{app}.tar.gz", "-C", app])
+            self._check(node, ["rm", "-f", f"{app}.tar.gz"])
+            self._check(node, ["touch", f"{app}/.complete"])
+
+        with ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
+            for f in [pool.submit(one, n) for n in self.hosts]:
+                f.result()
+
+    def _check(self, node: str, argv: list[str]) -> str:
+        rc, out, err = self.exec(node, argv, 120)
+        if rc != 0:
+            raise HarnessError(f"host {self.hosts[node][0].name}: {' '.join(argv[:3])}: {(err or out).strip()[:200]}")
+        return out
+
+    # ------------------------------------------------------------ commands and files
+    def exec(self, node: str, argv: Sequence[str], timeout: float = 30.0,
+             stdin: str | None = None) -> tuple[int, str, str]:
+        spec, client = self.hosts[node]
+        return _run(client, _prefix(spec) + list(argv), timeout, stdin)
+
+    def _sftp_for(self, node: str) -> Any:
+        with self._lock:
+            if node not in self._sftp:
+                self._sftp[node] = self.hosts[node][1].open_sftp()
+            return self._sftp[node]
+
+    def upload(self, node: str, local: Path, remote: str) -> None:
+        try:
+            self._sftp_for(node).put(str(local), remote)
+        except (OSError, paramiko.SSHException) as e:
+            raise HarnessError(f"host {self.hosts[node][0].name}: upload to {remote}: {e}") from None
+
+    def download(self, node: str, remote: str, local: Path) -> None:
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._sftp_for(node).get(remote, str(local))
+        except (OSError, paramiko.SSHException) as e:
+            raise HarnessError(f"host {self.hosts[node][0].name}: download {remote}: {e}") from None
+
+    # ------------------------------------------------------------ the daemon
+    def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
+        spec, client = self.hosts[node]
+        app = self.app.get(node, "")
+        envs = {"PYTHONPATH": f"{app}:{app}/site", RUN_ENV: self.run_id, "KRAFTWERK_LEASE_FD": "0", **env}
+        cmd = _prefix(spec) + ["env", *[f"{k}={v}" for k, v in envs.items()],
+                               "sh", "-c", 'echo $$; exec "$@" >>"$0" 2>&1', log, *argv]
+        chan = client.get_transport().open_session()
+        chan.exec_command(shlex.join(cmd))
+        line = chan.makefile("r").readline().strip()
+        if not line.isdigit():
+            raise HarnessError(f"host {spec.name}: daemon did not start ({line[:200] or 'no pid'})")
+        self.daemons[node] = (chan, int(line))
+        return int(line)
+
+    def running(self, node: str) -> bool:
+        d = self.daemons.get(node)
+        return d is not None and not d[0].exit_status_ready()
+
+    def signal(self, node: str, sig: int) -> None:
+        if self.running(node):
+            self.exec(node, ["kill", "-s", _signal.Signals(sig).name.removeprefix("SIG"), str(self.daemons[node][1])], 10)
+
+    def wait_exit(self, node: str, timeout: float) -> bool:
+        d = self.daemons.get(node)
+        return d is None or d[0].status_event.wait(timeout)
+
+    def teardown(self) -> None:
+        for node in list(self.daemons):
+            self.signal(node, _signal.SIGCONT)
+            self.signal(node, _signal.SIGKILL)
+        for node, (chan, _) in list(self.daemons.items()):
+            chan.status_event.wait(10)
+            chan.close()
+        for node, (spec, _) in self.hosts.items():
+            self.exec(node, ["rm", "-rf", f"{spec.dir}/runs/{self.run_id}"], 60)
+        for s in self._sftp.values():
+            s.close()
+        for _, client in self.hosts.values():
+            client.close()

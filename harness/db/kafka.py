@@ -1,0 +1,350 @@
+"""``--db kafka``: real Apache Kafka (4.4 by default) in KRaft mode.
+
+One JVM per node, started through the backend's host contract only
+(``exec``, ``upload``, ``start_daemon``, ``signal``, ``address``): the db
+writes each node's ``server.properties`` (``harness.kafka.props``), formats
+its storage with the test's cluster id (``kafka.tools.StorageTool format``,
+where the ``eligible.leader.replicas.version`` feature is chosen), and runs
+``kafka.Kafka``. Layout and names are the test config's (brokers ``n1..`` with
+node.id 1.., dedicated controllers ``c1..`` with node.id 101.., or
+``--combined``). Node ``<name>``'s files are ``<run>/nodes/<name>/``:
+``server.properties``, ``data/``, ``server.log`` (log4j), ``stdout.log``.
+
+Faults: SIGKILL, SIGTERM (Kafka's controlled shutdown), SIGSTOP/SIGCONT, and
+the wall clock through libfaketime: every JVM is started with
+``LD_PRELOAD=libfaketime`` reading an offset from ``<node>/faketime`` on
+every call (``FAKETIME_NO_CACHE=1``), so rewriting that file moves the
+node's clock while it runs. Only ``CLOCK_REALTIME`` is faked
+(``FAKETIME_DONT_FAKE_MONOTONIC=1``): Kafka's ``Time.milliseconds()`` is the
+wall clock (session timeouts, ISR lag, purgatory deadlines), while the JVM's
+own monotonic clock stays true, as an NTP step leaves it. libfaketime's
+"monotonic fix" for ``pthread_cond_timedwait`` is off
+(``FAKETIME_FORCE_MONOTONIC_FIX=0``): with it, every timed wait of the JVM's
+threads contends on one lock, and a broker took ~40 s of CPU to start
+instead of ~2 s.
+
+Ready means: every broker registered (Metadata lists it) and every topic's
+partitions have a leader.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+import uuid
+import base64
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.backend.local import allocate_ports
+from harness.config import TestConfig
+from harness.db.external import ensure_topics
+from harness.errors import HarnessError
+from harness.kafka import dist, props
+from harness.kafka.props import NodePlan
+from harness.state import RunState
+from harness.timers import Timers
+
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+#: heaps for a shared 2-core machine: brokers 384 MiB, controllers 192 MiB,
+#: the serial collector and the client compiler only (start-up in ~3 s)
+JVM_FLAGS = ["-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
+             "-XX:-UsePerfData", "-Djava.awt.headless=true"]
+
+
+def heap_for(roles: tuple[str, ...]) -> str:
+    return "-Xmx384m" if "broker" in roles else "-Xmx192m"
+
+
+def new_cluster_id(seed: int) -> str:
+    """A Kafka cluster id (a UUID, URL-safe base64 without padding), from the seed."""
+    raw = uuid.UUID(int=(seed * 0x9E3779B97F4A7C15 + 1) % (1 << 128)).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def preflight(cfg: TestConfig) -> None:
+    """Before anything starts: the ports are free, java (and libfaketime for
+    clock faults) is installed, and the Kafka release is fetched."""
+    import shutil
+
+    if cfg.base_port:
+        allocate_ports(2 * cfg.node_count(), cfg.base_port)
+    if shutil.which("java") is None:
+        raise HarnessError("--db kafka needs java on PATH (scripts/bootstrap installs it)")
+    if "clock" in cfg.nemesis and not os.path.exists(LIBFAKETIME):
+        raise HarnessError(f"clock faults on --db kafka need libfaketime ({LIBFAKETIME}; apt package faketime)")
+    dist.ensure(cfg.kafka_version, cfg.kafka_home)
+
+
+def plan(cfg: TestConfig, hosts: Any, ports: list[int]) -> list[NodePlan]:
+    it = iter(ports)
+    return [NodePlan(name, nid, tuple(roles), hosts.address(name), next(it), next(it))
+            for name, nid, roles in cfg.layout()]
+
+
+@dataclass
+class KafkaDB:
+    cfg: TestConfig
+    run_dir: Path
+    state: RunState
+    hosts: Any = None
+    kafka: dist.KafkaDist | None = field(default=None, init=False)
+    nodes: list[NodePlan] = field(default_factory=list, init=False)
+    paused: set[str] = field(default_factory=set, init=False)
+    proxy: Any = field(default=None, init=False)  # no per-link proxies: partitions need kernel rules
+
+    def __post_init__(self) -> None:
+        self.timers = Timers()
+        if self.hosts is None:
+            from harness.backend.local_host import LocalHosts
+
+            self.hosts = LocalHosts(self.state)
+        self.by_name: dict[str, NodePlan] = {}
+        self._keys = self.cfg.keys()
+
+    # ------------------------------------------------------------ set-up
+    def setup(self, ready_timeout: float = 90.0, topics: bool = True) -> None:
+        """Fetch Kafka, configure and format every node, start them, and wait
+        until every broker is registered (and the test's topics have leaders)."""
+        cfg = self.cfg
+        self.kafka = dist.ensure(cfg.kafka_version, cfg.kafka_home)
+        self.nodes = plan(cfg, self.hosts, allocate_ports(2 * cfg.node_count(), cfg.base_port))
+        self.by_name = {n.name: n for n in self.nodes}
+        cluster_id = new_cluster_id(cfg.seed or 0)
+        for n in self.nodes:
+            self._write_config(n)
+            self._format(n, cluster_id)
+        for n in self.nodes:
+            self.start(n.name)
+        if topics:
+            ensure_topics(self.client_bootstrap(), cfg, timeout=ready_timeout, expect_brokers=cfg.brokers,
+                          check_rf=True, alive=self._check_alive)
+        else:
+            self.wait_brokers(ready_timeout)
+
+    def wait_brokers(self, timeout: float) -> None:
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive()
+            try:
+                if len(self._admin().list_topics(timeout=5).brokers) >= self.cfg.brokers:
+                    return
+            except KafkaException:
+                pass
+            if time.monotonic() > deadline:
+                raise HarnessError(f"Kafka brokers not all registered after {timeout:.0f}s")
+            time.sleep(0.5)
+
+    def node_dir(self, name: str) -> Path:
+        return self.run_dir / "nodes" / name
+
+    def _write_config(self, n: NodePlan) -> None:
+        d = self.node_dir(n.name)
+        d.mkdir(parents=True, exist_ok=True)
+        p = props.server_properties(
+            n, self.nodes, str(d / "data"), brokers=self.cfg.brokers, rf=self.cfg.rf, min_isr=self.cfg.min_isr,
+            partitions=self.cfg.partitions, variants=self.cfg.variants,
+            overrides=props.parse_overrides(self.cfg.kafka_config),
+        )
+        with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
+            f.write(props.render(p))
+        try:
+            self.hosts.upload(n.name, Path(f.name), str(d / "server.properties"))
+            (Path(f.name)).write_text("+0\n")
+            self.hosts.upload(n.name, Path(f.name), str(d / "faketime"))
+        finally:
+            os.unlink(f.name)
+
+    def _java(self, n: NodePlan, main: str, *args: str) -> list[str]:
+        assert self.kafka is not None
+        d = self.node_dir(n.name)
+        return ["java", heap_for(n.roles), *JVM_FLAGS, "-cp", self.kafka.classpath(),
+                f"-Dlog4j2.configurationFile={dist.LOG4J}", f"-Dkafka.logs.dir={d}", main, *args]
+
+    def _format(self, n: NodePlan, cluster_id: str) -> None:
+        d = self.node_dir(n.name)
+        argv = self._java(n, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(d / "server.properties"))
+        for feat in props.format_features(self.cfg.variants):
+            argv += ["--feature", feat]
+        code, out, err = self.hosts.exec(n.name, argv, timeout=120)
+        if code != 0:
+            lines = [ln for ln in (err + out).splitlines() if ln.strip()]
+            raise HarnessError(f"formatting {n.name}'s storage failed: {(lines or ['exit %d' % code])[-1][:300]}")
+
+    def _check_alive(self) -> None:
+        for n in self.nodes:
+            if n.name not in self.paused and not self.hosts.running(n.name):
+                raise HarnessError(f"Kafka node {n.name} exited at start-up: {_last_error(self.node_dir(n.name))}")
+
+    # ------------------------------------------------------------ topology
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.nodes] or self.cfg.node_names()
+
+    def brokers(self) -> list[str]:
+        return [n.name for n in self.nodes if "broker" in n.roles]
+
+    def controllers(self) -> list[str]:
+        return [n.name for n in self.nodes if "controller" in n.roles]
+
+    def client_bootstrap(self) -> str:
+        return ",".join(f"{n.host}:{n.port}" for n in self.nodes if "broker" in n.roles)
+
+    def keys(self) -> list[str]:
+        return self._keys
+
+    def version(self) -> str:
+        return self.kafka.version if self.kafka else self.cfg.kafka_version
+
+    # ------------------------------------------------------------ processes
+    def start(self, name: str) -> None:
+        if self.hosts.running(name):
+            return
+        n = self.by_name[name]
+        d = self.node_dir(name)
+        env = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(d / "faketime"),
+               "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+               "FAKETIME_FORCE_MONOTONIC_FIX": "0"} if self.cfg_wants_clock() else {}
+        self.hosts.start_daemon(name, self._java(n, "kafka.Kafka", str(d / "server.properties")),
+                                str(d / "stdout.log"), env)
+        self.paused.discard(name)
+
+    def cfg_wants_clock(self) -> bool:
+        return "clock" in self.cfg.nemesis
+
+    def kill(self, name: str) -> None:
+        self.hosts.signal(name, signal.SIGCONT)
+        self.hosts.signal(name, signal.SIGKILL)
+        self.hosts.wait(name, 10)
+        self.paused.discard(name)
+
+    def terminate(self, name: str, timeout: float = 30.0) -> None:
+        """SIGTERM: Kafka's controlled shutdown; SIGKILL if it takes too long."""
+        self.hosts.signal(name, signal.SIGCONT)
+        self.hosts.signal(name, signal.SIGTERM)
+        if not self.hosts.wait(name, timeout):
+            self.kill(name)
+        self.paused.discard(name)
+
+    def pause(self, name: str) -> None:
+        if self.hosts.running(name):
+            self.hosts.signal(name, signal.SIGSTOP)
+            self.paused.add(name)
+
+    def resume(self, name: str) -> None:
+        if name in self.paused:
+            self.hosts.signal(name, signal.SIGCONT)
+            self.paused.discard(name)
+
+    def resume_all(self) -> list[str]:
+        out = sorted(self.paused)
+        for name in out:
+            self.resume(name)
+        return out
+
+    def alive(self, name: str) -> bool:
+        return self.hosts.running(name)
+
+    def dead_nodes(self) -> list[str]:
+        return [n for n in self.node_names() if not self.hosts.running(n)]
+
+    def paused_nodes(self) -> list[str]:
+        return sorted(self.paused)
+
+    def live_nodes(self) -> list[str]:
+        return [n for n in self.node_names() if self.hosts.running(n) and n not in self.paused]
+
+    def power_loss(self, name: str) -> None:
+        raise HarnessError("power loss on --db kafka needs a filesystem that drops un-fsynced writes")
+
+    # ------------------------------------------------------------ clock (libfaketime)
+    def set_clock(self, name: str, offset_ms: int) -> None:
+        with tempfile.NamedTemporaryFile("w", delete=False) as f:
+            f.write(f"{offset_ms / 1000:+.3f}\n")
+        try:
+            self.hosts.upload(name, Path(f.name), str(self.node_dir(name) / "faketime"))
+        finally:
+            os.unlink(f.name)
+
+    set_offset = set_clock
+
+    def reset(self, name: str) -> None:
+        self.set_clock(name, 0)
+
+    # ------------------------------------------------------------ observation
+    def _admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0, "socket.timeout.ms": 3000})
+
+    def _partition(self, key: str) -> Any:
+        from confluent_kafka import KafkaException
+
+        topic, _, part = key.rpartition("-")
+        try:
+            return self._admin().list_topics(topic=topic, timeout=4).topics[topic].partitions[int(part)]
+        except (KafkaException, KeyError):
+            return None
+
+    def _name(self, node_id: int) -> str | None:
+        return next((n.name for n in self.nodes if n.node_id == node_id), None)
+
+    def leader_of(self, key: str) -> str | None:
+        p = self._partition(key)
+        return self._name(p.leader) if p is not None and p.leader >= 0 else None
+
+    def isr_of(self, key: str) -> list[str]:
+        p = self._partition(key)
+        return [x for x in (self._name(i) for i in (p.isrs if p else [])) if x]
+
+    def replicas_of(self, key: str) -> list[str]:
+        deadline = time.monotonic() + 15
+        while True:
+            p = self._partition(key)
+            if p is not None and p.leader >= 0:
+                return [x for x in (self._name(r) for r in p.replicas) if x]
+            if time.monotonic() > deadline:
+                return []
+            time.sleep(0.3)
+
+    def active_controller(self) -> str | None:
+        """The KRaft leader, from the controllers' ``quorum-state`` files (the
+        highest epoch a live voter has recorded a leader for): Metadata names a
+        random broker as controller in KRaft mode, not the active one."""
+        from harness.kafka.observe import quorum_leader
+
+        return quorum_leader(self)
+
+    # ------------------------------------------------------------ teardown
+    # ------------------------------------------------------------ the contract's parts
+    @property
+    def cluster(self) -> "KafkaDB":
+        """The cluster contract (``nemesis.control``) the nemesis drives."""
+        return self
+
+    def after(self, delay_ms: int, fn: Any) -> None:
+        self.timers.after(delay_ms, fn)
+
+    def teardown(self) -> None:
+        self.timers.cancel_all()
+        self.hosts.teardown()
+
+    def collect(self) -> None:
+        return None  # on the local backend the logs are already in the run directory
+
+
+def _last_error(d: Path) -> str:
+    for name in ("stdout.log", "server.log"):
+        try:
+            lines = (d / name).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        bad = [ln for ln in lines if "ERROR" in ln or "Exception" in ln]
+        if bad:
+            return bad[-1].strip()[:300]
+    return "(no error in its logs)"

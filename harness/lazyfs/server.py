@@ -1,0 +1,125 @@
+"""The serving process of one mount: ``python -m harness.lazyfs.server``.
+
+Started by :func:`harness.lazyfs.mounts.mount` in its own session. It serves
+the FUSE requests and a control socket in one trio loop, so a control
+command runs between two requests, never inside one. Control protocol: one
+line per connection, one JSON line back —
+
+* ``crash`` / ``crash torn`` — drop what is not durable (package docstring)
+* ``sync`` — make everything durable
+* ``status`` — counts of dirty files, bytes, journal entries, crashes
+* ``umount`` — sync, answer, then unmount and exit (a clean shutdown)
+
+SIGTERM is a clean unmount too; SIGKILL leaves a dead mount that
+``kraftwerk fs umount`` (or ``kraftwerk cleanup``) removes lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+import pyfuse3
+import trio
+
+from .model import Tree
+from .ops import LazyOps
+
+#: how the mount shows in /proc/mounts: ``kraftwerk-fs <dir> fuse.kraftwerk``
+FSNAME = "kraftwerk-fs"
+SUBTYPE = "kraftwerk"
+
+
+class Server:
+    def __init__(self, tree: Tree, socket_path: str) -> None:
+        self.tree = tree
+        self.socket_path = socket_path
+        self.stopping = False
+
+    def command(self, line: str) -> dict[str, Any]:
+        words = line.split()
+        if not words:
+            return {"error": "empty command"}
+        cmd, args = words[0], words[1:]
+        if cmd == "crash" and args in ([], ["torn"]):
+            return {"ok": True, **self.tree.crash(torn=args == ["torn"])}
+        if cmd == "sync" and not args:
+            self.tree.sync()
+            return {"ok": True}
+        if cmd == "status" and not args:
+            return {"ok": True, "pid": os.getpid(), **self.tree.status()}
+        if cmd == "umount" and not args:
+            self.tree.sync()
+            self.stopping = True
+            return {"ok": True}
+        return {"error": f"unknown command {line.strip()!r} (crash [torn], sync, status, umount)"}
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        buf = b""
+        with trio.move_on_after(10):
+            while b"\n" not in buf and len(buf) < 4096:
+                chunk = await stream.receive_some(4096)
+                if not chunk:
+                    break
+                buf += chunk
+        try:
+            reply = self.command(buf.decode(errors="replace"))
+        except Exception as e:  # a failing command must not take the mount down
+            reply = {"error": f"{type(e).__name__}: {e}"}
+        try:
+            await stream.send_all(json.dumps(reply).encode() + b"\n")
+        except trio.BrokenResourceError:
+            pass
+        await stream.aclose()
+        if self.stopping:
+            pyfuse3.terminate()
+
+    async def serve(self) -> None:
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        if os.path.exists(self.socket_path):
+            os.unlink(self.socket_path)
+        await sock.bind(self.socket_path)
+        os.chmod(self.socket_path, 0o600)
+        sock.listen(16)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.serve_listeners, self.handle, [trio.SocketListener(sock)])
+            nursery.start_soon(self._on_sigterm)
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()
+
+    async def _on_sigterm(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                self.tree.sync()
+                pyfuse3.terminate()
+                return
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.lazyfs.server")
+    ap.add_argument("--mount", required=True)
+    ap.add_argument("--backing", required=True)
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    tree = Tree(a.backing, a.seed)
+    server = Server(tree, a.socket)
+    options = set(pyfuse3.default_options) | {f"fsname={FSNAME}", f"subtype={SUBTYPE}", "allow_other"}
+    pyfuse3.init(LazyOps(tree), a.mount, options)
+    try:
+        trio.run(server.serve)
+    finally:
+        pyfuse3.close(unmount=True)
+        try:
+            os.unlink(a.socket)
+        except OSError:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

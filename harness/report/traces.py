@@ -1,0 +1,205 @@
+"""What the run page plots from the glass box: the nodes' trace events
+(``nodes/<node>/trace.jsonl``, docs/architecture.md "Trace events") read
+into time series on the history's clock.
+
+- HW and LEO per replica and partition (``hw``, ``append``, ``truncate``,
+  ``loaded``), thinned while reading to the first, lowest, highest and last
+  value per time bucket, so a truncation's dip survives and a 1M-op run's
+  millions of events become a few thousand points;
+- truncations, with the offset they cut to;
+- each partition's leader and ISR as the controllers committed them
+  (``partition_metadata``, one entry per partition epoch), or as the leaders
+  saw them (``become_leader``, ``isr``) where no controller traced;
+- elections (``election``, with their kind) and broker fencing.
+
+Clocks: the simulator's trace ``t`` and its history share virtual time. A
+real run's trace ``t`` is the host's wall clock while its history counts
+from the generator's start; the offset between them is taken from the first
+produce a broker answered and the first send the history saw acknowledged
+(a few milliseconds early at most: the answer still had to reach the client).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+from checkers.history.op import Op
+
+BUCKETS = 1500
+#: kinds read; ``produce`` (a third of a run's lines) is skipped unparsed
+KINDS = frozenset({"hw", "append", "truncate", "loaded", "partition_metadata", "election", "broker_fenced",
+                   "broker_unfenced", "become_leader", "isr", "node_start", "node_stop", "node_crash"})
+
+
+class Series:
+    """A step series thinned per bucket to (first, min, max, last)."""
+
+    __slots__ = ("width", "bucket", "acc", "points")
+
+    def __init__(self, width: float) -> None:
+        self.width = width
+        self.bucket = -1
+        self.acc: list[tuple[float, float]] = []
+        self.points: list[tuple[float, float]] = []
+
+    def add(self, t: float, v: float) -> None:
+        b = int(t / self.width)
+        if b != self.bucket:
+            self._flush()
+            self.bucket = b
+        self.acc.append((t, v))
+        if len(self.acc) > 64:  # keep first, min, max, last as we go
+            self.acc = _extremes(self.acc)
+
+    def _flush(self) -> None:
+        if self.acc:
+            self.points.extend(_extremes(self.acc))
+            self.acc = []
+
+    def done(self) -> list[tuple[float, float]]:
+        self._flush()
+        return self.points
+
+
+def _extremes(acc: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    lo = min(acc, key=lambda p: p[1])
+    hi = max(acc, key=lambda p: p[1])
+    keep = {id(acc[0]): acc[0], id(lo): lo, id(hi): hi, id(acc[-1]): acc[-1]}
+    return sorted(keep.values(), key=lambda p: p[0])
+
+
+@dataclass
+class TraceView:
+    offset_ms: float = 0.0
+    files: int = 0
+    events: int = 0
+    hw: dict[tuple[str, Any], list[tuple[float, float]]] = field(default_factory=dict)
+    leo: dict[tuple[str, Any], list[tuple[float, float]]] = field(default_factory=dict)
+    truncations: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    elections: list[dict[str, Any]] = field(default_factory=list)
+    fencing: list[dict[str, Any]] = field(default_factory=list)
+    lifecycle: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: int = 0
+
+    @property
+    def partitions(self) -> list[str]:
+        tps = {tp for tp, _ in self.hw} | {tp for tp, _ in self.leo} | set(self.meta)
+        return sorted(tps, key=_tp_order)
+
+
+def _tp_order(tp: str) -> tuple[str, int]:
+    topic, _, p = tp.rpartition("-")
+    return (topic, int(p)) if p.isdigit() else (tp, 0)
+
+
+def _lines(run_dir: Path) -> Iterator[tuple[Path, bytes]]:
+    nodes = run_dir / "nodes"
+    if not nodes.is_dir():
+        return
+    for f in sorted(nodes.glob("*/trace.jsonl")):
+        with open(f, "rb") as fh:
+            for line in fh:
+                yield f, line
+
+
+def _offset_ms(run_dir: Path, ops: list[Op], test: dict[str, Any]) -> float:
+    if test.get("kraftwerk") == "sim":
+        return 0.0
+    first_ok = next((o.time / 1e6 for o in ops if o.f == "send" and o.type == "ok"), None)
+    if first_ok is None:
+        return 0.0
+    first_produce = None
+    for _, line in _lines(run_dir):
+        if b'"produce"' not in line:
+            continue
+        try:
+            e = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if e.get("kind") == "produce" and not e.get("error") and isinstance(e.get("t"), (int, float)):
+            first_produce = e["t"] if first_produce is None else min(first_produce, e["t"])
+    return float(first_produce - first_ok) if first_produce is not None else 0.0
+
+
+def read_traces(run_dir: str | Path, ops: list[Op], test: dict[str, Any] | None = None,
+                buckets: int = BUCKETS) -> TraceView:
+    """Every trace file of the run, in one pass per file."""
+    run_dir = Path(run_dir)
+    view = TraceView(offset_ms=_offset_ms(run_dir, ops, test or {}))
+    end_s = max((o.time for o in ops), default=0) / 1e9
+    width = max(end_s, 1.0) / buckets
+    hw: dict[tuple[str, Any], Series] = defaultdict(lambda: Series(width))
+    leo: dict[tuple[str, Any], Series] = defaultdict(lambda: Series(width))
+    seen_epochs: set[tuple[str, int]] = set()
+    seen_elections: set[tuple[str, int]] = set()
+    seen_fencing: set[tuple[Any, Any, str]] = set()
+    leader_view: dict[str, dict[str, Any]] = {}
+    files: set[Path] = set()
+    for f, line in _lines(run_dir):
+        files.add(f)
+        if b'"kind":"produce"' in line:
+            continue
+        try:
+            e = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            view.bad_lines += 1  # a killed node's torn last line
+            continue
+        kind = e.get("kind")
+        if kind not in KINDS or not isinstance(e.get("t"), (int, float)):
+            continue
+        view.events += 1
+        t = (e["t"] - view.offset_ms) / 1000.0
+        node, tp = e.get("node"), e.get("tp")
+        if kind in ("hw", "append", "loaded", "truncate") and isinstance(tp, str):
+            if kind in ("hw", "loaded") and isinstance(e.get("hw"), int):
+                hw[(tp, node)].add(t, e["hw"])
+            if isinstance(e.get("leo"), int):
+                leo[(tp, node)].add(t, e["leo"])
+            if kind == "truncate":
+                to = e.get("to")
+                if isinstance(to, int):
+                    leo[(tp, node)].add(t, to)
+                view.truncations.append({"t": t, "tp": tp, "node": node, "to": to,
+                                         "leo_before": e.get("leo_before"), "reason": e.get("reason")})
+        elif kind == "partition_metadata" and isinstance(tp, str):
+            key = (tp, int(e.get("partition_epoch", -1)))
+            if key not in seen_epochs:  # every controller replays the same record
+                seen_epochs.add(key)
+                view.meta.setdefault(tp, []).append({"t": t, "leader": e.get("leader"), "isr": list(e.get("isr") or []),
+                                                     "elr": list(e.get("elr") or []),
+                                                     "leader_epoch": e.get("leader_epoch")})
+        elif kind == "election" and isinstance(tp, str):
+            key = (tp, int(e.get("leader_epoch", -1)))
+            if key not in seen_elections:
+                seen_elections.add(key)
+                view.elections.append({"t": t, "tp": tp, "kind": str(e.get("data_kind") or e.get("election") or "?"),
+                                       "leader": e.get("leader"), "leader_epoch": e.get("leader_epoch")})
+        elif kind in ("broker_fenced", "broker_unfenced"):
+            key = (e.get("broker"), e.get("broker_epoch"), kind)
+            if key not in seen_fencing:
+                seen_fencing.add(key)
+                view.fencing.append({"t": t, "broker": e.get("broker"), "fenced": kind == "broker_fenced"})
+        elif kind in ("become_leader", "isr") and isinstance(tp, str):
+            lv = leader_view.setdefault(tp, {"entries": []})
+            lv["entries"].append({"t": t, "leader": node, "isr": list(e.get("isr") or []),
+                                  "leader_epoch": e.get("leader_epoch")})
+        elif kind in ("node_start", "node_stop", "node_crash"):
+            view.lifecycle.append({"t": t, "node": node, "kind": kind, "reason": e.get("reason")})
+    view.files = len(files)
+    view.hw = {k: s.done() for k, s in hw.items()}
+    view.leo = {k: s.done() for k, s in leo.items()}
+    for tp, lv in leader_view.items():
+        if tp not in view.meta:  # no controller traced: the leaders' own view
+            view.meta[tp] = sorted(lv["entries"], key=lambda x: x["t"])
+    for entries in view.meta.values():
+        entries.sort(key=lambda x: x["t"])
+    view.elections.sort(key=lambda x: x["t"])
+    view.fencing.sort(key=lambda x: x["t"])
+    view.truncations.sort(key=lambda x: x["t"])
+    return view

@@ -1,0 +1,374 @@
+"""The Starlette application behind ``kraftwerk serve``.
+
+Routes (GET and HEAD only; anything else is 405):
+
+- ``/``: the index of runs and campaigns, filtered, sorted and paged on the
+  server (``q``, ``verdict``, ``runtime``, ``sort``, ``order``, ``page``), so
+  it stays small with thousands of runs; ``/api/runs`` gives the same rows
+  as JSON.
+- ``/r/<path>``: a file under the results directory. A run directory shows
+  its report (``index.html``, rendered on first view for runs made without
+  one), a campaign directory its page, any other directory a listing.
+- ``/ls/<path>``: a directory's listing (a run's files).
+- ``/zip/<path>``: a run directory as a zip.
+
+Every path goes through :func:`harness.site.paths.safe_path`; every page is
+Jinja2 with autoescaping, and every response forbids scripts (a report holds
+none) and content sniffing.
+"""
+
+from __future__ import annotations
+
+import math
+import mimetypes
+import os
+import tempfile
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from .paths import Refused, rel_of, safe_path
+from .scan import RUN_MARKERS, Catalogue
+
+PAGE = 100
+SORTS = ("started", "name", "duration", "db", "backend", "nemesis", "verdict", "lost")
+HEADERS = {"Content-Security-Policy": "default-src 'self'; script-src 'none'; style-src 'self' 'unsafe-inline'; "
+                                      "img-src 'self' data:; frame-ancestors 'none'",
+           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+TEXT_TYPES = {".jsonl": "text/plain", ".log": "text/plain", ".edn": "text/plain", ".txt": "text/plain",
+              ".json": "application/json", ".yaml": "text/plain", ".yml": "text/plain"}
+NAV_MARK = "<body>"
+
+_env = Environment(
+    loader=ChoiceLoader([PackageLoader("harness.site", "templates"), PackageLoader("harness.report", "templates")]),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True, lstrip_blocks=True,
+)
+
+
+def _verdict(s: dict[str, Any]) -> str:
+    v = s.get("valid")
+    if v is True:
+        return "valid"
+    if v is False:
+        return "invalid"
+    return s.get("state") if s.get("state") in ("running", "error") else "unknown"
+
+
+def _row(s: dict[str, Any]) -> dict[str, Any]:
+    """One index row, every field a plain value (the template escapes)."""
+    d = (s.get("durability") or {}).get("acks=all") or {}
+    dur = s.get("duration_s")
+    return {"path": s["path"], "name": str(s.get("name", "")), "started": str(s.get("started", "")),
+            "duration": dur if isinstance(dur, (int, float)) else None,
+            "runtime": str(s.get("runtime") or ""), "db": str(s.get("db") or ""),
+            "backend": str(s.get("backend") or ""), "nemesis": ", ".join(map(str, s.get("nemesis") or [])) or "none",
+            "verdict": _verdict(s), "acked": d.get("acked"), "lost": d.get("lost"),
+            "anomalies": [str(t) for t in s.get("anomaly_types") or []],
+            "campaign": s.get("campaign"), "seed": s.get("seed")}
+
+
+def _sort_key(sort: str) -> Any:
+    order = {"invalid": 0, "unknown": 1, "error": 1, "running": 2, "valid": 3}
+    return {
+        "started": lambda r: r["started"], "name": lambda r: (r["name"], r["started"]),
+        "duration": lambda r: r["duration"] if r["duration"] is not None else -1.0,
+        "db": lambda r: r["db"], "backend": lambda r: r["backend"], "nemesis": lambda r: r["nemesis"],
+        "verdict": lambda r: (order.get(r["verdict"], 1), r["started"]),
+        "lost": lambda r: (r["lost"] or 0, r["acked"] or 0),
+    }[sort]
+
+
+def _matches(r: dict[str, Any], q: str, verdict: str, runtime: str) -> bool:
+    if verdict and r["verdict"] != verdict:
+        return False
+    if runtime and r["runtime"] != runtime:
+        return False
+    if q:
+        hay = " ".join([r["name"], r["path"], r["db"], r["backend"], r["nemesis"], r["runtime"],
+                        " ".join(r["anomalies"]), str(r["campaign"] or "")]).lower()
+        return all(w in hay for w in q.lower().split())
+    return True
+
+
+class Site:
+    """The results directory, its catalogue and the locks that keep two
+    requests from rendering one run's report at once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.catalogue = Catalogue(self.root)
+        self._render_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._heatmaps: dict[str, tuple[int, bytes]] = {}
+
+    def render_lock(self, path: Path) -> threading.Lock:
+        with self._lock:
+            return self._render_locks.setdefault(str(path), threading.Lock())
+
+    # -- index ---------------------------------------------------------------------------------------------
+    def index(self, request: Request) -> Response:
+        p = request.query_params
+        q, verdict, runtime = p.get("q", "").strip(), p.get("verdict", ""), p.get("runtime", "")
+        sort = p.get("sort", "started") if p.get("sort") in SORTS else "started"
+        desc = p.get("order", "desc") != "asc"
+        runs, campaigns = self.catalogue.scan()
+        rows = [_row(s) for s in runs]
+        runtimes = sorted({r["runtime"] for r in rows if r["runtime"]})
+        counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in ("valid", "invalid", "unknown")}
+        shown = [r for r in rows if _matches(r, q, verdict, runtime)]
+        shown.sort(key=_sort_key(sort), reverse=desc)
+        pages = max(1, math.ceil(len(shown) / PAGE))
+        try:
+            page = min(max(1, int(p.get("page", "1"))), pages)
+        except ValueError:
+            page = 1
+        base = {"q": q, "verdict": verdict, "runtime": runtime}
+
+        def url(**kw: Any) -> str:
+            args = {**base, "sort": sort, "order": "desc" if desc else "asc", "page": page, **kw}
+            return "/?" + urlencode({k: v for k, v in args.items() if v not in ("", None)})
+
+        def sort_url(col: str) -> str:
+            same = col == sort
+            return url(sort=col, order=("asc" if desc else "desc") if same else
+                       ("asc" if col in ("name", "db", "backend", "nemesis") else "desc"), page=1)
+
+        if request.url.path == "/api/runs":
+            return JSONResponse({"total": len(rows), "matched": len(shown), "page": page, "pages": pages,
+                                 "runs": shown[(page - 1) * PAGE: page * PAGE]}, headers=HEADERS)
+        camp_rows = [self._campaign_row(c) for c in campaigns]
+        body = _env.get_template("site_index.html.j2").render(
+            root=str(self.root), rows=shown[(page - 1) * PAGE: page * PAGE], total=len(rows), matched=len(shown),
+            page=page, pages=pages, first=(page - 1) * PAGE + 1 if shown else 0, last=min(page * PAGE, len(shown)),
+            q=q, verdict=verdict, runtime=runtime, runtimes=runtimes, sort=sort, desc=desc, counts=counts,
+            url=url, sort_url=sort_url, campaigns=camp_rows, qp=lambda s: quote(s))
+        return HTMLResponse(body, headers=HEADERS)
+
+    def _campaign_row(self, c: dict[str, Any]) -> dict[str, Any]:
+        from harness.report.campaign import CampaignError, load_campaign
+
+        try:
+            camp = load_campaign(c["dir"])
+        except CampaignError as e:
+            return {"path": c["path"], "name": c["path"], "error": str(e), "cells": 0, "runs": 0, "invalid": 0}
+        cells = camp["cells"]
+        return {"path": c["path"], "name": str(camp.get("name") or c["path"]), "created": str(camp.get("created", "")),
+                "parameters": " × ".join(map(str, camp.get("parameters") or [])), "cells": len(cells),
+                "runs": sum(int(x.get("runs") or 0) for x in cells),
+                "invalid": sum(int(x.get("invalid") or 0) for x in cells), "error": None}
+
+    # -- files ---------------------------------------------------------------------------------------------
+    async def files(self, request: Request) -> Response:
+        rel = request.path_params.get("path", "")
+        try:
+            path = safe_path(self.root, rel)
+        except Refused:
+            return self.not_found(rel)
+        if path.is_dir():
+            if not request.url.path.endswith("/"):
+                return RedirectResponse(quote(f"/r/{rel}/"), status_code=308, headers=HEADERS)
+            if (path / "campaign.json").is_file():
+                return await self.campaign(path)
+            if any((path / m).is_file() for m in RUN_MARKERS):
+                return await self.run_page(path)
+            return self.listing(path)
+        return self.file(path)
+
+    def file(self, path: Path) -> Response:
+        mt = TEXT_TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        if mt.startswith("text/"):
+            mt += "; charset=utf-8"
+        if path.suffix == ".html":
+            # the run's report gets the site's bar (its own links are relative and stay as they are)
+            text = path.read_text(encoding="utf-8", errors="replace")
+            return HTMLResponse(self._with_nav(text, path), headers=HEADERS)
+        return FileResponse(path, media_type=mt, headers=HEADERS, content_disposition_type="inline")
+
+    def _with_nav(self, text: str, path: Path) -> str:
+        run = path.parent
+        rel = rel_of(self.root, run)
+        nav = _env.get_template("nav.html.j2").render(
+            crumb=rel, zip=f"/zip/{quote(rel)}" if any((run / m).is_file() for m in RUN_MARKERS) else None,
+            files=f"/ls/{quote(rel)}/" if rel else "/ls/")
+        return text.replace(NAV_MARK, NAV_MARK + nav, 1)
+
+    async def run_page(self, run: Path) -> Response:
+        index = run / "index.html"
+        stale = not index.is_file() or (
+            (run / "results.json").is_file() and index.stat().st_mtime < (run / "results.json").stat().st_mtime)
+        if stale and (run / "history.jsonl").is_file():
+            err = await run_in_threadpool(self._render, run)
+            if err and not index.is_file():
+                return self.page("No report", f"This run has no report and it could not be rendered here: {err}. "
+                                 f"Run `kraftwerk report {rel_of(self.root, run)}`.", 503, run)
+        if not index.is_file():
+            return self.listing(run)
+        return self.file(index)
+
+    def _render(self, run: Path) -> str | None:
+        from harness.report import render_report
+
+        with self.render_lock(run):
+            index = run / "index.html"
+            res = run / "results.json"
+            if index.is_file() and (not res.is_file() or index.stat().st_mtime >= res.stat().st_mtime):
+                return None  # another request rendered it meanwhile
+            try:
+                render_report(run)
+            except Exception as e:  # noqa: BLE001 - shown on the page, one line
+                return f"{type(e).__name__}: {e}"
+        return None
+
+    async def campaign(self, d: Path) -> Response:
+        from harness.report.campaign import CampaignError, campaign_context, load_campaign
+
+        try:
+            c = load_campaign(d)
+        except CampaignError as e:
+            return self.page("Campaign", str(e), 500, d)
+        rel = rel_of(self.root, d)
+        body = _env.get_template("campaign.html.j2").render(
+            heatmap=f"/heatmap/{quote(rel)}", run_href=lambda r: "/r/" + quote(_join(rel, r)) + "/",
+            **campaign_context(c))
+        return HTMLResponse(self._with_nav(body, d / "index.html"), headers=HEADERS)
+
+    async def heatmap(self, request: Request) -> Response:
+        from harness.report.campaign import CampaignError, heatmap_png, load_campaign
+
+        rel = request.path_params.get("path", "")
+        try:
+            d = safe_path(self.root, rel)
+            stamp = (d / "campaign.json").stat().st_mtime_ns
+        except (Refused, OSError):
+            return self.not_found(rel)
+        cached = self._heatmaps.get(str(d))
+        if cached is None or cached[0] != stamp:
+            try:
+                png = await run_in_threadpool(lambda: heatmap_png(load_campaign(d)))
+            except CampaignError:
+                return self.not_found(rel)
+            cached = self._heatmaps[str(d)] = (stamp, png)
+        return Response(cached[1], media_type="image/png", headers=HEADERS)
+
+    def listing(self, d: Path) -> Response:
+        rel = rel_of(self.root, d) if d != self.root else ""
+        entries = []
+        for e in sorted(os.scandir(d), key=lambda e: (not e.is_dir(), e.name)):
+            if e.name.startswith("."):
+                continue
+            try:
+                st = e.stat()
+            except OSError:
+                continue  # a dangling symlink
+            href = "/r/" + quote(_join(rel, e.name)) + ("/" if e.is_dir() else "")
+            entries.append({"name": e.name + ("/" if e.is_dir() else ""), "href": href,
+                            "size": "" if e.is_dir() else _size(st.st_size)})
+        parent = "/ls/" + quote(rel.rsplit("/", 1)[0]) + "/" if "/" in rel else ("/ls/" if rel else None)
+        body = _env.get_template("listing.html.j2").render(rel=rel or ".", entries=entries, parent=parent)
+        return HTMLResponse(self._with_nav(body, d / "x"), headers=HEADERS)
+
+    async def ls(self, request: Request) -> Response:
+        rel = request.path_params.get("path", "")
+        try:
+            d = safe_path(self.root, rel)
+        except Refused:
+            return self.not_found(rel)
+        return self.listing(d) if d.is_dir() else self.not_found(rel)
+
+    # -- zip -----------------------------------------------------------------------------------------------
+    async def zip(self, request: Request) -> Response:
+        rel = request.path_params.get("path", "")
+        try:
+            d = safe_path(self.root, rel)
+        except Refused:
+            return self.not_found(rel)
+        if not d.is_dir() or not any((d / m).is_file() for m in RUN_MARKERS):
+            return self.not_found(rel)
+        tmp = await run_in_threadpool(self._zip, d)
+        name = f"{d.parent.name}-{d.name}.zip"
+        return FileResponse(tmp, media_type="application/zip", filename=name, headers=HEADERS,
+                            background=BackgroundTask(os.unlink, tmp))
+
+    def _zip(self, d: Path) -> str:
+        """The run directory in a temporary zip; a symlink whose target is
+        outside the results directory is left out."""
+        fd, tmp = tempfile.mkstemp(prefix="kraftwerk-zip-", suffix=".zip")
+        os.close(fd)
+        top = f"{d.parent.name}-{d.name}"
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=5) as z:
+            for dirpath, dirnames, filenames in os.walk(d):
+                dirnames[:] = [n for n in dirnames if not os.path.islink(os.path.join(dirpath, n))]
+                for n in sorted(filenames):
+                    p = Path(dirpath) / n
+                    real = p.resolve()
+                    if not real.is_relative_to(self.root) or not real.is_file():
+                        continue
+                    z.write(real, f"{top}/{p.relative_to(d).as_posix()}")
+        return tmp
+
+    # -- errors --------------------------------------------------------------------------------------------
+    def not_found(self, rel: str) -> Response:
+        return self.page("Not found", f"Nothing to serve at {rel!r} under the results directory.", 404, None)
+
+    def page(self, title: str, message: str, status: int, d: Path | None) -> Response:
+        body = _env.get_template("message.html.j2").render(title=title, message=message)
+        return HTMLResponse(body, status_code=status, headers=HEADERS)
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}/{b}" if a else b
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def allowed_hosts(host: str) -> list[str]:
+    """Host headers answered: on loopback only loopback names (a web page
+    elsewhere cannot rebind a name to 127.0.0.1 and read the results);
+    bound wider, any."""
+    if host in ("127.0.0.1", "localhost", "::1") or host.startswith("127."):
+        return ["127.0.0.1", "localhost", "[::1]", "::1", host]
+    return ["*"]
+
+
+def build_app(out: str | Path, host: str = "127.0.0.1") -> Starlette:
+    site = Site(Path(out))
+
+    async def index(request: Request) -> Response:
+        return await run_in_threadpool(site.index, request)
+
+    methods = ["GET", "HEAD"]
+    routes = [
+        Route("/", index, methods=methods),
+        Route("/api/runs", index, methods=methods),
+        Route("/r/", site.files, methods=methods),
+        Route("/r/{path:path}", site.files, methods=methods),
+        Route("/ls/", site.ls, methods=methods),
+        Route("/ls/{path:path}", site.ls, methods=methods),
+        Route("/zip/{path:path}", site.zip, methods=methods),
+        Route("/heatmap/{path:path}", site.heatmap, methods=methods),
+    ]
+    app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host))])
+    app.state.site = site
+    return app
+
+
+__all__ = ["build_app", "allowed_hosts"]

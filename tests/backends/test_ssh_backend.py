@@ -1,0 +1,146 @@
+"""The ssh backend on throwaway hosts (``kraftwerk hosts up``: sshd in
+namespaces): a partition made over ssh cuts exactly its links and heal
+restores them; bad hosts files, unreachable hosts and unknown or changed
+host keys are one line, exit 2, before anything starts; ``hosts down``
+removes everything ``up`` made (harness/backend/ssh.py, throwaway.py)."""
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.backend.ssh import SshHosts, preflight
+from harness.backend.throwaway import down, up
+from harness.net.iptables import IptablesNetwork
+from harness.net.netns import list_namespaces
+from nemesis.partition import make_cut
+
+from .conftest import needs_root_net
+from .probe import CLIENT, Prober, all_links
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
+NODES = ["n1", "n2", "n3"]
+
+
+@pytest.fixture(scope="module")
+def hosts_dir(tmp_path_factory):
+    needs_root_net()
+    d = tmp_path_factory.mktemp("hosts")
+    up(3, d)
+    tag = (d / "fabric.json").read_text()
+    yield d
+    assert len(down(d)) == 4  # three hosts and the bridge
+    assert not [ns for ns in list_namespaces() if ns.startswith(f"kw-{yaml.safe_load(tag)['tag']}-")]
+    assert not (d / "hosts.yaml").exists() and down(d) == []
+
+
+def run_cli(*args):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "KRAFTWERK_DEBUG": ""})
+
+
+def test_a_grudge_made_over_ssh_cuts_exactly_its_links(hosts_dir, tmp_path):
+    checked = preflight(str(hosts_dir / "hosts.yaml"), NODES)
+    hosts = SshHosts(checked, None, "probe")
+    net = IptablesNetwork(NODES, {n: hosts.address(n) for n in NODES}, hosts.client_address,
+                          lambda n, argv, stdin: hosts.exec(n, argv, 30, stdin=stdin), exempt_ports=(22,))
+    probe = Prober(hosts, NODES, tmp_path, python="python3.11", remote_dir=lambda n: f"{checked[n][0].dir}/probe")
+    try:
+        net.setup()
+        probe.start()
+        assert probe.delivered() == all_links(NODES)
+        cut, _ = make_cut("one-way", NODES, random.Random(1))
+        cut = set(cut) | {(CLIENT, "n2")}
+        net.cut(cut)
+        assert probe.delivered() == all_links(NODES) - cut
+        assert not probe.tcp_connects(CLIENT, "n2") and probe.tcp_connects(CLIENT, "n1")
+        net.heal()
+        assert probe.delivered() == all_links(NODES)
+    finally:
+        probe.stop()
+        net.teardown()
+        rc, out, _ = hosts.exec("n1", ["iptables", "-S"], 10)
+        hosts.teardown()
+    assert "kw-in" not in out and "kw-out" not in out  # hosts outlive the run: our chains do not
+
+
+def write_hosts(tmp_path, hosts_dir, **changes):
+    data = yaml.safe_load((hosts_dir / "hosts.yaml").read_text())
+    data["defaults"]["key"] = str(hosts_dir / "id_ed25519")
+    data["defaults"]["known_hosts"] = str(hosts_dir / "known_hosts")
+    for k, v in changes.items():
+        if k == "host0":
+            data["hosts"][0].update(v)
+        else:
+            data["defaults"][k] = v
+    p = tmp_path / "hosts.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def expect_usage(r, words, out):
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], r.stderr
+    assert not out.exists()
+
+
+def test_an_unknown_host_key_is_refused_unless_accept_new(hosts_dir, tmp_path):
+    kh = tmp_path / "known_hosts"
+    kh.write_text("")
+    hf = write_hosts(tmp_path, hosts_dir, known_hosts=str(kh))
+    out = tmp_path / "r"
+    r = run_cli("run", "--backend", "ssh", "--hosts", str(hf), "--combined", "--out", str(out))
+    expect_usage(r, "--ssh-accept-new", out)
+    checked = preflight(str(hf), NODES, accept_new=True)
+    for _, c in checked.values():
+        c.close()
+    assert len(kh.read_text().splitlines()) == 3  # trusted on first use, remembered
+    preflight(str(hf), NODES)  # now known
+
+
+def test_a_changed_host_key_is_refused_even_with_accept_new(hosts_dir, tmp_path):
+    kh = tmp_path / "known_hosts"
+    lines = (hosts_dir / "known_hosts").read_text().splitlines()
+    other = (hosts_dir / "id_ed25519.pub").read_text().split()
+    kh.write_text("\n".join(f"{ln.split()[0]} {other[0]} {other[1]}" for ln in lines) + "\n")
+    hf = write_hosts(tmp_path, hosts_dir, known_hosts=str(kh))
+    out = tmp_path / "r"
+    r = run_cli("run", "--backend", "ssh", "--hosts", str(hf), "--ssh-accept-new", "--combined", "--out", str(out))
+    expect_usage(r, "host key mismatch", out)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"host0": {"port": 2222}}, "unreachable"),
+    ({"key": "/nonexistent/key"}, "host h1"),
+    ({"user": "nobody"}, "login as nobody refused"),
+])
+def test_unusable_hosts_are_one_line_exit_2(hosts_dir, tmp_path, change, words):
+    hf = write_hosts(tmp_path, hosts_dir, **change)
+    out = tmp_path / "r"
+    expect_usage(run_cli("run", "--backend", "ssh", "--hosts", str(hf), "--combined", "--out", str(out)), words, out)
+
+
+@pytest.mark.parametrize("text, words", [
+    (None, "not found"),
+    ("hosts: [\n", "not valid YAML"),
+    ("hosts: []\n", "non-empty 'hosts' list"),
+    ("hosts:\n- {name: a}\n", "missing address"),
+    ("hosts:\n- {name: a, address: 'x y'}\n", "neither an IP address nor a host name"),
+    ("hosts:\n- {name: a, address: 10.0.0.1, port: 0}\n", "port must be a number"),
+    ("hosts:\n- {name: a, address: 10.0.0.1, colour: red}\n", "unknown key 'colour'"),
+    ("hosts:\n- {name: a, address: 10.0.0.1}\n- {name: a, address: 10.0.0.2}\n", "appears twice"),
+    ("hosts:\n- {name: a, address: 10.0.0.1}\n", "1 host(s) for 3 nodes"),
+])
+def test_bad_hosts_files_are_one_line_exit_2(tmp_path, text, words):
+    hf = tmp_path / "hosts.yaml"
+    if text is not None:
+        hf.write_text(text)
+    out = tmp_path / "r"
+    expect_usage(run_cli("run", "--backend", "ssh", "--hosts", str(hf), "--combined", "--out", str(out)), words, out)

@@ -1,0 +1,121 @@
+"""db kafka's configuration: server.properties from the test config, the
+variant mapping, and the one-line refusals (exit 2, nothing started)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config import build_config
+from harness.errors import UsageError
+from harness.kafka import dist, props
+from harness.kafka.props import NodePlan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kraftwerk(*args, env=None):
+    return subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "KRAFTWERK_DEBUG": "", **(env or {})})
+
+
+NODES = [NodePlan("n1", 1, ("broker",), "127.0.0.1", 9001, 9002),
+         NodePlan("c1", 101, ("controller",), "127.0.0.1", 9003, 9004),
+         NodePlan("n2", 2, ("broker", "controller"), "127.0.0.1", 9005, 9006)]
+
+
+def _props(node, **kw):
+    args = dict(brokers=2, rf=2, min_isr=2, partitions=3, variants={}, overrides={})
+    args.update(kw)
+    return props.server_properties(node, NODES, "/d", **args)
+
+
+def test_server_properties_carry_roles_quorum_listeners_and_the_test_settings():
+    p = _props(NODES[2], variants={"unclean_election": True})
+    assert p["process.roles"] == "broker,controller" and p["node.id"] == "2"
+    assert p["controller.quorum.voters"] == "101@127.0.0.1:9004,2@127.0.0.1:9006"
+    assert p["listeners"] == "PLAINTEXT://127.0.0.1:9005,CONTROLLER://127.0.0.1:9006"
+    assert p["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9005"
+    assert (p["min.insync.replicas"], p["default.replication.factor"], p["num.partitions"]) == ("2", "2", "3")
+    assert p["unclean.leader.election.enable"] == "true"
+    assert p["replica.lag.time.max.ms"] == "3000" and p["log.dirs"] == "/d"
+
+
+def test_controller_only_node_has_no_broker_listener():
+    p = _props(NODES[1])
+    assert p["process.roles"] == "controller" and p["listeners"] == "CONTROLLER://127.0.0.1:9004"
+    assert "advertised.listeners" not in p and p["unclean.leader.election.enable"] == "false"
+
+
+def test_kafka_config_overrides_win():
+    p = _props(NODES[0], overrides={"replica.lag.time.max.ms": "10000", "log.flush.interval.messages": "1"})
+    assert p["replica.lag.time.max.ms"] == "10000" and p["log.flush.interval.messages"] == "1"
+
+
+def test_kip966_variant_is_the_eligible_leader_replicas_feature():
+    assert props.format_features({}) == ["eligible.leader.replicas.version=1"]
+    assert props.format_features({"kip966": False}) == ["eligible.leader.replicas.version=0"]
+
+
+@pytest.mark.parametrize("variant", props.PROTOCOL_ONLY)
+def test_protocol_only_variants_are_refused_on_db_kafka(tmp_path, variant):
+    r = kraftwerk("run", "--db", "kafka", "--out", str(tmp_path / "r"), "--variant", f"{variant}=off")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"variant {variant} exists only in the reference implementation" in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--nemesis", "partition"], "--nemesis partition on --db kafka"),
+    (["--nemesis", "kill,latency"], "--nemesis latency on --db kafka"),
+    (["--nemesis", "lose-unfsynced"], "--nemesis lose-unfsynced on --db kafka"),
+    (["--scenario", "unclean-loss"], "--scenario unclean-loss uses partition on --db kafka"),
+    (["--kafka-config", "novalue"], "--kafka-config wants KEY=VALUE"),
+    (["--kafka-version", "latest"], "--kafka-version"),
+])
+def test_what_db_kafka_cannot_do_on_local_is_one_line_exit_2(tmp_path, args, words):
+    r = kraftwerk("run", "--db", "kafka", "--out", str(tmp_path / "r"), *args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], r.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_kafka_flags_only_apply_to_db_kafka():
+    with pytest.raises(UsageError, match="only for --db kafka"):
+        build_config(None, {"kafka_config": ["a=b"]})
+
+
+def test_kafka_home_that_is_not_a_distribution_is_bad_input(tmp_path):
+    r = kraftwerk("run", "--db", "kafka", "--out", str(tmp_path / "r"), "--kafka-home", str(tmp_path))
+    assert r.returncode == 2, r.stderr
+    assert "not a Kafka binary distribution" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_kafka_home_uses_the_distribution_libs(tmp_path):
+    cached = dist.ensure()  # the pinned release, fetched on first use
+    home = tmp_path / "kafka_2.13-4.4.0"
+    home.mkdir()
+    (home / "libs").symlink_to(cached.libs)
+    got = dist.ensure(home=home)
+    assert got.libs == home / "libs" and got.version == cached.version == dist.DEFAULT_VERSION
+
+
+def test_fetch_resolves_the_pinned_release_into_its_cache(tmp_path, monkeypatch):
+    """A fresh cache: Maven resolves kafka_2.13 and its runtime jars once,
+    and a second call reuses them without Maven."""
+    monkeypatch.setenv("KRAFTWERK_CACHE", str(tmp_path))
+    got = dist.ensure(dist.DEFAULT_VERSION)
+    libs = tmp_path / "kafka" / dist.DEFAULT_VERSION / "libs"
+    assert got.libs == libs
+    names = {p.name for p in libs.iterdir()}
+    for jar in ("kafka_2.13", "kafka-server", "kafka-raft", "kafka-metadata", "kafka-storage", "kafka-clients",
+                "kafka-group-coordinator", "kafka-transaction-coordinator", "kafka-share-coordinator"):
+        assert f"{jar}-{dist.DEFAULT_VERSION}.jar" in names, jar
+    assert any(n.startswith("log4j-core-") for n in names) and any(n.startswith("log4j-slf4j") for n in names)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no mvn now: must come from the cache
+    assert dist.ensure(dist.DEFAULT_VERSION) == got

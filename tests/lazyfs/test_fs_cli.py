@@ -1,0 +1,149 @@
+"""``kraftwerk fs``: mount, crash and umount from the command line; bad input
+is one line and exit 2; no mount outlives its server or its owner."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.lazyfs import mounts
+
+from .conftest import kraftwerk
+
+
+def one_line_exit_2(r, words):
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_mount_crash_umount_from_the_command_line(tmp_path):
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir(), backing.mkdir()
+    r = kraftwerk("fs", "mount", str(point), "--backing", str(backing))
+    assert r.returncode == 0 and "mounted" in r.stdout, r.stderr
+    try:
+        (point / "f").write_bytes(b"gone")
+        r = kraftwerk("fs", "crash", str(point))
+        assert r.returncode == 0 and "1 uncommitted name change" in r.stdout, r.stdout
+        assert not (point / "f").exists()
+    finally:
+        r = kraftwerk("fs", "umount", str(point))
+    assert r.returncode == 0, r.stderr
+    assert not mounts.is_mounted(point)
+
+
+def test_umount_is_clean_it_flushes_everything(tmp_path):
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir(), backing.mkdir()
+    mounts.mount(point, backing)
+    (point / "d").mkdir()
+    (point / "d" / "f").write_bytes(b"kept")
+    assert kraftwerk("fs", "umount", str(point)).returncode == 0
+    assert (backing / "d" / "f").read_bytes() == b"kept"
+
+
+def test_umount_leaves_nothing_mounted_after_the_server_was_killed(tmp_path):
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir(), backing.mkdir()
+    rec = mounts.mount(point, backing)
+    os.kill(rec["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{rec['pid']}") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert mounts.is_mounted(point)  # a dead mount stays until someone removes it
+    r = kraftwerk("fs", "umount", str(point))
+    assert r.returncode == 0, r.stderr
+    assert not mounts.is_mounted(point)
+    assert all(x["mountpoint"] != str(point) for x in mounts.records())
+    os.listdir(point)  # an ordinary directory again
+
+
+def test_umount_of_a_paused_server_does_not_hang(tmp_path):
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir(), backing.mkdir()
+    rec = mounts.mount(point, backing)
+    os.kill(rec["pid"], signal.SIGSTOP)
+    t0 = time.monotonic()
+    mounts.umount(point, timeout=2)
+    assert time.monotonic() - t0 < 15
+    assert not mounts.is_mounted(point)
+    assert not os.path.exists(f"/proc/{rec['pid']}") or open(f"/proc/{rec['pid']}/stat").read().split()[2] in "ZX"
+
+
+def test_cleanup_unmounts_a_mount_whose_owner_is_gone(tmp_path):
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir(), backing.mkdir()
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        r = kraftwerk("fs", "mount", str(point), "--backing", str(backing), "--owner-pid", str(owner.pid))
+        assert r.returncode == 0, r.stderr
+        r = kraftwerk("cleanup", "--out", str(tmp_path / "results"))
+        assert mounts.is_mounted(point), r.stdout  # the owner lives: not ours to remove
+    finally:
+        owner.kill()
+        owner.wait()
+    r = kraftwerk("cleanup", "--out", str(tmp_path / "results"))
+    assert r.returncode == 0 and f"unmounted kraftwerk fs {point}" in r.stdout, r.stdout
+    assert not mounts.is_mounted(point)
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir()
+    one_line_exit_2(kraftwerk("fs", "mount", str(point), "--backing", str(backing)), "does not exist")
+    backing.mkdir()
+    one_line_exit_2(kraftwerk("fs", "mount", str(tmp_path / "nope"), "--backing", str(backing)), "does not exist")
+    one_line_exit_2(kraftwerk("fs", "crash", str(point)), "not a kraftwerk fs mount")
+    one_line_exit_2(kraftwerk("fs", "umount", str(point)), "nothing mounted")
+    one_line_exit_2(kraftwerk("fs", "mount", str(point), "--backing", str(point / "x")), "does not exist")
+    (point / "x").mkdir()
+    one_line_exit_2(kraftwerk("fs", "mount", str(point), "--backing", str(point / "x")), "not empty")
+
+
+def test_a_busy_mount_point_is_refused(fs):
+    other = fs.point.parent / "other"
+    other.mkdir()
+    one_line_exit_2(kraftwerk("fs", "mount", str(fs.point), "--backing", str(other)), "is busy")
+
+
+def test_not_root_is_refused(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir(), backing.mkdir()
+    r = kraftwerk("fs", "mount", str(point), "--backing", str(backing), user="65534")
+    one_line_exit_2(r, "needs root")
+
+
+def test_no_dev_fuse_is_refused(tmp_path):
+    """A private mount namespace whose /dev is an empty tmpfs."""
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir(), backing.mkdir()
+    code = ("import os, subprocess, sys; "
+            "subprocess.run(['mount', '--make-rprivate', '/'], check=True); "
+            "subprocess.run(['mount', '-t', 'tmpfs', 'none', '/dev'], check=True); "
+            "from harness.cli import main; main()")
+    r = subprocess.run(["unshare", "-m", sys.executable, "-c", code, "fs", "mount", str(point),
+                        "--backing", str(backing)], capture_output=True, text=True, timeout=60,
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    one_line_exit_2(r, "/dev/fuse is missing")
+    assert not mounts.is_mounted(point)
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers(tmp_path):
+    yield
+    for rec in mounts.records():
+        if rec["mountpoint"].startswith(str(tmp_path)):
+            mounts.umount(rec["mountpoint"])
+
+
+def test_storage_lazyfs_outside_netns_is_refused_before_anything_starts(tmp_path):
+    out = tmp_path / "results"
+    r = kraftwerk("run", "--out", str(out), "--storage", "lazyfs", "--nemesis", "lose-unfsynced")
+    one_line_exit_2(r, "runs on --backend netns")
+    assert not out.exists()

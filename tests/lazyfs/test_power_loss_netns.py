@@ -1,0 +1,85 @@
+"""Power loss on the netns backend with the filesystem doing the losing:
+each node's data directory is a ``kraftwerk fs`` mount, and the
+``lose-unfsynced`` fault SIGKILLs the node, then crashes its filesystem
+(harness/lazyfs/nodes.py). The broker runs its plain file storage.
+
+What users ask about acks=all: an acknowledgement means the write is in
+min.insync.replicas replicas' memory, not on their disks. Kafka's default
+(log.flush.interval.messages unset) leaves flushing to the OS, so a power
+loss of enough replicas at once loses acknowledged writes; fsync on every
+message (=1) makes each acknowledged write durable on the ISR first.
+
+Each run takes about a minute (cluster start-up, the schedule, recovery,
+final reads); the scripted last-replica-standing runs are ``slow``
+(``bench/campaign_matrix.py`` style: ``-m slow`` on this file).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.lazyfs import mounts
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(tmp_path, *args, timeout=500):
+    out = tmp_path / "results"
+    r = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "run", "--backend", "netns",
+         "--out", str(out), "--json", "--no-progress", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env={**os.environ, "KRAFTWERK_DEBUG": ""},
+    )
+    assert r.returncode in (0, 1), f"exit {r.returncode}: {r.stderr[-800:]}"
+    res = json.loads(r.stdout)
+    run_dir = Path(res["run_dir"])
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["storage"] == "lazyfs"  # which power-loss mode ran
+    assert (run_dir / "nodes" / "n1" / "durable").is_dir()
+    assert not [m for m in mounts.mountinfo() if m["point"].startswith(str(tmp_path))], "a mount outlived the run"
+    assert not [r for r in mounts.records() if r["mountpoint"].startswith(str(tmp_path))]
+    return r.returncode, res, run_dir
+
+
+def power_losses(run_dir: Path) -> list[dict]:
+    ops = [json.loads(line) for line in open(run_dir / "history.jsonl")]
+    return [o for o in ops if o["f"] == "start-lose-unfsynced" and o.get("value", {}).get("nodes")]
+
+
+def test_fsync_every_message_power_loss_of_a_majority_loses_no_acknowledged_write(tmp_path):
+    code, res, run_dir = run(tmp_path, "--nemesis", "lose-unfsynced", "--flush-messages", "1",
+                             "--nemesis-interval", "4", "--time-limit", "20", "--seed", "5")
+    assert power_losses(run_dir), "no power loss happened"
+    assert res["durability"]["acks=all"]["acked"] > 0
+    assert res["durability"]["acks=all"]["lost"] == 0, res["durability"]["acks=all"]["lost_examples"][:5]
+    assert res["valid"] is True and code == 0, res["anomaly_types"]
+
+
+def test_default_no_fsync_power_loss_of_a_majority_loses_acknowledged_writes(tmp_path):
+    code, res, run_dir = run(tmp_path, "--nemesis", "lose-unfsynced",
+                             "--nemesis-interval", "4", "--time-limit", "20", "--seed", "5")
+    assert power_losses(run_dir)
+    assert res["durability"]["acks=all"]["lost"] > 0
+    assert "lost-acked-write" in res["anomaly_types"] or "lost-write" in res["anomaly_types"]
+    assert res["valid"] is False and code == 1
+
+
+@pytest.mark.slow
+def test_kip966_off_last_replica_standing_loses_acknowledged_writes_to_the_filesystem_seed002(tmp_path):
+    code, res, run_dir = run(tmp_path, "--scenario", "last-replica-standing", "--variant", "kip966=off", "--seed", "3")
+    assert power_losses(run_dir)
+    assert res["durability"]["acks=all"]["lost"] > 0
+    assert res["valid"] is False and code == 1
+
+
+@pytest.mark.slow
+def test_default_protocol_last_replica_standing_loses_nothing_seed002(tmp_path):
+    code, res, run_dir = run(tmp_path, "--scenario", "last-replica-standing", "--seed", "3")
+    assert power_losses(run_dir)
+    assert res["durability"]["acks=all"]["lost"] == 0
+    assert res["valid"] is True and code == 0, res["anomaly_types"]
