@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import UsageError
-from nemesis import NemesisPlan
+from nemesis import NemesisPlan, replay
 from nemesis.faults import UnknownFault, expand, parse
 from reference_impl.core.config import ConfigError, ProtocolConfig
 
@@ -231,8 +231,14 @@ class TestConfig(BaseModel):
             ProtocolConfig.from_properties(self.protocol)
         except ConfigError as e:
             raise ValueError(f"--protocol: {e}") from None
-        if self.schedule is not None and (self.nemesis or self.scenario):
-            raise ValueError("--schedule replays a recorded fault schedule: drop --nemesis and --scenario")
+        if self.schedule is not None:
+            if self.nemesis or self.scenario:
+                raise ValueError("--schedule replays a recorded fault schedule: drop --nemesis and --scenario")
+            try:
+                names = replay.load(self.schedule)[1]
+                expand(list(names))
+            except (replay.ScheduleError, UnknownFault) as e:
+                raise ValueError(str(e)) from None
 
     # ----------------------------------------------------------------- helpers
     def keys(self) -> list[str]:
@@ -260,10 +266,22 @@ class TestConfig(BaseModel):
     def node_names(self) -> list[str]:
         return [n for n, _, _ in self.layout()]
 
+    def has_nemesis(self) -> bool:
+        return bool(self.nemesis or self.scenario or self.schedule)
+
     def nemesis_plan(self, protocol: ProtocolConfig) -> NemesisPlan:
-        """What the nemesis does, with the runtime's protocol timeouts."""
-        return NemesisPlan(tuple(self.nemesis), self.nemesis_interval, self.nemesis_mode, self.scenario,
-                           protocol.replica_lag_time_max_ms, protocol.broker_session_timeout_ms)
+        """What the nemesis does, with the runtime's protocol timeouts: the
+        mix drawn from, a scenario, or a recorded schedule replayed."""
+        faults, entries = tuple(self.nemesis), ()
+        if self.schedule:
+            loaded, faults = replay.load(self.schedule)
+            entries = tuple(loaded)
+        return NemesisPlan(faults, self.nemesis_interval, self.nemesis_mode, self.scenario,
+                           protocol.replica_lag_time_max_ms, protocol.broker_session_timeout_ms, entries)
+
+    def fault_names(self) -> tuple[str, ...]:
+        """Every fault the run may make (the mix, or the schedule's)."""
+        return replay.load(self.schedule)[1] if self.schedule else tuple(self.nemesis)
 
     def test_json(self) -> dict[str, Any]:
         """What a run directory's test.json says of the test (both runtimes):

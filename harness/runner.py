@@ -20,20 +20,21 @@ from pathlib import Path
 from typing import Any
 
 import generator as g
+from checkers.history import read_jsonl
 from harness import store
+from harness.backend.local import CAPABILITIES as LOCAL_CAPABILITIES
 from harness.checking import check_run, export_edn
 from harness.config import TestConfig
-from harness.backend.local import CAPABILITIES as LOCAL_CAPABILITIES
 from harness.errors import HarnessError, KraftwerkError, UsageError
-from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
 from harness.history import Recorder
 from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
 from harness.summary import write_summary
-from nemesis import Nemesis
+from nemesis import Nemesis, replay
 from nemesis.control import Unsupported
 from nemesis.faults import check_supported
+from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
 from workloads import queue as qw
 
 
@@ -70,7 +71,7 @@ def preflight(cfg: TestConfig) -> Any:
     have = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES if cfg.backend == "sim" else None
     if have is not None:
         try:
-            check_supported(tuple(cfg.nemesis), cfg.backend, have)
+            check_supported(cfg.fault_names(), cfg.backend, have)
         except Unsupported as e:
             raise UsageError(str(e)) from None
     if cfg.backend == "sim":
@@ -134,7 +135,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         db = make_db(cfg, run_dir, state, checked)
         db.setup()
         nem = None
-        if cfg.nemesis or cfg.scenario:
+        if cfg.has_nemesis():
             from harness.db.reference import protocol_config
 
             nem = Nemesis(cfg.nemesis_plan(protocol_config(cfg)), db.cluster, random.Random(rng.getrandbits(64)))
@@ -185,6 +186,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         raise error
     if not cfg.record_history:
         return RunOutcome(run_dir, {"valid": "unknown", "stats": dict(rec.counts)})
+    record_schedule(run_dir, replay.schedule_of(read_jsonl(run_dir / store.HISTORY)))
     result = check_run(run_dir, engine=cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
     export_edn(run_dir)
     write_summary(run_dir)
@@ -195,6 +197,13 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
     except Exception as e:  # the verdict stands even if a plot fails
         (run_dir / "report-error.txt").write_text(f"{type(e).__name__}: {e}\n")
     return RunOutcome(run_dir, result)
+
+
+def record_schedule(run_dir: Path, schedule: list[dict[str, Any]]) -> None:
+    """Add what the nemesis did to test.json, in the shared vocabulary, for
+    ``--schedule`` (``nemesis.replay``)."""
+    test = store.read_json(run_dir / store.TEST)
+    store.write_json(run_dir / store.TEST, {**test, "schedule": schedule})
 
 
 def summary_line(o: RunOutcome) -> str:
@@ -222,6 +231,7 @@ def run_seed(cfg: TestConfig, seed: int, out: str | Path | None = None, report: 
         store.write_json(run_dir / store.TEST, test)
     res = run.run(release=True)
     if run_dir is not None:
+        record_schedule(run_dir, run.schedule)
         store.write_json(run_dir / store.RESULTS, res)
         write_summary(run_dir)
         res["run_dir"] = str(run_dir)

@@ -125,7 +125,7 @@ class Nemesis:
         self.cluster = cluster
         self.rng = rng
         timings = Timings(plan.lag_ms, plan.session_ms, int(plan.interval_s * 1000))
-        names = replay.fault_names(list(plan.schedule)) if plan.schedule else plan.faults
+        names = tuple(dict.fromkeys([*plan.faults, *replay.fault_names(list(plan.schedule))]))
         self.faults: dict[str, Fault] = make_faults(list(names), cluster, rng, timings)
         self.script = scenarios.ScenarioRunner(plan.scenario, cluster) if plan.scenario else None
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import generator as g
 from checkers.invariants import InvariantMonitor
 from harness.config import TestConfig
-from nemesis import Nemesis
+from nemesis import Nemesis, replay
 from reference_impl import accel
 from reference_impl.core.config import ProtocolConfig, Variants
 from reference_impl.core.messages import NewTopic, TopicPartition
@@ -135,13 +135,15 @@ class SimRun:
                                   lambda: [c.ep.name for c in self.wl.producers + self.wl.consumers])
         self.nemesis: Nemesis | None = None
         self.faults = 0
-        if o.nemesis or o.scenario:
+        if o.has_nemesis():
             self.nemesis = Nemesis(o.nemesis_plan(self.sim.config), self.cluster, random.Random(self.sim.rng.getrandbits(64)))
         self.setup_ok = False
         self.generating = False
         self.arrivals = Arrivals(self.sim, self.wl.producers, o.rate)
         self.final_readers: list[Consumer] = []
         self.t0 = 0
+        #: what the nemesis did (``nemesis.replay``), for test.json
+        self.schedule: list[dict[str, Any]] = []
         self.t_end = 0
 
     # -- phases ----------------------------------------------------------------------------------------
@@ -240,6 +242,7 @@ class SimRun:
                 self.history.close()
                 self.sim.close()
             results = self.results(time.perf_counter() - wall0)
+            self.schedule = replay.schedule_of(self.history.ops, self.t0 * 1_000_000)
             if release:
                 self.release()
         finally:

@@ -6,6 +6,8 @@ has no use for is refused by the configuration, not missing from a command.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -106,7 +108,30 @@ def config_from_flags(backend: str | None, flags: dict[str, Any]) -> TestConfig:
         flags["variants"] = parse_variants(variant)
     if protocol:
         flags["protocol"] = {**file_values.get("protocol", {}), **parse_protocol(protocol)}
+    schedule = flags.get("schedule") or file_values.get("schedule")
+    if schedule:
+        file_values = {**recorded_settings(schedule), **file_values}
     file_backend = file_values.pop("backend", None)
     if backend is None:
         backend = "local" if file_backend is None or file_backend == "sim" else file_backend
     return build_config(file_values, {**flags, "backend": backend})
+
+
+#: settings a replay takes from the recorded run's test.json (the workload's
+#: and the cluster's; not its runtime's, its output or its fault mix)
+REPLAYED = ("name", "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
+            "idempotent", "variants", "protocol", "nemesis_interval", "time_limit", "rate", "concurrency", "seed",
+            "op_timeout", "final_read_timeout", "setup_timeout", "flush_messages")
+
+
+def recorded_settings(path: str) -> dict[str, Any]:
+    """The settings of the run whose test.json ``path`` is (empty for a
+    plain list of entries): a replay runs the same test (flags and a YAML
+    file still win)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}  # the configuration's check of --schedule says what is wrong
+    if not isinstance(data, dict):
+        return {}
+    return {k: data[k] for k in REPLAYED if k in data and data[k] is not None}

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from harness.cli.options import config_from_flags, test_options
+from harness.cli.options import config_from_flags, recorded_settings, test_options
 from harness.config import TestConfig
 from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from harness.runner import preflight
@@ -190,6 +190,8 @@ def sim_cmd(seeds: str | None, jobs: int | None, as_json: bool, report: bool | N
     from harness.store import point_latest
 
     seed_list = parse_seeds(flags.get("seed"), seeds)
+    if flags.get("seed") is None and seeds is None and flags.get("schedule"):
+        seed_list = [int(recorded_settings(flags["schedule"]).get("seed", 0))]  # a replay: the recorded run's
     if jobs is None:
         jobs = default_jobs(len(seed_list))
     if jobs < 1:

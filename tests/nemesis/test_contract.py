@@ -92,18 +92,22 @@ def rt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
 
 
 def whole(rt: Runtime, timeout: float = 60.0) -> None:
-    """Wait until every node runs, none is paused, and every key has a leader."""
+    """Wait until every node runs, none is paused, and every key has a
+    leader, on two looks a second apart (a resumed node may still move a
+    leadership just after the first)."""
     c = rt.cluster
     deadline = time.monotonic() + timeout
-    waited = 0.0
+    waited, steady = 0.0, 0
     while True:
         obs = c.observer
-        if (not c.nodes.dead_nodes() and not c.nodes.paused_nodes()
-                and all(obs.leader_of(k) for k in obs.keys()) and obs.active_controller()):
+        ok = (not c.nodes.dead_nodes() and not c.nodes.paused_nodes()
+              and all(obs.leader_of(k) for k in obs.keys()) and obs.active_controller())
+        steady = steady + 1 if ok else 0
+        if steady == 2:
             return
         if time.monotonic() > deadline or waited > timeout:
             pytest.fail(f"{rt.name}: the cluster is not whole after {timeout:.0f}s")
-        rt.settle(0.5)
+        rt.settle(1.0 if ok else 0.5)
         waited += 0.5
 
 
