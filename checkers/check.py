@@ -309,6 +309,10 @@ def _check_linearizable(ops: list[Op], model: str, budget: float,
         except (TypeError, ValueError, AttributeError, KeyError) as e:
             raise lin.ModelError(f"bad options for model {model!r}: {e}") from None
     r = lin.check(ops, model=mdl, time_budget=budget)
+    if r.get("valid") is True and not r.get("keys"):
+        # linearizable by the definition (nothing to order), but a run that
+        # checked no operation is no evidence: unknown, never valid
+        r["valid"], r["cause"] = "unknown", "no-ops"
     valid = r.get("valid")
     anomalies: dict[str, list] = {}
     if valid is False:

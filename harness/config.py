@@ -329,8 +329,16 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
         parse_overrides(cfg.kafka_config)
     except UsageError as e:
         raise ValueError(str(e)) from None
-    if cfg.backend not in ("local",):
-        raise ValueError(f"--db kafka runs on --backend local only so far: drop --backend {cfg.backend}")
+    if cfg.backend not in ("local", "netns"):
+        raise ValueError(f"--db kafka runs on --backend local or netns (the {cfg.backend} hosts have no Kafka "
+                         "jars or java of their own yet)")
+    if cfg.backend == "netns":
+        from nemesis.scenarios import SCENARIOS
+
+        steps = SCENARIOS[cfg.scenario] if cfg.scenario else []
+        if "lose-unfsynced" in cfg.nemesis or any(s[0] == "start-lose-unfsynced" for s in steps):
+            raise ValueError("power loss on --db kafka: Kafka's data directory is not on a filesystem that "
+                             "drops un-fsynced writes yet")
     if cfg.backend == "local":
         for fault in cfg.nemesis:
             if parse(fault).kind in KAFKA_LOCAL_REFUSED:

@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from checkers.history.jsonl import JsonlWriter, encode_fields, encode_line
+from checkers.history.jsonl import JsonlWriter, encode_fields, encode_line, recording_marker
 from checkers.history.op import Op
 
 
@@ -60,6 +60,8 @@ class Recorder:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         if path is not None:
+            # removed by close(): a history left with it is partial (a killed harness)
+            recording_marker(path).touch()
             # fsync is done by time on the writer thread, not by JsonlWriter's count
             self._writer = HistoryWriter(path, fsync_every=1 << 62)
             self._thread = threading.Thread(target=self._drain_loop, name="history-writer", daemon=True)
@@ -186,3 +188,5 @@ class Recorder:
         self._flush_pending()
         if self._writer is not None:
             self._writer.close()  # flush + fsync
+        if self.path is not None:
+            recording_marker(self.path).unlink(missing_ok=True)

@@ -14,8 +14,10 @@ SIGKILL, the OOM killer, a CI timeout), with no ``kraftwerk cleanup`` needed:
 
 A paused (SIGSTOPped) process cannot run its own watcher, so whoever sees the
 lease end first SIGKILLs every process of the run (``KRAFTWERK_RUN_ID`` in its
-environment) and then itself. Processes of ``kraftwerk cluster up`` get no
-lease: the user stops them.
+environment) and then itself. Each run also has a reaper
+(``python -m harness.lease --reap RUN_ID``, see ``harness.state``) doing only
+that, for children that cannot watch a pipe (a JVM). Processes of
+``kraftwerk cluster up`` get no lease: the user stops them.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ def pids_with_run_id(run_id: str) -> list[int]:
     return out
 
 
-def _end_run() -> None:
-    run_id = os.environ.get(RUN_ENV)
+def _end_run(run_id: str | None = None) -> None:
+    run_id = run_id or os.environ.get(RUN_ENV)
     me = os.getpid()
     if run_id:
         for pid in pids_with_run_id(run_id):
@@ -63,7 +65,7 @@ def _end_run() -> None:
     os.kill(me, signal.SIGKILL)
 
 
-def _watch(fd: int) -> None:
+def _watch(fd: int, run_id: str | None = None) -> None:
     while True:
         try:
             data = os.read(fd, 1)
@@ -72,7 +74,7 @@ def _watch(fd: int) -> None:
         except OSError:
             data = b""
         if not data:
-            _end_run()
+            _end_run(run_id)
             return
 
 
@@ -105,3 +107,30 @@ def arm() -> bool:
         threading.Thread(target=_watch, args=(fd,), name="lease", daemon=True).start()
         armed = True
     return armed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The reaper: wait for the lease to end, then SIGKILL the run's processes."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="kraftwerk run reaper")
+    ap.add_argument("--reap", required=True, metavar="RUN_ID")
+    args = ap.parse_args(argv)
+    fd_text = os.environ.get(LEASE_ENV, "")
+    if not fd_text.isdigit():
+        return 2
+    if os.environ.get(PDEATHSIG_ENV) == "1":
+        parent = os.environ.get(PARENT_ENV, "")
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+        signal.signal(signal.SIGTERM, lambda *_: _end_run(args.reap))
+        if parent.isdigit() and os.getppid() != int(parent):
+            _end_run(args.reap)
+    _watch(int(fd_text), args.reap)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

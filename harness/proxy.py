@@ -17,7 +17,8 @@ with iptables. Latency delays each chunk by a fixed time (+ jitter) per link,
 preserving order.
 
 Control: one JSON object per line on a localhost TCP port, answered with one
-JSON line: ``{"cmd": "cut", "pairs": [["n1","n2"], ...]}``, ``{"cmd": "heal"}``,
+JSON line; with ``--secret-file`` each must carry the cluster's proxy token
+(``"token"``, reference_impl/server/auth.py) or is refused: ``{"cmd": "cut", "pairs": [["n1","n2"], ...]}``, ``{"cmd": "heal"}``,
 ``{"cmd": "delay", "ms": 50, "jitter": 10, "links": ["n1->n2"]}`` (no links = all),
 ``{"cmd": "stats"}``, ``{"cmd": "ping"}``.
 """
@@ -35,6 +36,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from reference_impl.server import auth
 
 MAX_HELD = 64 * 1024 * 1024  # bytes held per direction before the connection is reset
 CHUNK = 64 * 1024
@@ -64,7 +67,8 @@ class Faults:
 
 
 class ProxyServer:
-    def __init__(self, links: list[Link], seed: int = 0, max_held: int = MAX_HELD) -> None:
+    def __init__(self, links: list[Link], seed: int = 0, max_held: int = MAX_HELD, secret: bytes | None = None) -> None:
+        self.secret = secret
         self.links = links
         self.max_held = max_held
         self.faults = Faults()
@@ -201,6 +205,8 @@ class ProxyServer:
 
     # ------------------------------------------------------------ control
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(req, dict) or not auth.check(self.secret, auth.PROXY, req.get("token")):
+            return {"ok": False, "error": "missing or wrong cluster token"}
         cmd = req.get("cmd")
         if cmd == "ping":
             return {"ok": True}
@@ -243,8 +249,9 @@ class ProxyServer:
             w.close()
 
 
-async def serve(links: list[Link], control_port: int, seed: int, ready: Any = None, max_held: int = MAX_HELD) -> None:
-    srv = ProxyServer(links, seed, max_held)
+async def serve(links: list[Link], control_port: int, seed: int, ready: Any = None, max_held: int = MAX_HELD,
+                secret: bytes | None = None) -> None:
+    srv = ProxyServer(links, seed, max_held, secret)
     await srv.start()
     ctl = await asyncio.start_server(srv.control, "127.0.0.1", control_port, reuse_address=True)
     port = ctl.sockets[0].getsockname()[1]
@@ -256,7 +263,8 @@ async def serve(links: list[Link], control_port: int, seed: int, ready: Any = No
 class ProxyControl:
     """Synchronous client for the control port (used by the nemesis)."""
 
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
+    def __init__(self, port: int, timeout: float = 10.0, secret: bytes | None = None) -> None:
+        self.token = auth.token(secret, auth.PROXY)
         self.port = port
         self.timeout = timeout
         self._sock: socket.socket | None = None
@@ -267,7 +275,7 @@ class ProxyControl:
             try:
                 if self._sock is None:
                     self._sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
-                self._sock.sendall((json.dumps(req) + "\n").encode())
+                self._sock.sendall((json.dumps({**req, "token": self.token}) + "\n").encode())
                 while b"\n" not in self._buf:
                     chunk = self._sock.recv(65536)
                     if not chunk:
@@ -297,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--control-port", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-held", type=int, default=MAX_HELD, help="bytes held per direction before a reset")
+    ap.add_argument("--secret-file", default=None, help="cluster secret (0600): control commands must carry its token")
     args = ap.parse_args(argv)
     from harness.lease import arm
 
@@ -307,7 +316,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"control": port}), flush=True)
 
     try:
-        asyncio.run(serve(links, args.control_port, args.seed, ready, args.max_held))
+        secret = auth.load_secret(args.secret_file) if args.secret_file else None
+        asyncio.run(serve(links, args.control_port, args.seed, ready, args.max_held, secret))
+    except auth.SecretError as e:
+        print(json.dumps({"error": str(e)}), flush=True)
+        return 2
     except OSError as e:
         print(json.dumps({"error": str(e)}), flush=True)
         return 4

@@ -45,6 +45,15 @@ class RunOutcome:
 
 
 def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None) -> Any:
+    if cfg.db == "kafka":
+        from harness.db.kafka import KafkaDB
+
+        hosts = None
+        if cfg.backend != "local":
+            from harness.backend import open_hosts
+
+            hosts = open_hosts(cfg, run_dir, state, checked)
+        return KafkaDB(cfg, run_dir, state, hosts)
     if cfg.backend != "local":
         from harness.backend import open_hosts
         from harness.db.hosted import HostedReference
@@ -55,10 +64,6 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None
         from harness.db.external import ExternalDB
 
         return ExternalDB(cfg)
-    if cfg.db == "kafka":
-        from harness.db.kafka import KafkaDB
-
-        return KafkaDB(cfg, run_dir, state)
     from harness.db.reference import ReferenceDB
 
     return ReferenceDB(cfg, run_dir, state)
@@ -76,6 +81,10 @@ def preflight(cfg: TestConfig) -> Any:
             raise UsageError(str(e)) from None
     if cfg.backend == "sim":
         return None
+    if cfg.db == "kafka":
+        from harness.db.kafka import preflight as kafka_preflight
+
+        kafka_preflight(cfg)
     if cfg.backend != "local":
         from harness.backend import preflight as backend_preflight
 
@@ -84,10 +93,6 @@ def preflight(cfg: TestConfig) -> Any:
         from harness.db.reference import preflight as ref_preflight
 
         ref_preflight(cfg)
-    elif cfg.db == "kafka":
-        from harness.db.kafka import preflight as kafka_preflight
-
-        kafka_preflight(cfg)
 
 
 def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:

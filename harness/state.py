@@ -24,7 +24,12 @@ also finds processes by that variable. A pid is only signalled if its start
 time still matches what was recorded, so a recycled pid is never hit.
 
 Children also end on their own when the harness dies (:mod:`harness.lease`):
-each gets the read end of a pipe whose write end only the harness holds.
+each gets the read end of a pipe whose write end only the harness holds. A
+child that cannot watch it itself (a JVM, a shell) is covered by the run's
+reaper, a small process started with the first child, holding the same lease,
+that SIGKILLs every process carrying the run's ``KRAFTWERK_RUN_ID`` when the
+lease ends. That id is unique per run (run id plus the registry nonce), so
+two runs that share a name, seed and second never reap each other.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -131,15 +137,18 @@ class RunState:
     run_id: str
     data: dict[str, Any]
     _lease: tuple[int, int] | None = field(default=None, repr=False)
+    _reaper: subprocess.Popen | None = field(default=None, repr=False)
 
     _lock = threading.Lock()
 
     @classmethod
     def create(cls, out: str | Path, run_id: str, run_dir: Path) -> "RunState":
         d = registry_dir()
-        path = d / f"{run_id}.{uuid.uuid4().hex[:8]}.json"
+        nonce = uuid.uuid4().hex[:8]
+        path = d / f"{run_id}.{nonce}.json"
         st = cls(path, run_id, {
             "run_id": run_id,
+            "env_id": f"{run_id}.{nonce}",
             "out": str(Path(out).resolve()),
             "run_dir": str(Path(run_dir).resolve()),
             "harness_pid": os.getpid(),
@@ -178,13 +187,49 @@ class RunState:
             self._save()
 
     def remove(self) -> None:
+        """The run is over: end the lease (the reaper then stops anything of
+        the run still running) and forget the run."""
+        if self._lease is not None:
+            os.close(self._lease[1])
+            os.close(self._lease[0])
+            self._lease = None
+        if self._reaper is not None:
+            try:
+                self._reaper.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._reaper.kill()
+            self._reaper = None
         try:
             self.path.unlink()
         except FileNotFoundError:
             pass
 
+    @property
+    def env_id(self) -> str:
+        """The value of ``KRAFTWERK_RUN_ID`` in this run's children."""
+        return str(self.data.get("env_id", self.run_id))
+
     def child_env(self) -> dict[str, str]:
-        return {**os.environ, RUN_ENV: self.run_id}
+        """The environment of any process this run starts; its reaper (started
+        here, once) ends it when the harness dies, even if it cannot watch
+        the lease itself."""
+        self._start_reaper()
+        return {**os.environ, RUN_ENV: self.env_id}
+
+    def _start_reaper(self) -> None:
+        if self._reaper is not None:
+            return
+        fd = self.lease_read_fd()
+        env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
+        env.update({LEASE_ENV: str(fd), PARENT_ENV: str(os.getpid())})
+        if threading.current_thread() is threading.main_thread():
+            env[PDEATHSIG_ENV] = "1"
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-m", "harness.lease", "--reap", self.env_id], env=env, pass_fds=(fd,),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+            cwd=str(Path(__file__).resolve().parents[1]),
+        )
+        self.add_process(self._reaper.pid, "reaper", "reaper")
 
     def lease_read_fd(self) -> int:
         """The read end of this run's lease pipe (made on first use). The
@@ -277,7 +322,7 @@ def _stop_run(data: dict[str, Any]) -> list[dict[str, Any]]:
         if kill_tree(p["pid"], p.get("start")):
             stopped.append(p)
             signalled.add(p["pid"])
-    for pid in pids_with_run_id(str(data.get("run_id", "\0"))):
+    for pid in pids_with_run_id(str(data.get("env_id", data.get("run_id", "\0")))):
         if pid != os.getpid() and pid not in signalled and kill_tree(pid, proc_start_time(pid)):
             stopped.append({"pid": pid, "role": "unrecorded", "name": "?"})
     deadline = time.monotonic() + 5

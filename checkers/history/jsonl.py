@@ -104,6 +104,22 @@ class JsonlWriter:
         self.close()
 
 
+#: made next to a history when recording starts, removed once the recorder
+#: has closed it: left behind, it says the recorder was killed mid-run
+RECORDING_SUFFIX = ".recording"
+
+
+def recording_marker(path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    return p.with_name(p.name + RECORDING_SUFFIX)
+
+
+def is_partial(path: str | os.PathLike[str]) -> bool:
+    """The history's recorder never closed it (a killed harness): what is
+    there checks, but the run stopped early."""
+    return recording_marker(path).exists()
+
+
 def write_jsonl(path: str | os.PathLike[str], ops: Iterable[Op]) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for op in ops:

@@ -11,17 +11,20 @@ one slice per key.
 
 Verdict: ``False`` if any key is not linearizable (a violation on one key is
 a violation of the whole history, by locality), else ``"unknown"`` if any key
-ran out of budget, else ``True``.
+ran out of budget, else ``True`` (also for a history with nothing to check,
+as Knossos answers; :func:`checkers.check.check_history` calls such a run
+"unknown").
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from typing import Any, Generator, Iterable
 
 from .models import Model, ModelError, make_model
 from .prepare import SubHistory, prepare
-from .wgl import compile_problem, search
+from .wgl import SearchResult, compile_problem, search
+from .windows import refute
 
 __all__ = ["check", "DEFAULT_MEMORY_BUDGET_MB"]
 
@@ -105,7 +108,7 @@ def check(
         except (TypeError, ValueError) as e:
             raise ModelError(f"model {mdl.name}: bad initial state for key {key!r}: {e}") from None
         prob = compile_problem(sub.ops, mdl, init)
-        running.append((key, sub, prob, search(prob, mdl, slice_steps)))
+        running.append((key, sub, prob, _key_search(sub, prob, mdl, slice_steps)))
 
     # Smallest sub-histories first: cheap verdicts land early.
     running.sort(key=lambda r: len(r[1].ops))
@@ -145,6 +148,33 @@ def check(
     return _assemble(mdl, subs, results, counts, time.monotonic() - t0, cause)
 
 
+def _key_search(sub: SubHistory, prob: Any, mdl: Model, slice_steps: int
+                ) -> Generator[SearchResult, None, SearchResult]:
+    """WGL over the whole key, with window refutation (:mod:`.windows`)
+    interleaved slice for slice when the model has a wildcard state: the
+    first to decide answers (a window can only refute)."""
+    full = search(prob, mdl, slice_steps)
+    windows = refute(sub.ops, mdl, slice_steps) if mdl.any_state() is not None else None
+    rounds = 0
+    while True:
+        try:
+            progress = next(full)
+        except StopIteration as stop:
+            return stop.value
+        rounds += 1
+        # most keys are decided within WGL's first slice: windows join after it
+        if windows is not None and rounds > 1:
+            try:
+                next(windows)
+            except StopIteration as stop:
+                windows = None
+                if stop.value is not None:
+                    full.close()
+                    stop.value.mem_estimate = progress.mem_estimate
+                    return stop.value
+        yield progress
+
+
 def _stats(r: Any) -> dict[str, Any]:
     return {
         "steps": r.steps,
@@ -167,6 +197,11 @@ def _key_result(sub: SubHistory, r: Any) -> dict[str, Any]:
         out["final_state"] = _jsonable(r.final_state)
     else:
         out["longest_prefix"] = [sub.ops[i].invoke_index for i in r.longest]
+        if r.window is not None:
+            # refuted by a stretch of the history alone (see .windows)
+            lo, hi = r.window
+            out["window"] = {"first_invoke": sub.ops[lo].invoke_index, "ops": hi - lo,
+                             "before": sub.ops[hi].invoke_index if hi < len(sub.ops) else None}
         if r.blocked is not None:
             bo = sub.ops[r.blocked]
             out["op"] = _op_view(sub, r.blocked)

@@ -84,6 +84,10 @@ def freeze(x: Any) -> Hashable:
     return x
 
 
+#: marks a wildcard state (see :meth:`Model.any_state`)
+ANY = "<any>"
+
+
 class Model:
     """Base class: one object, no keys, nothing droppable."""
 
@@ -124,6 +128,24 @@ class Model:
     #: of being projected onto each key; see :class:`MultiRegister`.
     joint_keys = False
 
+    def any_state(self) -> Hashable | None:
+        """A state standing for *every* state the object could be in (a
+        wildcard that the model's ``step`` understands), or None when the
+        model has none. With one, a stretch of the history can be checked
+        on its own (:mod:`.windows`): whatever happened before it."""
+        return None
+
+    def is_any(self, state: Hashable) -> bool:
+        """Whether ``state`` is (derived from) the wildcard: a read from it
+        narrows the state instead of leaving it as it was."""
+        return False
+
+    def keyed(self) -> bool:
+        """True when values are ``[key, value]``: an op that carries its key
+        in a field of its own (``{"key": k, "value": v}``, Porcupine's and
+        some Jepsen tests' shape) is then read as ``[k, v]``."""
+        return False
+
 
 def _independent_split(independent: bool, f: str, value: Any) -> list[tuple[Any, str, Any]]:
     """Jepsen ``independent`` values are ``[key, value]`` tuples."""
@@ -155,6 +177,9 @@ class Register(Model):
 
     def init(self) -> Hashable:
         return self.initial
+
+    def keyed(self) -> bool:
+        return self.independent
 
     def split(self, f: str, value: Any) -> list[tuple[Any, str, Any]]:
         if f not in self.FS:
@@ -373,11 +398,28 @@ class KV(Model):
     def is_noop(self, f: str, value: Any) -> bool:
         return f == "get" and value is None
 
+    def keyed(self) -> bool:
+        return True
+
     def read_only(self, f: str, value: Any) -> bool:
         return f == "get"
 
+    def any_state(self) -> Hashable:
+        """An unknown string: ``(ANY, suffix)`` is "something, then
+        ``suffix``" — what appends to an unknown value leave."""
+        return (ANY, "")
+
+    def is_any(self, state: Hashable) -> bool:
+        return type(state) is tuple
+
     def step(self, state: Hashable, op: tuple[str, Any]) -> tuple[bool, Hashable]:
         f, v = op
+        if type(state) is tuple:  # (ANY, suffix): a get tells the whole value
+            if f == "get":
+                return (v is None or v.endswith(state[1])), (state if v is None else v)
+            if f == "put":
+                return True, v
+            return True, (ANY, state[1] + v)
         if f == "get":
             return (v is None or v == state), state
         if f == "put":

@@ -88,6 +88,15 @@ class _UnionFind:
                 self.parent[r] = root
 
 
+def _with_key(iop: Op, rop: Op | None, value: Any) -> Any:
+    """``[key, value]`` for an op that names its key in a field of its own
+    (``{"f": "get", "key": "0", "value": "x"}``); others are left as they are."""
+    for o in (rop, iop):
+        if o is not None and "key" in o.extra:
+            return [o.extra["key"], value]
+    return value
+
+
 def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory], dict[str, int]]:
     """Pair, filter and partition ``history``. Returns ``(subs, counts)``
     where ``subs`` maps key -> :class:`SubHistory` (key ``None`` for an
@@ -134,6 +143,7 @@ def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory]
         pairs.append((ipos, iop, None, None))
 
     subs: dict[Any, SubHistory] = {}
+    keyed = model.keyed()
     uf = _UnionFind() if model.joint_keys else None
     pieces: list[tuple[Any, LinOp]] = []
     dropped: dict[Any, int] = {}
@@ -142,6 +152,8 @@ def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory]
             counts["crashed"] += 1
         f = str(_name(iop.f if rop is None else rop.f))
         value = rop.value if rop is not None and rop.value is not None else iop.value
+        if keyed:
+            value = _with_key(iop, rop, value)
         try:
             split = model.split(f, value)
         except ModelError as e:

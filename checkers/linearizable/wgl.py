@@ -29,7 +29,8 @@ predecessor is already linearized (else the walk would have hit that
 predecessor's return first), so in any successful continuation the read can
 be moved to the front — it changes no state. Hence if linearizing it right
 away fails, the configuration fails: backtracking pops straight through it
-instead of trying to delay it.
+instead of trying to delay it. (Not from a wildcard state,
+:meth:`~.models.Model.is_any`: there a read narrows the state.)
 
 Hot-loop representation, chosen for CPython: entries are ints indexing flat
 lists (``nxt``, ``prv``, ``match``); model states are interned to ints; each
@@ -94,10 +95,13 @@ class SearchResult:
     mem_estimate: int = 0
     longest: list[int] = field(default_factory=list)   # op numbers, linearization order
     blocked: int | None = None    # op number of the op that could not be linearized
+    window: tuple[int, int] | None = None  # set when a window refuted (see .windows)
     final_state: Any = None
 
 
-def compile_problem(ops: list[LinOp], model: Model, init_state: Any) -> Problem:
+def compile_problem(ops: list[LinOp], model: Model, init_state: Any,
+                    reads_first: bool = True) -> Problem:
+    """``reads_first=False`` turns the read-only pruning off altogether."""
     n = len(ops)
     # Events: (position, kind, op number); kind 0 call, 1 return. Positions
     # are distinct history positions; crashed returns go after everything.
@@ -146,7 +150,7 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any) -> Problem:
     read_only = bytearray(size)
     for c in call_entry:
         f, v = opkeys[c]
-        read_only[c] = 1 if model.read_only(f, v) else 0
+        read_only[c] = 1 if reads_first and model.read_only(f, v) else 0
     last_same: dict[Any, int] = {}
     for i in crashed:
         opno[e] = i
@@ -191,6 +195,10 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     step = model.step
 
     states: list[Any] = [p.init_state]
+    # wildcard states (Model.is_any): a read from one narrows the state, so
+    # the read-only pruning does not apply to reads lifted from them
+    is_any = model.is_any
+    wild = bytearray([1 if is_any(p.init_state) else 0])
     state_ids: dict[Any, int] = {p.init_state: 0}
     cache: set = set()
     add = cache.add
@@ -224,6 +232,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                     if ns is None:
                         ns = state_ids[st] = len(states)
                         states.append(st)
+                        wild.append(1 if is_any(st) else 0)
                 else:
                     ns = -1
                 row[s] = ns
@@ -300,9 +309,9 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 steps += 1
                 # A read-only op lifted as soon as it applied: its failure
                 # is the failure of the configuration it was lifted from.
-                if not ro[e] or top is None:
+                if not ro[e] or top is None or wild[s]:
                     break
-            if ro[e]:
+            if ro[e] and not wild[s]:
                 break  # ...and that was the initial configuration
             e = nxt[e]
             if steps >= budget:

@@ -34,6 +34,7 @@ from typing import Any
 from harness.errors import HarnessError, UsageError
 from harness.proxy import ProxyControl
 from harness.state import RunState
+from reference_impl.server import auth
 from harness.timers import Timers
 from nemesis.control import CLIENT, Capability, Link, Unsupported
 
@@ -157,6 +158,11 @@ class LocalCluster:
     @property
     def observer(self) -> "LocalCluster":
         return self
+        # the cluster secret (reference_impl/server/auth.py): nodes and the
+        # proxy answer only callers that present it
+        (self.run_dir / "nodes").mkdir(parents=True, exist_ok=True)
+        self.secret_file = auth.ensure_secret_file(str(self.run_dir / "nodes" / "cluster.secret"))
+        self.secret = auth.load_secret(self.secret_file)
 
     # ------------------------------------------------------------ topology
     def node_names(self) -> list[str]:
@@ -196,6 +202,7 @@ class LocalCluster:
             "--control", f"{HOST}:{s.control}",
             "--storage-mode", storage_mode,
             "--seed", str(self.seed * 101 + s.node_id),
+            "--secret-file", self.secret_file,
         ]
         if peers:
             cmd += ["--peer", peers]
@@ -224,7 +231,7 @@ class LocalCluster:
         links_file.write_text(json.dumps(self.links(), indent=1))
         self.proxy_proc = self._spawn(
             [sys.executable, "-m", "harness.proxy", "--links", str(links_file),
-             "--control-port", str(self.control_port), "--seed", str(self.seed)],
+             "--control-port", str(self.control_port), "--seed", str(self.seed), "--secret-file", self.secret_file],
             self.run_dir / "nodes" / "proxy.log", "proxy", "proxy", stdout=subprocess.PIPE,
         )
         assert self.proxy_proc.stdout is not None
@@ -235,7 +242,7 @@ class LocalCluster:
             msg = {"error": line}
         if "control" not in msg:
             raise HarnessError(f"proxy failed to start: {msg.get('error')}")
-        self.proxy = ProxyControl(int(msg["control"]))
+        self.proxy = ProxyControl(int(msg["control"]), secret=self.secret)
 
     def start(self, name: str, storage_mode: str | None = None) -> None:
         s = self.by_name[name]
@@ -304,8 +311,10 @@ class LocalCluster:
     def _http(self, name: str, method: str, path: str, body: dict | None = None, timeout: float = 3.0) -> Any:
         s = self.by_name[name]
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"http://{HOST}:{s.control}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"} if data else {})
+        headers = {auth.HEADER: f"Bearer {auth.token(self.secret, auth.CONTROL)}"}
+        if data:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(f"http://{HOST}:{s.control}{path}", data=data, method=method, headers=headers)
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read() or b"null")
 

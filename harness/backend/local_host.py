@@ -36,10 +36,11 @@ class LocalHosts:
     def address(self, node: str) -> str:
         return HOST
 
-    def exec(self, node: str, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
+    def exec(self, node: str, argv: Sequence[str], timeout: float = 30.0,
+             stdin: str | None = None) -> tuple[int, str, str]:
         try:
             p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                               env=self.state.child_env(), stdin=subprocess.DEVNULL)
+                               env=self.state.child_env(), input=stdin)
         except subprocess.TimeoutExpired:
             return 124, "", f"timed out after {timeout:.0f}s"
         except OSError as e:
@@ -78,7 +79,7 @@ class LocalHosts:
         except ProcessLookupError:
             pass
 
-    def wait(self, node: str, timeout: float) -> bool:
+    def wait_exit(self, node: str, timeout: float) -> bool:
         """Whether the node's daemon has exited within ``timeout`` seconds."""
         p = self.procs.get(node)
         if p is None:

@@ -51,6 +51,20 @@ def _load(path: Path, warnings: list[str]) -> tuple[list[Any], Path | None]:
     return ops, run_dir
 
 
+def _partial(path: Path, run_dir: Path | None, warnings: list[str]) -> bool:
+    """A history whose recorder never closed it (a killed harness), or whose
+    last line is torn: it checks, but it is a partial run, and says so."""
+    from checkers.history.jsonl import is_partial
+
+    hist = run_dir / "history.jsonl" if run_dir is not None else path
+    torn = any("truncated last line" in w for w in warnings)
+    if is_partial(hist) or torn:
+        warnings.append(f"{hist}: partial run: the harness stopped before closing its history; "
+                        "checking the operations it had recorded")
+        return True
+    return False
+
+
 def parse_model_options(items: tuple[str, ...]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs -> a dict; VALUE is read as JSON when it parses
     (``initial={"x":0}``, ``independent=true``), else kept as a string."""
@@ -94,6 +108,8 @@ def _summary(res: dict[str, Any], where: str) -> None:
     colour = {True: "green", False: "red"}.get(v, "yellow")
     label = {True: "VALID", False: "INVALID"}.get(v, "UNKNOWN")
     st = res.get("stats", {})
+    if res.get("partial"):
+        label += " (partial run)"
     con.print(f"[bold {colour}]{label}[/]  {escape(where)}  "
               f"(model {st.get('model')}, engine {st.get('engine')}, {st.get('ops', 0)} ops, "
               f"{st.get('check_seconds', 0)} s)")
@@ -208,6 +224,7 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
                          "--no-ww-deps, --strict-cycles, --all-errors)")
     warnings: list[str] = []
     ops, run_dir = _load(path, warnings)
+    partial = _partial(path, run_dir, warnings)
     for w in warnings:
         click.echo(f"kraftwerk: warning: {w}", err=True)
     if engine is None:
@@ -266,6 +283,8 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         raise
     if warnings:
         res.setdefault("warnings", []).extend(warnings)
+    if partial:
+        res["partial"] = True
     if run_dir is not None:
         out = run_dir / "results.json"
         tmp = out.with_suffix(".json.tmp")

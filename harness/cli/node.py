@@ -22,7 +22,8 @@ import click
 
 from harness.errors import UsageError
 
-RUNTIME_KEYS = ("storage.mode", "log.segment.bytes", "clock.offset.ms")
+RUNTIME_KEYS = ("storage.mode", "log.segment.bytes", "clock.offset.ms",
+                "socket.request.max.bytes", "max.connections", "connections.max.idle.ms")
 ROLES = ("broker", "controller")
 
 
@@ -97,6 +98,8 @@ def build_options(
     advertise: str | None = None,
     peers: tuple[str, ...] = (),
     log_dir: str | None = None,
+    secret_file: str | None = None,
+    allow_any_address: bool = False,
 ) -> Any:
     from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
     from reference_impl.server.runtime import NodeOptions
@@ -139,11 +142,25 @@ def build_options(
     try:
         segment_bytes = int(runtime.get("log.segment.bytes", 64 * 1024 * 1024))
         offset = int(runtime.get("clock.offset.ms", 0))
+        limits = {field: int(runtime[key]) for key, field in (
+            ("socket.request.max.bytes", "max_request_bytes"), ("max.connections", "max_connections"),
+            ("connections.max.idle.ms", "idle_ms")) if key in runtime}
     except ValueError as e:
         raise UsageError(f"config: {e}") from None
+    if any(v < 1 for v in limits.values()):
+        raise UsageError("socket.request.max.bytes, max.connections and connections.max.idle.ms must be positive")
     if segment_bytes < 1024:
         raise UsageError("log.segment.bytes must be at least 1024")
     ctl = parse_hostport(control, "--control") if control else None
+    _check_wildcards(listen_addr, ctl, allow_any_address)
+    secret = None
+    if secret_file:
+        from reference_impl.server.auth import SecretError, load_secret
+
+        try:
+            secret = load_secret(secret_file)
+        except SecretError as e:
+            raise UsageError(str(e)) from None
     if not data_dir:
         raise UsageError("--data-dir is required")
     for flag, d in (("--data-dir", data_dir), ("--log-dir", log_dir)):
@@ -176,7 +193,23 @@ def build_options(
         advertise=parse_hostport(advertise, "--advertise") if advertise else None,
         peer_addresses=peer_addresses,
         log_dir=log_dir,
+        secret=secret,
+        **limits,
     )
+
+
+def _check_wildcards(listen: tuple[str, int], control: tuple[str, int] | None, allowed: bool) -> None:
+    """Every address (0.0.0.0, ::) lets other machines stop a node or speak
+    its internal RPC: only when asked for, and then with a warning."""
+    from reference_impl.server.auth import is_wildcard
+
+    for flag, addr in (("--listen", listen), ("--control", control)):
+        if addr is None or not is_wildcard(addr[0]):
+            continue
+        if not allowed:
+            raise UsageError(f"{flag} {addr[0]}:{addr[1]} listens on every address; "
+                             "give a specific one, or --allow-any-address")
+        click.echo(f"kraftwerk: warning: {flag} listens on every address ({addr[0]}:{addr[1]})", err=True)
 
 
 def register(group: click.Group) -> None:
@@ -199,15 +232,20 @@ def register(group: click.Group) -> None:
     @click.option("--seed", type=int, default=None, help="seed for the node's randomness")
     @click.option("--advertise", default=None, help="HOST:PORT registered for clients (Metadata); default --listen")
     @click.option("--peer", "peers", multiple=True, help="ID=HOST:PORT[,...]: where to reach a peer node (wins over registrations)")
+    @click.option("--secret-file", default=None, type=click.Path(dir_okay=False),
+                  help="cluster secret (a 0600 file): peers and control callers must present it")
+    @click.option("--allow-any-address", is_flag=True,
+                  help="allow --listen/--control on 0.0.0.0 or :: (every interface; warns)")
     @click.option("-v", "--verbose", is_flag=True, help="debug logging in node.log")
-    def node_cmd(node_id, roles, listen, quorum, data_dir, log_dir, config, control, storage_mode, overrides, seed, advertise, peers, verbose):
+    def node_cmd(node_id, roles, listen, quorum, data_dir, log_dir, config, control, storage_mode, overrides, seed,
+                 advertise, peers, secret_file, allow_any_address, verbose):
         """Run one reference-broker node (foreground; SIGTERM = controlled shutdown)."""
         from harness.lease import arm
 
         arm()  # a harness-started node ends with its harness; a `cluster up` node has no lease
         opts = build_options(
             node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers,
-            log_dir,
+            log_dir, secret_file, allow_any_address,
         )
         from reference_impl.server.runtime import run_node
 

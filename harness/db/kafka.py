@@ -25,6 +25,14 @@ instead of ~2 s.
 
 Ready means: every broker registered (Metadata lists it) and every topic's
 partitions have a leader.
+
+Backends: ``local`` (:class:`harness.backend.local_host.LocalHosts`, every
+node on 127.0.0.1 with ports of its own; no partitions: a broker advertises
+one address that every peer dials, so per-link proxies cannot cut it) and
+``netns`` (each node a namespace with its own address, PLAINTEXT on 9092 and
+CONTROLLER on 9094, and partitions made by iptables on each node's host,
+:class:`harness.net.iptables.IptablesNetwork`, as for the reference broker
+on real hosts; nothing of the cluster's traffic is exempt from a cut).
 """
 
 from __future__ import annotations
@@ -80,7 +88,16 @@ def preflight(cfg: TestConfig) -> None:
     dist.ensure(cfg.kafka_version, cfg.kafka_home)
 
 
-def plan(cfg: TestConfig, hosts: Any, ports: list[int]) -> list[NodePlan]:
+#: fixed ports on backends where every node has an address of its own
+BROKER_PORT, CONTROLLER_PORT = 9092, 9094
+
+
+def plan(cfg: TestConfig, hosts: Any, ports: list[int] | None) -> list[NodePlan]:
+    """Each node's address and ports: its own ports on 127.0.0.1 (``ports``,
+    two per node), or the fixed ones at its own address."""
+    if ports is None:
+        return [NodePlan(name, nid, tuple(roles), hosts.address(name), BROKER_PORT, CONTROLLER_PORT)
+                for name, nid, roles in cfg.layout()]
     it = iter(ports)
     return [NodePlan(name, nid, tuple(roles), hosts.address(name), next(it), next(it))
             for name, nid, roles in cfg.layout()]
@@ -95,7 +112,7 @@ class KafkaDB:
     kafka: dist.KafkaDist | None = field(default=None, init=False)
     nodes: list[NodePlan] = field(default_factory=list, init=False)
     paused: set[str] = field(default_factory=set, init=False)
-    proxy: Any = field(default=None, init=False)  # no per-link proxies: partitions need kernel rules
+    net: Any = field(default=None, init=False)  # a kernel Network (netns), None on local
 
     def __post_init__(self) -> None:
         self.timers = Timers()
@@ -105,6 +122,32 @@ class KafkaDB:
             self.hosts = LocalHosts(self.state)
         self.by_name: dict[str, NodePlan] = {}
         self._keys = self.cfg.keys()
+        if self.runtime != "local":
+            from harness.net.iptables import IptablesNetwork
+
+            names = self.cfg.node_names()
+            self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
+                                       self._exec_for_net, mode=self.cfg.net_cut, exempt_ports=(22,))
+
+    @property
+    def runtime(self) -> str:
+        return str(self.hosts.runtime)
+
+    def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
+        return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
+
+    @property
+    def proxy(self) -> Any:
+        """The nemesis's link commands (``cut``), made by the kernel; None on
+        local (the config refuses partitions there)."""
+        if self.net is None:
+            return None
+        from harness.db.hosted import _NetCommands
+
+        return _NetCommands(self.net)
+
+    def node_link_names(self) -> list[str]:
+        return [f"{a}->{b}" for a in self.node_names() for b in self.node_names() if a != b]
 
     # ------------------------------------------------------------ set-up
     def setup(self, ready_timeout: float = 90.0, topics: bool = True) -> None:
@@ -112,8 +155,11 @@ class KafkaDB:
         until every broker is registered (and the test's topics have leaders)."""
         cfg = self.cfg
         self.kafka = dist.ensure(cfg.kafka_version, cfg.kafka_home)
-        self.nodes = plan(cfg, self.hosts, allocate_ports(2 * cfg.node_count(), cfg.base_port))
+        local = self.runtime == "local"
+        self.nodes = plan(cfg, self.hosts, allocate_ports(2 * cfg.node_count(), cfg.base_port) if local else None)
         self.by_name = {n.name: n for n in self.nodes}
+        if self.net is not None:
+            self.net.setup()
         cluster_id = new_cluster_id(cfg.seed or 0)
         for n in self.nodes:
             self._write_config(n)
@@ -123,8 +169,19 @@ class KafkaDB:
         if topics:
             ensure_topics(self.client_bootstrap(), cfg, timeout=ready_timeout, expect_brokers=cfg.brokers,
                           check_rf=True, alive=self._check_alive)
+            self.start_observer()
         else:
             self.wait_brokers(ready_timeout)
+
+    def start_observer(self) -> None:
+        """Poll leader, epochs, ISR, ELR and HW into ``nodes/observer/trace.jsonl``
+        (``harness.kafka.observe``) while the run lasts."""
+        from harness.kafka.observe import OBSERVER, MetadataPoller
+
+        self.observer_poller = MetadataPoller(self.client_bootstrap(), self.cfg.topic_names(),
+                                              {n.node_id: n.name for n in self.nodes},
+                                              self.node_dir(OBSERVER) / "trace.jsonl")
+        self.observer_poller.start()
 
     def wait_brokers(self, timeout: float) -> None:
         from confluent_kafka import KafkaException
@@ -220,14 +277,14 @@ class KafkaDB:
     def kill(self, name: str) -> None:
         self.hosts.signal(name, signal.SIGCONT)
         self.hosts.signal(name, signal.SIGKILL)
-        self.hosts.wait(name, 10)
+        self.hosts.wait_exit(name, 10)
         self.paused.discard(name)
 
     def terminate(self, name: str, timeout: float = 30.0) -> None:
         """SIGTERM: Kafka's controlled shutdown; SIGKILL if it takes too long."""
         self.hosts.signal(name, signal.SIGCONT)
         self.hosts.signal(name, signal.SIGTERM)
-        if not self.hosts.wait(name, timeout):
+        if not self.hosts.wait_exit(name, timeout):
             self.kill(name)
         self.paused.discard(name)
 
@@ -332,7 +389,21 @@ class KafkaDB:
 
     def teardown(self) -> None:
         self.timers.cancel_all()
-        self.hosts.teardown()
+        poller = getattr(self, "observer_poller", None)
+        if poller is not None:
+            poller.stop()
+        try:
+            for n in self.node_names():
+                self.hosts.signal(n, signal.SIGCONT)
+                self.hosts.signal(n, signal.SIGKILL)
+            for n in self.node_names():
+                self.hosts.wait_exit(n, 10)
+        finally:
+            try:
+                if self.net is not None and not getattr(self.hosts, "ephemeral_net", True):
+                    self.net.teardown()
+            finally:
+                self.hosts.teardown()
 
     def collect(self) -> None:
         return None  # on the local backend the logs are already in the run directory

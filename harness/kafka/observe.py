@@ -1,15 +1,48 @@
-"""Real Kafka's state seen from outside, without patching it.
+"""Real Kafka's state seen from outside, without patching it (glass box from
+outside, the counterpart of the reference broker's own trace events).
 
-* the active controller: each controller's ``quorum-state`` file
-  (``<log dir>/__cluster_metadata-0/quorum-state``, JSON with ``leaderId`` and
-  ``leaderEpoch``, rewritten on every election), read through the host
-  contract; the highest epoch among live voters names the leader.
+What can be seen, and how:
+
+* per partition, from ``DescribeTopicPartitions`` (KIP-966's admin API,
+  answered by any broker from its metadata image): leader, leader epoch,
+  replicas, ISR, ELR and last-known ELR;
+* per partition, the high watermark: ``ListOffsets`` LATEST with
+  read_uncommitted, answered by the leader;
+* the KRaft quorum, from ``DescribeQuorum`` (forwarded by a broker to the
+  active controller): leader id, its epoch, the metadata log's high
+  watermark and each voter's log end offset;
+* the active controller, also from the controllers' ``quorum-state`` files
+  (read through the host contract), when no broker answers.
+
+What cannot be seen this way: a replica's own LEO and HW (only the leader's
+HW, and only while it answers), the partition epoch (not in any client
+API), the moment a follower truncates or a leader appends, the controller's
+uncommitted records, a broker's pending ISR change (AlterPartition in
+flight), and anything during a window shorter than the polling interval.
+
+:class:`MetadataPoller` writes what it sees to ``<run>/nodes/observer/
+trace.jsonl`` in the trace format the invariant monitor reads
+(``checkers.invariants``): one ``partition_metadata`` event whenever a
+partition's observed state changes (node ``observer``; ``partition_epoch`` is
+the observer's own count of distinct states it has seen for that partition,
+since Kafka does not expose the real one, so the monitor's per-epoch
+agreement check is vacuous for it while its leader-epoch monotonicity, ISR
+within replicas, leader within ISR and ELR checks apply), one ``raft_state``
+event (node = the leader's name, role ``leader``) per new quorum epoch, and
+``observed_hw`` events (tp, hw, leader, leader_epoch) the monitor ignores.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from pathlib import Path
 from typing import Any
+
+import orjson
+
+OBSERVER = "observer"
 
 
 def quorum_state(db: Any, node: str) -> dict[str, Any] | None:
@@ -24,9 +57,12 @@ def quorum_state(db: Any, node: str) -> dict[str, Any] | None:
 
 
 def quorum_leader(db: Any) -> str | None:
+    """The KRaft leader from the quorum-state files: the highest epoch a live
+    voter has recorded a leader for."""
     best: tuple[int, int] | None = None
+    live = set(db.live_nodes())
     for node in db.controllers():
-        if node not in db.live_nodes():
+        if node not in live:
             continue
         st = quorum_state(db, node) or {}
         leader, epoch = st.get("leaderId", -1), st.get("leaderEpoch", -1)
@@ -34,3 +70,128 @@ def quorum_leader(db: Any) -> str | None:
             if best is None or (epoch, leader) > best:
                 best = (epoch, leader)
     return db._name(best[1]) if best else None
+
+
+class MetadataPoller:
+    """Polls a Kafka cluster's metadata every ``interval`` seconds on a
+    thread of its own and appends what changed to a trace file."""
+
+    def __init__(self, bootstrap: str, topics: list[str], names: dict[int, str], out: Path,
+                 interval: float = 0.25) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.names = names
+        self.out = out
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last: dict[str, tuple] = {}
+        self._versions: dict[str, int] = {}
+        self._hw: dict[str, int] = {}
+        self._raft_epoch = -1
+        self._admin: Any = None
+        self.polls = 0
+        self.errors = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.out, "ab")
+        self._thread = threading.Thread(target=self._run, name="kafka-observer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            except Exception:
+                pass
+        if getattr(self, "_file", None) is not None:
+            self._file.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.poll_once()
+                self.polls += 1
+            except Exception:  # a cluster in flux: brokers down, leaders moving
+                self.errors += 1
+                self._close_admin()
+
+    def _close_admin(self) -> None:
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            except Exception:
+                pass
+        self._admin = None
+
+    def _client(self) -> Any:
+        if self._admin is None:
+            from kafka.admin import KafkaAdminClient
+
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap.split(","), request_timeout_ms=3000,
+                                           client_id="kraftwerk-observer")
+        return self._admin
+
+    # -- one poll --------------------------------------------------------------------------------
+    def _emit(self, kind: str, node: str, data: dict[str, Any]) -> None:
+        now = time.time()
+        line = {"t": int(now * 1000), "t_us": int(now * 1_000_000), "node": node, "kind": kind, **data}
+        self._file.write(orjson.dumps(line) + b"\n")
+        self._file.flush()
+
+    def poll_once(self) -> None:
+        admin = self._client()
+        res = admin.describe_topic_partitions(self.topics)
+        for topic in res.get("topics", []):
+            for p in topic.get("partitions", []):
+                self._partition(f"{topic['name']}-{p['partition_index']}", p)
+        self._quorum(admin)
+        self._watermarks(admin)
+
+    def _partition(self, tp: str, p: dict[str, Any]) -> None:
+        state = (p["leader_id"], p["leader_epoch"], tuple(p["replica_nodes"] or ()), tuple(p["isr_nodes"] or ()),
+                 tuple(p.get("eligible_leader_replicas") or ()), tuple(p.get("last_known_elr") or ()))
+        if self._last.get(tp) == state:
+            return
+        self._last[tp] = state
+        self._versions[tp] = self._versions.get(tp, -1) + 1
+        leader, le, reps, isr, elr, lkelr = state
+        self._emit("partition_metadata", OBSERVER, {
+            "tp": tp, "leader": leader, "leader_epoch": le, "partition_epoch": self._versions[tp],
+            "replicas": list(reps), "isr": list(isr), "elr": list(elr), "last_known_elr": list(lkelr),
+            "observed": True,
+        })
+
+    def _quorum(self, admin: Any) -> None:
+        q = admin.describe_metadata_quorum()
+        for t in q.get("topics", []):
+            for p in t.get("partitions", []):
+                epoch, leader = int(p.get("leader_epoch", -1)), int(p.get("leader_id", -1))
+                if leader >= 0 and epoch > self._raft_epoch:
+                    self._raft_epoch = epoch
+                    self._emit("raft_state", self.names.get(leader, str(leader)),
+                               {"epoch": epoch, "role": "leader", "leader": leader, "observed": True})
+
+    def _watermarks(self, admin: Any) -> None:
+        from kafka import TopicPartition
+        from kafka.admin import OffsetSpec
+
+        specs = {}
+        for tp in self._last:
+            topic, _, part = tp.rpartition("-")
+            specs[TopicPartition(topic, int(part))] = OffsetSpec.LATEST
+        if not specs:
+            return
+        got = admin.list_partition_offsets(specs)
+        for tp_obj, info in got.items():
+            tp = f"{tp_obj.topic}-{tp_obj.partition}"
+            hw = int(getattr(info, "offset", -1))
+            if hw >= 0 and self._hw.get(tp) != hw:
+                self._hw[tp] = hw
+                leader, le = self._last[tp][0], self._last[tp][1]
+                self._emit("observed_hw", OBSERVER, {"tp": tp, "hw": hw, "leader": leader, "leader_epoch": le})

@@ -1,14 +1,16 @@
 """Mount, crash and unmount, and the registry that keeps mounts from
 outliving their owners.
 
-Every mount is recorded in ``$KRAFTWERK_FS_DIR`` (default
-``/run/kraftwerk/fs``) as ``<id>.json`` — mount point, backing directory,
+Every mount is recorded in ``$KRAFTWERK_FS_DIR`` (default ``fs/`` in the
+run registry, :func:`harness.state.registry_dir`: ``/run/kraftwerk/fs`` for
+root) as ``<id>.json`` — mount point, backing directory,
 the serving process (pid and start time), its control socket, and the
 owner (the process the mount serves; a harness run passes its own pid) —
 written before the server starts. ``kraftwerk cleanup`` calls
 :func:`cleanup`: a mount whose owner or server is gone is unmounted, and a
-``fuse.kraftwerk`` line in /proc/mounts with no record at all is unmounted
-too. Nothing here stats a mount point: a paused or dead server would hang
+``fuse.kraftwerk`` line in /proc/mounts that names this registry (its
+source is ``kraftwerk-fs:<registry tag>``) but has no record is unmounted
+too; mounts of other registries (a test suite's own) are theirs. Nothing here stats a mount point: a paused or dead server would hang
 the call, so mount state is read from /proc/self/mountinfo only.
 """
 
@@ -28,13 +30,23 @@ from typing import Any
 from harness.errors import HarnessError, UsageError
 from harness.state import alive, proc_start_time
 
-from .server import SUBTYPE
+from .server import FSNAME, SUBTYPE
 
 FSTYPE = f"fuse.{SUBTYPE}"
 
 
 def registry_dir() -> Path:
-    return Path(os.environ.get("KRAFTWERK_FS_DIR", "/run/kraftwerk/fs"))
+    if os.environ.get("KRAFTWERK_FS_DIR"):
+        return Path(os.environ["KRAFTWERK_FS_DIR"])
+    from harness.state import registry_dir as run_registry
+
+    return run_registry() / "fs"
+
+
+def fsname() -> str:
+    """The source a mount shows in /proc/mounts: names its registry."""
+    tag = hashlib.sha1(str(registry_dir().resolve()).encode()).hexdigest()[:10]
+    return f"{FSNAME}:{tag}"
 
 
 def _unescape(field: str) -> str:
@@ -125,6 +137,8 @@ def mount(point: str | Path, backing: str | Path, seed: int = 0, owner_pid: int 
     """Start a server for ``point`` over ``backing`` and return once mounted."""
     point, backing = os.path.abspath(point), os.path.abspath(backing)
     check_can_mount(point, backing)
+    if owner_pid is not None and not alive(owner_pid):
+        raise UsageError(f"owner pid {owner_pid}: no such process")
     registry_dir().mkdir(parents=True, exist_ok=True)
     rid = _record_path(point).stem
     rec: dict[str, Any] = {
@@ -137,7 +151,8 @@ def mount(point: str | Path, backing: str | Path, seed: int = 0, owner_pid: int 
     with open(rec["log"], "ab") as log:
         p = subprocess.Popen(
             [sys.executable, "-m", "harness.lazyfs.server", "--mount", point, "--backing", backing,
-             "--socket", rec["socket"], "--seed", str(seed)],
+             "--socket", rec["socket"], "--seed", str(seed), "--fsname", fsname(),
+             *(["--owner-pid", str(owner_pid), "--owner-start", str(rec["owner_start"])] if owner_pid else [])],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             env=env, cwd=str(Path(__file__).resolve().parents[2]),
         )
@@ -245,7 +260,7 @@ def umount(point: str | Path, clean: bool = True, timeout: float = 10.0) -> bool
             time.sleep(0.02)
     if is_mounted(point):
         _force_unmount(point)
-    if rec and rec.get("pid") and alive(rec["pid"], rec.get("start")):
+    if rec and rec.get("pid") and rec["pid"] != os.getpid() and alive(rec["pid"], rec.get("start")):
         for sig in (signal.SIGCONT, signal.SIGKILL):
             try:
                 os.kill(rec["pid"], sig)
@@ -277,8 +292,9 @@ def cleanup(force: bool = False) -> list[str]:
                 continue  # a mount being made right now
             umount(point, clean=not server_gone)
             done.append(point)
+    mine = fsname()
     for m in mountinfo():
-        if m["fstype"] == FSTYPE and m["point"] not in recorded:
+        if m["fstype"] == FSTYPE and m["source"] == mine and m["point"] not in recorded:
             _force_unmount(m["point"])
             done.append(m["point"])
     return done

@@ -11,7 +11,10 @@ line per connection, one JSON line back —
 * ``umount`` — sync, answer, then unmount and exit (a clean shutdown)
 
 SIGTERM is a clean unmount too; SIGKILL leaves a dead mount that
-``kraftwerk fs umount`` (or ``kraftwerk cleanup``) removes lazily.
+``kraftwerk fs umount`` (or ``kraftwerk cleanup``) removes lazily. With
+``--owner-pid`` the server also unmounts itself (synced, lazily if busy)
+and exits once that process is gone: a mount never outlives its owner,
+even one SIGKILLed before it could clean up.
 """
 
 from __future__ import annotations
@@ -29,15 +32,16 @@ import trio
 from .model import Tree
 from .ops import LazyOps
 
-#: how the mount shows in /proc/mounts: ``kraftwerk-fs <dir> fuse.kraftwerk``
+#: how the mount shows in /proc/mounts: ``kraftwerk-fs:<registry tag> <dir> fuse.kraftwerk``
 FSNAME = "kraftwerk-fs"
 SUBTYPE = "kraftwerk"
 
 
 class Server:
-    def __init__(self, tree: Tree, socket_path: str) -> None:
+    def __init__(self, tree: Tree, socket_path: str, owner: tuple[int, int | None] | None = None) -> None:
         self.tree = tree
         self.socket_path = socket_path
+        self.owner = owner
         self.stopping = False
 
     def command(self, line: str) -> dict[str, Any]:
@@ -88,6 +92,8 @@ class Server:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, self.handle, [trio.SocketListener(sock)])
             nursery.start_soon(self._on_sigterm)
+            if self.owner is not None:
+                nursery.start_soon(self._watch_owner)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
 
@@ -99,16 +105,29 @@ class Server:
                 return
 
 
+    async def _watch_owner(self) -> None:
+        from harness.state import alive
+
+        assert self.owner is not None
+        while alive(*self.owner):
+            await trio.sleep(0.5)
+        self.tree.sync()
+        pyfuse3.terminate()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.lazyfs.server")
     ap.add_argument("--mount", required=True)
     ap.add_argument("--backing", required=True)
     ap.add_argument("--socket", required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fsname", default=FSNAME)
+    ap.add_argument("--owner-pid", type=int, default=None)
+    ap.add_argument("--owner-start", type=int, default=None)
     a = ap.parse_args(argv)
     tree = Tree(a.backing, a.seed)
-    server = Server(tree, a.socket)
-    options = set(pyfuse3.default_options) | {f"fsname={FSNAME}", f"subtype={SUBTYPE}", "allow_other"}
+    server = Server(tree, a.socket, (a.owner_pid, a.owner_start) if a.owner_pid else None)
+    options = set(pyfuse3.default_options) | {f"fsname={a.fsname}", f"subtype={SUBTYPE}", "allow_other"}
     pyfuse3.init(LazyOps(tree), a.mount, options)
     try:
         trio.run(server.serve)
@@ -118,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             os.unlink(a.socket)
         except OSError:
             pass
+    if server.owner is not None:  # gone with its owner: nothing may stay behind
+        from .mounts import umount
+
+        umount(a.mount, clean=False)
     return 0
 
 

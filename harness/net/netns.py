@@ -158,16 +158,7 @@ class Fabric:
             if not _NAME_RE.match(n) or n == "br":
                 raise UsageError(f"node name {n!r}: a namespace node name is 1-12 lowercase letters or digits, not 'br'")
         tag = tag or secrets.token_hex(3)
-        with _lock():
-            used = _subnets_in_use()
-            free = [s for s in range(1, 255) if s not in used]
-            if not free:
-                raise HarnessError("no free /24 left in 10.213.0.0/16 for a namespace fabric")
-            fab = cls(tag, free[0])
-            me = os.getpid()
-            (OWNER_DIR / f"{tag}.json").write_text(json.dumps(
-                {"tag": tag, "subnet": fab.subnet, "kind": kind, "pid": me, "start": proc_start_time(me),
-                 "created": time.time(), **extra}))
+        fab = cls(tag, allocate_subnet(tag, kind, **extra))
         try:
             fab._build(list(nodes))
         except BaseException:
@@ -203,6 +194,25 @@ class Fabric:
     def destroy(self) -> None:
         """Kill whatever runs inside, delete every namespace of the tag; idempotent."""
         remove_tag(self.tag)
+
+
+def allocate_subnet(tag: str, kind: str, **extra: str) -> int:
+    """A free third octet of 10.213.0.0/16, recorded under ``tag`` with this
+    process as owner (``kind``: run, hosts, docker) before anything is made."""
+    with _lock():
+        used = _subnets_in_use()
+        free = [s for s in range(1, 255) if s not in used]
+        if not free:
+            raise HarnessError("no free /24 left in 10.213.0.0/16 for a fabric")
+        me = os.getpid()
+        (OWNER_DIR / f"{tag}.json").write_text(json.dumps(
+            {"tag": tag, "subnet": free[0], "kind": kind, "pid": me, "start": proc_start_time(me),
+             "created": time.time(), **extra}))
+        return free[0]
+
+
+def release_subnet(tag: str) -> None:
+    (OWNER_DIR / f"{tag}.json").unlink(missing_ok=True)
 
 
 def _tag_of(ns: str) -> str | None:

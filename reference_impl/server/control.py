@@ -9,8 +9,11 @@
   power (the harness's lose-unfsynced fault; it SIGKILLs afterwards anyway).
 * ``POST /shutdown`` — start a controlled shutdown, like SIGTERM.
 
-HTTP/1.0, one request per connection, bodies up to 64 KiB: enough for curl
-and ``urllib``; nothing here is meant to be exposed beyond loopback.
+HTTP/1.0, one request per connection, bodies up to 64 KiB, at most 64 header
+lines: enough for curl and ``urllib``; nothing here is meant to be exposed
+beyond loopback. With a cluster secret (:mod:`.auth`) every request must carry
+``Authorization: Bearer <token>``; anything else is answered 401 and not
+handled.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ import asyncio
 import json
 from typing import Any, Awaitable, Callable
 
+from . import auth
+
 Handler = Callable[[str, str, Any], Awaitable[tuple[int, Any]]]
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 409: "Conflict", 500: "Internal Server Error"}
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 409: "Conflict",
+            500: "Internal Server Error"}
+MAX_HEADERS = 64
 
 
-async def serve_control(host: str, port: int, handler: Handler) -> asyncio.AbstractServer:
+async def serve_control(host: str, port: int, handler: Handler, secret: bytes | None = None) -> asyncio.AbstractServer:
     async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         status, payload = 400, {"error": "bad request"}
         try:
@@ -32,18 +39,26 @@ async def serve_control(host: str, port: int, handler: Handler) -> asyncio.Abstr
             if len(parts) >= 2:
                 method, path = parts[0].upper(), parts[1]
                 length = 0
-                while True:
+                presented = None
+                for _ in range(MAX_HEADERS + 1):
                     h = await asyncio.wait_for(reader.readline(), 5)
                     if h in (b"\r\n", b"\n", b""):
                         break
                     k, _, v = h.decode("latin-1").partition(":")
                     if k.strip().lower() == "content-length":
                         length = int(v.strip())
+                    elif k.strip().lower() == auth.HEADER.lower():
+                        presented = v.strip().removeprefix("Bearer ").strip()
+                else:
+                    raise ValueError("too many header lines")
                 if not 0 <= length <= 65536:
                     raise ValueError("body too large")
-                raw = await asyncio.wait_for(reader.readexactly(length), 5) if length else b""
-                body = json.loads(raw) if raw.strip() else {}
-                status, payload = await handler(method, path, body)
+                if not auth.check(secret, auth.CONTROL, presented):
+                    status, payload = 401, {"error": "missing or wrong cluster token"}
+                else:
+                    raw = await asyncio.wait_for(reader.readexactly(length), 5) if length else b""
+                    body = json.loads(raw) if raw.strip() else {}
+                    status, payload = await handler(method, path, body)
         except (ValueError, asyncio.TimeoutError, asyncio.IncompleteReadError, UnicodeDecodeError) as e:
             status, payload = 400, {"error": str(e) or type(e).__name__}
         except Exception as e:  # never let a control request take the node down

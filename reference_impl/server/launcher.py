@@ -30,7 +30,10 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import auth
+
 STATE_FILE = "cluster.json"
+SECRET_FILE = "cluster.secret"
 HOST = "127.0.0.1"
 #: a harness run's variables (harness/lease.py) that a `cluster up` node must not inherit
 _HARNESS_ENV = frozenset({"KRAFTWERK_RUN_ID", "KRAFTWERK_LEASE_FD", "KRAFTWERK_PARENT_PID", "KRAFTWERK_PDEATHSIG"})
@@ -165,10 +168,22 @@ class LocalCluster:
             "--data-dir", n.data_dir,
             "--control", f"{HOST}:{n.control_port}",
             "--storage-mode", self.storage_mode,
+            "--secret-file", self.secret_path,
         ]
         for k, v in sorted(self.config.items()):
             cmd += ["--set", f"{k}={v}"]
         return cmd
+
+    @property
+    def secret_path(self) -> str:
+        """The cluster secret (auth.py), made by the first start, owner-only."""
+        return os.path.join(self.dir, SECRET_FILE)
+
+    def _secret(self) -> bytes | None:
+        try:
+            return auth.load_secret(self.secret_path)
+        except auth.SecretError:
+            return None
 
     def child_env(self) -> dict[str, str]:
         """The node's environment: ours without a harness run's lease, so a
@@ -183,6 +198,7 @@ class LocalCluster:
         if n.pid is not None and pid_alive(n.pid, n.start):
             raise ClusterError(f"node {node_id} is already running (pid {n.pid})")
         os.makedirs(n.data_dir, exist_ok=True)
+        auth.ensure_secret_file(self.secret_path)
         out = open(os.path.join(n.data_dir, "stdout.log"), "ab")
         p = subprocess.Popen(
             self.command(n), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -288,7 +304,8 @@ class LocalCluster:
     def control(self, node_id: int, method: str, path: str, body: Any = None, timeout: float = 5.0) -> Any:
         n = self.node(node_id)
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://{HOST}:{n.control_port}{path}", data=data, method=method)
+        headers = {auth.HEADER: f"Bearer {auth.token(self._secret(), auth.CONTROL)}"}
+        req = urllib.request.Request(f"http://{HOST}:{n.control_port}{path}", data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return json.loads(r.read())

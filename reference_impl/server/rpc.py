@@ -3,7 +3,10 @@
 Nodes share one listening port for clients and peers: a peer connection opens
 with the 4 bytes :data:`MAGIC`, which read as a Kafka request size would be
 over 1 GB and therefore never start a client frame. It then sends a hello
-frame ``(node id, host, port)`` and one ``(src, message)`` frame per ``Send``.
+frame ``(node id, host, port, token)`` (the token proves it knows the cluster
+secret, :mod:`.auth`; a node with a secret closes a connection whose hello
+lacks it before reading anything else) and one ``(src, message)`` frame per
+``Send``.
 
 Each node keeps one outbound connection per peer (:class:`Peer`), reconnecting
 with exponential backoff. Messages are one-way: a reply is another ``Send``
@@ -21,6 +24,7 @@ import socket
 import time
 from typing import Any, Callable
 
+from . import auth
 from .codec import FRAME, MAX_FRAME, REGISTRY, CodecError
 
 MAGIC = b"KWRP"
@@ -42,7 +46,9 @@ class Peer:
         resolve: Callable[[int], tuple[str, int] | None],
         request_timeout_ms: int = 30000,
         max_queue: int = 10000,
+        secret: bytes | None = None,
     ) -> None:
+        self.token = auth.token(secret, auth.RPC)
         self.self_id = self_id
         self.self_addr = self_addr
         self.peer_id = peer_id
@@ -102,7 +108,7 @@ class Peer:
                 # connection within the request timeout so a fresh one is tried
                 if hasattr(socket, "TCP_USER_TIMEOUT"):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(self.request_timeout * 1000))
-            hello = REGISTRY.dumps((self.self_id, self.self_addr[0], self.self_addr[1]))
+            hello = REGISTRY.dumps((self.self_id, self.self_addr[0], self.self_addr[1], self.token))
             writer.write(MAGIC + FRAME.pack(len(hello)) + hello)
             self.writer = writer
             self.connected = True
@@ -153,10 +159,11 @@ async def read_frames(
     reader: asyncio.StreamReader,
     on_hello: Callable[[int, str, int], None],
     on_message: Callable[[int, Any], None],
+    secret: bytes | None = None,
 ) -> None:
     """Serve one inbound peer connection (after :data:`MAGIC`). Returns when
-    the peer disconnects; raises :class:`CodecError` on a malformed frame
-    (the caller closes the connection)."""
+    the peer disconnects; raises :class:`CodecError` on a malformed frame or
+    a hello without the cluster's token (the caller closes the connection)."""
     first = True
     while True:
         try:
@@ -174,8 +181,10 @@ async def read_frames(
         if not isinstance(obj, tuple):
             raise CodecError("frame is not a tuple")
         if first:
-            if len(obj) != 3 or not isinstance(obj[0], int) or not isinstance(obj[1], str) or not isinstance(obj[2], int):
+            if len(obj) not in (3, 4) or not isinstance(obj[0], int) or not isinstance(obj[1], str) or not isinstance(obj[2], int):
                 raise CodecError("bad hello frame")
+            if not auth.check(secret, auth.RPC, obj[3] if len(obj) == 4 else None):
+                raise CodecError(f"peer claiming node {obj[0]} failed authentication")
             on_hello(obj[0], obj[1], obj[2])
             first = False
             continue

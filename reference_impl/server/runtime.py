@@ -48,6 +48,17 @@ log = logging.getLogger("kraftwerk.node")
 _RESERVED_TRACE_KEYS = frozenset({"t", "t_us", "node_t", "node", "kind"})
 #: Kafka's socket.request.max.bytes
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
+#: Kafka's max.connections (Kafka's default is unbounded; a node here shares
+#: one process and one port with its peers, so it is bounded)
+MAX_CONNECTIONS = 1000
+#: Kafka's connections.max.idle.ms
+CONNECTIONS_MAX_IDLE_MS = 600_000
+#: requests of one connection waiting for their answers before the node stops
+#: reading from it (Kafka mutes a channel while its request is in flight; a
+#: pipelining client here gets this many)
+MAX_QUEUED_PER_CONNECTION = 1000
+#: answered bytes a client has not read before the node stops reading its requests
+MAX_UNREAD_REPLY_BYTES = 16 * 1024 * 1024
 #: a controlled shutdown that has not halted by then ends anyway
 SHUTDOWN_GRACE_S = 30.0
 
@@ -71,6 +82,12 @@ class NodeOptions:
     #: where this node reaches each peer (per-link proxies); wins over the
     #: endpoints learnt from broker registrations
     peer_addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: the cluster secret (auth.py): peers and control callers must prove it; None: no check
+    secret: bytes | None = None
+    #: socket.request.max.bytes, max.connections, connections.max.idle.ms
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    max_connections: int = MAX_CONNECTIONS
+    idle_ms: int = CONNECTIONS_MAX_IDLE_MS
     #: trace.jsonl, node.log and node.pid; default ``data_dir``. Apart when
     #: the data directory is a filesystem that loses un-fsynced writes
     #: (``kraftwerk fs``): the glass-box trace must survive the power loss.
@@ -84,11 +101,14 @@ class NodeOptions:
 class _ClientConn:
     """One Kafka client connection and its in-order response queue."""
 
-    __slots__ = ("cid", "writer", "pending", "by_seq", "seq", "closed")
+    __slots__ = ("cid", "writer", "pending", "by_seq", "seq", "closed", "room")
 
     def __init__(self, cid: int, writer: asyncio.StreamWriter) -> None:
         self.cid = cid
         self.writer = writer
+        #: set while the connection may queue another request (backpressure)
+        self.room = asyncio.Event()
+        self.room.set()
         self.pending: collections.deque[tuple[int, wire.Pending]] = collections.deque()
         self.by_seq: dict[int, wire.Pending] = {}
         self.seq = 0
@@ -105,6 +125,7 @@ class NodeRuntime:
         self.addresses: dict[int, tuple[str, int]] = {**opts.voters, **opts.peer_addresses}
         self.peers: dict[int, Peer] = {}
         self.conns: dict[int, _ClientConn] = {}
+        self._open_sockets = 0
         self._next_cid = 0
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
@@ -171,7 +192,7 @@ class NodeRuntime:
         server = await asyncio.start_server(self._on_conn, o.listen[0], o.listen[1], reuse_address=True, limit=1 << 20)
         control = None
         if o.control is not None:
-            control = await serve_control(o.control[0], o.control[1], self._control)
+            control = await serve_control(o.control[0], o.control[1], self._control, o.secret)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.begin_shutdown, sig.name)
         loop.call_later(1.0, self._sweep)
@@ -328,7 +349,8 @@ class NodeRuntime:
             return
         p = self.peers.get(dst)
         if p is None:
-            p = Peer(self.opts.node_id, self.opts.listen, dst, self._resolve, self.opts.config.request_timeout_ms)
+            p = Peer(self.opts.node_id, self.opts.listen, dst, self._resolve, self.opts.config.request_timeout_ms,
+                     secret=self.opts.secret)
             self.peers[dst] = p
             p.start()
         try:
@@ -340,12 +362,23 @@ class NodeRuntime:
     # -- connections --------------------------------------------------------------
 
     async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._open_sockets >= self.opts.max_connections:
+            self.counters["refused_connections"] += 1  # max.connections
+            writer.transport.abort()
+            return
+        self._open_sockets += 1
+        try:
+            await self._on_open_conn(reader, writer)
+        finally:
+            self._open_sockets -= 1
+
+    async def _on_open_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            head = await reader.readexactly(4)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            head = await asyncio.wait_for(reader.readexactly(4), self.opts.idle_ms / 1000.0)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, asyncio.TimeoutError):
             writer.close()
             return
         try:
@@ -374,7 +407,7 @@ class NodeRuntime:
             self.deliver(msg, src)
 
         try:
-            await read_frames(reader, on_hello, on_message)
+            await read_frames(reader, on_hello, on_message, self.opts.secret)
         except CodecError as e:
             self.counters["bad_rpc_frames"] += 1
             log.warning("closing peer connection: %s", e)
@@ -386,19 +419,47 @@ class NodeRuntime:
         try:
             while not conn.closed:
                 size = int.from_bytes(head, "big", signed=True)
-                if size < 8 or size > MAX_REQUEST_BYTES:
+                if size < 8 or size > self.opts.max_request_bytes:
                     self.counters["bad_frames"] += 1
                     log.info("closing client connection: frame size %d", size)
                     return
                 frame = await reader.readexactly(size)
                 if not self._on_request(conn, frame):
                     return
-                head = await reader.readexactly(4)
+                await self._backpressure(conn)
+                head = await self._next_head(conn, reader)
+                if head is None:
+                    return
         except asyncio.IncompleteReadError:
             return
         finally:
             conn.closed = True
+            conn.room.set()
             self.conns.pop(conn.cid, None)
+
+    async def _backpressure(self, conn: _ClientConn) -> None:
+        """Read no further request while this connection has too many waiting
+        for answers, or too many answered bytes the client has not read."""
+        while len(conn.pending) >= MAX_QUEUED_PER_CONNECTION and not conn.closed:
+            conn.room.clear()
+            await conn.room.wait()
+        if conn.writer.transport.get_write_buffer_size() > MAX_UNREAD_REPLY_BYTES:
+            try:
+                await asyncio.wait_for(conn.writer.drain(), self.opts.idle_ms / 1000.0)
+            except asyncio.TimeoutError:
+                conn.closed = True  # read nothing of its answers for connections.max.idle.ms
+
+    async def _next_head(self, conn: _ClientConn, reader: asyncio.StreamReader) -> bytes | None:
+        """The next request's size, or None once the connection has been idle
+        (nothing read, nothing owed to it) for connections.max.idle.ms."""
+        idle = self.opts.idle_ms / 1000.0
+        while True:
+            try:
+                return await asyncio.wait_for(reader.readexactly(4), idle)
+            except asyncio.TimeoutError:
+                if not conn.pending:
+                    self.counters["idle_closed"] += 1
+                    return None
 
     def _on_request(self, conn: _ClientConn, frame: bytes) -> bool:
         """Handle one request frame; False closes the connection."""
@@ -479,6 +540,11 @@ class NodeRuntime:
             self._flush(conn)
 
     def _flush(self, conn: _ClientConn) -> None:
+        self._drain_answered(conn)
+        if len(conn.pending) < MAX_QUEUED_PER_CONNECTION:
+            conn.room.set()
+
+    def _drain_answered(self, conn: _ClientConn) -> None:
         while conn.pending and conn.pending[0][1].done:
             seq, p = conn.pending.popleft()
             conn.by_seq.pop(seq, None)

@@ -435,9 +435,13 @@ def test_unknown_model_name_is_a_model_error():
         check([], model="paxos")
 
 
-def test_empty_history_is_linearizable():
+def test_empty_history_is_linearizable_but_a_run_that_checked_nothing_is_unknown():
     r = check([], model="cas-register")
     assert r["valid"] is True and r["keys"] == {}
+    from checkers.check import check_history
+
+    res = check_history([], model="cas-register")
+    assert res["valid"] == "unknown" and res["checkers"]["linearizable"]["cause"] == "no-ops"
 
 
 def test_nemesis_ops_are_ignored_and_dicts_accepted():

@@ -312,6 +312,20 @@ def test_kv_lost_append_is_a_violation_on_that_key_only():
     assert r["unlinearizable"] == [2, 3]
 
 
+def test_kv_accepts_the_key_in_a_field_of_its_own():
+    """Porcupine's kv logs: ``{:f :get, :key "k", :value nil}``; the same
+    verdict as ``[k, v]`` values."""
+    def row(t, p, f, k, v):
+        return {"type": t, "process": p, "f": f, "key": k, "value": v}
+    ok = [row("invoke", 0, "put", "k", "a"), row("ok", 0, "put", "k", "a"),
+          row("invoke", 1, "get", "k", None), row("ok", 1, "get", "k", "a"),
+          row("invoke", 1, "get", "j", None), row("ok", 1, "get", "j", "")]
+    r = check(ok, model="kv")
+    assert r["valid"] is True and sorted(r["keys"]) == ["j", "k"]
+    bad = ok[:2] + [row("invoke", 1, "get", "k", None), row("ok", 1, "get", "k", "")]
+    assert check(bad, model="kv")["failed_keys"] == ["k"]
+
+
 def test_kv_crashed_append_may_apply_later():
     ops = H(("invoke", 0, "append", ["k", "x"]), ("info", 0, "append", ["k", "x"]),
             ("invoke", 1, "get", ["k", None]), ("ok", 1, "get", ["k", ""]),

@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -93,7 +94,7 @@ def test_plain_cleanup_from_root_finds_a_run_with_any_out(registry, tmp_path):
         assert child.poll() is None
         r = subprocess.run(CLI + ["cleanup"], cwd="/", env=env, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
-        assert "1 process(es) stopped, 1 resource(s) undone" in r.stdout
+        assert "2 process(es) stopped, 1 resource(s) undone" in r.stdout  # the child and the run's reaper
         assert child.wait(timeout=10) == -signal.SIGKILL
         assert marker.exists()
         again = subprocess.run(CLI + ["cleanup"], cwd="/", env=env, capture_output=True, text=True, timeout=60)
@@ -203,10 +204,37 @@ def kill_harness_at(tmp_path: Path, moment: str, extra: list[str] | None = None,
 def test_nodes_and_proxy_end_within_20s_of_a_harness_sigkill(tmp_path, moment):
     r = kill_harness_at(tmp_path, moment)
     if moment != "t+2":
-        assert len(r["children"]) == 7, r  # six nodes and the proxy were up
+        assert len(r["children"]) == 8, r  # six nodes, the proxy and the run's reaper were up
     assert r["left"] == [], f"still running 20 s after the harness died: {r['left']}"
     for hist in r["out"].glob("*/*/history.jsonl"):
         chk = subprocess.run(CLI + ["check", str(hist.parent), "--json"], capture_output=True, text=True,
                              timeout=300, cwd=ROOT)
         assert chk.returncode in (0, 1, 3), chk.stderr
-        assert json.loads(chk.stdout)["valid"] in (True, False, "unknown")
+        res = json.loads(chk.stdout)
+        assert res["valid"] in (True, False, "unknown") and res.get("partial") is True
+
+
+def test_a_child_that_cannot_watch_the_lease_is_reaped(tmp_path, registry):
+    """A JVM or a shell cannot run harness.lease.arm(); the run's reaper ends
+    it when the harness is SIGKILLed (here a `sleep` stands in for it)."""
+    script = textwrap.dedent(f"""
+        import subprocess, sys, time
+        from pathlib import Path
+        from harness.state import RunState
+        st = RunState.create(Path({str(tmp_path)!r}) / "out", "jvm-1", Path({str(tmp_path)!r}) / "out" / "r")
+        p = subprocess.Popen(["sleep", "300"], env=st.child_env(), start_new_session=True)
+        print(p.pid, flush=True)
+        time.sleep(300)
+    """)
+    h = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "KRAFTWERK_RUNTIME_DIR": str(registry)})
+    pid = int(h.stdout.readline())
+    start = proc_start_time(pid)
+    time.sleep(0.5)
+    h.kill()
+    h.wait()
+    h.stdout.close()
+    deadline = time.monotonic() + 20
+    while alive(pid, start) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid, start)

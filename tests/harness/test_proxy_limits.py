@@ -74,3 +74,28 @@ def test_delay_jitter_infinity_is_refused(link):
     _, control, _ = link
     with pytest.raises(RuntimeError, match="finite"):
         control.call(cmd="delay", ms=10, jitter=float("inf"))
+
+
+def test_proxy_control_needs_the_cluster_token(tmp_path):
+    """A forged cut/heal/delay from another local caller is refused."""
+    from reference_impl.server import auth
+
+    secret_file = auth.make_secret_file(str(tmp_path / "secret"))
+    la, ctl = allocate_ports(2)
+    f = tmp_path / "links.json"
+    f.write_text(json.dumps([{"src": "a", "dst": "b", "listen": la, "target": 1}]))
+    p = subprocess.Popen([sys.executable, "-m", "harness.proxy", "--links", str(f), "--control-port", str(ctl),
+                          "--secret-file", secret_file], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        port = json.loads(p.stdout.readline())["control"]
+        forged = ProxyControl(port)
+        with pytest.raises(RuntimeError, match="token"):
+            forged.call(cmd="cut", pairs=[["a", "b"]])
+        forged.close()
+        ours = ProxyControl(port, secret=auth.load_secret(secret_file))
+        assert ours.call(cmd="stats")["cut"] == []
+        ours.close()
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()

@@ -96,6 +96,13 @@ def test_short_run_on_real_kafka_with_kills_pauses_and_clock_is_valid(tmp_path):
     assert res["valid"] is True and res["durability"]["acks=all"]["lost"] == 0
     assert res["durability"]["acks=all"]["acked"] > 20
     assert "Kafka version: 4.4." in (run_dir / "nodes" / "n1" / "server.log").read_text()
+    # glass box from outside: the polled metadata is a trace the invariant monitor read
+    seen = [json.loads(l) for l in open(run_dir / "nodes" / "observer" / "trace.jsonl")]
+    meta = [e for e in seen if e["kind"] == "partition_metadata"]
+    assert {e["tp"] for e in meta} == {"t0-0", "t0-1"}
+    assert all(e["leader"] in e["isr"] and set(e["isr"]) <= set(e["replicas"]) for e in meta)
+    assert any(e["kind"] == "raft_state" for e in seen) and any(e["kind"] == "observed_hw" for e in seen)
+    assert res["invariants"]["valid"] is True and res["invariants"]["steps"] >= len(meta)
     assert not list((out / ".state").glob("*.json")), "state file left behind"
     time.sleep(0.5)
     left = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True).stdout.split()

@@ -75,7 +75,9 @@ def test_umount_of_a_paused_server_does_not_hang(tmp_path):
     assert not os.path.exists(f"/proc/{rec['pid']}") or open(f"/proc/{rec['pid']}/stat").read().split()[2] in "ZX"
 
 
-def test_cleanup_unmounts_a_mount_whose_owner_is_gone(tmp_path):
+def test_cleanup_unmounts_a_mount_whose_owner_is_gone_and_whose_server_is_stuck(tmp_path):
+    """The server unmounts itself when its owner dies; a paused one cannot,
+    so cleanup does."""
     point, backing = tmp_path / "m", tmp_path / "b"
     point.mkdir(), backing.mkdir()
     owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -84,6 +86,7 @@ def test_cleanup_unmounts_a_mount_whose_owner_is_gone(tmp_path):
         assert r.returncode == 0, r.stderr
         r = kraftwerk("cleanup", "--out", str(tmp_path / "results"))
         assert mounts.is_mounted(point), r.stdout  # the owner lives: not ours to remove
+        os.kill(mounts.find(point)["pid"], signal.SIGSTOP)
     finally:
         owner.kill()
         owner.wait()
@@ -147,3 +150,33 @@ def test_storage_lazyfs_outside_netns_is_refused_before_anything_starts(tmp_path
     r = kraftwerk("run", "--out", str(out), "--storage", "lazyfs", "--nemesis", "lose-unfsynced")
     one_line_exit_2(r, "runs on --backend netns")
     assert not out.exists()
+
+
+def test_a_mount_unmounts_itself_when_its_owner_dies_even_by_sigkill(tmp_path):
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir(), backing.mkdir()
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        rec = mounts.mount(point, backing, owner_pid=owner.pid)
+        (point / "f").write_bytes(b"x")
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 10
+    def gone() -> bool:
+        return not mounts.is_mounted(point) and all(r["mountpoint"] != str(point) for r in mounts.records())
+
+    while not gone() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not mounts.is_mounted(point)
+    assert all(r["mountpoint"] != str(point) for r in mounts.records())
+    assert (backing / "f").read_bytes() == b"x"  # it synced on the way out
+
+
+def test_an_owner_that_does_not_exist_is_refused(tmp_path):
+    point, backing = tmp_path / "m", tmp_path / "b"
+    point.mkdir(), backing.mkdir()
+    p = subprocess.Popen(["true"])
+    p.wait()
+    one_line_exit_2(kraftwerk("fs", "mount", str(point), "--backing", str(backing), "--owner-pid", str(p.pid)),
+                    "no such process")

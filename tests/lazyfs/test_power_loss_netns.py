@@ -83,3 +83,35 @@ def test_default_protocol_last_replica_standing_loses_nothing_seed002(tmp_path):
     assert power_losses(run_dir)
     assert res["durability"]["acks=all"]["lost"] == 0
     assert res["valid"] is True and code == 0, res["anomaly_types"]
+
+
+def test_a_sigkilled_harness_leaves_no_mount_behind(tmp_path):
+    """Each node's mount is owned by the harness: its server unmounts it
+    once the harness is gone, with no cleanup run."""
+    import signal
+    import time
+
+    out = tmp_path / "results"
+    p = subprocess.Popen(
+        [sys.executable, "-c", "from harness.cli import main; main()", "run", "--backend", "netns",
+         "--out", str(out), "--no-progress", "--nemesis", "lose-unfsynced", "--time-limit", "60", "--seed", "9"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env={**os.environ, "KRAFTWERK_DEBUG": ""},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ours = [m for m in mounts.mountinfo() if m["point"].startswith(str(tmp_path))]
+            if len(ours) == 6:
+                break
+            time.sleep(0.2)
+        assert len(ours) == 6, ours  # 3 brokers and 3 controllers, each on its own mount
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    deadline = time.monotonic() + 20
+    while [m for m in mounts.mountinfo() if m["point"].startswith(str(tmp_path))] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [m for m in mounts.mountinfo() if m["point"].startswith(str(tmp_path))]
+    assert not [r for r in mounts.records() if r["mountpoint"].startswith(str(tmp_path))]
+    subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "cleanup"],
+                   capture_output=True, timeout=120, cwd=ROOT)  # the namespaces and node processes

@@ -1,0 +1,88 @@
+"""``kraftwerk campaign FILE.yaml``: a matrix of settings, run and summed per cell."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from harness.campaign.execute import Progress, plan_units, run_units, summarise, verdict
+from harness.campaign.spec import load_spec
+from harness.errors import exit_code_for_valid
+
+
+def _table(campaign: dict) -> Table:
+    t = Table(title=f"campaign {escape(campaign['name'])}")
+    for col in ("cell", "runs", "invalid", "acks=all lost/acked", "rate (95% CI)", "acks=1 lost/acked", "anomalies"):
+        t.add_column(col)
+    for c in campaign["cells"]:
+        d_all = c["durability"].get("acks=all") or {}
+        d_1 = c["durability"].get("acks=1") or {}
+        ci = d_all.get("lost_rate_ci95") or [0, 0]
+        rate = f"{d_all['lost_rate']:.2%} ({ci[0]:.2%}..{ci[1]:.2%})" if d_all else "-"
+        t.add_row(escape(c["id"]), str(c["runs"]), str(c["invalid"]),
+                  f"{d_all.get('lost', 0)}/{d_all.get('acked', 0)}", rate,
+                  f"{d_1.get('lost', 0)}/{d_1.get('acked', 0)}",
+                  escape(", ".join(f"{k}:{v}" for k, v in sorted(c["anomaly_runs"].items()))))
+    return t
+
+
+@click.command("campaign")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
+              help="Results directory; the campaign goes to OUT/campaigns/NAME/.")
+@click.option("--parallel", type=click.IntRange(1, 256), default=None,
+              help="Simulator commands at once (default: one per usable CPU).")
+@click.option("--engine", type=click.Choice(["inline", "spark"]), default="inline", show_default=True,
+              help="Where run directories are read and summed.")
+@click.option("--runs-on", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="Run the seeds as local processes or as Spark tasks.")
+@click.option("--spark-master", default=None, help="Any Spark master URL (default: an embedded local[*]).")
+@click.option("--recheck", is_flag=True, help="Check every run's history again while aggregating.")
+@click.option("--parquet/--no-parquet", default=True, show_default=True, help="Also write cells/runs as Parquet.")
+@click.option("--json", "as_json", is_flag=True, help="Print the campaign object (with its cells) on stdout.")
+def campaign_cmd(file: Path, out: Path, parallel: int | None, engine: str, runs_on: str,
+                 spark_master: str | None, recheck: bool, parquet: bool, as_json: bool) -> None:
+    """Run every cell of a campaign matrix, then sum the runs per cell.
+
+    \b
+    FILE (YAML):  name, runtime (sim|real), seeds (A..B or N), fixed settings,
+                  and matrix: {setting: [values...]}; settings by their flag
+                  name (min-isr) or Kafka's key (min.insync.replicas).
+    A re-run skips the runs already done. Exit 1 if any cell has an invalid run.
+    """
+    spec = load_spec(file)
+    camp_dir = out / "campaigns" / spec.name
+    camp_dir.mkdir(parents=True, exist_ok=True)
+    cs, units, already = plan_units(spec, camp_dir)
+    # runs a cell still has to do (those already done from an earlier attempt are not counted)
+    left = {c.index: sum(u.seeds for u in units if u.cell.index == c.index) for c in cs}
+    progress = Progress(total_runs=len(cs) * len(spec.seeds), total_cells=len(cs),
+                        done_runs=already, skipped_runs=already, cell_left=left)
+    err = Console(stderr=True)
+    jobs = parallel or len(os.sched_getaffinity(0))
+    with Live(progress.line(), console=err, refresh_per_second=4, transient=not err.is_terminal) as live:
+        run_units(units, camp_dir, jobs, progress, lambda p: live.update(p.line()), runs_on, spark_master)
+    for f in progress.failures:
+        err.print(f"[yellow]failed:[/] {escape(f)}")
+    camp = summarise(spec, cs, camp_dir, engine, spark_master, recheck, parquet)
+    valid = verdict(camp)
+    camp["valid"] = valid
+    camp["campaign_dir"] = str(camp_dir)
+    if as_json:
+        click.echo(json.dumps(camp, default=str))
+    else:
+        Console().print(_table(camp))
+    err.print(f"campaign {escape(spec.name)}: {progress.line()}; report: {escape(str(camp_dir / 'index.html'))}")
+    sys.exit(exit_code_for_valid(valid))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(campaign_cmd)

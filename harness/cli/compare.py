@@ -1,0 +1,62 @@
+"""``kraftwerk compare``: one test on ``--db reference`` and ``--db kafka``
+(same seed, fault schedule or scenario, workload, backend), side by side
+(``harness.compare``). Takes ``kraftwerk run``'s options but ``--db`` and
+``--test-count``; both configurations are validated before anything starts.
+Exit status: the worse of the two runs' (0 both valid, 1 anomalies, ...)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from harness.cli.run import run_cmd
+from harness.config import build_config, load_yaml, parse_variants
+from harness.errors import EXIT_HARNESS, exit_code_for_valid
+
+_SKIP = {"db", "test_count", "bootstrap", "as_json", "no_progress"}
+
+
+def _compare(config_file: str | None, variant: tuple[str, ...], as_json: bool, **flags: Any) -> int:
+    from harness import compare
+    from harness.runner import run_test
+
+    file_values = load_yaml(config_file) if config_file else None
+    flags["kafka_config"] = list(flags.get("kafka_config") or ()) or None
+    if variant:
+        flags["variants"] = parse_variants(variant)
+    cfgs = {db: build_config(file_values, {**flags, "db": db}) for db in compare.DBS}
+    seed = cfgs["reference"].seed
+    sides: dict[str, dict[str, Any]] = {}
+    worst = 0
+    for db in compare.DBS:
+        cfg = cfgs[db].model_copy(update={"seed": seed, "name": f"{cfgs[db].name}-{db}"})
+        o = run_test(cfg, progress=False)
+        sides[db] = compare.summarize(o.run_dir, o.result)
+        code = exit_code_for_valid(o.result.get("valid"))
+        worst = max(worst, code) if code != EXIT_HARNESS else code
+    if as_json:
+        sys.stdout.write(json.dumps({"seed": seed, **sides, "agree": compare.agreement(sides["reference"],
+                                                                                       sides["kafka"])}) + "\n")
+    else:
+        click.echo(f"seed {seed}")
+        click.echo(compare.render(sides))
+        for db in compare.DBS:
+            click.echo(f"{db}: {sides[db]['run_dir']}")
+    return worst
+
+
+def _build() -> click.Command:
+    params = [p for p in run_cmd.params if p.name not in _SKIP]
+    params.append(click.Option(["--json", "as_json"], is_flag=True, help="Print both summaries as JSON."))
+    return click.Command(
+        "compare", callback=_compare, params=params,
+        help="Run one test on the reference implementation and on real Kafka; print both side by side.\n\n"
+             "\b\nExample:\n  kraftwerk compare --backend netns --scenario unclean-loss --variant kip966=off --seed 5",
+    )
+
+
+def register(group: click.Group) -> None:
+    group.add_command(_build())

@@ -1,0 +1,105 @@
+"""The docker backend: a grudge made by iptables inside the containers cuts
+exactly its links (node to node, client to node) and heal restores them;
+SIGKILL of the harness mid-run, then a plain ``kraftwerk cleanup``, leaves
+no container, network or process of the run (harness/backend/docker.py).
+The engine is the project's own when none runs; a test that started it
+stops it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.backend import docker as kwdocker
+from harness.net.iptables import IptablesNetwork
+from harness.state import alive
+
+from .conftest import needs_root_net
+from .probe import CLIENT, Prober, all_links
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
+NODES = ["n1", "n2", "n3"]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    needs_root_net()
+    had = kwdocker.engine(start=False)
+    client = had or kwdocker.engine()
+    yield client
+    if had is None:
+        assert kwdocker.stop_own_dockerd()
+
+
+def labelled(client, tag):
+    f = {"label": f"kraftwerk.tag={tag}"}
+    return client.containers.list(all=True, filters=f) + client.networks.list(filters=f)
+
+
+def test_a_grudge_inside_containers_cuts_exactly_its_links(engine, tmp_path):
+    hosts = kwdocker.DockerHosts.create(NODES, None, tmp_path, client=engine)
+    try:
+        net = IptablesNetwork(NODES, {n: hosts.address(n) for n in NODES}, hosts.client_address,
+                              lambda n, argv, stdin: hosts.exec(n, argv, 30, stdin=stdin))
+        net.setup()
+        probe = Prober(hosts, NODES, tmp_path, remote_dir=lambda n: f"{tmp_path}/nodes/{n}")
+        probe.start()
+        try:
+            assert probe.delivered() == all_links(NODES)
+            cut = {("n1", "n2"), ("n3", "n1"), (CLIENT, "n3"), ("n2", CLIENT)}
+            net.cut(cut)
+            assert probe.delivered() == all_links(NODES) - cut
+            net.cut([])
+            assert probe.delivered() == all_links(NODES)
+        finally:
+            probe.stop()
+        assert {c.labels["kraftwerk"] for c in labelled(engine, hosts.tag) if hasattr(c, "labels")} == {"1"}
+    finally:
+        hosts.teardown()
+    assert labelled(engine, hosts.tag) == []
+
+
+def test_cleanup_after_harness_sigkill_removes_containers_networks_and_processes(engine, tmp_path):
+    out = tmp_path / "results"
+    registry = tmp_path / "registry"
+    env = {**os.environ, "KRAFTWERK_RUNTIME_DIR": str(registry)}
+    harness = subprocess.Popen(CLI + ["run", "--backend", "docker", "--out", str(out), "--time-limit", "60",
+                                      "--nemesis", "partition,pause", "--nemesis-interval", "1", "--seed", "6",
+                                      "--no-progress"], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        hist = None
+        while time.monotonic() < deadline and hist is None:
+            runs = list(out.glob("queue/*/history.jsonl"))
+            if runs and runs[0].stat().st_size > 10_000:
+                hist = runs[0]
+            time.sleep(0.5)
+        assert hist is not None, "the run never got going"
+        (state,) = list(registry.glob("*.json"))
+        recorded = json.loads(state.read_text())
+        owner = f"{harness.pid}:"
+        ours = [c for c in engine.containers.list(all=True, filters={"label": "kraftwerk"})
+                if c.labels.get("kraftwerk.owner", "").startswith(owner)]
+        assert len(ours) == 6
+        tag = ours[0].labels["kraftwerk.tag"]
+    finally:
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+    procs = [p for p in recorded["processes"] if p["role"] == "node"]
+    assert len(procs) == 6
+
+    r = subprocess.run(CLI + ["cleanup"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert labelled(engine, tag) == []
+    assert not any(alive(p["pid"], p["start"]) for p in procs)
+    assert not state.exists()
+    again = subprocess.run(CLI + ["cleanup"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert again.returncode == 0 and f"kw-{tag}" not in again.stdout
