@@ -384,6 +384,29 @@ class KafkaDB:
         """The cluster contract (``nemesis.control``) the nemesis drives."""
         return self
 
+    @property
+    def runtime(self) -> str:
+        return self.cfg.backend
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """Signals and libfaketime clocks everywhere; kernel partitions with a
+        kernel network (netns)."""
+        base = {"kill", "terminate", "pause", "clock"}
+        return frozenset(base | ({"partition", "partition-clients", "loss"} if self.net is not None else set()))
+
+    @property
+    def nodes(self) -> "KafkaDB":
+        return self
+
+    @property
+    def clock(self) -> "KafkaDB":
+        return self
+
+    @property
+    def observer(self) -> "KafkaDB":
+        return self
+
     def after(self, delay_ms: int, fn: Any) -> None:
         self.timers.after(delay_ms, fn)
 
