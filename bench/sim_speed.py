@@ -15,7 +15,13 @@ more than its busy part and the machine is shared:
   ``kraftwerk sim`` runs a seed; and, with ``--jobs N``, ``kraftwerk sim``'s
   worker pool running the seeds N at a time.
 
-    .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none] [--jobs 2]
+    .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none] [--jobs 2] [--before COMMIT]
+
+``--before COMMIT`` first runs this bench as it was at COMMIT in a temporary
+``git worktree`` of it (its own accelerator built there when this tree runs
+compiled), then this tree's, and prints both TOTAL lines together: a
+refactoring is measured against the code it replaced in one run, under the
+same load.
 
 Where it stands (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
@@ -174,8 +180,11 @@ def main() -> None:
         print(f"BEFORE ({a.before}) and AFTER (this tree), same arguments, one after the other:")
         for line in before:
             print(f"  before: {line}")
-        print(f"  after:  TOTAL, workload phase: {tot_w_sim / tot_w_wall:.1f}x real time; whole simulation "
-              f"{tot_sim / sim_wall:.1f}x; with checkers {tot_sim / tot_wall:.1f}x")
+        print(f"  after:  TOTAL, workload phase at {a.rate:g} ops/s, one process: {tot_w_sim:.1f} simulated s in "
+              f"{tot_w_wall:.2f} wall s = {tot_w_sim / tot_w_wall:.1f}x real time; CPU {tot_w_cpu:.2f} s = "
+              f"{tot_w_sim / tot_w_cpu:.1f}x")
+        print(f"  after:  TOTAL, whole simulation: {tot_sim:.1f} simulated s in {sim_wall:.2f} wall s = "
+              f"{tot_sim / sim_wall:.1f}x; CPU {sim_cpu:.2f} s = {tot_sim / sim_cpu:.1f}x")
 
 
 def run_before(commit: str, argv: list[str]) -> list[str]:

@@ -144,6 +144,11 @@ class LocalCluster:
         self.proxy: ProxyControl | None = None
         self._keys: list[str] = []
         self._storage_mode = "os"
+        # the cluster secret (reference_impl/server/auth.py): nodes and the
+        # proxy answer only callers that present it
+        (self.run_dir / "nodes").mkdir(parents=True, exist_ok=True)
+        self.secret_file = auth.ensure_secret_file(str(self.run_dir / "nodes" / "cluster.secret"))
+        self.secret = auth.load_secret(self.secret_file)
         self.net = ProxyNetwork(self)
         self.clock = ControlClock(self)
         self.timers = Timers()
@@ -158,11 +163,6 @@ class LocalCluster:
     @property
     def observer(self) -> "LocalCluster":
         return self
-        # the cluster secret (reference_impl/server/auth.py): nodes and the
-        # proxy answer only callers that present it
-        (self.run_dir / "nodes").mkdir(parents=True, exist_ok=True)
-        self.secret_file = auth.ensure_secret_file(str(self.run_dir / "nodes" / "cluster.secret"))
-        self.secret = auth.load_secret(self.secret_file)
 
     # ------------------------------------------------------------ topology
     def node_names(self) -> list[str]:

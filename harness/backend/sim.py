@@ -136,7 +136,8 @@ class SimRun:
         self.nemesis: Nemesis | None = None
         self.faults = 0
         if o.has_nemesis():
-            self.nemesis = Nemesis(o.nemesis_plan(self.sim.config), self.cluster, random.Random(self.sim.rng.getrandbits(64)))
+            rng = random.Random(self.sim.rng.getrandbits(64))
+            self.nemesis = Nemesis(o.nemesis_plan(self.sim.config), self.cluster, rng)
         self.setup_ok = False
         self.generating = False
         self.arrivals = Arrivals(self.sim, self.wl.producers, o.rate)
