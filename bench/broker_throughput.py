@@ -1,6 +1,8 @@
-"""Throughput and ack latency of the reference broker with confluent-kafka.
+"""Throughput and ack latency of the reference broker and of real Apache
+Kafka (4.4, KRaft), side by side in one run, with confluent-kafka.
 
-Starts a local cluster (3 brokers + 3 controllers by default), creates a topic
+For each db (``--db reference|kafka|both``, default both) starts a local
+cluster (3 brokers + 3 controllers by default), creates a topic
 with RF=3 and min.insync.replicas=2, then measures with one librdkafka
 producer on loopback:
 
@@ -8,9 +10,13 @@ producer on loopback:
   as the producer can;
 * ack latency at a fixed 1,000 msg/s.
 
-Prints the figures (and ``--json`` for machines). Never asserted in tests.
+Prints the figures and, with both, the ratios reference/Kafka (msg/s: below 1
+means the reference is slower; latency: above 1 means it is slower), and
+``--json`` for machines. Never asserted in tests. Kafka runs with the harness's
+small heaps (harness/db/kafka.py), so its figures are for this configuration,
+not for a tuned Kafka.
 
-    .venv/bin/python bench/broker_throughput.py [--messages 200000] [--size 100]
+    .venv/bin/python bench/broker_throughput.py [--db both] [--messages 200000] [--size 100]
 """
 
 from __future__ import annotations
@@ -51,6 +57,18 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
     p.flush(60)
     if not ok or ok[0] is not None:
         raise RuntimeError(f"warm-up produce failed: {ok}")
+
+
+def settle_isr(bootstrap: str, topic: str, timeout: float = 120.0) -> None:
+    """Wait until the partition's ISR holds every replica again (Kafka: the
+    followers caught up, seen from outside)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        p = admin.list_topics(topic=topic, timeout=10).topics[topic].partitions[0]
+        if len(p.isrs) == len(p.replicas):
+            return
+        time.sleep(0.5)
 
 
 def settle(c: LocalCluster, tp: str, timeout: float = 120.0) -> None:
@@ -131,8 +149,78 @@ def run_fixed(bootstrap: str, topic: str, acks: str, rate: int, seconds: float, 
     }
 
 
+def measure(bootstrap: str, a: argparse.Namespace, settle_fn) -> dict:
+    create_topic(bootstrap, "bench")
+    results: dict = {}
+    # fixed-rate phases first: after a max-rate acks=1 phase the followers
+    # are still catching up and would inflate every later latency
+    results["fixed acks=all"] = run_fixed(bootstrap, "bench", "all", 1000, a.rate_seconds, a.size)
+    results["fixed acks=1"] = run_fixed(bootstrap, "bench", "1", 1000, a.rate_seconds, a.size)
+    results["acks=all"] = run_max(bootstrap, "bench", "all", a.messages, a.size)
+    settle_fn()
+    results["acks=1"] = run_max(bootstrap, "bench", "1", a.messages, a.size)
+    return results
+
+
+def bench_reference(a: argparse.Namespace) -> dict:
+    d = a.dir or tempfile.mkdtemp(prefix="kw-bench-")
+    c = LocalCluster.plan(d, 3, 3, a.base_port, combined=a.combined)
+    try:
+        c.up(90)
+        results = measure(c.bootstrap, a, lambda: settle(c, "bench-0"))
+        results["node_errors"] = {n.node_id: c.control(n.node_id, "GET", "/status")["errors"] for n in c.nodes}
+    finally:
+        c.down(40)
+        if a.dir is None:
+            shutil.rmtree(d, ignore_errors=True)
+    return results
+
+
+def bench_kafka(a: argparse.Namespace) -> dict:
+    from harness.config import build_config
+    from harness.db.kafka import preflight
+    from harness.kafka import handcluster
+
+    cfg = build_config(None, {"db": "kafka", "combined": a.combined, "seed": 1, "kafka_version": a.kafka_version})
+    preflight(cfg)
+    d = tempfile.mkdtemp(prefix="kw-bench-kafka-")
+    try:
+        st = handcluster.up(cfg, d, 180)
+        results = measure(st["bootstrap"], a, lambda: settle_isr(st["bootstrap"], "bench"))
+        results["version"] = st["version"]
+    finally:
+        if handcluster.load(d) is not None:
+            handcluster.down(d, 40)
+        shutil.rmtree(d, ignore_errors=True)
+    return results
+
+
+def print_one(name: str, r: dict) -> None:
+    for k in ("acks=all", "acks=1"):
+        x = r[k]
+        print(f"{name:9s} {k:8s} max rate: {x['msgs_per_s']:>10,.0f} msg/s  p50 {x['p50_ms']} ms  p99 {x['p99_ms']} ms"
+              f"  ({x['messages']} msgs in {x['seconds']} s, errors {x['errors']})")
+    for k in ("fixed acks=all", "fixed acks=1"):
+        x = r[k]
+        print(f"{name:9s} {k:14s} at 1,000 msg/s: p50 {x['p50_ms']} ms  p99 {x['p99_ms']} ms  (errors {x['errors']})")
+
+
+def ratios(ref: dict, kafka: dict) -> dict:
+    out = {}
+    for k in ("acks=all", "acks=1"):
+        out[f"{k} msg/s"] = round(ref[k]["msgs_per_s"] / kafka[k]["msgs_per_s"], 3)
+        for q in ("p50_ms", "p99_ms"):
+            out[f"{k} {q}"] = round(ref[k][q] / kafka[k][q], 2) if kafka[k][q] else None
+    for k in ("fixed acks=all", "fixed acks=1"):
+        for q in ("p50_ms", "p99_ms"):
+            out[f"{k} {q}"] = round(ref[k][q] / kafka[k][q], 2) if kafka[k][q] else None
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", choices=["reference", "kafka", "both"], default="both")
+    ap.add_argument("--kafka-version", default="4.4.0")
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--rate-seconds", type=float, default=10.0)
@@ -141,36 +229,26 @@ def main() -> int:
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    d = a.dir or tempfile.mkdtemp(prefix="kw-bench-")
-    c = LocalCluster.plan(d, 3, 3, a.base_port, combined=a.combined)
     results: dict = {"cluster": "3 combined nodes" if a.combined else "3 brokers + 3 controllers"}
-    try:
-        c.up(90)
-        create_topic(c.bootstrap, "bench")
-        # fixed-rate phases first: after a max-rate acks=1 phase the followers
-        # are still catching up and would inflate every later latency
-        results["fixed acks=all"] = run_fixed(c.bootstrap, "bench", "all", 1000, a.rate_seconds, a.size)
-        results["fixed acks=1"] = run_fixed(c.bootstrap, "bench", "1", 1000, a.rate_seconds, a.size)
-        results["acks=all"] = run_max(c.bootstrap, "bench", "all", a.messages, a.size)
-        settle(c, "bench-0")
-        results["acks=1"] = run_max(c.bootstrap, "bench", "1", a.messages, a.size)
-        results["node_errors"] = {n.node_id: c.control(n.node_id, "GET", "/status")["errors"] for n in c.nodes}
-    finally:
-        c.down(40)
-        if a.dir is None:
-            shutil.rmtree(d, ignore_errors=True)
+    if a.db in ("reference", "both"):
+        results["reference"] = bench_reference(a)
+    if a.db in ("kafka", "both"):
+        results["kafka"] = bench_kafka(a)
+    if a.db == "both":
+        results["ratio reference/kafka"] = ratios(results["reference"], results["kafka"])
     if a.json:
         print(json.dumps(results, indent=2))
-    else:
-        print(f"cluster: {results['cluster']}, RF=3, min.insync.replicas=2, {a.size}-byte values, loopback")
-        for k in ("acks=all", "acks=1"):
-            r = results[k]
-            print(f"{k:8s} max rate: {r['msgs_per_s']:>10,.0f} msg/s  p50 {r['p50_ms']} ms  p99 {r['p99_ms']} ms"
-                  f"  ({r['messages']} msgs in {r['seconds']} s, errors {r['errors']})")
-        for k in ("fixed acks=all", "fixed acks=1"):
-            r = results[k]
-            print(f"{k:14s} at 1,000 msg/s: p50 {r['p50_ms']} ms  p99 {r['p99_ms']} ms  (errors {r['errors']})")
-        print(f"core errors logged per node: {results['node_errors']}")
+        return 0
+    print(f"cluster: {results['cluster']}, RF=3, min.insync.replicas=2, {a.size}-byte values, loopback")
+    for name in ("reference", "kafka"):
+        if name in results:
+            print_one(name if name == "reference" else f"kafka {results['kafka']['version']}", results[name])
+    if "reference" in results:
+        print(f"reference core errors logged per node: {results['reference']['node_errors']}")
+    if a.db == "both":
+        print("ratios reference/kafka (msg/s: <1 = reference slower; latency: >1 = reference slower):")
+        for k, v in results["ratio reference/kafka"].items():
+            print(f"  {k:28s} {v}")
     return 0
 
 

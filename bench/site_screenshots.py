@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -61,8 +62,10 @@ def main() -> int:
     try:
         results = Path(a.results) if a.results else build_results(tmp / "results")
         port = free_port()
-        server = subprocess.Popen([sys.executable, "-c", "from harness.cli import main; main()", "serve", "--out", str(results),
-                                   "--port", str(port)], cwd=ROOT, stderr=subprocess.DEVNULL)
+        # served from its parent as "results", so no machine path shows in the pictures
+        server = subprocess.Popen([sys.executable, "-c", "from harness.cli import main; main()", "serve",
+                                   "--out", results.name, "--port", str(port)], cwd=results.parent,
+                                  stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
         try:
             base = f"http://127.0.0.1:{port}"
             wait_up(base + "/")

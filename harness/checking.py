@@ -12,6 +12,7 @@ the reason — never a silent pass).
 from __future__ import annotations
 
 import importlib
+import json
 import traceback
 from collections import Counter
 from pathlib import Path
@@ -62,10 +63,37 @@ def check_run(run_dir: Path, engine: str = "inline", test: dict[str, Any] | None
     result.setdefault("durability", {})
     result.setdefault("checkers", {})
     result["stats"] = {**stats, **(result.get("stats") or {})}
+    faults = node_faults(run_dir)
+    if faults:
+        result["node_faults"] = faults
+        warnings += [f"node {f['node']}: log directory failed ({f['error']}); it halted, as Kafka's broker does"
+                     for f in faults]
     if warnings:
         result.setdefault("warnings", []).extend(warnings)
     store.write_json(run_dir / store.RESULTS, result)
     return result
+
+
+def node_faults(run_dir: Path) -> list[dict[str, Any]]:
+    """Faults of the nodes' own machines seen in their traces: a log directory
+    that failed (disk full, I/O error) makes the node halt, which the history
+    shows only as unavailability; the result names it."""
+    out: list[dict[str, Any]] = []
+    for trace in sorted(Path(run_dir).glob("nodes/*/trace.jsonl")):
+        try:
+            with open(trace, "rb") as f:
+                for line in f:
+                    if b'"log_dir_failure"' not in line:
+                        continue
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    out.append({"node": trace.parent.name, "t": ev.get("t"), "error": ev.get("error"),
+                                "errno": ev.get("errno"), "dir": ev.get("dir")})
+        except OSError:
+            continue
+    return out
 
 
 def _unknown(reason: str) -> dict[str, Any]:

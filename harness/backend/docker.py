@@ -5,9 +5,9 @@
   its own: ``dockerd --iptables=false --ip-forward=false --bridge=none`` with
   its socket, pid file and log in ``/run/kraftwerk-docker/`` and its images
   and layers in ``/var/lib/kraftwerk-docker/``. It keeps running between
-  runs (starting one takes seconds); ``kraftwerk cleanup --force`` stops it
-  (SIGTERM to the pid in its pid file), or ``kill $(cat
-  /run/kraftwerk-docker/dockerd.pid)``.
+  runs (starting one takes seconds, and other runs may be using it); stop it
+  with ``kill $(cat /run/kraftwerk-docker/dockerd.pid)`` (what
+  :func:`stop_own_dockerd` does; a test that started it stops it).
 * **Image.** Nothing can be pulled here, so ``kraftwerk-node:<hash>`` is made
   with ``docker import`` from the host's own files: a skeleton root
   (``/bin``, ``/lib``... as links into ``/usr``, and the few ``/etc`` files
@@ -354,8 +354,8 @@ class DockerHosts:
 
 def sweep(force: bool = False) -> list[str]:
     """Remove containers and networks labelled ``kraftwerk`` whose owning
-    harness is gone (all with ``force``; then also stop the project's own
-    engine). Needs no state file; idempotent."""
+    harness is gone (all with ``force``). Needs no state file; idempotent.
+    The engine itself is left running (other runs may be using it)."""
     client = engine(start=False) if os.geteuid() == 0 else None
     removed: list[str] = []
     if client is not None:
@@ -376,6 +376,4 @@ def sweep(force: bool = False) -> list[str]:
                     removed.append(f"network {n.name}")
                 except Exception:  # noqa: BLE001 - still in use by a live run's container
                     pass
-    if force and stop_own_dockerd():
-        removed.append(f"dockerd ({OWN_DIR})")
     return removed

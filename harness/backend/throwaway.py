@@ -14,8 +14,8 @@ namespace like VMs on a private network. ``up`` writes into DIR:
 * ``fabric.json`` — the fabric's tag, for ``down``.
 
 The hosts outlive ``up`` (sshd runs in its own session, with no lease) until
-``kraftwerk hosts down --dir DIR``; ``kraftwerk cleanup`` leaves them alone
-(``--force`` removes them too).
+``kraftwerk hosts down --dir DIR``; ``kraftwerk cleanup`` leaves them alone,
+even with ``--force`` (they are no run's).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ class Cell:
     index: int
     params: dict[str, Any]  # the matrix axes' values, in axis order
     settings: dict[str, Any]  # fixed settings and params together
+    name: str = ""  # the runs' test name, if not cellNNN
 
     @property
     def id(self) -> str:
@@ -54,7 +55,7 @@ class Cell:
     @property
     def test_name(self) -> str:
         """The cell's directory under the campaign (a safe name: ids hold '=' and ',')."""
-        return f"cell{self.index:03d}"
+        return self.name or f"cell{self.index:03d}"
 
 
 def cells(spec: CampaignSpec) -> list[Cell]:

@@ -38,8 +38,9 @@ def _compare(config_file: str | None, variant: tuple[str, ...], as_json: bool, *
         code = exit_code_for_valid(o.result.get("valid"))
         worst = max(worst, code) if code != EXIT_HARNESS else code
     if as_json:
-        sys.stdout.write(json.dumps({"seed": seed, **sides, "agree": compare.agreement(sides["reference"],
-                                                                                       sides["kafka"])}) + "\n")
+        a, b = sides["reference"], sides["kafka"]
+        sys.stdout.write(json.dumps({"seed": seed, **sides, "agree": compare.agreement(a, b),
+                                     "anomaly_diff": compare.anomaly_diff(a, b)}) + "\n")
     else:
         click.echo(f"seed {seed}")
         click.echo(compare.render(sides))

@@ -67,6 +67,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--storage", type=click.Choice(["file", "pagecache", "lazyfs"]),
                  help="How power loss loses un-fsynced writes: never (file), the broker's emulation (pagecache), "
                       "or kraftwerk fs under each node (lazyfs, netns; the default there for power-loss faults)."),
+    click.option("--torn-writes", is_flag=True, default=None,
+                 help="With --storage lazyfs: a power loss keeps a random prefix of each file's un-fsynced writes."),
     click.option("--flush-messages", type=int,
                  help="log.flush.interval.messages: fsync every N messages (default 0: never)."),
     click.option("--op-timeout", type=float, help="Seconds before a client op is recorded as info (default 10)."),

@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
 from harness.config import TestConfig
@@ -31,15 +31,20 @@ from harness.errors import HarnessError
 from harness.net.iptables import CLIENT, IptablesNetwork
 from harness.state import RunState
 from harness.timers import Timers
+from reference_impl.server import auth
+from nemesis.control import Capability
 
 NODE_PORT = 9092
 CONTROL_PORT = 9093
 #: files of a node's data directory that come back to the run directory
 COLLECT = ("trace.jsonl", "node.log", "stderr.log")
 
+#: what the kernel backends make (no LATENCY: tc netem is not in this
+#: kernel and no NFQUEUE delay is built; LOSE_UNFSYNCED is the FUSE layer's)
 CAPABILITIES = frozenset({
-    "kill", "terminate", "pause", "power-loss", "clock", "clock-strobe",
-    "partition", "partition-clients", "loss", "exec", "files",
+    Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.POWER_LOSS, Capability.CLOCK,
+    Capability.CLOCK_STROBE, Capability.PARTITION, Capability.PARTITION_CLIENTS, Capability.LOSS,
+    Capability.EXEC, Capability.FILES,
 })
 
 
@@ -55,6 +60,7 @@ class HostedReference:
     node_args: list[str] = field(default_factory=list)
     net: IptablesNetwork = field(init=False)
     paused: set[str] = field(default_factory=set, init=False)
+    secret: bytes | None = field(default=None, init=False)
     _storage_mode: str = field(default="os", init=False)
     #: storage "lazyfs": each node's data directory through kraftwerk fs
     disks: Any = field(default=None, init=False)
@@ -90,8 +96,26 @@ class HostedReference:
             "--controller-quorum", quorum, *self._dirs(name),
             "--control", f"{addr}:{CONTROL_PORT}", "--storage-mode", storage_mode,
             "--seed", str((self.cfg.seed or 0) * 101 + self.ids[name]),
+            "--secret-file", self._remote_secret(name),
             *self.node_args,
         ]
+
+    def _remote_secret(self, name: str) -> str:
+        """Where the node's host keeps the cluster secret: beside the node's
+        directory (the same file as ours where the filesystem is shared)."""
+        return str(PurePosixPath(self.hosts.node_dir(name)).parent / "cluster.secret")
+
+    def _ship_secret(self) -> None:
+        """One secret per run (reference_impl/server/auth.py), on every host,
+        owner-only; only its path is ever on a command line."""
+        local = self.run_dir / "nodes" / "cluster.secret"
+        local.parent.mkdir(parents=True, exist_ok=True)
+        self.secret = auth.load_secret(auth.ensure_secret_file(str(local)))
+        for n in self.node_names():
+            remote = self._remote_secret(n)
+            self.hosts.exec(n, ["mkdir", "-p", str(PurePosixPath(remote).parent)], 10.0)
+            self.hosts.upload(n, local, remote)
+            self.hosts.exec(n, ["chmod", "600", remote], 10.0)
 
     def _dirs(self, name: str) -> list[str]:
         if self.disks is None:
@@ -99,18 +123,23 @@ class HostedReference:
         return ["--data-dir", self.disks.data_dir(name), "--log-dir", self.hosts.node_dir(name)]
 
     def setup(self) -> None:
+        self.boot()
+        ensure_topics(self.client_bootstrap(), self.cfg, timeout=60, expect_brokers=self.cfg.brokers, check_rf=True)
+
+    def boot(self) -> None:
+        """Chains, secret, storage, every node started and answering."""
         self.net.setup()
+        self._ship_secret()
         self._storage_mode = "memory-cache" if self.cfg.storage == "pagecache" else "os"
         if self.cfg.storage == "lazyfs":
             from harness.lazyfs.nodes import NodeDisks
 
-            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0)
+            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
             for n in self.node_names():
                 self.disks.mount(n)
         for n in self.node_names():
             self.start(n)
-        self.wait_ready(30)
-        ensure_topics(self.client_bootstrap(), self.cfg, timeout=60, expect_brokers=self.cfg.brokers, check_rf=True)
+        self.wait_ready(60)
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -205,8 +234,11 @@ class HostedReference:
     # ------------------------------------------------------------ Clock (the broker's injectable clock)
     def _http(self, node: str, method: str, path: str, body: dict | None = None, timeout: float = 3.0) -> Any:
         data = json.dumps(body).encode() if body is not None else None
+        headers = {auth.HEADER: f"Bearer {auth.token(self.secret, auth.CONTROL)}"}
+        if data:
+            headers["Content-Type"] = "application/json"
         req = urllib.request.Request(f"http://{self.hosts.address(node)}:{CONTROL_PORT}{path}", data=data,
-                                     method=method, headers={"Content-Type": "application/json"} if data else {})
+                                     method=method, headers=headers)
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read() or b"null")
 

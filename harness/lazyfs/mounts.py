@@ -30,8 +30,10 @@ from typing import Any
 from harness.errors import HarnessError, UsageError
 from harness.state import alive, proc_start_time
 
-from .server import FSNAME, SUBTYPE
-
+#: how a mount shows in /proc/mounts: ``kraftwerk-fs:<registry tag> <dir> fuse.kraftwerk``
+#: (this module imports no FUSE binding: cleanup runs where none is installed)
+FSNAME = "kraftwerk-fs"
+SUBTYPE = "kraftwerk"
 FSTYPE = f"fuse.{SUBTYPE}"
 
 

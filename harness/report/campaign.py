@@ -131,8 +131,8 @@ def heatmap_png(campaign: dict[str, Any]) -> bytes:
     that acknowledged nothing at a level is grey."""
     rows, cols, at = _grid(campaign)
     levels = acks_levels(campaign) or ["acks=all"]
-    w = max(4.5, 1.5 + 1.35 * len(cols))
-    h = max(2.2, 1.1 + 0.62 * len(rows))
+    w = max(5.5, 3.2 + 1.9 * len(cols))
+    h = max(2.8, 1.5 + 0.95 * len(rows))
     fig, axes = plt.subplots(1, len(levels), figsize=(w * len(levels), h), dpi=100, squeeze=False)
     rates = [d.get("lost_rate") for c in campaign["cells"] for d in (c.get("durability") or {}).values()
              if isinstance(d, dict) and isinstance(d.get("lost_rate"), (int, float))]
@@ -157,16 +157,16 @@ def heatmap_png(campaign: dict[str, Any]) -> bytes:
                 text, dark = "nothing\nacked", False
             if cell.get("invalid"):
                 text += f"\n{cell['invalid']}/{cell.get('runs')} invalid"
-            ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "#222")
-        ax.set_xticks(range(len(cols)), [_plain(c) for c in cols], rotation=20, ha="right", fontsize=8)
-        ax.set_yticks(range(len(rows)), [_plain(r) for r in rows], fontsize=8)
+            ax.text(j, i, text, ha="center", va="center", fontsize=9.5, color="white" if dark else "#222")
+        ax.set_xticks(range(len(cols)), [_plain(c) for c in cols], fontsize=9)
+        ax.set_yticks(range(len(rows)), [_plain(r).replace(", ", "\n") for r in rows], fontsize=9)
         params = campaign.get("parameters") or []
         ax.set_xlabel(_plain(str(params[-1])) if params else "")
         ax.set_title(f"lost {level} writes / acknowledged", fontsize=10)
         fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, format=lambda x, _: f"{x:.1%}")
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
 

@@ -104,7 +104,7 @@ def draw_cycle(name: str, example: dict[str, Any], ix: OpIndex, path: Path) -> N
     g = nx.DiGraph()
     g.add_nodes_from(nodes)
     pos = nx.circular_layout(g) if len(nodes) > 1 else {nodes[0]: (0.0, 0.0)}
-    fig, ax = plt.subplots(figsize=(7.5, 5.2 if len(nodes) > 2 else 4.2), dpi=100)
+    fig, ax = plt.subplots(figsize=(7.5, 5.2 if len(nodes) > 2 else 3.0), dpi=100)
     for s in steps:
         a, b = s["from"], s["to"]
         (x0, y0), (x1, y1) = pos[a], pos.get(b, pos[a])
@@ -121,12 +121,12 @@ def draw_cycle(name: str, example: dict[str, Any], ix: OpIndex, path: Path) -> N
         ax.text(x, y, ix.label(n).replace("$", r"\$"), ha="center", va="center", fontsize=8,
                 bbox={"boxstyle": "round,pad=0.45", "fc": "#f3f5f8", "ec": "#1d2330", "lw": 1.2})
     ax.set_xlim(-1.6, 1.6)
-    ax.set_ylim(-1.45, 1.45)
+    ax.set_ylim(-1.45, 1.45) if len(nodes) > 2 else ax.set_ylim(-0.7, 0.7)
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_title(f"{name}: a cycle of {len(steps)} operations", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
 
 

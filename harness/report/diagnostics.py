@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from checkers.history.op import Op  # noqa: E402
 
-from .plots import Interval, pairs, shade  # noqa: E402
+from .plots import Interval, outside_legend, pairs, shade  # noqa: E402
 
 BUCKETS = 600
 TOP_KEYS = 8
@@ -71,9 +71,9 @@ def _reads(value: Any) -> dict[str, list[tuple[int, Any]]]:
     return out
 
 
-def facts(ops: list[Op]) -> QueueFacts:
+def facts(ops: list[Op], prs: list[tuple[Op, Op]] | None = None) -> QueueFacts:
     q = QueueFacts(end_ns=max((o.time for o in ops), default=0))
-    for inv, comp in pairs(ops):
+    for inv, comp in (pairs(ops) if prs is None else prs):
         acks = str((comp.extra or {}).get("acks", (inv.extra or {}).get("acks", "all")))
         if comp.f in ("assign", "subscribe"):
             q.resets.append((comp.process, comp.time))
@@ -227,7 +227,7 @@ def lag_plot(lag: dict[str, list[tuple[float, float]]], intervals: list[Interval
     """Per-key lag (thin) and the worst over keys (bold); returns each key's
     worst lag in seconds."""
     width = max(end, 1.0) / BUCKETS
-    fig, ax = plt.subplots(figsize=(10, 3.8), dpi=100)
+    fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=100)
     shade(ax, intervals, end)
     worst_by_key = {k: max((v for _, v in pts), default=0.0) for k, pts in lag.items()}
     top = _top(lag, lambda pts: max((v for _, v in pts), default=0.0))
@@ -240,17 +240,17 @@ def lag_plot(lag: dict[str, list[tuple[float, float]]], intervals: list[Interval
     ax.set_xlim(0, max(end, 1))
     ax.set_xlabel("time (s)")
     ax.set_ylabel("lag (s)")
-    ax.set_title("realtime lag: age of the oldest acknowledged record a poll had not yet read")
-    ax.legend(loc="upper left", fontsize=7, ncol=5, framealpha=0.85)
+    ax.set_title("realtime lag: age of the oldest acknowledged record\na poll had not yet read", fontsize=10)
+    outside_legend(ax)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return worst_by_key
 
 
 def unseen_plot(ts: list[float], total: list[int], per: dict[str, list[int]], intervals: list[Interval],
                 end: float, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(10, 3.6), dpi=100)
+    fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=100)
     shade(ax, intervals, end)
     ax.plot(ts, total, color="#111", lw=1.8, label="all keys")
     for i, k in enumerate(_top(per, max) if len(per) > 1 else []):
@@ -259,10 +259,10 @@ def unseen_plot(ts: list[float], total: list[int], per: dict[str, list[int]], in
     ax.set_ylim(bottom=0)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("records")
-    ax.set_title("unseen: acknowledged records no poll had returned yet")
-    ax.legend(loc="upper left", fontsize=7, ncol=5, framealpha=0.85)
+    ax.set_title("unseen: acknowledged records no poll had returned yet", fontsize=10)
+    outside_legend(ax)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -11,7 +11,7 @@ from checkers.history.op import Op
 
 from . import diagnostics as dg
 from .cycles import render_cycles
-from .plots import Interval, latency_plot, latency_quantiles_plot, rate_plot
+from .plots import Interval, latency_plot, latency_quantiles_plot, pairs, rate_plot
 from .trace_plots import MAX_PANELS, hw_leo_plot, isr_leader_plot, lost_writes_plot, panels
 from .traces import TraceView, read_traces
 
@@ -62,9 +62,9 @@ def _replication(run_dir: Path, ops: list[Op], test: dict[str, Any], lost: list[
     return out, view
 
 
-def _diagnostics(run_dir: Path, ops: list[Op], intervals: list[Interval], end: float,
+def _diagnostics(run_dir: Path, ops: list[Op], prs: list[tuple[Op, Op]], intervals: list[Interval], end: float,
                  warnings: list[str]) -> dict[str, Any]:
-    q = _try(warnings, "queue facts", dg.facts, ops)
+    q = _try(warnings, "queue facts", dg.facts, ops, prs)
     if q is None or not q.acked:
         return {"queue": False}
     out: dict[str, Any] = {"queue": True}
@@ -88,12 +88,25 @@ def _diagnostics(run_dir: Path, ops: list[Op], intervals: list[Interval], end: f
     return out
 
 
+def _checker_lag(result: dict[str, Any]) -> dict[str, str] | None:
+    """The queue checker's own worst realtime lag (its reading counts every
+    poll, final reads included), shown beside the plot's."""
+    w = ((result.get("checkers") or {}).get("queue") or {}).get("worst_realtime_lag")
+    if not isinstance(w, dict) or not isinstance(w.get("lag"), (int, float)):
+        return None
+    t = w.get("time")
+    return {"key": str(w.get("key")), "lag": f"{w['lag']:.3f}", "process": str(w.get("process")),
+            "time": f"{t:.3f}" if isinstance(t, (int, float)) else "?"}
+
+
 def draw_all(run_dir: Path, ops: list[Op], test: dict[str, Any], result: dict[str, Any],
              intervals: list[Interval], warnings: list[str]) -> dict[str, Any]:
     """Draw every plot; returns the page's context for them."""
     end = max((o.time for o in ops), default=0) / 1e9
-    _try(warnings, "latency-raw.png", latency_plot, ops, intervals, run_dir / "latency-raw.png")
-    _try(warnings, "latency-quantiles.png", latency_quantiles_plot, ops, intervals, run_dir / "latency-quantiles.png")
+    prs = pairs(ops)
+    _try(warnings, "latency-raw.png", latency_plot, ops, intervals, run_dir / "latency-raw.png", prs)
+    _try(warnings, "latency-quantiles.png", latency_quantiles_plot, ops, intervals, run_dir / "latency-quantiles.png",
+         prs)
     _try(warnings, "rate.png", rate_plot, ops, intervals, run_dir / "rate.png")
     lost = lost_examples(result)
     replication, view = _replication(run_dir, ops, test, lost, intervals, end, warnings)
@@ -105,6 +118,7 @@ def draw_all(run_dir: Path, ops: list[Op], test: dict[str, Any], result: dict[st
     return {
         "replication": replication,
         "lost": {"drawn": bool(lost_tps), "shown": len(lost), "total": total_lost, "partitions": lost_tps},
-        "diagnostics": _diagnostics(run_dir, ops, intervals, end, warnings),
+        "diagnostics": {**_diagnostics(run_dir, ops, prs, intervals, end, warnings),
+                        "checker_worst_lag": _checker_lag(result)},
         "cycles": _try(warnings, "cycles", render_cycles, result, ops, run_dir) or [],
     }

@@ -95,6 +95,11 @@ def _pairs(ops: list[Op]) -> list[tuple[Op, Op]]:
     return out
 
 
+def outside_legend(ax: Any, **kw: Any) -> None:
+    """The legend right of the axes, where it hides no data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7.5, frameon=False, borderaxespad=0, **kw)
+
+
 def shade(ax: Any, intervals: list[Interval], end: float) -> None:
     """Fault intervals as coloured bands behind a time-series plot."""
     _shade(ax, intervals, end)
@@ -111,10 +116,11 @@ def _shade(ax: Any, intervals: list[Interval], end: float) -> None:
         labelled.add(iv.fault)
 
 
-def latency_plot(ops: list[Op], intervals: list[Interval], path: Path) -> None:
-    pairs = _pairs(ops)
+def latency_plot(ops: list[Op], intervals: list[Interval], path: Path,
+                 prs: list[tuple[Op, Op]] | None = None) -> None:
+    pairs = _pairs(ops) if prs is None else prs
     end = max((o.time for o in ops), default=0) / 1e9
-    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
+    fig, ax = plt.subplots(figsize=(11, 4.2), dpi=100)
     _shade(ax, intervals, end)
     markers = {"send": "o", "poll": "^"}
     groups: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
@@ -157,12 +163,13 @@ def quantile_series(pairs: list[tuple[Op, Op]], buckets: int = 120) -> dict[str,
     return out
 
 
-def latency_quantiles_plot(ops: list[Op], intervals: list[Interval], path: Path) -> None:
+def latency_quantiles_plot(ops: list[Op], intervals: list[Interval], path: Path,
+                           prs: list[tuple[Op, Op]] | None = None) -> None:
     """Jepsen's latency-quantiles: p50, p95, p99 and max per time bucket, one
     colour per function, the quantiles as line styles."""
-    series = quantile_series(_pairs(ops))
+    series = quantile_series(_pairs(ops) if prs is None else prs)
     end = max((o.time for o in ops), default=0) / 1e9
-    fig, ax = plt.subplots(figsize=(10, 4.2), dpi=100)
+    fig, ax = plt.subplots(figsize=(11, 4.0), dpi=100)
     _shade(ax, intervals, end)
     colours = {"send": "#1f5fbf", "poll": "#8a3ffc"}
     styles = {"p50": "-", "p95": "--", "p99": "-.", "max": ":"}
@@ -188,7 +195,7 @@ def rate_plot(ops: list[Op], intervals: list[Interval], path: Path, bucket: floa
         if op.process == "nemesis" or op.type == "invoke":
             continue
         series[(op.f, op.type)][min(max(int(op.time / 1e9 / bucket), 0), n - 1)] += 1
-    fig, ax = plt.subplots(figsize=(10, 4), dpi=100)
+    fig, ax = plt.subplots(figsize=(11, 3.6), dpi=100)
     _shade(ax, intervals, end)
     xs = [i * bucket for i in range(n)]
     styles = {"send": "-", "poll": "--"}
@@ -205,7 +212,7 @@ def _finish(fig: Any, ax: Any, path: Path, title: str, ylabel: str, end: float, 
     ax.set_title(title)
     ax.set_xlim(0, max(end, 1))
     if legend:
-        ax.legend(loc="upper left", fontsize=7, ncol=4, framealpha=0.8)
+        outside_legend(ax)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)

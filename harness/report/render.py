@@ -4,6 +4,7 @@ rate.png."""
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,10 @@ from .timeline import example_ops, timeline_context
 MAX_EXAMPLES = 5
 MAX_EXAMPLE_CHARS = 600
 MAX_INTERVALS = 200
+#: bumped when the run page changes: ``kraftwerk serve`` renders again a
+#: report that does not carry it (a run made by an older kraftwerk)
+REPORT_VERSION = 2
+VERSION_MARK = f'<meta name="kraftwerk-report" content="{REPORT_VERSION}">'
 
 _env = Environment(
     loader=PackageLoader("harness.report", "templates"),
@@ -193,8 +198,21 @@ def _logs(run_dir: Path) -> list[str]:
 
 
 def render_report(run_dir: str | Path) -> Path:
-    """index.html, timeline.html and every plot of a run directory."""
-    run_dir = Path(run_dir)
+    """index.html, timeline.html and every plot of a run directory.
+
+    The cyclic collector is off meanwhile (as for a simulator run): a large
+    history is millions of live objects, and each collection the report's
+    own allocations set off walked all of them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _render(Path(run_dir))
+    finally:
+        if was:
+            gc.enable()
+
+
+def _render(run_dir: Path) -> Path:
     warnings: list[str] = []
     ops = read_jsonl(run_dir / store.HISTORY, warnings)
     test = store.read_json(run_dir / store.TEST) if (run_dir / store.TEST).exists() else {}
@@ -237,6 +255,7 @@ def render_report(run_dir: str | Path) -> Path:
         warnings=list(result.get("warnings") or [])[:20] + warnings[:20],
         fig=figures,
         ops_total=len(ops),
+        report_version=REPORT_VERSION,
     )
     out = run_dir / store.INDEX
     out.write_text(html, encoding="utf-8")

@@ -21,7 +21,9 @@ work), which the index page's anomaly table links to.
 
 from __future__ import annotations
 
+import bisect
 import json
+from itertools import accumulate
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -82,16 +84,29 @@ def _text(x: Any, limit: int) -> str:
 
 @dataclass
 class Box:
-    """One operation: rows are history positions (0-based)."""
+    """One operation: rows are history positions (0-based). Its label and
+    title are made only when asked for: a long history renders a few
+    thousand of its boxes, and formatting every one cost most of a 1M-op
+    report's time."""
 
     process: Any
     start: int
     stop: int
     kind: str            # ok | fail | info | nemesis
     f: str
-    label: str
-    title: str
+    inv: Op | None
+    comp: Op | None
     anchors: list[int] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        a = self.inv if self.inv is not None else self.comp
+        assert a is not None
+        return _label(a, self.comp)
+
+    @property
+    def title(self) -> str:
+        return _title(self.inv, self.comp)
 
 
 def _label(op: Op, comp: Op | None) -> str:
@@ -154,7 +169,7 @@ def boxes(ops: list[Op]) -> list[Box]:
         start = pos[id(a)]
         stop = pos[id(comp)] if comp is not None else end
         anchors = [o.index for o in (inv, comp) if o is not None]
-        out.append(Box(a.process, start, stop, kind, a.f, _label(a, comp), _title(inv, comp),
+        out.append(Box(a.process, start, stop, kind, a.f, inv, comp,
                        sorted(set(anchors))))
 
     for op in ops:
@@ -201,12 +216,28 @@ def segments(n: int, focus: list[int], head: int = HEAD_EVENTS, window: int = WI
     return [(a, b) for a, b in merged]
 
 
-def _fault_rows(ops: list[Op], iv: Interval) -> tuple[int, int]:
-    """History rows covered by a fault interval (given in seconds)."""
+def _boxes_by_segment(all_boxes: list[Box], segs: list[tuple[int, int]]) -> list[list[Box]]:
+    """The boxes overlapping each segment, in box order, found by bisecting
+    the segments (sorted, disjoint) rather than scanning every box per
+    segment."""
+    ends = [b for _, b in segs]
+    out: list[list[Box]] = [[] for _ in segs]
+    for bx in all_boxes:
+        i = bisect.bisect_left(ends, bx.start)
+        while i < len(segs) and segs[i][0] <= bx.stop:
+            out[i].append(bx)
+            i += 1
+    return out
+
+
+def _fault_rows(times: list[int], iv: Interval) -> tuple[int, int]:
+    """History rows covered by a fault interval (given in seconds);
+    ``times`` are the ops' times, in history order (never decreasing)."""
     start_ns = iv.start * 1e9
     stop_ns = float("inf") if iv.stop is None else iv.stop * 1e9
-    rows = [i for i, o in enumerate(ops) if start_ns <= o.time <= stop_ns]
-    return (rows[0], rows[-1]) if rows else (-1, -1)
+    lo = bisect.bisect_left(times, start_ns)
+    hi = bisect.bisect_right(times, stop_ns) - 1
+    return (lo, hi) if lo <= hi else (-1, -1)
 
 
 def _process_order(ops: list[Op]) -> list[Any]:
@@ -227,16 +258,16 @@ def timeline_context(ops: list[Op], intervals: list[Interval], focus_ops: list[i
     all_boxes = boxes(ops)
     faults = sorted({iv.fault for iv in intervals})
     fault_class = {f: f"fault{i % 8}" for i, f in enumerate(faults)}
-    fault_rows = [(iv, *_fault_rows(ops, iv)) for iv in intervals]
+    times = list(accumulate((o.time for o in ops), max))  # never decreasing, for bisect
+    fault_rows = [(iv, *_fault_rows(times, iv)) for iv in intervals]
     focus_set = set(focus_ops)
     placed: set[int] = set()
     out_segs = []
     prev_end = -1
-    for a, b in segs:
+    in_seg = _boxes_by_segment(all_boxes, segs)
+    for si, (a, b) in enumerate(segs):
         seg_boxes = []
-        for bx in all_boxes:
-            if bx.stop < a or bx.start > b:
-                continue
+        for bx in in_seg[si]:
             top, bot = max(bx.start, a), min(bx.stop, b)
             here = [i for i in bx.anchors if a <= row_of.get(i, -1) <= b and i not in placed]
             placed.update(here)

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from checkers.history.op import Op  # noqa: E402
 
-from .plots import Interval, shade  # noqa: E402
+from .plots import Interval, outside_legend, shade  # noqa: E402
 from .traces import TraceView  # noqa: E402
 
 MAX_PANELS = 6
@@ -58,7 +58,7 @@ def _node_colour(nodes: list[Any]) -> dict[Any, str]:
 
 
 def _axes(n: int, height: float = 2.3) -> tuple[Any, list[Any]]:
-    fig, axes = plt.subplots(n, 1, figsize=(10, 0.8 + height * n), dpi=100, sharex=True, squeeze=False)
+    fig, axes = plt.subplots(n, 1, figsize=(11, 0.8 + height * n), dpi=100, sharex=True, squeeze=False)
     return fig, [a[0] for a in axes]
 
 
@@ -67,7 +67,7 @@ def _save(fig: Any, axes: list[Any], path: Path, end: float, title: str) -> None
     axes[-1].set_xlim(0, max(end, 1))
     axes[0].set_title(title)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -93,7 +93,7 @@ def hw_leo_plot(view: TraceView, tps: list[str], intervals: list[Interval], end:
             ax.scatter([c["t"] for c in cuts], [c["to"] for c in cuts], marker="v", s=36, c="#d00000",
                        zorder=5, label="truncation")
         ax.set_ylabel(f"{tp}\noffset", fontsize=8)
-        ax.legend(loc="upper left", fontsize=6, ncol=8, framealpha=0.8)
+    outside_legend(axes[0])
     _save(fig, axes, path, end, "high watermark (solid) and log end offset (dotted) per replica")
 
 
@@ -128,7 +128,8 @@ def isr_leader_plot(view: TraceView, tps: list[str], intervals: list[Interval], 
                 if any(e["kind"] == k for e in view.elections)]
     handles += [plt.Line2D([], [], marker="v", ls="", color="#d00000", label="broker fenced"),
                 plt.Line2D([], [], marker="^", ls="", color="#2a9d43", label="broker unfenced")]
-    axes[0].legend(handles=handles, loc="lower left", fontsize=6.5, ncol=4, framealpha=0.85)
+    axes[0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.07, 1.0), fontsize=7.5, frameon=False,
+                   borderaxespad=0)
     _save(fig, axes, path, end, "ISR size and leader per partition; elections and fencing marked")
 
 
@@ -166,6 +167,6 @@ def lost_writes_plot(ops: list[Op], lost: list[dict[str, Any]], view: TraceView 
                 ax.scatter([c["t"] for c in cuts], [c["to"] for c in cuts], marker="v", s=30, c="#7b2cbf",
                            zorder=5, label="truncation (LEO before → to)")
         ax.set_ylabel(f"{tp}\noffset", fontsize=8)
-        ax.legend(loc="upper left", fontsize=6.5, ncol=3, framealpha=0.85)
+    outside_legend(axes[0])
     _save(fig, axes, path, end, "lost writes on their partition's offset timeline")
     return tps

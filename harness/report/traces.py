@@ -98,6 +98,16 @@ def _tp_order(tp: str) -> tuple[str, int]:
     return (topic, int(p)) if p.isdigit() else (tp, 0)
 
 
+def _first(seen: dict[Any, dict[str, Any]], key: Any, t: float) -> bool:
+    """True if ``key`` is new; a known one seen earlier now only moves back
+    to ``t``."""
+    known = seen.get(key)
+    if known is None:
+        return True
+    known["t"] = min(known["t"], t)
+    return False
+
+
 def _lines(run_dir: Path) -> Iterator[tuple[Path, bytes]]:
     nodes = run_dir / "nodes"
     if not nodes.is_dir():
@@ -136,9 +146,11 @@ def read_traces(run_dir: str | Path, ops: list[Op], test: dict[str, Any] | None 
     width = max(end_s, 1.0) / buckets
     hw: dict[tuple[str, Any], Series] = defaultdict(lambda: Series(width))
     leo: dict[tuple[str, Any], Series] = defaultdict(lambda: Series(width))
-    seen_epochs: set[tuple[str, int]] = set()
-    seen_elections: set[tuple[str, int]] = set()
-    seen_fencing: set[tuple[Any, Any, str]] = set()
+    # every controller replays the same records: each is kept once, at the
+    # earliest time any of them traced it (files are read one after another)
+    seen_epochs: dict[tuple[str, int], dict[str, Any]] = {}
+    seen_elections: dict[tuple[str, int], dict[str, Any]] = {}
+    seen_fencing: dict[tuple[Any, Any, str], dict[str, Any]] = {}
     leader_view: dict[str, dict[str, Any]] = {}
     files: set[Path] = set()
     for f, line in _lines(run_dir):
@@ -169,22 +181,21 @@ def read_traces(run_dir: str | Path, ops: list[Op], test: dict[str, Any] | None 
                                          "leo_before": e.get("leo_before"), "reason": e.get("reason")})
         elif kind == "partition_metadata" and isinstance(tp, str):
             key = (tp, int(e.get("partition_epoch", -1)))
-            if key not in seen_epochs:  # every controller replays the same record
-                seen_epochs.add(key)
-                view.meta.setdefault(tp, []).append({"t": t, "leader": e.get("leader"), "isr": list(e.get("isr") or []),
-                                                     "elr": list(e.get("elr") or []),
-                                                     "leader_epoch": e.get("leader_epoch")})
+            if _first(seen_epochs, key, t):
+                seen_epochs[key] = {"t": t, "leader": e.get("leader"), "isr": list(e.get("isr") or []),
+                                    "elr": list(e.get("elr") or []), "leader_epoch": e.get("leader_epoch")}
+                view.meta.setdefault(tp, []).append(seen_epochs[key])
         elif kind == "election" and isinstance(tp, str):
             key = (tp, int(e.get("leader_epoch", -1)))
-            if key not in seen_elections:
-                seen_elections.add(key)
-                view.elections.append({"t": t, "tp": tp, "kind": str(e.get("data_kind") or e.get("election") or "?"),
-                                       "leader": e.get("leader"), "leader_epoch": e.get("leader_epoch")})
+            if _first(seen_elections, key, t):
+                seen_elections[key] = {"t": t, "tp": tp, "kind": str(e.get("data_kind") or e.get("election") or "?"),
+                                       "leader": e.get("leader"), "leader_epoch": e.get("leader_epoch")}
+                view.elections.append(seen_elections[key])
         elif kind in ("broker_fenced", "broker_unfenced"):
             key = (e.get("broker"), e.get("broker_epoch"), kind)
-            if key not in seen_fencing:
-                seen_fencing.add(key)
-                view.fencing.append({"t": t, "broker": e.get("broker"), "fenced": kind == "broker_fenced"})
+            if _first(seen_fencing, key, t):
+                seen_fencing[key] = {"t": t, "broker": e.get("broker"), "fenced": kind == "broker_fenced"}
+                view.fencing.append(seen_fencing[key])
         elif kind in ("become_leader", "isr") and isinstance(tp, str):
             lv = leader_view.setdefault(tp, {"entries": []})
             lv["entries"].append({"t": t, "leader": node, "isr": list(e.get("isr") or []),

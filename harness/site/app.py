@@ -108,6 +108,7 @@ class Site:
     requests from rendering one run's report at once."""
 
     def __init__(self, root: Path) -> None:
+        self.shown_root = str(root)  # as the user named it
         self.root = root.resolve()
         self.catalogue = Catalogue(self.root)
         self._render_locks: dict[str, threading.Lock] = {}
@@ -151,7 +152,7 @@ class Site:
                                  "runs": shown[(page - 1) * PAGE: page * PAGE]}, headers=HEADERS)
         camp_rows = [self._campaign_row(c) for c in campaigns]
         body = _env.get_template("site_index.html.j2").render(
-            root=str(self.root), rows=shown[(page - 1) * PAGE: page * PAGE], total=len(rows), matched=len(shown),
+            root=self.shown_root, rows=shown[(page - 1) * PAGE: page * PAGE], total=len(rows), matched=len(shown),
             page=page, pages=pages, first=(page - 1) * PAGE + 1 if shown else 0, last=min(page * PAGE, len(shown)),
             q=q, verdict=verdict, runtime=runtime, runtimes=runtimes, sort=sort, desc=desc, counts=counts,
             url=url, sort_url=sort_url, campaigns=camp_rows, qp=lambda s: quote(s))
@@ -207,8 +208,7 @@ class Site:
 
     async def run_page(self, run: Path) -> Response:
         index = run / "index.html"
-        stale = not index.is_file() or (
-            (run / "results.json").is_file() and index.stat().st_mtime < (run / "results.json").stat().st_mtime)
+        stale = _stale(run)
         if stale and (run / "history.jsonl").is_file():
             err = await run_in_threadpool(self._render, run)
             if err and not index.is_file():
@@ -222,9 +222,7 @@ class Site:
         from harness.report import render_report
 
         with self.render_lock(run):
-            index = run / "index.html"
-            res = run / "results.json"
-            if index.is_file() and (not res.is_file() or index.stat().st_mtime >= res.stat().st_mtime):
+            if not _stale(run):
                 return None  # another request rendered it meanwhile
             try:
                 render_report(run)
@@ -326,6 +324,22 @@ class Site:
     def page(self, title: str, message: str, status: int, d: Path | None) -> Response:
         body = _env.get_template("message.html.j2").render(title=title, message=message)
         return HTMLResponse(body, status_code=status, headers=HEADERS)
+
+
+def _stale(run: Path) -> bool:
+    """A run's report is missing, older than its results.json (re-checked
+    since) or made by an older report (no current version mark)."""
+    from harness.report.render import VERSION_MARK
+
+    index, res = run / "index.html", run / "results.json"
+    try:
+        with open(index, encoding="utf-8", errors="replace") as f:
+            head = f.read(600)
+        if VERSION_MARK not in head:
+            return True
+        return res.is_file() and index.stat().st_mtime < res.stat().st_mtime
+    except OSError:
+        return True
 
 
 def _join(a: str, b: str) -> str:

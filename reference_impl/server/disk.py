@@ -159,6 +159,7 @@ class SegmentLog:
                     producer_id=h.producer_id,
                     producer_epoch=h.producer_epoch,
                     base_sequence=h.base_sequence,
+                    max_timestamp=h.max_timestamp,
                 )
             )
             idx.append(_Entry(h.base_offset, h.base_offset + h.count, p))
@@ -240,7 +241,14 @@ class SegmentLog:
             pos += len(data)
             chunks.append(data)
         blob = b"".join(chunks)
-        os.write(self._active_fd(), blob)
+        try:
+            fileformats.write_all(self._active_fd(), blob)
+        except OSError:
+            # what reached the file is a torn tail: recovery truncates it; the
+            # index must not claim these entries
+            del seg.entries[len(seg.entries) - len(entries):]
+            self.store._dirty.add(seg.path)
+            raise
         seg.size = pos
         self.store._dirty.add(seg.path)
 

@@ -89,9 +89,24 @@ def write_atomic(path: str, data: bytes, fsync: bool = False) -> None:
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        write_all(fd, data)
         if fsync:
             os.fsync(fd)
-    finally:
+    except OSError:
         os.close(fd)
+        os.unlink(tmp)  # never let a short file replace a whole one (disk full)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written: a full disk makes a write
+    short first and fail (ENOSPC) only on the next call, so one unchecked
+    ``os.write`` could leave half a batch behind a state that believes in it."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(28, "No space left on device (short write)")
+        view = view[n:]

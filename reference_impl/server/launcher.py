@@ -53,6 +53,8 @@ class NodeSpec:
     pid: int | None = None
     #: the process's start time (/proc/<pid>/stat), so a recycled pid is never signalled
     start: int | None = None
+    #: trace.jsonl and node.log apart from the data (a data disk may fill up or lose writes)
+    log_dir: str | None = None
 
     def running(self) -> bool:
         return self.pid is not None and pid_alive(self.pid, self.start)
@@ -170,6 +172,8 @@ class LocalCluster:
             "--storage-mode", self.storage_mode,
             "--secret-file", self.secret_path,
         ]
+        if n.log_dir:
+            cmd += ["--log-dir", n.log_dir]
         for k, v in sorted(self.config.items()):
             cmd += ["--set", f"{k}={v}"]
         return cmd
@@ -199,7 +203,9 @@ class LocalCluster:
             raise ClusterError(f"node {node_id} is already running (pid {n.pid})")
         os.makedirs(n.data_dir, exist_ok=True)
         auth.ensure_secret_file(self.secret_path)
-        out = open(os.path.join(n.data_dir, "stdout.log"), "ab")
+        if n.log_dir:
+            os.makedirs(n.log_dir, exist_ok=True)
+        out = open(os.path.join(n.log_dir or n.data_dir, "stdout.log"), "ab")
         p = subprocess.Popen(
             self.command(n), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, env=self.child_env(), cwd=self.dir,

@@ -133,6 +133,7 @@ class NodeRuntime:
         self._trace_buf: list[bytes] = []
         self._halted = asyncio.Event()
         self._shutting_down = False
+        self._dir_failed = False
         self.exit_code = 0
         self.errors = 0
         self.partitions: dict[str, dict[str, Any]] = {}
@@ -234,6 +235,8 @@ class NodeRuntime:
         self._call(type(msg).__name__, lambda now, mono: self.node.handle(msg, now, src, mono))
 
     def _apply(self, effects: Any) -> None:
+        if self._dir_failed:
+            return  # halting: nothing more reaches the disk or a client
         for e in effects:
             t = type(e)
             if t is fx.Send:
@@ -255,14 +258,31 @@ class NodeRuntime:
                     self.errors += 1
                     log.error("storage effect %r failed: %s", type(e).__name__, ex)
                     if isinstance(ex, OSError):
-                        # a disk that fails under the log cannot be trusted: stop like Kafka's LogDirFailure
-                        self.exit_code = 4
-                        self._halted.set()
+                        self._log_dir_failure(type(e).__name__, ex)
                         return
                 if t is fx.LogAppend and e.log == METADATA_LOG:
                     for entry in e.entries:
                         self._sniff(entry)
         self._flush_trace()
+
+    def _log_dir_failure(self, effect: str, ex: OSError) -> None:
+        """A disk that fails under the log cannot be trusted: Kafka's
+        LogDirFailureChannel takes the directory offline, and a broker whose
+        only (or metadata) log directory is offline halts. Nothing after the
+        failed effect is applied (no reply acknowledges what was not written);
+        a torn tail is truncated by recovery at the next start."""
+        if self._dir_failed:
+            return
+        self._dir_failed = True
+        log.error("LogDirFailure: %s failed in %s: %s; halting", effect, self.opts.data_dir, ex)
+        self._write_trace("log_dir_failure", {"dir": self.opts.data_dir, "errno": ex.errno or 0,
+                                              "error": ex.strerror or str(ex), "effect": effect})
+        try:
+            self._flush_trace()
+        except OSError:
+            pass  # the trace shares the failed disk (no --log-dir): node.log still says why
+        self.exit_code = 4
+        self._halted.set()
 
     def _arm(self, at: int) -> None:
         if self._timer_at is not None and self._timer_at <= at:

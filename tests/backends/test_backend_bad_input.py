@@ -2,21 +2,25 @@
 starts (no run directory, no namespace)."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from harness.net.netns import list_namespaces
 
+from .conftest import assert_no_orphans
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 
 
-def kraftwerk(*args, prefix=(), cwd=ROOT):
+def kraftwerk(*args, prefix=(), cwd=ROOT, home="/tmp"):
     return subprocess.run([*prefix, *CLI, *args], capture_output=True, text=True, timeout=60, cwd=cwd,
-                          env={**os.environ, "KRAFTWERK_DEBUG": "", "HOME": "/tmp"})
+                          env={**os.environ, "KRAFTWERK_DEBUG": "", "HOME": home, "MPLCONFIGDIR": f"{home}/mpl"})
 
 
 def one_line(r, words):
@@ -49,8 +53,13 @@ def test_netns_without_root_is_refused_before_anything_starts(tmp_path):
     out = tmp_path / "results"
     tmp_path.chmod(0o777)
     before = set(list_namespaces())
-    r = kraftwerk("run", "--backend", "netns", "--out", str(out),
-                  prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    home = tempfile.mkdtemp(prefix="kw-nobody-")  # a home the unprivileged user can reach
+    os.chmod(home, 0o777)
+    try:
+        r = kraftwerk("run", "--backend", "netns", "--out", str(out),
+                      prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], home=home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
     one_line(r, "--backend netns needs root")
     assert not out.exists()
-    assert set(list_namespaces()) == before
+    assert_no_orphans(before)

@@ -53,11 +53,11 @@ def test_cleanup_after_harness_sigkill_removes_namespaces_and_processes(tmp_path
                                       "--nemesis", "partition,pause", "--nemesis-interval", "1", "--seed", "5",
                                       "--no-progress"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 300
         hist = None
         while time.monotonic() < deadline and hist is None:
             runs = list(out.glob("queue/*/history.jsonl"))
-            if runs and runs[0].stat().st_size > 10_000:
+            if runs and runs[0].stat().st_size > 3_000:
                 hist = runs[0]
             time.sleep(0.5)
         assert hist is not None, "the run never got going"

@@ -12,6 +12,8 @@ from harness.net.iptables import IptablesNetwork
 from harness.net.netns import list_namespaces
 from nemesis.partition import make_cut
 
+from nemesis.control import Network, Remote
+
 from .conftest import needs_root_net
 from .probe import CLIENT, Prober, all_links
 
@@ -27,6 +29,7 @@ def fabric(tmp_path):
         net = IptablesNetwork(NODES, {n: hosts.address(n) for n in NODES}, hosts.client_address,
                               lambda n, argv, stdin: hosts.exec(n, argv, 30, stdin=stdin))
         net.setup()
+        assert isinstance(hosts, Remote) and isinstance(net, Network)  # the cluster contract, structurally
         probe = Prober(hosts, NODES, tmp_path)
         probe.start()
         yield probe, net

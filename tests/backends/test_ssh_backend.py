@@ -19,6 +19,8 @@ from harness.net.iptables import IptablesNetwork
 from harness.net.netns import list_namespaces
 from nemesis.partition import make_cut
 
+from nemesis.control import Network, Remote
+
 from .conftest import needs_root_net
 from .probe import CLIENT, Prober, all_links
 
@@ -53,6 +55,7 @@ def test_a_grudge_made_over_ssh_cuts_exactly_its_links(hosts_dir, tmp_path):
     probe = Prober(hosts, NODES, tmp_path, python="python3.11", remote_dir=lambda n: f"{checked[n][0].dir}/probe")
     try:
         net.setup()
+        assert isinstance(hosts, Remote) and isinstance(net, Network)  # the cluster contract, structurally
         probe.start()
         assert probe.delivered() == all_links(NODES)
         cut, _ = make_cut("one-way", NODES, random.Random(1))

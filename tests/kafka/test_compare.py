@@ -55,8 +55,14 @@ def test_agreement_compares_verdicts_anomalies_and_whether_each_acks_level_lost_
                                                              "acks=1": {"acked": 9, "lost": 3}}}
     b = {"valid": True, "anomaly_types": [], "durability": {"acks=all": {"acked": 7, "lost": 0},
                                                              "acks=1": {"acked": 8, "lost": 0}}}
-    assert compare.agreement(a, b) == {"verdict": True, "anomaly_types": True, "acks=1 loss": False,
-                                       "acks=all loss": True}
+    assert compare.agreement(a, b) == {"verdict": True, "acks=1 loss": False, "acks=all loss": True}
+
+
+def test_anomaly_diff_leaves_out_what_only_the_reference_trace_can_see():
+    a = {"anomaly_types": ["leader-completeness", "lost-acked-write", "inconsistent-offsets"],
+         "history_anomalies": ["lost-acked-write", "inconsistent-offsets"]}
+    b = {"anomaly_types": ["lost-acked-write", "unseen"], "history_anomalies": ["lost-acked-write", "unseen"]}
+    assert compare.anomaly_diff(a, b) == {"reference only": ["inconsistent-offsets"], "kafka only": ["unseen"]}
 
 
 @pytest.mark.slow

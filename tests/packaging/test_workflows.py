@@ -40,6 +40,16 @@ def commands(script: str) -> list[list[str]]:
     return out
 
 
+def test_the_nightly_workflow_is_scheduled_and_keeps_junit_and_reports() -> None:
+    nightly = ROOT / ".github" / "workflows" / "nightly.yml"
+    doc = yaml.safe_load(nightly.read_text())
+    assert doc.get("on", doc.get(True))["schedule"]
+    runs = " ".join(run for _, run in run_steps(nightly))
+    assert "kraftwerk torture" in runs and "--junit" in runs
+    uploads = [s for j in doc["jobs"].values() for s in j["steps"] if "upload-artifact" in str(s.get("uses"))]
+    assert uploads and "junit.xml" in uploads[0]["with"]["path"]
+
+
 def test_the_ci_workflow_runs_the_readme_test_command_on_push() -> None:
     ci = ROOT / ".github" / "workflows" / "ci.yml"
     doc = yaml.safe_load(ci.read_text())
@@ -55,10 +65,13 @@ def test_every_command_a_workflow_runs_exists(workflow: Path) -> None:
         for words in commands(script):
             if words[0] == "bash" and len(words) > 1:
                 assert (base / words[1]).is_file(), f"{workflow.name}: {words[1]} does not exist"
-            elif words[0].startswith(("scripts/", ".ci/", "bench/")):
+            elif words[0].startswith(("scripts/", ".ci/", "bench/")) or words[0].endswith(".yaml"):
                 assert (base / words[0]).is_file(), f"{workflow.name}: {words[0]} does not exist"
             elif words[0].endswith("kraftwerk"):
                 sub = [w for w in words[1:3] if not w.startswith("-")][:1]
+                files = [w for w in words if w.endswith(".yaml")]
+                for f in files:
+                    assert (base / f).is_file(), f"{workflow.name}: {f} does not exist"
                 r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", *sub, "--help"],
                                    capture_output=True, text=True, timeout=60, cwd=ROOT)
                 assert r.returncode == 0, f"{workflow.name}: kraftwerk {' '.join(sub)} does not exist: {r.stderr}"

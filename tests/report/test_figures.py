@@ -148,3 +148,25 @@ def test_a_history_of_a_million_operations_gets_thinned_plots(tmp_path, monkeypa
     (d / "results.json").write_text(json.dumps({"valid": True}))
     html = render_report(d).read_text()
     assert ">VALID<" in html and (d / "latency-raw.png").stat().st_size > 0
+
+
+def test_a_real_runs_wall_clock_traces_are_aligned_by_its_first_answered_produce(tmp_path):
+    """A real run's trace ``t`` is the host's wall clock while its history
+    counts from the generator's start: the first produce a broker answered
+    and the first acknowledged send are taken as the same moment."""
+    b = HistoryBuilder()
+    b.t = 100_000_000 - 10  # the first send is acknowledged at 100 ms of history time... plus one op
+    b.send(0, K, "a", 0)
+    first_ok_ms = b.ops[1].time / 1e6
+    wall0 = 1_700_000_000_000
+    node = tmp_path / "nodes" / "n1"
+    node.mkdir(parents=True)
+    lines = [{"t": wall0 - 5000, "node": 1, "kind": "become_leader", "tp": K, "leader_epoch": 0, "isr": [1]},
+             {"t": wall0, "node": 1, "kind": "produce", "tp": K, "acks": "all", "error": None, "base": 0, "count": 1},
+             {"t": wall0 + 2000, "node": 1, "kind": "hw", "tp": K, "hw": 1, "leo": 1, "role": "leader"}]
+    (node / "trace.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"t": 17')  # torn last line
+    view = read_traces(tmp_path, b.ops, {"name": "queue", "runtime": "local"})
+    assert view.offset_ms == wall0 - first_ok_ms
+    (t, hw), = view.hw[(K, 1)]
+    assert (round(t, 6), hw) == (round((first_ok_ms + 2000) / 1000, 6), 1)
+    assert view.meta[K][0]["leader"] == 1 and view.bad_lines == 1

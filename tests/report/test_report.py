@@ -4,11 +4,10 @@ the page with its images."""
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.needs import need_program
 
 from checkers.history.jsonl import write_jsonl
 from tests.report.runs import partitioned_sends
@@ -68,9 +67,8 @@ def test_fault_intervals_pair_start_and_stop_completions(tmp_path):
     assert ivs[0].value["shape"] == "halves"
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists(),
-                    reason="chromium is installed by scripts/bootstrap")
 def test_report_renders_in_headless_chromium(tmp_path):
+    need_program("chromium")
     d = make_run(tmp_path / "run", valid=True)
     index = render_report(d)
     base = ["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",

@@ -25,9 +25,9 @@ import pytest
 import uvicorn
 
 from harness.site import build_app
-from tests.report.site_fixtures import CAMPAIGN, CHROMIUM, EVIL_NAME, ROOT, build_results, chromium_context
+from tests.needs import need_program
+from tests.report.site_fixtures import EVIL_NAME, ROOT, build_results, chromium_context
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is installed by scripts/bootstrap")
 
 
 def _free_port() -> int:
@@ -67,6 +67,7 @@ def base(results):
 
 @pytest.fixture(scope="module")
 def browser(workdir):
+    need_program("chromium")
     with chromium_context(workdir / "profile") as ctx:
         yield ctx
 

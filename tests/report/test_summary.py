@@ -120,3 +120,33 @@ def test_safe_path_refuses_dot_dot_hidden_and_symlinks_out(tmp_path):
     for bad in ("../r/a/f", "a/../../x", ".hidden", "out/passwd", "out", "a\\..\\f", "missing"):
         with pytest.raises(Refused):
             safe_path(root, bad)
+
+
+def test_a_report_from_an_older_kraftwerk_or_before_a_recheck_is_rendered_again(tmp_path):
+    from harness.report.render import VERSION_MARK
+    from harness.site.app import _stale
+
+    d = fake_run(tmp_path / "t" / "20260101T000000-1")
+    assert _stale(d)  # no report at all
+    (d / "index.html").write_text("<!doctype html><html><head><meta charset='utf-8'></head></html>")
+    assert _stale(d)  # a report without the current version mark
+    (d / "index.html").write_text(f"<!doctype html><html><head>{VERSION_MARK}</head></html>")
+    assert not _stale(d)
+    os.utime(d / "results.json", (time.time() + 5, time.time() + 5))
+    assert _stale(d)  # re-checked since
+
+
+def test_kraftwerk_report_writes_a_campaigns_static_page_and_heatmap(tmp_path):
+    import subprocess
+    import sys
+
+    camp = tmp_path / "c"
+    r1 = fake_run(camp / "cell0" / "20260101T000000-1", valid=False, lost=1)
+    write_campaign(camp, aggregate(camp, "<i>c</i>", ["acks"], [({"acks": "all"}, [r1])]))
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "report", str(camp)],
+                       capture_output=True, text=True, cwd=root, timeout=120)
+    assert r.returncode == 0, r.stderr
+    html = (camp / "index.html").read_text()
+    assert "Campaign — &lt;i&gt;c&lt;/i&gt;" in html and 'href="cell0/20260101T000000-1/index.html"' in html
+    assert (camp / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.needs import need_program
 
 from checkers.history.jsonl import write_jsonl
 from tests.report.runs import partitioned_sends
@@ -120,8 +120,8 @@ def test_history_values_are_escaped_in_the_timeline(tmp_path):
     assert "&lt;script&gt;" in html
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is installed by scripts/bootstrap")
 def test_timeline_renders_in_headless_chromium_with_boxes_shading_and_no_injected_script(tmp_path):
+    need_program("chromium")
     d = build_run(tmp_path / "run")
     render_report(d)
     page = (d / "timeline.html").as_uri()
