@@ -356,7 +356,8 @@ class HostedReference:
                 self.disks.teardown()
         finally:
             try:
-                self.net.teardown() if not getattr(self.hosts, "ephemeral_net", True) else None
+                if not getattr(self.hosts, "ephemeral_net", True):  # hosts that outlive the run (ssh)
+                    self.net.teardown()
             finally:
                 self.hosts.teardown()
 
