@@ -1,7 +1,7 @@
 """Fuzz a running reference cluster with malformed Kafka frames.
 
 Starts a local cluster, creates a topic, then for ``--duration`` seconds (or
-until ``--frames`` frames were sent) sends mutated frames over fresh and
+until the nodes have handled ``--frames`` frames) sends mutated frames over fresh and
 reused connections: flipped bytes, cut frames, lying length prefixes
 (negative, huge, short), unknown API keys and versions, produce requests with
 corrupt record batches; ``--burst`` frames go back to back before anything is
@@ -183,7 +183,8 @@ def handled_frames(c: LocalCluster) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=300.0)
-    ap.add_argument("--frames", type=int, default=0, help="stop once this many frames were sent (0: no limit)")
+    ap.add_argument("--frames", type=int, default=0,
+                    help="stop once the nodes have handled this many frames (checked every 5 s; 0: no limit)")
     ap.add_argument("--burst", type=int, default=1, help="frames sent back to back before reading")
     ap.add_argument("--valid-lead", action="store_true",
                     help="a burst is valid requests ending in one hostile frame (the nodes handle every frame "
@@ -216,7 +217,7 @@ def main() -> int:
         start = time.monotonic()
         next_check = start + 5
         sock: socket.socket | None = None
-        while time.monotonic() - start < a.duration and not (a.frames and frames >= a.frames):
+        while time.monotonic() - start < a.duration and not (a.frames and handled >= a.frames):
             if sock is None or rng.random() < 0.2:
                 if sock is not None:
                     sock.close()
@@ -250,7 +251,9 @@ def main() -> int:
                     if not api_versions_ok(p):
                         print(f"broker on port {p} did not answer ApiVersions", flush=True)
                         crashed.append(p)
-                print(f"{time.monotonic() - start:6.0f}s frames={frames} closed_by_server={closed_by_server}", flush=True)
+                handled = handled_frames(c)
+                print(f"{time.monotonic() - start:6.0f}s frames sent={frames} handled={handled} "
+                      f"closed_by_server={closed_by_server}", flush=True)
         if sock is not None:
             sock.close()
         layer.stop.set()
