@@ -2,9 +2,11 @@
 is one line and exit 2; no mount outlives its server or its owner."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -118,7 +120,12 @@ def test_not_root_is_refused(tmp_path):
     os.chmod(tmp_path, 0o755)
     point, backing = tmp_path / "m", tmp_path / "b"
     point.mkdir(), backing.mkdir()
-    r = kraftwerk("fs", "mount", str(point), "--backing", str(backing), user="65534")
+    home = tempfile.mkdtemp(prefix="kraftwerk-nobody-")  # the suite's tmp_path is closed to others
+    os.chown(home, 65534, 65534)
+    try:
+        r = kraftwerk("fs", "mount", str(point), "--backing", str(backing), user="65534", home=home)
+    finally:
+        shutil.rmtree(home)
     one_line_exit_2(r, "needs root")
 
 
@@ -180,3 +187,12 @@ def test_an_owner_that_does_not_exist_is_refused(tmp_path):
     p.wait()
     one_line_exit_2(kraftwerk("fs", "mount", str(point), "--backing", str(backing), "--owner-pid", str(p.pid)),
                     "no such process")
+
+
+def test_the_cli_and_cleanup_import_no_fuse_binding():
+    """kraftwerk cleanup (and every other command) works where pyfuse3 is
+    not installed: only the serving process imports it."""
+    code = ("import sys, harness.cli, harness.lazyfs.mounts, harness.lazyfs.nodes, harness.cli.fs; "
+            "print(sorted(m for m in ('pyfuse3', 'trio') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
