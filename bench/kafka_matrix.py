@@ -25,6 +25,9 @@ MATRIX = [
     (["--scenario", "unclean-loss", "--variant", "unclean_election=on", "--variant", "kip966=off"], "lost > 0"),
     (["--scenario", "unclean-loss", "--variant", "kip966=off"], "valid"),
     (["--scenario", "unclean-loss"], "valid"),
+    (["--nemesis", "lose-unfsynced", "--nemesis-interval", "5", "--time-limit", "25"], "lost > 0"),
+    (["--nemesis", "lose-unfsynced", "--nemesis-interval", "5", "--time-limit", "25",
+      "--kafka-config", "log.flush.interval.messages=1"], "valid"),
 ]
 
 

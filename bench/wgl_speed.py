@@ -4,8 +4,8 @@ on synthetic cas-register histories (a real register driven by concurrent,
 overlapping clients, so every history is linearizable by construction).
 
     .venv/bin/python bench/wgl_speed.py [--corpus DIR] [--ops 10000] [--clients 10]
-                                        [--crash 0.0] [--top 10] [--all]
-                                        [--porcupine DIR] [--soak]
+                                        [--crash 0.0] [--top 10] [--all] [--soak]
+                                        [--porcupine-version v1.3.1 | --no-porcupine]
 
 Prints one line per file when --all is given (else the slowest --top files),
 then totals, the slowest corpus file, and the synthetic history figures
@@ -15,11 +15,19 @@ Target: every corpus file under 1 s. Verdicts are checked against the
 corpus directory (good/ -> valid, bad/ -> invalid); a mismatch or "unknown"
 makes the exit status 1.
 
-``--porcupine DIR`` also times a checkout of Porcupine's ``test_data``
-directory (not shipped here): ``jepsen/etcd_*.log`` (Jepsen etcd cas-register
-logs, checked with Porcupine's etcd semantics: a nil read means "no value",
-a failed cas ran and saw another value) and ``kv/*.txt`` (kv histories whose
-names say ok/bad).
+Porcupine side by side (unless ``--no-porcupine``): the bench fetches
+Porcupine's module at ``--porcupine-version`` with ``go mod download -json``
+(Go module proxy) into a temporary module cache, copies it to a temporary
+directory and runs Porcupine's own kv tests there (``go test -run Kv -v
+-short``: ``-short`` skips its two unpartitioned 10-client tests, which take
+minutes); everything goes with the temporary directory at the end. For each
+of ``test_data/kv/*.txt`` it prints kraftwerk's time (EDN parse included,
+the key read from its own field) to the verdict (stopping at the first
+failing key, as Porcupine stops at the first failing partition) and to every
+key decided, next to Porcupine's test time (its log parse included).
+``test_data/jepsen/etcd_*.log`` (Jepsen etcd cas-register logs, checked with
+Porcupine's etcd semantics: a nil read means "no value", a failed cas ran and
+saw another value) are timed on our side only.
 
 ``--soak`` also runs the slow property tests (WGL against a brute-force
 linearizability oracle, 5,000 random histories per model) and prints their
@@ -29,10 +37,14 @@ outcome and time.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -128,54 +140,115 @@ def read_jepsen_etcd_log(path: Path) -> list[Op]:
     return ops
 
 
-def read_kv_log(path: Path) -> list[Op]:
-    """Porcupine's kv logs: EDN maps with separate ``:key`` and ``:value``;
-    our kv model takes ``[key, value]``."""
-    ops: list[Op] = []
-    for d in edn_loads(path.read_text(), str(path)):
-        value = [d["key"], d["value"]]
-        ops.append(Op(type=d["type"], f=d["f"], value=value, process=d["process"],
-                      index=len(ops)))
-    return ops
+PORCUPINE = "github.com/anishathalye/porcupine"
+#: Porcupine's kv test names -> the log each checks
+_KV_TESTS = re.compile(r"^\s*--- (PASS|FAIL|SKIP): TestKv(NoPartition)?(\d+)Clients?(Ok|Bad) \(([\d.]+)s\)")
 
 
-def bench_porcupine(root: Path) -> bool:
+def fetch_porcupine(version: str, tmp: Path) -> Path:
+    """Porcupine's module at ``version`` through the Go module proxy, into a
+    module cache under ``tmp``; returns a writable copy of it."""
+    env = _go_env(tmp)
+    p = subprocess.run(["go", "mod", "download", "-json", f"{PORCUPINE}@{version}"], cwd=tmp, env=env,
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError(f"go mod download {PORCUPINE}@{version}: {(p.stderr or p.stdout).strip()[:300]}")
+    src = Path(json.loads(p.stdout)["Dir"])
+    dst = tmp / "porcupine"
+    shutil.copytree(src, dst)
+    for d in [dst, *dst.rglob("*")]:
+        d.chmod(d.stat().st_mode | 0o200)
+    return dst
+
+
+def _go_env(tmp: Path) -> dict[str, str]:
+    return {**os.environ, "GOMODCACHE": str(tmp / "modcache"), "GOCACHE": str(tmp / "gocache"),
+            "GOFLAGS": "-modcacherw", "GOTOOLCHAIN": "local"}
+
+
+def porcupine_kv_times(module: Path, tmp: Path) -> dict[str, tuple[str, float]]:
+    """Porcupine's own kv tests, timed by ``go test``: log name (and
+    ``-nopartition``) -> (PASS/FAIL/SKIP, seconds)."""
+    p = subprocess.run(["go", "test", "-run", "Kv", "-v", "-short", "."], cwd=module, env=_go_env(tmp),
+                       capture_output=True, text=True, timeout=1800)
+    out: dict[str, tuple[str, float]] = {}
+    for line in p.stdout.splitlines():
+        m = _KV_TESTS.match(line)
+        if m:
+            status, nopart, clients, verdict, secs = m.groups()
+            name = f"c{int(clients):02d}-{verdict.lower()}" + ("-nopartition" if nopart else "")
+            out[name] = (status, float(secs))
+    if not out:
+        raise RuntimeError(f"go test printed no kv results: {(p.stderr or p.stdout).strip()[-300:]}")
+    return out
+
+
+def check_kv_file(path: Path, stop_on_failure: bool, budget: float) -> tuple[float, float, dict]:
+    """Parse (keys in their own field) and check one kv log; wall and CPU
+    seconds (CPU too: on a shared machine wall time says more about the
+    neighbours than about the checker)."""
+    t, c = time.perf_counter(), time.process_time()
+    ops = read_edn(path)
+    r = check(ops, model="kv", time_budget=budget, stop_on_failure=stop_on_failure)
+    return time.perf_counter() - t, time.process_time() - c, r
+
+
+def bench_porcupine_kv(module: Path, version: str, times: dict[str, tuple[str, float]],
+                       budget: float) -> bool:
     ok = True
-    logs = sorted((root / "jepsen").glob("etcd_*.log"))
-    if logs:
-        rows = []
-        for path in logs:
-            ops = read_jepsen_etcd_log(path)
-            t = time.perf_counter()
-            r = check(ops, model="cas-register", initial=None, nil_read="value",
-                      failed_cas="observed", time_budget=10.0)
-            rows.append((time.perf_counter() - t, path.name, r["valid"]))
-        valid = sum(r[2] is True for r in rows)
-        unknown = sum(r[2] == "unknown" for r in rows)
-        ok &= unknown == 0
-        worst = max(rows)
-        print(f"Porcupine jepsen etcd logs: {len(rows)} files, total {sum(r[0] for r in rows):.3f} s, "
-              f"slowest {worst[1]} {worst[0]:.4f} s; {valid} linearizable, "
-              f"{len(rows) - valid - unknown} not, {unknown} unknown")
-    for path in sorted((root / "kv").glob("*.txt")):
-        ops = read_kv_log(path)
-        t = time.perf_counter()
-        r = check(ops, model="kv", time_budget=10.0, stop_on_failure=False)
-        dt = time.perf_counter() - t
+    print(f"Porcupine {version} kv logs: kraftwerk (parse + check) vs Porcupine's go test (parse + check)")
+    print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; kraftwerk: wall s / CPU s)")
+    print(f"{'log':12} {'entries':>7} {'keys':>4} {'to verdict s':>13} {'valid':>6} {'every key s':>13} "
+          f"{'decided':>7} {'porcupine s':>11} {'porcupine':>9}")
+    for path in sorted((module / "test_data" / "kv").glob("*.txt")):
         expected = not path.stem.endswith("bad")
-        good = r["valid"] is expected
+        t1, c1, r1 = check_kv_file(path, True, budget)
+        t2, c2, r2 = check_kv_file(path, False, budget)
+        decided = sum(1 for k in r2["keys"].values() if k["valid"] != "unknown")
+        good = r1["valid"] is expected and r2["valid"] is expected and decided == len(r2["keys"])
         ok &= good
-        unknown = f", {len(r['unknown_keys'])} keys unknown ({r.get('cause')})" if r["unknown_keys"] else ""
-        first = ""
-        if r["valid"] is False:
-            # the default: stop at the first failing key, as Porcupine does
-            t = time.perf_counter()
-            r1 = check(ops, model="kv", time_budget=10.0, stop_on_failure=True)
-            first = f"; to first failing key: {time.perf_counter() - t:.3f} s valid={r1['valid']}"
-        print(f"Porcupine kv {path.name}: {len(ops)} entries, {len(r['keys'])} keys, "
-              f"check {dt:.3f} s, valid={r['valid']}{unknown}{first}"
-              f"{'' if good else '   <-- WRONG VERDICT'}")
+        status, secs = times.get(path.stem, ("-", float("nan")))
+        print(f"{path.stem:12} {r2['stats']['history']['ops']:7d} {len(r2['keys']):4d} {t1:6.3f}/{c1:6.3f} "
+              f"{str(r1['valid']):>6} {t2:6.3f}/{c2:6.3f} {decided:3d}/{len(r2['keys']):<3d} {secs:11.2f} {status:>9}"
+              f"{'' if good else '   <-- WRONG VERDICT OR UNDECIDED KEY'}")
+    for name, (status, secs) in sorted(times.items()):
+        if name.endswith("-nopartition"):
+            print(f"  (Porcupine without partitioning, {name[:-12]}: {status} {secs:.2f} s)")
     return ok
+
+
+def bench_porcupine_etcd(root: Path) -> bool:
+    logs = sorted((root / "jepsen").glob("etcd_*.log"))
+    if not logs:
+        return True
+    rows = []
+    for path in logs:
+        t = time.perf_counter()
+        ops = read_jepsen_etcd_log(path)
+        r = check(ops, model="cas-register", initial=None, nil_read="value",
+                  failed_cas="observed", time_budget=10.0)
+        rows.append((time.perf_counter() - t, path.name, r["valid"]))
+    valid = sum(r[2] is True for r in rows)
+    unknown = sum(r[2] == "unknown" for r in rows)
+    worst = max(rows)
+    print(f"Porcupine jepsen etcd logs: {len(rows)} files, total {sum(r[0] for r in rows):.3f} s "
+          f"(parse included), slowest {worst[1]} {worst[0]:.4f} s; {valid} linearizable, "
+          f"{len(rows) - valid - unknown} not, {unknown} unknown")
+    return unknown == 0
+
+
+def bench_porcupine(version: str, budget: float) -> bool:
+    with tempfile.TemporaryDirectory(prefix="kraftwerk-porcupine-") as d:
+        tmp = Path(d)
+        try:
+            module = fetch_porcupine(version, tmp)
+            times = porcupine_kv_times(module, tmp)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+            print(f"Porcupine: not available ({e})", file=sys.stderr)
+            return False
+        ok = bench_porcupine_kv(module, version, times, budget)
+        ok &= bench_porcupine_etcd(module / "test_data")
+        return ok
 
 
 def bench_kafka(n_ops: int, clients: int, crash: float, seed: int) -> bool:
@@ -210,8 +283,11 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=1, help="best of N runs per corpus file")
     ap.add_argument("--all", action="store_true", help="print every corpus file")
-    ap.add_argument("--porcupine", type=Path, default=None,
-                    help="Porcupine's test_data directory (jepsen/ and kv/)")
+    ap.add_argument("--porcupine-version", default="v1.3.1",
+                    help="Porcupine module version fetched through the Go module proxy")
+    ap.add_argument("--no-porcupine", action="store_true", help="skip the comparison with Porcupine")
+    ap.add_argument("--kv-budget", type=float, default=60.0,
+                    help="time budget per kv log, seconds")
     ap.add_argument("--soak", action="store_true",
                     help="also run the slow brute-force agreement tests")
     a = ap.parse_args()
@@ -221,9 +297,9 @@ def main() -> int:
         ok &= bench_synthetic(a.ops, a.clients, c, a.seed)
     for c in a.crash:
         ok &= bench_kafka(a.ops, a.clients, c, a.seed)
-    if a.porcupine:
+    if not a.no_porcupine:
         print()
-        ok &= bench_porcupine(a.porcupine)
+        ok &= bench_porcupine(a.porcupine_version, a.kv_budget)
     if a.soak:
         print()
         ok &= run_soak()

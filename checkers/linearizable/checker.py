@@ -154,16 +154,19 @@ def _key_search(sub: SubHistory, prob: Any, mdl: Model, slice_steps: int
     interleaved slice for slice when the model has a wildcard state: the
     first to decide answers (a window can only refute)."""
     full = search(prob, mdl, slice_steps)
-    windows = refute(sub.ops, mdl, slice_steps) if mdl.any_state() is not None else None
-    rounds = 0
+    windows: Any = None
+    started = mdl.any_state() is None  # no wildcard: no windows
     while True:
         try:
             progress = next(full)
         except StopIteration as stop:
             return stop.value
-        rounds += 1
-        # most keys are decided within WGL's first slice: windows join after it
-        if windows is not None and rounds > 1:
+        # most keys are decided within WGL's first slice: windows join after
+        # it, starting where that search keeps failing
+        if not started:
+            started = True
+            windows = refute(sub.ops, mdl, slice_steps, focus=progress.frontier)
+        elif windows is not None:
             try:
                 next(windows)
             except StopIteration as stop:

@@ -96,6 +96,7 @@ class SearchResult:
     longest: list[int] = field(default_factory=list)   # op numbers, linearization order
     blocked: int | None = None    # op number of the op that could not be linearized
     window: tuple[int, int] | None = None  # set when a window refuted (see .windows)
+    frontier: int | None = None   # progress: op number of the latest return reached in a dead end
     final_state: Any = None
 
 
@@ -282,6 +283,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                     if steps >= budget:
                         budget += slice_steps
                         _progress(res, steps, len(cache), states, memo_n, rel, cb)
+                        res.frontier = p.opno[blocked_e] if blocked_e >= 0 else None
                         yield res
                     continue
             e = nxt[e]
@@ -317,6 +319,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
             if steps >= budget:
                 budget += slice_steps
                 _progress(res, steps, len(cache), states, memo_n, rel, cb)
+                res.frontier = p.opno[blocked_e] if blocked_e >= 0 else None
                 yield res
         else:
             # A crashed op's return (or the tail): every completed op is in.

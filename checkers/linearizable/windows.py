@@ -18,7 +18,8 @@ returned before ``t1`` or was called at or after ``t2`` is outside. So if a
 window has no linearization, neither has the history: a window can refute,
 never confirm.
 
-Windows are tried small first (8 operations, then 16, ... up to half the
+Windows are tried around the op where the search over the whole key keeps
+failing first, then small first (8 operations, then 16, ... up to half the
 key), half-overlapping, each within a step budget; the search over the whole
 key runs alongside (:func:`checkers.linearizable.checker.check`), and
 whichever decides first answers.
@@ -58,16 +59,30 @@ def window_ops(ops: list[LinOp], lo: int, hi: int, model: Model) -> list[LinOp]:
     return out
 
 
-def windows(n: int) -> Iterator[tuple[int, int]]:
-    """``(lo, hi)`` op ranges: widths 8, 16, ... below ``n``, half-overlapping."""
+def windows(n: int, focus: int | None = None) -> Iterator[tuple[int, int]]:
+    """``(lo, hi)`` op ranges: first, when given, ending just after and then
+    around op ``focus`` (where the whole-key search keeps dying: the op that
+    cannot be explained is usually there); then widths 8, 16, ... below
+    ``n``, half-overlapping."""
+    seen: set[tuple[int, int]] = set()
+    w = FIRST_WIDTH
+    while focus is not None and w <= n // 2:
+        for lo in (focus + 2 - w, focus - w // 2):
+            lo = max(0, min(lo, n - w))
+            if (lo, lo + w) not in seen:
+                seen.add((lo, lo + w))
+                yield lo, lo + w
+        w *= 2
     w = FIRST_WIDTH
     while w <= n // 2:
         for lo in range(0, n - w // 2, w // 2):
-            yield lo, min(n, lo + w)
+            hi = min(n, lo + w)
+            if (lo, hi) not in seen:
+                yield lo, hi
         w *= 2
 
 
-def refute(ops: list[LinOp], model: Model, slice_steps: int = 20_000
+def refute(ops: list[LinOp], model: Model, slice_steps: int = 20_000, focus: int | None = None
            ) -> Generator[None, None, SearchResult | None]:
     """Search windows of ``ops`` (one key, sorted by call) for one with no
     linearization; yields after about ``slice_steps`` steps of work, so a
@@ -79,7 +94,7 @@ def refute(ops: list[LinOp], model: Model, slice_steps: int = 20_000
         return None
     where = {id(o): i for i, o in enumerate(ops)}
     spent = 0
-    for lo, hi in windows(len(ops)):
+    for lo, hi in windows(len(ops), focus):
         wops = window_ops(ops, lo, hi, model)
         back = [where.get(id(o), _find(ops, o)) for o in wops]
         prob = compile_problem(wops, model, start)

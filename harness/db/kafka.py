@@ -112,6 +112,7 @@ class KafkaDB:
     nodes: list[NodePlan] = field(default_factory=list, init=False)
     paused: set[str] = field(default_factory=set, init=False)
     net: Any = field(default=None, init=False)  # a kernel Network (netns), None on local
+    disks: Any = field(default=None, init=False)  # storage lazyfs: each node's data/ through kraftwerk fs
 
     def __post_init__(self) -> None:
         if self.hosts is None:
@@ -159,6 +160,12 @@ class KafkaDB:
         if self.net is not None:
             self.net.setup()
         cluster_id = new_cluster_id(cfg.seed or 0)
+        if cfg.storage == "lazyfs":  # data/ through kraftwerk fs: power loss drops what Kafka did not fsync
+            from harness.lazyfs.nodes import NodeDisks
+
+            self.disks = NodeDisks(self.run_dir, self.state, cfg.seed or 0)
+            for n in self.nodes:
+                self.disks.mount(n.name)
         for n in self.nodes:
             self._write_config(n)
             self._format(n, cluster_id)
@@ -315,7 +322,12 @@ class KafkaDB:
         return [n for n in self.node_names() if self.hosts.running(n) and n not in self.paused]
 
     def power_loss(self, name: str) -> None:
-        raise HarnessError("power loss on --db kafka needs a filesystem that drops un-fsynced writes")
+        """SIGKILL, then the node's filesystem drops every write Kafka did not
+        fsync (storage lazyfs; the config refuses power loss otherwise)."""
+        if self.disks is None:
+            raise HarnessError("power loss on --db kafka needs --storage lazyfs (--backend netns)")
+        self.kill(name)
+        self.disks.crash(name)
 
     # ------------------------------------------------------------ clock (libfaketime)
     def set_clock(self, name: str, offset_ms: int) -> None:
@@ -386,6 +398,8 @@ class KafkaDB:
                 self.hosts.signal(n, signal.SIGKILL)
             for n in self.node_names():
                 self.hosts.wait_exit(n, 10)
+            if self.disks is not None:
+                self.disks.teardown()
         finally:
             try:
                 if self.net is not None and not getattr(self.hosts, "ephemeral_net", True):

@@ -7,7 +7,10 @@ minutes, so they are ``slow``: ``bench/kafka_matrix.py --pytest`` runs them.
 * acks=1 under the leader-kill story loses acks=1 writes, acks=all none;
 * with unclean.leader.election.enable=true (and ELR off, as before KIP-966)
   the unclean-election story loses acknowledged acks=all writes and is
-  invalid; with it off, valid.
+  invalid; with it off, valid;
+* power loss of every node (data directories through kraftwerk fs) under
+  Kafka's default flush policy (never fsync) loses acknowledged acks=all
+  writes; with log.flush.interval.messages=1 it loses none.
 """
 
 import json
@@ -62,4 +65,16 @@ def test_unclean_election_on_kafka_loses_acked_acks_all_writes(tmp_path):
 
 def test_without_unclean_election_the_same_story_is_valid_on_kafka(tmp_path):
     code, res = run(tmp_path, "--scenario", "unclean-loss", "--variant", "kip966=off", "--seed", "5")
+    assert res["valid"] is True and res["durability"]["acks=all"]["lost"] == 0
+
+
+def test_power_loss_of_every_node_under_the_default_flush_policy_loses_acked_writes(tmp_path):
+    code, res = run(tmp_path, "--nemesis", "lose-unfsynced", "--nemesis-interval", "5", "--time-limit", "25",
+                    "--seed", "12")
+    assert res["valid"] is False and res["durability"]["acks=all"]["lost"] > 0
+
+
+def test_power_loss_with_an_fsync_per_message_loses_nothing(tmp_path):
+    code, res = run(tmp_path, "--nemesis", "lose-unfsynced", "--nemesis-interval", "5", "--time-limit", "25",
+                    "--seed", "12", "--kafka-config", "log.flush.interval.messages=1")
     assert res["valid"] is True and res["durability"]["acks=all"]["lost"] == 0

@@ -37,12 +37,14 @@ def fs(tmp_path):
         assert not mounts.is_mounted(point)
 
 
-def kraftwerk(*args, user=None, prefix=()):
+def kraftwerk(*args, user=None, home=None, prefix=()):
     argv = [*prefix, sys.executable, "-c", "from harness.cli import main; main()", *args]
     if user:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=ROOT,
-                          env={**os.environ, "KRAFTWERK_DEBUG": ""})
+    env = {**os.environ, "KRAFTWERK_DEBUG": ""}
+    if home:  # an unprivileged user has no writable home here (matplotlib warns without one)
+        env.update(HOME=str(home), MPLCONFIGDIR=str(home))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
 
 
 def fsync_path(path) -> None:

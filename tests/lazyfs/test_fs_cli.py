@@ -2,9 +2,11 @@
 is one line and exit 2; no mount outlives its server or its owner."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -118,7 +120,12 @@ def test_not_root_is_refused(tmp_path):
     os.chmod(tmp_path, 0o755)
     point, backing = tmp_path / "m", tmp_path / "b"
     point.mkdir(), backing.mkdir()
-    r = kraftwerk("fs", "mount", str(point), "--backing", str(backing), user="65534")
+    home = tempfile.mkdtemp(prefix="kraftwerk-nobody-")  # the suite's tmp_path is closed to others
+    os.chown(home, 65534, 65534)
+    try:
+        r = kraftwerk("fs", "mount", str(point), "--backing", str(backing), user="65534", home=home)
+    finally:
+        shutil.rmtree(home)
     one_line_exit_2(r, "needs root")
 
 
