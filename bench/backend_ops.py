@@ -14,6 +14,7 @@ slowest of ``--rounds`` rounds, in milliseconds.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -95,6 +96,7 @@ def main() -> None:
     ap.add_argument("--backends", default="local,netns,docker,ssh")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (the figures scale with it)")
     print(f"{'backend':8} {'operation':14} {'median ms':>10} {'max ms':>10}")
     with tempfile.TemporaryDirectory(prefix="kw-bench-") as tmp:
         out = Path(tmp)

@@ -32,6 +32,7 @@ import time as _time
 from typing import Any
 
 from checkers.history.op import Op
+from checkers.verdict import UNKNOWN, Verdict, combine
 
 QUEUE_MODELS = ("queue",)
 LINEARIZABLE_MODELS = ("register", "cas-register", "multi-register", "mutex", "set",
@@ -42,14 +43,6 @@ DEFAULT_TIME_BUDGET = 300.0
 
 class UnknownModel(ValueError):
     pass
-
-
-def _combine(verdicts: list[Any]) -> Any:
-    if any(v is False for v in verdicts):
-        return False
-    if any(v != True for v in verdicts):  # noqa: E712 - "unknown" is a str
-        return "unknown"
-    return True
 
 
 def _op_stats(ops: list[Op]) -> dict[str, Any]:
@@ -241,21 +234,21 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
     q["per_key"] = "complete" if per_key_complete else "budget-exceeded"
     q["keys_checked"] = len(results)
     if not per_key_complete and q["valid"] is True:
-        q["valid"] = "unknown"
+        q["valid"] = UNKNOWN
     t_cross = _time.monotonic() - t
     durability = merge_durability(merged["durability"])
     dur_anoms, dur_bad = durability_verdict(durability, opts.strict_acks1)
-    dur_valid: Any = False if dur_bad else (True if per_key_complete else "unknown")
+    dur_valid: Verdict = False if dur_bad else (True if per_key_complete else UNKNOWN)
     anomalies = dict(q["anomalies"])
     anomalies.update(dur_anoms)
-    fr_valid: Any = True
+    fr_valid: Verdict = True
     if coverage is not None:
         # acknowledged writes whose loss would count, in keys no final read covered
         judged = ("all", "None") + (("1",) if opts.strict_acks1 else ())
         at_stake = {k: sum(n for lv, n in acked.items() if lv in judged)
                     for k, acked in merged["unverified_acked"].items()}
         at_stake = {k: n for k, n in sorted(at_stake.items()) if n}
-        fr_valid = "unknown" if at_stake else True
+        fr_valid = UNKNOWN if at_stake else True
         coverage = {"valid": fr_valid, **coverage, "unverified_acked_writes": at_stake}
     q["worst_realtime_lag"] = worst_realtime_lag(ops)
     q["consume_counts"] = consume_counts(ops)
@@ -263,9 +256,9 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
     acked = sum(n for r in results for n in r.get("acked", {}).values())
     # nothing was at stake: a run that checked no key, or in which no write
     # was acknowledged, shows nothing about the log (Jepsen would say valid)
-    evidence: Any = True if results and acked else "unknown"
+    evidence: Verdict = True if results and acked else UNKNOWN
     q["evidence"] = {"keys_checked": len(results), "acked_writes": acked, "valid": evidence}
-    valid = _combine([q["valid"], dur_valid, fr_valid, evidence])
+    valid = combine([q["valid"], dur_valid, fr_valid, evidence])
     q["seconds"] = {"project": round(t_proj, 3), "per_key": round(t_keys, 3),
                     "cross_key": round(t_cross, 3)}
     return {
@@ -312,7 +305,7 @@ def _check_linearizable(ops: list[Op], model: str, budget: float,
     if r.get("valid") is True and not r.get("keys"):
         # linearizable by the definition (nothing to order), but a run that
         # checked no operation is no evidence: unknown, never valid
-        r["valid"], r["cause"] = "unknown", "no-ops"
+        r["valid"], r["cause"] = UNKNOWN, "no-ops"
     valid = r.get("valid")
     anomalies: dict[str, list] = {}
     if valid is False:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import time
 from typing import Any, Generator, Iterable
 
+from checkers.verdict import UNKNOWN, combine
+
 from .models import Model, ModelError, make_model
 from .prepare import SubHistory, prepare
 from .wgl import SearchResult, compile_problem, search
@@ -215,7 +217,7 @@ def _key_result(sub: SubHistory, r: Any) -> dict[str, Any]:
 
 
 def _unknown_result(sub: SubHistory, progress: Any, cause: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"valid": "unknown", "cause": cause, "op_count": len(sub.ops),
+    out: dict[str, Any] = {"valid": UNKNOWN, "cause": cause, "op_count": len(sub.ops),
                            "dropped": sub.dropped}
     if progress is not None:
         out["stats"] = _stats(progress)
@@ -229,13 +231,8 @@ def _assemble(mdl: Model, subs: dict, results: dict, counts: dict, elapsed: floa
         names = {k: repr(k) for k in subs}
     keys = {names[k]: results[k] for k in subs}
     failed = [names[k] for k in subs if results[k]["valid"] is False]
-    unknown = [names[k] for k in subs if results[k]["valid"] == "unknown"]
-    if failed:
-        valid: bool | str = False
-    elif unknown:
-        valid = "unknown"
-    else:
-        valid = True
+    unknown = [names[k] for k in subs if results[k]["valid"] == UNKNOWN]
+    valid = combine(results[k]["valid"] for k in subs)
     out: dict[str, Any] = {
         "valid": valid,
         "model": mdl.name,

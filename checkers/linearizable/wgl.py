@@ -179,161 +179,175 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any,
                    init_state)
 
 
+class _States:
+    """Model states interned to ints, with each op's transition memo
+    (Knossos's ``memo``): ``step`` runs once per (state, distinct op)."""
+
+    __slots__ = ("model", "states", "ids", "wild", "memo_n")
+
+    def __init__(self, model: Model, init: Any) -> None:
+        self.model = model
+        self.states: list[Any] = [init]
+        self.ids: dict[Any, int] = {init: 0}
+        # wildcard states (Model.is_any): a read from one narrows the state,
+        # so the read-only pruning does not apply to reads lifted from them
+        self.wild = bytearray([1 if model.is_any(init) else 0])
+        self.memo_n = 0
+
+    def after(self, row: dict, s: int, op: Any) -> int:
+        """The state id after ``op`` from state ``s``, or -1 if the model
+        refuses; ``row`` is the op's memo."""
+        ok, st = self.model.step(self.states[s], op)
+        ns = -1
+        if ok:
+            ns = self.ids.get(st, -1)
+            if ns < 0:
+                ns = self.ids[st] = len(self.states)
+                self.states.append(st)
+                self.wild.append(1 if self.model.is_any(st) else 0)
+        row[s] = ns
+        self.memo_n += 1
+        return ns
+
+
+def _with(v: int, k: int, rel: int, cb: int) -> tuple[int, int, int]:
+    """The linearized set ``(k, rel, cb)`` plus op number ``v`` (crashed ops
+    are ``~j``); adding op ``k`` slides the window past the linearized run."""
+    if v < 0:
+        return k, rel, cb | (1 << ~v)
+    if v > k:
+        return k, rel | (1 << (v - k)), cb
+    x = rel | 1
+    t = (~x & (x + 1)).bit_length() - 1
+    return k + t, x >> t, cb
+
+
+def _lift(nxt: list[int], prv: list[int], e: int, m: int) -> None:
+    """Unlink a call entry and its return entry."""
+    a, b = prv[e], nxt[e]
+    nxt[a], prv[b] = b, a
+    a, b = prv[m], nxt[m]
+    nxt[a], prv[b] = b, a
+
+
+def _unlift(nxt: list[int], prv: list[int], e: int, m: int) -> None:
+    """Relink them (in reverse order of :func:`_lift`)."""
+    a, b = prv[m], nxt[m]
+    nxt[a] = prv[b] = m
+    a, b = prv[e], nxt[e]
+    nxt[a] = prv[b] = e
+
+
 def search(p: Problem, model: Model, slice_steps: int = 20000
            ) -> Generator[SearchResult, None, SearchResult]:
     """Run WGL on ``p``; yields a progress :class:`SearchResult` every
-    ``slice_steps`` steps and returns the final one."""
-    nxt = p.nxt[:]
-    prv = p.prv[:]
-    match = p.match
-    num = p.num
-    rows = p.rows
-    opkeys = p.opkeys
-    rank = p.rank
-    gate = p.gate
-    ro = p.read_only
+    ``slice_steps`` steps and returns the final one. The loop is one walk
+    over the linked entries: a call that applies and reaches a new
+    configuration is lifted (:func:`_lift`) and the walk restarts; a return
+    reached is a dead end (:func:`_backtrack`); the tail is success."""
+    nxt, prv = p.nxt[:], p.prv[:]
+    match, num, rows, opkeys, gate = p.match, p.num, p.rows, p.opkeys, p.gate
     lifted = bytearray(len(nxt))
-    step = model.step
-
-    states: list[Any] = [p.init_state]
-    # wildcard states (Model.is_any): a read from one narrows the state, so
-    # the read-only pruning does not apply to reads lifted from them
-    is_any = model.is_any
-    wild = bytearray([1 if is_any(p.init_state) else 0])
-    state_ids: dict[Any, int] = {p.init_state: 0}
+    st = _States(model, p.init_state)
     cache: set = set()
-    add = cache.add
-    memo_n = 0
     # The backtracking stack is a linked list of immutable frames
     # (entry, state, k, rel, cb, below): pushing and popping are O(1), and so
     # is keeping a snapshot of the whole path for the failure report.
     top: Any = None
-
     res = SearchResult(valid=None)
-    s = 0
-    k = 0      # every completed op numbered below k is linearized
-    rel = 0    # linearized completed ops >= k, bit (i - k)
-    cb = 0     # linearized crashed ops, bit j
+    s = k = rel = cb = 0   # state id; linearized set (see the module doc)
     e = nxt[0]
-    steps = 0      # lifts + backtracks; lifts == len(cache)
+    steps = 0              # lifts + backtracks; lifts == len(cache)
     budget = slice_steps
-    best_rank = -1
-    best_top: Any = None
-    blocked_e = -1
-
+    dead = _DeadEnds()
     while True:
         m = match[e]
         if m > 0:
-            row = rows[e]
-            ns = row.get(s)
+            ns = rows[e].get(s)
             if ns is None:
-                ok, st = step(states[s], opkeys[e])
-                if ok:
-                    ns = state_ids.get(st)
-                    if ns is None:
-                        ns = state_ids[st] = len(states)
-                        states.append(st)
-                        wild.append(1 if is_any(st) else 0)
-                else:
-                    ns = -1
-                row[s] = ns
-                memo_n += 1
-            if ns >= 0:
-                g = gate[e]
-                if g and not lifted[g]:
-                    # Symmetry: of identical crashed ops, the earlier-invoked
-                    # one goes first (it can stand in for the later one).
-                    e = nxt[e]
-                    continue
-                v = num[e]
-                if v < 0:
-                    nk = k
-                    nrel = rel
-                    ncb = cb | (1 << ~v)
-                elif v > k:
-                    nk = k
-                    nrel = rel | (1 << (v - k))
-                    ncb = cb
-                else:
-                    # op k itself: slide the window past the run of linearized ops
-                    x = rel | 1
-                    t = (~x & (x + 1)).bit_length() - 1
-                    nk = k + t
-                    nrel = x >> t
-                    ncb = cb
+                ns = st.after(rows[e], s, opkeys[e])
+            g = gate[e]
+            # Symmetry: of identical crashed ops, the earlier-invoked one
+            # goes first (it can stand in for the later one).
+            if ns >= 0 and not (g and not lifted[g]):
+                nk, nrel, ncb = _with(num[e], k, rel, cb)
                 key = (ns, nk, nrel, ncb)
                 if key not in cache:
-                    add(key)
+                    cache.add(key)
                     top = (e, s, k, rel, cb, top)
-                    s = ns
-                    k = nk
-                    rel = nrel
-                    cb = ncb
-                    a = prv[e]
-                    b = nxt[e]
-                    nxt[a] = b
-                    prv[b] = a
-                    a = prv[m]
-                    b = nxt[m]
-                    nxt[a] = b
-                    prv[b] = a
+                    s, k, rel, cb = ns, nk, nrel, ncb
+                    _lift(nxt, prv, e, m)
                     lifted[e] = 1
                     e = nxt[0]
                     steps += 1
                     if steps >= budget:
                         budget += slice_steps
-                        _progress(res, steps, len(cache), states, memo_n, rel, cb)
-                        res.frontier = p.opno[blocked_e] if blocked_e >= 0 else None
-                        yield res
+                        yield _report(res, p, steps, cache, st, rel, cb, dead)
                     continue
             e = nxt[e]
         elif m == 0:
-            # Dead end: the op returning here was not linearized in time.
-            rk = rank[e]
-            if rk > best_rank:
-                best_rank = rk
-                blocked_e = e
-                best_top = top
+            dead.note(p.rank[e], e, top)
             if top is None:
                 break
-            while True:
-                e, s, k, rel, cb, top = top
-                m = match[e]
-                a = prv[m]
-                b = nxt[m]
-                nxt[a] = m
-                prv[b] = m
-                a = prv[e]
-                b = nxt[e]
-                nxt[a] = e
-                prv[b] = e
-                lifted[e] = 0
-                steps += 1
-                # A read-only op lifted as soon as it applied: its failure
-                # is the failure of the configuration it was lifted from.
-                if not ro[e] or top is None or wild[s]:
-                    break
-            if ro[e] and not wild[s]:
-                break  # ...and that was the initial configuration
+            e, s, k, rel, cb, top, n = _backtrack(top, nxt, prv, match, lifted, p.read_only, st.wild)
+            steps += n
+            if e < 0:
+                break
             e = nxt[e]
             if steps >= budget:
                 budget += slice_steps
-                _progress(res, steps, len(cache), states, memo_n, rel, cb)
-                res.frontier = p.opno[blocked_e] if blocked_e >= 0 else None
-                yield res
+                yield _report(res, p, steps, cache, st, rel, cb, dead)
         else:
             # A crashed op's return (or the tail): every completed op is in.
             res.valid = True
             res.longest = _path(p, top)
-            res.max_depth = len(res.longest)
-            res.final_state = states[s]
+            res.final_state = st.states[s]
             break
     if res.valid is None:
         res.valid = False
-        res.blocked = p.opno[blocked_e] if blocked_e >= 0 else None
-        res.longest = _path(p, best_top)
-        res.max_depth = len(res.longest)
-    _progress(res, steps, len(cache), states, memo_n, rel, cb)
+        res.blocked = p.opno[dead.entry] if dead.entry >= 0 else None
+        res.longest = _path(p, dead.top)
+    res.max_depth = len(res.longest)
+    return _report(res, p, steps, cache, st, rel, cb, dead)
+
+
+class _DeadEnds:
+    """The deepest dead end so far (the latest-completing op that could
+    not be linearized in time) and the path that reached it."""
+
+    __slots__ = ("rank", "entry", "top")
+
+    def __init__(self) -> None:
+        self.rank, self.entry, self.top = -1, -1, None
+
+    def note(self, rank: int, e: int, top: Any) -> None:
+        if rank > self.rank:
+            self.rank, self.entry, self.top = rank, e, top
+
+
+def _backtrack(top: Any, nxt: list[int], prv: list[int], match: list[int], lifted: bytearray,
+               ro: bytearray, wild: bytearray) -> tuple[int, int, int, int, int, Any, int]:
+    """Pop the stack and relink the popped call. A read-only op lifted as
+    soon as it applied fails with the configuration it was lifted from (not
+    from a wildcard state), so keep popping through those. Returns the
+    restored ``(entry, state, k, rel, cb, top)`` and the steps taken; entry
+    -1 when the initial configuration failed."""
+    n = 0
+    while True:
+        e, s, k, rel, cb, top = top
+        _unlift(nxt, prv, e, match[e])
+        lifted[e] = 0
+        n += 1
+        if not ro[e] or wild[s]:
+            return e, s, k, rel, cb, top, n
+        if top is None:
+            return -1, s, k, rel, cb, top, n
+
+
+def _report(res: SearchResult, p: Problem, steps: int, cache: set, st: _States,
+            rel: int, cb: int, dead: _DeadEnds) -> SearchResult:
+    _progress(res, steps, len(cache), st.states, st.memo_n, rel, cb)
+    res.frontier = p.opno[dead.entry] if dead.entry >= 0 else None
     return res
 
 

@@ -43,6 +43,8 @@ import time as _time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from checkers.verdict import UNKNOWN, combine
+
 from .graph import BudgetExceeded, find_cycles
 from .keycheck import EXAMPLES
 from .project import Projection
@@ -223,13 +225,9 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
     # an unverified finding would be bad if its key had been readable
     inconclusive = [t for t in types if t.startswith(UNVERIFIED) and t[len(UNVERIFIED):] not in allowed]
     bad = [t for t in types if t not in allowed and not t.startswith(UNVERIFIED)]
-    if bad:
-        valid: Any = False
-    elif (cycles_state != "complete" and not (cycles_state.startswith("cut-short") and not opts.rw)) \
-            or inconclusive:
-        valid = "unknown"
-    else:
-        valid = True
+    undecided = (cycles_state != "complete" and not (cycles_state.startswith("cut-short") and not opts.rw)) \
+        or bool(inconclusive)
+    valid = combine([not bad, UNKNOWN if undecided else True])
     return {
         "valid": valid,
         "anomaly_types": types,

@@ -96,10 +96,12 @@ def find_cycles(
     ww: bool = True,
     deadline: float | None = None,
     max_cyclic_nodes: int = 1_000_000,
+    explain: bool = True,
 ) -> dict[str, Any]:
     """Search the dependency graph. ``key_edges`` is ``[(key, {"ww": [a, b, a,
     b, ...], "wr": [...], "rw": [...]})]`` with op indices; ``ww=False``
-    leaves the ww edges out (Jepsen's ``--no-ww-deps``). Returns
+    leaves the ww edges out (Jepsen's ``--no-ww-deps``); ``explain=False``
+    only proves cycles exist (the fallbacks below), naming none. Returns
     ``{"anomalies": {class: [cycle examples]}, "counts": {class: n},
     "stats": {...}}`` plus ``"cut_short"`` (the reason) when the budget ran
     out while explaining cycles: the counts then hold Elle's cycle-exists
@@ -225,6 +227,8 @@ def find_cycles(
                     edge_keys.setdefault((a, b), key)
 
     try:
+        if not explain:
+            raise BudgetExceeded("not explained")
         _explain_cycles(g, out, rw, n_ops, ops_of, edge_keys, check_time)
     except BudgetExceeded as e:
         out["cut_short"] = str(e) or "budget-exceeded"

@@ -47,7 +47,8 @@ Definitions follow Jepsen's ``jepsen.tests.kafka`` (facts, re-implemented):
   longer assigned. Final reads (``final: true``) are fresh consumers reading
   from offset 0, so they neither continue nor reset a process's position.
 * **int-poll-skip / int-nonmonotonic-poll**: the same between consecutive
-  values within one operation's reads of a key.
+  values within one operation's reads of a key, unless the operation's
+  ``rebalance-log`` names the key (a rebalance during the operation).
 * **nonmonotonic-send**: a process's sends to a key go backwards (or repeat)
   in the version order between successive operations.
 * **int-send-skip / int-nonmonotonic-send**: consecutive sends to a key within
@@ -407,7 +408,7 @@ def _order_case(found: _Found, ix: KeyIndex, skip: str, back: str, i1: Any, i2: 
 
 def poll_order_cases(ix: KeyIndex, found: _Found) -> None:
     """int-poll-skip / int-nonmonotonic-poll between consecutive records of
-    one poll; poll-skip / nonmonotonic-poll between a process's successive
+    one poll (not for a key the op's ``rebalance-log`` names); poll-skip / nonmonotonic-poll between a process's successive
     polls (an assign that drops the key forgets the position; a final read
     is a fresh consumer, so it neither continues nor resets it)."""
     last_read: dict[Any, tuple[int, Any, Any]] = {}   # process -> (op, last value, its index)
@@ -423,7 +424,8 @@ def poll_order_cases(ix: KeyIndex, found: _Found) -> None:
         pos = ix.positions(pairs)
         n = len(pos)
         straight = n > 0 and None not in pos and pos == list(range(pos[0], pos[0] + n))
-        if n > 1 and not straight:
+        moved = len(ev) > 7 and ev[7]  # a rebalance moved this key during the op
+        if n > 1 and not straight and not moved:
             for j in range(1, n):
                 _order_case(found, ix, "int-poll-skip", "int-nonmonotonic-poll", pos[j - 1], pos[j],
                             [vals[j - 1], vals[j]], {"op": idx})

@@ -23,6 +23,8 @@ An event is a tuple ``(op, process, type, kind, pairs, time, meta)``:
              non-idempotent producer's internal retry may append a record
              twice (Kafka's at-least-once without idempotence), so the
              duplicate check needs the writer's provenance.
+``rebalanced`` (polls only, an 8th element, present when the op carried a
+             ``rebalance-log``) True when the log names this key.
 ``committed`` (``info`` sends only, a 9th element) True when some ``ok`` poll
              read one of the operation's sends, in any key: Jepsen's
              ``must-have-committed?`` (:func:`_mark_committed_info`).
@@ -118,6 +120,7 @@ def project(ops: list[Op]) -> Projection:
         if idem is not None:
             idem = bool(idem)
         final = bool(extra.get("final") or (inv is not None and inv.extra.get("final")))
+        moved = _rebalanced(extra)
         if len(value) == 1:
             # the common case: one micro-op, one key (sends) — no dict churn
             mop = value[0]
@@ -145,6 +148,8 @@ def project(ops: list[Op]) -> Projection:
                         k = str(k)
                         ev = (idx, proc, ctype, "r",
                               [(p[0], p[1]) for p in prs] if prs else [], ctime, final)
+                        if moved:
+                            ev = ev + (k in moved,)
                         lst = keys.get(k)
                         if lst is None:
                             keys[k] = [ev]
@@ -173,7 +178,8 @@ def project(ops: list[Op]) -> Projection:
         for k, prs in writes.items():
             keys.setdefault(k, []).append((idx, proc, ctype, "w", prs, ctime, acks, idem))
         for k, prs in reads.items():
-            keys.setdefault(k, []).append((idx, proc, ctype, "r", prs, ctime, final))
+            ev = (idx, proc, ctype, "r", prs, ctime, final)
+            keys.setdefault(k, []).append(ev + (k in moved,) if moved else ev)
 
     for op in ops:
         t = op.type
@@ -206,6 +212,17 @@ def project(ops: list[Op]) -> Projection:
     if assigns:
         _merge_assigns(keys, assigns)
     return Projection(keys=keys, ops=table, n_ops=len(ops), warnings=warnings, counts=counts)
+
+
+def _rebalanced(extra: dict[str, Any]) -> frozenset[str]:
+    """Keys named by the op's ``rebalance-log`` (Jepsen: the group
+    coordinator moved partitions during the operation, a list of maps with
+    ``keys``): their reads within the op need not be contiguous."""
+    log = extra.get("rebalance-log", extra.get("rebalance_log"))
+    if not log or not isinstance(log, list):
+        return frozenset()
+    return frozenset(str(k) for ev in log if isinstance(ev, dict)
+                     for k in (ev.get("keys") or ()) if not isinstance(k, (list, dict)))
 
 
 def _short(v: Any) -> str:

@@ -4,7 +4,8 @@ A host is assumed to have only Debian and Python 3.11 (``python3.11``), as
 the Vagrant VMs and the ``kraftwerk hosts up`` hosts do. The bundle holds the
 project's packages (source) and ``site/``: the installed packages a node
 process imports (click, kafka-python's codecs, msgpack, orjson, crc32c,
-pydantic, PyYAML), copied from this machine's environment, so nothing is
+pydantic, ...: listed by importing them in a fresh interpreter, so the
+bundle follows the code), copied from this machine's environment, so nothing is
 fetched on the host and compiled extensions match (same Debian, same
 Python). A node runs with ``PYTHONPATH=<app>:<app>/site``; no pip, no venv,
 no network on the host. The accelerator is not shipped: nodes there run the
@@ -21,14 +22,38 @@ import importlib.metadata
 import importlib.util
 import io
 import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("reference_impl", "generator", "harness", "nemesis", "workloads", "checkers")
-#: what ``kraftwerk node`` imports beyond the standard library
-NODE_DEPS = ("click", "crc32c", "kafka", "msgpack", "orjson", "pydantic", "pydantic_core",
-             "annotated_types", "typing_extensions", "typing_inspection", "yaml")
+#: run in a fresh interpreter: what a node process imports from site-packages
+#: (found each time, so the bundle follows the code's imports)
+PROBE = """
+import sys, sysconfig
+sys.argv = ["kraftwerk", "node"]
+import harness.cli, harness.cli.node, harness.lease
+import reference_impl.server.runtime, reference_impl.server.wire, reference_impl.server.rpc
+import reference_impl.server.control, reference_impl.server.disk, reference_impl.server.auth
+site = sysconfig.get_paths()["purelib"]
+tops = set()
+for m in list(sys.modules.values()):
+    f = getattr(m, "__file__", None) or ""
+    if f.startswith(site + "/"):
+        top = f[len(site) + 1:].split("/")[0]
+        if not top.startswith("__editable__"):
+            tops.add(top.removesuffix(".py").split(".")[0])
+print(" ".join(sorted(tops)))
+"""
+
+
+def node_deps() -> tuple[str, ...]:
+    p = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError(f"cannot list a node's imports: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
+    return tuple(p.stdout.split())
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kraftwerk"
 
 
@@ -38,7 +63,8 @@ def _files() -> list[tuple[str, Path]]:
         for p in sorted((ROOT / pkg).rglob("*")):
             if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so"):
                 out.append((str(p.relative_to(ROOT)), p))
-    for dep in NODE_DEPS:
+    deps = node_deps()
+    for dep in deps:
         spec = importlib.util.find_spec(dep)
         if spec is None or spec.origin is None:
             raise RuntimeError(f"{dep} is not installed here; the bundle needs it")
@@ -50,7 +76,7 @@ def _files() -> list[tuple[str, Path]]:
                     out.append((f"site/{base.name}/{p.relative_to(base)}", p))
         else:
             out.append((f"site/{origin.name}", origin))
-    for dist in sorted({d for dep in NODE_DEPS for d in importlib.metadata.packages_distributions().get(dep, [])}):
+    for dist in sorted({d for dep in deps for d in importlib.metadata.packages_distributions().get(dep, [])}):
         info = importlib.metadata.distribution(dist)._path  # type: ignore[attr-defined]
         for p in sorted(Path(info).rglob("*")):  # metadata: some packages read their own version
             if p.is_file():

@@ -35,7 +35,12 @@ def app() -> None:
 
 
 def _register_all() -> None:
-    for name in _COMMANDS:
+    # `kraftwerk <command> ...` loads only that command's module when the
+    # command is named after it (a node process, started on every restart,
+    # then skips the report and campaign modules and their plotting imports);
+    # anything else (help, tests importing `app`) loads them all
+    first = sys.argv[1] if len(sys.argv) > 1 else ""
+    for name in ([first] if first in _COMMANDS else _COMMANDS):
         try:
             mod = importlib.import_module(f"harness.cli.{name}")
         except ModuleNotFoundError as e:

@@ -32,6 +32,8 @@ def register(group: click.Group) -> None:
         """Run a local cluster of reference-broker nodes."""
 
     @cluster.command("up")
+    @click.option("--backend", type=click.Choice(["local", "netns", "docker", "ssh"]), default="local", show_default=True,
+                  help="local processes, or network namespaces (root); docker and ssh are for runs only so far")
     @click.option("--db", type=click.Choice(["reference", "kafka"]), default="reference", show_default=True)
     @click.option("--kafka-version", default="4.4.0", show_default=True, help="--db kafka: release from Maven Central")
     @click.option("--kafka-home", type=click.Path(file_okay=False), help="--db kafka: a Kafka binary distribution")
@@ -45,9 +47,12 @@ def register(group: click.Group) -> None:
                   help="key=value config for every node (repeatable; server.properties with --db kafka)")
     @click.option("--timeout", type=float, default=60.0, show_default=True, help="seconds to wait for the brokers")
     @click.option("--json", "as_json", is_flag=True)
-    def up(db, kafka_version, kafka_home, brokers, controllers, base_port, dir, combined, storage_mode, overrides,
-           timeout, as_json):
+    def up(backend, db, kafka_version, kafka_home, brokers, controllers, base_port, dir, combined, storage_mode,
+           overrides, timeout, as_json):
         """Start the nodes and print the bootstrap servers."""
+        if backend != "local":
+            return _hosted_up(backend, db, brokers, controllers, dir, combined, storage_mode, overrides, timeout,
+                              as_json)
         if db == "kafka":
             return _kafka_up(kafka_version, kafka_home, brokers, controllers, base_port, dir, combined, overrides,
                              timeout, as_json)
@@ -89,7 +94,13 @@ def register(group: click.Group) -> None:
     @click.option("--timeout", type=float, default=40.0, show_default=True, help="grace period before SIGKILL")
     def down(dir, timeout):
         """Stop every node (controlled shutdown)."""
+        from harness.backend import handcluster as netns_cluster
         from harness.kafka import handcluster
+
+        if netns_cluster.load(dir) is not None:
+            for name, clean in sorted(netns_cluster.down(dir, timeout).items()):
+                click.echo(f"node {name}: {'stopped' if clean else 'killed after timeout'}")
+            return
 
         if handcluster.load(dir) is not None:
             for name, clean in sorted(handcluster.down(dir, timeout).items()):
@@ -105,7 +116,20 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True)
     def status(dir, as_json):
         """Show each node: pid, alive, partitions it leads, quorum role."""
+        from harness.backend import handcluster as netns_cluster
         from harness.kafka import handcluster
+
+        nst = netns_cluster.load(dir)
+        if nst is not None:
+            rows = netns_cluster.status(nst)
+            if as_json:
+                click.echo(json.dumps({"bootstrap": nst["bootstrap"], "nodes": rows}))
+                return
+            for r in rows:
+                click.echo(f"{r['name']} id={r['node_id']} roles={','.join(r['roles'])} {r['address']}:9092 "
+                           f"netns={r['namespace']} pid={r['pid']} alive={'yes' if r['alive'] else 'no'}")
+            click.echo(f"bootstrap: {nst['bootstrap']}")
+            return
 
         if handcluster.load(dir) is not None:
             st = handcluster.status(dir)
@@ -137,6 +161,33 @@ def register(group: click.Group) -> None:
             )
         Console().print(t)
         click.echo(f"bootstrap: {c.bootstrap}")
+
+
+def _hosted_up(backend, db, brokers, controllers, dir, combined, storage_mode, overrides, timeout, as_json) -> None:
+    """A reference cluster in network namespaces (harness.backend.handcluster)."""
+    from pathlib import Path
+
+    from harness.backend import handcluster
+    from harness.config import build_config
+
+    if backend != "netns":
+        raise UsageError(f"cluster up --backend {backend}: not available (its daemons live with the harness's "
+                         "connection); use kraftwerk run --backend " + backend + ", or --backend netns here")
+    if db != "reference":
+        raise UsageError("cluster up --backend netns runs the reference broker: drop --db kafka")
+    args: list[str] = []
+    for kv in overrides:
+        if "=" not in kv:
+            raise UsageError(f"--set {kv!r} must look like key=value")
+        args += ["--set", kv]
+    cfg = build_config(None, {"backend": "netns", "brokers": brokers, "controllers": controllers,
+                              "combined": combined, "rf": min(3, brokers), "min_isr": min(2, brokers), "seed": 1,
+                              "storage": "pagecache" if storage_mode == "memory-cache" else "file"})
+    st = handcluster.up(cfg, Path(dir), args, timeout)
+    if as_json:
+        click.echo(json.dumps(st))
+    else:
+        click.echo(st["bootstrap"])
 
 
 def _kafka_up(version, home, brokers, controllers, base_port, dir, combined, overrides, timeout, as_json) -> None:

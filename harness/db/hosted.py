@@ -30,6 +30,7 @@ from harness.db.external import ensure_topics
 from harness.errors import HarnessError
 from harness.net.iptables import CLIENT, IptablesNetwork
 from harness.state import RunState
+from harness.timers import Timers
 from reference_impl.server import auth
 from nemesis.control import Capability
 
@@ -65,6 +66,7 @@ class HostedReference:
     disks: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self.timers = Timers()
         names = self.cfg.node_names()
         self.roles = {n: r for n, _, r in self.cfg.layout()}
         self.ids = {n: i for n, i, _ in self.cfg.layout()}
@@ -107,6 +109,7 @@ class HostedReference:
         """One secret per run (reference_impl/server/auth.py), on every host,
         owner-only; only its path is ever on a command line."""
         local = self.run_dir / "nodes" / "cluster.secret"
+        local.parent.mkdir(parents=True, exist_ok=True)
         self.secret = auth.load_secret(auth.ensure_secret_file(str(local)))
         for n in self.node_names():
             remote = self._remote_secret(n)
@@ -120,19 +123,23 @@ class HostedReference:
         return ["--data-dir", self.disks.data_dir(name), "--log-dir", self.hosts.node_dir(name)]
 
     def setup(self) -> None:
+        self.boot()
+        ensure_topics(self.client_bootstrap(), self.cfg, timeout=60, expect_brokers=self.cfg.brokers, check_rf=True)
+
+    def boot(self) -> None:
+        """Chains, secret, storage, every node started and answering."""
         self.net.setup()
         self._ship_secret()
         self._storage_mode = "memory-cache" if self.cfg.storage == "pagecache" else "os"
         if self.cfg.storage == "lazyfs":
             from harness.lazyfs.nodes import NodeDisks
 
-            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0)
+            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
             for n in self.node_names():
                 self.disks.mount(n)
         for n in self.node_names():
             self.start(n)
-        self.wait_ready(30)
-        ensure_topics(self.client_bootstrap(), self.cfg, timeout=60, expect_brokers=self.cfg.brokers, check_rf=True)
+        self.wait_ready(60)
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -288,14 +295,14 @@ class HostedReference:
         p = self._partition(key)
         return [x for x in (self._name(i) for i in (p.isrs if p is not None else [])) if x]
 
-    def replicas_of(self, key: str) -> tuple[str | None, list[str]]:
+    def replicas_of(self, key: str) -> list[str]:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             p = self._partition(key)
             if p is not None and p.leader >= 0:
-                return self._name(p.leader), [x for x in (self._name(i) for i in p.replicas) if x]
+                return [x for x in (self._name(i) for i in p.replicas) if x]
             time.sleep(0.3)
-        return None, []
+        return []
 
     def active_controller(self) -> str | None:
         best: tuple[int, int] | None = None
@@ -307,6 +314,14 @@ class HostedReference:
         return self._name(best[1]) if best else None
 
     # ------------------------------------------------------------ the contract's parts
+    @property
+    def cluster(self) -> "HostedReference":
+        """The cluster contract (``nemesis.control``) the nemesis drives."""
+        return self
+
+    def after(self, delay_ms: int, fn: Any) -> None:
+        self.timers.after(delay_ms, fn)
+
     @property
     def nodes(self) -> "HostedReference":
         return self
@@ -329,6 +344,7 @@ class HostedReference:
 
     # ------------------------------------------------------------ teardown
     def teardown(self) -> None:
+        self.timers.cancel_all()
         try:
             for n in self.node_names():
                 self.hosts.signal(n, signal.SIGCONT)
@@ -340,7 +356,8 @@ class HostedReference:
                 self.disks.teardown()
         finally:
             try:
-                self.net.teardown() if not getattr(self.hosts, "ephemeral_net", True) else None
+                if not getattr(self.hosts, "ephemeral_net", True):  # hosts that outlive the run (ssh)
+                    self.net.teardown()
             finally:
                 self.hosts.teardown()
 

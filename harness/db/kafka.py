@@ -54,6 +54,7 @@ from harness.errors import HarnessError
 from harness.kafka import dist, props
 from harness.kafka.props import NodePlan
 from harness.state import RunState
+from harness.timers import Timers
 
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
@@ -115,6 +116,7 @@ class KafkaDB:
     disks: Any = field(default=None, init=False)  # storage lazyfs: each node's data/ through kraftwerk fs
 
     def __post_init__(self) -> None:
+        self.timers = Timers()
         if self.hosts is None:
             from harness.backend.local_host import LocalHosts
 
@@ -369,14 +371,14 @@ class KafkaDB:
         p = self._partition(key)
         return [x for x in (self._name(i) for i in (p.isrs if p else [])) if x]
 
-    def replicas_of(self, key: str) -> tuple[str | None, list[str]]:
+    def replicas_of(self, key: str) -> list[str]:
         deadline = time.monotonic() + 15
         while True:
             p = self._partition(key)
             if p is not None and p.leader >= 0:
-                return self._name(p.leader), [x for x in (self._name(r) for r in p.replicas) if x]
+                return [x for x in (self._name(r) for r in p.replicas) if x]
             if time.monotonic() > deadline:
-                return None, []
+                return []
             time.sleep(0.3)
 
     def active_controller(self) -> str | None:
@@ -388,7 +390,40 @@ class KafkaDB:
         return quorum_leader(self)
 
     # ------------------------------------------------------------ teardown
+    # ------------------------------------------------------------ the contract's parts
+    @property
+    def cluster(self) -> "KafkaDB":
+        """The cluster contract (``nemesis.control``) the nemesis drives."""
+        return self
+
+    @property
+    def runtime(self) -> str:
+        return self.cfg.backend
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """Signals and libfaketime clocks everywhere; kernel partitions with a
+        kernel network (netns)."""
+        base = {"kill", "terminate", "pause", "clock"}
+        return frozenset(base | ({"partition", "partition-clients", "loss"} if self.net is not None else set()))
+
+    @property
+    def nodes(self) -> "KafkaDB":
+        return self
+
+    @property
+    def clock(self) -> "KafkaDB":
+        return self
+
+    @property
+    def observer(self) -> "KafkaDB":
+        return self
+
+    def after(self, delay_ms: int, fn: Any) -> None:
+        self.timers.after(delay_ms, fn)
+
     def teardown(self) -> None:
+        self.timers.cancel_all()
         poller = getattr(self, "observer_poller", None)
         if poller is not None:
             poller.stop()

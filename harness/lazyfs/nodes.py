@@ -25,10 +25,12 @@ from . import mounts
 
 
 class NodeDisks:
-    def __init__(self, run_dir: Path, state: RunState | None, seed: int) -> None:
+    def __init__(self, run_dir: Path, state: RunState | None, seed: int, torn: bool = False) -> None:
         self.run_dir = run_dir
         self.state = state
         self.seed = seed
+        #: every crash keeps a seeded prefix of each file's un-fsynced writes
+        self.torn = torn
         self.mounted: list[str] = []
 
     def node_dir(self, node: str) -> Path:
@@ -51,10 +53,11 @@ class NodeDisks:
         mounts.mount(point, backing, seed=self.seed * 1009 + len(self.mounted), owner_pid=os.getpid())
         self.mounted.append(point)
 
-    def crash(self, node: str, torn: bool = False) -> dict:
-        """Drop the node's un-fsynced writes. The node must be dead already:
-        a live one would go on writing into the emptied cache."""
-        return mounts.crash(self.data_dir(node), torn=torn)
+    def crash(self, node: str, torn: bool | None = None) -> dict:
+        """Drop the node's un-fsynced writes (torn: keep a prefix of them).
+        The node must be dead already: a live one would go on writing into
+        the emptied cache."""
+        return mounts.crash(self.data_dir(node), torn=self.torn if torn is None else torn)
 
     def teardown(self) -> None:
         for point in self.mounted:

@@ -30,11 +30,9 @@ import pyfuse3
 import trio
 
 from .model import Tree
+from .mounts import FSNAME, SUBTYPE
 from .ops import LazyOps
 
-#: how the mount shows in /proc/mounts: ``kraftwerk-fs:<registry tag> <dir> fuse.kraftwerk``
-FSNAME = "kraftwerk-fs"
-SUBTYPE = "kraftwerk"
 
 
 class Server:

@@ -52,6 +52,8 @@ SUBNET_PREFIX = "10.213"
 CLIENT_HOST = 1
 NODE_HOST_BASE = 10
 OWNER_DIR = Path(os.environ.get("KRAFTWERK_NET_DIR", "/run/kraftwerk-net"))
+#: fabric kinds that outlive the command that made them (never swept)
+PERSISTENT = ("hosts", "cluster")
 _NAME_RE = re.compile(r"^[a-z0-9]{1,12}$")
 
 
@@ -270,7 +272,7 @@ def sweep(force: bool = False) -> list[str]:
         rec = recs.get(tag)
         if not force and rec is not None and owner_alive(rec) and rec.get("pid") != os.getpid():
             continue
-        if rec is not None and rec.get("kind") == "hosts":
-            continue  # throwaway sshd hosts are no run's: they live until `kraftwerk hosts down`
+        if rec is not None and rec.get("kind") in PERSISTENT:
+            continue  # no run's: they live until `kraftwerk hosts down` / `cluster down`
         removed += remove_tag(tag)
     return removed

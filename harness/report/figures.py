@@ -88,6 +88,17 @@ def _diagnostics(run_dir: Path, ops: list[Op], prs: list[tuple[Op, Op]], interva
     return out
 
 
+def _checker_lag(result: dict[str, Any]) -> dict[str, str] | None:
+    """The queue checker's own worst realtime lag (its reading counts every
+    poll, final reads included), shown beside the plot's."""
+    w = ((result.get("checkers") or {}).get("queue") or {}).get("worst_realtime_lag")
+    if not isinstance(w, dict) or not isinstance(w.get("lag"), (int, float)):
+        return None
+    t = w.get("time")
+    return {"key": str(w.get("key")), "lag": f"{w['lag']:.3f}", "process": str(w.get("process")),
+            "time": f"{t:.3f}" if isinstance(t, (int, float)) else "?"}
+
+
 def draw_all(run_dir: Path, ops: list[Op], test: dict[str, Any], result: dict[str, Any],
              intervals: list[Interval], warnings: list[str]) -> dict[str, Any]:
     """Draw every plot; returns the page's context for them."""
@@ -107,6 +118,7 @@ def draw_all(run_dir: Path, ops: list[Op], test: dict[str, Any], result: dict[st
     return {
         "replication": replication,
         "lost": {"drawn": bool(lost_tps), "shown": len(lost), "total": total_lost, "partitions": lost_tps},
-        "diagnostics": _diagnostics(run_dir, ops, prs, intervals, end, warnings),
+        "diagnostics": {**_diagnostics(run_dir, ops, prs, intervals, end, warnings),
+                        "checker_worst_lag": _checker_lag(result)},
         "cycles": _try(warnings, "cycles", render_cycles, result, ops, run_dir) or [],
     }

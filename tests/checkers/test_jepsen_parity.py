@@ -220,3 +220,36 @@ def test_a_run_that_checked_no_key_is_unknown_not_valid() -> None:
     r = check_history(ops)
     assert r["valid"] == "unknown"
     assert check_history([])["valid"] == "unknown"
+
+
+def test_a_rebalance_during_a_poll_excuses_its_internal_skip_of_that_key() -> None:
+    b = HistoryBuilder()
+    for v in range(3):
+        b.send(0, X, v, v)
+    b.invoke(1, "poll", [["poll"]])
+    i = b.complete(1, "ok", [["poll", {X: [[0, 0], [2, 2]]}]])
+    b.poll(2, {X: [(0, 0), (1, 1), (2, 2)]})
+    assert "int-poll-skip" in check_history(b.ops)["anomaly_types"]
+    b.ops[i].extra["rebalance-log"] = [{"keys": [X]}]
+    assert check_history(b.ops)["anomaly_types"] == []
+    b.ops[i].extra["rebalance-log"] = [{"keys": [Y]}]
+    assert "int-poll-skip" in check_history(b.ops)["anomaly_types"]
+
+
+def test_an_unexplained_cycle_search_falls_back_to_cycle_exists() -> None:
+    """When cycles are not named (budget), the SCC of the weakest subgraph
+    stands for them: here a ww cycle, PL-1-cycle-exists (allowed, as G0)."""
+    from checkers.queue.checker import merge_key_results
+    from checkers.queue.graph import find_cycles
+    from checkers.queue.keycheck import check_key
+    from checkers.queue.project import project
+
+    proj = project(_g0_txns().ops)
+    merged = merge_key_results([check_key(k, evs) for k, evs in proj.keys.items()])
+    cyc = find_cycles(proj.ops, merged["edges"], merged["committed_info"], explain=False)
+    assert cyc["cut_short"] == "not explained"
+    assert cyc["counts"] == {"PL-1-cycle-exists": 1}
+    (ex,) = cyc["anomalies"]["PL-1-cycle-exists"]
+    assert ex["scc-size"] == 2 and ex["not"] == "read-uncommitted"
+    assert "PL-1-cycle-exists" in allowed_anomalies(QueueOptions())
+    assert "PL-1-cycle-exists" not in allowed_anomalies(QueueOptions(strict_cycles=True))

@@ -371,3 +371,13 @@ def test_run_directory_with_unreadable_key_named_in_test_json_exits_3(tmp_path) 
     p = cli("check", str(run_dir))
     assert p.returncode == 3, p.stdout + p.stderr
     assert json.loads((run_dir / "results.json").read_text())["valid"] == "unknown"
+
+
+def test_verdicts_combine_as_three_valued_conjunction() -> None:
+    from checkers.verdict import UNKNOWN, combine
+
+    assert combine([True, True]) is True
+    assert combine([True, UNKNOWN]) == UNKNOWN
+    assert combine([UNKNOWN, False, True]) is False
+    assert combine([True, None]) == UNKNOWN   # a missing verdict decides nothing
+    assert combine([]) is True

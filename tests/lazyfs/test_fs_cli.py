@@ -187,3 +187,12 @@ def test_an_owner_that_does_not_exist_is_refused(tmp_path):
     p.wait()
     one_line_exit_2(kraftwerk("fs", "mount", str(point), "--backing", str(backing), "--owner-pid", str(p.pid)),
                     "no such process")
+
+
+def test_the_cli_and_cleanup_import_no_fuse_binding():
+    """kraftwerk cleanup (and every other command) works where pyfuse3 is
+    not installed: only the serving process imports it."""
+    code = ("import sys, harness.cli, harness.lazyfs.mounts, harness.lazyfs.nodes, harness.cli.fs; "
+            "print(sorted(m for m in ('pyfuse3', 'trio') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
