@@ -44,10 +44,13 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: Scripting helpers and test kits stay Python (they are not hot, and tests
 #: patch them).
 MODULES: tuple[str, ...] = (
+    "reference_impl/core/alter_partition.py",
+    "reference_impl/core/broker_requests.py",
     "reference_impl/core/config.py",
     "reference_impl/core/controller.py",
     "reference_impl/core/effects.py",
     "reference_impl/core/epoch_cache.py",
+    "reference_impl/core/errors.py",
     "reference_impl/core/log.py",
     "reference_impl/core/messages.py",
     "reference_impl/core/metadata.py",
@@ -62,6 +65,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/sim/disk.py",
     "reference_impl/sim/events.py",
     "reference_impl/sim/network.py",
+    "reference_impl/sim/env.py",
     "reference_impl/sim/host.py",
     "reference_impl/sim/simulation.py",
     "reference_impl/sim/clients.py",

@@ -97,6 +97,8 @@ from .messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     AlterPartitionResult,
+    AlterConfigsResource,
+    AlterConfigsResult,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationChangeRecord,
@@ -105,9 +107,15 @@ from .messages import (
     CreateTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    CONFIG_DELETE,
+    CONFIG_SET,
+    RESOURCE_TOPIC,
+    ConfigRecord,
     Errors,
     GetReplicaLogInfoRequest,
     GetReplicaLogInfoResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     MetadataEntry,
     MetadataRecord,
     NewTopic,
@@ -119,9 +127,10 @@ from .messages import (
     TopicPartition,
     TopicRecord,
 )
+from .errors import LocalProtocolError, UnroutableMessage
 from .metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
 from .partition_change import BALANCED, PartitionChangeBuilder
-from .raft import RAFT_MESSAGES, RaftReplica
+from .raft import RAFT_MESSAGES, RaftReplica, Rng
 from .storage import StoredState
 from .topic_names import topic_name_error
 
@@ -130,8 +139,12 @@ CONTROLLER_REQUESTS: Final = (
     BrokerHeartbeatRequest,
     AlterPartitionRequest,
     CreateTopicsRequest,
+    IncrementalAlterConfigsRequest,
     AllocateProducerIdsRequest,
 )
+
+#: the topic configs the reference implementation reads (the rest of Kafka's are refused)
+ALTERABLE_TOPIC_CONFIGS: Final = ("min.insync.replicas", "unclean.leader.election.enable")
 
 #: producer ids handed out per AllocateProducerIds (Kafka's block size)
 PRODUCER_ID_BLOCK: Final = 1000
@@ -185,7 +198,7 @@ class ControllerRole:
         config: ProtocolConfig,
         voters: Iterable[NodeId],
         stored: StoredState | None,
-        rng: Any,
+        rng: Rng,
     ) -> None:
         self.node_id = node_id
         self.config = config
@@ -260,12 +273,14 @@ class ControllerRole:
             out += self._on_alter_partition(msg, now, src)
         elif isinstance(msg, CreateTopicsRequest):
             out += self._on_create_topics(msg, now, src)
+        elif isinstance(msg, IncrementalAlterConfigsRequest):
+            out += self._on_incremental_alter_configs(msg, src)
         elif isinstance(msg, AllocateProducerIdsRequest):
             out += self._on_allocate_producer_ids(msg, now, src)
         elif isinstance(msg, GetReplicaLogInfoResponse):
             self._on_replica_log_info(msg)
         else:
-            raise TypeError(f"ControllerRole cannot handle {type(msg).__name__}")
+            raise UnroutableMessage(f"ControllerRole cannot handle {type(msg).__name__}")
         return self._finish(out, now)
 
     def begin_shutdown(self, now: int, mono: int | None = None) -> list[Effect]:
@@ -429,7 +444,7 @@ class ControllerRole:
         assert self._work is not None
         entries = self.raft.append([record], self._now)
         if not entries:  # not leader any more: cannot happen while _work is set
-            raise RuntimeError("append refused on the active controller")
+            raise LocalProtocolError("append refused on the active controller")
         self._work.replay(record, entries[0].offset)
         return entries[0].offset
 
@@ -831,6 +846,55 @@ class ControllerRole:
         for p, replicas in enumerate(assignments):
             isr = tuple(r for r in replicas if self._is_active_broker(r))  # never empty (checked above)
             self._write(PartitionRecord(TopicPartition(t.name, p), replicas, isr, isr[0]))
+        return Errors.NONE, ""
+
+    def _on_incremental_alter_configs(self, req: IncrementalAlterConfigsRequest, src: NodeId | None) -> list[Effect]:
+        """IncrementalAlterConfigs for topic configs (Kafka's
+        ConfigurationControlManager): each resource is validated whole, then
+        written as ``ConfigRecord``s through the quorum and answered once
+        they commit. A change of min.insync.replicas (or of
+        unclean.leader.election.enable) rebuilds every partition of the topic
+        (QuorumController's min-ISR config update): seed 002, "When updating
+        the config min.insync.replicas, if the new min ISR <= current ISR, the
+        ELR will be removed"; a leaderless partition may elect."""
+        if self._work is None:
+            failed = tuple(AlterConfigsResult(r.resource_type, r.name, Errors.NOT_CONTROLLER, "not the active controller")
+                           for r in req.resources)
+            return [self._addressed(src, IncrementalAlterConfigsResponse(req.ref, failed))]
+        results: list[AlterConfigsResult] = []
+        for res in req.resources:
+            err, message = self._check_config_resource(res)
+            if err == Errors.NONE and not req.validate_only:
+                for op in res.ops:
+                    self._write(ConfigRecord(res.name, op.name, op.value if op.op == CONFIG_SET else None))
+                for tp in self._work.topic_partitions(res.name):
+                    self._commit_change(self._builder(tp, f"topic config {', '.join(o.name for o in res.ops)} changed"))
+            results.append(AlterConfigsResult(res.resource_type, res.name, err, message))
+        failover = tuple(AlterConfigsResult(r.resource_type, r.name, Errors.NOT_CONTROLLER if r.error == Errors.NONE
+                                            else r.error, r.message) for r in results)
+        self._answer_after_commit(src, IncrementalAlterConfigsResponse(req.ref, tuple(results)),
+                                  IncrementalAlterConfigsResponse(req.ref, failover))
+        return []
+
+    def _check_config_resource(self, res: AlterConfigsResource) -> tuple[int, str]:
+        """Why a resource's changes are refused (Kafka's error and words), or (NONE, "")."""
+        assert self._work is not None
+        if res.resource_type != RESOURCE_TOPIC:
+            return Errors.INVALID_REQUEST, "only topic configs can be altered in the reference implementation"
+        if res.name not in self._work.topics:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.name!r} does not exist."
+        for op in res.ops:
+            if op.name not in ALTERABLE_TOPIC_CONFIGS:
+                return Errors.INVALID_CONFIG, f"config {op.name!r} is not supported by the reference implementation"
+            if op.op not in (CONFIG_SET, CONFIG_DELETE):
+                return Errors.INVALID_CONFIG, f"config {op.name!r} is not a list: only SET and DELETE apply"
+            if op.op == CONFIG_DELETE:
+                continue
+            v = op.value or ""
+            if op.name == "min.insync.replicas" and not (v.strip().isdigit() and int(v) >= 1):
+                return Errors.INVALID_CONFIG, "min.insync.replicas must be a positive integer"
+            if op.name == "unclean.leader.election.enable" and v.lower() not in ("true", "false"):
+                return Errors.INVALID_CONFIG, "unclean.leader.election.enable must be true or false"
         return Errors.NONE, ""
 
     def _check_assignment(self, replicas: tuple[NodeId, ...], rf: int, partition: int) -> str:

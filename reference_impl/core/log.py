@@ -167,6 +167,29 @@ class PartitionLog:
             return ()
         return tuple(self.batches[i:j])
 
+    def first_batch_at_or_after_timestamp(self, target: int, upto: int) -> Batch | None:
+        """The first batch below ``upto`` whose max timestamp is at least
+        ``target`` (UnifiedLog.fetchOffsetByTimestamp, batch by batch: the
+        record inside is the runtime's to find). A linear scan: the core keeps
+        no time index, and ListOffsets by timestamp is rare."""
+        for b in self.batches:
+            if b.base_offset >= upto:
+                return None
+            if b.max_timestamp >= target:
+                return b
+        return None
+
+    def batch_of_max_timestamp(self, upto: int) -> Batch | None:
+        """The first batch below ``upto`` holding the log's largest timestamp
+        (ListOffsets MAX_TIMESTAMP), or None when no batch has a timestamp."""
+        best: Batch | None = None
+        for b in self.batches:
+            if b.base_offset >= upto:
+                break
+            if b.max_timestamp >= 0 and (best is None or b.max_timestamp > best.max_timestamp):
+                best = b
+        return best
+
     def batch_at(self, offset: int) -> Batch | None:
         i = bisect_right(self.bases, offset) - 1
         if i >= 0 and self.batches[i].next_offset > offset:
@@ -183,17 +206,10 @@ class PartitionLog:
         producer_id: int = -1,
         producer_epoch: int = -1,
         base_sequence: int = -1,
+        max_timestamp: int = -1,
     ) -> tuple[Batch, list[Effect]]:
         """Assign offsets and the leader epoch to a produced batch and append it."""
-        batch = Batch(
-            base_offset=self.leo,
-            leader_epoch=leader_epoch,
-            count=count,
-            payload=payload,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-        )
+        batch = Batch(self.leo, leader_epoch, count, payload, producer_id, producer_epoch, base_sequence, max_timestamp)
         return batch, self._append((batch,))
 
     def append_as_follower(self, batches: tuple[Batch, ...]) -> list[Effect]:

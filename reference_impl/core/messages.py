@@ -155,7 +155,11 @@ class Batch:
     serialises), the simulator stores a tuple of values. ``count`` is the number
     of records, so the batch covers offsets [base_offset, base_offset + count).
     Producer fields drive idempotent de-duplication (last five batches per
-    producer id).
+    producer id). ``max_timestamp`` is the largest record timestamp in the
+    batch as its v2 header says (Kafka's ``maxTimestamp``; -1, NO_TIMESTAMP,
+    when the runtime gives none, as the simulator's do): ListOffsets by
+    timestamp finds a batch by it, and the runtime that can read the records
+    picks the record inside (``server/records.py``).
     """
 
     base_offset: int
@@ -165,10 +169,11 @@ class Batch:
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    max_timestamp: int = -1
 
     def __init__(
         self, base_offset: int, leader_epoch: int, count: int, payload: Any, producer_id: int = -1,
-        producer_epoch: int = -1, base_sequence: int = -1,
+        producer_epoch: int = -1, base_sequence: int = -1, max_timestamp: int = -1,
     ) -> None:
         object.__setattr__(self, "base_offset", base_offset)
         object.__setattr__(self, "leader_epoch", leader_epoch)
@@ -177,6 +182,7 @@ class Batch:
         object.__setattr__(self, "producer_id", producer_id)
         object.__setattr__(self, "producer_epoch", producer_epoch)
         object.__setattr__(self, "base_sequence", base_sequence)
+        object.__setattr__(self, "max_timestamp", max_timestamp)
 
     @property
     def last_offset(self) -> int:
@@ -203,10 +209,12 @@ class ProduceRequest:
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    #: the batches' largest record timestamp (-1: none given); see :class:`Batch`
+    max_timestamp: int = -1
 
     def __init__(
         self, ref: Any, tp: TopicPartition, acks: int, count: int, payload: Any, timeout_ms: int = 30000,
-        producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+        producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1, max_timestamp: int = -1,
     ) -> None:
         object.__setattr__(self, "ref", ref)
         object.__setattr__(self, "tp", tp)
@@ -217,6 +225,7 @@ class ProduceRequest:
         object.__setattr__(self, "producer_id", producer_id)
         object.__setattr__(self, "producer_epoch", producer_epoch)
         object.__setattr__(self, "base_sequence", base_sequence)
+        object.__setattr__(self, "max_timestamp", max_timestamp)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -316,19 +325,39 @@ class ClientFetchResponse:
 
 @dataclass(frozen=True, slots=True)
 class ListOffsetsRequest:
+    """``timestamp``: a record timestamp (>= 0) or one of Kafka's special
+    values, :data:`LATEST_TIMESTAMP` and the others below."""
+
     ref: Any
     tp: TopicPartition
-    timestamp: int  # -1 latest (HW), -2 earliest
+    timestamp: int
     current_leader_epoch: int = -1
+
+
+#: ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants)
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
+MAX_TIMESTAMP: Final = -3
+EARLIEST_LOCAL_TIMESTAMP: Final = -4
+LATEST_TIERED_TIMESTAMP: Final = -5
 
 
 @dataclass(frozen=True, slots=True)
 class ListOffsetsResponse:
+    """``timestamp`` is the found record's (-1 for the special values but
+    max timestamp). For a lookup by timestamp (and max timestamp) ``batch``
+    is the batch the answer lies in, and ``offset``/``timestamp`` are the
+    batch's first offset and its max timestamp: a runtime that can read the
+    records narrows them to the record (the first at or after the target;
+    for max timestamp, the first with the batch's max timestamp)."""
+
     ref: Any
     tp: TopicPartition
     error: int
     offset: int = -1
     leader_epoch: int = -1
+    timestamp: int = -1
+    batch: Batch | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,6 +464,55 @@ class CreateTopicResult:
 class CreateTopicsResponse:
     ref: Any
     results: tuple[CreateTopicResult, ...]
+
+
+#: IncrementalAlterConfigs resource types and operations (Kafka's ConfigResource.Type, AlterConfigOp.OpType)
+RESOURCE_TOPIC: Final = 2
+RESOURCE_BROKER: Final = 4
+CONFIG_SET: Final = 0
+CONFIG_DELETE: Final = 1
+CONFIG_APPEND: Final = 2
+CONFIG_SUBTRACT: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    name: str
+    op: int  # CONFIG_SET | CONFIG_DELETE | CONFIG_APPEND | CONFIG_SUBTRACT
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResource:
+    resource_type: int  # RESOURCE_TOPIC | RESOURCE_BROKER
+    name: str
+    ops: tuple[AlterConfigOp, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalAlterConfigsRequest:
+    """From a client to a broker (forwarded to the active controller) or from
+    a broker to the controller (``ref`` is then the forwarding broker's
+    token), as CreateTopics. Committed as ``ConfigRecord``s."""
+
+    ref: Any
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResult:
+    resource_type: int
+    name: str
+    error: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalAlterConfigsResponse:
+    ref: Any
+    results: tuple[AlterConfigsResult, ...]
 
 
 # --------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from .messages import (
     CreateTopicsRequest,
     EndQuorumEpochRequest,
     GetReplicaLogInfoResponse,
+    IncrementalAlterConfigsRequest,
     MetadataEntry,
     NodeId,
     RaftFetchRequest,
@@ -44,7 +45,7 @@ from .messages import (
     VoteRequest,
     VoteResponse,
 )
-from .raft import RaftReplica
+from .raft import RaftReplica, Rng
 from .replica_manager import BrokerRole
 from .storage import StoredState
 
@@ -64,7 +65,9 @@ CONTROLLER_MESSAGES: Final = (
 )
 
 #: message types that may concern something other than the broker role
-_NOT_BROKER_ONLY: Final = frozenset(CONTROLLER_MESSAGES) | {CreateTopicsRequest, RaftFetchResponse, ControlledShutdownRequest}
+_NOT_BROKER_ONLY: Final = frozenset(CONTROLLER_MESSAGES) | {
+    CreateTopicsRequest, IncrementalAlterConfigsRequest, RaftFetchResponse, ControlledShutdownRequest,
+}
 
 
 class Node:
@@ -75,7 +78,7 @@ class Node:
         config: ProtocolConfig,
         voters: tuple[NodeId, ...],
         stored: StoredState,
-        rng: Any,
+        rng: Rng,
         incarnation_id: str,
         endpoint: BrokerEndpoint | None = None,
     ) -> None:
@@ -183,7 +186,7 @@ class Node:
     def _for_controller(self, msg: Any, src: NodeId | None) -> bool:
         if isinstance(msg, CONTROLLER_MESSAGES):
             return True
-        if isinstance(msg, CreateTopicsRequest):
+        if isinstance(msg, (CreateTopicsRequest, IncrementalAlterConfigsRequest)):
             # from a client: the broker forwards it; from a broker: ours to commit
             return src is not None or self.broker is None
         if isinstance(msg, RaftFetchResponse):

@@ -27,8 +27,15 @@ from .messages import (
     AlterPartitionResult,
     Batch,
     Errors,
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     FetchPartitionRequest,
     FetchPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     NodeId,
     TopicPartition,
 )
@@ -652,31 +659,49 @@ class Partition:
         batches = self.log.read(req.fetch_offset, self.log.hw, self._max_batches(req.max_bytes))
         return self._response(Errors.NONE, batches=batches)
 
-    def list_offset(self, timestamp: int, current_leader_epoch: int) -> tuple[int, int, int]:
-        """ListOffsets on the leader: (error, offset, leader_epoch).
+    def list_offset(self, req: ListOffsetsRequest) -> ListOffsetsResponse:
+        """ListOffsets on the leader (Partition.fetchOffsetForTimestamp and
+        UnifiedLog.fetchOffsetByTimestamp), for a client: everything is
+        capped at the HW (read_uncommitted; with no transactions the LSO is
+        the HW too, so read_committed answers the same).
 
-        Latest (-1) is the HW, refused with OFFSET_NOT_AVAILABLE while the HW
-        is still below the leader-epoch start offset (a new leader whose HW has
-        not caught up; Partition.scala:1455-1460). Earliest (-2) is the log
-        start, with the epoch it was written in (UnifiedLog's
-        ``epochForOffset(logStartOffset)``).
-
-        A timestamp lookup (>= 0) asks for the first record whose timestamp is
-        at least that (UnifiedLog.fetchOffsetByTimestamp). Records in the core
-        carry no timestamp (Kafka's NO_TIMESTAMP, -1), so none qualifies, and
-        Kafka's answer for "none" is no error with offset and epoch -1.
+        * latest (-1): the HW, refused with OFFSET_NOT_AVAILABLE while the HW
+          is below the leader-epoch start offset (a new leader whose HW has
+          not caught up);
+        * earliest (-2), and earliest local (-4) without tiered storage: the
+          log start, with the epoch it was written in;
+        * latest tiered (-5) without tiered storage: offset -1, epoch -1;
+        * a timestamp (>= 0): the first record at or after it; max timestamp
+          (-3): the first record holding the log's largest timestamp. Below
+          the HW only: a record at or past it is "none" (offset -1, or
+          OFFSET_NOT_AVAILABLE in the lagging-HW state). The core finds the
+          batch; the runtime reading the records picks the record in it.
         """
-        err = self.check_leader_request(current_leader_epoch)
+        tp, ref = self.tp, req.ref
+        err = self.check_leader_request(req.current_leader_epoch)
         if err:
-            return err, -1, -1
-        if timestamp == -1:
-            if self.log.hw < self.leader_epoch_start_offset:
-                return Errors.OFFSET_NOT_AVAILABLE, -1, -1
-            return Errors.NONE, self.log.hw, self.log.latest_epoch
-        if timestamp >= 0:
-            return Errors.NONE, -1, -1
-        start = self.log.log_start_offset
-        return Errors.NONE, start, self.log.epochs.epoch_for_offset(start)
+            return ListOffsetsResponse(ref, tp, err)
+        log = self.log
+        ts = req.timestamp
+        lagging = log.hw < self.leader_epoch_start_offset
+        if ts == LATEST_TIMESTAMP:
+            if lagging:
+                return ListOffsetsResponse(ref, tp, Errors.OFFSET_NOT_AVAILABLE)
+            return ListOffsetsResponse(ref, tp, Errors.NONE, log.hw, log.latest_epoch)
+        if ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = log.log_start_offset
+            return ListOffsetsResponse(ref, tp, Errors.NONE, start, log.epochs.epoch_for_offset(start))
+        if ts == LATEST_TIERED_TIMESTAMP:
+            return ListOffsetsResponse(ref, tp, Errors.NONE, -1, -1)
+        if ts == MAX_TIMESTAMP:
+            found = log.batch_of_max_timestamp(log.hw)
+        else:  # any other value is a timestamp, as in Kafka (-6 finds the first record)
+            found = log.first_batch_at_or_after_timestamp(ts, log.hw)
+        if found is None:
+            return ListOffsetsResponse(ref, tp, Errors.OFFSET_NOT_AVAILABLE if lagging else Errors.NONE)
+        return ListOffsetsResponse(
+            ref, tp, Errors.NONE, found.base_offset, found.leader_epoch, found.max_timestamp, found
+        )
 
     def offset_for_leader_epoch(self, leader_epoch: int, current_leader_epoch: int) -> tuple[int, int, int]:
         """lastOffsetForLeaderEpoch on the leader: (error, epoch, end offset)."""
@@ -689,7 +714,8 @@ class Partition:
     # -- produce -------------------------------------------------------------
 
     def append_as_leader(
-        self, count: int, payload, acks: int, producer_id: int, producer_epoch: int, base_sequence: int, now: int
+        self, count: int, payload, acks: int, producer_id: int, producer_epoch: int, base_sequence: int, now: int,
+        max_timestamp: int = -1,
     ) -> tuple[int, Batch | None, int, list[Effect], bool]:
         """appendRecordsToLeader. Returns (error, batch, required_offset, effects, hw_changed).
 
@@ -711,7 +737,7 @@ class Partition:
             dup = check.duplicate
             return Errors.NONE, Batch(dup.base_offset, -1, dup.last_offset - dup.base_offset + 1, None), dup.last_offset + 1, [], False
         batch, effects = self.log.append_as_leader(
-            self.leader_epoch, count, payload, producer_id, producer_epoch, base_sequence
+            self.leader_epoch, count, payload, producer_id, producer_epoch, base_sequence, max_timestamp
         )
         self.producers.record(batch)
         effects.append(

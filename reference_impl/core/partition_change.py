@@ -12,14 +12,17 @@ live in one place:
   1. ``clean`` — the first active ISR member in assignment order;
   2. ``elr`` — (KIP-966 on, no active ISR member) the first active ELR member;
      it becomes the sole ISR member and leaves the ELR;
-  3. ``unclean`` — only when allowed (topic ``unclean.leader.election.enable``
+  3. ``last-known-leader`` — (KIP-966 on, unclean recovery off, no ISR and
+     no ELR member left, not even a fenced one) the LastKnownLeader once it
+     is active (seed 002 "Delivery plan": "elect the LastKnownLeader once it
+     is unfenced"; seed 002: "the LastKnownLeader is preferred when ELR and
+     ISR are both empty"). Before an unclean election, as Kafka's
+     PartitionChangeBuilder.electAnyLeader orders them. The ISR becomes just
+     that leader and the partition is ``RECOVERING``, as after an unclean
+     election;
+  4. ``unclean`` — only when allowed (topic ``unclean.leader.election.enable``
      or the ``unclean_election`` variant): the first active replica at all.
      The ISR becomes just that leader and the partition is ``RECOVERING``;
-  4. ``last-known-leader`` — (KIP-966 on, unclean recovery off, unclean
-     election off, no ISR and no ELR member left, not even a fenced one) the
-     LastKnownLeader once it is active (seed 002 "Delivery plan": "elect the
-     LastKnownLeader once it is unfenced"). The ISR becomes just that leader
-     and the partition is ``RECOVERING``, as after an unclean election;
   5. otherwise no leader (``NO_LEADER``): the partition waits. While fenced
      ELR members exist (unclean election off) this waits for the first of
      them to be unfenced: the controller builds every leaderless partition
@@ -232,12 +235,14 @@ class PartitionChangeBuilder:
                 return lead, RECOVERY
             self.needs_recovery = True
             return NO_LEADER, None
+        # Kafka's electAnyLeader tries the last known leader before an unclean
+        # election (docs/architecture.md, "Election order")
+        if self.elr_enabled and self._last_known_leader_electable(isr, elr):
+            return self.current.last_known_leader, LAST_KNOWN_LEADER
         if self.unclean_allowed:
             for r in replicas:
                 if self.is_active(r):
                     return r, UNCLEAN
-        if self.elr_enabled and self._last_known_leader_electable(isr, elr):
-            return self.current.last_known_leader, LAST_KNOWN_LEADER
         return NO_LEADER, None
 
     def _last_known_leader_electable(self, isr: tuple[NodeId, ...], elr: tuple[NodeId, ...]) -> bool:

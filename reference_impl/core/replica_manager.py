@@ -16,10 +16,13 @@ partitions or talks to other nodes:
 * the produce purgatory (acks=all waits for HW >= offset) and the delayed
   fetch purgatory (long polls);
 * the AlterPartition channel: at most one request in flight per broker,
-  batching every partition's pending proposal;
+  batching every partition's pending proposal (its queue and answers in
+  :mod:`.alter_partition`);
 * registration (carrying the previous broker epoch from the clean-shutdown
   marker), heartbeats and controlled shutdown;
-* producer-id allocation, Metadata, ListOffsets, CreateTopics forwarding.
+* producer-id allocation, Metadata, ListOffsets, GetReplicaLogInfo and the
+  forwarding of CreateTopics / IncrementalAlterConfigs, in
+  :mod:`.broker_requests`.
 """
 
 from __future__ import annotations
@@ -30,11 +33,14 @@ from typing import Any, Callable, ClassVar, Final, Iterable
 
 from .config import ProtocolConfig
 from .effects import Effect, FileDelete, FileWrite, Fsync, Halt, Reply, Send, TraceEvent
+from . import broker_requests
+from .alter_partition import AlterPartitionChannel
+from .broker_requests import AdminForwarder
+from .errors import UnroutableMessage
 from .log import PartitionLog
 from .messages import (
     NO_LEADER,
     AlterPartitionItem,
-    AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerEndpoint,
     BrokerHeartbeatRequest,
@@ -44,35 +50,30 @@ from .messages import (
     ClientFetchRequest,
     ClientFetchResponse,
     ControlledShutdownRequest,
-    CreateTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
     Errors,
     FetchPartitionRequest,
     FetchPartitionResponse,
     GetReplicaLogInfoRequest,
-    GetReplicaLogInfoResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     InitProducerIdRequest,
-    InitProducerIdResponse,
     ListOffsetsRequest,
-    ListOffsetsResponse,
     MetadataEntry,
     MetadataRequest,
-    MetadataResponse,
     NodeId,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
-    PartitionMetadata,
     ProduceRequest,
-    ReplicaLogInfo,
     ProduceResponse,
     ReplicaFetchRequest,
     ReplicaFetchResponse,
-    TopicMetadata,
     TopicPartition,
 )
 from .metadata import Delta, MetadataImage
-from .partition import FOLLOWER, TRUNCATING, IsrState, Partition
+from .partition import FOLLOWER, TRUNCATING, Partition
+from .raft import Rng
 from .storage import (
     CLEAN_SHUTDOWN,
     HW_CHECKPOINT,
@@ -85,9 +86,6 @@ from .storage import (
     epoch_checkpoint,
 )
 
-#: producer ids are ``broker_epoch * PRODUCER_ID_BLOCK + n``: broker epochs are
-#: unique cluster-wide, so ids never collide without a round trip
-PRODUCER_ID_BLOCK: Final = 1 << 32
 NO_DEADLINE: Final = 1 << 62
 
 
@@ -151,14 +149,6 @@ class Fetcher:
     backoff_until: int = 0
 
 
-@dataclass
-class PendingAlter:
-    partition: Partition
-    state: IsrState
-    item: AlterPartitionItem
-    not_before: int = 0
-
-
 # sort keys as module functions: a lambda inside a method makes the compiled
 # method allocate a closure environment on every call, used or not
 def _required_offset(d: DelayedProduce) -> int:
@@ -178,7 +168,7 @@ class BrokerRole:
         config: ProtocolConfig,
         voters: tuple[NodeId, ...],
         stored: StoredState,
-        rng: Any,
+        rng: Rng,
         incarnation_id: str,
         endpoint: BrokerEndpoint,
     ) -> None:
@@ -217,9 +207,9 @@ class BrokerRole:
         self._fetch_ids = 0
         # channels
         self.fetchers: dict[NodeId, Fetcher] = {}
-        self.alter_pending: dict[TopicPartition, PendingAlter] = {}
-        self.alter_inflight: tuple[int, int, NodeId, dict[TopicPartition, PendingAlter]] | None = None
-        self.pending_creates: dict[Any, tuple[Any, int, CreateTopicsRequest, NodeId]] = {}
+        self.alter = AlterPartitionChannel()
+        #: forwarded admin requests (CreateTopics, IncrementalAlterConfigs)
+        self.forwarder = AdminForwarder()
         self.next_producer_seq = 0
         #: follower partitions in fetch backoff or waiting for OffsetsForLeaderEpoch
         self._attention: set[TopicPartition] = set()
@@ -265,10 +255,11 @@ class BrokerRole:
         else:
             handler = self._HANDLERS.get(kind)
             if handler is None:
-                return []
+                raise UnroutableMessage(f"the broker role does not handle {kind.__name__}")
             effects = handler(self, msg, src, now)
-        if self.alter_pending and self.alter_inflight is None:
-            effects += self._maybe_send_alter_partition(now)
+        alter = self.alter
+        if alter.pending and alter.inflight is None:
+            effects += alter.maybe_send(self, now)
         return effects
 
     # ======================================================================
@@ -289,7 +280,7 @@ class BrokerRole:
         """Resend registration / heartbeats / AlterPartition not answered in time."""
         return max(1000, 2 * self.config.broker_heartbeat_interval_ms)
 
-    def _note(self, at: int) -> None:
+    def note_deadline(self, at: int) -> None:
         """Remember that a deadline was just created (see :meth:`soonest_new_deadline`)."""
         if at < self._soonest:
             self._soonest = at
@@ -343,16 +334,12 @@ class BrokerRole:
                 c.append(p.fetch_backoff_until)
             else:
                 self._attention.discard(tp)
-        if self.alter_inflight is not None:
-            c.append(self.alter_inflight[1] + rpc)
-        else:
-            c += [pa.not_before for pa in self.alter_pending.values()]
-        for _ref, deadline, _req, _dst in self.pending_creates.values():
-            c.append(deadline)
+        c += self.alter.deadlines(rpc)
+        c += self.forwarder.deadlines()
         future = [x for x in c if x > now]
         return min(future) if future else None
 
-    def _next_corr(self) -> int:
+    def next_correlation_id(self) -> int:
         self._corr += 1
         return self._corr
 
@@ -362,12 +349,12 @@ class BrokerRole:
         if controller_id is not None and controller_id >= 0:
             self.controller_hint = controller_id
 
-    def _controller(self) -> NodeId:
+    def controller_id(self) -> NodeId:
         if self.controller_hint is not None:
             return self.controller_hint
         return self.voters[self._controller_rr % len(self.voters)]
 
-    def _controller_failed(self) -> None:
+    def controller_failed(self) -> None:
         """NOT_CONTROLLER or silence: try the next voter."""
         self.controller_hint = None
         self._controller_rr += 1
@@ -415,10 +402,10 @@ class BrokerRole:
     def _send_registration(self, now: int) -> list[Effect]:
         self.registration_sent_at = now
         self.registration_retry_at = None
-        self._note(now + self.controller_rpc_timeout_ms)
+        self.note_deadline(now + self.controller_rpc_timeout_ms)
         return [
             Send(
-                self._controller(),
+                self.controller_id(),
                 BrokerRegistrationRequest(
                     broker_id=self.node_id,
                     incarnation_id=self.incarnation_id,
@@ -530,11 +517,11 @@ class BrokerRole:
                 if now >= self.registration_retry_at:
                     effects += self._send_registration(now)
             elif self.registration_sent_at is not None and now - self.registration_sent_at >= self.controller_rpc_timeout_ms:
-                self._controller_failed()  # unanswered: try the next voter
+                self.controller_failed()  # unanswered: try the next voter
                 effects += self._send_registration(now)
         else:
             if self.heartbeat_sent_at is not None and now - self.heartbeat_sent_at >= self.controller_rpc_timeout_ms:
-                self._controller_failed()
+                self.controller_failed()
                 self.heartbeat_sent_at = None
             if self.heartbeat_sent_at is None and mono_now >= self.next_heartbeat_at:
                 effects += self._send_heartbeat(now)
@@ -547,7 +534,7 @@ class BrokerRole:
                     e, hw_changed = part.maybe_shrink_isr(now)
                     effects += e
                     if hw_changed:
-                        effects += self._on_hw_changed(part.tp, now)
+                        effects += self.on_hw_changed(part.tp, now)
         # highwatermark-checkpoint
         if mono_now >= self.next_hw_checkpoint_at:
             self.next_hw_checkpoint_at = mono_now + max(1, self.config.replica_high_watermark_checkpoint_interval_ms)
@@ -565,24 +552,11 @@ class BrokerRole:
                 effects += self._send_offsets_for_leader_epoch(p, now)
         effects += self._maybe_fetch(now)
         # AlterPartition channel
-        if self.alter_inflight is not None and now - self.alter_inflight[1] >= self.controller_rpc_timeout_ms:
-            _, _, _, items = self.alter_inflight
-            self.alter_inflight = None
-            self._controller_failed()
-            for tp, pa in items.items():
-                self.alter_pending.setdefault(tp, pa)
-        effects += self._maybe_send_alter_partition(now)
+        if self.alter.expire(now, self.controller_rpc_timeout_ms):
+            self.controller_failed()
+        effects += self.alter.maybe_send(self, now)
         # forwarded CreateTopics
-        for token, (ref, deadline, req, _dst) in list(self.pending_creates.items()):
-            if now >= deadline:
-                del self.pending_creates[token]
-                effects.append(
-                    Reply(
-                        CreateTopicsResponse(
-                            ref, tuple(CreateTopicResult(t.name, Errors.REQUEST_TIMED_OUT) for t in req.topics)
-                        )
-                    )
-                )
+        effects += self.forwarder.expire(now)
         if self.shutting_down and mono_now >= self.shutdown_deadline:
             effects += self._finish_shutdown(now)
         return effects
@@ -609,10 +583,10 @@ class BrokerRole:
     def _send_heartbeat(self, now: int) -> list[Effect]:
         self.heartbeat_sent_at = now
         self.next_heartbeat_at = self.mono + self.config.broker_heartbeat_interval_ms
-        self._note(self.next_heartbeat_at + self.skew)
+        self.note_deadline(self.next_heartbeat_at + self.skew)
         return [
             Send(
-                self._controller(),
+                self.controller_id(),
                 BrokerHeartbeatRequest(
                     broker_id=self.node_id,
                     broker_epoch=self.broker_epoch,
@@ -633,11 +607,11 @@ class BrokerRole:
                 backoff = self.config.broker_heartbeat_interval_ms
             else:
                 # retry with the next voter after a short backoff
-                self._controller_failed()
+                self.controller_failed()
                 backoff = self.config.alter_partition_retry_backoff_ms
             self.registration_sent_at = None
             self.registration_retry_at = now + backoff
-            self._note(self.registration_retry_at)
+            self.note_deadline(self.registration_retry_at)
             return []
         if src is not None:
             self.controller_hint = src
@@ -651,9 +625,9 @@ class BrokerRole:
             return []
         self.heartbeat_sent_at = None
         if msg.error == Errors.NOT_CONTROLLER:
-            self._controller_failed()
+            self.controller_failed()
             self.next_heartbeat_at = self.mono + self.config.alter_partition_retry_backoff_ms
-            self._note(self.next_heartbeat_at + self.skew)
+            self.note_deadline(self.next_heartbeat_at + self.skew)
             return []
         if msg.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
             # the controller no longer knows this session: register again
@@ -661,7 +635,7 @@ class BrokerRole:
             return self._send_registration(now)
         if msg.error != Errors.NONE:
             self.next_heartbeat_at = self.mono + self.config.alter_partition_retry_backoff_ms
-            self._note(self.next_heartbeat_at + self.skew)
+            self.note_deadline(self.next_heartbeat_at + self.skew)
             return []
         if src is not None:
             self.controller_hint = src
@@ -679,7 +653,7 @@ class BrokerRole:
         self.set_clock(now, mono)
         self.shutting_down = True
         self.shutdown_deadline = self.mono + self.config.request_timeout_ms
-        self._note(self.shutdown_deadline + self.skew)
+        self.note_deadline(self.shutdown_deadline + self.skew)
         if self.broker_epoch < 0:
             return self._finish_shutdown(now)
         return self._send_heartbeat(now)
@@ -711,13 +685,14 @@ class BrokerRole:
             err = Errors.NOT_LEADER_OR_FOLLOWER if msg.tp in self.image.partitions else Errors.UNKNOWN_TOPIC_OR_PARTITION
             return self._produce_done(msg.ref, msg.tp, msg.acks, err, -1, msg.count)
         err, batch, required, effects, hw_changed = p.append_as_leader(
-            msg.count, msg.payload, msg.acks, msg.producer_id, msg.producer_epoch, msg.base_sequence, now
+            msg.count, msg.payload, msg.acks, msg.producer_id, msg.producer_epoch, msg.base_sequence, now,
+            msg.max_timestamp,
         )
         if err != Errors.NONE or batch is None:
             return effects + self._produce_done(msg.ref, msg.tp, msg.acks, err, -1, msg.count)
         effects += self._watch_append(msg.tp, now)
         if hw_changed:
-            effects += self._on_hw_changed(msg.tp, now)
+            effects += self.on_hw_changed(msg.tp, now)
         if msg.acks == -1:
             done, derr = p.check_enough_replicas_reach_offset(required)
             if not done:
@@ -730,7 +705,7 @@ class BrokerRole:
                     insort(waiting, d, key=_required_offset)
                 else:
                     waiting.append(d)
-                self._note(deadline + self.skew)
+                self.note_deadline(deadline + self.skew)
                 return effects
             return effects + self._produce_done(msg.ref, msg.tp, msg.acks, derr, batch.base_offset, batch.count)
         return effects + self._produce_done(msg.ref, msg.tp, msg.acks, Errors.NONE, batch.base_offset, batch.count)
@@ -743,7 +718,7 @@ class BrokerRole:
         log_start = p.log.log_start_offset if p is not None else -1
         return [trace, Reply(ProduceResponse(ref, tp, error, base if error == Errors.NONE else -1, log_start))]
 
-    def _on_hw_changed(self, tp: TopicPartition, now: int) -> list[Effect]:
+    def on_hw_changed(self, tp: TopicPartition, now: int) -> list[Effect]:
         """HW moved: complete acks=all produces and consumer long polls."""
         effects = self._complete_delayed_produce(tp, now)
         effects += self._check_delayed_fetches(tp, now)
@@ -819,7 +794,7 @@ class BrokerRole:
                 resp, e, hw_changed = p.serve_replica_fetch(req, msg.replica_id, msg.broker_epoch, now)
                 effects += e
                 if hw_changed:
-                    effects += self._on_hw_changed(req.tp, now)
+                    effects += self.on_hw_changed(req.tp, now)
             responses.append(resp)
             any_data = any_data or bool(resp.batches)
             any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None
@@ -851,7 +826,7 @@ class BrokerRole:
         self._fetch_ids += 1
         fid = self._fetch_ids
         self.delayed_fetches[fid] = DelayedFetch(kind, msg, src, deadline, parts)
-        self._note(deadline + self.skew)
+        self.note_deadline(deadline + self.skew)
         for req in parts:
             self.fetch_watch.setdefault(req.tp, set()).add(fid)
 
@@ -959,11 +934,11 @@ class BrokerRole:
         return effects
 
     def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> list[Effect]:
-        corr = self._next_corr()
+        corr = self.next_correlation_id()
         f.inflight = corr
         f.sent_at = now
         f.epochs = {p.tp: p.leader_epoch for p in parts}
-        self._note(now + self.fetch_timeout_ms)
+        self.note_deadline(now + self.fetch_timeout_ms)
         return [
             Send(
                 f.leader,
@@ -986,7 +961,7 @@ class BrokerRole:
         effects: list[Effect] = []
         if msg.error != Errors.NONE:
             f.backoff_until = now + self.config.replica_fetch_backoff_ms
-            self._note(f.backoff_until)
+            self.note_deadline(f.backoff_until)
             return effects
         for resp in msg.partitions:
             p = self.partitions.get(resp.tp)
@@ -999,12 +974,12 @@ class BrokerRole:
                 effects += self._send_offsets_for_leader_epoch(p, now)
             elif follow_up == "backoff":
                 self._attention.add(p.tp)
-                self._note(p.fetch_backoff_until)
+                self.note_deadline(p.fetch_backoff_until)
         effects += self._maybe_fetch(now, msg.leader_id)
         return effects
 
     def _send_offsets_for_leader_epoch(self, p: Partition, now: int) -> list[Effect]:
-        self._note(now + self.fetch_timeout_ms)
+        self.note_deadline(now + self.fetch_timeout_ms)
         return [
             Send(
                 p.leader_id,
@@ -1041,172 +1016,33 @@ class BrokerRole:
     # ======================================================================
 
     def submit_alter_partition(self, partition: Partition, item: AlterPartitionItem, not_before: int = 0) -> None:
-        """Queue a proposal; at most one per partition, one request in flight.
-        :meth:`handle` / :meth:`tick` send it before returning."""
-        self.alter_pending[partition.tp] = PendingAlter(partition, partition.state, item, not_before)
-        self._note(not_before)
-        if not_before:
-            pass
-
-    def _maybe_send_alter_partition(self, now: int) -> list[Effect]:
-        if self.alter_inflight is not None or not self.alter_pending or self.broker_epoch < 0:
-            return []
-        ready = {tp: pa for tp, pa in self.alter_pending.items() if pa.not_before <= now and pa.partition.state is pa.state}
-        for tp in [tp for tp, pa in self.alter_pending.items() if pa.partition.state is not pa.state]:
-            del self.alter_pending[tp]  # superseded by metadata
-        if not ready:
-            nb = [pa.not_before for pa in self.alter_pending.values()]
-            if nb:
-                pass
-            return []
-        for tp in ready:
-            del self.alter_pending[tp]
-        corr = self._next_corr()
-        dst = self._controller()
-        self.alter_inflight = (corr, now, dst, ready)
-        self._note(now + self.controller_rpc_timeout_ms)
-        return [
-            Send(
-                dst,
-                AlterPartitionRequest(
-                    broker_id=self.node_id,
-                    broker_epoch=self.broker_epoch,
-                    correlation_id=corr,
-                    items=tuple(pa.item for pa in ready.values()),
-                ),
-            )
-        ]
+        """Queue a proposal on the AlterPartition channel
+        (:mod:`.alter_partition`); :meth:`handle` / :meth:`tick` send it
+        before returning."""
+        self.alter.submit(partition, item, not_before)
+        self.note_deadline(not_before)
 
     def handle_alter_partition_response(self, msg: AlterPartitionResponse, src: NodeId | None, now: int) -> list[Effect]:
-        if self.alter_inflight is None or self.alter_inflight[0] != msg.correlation_id:
-            return []  # stale: we already resent or gave up
-        _, _, _, items = self.alter_inflight
-        self.alter_inflight = None
-        effects: list[Effect] = []
-        backoff = now + self.config.alter_partition_retry_backoff_ms
-        self._note(backoff)
-        if msg.error != Errors.NONE:
-            if msg.error == Errors.NOT_CONTROLLER:
-                self._controller_failed()
-            for tp, pa in items.items():
-                if tp not in self.alter_pending:
-                    pa.not_before = backoff
-                    self.alter_pending[tp] = pa
-            return effects
-        answered = set()
-        for result in msg.results:
-            sent = items.get(result.tp)
-            if sent is None:
-                continue
-            answered.add(result.tp)
-            e, hw_changed, retry = sent.partition.handle_alter_partition_result(result, sent.state, now)
-            effects += e
-            if hw_changed:
-                effects += self._on_hw_changed(result.tp, now)
-            if retry and result.tp not in self.alter_pending:
-                sent.not_before = backoff
-                self.alter_pending[result.tp] = sent
-        for tp, pa in items.items():
-            if tp not in answered and tp not in self.alter_pending:
-                pa.not_before = backoff
-                self.alter_pending[tp] = pa
-        effects += self._maybe_send_alter_partition(now)
-        return effects
+        return self.alter.handle_response(self, msg, now)
 
     # ======================================================================
     # client requests
     # ======================================================================
 
-    def handle_list_offsets(self, msg: ListOffsetsRequest, now: int) -> list[Effect]:
-        p = self.partitions.get(msg.tp)
-        if p is None:
-            err = Errors.NOT_LEADER_OR_FOLLOWER if msg.tp in self.image.partitions else Errors.UNKNOWN_TOPIC_OR_PARTITION
-            return [Reply(ListOffsetsResponse(msg.ref, msg.tp, err))]
-        err, offset, epoch = p.list_offset(msg.timestamp, msg.current_leader_epoch)
-        return [Reply(ListOffsetsResponse(msg.ref, msg.tp, err, offset, epoch))]
-
-    def handle_init_producer_id(self, msg: InitProducerIdRequest, now: int) -> list[Effect]:
-        """Allocate a producer id unique cluster-wide without a round trip:
-        the broker epoch names this broker session, the counter the id in it."""
-        if self.broker_epoch < 0:
-            return [Reply(InitProducerIdResponse(msg.ref, Errors.LEADER_NOT_AVAILABLE))]
-        pid = self.broker_epoch * PRODUCER_ID_BLOCK + self.next_producer_seq
-        self.next_producer_seq += 1
-        return [Reply(InitProducerIdResponse(msg.ref, Errors.NONE, pid, 0))]
-
-    def handle_metadata(self, msg: MetadataRequest, now: int) -> list[Effect]:
-        """Brokers are the unfenced registered ones; the broker names itself
-        as controller so admin clients send CreateTopics here (it forwards).
-        Leader epochs come from the replayed image, which never goes back."""
-        img = self.image
-        brokers = tuple(b.endpoint for _, b in sorted(img.brokers.items()) if not b.fenced)
-        names = sorted(img.topics) if msg.topics is None else list(msg.topics)
-        topics = []
-        for name in names:
-            if name not in img.topics:
-                topics.append(TopicMetadata(name, Errors.UNKNOWN_TOPIC_OR_PARTITION, ()))
-                continue
-            parts = []
-            for tp in img.topic_partitions(name):
-                reg = img.partitions[tp]
-                err = Errors.NONE if reg.leader != NO_LEADER else Errors.LEADER_NOT_AVAILABLE
-                offline = tuple(r for r in reg.replicas if not img.is_alive(r))
-                parts.append(
-                    PartitionMetadata(tp, err, reg.leader, reg.leader_epoch, reg.replicas, reg.isr, reg.elr, offline)
-                )
-            topics.append(TopicMetadata(name, Errors.NONE, tuple(parts)))
-        return [Reply(MetadataResponse(msg.ref, brokers, self.node_id, tuple(topics)))]
-
-    def handle_get_replica_log_info(self, msg: GetReplicaLogInfoRequest, src: NodeId | None, now: int) -> list[Effect]:
-        """KIP-966 unclean recovery (seed 002): tell the controller how long
-        our log is (latest leader epoch, LEO) with our broker epoch (an answer
-        from before a reboot is refused) and the leader epoch our metadata
-        holds (it fences stale answers)."""
-        if src is None:
-            return []
-        infos = []
-        for tp in msg.tps:
-            p = self.partitions.get(tp)
-            reg = self.image.partitions.get(tp)
-            current = reg.leader_epoch if reg is not None else -1
-            if p is None:
-                infos.append(ReplicaLogInfo(tp, -1, current, -1, Errors.UNKNOWN_TOPIC_OR_PARTITION))
-            else:
-                infos.append(ReplicaLogInfo(tp, p.log.latest_epoch, current, p.log.leo))
-        return [Send(src, GetReplicaLogInfoResponse(self.node_id, self.broker_epoch, msg.correlation_id, tuple(infos)))]
-
-    def handle_create_topics(self, msg: CreateTopicsRequest, now: int) -> list[Effect]:
-        """Forward to the active controller; answer the client when it answers."""
-        token = (self.node_id, self._next_corr())
-        dst = self._controller()
-        self.pending_creates[token] = (msg.ref, now + msg.timeout_ms, msg, dst)
-        self._note(now + msg.timeout_ms)
-        return [Send(dst, CreateTopicsRequest(token, msg.topics, msg.timeout_ms))]
-
-    def handle_create_topics_response(self, msg: CreateTopicsResponse, src: NodeId | None, now: int) -> list[Effect]:
-        pending = self.pending_creates.pop(msg.ref, None)
-        if pending is None:
-            return []
-        ref, deadline, req, _dst = pending
-        if any(r.error == Errors.NOT_CONTROLLER for r in msg.results) and now < deadline:
-            self._controller_failed()
-            dst = self._controller()
-            self.pending_creates[msg.ref] = (ref, deadline, req, dst)
-            return [Send(dst, CreateTopicsRequest(msg.ref, req.topics, max(1, deadline - now)))]
-        return [Reply(CreateTopicsResponse(ref, msg.results))]
-
     _HANDLERS: ClassVar[dict[type, Callable[[Any, Any, NodeId | None, int], list[Effect]]]] = {
         ClientFetchRequest: lambda self, m, src, now: self.handle_client_fetch(m, now),
-        ListOffsetsRequest: lambda self, m, src, now: self.handle_list_offsets(m, now),
-        MetadataRequest: lambda self, m, src, now: self.handle_metadata(m, now),
-        InitProducerIdRequest: lambda self, m, src, now: self.handle_init_producer_id(m, now),
-        CreateTopicsRequest: lambda self, m, src, now: self.handle_create_topics(m, now),
-        CreateTopicsResponse: lambda self, m, src, now: self.handle_create_topics_response(m, src, now),
+        ListOffsetsRequest: lambda self, m, src, now: broker_requests.list_offsets(self, m),
+        MetadataRequest: lambda self, m, src, now: broker_requests.metadata(self, m),
+        InitProducerIdRequest: lambda self, m, src, now: broker_requests.init_producer_id(self, m),
+        CreateTopicsRequest: lambda self, m, src, now: self.forwarder.forward(self, m, now),
+        CreateTopicsResponse: lambda self, m, src, now: self.forwarder.answer(self, m, now),
+        IncrementalAlterConfigsRequest: lambda self, m, src, now: self.forwarder.forward(self, m, now),
+        IncrementalAlterConfigsResponse: lambda self, m, src, now: self.forwarder.answer(self, m, now),
         OffsetForLeaderEpochRequest: lambda self, m, src, now: self.handle_offset_for_leader_epoch(m, src, now),
         OffsetForLeaderEpochResponse: lambda self, m, src, now: self.handle_offset_for_leader_epoch_response(m, src, now),
         BrokerRegistrationResponse: lambda self, m, src, now: self.handle_registration_response(m, src, now),
         BrokerHeartbeatResponse: lambda self, m, src, now: self.handle_heartbeat_response(m, src, now),
         AlterPartitionResponse: lambda self, m, src, now: self.handle_alter_partition_response(m, src, now),
         ControlledShutdownRequest: lambda self, m, src, now: self.begin_controlled_shutdown(now),
-        GetReplicaLogInfoRequest: lambda self, m, src, now: self.handle_get_replica_log_info(m, src, now),
+        GetReplicaLogInfoRequest: lambda self, m, src, now: broker_requests.replica_log_info(self, m, src),
     }

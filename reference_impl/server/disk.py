@@ -159,6 +159,7 @@ class SegmentLog:
                     producer_id=h.producer_id,
                     producer_epoch=h.producer_epoch,
                     base_sequence=h.base_sequence,
+                    max_timestamp=h.max_timestamp,
                 )
             )
             idx.append(_Entry(h.base_offset, h.base_offset + h.count, p))

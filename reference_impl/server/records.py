@@ -1,7 +1,9 @@
 """Kafka v2 record batches, touched only at the header.
 
-The broker never decodes individual records (librdkafka packs thousands of
-records per batch, so per-record work would dominate): it reads the 61-byte
+The broker decodes individual records only to answer ListOffsets by
+timestamp, in the one batch the core found (:func:`find_record`); on the
+write and read paths (librdkafka packs thousands of records per batch, so
+per-record work would dominate) it reads the 61-byte
 batch header, validates the CRC32C with kafka-python's
 ``DefaultRecordBatch.validate_crc()`` (fast with the ``crc32c`` package), and
 rewrites ``baseOffset`` (bytes 0-7) and ``PartitionLeaderEpoch`` (bytes 12-15)
@@ -48,6 +50,7 @@ class BatchHeader:
     crc: int
     attributes: int
     last_offset_delta: int
+    max_timestamp: int
     producer_id: int
     producer_epoch: int
     base_sequence: int
@@ -66,14 +69,14 @@ class BatchHeader:
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     if len(buf) - pos < HEADER_SIZE:
         raise InvalidBatch("record batch shorter than its header")
-    (base, blen, epoch, magic, crc, attrs, lod, _bt, _mt, pid, pepoch, bseq, n) = HEADER.unpack_from(buf, pos)
+    (base, blen, epoch, magic, crc, attrs, lod, _bt, mt, pid, pepoch, bseq, n) = HEADER.unpack_from(buf, pos)
     if magic != 2:
         raise InvalidBatch(f"unsupported record batch magic {magic}", 2)
     if blen < HEADER_SIZE - LOG_OVERHEAD:
         raise InvalidBatch(f"record batch length {blen} shorter than a header")
     if lod < 0 or n < 0:
         raise InvalidBatch("negative record count", 87)
-    return BatchHeader(base, blen + LOG_OVERHEAD, epoch, magic, crc, attrs, lod, pid, pepoch, bseq, n)
+    return BatchHeader(base, blen + LOG_OVERHEAD, epoch, magic, crc, attrs, lod, mt, pid, pepoch, bseq, n)
 
 
 def split_batches(buf: bytes, validate_crc: bool = True) -> list[tuple[BatchHeader, bytes]]:
@@ -149,3 +152,22 @@ def scan(buf: bytes | memoryview, validate_from: int = 0) -> tuple[list[tuple[Ba
         out.append((h, pos))
         pos = end
     return out, pos
+
+
+def find_record(payload: bytes, base_offset: int, leader_epoch: int, target: int | None,
+                max_timestamp: int) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the record ListOffsets answers inside the
+    core batch at ``base_offset`` (one or more v2 batches): the first record
+    whose timestamp is at least ``target`` (LogSegment.findOffsetByTimestamp),
+    or with ``target`` None the first holding ``max_timestamp``
+    (RecordBatch.offsetOfMaxTimestamp). None when no record qualifies."""
+    data = rewrite(payload, base_offset, leader_epoch)
+    pos = 0
+    while pos < len(data):
+        h = parse_header(data, pos)
+        for rec in DefaultRecordBatch(data[pos:pos + h.length]):
+            ts = rec.timestamp
+            if (ts >= target) if target is not None else (ts == max_timestamp):
+                return rec.offset, ts
+        pos += h.length
+    return None

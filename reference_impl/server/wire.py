@@ -9,8 +9,8 @@ and encodes the Kafka response once every part has answered.
 
 Supported APIs and versions are what librdkafka needs
 (notes/kafka-wire.md): ApiVersions 0-3, Metadata 1-12, Produce 3-10,
-Fetch 4-12, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, InitProducerId 0-4,
-CreateTopics 2-4.
+Fetch 4-12, ListOffsets 1-9, OffsetForLeaderEpoch 2-4, InitProducerId 0-4,
+CreateTopics 2-4, IncrementalAlterConfigs 0-1.
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -37,7 +42,7 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 from reference_impl.core import messages as m
 from reference_impl.core.topic_names import topic_name_error
 
-from .records import InvalidBatch, rewrite, split_batches
+from .records import InvalidBatch, find_record, rewrite, split_batches
 
 UNSUPPORTED_VERSION = 35
 CLUSTER_ID = "kraftwerk-reference"
@@ -48,12 +53,13 @@ _KEY_VER = struct.Struct(">hhi")
 APIS: dict[int, tuple[Any, Any, int, int]] = {
     0: (ProduceRequest, ProduceResponse, 3, 10),
     1: (FetchRequest, FetchResponse, 4, 12),
-    2: (ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    2: (ListOffsetsRequest, ListOffsetsResponse, 1, 9),
     3: (MetadataRequest, MetadataResponse, 1, 12),
     18: (ApiVersionsRequest, ApiVersionsResponse, 0, 3),
     19: (CreateTopicsRequest, CreateTopicsResponse, 2, 4),
     22: (InitProducerIdRequest, InitProducerIdResponse, 0, 4),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+    44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
 }
 
 
@@ -198,6 +204,9 @@ def timed_out(msg: Any) -> Any:
         return m.InitProducerIdResponse(msg.ref, REQUEST_TIMED_OUT)
     if isinstance(msg, m.CreateTopicsRequest):
         return m.CreateTopicsResponse(msg.ref, tuple(m.CreateTopicResult(t.name, REQUEST_TIMED_OUT) for t in msg.topics))
+    if isinstance(msg, m.IncrementalAlterConfigsRequest):
+        return m.IncrementalAlterConfigsResponse(msg.ref, tuple(
+            m.AlterConfigsResult(r.resource_type, r.name, REQUEST_TIMED_OUT) for r in msg.resources))
     return None
 
 
@@ -316,6 +325,7 @@ def _produce(d: Decoded, ref: Callable[[int], Any]) -> Pending:
                                 producer_id=h0.producer_id,
                                 producer_epoch=h0.producer_epoch,
                                 base_sequence=h0.base_sequence,
+                                max_timestamp=max(h.max_timestamp for h, _ in batches),
                             ),
                         )
                     )
@@ -453,10 +463,29 @@ def _build_list_offsets(p: Pending) -> Any:
     R = ListOffsetsResponse[p.decoded.api_version]
     T = R.ListOffsetsTopicResponse
     P = T.ListOffsetsPartitionResponse
+    targets = {i: req.timestamp for i, req in p.parts}
+    for i, r in list(p.results.items()):
+        if isinstance(r, m.ListOffsetsResponse) and r.batch is not None:
+            p.results[i] = _narrow_to_record(r, targets.get(i, -1))
     by_topic = _group_by_topic(p, lambda tp, r: P(
-        partition_index=tp.partition, error_code=r.error, timestamp=-1, offset=r.offset, leader_epoch=r.leader_epoch
+        partition_index=tp.partition, error_code=r.error, timestamp=r.timestamp, offset=r.offset,
+        leader_epoch=r.leader_epoch,
     ))
     return R(throttle_time_ms=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _narrow_to_record(r: m.ListOffsetsResponse, target: int) -> m.ListOffsetsResponse:
+    """The core found the batch; the record inside is found here, where the
+    records can be read (see :class:`reference_impl.core.messages.ListOffsetsResponse`)."""
+    b = r.batch
+    assert b is not None
+    found = None
+    if isinstance(b.payload, (bytes, bytearray)):
+        found = find_record(bytes(b.payload), b.base_offset, b.leader_epoch,
+                            None if target == m.MAX_TIMESTAMP else target, b.max_timestamp)
+    if found is None:
+        return m.ListOffsetsResponse(r.ref, r.tp, r.error, r.offset, r.leader_epoch, r.timestamp)
+    return m.ListOffsetsResponse(r.ref, r.tp, r.error, found[0], r.leader_epoch, found[1])
 
 
 def _offset_for_leader_epoch(d: Decoded, ref: Callable[[int], Any]) -> Pending:
@@ -524,6 +553,30 @@ def _build_create_topics(p: Pending) -> Any:
     )
 
 
+def _incremental_alter_configs(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    """One core request for the whole Kafka request, forwarded to the
+    active controller by the broker (as CreateTopics)."""
+    body = d.body
+    resources = tuple(
+        m.AlterConfigsResource(r.resource_type, _name(r.resource_name), tuple(
+            m.AlterConfigOp(_name(c.name), c.config_operation, c.value) for c in _items(r.configs)))
+        for r in _items(body.resources)
+    )
+    p = Pending(d, total=1, build=_build_incremental_alter_configs)
+    p.parts.append((0, m.IncrementalAlterConfigsRequest(ref(0), resources, bool(body.validate_only))))
+    return p
+
+
+def _build_incremental_alter_configs(p: Pending) -> Any:
+    r: m.IncrementalAlterConfigsResponse = p.results[0]
+    R = IncrementalAlterConfigsResponse[p.decoded.api_version]
+    X = R.AlterConfigsResourceResponse
+    return R(throttle_time_ms=0, responses=[
+        X(error_code=x.error, error_message=x.message or None, resource_type=x.resource_type, resource_name=x.name)
+        for x in r.results
+    ])
+
+
 _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     0: _produce,
     1: _fetch,
@@ -533,4 +586,5 @@ _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     19: _create_topics,
     22: _init_producer_id,
     23: _offset_for_leader_epoch,
+    44: _incremental_alter_configs,
 }

@@ -275,11 +275,13 @@ def test_list_offsets_offset_not_available_while_hw_below_epoch_start():
     assert (r.error, r.offset) == (Errors.NONE, 5)
 
 
-def test_list_offsets_by_timestamp_finds_no_record_since_records_carry_no_timestamp():
+def test_list_offsets_by_timestamp_finds_no_record_in_batches_without_timestamps():
     """UnifiedLog.fetchOffsetByTimestamp: the first record with a timestamp at
-    least the target. The core's records have none (NO_TIMESTAMP), so a lookup
-    answers no error, offset -1, epoch -1; earliest (-2) is the log start with
-    the epoch it was written in."""
+    least the target. Batches with no timestamp (NO_TIMESTAMP, as the
+    simulator's) have none, so a lookup answers offset -1, epoch -1: no error
+    once the HW has reached the leader-epoch start offset, OFFSET_NOT_AVAILABLE
+    before (ReplicaManager throws the lagging-HW error for an empty answer);
+    earliest (-2) is the log start with the epoch it was written in."""
     feed = MetaFeed()
     b = make_broker(1)
     b.apply_committed(feed.cluster(leader=2, isr=(1, 2, 3)), 0)
@@ -288,6 +290,11 @@ def test_list_offsets_by_timestamp_finds_no_record_since_records_carry_no_timest
     b.apply_committed(feed.change(leader=1, isr=(1, 2)), 2)
     for ts in (0, 1_700_000_000_000):
         (r,) = replies(b.handle(ListOffsetsRequest("l", TP, ts), 3, None))
+        assert (r.error, r.offset, r.leader_epoch) == (Errors.OFFSET_NOT_AVAILABLE, -1, -1)
+    replica_fetch(b, 2, 5, 4, leader_epoch=p.leader_epoch, last_fetched_epoch=0)  # the HW reaches the epoch start offset
+    assert p.log.hw == 5
+    for ts in (0, 1_700_000_000_000):
+        (r,) = replies(b.handle(ListOffsetsRequest("l", TP, ts), 5, None))
         assert (r.error, r.offset, r.leader_epoch) == (Errors.NONE, -1, -1)
     (r,) = replies(b.handle(ListOffsetsRequest("l", TP, -2), 3, None))
     assert (r.error, r.offset, r.leader_epoch) == (Errors.NONE, 0, 0)

@@ -112,10 +112,22 @@ def test_fenced_elr_members_unclean_on_start_an_unclean_election():
     assert change is not None and change.election == UNCLEAN and change.after.leader == 2
 
 
-def test_no_elr_members_unclean_on_start_an_unclean_election_not_the_last_known_leader():
-    # replicas order puts 3 first: the unclean election takes the first active replica
+def test_no_elr_members_unclean_on_the_active_last_known_leader_comes_before_an_unclean_election_kafka_order():
+    """Kafka's PartitionChangeBuilder.electAnyLeader tries the last known
+    leader before an unclean election (seed 002: "the LastKnownLeader is
+    preferred when ELR and ISR are both empty"), though the replica order
+    puts 3 first."""
     reg = leaderless(lkl=1, replicas=(3, 1, 2))
     change = builder(reg, active={1, 3}, unclean=True).build()
+    assert change is not None and change.election == LAST_KNOWN_LEADER and change.after.leader == 1
+
+
+def test_no_elr_members_unclean_on_a_fenced_last_known_leader_leaves_room_for_an_unclean_election():
+    """Seed 002 "Delivery plan": no ELR member and unclean election enabled
+    start an unclean election; a fenced broker cannot lead (Kafka's builder
+    only logs the last known leader's liveness, docs/architecture.md)."""
+    reg = leaderless(lkl=1, replicas=(3, 1, 2))
+    change = builder(reg, active={2, 3}, unclean=True).build()
     assert change is not None and change.election == UNCLEAN and change.after.leader == 3
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from reference_impl.core.config import ProtocolConfig
 from reference_impl.core.effects import FileWrite, Fsync, LogAppend, LogTruncate, Send, Timer
+from reference_impl.core.errors import CommittedTruncation
 from reference_impl.core.messages import (
     BeginQuorumEpochRequest,
     Errors,
@@ -502,7 +503,7 @@ def test_follower_refuses_to_truncate_below_its_high_watermark():
     is refused with an error, as Kafka's Raft client and metadata log refuse
     it, and the log keeps every entry."""
     f, fetch = _follower_at_hw(3)
-    with pytest.raises(RuntimeError, match="to offset 1 is below the high watermark 3"):
+    with pytest.raises(CommittedTruncation, match="to offset 1 is below the high watermark 3"):
         f.handle(RaftFetchResponse(1, 1, Errors.NONE, fetch.correlation_id, 3, diverging_epoch=(1, 1)), 3, 1)
     assert [e.offset for e in f.log] == [0, 1, 2]
 

@@ -54,6 +54,8 @@ def test_restart_returns_the_batches_and_log_start(tmp_path):
     got = st.logs["orders-0"]
     assert [(b.base_offset, b.count, b.leader_epoch) for b in got] == [(0, 1, 1), (1, 2, 1)]
     assert st.log_start_offsets["orders-0"] == 0
+    # the header's max timestamp comes back with each batch (ListOffsets by timestamp after a restart)
+    assert [b.max_timestamp for b in got] == [1_700_000_000_000, 1_700_000_000_000]
 
 
 def test_checkpoints_use_kafka_text_formats_and_read_back(tmp_path):

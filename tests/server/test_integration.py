@@ -349,3 +349,65 @@ def test_clock_offset_shifts_the_time_the_node_stamps_on_its_trace(cluster):
     mark = os.path.getsize(trace)
     produce(cluster.bootstrap, "skewed", [b"y"], acks="1")
     wait_for(lambda: skews(mark) and all(abs(d) < 5_000 for d in skews(mark)), 30, "events stamped in step again")
+
+
+def test_offsets_for_times_answers_the_first_offset_at_or_after_the_timestamp(cluster):
+    """ListOffsets by timestamp (UnifiedLog.fetchOffsetByTimestamp) through
+    confluent-kafka's offsets_for_times: the first record whose timestamp is at
+    or after the target, inside a batch too; past the last one, offset -1
+    (librdkafka's OFFSET_END)."""
+    create_topic(cluster, "times")
+    t0 = 1_700_000_000_000
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 200})
+    for i in range(5):
+        p.produce("times", value=b"v%d" % i, partition=0, timestamp=t0 + 1000 * i)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "times"})
+    try:
+        # one partition per call: librdkafka merges repeats of a partition in one list
+        got = [c.offsets_for_times([TopicPartition("times", 0, ts)], timeout=20)[0]
+               for ts in (t0 - 5, t0 + 1500, t0 + 4000, t0 + 4001)]
+    finally:
+        c.close()
+    assert [(tp.offset, tp.error) for tp in got] == [(0, None), (2, None), (4, None), (-1, None)]
+
+
+def test_incremental_alter_configs_of_min_isr_takes_effect_acks_all_refused_with_not_enough_replicas(cluster):
+    """IncrementalAlterConfigs through confluent-kafka's AdminClient, written
+    as a ConfigRecord through the quorum: once min.insync.replicas exceeds the
+    ISR, acks=all is refused with NOT_ENOUGH_REPLICAS (seed 000); deleting the
+    topic override brings the broker default (1) back."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    topic = "altered"
+    create_topic(cluster, topic, min_isr=1)
+    leader, isr = partition_state(cluster, topic)
+    follower = next(b for b in isr if b != leader)
+    cluster.kill(follower)
+    try:
+        wait_for(lambda: len(partition_state(cluster, topic)[1]) == 2, 30, "the ISR shrinks to two")
+        assert produce(cluster.bootstrap, topic, [b"before"], acks="all")[0][0] is None
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+        def alter(op: AlterConfigOpType, value: str | None) -> None:
+            res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+                ConfigEntry("min.insync.replicas", value, incremental_operation=op)])
+            for f in admin.incremental_alter_configs([res]).values():
+                f.result(30)
+
+        alter(AlterConfigOpType.SET, "3")
+        refused: list = []
+
+        def acks_all_refused() -> bool:
+            r = produce(cluster.bootstrap, topic, [b"must-fail"], acks="all", retries=0,
+                        **{"message.timeout.ms": 10000})
+            refused.append(r[0][0])
+            return r[0][0] is not None and r[0][0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+
+        wait_for(acks_all_refused, 30, f"acks=all refused under min ISR 3 (saw {refused[-3:]})")
+        alter(AlterConfigOpType.DELETE, None)
+        wait_for(lambda: produce(cluster.bootstrap, topic, [b"after"], acks="all")[0][0] is None, 30,
+                 "acks=all accepted again with the override deleted")
+    finally:
+        cluster.start_node(follower)
+        cluster.wait_ready(60, [follower])

@@ -42,7 +42,7 @@ def test_api_versions_v3_advertises_librdkafka_set_with_v0_header():
     corr, r = _decode_response(ApiVersionsResponse, 3, p.encode(), flexible_header=False)
     got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert corr == 11
-    assert got == {0: (3, 10), 1: (4, 12), 2: (1, 7), 3: (1, 12), 18: (0, 3), 19: (2, 4), 22: (0, 4), 23: (2, 4)}
+    assert got == {0: (3, 10), 1: (4, 12), 2: (1, 9), 3: (1, 12), 18: (0, 3), 19: (2, 4), 22: (0, 4), 23: (2, 4), 44: (0, 1)}
 
 
 def test_api_versions_unsupported_version_gets_error_35_and_v0_body():
@@ -169,3 +169,38 @@ def test_unanswered_parts_expire_as_request_timed_out():
     assert p.expire() == 1 and p.done
     _, r = _decode_response(ProduceResponse, 9, p.encode(), flexible_header=True)
     assert r.responses[0].partition_responses[0].error_code == 7
+
+
+def _stamped_batch(stamps: list[int]) -> bytes:
+    from kafka.record import MemoryRecordsBuilder
+
+    b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 24)
+    for i, ts in enumerate(stamps):
+        b.append(timestamp=ts, key=None, value=b"v%d" % i, headers=[])
+    b.close()
+    return bytes(b.buffer())
+
+
+def test_list_offsets_v9_narrows_a_found_batch_to_the_first_record_at_or_after_the_timestamp():
+    """UnifiedLog.fetchOffsetByTimestamp: the core finds the batch, the wire
+    layer the record in it (and for max timestamp, the first record holding
+    it); v8/v9 carry earliest-local (-4) and latest-tiered (-5) to the core."""
+    L = ListOffsetsRequest[9]
+    P = L.ListOffsetsTopic.ListOffsetsPartition
+    req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name="t", partitions=[
+        P(partition_index=0, current_leader_epoch=-1, timestamp=1500),
+        P(partition_index=1, current_leader_epoch=-1, timestamp=m.MAX_TIMESTAMP),
+        P(partition_index=2, current_leader_epoch=-1, timestamp=m.EARLIEST_LOCAL_TIMESTAMP),
+        P(partition_index=3, current_leader_epoch=-1, timestamp=m.LATEST_TIERED_TIMESTAMP)])])
+    _, p = _roundtrip(req)
+    assert [x.timestamp for _, x in p.parts] == [1500, -3, -4, -5]
+    payload = _stamped_batch([1000, 3000, 2000, 3000])
+    batch = m.Batch(10, 4, 4, payload, max_timestamp=3000)
+    (i0, x0), (i1, x1), (i2, x2), (i3, x3) = p.parts
+    p.results[i0] = m.ListOffsetsResponse(x0.ref, x0.tp, 0, 10, 4, 3000, batch)
+    p.results[i1] = m.ListOffsetsResponse(x1.ref, x1.tp, 0, 10, 4, 3000, batch)
+    p.results[i2] = m.ListOffsetsResponse(x2.ref, x2.tp, 0, 0, 1)
+    p.results[i3] = m.ListOffsetsResponse(x3.ref, x3.tp, 0, -1, -1)
+    _, r = _decode_response(ListOffsetsResponse, 9, p.encode(), flexible_header=True)
+    got = [(q.offset, q.timestamp, q.leader_epoch) for q in r.topics[0].partitions]
+    assert got == [(11, 3000, 4), (11, 3000, 4), (0, -1, 1), (-1, -1, -1)]

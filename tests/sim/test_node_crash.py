@@ -30,7 +30,7 @@ def test_core_exception_is_recorded_as_a_node_crash_and_the_cluster_runs_on() ->
 
     (crash,) = s.sim.crashes
     assert crash.node == follower
-    assert crash.error.startswith("RuntimeError: diverging-epoch truncation to offset 0 is below the high watermark")
+    assert crash.error.startswith("CommittedTruncation: diverging-epoch truncation to offset 0 is below the high watermark")
     assert "_truncate_to" in crash.traceback  # the node's own frames, not the harness's
     assert s.sim.host(follower).state == DOWN
     assert s.monitor.counts.get("node-crash") == 1

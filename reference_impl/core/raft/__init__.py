@@ -10,6 +10,7 @@ from .replica import (
     OBSERVER,
     RAFT_MESSAGES,
     RaftReplica,
+    Rng,
 )
 
-__all__ = ["RaftReplica", "RAFT_MESSAGES", "LEADER", "CANDIDATE", "FOLLOWER", "OBSERVER", "FETCH_MAX_WAIT_MS"]
+__all__ = ["RaftReplica", "Rng", "RAFT_MESSAGES", "LEADER", "CANDIDATE", "FOLLOWER", "OBSERVER", "FETCH_MAX_WAIT_MS"]

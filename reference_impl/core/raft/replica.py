@@ -103,6 +103,7 @@ from ..messages import (
     VoteRequest,
     VoteResponse,
 )
+from ..errors import CommittedTruncation, UnroutableMessage
 from ..storage import METADATA_LOG, QUORUM_STATE, QuorumState, StoredState
 
 #: the messages :meth:`RaftReplica.handle` accepts
@@ -130,6 +131,9 @@ OBSERVER: Final = "observer"
 
 
 class Rng(Protocol):
+    """The randomness the core takes (``random.Random`` has it): injected, so a
+    seed replays, and never the module-level generator (sans-IO)."""
+
     def random(self) -> float: ...
 
     def randint(self, a: int, b: int) -> int: ...
@@ -282,7 +286,7 @@ class RaftReplica:
         elif isinstance(msg, RaftFetchResponse):
             out += self._on_fetch_response(msg, now, src)
         else:
-            raise TypeError(f"RaftReplica cannot handle {type(msg).__name__}")
+            raise UnroutableMessage(f"RaftReplica cannot handle {type(msg).__name__}")
         return self._finish(out)
 
     def tick(self, now: int) -> list[Effect]:
@@ -418,7 +422,7 @@ class RaftReplica:
         before = self.end_offset
         offset = max(offset, self.log_start)
         if offset < self.high_watermark:
-            raise RuntimeError(
+            raise CommittedTruncation(
                 f"{reason} truncation to offset {offset} is below the high watermark {self.high_watermark}: "
                 f"it would remove committed metadata entries")
         del self.log[offset - self.log_start :]
