@@ -334,11 +334,6 @@ class HostedReference:
     def observer(self) -> "HostedReference":
         return self
 
-    @property
-    def proxy(self) -> "_NetCommands":
-        """The nemesis's link commands (``cut``/``delay``), made by the kernel."""
-        return _NetCommands(self.net)
-
     def node_link_names(self) -> list[str]:
         return [f"{a}->{b}" for a in self.node_names() for b in self.node_names() if a != b]
 
@@ -370,23 +365,6 @@ class HostedReference:
                     self.hosts.download(n, f"{self.hosts.node_dir(n)}/{f}", self.run_dir / "nodes" / n / f)
                 except (OSError, HarnessError):
                     pass
-
-
-class _NetCommands:
-    """``cut``/``delay`` commands of the current nemesis, on a kernel network."""
-
-    def __init__(self, net: IptablesNetwork) -> None:
-        self.net = net
-
-    def call(self, cmd: str, **kw: Any) -> dict[str, Any]:
-        if cmd == "cut":
-            self.net.cut([tuple(p) for p in kw.get("pairs", [])])  # type: ignore[misc]
-        elif cmd == "heal":
-            self.net.heal()
-        elif cmd == "delay":
-            links: Iterable[tuple[str, str]] = [tuple(l.split("->", 1)) for l in kw.get("links") or []]  # type: ignore[misc]
-            self.net.set_latency(links, float(kw.get("ms", 0)), float(kw.get("jitter", 0)))
-        return {"ok": True}
 
 
 __all__ = ["CLIENT", "CONTROL_PORT", "HostedReference", "NODE_PORT"]
