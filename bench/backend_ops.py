@@ -14,6 +14,7 @@ slowest of ``--rounds`` rounds, in milliseconds.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.config import build_config  # noqa: E402
 from harness.runner import make_db, preflight  # noqa: E402
-from nemesis.partition import make_cut  # noqa: E402
+from nemesis.partition import shaped  # noqa: E402
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -47,10 +48,10 @@ def exec_once(db: Any, node: str) -> None:
 
 
 def kill_restart(db: Any, node: str) -> None:
-    db.kill(node)
-    db.start(node)
+    db.cluster.nodes.kill(node)
+    db.cluster.nodes.start(node)
     deadline = time.monotonic() + 30
-    while db.status(node, timeout=0.5) is None:
+    while db.cluster.status(node, timeout=0.5) is None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{node} did not come back in 30 s")
         time.sleep(0.02)
@@ -69,15 +70,15 @@ def measure(backend: str, rounds: int, hosts_file: str | None, out: Path) -> dic
     figures: dict[str, list[float]] = {"exec": [], "partition": [], "heal": [], "kill+restart": []}
     try:
         db.setup()
-        names = db.node_names()
+        names = db.cluster.nodes.node_names()
         rng = random.Random(1)
         for _ in range(rounds):
             node = rng.choice(names)
             figures["exec"].append(timed(lambda: exec_once(db, node)))
-            cut, _ = make_cut("halves", names, rng)
+            cut, _ = shaped("halves", names, rng)
             cut = set(cut) | {("client", node)}
-            figures["partition"].append(timed(lambda: db.proxy.call(cmd="cut", pairs=sorted(cut))))
-            figures["heal"].append(timed(lambda: db.proxy.call(cmd="cut", pairs=[])))
+            figures["partition"].append(timed(lambda: db.cluster.net.cut(sorted(cut))))
+            figures["heal"].append(timed(lambda: db.cluster.net.cut([])))
             figures["kill+restart"].append(timed(lambda: kill_restart(db, node)))
     finally:
         db.teardown()
@@ -95,6 +96,7 @@ def main() -> None:
     ap.add_argument("--backends", default="local,netns,docker,ssh")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (the figures scale with it)")
     print(f"{'backend':8} {'operation':14} {'median ms':>10} {'max ms':>10}")
     with tempfile.TemporaryDirectory(prefix="kw-bench-") as tmp:
         out = Path(tmp)

@@ -152,6 +152,10 @@ def run_fixed(bootstrap: str, topic: str, acks: str, rate: int, seconds: float, 
 def measure(bootstrap: str, a: argparse.Namespace, settle_fn) -> dict:
     create_topic(bootstrap, "bench")
     results: dict = {}
+    # warm-up (a JVM compiles its hot paths during the first seconds of load;
+    # not reported), then let the followers catch up
+    run_max(bootstrap, "bench", "all", max(10_000, a.messages // 5), a.size)
+    settle_fn()
     # fixed-rate phases first: after a max-rate acks=1 phase the followers
     # are still catching up and would inflate every later latency
     results["fixed acks=all"] = run_fixed(bootstrap, "bench", "all", 1000, a.rate_seconds, a.size)

@@ -44,8 +44,8 @@ def rows(n_random: int, quick: bool) -> list[tuple[str, list[str]]]:
     if not quick:
         for i in range(n_random):
             out.append((f"random {RANDOM_FAULTS} #{i + 1}",
-                        ["--nemesis", RANDOM_FAULTS, "--nemesis-interval", "4", "--time-limit", "40",
-                         "--acks", "mixed"]))
+                        ["--nemesis", RANDOM_FAULTS, "--nemesis-interval", "6", "--time-limit", "40",
+                         "--acks", "mixed", "--nemesis-mode", "overlap"]))
     return out
 
 
@@ -79,6 +79,7 @@ def main() -> int:
     ap.add_argument("--backend", default="netns")
     ap.add_argument("--random", type=int, default=2, help="random schedules (default 2)")
     ap.add_argument("--quick", action="store_true", help="scenarios only")
+    ap.add_argument("--random-only", action="store_true", help="the random schedules only")
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--out", default=None, help="results directory (default: a temporary one, removed)")
     ap.add_argument("--json", dest="json_out", default=None)
@@ -86,7 +87,10 @@ def main() -> int:
     tmp = None if a.out else tempfile.TemporaryDirectory(prefix="kraftwerk-differential-")
     out = Path(a.out or tmp.name)  # type: ignore[union-attr]
     table = []
-    for i, (label, args) in enumerate(rows(a.random, a.quick)):
+    todo = list(enumerate(rows(a.random, a.quick)))
+    if a.random_only:
+        todo = todo[len(SCENARIO_ROWS):]
+    for i, (label, args) in todo:
         res = compare(args, a.backend, a.seed + i, out)
         agree = res.get("agree")
         verdict = ("agree" if agree and all(agree.values()) else

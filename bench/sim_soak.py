@@ -23,7 +23,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.cli.sim import make_pool, run_seeds  # noqa: E402
-from reference_impl.sim.options import SimOptions, SimOptionsError  # noqa: E402
+from harness.config import build_config  # noqa: E402
+from harness.errors import UsageError  # noqa: E402
 
 #: variant -> (variants, nemesis mix, extra options)
 VARIANT_HUNTS: dict[str, tuple[dict[str, bool], tuple[str, ...], dict[str, Any]]] = {
@@ -35,6 +36,10 @@ VARIANT_HUNTS: dict[str, tuple[dict[str, bool], tuple[str, ...], dict[str, Any]]
 
 BASELINE_NEMESIS = ("all",)  # every fault but power loss
 
+#: the simulated test every hunt runs (the simulator's workload of old:
+#: 8 producers, 3 partitions, acks=all)
+SIM: dict[str, Any] = {"backend": "sim", "acks": "all", "rf": 3, "min_isr": 2, "partitions": 3, "concurrency": 8}
+
 
 def _brief(r: dict[str, Any]) -> str:
     d = r.get("durability") or {}
@@ -44,8 +49,8 @@ def _brief(r: dict[str, Any]) -> str:
 
 
 def baseline(a: argparse.Namespace) -> int:
-    opts = SimOptions(test_name="soak", nemesis=BASELINE_NEMESIS, acks="all", rf=3, min_isr=2,
-                      time_limit_s=a.time_limit, rate=a.rate, nemesis_interval_s=a.interval).validate()
+    opts = build_config({}, dict(SIM, name="soak", nemesis=list(BASELINE_NEMESIS), time_limit=a.time_limit,
+                                 rate=a.rate, nemesis_interval=a.interval))
     seeds = list(range(a.start, a.start + a.seeds))
     t0 = time.perf_counter()
     lost = acked = viol = 0
@@ -86,9 +91,9 @@ def variants(a: argparse.Namespace) -> int:
         vs, nem, extra = VARIANT_HUNTS[name]
         if a.mix:
             nem = tuple(a.mix.split(","))
-        opts = SimOptions(test_name=f"hunt-{name.replace('=', '-')}", nemesis=nem, acks="all", rf=3, min_isr=2,
-                          time_limit_s=a.time_limit, rate=a.rate, nemesis_interval_s=a.interval,
-                          variants=tuple(sorted(vs.items())), **extra).validate()
+        opts = build_config({}, dict(SIM, name=f"hunt-{name.replace('=', '-')}", nemesis=list(nem),
+                                     time_limit=a.time_limit, rate=a.rate, nemesis_interval=a.interval,
+                                     variants=vs, **extra))
         t0 = time.perf_counter()
         found = None
         tried = 0
@@ -144,7 +149,7 @@ def main() -> None:
             ap.error(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(a, name)})")
     try:
         sys.exit(baseline(a) if a.cmd == "baseline" else variants(a))
-    except SimOptionsError as e:  # the options, checked before any seed runs
+    except UsageError as e:  # the options, checked before any seed runs
         ap.error(str(e))
 
 

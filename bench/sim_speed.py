@@ -15,7 +15,13 @@ more than its busy part and the machine is shared:
   ``kraftwerk sim`` runs a seed; and, with ``--jobs N``, ``kraftwerk sim``'s
   worker pool running the seeds N at a time.
 
-    .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none] [--jobs 2]
+    .venv/bin/python bench/sim_speed.py [--time-limit 60] [--seeds 3] [--nemesis none] [--jobs 2] [--before COMMIT]
+
+``--before COMMIT`` first runs this bench as it was at COMMIT in a temporary
+``git worktree`` of it (its own accelerator built there when this tree runs
+compiled), then this tree's, and prints both TOTAL lines together: a
+refactoring is measured against the code it replaced in one run, under the
+same load.
 
 Where it stands (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
@@ -70,9 +76,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.backend.sim import SimRun  # noqa: E402
+from harness.config import TestConfig, build_config  # noqa: E402
+from harness.errors import UsageError  # noqa: E402
 from reference_impl import accel  # noqa: E402
-from reference_impl.sim.options import SimOptions, SimOptionsError  # noqa: E402
-from reference_impl.sim.runner import SimRun  # noqa: E402
 
 
 def main() -> None:
@@ -85,6 +92,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1,
                     help="also run the seeds N at a time in worker processes (kraftwerk sim --jobs) "
                          "and print the aggregate simulated seconds per wall second")
+    ap.add_argument("--before", metavar="COMMIT",
+                    help="first run this bench as it was at COMMIT, in a temporary checkout of it (compiled too if "
+                         "this tree is), and print its figures beside these")
     a = ap.parse_args()
     for name in ("seeds", "jobs", "producers"):
         if getattr(a, name) < 1:
@@ -92,16 +102,17 @@ def main() -> None:
     if not a.rate > 0:
         ap.error(f"--rate must be positive (got {a.rate:g})")
     try:
-        opts = SimOptions(brokers=3, controllers=3, partitions=3, rf=3, min_isr=2, acks="all", rate=a.rate,
-                          time_limit_s=a.time_limit, nemesis=tuple(a.nemesis.split(",")),
-                          producers=a.producers).validate()
-    except SimOptionsError as e:
+        opts = build_config({}, {"backend": "sim", "brokers": 3, "controllers": 3, "partitions": 3, "rf": 3,
+                                 "min_isr": 2, "acks": "all", "rate": a.rate, "time_limit": a.time_limit,
+                                 "nemesis": a.nemesis, "concurrency": a.producers, "seed": 0})
+    except UsageError as e:
         ap.error(str(e))
+    before = run_before(a.before, sys.argv[1:]) if a.before else None
     print(f"core and simulator: {accel.status()}; interpreter {sys.executable} "
           f"(Python {platform.python_version()}, {platform.python_compiler()})")
     # one short untimed seed first: the imports (the checkers bring networkx)
     # are paid once per process, not per seed, as kraftwerk sim's workers do
-    SimRun(opts.with_(time_limit_s=1.0), a.seeds).run(release=True)
+    SimRun(opts.model_copy(update={"time_limit": 1.0}), a.seeds).run(release=True)
     tot_sim = tot_wall = tot_cpu = tot_check = tot_check_wall = 0.0
     tot_w_sim = tot_w_wall = tot_w_cpu = 0.0
     for seed in range(a.seeds):
@@ -165,9 +176,47 @@ def main() -> None:
           f"(checkers {tot_check_wall:.2f} wall s, {tot_check:.2f} CPU s)")
     if a.jobs > 1:
         parallel(opts, a.seeds, a.jobs)
+    if before is not None:
+        print(f"BEFORE ({a.before}) and AFTER (this tree), same arguments, one after the other:")
+        for line in before:
+            print(f"  before: {line}")
+        print(f"  after:  TOTAL, workload phase at {a.rate:g} ops/s, one process: {tot_w_sim:.1f} simulated s in "
+              f"{tot_w_wall:.2f} wall s = {tot_w_sim / tot_w_wall:.1f}x real time; CPU {tot_w_cpu:.2f} s = "
+              f"{tot_w_sim / tot_w_cpu:.1f}x")
+        print(f"  after:  TOTAL, whole simulation: {tot_sim:.1f} simulated s in {sim_wall:.2f} wall s = "
+              f"{tot_sim / sim_wall:.1f}x; CPU {sim_cpu:.2f} s = {tot_sim / sim_cpu:.1f}x")
 
 
-def parallel(opts: SimOptions, seeds: int, jobs: int) -> None:
+def run_before(commit: str, argv: list[str]) -> list[str]:
+    """This bench at ``commit``, run in a temporary ``git worktree`` of it
+    (built with the accelerator when this tree runs compiled, since the
+    comparison is of like with like); its TOTAL lines. The checkout is
+    removed afterwards, whatever happens."""
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    tmp = Path(tempfile.mkdtemp(prefix="kraftwerk-before-"))
+    args = [x for i, x in enumerate(argv) if x != "--before" and (i == 0 or argv[i - 1] != "--before")]
+    try:
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(tmp / "tree"), commit],
+                       check=True, capture_output=True, text=True)
+        tree = tmp / "tree"
+        if accel.status().startswith("compiled"):
+            subprocess.run([sys.executable, "-m", "reference_impl.accel", "build"], cwd=tree, check=True,
+                           capture_output=True, text=True)
+        p = subprocess.run([sys.executable, "bench/sim_speed.py", *args], cwd=tree, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"sim_speed: the bench at {commit} failed: {p.stderr.strip().splitlines()[-1:]}")
+        print(p.stdout, end="")
+        return [line for line in p.stdout.splitlines() if line.startswith(("TOTAL", "core and simulator"))]
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tmp / "tree")],
+                       capture_output=True)
+        subprocess.run(["rm", "-rf", str(tmp)], capture_output=True)
+
+
+def parallel(opts: TestConfig, seeds: int, jobs: int) -> None:
     """The same seeds through ``kraftwerk sim``'s worker pool, ``jobs`` at a
     time: the throughput a campaign of many seeds gets from the machine."""
     from harness.cli.sim import make_pool, run_seeds

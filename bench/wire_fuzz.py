@@ -1,14 +1,20 @@
 """Fuzz a running reference cluster with malformed Kafka frames.
 
-Starts a local cluster, creates a topic, then for ``--duration`` seconds
-sends mutated frames over fresh and reused connections: flipped bytes, cut
-frames, lying length prefixes (negative, huge, short), unknown API keys and
-versions, produce requests with corrupt record batches. Every few seconds it
-checks that every node process is alive and still answers ApiVersions; at the
-end a real producer and consumer must still work. Prints the frame count and
-the verdict; exit 1 if any node crashed or stopped answering.
+Starts a local cluster, creates a topic, then for ``--duration`` seconds (or
+until the nodes have handled ``--frames`` frames) sends mutated frames over fresh and
+reused connections: flipped bytes, cut frames, lying length prefixes
+(negative, huge, short), unknown API keys and versions, produce requests with
+corrupt record batches; ``--burst`` frames go back to back before anything is
+read. Alongside, the frame layer is attacked: slow partial frames (a size,
+then a byte a second), oversized frames, and connection floods past
+max.connections. Every few seconds it checks that every node process is alive
+and still answers ApiVersions; at the end a real producer and consumer must
+still work. Prints the frames sent and the frames the nodes handled (their
+own counters) and the verdict; exit 1 if any node crashed or stopped
+answering.
 
     .venv/bin/python bench/wire_fuzz.py --duration 300
+    .venv/bin/python bench/wire_fuzz.py --frames 1000000 --burst 20 --duration 3600
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import socket
 import struct
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -112,9 +119,77 @@ def api_versions_ok(port: int) -> bool:
         return False
 
 
+class FrameLayer(threading.Thread):
+    """Slow partial frames, oversized frames and connection floods, until stopped."""
+
+    def __init__(self, ports: list[int], rng: random.Random, flood: int) -> None:
+        super().__init__(daemon=True)
+        self.ports, self.rng, self.flood = ports, rng, flood
+        self.stop = threading.Event()
+        self.counts = {"slow": 0, "oversized": 0, "flood_sockets": 0}
+
+    def run(self) -> None:
+        slow: list[socket.socket] = []
+        while not self.stop.wait(1.0):
+            for s in list(slow):  # a byte a second of a frame that never completes
+                try:
+                    s.send(b"\0")
+                except OSError:
+                    slow.remove(s)
+                    s.close()
+            if len(slow) < 20:
+                s = self._open()
+                if s is not None:
+                    s.send(struct.pack(">i", self.rng.randint(100, 1 << 20)))
+                    slow.append(s)
+                    self.counts["slow"] += 1
+            s = self._open()
+            if s is not None:  # oversized: past socket.request.max.bytes
+                try:
+                    s.send(struct.pack(">i", 200 * 1024 * 1024) + b"\0" * 64)
+                except OSError:
+                    pass
+                s.close()
+                self.counts["oversized"] += 1
+            if self.rng.random() < 0.1:  # a flood past max.connections, then let go
+                flood = [x for x in (self._open() for _ in range(self.flood)) if x is not None]
+                self.counts["flood_sockets"] += len(flood)
+                time.sleep(0.5)
+                for x in flood:
+                    x.close()
+        for s in slow:
+            s.close()
+
+    def _open(self) -> socket.socket | None:
+        try:
+            return socket.create_connection(("127.0.0.1", self.rng.choice(self.ports)), timeout=2)
+        except OSError:
+            return None
+
+
+def handled_frames(c: LocalCluster) -> int:
+    """Frames the nodes themselves counted: answered requests of every API, bad
+    frames, unsupported versions."""
+    total = 0
+    for n in c.nodes:
+        try:
+            cnt = c.control(n.node_id, "GET", "/status")["counters"]
+        except Exception:
+            continue
+        total += sum(v for k, v in cnt.items() if k.startswith("api") or k in ("bad_frames", "unsupported_version"))
+    return total
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=300.0)
+    ap.add_argument("--frames", type=int, default=0,
+                    help="stop once the nodes have handled this many frames (checked every 5 s; 0: no limit)")
+    ap.add_argument("--burst", type=int, default=1, help="frames sent back to back before reading")
+    ap.add_argument("--valid-lead", action="store_true",
+                    help="a burst is valid requests ending in one hostile frame (the nodes handle every frame "
+                         "up to it, so far more frames reach them per connection)")
+    ap.add_argument("--flood", type=int, default=1100, help="sockets per connection flood")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--base-port", type=int, default=19400)
     ap.add_argument("--separate", action="store_true", help="3 brokers + 3 controllers instead of 3 combined nodes")
@@ -123,7 +198,9 @@ def main() -> int:
     rng = random.Random(a.seed)
     d = a.dir or tempfile.mkdtemp(prefix="kw-fuzz-")
     c = LocalCluster.plan(d, 3, 3, a.base_port, combined=not a.separate)
-    frames = closed_by_server = 0
+    frames = closed_by_server = handled = 0
+    layer: FrameLayer | None = None
+    start = time.monotonic()
     crashed: list[int] = []
     try:
         c.up(90)
@@ -135,18 +212,25 @@ def main() -> int:
             f.result(60)
         ports = [n.port for n in c.brokers]
         base = seeds(rng)
+        layer = FrameLayer(ports, random.Random(a.seed + 1), a.flood)
+        layer.start()
         start = time.monotonic()
         next_check = start + 5
         sock: socket.socket | None = None
-        while time.monotonic() - start < a.duration:
+        while time.monotonic() - start < a.duration and not (a.frames and handled >= a.frames):
             if sock is None or rng.random() < 0.2:
                 if sock is not None:
                     sock.close()
                 sock = socket.create_connection(("127.0.0.1", rng.choice(ports)), timeout=2)
                 sock.settimeout(0.05)
             try:
-                sock.sendall(mutate(rng, rng.choice(base)) if rng.random() < 0.95 else rng.randbytes(rng.randint(1, 64)))
-                frames += 1
+                def hostile() -> bytes:
+                    return mutate(rng, rng.choice(base)) if rng.random() < 0.95 else rng.randbytes(rng.randint(1, 64))
+
+                lead = [struct.pack(">i", len(f)) + f for f in (rng.choice(base) for _ in range(a.burst - 1))] \
+                    if a.valid_lead else [hostile() for _ in range(a.burst - 1)]
+                sock.sendall(b"".join(lead) + hostile())
+                frames += a.burst
                 try:
                     if sock.recv(65536) == b"":
                         closed_by_server += 1
@@ -167,9 +251,14 @@ def main() -> int:
                     if not api_versions_ok(p):
                         print(f"broker on port {p} did not answer ApiVersions", flush=True)
                         crashed.append(p)
-                print(f"{time.monotonic() - start:6.0f}s frames={frames} closed_by_server={closed_by_server}", flush=True)
+                handled = handled_frames(c)
+                print(f"{time.monotonic() - start:6.0f}s frames sent={frames} handled={handled} "
+                      f"closed_by_server={closed_by_server}", flush=True)
         if sock is not None:
             sock.close()
+        layer.stop.set()
+        layer.join(10)
+        handled = handled_frames(c)
         # a real client still works afterwards
         p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
         res: list = []
@@ -194,7 +283,12 @@ def main() -> int:
         c.down(40)
         if a.dir is None:
             shutil.rmtree(d, ignore_errors=True)
-    print(f"frames sent: {frames} in {a.duration:.0f}s (seed {a.seed}); connections closed by the server: {closed_by_server}")
+    elapsed = time.monotonic() - start
+    print(f"frames sent: {frames} in {elapsed:.0f}s (seed {a.seed}); frames the nodes handled: {handled}; "
+          f"connections closed by the server: {closed_by_server}")
+    if layer is not None:
+        print(f"frame layer: slow partial frames {layer.counts['slow']}, oversized {layer.counts['oversized']}, "
+              f"flood sockets {layer.counts['flood_sockets']}")
     print(f"bad frames counted by nodes: {counters}; core errors logged: {errors}")
     print(f"nodes crashed or unresponsive: {crashed or 'none'}; produce+consume afterwards: "
           f"{'ok' if ok_after and seen >= 100 else f'FAILED (acked {sum(e is None for e in res)}/100, read {seen})'}")

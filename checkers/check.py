@@ -127,7 +127,8 @@ def check_history(
     gc.disable()
     try:
         if model in QUEUE_MODELS:
-            res = _check_queue(ops, engine, spark_master, deadline, queue_options, test_keys)
+            res = _check_queue(ops, engine, spark_master, deadline, queue_options, test_keys,
+                               partial=bool((test or {}).get("partial")))
         else:
             res = _check_linearizable(ops, model, budget, model_options or {})
     finally:
@@ -204,7 +205,7 @@ def queue_options_from_test(test: dict[str, Any]) -> Any:
 
 
 def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline: float,
-                 queue_options: Any, test_keys: list[Any] | None = None) -> dict[str, Any]:
+                 queue_options: Any, test_keys: list[Any] | None = None, partial: bool = False) -> dict[str, Any]:
     from checkers.durability import LOSS_ANOMALY, durability_verdict, merge_durability
     from checkers.final_reads import final_read_coverage
     from checkers.pipeline import PerKeyBudgetExceeded, run_keys
@@ -226,7 +227,7 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
         results = e.results
         per_key_complete = False
     t_keys = _time.monotonic() - t
-    coverage = final_read_coverage(ops, set(proj.keys) | {str(k) for k in (test_keys or ())})
+    coverage = final_read_coverage(ops, set(proj.keys) | {str(k) for k in (test_keys or ())}, partial=partial)
     unverified = coverage["incomplete_keys"] if coverage is not None else []
     merged = merge_key_results(results, unverified, None if opts.all_errors else EXAMPLES)
     t = _time.monotonic()

@@ -39,9 +39,12 @@ def _poll_keys(value: Any) -> list[str]:
     return out
 
 
-def final_read_coverage(ops: Iterable[Op], keys: Iterable[str] | None = None) -> dict[str, Any] | None:
+def final_read_coverage(ops: Iterable[Op], keys: Iterable[str] | None = None,
+                        partial: bool = False) -> dict[str, Any] | None:
     """Coverage of the final reads, or None when the history has none (a
-    partial history, a Jepsen history): then no key is judged unverified.
+    Jepsen history): then no key is judged unverified. A history known to be
+    partial (its recorder was killed, ``partial``) was meant to end in final
+    reads, so every key none covered is unverified, even with none at all.
 
     ``keys``: every key the run used (test.json's keys and/or the keys the
     history touched); a key among them that no final read covered is
@@ -68,7 +71,7 @@ def final_read_coverage(ops: Iterable[Op], keys: Iterable[str] | None = None) ->
         attempted.update(returned)
         if op.type == "ok":
             complete.update(returned)
-    if not any_final:
+    if not any_final and not partial:
         return None
     wanted = set(attempted)
     if keys is not None:

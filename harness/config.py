@@ -1,4 +1,9 @@
-"""Test configuration: one validated object built from CLI flags and/or a YAML file.
+"""Test configuration: one validated object built from CLI flags and/or a YAML
+file, for both runtimes (``kraftwerk run``: real processes, ``kraftwerk sim``:
+the simulator). The two commands take the same flags and the same YAML keys;
+they differ by runtime, not by spelling, and a setting one runtime has no use
+for is refused by it with a one-line reason (``--base-port`` in the
+simulator, ``--clock-drift`` on real processes).
 
 Everything a run does is decided here before anything starts, so bad input is
 rejected with a one-line message (exit 2) and no process, port or file is left
@@ -17,21 +22,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import UsageError
-
-#: fault names accepted by ``--nemesis`` (nemesis/__init__.py implements each)
-NEMESES = (
-    "partition",
-    "kill",
-    "pause",
-    "clock",
-    "lose-unfsynced",
-    "leader-kill",
-    "controller-kill",
-    "latency",
-)
-#: faults that touch node processes or the network between them: meaningless
-#: against an ``external`` cluster the harness does not run.
-NODE_FAULTS = frozenset(NEMESES)
+from nemesis import NemesisPlan, replay
+from nemesis.faults import UnknownFault, expand, parse
+from reference_impl.core.config import ConfigError, ProtocolConfig
 
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
 VARIANTS = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
@@ -45,7 +38,9 @@ class TestConfig(BaseModel):
     __test__ = False  # not a pytest class, despite the name
 
     name: str = "queue"
-    backend: Literal["local", "netns", "docker", "ssh"] = "local"
+    #: where the nodes run: processes on this machine behind proxies (local),
+    #: network namespaces, containers, ssh hosts, or the simulator (sim)
+    backend: Literal["local", "netns", "docker", "ssh", "sim"] = "local"
     #: ssh backend: the hosts file (harness/backend/hostsfile.py)
     hosts: str | None = None
     #: ssh backend: trust a host key seen for the first time (else known_hosts decides)
@@ -78,7 +73,11 @@ class TestConfig(BaseModel):
     scenario: str | None = None
     time_limit: float = 30.0
     rate: float = Field(50.0, gt=0)
+    #: client processes: worker threads (local), producer processes (sim)
     concurrency: int = Field(4, ge=1, le=256)
+    #: the simulator's consumer processes beside its producers (a real run's
+    #: workers both send and poll)
+    consumers: int = Field(1, ge=0, le=256)
     seed: int | None = None
     test_count: int = Field(1, ge=1)
     out: str = "results"
@@ -100,6 +99,20 @@ class TestConfig(BaseModel):
     checker_engine: Literal["inline", "spark"] = "inline"
     history_fsync_every: int = Field(200, ge=1)
     record_history: bool = True
+    #: seconds for the cluster to come up and every partition to have a leader
+    setup_timeout: float = Field(30.0, gt=0)
+    #: protocol settings (``ProtocolConfig`` keys, e.g.
+    #: ``replica_lag_time_max_ms``) over the runtime's own defaults
+    protocol: dict[str, Any] = Field(default_factory=dict)
+    #: the simulator's network: each message's delay is ``link_latency_ms``
+    #: plus an exponential with mean ``link_jitter_ms``
+    link_latency_ms: int = Field(1, ge=0)
+    link_jitter_ms: float = Field(2.0, ge=0)
+    #: the simulator's clocks drift by up to this fraction
+    clock_drift: float = Field(0.0, ge=0, lt=1)
+    #: replay this fault schedule (a run's test.json, or its ``schedule``
+    #: list) instead of drawing one
+    schedule: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -121,17 +134,17 @@ class TestConfig(BaseModel):
     @field_validator("nemesis", mode="before")
     @classmethod
     def _split_nemesis(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            v = [s.strip() for s in v.split(",") if s.strip() and s.strip() != "none"]
-        return v
+        return [v] if isinstance(v, str) else v
 
     @field_validator("nemesis")
     @classmethod
     def _known_nemesis(cls, v: list[str]) -> list[str]:
-        for n in v:
-            if n not in NEMESES:
-                raise ValueError(f"unknown nemesis {n!r} (known: {', '.join(NEMESES)})")
-        return list(dict.fromkeys(v))
+        """Names, groups and aliases -> canonical ``kind[:target]`` names
+        (``nemesis.faults``), each once."""
+        try:
+            return list(expand(v))
+        except UnknownFault as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("scenario")
     @classmethod
@@ -174,7 +187,8 @@ class TestConfig(BaseModel):
             raise ValueError("--kafka-home and --kafka-config are only for --db kafka")
         if self.backend != "local" and self.db == "external":
             raise ValueError(f"--backend {self.backend} runs the reference broker: drop --db {self.db}")
-        if self.backend != "local" and "latency" in self.nemesis:
+        kinds = {parse(n).kind for n in self.nemesis}
+        if self.backend not in ("local", "sim") and "latency" in kinds:
             raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
                              "delay (not built): use --backend local")
         if self.backend == "ssh" and not self.hosts:
@@ -183,6 +197,7 @@ class TestConfig(BaseModel):
             raise ValueError("--hosts is only for --backend ssh")
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
+        self._runtime_settings()
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(1, 2**31)
         if self.scenario is not None:
@@ -195,7 +210,7 @@ class TestConfig(BaseModel):
         else:
             NEEDS_PAGECACHE = set()
         if self.storage is None:
-            pc = "lose-unfsynced" in self.nemesis or self.scenario in NEEDS_PAGECACHE
+            pc = any(n.startswith("lose-unfsynced") for n in self.nemesis) or self.scenario in NEEDS_PAGECACHE
             self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
@@ -206,6 +221,32 @@ class TestConfig(BaseModel):
             raise ValueError("--storage pagecache is the reference broker's own emulation: Kafka loses "
                              "un-fsynced writes with --storage lazyfs on --backend netns")
         return self
+
+    def _runtime_settings(self) -> None:
+        """Settings only one runtime has a use for are refused by the other."""
+        defaults = TestConfig.model_fields
+        if self.backend == "sim":
+            if self.db != "reference":
+                raise ValueError("the simulator runs the reference implementation only: drop --db")
+            for name in ("base_port", "combined", "storage"):
+                if getattr(self, name) not in (defaults[name].default, None):
+                    raise ValueError(f"--{name.replace('_', '-')} is for real processes, not the simulator")
+        else:
+            for name in ("link_latency_ms", "link_jitter_ms", "clock_drift", "consumers"):
+                if getattr(self, name) != defaults[name].default:
+                    raise ValueError(f"--{name.replace('_', '-')} is for the simulator, not real processes")
+        try:
+            ProtocolConfig.from_properties(self.protocol)
+        except ConfigError as e:
+            raise ValueError(f"--protocol: {e}") from None
+        if self.schedule is not None:
+            if self.nemesis or self.scenario:
+                raise ValueError("--schedule replays a recorded fault schedule: drop --nemesis and --scenario")
+            try:
+                names = replay.load(self.schedule)[1]
+                expand(list(names))
+            except (replay.ScheduleError, UnknownFault) as e:
+                raise ValueError(str(e)) from None
 
     # ----------------------------------------------------------------- helpers
     def keys(self) -> list[str]:
@@ -232,6 +273,29 @@ class TestConfig(BaseModel):
 
     def node_names(self) -> list[str]:
         return [n for n, _, _ in self.layout()]
+
+    def has_nemesis(self) -> bool:
+        return bool(self.nemesis or self.scenario or self.schedule)
+
+    def nemesis_plan(self, protocol: ProtocolConfig) -> NemesisPlan:
+        """What the nemesis does, with the runtime's protocol timeouts: the
+        mix drawn from, a scenario, or a recorded schedule replayed."""
+        faults, entries = tuple(self.nemesis), ()
+        if self.schedule:
+            loaded, faults = replay.load(self.schedule)
+            entries = tuple(loaded)
+        return NemesisPlan(faults, self.nemesis_interval, self.nemesis_mode, self.scenario,
+                           protocol.replica_lag_time_max_ms, protocol.broker_session_timeout_ms, entries)
+
+    def fault_names(self) -> tuple[str, ...]:
+        """Every fault the run may make (the mix, or the schedule's)."""
+        return replay.load(self.schedule)[1] if self.schedule else tuple(self.nemesis)
+
+    def test_json(self) -> dict[str, Any]:
+        """What a run directory's test.json says of the test (both runtimes):
+        the settings, the keys and what the checkers read back."""
+        return {"name": self.name, "runtime": self.backend, "workload": "queue", "sub_via": ["assign"], "txn": False,
+                "keys": self.keys(), **self.model_dump()}
 
     def node_count(self) -> int:
         if self.combined:
@@ -279,7 +343,7 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
                          "jars or java of their own yet)")
     if cfg.backend == "local":
         for fault in cfg.nemesis:
-            if fault in KAFKA_LOCAL_REFUSED:
+            if parse(fault).kind in KAFKA_LOCAL_REFUSED:
                 raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[fault]}")
         if cfg.scenario:
             from nemesis.scenarios import SCENARIOS
@@ -306,6 +370,12 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         data = yaml.safe_load(p.read_text())
     except FileNotFoundError:
         raise UsageError(f"config file {p} not found") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"config file {p}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise UsageError(f"config file {p}: cannot read ({e.strerror})") from None
+    except RecursionError:
+        raise UsageError(f"config file {p}: nested too deeply") from None
     except yaml.YAMLError as e:
         raise UsageError(f"config file {p}: not valid YAML ({str(e).splitlines()[0]})") from None
     if data is None:

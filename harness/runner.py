@@ -20,16 +20,21 @@ from pathlib import Path
 from typing import Any
 
 import generator as g
+from checkers.history import read_jsonl
 from harness import store
+from harness.backend.local import CAPABILITIES as LOCAL_CAPABILITIES
 from harness.checking import check_run, export_edn
 from harness.config import TestConfig
-from harness.errors import HarnessError, KraftwerkError
+from harness.errors import HarnessError, KraftwerkError, UsageError
 from harness.history import Recorder
 from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
-from nemesis import Nemesis, NemesisPlan
 from harness.summary import write_summary
+from nemesis import Nemesis, replay
+from nemesis.control import Unsupported
+from nemesis.faults import check_supported
+from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
 from workloads import queue as qw
 
 
@@ -65,8 +70,17 @@ def make_db(cfg: TestConfig, run_dir: Path, state: RunState, checked: Any = None
 
 
 def preflight(cfg: TestConfig) -> Any:
-    """Checks that need the machine but start nothing (ports free, binaries
-    present, the backend's hosts reachable); returns what the backend checked."""
+    """Checks that need the machine but start nothing (faults the runtime
+    can make, ports free, binaries present, the backend's hosts reachable);
+    returns what the backend checked."""
+    have = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES if cfg.backend == "sim" else None
+    if have is not None:
+        try:
+            check_supported(cfg.fault_names(), cfg.backend, have)
+        except Unsupported as e:
+            raise UsageError(str(e)) from None
+    if cfg.backend == "sim":
+        return None
     if cfg.db == "kafka":
         from harness.db.kafka import preflight as kafka_preflight
 
@@ -113,8 +127,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         # records (same values!) out of this history
         cfg = cfg.model_copy(update={"topic_prefix": f"kraftwerk.{cfg.name}.{run_dir.name}.t"})
     state = RunState.create(out, run_id, run_dir)
-    store.write_json(run_dir / store.TEST, {"name": cfg.name, "run_id": run_id, "runtime": "local", "workload": "queue",
-                                                "sub_via": ["assign"], "txn": False, "keys": cfg.keys(), **cfg.model_dump()})
+    store.write_json(run_dir / store.TEST, {"run_id": run_id, **cfg.test_json()})
     store.point_latest(out, run_dir)
     rng = random.Random(cfg.seed)
     rec = Recorder(run_dir / store.HISTORY if cfg.record_history else None, cfg.history_fsync_every)
@@ -127,9 +140,10 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         db = make_db(cfg, run_dir, state, checked)
         db.setup()
         nem = None
-        if cfg.nemesis or cfg.scenario:
-            plan = NemesisPlan(tuple(cfg.nemesis), cfg.nemesis_interval, cfg.nemesis_mode, cfg.scenario)
-            nem = Nemesis(plan, db, random.Random(rng.getrandbits(64)))
+        if cfg.has_nemesis():
+            from harness.db.reference import protocol_config
+
+            nem = Nemesis(cfg.nemesis_plan(protocol_config(cfg)), db.cluster, random.Random(rng.getrandbits(64)))
         bootstrap = db.client_bootstrap()
         keys = cfg.keys()
 
@@ -177,6 +191,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         raise error
     if not cfg.record_history:
         return RunOutcome(run_dir, {"valid": "unknown", "stats": dict(rec.counts)})
+    record_schedule(run_dir, replay.schedule_of(read_jsonl(run_dir / store.HISTORY)))
     result = check_run(run_dir, engine=cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
     export_edn(run_dir)
     write_summary(run_dir)
@@ -187,6 +202,13 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
     except Exception as e:  # the verdict stands even if a plot fails
         (run_dir / "report-error.txt").write_text(f"{type(e).__name__}: {e}\n")
     return RunOutcome(run_dir, result)
+
+
+def record_schedule(run_dir: Path, schedule: list[dict[str, Any]]) -> None:
+    """Add what the nemesis did to test.json, in the shared vocabulary, for
+    ``--schedule`` (``nemesis.replay``)."""
+    test = store.read_json(run_dir / store.TEST)
+    store.write_json(run_dir / store.TEST, {**test, "schedule": schedule})
 
 
 def summary_line(o: RunOutcome) -> str:
@@ -201,19 +223,20 @@ def summary_line(o: RunOutcome) -> str:
     return f"{o.run_dir}: " + "  ".join(parts)
 
 
-def run_seed(opts: Any, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
-    """Run one simulated seed (``reference_impl.sim.runner.SimRun``); with
+def run_seed(cfg: TestConfig, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
+    """Run one simulated seed (``harness.backend.sim.SimRun``); with
     ``out`` write its run directory (test.json, results.json and, with
     ``report``, the HTML report) and return the results."""
-    from reference_impl.sim.runner import SimRun
+    from harness.backend.sim import SimRun
 
-    run_dir = store.new_run_dir(out, opts.test_name, seed) if out is not None else None
-    run = SimRun(opts, seed, run_dir)
+    run_dir = store.new_run_dir(out, cfg.name, seed) if out is not None else None
+    run = SimRun(cfg, seed, run_dir)
     if run_dir is not None:
         test = {**run.test_json(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         store.write_json(run_dir / store.TEST, test)
     res = run.run(release=True)
     if run_dir is not None:
+        record_schedule(run_dir, run.schedule)
         store.write_json(run_dir / store.RESULTS, res)
         write_summary(run_dir)
         res["run_dir"] = str(run_dir)

@@ -6,9 +6,9 @@ targets resolved when the fault is applied (a leader is whoever leads *then*)
 and recorded in the completion's value. ``final()`` heals everything, and
 ``heal_all()`` does so again outside the history as the harness's last word.
 
-The cluster object is the backend's node control (``harness.backend.local``):
-kill/start/pause/resume/clock/power-loss per node, a proxy control for links,
-and leader/controller discovery.
+The fault vocabulary is ``nemesis.faults``; every fault drives the cluster
+contract (``nemesis.control``), which the local backend and the simulator
+both implement, and nothing else.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from typing import Any
 
 import generator as g
 
-from .faults import FAULTS, Fault, make_faults
-from . import scenarios
+from .control import Cluster
+from .faults import Fault, make_faults, parse
+from .stories import Timings
+from . import replay, scenarios
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,14 @@ class Schedule(g.Gen):
         if self.phase == "start":
             fault = ctx.rng.choice(self.faults)
             return (
-                {"f": f"start-{FAULTS[fault].op_name}", "value": {"fault": fault}, "process": "nemesis", "time": ctx.time},
+                {"f": f"start-{parse(fault).op_name}", "value": {"fault": fault}, "process": "nemesis", "time": ctx.time},
                 replace(self, phase="sleep-before-stop", current=fault),
             )
         if self.phase == "sleep-before-stop":
             return self._sleep(ctx, "stop", self.current)
         assert self.current is not None
         return (
-            {"f": f"stop-{FAULTS[self.current].op_name}", "value": {"fault": self.current}, "process": "nemesis", "time": ctx.time},
+            {"f": f"stop-{parse(self.current).op_name}", "value": {"fault": self.current}, "process": "nemesis", "time": ctx.time},
             replace(self, phase="sleep-before-start", current=None),
         )
 
@@ -80,10 +82,10 @@ class TimedCycle(g.Gen):
         at = self.at + int(self.interval_ns * (0.5 + rng.random()))
         if self.current is None:
             fault = rng.choice(self.faults)
-            op = {"f": f"start-{FAULTS[fault].op_name}", "value": {"fault": fault}}
+            op = {"f": f"start-{parse(fault).op_name}", "value": {"fault": fault}}
         else:
             fault = None
-            op = {"f": f"stop-{FAULTS[self.current].op_name}", "value": {"fault": self.current}}
+            op = {"f": f"stop-{parse(self.current).op_name}", "value": {"fault": self.current}}
         if not ctx.free_threads():
             return g.PENDING, self
         op.update(process="nemesis", time=max(at, ctx.time))
@@ -95,7 +97,7 @@ def overlapping(faults: tuple[str, ...], interval_ns: int, seed: int) -> g.Gen:
     controller-kill share ``start-kill``/``stop-kill``, so they take turns)."""
     groups: dict[str, list[str]] = {}
     for f in faults:
-        groups.setdefault(FAULTS[f].op_name, []).append(f)
+        groups.setdefault(parse(f).op_name, []).append(f)
     return g.any_(*[TimedCycle(tuple(fs), interval_ns, seed + i) for i, fs in enumerate(groups.values())])
 
 
@@ -108,19 +110,28 @@ class NemesisPlan:
     interval_s: float = 5.0
     mode: str = "sequential"
     scenario: str | None = None
+    #: protocol timeouts the stories wait on (``nemesis.stories``)
+    lag_ms: int = 5000
+    session_ms: int = 4000
+    #: a recorded schedule to replay instead (``nemesis.replay``)
+    schedule: tuple[dict[str, Any], ...] = ()
 
 
 class Nemesis:
     """Dispatches nemesis ops to fault implementations."""
 
-    def __init__(self, plan: NemesisPlan, cluster: Any, rng: random.Random) -> None:
+    def __init__(self, plan: NemesisPlan, cluster: Cluster, rng: random.Random) -> None:
         self.plan = plan
         self.cluster = cluster
         self.rng = rng
-        self.faults: dict[str, Fault] = make_faults(list(plan.faults), cluster, rng)
+        timings = Timings(plan.lag_ms, plan.session_ms, int(plan.interval_s * 1000))
+        names = tuple(dict.fromkeys([*plan.faults, *replay.fault_names(list(plan.schedule))]))
+        self.faults: dict[str, Fault] = make_faults(list(names), cluster, rng, timings)
         self.script = scenarios.ScenarioRunner(plan.scenario, cluster) if plan.scenario else None
 
     def schedule(self) -> g.Gen:
+        if self.plan.schedule:
+            return replay.Replay(self.plan.schedule)
         if self.plan.scenario:
             return scenarios.generator(self.plan.scenario)
         interval = int(self.plan.interval_s * g.NS)
@@ -132,7 +143,7 @@ class Nemesis:
         if self.plan.scenario:
             steps = scenarios.SCENARIOS[self.plan.scenario]
             return list(dict.fromkeys(s[0].split("-", 1)[1] for s in steps if s[0] != "sleep"))
-        return list(dict.fromkeys(FAULTS[f].op_name for f in self.plan.faults))
+        return list(dict.fromkeys(f.op_name for f in self.faults.values()))
 
     def final(self) -> g.Gen:
         """stop-<op> once per distinct op name: heal every fault type in use."""
@@ -153,6 +164,8 @@ class Nemesis:
             if self.script is not None:
                 v = op.get("value") or {}
                 result = self.script.heal_all() if v.get("final") else self.script.run(int(v["step"]))
+            elif action == "start" and "_replay" in op:
+                result = self.faults[fault_name].replay(op["_replay"])
             elif action == "start":
                 result = self.faults[fault_name].start()
             elif fault_name in self.faults:
@@ -179,4 +192,4 @@ class Nemesis:
                 pass
 
 
-__all__ = ["Nemesis", "NemesisPlan", "Schedule", "FAULTS"]
+__all__ = ["Nemesis", "NemesisPlan", "Schedule"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 #: the pseudo-node that stands for every client of the test in a link pair
 CLIENT = "client"
@@ -53,10 +53,11 @@ class Unsupported(ValueError):
     """A fault the runtime cannot make; the message is one line for the user."""
 
 
-def require(runtime: str, have: frozenset[Capability], needs: Iterable[Capability], what: str) -> None:
+def require(runtime: str, have: frozenset[Capability] | frozenset[str], needs: Iterable[Capability], what: str) -> None:
     """Refuse ``what`` (a fault's name) before a run starts if ``runtime``
     lacks one of the capabilities it ``needs``."""
-    missing = sorted(c.value for c in needs if c not in have)
+    values = {getattr(h, "value", h) for h in have}  # a runtime may declare plain strings
+    missing = sorted(c.value for c in needs if c.value not in values)
     if missing:
         raise Unsupported(f"{what} needs {', '.join(missing)}, which the {runtime} runtime cannot make")
 
@@ -154,6 +155,10 @@ class Observer(Protocol):
     def leader_of(self, key: str) -> str | None:
         ...
 
+    def replicas_of(self, key: str) -> list[str]:
+        """The partition's assigned replicas."""
+        ...
+
     def isr_of(self, key: str) -> list[str]:
         ...
 
@@ -166,6 +171,11 @@ class Cluster(Protocol):
 
     runtime: str
     capabilities: frozenset[Capability]
+
+    def after(self, delay_ms: int, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once ``delay_ms`` of the runtime's time has passed
+        (virtual time in the simulator): a fault's follow-up steps."""
+        ...
 
     @property
     def nodes(self) -> NodeControl: ...

@@ -33,6 +33,8 @@ from typing import Any
 
 import generator as g
 
+from .control import Cluster
+
 Step = tuple[str, str, dict[str, Any]]  # (history f, action, args)
 
 SCENARIOS: dict[str, list[Step | tuple[str, float]]] = {
@@ -102,15 +104,16 @@ class ScenarioRunner:
     """Runs one scenario's steps against the cluster (the nemesis worker calls it)."""
 
     name: str
-    cluster: Any
+    cluster: Cluster
 
     def __post_init__(self) -> None:
         self.roles: dict[str, str] = {}
         self.cut: set[tuple[str, str]] = set()
 
     def bind(self) -> dict[str, str]:
-        key = self.cluster.keys()[0]
-        leader, replicas = self.cluster.replicas_of(key)
+        obs = self.cluster.observer
+        key = obs.keys()[0]
+        leader, replicas = obs.leader_of(key), obs.replicas_of(key)
         if leader is None or len(replicas) < 3:
             raise RuntimeError(f"cannot bind roles for {key}: leader {leader}, replicas {replicas}")
         others = sorted(r for r in replicas if r != leader)
@@ -130,31 +133,31 @@ class ScenarioRunner:
             (a,) = self._names(args["who"])
             for b in self._names(args["from"]):
                 self.cut |= {(a, b), (b, a)}
-            self.cluster.proxy.call(cmd="cut", pairs=sorted(self.cut))
+            self.cluster.net.cut(self.cut)
             out["cut"] = sorted([list(p) for p in self.cut])
         elif action == "heal":
             self.cut.clear()
-            self.cluster.proxy.call(cmd="cut", pairs=[])
+            self.cluster.net.cut([])
         elif action == "kill":
             out["nodes"] = self._names(args["who"])
             for n in out["nodes"]:
-                self.cluster.kill(n)
+                self.cluster.nodes.kill(n)
         elif action == "power-loss":
             out["nodes"] = self._names(args["who"])
             for n in out["nodes"]:
-                self.cluster.power_loss(n)
+                self.cluster.nodes.power_loss(n)
         elif action == "restart":
             out["nodes"] = self._names(args["who"])
             for n in out["nodes"]:
-                self.cluster.start(n)
+                self.cluster.nodes.start(n)
         else:
             raise ValueError(f"unknown scenario action {action!r}")
         return out
 
     def heal_all(self) -> dict[str, Any]:
         self.cut.clear()
-        self.cluster.proxy.call(cmd="cut", pairs=[])
-        dead = self.cluster.dead_nodes()
+        self.cluster.net.cut([])
+        dead = self.cluster.nodes.dead_nodes()
         for n in dead:
-            self.cluster.start(n)
+            self.cluster.nodes.start(n)
         return {"healed": True, "restarted": dead}

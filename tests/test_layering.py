@@ -52,3 +52,11 @@ def test_the_checker_sees_deferred_and_dotted_imports(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("import harness.store\ndef f():\n    from harness.report import x\nfrom .local import y\n")
     assert imported_packages(f) == {"harness"}
+
+
+def test_the_simulators_host_sees_its_environment_not_the_simulation():
+    """The host/simulation circle is broken: a host gets a ``NodeEnv``."""
+    sim = ROOT / "reference_impl" / "sim"
+    tree = ast.parse((sim / "host.py").read_text())
+    relative = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1}
+    assert "simulation" not in relative and "env" in relative

@@ -165,7 +165,7 @@ def _op_from_json(d: dict, p: Path, i: int) -> Op:
     f = d.get("f")
     tm = d.get("time", 0)
     ix = d.get("index", -1)
-    if t in _OP_TYPES and type(f) is str and type(tm) is int and type(ix) is int:
+    if type(t) is str and t in _OP_TYPES and type(f) is str and type(tm) is int and type(ix) is int:
         pop = d.pop
         pop("type")
         pop("f")

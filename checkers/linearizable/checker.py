@@ -31,6 +31,11 @@ from .windows import refute
 __all__ = ["check", "DEFAULT_MEMORY_BUDGET_MB"]
 
 DEFAULT_MEMORY_BUDGET_MB = 1024
+#: slices of window refutation per slice of whole-key WGL once the latter
+#: has had its first: a key WGL has not decided by then is more often one
+#: whose search space explodes, and windows on a linearizable key run out
+#: fast (each window finds its linearization early)
+WINDOW_SHARE = 3
 
 
 def _key_name(key: Any) -> str:
@@ -153,8 +158,8 @@ def check(
 def _key_search(sub: SubHistory, prob: Any, mdl: Model, slice_steps: int
                 ) -> Generator[SearchResult, None, SearchResult]:
     """WGL over the whole key, with window refutation (:mod:`.windows`)
-    interleaved slice for slice when the model has a wildcard state: the
-    first to decide answers (a window can only refute)."""
+    interleaved (:data:`WINDOW_SHARE` slices to one) when the model has a
+    wildcard state: the first to decide answers (a window can only refute)."""
     full = search(prob, mdl, slice_steps)
     windows: Any = None
     started = mdl.any_state() is None  # no wildcard: no windows
@@ -168,15 +173,17 @@ def _key_search(sub: SubHistory, prob: Any, mdl: Model, slice_steps: int
         if not started:
             started = True
             windows = refute(sub.ops, mdl, slice_steps, focus=progress.frontier)
-        elif windows is not None:
-            try:
-                next(windows)
-            except StopIteration as stop:
-                windows = None
-                if stop.value is not None:
-                    full.close()
-                    stop.value.mem_estimate = progress.mem_estimate
-                    return stop.value
+        else:
+            for _ in range(WINDOW_SHARE if windows is not None else 0):
+                try:
+                    next(windows)
+                except StopIteration as stop:
+                    windows = None
+                    if stop.value is not None:
+                        full.close()
+                        stop.value.mem_estimate = progress.mem_estimate
+                        return stop.value
+                    break
         yield progress
 
 

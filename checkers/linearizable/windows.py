@@ -35,7 +35,7 @@ from .prepare import LinOp
 from .wgl import SearchResult, compile_problem, search
 
 #: steps one window may take before it is given up as inconclusive
-WINDOW_STEPS = 20_000
+WINDOW_STEPS = 2_000
 FIRST_WIDTH = 8
 
 

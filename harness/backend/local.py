@@ -35,6 +35,15 @@ from harness.errors import HarnessError, UsageError
 from harness.proxy import ProxyControl
 from harness.state import RunState
 from reference_impl.server import auth
+from harness.timers import Timers
+from nemesis.control import CLIENT, Capability, Link, Unsupported
+
+#: what the local backend can make (no per-message loss: the proxies carry
+#: TCP streams, which lose no bytes; no exec or files beyond this machine)
+CAPABILITIES = frozenset({
+    Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.POWER_LOSS, Capability.CLOCK,
+    Capability.CLOCK_STROBE, Capability.PARTITION, Capability.PARTITION_CLIENTS, Capability.LATENCY,
+})
 
 HOST = "127.0.0.1"
 
@@ -104,6 +113,15 @@ def plan_nodes(layout: list[tuple[str, int, list[str]]], ports: list[int]) -> tu
 
 
 class LocalCluster:
+    """Node processes on this machine: the cluster contract
+    (``nemesis.control``) as processes, signals, the per-link proxy and each
+    node's control endpoint. It is its own :class:`NodeControl` and
+    :class:`Observer`; ``net`` and ``clock`` are :class:`ProxyNetwork` and
+    :class:`ControlClock`."""
+
+    runtime = "local"
+    capabilities = CAPABILITIES
+
     def __init__(
         self,
         layout: list[tuple[str, int, list[str]]],
@@ -131,26 +149,40 @@ class LocalCluster:
         (self.run_dir / "nodes").mkdir(parents=True, exist_ok=True)
         self.secret_file = auth.ensure_secret_file(str(self.run_dir / "nodes" / "cluster.secret"))
         self.secret = auth.load_secret(self.secret_file)
+        self.net = ProxyNetwork(self)
+        self.clock = ControlClock(self)
+        self.timers = Timers()
+
+    def after(self, delay_ms: int, fn: Any) -> None:
+        self.timers.after(delay_ms, fn)
+
+    @property
+    def nodes(self) -> "LocalCluster":
+        return self
+
+    @property
+    def observer(self) -> "LocalCluster":
+        return self
 
     # ------------------------------------------------------------ topology
     def node_names(self) -> list[str]:
         return [s.name for s in self.specs]
 
-    def brokers(self) -> list[NodeSpec]:
-        return [s for s in self.specs if "broker" in s.roles]
+    def brokers(self) -> list[str]:
+        return [s.name for s in self.specs if "broker" in s.roles]
+
+    def controllers(self) -> list[str]:
+        return [s.name for s in self.specs if "controller" in s.roles]
 
     def client_bootstrap(self) -> str:
-        return ",".join(f"{HOST}:{s.client_port}" for s in self.brokers())
-
-    def node_link_names(self) -> list[str]:
-        return [f"{a.name}->{b}" for a in self.specs for b in a.peer_ports]
+        return ",".join(f"{HOST}:{self.by_name[b].client_port}" for b in self.brokers())
 
     def links(self) -> list[dict[str, Any]]:
         out = []
         for a in self.specs:
             for b, port in a.peer_ports.items():
                 out.append({"src": a.name, "dst": b, "listen": port, "target": self.by_name[b].listen})
-            out.append({"src": "client", "dst": a.name, "listen": a.client_port, "target": a.listen})
+            out.append({"src": CLIENT, "dst": a.name, "listen": a.client_port, "target": a.listen})
         return out
 
     def node_command(self, s: NodeSpec, storage_mode: str) -> list[str]:
@@ -233,6 +265,9 @@ class LocalCluster:
     def dead_nodes(self) -> list[str]:
         return [n for n in self.node_names() if not self.alive(n)]
 
+    def paused_nodes(self) -> list[str]:
+        return sorted(n for n in self.paused if self.alive(n))
+
     def live_nodes(self) -> list[str]:
         return [n for n in self.node_names() if self.alive(n) and n not in self.paused]
 
@@ -253,15 +288,24 @@ class LocalCluster:
             os.killpg(p.pid, signal.SIGSTOP)
             self.paused.add(name)
 
-    def resume_all(self) -> list[str]:
-        out = []
-        for name in sorted(self.paused):
-            p = self.procs.get(name)
-            if p is not None and p.poll() is None:
-                os.killpg(p.pid, signal.SIGCONT)
-                out.append(name)
-        self.paused.clear()
-        return out
+    def resume(self, name: str) -> None:
+        p = self.procs.get(name)
+        if name in self.paused and p is not None and p.poll() is None:
+            os.killpg(p.pid, signal.SIGCONT)
+        self.paused.discard(name)
+
+    def terminate(self, name: str) -> None:
+        """SIGTERM: the node runs its controlled shutdown and exits; one that
+        has not within the node's own grace period is killed."""
+        p = self.procs.get(name)
+        if p is None or p.poll() is not None:
+            return
+        self.resume(name)
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=35)
+        except subprocess.TimeoutExpired:
+            self.kill(name)
 
     # ------------------------------------------------------------ control endpoint
     def _http(self, name: str, method: str, path: str, body: dict | None = None, timeout: float = 3.0) -> Any:
@@ -286,12 +330,14 @@ class LocalCluster:
         if self.alive(name) and name not in self.paused:
             self._http(name, "POST", "/clock", {"offset_ms": int(offset_ms)})
 
+    def link_name(self, link: Link) -> str:
+        return f"{link[0]}->{link[1]}"
+
     def power_loss(self, name: str) -> None:
         """Revert unfsynced writes and die (the node exits 137 mid-request)."""
         if not self.alive(name):
             return
-        if name in self.paused:
-            self.resume_all()
+        self.resume(name)
         try:
             self._http(name, "POST", "/power-loss", {}, timeout=3)
         except (OSError, urllib.error.URLError, ValueError):
@@ -322,8 +368,15 @@ class LocalCluster:
                 return s.name
         return None
 
-    def replicas_of(self, key: str) -> tuple[str | None, list[str]]:
-        """(leader, replicas) of a topic-partition by node name, from Metadata."""
+    def isr_of(self, key: str) -> list[str]:
+        return self._metadata(key, "isrs")
+
+    def replicas_of(self, key: str) -> list[str]:
+        return self._metadata(key, "replicas")
+
+    def _metadata(self, key: str, field: str) -> list[str]:
+        """A topic-partition's replicas or ISR by node name, from Metadata,
+        once a leader is known (for at most 15 s)."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
@@ -336,11 +389,11 @@ class LocalCluster:
                                   "socket.timeout.ms": 3000}).list_topics(topic=topic, timeout=4)
                 p = md.topics[topic].partitions[int(part)]
                 if p.leader >= 0:
-                    return name.get(p.leader), [name[r] for r in p.replicas if r in name]
+                    return [name[r] for r in getattr(p, field) if r in name]
             except (KafkaException, KeyError):
                 pass
             if time.monotonic() > deadline:
-                return None, []
+                return []
             time.sleep(0.3)
 
     def active_controller(self) -> str | None:
@@ -372,6 +425,7 @@ class LocalCluster:
                 time.sleep(0.1)
 
     def teardown(self) -> None:
+        self.timers.cancel_all()
         if self.proxy is not None:
             self.proxy.close()
         for name, p in list(self.procs.items()):
@@ -393,6 +447,53 @@ class LocalCluster:
                 pass
             if p.stdout is not None:
                 p.stdout.close()
+
+
+class ProxyNetwork:
+    """The contract's :class:`~nemesis.control.Network` on the proxy: a cut
+    holds a link's bytes until the heal, latency delays each chunk."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+
+    def _proxy(self) -> ProxyControl:
+        if self.cluster.proxy is None:
+            raise HarnessError("the proxy is not running")
+        return self.cluster.proxy
+
+    def cut(self, pairs: Any) -> None:
+        self._proxy().call(cmd="cut", pairs=sorted([list(p) for p in pairs]))
+
+    def set_latency(self, links: Any, ms: float, jitter_ms: float) -> None:
+        names = [self.cluster.link_name(link) for link in links]
+        self._proxy().call(cmd="delay", ms=ms, jitter=jitter_ms, links=names)
+
+    def set_loss(self, links: Any, probability: float) -> None:
+        if probability:
+            raise Unsupported("loss needs loss, which the local runtime cannot make (its proxies carry TCP streams)")
+
+
+class ControlClock:
+    """The contract's :class:`~nemesis.control.Clock` on each node's control
+    endpoint (``POST /clock``); a strobe runs in the calling thread."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+
+    def set_offset(self, node: str, ms: int) -> None:
+        self.cluster.set_clock(node, ms)
+
+    def reset(self, node: str) -> None:
+        self.cluster.set_clock(node, 0)
+
+    def strobe(self, node: str, delta_ms: int, period_ms: int, duration_ms: int) -> None:
+        end = time.monotonic() + duration_ms / 1000
+        flip = False
+        while time.monotonic() < end:
+            flip = not flip
+            self.cluster.set_clock(node, delta_ms if flip else 0)
+            time.sleep(period_ms / 1000)
+        self.cluster.set_clock(node, 0)
 
 
 def _tail(path: Path, n: int = 300) -> str:

@@ -59,9 +59,13 @@ class LocalHosts:
 
     def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
+        # a run's state ties the daemon to the harness (lease, parent-death
+        # signal); a hand cluster's state does not
+        spawn = getattr(self.state, "spawn_options", None)
+        opts: dict = spawn() if spawn is not None else {"env": self.state.child_env(), "start_new_session": True}
+        opts["env"] = {**opts["env"], **env}
         with open(log, "ab") as out:
-            p = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                 start_new_session=True, env={**self.state.child_env(), **env})
+            p = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=out, **opts)
         self.state.add_process(p.pid, "node", node)
         self.procs[node] = p
         return p.pid

@@ -146,6 +146,22 @@ def _run(client: paramiko.SSHClient, argv: Sequence[str], timeout: float,
         return 255, "", f"ssh: {ex}"
 
 
+def undo_argv(spec: HostSpec, run_id: str) -> list[list[str]]:
+    """What ``kraftwerk cleanup`` runs (the OpenSSH client, the same known
+    host key) if the harness dies: our chains emptied (a partition in force
+    would outlive it) and the run's directory removed; the node processes
+    end by themselves (their lease). Every piece from the hosts file is
+    quoted for the remote shell."""
+    sudo = "sudo -n " if spec.sudo else ""
+    remote = (f"{sudo}iptables -w -F kw-in; {sudo}iptables -w -F kw-out; "
+              f"{sudo}rm -rf -- {shlex.quote(f'{spec.dir}/runs/{run_id}')}")
+    argv = ["ssh", "-p", str(spec.port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+            "-o", f"UserKnownHostsFile={known_hosts_path(spec)}", "-o", "ConnectTimeout=5"]
+    if spec.key:
+        argv += ["-i", spec.key, "-o", "IdentitiesOnly=yes"]
+    return [argv + [f"{spec.user}@{spec.address}", remote]]
+
+
 class SshHosts:
     """The host contract (``Remote``) over ssh connections, one host per node."""
 
@@ -167,6 +183,9 @@ class SshHosts:
     def open(cls, checked: dict[str, tuple[HostSpec, Any]], names: Sequence[str], state: RunState | None,
              run_dir: Path) -> "SshHosts":
         self = cls(checked, state, state.run_id if state is not None else run_dir.name)
+        if state is not None:
+            for node, (spec, _) in checked.items():
+                state.add_resource("ssh-host", f"{spec.name} ({node})", undo=undo_argv(spec, self.run_id))
         self.install()
         return self
 
@@ -285,3 +304,6 @@ class SshHosts:
             s.close()
         for _, client in self.hosts.values():
             client.close()
+        if self.state is not None:
+            for node, (spec, _) in self.hosts.items():
+                self.state.remove_resource("ssh-host", f"{spec.name} ({node})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -14,8 +15,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.campaign.execute import Progress, plan_units, run_units, summarise, verdict
-from harness.campaign.spec import load_spec
+from harness.campaign.spec import load_spec, parse_spec
 from harness.errors import exit_code_for_valid
+
+
+DEFAULT_CAMPAIGN = Path(__file__).resolve().parents[1] / "campaign" / "default.yaml"
 
 
 def _table(campaign: dict) -> Table:
@@ -35,7 +39,8 @@ def _table(campaign: dict) -> Table:
 
 
 @click.command("campaign")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option("--name", default=None, help="Campaign name (default: the file's name:, or its stem).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
               help="Results directory; the campaign goes to OUT/campaigns/NAME/.")
 @click.option("--parallel", type=click.IntRange(1, 256), default=None,
@@ -48,7 +53,7 @@ def _table(campaign: dict) -> Table:
 @click.option("--recheck", is_flag=True, help="Check every run's history again while aggregating.")
 @click.option("--parquet/--no-parquet", default=True, show_default=True, help="Also write cells/runs as Parquet.")
 @click.option("--json", "as_json", is_flag=True, help="Print the campaign object (with its cells) on stdout.")
-def campaign_cmd(file: Path, out: Path, parallel: int | None, engine: str, runs_on: str,
+def campaign_cmd(file: Path | None, name: str | None, out: Path, parallel: int | None, engine: str, runs_on: str,
                  spark_master: str | None, recheck: bool, parquet: bool, as_json: bool) -> None:
     """Run every cell of a campaign matrix, then sum the runs per cell.
 
@@ -56,9 +61,14 @@ def campaign_cmd(file: Path, out: Path, parallel: int | None, engine: str, runs_
     FILE (YAML):  name, runtime (sim|real), seeds (A..B or N), fixed settings,
                   and matrix: {setting: [values...]}; settings by their flag
                   name (min-isr) or Kafka's key (min.insync.replicas).
+                  Without FILE: the default campaign (reference broker as
+                  real processes, partition + kill, acks=all and acks=1).
     A re-run skips the runs already done. Exit 1 if any cell has an invalid run.
     """
-    spec = load_spec(file)
+    spec = load_spec(file or DEFAULT_CAMPAIGN)
+    if name is not None:
+        parse_spec({"name": name})  # the same name rule as in a file
+        spec = replace(spec, name=name)
     camp_dir = out / "campaigns" / spec.name
     camp_dir.mkdir(parents=True, exist_ok=True)
     cs, units, already = plan_units(spec, camp_dir)

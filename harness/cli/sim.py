@@ -20,7 +20,10 @@ from typing import Any
 
 import click
 
+from harness.cli.options import config_from_flags, recorded_settings, test_options
+from harness.config import TestConfig
 from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+from harness.runner import preflight
 
 
 def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
@@ -42,46 +45,11 @@ def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
     return [seed]
 
 
-def build_options(flags: dict[str, Any], variant: tuple[str, ...]) -> Any:
-    from reference_impl.core.config import ConfigError, Variants
-    from reference_impl.sim.options import SimOptions, SimOptionsError
-
-    kw: dict[str, Any] = {}
-    if flags.get("name") is not None:
-        from harness.store import BadName, check_name
-
-        try:
-            check_name(flags["name"], "--name")
-        except BadName as e:
-            raise UsageError(str(e)) from None
-    for cli, field in (("name", "test_name"), ("brokers", "brokers"), ("controllers", "controllers"),
-                       ("topics", "topics"), ("partitions", "partitions"), ("rf", "rf"), ("min_isr", "min_isr"),
-                       ("acks", "acks"), ("idempotent", "idempotent"), ("time_limit", "time_limit_s"), ("rate", "rate"),
-                       ("nemesis_interval", "nemesis_interval_s"), ("producers", "producers"),
-                       ("consumers", "consumers"), ("final_wait", "final_wait_s")):
-        if flags.get(cli) is not None:
-            kw[field] = flags[cli]
-    if flags.get("nemesis") is not None:
-        kw["nemesis"] = tuple(n.strip() for n in flags["nemesis"].split(",") if n.strip()) or ("none",)
-    vs: dict[str, bool] = {}
-    for v in variant:
-        try:
-            name, on = Variants.parse_assignment(v)
-        except ConfigError as e:
-            raise UsageError(str(e)) from None
-        vs[name] = on
-    kw["variants"] = tuple(sorted(vs.items()))
-    try:
-        return SimOptions(**kw).validate()
-    except SimOptionsError as e:
-        raise UsageError(str(e)) from None
-
-
-def _worker(opts: Any, seed: int, out: str | None, report: bool = False) -> dict[str, Any]:
+def _worker(cfg: TestConfig, seed: int, out: str | None, report: bool = False) -> dict[str, Any]:
     from harness.runner import run_seed
 
     try:
-        return run_seed(opts, seed, out, report=report)
+        return run_seed(cfg, seed, out, report=report)
     except Exception as e:  # a harness bug: report it for this seed, keep the others going
         import traceback
 
@@ -131,7 +99,7 @@ def make_pool(jobs: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
 
 
-def run_seeds(opts: Any, seeds: list[int], out: str | None, jobs: int, progress: bool = False,
+def run_seeds(cfg: TestConfig, seeds: list[int], out: str | None, jobs: int, progress: bool = False,
               pool: ProcessPoolExecutor | None = None, report: bool = False) -> list[dict[str, Any]]:
     """Run every seed (in ``pool`` if given, so callers running many batches
     start the workers once); results in seed order."""
@@ -141,13 +109,13 @@ def run_seeds(opts: Any, seeds: list[int], out: str | None, jobs: int, progress:
     try:
         if inprocess:
             for s in seeds:
-                results[s] = _worker(opts, s, out, report)
+                results[s] = _worker(cfg, s, out, report)
                 if bar:
                     bar.advance(results[s])
         else:
             ex = pool if pool is not None else make_pool(jobs)
             try:
-                futs = {ex.submit(_worker, opts, s, out, report): s for s in seeds}
+                futs = {ex.submit(_worker, cfg, s, out, report): s for s in seeds}
                 for f in as_completed(futs):
                     s = futs[f]
                     try:
@@ -205,49 +173,32 @@ def print_table(results: list[dict[str, Any]]) -> None:
 
 
 @click.command("sim")
-@click.option("--seed", type=int, help="One seed (default 0).")
-@click.option("--seeds", help="A range of seeds, A..B inclusive.")
+@test_options
+@click.option("--seeds", help="A range of seeds, A..B inclusive (instead of --seed; default seed 0).")
 @click.option("--jobs", type=int, default=None,
               help="Seeds run in parallel worker processes (default: one per usable CPU, at most one per seed).")
-@click.option("--name", help="Test name (results/<name>/...; default sim).")
-@click.option("--brokers", type=int, help="Broker count (default 3).")
-@click.option("--controllers", type=int, help="KRaft controller (voter) count (default 3).")
-@click.option("--topics", type=int, help="Topic count (default 1).")
-@click.option("--partitions", type=int, help="Partitions per topic (default 3).")
-@click.option("--rf", type=int, help="Replication factor (default 3).")
-@click.option("--min-isr", type=int, help="min.insync.replicas (default 2).")
-@click.option("--acks", help="all | 1 | mixed (default all).")
-@click.option("--idempotent", is_flag=True, default=None,
-              help="Make acks=all producers idempotent (acks=1 ones cannot be). Default off.")
-@click.option("--time-limit", type=float, help="Simulated seconds of workload (default 60).")
-@click.option("--rate", type=float, help="Produce ops per simulated second (default 100).")
-@click.option("--producers", type=int, help="Producer processes (default 8).")
-@click.option("--consumers", type=int, help="Consumer processes (default 1).")
-@click.option("--nemesis", help="Comma list of faults or groups (partition, power-loss, all, none, kill, ...).")
-@click.option("--nemesis-interval", type=float, help="Simulated seconds between fault changes (default 10).")
-@click.option("--final-wait", type=float, help="Simulated seconds to recover before final reads (default 15).")
-@click.option("--variant", "variant", multiple=True, metavar="NAME=on|off", help="Protocol variant (repeatable).")
-@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True, help="Results directory.")
 @click.option("--report/--no-report", default=None,
               help="Write the HTML report into each run directory (default: only for a single seed).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result object(s) on stdout.")
-def sim_cmd(seed: int | None, seeds: str | None, jobs: int | None, variant: tuple[str, ...], out: str, as_json: bool,
-            report: bool | None, **flags: Any) -> int:
+def sim_cmd(seeds: str | None, jobs: int | None, as_json: bool, report: bool | None, **flags: Any) -> int:
     """Run the reference implementation in the deterministic simulator.
 
     \b
     Examples:
       kraftwerk sim --seed 7 --nemesis partition,kill
-      kraftwerk sim --seeds 0..199 --jobs 2 --variant kip101=off --nemesis kill,partition-leader
+      kraftwerk sim --seeds 0..199 --jobs 2 --variant kip101=off --nemesis kill,partition:primaries
     """
     from harness.store import point_latest
 
-    seed_list = parse_seeds(seed, seeds)
+    seed_list = parse_seeds(flags.get("seed"), seeds)
+    if flags.get("seed") is None and seeds is None and flags.get("schedule"):
+        seed_list = [int(recorded_settings(flags["schedule"]).get("seed", 0))]  # a replay: the recorded run's
     if jobs is None:
         jobs = default_jobs(len(seed_list))
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {jobs})")
-    opts = build_options(flags, variant)
+    cfg = config_from_flags("sim", {**flags, "seed": seed_list[0]})
+    preflight(cfg)
+    out = cfg.out
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as e:
@@ -255,7 +206,7 @@ def sim_cmd(seed: int | None, seeds: str | None, jobs: int | None, variant: tupl
     progress = not as_json and len(seed_list) > 1 and sys.stderr.isatty()
     if report is None:
         report = len(seed_list) == 1
-    results = run_seeds(opts, seed_list, out, jobs, progress=progress, report=report)
+    results = run_seeds(cfg, seed_list, out, jobs, progress=progress, report=report)
     dirs = [r["run_dir"] for r in results if r.get("run_dir")]
     if dirs:
         from pathlib import Path

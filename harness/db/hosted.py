@@ -30,6 +30,7 @@ from harness.db.external import ensure_topics
 from harness.errors import HarnessError
 from harness.net.iptables import CLIENT, IptablesNetwork
 from harness.state import RunState
+from harness.timers import Timers
 from reference_impl.server import auth
 from nemesis.control import Capability
 
@@ -65,6 +66,7 @@ class HostedReference:
     disks: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self.timers = Timers()
         names = self.cfg.node_names()
         self.roles = {n: r for n, _, r in self.cfg.layout()}
         self.ids = {n: i for n, i, _ in self.cfg.layout()}
@@ -293,14 +295,14 @@ class HostedReference:
         p = self._partition(key)
         return [x for x in (self._name(i) for i in (p.isrs if p is not None else [])) if x]
 
-    def replicas_of(self, key: str) -> tuple[str | None, list[str]]:
+    def replicas_of(self, key: str) -> list[str]:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             p = self._partition(key)
             if p is not None and p.leader >= 0:
-                return self._name(p.leader), [x for x in (self._name(i) for i in p.replicas) if x]
+                return [x for x in (self._name(i) for i in p.replicas) if x]
             time.sleep(0.3)
-        return None, []
+        return []
 
     def active_controller(self) -> str | None:
         best: tuple[int, int] | None = None
@@ -313,6 +315,14 @@ class HostedReference:
 
     # ------------------------------------------------------------ the contract's parts
     @property
+    def cluster(self) -> "HostedReference":
+        """The cluster contract (``nemesis.control``) the nemesis drives."""
+        return self
+
+    def after(self, delay_ms: int, fn: Any) -> None:
+        self.timers.after(delay_ms, fn)
+
+    @property
     def nodes(self) -> "HostedReference":
         return self
 
@@ -324,16 +334,12 @@ class HostedReference:
     def observer(self) -> "HostedReference":
         return self
 
-    @property
-    def proxy(self) -> "_NetCommands":
-        """The nemesis's link commands (``cut``/``delay``), made by the kernel."""
-        return _NetCommands(self.net)
-
     def node_link_names(self) -> list[str]:
         return [f"{a}->{b}" for a in self.node_names() for b in self.node_names() if a != b]
 
     # ------------------------------------------------------------ teardown
     def teardown(self) -> None:
+        self.timers.cancel_all()
         try:
             for n in self.node_names():
                 self.hosts.signal(n, signal.SIGCONT)
@@ -345,7 +351,8 @@ class HostedReference:
                 self.disks.teardown()
         finally:
             try:
-                self.net.teardown() if not getattr(self.hosts, "ephemeral_net", True) else None
+                if not getattr(self.hosts, "ephemeral_net", True):  # hosts that outlive the run (ssh)
+                    self.net.teardown()
             finally:
                 self.hosts.teardown()
 
@@ -358,23 +365,6 @@ class HostedReference:
                     self.hosts.download(n, f"{self.hosts.node_dir(n)}/{f}", self.run_dir / "nodes" / n / f)
                 except (OSError, HarnessError):
                     pass
-
-
-class _NetCommands:
-    """``cut``/``delay`` commands of the current nemesis, on a kernel network."""
-
-    def __init__(self, net: IptablesNetwork) -> None:
-        self.net = net
-
-    def call(self, cmd: str, **kw: Any) -> dict[str, Any]:
-        if cmd == "cut":
-            self.net.cut([tuple(p) for p in kw.get("pairs", [])])  # type: ignore[misc]
-        elif cmd == "heal":
-            self.net.heal()
-        elif cmd == "delay":
-            links: Iterable[tuple[str, str]] = [tuple(l.split("->", 1)) for l in kw.get("links") or []]  # type: ignore[misc]
-            self.net.set_latency(links, float(kw.get("ms", 0)), float(kw.get("jitter", 0)))
-        return {"ok": True}
 
 
 __all__ = ["CLIENT", "CONTROL_PORT", "HostedReference", "NODE_PORT"]

@@ -54,6 +54,7 @@ from harness.errors import HarnessError
 from harness.kafka import dist, props
 from harness.kafka.props import NodePlan
 from harness.state import RunState
+from harness.timers import Timers
 
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
@@ -109,12 +110,13 @@ class KafkaDB:
     state: RunState
     hosts: Any = None
     kafka: dist.KafkaDist | None = field(default=None, init=False)
-    nodes: list[NodePlan] = field(default_factory=list, init=False)
+    plans: list[NodePlan] = field(default_factory=list, init=False)
     paused: set[str] = field(default_factory=set, init=False)
     net: Any = field(default=None, init=False)  # a kernel Network (netns), None on local
     disks: Any = field(default=None, init=False)  # storage lazyfs: each node's data/ through kraftwerk fs
 
     def __post_init__(self) -> None:
+        self.timers = Timers()
         if self.hosts is None:
             from harness.backend.local_host import LocalHosts
 
@@ -131,6 +133,31 @@ class KafkaDB:
     @property
     def runtime(self) -> str:
         return str(self.hosts.runtime)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The faults this db can make on its backend (nemesis/control.py's
+        Capability values): process and clock faults everywhere, link faults
+        only with kernel rules, power loss only through kraftwerk fs."""
+        caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "exec", "files"}
+        if self.net is not None:
+            caps |= {"partition", "partition-clients", "loss"}
+        if self.cfg.storage == "lazyfs":
+            caps |= {"power-loss", "lose-unfsynced"}
+        return frozenset(caps)
+
+    # the cluster contract's parts are this object
+    @property
+    def nodes(self) -> "KafkaDB":
+        return self
+
+    @property
+    def clock(self) -> "KafkaDB":
+        return self
+
+    @property
+    def observer(self) -> "KafkaDB":
+        return self
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
@@ -155,8 +182,8 @@ class KafkaDB:
         cfg = self.cfg
         self.kafka = dist.ensure(cfg.kafka_version, cfg.kafka_home)
         local = self.runtime == "local"
-        self.nodes = plan(cfg, self.hosts, allocate_ports(2 * cfg.node_count(), cfg.base_port) if local else None)
-        self.by_name = {n.name: n for n in self.nodes}
+        self.plans = plan(cfg, self.hosts, allocate_ports(2 * cfg.node_count(), cfg.base_port) if local else None)
+        self.by_name = {n.name: n for n in self.plans}
         if self.net is not None:
             self.net.setup()
         cluster_id = new_cluster_id(cfg.seed or 0)
@@ -164,12 +191,12 @@ class KafkaDB:
             from harness.lazyfs.nodes import NodeDisks
 
             self.disks = NodeDisks(self.run_dir, self.state, cfg.seed or 0)
-            for n in self.nodes:
+            for n in self.plans:
                 self.disks.mount(n.name)
-        for n in self.nodes:
+        for n in self.plans:
             self._write_config(n)
             self._format(n, cluster_id)
-        for n in self.nodes:
+        for n in self.plans:
             self.start(n.name)
         if topics:
             ensure_topics(self.client_bootstrap(), cfg, timeout=ready_timeout, expect_brokers=cfg.brokers,
@@ -184,7 +211,7 @@ class KafkaDB:
         from harness.kafka.observe import OBSERVER, MetadataPoller
 
         self.observer_poller = MetadataPoller(self.client_bootstrap(), self.cfg.topic_names(),
-                                              {n.node_id: n.name for n in self.nodes},
+                                              {n.node_id: n.name for n in self.plans},
                                               self.node_dir(OBSERVER) / "trace.jsonl")
         self.observer_poller.start()
 
@@ -210,7 +237,7 @@ class KafkaDB:
         d = self.node_dir(n.name)
         d.mkdir(parents=True, exist_ok=True)
         p = props.server_properties(
-            n, self.nodes, str(d / "data"), brokers=self.cfg.brokers, rf=self.cfg.rf, min_isr=self.cfg.min_isr,
+            n, self.plans, str(d / "data"), brokers=self.cfg.brokers, rf=self.cfg.rf, min_isr=self.cfg.min_isr,
             partitions=self.cfg.partitions, variants=self.cfg.variants,
             overrides=props.parse_overrides(self.cfg.kafka_config),
         )
@@ -240,22 +267,22 @@ class KafkaDB:
             raise HarnessError(f"formatting {n.name}'s storage failed: {(lines or ['exit %d' % code])[-1][:300]}")
 
     def _check_alive(self) -> None:
-        for n in self.nodes:
+        for n in self.plans:
             if n.name not in self.paused and not self.hosts.running(n.name):
                 raise HarnessError(f"Kafka node {n.name} exited at start-up: {_last_error(self.node_dir(n.name))}")
 
     # ------------------------------------------------------------ topology
     def node_names(self) -> list[str]:
-        return [n.name for n in self.nodes] or self.cfg.node_names()
+        return [n.name for n in self.plans] or self.cfg.node_names()
 
     def brokers(self) -> list[str]:
-        return [n.name for n in self.nodes if "broker" in n.roles]
+        return [n.name for n in self.plans if "broker" in n.roles]
 
     def controllers(self) -> list[str]:
-        return [n.name for n in self.nodes if "controller" in n.roles]
+        return [n.name for n in self.plans if "controller" in n.roles]
 
     def client_bootstrap(self) -> str:
-        return ",".join(f"{n.host}:{n.port}" for n in self.nodes if "broker" in n.roles)
+        return ",".join(f"{n.host}:{n.port}" for n in self.plans if "broker" in n.roles)
 
     def keys(self) -> list[str]:
         return self._keys
@@ -340,6 +367,17 @@ class KafkaDB:
 
     set_offset = set_clock
 
+    def strobe(self, name: str, delta_ms: int, period_ms: int, duration_ms: int) -> None:
+        """Flip the node's offset between ``delta_ms`` and 0 every ``period_ms``
+        for ``duration_ms`` (libfaketime rereads the file on every call)."""
+        end = time.monotonic() + duration_ms / 1000
+        flip = False
+        while time.monotonic() < end:
+            flip = not flip
+            self.set_clock(name, delta_ms if flip else 0)
+            time.sleep(period_ms / 1000)
+        self.set_clock(name, 0)
+
     def reset(self, name: str) -> None:
         self.set_clock(name, 0)
 
@@ -359,7 +397,7 @@ class KafkaDB:
             return None
 
     def _name(self, node_id: int) -> str | None:
-        return next((n.name for n in self.nodes if n.node_id == node_id), None)
+        return next((n.name for n in self.plans if n.node_id == node_id), None)
 
     def leader_of(self, key: str) -> str | None:
         p = self._partition(key)
@@ -369,14 +407,14 @@ class KafkaDB:
         p = self._partition(key)
         return [x for x in (self._name(i) for i in (p.isrs if p else [])) if x]
 
-    def replicas_of(self, key: str) -> tuple[str | None, list[str]]:
+    def replicas_of(self, key: str) -> list[str]:
         deadline = time.monotonic() + 15
         while True:
             p = self._partition(key)
             if p is not None and p.leader >= 0:
-                return self._name(p.leader), [x for x in (self._name(r) for r in p.replicas) if x]
+                return [x for x in (self._name(r) for r in p.replicas) if x]
             if time.monotonic() > deadline:
-                return None, []
+                return []
             time.sleep(0.3)
 
     def active_controller(self) -> str | None:
@@ -388,7 +426,40 @@ class KafkaDB:
         return quorum_leader(self)
 
     # ------------------------------------------------------------ teardown
+    # ------------------------------------------------------------ the contract's parts
+    @property
+    def cluster(self) -> "KafkaDB":
+        """The cluster contract (``nemesis.control``) the nemesis drives."""
+        return self
+
+    @property
+    def runtime(self) -> str:
+        return self.cfg.backend
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """Signals and libfaketime clocks everywhere; kernel partitions with a
+        kernel network (netns)."""
+        base = {"kill", "terminate", "pause", "clock"}
+        return frozenset(base | ({"partition", "partition-clients", "loss"} if self.net is not None else set()))
+
+    @property
+    def nodes(self) -> "KafkaDB":
+        return self
+
+    @property
+    def clock(self) -> "KafkaDB":
+        return self
+
+    @property
+    def observer(self) -> "KafkaDB":
+        return self
+
+    def after(self, delay_ms: int, fn: Any) -> None:
+        self.timers.after(delay_ms, fn)
+
     def teardown(self) -> None:
+        self.timers.cancel_all()
         poller = getattr(self, "observer_poller", None)
         if poller is not None:
             poller.stop()

@@ -12,6 +12,7 @@ from harness.config import TestConfig
 from harness.db.external import ensure_topics
 from harness.errors import HarnessError
 from harness.state import RunState
+from reference_impl.core.config import ProtocolConfig
 
 #: timings scaled for runs of tens of seconds (Kafka's defaults assume hours):
 #: a follower leaves the ISR after 3 s behind, a broker is fenced after 4 s
@@ -35,11 +36,17 @@ def preflight(cfg: TestConfig) -> None:
         raise HarnessError(f"the reference broker cannot be imported: {e}") from None
 
 
+def protocol_config(cfg: TestConfig) -> ProtocolConfig:
+    """The settings the nodes run with (for what the nemesis waits on)."""
+    return ProtocolConfig.from_properties({**FAST_TIMINGS, **cfg.protocol})
+
+
 def node_settings(cfg: TestConfig) -> list[str]:
     props = dict(FAST_TIMINGS)
     props["min.insync.replicas"] = str(cfg.min_isr)
     props["default.replication.factor"] = str(cfg.rf)
     props["num.partitions"] = str(cfg.partitions)
+    props.update({k.replace("_", "."): str(v) for k, v in cfg.protocol.items()})
     if cfg.flush_messages:
         props["log.flush.interval.messages"] = str(cfg.flush_messages)
     for name, on in sorted(cfg.variants.items()):
@@ -72,12 +79,6 @@ class ReferenceDB:
     def client_bootstrap(self) -> str:
         assert self.cluster is not None
         return self.cluster.client_bootstrap()
-
-    # the nemesis talks to the cluster object directly
-    def __getattr__(self, name: str) -> Any:
-        if name != "cluster" and self.cluster is not None:
-            return getattr(self.cluster, name)
-        raise AttributeError(name)
 
     def teardown(self) -> None:
         if self.cluster is not None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.config import TestConfig
 from harness.errors import UsageError
-from harness.state import RunState, alive
+from harness.state import alive, proc_start_time
 
 STATE = "kafka-cluster.json"
 
@@ -49,7 +49,7 @@ def up(cfg: TestConfig, dir: str | Path, timeout: float) -> dict[str, Any]:
         raise UsageError(f"a cluster is already running in {d}; run `kraftwerk cluster down --dir {d}` first")
     shutil.rmtree(d / "nodes", ignore_errors=True)
     d.mkdir(parents=True, exist_ok=True)
-    st = RunState(state_path(d), f"kafka-cluster-{os.getpid()}", {"db": "kafka", "processes": []})
+    st = HandState(state_path(d), {"db": "kafka", "processes": []})
     st._save()
     db = KafkaDB(cfg, d, st)
     try:
@@ -59,9 +59,31 @@ def up(cfg: TestConfig, dir: str | Path, timeout: float) -> dict[str, Any]:
         raise
     st.data.update(bootstrap=db.client_bootstrap(), version=db.version(),
                    nodes=[{"name": n.name, "node_id": n.node_id, "roles": list(n.roles), "port": n.port,
-                           "controller_port": n.controller_port} for n in db.nodes])
+                           "controller_port": n.controller_port} for n in db.plans])
     st._save()
     return st.data
+
+
+class HandState:
+    """What the db needs of a run's state, for processes meant to outlive
+    the command that starts them: a run's state would have its reaper end
+    them when ``up`` exits. Pids go to ``kafka-cluster.json``."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.data = data
+
+    def _save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1))
+        os.replace(tmp, self.path)
+
+    def child_env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def add_process(self, pid: int, role: str, name: str) -> None:
+        self.data["processes"].append({"pid": pid, "start": proc_start_time(pid), "role": role, "name": name})
+        self._save()
 
 
 def down(dir: str | Path, timeout: float) -> dict[str, bool]:

@@ -243,40 +243,53 @@ def _force_unmount(point: str) -> None:
             continue
 
 
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
 def umount(point: str | Path, clean: bool = True, timeout: float = 10.0) -> bool:
     """Unmount ``point``: cleanly (sync, then the server exits) when its
     server answers, else lazily and forcibly. Returns whether anything was
-    mounted or recorded. Never hangs on a dead or paused server."""
+    mounted or recorded. Never hangs on a dead or paused server; the record
+    goes whatever happens."""
     point = os.path.abspath(point)
     path = _record_path(point)
-    rec = json.loads(path.read_text()) if path.exists() else None
+    rec = _read_record(path)
     was = is_mounted(point) or rec is not None
-    server_alive = bool(rec and rec.get("pid") and alive(rec["pid"], rec.get("start")))
-    if clean and server_alive and is_mounted(point):
+    try:
+        _stop(point, rec, clean, timeout)
+    finally:
+        for f in (rec or {}).get("socket"), (rec or {}).get("log"):
+            if f:
+                Path(f).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+    return was
+
+
+def _stop(point: str, rec: dict[str, Any] | None, clean: bool, timeout: float) -> None:
+    pid, start = (rec or {}).get("pid"), (rec or {}).get("start")
+    if clean and pid and alive(pid, start) and is_mounted(point):
         try:
             control(point, "umount", timeout=timeout)
         except (HarnessError, UsageError):
             pass
         deadline = time.monotonic() + timeout
-        while alive(rec["pid"], rec.get("start")) and time.monotonic() < deadline:  # type: ignore[index]
+        while alive(pid, start) and time.monotonic() < deadline:
             time.sleep(0.02)
     if is_mounted(point):
         _force_unmount(point)
-    if rec and rec.get("pid") and rec["pid"] != os.getpid() and alive(rec["pid"], rec.get("start")):
+    if pid and pid != os.getpid() and alive(pid, start):
         for sig in (signal.SIGCONT, signal.SIGKILL):
             try:
-                os.kill(rec["pid"], sig)
+                os.kill(pid, sig)
             except ProcessLookupError:
                 break
         deadline = time.monotonic() + 5
-        while alive(rec["pid"], rec.get("start")) and time.monotonic() < deadline:
+        while alive(pid, start) and time.monotonic() < deadline:
             time.sleep(0.01)
-    if rec:
-        for f in (rec.get("socket"), rec.get("log")):
-            if f:
-                Path(f).unlink(missing_ok=True)
-    path.unlink(missing_ok=True)
-    return was
 
 
 def cleanup(force: bool = False) -> list[str]:

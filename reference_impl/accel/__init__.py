@@ -65,6 +65,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/sim/disk.py",
     "reference_impl/sim/events.py",
     "reference_impl/sim/network.py",
+    "reference_impl/sim/env.py",
     "reference_impl/sim/host.py",
     "reference_impl/sim/simulation.py",
     "reference_impl/sim/clients.py",

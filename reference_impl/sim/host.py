@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import traceback
-from typing import TYPE_CHECKING, Any, Callable, Final
+from typing import Any, Callable, Final
 
 from reference_impl.core.effects import (
     FileDelete,
@@ -31,9 +31,7 @@ from reference_impl.core.node import Node
 
 from .clock import NodeClock
 from .disk import Disk
-
-if TYPE_CHECKING:
-    from .simulation import Simulation
+from .env import NodeEnv
 
 _DISK_EFFECTS: Final = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
 
@@ -45,13 +43,11 @@ DOWN: Final = "down"
 class Host:
     """One simulated machine: a node process (or none), its clock and its disk."""
 
-    # a plain class, not a dataclass: ``Simulation`` is imported for type
-    # checking only (it imports this module), so the annotation must not be
-    # evaluated when the class is made
-    def __init__(self, node_id: int, roles: frozenset[str], sim: "Simulation") -> None:
-        self.node_id = node_id
+    # the host sees its environment (``env.NodeEnv``), never the simulation
+    def __init__(self, roles: frozenset[str], env: NodeEnv) -> None:
+        self.node_id = env.node_id
         self.roles = roles
-        self.sim = sim
+        self.env = env
         self.clock = NodeClock()
         self.disk = Disk()
         self.state: str = DOWN
@@ -66,16 +62,16 @@ class Host:
     # -- time ------------------------------------------------------------------
     def now(self) -> int:
         """The node's wall clock (skewed by the clock nemesis)."""
-        return self.clock.node_time(self.sim.loop.now)
+        return self.clock.node_time(self.env.loop.now)
 
     def mono(self) -> int:
         """The node's monotonic clock (no clock jump moves it)."""
-        return self.clock.mono_time(self.sim.loop.now)
+        return self.clock.mono_time(self.env.loop.now)
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self, reason: str = "start") -> None:
         """Start a fresh process from whatever the disk holds."""
-        sim = self.sim
+        env = self.env
         self.incarnation += 1
         self.timers = set()
         self.queued = []
@@ -84,15 +80,15 @@ class Host:
         self.node = Node(
             self.node_id,
             roles=set(self.roles),
-            config=sim.config,
-            voters=sim.voters,
+            config=env.config,
+            voters=env.voters,
             stored=stored,
-            rng=random.Random(sim.rng.getrandbits(64)),
+            rng=random.Random(env.rng.getrandbits(64)),
             incarnation_id=f"{self.node_id}-{self.incarnation}",
-            endpoint=sim.endpoint(self.node_id),
+            endpoint=env.endpoint,
         )
         self.state = UP
-        sim.trace(self.node_id, "node_start", {"incarnation": self.incarnation, "reason": reason})
+        env.sink.trace(self.node_id, "node_start", {"incarnation": self.incarnation, "reason": reason})
         self._call(lambda n, now, mono: n.start(now, mono))
 
     def kill(self) -> None:
@@ -144,7 +140,7 @@ class Host:
         # out so that the node's method is called natively
         node = self.node
         assert node is not None, "a host that is up has a node"
-        vt = self.sim.loop.now
+        vt = self.env.loop.now
         clock = self.clock
         try:
             effects = node.handle(msg, clock.node_time(vt), src if isinstance(src, int) else None, clock.mono_time(vt))
@@ -178,7 +174,7 @@ class Host:
     def _crashed(self, e: Exception) -> None:
         """Record the node's exception (called in the ``except`` block, so
         the traceback is the node's) and take the process down."""
-        self.sim.node_crashed(self.node_id, f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
+        self.env.sink.node_crashed(self.node_id, f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
         self.kill()
 
     # -- effects ---------------------------------------------------------------------
@@ -194,22 +190,23 @@ class Host:
     def apply(self, effects: list[Any]) -> None:
         if not effects:
             return
-        sim = self.sim
+        env = self.env
+        sink = env.sink
         me = self.node_id
         inc = self.incarnation
         for eff in effects:
             # isinstance, not type(eff) is ...: it narrows the type, so the
             # compiled code reads the effect's fields natively, not by name
             if isinstance(eff, Send):
-                sim.net.send(me, eff.dst, eff.msg)
+                env.net.send(me, eff.dst, eff.msg)
                 continue
             if isinstance(eff, TraceEvent):
-                sim.trace(me, eff.kind, eff.data)
+                sink.trace(me, eff.kind, eff.data)
                 continue
             t = type(eff)
             if isinstance(eff, Timer):  # narrowed: eff.at read natively
                 vt = self.clock.virtual_time(eff.at)
-                loop = sim.loop
+                loop = env.loop
                 if vt < loop.now:
                     vt = loop.now
                 timers = self.timers
@@ -220,12 +217,12 @@ class Host:
                 msg = eff.msg
                 ref = getattr(msg, "ref", None)
                 if isinstance(ref, tuple) and ref:
-                    sim.net.send(me, ref[0], msg)
+                    env.net.send(me, ref[0], msg)
             elif t in _DISK_EFFECTS:
                 self.disk.apply(eff)
             elif t is Halt:
                 self.halted = True
-                sim.trace(me, "node_halt", {"incarnation": inc, "reason": eff.reason})
+                sink.trace(me, "node_halt", {"incarnation": inc, "reason": eff.reason})
                 self.kill()
                 return
             else:

@@ -2,8 +2,8 @@
 (TCP), and partitions expressed as *grudges*.
 
 A grudge is a set of directed ``(src, dst)`` pairs whose messages are dropped,
-so any shape is one value: a symmetric split, an isolated node, a majorities
-ring, a one-way cut. Endpoints are node ids (int) and client names (str), so
+so any shape is one value (the shapes themselves are ``nemesis.partition``'s,
+named by the cluster contract, ``control.SimNetwork``). Endpoints are node ids (int) and client names (str), so
 client <-> node links can be cut like any other. A message is checked when it
 is sent and again when it would arrive: a partition that starts while a
 message is in flight drops it, as an iptables DROP rule would.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable
 
 from heapq import heappush
 from math import log as _log
@@ -126,39 +126,3 @@ class Network:
             return
         self.delivered += 1
         recv(src, msg)
-
-
-# -- grudge shapes (Jepsen's nemesis vocabulary) ---------------------------
-
-
-def bisect(a: Iterable[Endpoint], b: Iterable[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
-    """Both directions between every member of ``a`` and every member of ``b``."""
-    a, b = list(a), list(b)
-    return {(x, y) for x in a for y in b} | {(y, x) for x in a for y in b}
-
-
-def isolate(node: Endpoint, everyone: Iterable[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
-    return bisect([node], [e for e in everyone if e != node])
-
-
-def one_way(srcs: Iterable[Endpoint], dsts: Iterable[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
-    return {(s, d) for s in srcs for d in dsts if s != d}
-
-
-def majorities_ring(nodes: Sequence[Endpoint]) -> set[tuple[Endpoint, Endpoint]]:
-    """Each node sees a majority (itself and its ring neighbours), but no two
-    nodes see the same majority (Jepsen's ``majorities-ring``)."""
-    n = len(nodes)
-    if n < 3:
-        return set()
-    k = n // 2  # neighbours on each side making a majority with the node itself: 2k+1 > n/2
-    reach = max(1, k // 2 + (k % 2))
-    visible: dict[Endpoint, set[Endpoint]] = {}
-    for i, x in enumerate(nodes):
-        visible[x] = {nodes[(i + d) % n] for d in range(-reach, reach + 1)}
-    pairs = set()
-    for x in nodes:
-        for y in nodes:
-            if x != y and y not in visible[x]:
-                pairs.add((x, y))
-    return pairs

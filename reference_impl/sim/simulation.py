@@ -27,6 +27,7 @@ from reference_impl.trace_format import encode_trace_line, stamp
 
 from .disk import Disk
 from .events import EventLoop
+from .env import NodeEnv, TraceSink
 from .host import DOWN, PAUSED, UP, Host
 from .network import Endpoint, LinkProfile, Network
 
@@ -42,7 +43,7 @@ class NodeCrash:
     traceback: str
 
 
-class Simulation:
+class Simulation(TraceSink):
     def __init__(
         self,
         seed: int,
@@ -65,9 +66,9 @@ class Simulation:
         self.voters = self.controller_ids
         self.hosts: dict[int, Host] = {}
         for nid in self.broker_ids:
-            self.hosts[nid] = Host(nid, frozenset({"broker"}), self)
+            self.hosts[nid] = Host(frozenset({"broker"}), self._env(nid))
         for nid in self.controller_ids:
-            self.hosts[nid] = Host(nid, frozenset({"controller"}), self)
+            self.hosts[nid] = Host(frozenset({"controller"}), self._env(nid))
         for nid, h in self.hosts.items():
             if clock_drift:
                 h.clock.drift = self.rng.uniform(-clock_drift, clock_drift)
@@ -87,6 +88,12 @@ class Simulation:
         self.leaders: dict[str, tuple[int, int]] = {}  # tp -> (leader_epoch, node)
         self.controller_leader: tuple[int, int] = (-1, -1)  # (raft epoch, node)
         self.partition_meta: dict[str, dict[str, Any]] = {}
+
+    def _env(self, nid: int) -> NodeEnv:
+        """What node ``nid``'s machine sees: the loop, the network, its
+        settings, the rng that seeds its incarnations, and this simulation
+        as the sink of its traces (and nothing else of it)."""
+        return NodeEnv(nid, self.loop, self.net, self.config, self.voters, self.rng, self)
 
     # -- identities ---------------------------------------------------------------
     @property

@@ -10,7 +10,7 @@ import pytest
 from harness.backend.netns import NetnsHosts
 from harness.net.iptables import IptablesNetwork
 from harness.net.netns import list_namespaces
-from nemesis.partition import make_cut
+from nemesis.partition import shaped
 
 from nemesis.control import Network, Remote
 
@@ -46,7 +46,7 @@ def test_a_grudge_cuts_exactly_its_links_and_heal_restores_all(fabric, tmp_path)
     probe, net = fabric
     assert probe.delivered() == ALL_LINKS
     for shape in ("one-way", "isolate-one", "halves"):
-        cut, _ = make_cut(shape, NODES, random.Random(3))
+        cut, _ = shaped(shape, NODES, random.Random(3))
         cut = set(cut) | {(CLIENT, "n3"), ("n1", CLIENT)}
         net.cut(cut)
         assert probe.delivered() == ALL_LINKS - cut, shape

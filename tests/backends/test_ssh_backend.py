@@ -17,7 +17,7 @@ from harness.backend.ssh import SshHosts, preflight
 from harness.backend.throwaway import down, up
 from harness.net.iptables import IptablesNetwork
 from harness.net.netns import list_namespaces
-from nemesis.partition import make_cut
+from nemesis.partition import shaped
 
 from nemesis.control import Network, Remote
 
@@ -58,7 +58,7 @@ def test_a_grudge_made_over_ssh_cuts_exactly_its_links(hosts_dir, tmp_path):
         assert isinstance(hosts, Remote) and isinstance(net, Network)  # the cluster contract, structurally
         probe.start()
         assert probe.delivered() == all_links(NODES)
-        cut, _ = make_cut("one-way", NODES, random.Random(1))
+        cut, _ = shaped("one-way", NODES, random.Random(1))
         cut = set(cut) | {(CLIENT, "n2")}
         net.cut(cut)
         assert probe.delivered() == all_links(NODES) - cut

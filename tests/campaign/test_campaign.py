@@ -144,3 +144,12 @@ def test_spark_aggregation_reads_the_run_directories_to_the_same_table(finished)
     assert comparable(camp["cells"]) == comparable(json.loads(first.stdout)["cells"])
     d = tmp / "out" / "campaigns" / "kip101"
     assert list((d / "cells.parquet").glob("part-*.parquet")) and list((d / "runs.parquet").glob("part-*.parquet"))
+
+
+def test_the_default_campaign_is_the_reference_broker_as_real_processes_under_both_acks() -> None:
+    from harness.campaign.spec import load_spec
+    from harness.cli.campaign import DEFAULT_CAMPAIGN
+
+    spec = load_spec(DEFAULT_CAMPAIGN)
+    assert spec.fixed["runtime"] == "real" and spec.fixed["nemesis"] == "partition,kill"
+    assert [c.id for c in cells(spec)] == ["acks=all", "acks=1"]

@@ -77,3 +77,24 @@ def test_a_closed_history_is_not_partial(tmp_path):
     r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "check", str(hist), "--json"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "partial" not in json.loads(r.stdout) and "partial run" not in r.stderr
+
+
+def test_a_partial_history_without_final_reads_is_unknown_not_invalid(tmp_path):
+    """Killed before its final reads, a run cannot say whether its acknowledged
+    writes survived: unverified (exit 3), not lost (which would be a false
+    INVALID). The same history, complete, keeps Jepsen's rule."""
+    from harness.history import Recorder
+
+    hist = tmp_path / "history.jsonl"
+    rec = Recorder(hist)
+    for i in range(3):
+        rec.record({"type": "invoke", "f": "send", "process": 0, "value": [["send", "t-0", i]], "acks": "all"})
+        rec.record({"type": "ok", "f": "send", "process": 0, "value": [["send", "t-0", [i, i]]], "acks": "all"})
+    rec.flush()  # the recorder is never closed: the harness "died"
+    cli = [sys.executable, "-c", "from harness.cli import main; main()", "check", str(hist), "--json"]
+    r = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stdout[-500:] + r.stderr
+    assert json.loads(r.stdout)["valid"] == "unknown"
+    rec.close()
+    r = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1  # complete, with no final reads at all: Jepsen's rule, unseen is a loss

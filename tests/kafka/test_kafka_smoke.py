@@ -33,7 +33,8 @@ def kraftwerk(*args, timeout=300):
 @pytest.fixture
 def hand_cluster(tmp_path):
     d = tmp_path / "cluster"
-    r = kraftwerk("cluster", "up", "--db", "kafka", "--combined", "--dir", str(d), "--json", "--timeout", "120")
+    r = kraftwerk("cluster", "up", "--db", "kafka", "--combined", "--dir", str(d), "--json", "--timeout", "120",
+                  "--base-port", "0")
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
     yield d, st
@@ -75,7 +76,7 @@ def test_real_clients_work_against_cluster_up_db_kafka(hand_cluster):
 def test_cluster_down_db_kafka_stops_every_process(tmp_path):
     d = tmp_path / "c"
     r = kraftwerk("cluster", "up", "--db", "kafka", "--combined", "--brokers", "1", "--controllers", "1",
-                  "--dir", str(d), "--json", "--timeout", "120")
+                  "--dir", str(d), "--json", "--timeout", "120", "--base-port", "0")
     assert r.returncode == 0, r.stderr
     procs = json.loads((d / "kafka-cluster.json").read_text())["processes"]
     r = kraftwerk("cluster", "down", "--dir", str(d), "--timeout", "30")

@@ -69,6 +69,7 @@ def test_every_package_is_imported_from_the_installed_wheel(installed: Path, tmp
     out = subprocess.run([str(installed / "bin" / "python"), "-c", code], cwd=tmp_path, env=_clean_env(),
                          check=True, capture_output=True, text=True).stdout
     files = json.loads(out)
+    assert (Path(files["harness"]).parent / "campaign" / "default.yaml").is_file()  # package data
     for pkg, f in files.items():
         assert str(installed) in f, f"{pkg} imported from {f}, not from the installed wheel"
         assert not f.startswith(str(ROOT)), f"{pkg} imported from the checkout"

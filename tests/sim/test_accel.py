@@ -102,10 +102,10 @@ def fresh_build() -> None:
 
 _SEED_RUN = """
 import json, sys
-from reference_impl.sim.options import SimOptions
-from reference_impl.sim.runner import SimRun
+from harness.config import TestConfig
+from harness.backend.sim import SimRun
 import reference_impl.core.partition as p
-opts = SimOptions(time_limit_s=8, rate=200, nemesis=("partition", "kill"), nemesis_interval_s=2).validate()
+opts = TestConfig(backend="sim", time_limit=8, rate=200, nemesis=("partition", "kill"), nemesis_interval=2)
 res = SimRun(opts, 11).run()
 st = res["stats"]
 print(json.dumps({"file": p.__file__, "accelerator": st["accelerator"], "digest": st["history_sha256"],

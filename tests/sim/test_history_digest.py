@@ -6,12 +6,12 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from reference_impl.sim.options import SimOptions
+from harness.config import TestConfig
 from harness.runner import run_seed
 
 
 def test_history_digest_is_the_sha256_of_history_jsonl(tmp_path):
-    opts = SimOptions(time_limit_s=5, nemesis=("all",), nemesis_interval_s=2, rate=50, final_wait_s=5)
+    opts = TestConfig(backend="sim", time_limit=5, nemesis=("all",), nemesis_interval=2, rate=50)
     res = run_seed(opts, 3, tmp_path)
     data = (Path(res["run_dir"]) / "history.jsonl").read_bytes()
     assert data  # a history was written
@@ -39,9 +39,9 @@ def test_the_recorder_spells_each_operation_as_encode_line_does(tmp_path):
 
 def test_a_seeds_digest_is_that_of_its_operations_as_encode_line_spells_them():
     from checkers.history.jsonl import encode_line
-    from reference_impl.sim.runner import SimRun
+    from harness.backend.sim import SimRun
 
-    run = SimRun(SimOptions(time_limit_s=5, nemesis=("all",), nemesis_interval_s=2, rate=50, final_wait_s=5), 3)
+    run = SimRun(TestConfig(backend="sim", time_limit=5, nemesis=("all",), nemesis_interval=2, rate=50), 3)
     res = run.run()
     want = "".join(encode_line(op) for op in run.history.ops)
     assert len(run.history.ops) > 100

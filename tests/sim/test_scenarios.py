@@ -12,7 +12,6 @@ Node ids: brokers 1, 2, 3; controllers 101, 102, 103.
 from __future__ import annotations
 
 from reference_impl.core.messages import Errors
-from reference_impl.sim.network import one_way
 from reference_impl.sim.script import Scenario
 
 
@@ -25,11 +24,11 @@ def test_hw_is_min_leo_over_the_isr_seed000_example() -> None:
     assert r.error == Errors.NONE and r.base_offset == 0
     s.wait(lambda: s.hw(1, tp) == 102, what="HW 102")
 
-    s.sim.cut(one_way([1], [3]) | one_way([3], [1]))  # replica 3 stops at LEO 102
+    s.sim.cut({(1, 3)} | {(3, 1)})  # replica 3 stops at LEO 102
     s.produce(1, tp, [102, 103], acks=1)
     s.wait(lambda: s.leo(2, tp) == 104, what="replica 2 at LEO 104")
     # replica 2 stops at LEO 104; its next fetch (offset 104) still reaches the leader
-    s.sim.cut(one_way([1], [2]))
+    s.sim.cut({(1, 2)})
     s.produce(1, tp, [104], acks=1)
     s.sim.run_for(1000)
     assert (s.leo(1, tp), s.leo(2, tp), s.leo(3, tp)) == (105, 104, 102)
@@ -82,7 +81,7 @@ def _pre_kip101_narrative(kip101: bool) -> tuple[Scenario, object, dict[int, obj
     s.wait(lambda: s.hw(2, tp) == 5, what="B knows HW 5")
     box = s.produce_async(1, tp, [5], acks=-1)
     s.wait(lambda: s.leo(2, tp) == 6, what="B appended offset 5")
-    s.sim.cut(one_way([1], [2]))  # B's next fetch reaches A (acks the produce), A's answer does not
+    s.sim.cut({(1, 2)})  # B's next fetch reaches A (acks the produce), A's answer does not
     s.wait(lambda: bool(box), what="the acks=all produce of offset 5")
     assert box[0].error == Errors.NONE and box[0].base_offset == 5
     assert s.hw(2, tp) == 5, "precondition: B's HW lags the leader's"
@@ -300,7 +299,7 @@ def _isr_expansion(strict: bool) -> tuple[Scenario, object, int, dict[int, objec
     s.sim.cut({(1, 3), (3, 1)})
     box = s.produce_async(1, tp, [9], acks=1)
     s.wait(lambda: s.leo(2, tp) == 10, what="C appended offset 9")
-    s.sim.cut(one_way([1], [2]))
+    s.sim.cut({(1, 2)})
     s.wait(lambda: bool(box) and box[0].error == Errors.NONE, what="acks=1 produce of offset 9")
     s.wait(lambda: s.leader_isr(1, tp) == ([1, 2], "committed"), what="B out of the ISR")
     s.wait(lambda: s.hw(1, tp) == 10, what="offset 9 committed on A")
@@ -314,7 +313,7 @@ def _isr_expansion(strict: bool) -> tuple[Scenario, object, int, dict[int, objec
             for e in s.trace("isr", node=2, tp=tp):
                 if 3 in e["maximal_isr"] and e["leader_epoch"] >= 1:
                     proposed.append(s.leo(3, tp))
-                    s.sim.cut(one_way([2], [3]))
+                    s.sim.cut({(2, 3)})
                     break
         return bool(proposed)
 

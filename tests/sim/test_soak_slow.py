@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from harness.cli.sim import make_pool, run_seeds
-from reference_impl.sim.options import SimOptions
+from harness.config import TestConfig
 
 HUNTS = {
     "kip101": ({"kip101": False}, ("leader-churn", "kill")),
@@ -22,7 +22,8 @@ HUNTS = {
 
 @pytest.mark.slow
 def test_no_acked_write_lost_and_no_invariant_broken_across_200_seeds() -> None:
-    opts = SimOptions(nemesis=("all",), time_limit_s=36, nemesis_interval_s=6).validate()
+    opts = TestConfig(backend="sim", nemesis=["all"], time_limit=36, nemesis_interval=6, partitions=3, concurrency=8,
+                      rate=100)
     with make_pool(2) as pool:
         rs = run_seeds(opts, list(range(200)), None, 2, pool=pool)
     assert [r["seed"] for r in rs if r["valid"] is not True] == []
@@ -33,8 +34,8 @@ def test_no_acked_write_lost_and_no_invariant_broken_across_200_seeds() -> None:
 @pytest.mark.parametrize("variant", sorted(HUNTS))
 def test_each_historical_variant_is_detected_within_200_seeds_and_replays(variant: str) -> None:
     vs, mix = HUNTS[variant]
-    opts = SimOptions(nemesis=mix, time_limit_s=45, nemesis_interval_s=10,
-                      variants=tuple(sorted(vs.items()))).validate()
+    opts = TestConfig(backend="sim", nemesis=list(mix), time_limit=45, nemesis_interval=10, variants=vs,
+                      partitions=3, concurrency=8, rate=100)
     found = None
     with make_pool(2) as pool:
         for start in range(0, 200, 4):

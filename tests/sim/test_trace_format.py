@@ -10,8 +10,8 @@ from typing import Any
 
 from checkers.invariants import iter_trace_dir
 from reference_impl.core.messages import TopicPartition
-from reference_impl.sim.options import SimOptions
-from reference_impl.sim.runner import SimRun
+from harness.config import TestConfig
+from harness.backend.sim import SimRun
 from reference_impl.trace_format import encode_trace_line, stamp
 
 
@@ -52,8 +52,8 @@ def test_sim_trace_files_reread_equal_the_events_the_monitor_saw_live(tmp_path: 
     """The simulator's ``nodes/*/trace.jsonl`` merged back (what ``kraftwerk
     check`` gives the monitor for a run directory) is the live event stream,
     event for event, in the same order."""
-    opts = SimOptions(time_limit_s=6, nemesis=("all",), nemesis_interval_s=2, rate=60, final_wait_s=6,
-                      final_read_s=8, acks="mixed").validate()
+    opts = TestConfig(backend="sim", time_limit=6, nemesis=("all",), nemesis_interval=2, rate=60,
+                      final_read_timeout=8, acks="mixed")
     run = SimRun(opts, 4, run_dir=tmp_path)
     live: list[dict[str, Any]] = []
     run.sim.add_trace_listener(lambda ev: live.append(json.loads(json.dumps(ev))))
@@ -67,7 +67,7 @@ def test_sim_trace_lines_lead_with_the_runtime_stamps(tmp_path: Path) -> None:
     """Every line of a node's trace starts with the stamps, in the order
     t, seq, node, kind, then the event's data: the simulator stamps the
     event in place for the monitor but writes the stamps first."""
-    opts = SimOptions(time_limit_s=3, nemesis=("none",), rate=60, final_wait_s=2, final_read_s=4).validate()
+    opts = TestConfig(backend="sim", time_limit=3, nemesis=("none",), rate=60, final_read_timeout=4)
     SimRun(opts, 2, run_dir=tmp_path).run()
     lines = [json.loads(b) for f in sorted(tmp_path.glob("nodes/*/trace.jsonl")) for b in f.read_bytes().splitlines()]
     assert len(lines) > 100
@@ -83,8 +83,7 @@ def test_sim_unstamped_fast_path_writes_the_same_traces_and_verdict_as_the_stamp
     node traces and the same invariant verdict either way, here with kip101
     off under leader churn and kills, so that the monitor reports
     violations."""
-    opts = SimOptions(time_limit_s=20, nemesis=("leader-churn", "kill"), variants=(("kip101", False),),
-                      final_wait_s=4, final_read_s=6).validate()
+    opts = TestConfig(backend="sim", time_limit=20, nemesis=("partition:primaries", "kill"), variants={"kip101": False}, final_read_timeout=6)
     (tmp_path / "fast").mkdir()
     (tmp_path / "slow").mkdir()
     fast = SimRun(opts, 0, run_dir=tmp_path / "fast")
@@ -105,7 +104,7 @@ def test_sim_hands_the_monitor_the_event_time_and_node_on_both_trace_paths() -> 
     """A violation found on an unstamped event names the same virtual time
     and node as one found on a stamped event: the simulator passes its
     clock and the emitting node to the monitor on the fast path."""
-    opts = SimOptions(time_limit_s=2, nemesis=("none",), rate=20).validate()
+    opts = TestConfig(backend="sim", time_limit=2, nemesis=("none",), rate=20)
     run = SimRun(opts, 1)
     assert run.setup()
     sim = run.sim

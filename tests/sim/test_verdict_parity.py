@@ -11,12 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reference_impl.sim.options import SimOptions
+from harness.config import TestConfig
 from harness.runner import run_seed
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTS = SimOptions(time_limit_s=6, nemesis=("kill", "partition"), nemesis_interval_s=2, rate=60,
-                  final_wait_s=6, final_read_s=8, partitions=2, acks="mixed")
+OPTS = TestConfig(backend="sim", time_limit=6, nemesis=("kill", "partition"), nemesis_interval=2, rate=60, final_read_timeout=8, partitions=2, acks="mixed")
 
 
 def recheck(run_dir: str) -> dict:
@@ -40,7 +39,7 @@ def test_sim_results_equal_kraftwerk_check_of_its_run_directory(tmp_path: Path) 
 def test_sends_record_whether_their_producer_is_idempotent(tmp_path: Path) -> None:
     """--idempotent makes the acks=all producers idempotent; acks=1 ones
     cannot be (Kafka requires acks=all for idempotence)."""
-    res = run_seed(OPTS.with_(idempotent=True), 4, tmp_path)
+    res = run_seed(OPTS.model_copy(update={"idempotent": True}), 4, tmp_path)
     ops = [json.loads(x) for x in (Path(res["run_dir"]) / "history.jsonl").read_text().splitlines()]
     sends = [o for o in ops if o["f"] == "send"]
     assert {(o["acks"], o["idempotent"]) for o in sends} == {("all", True), ("1", False)}

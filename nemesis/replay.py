@@ -1,0 +1,103 @@
+"""Fault schedules as data: what a run's nemesis did, recorded in test.json in
+the shared vocabulary, and played again on either runtime.
+
+A schedule is a list of entries, one per fault operation the nemesis
+completed (the final heal excluded: every run ends with one)::
+
+    {"at_ms": 3164, "f": "start-kill", "fault": "kill",
+     "target": "minority", "nodes": ["n2", "n3"]}
+
+``at_ms`` counts from the start of the test's operations. A replay applies
+each entry as recorded (the same nodes, the same cut, the same offsets),
+not a new draw: in the simulator at the same virtual millisecond, so the
+same seed and schedule give the same history; on real processes at about
+the same time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import generator as g
+
+
+class ScheduleError(ValueError):
+    """A schedule file that cannot be replayed; the message is one line."""
+
+
+def schedule_of(ops: Iterable[Any], t0_ns: int = 0) -> list[dict[str, Any]]:
+    """The schedule a history's nemesis operations tell: each completion
+    (the second of each invocation/completion pair of the nemesis process)
+    with its time relative to ``t0_ns``."""
+    nem = [_fields(o) for o in ops]
+    nem = [o for o in nem if o["process"] == "nemesis"]
+    out = []
+    for comp in nem[1::2]:
+        value = comp.get("value") or {}
+        if not isinstance(value, dict) or value.get("final") or "fault" not in value:
+            continue
+        entry = {"at_ms": (int(comp["time"]) - t0_ns) // 1_000_000, "f": comp["f"], **value}
+        out.append(entry)
+    return out
+
+
+def _fields(op: Any) -> dict[str, Any]:
+    if isinstance(op, dict):
+        return op
+    return {"process": op.process, "time": op.time, "f": op.f, "value": op.value}
+
+
+def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """A schedule from a run's test.json (its ``schedule``, and the
+    nemesis mix it was drawn from: the final heal's order) or a JSON list."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ScheduleError(f"schedule file {p} not found") from None
+    except (OSError, ValueError) as e:
+        raise ScheduleError(f"schedule file {p}: not JSON ({str(e).splitlines()[0]})") from None
+    entries = data.get("schedule") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        raise ScheduleError(f"schedule file {p}: no schedule (a test.json with 'schedule', or a list)")
+    for i, e in enumerate(entries):
+        if not (isinstance(e, dict) and isinstance(e.get("at_ms"), int) and isinstance(e.get("fault"), str)
+                and str(e.get("f", "")).startswith(("start-", "stop-"))):
+            raise ScheduleError(f"schedule file {p}: entry {i} needs at_ms (int), f (start-/stop-) and fault")
+    mix = data.get("nemesis") if isinstance(data, dict) else None
+    names = tuple(dict.fromkeys([*(mix if isinstance(mix, list) else []), *fault_names(entries)]))
+    return entries, names
+
+
+def fault_names(entries: list[dict[str, Any]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(e["fault"] for e in entries))
+
+
+@dataclass(frozen=True)
+class Replay(g.Gen):
+    """The entries as nemesis ops, each after a sleep until its time, so
+    the simulator places them as the recorded run did (a sleep, then the
+    op, on the nemesis thread). The entry rides along under ``_replay``
+    (never recorded): the history shows the ops as the first run did."""
+
+    entries: tuple[dict[str, Any], ...]
+    i: int = 0
+    slept: bool = False
+
+    def op(self, ctx: g.Context):
+        if self.i >= len(self.entries):
+            return None
+        if not ctx.free_threads():
+            return g.PENDING, self
+        e = self.entries[self.i]
+        if not self.slept:
+            dt = e["at_ms"] * 1_000_000 - ctx.time
+            o, _ = g.Sleep(max(0, dt)).op(ctx)
+            if o == g.PENDING:
+                return g.PENDING, self
+            return o, Replay(self.entries, self.i, True)
+        op = {"f": e["f"], "value": {"fault": e["fault"]}, "process": "nemesis", "time": ctx.time, "_replay": e}
+        return op, Replay(self.entries, self.i + 1, False)

@@ -1,0 +1,47 @@
+"""What one simulated machine sees of the simulation: its node's
+environment, never the cluster (as each node of Kafka's Raft simulation is
+handed its own network channel).
+
+A :class:`~reference_impl.sim.host.Host` gets a :class:`NodeEnv`: the clock
+of the event loop, the network to send on, the settings and voters a new
+incarnation of its node starts with, the rng that seeds it, and a
+:class:`TraceSink` for what the node tells the glass box (trace events, a
+crash). The simulation is that sink; the host knows it only as one, so
+``host.py`` imports nothing of ``simulation.py``.
+"""
+
+from __future__ import annotations
+
+import random
+
+from reference_impl.core.config import ProtocolConfig
+from reference_impl.core.messages import BrokerEndpoint
+
+from .events import EventLoop
+from .network import Network
+
+
+class TraceSink:
+    """Where a node's trace events and crashes go (the simulation's glass
+    box). A compiled base class, so a host's calls are native ones."""
+
+    def trace(self, nid: int, kind: str, data: dict) -> None:
+        raise NotImplementedError
+
+    def node_crashed(self, nid: int, error: str, tb: str) -> None:
+        raise NotImplementedError
+
+
+class NodeEnv:
+    """One machine's environment in the simulation."""
+
+    def __init__(self, node_id: int, loop: EventLoop, net: Network, config: ProtocolConfig,
+                 voters: tuple[int, ...], rng: random.Random, sink: TraceSink) -> None:
+        self.node_id = node_id
+        self.loop = loop
+        self.net = net
+        self.config = config
+        self.voters = voters
+        self.rng = rng
+        self.sink = sink
+        self.endpoint = BrokerEndpoint(node_id, f"n{node_id}.sim", 9092)

@@ -1,0 +1,228 @@
+"""Every fault kind x target against both implementations of the cluster
+contract: the simulator (``reference_impl.sim.control.SimCluster``) and real
+node processes on this machine (``harness.backend.local.LocalCluster``).
+
+The faults are the nemesis's own (``nemesis.faults.Fault``), driven only
+through the contract; what each did is read back from the runtime itself
+(its hosts, processes, proxy, clocks), so ``kill:majority`` is seen to take
+a majority on both. One cluster per runtime serves every case: each case
+starts its fault, checks it, stops it and waits for the cluster to be whole
+again before the next.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pytest
+
+from harness.backend.sim import SimRun
+from harness.config import TestConfig
+from harness.db.reference import ReferenceDB
+from harness.state import RunState
+from nemesis import partition as grudges
+from nemesis.control import Cluster
+from nemesis.faults import KINDS, Fault, FaultSpec
+from reference_impl.sim.control import node_id, node_name
+
+NODES = 6  # 3 brokers + 3 controllers
+COUNT = {"one": 1, "minority": 2, "majority": 4, "all": 6, "primaries": 1, "controller": 1}
+
+
+@dataclass
+class Runtime:
+    name: str
+    cluster: Cluster
+    settle: Callable[[float], None]  # let time pass (virtual or real)
+    cut: Callable[[], set[tuple[str, str]]]  # the grudge the runtime holds
+    delayed: Callable[[], set[tuple[str, str]]]  # links with added latency or loss
+    offset: Callable[[str], int]  # a node's clock offset
+
+
+def _sim_runtime() -> Any:
+    cfg = TestConfig(backend="sim", partitions=2, seed=1)
+    run = SimRun(cfg, 1)
+    assert run.setup()
+    sim = run.sim
+
+    def named(pairs: Any) -> set[tuple[str, str]]:
+        return {(node_name(a) if isinstance(a, int) else "client", node_name(b) if isinstance(b, int) else "client")
+                for a, b in pairs}
+
+    yield Runtime("sim", run.cluster, lambda s: sim.run_for(int(s * 1000)), lambda: named(sim.net.grudge),
+                  lambda: named(sim.net.links), lambda n: sim.hosts[node_id(n)].clock.offset_ms)
+    run.release()
+
+
+def _local_runtime(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    out = tmp_path_factory.mktemp("contract")
+    run_dir = out / "run"
+    (run_dir / "nodes").mkdir(parents=True)
+    state = RunState.create(out, "contract", run_dir)
+    cfg = TestConfig(partitions=2, seed=1, storage="pagecache")
+    db = ReferenceDB(cfg, run_dir, state)
+    try:
+        db.setup()
+        c = db.cluster
+        assert c is not None and c.proxy is not None
+
+        def stats() -> dict[str, Any]:
+            return c.proxy.call(cmd="stats")
+
+        def delayed() -> set[tuple[str, str]]:
+            return {tuple(name.split("->")) for name in stats()["delay"]}  # type: ignore[misc]
+
+        def offset(n: str) -> int:
+            return int((c.status(n) or {}).get("clock_offset_ms", 0))
+
+        yield Runtime("local", c, time.sleep, lambda: {tuple(p) for p in stats()["cut"]}, delayed, offset)
+    finally:
+        db.teardown()
+        state.remove()
+
+
+@pytest.fixture(scope="module", params=["sim", pytest.param("local", marks=pytest.mark.integration)])
+def rt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    gen = _sim_runtime() if request.param == "sim" else _local_runtime(tmp_path_factory)
+    yield next(gen)
+    next(gen, None)
+
+
+def whole(rt: Runtime, timeout: float = 60.0) -> None:
+    """Wait until every node runs, none is paused, and every key has a
+    leader, on two looks a second apart (a resumed node may still move a
+    leadership just after the first)."""
+    c = rt.cluster
+    deadline = time.monotonic() + timeout
+    waited, steady = 0.0, 0
+    while True:
+        obs = c.observer
+        ok = (not c.nodes.dead_nodes() and not c.nodes.paused_nodes()
+              and all(obs.leader_of(k) for k in obs.keys()) and obs.active_controller())
+        steady = steady + 1 if ok else 0
+        if steady == 2:
+            return
+        if time.monotonic() > deadline or waited > timeout:
+            pytest.fail(f"{rt.name}: the cluster is not whole after {timeout:.0f}s")
+        rt.settle(1.0 if ok else 0.5)
+        waited += 0.5
+
+
+def fault(rt: Runtime, kind: str, target: str, seed: int = 7) -> Fault:
+    return Fault(FaultSpec(kind, target), rt.cluster, random.Random(seed))
+
+
+def cases(kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(k, t) for k in kinds for t in KINDS[k].targets]
+
+
+def _expected_nodes(rt: Runtime, target: str) -> tuple[int, set[str] | None]:
+    """How many nodes the target takes, and which when the protocol names them."""
+    obs = rt.cluster.observer
+    if target == "primaries":
+        return 1, {obs.leader_of(k) for k in obs.keys()}  # type: ignore[misc]
+    if target == "controller":
+        return 1, {obs.active_controller()}  # type: ignore[arg-type]
+    return COUNT[target], None
+
+
+@pytest.mark.parametrize("kind,target", cases(("kill", "terminate", "lose-unfsynced", "pause")))
+def test_a_process_fault_takes_its_targets_count_and_its_stop_brings_them_back(rt: Runtime, kind: str,
+                                                                                 target: str) -> None:
+    whole(rt)
+    count, which = _expected_nodes(rt, target)
+    f = fault(rt, kind, target)
+    value = f.start()
+    rt.settle(1.0 if kind != "terminate" else 35.0 if rt.name == "sim" else 0.0)
+    hit = rt.cluster.nodes.paused_nodes() if kind == "pause" else rt.cluster.nodes.dead_nodes()
+    assert sorted(hit) == sorted(value["nodes"]) and len(hit) == count
+    if which is not None:
+        assert set(hit) <= which
+    f.stop()
+    assert rt.cluster.nodes.dead_nodes() == [] and rt.cluster.nodes.paused_nodes() == []
+    whole(rt)
+
+
+@pytest.mark.parametrize("kind,target", cases(("clock", "clock-strobe")))
+def test_a_clock_fault_moves_its_targets_clocks_and_its_stop_resets_them(rt: Runtime, kind: str, target: str) -> None:
+    whole(rt)
+    count, _ = _expected_nodes(rt, target)
+    f = fault(rt, kind, target)
+    value = f.start()
+    assert len(value["nodes"]) == count
+    if kind == "clock":
+        assert {n: rt.offset(n) for n in value["nodes"]} == {n: int(ms) for n, ms in value["offsets_ms"].items()}
+    else:
+        # a strobe ends at zero (the simulator's flips run on: let them)
+        rt.settle(value["duration_ms"] / 1000 + 0.2 if rt.name == "sim" else 0)
+        assert all(rt.offset(n) == 0 for n in value["nodes"])
+    f.stop()
+    assert all(rt.offset(n) == 0 for n in rt.cluster.nodes.node_names())
+
+
+@pytest.mark.parametrize("kind,target", cases(("partition",)))
+def test_a_partition_makes_its_grudge_on_the_runtime_and_its_stop_heals_it(rt: Runtime, kind: str, target: str) -> None:
+    whole(rt)
+    f = fault(rt, kind, target)
+    value = f.start()
+    cut = {tuple(p) for p in value["cut"]}
+    assert cut, f"{target}: an empty grudge"
+    assert rt.cut() == cut
+    nodes = rt.cluster.nodes.node_names()
+    if target in grudges.NODE_SHAPES:
+        r = random.Random(7)  # the fault's own draws: its target, then the order
+        r.choice((target,))
+        desc = {k: v for k, v in value.items() if k not in ("target", "cut")}
+        assert (cut, desc) == grudges.shaped(target, nodes, r)
+    elif target == "clients":
+        assert cut == grudges.from_clients(value["isolated"][0])
+    else:
+        assert cut == grudges.isolate(value["isolated"][0], nodes)
+    f.stop()
+    assert rt.cut() == set()
+    whole(rt)
+
+
+def test_latency_delays_every_node_link_and_its_stop_removes_it(rt: Runtime) -> None:
+    whole(rt)
+    f = fault(rt, "latency", "all")
+    f.start()
+    assert rt.delayed() == set(grudges.links(rt.cluster.nodes.node_names()))
+    f.stop()
+    assert rt.delayed() == set()
+
+
+def test_loss_is_the_simulators_alone(rt: Runtime) -> None:
+    if rt.name != "sim":
+        assert "loss" not in rt.cluster.capabilities
+        return
+    f = fault(rt, "loss", "all")
+    value = f.start()
+    assert 0 < value["probability"] < 1 and rt.delayed() == set(grudges.links(rt.cluster.nodes.node_names()))
+    f.stop()
+    assert rt.delayed() == set()
+
+
+@pytest.mark.parametrize("story", KINDS["story"].targets)
+def test_a_story_plays_its_steps_on_the_runtimes_clock_and_its_stop_heals_all(rt: Runtime, story: str) -> None:
+    whole(rt)
+    f = fault(rt, "story", story)
+    value = f.start()
+    leader, nodes = value["leader"], rt.cluster.nodes.node_names()
+    first = rt.cut()
+    assert first and all(leader in p or value.get("laggard") in p or value.get("fenced") in p for p in first)
+    rt.settle(9.0)  # past every story's wait: 1.5 x the lag time (5 s), 1.5 x the session timeout (4 s)
+    if story == "leader-churn":
+        assert rt.cut() > grudges.isolate(leader, nodes), "the successor is isolated too"
+    elif story == "last-replica-standing":
+        assert leader in rt.cluster.nodes.dead_nodes()
+    elif story == "isr-crash":
+        assert leader in rt.cluster.nodes.dead_nodes() and value["laggard"] not in rt.cluster.nodes.dead_nodes()
+    else:
+        assert rt.cut() == grudges.isolate(leader, nodes), "the fence is lifted, the leader isolated"
+    f.stop()
+    assert rt.cut() == set() and rt.cluster.nodes.dead_nodes() == []
+    whole(rt)

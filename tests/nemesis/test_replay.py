@@ -1,0 +1,69 @@
+"""A run's fault schedule is recorded in test.json in the shared vocabulary
+and replays: exactly in the simulator (same seed, same schedule: the same
+history, byte for byte)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.config import TestConfig
+from harness.errors import UsageError
+from harness.cli.options import config_from_flags
+from harness.runner import run_seed
+from nemesis.replay import ScheduleError, load, schedule_of
+
+CFG = TestConfig(backend="sim", time_limit=8, nemesis=["kill", "partition", "clock", "pause"], nemesis_interval=1,
+                 rate=60, seed=4)
+
+
+def test_the_schedule_is_each_nemesis_completion_but_the_final_heal_from_the_start():
+    ops = [
+        {"process": 0, "time": 5_000_000, "f": "send", "value": None},
+        {"process": "nemesis", "time": 9_000_000, "f": "start-kill", "value": {"fault": "kill"}},
+        {"process": "nemesis", "time": 9_000_000, "f": "start-kill",
+         "value": {"fault": "kill", "target": "one", "nodes": ["n2"]}},
+        {"process": "nemesis", "time": 12_000_000, "f": "stop-kill", "value": {"fault": "all", "final": True}},
+        {"process": "nemesis", "time": 12_000_000, "f": "stop-kill",
+         "value": {"fault": "all", "final": True, "kill": {"restarted": ["n2"]}}},
+    ]
+    assert schedule_of(ops, t0_ns=1_000_000) == [
+        {"at_ms": 8, "f": "start-kill", "fault": "kill", "target": "one", "nodes": ["n2"]}]
+
+
+def test_a_simulated_schedule_replays_to_the_same_history_byte_for_byte(tmp_path: Path):
+    first = Path(run_seed(CFG, 4, tmp_path / "a")["run_dir"])
+    test = json.loads((first / "test.json").read_text())
+    assert test["schedule"] and {e["fault"] for e in test["schedule"]} <= set(CFG.nemesis)
+    cfg = config_from_flags("sim", {"schedule": str(first / "test.json"), "out": str(tmp_path / "b")})
+    assert (cfg.seed, cfg.time_limit, cfg.nemesis) == (4, 8, [])  # the recorded run's settings, no new draw
+    again = Path(run_seed(cfg, cfg.seed, tmp_path / "b")["run_dir"])
+    assert (again / "history.jsonl").read_bytes() == (first / "history.jsonl").read_bytes()
+    assert json.loads((again / "test.json").read_text())["schedule"] == test["schedule"]
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("not json", "not JSON"),
+    ('{"seed": 1}', "no schedule"),
+    ('[{"at_ms": "soon", "f": "start-kill", "fault": "kill"}]', "entry 0 needs at_ms"),
+])
+def test_a_bad_schedule_file_is_one_line(tmp_path: Path, content: str, needle: str):
+    f = tmp_path / "s.json"
+    f.write_text(content)
+    with pytest.raises(ScheduleError, match=needle) as e:
+        load(f)
+    assert "\n" not in str(e.value)
+    with pytest.raises(UsageError, match=needle):
+        config_from_flags("sim", {"schedule": str(f)})
+
+
+def test_a_schedule_with_a_fault_the_runtime_cannot_make_is_refused(tmp_path: Path, capsys):
+    from harness.cli import main
+
+    f = tmp_path / "s.json"
+    f.write_text('[{"at_ms": 100, "f": "start-loss", "fault": "loss", "probability": 0.1}]')
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--schedule", str(f), "--out", str(tmp_path / "r")])
+    assert e.value.code == 2 and "loss needs loss" in capsys.readouterr().err

@@ -1,0 +1,60 @@
+"""One fault vocabulary: ``kind`` or ``kind:target``, a few aliases and
+groups, every name checked before a run starts, and a fault the runtime
+cannot make refused with a one-line reason."""
+
+import pytest
+
+from harness.backend.local import CAPABILITIES as LOCAL
+from nemesis.control import Capability, Unsupported
+from nemesis.faults import GROUPS, KINDS, FaultSpec, UnknownFault, check_supported, expand, parse
+from reference_impl.sim.control import CAPABILITIES as SIM
+
+
+def test_a_kind_alone_draws_its_usual_targets_a_kind_with_a_target_keeps_it():
+    assert parse("kill") == FaultSpec("kill") and parse("kill").targets() == ("one", "minority", "majority", "all")
+    assert parse("kill:majority").targets() == ("majority",)
+
+
+def test_aliases_name_kind_target_pairs():
+    assert parse("leader-kill") == FaultSpec("kill", "primaries")
+    assert parse("controller-kill") == FaultSpec("kill", "controller")
+    assert parse("partition-ring") == FaultSpec("partition", "majorities-ring")
+
+
+def test_expand_takes_groups_and_comma_lists_canonical_and_once():
+    assert expand(["kill,leader-kill", "kill:primaries", "none"]) == ("kill", "kill:primaries")
+    assert expand(["all"]) == tuple(expand(list(GROUPS["all"])))
+
+
+@pytest.mark.parametrize("bad", ["meteor", "kill:everyone", "partition:one", ":one"])
+def test_unknown_names_are_one_line_errors(bad):
+    with pytest.raises(UnknownFault, match=f"unknown nemesis '{bad}'") as e:
+        expand([bad])
+    assert "\n" not in str(e.value)
+
+
+def test_every_kinds_history_name_is_a_documented_fault_interval():
+    assert {k.op_name for k in KINDS.values()} <= {"partition", "kill", "terminate", "pause", "clock",
+                                                    "lose-unfsynced", "latency", "loss"}
+
+
+def test_a_fault_the_runtime_cannot_make_is_refused_with_its_reason():
+    check_supported(("loss", "kill:majority"), "sim", SIM)
+    with pytest.raises(Unsupported, match="loss needs loss, which the local runtime cannot make"):
+        check_supported(("kill", "loss"), "local", LOCAL)
+
+
+def test_both_runtimes_make_every_kind_but_loss_and_the_simulator_that_too():
+    needs = {c for k in KINDS.values() for c in k.needs}
+    assert needs - {Capability(c) for c in SIM} == set()
+    assert needs - set(LOCAL) == {Capability.LOSS}
+
+
+def test_kraftwerk_run_refuses_loss_before_anything_starts(tmp_path, capsys):
+    from harness.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--nemesis", "loss", "--out", str(tmp_path), "--time-limit", "1"])
+    assert e.value.code == 2
+    assert "loss needs loss" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
