@@ -37,10 +37,10 @@ FAST = {
 }
 
 
-def _checked_cluster(dir: str):
+def _checked_cluster(dir: str, min_steps: int = 100):
     """A 3-broker, 3-controller cluster; on the way out every node shuts down
     cleanly and the glass-box monitor checks the run's traces (HW, ISR,
-    epochs, truncation)."""
+    epochs, truncation), having seen at least ``min_steps`` of them."""
     c = LocalCluster.plan(dir, 3, 3, 0, config=FAST)
     c.up(90)
     yield c
@@ -50,7 +50,7 @@ def _checked_cluster(dir: str):
 
     summary = check_trace_dir(c.dir, min_isr=2)
     assert summary["valid"] is True, summary["violations"][:5]
-    assert summary["steps"] > 100
+    assert summary["steps"] > min_steps
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +62,9 @@ def cluster(tmp_path_factory):
 @pytest.fixture
 def own_cluster(tmp_path):
     """A cluster of its own, for a test that kills, stops or restarts nodes,
-    so no other test inherits the state it leaves."""
-    yield from _checked_cluster(str(tmp_path / "cluster"))
+    so no other test inherits the state it leaves (one test: fewer trace
+    events than the shared cluster's many)."""
+    yield from _checked_cluster(str(tmp_path / "cluster"), min_steps=20)
 
 
 def create_topic(c: LocalCluster, name: str, rf: int = 3, min_isr: int = 2) -> None:
