@@ -119,7 +119,7 @@ def _lines(run_dir: Path) -> Iterator[tuple[Path, bytes]]:
 
 
 def _offset_ms(run_dir: Path, ops: list[Op], test: dict[str, Any]) -> float:
-    if test.get("kraftwerk") == "sim":
+    if test.get("runtime") == "sim" or test.get("kraftwerk") == "sim":  # one clock (older sim runs: "kraftwerk")
         return 0.0
     first_ok = next((o.time / 1e6 for o in ops if o.f == "send" and o.type == "ok"), None)
     if first_ok is None:
