@@ -32,6 +32,7 @@ FLAGS: dict[str, str] = {
     "controllers": "--controllers",
     "time_limit": "--time-limit",
     "rate": "--rate",
+    "concurrency": "--concurrency",
     "db": "--db",
     "backend": "--backend",
 }

@@ -60,6 +60,7 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "controllers": ("sim", "real"),
     "time_limit": ("sim", "real"),
     "rate": ("sim", "real"),
+    "concurrency": ("sim", "real"),
 }
 
 #: the variants a cell may name (reference_impl.core.config.Variants)
