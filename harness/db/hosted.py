@@ -23,10 +23,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable
+from typing import Any
 
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
+from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.net.iptables import CLIENT, IptablesNetwork
 from harness.state import RunState
@@ -49,7 +50,7 @@ CAPABILITIES = frozenset({
 
 
 @dataclass
-class HostedReference:
+class HostedReference(PausesBySignal):
     """The reference broker on the hosts of one real backend; also the
     cluster contract's node control, clock and observer for its nemeses."""
 
@@ -187,16 +188,6 @@ class HostedReference:
         self.hosts.signal(node, signal.SIGTERM)
         if not self.hosts.wait_exit(node, 40):
             self.kill(node)
-
-    def pause(self, node: str) -> None:
-        if self.hosts.running(node):
-            self.hosts.signal(node, signal.SIGSTOP)
-            self.paused.add(node)
-
-    def resume(self, node: str) -> None:
-        if node in self.paused:
-            self.hosts.signal(node, signal.SIGCONT)
-            self.paused.discard(node)
 
     def resume_all(self) -> list[str]:
         out = sorted(n for n in self.paused if self.hosts.running(n))

@@ -50,6 +50,7 @@ from typing import Any
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
+from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.kafka import dist, props
 from harness.kafka.props import NodePlan
@@ -104,7 +105,7 @@ def plan(cfg: TestConfig, hosts: Any, ports: list[int] | None) -> list[NodePlan]
 
 
 @dataclass
-class KafkaDB:
+class KafkaDB(PausesBySignal):
     cfg: TestConfig
     run_dir: Path
     state: RunState
@@ -129,35 +130,6 @@ class KafkaDB:
             names = self.cfg.node_names()
             self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
                                        self._exec_for_net, mode=self.cfg.net_cut, exempt_ports=(22,))
-
-    @property
-    def runtime(self) -> str:
-        return str(self.hosts.runtime)
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        """The faults this db can make on its backend (nemesis/control.py's
-        Capability values): process and clock faults everywhere, link faults
-        only with kernel rules, power loss only through kraftwerk fs."""
-        caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "exec", "files"}
-        if self.net is not None:
-            caps |= {"partition", "partition-clients", "loss"}
-        if self.cfg.storage == "lazyfs":
-            caps |= {"power-loss", "lose-unfsynced"}
-        return frozenset(caps)
-
-    # the cluster contract's parts are this object
-    @property
-    def nodes(self) -> "KafkaDB":
-        return self
-
-    @property
-    def clock(self) -> "KafkaDB":
-        return self
-
-    @property
-    def observer(self) -> "KafkaDB":
-        return self
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
@@ -319,16 +291,6 @@ class KafkaDB:
         if not self.hosts.wait_exit(name, timeout):
             self.kill(name)
         self.paused.discard(name)
-
-    def pause(self, name: str) -> None:
-        if self.hosts.running(name):
-            self.hosts.signal(name, signal.SIGSTOP)
-            self.paused.add(name)
-
-    def resume(self, name: str) -> None:
-        if name in self.paused:
-            self.hosts.signal(name, signal.SIGCONT)
-            self.paused.discard(name)
 
     def resume_all(self) -> list[str]:
         out = sorted(self.paused)
