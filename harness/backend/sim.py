@@ -28,7 +28,7 @@ from reference_impl import accel
 from reference_impl.core.config import ProtocolConfig, Variants
 from reference_impl.core.messages import NewTopic, TopicPartition
 from reference_impl.sim.clients import Admin, Arrivals, ClientConfig, Consumer, Workload
-from reference_impl.sim.control import CAPABILITIES, SimCluster
+from reference_impl.sim.control import SimCluster
 from reference_impl.sim.history import History
 from reference_impl.sim.network import LinkProfile
 from reference_impl.sim.simulation import Simulation

@@ -57,7 +57,7 @@ def register(group: click.Group) -> None:
             return _kafka_up(kafka_version, kafka_home, brokers, controllers, base_port, dir, combined, overrides,
                              timeout, as_json)
         from harness.cli.node import build_options
-        from reference_impl.server.launcher import ClusterError, LocalCluster, pid_alive
+        from reference_impl.server.launcher import ClusterError, LocalCluster
 
         config = {}
         for kv in overrides:

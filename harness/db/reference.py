@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.backend.local import LocalCluster, allocate_ports, ports_needed
 from harness.config import TestConfig

@@ -37,7 +37,7 @@ from typing import Any
 import crc32c as _crc32c
 
 from reference_impl.core.effects import FileDelete, FileWrite, Fsync, LogAppend, LogTruncate, LogTruncateFully
-from reference_impl.core.messages import Batch, MetadataEntry, TopicPartition
+from reference_impl.core.messages import Batch, MetadataEntry
 from reference_impl.core.storage import (
     CLEAN_SHUTDOWN,
     METADATA_LOG,
