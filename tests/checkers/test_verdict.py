@@ -89,6 +89,24 @@ def test_acks1_loss_is_reported_but_valid() -> None:
     assert "unseen-acks1" in r["checkers"]["queue"]["allowed_anomaly_types"]
 
 
+def test_seed003_acks1_offset_reused_after_truncation_is_not_inconsistent() -> None:
+    """A non-idempotent acks=1 send is appended twice (the first reply lost,
+    the retry answered at offset 2); a leader change truncates offset 2 and
+    reuses it for another record, while the first copy survives at 1. The
+    acknowledged offset was never durable: not inconsistent-offsets, and the
+    value is not lost either (it is read at offset 1)."""
+    for acks, invalid in (("1", False), ("all", True)):
+        b = HistoryBuilder()
+        b.send(0, K, 1, 0, acks=acks, idempotent=False)
+        b.send(1, K, 2, 2, acks=acks, idempotent=False)
+        b.send(2, K, 3, 2, acks=acks, idempotent=False)
+        b.poll(3, {K: [(0, 1), (1, 2), (2, 3)]}, final=True)
+        r = check_history(b.ops)
+        assert ("inconsistent-offsets" in r["anomaly_types"]) is invalid, (acks, r["anomaly_types"])
+        assert r["valid"] is (not invalid)
+        assert not any(t.startswith("lost") for t in r["anomaly_types"])
+
+
 def test_acks1_loss_is_invalid_with_strict_acks1() -> None:
     r = check_history(tail_truncated("1").ops, strict_acks1=True)
     assert r["valid"] is False
