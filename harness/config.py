@@ -136,6 +136,20 @@ class TestConfig(BaseModel):
     def _split_nemesis(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _all_overlaps(cls, data: Any) -> Any:
+        """``--nemesis all`` runs every fault group on its own timetable
+        (overlap mode) unless a mode is given: a bug that needs two faults
+        at once (a shrunk ISR, then its last member's power loss) is reached
+        by generic faults only when they overlap."""
+        if isinstance(data, dict) and data.get("nemesis_mode") is None and not data.get("swarm"):
+            raw = data.get("nemesis") or []
+            names = [n.strip() for item in ([raw] if isinstance(raw, str) else raw) for n in str(item).split(",")]
+            if "all" in names:
+                data = {**data, "nemesis_mode": "overlap"}
+        return data
+
     @field_validator("nemesis")
     @classmethod
     def _known_nemesis(cls, v: list[str]) -> list[str]:
