@@ -113,6 +113,11 @@ class TestConfig(BaseModel):
     #: replay this fault schedule (a run's test.json, or its ``schedule``
     #: list) instead of drawing one
     schedule: str | None = None
+    #: swarm testing (``nemesis.swarm``): each seed draws its own subset of
+    #: the mix (all generic faults if none is given) and schedule parameters
+    swarm: bool = False
+    #: the mix a swarm seed drew from (set by the draw, recorded in test.json)
+    swarm_of: list[str] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -223,6 +228,13 @@ class TestConfig(BaseModel):
                 raise ValueError("--scenario is a fixed schedule: drop --nemesis")
         else:
             NEEDS_PAGECACHE = set()
+        if self.swarm:
+            if self.backend != "sim":
+                raise ValueError("--swarm draws a nemesis per seed: it is for kraftwerk sim")
+            if self.scenario or self.schedule:
+                raise ValueError("--swarm draws its own faults: drop --scenario and --schedule")
+            if not self.nemesis:
+                self.nemesis = list(expand(["all"]))
         if self.storage is None:
             pc = any(n.startswith("lose-unfsynced") for n in self.nemesis) or self.scenario in NEEDS_PAGECACHE
             self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
@@ -300,6 +312,17 @@ class TestConfig(BaseModel):
             entries = tuple(loaded)
         return NemesisPlan(faults, self.nemesis_interval, self.nemesis_mode, self.scenario,
                            protocol.replica_lag_time_max_ms, protocol.broker_session_timeout_ms, entries)
+
+    def for_seed(self, seed: int) -> "TestConfig":
+        """This test for one seed: with ``swarm`` the seed's own draw of
+        faults and parameters (``nemesis.swarm``) from the mix it was given;
+        a configuration already drawn (``swarm_of`` set) is kept."""
+        if not self.swarm or self.swarm_of:
+            return self
+        from nemesis import swarm
+
+        mix = tuple(self.nemesis)
+        return self.model_copy(update=swarm.draw(mix, seed).settings(self.rate, mix))
 
     def fault_names(self) -> tuple[str, ...]:
         """Every fault the run may make (the mix, or the schedule's)."""

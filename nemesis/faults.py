@@ -126,6 +126,11 @@ GROUPS = {
 }
 
 
+#: what a recorded start says it did; an entry with none of these is
+#: resolved when replayed (:meth:`Fault.replay`)
+RESOLVED = frozenset({"nodes", "cut", "offsets_ms", "ms", "probability", "story", "skipped"})
+
+
 class UnknownFault(ValueError):
     """A fault name outside the vocabulary; the message is one line."""
 
@@ -318,6 +323,9 @@ class Fault:
         start (its later steps follow the protocol's state, not a record)."""
         done = {k: v for k, v in entry.items() if k not in ("at_ms", "f", "fault")}
         kind, c = self.spec.kind, self.cluster
+        if not set(entry) & RESOLVED:  # a target alone (a search's new fault): resolved now
+            target = entry.get("target") or self.rng.choice(self.spec.targets())
+            return {"target": target, **_STARTS[kind](self, target)}
         if kind == "story":
             return self.story.start(entry.get("story") or entry.get("target", ""))
         if kind == "partition":

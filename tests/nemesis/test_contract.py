@@ -243,19 +243,21 @@ def test_a_story_plays_its_steps_on_the_runtimes_clock_and_its_stop_heals_all(rt
 
 
 def test_protocol_state_targets_name_the_nodes_the_metadata_names(rt: Runtime) -> None:
-    """Cut a partition's ISR followers off (``partition:isr-followers``);
-    once its ISR has shrunk to the leader, ``sole-isr`` names that leader,
-    ``out-of-sync`` the followers cut off, and ``kill:sole-isr`` takes the
-    sole member and nothing else, on both runtimes."""
+    """Kill a partition's ISR followers (``kill:isr-followers``); once its
+    ISR has shrunk to the leader, ``sole-isr`` names that leader,
+    ``out-of-sync`` the followers, and ``pause:sole-isr`` takes the sole
+    member and nothing else, on both runtimes. (Killed, not cut off: a
+    broker cut off from the others still answers the clients' Metadata
+    requests with what it last knew.)"""
     whole(rt)
     obs = rt.cluster.observer
     waited = 0.0
     while not all(len(obs.isr_of(k)) == len(obs.replicas_of(k)) > 1 for k in obs.keys()) and waited < 90:
         rt.settle(0.5)  # an earlier case's victims rejoin every ISR
         waited += 0.5
-    cut = fault(rt, "partition", "isr-followers")
-    value = cut.start()
-    key, followers = value["key"], value["isolated"]
+    kill = fault(rt, "kill", "isr-followers")
+    value = kill.start()
+    key, followers = value["key"], value["nodes"]
     leader = obs.leader_of(key)
     assert leader not in followers and sorted(followers) == sorted(set(obs.replicas_of(key)) - {leader})
     waited = 0.0
@@ -265,12 +267,12 @@ def test_protocol_state_targets_name_the_nodes_the_metadata_names(rt: Runtime) -
     assert obs.isr_of(key) == [leader], f"{rt.name}: the ISR of {key} never shrank to its leader"
     assert state_nodes("out-of-sync", obs, random.Random(1))[0] == sorted(followers)
     assert state_nodes("sole-isr", obs, random.Random(1))[0] == [leader]
-    kill = fault(rt, "kill", "sole-isr")
-    assert kill.start()["nodes"] == [leader]
-    assert rt.cluster.nodes.dead_nodes() == [leader]
+    pause = fault(rt, "pause", "sole-isr")
+    assert pause.start()["nodes"] == [leader]
+    assert rt.cluster.nodes.paused_nodes() == [leader]
+    pause.stop()
     kill.stop()
-    cut.stop()
-    assert rt.cut() == set() and rt.cluster.nodes.dead_nodes() == []
+    assert rt.cluster.nodes.dead_nodes() == [] and rt.cluster.nodes.paused_nodes() == []
     whole(rt)
 
 
