@@ -38,6 +38,16 @@ class TestConfig(BaseModel):
     __test__ = False  # not a pytest class, despite the name
 
     name: str = "queue"
+    #: what the clients do: ``queue`` (sends and polls, Jepsen's queue
+    #: workload) or ``txn`` (Kafka transactions of several sends and polls,
+    #: committed or aborted; needs a broker with a transaction coordinator)
+    workload: Literal["queue", "txn"] = "queue"
+    #: txn: the probability a transaction is aborted instead of committed
+    abort_probability: float = Field(0.0, ge=0, le=1)
+    #: txn: at most this many micro-operations (sends and polls) per transaction
+    max_txn_length: int = Field(4, ge=1, le=64)
+    #: the consumers' isolation.level (librdkafka's default: read_committed)
+    isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
     #: where the nodes run: processes on this machine behind proxies (local),
     #: network namespaces, containers, ssh hosts, or the simulator (sim)
     backend: Literal["local", "netns", "docker", "ssh", "sim"] = "local"
@@ -195,6 +205,7 @@ class TestConfig(BaseModel):
             raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
         if self.hosts and self.backend != "ssh":
             raise ValueError("--hosts is only for --backend ssh")
+        _workload_consistent(self)
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
         self._runtime_settings()
@@ -294,7 +305,7 @@ class TestConfig(BaseModel):
     def test_json(self) -> dict[str, Any]:
         """What a run directory's test.json says of the test (both runtimes):
         the settings, the keys and what the checkers read back."""
-        return {"name": self.name, "runtime": self.backend, "workload": "queue", "sub_via": ["assign"], "txn": False,
+        return {"name": self.name, "runtime": self.backend, "sub_via": ["assign"], "txn": self.workload == "txn",
                 "keys": self.keys(), **self.model_dump()}
 
     def node_count(self) -> int:
@@ -312,6 +323,21 @@ class TestConfig(BaseModel):
         if self.acks == "mixed":
             return "all" if thread % 2 == 0 else "1"
         return self.acks
+
+
+def _workload_consistent(cfg: "TestConfig") -> None:
+    """Transactions need a transaction coordinator: the reference
+    implementation models replication and answers a transactional producer
+    as a broker that refuses transactions does, so ``--workload txn`` runs
+    on real Kafka (or an external cluster) only."""
+    if cfg.workload == "txn":
+        if cfg.db == "reference":
+            raise ValueError("--workload txn needs Kafka's transaction coordinator, which the reference "
+                             "implementation does not model: use --db kafka")
+        return
+    for name in ("abort_probability", "max_txn_length"):
+        if getattr(cfg, name) != TestConfig.model_fields[name].default:
+            raise ValueError(f"--{name.replace('_', '-')} is a setting of --workload txn")
 
 
 #: faults db kafka cannot make on the local backend, and why (one line each)
