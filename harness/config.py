@@ -235,7 +235,7 @@ class TestConfig(BaseModel):
         else:
             NEEDS_PAGECACHE = set()
         if self.storage is None:
-            pc = any(n.startswith("lose-unfsynced") for n in self.nemesis) or self.scenario in NEEDS_PAGECACHE
+            pc = bool(kinds & {"lose-unfsynced", "torn-write"}) or self.scenario in NEEDS_PAGECACHE
             self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
@@ -385,6 +385,8 @@ KAFKA_LOCAL_REFUSED = {
                "proxies cannot delay its links",
     "lose-unfsynced": "losing un-fsynced writes of a JVM needs a filesystem that drops them (--storage lazyfs "
                       "on --backend netns)",
+    "torn-write": "a torn write of a JVM's files needs a filesystem that tears them (--storage lazyfs on "
+                  "--backend netns)",
 }
 
 
@@ -407,7 +409,7 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
     if cfg.backend == "local":
         for fault in cfg.nemesis:
             if parse(fault).kind in KAFKA_LOCAL_REFUSED:
-                raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[fault]}")
+                raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[parse(fault).kind]}")
         if cfg.scenario:
             from nemesis.scenarios import SCENARIOS
 

@@ -75,6 +75,10 @@ def preflight(cfg: TestConfig) -> Any:
     can make, ports free, binaries present, the backend's hosts reachable);
     returns what the backend checked."""
     have = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES if cfg.backend == "sim" else None
+    if have is None and cfg.db == "reference":
+        from harness.db.hosted import capabilities_for
+
+        have = capabilities_for(cfg)
     if have is not None:
         try:
             check_supported(cfg.fault_names(), cfg.backend, have)
