@@ -41,15 +41,23 @@ class Col:
     def append(self, x: Any) -> None:
         d = self.data
         if type(d) is array:
-            if type(x) is int and _I64_MIN <= x <= _I64_MAX:
-                d.append(x)
-                return
+            if type(x) is int:
+                try:
+                    d.append(x)
+                    return
+                except OverflowError:  # past 64 bits
+                    pass
             d = self.data = d.tolist()
         d.append(x)
 
-    def extend(self, xs: Any) -> None:
-        for x in xs:
-            self.append(x)
+    def fill(self, n: int, x: Any) -> None:
+        """Append ``x`` ``n`` times."""
+        d = self.data
+        if type(d) is array and type(x) is int and _I64_MIN <= x <= _I64_MAX:
+            d.extend(array("q", [x]) * n)
+        else:
+            for _ in range(n):
+                self.append(x)
 
     def __len__(self) -> int:
         return len(self.data)

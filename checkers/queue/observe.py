@@ -99,8 +99,8 @@ class RealtimeLag:
                 exp = expired.get(k)
                 if exp is None:
                     exp = expired[k] = Col()
-                while len(exp) <= o:
-                    exp.append(op.time)
+                if len(exp) <= o:
+                    exp.fill(o + 1 - len(exp), op.time)
         if op.type != "ok":
             return
         positions = self.positions
