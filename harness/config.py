@@ -24,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import UsageError
 from nemesis import NemesisPlan, replay
 from nemesis.faults import UnknownFault, expand, parse
-from reference_impl.core.config import ConfigError, ProtocolConfig
+from reference_impl.core.config import VARIANT_NAMES, ConfigError, ProtocolConfig
 
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
-VARIANTS = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
+VARIANTS = VARIANT_NAMES
 
 
 
