@@ -124,7 +124,7 @@ class Node:
         if self.controller is not None:
             effects += self.controller.start(now, mono)
         if self.observer is not None:
-            effects += self.observer.start(now)  # KRaft timers: wall clock only
+            effects += self.observer.start(now, mono)
         if self.broker is not None:
             effects += self.broker.start(now, mono)
         effects += self._sync_metadata(now)
@@ -146,7 +146,7 @@ class Node:
                 effects += self.controller.handle(msg, now, src, mono)
         elif t is RaftFetchResponse:
             if self.observer is not None:
-                effects += self.observer.handle(msg, now, src)
+                effects += self.observer.handle(msg, now, src, mono)
         elif self.broker is not None:
             effects += self.broker.handle(msg, now, src, mono)
         effects += self._sync_metadata(now)
@@ -160,7 +160,7 @@ class Node:
         if self.controller is not None:
             effects += self.controller.tick(now, mono)
         if self.observer is not None:
-            effects += self.observer.tick(now)
+            effects += self.observer.tick(now, mono)
         if self.broker is not None:
             effects += self.broker.tick(now, mono)
         effects += self._sync_metadata(now)

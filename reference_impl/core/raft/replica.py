@@ -35,6 +35,12 @@ What is implemented, with the rule each piece enforces:
   refuses with an exception (``RuntimeError``) instead, which the runtimes
   record as a node crash, a finding. A fetch with nothing new is parked for up to
   :data:`FETCH_MAX_WAIT_MS` and answered as soon as data or the HW changes.
+* **Clocks.** Every Raft timer (election, fetch timeout, check quorum,
+  BeginQuorumEpoch resend, fetch resend and backoff) reads the wall clock
+  ``now``, as Kafka's ``KafkaRaftClient.poll`` reads ``time.milliseconds()``;
+  the parked fetch alone expires on the monotonic clock ``mono``, as Kafka's
+  fetch purgatory does (``ThresholdPurgatory`` on a ``SystemTimer``,
+  ``hiResClockMs``). docs/architecture.md, "Clocks".
 * **Commit.** A voter appends fetched entries with ``LogAppend`` + ``Fsync``
   before it sends its next fetch, so a fetch offset is a durable
   acknowledgement. The leader's high watermark is the largest offset held by a
@@ -60,9 +66,10 @@ through :meth:`RaftReplica.take_committed`.
 API (what ``core/node.py`` and :mod:`.controller` call)::
 
     raft = RaftReplica(node_id, voters, stored, config, rng, observer=False)
-    raft.start(now)            -> list[Effect]   # once, after (re)start
-    raft.handle(msg, now, src) -> list[Effect]   # msg one of RAFT_MESSAGES
-    raft.tick(now)             -> list[Effect]   # whenever a Timer fires
+    raft.start(now, mono)            -> list[Effect]   # once, after (re)start
+    raft.handle(msg, now, src, mono) -> list[Effect]   # msg one of RAFT_MESSAGES
+    raft.tick(now, mono)             -> list[Effect]   # whenever a Timer fires
+    # mono: the monotonic clock (None: the same as now)
     raft.append(records)       -> tuple[MetadataEntry, ...]  # leader only; () = refused
     raft.drain_effects()       -> list[Effect]   # effects produced by append()
     raft.take_committed()      -> list[MetadataEntry]  # newly committed since last call
@@ -143,6 +150,7 @@ class Rng(Protocol):
 class _Parked:
     req: RaftFetchRequest
     src: NodeId
+    #: on the monotonic clock (Kafka's fetch purgatory runs on a SystemTimer)
     deadline: int
 
 
@@ -194,6 +202,10 @@ class RaftReplica:
         self._committed: list[MetadataEntry] = []
         self._outbox: list[Effect] = []
         self._now: int = 0
+        #: the monotonic clock of the current call, and wall minus monotonic
+        #: (a parked fetch's deadline is monotonic, its Timer wall time)
+        self._mono: int = 0
+        self._skew: int = 0
 
         # voter timers
         self._election_deadline: int | None = None
@@ -241,14 +253,19 @@ class RaftReplica:
     # entry points
     # ------------------------------------------------------------------
 
-    def start(self, now: int) -> list[Effect]:
+    def _clock(self, now: int, mono: int | None) -> None:
+        self._now = now
+        self._mono = now if mono is None else mono
+        self._skew = now - self._mono
+
+    def start(self, now: int, mono: int | None = None) -> list[Effect]:
         """Begin after a (re)start: resume the persisted epoch in a non-leader role.
 
         A replica that was leader before the restart cannot lead that epoch
         again (its volatile replication state is gone); it waits as a follower
         without a leader and takes part in the next election.
         """
-        self._now = now
+        self._clock(now, mono)
         out: list[Effect] = []
         if self.observer:
             self.role = OBSERVER
@@ -268,8 +285,8 @@ class RaftReplica:
         out.append(self._trace_state())
         return self._finish(out)
 
-    def handle(self, msg: Any, now: int, src: NodeId | None = None) -> list[Effect]:
-        self._now = now
+    def handle(self, msg: Any, now: int, src: NodeId | None = None, mono: int | None = None) -> list[Effect]:
+        self._clock(now, mono)
         out: list[Effect] = []
         if isinstance(msg, VoteRequest):
             out += self._on_vote_request(msg, now)
@@ -289,8 +306,8 @@ class RaftReplica:
             raise UnroutableMessage(f"RaftReplica cannot handle {type(msg).__name__}")
         return self._finish(out)
 
-    def tick(self, now: int) -> list[Effect]:
-        self._now = now
+    def tick(self, now: int, mono: int | None = None) -> list[Effect]:
+        self._clock(now, mono)
         out: list[Effect] = []
         if self.role == LEADER:
             out += self._leader_tick(now)
@@ -339,7 +356,7 @@ class RaftReplica:
         self._append_local(entries, self._outbox)
         self._voter_offsets[self.node_id] = self.end_offset
         self._outbox += self._leader_advance_hw(self._now)
-        self._outbox += self._complete_parked(self._now, force=True)
+        self._outbox += self._complete_parked(force=True)
         return entries
 
     def drain_effects(self) -> list[Effect]:
@@ -354,7 +371,7 @@ class RaftReplica:
     def next_deadline(self) -> int | None:
         cands: list[int] = []
         if self.role == LEADER:
-            cands += [p.deadline for p in self._parked.values()]
+            cands += [p.deadline + self._skew for p in self._parked.values()]
             if self._begin_resend_at is not None:
                 cands.append(self._begin_resend_at)
             cands.append(self._now + self.config.controller_quorum_fetch_timeout_ms // 2)
@@ -677,9 +694,9 @@ class RaftReplica:
             self._election_deadline = now + rank * 50 + self.rng.randint(0, 50)
         return out
 
-    def resign(self, now: int) -> list[Effect]:
+    def resign(self, now: int, mono: int | None = None) -> list[Effect]:
         """Leader stepping down (controlled shutdown): tell the voters to elect now."""
-        self._now = now
+        self._clock(now, mono)
         out: list[Effect] = []
         if self.role != LEADER:
             return self._finish(out)
@@ -729,7 +746,7 @@ class RaftReplica:
             out += self._leader_advance_hw(now)
         if req.fetch_offset >= self.end_offset and self._hw_sent.get(src) == self.high_watermark:
             # nothing new to say: park until data arrives or the HW moves
-            self._parked[src] = _Parked(req, src, now + FETCH_MAX_WAIT_MS)
+            self._parked[src] = _Parked(req, src, self._mono + FETCH_MAX_WAIT_MS)
             return out
         self._parked.pop(src, None)
         out.append(self._fetch_answer(req, src))
@@ -741,10 +758,13 @@ class RaftReplica:
         self._hw_sent[dst] = self.high_watermark
         return Send(dst, RaftFetchResponse(self.node_id, self.epoch, Errors.NONE, req.correlation_id, self.high_watermark, entries))
 
-    def _complete_parked(self, now: int, force: bool) -> list[Effect]:
+    def _complete_parked(self, force: bool) -> list[Effect]:
+        """Answer the parked fetches: all of them (``force``: data or the HW
+        moved) or those whose wait ran out on the monotonic clock."""
         out: list[Effect] = []
+        mono = self._mono
         for src, p in list(self._parked.items()):
-            if force or now >= p.deadline:
+            if force or mono >= p.deadline:
                 del self._parked[src]
                 out.append(self._fetch_answer(p.req, src))
         return out
@@ -760,12 +780,12 @@ class RaftReplica:
             before = self.high_watermark
             self._set_hw(candidate, out)
             if self.high_watermark != before:
-                out += self._complete_parked(now, force=True)
+                out += self._complete_parked(force=True)
         return out
 
     def _leader_tick(self, now: int) -> list[Effect]:
         out: list[Effect] = []
-        out += self._complete_parked(now, force=False)
+        out += self._complete_parked(force=False)
         if self._begin_resend_at is not None and now >= self._begin_resend_at:
             # a voter that has gone quiet may be stuck in a higher epoch it
             # reached in a lost election (pre-votes keep it from disrupting us,
