@@ -644,3 +644,50 @@ def test_forward_wall_jump_on_a_raft_follower_starts_an_election_its_fetch_timeo
     effects = r.tick(CFG.controller_quorum_fetch_timeout_ms + 1, 1)
     votes = sends(effects, VoteRequest)
     assert votes and all(v.msg.pre_vote for v in votes)
+
+
+def _follower_fetched_at(now: int) -> RaftReplica:
+    """Voter 2 following leader 1 in epoch 1, its fetch answered at wall ``now``."""
+    r = RaftReplica(2, VOTERS, stored([entry(0, 1)], epoch=1, leader=1), CFG, random.Random(0))
+    r.start(0)
+    r.tick(now)
+    (req,) = sends(r.tick(now), RaftFetchRequest) or [None]
+    corr = req.msg.correlation_id if req is not None else r._inflight[0]
+    r.handle(RaftFetchResponse(1, 1, Errors.NONE, corr, 1), now, 1)
+    return r
+
+
+def test_backward_wall_jump_holds_a_raft_followers_fetch_timeout_until_the_clock_catches_up():
+    """Kafka's follower fetch timer never moves backwards (``Timer.update``
+    keeps the larger time): a fetch answered after the wall clock went back a
+    minute resets the timeout from the time the follower had already seen, so
+    the follower stands for election only a fetch timeout after its clock is
+    back there, not a fetch timeout after the answer."""
+    fetch_timeout = CFG.controller_quorum_fetch_timeout_ms
+    r = _follower_fetched_at(60_000)
+    r.tick(0)  # the wall clock jumps back a minute
+    (req,) = sends(r.tick(0), RaftFetchRequest) or [None]
+    corr = req.msg.correlation_id if req is not None else r._inflight[0]
+    r.handle(RaftFetchResponse(1, 1, Errors.NONE, corr, 1), 0, 1)
+    assert sends(r.tick(fetch_timeout + 1), VoteRequest) == []
+    assert sends(r.tick(60_000 + fetch_timeout), VoteRequest)
+
+
+def test_backward_wall_jump_on_the_quorum_leader_delays_its_check_quorum_resignation():
+    """The leader's check-quorum timer is reset from the largest time the
+    leader state has seen: with the voters heard right after a backward jump
+    of a minute and silent from then on, the leader resigns 1.5 fetch
+    timeouts after its clock is back where it was, not after the silence."""
+    limit = CFG.controller_quorum_fetch_timeout_ms * 3 // 2
+    r = replica(1)
+    _elect(r, 0)  # leader at wall 10,001
+    for v in (2, 3):  # a minute of fetches later
+        r.handle(RaftFetchRequest(v, r.epoch, 0, -1), 70_000, v)
+    assert r.is_leader
+    r.tick(10_000)  # the wall clock jumps back a minute; the voters fetch once more
+    for v in (2, 3):
+        r.handle(RaftFetchRequest(v, r.epoch, 0, -1), 10_000, v)
+    r.tick(10_000 + limit + 1)
+    assert r.is_leader
+    r.tick(70_000 + limit)
+    assert not r.is_leader

@@ -40,7 +40,13 @@ What is implemented, with the rule each piece enforces:
   ``now``, as Kafka's ``KafkaRaftClient.poll`` reads ``time.milliseconds()``;
   the parked fetch alone expires on the monotonic clock ``mono``, as Kafka's
   fetch purgatory does (``ThresholdPurgatory`` on a ``SystemTimer``,
-  ``hiResClockMs``). docs/architecture.md, "Clocks".
+  ``hiResClockMs``). Kafka's Raft timers belong to the state object (follower,
+  leader, candidate) that made them, and a ``Timer`` never moves backwards
+  (``Timer.update`` keeps the larger time): a timer reset after a backward
+  jump counts from the latest wall time its state has seen. The replica keeps
+  that time (``_timer_now``, restarted at every state change) and resets the
+  long-lived timers (a follower's fetch timeout, the leader's check quorum and
+  BeginQuorumEpoch resend) from it. docs/architecture.md, "Clocks".
 * **Commit.** A voter appends fetched entries with ``LogAppend`` + ``Fsync``
   before it sends its next fetch, so a fetch offset is a durable
   acknowledgement. The leader's high watermark is the largest offset held by a
@@ -206,6 +212,9 @@ class RaftReplica:
         #: (a parked fetch's deadline is monotonic, its Timer wall time)
         self._mono: int = 0
         self._skew: int = 0
+        #: the time of this state's Kafka Timers: the largest wall time seen
+        #: since the last state change (Timer.update never goes backwards)
+        self._timer_now: int = 0
 
         # voter timers
         self._election_deadline: int | None = None
@@ -255,6 +264,8 @@ class RaftReplica:
 
     def _clock(self, now: int, mono: int | None) -> None:
         self._now = now
+        if now > self._timer_now:
+            self._timer_now = now
         self._mono = now if mono is None else mono
         self._skew = now - self._mono
 
@@ -266,6 +277,7 @@ class RaftReplica:
         without a leader and takes part in the next election.
         """
         self._clock(now, mono)
+        self._timer_now = now
         out: list[Effect] = []
         if self.observer:
             self.role = OBSERVER
@@ -511,6 +523,7 @@ class RaftReplica:
         self._prevotes = None
         self.leader_id = leader
         self._inflight = None
+        self._timer_now = now  # a new state, new timers (they start at the wall clock)
         if self.observer:
             self.role = OBSERVER
             self._next_fetch_at = now
@@ -538,6 +551,7 @@ class RaftReplica:
         if len(self.voters) == 1:
             return self._become_candidate(now)
         self._prevotes = {self.node_id}
+        self._timer_now = now
         backoff = self.rng.randint(0, self.config.controller_quorum_election_backoff_max_ms)
         self._election_deadline = now + self._election_timeout() + backoff
         req = VoteRequest(self.node_id, self.epoch + 1, self.last_epoch, self.end_offset, pre_vote=True)
@@ -553,6 +567,7 @@ class RaftReplica:
         self.leader_id = NO_LEADER
         self._votes = {self.node_id}
         self._inflight = None
+        self._timer_now = now
         self._fetch_deadline = None
         backoff = self.rng.randint(0, self.config.controller_quorum_election_backoff_max_ms)
         self._election_deadline = now + self._election_timeout() + backoff
@@ -570,6 +585,7 @@ class RaftReplica:
         out: list[Effect] = []
         self.role = LEADER
         self.leader_id = self.node_id
+        self._timer_now = now
         self._election_deadline = None
         self._fetch_deadline = None
         self._inflight = None
@@ -594,7 +610,7 @@ class RaftReplica:
         for v in self.voters:
             if v not in self._begin_acked:
                 out.append(Send(v, BeginQuorumEpochRequest(self.node_id, self.epoch)))
-        self._begin_resend_at = now + self.config.controller_quorum_election_timeout_ms // 2
+        self._begin_resend_at = self._timer_now + self.config.controller_quorum_election_timeout_ms // 2
         return out
 
     # ------------------------------------------------------------------
@@ -672,7 +688,7 @@ class RaftReplica:
         if req.leader_epoch > self.epoch or (self.leader_id == NO_LEADER and self.role != LEADER):
             out += self._become_unattached(req.leader_epoch, now, req.leader_id)
         elif self.leader_id == req.leader_id and self.role in (FOLLOWER, OBSERVER):
-            self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
+            self._fetch_deadline = self._timer_now + self.config.controller_quorum_fetch_timeout_ms
         out.append(Send(req.leader_id, BeginQuorumEpochResponse(self.node_id, Errors.NONE, self.epoch, self.leader_id)))
         return out
 
@@ -725,7 +741,7 @@ class RaftReplica:
             return out
         is_voter = req.replica_id in self.voters
         if is_voter:
-            self._last_heard[req.replica_id] = now
+            self._last_heard[req.replica_id] = self._timer_now  # check quorum: never backwards
             self._begin_acked.add(req.replica_id)
         # divergence check against our epoch history (KIP-595 fetch validation)
         if req.fetch_offset > self.log_start or req.last_fetched_epoch >= 0:
@@ -853,7 +869,8 @@ class RaftReplica:
             self._next_fetch_at = now + RETRY_BACKOFF_MS
             return out
         # a good answer from the leader of our epoch: it is alive after all
-        self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
+        # (the fetch timer is the follower state's: never backwards)
+        self._fetch_deadline = self._timer_now + self.config.controller_quorum_fetch_timeout_ms
         self._prevotes = None
         if resp.diverging_epoch is not None:
             ep, end = resp.diverging_epoch
