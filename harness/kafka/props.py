@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from harness.errors import UsageError
 
 #: variants with no Kafka setting: Kafka 4.4 always behaves as if they were on
-PROTOCOL_ONLY = ("kip101", "strict_isr_expand", "maximal_isr")
+PROTOCOL_ONLY = ("kip101", "strict_isr_expand", "maximal_isr", "producer_sequence_checks")
 
 #: the reference broker's fast timings, in Kafka's names
 FAST = {
@@ -41,6 +41,7 @@ SMALL = {
     "auto.create.topics.enable": "false",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "1",
     # Kafka's defaults: no fsync of its own, the page cache and replication
     # are the durability (the reference broker's default too)
     "log.flush.interval.messages": "9223372036854775807",
