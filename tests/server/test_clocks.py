@@ -64,3 +64,55 @@ def test_forward_wall_jump_of_twice_the_session_timeout_on_the_active_controller
         assert status["errors"] == 0
     finally:
         c.down(40)
+
+
+def _trace(run_dir, name: str, kind: str) -> list[dict]:
+    path = run_dir / "nodes" / name / "trace.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if ev.get("kind") == kind:
+            out.append(ev)
+    return out
+
+
+def test_clock_fault_through_the_local_backend_jumping_the_active_controller_fences_no_broker(tmp_path):
+    """The same rule through the harness: the reference db on the local
+    backend (three brokers, one controller, the harness's timings), and the
+    cluster contract's clock control (``cluster.clock.set_offset``, what the
+    clock nemesis calls) jumping the active controller's wall clock by twice
+    broker.session.timeout.ms. One voter, as above, so the controller stays
+    active through the jump and only its session clock is under test: no
+    broker is fenced, and every key keeps a leader."""
+    from harness.config import TestConfig
+    from harness.db.reference import ReferenceDB, protocol_config
+    from harness.state import RunState
+
+    run_dir = tmp_path / "run"
+    (run_dir / "nodes").mkdir(parents=True)
+    state = RunState.create(tmp_path, "clock-real", run_dir)
+    cfg = TestConfig(partitions=1, seed=1, controllers=1)
+    session_ms = protocol_config(cfg).broker_session_timeout_ms
+    db = ReferenceDB(cfg, run_dir, state)
+    try:
+        db.setup()
+        c = db.cluster
+        assert c is not None
+        _wait(lambda: c.active_controller() is not None and all(c.leader_of(k) for k in c.keys()), 30,
+              "an active controller and a leader for every key")
+        ctrl = c.active_controller()
+        controllers = c.controllers()
+        before = sum(len(_trace(run_dir, n, "broker_fenced")) for n in controllers)
+        c.clock.set_offset(ctrl, 2 * session_ms)
+        assert int((c.status(ctrl) or {}).get("clock_offset_ms", 0)) == 2 * session_ms
+        time.sleep(3 * session_ms / 1000)
+        assert sum(len(_trace(run_dir, n, "broker_fenced")) for n in controllers) == before
+        assert c.active_controller() == ctrl and all(c.leader_of(k) for k in c.keys())
+    finally:
+        db.teardown()
+        state.remove()
