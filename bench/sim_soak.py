@@ -46,6 +46,7 @@ BASELINE_NEMESIS = ("all",)  # every generic fault, power loss of one node or a 
 
 #: every historical variant, switched back on
 DETECT: dict[str, dict[str, bool]] = {
+    "faithful": {},
     "kip101=off": {"kip101": False},
     "kip966=off": {"kip966": False},
     "unclean_election=on": {"unclean_election": True},
@@ -155,9 +156,9 @@ def detect(a: argparse.Namespace) -> int:
     pool = make_pool(a.jobs)
     names = a.only.split(",") if a.only else list(DETECT)
     rows: list[str] = []
-    for name in ["faithful", *names]:
+    for name in names:
         vs = DETECT.get(name, {})
-        for mode in ("all", "swarm"):
+        for mode in [m for m in ("all", "swarm") if m in a.modes.split(",")]:
             cfg = build_config({}, {"backend": "sim", "name": "detect", "nemesis": ["all"], "variants": vs,
                                     "swarm": mode == "swarm"})
             t0 = time.perf_counter()
@@ -168,7 +169,7 @@ def detect(a: argparse.Namespace) -> int:
                     f"{time.perf_counter() - t0:.0f}s wall")
             print(line, flush=True)
             rows.append(line)
-        if name == "faithful" or a.explore_budget <= 0:
+        if name == "faithful" or a.explore_budget <= 0 or "explore" not in a.modes.split(","):
             continue
         cfg = build_config({}, {"backend": "sim", "name": "detect-explore", "nemesis": ["all"], "variants": vs})
         import tempfile
@@ -198,6 +199,7 @@ def main() -> None:
     d.add_argument("--seeds", type=int, default=50)
     d.add_argument("--explore-budget", type=float, default=300.0, help="wall seconds of explore per variant (0: none)")
     d.add_argument("--only", default="", help="comma list of variants: " + ",".join(DETECT))
+    d.add_argument("--modes", default="all,swarm,explore", help="comma list of: all, swarm, explore")
     for name in ("baseline", "variants"):
         p = sub.add_parser(name)
         p.add_argument("--jobs", type=int, default=2)
