@@ -69,6 +69,9 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                                     "last-replica-standing, acks1-leader-kill."),
     click.option("--schedule", type=click.Path(dir_okay=False),
                  help="Replay the fault schedule of a run's test.json (or a JSON list of nemesis ops)."),
+    click.option("--swarm", is_flag=True, default=None,
+                 help="Simulator: each seed draws its own subset of the --nemesis mix (default all) and its "
+                      "interval, mode and rate, recorded in test.json."),
     click.option("--nemesis-mode", type=click.Choice(["sequential", "overlap"]),
                  help="One fault at a time (default) or every fault type on its own timetable, overlapping."),
     click.option("--nemesis-interval", type=float, help="Seconds between fault changes (default 5)."),

@@ -17,6 +17,13 @@ The node routes each message type to the role that owns it, keeps one timer
 armed for the earliest wake-up any role asked for, and, when both roles run
 in one process (combined mode), hands the co-located controller's committed
 metadata to the broker.
+
+A controller RPC that reaches a broker-only node is refused, not answered:
+Kafka enables the controller APIs only on a controller listener, and a
+broker's socket server refuses any other API key (``InvalidRequestException``
+"not enabled") and closes the connection, so the sender's request times out
+and it tries another node. The node does the same without a connection to
+close: it sends nothing and records an ``rpc_refused`` trace event.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Final, Iterable
 
 from .config import ProtocolConfig
-from .effects import Effect, Halt, Timer
+from .effects import Effect, Halt, Timer, TraceEvent
 from .groups.coordinator import GroupCoordinator
 from .groups.messages import GROUP_REQUESTS
 from .messages import (
@@ -131,7 +138,7 @@ class Node:
         if self.controller is not None:
             effects += self.controller.start(now, mono)
         if self.observer is not None:
-            effects += self.observer.start(now)  # KRaft timers: wall clock only
+            effects += self.observer.start(now, mono)
         if self.broker is not None:
             effects += self.broker.start(now, mono)
         effects += self._sync_metadata(now)
@@ -156,9 +163,11 @@ class Node:
         if self._for_controller(msg, src):
             if self.controller is not None:
                 effects += self.controller.handle(msg, now, src, mono)
+            else:
+                effects.append(self._refuse(msg, src))
         elif t is RaftFetchResponse:
             if self.observer is not None:
-                effects += self.observer.handle(msg, now, src)
+                effects += self.observer.handle(msg, now, src, mono)
         elif self.broker is not None:
             effects += self.broker.handle(msg, now, src, mono)
         effects += self._sync_metadata(now)
@@ -172,7 +181,7 @@ class Node:
         if self.controller is not None:
             effects += self.controller.tick(now, mono)
         if self.observer is not None:
-            effects += self.observer.tick(now)
+            effects += self.observer.tick(now, mono)
         if self.broker is not None:
             effects += self.broker.tick(now, mono)
         if self.groups is not None:
@@ -196,6 +205,13 @@ class Node:
     # ======================================================================
     # internals
     # ======================================================================
+
+    def _refuse(self, msg: Any, src: NodeId | None) -> TraceEvent:
+        """A controller RPC on a broker-only node: no answer (Kafka's socket
+        server closes the connection of an API its listener does not enable),
+        one trace event saying what was refused and from whom."""
+        return TraceEvent("rpc_refused", {"api": type(msg).__name__, "src": src,
+                                          "reason": "controller API on a broker-only node"})
 
     def _for_controller(self, msg: Any, src: NodeId | None) -> bool:
         if isinstance(msg, CONTROLLER_MESSAGES):
