@@ -110,8 +110,9 @@ class TestConfig(BaseModel):
     #: where un-fsynced writes live, hence how power loss loses them: "file"
     #: (the OS page cache: nothing is ever lost), "pagecache" (the broker's
     #: in-process emulation), "lazyfs" (each node's data directory through
-    #: kraftwerk fs, crashed on power loss; netns). Default: "file", or for
-    #: a power-loss fault "lazyfs" on netns and "pagecache" elsewhere.
+    #: kraftwerk fs, crashed on power loss; netns, docker, ssh). Default:
+    #: "file", or for a power-loss fault "lazyfs" on netns, docker and ssh
+    #: and "pagecache" on local processes.
     storage: Literal["file", "pagecache", "lazyfs"] | None = None
     #: log.flush.interval.messages of every broker: fsync after this many
     #: appended messages (0: never, Kafka's default, leaving it to the OS)
@@ -262,12 +263,12 @@ class TestConfig(BaseModel):
                 self.nemesis = list(expand(["all"]))
         if self.storage is None:
             pc = bool(kinds & {"lose-unfsynced", "torn-write"}) or self.scenario in NEEDS_PAGECACHE
-            self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
+            self.storage = ("lazyfs" if self.backend in ("netns", "docker", "ssh") else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
-        if self.storage == "lazyfs" and self.backend != "netns":
+        if self.storage == "lazyfs" and self.backend not in ("netns", "docker", "ssh"):
             raise ValueError("--storage lazyfs mounts each node's data directory through kraftwerk fs: "
-                             "it runs on --backend netns (other backends use --storage pagecache)")
+                             "it runs on --backend netns, docker or ssh (local uses --storage pagecache)")
         if self.db == "kafka" and self.storage == "pagecache":
             raise ValueError("--storage pagecache is the reference broker's own emulation: Kafka loses "
                              "un-fsynced writes with --storage lazyfs on --backend netns")

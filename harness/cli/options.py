@@ -84,7 +84,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--base-port", type=int, help="Real processes: first port to use on 127.0.0.1 (default: free ports)."),
     click.option("--storage", type=click.Choice(["file", "pagecache", "lazyfs"]),
                  help="How power loss loses un-fsynced writes: never (file), the broker's emulation (pagecache), "
-                      "or kraftwerk fs under each node (lazyfs, netns; the default there for power-loss faults)."),
+                      "or kraftwerk fs under each node (lazyfs: netns, docker, ssh; the default there for power-loss "
+                      "faults)."),
     click.option("--torn-writes", is_flag=True, default=None,
                  help="With --storage lazyfs: a power loss keeps a random prefix of each file's un-fsynced writes."),
     click.option("--flush-messages", type=int,
