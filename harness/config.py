@@ -89,6 +89,11 @@ class TestConfig(BaseModel):
     #: min.insync.replicas 2, no unclean leader election, retries left to
     #: the client): turns idempotence on and refuses a setting against them
     safe: bool = False
+    #: Jepsen's --crash-clients: a client process is killed mid-operation
+    #: and replaced about once per ``crash_client_interval`` seconds each
+    #: (real clients; workloads/crash.py)
+    crash_clients: bool = False
+    crash_client_interval: float = Field(30.0, gt=0)
     variants: dict[str, bool] = Field(default_factory=dict)
     nemesis: list[str] = Field(default_factory=list)
     nemesis_interval: float = Field(5.0, gt=0)
@@ -110,8 +115,9 @@ class TestConfig(BaseModel):
     #: where un-fsynced writes live, hence how power loss loses them: "file"
     #: (the OS page cache: nothing is ever lost), "pagecache" (the broker's
     #: in-process emulation), "lazyfs" (each node's data directory through
-    #: kraftwerk fs, crashed on power loss; netns). Default: "file", or for
-    #: a power-loss fault "lazyfs" on netns and "pagecache" elsewhere.
+    #: kraftwerk fs, crashed on power loss; netns, docker, ssh). Default:
+    #: "file", or for a power-loss fault "lazyfs" on netns, docker and ssh
+    #: and "pagecache" on local processes.
     storage: Literal["file", "pagecache", "lazyfs"] | None = None
     #: log.flush.interval.messages of every broker: fsync after this many
     #: appended messages (0: never, Kafka's default, leaving it to the OS)
@@ -262,12 +268,12 @@ class TestConfig(BaseModel):
                 self.nemesis = list(expand(["all"]))
         if self.storage is None:
             pc = bool(kinds & {"lose-unfsynced", "torn-write"}) or self.scenario in NEEDS_PAGECACHE
-            self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
+            self.storage = ("lazyfs" if self.backend in ("netns", "docker", "ssh") else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
-        if self.storage == "lazyfs" and self.backend != "netns":
+        if self.storage == "lazyfs" and self.backend not in ("netns", "docker", "ssh"):
             raise ValueError("--storage lazyfs mounts each node's data directory through kraftwerk fs: "
-                             "it runs on --backend netns (other backends use --storage pagecache)")
+                             "it runs on --backend netns, docker or ssh (local uses --storage pagecache)")
         if self.db == "kafka" and self.storage == "pagecache":
             raise ValueError("--storage pagecache is the reference broker's own emulation: Kafka loses "
                              "un-fsynced writes with --storage lazyfs on --backend netns")
@@ -395,6 +401,8 @@ def _client_consistent(cfg: "TestConfig") -> None:
             raise ValueError("--acks 0 is for real clients: the simulator's producers wait for an answer")
         if cfg.auto_offset_reset != "error":
             raise ValueError("--auto-offset-reset is for real clients: the simulator's consumers never reset")
+        if cfg.crash_clients:
+            raise ValueError("--crash-clients kills real client processes: the simulator's clients have none")
 
 
 def _workload_consistent(cfg: "TestConfig") -> None:

@@ -37,6 +37,7 @@ sys.argv = ["kraftwerk", "node"]
 import harness.cli, harness.cli.node, harness.lease
 import reference_impl.server.runtime, reference_impl.server.wire, reference_impl.server.rpc
 import reference_impl.server.control, reference_impl.server.disk, reference_impl.server.auth
+import harness.lazyfs.server  # kraftwerk fs on the host (storage lazyfs): pyfuse3, trio
 site = sysconfig.get_paths()["purelib"]
 tops = set()
 for m in list(sys.modules.values()):
@@ -69,7 +70,7 @@ def _files() -> list[tuple[str, Path]]:
         if spec is None or spec.origin is None:
             raise RuntimeError(f"{dep} is not installed here; the bundle needs it")
         origin = Path(spec.origin)
-        if origin.name == "__init__.py":
+        if spec.submodule_search_locations is not None:  # a package (its __init__ may be compiled: pyfuse3)
             base = origin.parent
             for p in sorted(base.rglob("*")):
                 if p.is_file() and "__pycache__" not in p.parts:

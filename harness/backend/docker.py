@@ -197,13 +197,16 @@ class DockerHosts:
         return f"{SUBNET_PREFIX}.{self.subnet}.1"
 
     @classmethod
-    def create(cls, nodes: Sequence[str], state: RunState | None, run_dir: Path, client: Any = None) -> "DockerHosts":
+    def create(cls, nodes: Sequence[str], state: RunState | None, run_dir: Path, client: Any = None,
+               fuse: bool = False) -> "DockerHosts":
+        """``fuse``: containers may mount FUSE filesystems (/dev/fuse and
+        SYS_ADMIN), for ``kraftwerk fs`` under each node (storage lazyfs)."""
         client = client or engine()
         image = ensure_image(client)
         tag = secrets.token_hex(3)
         self = cls(client, tag, allocate_subnet(tag, "docker"), state, run_dir)
         try:
-            self._make(list(nodes), image)
+            self._make(list(nodes), image, fuse)
         except BaseException:
             self.teardown()
             raise
@@ -212,7 +215,7 @@ class DockerHosts:
     def _labels(self) -> dict[str, str]:
         return {LABEL: "1", f"{LABEL}.tag": self.tag, f"{LABEL}.owner": _owner()}
 
-    def _make(self, nodes: list[str], image: str) -> None:
+    def _make(self, nodes: list[str], image: str, fuse: bool = False) -> None:
         import docker
 
         pool = docker.types.IPAMPool(subnet=f"{SUBNET_PREFIX}.{self.subnet}.0/24", gateway=self.client_address)
@@ -234,7 +237,9 @@ class DockerHosts:
             made = api.create_container(
                 image, ["sleep", "infinity"], name=f"kw-{self.tag}-{n}", hostname=n, labels=self._labels(),
                 working_dir=str(REPO_ROOT),
-                host_config=api.create_host_config(binds=binds, cap_add=["NET_ADMIN"], network_mode=self.network.name),
+                host_config=api.create_host_config(
+                    binds=binds, cap_add=["NET_ADMIN", *(["SYS_ADMIN"] if fuse else [])],
+                    devices=["/dev/fuse:/dev/fuse:rwm"] if fuse else None, network_mode=self.network.name),
                 networking_config=api.create_networking_config(
                     {self.network.name: api.create_endpoint_config(ipv4_address=addr)}),
             )

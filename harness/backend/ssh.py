@@ -213,6 +213,12 @@ class SshHosts:
     def kraftwerk_argv(self) -> list[str]:
         return [PYTHON, "-c", "from harness.cli import main; main()"]
 
+    def tool_argv(self, node: str) -> list[str]:
+        """``kraftwerk`` as a one-off command on the node's host (the bundle
+        on its path, as a daemon has it)."""
+        app = self.app.get(node, "")
+        return ["env", f"PYTHONPATH={app}:{app}/site", *self.kraftwerk_argv()]
+
     # ------------------------------------------------------------ install
     def install(self) -> None:
         """Put the bundle on every host that lacks it (once per content)."""
