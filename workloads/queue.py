@@ -3,7 +3,16 @@
 * ``send``: one record with a unique integer value to one key (a topic-partition),
   through a per-process confluent-kafka producer with ``acks=all`` or ``acks=1``.
 * ``poll``: read onwards from the process's own positions on every key, through
-  a consumer that uses ``assign()`` with explicit offsets (no group protocol).
+  a consumer that uses ``assign()`` with explicit offsets (no group protocol);
+  or, with ``sub_via="subscribe"`` (Jepsen's ``:sub-via #{:subscribe}``),
+  through a consumer of one group shared by every process, which
+  ``subscribe()``s to the keys' topics: the group coordinator decides which
+  partitions each process reads, rebalancing as members come and go, and each
+  poll commits the offsets it read (``commitSync`` before the completion, as
+  Jepsen's client does) so the next owner of a partition resumes after them.
+  Assignment changes seen during an operation are recorded in its
+  ``rebalance-log`` (Jepsen's field). A ``subscribe`` operation subscribes
+  again (``value``: the keys whose topics are subscribed).
 * final reads (``final: true``): after healing, every key is read from the
   beginning until the highest acknowledged offset is covered or a deadline passes.
 
@@ -75,6 +84,8 @@ class QueueClient:
         extra_conf: dict[str, Any] | None = None,
         idempotent: bool = False,
         isolation_level: str = "read_committed",
+        sub_via: str = "assign",
+        group_id: str | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.keys = keys
@@ -94,6 +105,12 @@ class QueueClient:
         self.positions: dict[str, int] = {}
         #: seconds a poll waits for its first record
         self.poll_wait = 0.5
+        #: "assign" (explicit offsets) or "subscribe" (a consumer group)
+        self.sub_via = sub_via
+        #: the subscribe mode's consumer group, shared by every process of a run
+        self.group_id = group_id or "kraftwerk-subscribers"
+        #: assignment changes since the current operation began (Jepsen's :rebalance-log)
+        self.rebalance_log: list[dict[str, Any]] = []
 
     # -------------------------------------------------------------- lifecycle
     def _common(self) -> dict[str, Any]:
@@ -141,9 +158,31 @@ class QueueClient:
         self._open_consumer()
 
     def _open_consumer(self) -> None:
+        if self.sub_via == "subscribe":
+            conf = {**self._consumer_conf(""), "group.id": self.group_id, "auto.offset.reset": "earliest",
+                    "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+            self.consumer = Consumer(conf)
+            self.positions = {}
+            self._subscribe()
+            return
         self.consumer = Consumer(self._consumer_conf(f"p{self.process}"))
         self.positions = {k: 0 for k in self.keys}
         self._assign()
+
+    def _subscribe(self) -> None:
+        """Subscribe to the keys' topics; the group decides the partitions.
+        Without an offset committed by the group a partition is read from
+        its beginning (``auto.offset.reset=earliest``, as Jepsen's client)."""
+        assert self.consumer is not None
+        topics = sorted({split_key(k)[0] for k in self.keys})
+
+        def on_assign(_c: Any, tps: list[TopicPartition]) -> None:
+            self.rebalance_log.append({"event": "assigned", "keys": [f"{tp.topic}-{tp.partition}" for tp in tps]})
+
+        def on_revoke(_c: Any, tps: list[TopicPartition]) -> None:
+            self.rebalance_log.append({"event": "revoked", "keys": [f"{tp.topic}-{tp.partition}" for tp in tps]})
+
+        self.consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
 
     def _assign(self) -> None:
         assert self.consumer is not None
@@ -166,8 +205,17 @@ class QueueClient:
 
     # -------------------------------------------------------------- ops
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        self.rebalance_log = []
+        res = self._invoke(op)
+        if self.rebalance_log:
+            res["rebalance-log"] = self.rebalance_log
+        return res
+
+    def _invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         if op["f"] == "send":
             return self._send(op)
+        if op["f"] == "subscribe":
+            return self._subscribe_op(op)
         if op["f"] == "assign":
             return self._assign_op(op)
         if op["f"] == "poll" and op.get("final"):
@@ -176,9 +224,21 @@ class QueueClient:
             return self._poll(op)
         return {"type": "fail", "error": f"unknown f {op['f']!r}"}
 
-    def _assign_op(self, op: dict[str, Any]) -> dict[str, Any]:
-        """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns."""
+    def _subscribe_op(self, op: dict[str, Any]) -> dict[str, Any]:
+        """Subscribe again to the topics of ``value`` (keys; default all)."""
         assert self.consumer is not None
+        if self.sub_via != "subscribe":
+            return {"type": "fail", "error": "subscribe needs --sub-via subscribe"}
+        keys = [str(k) for k in op.get("value") or self.keys]
+        self._subscribe()
+        return {"type": "ok", "value": keys}
+
+    def _assign_op(self, op: dict[str, Any]) -> dict[str, Any]:
+        """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns
+        (and a subscribed consumer leaves its group first)."""
+        assert self.consumer is not None
+        if self.sub_via == "subscribe":
+            self.consumer.unsubscribe()
         keys = [str(k) for k in op.get("value") or []]
         self.keys = keys
         self.positions = {k: 0 for k in keys}
@@ -242,11 +302,31 @@ class QueueClient:
         res: dict[str, Any] = {"type": "ok", "value": [["poll", reads]]}
         if resets:
             res["resets"] = resets  # a truncated log seen by a consumer
+        if self.sub_via == "subscribe" and reads:
+            err = self._commit_reads(reads)
+            if err:
+                res["commit-error"] = err
         return res
 
-    def _skip_to_end(self, key: str) -> None:
-        """After a truncation the old position is gone: continue at the high watermark."""
+    def _commit_reads(self, reads: dict[str, list[list[int]]]) -> str | None:
+        """commitSync the offsets after what this poll read. A refused commit
+        (the group rebalanced meanwhile) does not undo the reads: the next
+        owner of the partition reads them again, which the checker allows
+        under subscribe (a rebalance explains it)."""
         assert self.consumer is not None
+        offsets = [TopicPartition(*split_key(k), pairs[-1][0] + 1) for k, pairs in reads.items()]
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as e:
+            return _err_name(e.args[0])
+        return None
+
+    def _skip_to_end(self, key: str) -> None:
+        """After a truncation the old position is gone: continue at the high
+        watermark (a subscribed consumer resets itself: earliest)."""
+        assert self.consumer is not None
+        if self.sub_via == "subscribe":
+            return
         try:
             _, high = self.consumer.get_watermark_offsets(TopicPartition(*split_key(key)), timeout=2)
         except KafkaException:
@@ -344,12 +424,18 @@ _silent_logger = _SilentLogger()
 
 
 # ---------------------------------------------------------------- generators
+#: with sub_via="subscribe", the share of polls that subscribe again instead
+#: (Jepsen's interleave-subscribes, whose default is 1/64 of all operations)
+SUBSCRIBE_SHARE = 1 / 16
+
+
 def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3,
-                       idempotent_for_thread=None) -> g.Gen:
+                       idempotent_for_thread=None, sub_via: str = "assign") -> g.Gen:
     """Sends and polls mixed 3:1, unique increasing values, random keys.
     Every send says whether its producer is idempotent (``idempotent``): the
     checker judges a duplicated value by it (a non-idempotent producer's
-    internal retry may append a record twice)."""
+    internal retry may append a record twice). Subscribing consumers
+    sometimes subscribe again (:data:`SUBSCRIBE_SHARE` of the polls)."""
     counter = itertools.count()
 
     def send(ctx: g.Context) -> dict[str, Any] | None:
@@ -365,6 +451,8 @@ def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3,
         }
 
     def poll(ctx: g.Context) -> dict[str, Any]:
+        if sub_via == "subscribe" and ctx.rng.random() < SUBSCRIBE_SHARE:
+            return {"f": "subscribe", "value": list(keys)}
         return {"f": "poll", "value": [["poll"]]}
 
     return g.mix(*([send] * send_weight), poll)
