@@ -55,13 +55,21 @@ def split_key(key: str) -> tuple[str, int]:
     return topic, int(part)
 
 
-def classify_send(err: KafkaError | None, acks: str) -> str:
-    """ok / fail / info for one delivery report (see module docstring)."""
+#: of those, the ones that only a producer that never retried can take as
+#: proof: after a retry, an earlier attempt whose answer was lost may have
+#: been appended (Kafka checks min ISR before its append, so a retry can be
+#: refused while the first copy stands)
+RETRY_AMBIGUOUS_ERRORS = {KafkaError.NOT_ENOUGH_REPLICAS}
+
+
+def classify_send(err: KafkaError | None, acks: str, retried: bool = False) -> str:
+    """ok / fail / info for one delivery report (see module docstring);
+    ``retried``: the producer may have sent the record more than once."""
     if acks == "0":
         return "info"
     if err is None:
         return "ok"
-    if err.code() in DEFINITE_SEND_ERRORS:
+    if err.code() in DEFINITE_SEND_ERRORS and not (retried and err.code() in RETRY_AMBIGUOUS_ERRORS):
         return "fail"
     return "info"
 
@@ -84,6 +92,8 @@ class QueueClient:
         extra_conf: dict[str, Any] | None = None,
         idempotent: bool = False,
         isolation_level: str = "read_committed",
+        retries: int | None = None,
+        auto_offset_reset: str = "error",
         sub_via: str = "assign",
         group_id: str | None = None,
     ) -> None:
@@ -100,6 +110,11 @@ class QueueClient:
         #: the consumers' isolation.level: read_committed (librdkafka's
         #: default) hides aborted and still-open transactions' records
         self.isolation_level = isolation_level
+        #: the producer's retries: None is 0 without idempotence (so
+        #: NOT_ENOUGH_REPLICAS is a definite failure), librdkafka's own
+        #: default with it (idempotence needs retries)
+        self.retries = retries
+        self.auto_offset_reset = auto_offset_reset
         self.producer: Producer | None = None
         self.consumer: Consumer | None = None
         self.positions: dict[str, int] = {}
@@ -132,7 +147,7 @@ class QueueClient:
             "group.id": f"kraftwerk-{tag}",  # required by librdkafka even with assign()
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            "auto.offset.reset": "error",
+            "auto.offset.reset": self.auto_offset_reset,
             "enable.partition.eof": False,
             "fetch.wait.max.ms": 100,
             "isolation.level": self.isolation_level,
@@ -146,12 +161,21 @@ class QueueClient:
             # retries=0 so NOT_ENOUGH_REPLICAS is a definite failure
             # (librdkafka still retries leader errors internally); an
             # idempotent producer needs retries, so it keeps the default
-            **({} if self.idempotent else {"retries": 0}),
+            **self._retries_conf(),
             "enable.idempotence": self.idempotent,
             "linger.ms": 0,
             "message.timeout.ms": msg_timeout,
             "request.timeout.ms": min(msg_timeout, 5000),
         }
+
+    def _retries_conf(self) -> dict[str, Any]:
+        if self.retries is not None:
+            return {"retries": self.retries}
+        return {} if self.idempotent else {"retries": 0}
+
+    def _retried(self) -> bool:
+        """Whether the producer may send a record more than once."""
+        return self.retries != 0 if self.retries is not None else self.idempotent
 
     def open(self) -> None:
         self.producer = Producer(self._producer_conf())
@@ -159,7 +183,10 @@ class QueueClient:
 
     def _open_consumer(self) -> None:
         if self.sub_via == "subscribe":
-            conf = {**self._consumer_conf(""), "group.id": self.group_id, "auto.offset.reset": "earliest",
+            # a partition the group never committed is read from its start
+            # (Jepsen's client), unless --auto-offset-reset says otherwise
+            reset = "earliest" if self.auto_offset_reset == "error" else self.auto_offset_reset
+            conf = {**self._consumer_conf(""), "group.id": self.group_id, "auto.offset.reset": reset,
                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
             self.consumer = Consumer(conf)
             self.positions = {}
@@ -263,14 +290,14 @@ class QueueClient:
             return {"type": "fail", "error": f"queue-full: {e}"}
         except KafkaException as e:
             err = e.args[0]
-            return {"type": classify_send(err, self.acks), "error": _err_name(err)}
+            return {"type": classify_send(err, self.acks, self._retried()), "error": _err_name(err)}
         deadline = time.monotonic() + self.op_timeout
         while not box and time.monotonic() < deadline:
             self.producer.flush(min(0.2, max(0.0, deadline - time.monotonic())))
         if not box:
             return {"type": "info", "error": "no-delivery-report"}
         err, offset = box[0]
-        t = classify_send(err, self.acks)
+        t = classify_send(err, self.acks, self._retried())
         if t == "ok":
             return {"type": "ok", "value": [["send", key, [offset, value]]]}
         return {"type": t, "error": _err_name(err) if err else "unknown"}

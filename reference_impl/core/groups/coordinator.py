@@ -58,6 +58,7 @@ from .messages import (
     SyncGroupRequest,
     SyncGroupResponse,
     KEY_TYPE_GROUP,
+    KEY_TYPE_TRANSACTION,
     CommittedOffset,
     error_response,
 )
@@ -188,8 +189,15 @@ class GroupCoordinator:
         effects: list[Effect] = []
         found = []
         for key in msg.keys:
+            if msg.key_type == KEY_TYPE_TRANSACTION:
+                # the reference implementation has no transaction coordinator:
+                # it refuses a transactional id as Kafka refuses one it will
+                # not serve (KafkaApis.getCoordinator), and as its own
+                # InitProducerId does, so a client fails at once, not after
+                # retrying an unavailable coordinator until its timeout
+                found.append(Coordinator(key, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+                continue
             if msg.key_type != KEY_TYPE_GROUP:
-                # transaction coordinators: the reference implementation has none
                 found.append(Coordinator(key, E.COORDINATOR_NOT_AVAILABLE))
                 continue
             if OFFSETS_TOPIC not in img.topics:

@@ -33,10 +33,12 @@ class GroupErrors:
     UNKNOWN_SERVER_ERROR: Final = -1
     MEMBER_ID_REQUIRED: Final = 79
     GROUP_MAX_SIZE_REACHED: Final = 81
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
 
 
 #: FindCoordinator key types (Kafka's CoordinatorType)
 KEY_TYPE_GROUP: Final = 0
+KEY_TYPE_TRANSACTION: Final = 1
 
 
 @dataclass(frozen=True, slots=True)
