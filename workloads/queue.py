@@ -28,6 +28,7 @@ Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from typing import Any
 
@@ -217,11 +218,7 @@ class QueueClient:
 
     def close(self) -> None:
         if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except Exception:
-                pass
-            self.consumer = None
+            self._close_consumer()
         if self.producer is not None:
             try:
                 self.producer.purge()
@@ -260,12 +257,34 @@ class QueueClient:
         self._subscribe()
         return {"type": "ok", "value": keys}
 
+    def _close_consumer(self) -> None:
+        """Close the consumer. A subscribed one leaves its group, and
+        librdkafka 2.16 can block for good in that close (its revocation
+        callback waits on the client's own main thread), so it is closed on
+        a thread of its own, waited for :data:`GROUP_CLOSE_WAIT_S`; if it
+        is still blocked, the group expires the member after its session."""
+        c, self.consumer = self.consumer, None
+        if c is None:
+            return
+        if self.sub_via != "subscribe":
+            try:
+                c.close()
+            except Exception:
+                pass
+            return
+        t = threading.Thread(target=_close_quietly, args=(c,), name="consumer-close", daemon=True)
+        t.start()
+        t.join(GROUP_CLOSE_WAIT_S)
+
     def _assign_op(self, op: dict[str, Any]) -> dict[str, Any]:
-        """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns
-        (and a subscribed consumer leaves its group first)."""
+        """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns.
+        A subscribed consumer leaves its group (it is closed) and the process
+        goes on with a consumer of its own that assigns."""
         assert self.consumer is not None
         if self.sub_via == "subscribe":
-            self.consumer.unsubscribe()
+            self._close_consumer()
+            self.sub_via = "assign"
+            self.consumer = Consumer(self._consumer_conf(f"p{self.process}"))
         keys = [str(k) for k in op.get("value") or []]
         self.keys = keys
         self.positions = {k: 0 for k in keys}
@@ -430,6 +449,17 @@ class QueueClient:
         if resets:
             res["resets"] = resets
         return res
+
+
+#: seconds a subscribed consumer's close may take before it is left behind
+GROUP_CLOSE_WAIT_S = 10.0
+
+
+def _close_quietly(c: Consumer) -> None:
+    try:
+        c.close()
+    except Exception:
+        pass
 
 
 def _silent_logger_fn(*_a: Any) -> None:
