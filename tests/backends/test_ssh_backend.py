@@ -147,3 +147,48 @@ def test_bad_hosts_files_are_one_line_exit_2(tmp_path, text, words):
         hf.write_text(text)
     out = tmp_path / "r"
     expect_usage(run_cli("run", "--backend", "ssh", "--hosts", str(hf), "--combined", "--out", str(out)), words, out)
+
+
+@pytest.mark.slow
+def test_a_short_run_of_real_kafka_on_ssh_hosts_is_valid_and_brings_its_logs_back(hosts_dir, tmp_path):
+    """db kafka through the host contract only: the jars go over once per
+    content, each JVM runs on its host under the run's lease, partitions are
+    iptables rules made over ssh; the logs come back and the host keeps
+    nothing of the run."""
+    import json
+
+    out = tmp_path / "r"
+    r = subprocess.run([*CLI, "run", "--backend", "ssh", "--hosts", str(hosts_dir / "hosts.yaml"), "--db", "kafka",
+                        "--combined", "--out", str(out), "--json", "--seed", "3", "--nemesis",
+                        "partition,kill,pause,clock", "--nemesis-interval", "4", "--time-limit", "20",
+                        "--no-progress"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-800:]
+    res = json.loads(r.stdout)
+    run_dir = Path(res["run_dir"])
+    assert res["valid"] is True and res["durability"]["acks=all"]["lost"] == 0
+    assert json.loads((run_dir / "test.json").read_text())["backend"] == "ssh"
+    assert "Kafka version: 4.4." in (run_dir / "nodes" / "n2" / "server.log").read_text()
+    spec_dirs = [h["dir"] for h in yaml.safe_load((hosts_dir / "hosts.yaml").read_text())["hosts"]]
+    assert all(not list(Path(d, "runs").glob("*")) for d in spec_dirs)
+
+
+@pytest.mark.slow
+def test_a_kafka_cluster_on_ssh_hosts_outlives_up_serves_a_client_and_down_removes_it(hosts_dir, tmp_path):
+    import json
+
+    from .test_netns_cluster import kw, produce_and_consume
+
+    d = tmp_path / "k"
+    r = kw("cluster", "up", "--backend", "ssh", "--hosts", str(hosts_dir / "hosts.yaml"), "--db", "kafka",
+           "--combined", "--dir", str(d), "--json", "--timeout", "240")
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    try:
+        assert produce_and_consume(st["bootstrap"]) == [f"v{i}" for i in range(5)]
+        rows = json.loads(kw("cluster", "status", "--dir", str(d), "--json").stdout)["nodes"]
+        assert [x["alive"] for x in rows] == [True, True, True]
+    finally:
+        down = kw("cluster", "down", "--dir", str(d), "--timeout", "40")
+    assert down.returncode == 0, down.stderr
+    assert "Kafka version: 4.4." in (d / "nodes" / "n1" / "server.log").read_text()
+    assert not subprocess.run(["pgrep", "-f", st["run_id"]], capture_output=True).stdout
