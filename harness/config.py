@@ -38,6 +38,16 @@ class TestConfig(BaseModel):
     __test__ = False  # not a pytest class, despite the name
 
     name: str = "queue"
+    #: what the clients do: ``queue`` (sends and polls, Jepsen's queue
+    #: workload) or ``txn`` (Kafka transactions of several sends and polls,
+    #: committed or aborted; needs a broker with a transaction coordinator)
+    workload: Literal["queue", "txn"] = "queue"
+    #: txn: the probability a transaction is aborted instead of committed
+    abort_probability: float = Field(0.0, ge=0, le=1)
+    #: txn: at most this many micro-operations (sends and polls) per transaction
+    max_txn_length: int = Field(4, ge=1, le=64)
+    #: the consumers' isolation.level (librdkafka's default: read_committed)
+    isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
     #: where the nodes run: processes on this machine behind proxies (local),
     #: network namespaces, containers, ssh hosts, or the simulator (sim)
     backend: Literal["local", "netns", "docker", "ssh", "sim"] = "local"
@@ -62,10 +72,23 @@ class TestConfig(BaseModel):
     partitions: int = Field(2, ge=1, le=64)
     rf: int = Field(3, ge=1)
     min_isr: int = Field(2, ge=1)
-    acks: Literal["all", "1", "mixed"] = "all"
+    acks: Literal["all", "1", "0", "mixed"] = "all"
     #: acks=all producers use enable.idempotence=true (acks=1 ones cannot:
     #: Kafka requires acks=all for idempotence); off by default
     idempotent: bool = False
+    #: the producers' ``retries`` (librdkafka's); None: 0 for producers that
+    #: are not idempotent (so NOT_ENOUGH_REPLICAS proves nothing was
+    #: written), librdkafka's default for idempotent ones (it needs retries)
+    retries: int | None = Field(None, ge=0)
+    #: the consumers' ``auto.offset.reset``: ``error`` (default) makes a
+    #: truncated log seen; ``earliest``/``latest`` skip silently, as users'
+    #: consumers do
+    auto_offset_reset: Literal["error", "earliest", "latest"] = "error"
+    #: the settings Kafka documents for no loss of acknowledged writes
+    #: (acks=all, enable.idempotence, replication factor 3 and
+    #: min.insync.replicas 2, no unclean leader election, retries left to
+    #: the client): turns idempotence on and refuses a setting against them
+    safe: bool = False
     variants: dict[str, bool] = Field(default_factory=dict)
     nemesis: list[str] = Field(default_factory=list)
     nemesis_interval: float = Field(5.0, gt=0)
@@ -195,6 +218,8 @@ class TestConfig(BaseModel):
             raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
         if self.hosts and self.backend != "ssh":
             raise ValueError("--hosts is only for --backend ssh")
+        _workload_consistent(self)
+        _client_consistent(self)
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
         self._runtime_settings()
@@ -210,7 +235,7 @@ class TestConfig(BaseModel):
         else:
             NEEDS_PAGECACHE = set()
         if self.storage is None:
-            pc = any(n.startswith("lose-unfsynced") for n in self.nemesis) or self.scenario in NEEDS_PAGECACHE
+            pc = bool(kinds & {"lose-unfsynced", "torn-write"}) or self.scenario in NEEDS_PAGECACHE
             self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
@@ -294,7 +319,7 @@ class TestConfig(BaseModel):
     def test_json(self) -> dict[str, Any]:
         """What a run directory's test.json says of the test (both runtimes):
         the settings, the keys and what the checkers read back."""
-        return {"name": self.name, "runtime": self.backend, "workload": "queue", "sub_via": ["assign"], "txn": False,
+        return {"name": self.name, "runtime": self.backend, "sub_via": ["assign"], "txn": self.workload == "txn",
                 "keys": self.keys(), **self.model_dump()}
 
     def node_count(self) -> int:
@@ -314,6 +339,44 @@ class TestConfig(BaseModel):
         return self.acks
 
 
+def _client_consistent(cfg: "TestConfig") -> None:
+    """Client settings that contradict each other or ``--safe``."""
+    if cfg.safe:
+        if cfg.acks != "all":
+            raise ValueError(f"--safe means acks=all (Kafka's documented setting for no loss): drop --acks {cfg.acks}")
+        if cfg.rf < 3 or cfg.min_isr < 2:
+            raise ValueError("--safe means replication factor 3 or more and min.insync.replicas 2 or more")
+        if cfg.variants.get("unclean_election") or any(
+                kv.replace(" ", "") == "unclean.leader.election.enable=true" for kv in cfg.kafka_config):
+            raise ValueError("--safe means no unclean leader election: drop unclean_election")
+        cfg.idempotent = True
+    if cfg.retries == 0 and (cfg.idempotent or cfg.workload == "txn"):
+        raise ValueError("an idempotent producer needs retries (librdkafka refuses retries=0 with "
+                         "enable.idempotence): drop --retries 0")
+    if cfg.backend == "sim":
+        if cfg.acks == "0":
+            raise ValueError("--acks 0 is for real clients: the simulator's producers wait for an answer")
+        if cfg.auto_offset_reset != "error":
+            raise ValueError("--auto-offset-reset is for real clients: the simulator's consumers never reset")
+
+
+def _workload_consistent(cfg: "TestConfig") -> None:
+    """Transactions need a transaction coordinator: the reference
+    implementation models replication and answers a transactional producer
+    as a broker that refuses transactions does, so ``--workload txn`` runs
+    on real Kafka (or an external cluster) only."""
+    if cfg.workload == "txn":
+        if cfg.db == "reference":
+            raise ValueError("--workload txn needs Kafka's transaction coordinator, which the reference "
+                             "implementation does not model: use --db kafka")
+        if cfg.acks != "all":
+            raise ValueError("--workload txn: a transactional producer is idempotent, so acks=all: drop --acks")
+        return
+    for name in ("abort_probability", "max_txn_length"):
+        if getattr(cfg, name) != TestConfig.model_fields[name].default:
+            raise ValueError(f"--{name.replace('_', '-')} is a setting of --workload txn")
+
+
 #: faults db kafka cannot make on the local backend, and why (one line each)
 KAFKA_LOCAL_REFUSED = {
     "partition": "a Kafka broker advertises one address every peer dials, so the local backend's per-link "
@@ -322,6 +385,8 @@ KAFKA_LOCAL_REFUSED = {
                "proxies cannot delay its links",
     "lose-unfsynced": "losing un-fsynced writes of a JVM needs a filesystem that drops them (--storage lazyfs "
                       "on --backend netns)",
+    "torn-write": "a torn write of a JVM's files needs a filesystem that tears them (--storage lazyfs on "
+                  "--backend netns)",
 }
 
 
@@ -341,7 +406,7 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
     if cfg.backend == "local":
         for fault in cfg.nemesis:
             if parse(fault).kind in KAFKA_LOCAL_REFUSED:
-                raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[fault]}")
+                raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[parse(fault).kind]}")
         if cfg.scenario:
             from nemesis.scenarios import SCENARIOS
 

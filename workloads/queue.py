@@ -9,10 +9,10 @@
 
 Outcomes follow what librdkafka can actually tell us (notes/kafka-wire.md):
 ``ok`` = a delivery report without error and acks >= 1; ``fail`` = only errors
-that prove nothing was written (NOT_ENOUGH_REPLICAS, size/record errors) *and*
-answer the record's only attempt; ``info`` = everything else (timeouts,
-REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, purges, and a definite
-error after an earlier attempt), since the record may be in the log.
+that prove nothing was written (size/record errors; NOT_ENOUGH_REPLICAS when
+it answers the record's only attempt); ``info`` = everything else (timeouts,
+REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, purges, and
+NOT_ENOUGH_REPLICAS after an earlier attempt), since the record may be in the log.
 
 Why the attempt count matters: a broker refuses acks=all with
 NOT_ENOUGH_REPLICAS before appending, so that answer speaks only for its own
@@ -61,14 +61,21 @@ def split_key(key: str) -> tuple[str, int]:
     return topic, int(part)
 
 
-def classify_send(err: KafkaError | None, acks: str, attempts: int = 1) -> str:
-    """ok / fail / info for one delivery report (see module docstring):
-    ``attempts`` is how many produce requests carried the record."""
+#: of those, the ones that only a producer that never retried can take as
+#: proof: after a retry, an earlier attempt whose answer was lost may have
+#: been appended (Kafka checks min ISR before its append, so a retry can be
+#: refused while the first copy stands)
+RETRY_AMBIGUOUS_ERRORS = {KafkaError.NOT_ENOUGH_REPLICAS}
+
+
+def classify_send(err: KafkaError | None, acks: str, retried: bool = False) -> str:
+    """ok / fail / info for one delivery report (see module docstring);
+    ``retried``: the producer may have sent the record more than once."""
     if acks == "0":
         return "info"
     if err is None:
         return "ok"
-    if err.code() in DEFINITE_SEND_ERRORS and attempts <= 1:
+    if err.code() in DEFINITE_SEND_ERRORS and not (retried and err.code() in RETRY_AMBIGUOUS_ERRORS):
         return "fail"
     return "info"
 
@@ -123,6 +130,9 @@ class QueueClient:
         final_read_timeout: float = 30.0,
         extra_conf: dict[str, Any] | None = None,
         idempotent: bool = False,
+        isolation_level: str = "read_committed",
+        retries: int | None = None,
+        auto_offset_reset: str = "error",
     ) -> None:
         self.bootstrap = bootstrap
         self.keys = keys
@@ -134,10 +144,20 @@ class QueueClient:
         self.op_timeout = op_timeout
         self.final_read_timeout = final_read_timeout
         self.extra_conf = extra_conf or {}
+        #: the consumers' isolation.level: read_committed (librdkafka's
+        #: default) hides aborted and still-open transactions' records
+        self.isolation_level = isolation_level
+        #: the producer's retries: None is 0 without idempotence (so
+        #: NOT_ENOUGH_REPLICAS is a definite failure), librdkafka's own
+        #: default with it (idempotence needs retries)
+        self.retries = retries
+        self.auto_offset_reset = auto_offset_reset
         self.producer: Producer | None = None
         self.attempts = ProduceAttempts()
         self.consumer: Consumer | None = None
         self.positions: dict[str, int] = {}
+        #: seconds a poll waits for its first record
+        self.poll_wait = 0.5
 
     # -------------------------------------------------------------- lifecycle
     def _common(self) -> dict[str, Any]:
@@ -159,29 +179,43 @@ class QueueClient:
             "group.id": f"kraftwerk-{tag}",  # required by librdkafka even with assign()
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            "auto.offset.reset": "error",
+            "auto.offset.reset": self.auto_offset_reset,
             "enable.partition.eof": False,
             "fetch.wait.max.ms": 100,
+            "isolation.level": self.isolation_level,
         }
 
-    def open(self) -> None:
+    def _producer_conf(self) -> dict[str, Any]:
         msg_timeout = max(1000, int(self.op_timeout * 1000) - 1000)
-        self.producer = Producer(
-            {
-                **self._common(),
-                "acks": "all" if self.acks == "all" else self.acks,
-                # retries=0: no counted resend (librdkafka still resends after
-                # leader errors, which ProduceAttempts counts); an
-                # idempotent producer needs retries, so it keeps the default
-                **({} if self.idempotent else {"retries": 0}),
-                "enable.idempotence": self.idempotent,
-                "linger.ms": 0,
-                "message.timeout.ms": msg_timeout,
-                "request.timeout.ms": min(msg_timeout, 5000),
-                **ProduceAttempts.CONF,
-                "logger": self.attempts,
-            }
-        )
+        return {
+            **self._common(),
+            "acks": "all" if self.acks == "all" else self.acks,
+            # retries=0: no counted resend (librdkafka still resends after
+            # leader errors, which ProduceAttempts counts); an idempotent
+            # producer needs retries, so it keeps the default
+            **self._retries_conf(),
+            "enable.idempotence": self.idempotent,
+            "linger.ms": 0,
+            "message.timeout.ms": msg_timeout,
+            "request.timeout.ms": min(msg_timeout, 5000),
+            **ProduceAttempts.CONF,
+            "logger": self.attempts,
+        }
+
+    def _retries_conf(self) -> dict[str, Any]:
+        if self.retries is not None:
+            return {"retries": self.retries}
+        return {} if self.idempotent else {"retries": 0}
+
+    def _retried(self) -> bool:
+        """Whether the producer may send a record more than once."""
+        return self.retries != 0 if self.retries is not None else self.idempotent
+
+    def open(self) -> None:
+        self.producer = Producer(self._producer_conf())
+        self._open_consumer()
+
+    def _open_consumer(self) -> None:
         self.consumer = Consumer(self._consumer_conf(f"p{self.process}"))
         self.positions = {k: 0 for k in self.keys}
         self._assign()
@@ -245,14 +279,14 @@ class QueueClient:
             return {"type": "fail", "error": f"queue-full: {e}"}
         except KafkaException as e:
             err = e.args[0]
-            return {"type": classify_send(err, self.acks), "error": _err_name(err)}
+            return {"type": classify_send(err, self.acks, self._retried()), "error": _err_name(err)}
         deadline = time.monotonic() + self.op_timeout
         while not box and time.monotonic() < deadline:
             self.producer.flush(min(0.2, max(0.0, deadline - time.monotonic())))
         if not box:
             return {"type": "info", "error": "no-delivery-report"}
         err, offset = box[0]
-        t = classify_send(err, self.acks, self.attempts.of(topic, part))
+        t = classify_send(err, self.acks, self._retried() or self.attempts.of(topic, part) > 1)
         if t == "ok":
             return {"type": "ok", "value": [["send", key, [offset, value]]]}
         return {"type": t, "error": _err_name(err) if err else "unknown"}
@@ -261,7 +295,7 @@ class QueueClient:
         assert self.consumer is not None
         # consume(n, t) waits the whole t unless n arrive: wait for the first
         # message only, then take whatever else is already fetched.
-        msgs = self.consumer.consume(num_messages=1, timeout=min(0.5, self.op_timeout / 4))
+        msgs = self.consumer.consume(num_messages=1, timeout=min(self.poll_wait, self.op_timeout / 4))
         if msgs:
             msgs += self.consumer.consume(num_messages=499, timeout=0)
         reads: dict[str, list[list[int]]] = {}
@@ -413,8 +447,9 @@ def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3,
 
 
 def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
-    """Keep the highest acknowledged offset per key (for the final reads)."""
-    if op.get("f") != "send" or op.get("type") != "ok":
+    """Keep the highest acknowledged offset per key (for the final reads):
+    the sends of ``ok`` send and txn operations."""
+    if op.get("f") not in ("send", "txn") or op.get("type") != "ok":
         return
     acked = state.setdefault("acked", {})
     for mop in op.get("value") or []:
