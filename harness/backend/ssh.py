@@ -7,7 +7,7 @@ throwaway namespace hosts of ``kraftwerk hosts up``).
   and a key that differs from the known one is always refused.
 * Commands are argv lists, quoted with ``shlex.join`` into the one string
   ssh carries, prefixed with ``sudo -n`` for a non-root user.
-* The project reaches each host as a bundle (:mod:`harness.backend.bundle`),
+* The project reaches each host as its wheel in a venv (:mod:`harness.backend.bundle`),
   installed once per content under the host's ``dir``.
 * A daemon is started on a channel of its own that stays open for the run:
   ``sh -c 'echo $$; exec "$@" >>LOG 2>&1'``, with the channel as its stdin and
@@ -215,27 +215,36 @@ class SshHosts:
     def node_dir(self, node: str) -> str:
         return f"{self.hosts[node][0].dir}/runs/{self.run_id}/{node}"
 
-    def kraftwerk_argv(self) -> list[str]:
-        return [PYTHON, "-c", "from harness.cli import main; main()"]
+    def kraftwerk_argv(self, node: str) -> list[str]:
+        """The project's command on the node's host: its venv's interpreter."""
+        return [f"{self.app[node]}/{bundle.VENV_PYTHON}", "-c", "from harness.cli import main; main()"]
 
     # ------------------------------------------------------------ install
     def install(self) -> None:
-        """Put the bundle on every host that lacks it (once per content)."""
+        """The project's wheel and a node's dependencies into a venv on every
+        host that lacks it (once per content; :mod:`harness.backend.bundle`)."""
         digest, path = bundle.build()
-        self.app = self.install_archive(f"app-{digest}", path)
+        wheels, pip_wheel = bundle.contents(path)
+        app = f"app-{digest}"
+        self.app = self.install_archive(
+            app, path, lambda d: bundle.install_argvs(d, PYTHON, wheels, pip_wheel))
 
-    def install_archive(self, name: str, path: Path) -> dict[str, str]:
+    def install_archive(self, name: str, path: Path, then: Any = None) -> dict[str, str]:
         """Unpack the tar ``path`` into ``<dir>/<name>`` on every host that
-        lacks it (``.complete`` marks a whole one); {node: that directory}."""
+        lacks it, run ``then(dir)``'s argvs there (``.complete`` marks a whole
+        one); {node: that directory}."""
 
         def one(node: str) -> tuple[str, str]:
             d = f"{self.hosts[node][0].dir}/{name}"
             if self.exec(node, ["test", "-f", f"{d}/.complete"], 10)[0] == 0:
                 return node, d
+            self._check(node, ["rm", "-rf", d])  # half of one an earlier attempt left
             self._check(node, ["mkdir", "-p", d])
             self.upload(node, path, f"{d}.part")
             self._check(node, ["tar", "-xf", f"{d}.part", "-C", d])
             self._check(node, ["rm", "-f", f"{d}.part"])
+            for argv in then(d) if then is not None else []:
+                self._check(node, argv)
             self._check(node, ["touch", f"{d}/.complete"])
             return node, d
 
@@ -278,8 +287,7 @@ class SshHosts:
         if self.detached:
             return self._start_detached(node, argv, log, env)
         spec, client = self.hosts[node]
-        app = self.app.get(node, "")
-        envs = {"PYTHONPATH": f"{app}:{app}/site", RUN_ENV: self.run_id, "KRAFTWERK_LEASE_FD": "0", **env}
+        envs = {RUN_ENV: self.run_id, "KRAFTWERK_LEASE_FD": "0", **env}
         cmd = _prefix(spec) + ["env", *[f"{k}={v}" for k, v in envs.items()],
                                "sh", "-c", 'echo $$; exec "$@" >>"$0" 2>&1', log, *argv]
         chan = client.get_transport().open_session()
@@ -294,8 +302,7 @@ class SshHosts:
         """A daemon in a session of its own on the host, with no lease:
         ``setsid`` execs in a background child (not a group leader), and
         so do ``env`` and ``sh``, so ``$!`` is the daemon's pid."""
-        app = self.app.get(node, "")
-        envs = {"PYTHONPATH": f"{app}:{app}/site", RUN_ENV: self.run_id, **env}
+        envs = {RUN_ENV: self.run_id, **env}
         inner = ["env", *[f"{k}={v}" for k, v in envs.items()], "sh", "-c", 'exec "$@" >>"$0" 2>&1', log, *argv]
         rc, out, err = self.exec(node, ["sh", "-c", 'setsid "$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", *inner], 20)
         if rc != 0 or not out.strip().isdigit():

@@ -73,6 +73,31 @@ def test_a_grudge_made_over_ssh_cuts_exactly_its_links(hosts_dir, tmp_path):
     assert "kw-in" not in out and "kw-out" not in out  # hosts outlive the run: our chains do not
 
 
+def test_the_project_reaches_a_host_as_its_wheel_in_a_venv_built_from_uploaded_wheels(hosts_dir, tmp_path):
+    """No pip, network or PYTHONPATH on the host: a ``--without-pip`` venv
+    gets the project's wheel and a node's dependencies from the wheels sent
+    with it (harness/backend/bundle.py); a second open sends nothing."""
+    checked = preflight(str(hosts_dir / "hosts.yaml"), NODES)
+    hosts = SshHosts.open(checked, NODES, None, tmp_path)
+    try:
+        app = hosts.app["n1"]
+        assert hosts.kraftwerk_argv("n1")[0] == f"{app}/venv/bin/python"
+        probe = "import harness, kafka, msgpack, orjson, sys; print(harness.__file__, kafka.__file__, sys.prefix)"
+        rc, out, err = hosts.exec("n1", ["env", "-i", f"{app}/venv/bin/python", "-c", probe], 60)
+        assert rc == 0, err
+        mine, theirs, prefix = out.split()
+        assert prefix == f"{app}/venv"
+        assert mine.startswith(f"{app}/venv/lib/python3.11/site-packages/harness/")
+        assert theirs.startswith(f"{app}/venv/lib/python3.11/site-packages/kafka/")
+        rc, out, _ = hosts.exec("n1", [*hosts.kraftwerk_argv("n1"), "node", "--help"], 60)
+        assert rc == 0 and "--controller-quorum" in out
+        before = hosts.exec("n1", ["stat", "-c", "%Y", f"{app}/.complete"], 10)[1]
+        hosts.install()
+        assert hosts.exec("n1", ["stat", "-c", "%Y", f"{app}/.complete"], 10)[1] == before
+    finally:
+        hosts.teardown()
+
+
 def write_hosts(tmp_path, hosts_dir, **changes):
     data = yaml.safe_load((hosts_dir / "hosts.yaml").read_text())
     data["defaults"]["key"] = str(hosts_dir / "id_ed25519")
