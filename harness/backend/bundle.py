@@ -7,10 +7,11 @@ network. The harness makes, once per content, one tar holding:
 * ``wheels/kraftwerk-*.whl``: the project, built with ``pip wheel --no-deps
   --no-build-isolation`` from a copy of the sources (setuptools builds in
   the source tree; the checkout stays clean);
-* ``wheels/<dist>-<version>-*.whl``: every distribution a node process
-  imports (click, kafka-python's codecs, msgpack, orjson, crc32c, pydantic
-  and theirs: listed by importing them in a fresh interpreter, so the set
-  follows the code) at the version installed here, fetched once into the
+* ``wheels/<dist>-<version>-*.whl``: every distribution a node process or
+  ``kraftwerk fs`` on the host imports (click, kafka-python's codecs,
+  msgpack, orjson, crc32c, pyfuse3, trio and theirs: listed by importing
+  them in a fresh interpreter, so the set follows the code) at the version
+  installed here, fetched once into the
   cache with ``pip download --no-deps --only-binary=:all:`` from this
   machine's package index, or built with ``pip wheel --no-deps`` where the
   index has no wheel;
@@ -58,6 +59,7 @@ sys.argv = ["kraftwerk", "node"]
 import harness.cli, harness.cli.node, harness.lease
 import reference_impl.server.runtime, reference_impl.server.wire, reference_impl.server.rpc
 import reference_impl.server.control, reference_impl.server.disk, reference_impl.server.auth
+import harness.lazyfs.server  # kraftwerk fs on the host (storage lazyfs): pyfuse3, trio
 site = sysconfig.get_paths()["purelib"]
 tops = set()
 for m in list(sys.modules.values()):

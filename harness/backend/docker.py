@@ -222,16 +222,18 @@ class DockerHosts:
 
     @classmethod
     def create(cls, nodes: Sequence[str], state: RunState | None, run_dir: Path, client: Any = None,
-               ro_paths: Sequence[str] = (), detached: bool = False) -> "DockerHosts":
+               ro_paths: Sequence[str] = (), detached: bool = False, fuse: bool = False) -> "DockerHosts":
         """Containers for ``nodes``; ``ro_paths`` are this machine's paths
-        mounted read-only at the same place (a db's binaries: Kafka's jars)."""
+        mounted read-only at the same place (a db's binaries: Kafka's jars);
+        ``fuse``: containers may mount FUSE filesystems (/dev/fuse and
+        SYS_ADMIN), for ``kraftwerk fs`` under each node (storage lazyfs)."""
         client = client or engine()
         image = ensure_image(client)
         tag = secrets.token_hex(3)
         self = cls(client, tag, allocate_subnet(tag, KIND_CLUSTER if detached else "docker"), state, run_dir,
                    detached)
         try:
-            self._make(list(nodes), image, list(ro_paths))
+            self._make(list(nodes), image, list(ro_paths), fuse)
         except BaseException:
             self.teardown()
             raise
@@ -258,7 +260,7 @@ class DockerHosts:
             return {LABEL: "1", f"{LABEL}.tag": self.tag, f"{LABEL}.kind": KIND_CLUSTER}
         return {LABEL: "1", f"{LABEL}.tag": self.tag, f"{LABEL}.owner": _owner()}
 
-    def _make(self, nodes: list[str], image: str, ro_paths: list[str]) -> None:
+    def _make(self, nodes: list[str], image: str, ro_paths: list[str], fuse: bool = False) -> None:
         import docker
 
         pool = docker.types.IPAMPool(subnet=f"{SUBNET_PREFIX}.{self.subnet}.0/24", gateway=self.client_address)
@@ -282,7 +284,9 @@ class DockerHosts:
                 image, ["sleep", "infinity"], name=f"kw-{self.tag}-{n}", hostname=n,
                 labels={**self._labels(), f"{LABEL}.node": n},
                 working_dir=str(REPO_ROOT),
-                host_config=api.create_host_config(binds=binds, cap_add=["NET_ADMIN"], network_mode=self.network.name),
+                host_config=api.create_host_config(
+                    binds=binds, cap_add=["NET_ADMIN", *(["SYS_ADMIN"] if fuse else [])],
+                    devices=["/dev/fuse:/dev/fuse:rwm"] if fuse else None, network_mode=self.network.name),
                 networking_config=api.create_networking_config(
                     {self.network.name: api.create_endpoint_config(ipv4_address=addr)}),
             )

@@ -69,6 +69,9 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                                     "last-replica-standing, acks1-leader-kill."),
     click.option("--schedule", type=click.Path(dir_okay=False),
                  help="Replay the fault schedule of a run's test.json (or a JSON list of nemesis ops)."),
+    click.option("--swarm", is_flag=True, default=None,
+                 help="Simulator: each seed draws its own subset of the --nemesis mix (default all) and its "
+                      "interval, mode and rate, recorded in test.json."),
     click.option("--nemesis-mode", type=click.Choice(["sequential", "overlap"]),
                  help="One fault at a time (default) or every fault type on its own timetable, overlapping."),
     click.option("--nemesis-interval", type=float, help="Seconds between fault changes (default 5)."),
@@ -81,7 +84,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--base-port", type=int, help="Real processes: first port to use on 127.0.0.1 (default: free ports)."),
     click.option("--storage", type=click.Choice(["file", "pagecache", "lazyfs"]),
                  help="How power loss loses un-fsynced writes: never (file), the broker's emulation (pagecache), "
-                      "or kraftwerk fs under each node (lazyfs, netns; the default there for power-loss faults)."),
+                      "or kraftwerk fs under each node (lazyfs: netns, docker, ssh; the default there for power-loss "
+                      "faults)."),
     click.option("--torn-writes", is_flag=True, default=None,
                  help="With --storage lazyfs: a power loss keeps a random prefix of each file's un-fsynced writes."),
     click.option("--flush-messages", type=int,
