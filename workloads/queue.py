@@ -158,6 +158,8 @@ class QueueClient:
         self.positions: dict[str, int] = {}
         #: seconds a poll waits for its first record
         self.poll_wait = 0.5
+        #: monotonic time at which the running operation's process dies
+        self.crash_at: float | None = None
 
     # -------------------------------------------------------------- lifecycle
     def _common(self) -> dict[str, Any]:
@@ -241,6 +243,15 @@ class QueueClient:
 
     # -------------------------------------------------------------- ops
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        crash = op.get("crash")
+        self.crash_at = time.monotonic() + crash / 1000 if crash is not None else None
+        res = self._invoke(op)
+        if crash is not None:  # the process dies mid-operation: nobody learns the outcome
+            self.crash()
+            return {"type": "info", "error": "crashed"}
+        return res
+
+    def _invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         if op["f"] == "send":
             return self._send(op)
         if op["f"] == "assign":
@@ -250,6 +261,27 @@ class QueueClient:
         if op["f"] == "poll":
             return self._poll(op)
         return {"type": "fail", "error": f"unknown f {op['f']!r}"}
+
+    def crash_due(self) -> bool:
+        """The operation's crash time has come (workloads/crash.py)."""
+        return self.crash_at is not None and time.monotonic() >= self.crash_at
+
+    def crash(self) -> None:
+        """Die as a killed process does: what is queued or awaiting an answer
+        is dropped unanswered (requests already sent still arrive), nothing
+        is flushed, committed or aborted."""
+        p, self.producer = self.producer, None
+        if p is not None:
+            try:
+                p.purge(True, True)
+            except Exception:
+                pass
+        c, self.consumer = self.consumer, None
+        if c is not None:
+            try:
+                c.close()
+            except Exception:
+                pass
 
     def _assign_op(self, op: dict[str, Any]) -> dict[str, Any]:
         """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns."""
@@ -281,8 +313,8 @@ class QueueClient:
             err = e.args[0]
             return {"type": classify_send(err, self.acks, self._retried()), "error": _err_name(err)}
         deadline = time.monotonic() + self.op_timeout
-        while not box and time.monotonic() < deadline:
-            self.producer.flush(min(0.2, max(0.0, deadline - time.monotonic())))
+        while not box and time.monotonic() < deadline and not self.crash_due():
+            self.producer.flush(min(0.02 if self.crash_at else 0.2, max(0.0, deadline - time.monotonic())))
         if not box:
             return {"type": "info", "error": "no-delivery-report"}
         err, offset = box[0]
