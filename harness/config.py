@@ -448,9 +448,6 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
         parse_overrides(cfg.kafka_config)
     except UsageError as e:
         raise ValueError(str(e)) from None
-    if cfg.backend not in ("local", "netns"):
-        raise ValueError(f"--db kafka runs on --backend local or netns (the {cfg.backend} hosts have no Kafka "
-                         "jars or java of their own yet)")
     if cfg.backend == "local":
         for fault in cfg.nemesis:
             if parse(fault).kind in KAFKA_LOCAL_REFUSED:
