@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,9 +94,11 @@ def build() -> tuple[str, Path]:
         h.update(name.encode() + b"\0" + p.read_bytes() + b"\0")
     digest = h.hexdigest()[:16]
     path = CACHE / f"kw-bundle-{digest}.tar.gz"
-    if not path.exists():
+    if path.exists():
+        os.utime(path)  # in use: not stale for another content's build
+    else:
         CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # builders of one content do not share a file
         with tarfile.open(tmp, "w:gz", compresslevel=3) as tar:
             for name, p in files:
                 data = p.read_bytes()
@@ -104,6 +107,12 @@ def build() -> tuple[str, Path]:
                 tar.addfile(info, io.BytesIO(data))
         os.replace(tmp, path)
         for old in CACHE.glob("kw-bundle-*.tar.gz"):
-            if old != path:
+            # an older bundle goes once nobody can be about to upload it
+            # (runs of other checkouts share this cache)
+            try:
+                stale = time.time() - old.stat().st_mtime > 3600
+            except OSError:
+                continue
+            if old != path and stale:
                 old.unlink(missing_ok=True)
     return digest, path
