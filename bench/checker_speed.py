@@ -68,27 +68,52 @@ def _status_kib(pid: int, field: str) -> int:
     return 0
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (from /proc's parent links)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 def measured(argv: list[str], out: Path) -> tuple[int, float, float, float]:
     """Run ``argv`` (stdout to ``out``): exit code, wall seconds, the
-    process's own peak RSS in MiB (VmHWM, polled), and the largest peak RSS
-    among it and its children (wait4's maxrss, exact: the JVM on Spark)."""
+    process's own peak RSS in MiB (wait4's maxrss when it has no child, else
+    its VmHWM polled every 0.2 s), and the largest peak RSS (VmHWM, polled)
+    among the processes it started (the JVM on Spark; 0 if none)."""
     env = {**os.environ, "KRAFTWERK_DEBUG": ""}
     t0 = time.perf_counter()
     with open(out, "wb") as f:
         p = subprocess.Popen(argv, stdout=f, stderr=subprocess.PIPE, cwd=ROOT, env=env)
     hwm = 0
+    below: dict[int, int] = {}
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid:
             break
         hwm = max(hwm, _status_kib(p.pid, "VmHWM"))
-        time.sleep(0.1)
+        for c in _descendants(p.pid):
+            below[c] = max(below.get(c, 0), _status_kib(c, "VmHWM"))
+        time.sleep(0.2)
     wall = time.perf_counter() - t0
     err = p.stderr.read().decode(errors="replace").strip() if p.stderr else ""
     rc = os.waitstatus_to_exitcode(status)
     if rc not in (0, 1, 3):
         print(f"  exit {rc}: {err[-300:]}", flush=True)
-    return rc, wall, hwm / 1024, ru.ru_maxrss / 1024
+    own = ru.ru_maxrss if not below else hwm
+    return rc, wall, own / 1024, max(below.values(), default=0) / 1024
 
 
 def _digest(path: Path) -> tuple:
@@ -133,13 +158,14 @@ def big(sizes: list[int], partitions: int, processes: int, spark: bool, standalo
                 line = (f"  kraftwerk check, {name}: exit {rc}, {wall:.2f} s wall "
                         f"({wall / parse:.1f}x parse-only), kraftwerk process peak {own:.0f} MiB")
                 if extra:
-                    line += f", largest process (JVM) peak {largest:.0f} MiB"
+                    line += f", largest process it started (the JVM) peak {largest:.0f} MiB"
                 if rc in (0, 1, 3):
                     digests[name] = _digest(out)
                     r = json.loads(out.read_text())
                     s = r["checkers"]["queue"]["seconds"]
-                    line += (f"; valid={r['valid']} (per-key {s['per_key']} s, cross-key {s['cross_key']} s, "
-                             f"check {r['stats']['check_seconds']} s after the scan)")
+                    start = f"Spark session start {s['spark_start']} s, " if extra else ""
+                    line += (f"; valid={r['valid']} ({start}per-key {s['per_key']} s, cross-key {s['cross_key']} s; "
+                             f"{r['stats']['check_seconds']} s of it after the scan)")
                 print(line, flush=True)
             if spark and standalone and n > standalone_max:
                 print(f"  spark standalone: not run at this size (--standalone-max {standalone_max:,})", flush=True)

@@ -89,6 +89,11 @@ class TestConfig(BaseModel):
     #: min.insync.replicas 2, no unclean leader election, retries left to
     #: the client): turns idempotence on and refuses a setting against them
     safe: bool = False
+    #: Jepsen's --crash-clients: a client process is killed mid-operation
+    #: and replaced about once per ``crash_client_interval`` seconds each
+    #: (real clients; workloads/crash.py)
+    crash_clients: bool = False
+    crash_client_interval: float = Field(30.0, gt=0)
     variants: dict[str, bool] = Field(default_factory=dict)
     nemesis: list[str] = Field(default_factory=list)
     nemesis_interval: float = Field(5.0, gt=0)
@@ -396,6 +401,8 @@ def _client_consistent(cfg: "TestConfig") -> None:
             raise ValueError("--acks 0 is for real clients: the simulator's producers wait for an answer")
         if cfg.auto_offset_reset != "error":
             raise ValueError("--auto-offset-reset is for real clients: the simulator's consumers never reset")
+        if cfg.crash_clients:
+            raise ValueError("--crash-clients kills real client processes: the simulator's clients have none")
 
 
 def _workload_consistent(cfg: "TestConfig") -> None:
@@ -441,9 +448,6 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
         parse_overrides(cfg.kafka_config)
     except UsageError as e:
         raise ValueError(str(e)) from None
-    if cfg.backend not in ("local", "netns"):
-        raise ValueError(f"--db kafka runs on --backend local or netns (the {cfg.backend} hosts have no Kafka "
-                         "jars or java of their own yet)")
     if cfg.backend == "local":
         for fault in cfg.nemesis:
             if parse(fault).kind in KAFKA_LOCAL_REFUSED:

@@ -29,6 +29,11 @@ torn-write         the same targets: power loss, each file keeping a random
                    name lose-unfsynced; the stop restarts every dead node
 latency            all (every node-to-node link): 20..250 ms added
 loss               all: 5..30% of messages dropped
+rolling-restart    brokers, controllers, all: each node in a seeded order
+                   shut down cleanly, started again and waited for until
+                   back in sync before the next (``nemesis.rolling``);
+                   history name terminate; the stop abandons the rest of
+                   the roll and starts every node that is down
 story              leader-churn, last-replica-standing, isr-crash,
                    expand-race: compositions of the above that tell one
                    of the seeds' failure narratives (``nemesis.stories``)
@@ -58,6 +63,7 @@ from typing import Any, Callable, cast
 
 from . import partition as grudges
 from .control import Capability, Cluster, Observer, TornWrites, require
+from .rolling import Roll, in_sync
 from .stories import STORIES, Story, Timings
 
 C = Capability
@@ -65,6 +71,8 @@ C = Capability
 #: targets the protocol's state names when the fault starts (:func:`state_nodes`)
 STATE_TARGETS = ("sole-isr", "out-of-sync", "isr-followers", "busiest-leader")
 NODE_TARGETS = ("one", "minority", "majority", "all", "primaries", "controller", *STATE_TARGETS)
+#: the node sets a rolling restart goes through
+ROLL_TARGETS = ("brokers", "controllers", "all")
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("torn-write", NODE_TARGETS, ("majority", "all"), (C.TORN_WRITE,), "lose-unfsynced"),
     Kind("latency", ("all",), ("all",), (C.LATENCY,), "latency"),
     Kind("loss", ("all",), ("all",), (C.LOSS,), "loss"),
+    Kind("rolling-restart", ROLL_TARGETS, ("brokers",), (C.TERMINATE, C.KILL), "terminate"),
     Kind("story", STORIES, STORIES, (C.PARTITION, C.KILL, C.POWER_LOSS), "partition"),
 )}
 
@@ -278,9 +287,7 @@ class UncleanLedger:
             self.generation[n] = self.generation.get(n, 0) + 1
 
     def _in_sync(self, cluster: Cluster, n: str) -> bool:
-        obs = cluster.observer
-        return (n not in cluster.nodes.dead_nodes() and obs.active_controller() is not None
-                and all(n in obs.isr_of(k) for k in obs.keys() if n in obs.replicas_of(k)))
+        return in_sync(cluster, n)
 
     def pending(self, cluster: Cluster, settle_ms: int) -> list[str]:
         """The brokers still out of sync; those in sync now get their second look."""
@@ -310,6 +317,7 @@ class Fault:
         self.timings = timings
         #: unclean shutdowns not yet back in sync, shared by the nemesis's faults
         self.ledger = UncleanLedger() if ledger is None else ledger
+        self.roll = Roll(cluster)
 
     @property
     def op_name(self) -> str:
@@ -333,6 +341,9 @@ class Fault:
             return {"target": target, **_STARTS[kind](self, target)}
         if kind == "story":
             return self.story.start(entry.get("story") or entry.get("target", ""))
+        if kind == "rolling-restart":
+            self.roll.start(list(entry.get("nodes", [])))
+            return done
         if kind == "partition":
             c.net.cut([(a, b) for a, b in entry.get("cut", [])])
         elif kind in ("kill", "terminate", "pause", "lose-unfsynced", "torn-write"):
@@ -422,6 +433,18 @@ class Fault:
     def _story(self, name: str) -> dict[str, Any]:
         return self.story.start(name)
 
+    def _rolling_restart(self, target: str) -> dict[str, Any]:
+        nodes = self.cluster.nodes
+        pool = {"brokers": nodes.brokers(), "controllers": nodes.controllers(), "all": nodes.node_names()}[target]
+        order = sorted(pool)
+        self.rng.shuffle(order)
+        self.roll.start(order)
+        return {"nodes": order}
+
+    def _unroll(self) -> dict[str, Any]:
+        self.roll.stop()
+        return {"rolled": list(self.roll.restarted), **self._restart()}
+
     # -- stops ---------------------------------------------------------------------------
     def _heal(self) -> dict[str, Any]:
         self.cluster.net.cut([])
@@ -466,6 +489,7 @@ _STARTS: dict[str, Callable[[Fault, str], dict[str, Any]]] = {
     "latency": Fault._latency,
     "loss": Fault._loss,
     "story": Fault._story,
+    "rolling-restart": Fault._rolling_restart,
 }
 _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "partition": Fault._heal,
@@ -479,6 +503,7 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "latency": Fault._no_latency,
     "loss": Fault._no_loss,
     "story": lambda f: f.story.stop(),
+    "rolling-restart": Fault._unroll,
 }
 
 

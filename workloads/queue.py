@@ -9,9 +9,23 @@
 
 Outcomes follow what librdkafka can actually tell us (notes/kafka-wire.md):
 ``ok`` = a delivery report without error and acks >= 1; ``fail`` = only errors
-that prove nothing was written (NOT_ENOUGH_REPLICAS with retries=0, size/record
-errors); ``info`` = everything else (timeouts, REQUEST_TIMED_OUT,
-NOT_ENOUGH_REPLICAS_AFTER_APPEND, purges), since the record may be in the log.
+that prove nothing was written (size/record errors; NOT_ENOUGH_REPLICAS when
+it answers the record's only attempt); ``info`` = everything else (timeouts,
+REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, purges, and
+NOT_ENOUGH_REPLICAS after an earlier attempt), since the record may be in the log.
+
+Why the attempt count matters: a broker refuses acks=all with
+NOT_ENOUGH_REPLICAS before appending, so that answer speaks only for its own
+attempt. librdkafka resends a record without counting it against
+``retries=0`` after leader errors (NOT_LEADER_OR_FOLLOWER and the like,
+which it marks "not persisted"), yet a leader that appended the record and
+then lost its leadership answers the parked produce with exactly that error;
+the resend may then meet a leader under min ISR and end NOT_ENOUGH_REPLICAS
+while the first copy survives (docs/analysis-kafka-4.4.md). The Python
+client exposes neither a record's retry count nor librdkafka's persistence
+status, so each producer counts its attempts from librdkafka's ``msg`` debug
+log (:class:`ProduceAttempts`: one "Produce MessageSet" line per request
+built, resends included); one operation is in flight per producer.
 Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 (``_AUTO_OFFSET_RESET`` / OFFSET_OUT_OF_RANGE) rather than silently skipped.
 """
@@ -19,6 +33,7 @@ Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from typing import Any
 
@@ -65,6 +80,39 @@ def classify_send(err: KafkaError | None, acks: str, retried: bool = False) -> s
     return "info"
 
 
+_PRODUCE_LINE = re.compile(r": (\S+) \[(\d+)\]: Produce MessageSet with ")
+
+
+class ProduceAttempts:
+    """A producer's ``logger``: counts librdkafka's produce requests per
+    topic-partition from its ``msg`` debug lines (``debug=msg``,
+    ``log_level=7``); every other line is dropped, as the silent logger
+    does. Lines are served by ``poll``/``flush`` on the main queue, ahead of
+    the delivery report they precede."""
+
+    CONF = {"debug": "msg", "log_level": 7}
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, int], int] = {}
+
+    def reset(self, topic: str, partition: int) -> None:
+        self.counts[(topic, partition)] = 0
+
+    def of(self, topic: str, partition: int) -> int:
+        return self.counts.get((topic, partition), 0)
+
+    def log(self, _level: int, fmt: str, *args: Any, **_k: Any) -> None:
+        text = fmt % args if args else fmt
+        if "Produce MessageSet" in text:
+            m = _PRODUCE_LINE.search(text)
+            if m:
+                tp = (m.group(1), int(m.group(2)))
+                self.counts[tp] = self.counts.get(tp, 0) + 1
+
+    def __getattr__(self, _name: str):
+        return _silent_logger_fn
+
+
 def _err_name(err: KafkaError) -> str:
     return err.name() or str(err.code())
 
@@ -105,10 +153,13 @@ class QueueClient:
         self.retries = retries
         self.auto_offset_reset = auto_offset_reset
         self.producer: Producer | None = None
+        self.attempts = ProduceAttempts()
         self.consumer: Consumer | None = None
         self.positions: dict[str, int] = {}
         #: seconds a poll waits for its first record
         self.poll_wait = 0.5
+        #: monotonic time at which the running operation's process dies
+        self.crash_at: float | None = None
 
     # -------------------------------------------------------------- lifecycle
     def _common(self) -> dict[str, Any]:
@@ -141,14 +192,16 @@ class QueueClient:
         return {
             **self._common(),
             "acks": "all" if self.acks == "all" else self.acks,
-            # retries=0 so NOT_ENOUGH_REPLICAS is a definite failure
-            # (librdkafka still retries leader errors internally); an
-            # idempotent producer needs retries, so it keeps the default
+            # retries=0: no counted resend (librdkafka still resends after
+            # leader errors, which ProduceAttempts counts); an idempotent
+            # producer needs retries, so it keeps the default
             **self._retries_conf(),
             "enable.idempotence": self.idempotent,
             "linger.ms": 0,
             "message.timeout.ms": msg_timeout,
             "request.timeout.ms": min(msg_timeout, 5000),
+            **ProduceAttempts.CONF,
+            "logger": self.attempts,
         }
 
     def _retries_conf(self) -> dict[str, Any]:
@@ -190,6 +243,15 @@ class QueueClient:
 
     # -------------------------------------------------------------- ops
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        crash = op.get("crash")
+        self.crash_at = time.monotonic() + crash / 1000 if crash is not None else None
+        res = self._invoke(op)
+        if crash is not None:  # the process dies mid-operation: nobody learns the outcome
+            self.crash()
+            return {"type": "info", "error": "crashed"}
+        return res
+
+    def _invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         if op["f"] == "send":
             return self._send(op)
         if op["f"] == "assign":
@@ -199,6 +261,27 @@ class QueueClient:
         if op["f"] == "poll":
             return self._poll(op)
         return {"type": "fail", "error": f"unknown f {op['f']!r}"}
+
+    def crash_due(self) -> bool:
+        """The operation's crash time has come (workloads/crash.py)."""
+        return self.crash_at is not None and time.monotonic() >= self.crash_at
+
+    def crash(self) -> None:
+        """Die as a killed process does: what is queued or awaiting an answer
+        is dropped unanswered (requests already sent still arrive), nothing
+        is flushed, committed or aborted."""
+        p, self.producer = self.producer, None
+        if p is not None:
+            try:
+                p.purge(True, True)
+            except Exception:
+                pass
+        c, self.consumer = self.consumer, None
+        if c is not None:
+            try:
+                c.close()
+            except Exception:
+                pass
 
     def _assign_op(self, op: dict[str, Any]) -> dict[str, Any]:
         """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns."""
@@ -221,6 +304,7 @@ class QueueClient:
         def on_delivery(err, msg) -> None:
             box.append((err, msg.offset() if msg is not None else -1))
 
+        self.attempts.reset(topic, part)
         try:
             self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
         except BufferError as e:
@@ -229,12 +313,12 @@ class QueueClient:
             err = e.args[0]
             return {"type": classify_send(err, self.acks, self._retried()), "error": _err_name(err)}
         deadline = time.monotonic() + self.op_timeout
-        while not box and time.monotonic() < deadline:
-            self.producer.flush(min(0.2, max(0.0, deadline - time.monotonic())))
+        while not box and time.monotonic() < deadline and not self.crash_due():
+            self.producer.flush(min(0.02 if self.crash_at else 0.2, max(0.0, deadline - time.monotonic())))
         if not box:
             return {"type": "info", "error": "no-delivery-report"}
         err, offset = box[0]
-        t = classify_send(err, self.acks, self._retried())
+        t = classify_send(err, self.acks, self._retried() or self.attempts.of(topic, part) > 1)
         if t == "ok":
             return {"type": "ok", "value": [["send", key, [offset, value]]]}
         return {"type": t, "error": _err_name(err) if err else "unknown"}

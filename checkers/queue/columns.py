@@ -26,6 +26,7 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 TYPES = ("ok", "info", "fail")
 _TYPE_CODE = {t: i for i, t in enumerate(TYPES)}
 KINDS = ("w", "r")
+_INT = {int}
 _ABSENT = "\x00absent"  # an event without an 8th element (a poll without a rebalance-log)
 
 
@@ -161,10 +162,28 @@ class KeyColumns:
         self.time.append(ctime)
         self.meta.append(meta)
         self.ext.append(ext)
+        self._add_pairs(pairs)
+
+    def _add_pairs(self, pairs: Any) -> None:
+        """Each pair's first two elements (``[offset, value]`` as read, or
+        a tuple); integers go into the arrays in bulk."""
         offs, vals = self.offs, self.vals
-        for o, v in pairs:
-            offs.append(o)
-            vals.append(v)
+        if pairs:
+            os_ = [p[0] for p in pairs]
+            vs = [p[1] for p in pairs]
+            od, vd = offs.data, vals.data
+            if type(od) is array and type(vd) is array and {*map(type, os_), *map(type, vs)} == _INT:
+                n_o, n_v = len(od), len(vd)
+                try:
+                    od.extend(os_)
+                    vd.extend(vs)
+                    self.pair_end.append(len(od))
+                    return
+                except OverflowError:  # past 64 bits: one by one, the column turns into a list
+                    del od[n_o:], vd[n_v:]
+            for o, v in zip(os_, vs):
+                offs.append(o)
+                vals.append(v)
         self.pair_end.append(len(offs))
 
     def info_send_values(self) -> Iterator[tuple[int, list[Any]]]:

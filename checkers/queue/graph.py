@@ -304,16 +304,42 @@ def _time_order(inv: Col, cmp: Col, cidx: array) -> Iterator[int]:
     """Positions of the invocation times ``inv`` (0..n-1) and the completion
     times ``cmp[cidx[j]]`` (n + j) in time order; at equal times an
     invocation sorts first (times doubled, completions + 1), then by
-    position (a stable sort). Integer times are packed with their position
-    into one integer each, so the sort holds one int per event, not two."""
+    position (a stable sort).
+
+    With integer times, invocations are sorted as one packed integer each
+    (time and position), and completions, which a history lists in time
+    order, are only checked to be in order (else sorted the same way); the
+    two runs are then merged. Their keys never tie (even against odd), so
+    this is the stable sort of both, in a third of its memory."""
     n_inv = len(inv)
-    n_ev = n_inv + len(cidx)
-    if type(inv.data) is array and type(cmp.data) is array:
-        packed = sorted([(it * 2) * n_ev + i for i, it in enumerate(inv.data)] +
-                        [(cmp.data[c] * 2 + 1) * n_ev + n_inv + j for j, c in enumerate(cidx)])
-        return (x % n_ev for x in packed)
-    ev = [it * 2 for it in inv] + [cmp[c] * 2 + 1 for c in cidx]
-    return iter(sorted(range(n_ev), key=ev.__getitem__))
+    if type(inv.data) is not array or type(cmp.data) is not array:
+        ev = [it * 2 for it in inv] + [cmp[c] * 2 + 1 for c in cidx]
+        return iter(sorted(range(len(ev)), key=ev.__getitem__))
+    m = max(n_inv, len(cidx), 1)
+    invs = sorted([(it * 2) * m + i for i, it in enumerate(inv.data)])
+    c = cmp.data
+    in_order = all(c[a] <= c[b] for a, b in zip(cidx, cidx[1:]))
+    comps: Any = (None if in_order else
+                  sorted([(c[x] * 2 + 1) * m + j for j, x in enumerate(cidx)]))
+    return _merge_times(invs, comps, c, cidx, m, n_inv)
+
+
+def _merge_times(invs: list[int], comps: list[int] | None, c: Any, cidx: array, m: int,
+                 n_inv: int) -> Iterator[int]:
+    if comps is None:
+        ckeys: Iterator[tuple[int, int]] = ((c[x] * 2 + 1, j) for j, x in enumerate(cidx))
+    else:
+        ckeys = (divmod(x, m) for x in comps)
+    nxt = next(ckeys, None)
+    for x in invs:
+        k, i = divmod(x, m)
+        while nxt is not None and nxt[0] < k:
+            yield n_inv + nxt[1]
+            nxt = next(ckeys, None)
+        yield i
+    while nxt is not None:
+        yield n_inv + nxt[1]
+        nxt = next(ckeys, None)
 
 
 class _NodeIndex:

@@ -199,7 +199,7 @@ class Projector:
                 if len(mop) >= 2 and isinstance(mop[1], dict):
                     for k, prs in mop[1].items():
                         k = str(k)
-                        pairs = [(p[0], p[1]) for p in prs] if prs else ()
+                        pairs = prs or ()
                         if moved:
                             key(k).add(idx, proc, ctype, "r", pairs, ctime, final, k in moved)
                         else:

@@ -23,7 +23,9 @@ Kafka enables the controller APIs only on a controller listener, and a
 broker's socket server refuses any other API key (``InvalidRequestException``
 "not enabled") and closes the connection, so the sender's request times out
 and it tries another node. The node does the same without a connection to
-close: it sends nothing and records an ``rpc_refused`` trace event.
+close: it sends nothing and records an ``rpc_refused`` trace event. A broker
+API reaching a controller-only node is refused the same way (its listener
+enables only the controller APIs).
 """
 
 from __future__ import annotations
@@ -72,6 +74,10 @@ CONTROLLER_MESSAGES: Final = (
     RaftFetchRequest,
     GetReplicaLogInfoResponse,  # unclean recovery (KIP-966): answers to the controller's question
 )
+
+#: the reasons an ``rpc_refused`` trace event gives
+CONTROLLER_API_REFUSED: Final = "controller API on a broker-only node"
+BROKER_API_REFUSED: Final = "broker API on a controller-only node"
 
 #: message types that may concern something other than the broker role
 _NOT_BROKER_ONLY: Final = frozenset(CONTROLLER_MESSAGES) | {
@@ -157,19 +163,21 @@ class Node:
             return self.begin_controlled_shutdown(now, mono)
         if t in _GROUP_REQUESTS:
             if self.groups is None:
-                raise ValueError(f"{t.__name__} reached a node without the broker role")
+                return [self._refuse(msg, src, BROKER_API_REFUSED)]
             self.broker.set_clock(now, mono)  # type: ignore[union-attr]
             return self._arm(self.groups.handle(msg, now, self.broker.mono), now)  # type: ignore[union-attr]
         if self._for_controller(msg, src):
             if self.controller is not None:
                 effects += self.controller.handle(msg, now, src, mono)
             else:
-                effects.append(self._refuse(msg, src))
+                effects.append(self._refuse(msg, src, CONTROLLER_API_REFUSED))
         elif t is RaftFetchResponse:
             if self.observer is not None:
                 effects += self.observer.handle(msg, now, src, mono)
         elif self.broker is not None:
             effects += self.broker.handle(msg, now, src, mono)
+        else:
+            effects.append(self._refuse(msg, src, BROKER_API_REFUSED))
         effects += self._sync_metadata(now)
         return self._arm(effects, now)
 
@@ -206,12 +214,11 @@ class Node:
     # internals
     # ======================================================================
 
-    def _refuse(self, msg: Any, src: NodeId | None) -> TraceEvent:
-        """A controller RPC on a broker-only node: no answer (Kafka's socket
+    def _refuse(self, msg: Any, src: NodeId | None, reason: str) -> TraceEvent:
+        """An API this node's roles do not serve: no answer (Kafka's socket
         server closes the connection of an API its listener does not enable),
         one trace event saying what was refused and from whom."""
-        return TraceEvent("rpc_refused", {"api": type(msg).__name__, "src": src,
-                                          "reason": "controller API on a broker-only node"})
+        return TraceEvent("rpc_refused", {"api": type(msg).__name__, "src": src, "reason": reason})
 
     def _for_controller(self, msg: Any, src: NodeId | None) -> bool:
         if isinstance(msg, CONTROLLER_MESSAGES):

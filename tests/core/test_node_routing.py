@@ -2,7 +2,8 @@
 broker refuses an API its listener does not enable (the socket server throws
 ``InvalidRequestException`` and closes the connection): no answer, so the
 sender's request times out and it tries another node, and an ``rpc_refused``
-trace event says what came from whom. Nothing is dropped silently."""
+trace event says what came from whom. A broker API on a controller-only node
+likewise. Nothing is dropped silently."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import pytest
 from reference_impl.core.effects import Reply, Send, TraceEvent
 from reference_impl.core.messages import (
     AllocateProducerIdsRequest,
+    ProduceRequest,
+    ReplicaFetchRequest,
+    TopicPartition,
     AlterPartitionRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -23,7 +27,8 @@ from reference_impl.core.messages import (
     VoteRequest,
     VoteResponse,
 )
-from reference_impl.core.node import CONTROLLER_MESSAGES
+from reference_impl.core.groups.messages import FindCoordinatorRequest
+from reference_impl.core.node import BROKER_API_REFUSED, CONTROLLER_API_REFUSED, CONTROLLER_MESSAGES
 
 from tests.core.test_node_cluster import build
 
@@ -56,7 +61,7 @@ def test_broker_only_node_refuses_a_controller_rpc_with_a_trace_and_no_answer(ms
     effects = node.handle(msg, 10, 102, 10)
     assert [e for e in effects if isinstance(e, (Send, Reply))] == []
     refused = [e.data for e in effects if isinstance(e, TraceEvent) and e.kind == "rpc_refused"]
-    assert refused == [{"api": type(msg).__name__, "src": 102, "reason": "controller API on a broker-only node"}]
+    assert refused == [{"api": type(msg).__name__, "src": 102, "reason": CONTROLLER_API_REFUSED}]
 
 
 def test_combined_node_answers_the_same_rpc_it_would_refuse_as_a_broker_only_node() -> None:
@@ -66,3 +71,17 @@ def test_combined_node_answers_the_same_rpc_it_would_refuse_as_a_broker_only_nod
     effects = node.handle(VoteRequest(102, 3, 1, 10), 10, 102, 10)
     assert [type(e.msg) for e in effects if isinstance(e, Send)] == [VoteResponse]
     assert not [e for e in effects if isinstance(e, TraceEvent) and e.kind == "rpc_refused"]
+
+
+@pytest.mark.parametrize("msg", [
+    ProduceRequest("p", TopicPartition("t", 0), -1, 1, None),
+    ReplicaFetchRequest(replica_id=2, broker_epoch=5, correlation_id=1, partitions=()),
+    FindCoordinatorRequest("c", ("g",)),
+], ids=lambda m: type(m).__name__)
+def test_controller_only_node_refuses_a_broker_api_with_a_trace_and_no_answer(msg) -> None:
+    node = build(101, {"controller"}, VOTERS)
+    node.start(0, 0)
+    effects = node.handle(msg, 10, 2, 10)
+    assert [e for e in effects if isinstance(e, (Send, Reply))] == []
+    refused = [e.data for e in effects if isinstance(e, TraceEvent) and e.kind == "rpc_refused"]
+    assert refused == [{"api": type(msg).__name__, "src": 2, "reason": BROKER_API_REFUSED}]

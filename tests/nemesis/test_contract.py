@@ -282,3 +282,28 @@ def test_busiest_leader_leads_at_least_as_many_partitions_as_any_other(rt: Runti
     leaders = [obs.leader_of(k) for k in obs.keys()]
     (node,), desc = state_nodes("busiest-leader", obs, random.Random(3))
     assert leaders.count(node) == desc["leads"] == max(leaders.count(n) for n in leaders)
+
+
+@pytest.mark.parametrize("target", ["brokers", "controllers"])
+def test_a_rolling_restart_takes_each_node_down_cleanly_one_at_a_time_and_waits_for_it(rt: Runtime,
+                                                                                        target: str) -> None:
+    """Each node of the set in a seeded order: SIGTERM (controlled shutdown),
+    started once down, the next only once it is back in sync; never two
+    down at once. Its stop abandons the rest and starts whatever is down."""
+    whole(rt)
+    f = fault(rt, "rolling-restart", target)
+    value = f.start()
+    order = value["nodes"]
+    pool = rt.cluster.nodes.brokers() if target == "brokers" else rt.cluster.nodes.controllers()
+    assert sorted(order) == sorted(pool)
+    most_down = 0
+    for _ in range(240):  # up to 60 s, a look every 0.25 s
+        most_down = max(most_down, len(rt.cluster.nodes.dead_nodes()))
+        if f.roll.restarted == order and not rt.cluster.nodes.dead_nodes():
+            break
+        rt.settle(0.25)
+    assert f.roll.restarted == order, f"{rt.name}: rolled {f.roll.restarted} of {order}"
+    assert most_down <= 1
+    stopped = f.stop()
+    assert stopped["rolled"] == order and rt.cluster.nodes.dead_nodes() == []
+    whole(rt)
