@@ -32,7 +32,7 @@ from harness.progress import Progress
 from harness.state import RunState
 from harness.summary import write_summary
 from nemesis import Nemesis, replay
-from nemesis.control import Unsupported
+from nemesis.control import Capability, Unsupported
 from nemesis.faults import check_supported
 from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
 from workloads import queue as qw
@@ -80,6 +80,8 @@ def preflight(cfg: TestConfig) -> Any:
         from harness.db.hosted import capabilities_for
 
         have = capabilities_for(cfg)
+    if have is not None and cfg.db == "kafka":  # Kafka's controller reassigns partitions
+        have = frozenset(have) | {Capability.REASSIGN}
     if have is not None:
         try:
             check_supported(cfg.fault_names(), cfg.backend, have)
