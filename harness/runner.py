@@ -108,7 +108,8 @@ def workload_generator(cfg: TestConfig) -> g.Gen:
     keys = cfg.keys()
     if cfg.workload == "txn":
         return tw.txn_generator(keys, cfg.max_txn_length, cfg.abort_probability)
-    return qw.workload_generator(keys, cfg.acks_for_thread, idempotent_for_thread=cfg.idempotent_for_thread)
+    return qw.workload_generator(keys, cfg.acks_for_thread, idempotent_for_thread=cfg.idempotent_for_thread,
+                                 sub_via=cfg.sub_via)
 
 
 def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]:
@@ -125,6 +126,7 @@ def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]
             bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout,
             idempotent=cfg.idempotent_for_thread(thread), isolation_level=cfg.isolation_level,
             retries=cfg.retries, auto_offset_reset=cfg.auto_offset_reset,
+            sub_via=cfg.sub_via, group_id=f"kraftwerk-{cfg.name}-{cfg.seed}",
         )
 
     return client
