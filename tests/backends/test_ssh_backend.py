@@ -237,7 +237,7 @@ def test_a_sigkilled_harness_leaves_no_kafka_jvm_on_the_ssh_hosts(hosts_dir, tmp
 
     def jvms():
         return [ln for d in dirs for ln in subprocess.run(["pgrep", "-af", f"{d}/runs/"], capture_output=True,
-                                                           text=True).stdout.splitlines() if "java" in ln]
+                                                           text=True).stdout.splitlines() if ln.split()[1] == "java"]
     try:
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline:
