@@ -7,11 +7,11 @@
 * final reads (``final: true``): after healing, every key is read from the
   beginning until the highest acknowledged offset is covered or a deadline passes.
 
-Outcomes follow what librdkafka can actually tell us (notes/kafka-wire.md):
-``ok`` = a delivery report without error and acks >= 1; ``fail`` = only errors
-that prove nothing was written (NOT_ENOUGH_REPLICAS with retries=0, size/record
-errors); ``info`` = everything else (timeouts, REQUEST_TIMED_OUT,
-NOT_ENOUGH_REPLICAS_AFTER_APPEND, purges), since the record may be in the log.
+A send's outcome (ok / fail / info) is :func:`workloads.outcome.send_outcome`
+of the delivery report's error name, the rules the simulated clients use too.
+A non-idempotent producer runs with retries=0, so each report is about one
+attempt; an idempotent one retries inside librdkafka, unseen, so any earlier
+attempt may have been persisted.
 Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 (``_AUTO_OFFSET_RESET`` / OFFSET_OUT_OF_RANGE) rather than silently skipped.
 """
@@ -25,17 +25,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 import generator as g
-
-#: broker errors that, with retries=0, prove the record was not appended
-DEFINITE_SEND_ERRORS = {
-    KafkaError.NOT_ENOUGH_REPLICAS,  # 19: min.insync.replicas checked before append
-    KafkaError.MSG_SIZE_TOO_LARGE,  # 10
-    KafkaError.INVALID_RECORD,  # 87
-    KafkaError.RECORD_LIST_TOO_LARGE,  # 18
-    KafkaError.INVALID_REQUIRED_ACKS,  # 21
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError._INVALID_ARG,
-}
+from workloads.outcome import send_outcome
 
 #: consumer errors meaning "your position is not in the log any more"
 TRUNCATION_ERRORS = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
@@ -44,17 +34,6 @@ TRUNCATION_ERRORS = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RES
 def split_key(key: str) -> tuple[str, int]:
     topic, _, part = key.rpartition("-")
     return topic, int(part)
-
-
-def classify_send(err: KafkaError | None, acks: str) -> str:
-    """ok / fail / info for one delivery report (see module docstring)."""
-    if acks == "0":
-        return "info"
-    if err is None:
-        return "ok"
-    if err.code() in DEFINITE_SEND_ERRORS:
-        return "fail"
-    return "info"
 
 
 def _err_name(err: KafkaError) -> str:
@@ -189,20 +168,26 @@ class QueueClient:
         try:
             self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
         except BufferError as e:
-            return {"type": "fail", "error": f"queue-full: {e}"}
+            return {"type": self._outcome("_QUEUE_FULL"), "error": f"queue-full: {e}"}
         except KafkaException as e:
-            err = e.args[0]
-            return {"type": classify_send(err, self.acks), "error": _err_name(err)}
+            name = _err_name(e.args[0])
+            return {"type": self._outcome(name), "error": name}
         deadline = time.monotonic() + self.op_timeout
         while not box and time.monotonic() < deadline:
             self.producer.flush(min(0.2, max(0.0, deadline - time.monotonic())))
         if not box:
-            return {"type": "info", "error": "no-delivery-report"}
+            return {"type": self._outcome("no-delivery-report"), "error": "no-delivery-report"}
         err, offset = box[0]
-        t = classify_send(err, self.acks)
+        name = _err_name(err) if err is not None else None
+        t = self._outcome(name)
         if t == "ok":
             return {"type": "ok", "value": [["send", key, [offset, value]]]}
-        return {"type": t, "error": _err_name(err) if err else "unknown"}
+        return {"type": t, "error": name or "acks=0"}
+
+    def _outcome(self, error: str | None) -> str:
+        """The shared rule (``workloads.outcome``); an idempotent producer's
+        retries are librdkafka's, unseen, so they count as ambiguous."""
+        return send_outcome(error, self.acks, ambiguous_before=self.idempotent)
 
     def _poll(self, op: dict[str, Any]) -> dict[str, Any]:
         assert self.consumer is not None
