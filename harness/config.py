@@ -38,6 +38,16 @@ class TestConfig(BaseModel):
     __test__ = False  # not a pytest class, despite the name
 
     name: str = "queue"
+    #: what the clients do: ``queue`` (sends and polls, Jepsen's queue
+    #: workload) or ``txn`` (Kafka transactions of several sends and polls,
+    #: committed or aborted; needs a broker with a transaction coordinator)
+    workload: Literal["queue", "txn"] = "queue"
+    #: txn: the probability a transaction is aborted instead of committed
+    abort_probability: float = Field(0.0, ge=0, le=1)
+    #: txn: at most this many micro-operations (sends and polls) per transaction
+    max_txn_length: int = Field(4, ge=1, le=64)
+    #: the consumers' isolation.level (librdkafka's default: read_committed)
+    isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
     #: where the nodes run: processes on this machine behind proxies (local),
     #: network namespaces, containers, ssh hosts, or the simulator (sim)
     backend: Literal["local", "netns", "docker", "ssh", "sim"] = "local"
@@ -195,6 +205,7 @@ class TestConfig(BaseModel):
             raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
         if self.hosts and self.backend != "ssh":
             raise ValueError("--hosts is only for --backend ssh")
+        _workload_consistent(self)
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
         self._runtime_settings()
@@ -210,7 +221,7 @@ class TestConfig(BaseModel):
         else:
             NEEDS_PAGECACHE = set()
         if self.storage is None:
-            pc = any(n.startswith("lose-unfsynced") for n in self.nemesis) or self.scenario in NEEDS_PAGECACHE
+            pc = bool(kinds & {"lose-unfsynced", "torn-write"}) or self.scenario in NEEDS_PAGECACHE
             self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
@@ -294,7 +305,7 @@ class TestConfig(BaseModel):
     def test_json(self) -> dict[str, Any]:
         """What a run directory's test.json says of the test (both runtimes):
         the settings, the keys and what the checkers read back."""
-        return {"name": self.name, "runtime": self.backend, "workload": "queue", "sub_via": ["assign"], "txn": False,
+        return {"name": self.name, "runtime": self.backend, "sub_via": ["assign"], "txn": self.workload == "txn",
                 "keys": self.keys(), **self.model_dump()}
 
     def node_count(self) -> int:
@@ -314,6 +325,21 @@ class TestConfig(BaseModel):
         return self.acks
 
 
+def _workload_consistent(cfg: "TestConfig") -> None:
+    """Transactions need a transaction coordinator: the reference
+    implementation models replication and answers a transactional producer
+    as a broker that refuses transactions does, so ``--workload txn`` runs
+    on real Kafka (or an external cluster) only."""
+    if cfg.workload == "txn":
+        if cfg.db == "reference":
+            raise ValueError("--workload txn needs Kafka's transaction coordinator, which the reference "
+                             "implementation does not model: use --db kafka")
+        return
+    for name in ("abort_probability", "max_txn_length"):
+        if getattr(cfg, name) != TestConfig.model_fields[name].default:
+            raise ValueError(f"--{name.replace('_', '-')} is a setting of --workload txn")
+
+
 #: faults db kafka cannot make on the local backend, and why (one line each)
 KAFKA_LOCAL_REFUSED = {
     "partition": "a Kafka broker advertises one address every peer dials, so the local backend's per-link "
@@ -322,6 +348,8 @@ KAFKA_LOCAL_REFUSED = {
                "proxies cannot delay its links",
     "lose-unfsynced": "losing un-fsynced writes of a JVM needs a filesystem that drops them (--storage lazyfs "
                       "on --backend netns)",
+    "torn-write": "a torn write of a JVM's files needs a filesystem that tears them (--storage lazyfs on "
+                  "--backend netns)",
 }
 
 
@@ -344,7 +372,7 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
     if cfg.backend == "local":
         for fault in cfg.nemesis:
             if parse(fault).kind in KAFKA_LOCAL_REFUSED:
-                raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[fault]}")
+                raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[parse(fault).kind]}")
         if cfg.scenario:
             from nemesis.scenarios import SCENARIOS
 

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import generator as g
 from checkers.history import read_jsonl
@@ -36,6 +36,7 @@ from nemesis.control import Unsupported
 from nemesis.faults import check_supported
 from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
 from workloads import queue as qw
+from workloads import txn as tw
 
 
 @dataclass
@@ -74,6 +75,10 @@ def preflight(cfg: TestConfig) -> Any:
     can make, ports free, binaries present, the backend's hosts reachable);
     returns what the backend checked."""
     have = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES if cfg.backend == "sim" else None
+    if have is None and cfg.db == "reference":
+        from harness.db.hosted import capabilities_for
+
+        have = capabilities_for(cfg)
     if have is not None:
         try:
             check_supported(cfg.fault_names(), cfg.backend, have)
@@ -95,6 +100,31 @@ def preflight(cfg: TestConfig) -> Any:
         ref_preflight(cfg)
 
 
+def workload_generator(cfg: TestConfig) -> g.Gen:
+    """The client operations of ``cfg.workload``, unbounded."""
+    keys = cfg.keys()
+    if cfg.workload == "txn":
+        return tw.txn_generator(keys, cfg.max_txn_length, cfg.abort_probability)
+    return qw.workload_generator(keys, cfg.acks_for_thread, idempotent_for_thread=cfg.idempotent_for_thread)
+
+
+def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]:
+    """Builds the client of a (thread, process) for ``cfg.workload``."""
+    keys = cfg.keys()
+
+    def client(thread: int, process: int) -> Any:
+        if cfg.workload == "txn":
+            # the thread's transactional id: a replacement fences its predecessor
+            return tw.TxnClient(bootstrap, keys, process, cfg.op_timeout, f"kraftwerk-{cfg.name}-{thread}",
+                                cfg.final_read_timeout, cfg.isolation_level)
+        return qw.QueueClient(
+            bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout,
+            idempotent=cfg.idempotent_for_thread(thread), isolation_level=cfg.isolation_level,
+        )
+
+    return client
+
+
 def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
     keys = cfg.keys()
     limit = cfg.time_limit
@@ -102,8 +132,7 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
         from nemesis.scenarios import duration
 
         limit = max(limit, duration(cfg.scenario))
-    client_gen = g.clients(g.time_limit(limit, g.rate(cfg.rate, qw.workload_generator(keys, cfg.acks_for_thread,
-                                                                          idempotent_for_thread=cfg.idempotent_for_thread))))
+    client_gen = g.clients(g.time_limit(limit, g.rate(cfg.rate, workload_generator(cfg))))
     main = client_gen
     if nem is not None:
         sched = nem.schedule() if cfg.scenario else g.time_limit(limit, nem.schedule())
@@ -144,15 +173,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
             from harness.db.reference import protocol_config
 
             nem = Nemesis(cfg.nemesis_plan(protocol_config(cfg)), db.cluster, random.Random(rng.getrandbits(64)))
-        bootstrap = db.client_bootstrap()
-        keys = cfg.keys()
-
-        def client(thread: int, process: int) -> qw.QueueClient:
-            return qw.QueueClient(
-                bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout,
-                idempotent=cfg.idempotent_for_thread(thread),
-            )
-
+        client = client_factory(cfg, db.client_bootstrap())
         prog.phase = "running"
         prog.restart_clock()
         interp = Interpreter(

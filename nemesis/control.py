@@ -39,6 +39,9 @@ class Capability(str, Enum):
     PAUSE = "pause"  #: SIGSTOP / SIGCONT
     POWER_LOSS = "power-loss"  #: the node's un-fsynced writes are lost, then it is down
     LOSE_UNFSYNCED = "lose-unfsynced"  #: un-fsynced writes lost by the filesystem (a FUSE layer)
+    #: a power loss that keeps a random prefix of each file's un-fsynced
+    #: writes (a torn tail), made by the filesystem (a FUSE layer)
+    TORN_WRITE = "torn-write"
     CLOCK = "clock"  #: a node's clock offset
     CLOCK_STROBE = "clock-strobe"  #: a node's clock flipped back and forth
     PARTITION = "partition"  #: node-to-node grudges
@@ -53,13 +56,24 @@ class Unsupported(ValueError):
     """A fault the runtime cannot make; the message is one line for the user."""
 
 
+#: where a capability some runtimes lack can be had (the refusal says so)
+WHERE: dict[Capability, str] = {
+    Capability.TORN_WRITE: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
+                           "--backend netns)",
+    Capability.LOSE_UNFSYNCED: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
+                               "--backend netns)",
+}
+
+
 def require(runtime: str, have: frozenset[Capability] | frozenset[str], needs: Iterable[Capability], what: str) -> None:
     """Refuse ``what`` (a fault's name) before a run starts if ``runtime``
     lacks one of the capabilities it ``needs``."""
     values = {getattr(h, "value", h) for h in have}  # a runtime may declare plain strings
     missing = sorted(c.value for c in needs if c.value not in values)
     if missing:
-        raise Unsupported(f"{what} needs {', '.join(missing)}, which the {runtime} runtime cannot make")
+        hints = [WHERE[Capability(m)] for m in missing if Capability(m) in WHERE]
+        raise Unsupported(f"{what} needs {', '.join(missing)}, which the {runtime} runtime cannot make"
+                          + (f": {hints[0]}" if hints else ""))
 
 
 @runtime_checkable
@@ -104,6 +118,18 @@ class NodeControl(Protocol):
         ...
 
     def paused_nodes(self) -> list[str]:
+        ...
+
+
+@runtime_checkable
+class TornWrites(Protocol):
+    """Node control of a runtime with :attr:`Capability.TORN_WRITE` (apart
+    from :class:`NodeControl`: the others need not have it)."""
+
+    def torn_power_loss(self, node: str) -> None:
+        """The node is down and each of its files keeps its fsynced bytes
+        plus a random (seeded) prefix of what was written after: a power
+        loss in the middle of the page cache's write-back."""
         ...
 
 
@@ -232,6 +258,7 @@ __all__ = [
     "NodeControl",
     "Observer",
     "Remote",
+    "TornWrites",
     "Unsupported",
     "require",
 ]

@@ -22,6 +22,9 @@ clock-strobe       the same targets: each clock flipped by 50..5000 ms every
                    10..100 ms for 0.5..2 s
 lose-unfsynced     the same targets: power loss, un-fsynced writes gone;
                    the stop restarts every dead node
+torn-write         the same targets: power loss, each file keeping a random
+                   prefix of its un-fsynced writes (a torn tail); history
+                   name lose-unfsynced; the stop restarts every dead node
 latency            all (every node-to-node link): 20..250 ms added
 loss               all: 5..30% of messages dropped
 story              leader-churn, last-replica-standing, isr-crash,
@@ -40,10 +43,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from . import partition as grudges
-from .control import Capability, Cluster, require
+from .control import Capability, Cluster, TornWrites, require
 from .stories import STORIES, Story, Timings
 
 C = Capability
@@ -70,6 +73,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("clock", NODE_TARGETS, ("one", "minority", "majority"), (C.CLOCK,), "clock"),
     Kind("clock-strobe", NODE_TARGETS, ("one", "minority", "majority"), (C.CLOCK_STROBE,), "clock"),
     Kind("lose-unfsynced", NODE_TARGETS, ("majority", "all"), (C.POWER_LOSS,), "lose-unfsynced"),
+    Kind("torn-write", NODE_TARGETS, ("majority", "all"), (C.TORN_WRITE,), "lose-unfsynced"),
     Kind("latency", ("all",), ("all",), (C.LATENCY,), "latency"),
     Kind("loss", ("all",), ("all",), (C.LOSS,), "loss"),
     Kind("story", STORIES, STORIES, (C.PARTITION, C.KILL, C.POWER_LOSS), "partition"),
@@ -90,6 +94,7 @@ ALIASES = {
     "power-loss-one": "lose-unfsynced:one",
     "power-loss-minority": "lose-unfsynced:minority",
     "power-loss-majority": "lose-unfsynced:majority",
+    "power-loss-torn": "torn-write",
     **{s: f"story:{s}" for s in STORIES},
 }
 
@@ -215,9 +220,8 @@ class Fault:
             return self.story.start(entry.get("story") or entry.get("target", ""))
         if kind == "partition":
             c.net.cut([(a, b) for a, b in entry.get("cut", [])])
-        elif kind in ("kill", "terminate", "pause", "lose-unfsynced"):
-            act = {"kill": c.nodes.kill, "terminate": c.nodes.terminate, "pause": c.nodes.pause,
-                   "lose-unfsynced": c.nodes.power_loss}[kind]
+        elif kind in ("kill", "terminate", "pause", "lose-unfsynced", "torn-write"):
+            act = self._act()
             for n in entry.get("nodes", []):
                 act(n)
         elif kind == "clock":
@@ -247,10 +251,17 @@ class Fault:
         c.net.cut(cut)
         return {**desc, "cut": grudges.as_lists(cut)}
 
+    def _act(self) -> Callable[[str], None]:
+        """What a process fault does to each of its nodes."""
+        nodes = self.cluster.nodes
+        if self.spec.kind == "torn-write":
+            return cast(TornWrites, nodes).torn_power_loss
+        return {"kill": nodes.kill, "terminate": nodes.terminate, "pause": nodes.pause,
+                "lose-unfsynced": nodes.power_loss}[self.spec.kind]
+
     def _signal(self, target: str) -> dict[str, Any]:
         nodes, desc = resolve_nodes(target, self.cluster, self.rng)
-        act = {"kill": self.cluster.nodes.kill, "terminate": self.cluster.nodes.terminate,
-               "pause": self.cluster.nodes.pause, "lose-unfsynced": self.cluster.nodes.power_loss}[self.spec.kind]
+        act = self._act()
         for n in nodes:
             act(n)
         return {**desc, "nodes": nodes}
@@ -321,6 +332,7 @@ _STARTS: dict[str, Callable[[Fault, str], dict[str, Any]]] = {
     "terminate": Fault._signal,
     "pause": Fault._signal,
     "lose-unfsynced": Fault._signal,
+    "torn-write": Fault._signal,
     "clock": Fault._clock,
     "clock-strobe": Fault._strobe,
     "latency": Fault._latency,
@@ -332,6 +344,7 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "kill": Fault._restart,
     "terminate": Fault._restart,
     "lose-unfsynced": Fault._restart,
+    "torn-write": Fault._restart,
     "pause": Fault._resume,
     "clock": Fault._reset_clocks,
     "clock-strobe": Fault._reset_clocks,

@@ -53,6 +53,7 @@ class QueueClient:
         final_read_timeout: float = 30.0,
         extra_conf: dict[str, Any] | None = None,
         idempotent: bool = False,
+        isolation_level: str = "read_committed",
     ) -> None:
         self.bootstrap = bootstrap
         self.keys = keys
@@ -64,9 +65,14 @@ class QueueClient:
         self.op_timeout = op_timeout
         self.final_read_timeout = final_read_timeout
         self.extra_conf = extra_conf or {}
+        #: the consumers' isolation.level: read_committed (librdkafka's
+        #: default) hides aborted and still-open transactions' records
+        self.isolation_level = isolation_level
         self.producer: Producer | None = None
         self.consumer: Consumer | None = None
         self.positions: dict[str, int] = {}
+        #: seconds a poll waits for its first record
+        self.poll_wait = 0.5
 
     # -------------------------------------------------------------- lifecycle
     def _common(self) -> dict[str, Any]:
@@ -91,24 +97,29 @@ class QueueClient:
             "auto.offset.reset": "error",
             "enable.partition.eof": False,
             "fetch.wait.max.ms": 100,
+            "isolation.level": self.isolation_level,
+        }
+
+    def _producer_conf(self) -> dict[str, Any]:
+        msg_timeout = max(1000, int(self.op_timeout * 1000) - 1000)
+        return {
+            **self._common(),
+            "acks": "all" if self.acks == "all" else self.acks,
+            # retries=0 so NOT_ENOUGH_REPLICAS is a definite failure
+            # (librdkafka still retries leader errors internally); an
+            # idempotent producer needs retries, so it keeps the default
+            **({} if self.idempotent else {"retries": 0}),
+            "enable.idempotence": self.idempotent,
+            "linger.ms": 0,
+            "message.timeout.ms": msg_timeout,
+            "request.timeout.ms": min(msg_timeout, 5000),
         }
 
     def open(self) -> None:
-        msg_timeout = max(1000, int(self.op_timeout * 1000) - 1000)
-        self.producer = Producer(
-            {
-                **self._common(),
-                "acks": "all" if self.acks == "all" else self.acks,
-                # retries=0 so NOT_ENOUGH_REPLICAS is a definite failure
-                # (librdkafka still retries leader errors internally); an
-                # idempotent producer needs retries, so it keeps the default
-                **({} if self.idempotent else {"retries": 0}),
-                "enable.idempotence": self.idempotent,
-                "linger.ms": 0,
-                "message.timeout.ms": msg_timeout,
-                "request.timeout.ms": min(msg_timeout, 5000),
-            }
-        )
+        self.producer = Producer(self._producer_conf())
+        self._open_consumer()
+
+    def _open_consumer(self) -> None:
         self.consumer = Consumer(self._consumer_conf(f"p{self.process}"))
         self.positions = {k: 0 for k in self.keys}
         self._assign()
@@ -193,7 +204,7 @@ class QueueClient:
         assert self.consumer is not None
         # consume(n, t) waits the whole t unless n arrive: wait for the first
         # message only, then take whatever else is already fetched.
-        msgs = self.consumer.consume(num_messages=1, timeout=min(0.5, self.op_timeout / 4))
+        msgs = self.consumer.consume(num_messages=1, timeout=min(self.poll_wait, self.op_timeout / 4))
         if msgs:
             msgs += self.consumer.consume(num_messages=499, timeout=0)
         reads: dict[str, list[list[int]]] = {}
@@ -345,8 +356,9 @@ def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3,
 
 
 def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
-    """Keep the highest acknowledged offset per key (for the final reads)."""
-    if op.get("f") != "send" or op.get("type") != "ok":
+    """Keep the highest acknowledged offset per key (for the final reads):
+    the sends of ``ok`` send and txn operations."""
+    if op.get("f") not in ("send", "txn") or op.get("type") != "ok":
         return
     acked = state.setdefault("acked", {})
     for mop in op.get("value") or []:

@@ -3,7 +3,7 @@ its own (under any program, not only the harness's nodes).
 
 \b
     kraftwerk fs mount DIR --backing DIR2   # serve DIR from DIR2, in the background
-    kraftwerk fs crash DIR [--torn]         # drop everything not fsynced
+    kraftwerk fs crash DIR [--torn [--seed N]]  # drop everything not fsynced
     kraftwerk fs umount DIR                 # clean unmount (lazy if the server died)
 
 The rules of what is durable when are in ``harness/lazyfs/__init__.py`` and
@@ -46,12 +46,14 @@ def mount_cmd(mountpoint: str, backing: str, seed: int, owner_pid: int | None) -
 @fs_group.command("crash")
 @click.argument("mountpoint", type=click.Path(file_okay=False))
 @click.option("--torn", is_flag=True, help="Keep a random (seeded) prefix of each file's un-fsynced writes.")
+@click.option("--seed", type=int, default=None,
+              help="Draw this torn crash's prefixes from this seed (default: the mount's --seed stream).")
 @click.option("--json", "as_json", is_flag=True, help="Print the server's answer as JSON.")
-def crash_cmd(mountpoint: str, torn: bool, as_json: bool) -> int:
+def crash_cmd(mountpoint: str, torn: bool, seed: int | None, as_json: bool) -> int:
     """Drop every change under MOUNTPOINT that was not made durable."""
     from harness.lazyfs import mounts
 
-    r = mounts.crash(mountpoint, torn=torn)
+    r = mounts.crash(mountpoint, torn=torn, seed=seed)
     if as_json:
         click.echo(json.dumps(r))
     else:

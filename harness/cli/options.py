@@ -45,6 +45,14 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                  help="Producer acks: all, 1, or mixed (half the processes each)."),
     click.option("--idempotent", is_flag=True, default=None,
                  help="acks=all producers use enable.idempotence=true (acks=1 ones cannot). Default off."),
+    click.option("--workload", type=click.Choice(["queue", "txn"]),
+                 help="queue (sends and polls, default) or txn (Kafka transactions of sends and polls; --db kafka)."),
+    click.option("--abort-probability", type=float,
+                 help="--workload txn: probability a transaction is aborted instead of committed (default 0)."),
+    click.option("--max-txn-length", type=int,
+                 help="--workload txn: at most this many sends and polls per transaction (default 4)."),
+    click.option("--isolation-level", type=click.Choice(["read_committed", "read_uncommitted"]),
+                 help="Consumers' isolation.level (default read_committed)."),
     click.option("--variant", "variant", multiple=True, metavar="NAME=on|off", help="Protocol variant (repeatable)."),
     click.option("--protocol", "protocol", multiple=True, metavar="KEY=VALUE",
                  help="Protocol setting over the runtime's defaults, e.g. replica.lag.time.max.ms=3000 (repeatable)."),
@@ -121,7 +129,7 @@ def config_from_flags(backend: str | None, flags: dict[str, Any]) -> TestConfig:
 
 #: settings a replay takes from the recorded run's test.json (the workload's
 #: and the cluster's; not its runtime's, its output or its fault mix)
-REPLAYED = ("name", "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
+REPLAYED = ("name", "workload", "abort_probability", "max_txn_length", "isolation_level", "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
             "idempotent", "variants", "protocol", "nemesis_interval", "time_limit", "rate", "concurrency", "seed",
             "op_timeout", "final_read_timeout", "setup_timeout", "flush_messages")
 

@@ -41,12 +41,20 @@ CONTROL_PORT = 9093
 COLLECT = ("trace.jsonl", "node.log", "stderr.log")
 
 #: what the kernel backends make (no LATENCY: tc netem is not in this
-#: kernel and no NFQUEUE delay is built; LOSE_UNFSYNCED is the FUSE layer's)
+#: kernel and no NFQUEUE delay is built); LOSE_UNFSYNCED and TORN_WRITE are
+#: the FUSE layer's, with storage lazyfs (:func:`capabilities_for`)
 CAPABILITIES = frozenset({
     Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.POWER_LOSS, Capability.CLOCK,
     Capability.CLOCK_STROBE, Capability.PARTITION, Capability.PARTITION_CLIENTS, Capability.LOSS,
     Capability.EXEC, Capability.FILES,
 })
+FS_CAPABILITIES = frozenset({Capability.LOSE_UNFSYNCED, Capability.TORN_WRITE})
+
+
+def capabilities_for(cfg: TestConfig) -> frozenset[Capability]:
+    """What a hosted reference cluster of this configuration can make: the
+    filesystem's faults only over its mounts (storage lazyfs)."""
+    return CAPABILITIES | (FS_CAPABILITIES if cfg.storage == "lazyfs" else frozenset())
 
 
 @dataclass
@@ -80,7 +88,9 @@ class HostedReference(PausesBySignal):
     def runtime(self) -> str:
         return str(self.hosts.runtime)
 
-    capabilities = CAPABILITIES
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return capabilities_for(self.cfg)
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
@@ -212,6 +222,15 @@ class HostedReference(PausesBySignal):
             pass
         if not self.hosts.wait_exit(node, 3):
             self.kill(node)
+
+    def torn_power_loss(self, node: str) -> None:
+        """SIGKILL, then a torn crash of the node's filesystem: each file
+        keeps its fsynced bytes and a seeded prefix of the rest (storage
+        lazyfs; the runner refuses the fault otherwise)."""
+        if self.disks is None:
+            raise HarnessError("a torn write needs --storage lazyfs (kraftwerk fs under each node)")
+        self.kill(node)
+        self.disks.crash(node, torn=True)
 
     def dead_nodes(self) -> list[str]:
         return [n for n in self.node_names() if not self.hosts.running(n)]

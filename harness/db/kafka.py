@@ -162,7 +162,7 @@ class KafkaDB(PausesBySignal):
         if cfg.storage == "lazyfs":  # data/ through kraftwerk fs: power loss drops what Kafka did not fsync
             from harness.lazyfs.nodes import NodeDisks
 
-            self.disks = NodeDisks(self.run_dir, self.state, cfg.seed or 0)
+            self.disks = NodeDisks(self.run_dir, self.state, cfg.seed or 0, torn=cfg.torn_writes)
             for n in self.plans:
                 self.disks.mount(n.name)
         for n in self.plans:
@@ -318,6 +318,14 @@ class KafkaDB(PausesBySignal):
         self.kill(name)
         self.disks.crash(name)
 
+    def torn_power_loss(self, name: str) -> None:
+        """SIGKILL, then a torn crash: each file keeps a seeded prefix of what
+        Kafka wrote after its last fsync (storage lazyfs)."""
+        if self.disks is None:
+            raise HarnessError("a torn write on --db kafka needs --storage lazyfs (--backend netns)")
+        self.kill(name)
+        self.disks.crash(name, torn=True)
+
     # ------------------------------------------------------------ clock (libfaketime)
     def set_clock(self, name: str, offset_ms: int) -> None:
         with tempfile.NamedTemporaryFile("w", delete=False) as f:
@@ -403,7 +411,8 @@ class KafkaDB(PausesBySignal):
         """Signals and libfaketime clocks everywhere; kernel partitions with a
         kernel network (netns)."""
         base = {"kill", "terminate", "pause", "clock"}
-        return frozenset(base | ({"partition", "partition-clients", "loss"} if self.net is not None else set()))
+        fs = {"power-loss", "lose-unfsynced", "torn-write"} if self.cfg.storage == "lazyfs" else set()
+        return frozenset(base | fs | ({"partition", "partition-clients", "loss"} if self.net is not None else set()))
 
     @property
     def nodes(self) -> "KafkaDB":

@@ -41,6 +41,7 @@ SMALL = {
     "auto.create.topics.enable": "false",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "1",
     # Kafka's defaults: no fsync of its own, the page cache and replication
     # are the durability (the reference broker's default too)
     "log.flush.interval.messages": "9223372036854775807",

@@ -30,14 +30,15 @@ What is durable when (the rules a program is tested against):
   ``sync``). A crash (or a killed server) before it loses what the rules
   above say.
 
-Faults, over the control socket (``kraftwerk fs crash DIR [--torn]``):
+Faults, over the control socket (``kraftwerk fs crash DIR [--torn [--seed N]]``):
 
 * ``crash`` — drop every un-fsynced change and every uncommitted name; the
   tree is reloaded from the backing directory.
 * ``crash torn`` — as ``crash``, but first each file with a committed name
-  keeps a random prefix (seeded: ``--seed`` at mount) of the writes and
-  truncations made to it since its last fsync, cut inside a write: a torn
-  write as a power loss mid-flush leaves it.
+  keeps a random prefix (seeded: ``--seed`` at mount, or the crash's own
+  ``--seed``, ``crash torn N``) of the writes and truncations made to it
+  since its last fsync, cut inside a write: a torn write as a power loss
+  mid-flush leaves it. Its fsynced bytes are never touched.
 
 Modules: :mod:`.model` (the cache and journal, no FUSE), :mod:`.ops` (the
 pyfuse3 adapter), :mod:`.server` (the serving process and its control

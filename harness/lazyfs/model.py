@@ -444,24 +444,27 @@ class Tree:
         return any(e[0] == "create" and e[2] == ino for e in self.journal)
 
     # ------------------------------------------------------------ faults
-    def crash(self, torn: bool = False) -> dict[str, int]:
+    def crash(self, torn: bool = False, seed: int | None = None) -> dict[str, int]:
         """Drop everything not durable; ``torn``: each file with a committed
-        name first keeps a random prefix of its un-fsynced changes."""
+        name first keeps a random prefix of its un-fsynced changes, drawn
+        from ``seed`` if given (the same writes and seed: the same prefixes),
+        else from the mount's seeded stream."""
         lost_files = sum(1 for n in self.inodes.values() if n.is_file and n.dirty)
         kept = 0
         if torn:
+            rng = random.Random(seed) if seed is not None else self.rng
             for ino, node in self.inodes.items():
                 rel = self.durable.get(ino)
                 if node.is_file and node.wlog and rel is not None and not rel.startswith(STAGE + "/"):
-                    kept += self._keep_prefix(rel, node.wlog)
+                    kept += self._keep_prefix(rel, node.wlog, rng)
         out = {"journal_dropped": len(self.journal), "dirty_files": lost_files, "torn_bytes_kept": kept}
         self.crashes += 1
         self.load()
         return out
 
-    def _keep_prefix(self, rel: str, wlog: list[tuple]) -> int:
+    def _keep_prefix(self, rel: str, wlog: list[tuple], rng: random.Random) -> int:
         total = sum(len(e[1]) for e in wlog if len(e) == 2)
-        budget = self.rng.randint(0, total)
+        budget = rng.randint(0, total)
         kept = 0
         fd = os.open(self._b(rel), os.O_WRONLY)
         try:

@@ -213,9 +213,12 @@ def control(point: str | Path, command: str, timeout: float = 30.0) -> dict[str,
     return reply
 
 
-def crash(point: str | Path, torn: bool = False) -> dict[str, Any]:
-    """Drop everything not fsynced (``torn``: keep a random prefix per file)."""
-    return control(point, "crash torn" if torn else "crash")
+def crash(point: str | Path, torn: bool = False, seed: int | None = None) -> dict[str, Any]:
+    """Drop everything not fsynced (``torn``: keep a random prefix per file,
+    drawn from ``seed`` if given, else from the mount's seeded stream)."""
+    if seed is not None and not torn:
+        raise UsageError("a crash seed draws torn prefixes: it needs --torn")
+    return control(point, "crash" if not torn else "crash torn" if seed is None else f"crash torn {int(seed)}")
 
 
 # ---------------------------------------------------------------- unmount

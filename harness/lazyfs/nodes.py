@@ -59,6 +59,11 @@ class NodeDisks:
         the emptied cache."""
         return mounts.crash(self.data_dir(node), torn=self.torn if torn is None else torn)
 
+    def sync(self, node: str) -> None:
+        """Make everything the node wrote durable, as the kernel's periodic
+        write-back of dirty pages would."""
+        mounts.control(self.data_dir(node), "sync")
+
     def teardown(self) -> None:
         for point in self.mounted:
             mounts.umount(point)

@@ -5,7 +5,9 @@ the FUSE requests and a control socket in one trio loop, so a control
 command runs between two requests, never inside one. Control protocol: one
 line per connection, one JSON line back —
 
-* ``crash`` / ``crash torn`` — drop what is not durable (package docstring)
+* ``crash`` / ``crash torn`` / ``crash torn SEED`` — drop what is not
+  durable (package docstring); a torn crash draws its prefixes from SEED
+  when given, else from the mount's ``--seed`` stream
 * ``sync`` — make everything durable
 * ``status`` — counts of dirty files, bytes, journal entries, crashes
 * ``umount`` — sync, answer, then unmount and exit (a clean shutdown)
@@ -34,6 +36,13 @@ from .mounts import FSNAME, SUBTYPE
 from .ops import LazyOps
 
 
+def _is_int(word: str) -> bool:
+    try:
+        int(word)
+    except ValueError:
+        return False
+    return True
+
 
 class Server:
     def __init__(self, tree: Tree, socket_path: str, owner: tuple[int, int | None] | None = None) -> None:
@@ -47,8 +56,9 @@ class Server:
         if not words:
             return {"error": "empty command"}
         cmd, args = words[0], words[1:]
-        if cmd == "crash" and args in ([], ["torn"]):
-            return {"ok": True, **self.tree.crash(torn=args == ["torn"])}
+        if cmd == "crash" and (args in ([], ["torn"]) or (len(args) == 2 and args[0] == "torn" and _is_int(args[1]))):
+            seed = int(args[1]) if len(args) == 2 else None
+            return {"ok": True, **self.tree.crash(torn=bool(args), seed=seed)}
         if cmd == "sync" and not args:
             self.tree.sync()
             return {"ok": True}
@@ -58,7 +68,7 @@ class Server:
             self.tree.sync()
             self.stopping = True
             return {"ok": True}
-        return {"error": f"unknown command {line.strip()!r} (crash [torn], sync, status, umount)"}
+        return {"error": f"unknown command {line.strip()!r} (crash [torn [SEED]], sync, status, umount)"}
 
     async def handle(self, stream: trio.SocketStream) -> None:
         buf = b""

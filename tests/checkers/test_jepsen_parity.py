@@ -253,3 +253,59 @@ def test_an_unexplained_cycle_search_falls_back_to_cycle_exists() -> None:
     assert ex["scc-size"] == 2 and ex["not"] == "read-uncommitted"
     assert "PL-1-cycle-exists" in allowed_anomalies(QueueOptions())
     assert "PL-1-cycle-exists" not in allowed_anomalies(QueueOptions(strict_cycles=True))
+
+
+def _aborted_then_read(reader_type: str) -> HistoryBuilder:
+    """A transaction sent ``a`` to x and was aborted (``fail``); a later
+    transaction's send of ``b`` committed; a poll then returns x's log."""
+    b = HistoryBuilder()
+    b.txn(0, [["send", X, [0, "a"]], ["poll", {}]], type="fail")
+    b.txn(1, [["send", X, [2, "b"]]])
+    b.poll(2, {X: [(0, "a"), (2, "b")]}, type=reader_type)
+    return b
+
+
+def test_g1a_an_ok_poll_returns_a_send_of_an_aborted_transaction() -> None:
+    """Jepsen's g1a-cases: a value whose writer failed, read by an ok
+    txn/poll (what a read_uncommitted consumer does with an aborted
+    transaction's records)."""
+    r = check_history(_aborted_then_read("ok").ops)
+    assert r["checkers"]["queue"]["counts"].get("G1a") == 1
+    (ex,) = r["anomalies"]["G1a"]
+    assert ex["key"] == X and ex["value"] == "a"
+    assert r["valid"] is False
+
+
+def test_g1a_needs_an_ok_reader_an_indeterminate_poll_proves_nothing() -> None:
+    assert "G1a" not in check_history(_aborted_then_read("info").ops)["anomaly_types"]
+
+
+def test_an_aborted_transactions_unread_records_are_gaps_not_losses_or_skips() -> None:
+    """read_committed: the aborted record at offset 0 (and the markers) are
+    holes in the offsets; the committed record after them is read alone. No
+    lost-write, poll-skip or unseen: offsets are made dense, and a failed
+    send is never owed to a reader."""
+    b = HistoryBuilder()
+    b.txn(0, [["send", X, [0, "a"]]], type="fail")
+    b.txn(1, [["send", X, [2, "b"]]])
+    b.poll(2, {X: [(2, "b")]})
+    b.txn(1, [["send", X, [4, "c"]]])
+    b.poll(2, {X: [(4, "c")]})
+    r = check_history(b.ops)
+    assert r["anomaly_types"] == [] and r["valid"] is True
+
+
+def test_info_txn_causes_name_why_transactions_ended_indeterminate() -> None:
+    """Jepsen's info-txn-causes: the errors of info txns (a commit that timed
+    out, a producer fenced while committing); an aborted (fail) transaction's
+    error is not among them: its outcome is known."""
+    b = HistoryBuilder()
+    for p, key, off, typ, err in ((0, X, 0, "info", "_TIMED_OUT"), (1, Y, 0, "info", "PRODUCER_FENCED"),
+                                  (2, X, 1, "fail", "aborted")):
+        b.invoke(p, "txn", [["send", key, p]])
+        b.complete(p, typ, [["send", key, [off, p]]])
+        b.ops[-1].error = err
+    b.txn(3, [["send", X, [2, "d"]]])
+    b.poll(4, {X: [(0, 0), (2, "d")]})
+    causes = check_history(b.ops)["checkers"]["queue"]["info_txn_causes"]
+    assert causes == ["_TIMED_OUT", "PRODUCER_FENCED"]

@@ -107,6 +107,23 @@ def test_seed003_acks1_offset_reused_after_truncation_is_not_inconsistent() -> N
         assert not any(t.startswith("lost") for t in r["anomaly_types"])
 
 
+def test_seed003_acks1_send_order_is_read_from_the_log_not_its_acknowledged_offset() -> None:
+    """A process's acks=1 send is acknowledged at offset 2 (its retry's copy,
+    later truncated) while its first copy survives at 1; its next send is
+    acknowledged at the reused offset 2. Where a poll read the records, the
+    sends are in process order: no nonmonotonic-send. With acks=all the
+    acknowledged offsets are durable and the repeat is reported."""
+    for acks, invalid in (("1", False), ("all", True)):
+        b = HistoryBuilder()
+        b.send(0, K, 1, 0, acks=acks, idempotent=False)
+        b.send(0, K, 2, 2, acks=acks, idempotent=False)
+        b.send(0, K, 3, 2, acks=acks, idempotent=False)
+        b.poll(3, {K: [(0, 1), (1, 2), (2, 3)]}, final=True)
+        r = check_history(b.ops)
+        assert ("nonmonotonic-send" in r["anomaly_types"]) is invalid, (acks, r["anomaly_types"])
+        assert r["valid"] is (not invalid)
+
+
 def test_acks1_loss_is_invalid_with_strict_acks1() -> None:
     r = check_history(tail_truncated("1").ops, strict_acks1=True)
     assert r["valid"] is False

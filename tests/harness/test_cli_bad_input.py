@@ -28,6 +28,9 @@ def kraftwerk(*args):
         (["--variant", "kip966"], "NAME=on|off"),
         (["--acks", "2"], "'2' is not one of"),
         (["--db", "external", "--bootstrap", "nohost"], "HOST:PORT"),
+        (["--workload", "txn"], "the reference implementation does not model: use --db kafka"),
+        (["--abort-probability", "0.2"], "--abort-probability is a setting of --workload txn"),
+        (["--workload", "txn", "--db", "kafka", "--abort-probability", "1.5"], "--abort-probability"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line_and_start_nothing(tmp_path, args, words):

@@ -1,6 +1,7 @@
 """``kraftwerk fs``: mount, crash and umount from the command line; bad input
 is one line and exit 2; no mount outlives its server or its owner."""
 
+import json
 import os
 import shutil
 import signal
@@ -33,6 +34,20 @@ def test_mount_crash_umount_from_the_command_line(tmp_path):
         r = kraftwerk("fs", "crash", str(point))
         assert r.returncode == 0 and "1 uncommitted name change" in r.stdout, r.stdout
         assert not (point / "f").exists()
+        one_line_exit_2(kraftwerk("fs", "crash", str(point), "--seed", "3"), "needs --torn")
+        with open(point / "g", "wb") as f:
+            f.write(b"durable")
+            f.flush()
+            os.fsync(f.fileno())
+        fd = os.open(point, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+        with open(point / "g", "ab") as f:
+            f.write(b"x" * 10_000)
+        r = kraftwerk("fs", "crash", str(point), "--torn", "--seed", "3", "--json")
+        assert r.returncode == 0, r.stderr
+        kept = json.loads(r.stdout)["torn_bytes_kept"]
+        assert (point / "g").read_bytes() == b"durable" + b"x" * kept
     finally:
         r = kraftwerk("fs", "umount", str(point))
     assert r.returncode == 0, r.stderr

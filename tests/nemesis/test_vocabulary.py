@@ -44,10 +44,42 @@ def test_a_fault_the_runtime_cannot_make_is_refused_with_its_reason():
         check_supported(("kill", "loss"), "local", LOCAL)
 
 
-def test_both_runtimes_make_every_kind_but_loss_and_the_simulator_that_too():
+def test_both_runtimes_make_every_kind_but_loss_and_torn_writes_and_the_simulator_loss_too():
     needs = {c for k in KINDS.values() for c in k.needs}
-    assert needs - {Capability(c) for c in SIM} == set()
-    assert needs - set(LOCAL) == {Capability.LOSS}
+    assert needs - {Capability(c) for c in SIM} == {Capability.TORN_WRITE}
+    assert needs - set(LOCAL) == {Capability.LOSS, Capability.TORN_WRITE}
+
+
+def test_a_torn_write_is_the_filesystems_and_refused_elsewhere_with_where_to_get_it():
+    """torn-write (a power loss keeping a prefix of un-fsynced writes) is
+    made only by the kraftwerk fs mounts of storage lazyfs; the simulator,
+    local processes and a hosted cluster without the mounts refuse it."""
+    from harness.config import TestConfig
+    from harness.db.hosted import capabilities_for
+
+    assert parse("torn-write") == FaultSpec("torn-write") == parse("power-loss-torn")
+    assert parse("torn-write").op_name == "lose-unfsynced"  # a power loss in the history
+    for runtime, have in (("sim", SIM), ("local", LOCAL),
+                          ("netns", capabilities_for(TestConfig(backend="netns", storage="pagecache")))):
+        with pytest.raises(Unsupported) as e:
+            check_supported(("torn-write:one",), runtime, have)
+        assert str(e.value).startswith(f"torn-write:one needs torn-write, which the {runtime} runtime cannot make")
+        assert "--storage lazyfs" in str(e.value) and "\n" not in str(e.value)
+    check_supported(("torn-write", "lose-unfsynced"), "netns", capabilities_for(TestConfig(backend="netns",
+                                                                                          nemesis=["torn-write"])))
+
+
+@pytest.mark.parametrize("args", [["--nemesis", "torn-write"],
+                                  ["--backend", "netns", "--storage", "pagecache", "--nemesis", "torn-write:one"]])
+def test_kraftwerk_run_refuses_a_torn_write_without_the_filesystem_before_anything_starts(tmp_path, capsys, args):
+    from harness.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["run", *args, "--out", str(tmp_path), "--time-limit", "1"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs torn-write" in err[0], err
+    assert not any(tmp_path.iterdir())
 
 
 def test_kraftwerk_run_refuses_loss_before_anything_starts(tmp_path, capsys):

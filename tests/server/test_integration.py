@@ -159,6 +159,31 @@ def test_idempotent_producer_writes_each_message_once(cluster):
     assert [v for _, v in got] == values
 
 
+def test_a_transactional_producer_is_refused_at_once_as_kafka_refuses_a_transactional_id_it_denies(cluster):
+    """The reference models replication, not transactions: a transactional
+    InitProducerId is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53),
+    the answer Kafka's KafkaApis.handleInitProducerIdRequest gives, before
+    its transaction coordinator is asked, to a transactional id it will not
+    serve (its FindCoordinator gives the same for a transaction key). A
+    broker whose ApiVersions lacks FindCoordinator altogether is one that
+    predates transactions, and librdkafka refuses it as fatal
+    _UNSUPPORTED_FEATURE before asking. Either way the client learns at once
+    and for good (no coordinator retries until a timeout), while the
+    idempotent InitProducerId beside it works."""
+    from confluent_kafka import KafkaException
+
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "refused", "log_level": 0})
+    t0 = time.monotonic()
+    with pytest.raises(KafkaException) as e:
+        p.init_transactions(30)
+    err = e.value.args[0]
+    assert err.code() in (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError._UNSUPPORTED_FEATURE), err
+    assert err.fatal() and time.monotonic() - t0 < 20
+    create_topic(cluster, "not-txn")
+    res = produce(cluster.bootstrap, "not-txn", [b"idempotent"], acks="all", **{"enable.idempotence": True})
+    assert res == [(None, 0)]
+
+
 def test_leader_sigkill_failover_keeps_acked_writes_then_unclean_restart_rejoins_isr(own_cluster):
     topic = "failover"
     create_topic(own_cluster, topic)

@@ -1,0 +1,134 @@
+"""An acknowledged write that no replica fsynced is lost by the filesystem,
+on every backend that mounts it (netns, docker, ssh): a one-node reference
+cluster on plain file storage (``--storage lazyfs``: its data directory is a
+``kraftwerk fs`` mount on the node's host), a hundred acks=all writes, then
+the nemesis's power loss (``lose-unfsynced``, or ``torn-write``: each file
+keeps a seeded prefix of its un-fsynced writes) through the cluster
+contract. Half the writes are made durable first (as the kernel's
+periodic write-back would). What the restarted node serves is a prefix of
+what was acknowledged: all of the durable half, and of the rest nothing
+(power loss) or a torn prefix (torn write); no mount outlives the cluster.
+
+One node keeps each case short (docker and ssh pay for every command); the
+lone replica's restart is unclean, so the topic allows an unclean election
+to come back at all.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from harness.config import TestConfig
+from harness.db.hosted import HostedReference
+from harness.lazyfs import mounts
+from harness.runner import make_db, preflight
+from harness.state import RunState
+from nemesis.faults import Fault, FaultSpec
+
+pytestmark = pytest.mark.integration
+
+N = 100
+
+
+def config(backend: str, **extra) -> TestConfig:
+    return TestConfig(backend=backend, brokers=1, controllers=1, combined=True, rf=1, min_isr=1, partitions=1,
+                      storage="lazyfs", seed=11, variants={"unclean_election": True}, **extra)
+
+
+def produce(bootstrap: str, topic: str, first: int, end: int) -> list[bytes]:
+    """acks=all writes ``first..end-1``, one at a time; the values acknowledged."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0})
+    acked: list[bytes] = []
+    for i in range(first, end):
+        p.produce(topic, b"v%03d" % i, partition=0,
+                  on_delivery=lambda e, m: acked.append(m.value()) if e is None else None)
+        p.flush(10)
+    return acked
+
+
+def read_back(bootstrap: str, topic: str, timeout: float = 60) -> list[tuple[int, bytes]]:
+    """Everything the partition serves once it has a leader again."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    tp = TopicPartition(topic, 0)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                lo, hi = c.get_watermark_offsets(tp, timeout=5)
+                break
+            except Exception:  # noqa: BLE001 - no leader yet after the restart
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        c.assign([TopicPartition(topic, 0, lo)])
+        got: list[tuple[int, bytes]] = []
+        while (not got or got[-1][0] < hi - 1) and hi > lo and time.monotonic() < deadline:
+            for m in c.consume(100, 0.5):
+                if m.error() is None:
+                    got.append((m.offset(), m.value()))
+                elif m.error().code() != KafkaError._PARTITION_EOF:
+                    raise AssertionError(f"consumer error {m.error()}")
+        return got
+    finally:
+        c.close()
+
+
+def lose_acknowledged_writes(tmp_path: Path, cfg: TestConfig, kind: str) -> tuple[list[bytes], list, HostedReference]:
+    run_dir = tmp_path / "run"
+    (run_dir / "nodes").mkdir(parents=True)
+    state = RunState.create(tmp_path, f"fs-{cfg.backend}", run_dir)
+    db = make_db(cfg, run_dir, state, preflight(cfg))
+    try:
+        db.setup()
+        topic = cfg.keys()[0].rpartition("-")[0]
+        acked = produce(db.client_bootstrap(), topic, 0, N // 2)
+        db.disks.sync("n1")  # the first half reaches the disk, as the kernel's write-back would
+        acked += produce(db.client_bootstrap(), topic, N // 2, N)
+        fault = Fault(FaultSpec(kind, "all"), db.cluster, random.Random(3))
+        value = fault.start()
+        assert value["nodes"] == ["n1"] and db.dead_nodes() == ["n1"]
+        fault.stop()
+        db.wait_ready(60)
+        got = read_back(db.client_bootstrap(), topic)
+    finally:
+        db.teardown()
+        state.remove()
+    return acked, got, db
+
+
+def assert_lost_a_suffix(acked: list[bytes], got: list) -> None:
+    assert len(acked) == N, "every write was acknowledged before the power loss"
+    assert N // 2 <= len(got) < len(acked), "no acknowledged write was lost (or a durable one was)"
+    assert [o for o, _ in got] == list(range(len(got)))
+    assert [v for _, v in got] == acked[:len(got)], "what survived is not a prefix of what was acknowledged"
+
+
+def assert_torn_as_asked(tmp_path: Path, kind: str, got: list) -> None:
+    """A plain power loss keeps exactly what was written back; a torn one
+    keeps a prefix of the rest too, cut inside a batch, which the broker's
+    start-up recovery truncates (its log says how many torn bytes)."""
+    log = (tmp_path / "run" / "nodes" / "n1" / "node.log").read_text()
+    if kind == "lose-unfsynced":
+        assert len(got) == N // 2 and "torn bytes cut" not in log
+    else:
+        assert len(got) > N // 2 or "torn bytes cut" in log, "the torn crash kept nothing un-fsynced"
+
+
+def assert_nothing_mounted(tmp_path: Path) -> None:
+    assert not [m for m in mounts.mountinfo() if m["point"].startswith(str(tmp_path))], "a mount outlived the run"
+    assert not [r for r in mounts.records() if r["mountpoint"].startswith(str(tmp_path))]
+
+
+@pytest.mark.parametrize("kind", ["lose-unfsynced", "torn-write"])
+def test_netns_an_acknowledged_unfsynced_write_is_lost_by_the_filesystem(tmp_path, kind):
+    acked, got, db = lose_acknowledged_writes(tmp_path, config("netns"), kind)
+    assert_lost_a_suffix(acked, got)
+    assert_torn_as_asked(tmp_path, kind, got)
+    assert (tmp_path / "run" / "nodes" / "n1" / "durable").is_dir()
+    assert_nothing_mounted(tmp_path)
