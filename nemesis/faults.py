@@ -47,7 +47,7 @@ from typing import Any, Callable, cast
 
 from . import partition as grudges
 from .control import Capability, Cluster, TornWrites, require
-from .stories import STORIES, Story, Timings
+from .stories import STORIES, Record, Story, Timings
 
 C = Capability
 
@@ -193,11 +193,12 @@ class Fault:
     says what it did; ``stop()`` heals every fault of its kind (idempotent,
     so the final heal can always run)."""
 
-    def __init__(self, spec: FaultSpec, cluster: Cluster, rng: random.Random, timings: Timings = Timings()) -> None:
+    def __init__(self, spec: FaultSpec, cluster: Cluster, rng: random.Random, timings: Timings = Timings(),
+                 record: Record | None = None) -> None:
         self.spec = spec
         self.cluster = cluster
         self.rng = rng
-        self.story = Story(cluster, rng, timings)
+        self.story = Story(cluster, rng, timings, spec.name, record)
 
     @property
     def op_name(self) -> str:
@@ -212,10 +213,14 @@ class Fault:
 
     def replay(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Apply a recorded start (``nemesis.replay``) as it was: the same
-        nodes, cut, offsets, not a new draw. A story is told again from its
-        start (its later steps follow the protocol's state, not a record)."""
+        nodes, cut, offsets, not a new draw. A story's start and each of its
+        steps (``step-partition``) apply their recorded cut and nodes; a
+        story start recorded without its cut (an older schedule) is told
+        again from its start."""
         done = {k: v for k, v in entry.items() if k not in ("at_ms", "f", "fault")}
         kind, c = self.spec.kind, self.cluster
+        if kind == "story" and ("cut" in entry or "step" in entry):
+            return self.story.replay(entry)
         if kind == "story":
             return self.story.start(entry.get("story") or entry.get("target", ""))
         if kind == "partition":
@@ -355,6 +360,7 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
 
 
 def make_faults(names: list[str] | tuple[str, ...], cluster: Cluster, rng: random.Random,
-                timings: Timings = Timings()) -> dict[str, Fault]:
-    """One bound fault per name of the mix, each with its own seeded rng."""
-    return {n: Fault(parse(n), cluster, random.Random(rng.getrandbits(64)), timings) for n in names}
+                timings: Timings = Timings(), record: Record | None = None) -> dict[str, Fault]:
+    """One bound fault per name of the mix, each with its own seeded rng;
+    ``record`` writes a story's follow-up steps to the history."""
+    return {n: Fault(parse(n), cluster, random.Random(rng.getrandbits(64)), timings, record) for n in names}
