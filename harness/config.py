@@ -72,10 +72,23 @@ class TestConfig(BaseModel):
     partitions: int = Field(2, ge=1, le=64)
     rf: int = Field(3, ge=1)
     min_isr: int = Field(2, ge=1)
-    acks: Literal["all", "1", "mixed"] = "all"
+    acks: Literal["all", "1", "0", "mixed"] = "all"
     #: acks=all producers use enable.idempotence=true (acks=1 ones cannot:
     #: Kafka requires acks=all for idempotence); off by default
     idempotent: bool = False
+    #: the producers' ``retries`` (librdkafka's); None: 0 for producers that
+    #: are not idempotent (so NOT_ENOUGH_REPLICAS proves nothing was
+    #: written), librdkafka's default for idempotent ones (it needs retries)
+    retries: int | None = Field(None, ge=0)
+    #: the consumers' ``auto.offset.reset``: ``error`` (default) makes a
+    #: truncated log seen; ``earliest``/``latest`` skip silently, as users'
+    #: consumers do
+    auto_offset_reset: Literal["error", "earliest", "latest"] = "error"
+    #: the settings Kafka documents for no loss of acknowledged writes
+    #: (acks=all, enable.idempotence, replication factor 3 and
+    #: min.insync.replicas 2, no unclean leader election, retries left to
+    #: the client): turns idempotence on and refuses a setting against them
+    safe: bool = False
     variants: dict[str, bool] = Field(default_factory=dict)
     nemesis: list[str] = Field(default_factory=list)
     nemesis_interval: float = Field(5.0, gt=0)
@@ -206,6 +219,7 @@ class TestConfig(BaseModel):
         if self.hosts and self.backend != "ssh":
             raise ValueError("--hosts is only for --backend ssh")
         _workload_consistent(self)
+        _client_consistent(self)
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")
         self._runtime_settings()
@@ -325,6 +339,27 @@ class TestConfig(BaseModel):
         return self.acks
 
 
+def _client_consistent(cfg: "TestConfig") -> None:
+    """Client settings that contradict each other or ``--safe``."""
+    if cfg.safe:
+        if cfg.acks != "all":
+            raise ValueError(f"--safe means acks=all (Kafka's documented setting for no loss): drop --acks {cfg.acks}")
+        if cfg.rf < 3 or cfg.min_isr < 2:
+            raise ValueError("--safe means replication factor 3 or more and min.insync.replicas 2 or more")
+        if cfg.variants.get("unclean_election") or any(
+                kv.replace(" ", "") == "unclean.leader.election.enable=true" for kv in cfg.kafka_config):
+            raise ValueError("--safe means no unclean leader election: drop unclean_election")
+        cfg.idempotent = True
+    if cfg.retries == 0 and (cfg.idempotent or cfg.workload == "txn"):
+        raise ValueError("an idempotent producer needs retries (librdkafka refuses retries=0 with "
+                         "enable.idempotence): drop --retries 0")
+    if cfg.backend == "sim":
+        if cfg.acks == "0":
+            raise ValueError("--acks 0 is for real clients: the simulator's producers wait for an answer")
+        if cfg.auto_offset_reset != "error":
+            raise ValueError("--auto-offset-reset is for real clients: the simulator's consumers never reset")
+
+
 def _workload_consistent(cfg: "TestConfig") -> None:
     """Transactions need a transaction coordinator: the reference
     implementation models replication and answers a transactional producer
@@ -334,6 +369,8 @@ def _workload_consistent(cfg: "TestConfig") -> None:
         if cfg.db == "reference":
             raise ValueError("--workload txn needs Kafka's transaction coordinator, which the reference "
                              "implementation does not model: use --db kafka")
+        if cfg.acks != "all":
+            raise ValueError("--workload txn: a transactional producer is idempotent, so acks=all: drop --acks")
         return
     for name in ("abort_probability", "max_txn_length"):
         if getattr(cfg, name) != TestConfig.model_fields[name].default:

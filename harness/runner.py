@@ -121,10 +121,12 @@ def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]
         if cfg.workload == "txn":
             # the thread's transactional id: a replacement fences its predecessor
             return tw.TxnClient(bootstrap, keys, process, cfg.op_timeout, f"kraftwerk-{cfg.name}-{thread}",
-                                cfg.final_read_timeout, cfg.isolation_level)
+                                cfg.final_read_timeout, cfg.isolation_level, retries=cfg.retries,
+                                auto_offset_reset=cfg.auto_offset_reset)
         return qw.QueueClient(
             bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout,
             idempotent=cfg.idempotent_for_thread(thread), isolation_level=cfg.isolation_level,
+            retries=cfg.retries, auto_offset_reset=cfg.auto_offset_reset,
         )
 
     return client

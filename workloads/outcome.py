@@ -39,9 +39,14 @@ actions (``rd_kafka_err_action``: each error is marked "not persisted",
   attempts are possibly persisted.
 * Status only rises: once an attempt was possibly persisted, a later
   definite error cannot make the send a ``fail`` (librdkafka keeps a
-  message's persistence status at the highest it reached). A client that
+  message's persistence status at the highest it reached): after a retry,
+  NOT_ENOUGH_REPLICAS (min ISR is checked before the append, so a retry can
+  be refused while the first copy stands) is ``info``. A client that
   cannot see its attempts (a retrying real producer) passes
-  ``ambiguous_before=True``.
+  ``ambiguous_before=True``. Errors about the record itself (its size,
+  format, the request's acks, authorization) and errors raised before it
+  was queued at all are the same on every attempt, so no earlier attempt
+  can have been appended: they stay ``fail``.
 """
 
 from __future__ import annotations
@@ -74,6 +79,14 @@ NOT_PERSISTED: Final = frozenset({
     # client: never sent
     "_QUEUE_FULL", "_INVALID_ARG", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC",
     "_PURGE_QUEUE", "_TIMED_OUT_QUEUE",
+})
+
+#: refused for what the record or request is (or never queued): every
+#: attempt of the send meets the same answer, so none was appended
+REFUSED_EVERY_ATTEMPT: Final = frozenset({
+    "MSG_SIZE_TOO_LARGE", "MESSAGE_TOO_LARGE", "INVALID_RECORD", "RECORD_LIST_TOO_LARGE", "INVALID_REQUIRED_ACKS",
+    "INVALID_MSG", "CORRUPT_MESSAGE", "INVALID_REQUEST", "INVALID_TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAILED",
+    "_QUEUE_FULL", "_INVALID_ARG", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC",
 })
 
 #: the attempt may have appended the record
@@ -137,6 +150,8 @@ def send_outcome(error: str | None, acks: str, ambiguous_before: bool = False) -
         return INFO
     if error is None:
         return OK
+    if error in REFUSED_EVERY_ATTEMPT:
+        return FAIL
     if ambiguous_before or possibly_persisted(error, acks):
         return INFO
     return FAIL

@@ -9,9 +9,9 @@
 
 A send's outcome (ok / fail / info) is :func:`workloads.outcome.send_outcome`
 of the delivery report's error name, the rules the simulated clients use too.
-A non-idempotent producer runs with retries=0, so each report is about one
-attempt; an idempotent one retries inside librdkafka, unseen, so any earlier
-attempt may have been persisted.
+By default a non-idempotent producer runs with retries=0, so each report is
+about one attempt; with retries (``--retries``, or idempotence) librdkafka
+retries unseen, so an earlier attempt may have been persisted.
 Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 (``_AUTO_OFFSET_RESET`` / OFFSET_OUT_OF_RANGE) rather than silently skipped.
 """
@@ -54,6 +54,8 @@ class QueueClient:
         extra_conf: dict[str, Any] | None = None,
         idempotent: bool = False,
         isolation_level: str = "read_committed",
+        retries: int | None = None,
+        auto_offset_reset: str = "error",
     ) -> None:
         self.bootstrap = bootstrap
         self.keys = keys
@@ -68,6 +70,11 @@ class QueueClient:
         #: the consumers' isolation.level: read_committed (librdkafka's
         #: default) hides aborted and still-open transactions' records
         self.isolation_level = isolation_level
+        #: the producer's retries: None is 0 without idempotence (so
+        #: NOT_ENOUGH_REPLICAS is a definite failure), librdkafka's own
+        #: default with it (idempotence needs retries)
+        self.retries = retries
+        self.auto_offset_reset = auto_offset_reset
         self.producer: Producer | None = None
         self.consumer: Consumer | None = None
         self.positions: dict[str, int] = {}
@@ -94,7 +101,7 @@ class QueueClient:
             "group.id": f"kraftwerk-{tag}",  # required by librdkafka even with assign()
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            "auto.offset.reset": "error",
+            "auto.offset.reset": self.auto_offset_reset,
             "enable.partition.eof": False,
             "fetch.wait.max.ms": 100,
             "isolation.level": self.isolation_level,
@@ -108,12 +115,21 @@ class QueueClient:
             # retries=0 so NOT_ENOUGH_REPLICAS is a definite failure
             # (librdkafka still retries leader errors internally); an
             # idempotent producer needs retries, so it keeps the default
-            **({} if self.idempotent else {"retries": 0}),
+            **self._retries_conf(),
             "enable.idempotence": self.idempotent,
             "linger.ms": 0,
             "message.timeout.ms": msg_timeout,
             "request.timeout.ms": min(msg_timeout, 5000),
         }
+
+    def _retries_conf(self) -> dict[str, Any]:
+        if self.retries is not None:
+            return {"retries": self.retries}
+        return {} if self.idempotent else {"retries": 0}
+
+    def _retried(self) -> bool:
+        """Whether the producer may send a record more than once."""
+        return self.retries != 0 if self.retries is not None else self.idempotent
 
     def open(self) -> None:
         self.producer = Producer(self._producer_conf())
@@ -196,9 +212,10 @@ class QueueClient:
         return {"type": t, "error": name or "acks=0"}
 
     def _outcome(self, error: str | None) -> str:
-        """The shared rule (``workloads.outcome``); an idempotent producer's
-        retries are librdkafka's, unseen, so they count as ambiguous."""
-        return send_outcome(error, self.acks, ambiguous_before=self.idempotent)
+        """The shared rule (``workloads.outcome``); the producer's retries
+        are librdkafka's, unseen, so once it may retry (``_retried``) an
+        earlier attempt counts as possibly persisted."""
+        return send_outcome(error, self.acks, ambiguous_before=self._retried())
 
     def _poll(self, op: dict[str, Any]) -> dict[str, Any]:
         assert self.consumer is not None

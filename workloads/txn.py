@@ -80,9 +80,11 @@ class TxnClient(QueueClient):
 
     def __init__(self, bootstrap: str, keys: list[str], process: int, op_timeout: float,
                  transactional_id: str, final_read_timeout: float = 30.0,
-                 isolation_level: str = "read_committed", extra_conf: dict[str, Any] | None = None) -> None:
+                 isolation_level: str = "read_committed", extra_conf: dict[str, Any] | None = None,
+                 retries: int | None = None, auto_offset_reset: str = "error") -> None:
         super().__init__(bootstrap, keys, "all", process, op_timeout, final_read_timeout, extra_conf,
-                         idempotent=True, isolation_level=isolation_level)
+                         idempotent=True, isolation_level=isolation_level, retries=retries,
+                         auto_offset_reset=auto_offset_reset)
         self.transactional_id = transactional_id
         #: a poll inside a transaction waits this long for a first record
         #: (Jepsen's poll-ms is 100 ms): the transaction stays open meanwhile
@@ -95,6 +97,7 @@ class TxnClient(QueueClient):
             "transactional.id": self.transactional_id,
             "enable.idempotence": True,
             "acks": "all",
+            **self._retries_conf(),
             "linger.ms": 0,
             # a transaction outlives no operation: the coordinator aborts it
             # on its own once the client is gone for this long

@@ -13,6 +13,7 @@ The history holds virtual time only, so a seed replays byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import random
 import time
@@ -126,6 +127,8 @@ class SimRun:
         )
         self.history = History(self.run_dir / "history.jsonl" if self.run_dir else None)
         self.tps = [TopicPartition(t, p) for t in o.topic_names() for p in range(o.partitions)]
+        if o.retries is not None:  # the simulator's producers retry as librdkafka's, by default without end
+            self.client_config = dataclasses.replace(self.client_config, retries=o.retries)
         self.wl = Workload(self.sim, self.history, self.tps, self.client_config)
         for i in range(o.concurrency):
             acks = o.acks_for_thread(i)

@@ -41,10 +41,17 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--partitions", type=int, help="Partitions per topic (default 2)."),
     click.option("--rf", type=int, help="Replication factor (default 3)."),
     click.option("--min-isr", type=int, help="min.insync.replicas (default 2)."),
-    click.option("--acks", type=click.Choice(["all", "1", "mixed"]),
-                 help="Producer acks: all, 1, or mixed (half the processes each)."),
+    click.option("--acks", type=click.Choice(["all", "1", "0", "mixed"]),
+                 help="Producer acks: all, 1, 0 (real clients), or mixed (even processes all, odd 1)."),
     click.option("--idempotent", is_flag=True, default=None,
                  help="acks=all producers use enable.idempotence=true (acks=1 ones cannot). Default off."),
+    click.option("--retries", type=int,
+                 help="Producers' retries (default: 0, or librdkafka's default for idempotent producers)."),
+    click.option("--auto-offset-reset", type=click.Choice(["error", "earliest", "latest"]),
+                 help="Consumers' auto.offset.reset (default error: a truncated log is seen, not skipped)."),
+    click.option("--safe", is_flag=True, default=None,
+                 help="Kafka's documented no-loss settings: acks=all, idempotence, RF>=3, min ISR>=2, "
+                      "no unclean election."),
     click.option("--workload", type=click.Choice(["queue", "txn"]),
                  help="queue (sends and polls, default) or txn (Kafka transactions of sends and polls; --db kafka)."),
     click.option("--abort-probability", type=float,
@@ -129,7 +136,8 @@ def config_from_flags(backend: str | None, flags: dict[str, Any]) -> TestConfig:
 
 #: settings a replay takes from the recorded run's test.json (the workload's
 #: and the cluster's; not its runtime's, its output or its fault mix)
-REPLAYED = ("name", "workload", "abort_probability", "max_txn_length", "isolation_level", "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
+REPLAYED = ("name", "workload", "abort_probability", "max_txn_length", "isolation_level", "retries",
+            "auto_offset_reset", "safe", "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
             "idempotent", "variants", "protocol", "nemesis_interval", "time_limit", "rate", "concurrency", "seed",
             "op_timeout", "final_read_timeout", "setup_timeout", "flush_messages")
 

@@ -45,6 +45,10 @@ def node_settings(cfg: TestConfig) -> list[str]:
     props["min.insync.replicas"] = str(cfg.min_isr)
     props["default.replication.factor"] = str(cfg.rf)
     props["num.partitions"] = str(cfg.partitions)
+    # the group coordinator as db kafka runs it (harness/kafka/props.py SMALL)
+    props["group.initial.rebalance.delay.ms"] = "0"
+    props["offsets.topic.num.partitions"] = "1"
+    props["offsets.topic.replication.factor"] = str(min(3, cfg.brokers))
     props.update({k.replace("_", "."): str(v) for k, v in cfg.protocol.items()})
     if cfg.flush_messages:
         props["log.flush.interval.messages"] = str(cfg.flush_messages)

@@ -110,6 +110,12 @@ class ProtocolConfig:
     unclean_recovery_strategy: str = "Balanced"
     #: how long a recovery waits for GetReplicaLogInfo answers (seed 002: 5 min)
     unclean_recovery_timeout_ms: int = 300000
+    #: the group coordinator's settings (Kafka's defaults)
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
     variants: Variants = field(default_factory=Variants)
 
     @classmethod
@@ -147,6 +153,8 @@ class ProtocolConfig:
                 raise ConfigError(f"{f.name.replace('_', '.')} must not be negative (got {v})")
         if self.min_insync_replicas < 1:
             raise ConfigError("min.insync.replicas must be at least 1")
+        if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:
+            raise ConfigError("offsets.topic.num.partitions and offsets.topic.replication.factor must be at least 1")
         if self.unclean_recovery_strategy not in RECOVERY_STRATEGIES:
             raise ConfigError(
                 f"unclean.recovery.strategy must be one of {', '.join(RECOVERY_STRATEGIES)}"

@@ -790,7 +790,7 @@ class ControllerRole:
         results_l: list[CreateTopicResult] = []
         seen: set[str] = set()
         for t in req.topics:
-            err, message = self._create_topic(t, seen)
+            err, message = self._create_topic(t, seen, req.internal)
             seen.add(t.name)
             results_l.append(CreateTopicResult(t.name, err, message))
         results = tuple(results_l)
@@ -801,9 +801,9 @@ class ControllerRole:
         self._answer_after_commit(src, CreateTopicsResponse(req.ref, results), CreateTopicsResponse(req.ref, failed))
         return []
 
-    def _create_topic(self, t: NewTopic, seen: set[str]) -> tuple[int, str]:
+    def _create_topic(self, t: NewTopic, seen: set[str], internal: bool = False) -> tuple[int, str]:
         assert self._work is not None
-        bad_name = topic_name_error(t.name)  # ReplicationControlManager validates names first
+        bad_name = topic_name_error(t.name, internal)  # ReplicationControlManager validates names first
         if bad_name is not None:
             return Errors.INVALID_TOPIC_EXCEPTION, bad_name
         if not t.name or t.name in self._work.topics or t.name in seen:

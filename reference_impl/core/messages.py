@@ -451,6 +451,8 @@ class CreateTopicsRequest:
     ref: Any
     topics: tuple[NewTopic, ...]
     timeout_ms: int = 30000
+    #: made by a broker for itself (``__consumer_offsets``); never set from the wire
+    internal: bool = False
 
 
 @dataclass(frozen=True, slots=True)

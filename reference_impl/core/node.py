@@ -25,6 +25,8 @@ from typing import Any, Final, Iterable
 
 from .config import ProtocolConfig
 from .effects import Effect, Halt, Timer
+from .groups.coordinator import GroupCoordinator
+from .groups.messages import GROUP_REQUESTS
 from .messages import (
     AllocateProducerIdsRequest,
     AlterPartitionRequest,
@@ -67,7 +69,10 @@ CONTROLLER_MESSAGES: Final = (
 #: message types that may concern something other than the broker role
 _NOT_BROKER_ONLY: Final = frozenset(CONTROLLER_MESSAGES) | {
     CreateTopicsRequest, IncrementalAlterConfigsRequest, RaftFetchResponse, ControlledShutdownRequest,
-}
+} | frozenset(GROUP_REQUESTS)
+
+
+_GROUP_REQUESTS: Final = frozenset(GROUP_REQUESTS)
 
 
 class Node:
@@ -98,6 +103,8 @@ class Node:
         self.controller: Any = None
         if "broker" in roles:
             self.broker = BrokerRole(node_id, config, self.voters, stored, rng, incarnation_id, self.endpoint)
+        #: the consumer groups this broker coordinates (groups/coordinator.py)
+        self.groups: GroupCoordinator | None = GroupCoordinator(self.broker) if self.broker is not None else None
         #: a broker-only node learns metadata as a KRaft observer (seed 004)
         self.observer: RaftReplica | None = None
         if "controller" in roles:
@@ -141,6 +148,11 @@ class Node:
         effects: list[Effect] = []
         if t is ControlledShutdownRequest:
             return self.begin_controlled_shutdown(now, mono)
+        if t in _GROUP_REQUESTS:
+            if self.groups is None:
+                raise ValueError(f"{t.__name__} reached a node without the broker role")
+            self.broker.set_clock(now, mono)  # type: ignore[union-attr]
+            return self._arm(self.groups.handle(msg, now, self.broker.mono), now)  # type: ignore[union-attr]
         if self._for_controller(msg, src):
             if self.controller is not None:
                 effects += self.controller.handle(msg, now, src, mono)
@@ -163,6 +175,8 @@ class Node:
             effects += self.observer.tick(now)
         if self.broker is not None:
             effects += self.broker.tick(now, mono)
+        if self.groups is not None:
+            effects += self.groups.tick(now, self.broker.mono)  # type: ignore[union-attr]
         effects += self._sync_metadata(now)
         # a tick consumes the armed timer: re-arm whatever is still needed
         self._armed = None
@@ -205,7 +219,7 @@ class Node:
             if self.observer.leader_id >= 0:
                 self.broker.set_controller_hint(self.observer.leader_id)
             entries = self.observer.take_committed()
-            return self.broker.apply_committed(entries, now, self._mono) if entries else []
+            return self._applied(self.broker.apply_committed(entries, now, self._mono)) if entries else []
         if self.controller is None:
             return []
         leader = getattr(self.controller, "leader_id", None)
@@ -214,14 +228,21 @@ class Node:
         entries = self.controller.committed_entries(self.broker.image.offset)
         if not entries:
             return []
-        return self.broker.apply_committed(entries, now, self._mono)
+        return self._applied(self.broker.apply_committed(entries, now, self._mono))
+
+    def _applied(self, effects: list[Effect]) -> list[Effect]:
+        """Metadata was applied: the group coordinator follows the leadership
+        of the ``__consumer_offsets`` partitions."""
+        if self.groups is not None:
+            effects += self.groups.sync_leadership()
+        return effects
 
     def apply_committed(self, entries: Iterable[MetadataEntry], now: int, mono: int | None = None) -> list[Effect]:
         """Feed committed metadata to the broker directly (tests, observers)."""
         if self.broker is None:
             return []
         self._mono = mono
-        return self._arm(self.broker.apply_committed(entries, now, mono), now)
+        return self._arm(self._applied(self.broker.apply_committed(entries, now, mono)), now)
 
     def _arm(self, effects: list[Effect], now: int, full: bool = False) -> list[Effect]:
         """Arm one timer for the broker's earliest deadline. After a tick (or
@@ -238,10 +259,17 @@ class Node:
             return effects
         if self.broker is None:
             return effects
+        groups = self.groups
+        if groups is not None and groups.waiting:
+            effects = groups.intercept(effects)
         # the quorum members (controller, observer) arm their own timers
         fresh = self.broker.soonest_new_deadline()
         if full or self._armed is None or self._armed <= now:
             at = self.broker.next_wakeup(now)
+            g_at = groups.next_deadline() if groups is not None else None
+            if g_at is not None:
+                g_at += self.broker.skew  # monotonic to wall time
+                at = g_at if at is None else min(at, g_at)
         else:
             at = fresh if fresh is not None and fresh > now else None
         if at is not None and (self._armed is None or self._armed <= now or at < self._armed):

@@ -22,8 +22,10 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 INTERNAL_TOPICS = frozenset({"__cluster_metadata", "__consumer_offsets", "__transaction_state"})
 
 
-def topic_name_error(name: object) -> str | None:
-    """Why ``name`` is not a legal topic name for a client to create, or None."""
+def topic_name_error(name: object, internal: bool = False) -> str | None:
+    """Why ``name`` is not a legal topic name for a client to create, or None.
+    ``internal``: the broker itself creates it (the group coordinator's
+    ``__consumer_offsets``), so an internal topic's name is allowed."""
     if not isinstance(name, str) or not name:
         return "topic name is empty"
     if name in (".", ".."):
@@ -32,6 +34,6 @@ def topic_name_error(name: object) -> str | None:
         return f"topic name is longer than {MAX_NAME_LENGTH} characters"
     if not _LEGAL.fullmatch(name):
         return f"topic name {name!r} is illegal: only ASCII alphanumerics, '.', '_' and '-' are allowed"
-    if name in INTERNAL_TOPICS:
+    if name in INTERNAL_TOPICS and not internal:
         return f"topic name {name!r} is reserved for an internal topic"
     return None

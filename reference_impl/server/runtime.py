@@ -646,9 +646,10 @@ def _hard_exit(code: int) -> None:
 
 
 def _timeout_s(p: wire.Pending) -> float:
-    """The request's own timeout (produce, create topics) or fetch wait."""
+    """The request's own timeout (produce, create topics), fetch wait or
+    JoinGroup's rebalance timeout (the join waits for every member)."""
     body = p.decoded.body
-    for attr in ("timeout_ms", "max_wait_ms"):
+    for attr in ("timeout_ms", "max_wait_ms", "rebalance_timeout_ms"):
         v = getattr(body, attr, None)
         if isinstance(v, int) and v > 0:
             return v / 1000.0

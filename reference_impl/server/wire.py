@@ -10,7 +10,8 @@ and encodes the Kafka response once every part has answered.
 Supported APIs and versions are what librdkafka needs
 (notes/kafka-wire.md): ApiVersions 0-3, Metadata 1-12, Produce 3-10,
 Fetch 4-12, ListOffsets 1-9, OffsetForLeaderEpoch 2-4, InitProducerId 0-4,
-CreateTopics 2-4, IncrementalAlterConfigs 0-1.
+CreateTopics 2-4, IncrementalAlterConfigs 0-1, and the consumer-group APIs
+of :mod:`.wire_groups` (registered at the end of this module).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 
 from reference_impl.core import messages as m
-from reference_impl.core.topic_names import topic_name_error
+from reference_impl.core.topic_names import INTERNAL_TOPICS, topic_name_error
 
 from .records import InvalidBatch, find_record, rewrite, split_batches
 
@@ -207,7 +208,7 @@ def timed_out(msg: Any) -> Any:
     if isinstance(msg, m.IncrementalAlterConfigsRequest):
         return m.IncrementalAlterConfigsResponse(msg.ref, tuple(
             m.AlterConfigsResult(r.resource_type, r.name, REQUEST_TIMED_OUT) for r in msg.resources))
-    return None
+    return wire_groups.timed_out(msg)
 
 
 def translate(d: Decoded, ref: Callable[[int], Any]) -> Pending:
@@ -274,7 +275,7 @@ def _build_metadata(p: Pending) -> Any:
                 error_code=t.error,
                 name=t.name,
                 topic_id=_ZERO_UUID,
-                is_internal=False,
+                is_internal=t.name in INTERNAL_TOPICS,
                 partitions=parts,
                 authorized_operations=None,
             )
@@ -588,3 +589,9 @@ _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     23: _offset_for_leader_epoch,
     44: _incremental_alter_configs,
 }
+
+# the consumer-group APIs live in their own module, which builds on this one
+from . import wire_groups  # noqa: E402
+
+APIS.update(wire_groups.APIS)
+_TRANSLATORS.update(wire_groups.TRANSLATORS)

@@ -53,3 +53,54 @@ def test_mixed_acks_split_processes_by_thread_parity():
 def test_lose_unfsynced_selects_page_cache_storage():
     assert TestConfig(nemesis=["lose-unfsynced"], seed=1).storage == "pagecache"
     assert TestConfig(nemesis=["kill"], seed=1).storage == "file"
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        ({"safe": True, "acks": "1"}, "--safe means acks=all"),
+        ({"safe": True, "min_isr": 1}, "min.insync.replicas 2 or more"),
+        ({"safe": True, "rf": 2, "min_isr": 2}, "replication factor 3 or more"),
+        ({"safe": True, "variants": {"unclean_election": True}}, "no unclean leader election"),
+        ({"safe": True, "db": "kafka", "kafka_config": ["unclean.leader.election.enable=true"]},
+         "no unclean leader election"),
+        ({"idempotent": True, "retries": 0}, "needs retries"),
+        ({"retries": -1}, "--retries"),
+        ({"backend": "sim", "acks": "0"}, "--acks 0 is for real clients"),
+        ({"backend": "sim", "auto_offset_reset": "earliest"}, "--auto-offset-reset is for real clients"),
+        ({"workload": "txn", "db": "kafka", "acks": "1"}, "acks=all"),
+        ({"workload": "txn", "db": "kafka", "retries": 0}, "needs retries"),
+    ],
+)
+def test_client_settings_against_each_other_are_one_line_usage_errors(flags, words):
+    with pytest.raises(UsageError) as e:
+        build_config(None, flags)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_safe_is_kafkas_documented_no_loss_settings_and_test_json_records_them():
+    """acks=all, idempotence, RF 3, min ISR 2, no unclean election: --safe
+    turns idempotence on and keeps the rest; every client setting goes to
+    test.json, so a replay runs the same clients."""
+    c = build_config(None, {"safe": True, "retries": 5, "auto_offset_reset": "earliest",
+                            "isolation_level": "read_uncommitted"})
+    assert (c.acks, c.idempotent, c.rf, c.min_isr, c.variants.get("unclean_election")) == ("all", True, 3, 2, None)
+    assert c.idempotent_for_thread(0) and c.idempotent_for_thread(1)
+    t = c.test_json()
+    assert (t["safe"], t["retries"], t["auto_offset_reset"], t["isolation_level"], t["idempotent"]) == \
+        (True, 5, "earliest", "read_uncommitted", True)
+    assert t["workload"] == "queue" and t["txn"] is False
+
+
+def test_a_non_idempotent_retry_makes_not_enough_replicas_indeterminate():
+    """The queue client passes whether it may retry to the shared rule
+    (workloads/outcome.py, whose tests pin the rule itself): with --retries
+    NOT_ENOUGH_REPLICAS is info, without it fail."""
+    from workloads.queue import QueueClient
+
+    once = QueueClient("127.0.0.1:9", ["t-0"], "all", 0, op_timeout=1)
+    retrying = QueueClient("127.0.0.1:9", ["t-0"], "all", 0, op_timeout=1, retries=5)
+    assert once._outcome("NOT_ENOUGH_REPLICAS") == "fail"
+    assert retrying._outcome("NOT_ENOUGH_REPLICAS") == "info"
+    assert retrying._outcome("MSG_SIZE_TOO_LARGE") == "fail"
+    assert QueueClient("127.0.0.1:9", ["t-0"], "0", 0, op_timeout=1)._outcome(None) == "info"

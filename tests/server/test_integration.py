@@ -164,12 +164,11 @@ def test_a_transactional_producer_is_refused_at_once_as_kafka_refuses_a_transact
     InitProducerId is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53),
     the answer Kafka's KafkaApis.handleInitProducerIdRequest gives, before
     its transaction coordinator is asked, to a transactional id it will not
-    serve (its FindCoordinator gives the same for a transaction key). A
-    broker whose ApiVersions lacks FindCoordinator altogether is one that
-    predates transactions, and librdkafka refuses it as fatal
-    _UNSUPPORTED_FEATURE before asking. Either way the client learns at once
-    and for good (no coordinator retries until a timeout), while the
-    idempotent InitProducerId beside it works."""
+    serve; its FindCoordinator for a transaction key answers the same, as
+    Kafka's KafkaApis.getCoordinator does (an unavailable coordinator would
+    be retried until the client's timeout). librdkafka takes it as fatal, so
+    the client learns at once and for good, while the idempotent
+    InitProducerId beside it works."""
     from confluent_kafka import KafkaException
 
     p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "refused", "log_level": 0})
@@ -177,7 +176,7 @@ def test_a_transactional_producer_is_refused_at_once_as_kafka_refuses_a_transact
     with pytest.raises(KafkaException) as e:
         p.init_transactions(30)
     err = e.value.args[0]
-    assert err.code() in (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError._UNSUPPORTED_FEATURE), err
+    assert err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, err
     assert err.fatal() and time.monotonic() - t0 < 20
     create_topic(cluster, "not-txn")
     res = produce(cluster.bootstrap, "not-txn", [b"idempotent"], acks="all", **{"enable.idempotence": True})

@@ -42,7 +42,9 @@ def test_api_versions_v3_advertises_librdkafka_set_with_v0_header():
     corr, r = _decode_response(ApiVersionsResponse, 3, p.encode(), flexible_header=False)
     got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert corr == 11
-    assert got == {0: (3, 10), 1: (4, 12), 2: (1, 9), 3: (1, 12), 18: (0, 3), 19: (2, 4), 22: (0, 4), 23: (2, 4), 44: (0, 1)}
+    assert got == {0: (3, 10), 1: (4, 12), 2: (1, 9), 3: (1, 12), 18: (0, 3), 19: (2, 4), 22: (0, 4), 23: (2, 4), 44: (0, 1),
+                   # the classic consumer-group APIs (server/wire_groups.py)
+                   8: (2, 9), 9: (1, 7), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5)}
 
 
 def test_api_versions_unsupported_version_gets_error_35_and_v0_body():

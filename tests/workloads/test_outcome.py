@@ -90,7 +90,20 @@ def test_an_unknown_error_is_info_a_fail_must_be_proof():
 
 
 def test_status_only_rises_a_definite_error_after_an_ambiguous_attempt_is_info():
-    assert send_outcome(rd(KafkaError.NOT_ENOUGH_REPLICAS), "all", ambiguous_before=True) == "info"
+    """NOT_ENOUGH_REPLICAS is checked before the append: with retries=0 it
+    proves the record is not in the log (fail); after a retry an earlier
+    attempt whose answer was lost may stand (info)."""
+    for name in both(KafkaError.NOT_ENOUGH_REPLICAS, Errors.NOT_ENOUGH_REPLICAS):
+        assert send_outcome(name, "all") == "fail"
+        assert send_outcome(name, "all", ambiguous_before=True) == "info"
+
+
+@pytest.mark.parametrize("name", both(KafkaError.MSG_SIZE_TOO_LARGE, Errors.MESSAGE_TOO_LARGE)
+                         + both(KafkaError.INVALID_REQUEST, Errors.INVALID_REQUEST) + [rd(KafkaError._QUEUE_FULL)])
+def test_a_refusal_of_the_record_itself_is_fail_even_after_retries(name):
+    """Every attempt of the same record meets the same refusal: none was
+    appended, however many were made."""
+    assert send_outcome(name, "all", ambiguous_before=True) == "fail"
 
 
 def test_leader_errors_refresh_retriable_errors_spend_a_retry_others_stop():

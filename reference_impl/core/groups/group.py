@@ -1,0 +1,303 @@
+"""One consumer group under the classic rebalance protocol, sans-IO.
+
+The states and transitions are Kafka's ``ClassicGroup`` (KIP-62 session and
+rebalance timeouts, KIP-134 initial rebalance delay, KIP-394 member ids
+required before joining):
+
+* **Empty** – no members; offsets may still be committed by a simple
+  consumer (generation -1, no member id).
+* **PreparingRebalance** – a member joined, left, changed its subscription or
+  timed out. Every known member must send JoinGroup again; the join
+  completes when all have (or when the rebalance timeout ends, and whoever
+  did not rejoin is removed). A group that was Empty waits
+  ``group.initial.rebalance.delay.ms`` first, so a consumer group starting
+  together forms one generation.
+* **CompletingRebalance** – the generation is bumped, the leader has every
+  member's subscription and computes the assignment; followers wait in
+  SyncGroup for it.
+* **Stable** – the leader's SyncGroup delivered the assignment.
+
+Heartbeats keep a member alive for its ``session.timeout.ms``; in
+PreparingRebalance they answer REBALANCE_IN_PROGRESS, which is how a member
+learns to rejoin. Times are the coordinator's monotonic milliseconds (Kafka
+runs these timers on its system timer). Every operation returns
+``(ref, response)`` pairs for the requests it answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .messages import (
+    GroupErrors as E,
+    HeartbeatResponse,
+    JoinedMember,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+
+EMPTY: Final = "Empty"
+PREPARING: Final = "PreparingRebalance"
+COMPLETING: Final = "CompletingRebalance"
+STABLE: Final = "Stable"
+
+Answer = tuple[Any, Any]  # (request ref, response)
+
+
+@dataclass
+class Member:
+    member_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    #: monotonic ms after which the member is dead unless it was heard from
+    expires_at: int = 0
+    assignment: bytes = b""
+    #: the member's JoinGroup parked until the join completes
+    join_ref: Any = None
+    sync_ref: Any = None
+
+    def heard(self, mono: int) -> None:
+        self.expires_at = mono + self.session_timeout_ms
+
+    def metadata_for(self, protocol: str) -> bytes:
+        return next(md for name, md in self.protocols if name == protocol)
+
+
+@dataclass
+class ClassicGroup:
+    group_id: str
+    initial_rebalance_delay_ms: int = 3000
+    state: str = EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    #: member ids handed out by MEMBER_ID_REQUIRED, each until its expiry (KIP-394)
+    pending_members: dict[str, int] = field(default_factory=dict)
+    #: the PreparingRebalance deadline: the join completes then, whoever rejoined
+    join_deadline: int | None = None
+    #: before this time a join does not complete early (the initial delay)
+    delay_until: int = 0
+
+    # -- join ------------------------------------------------------------------
+
+    def join(self, req: JoinGroupRequest, new_member_id: str, mono: int) -> list[Answer]:
+        """JoinGroup. ``new_member_id`` is the id a member without one gets."""
+        if self.members and (req.protocol_type != self.protocol_type or not self._supports(req.protocols)):
+            return [(req.ref, JoinGroupResponse(req.ref, E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))]
+        mid = req.member_id
+        if not mid:
+            if req.require_known_member_id:
+                self.pending_members[new_member_id] = mono + req.session_timeout_ms
+                return [(req.ref, JoinGroupResponse(req.ref, E.MEMBER_ID_REQUIRED, member_id=new_member_id))]
+            mid = new_member_id
+        elif mid not in self.members and self.pending_members.pop(mid, None) is None:
+            return [(req.ref, JoinGroupResponse(req.ref, E.UNKNOWN_MEMBER_ID, member_id=mid))]
+        out: list[Answer] = []
+        m = self.members.get(mid)
+        if m is None:
+            m = Member(mid, req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type, req.protocols)
+            self.members[mid] = m
+            if self.protocol_type is None:
+                self.protocol_type = req.protocol_type
+        else:
+            m.protocols = req.protocols
+            m.session_timeout_ms = req.session_timeout_ms
+            m.rebalance_timeout_ms = req.rebalance_timeout_ms
+            if m.join_ref is not None:  # a retried JoinGroup replaces the parked one
+                out.append((m.join_ref, JoinGroupResponse(m.join_ref, E.UNKNOWN_MEMBER_ID, member_id=mid)))
+        m.join_ref = req.ref
+        m.heard(mono)
+        if self.state != PREPARING:
+            out += self._prepare_rebalance(mono)
+        return out + self.try_complete_join(mono)
+
+    def _supports(self, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+        """The member shares a protocol (an assignor) with every current member."""
+        names = {n for n, _ in protocols}
+        return all(names & {n for n, _ in m.protocols} for m in self.members.values())
+
+    def _prepare_rebalance(self, mono: int) -> list[Answer]:
+        out: list[Answer] = []
+        if self.state == COMPLETING:
+            # the assignment being computed is for a generation about to end
+            for m in self.members.values():
+                if m.sync_ref is not None:
+                    out.append((m.sync_ref, SyncGroupResponse(m.sync_ref, E.REBALANCE_IN_PROGRESS)))
+                    m.sync_ref = None
+        if self.state == EMPTY:
+            self.delay_until = mono + self.initial_rebalance_delay_ms
+            self.join_deadline = self.delay_until
+        else:
+            self.delay_until = mono
+            self.join_deadline = mono + max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        self.state = PREPARING
+        return out
+
+    def try_complete_join(self, mono: int, force: bool = False) -> list[Answer]:
+        """Complete the join when every member has rejoined (and the initial
+        delay is over), or at the deadline (``force``): members that did not
+        rejoin are removed, the generation is bumped, the leader gets every
+        subscription."""
+        if self.state != PREPARING:
+            return []
+        waiting = any(m.join_ref is None for m in self.members.values()) or self.pending_members
+        if not force and (waiting or mono < self.delay_until):
+            return []
+        for mid in [mid for mid, m in self.members.items() if m.join_ref is None]:
+            del self.members[mid]
+        self.join_deadline = None
+        self.generation_id += 1
+        if not self.members:
+            self.state, self.leader, self.protocol_name, self.protocol_type = EMPTY, None, None, None
+            return []
+        self.state = COMPLETING
+        if self.leader not in self.members:
+            self.leader = next(iter(self.members))
+        self.protocol_name = self._select_protocol()
+        everyone = tuple(JoinedMember(mid, m.metadata_for(self.protocol_name)) for mid, m in self.members.items())
+        out: list[Answer] = []
+        for mid, m in self.members.items():
+            ref, m.join_ref = m.join_ref, None
+            m.heard(mono)
+            out.append((ref, JoinGroupResponse(
+                ref, 0, self.generation_id, self.protocol_type, self.protocol_name, self.leader or "", mid,
+                everyone if mid == self.leader else ())))
+        return out
+
+    def _select_protocol(self) -> str:
+        """The protocol every member supports with the most votes, each member
+        voting for its most preferred one of those (Kafka's selectProtocol)."""
+        common = set.intersection(*({n for n, _ in m.protocols} for m in self.members.values()))
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            choice = next(n for n, _ in m.protocols if n in common)
+            votes[choice] = votes.get(choice, 0) + 1
+        first_seen = [n for n, _ in next(iter(self.members.values())).protocols if n in common]
+        return max(first_seen, key=lambda n: votes.get(n, 0))
+
+    # -- sync, heartbeat, leave ---------------------------------------------------
+
+    def sync(self, req: SyncGroupRequest, mono: int) -> list[Answer]:
+        err = self._check_member(req.member_id, req.generation_id)
+        if err:
+            return [(req.ref, SyncGroupResponse(req.ref, err))]
+        if self.state == PREPARING:
+            return [(req.ref, SyncGroupResponse(req.ref, E.REBALANCE_IN_PROGRESS))]
+        m = self.members[req.member_id]
+        m.heard(mono)
+        if self.state == STABLE:
+            return [(req.ref, self._assignment(req.ref, m))]
+        m.sync_ref = req.ref
+        if req.member_id != self.leader:
+            return []
+        given = dict(req.assignments)
+        out: list[Answer] = []
+        for mid, member in self.members.items():
+            member.assignment = given.get(mid, b"")
+        self.state = STABLE
+        for member in self.members.values():
+            if member.sync_ref is not None:
+                out.append((member.sync_ref, self._assignment(member.sync_ref, member)))
+                member.sync_ref = None
+        return out
+
+    def _assignment(self, ref: Any, m: Member) -> SyncGroupResponse:
+        return SyncGroupResponse(ref, 0, self.protocol_type, self.protocol_name, m.assignment)
+
+    def _check_member(self, member_id: str, generation_id: int) -> int:
+        if member_id not in self.members:
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return E.ILLEGAL_GENERATION
+        return 0
+
+    def heartbeat(self, ref: Any, member_id: str, generation_id: int, mono: int) -> list[Answer]:
+        """A heartbeat keeps the member alive; in PreparingRebalance it says to rejoin."""
+        err = self._check_member(member_id, generation_id)
+        if not err:
+            self.members[member_id].heard(mono)
+            if self.state == PREPARING:
+                err = E.REBALANCE_IN_PROGRESS
+        return [(ref, HeartbeatResponse(ref, err))]
+
+    def leave(self, member_ids: tuple[str, ...], mono: int) -> tuple[list[tuple[str, int]], list[Answer]]:
+        """LeaveGroup: each known member is removed at once (no waiting for its
+        session to end) and the group rebalances."""
+        results: list[tuple[str, int]] = []
+        gone: list[str] = []
+        for mid in member_ids:
+            if self.pending_members.pop(mid, None) is not None:
+                results.append((mid, 0))
+            elif mid in self.members:
+                gone.append(mid)
+                results.append((mid, 0))
+            else:
+                results.append((mid, E.UNKNOWN_MEMBER_ID))
+        return results, self.remove(gone, mono)
+
+    def remove(self, member_ids: list[str], mono: int) -> list[Answer]:
+        """Members gone (left or timed out): their parked requests are
+        answered UNKNOWN_MEMBER_ID and the others rebalance."""
+        if not member_ids:
+            return self.try_complete_join(mono)
+        out: list[Answer] = []
+        for mid in member_ids:
+            m = self.members.pop(mid)
+            if m.join_ref is not None:
+                out.append((m.join_ref, JoinGroupResponse(m.join_ref, E.UNKNOWN_MEMBER_ID, member_id=mid)))
+            if m.sync_ref is not None:
+                out.append((m.sync_ref, SyncGroupResponse(m.sync_ref, E.UNKNOWN_MEMBER_ID)))
+        if self.state in (STABLE, COMPLETING):
+            out += self._prepare_rebalance(mono)
+        return out + self.try_complete_join(mono)
+
+    # -- timers and offsets ---------------------------------------------------------
+
+    def expire(self, mono: int) -> list[Answer]:
+        """Session timeouts (a member parked in JoinGroup waits for the join
+        deadline instead), expired pending ids, and the join deadline."""
+        for mid in [mid for mid, at in self.pending_members.items() if at <= mono]:
+            del self.pending_members[mid]
+        dead = [mid for mid, m in self.members.items() if m.join_ref is None and m.expires_at <= mono]
+        out = self.remove(dead, mono)
+        if self.state == PREPARING and self.join_deadline is not None and mono >= self.join_deadline:
+            out += self.try_complete_join(mono, force=True)
+        return out
+
+    def next_deadline(self) -> int | None:
+        times = [m.expires_at for m in self.members.values() if m.join_ref is None]
+        times += self.pending_members.values()
+        if self.state == PREPARING and self.join_deadline is not None:
+            times.append(self.join_deadline)
+        return min(times) if times else None
+
+    def commit_error(self, member_id: str, generation_id: int) -> int:
+        """May this member commit offsets now? (Kafka's validateOffsetCommit.)
+        A simple consumer commits to an Empty group with generation -1; a
+        member commits in its own generation, but not while the leader's
+        assignment is being computed."""
+        if generation_id < 0 and not member_id and self.state == EMPTY:
+            return 0
+        err = self._check_member(member_id, generation_id)
+        if err:
+            return err
+        return E.REBALANCE_IN_PROGRESS if self.state == COMPLETING else 0
+
+    def parked_answers(self, error: int) -> list[Any]:
+        """Every parked JoinGroup and SyncGroup answered with ``error`` (the
+        coordinator moved away: the members look for the new one)."""
+        out: list[Any] = []
+        for mid, m in self.members.items():
+            if m.join_ref is not None:
+                out.append(JoinGroupResponse(m.join_ref, error, member_id=mid))
+            if m.sync_ref is not None:
+                out.append(SyncGroupResponse(m.sync_ref, error))
+            m.join_ref = m.sync_ref = None
+        return out
