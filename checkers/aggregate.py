@@ -55,11 +55,11 @@ def _recheck(d: Path) -> dict[str, Any]:
     """The run's history checked again here (inline, with its test.json and
     traces), without touching its results.json."""
     from checkers.check import check_history, trace_invariants
-    from checkers.history.jsonl import read_jsonl
+    from checkers.queue.scan import scan_jsonl
 
     try:
         test = json.loads((d / "test.json").read_text()) if (d / "test.json").is_file() else None
-        ops = read_jsonl(d / "history.jsonl", [])
+        ops = scan_jsonl(d / "history.jsonl", [])  # read in columns: no operation kept
         return check_history(ops, model="queue", test=test, invariants=trace_invariants(d, test))
     except Exception as e:  # one bad run is an unknown row, not a failed campaign
         return {"valid": "unknown", "error": f"{type(e).__name__}: {e}"}

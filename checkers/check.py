@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import gc
 import time as _time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkers.history.op import Op
 from checkers.verdict import UNKNOWN, Verdict, combine
+
+if TYPE_CHECKING:
+    from checkers.queue.scan import QueueScan
 
 QUEUE_MODELS = ("queue",)
 LINEARIZABLE_MODELS = ("register", "cas-register", "multi-register", "mutex", "set",
@@ -45,17 +48,10 @@ class UnknownModel(ValueError):
     pass
 
 
-def _op_stats(ops: list[Op]) -> dict[str, Any]:
-    by_type: dict[str, int] = {}
-    by_f: dict[str, dict[str, int]] = {}
-    for op in ops:
-        by_type[op.type] = by_type.get(op.type, 0) + 1
-        if op.type != "invoke":
-            d = by_f.setdefault(op.f, {})
-            d[op.type] = d.get(op.type, 0) + 1
-    times = [op.time for op in ops] if ops else [0]
-    return {"ops": len(ops), "by_type": by_type, "by_f": by_f,
-            "duration_s": (max(times) - min(times)) / 1e9 if ops else 0.0}
+def _op_stats(ops: Any) -> dict[str, Any]:
+    from checkers.queue.scan import QueueScan, op_stats
+
+    return ops.stats.result() if isinstance(ops, QueueScan) else op_stats(ops)
 
 
 def anomaly_counts(res: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +65,7 @@ def anomaly_counts(res: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_history(
-    ops: list[Op],
+    ops: "list[Op] | QueueScan",
     *,
     model: str = "queue",
     engine: str = "inline",
@@ -83,6 +79,11 @@ def check_history(
     invariants: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Check ``ops`` and return the results.json object.
+
+    ``ops`` is the history's operations, or (queue model) a
+    :class:`checkers.queue.scan.QueueScan` of them, e.g. a file read by
+    :func:`checkers.queue.scan.scan_jsonl` without holding its operations;
+    both give the same results.
 
     ``test`` (a run's test.json) may carry the queue workload's
     ``sub_via``, ``txn`` and ``strict_acks1`` settings, which decide the
@@ -99,6 +100,10 @@ def check_history(
         raise UnknownModel(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
     if engine not in ("inline", "spark"):
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
+    from checkers.queue.scan import QueueScan
+
+    if isinstance(ops, QueueScan) and model not in QUEUE_MODELS:
+        raise UnknownModel(f"model {model!r} checks a list of operations, not a queue scan")
     if model_options and model in QUEUE_MODELS:
         raise UnknownModel(f"model {model!r} takes no model options (got {', '.join(sorted(model_options))})")
     if queue_options is None and test:
@@ -204,20 +209,27 @@ def queue_options_from_test(test: dict[str, Any]) -> Any:
                         all_errors=opt("all_errors", False))
 
 
-def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline: float,
+def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | None, deadline: float,
                  queue_options: Any, test_keys: list[Any] | None = None, partial: bool = False) -> dict[str, Any]:
     from checkers.durability import LOSS_ANOMALY, durability_verdict, merge_durability
-    from checkers.final_reads import final_read_coverage
     from checkers.pipeline import PerKeyBudgetExceeded, run_keys
     from checkers.queue.checker import QueueOptions, finish, merge_key_results
     from checkers.queue.keycheck import EXAMPLES
-    from checkers.queue.observe import consume_counts, info_txn_causes, worst_realtime_lag
-    from checkers.queue.project import project
+    from checkers.queue.scan import QueueScan
 
     opts = queue_options or QueueOptions()
     t = _time.monotonic()
-    proj = project(ops)
+    scan = ops if isinstance(ops, QueueScan) else QueueScan.of(ops)
+    proj = scan.finish().projection
+    assert proj is not None
     t_proj = _time.monotonic() - t
+    t_spark = 0.0
+    if engine == "spark" and proj.keys:
+        from checkers.pipeline import get_spark
+
+        t = _time.monotonic()
+        get_spark(spark_master)  # once per process; timed apart from the checks
+        t_spark = _time.monotonic() - t
     t = _time.monotonic()
     per_key_complete = True
     try:
@@ -227,7 +239,7 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
         results = e.results
         per_key_complete = False
     t_keys = _time.monotonic() - t
-    coverage = final_read_coverage(ops, set(proj.keys) | {str(k) for k in (test_keys or ())}, partial=partial)
+    coverage = scan.finals.result(set(proj.keys) | {str(k) for k in (test_keys or ())}, partial=partial)
     unverified = coverage["incomplete_keys"] if coverage is not None else []
     merged = merge_key_results(results, unverified, None if opts.all_errors else EXAMPLES)
     t = _time.monotonic()
@@ -251,16 +263,16 @@ def _check_queue(ops: list[Op], engine: str, spark_master: str | None, deadline:
         at_stake = {k: n for k, n in sorted(at_stake.items()) if n}
         fr_valid = UNKNOWN if at_stake else True
         coverage = {"valid": fr_valid, **coverage, "unverified_acked_writes": at_stake}
-    q["worst_realtime_lag"] = worst_realtime_lag(ops)
-    q["consume_counts"] = consume_counts(ops)
-    q["info_txn_causes"] = info_txn_causes(ops)
+    q["worst_realtime_lag"] = scan.lag.result()
+    q["consume_counts"] = scan.consume.result()
+    q["info_txn_causes"] = scan.causes.result()
     acked = sum(n for r in results for n in r.get("acked", {}).values())
     # nothing was at stake: a run that checked no key, or in which no write
     # was acknowledged, shows nothing about the log (Jepsen would say valid)
     evidence: Verdict = True if results and acked else UNKNOWN
     q["evidence"] = {"keys_checked": len(results), "acked_writes": acked, "valid": evidence}
     valid = combine([q["valid"], dur_valid, fr_valid, evidence])
-    q["seconds"] = {"project": round(t_proj, 3), "per_key": round(t_keys, 3),
+    q["seconds"] = {"project": round(t_proj, 3), "spark_start": round(t_spark, 3), "per_key": round(t_keys, 3),
                     "cross_key": round(t_cross, 3)}
     return {
         "valid": valid,

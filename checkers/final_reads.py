@@ -39,6 +39,52 @@ def _poll_keys(value: Any) -> list[str]:
     return out
 
 
+class FinalReads:
+    """The final reads seen so far, fed every operation in history order;
+    :meth:`result` is :func:`final_read_coverage`'s answer."""
+
+    def __init__(self) -> None:
+        self.attempted: set[str] = set()
+        self.complete: set[str] = set()
+        self.any_final = False
+
+    def feed(self, op: Op) -> None:
+        if op.f != "poll":
+            return
+        extra = op.extra
+        if not extra.get("final"):
+            return
+        self.any_final = True
+        k = extra.get("key")
+        if k is not None:
+            self.attempted.add(str(k))
+        if op.type == "invoke":
+            return
+        returned = _poll_keys(op.value)
+        self.attempted.update(returned)
+        if op.type == "ok":
+            self.complete.update(returned)
+
+    def result(self, keys: Iterable[str] | None = None, partial: bool = False) -> dict[str, Any] | None:
+        attempted, complete = self.attempted, self.complete
+        if not self.any_final and not partial:
+            return None
+        wanted = set(attempted)
+        if keys is not None:
+            wanted.update(str(k) for k in keys)
+        failed = sorted((attempted - complete) & wanted)
+        unread = sorted(wanted - attempted - complete)
+        incomplete = sorted(set(failed) | set(unread))
+        return {
+            "keys": len(wanted),
+            "complete": len(wanted & complete),
+            "incomplete_keys": incomplete,
+            "failed_keys": failed,
+            "unread_keys": unread,
+            "rule": RULE,
+        }
+
+
 def final_read_coverage(ops: Iterable[Op], keys: Iterable[str] | None = None,
                         partial: bool = False) -> dict[str, Any] | None:
     """Coverage of the final reads, or None when the history has none (a
@@ -52,38 +98,7 @@ def final_read_coverage(ops: Iterable[Op], keys: Iterable[str] | None = None,
     covered), ``incomplete_keys`` (sorted; failed or never attempted),
     ``failed_keys`` (a final read was attempted but did not complete) and
     ``unread_keys`` (no final read at all)."""
-    attempted: set[str] = set()
-    complete: set[str] = set()
-    any_final = False
+    fr = FinalReads()
     for op in ops:
-        if op.f != "poll":
-            continue
-        extra = op.extra
-        if not extra.get("final"):
-            continue
-        any_final = True
-        k = extra.get("key")
-        if k is not None:
-            attempted.add(str(k))
-        if op.type == "invoke":
-            continue
-        returned = _poll_keys(op.value)
-        attempted.update(returned)
-        if op.type == "ok":
-            complete.update(returned)
-    if not any_final and not partial:
-        return None
-    wanted = set(attempted)
-    if keys is not None:
-        wanted.update(str(k) for k in keys)
-    failed = sorted((attempted - complete) & wanted)
-    unread = sorted(wanted - attempted - complete)
-    incomplete = sorted(set(failed) | set(unread))
-    return {
-        "keys": len(wanted),
-        "complete": len(wanted & complete),
-        "incomplete_keys": incomplete,
-        "failed_keys": failed,
-        "unread_keys": unread,
-        "rule": RULE,
-    }
+        fr.feed(op)
+    return fr.result(keys, partial)

@@ -6,10 +6,15 @@ Two engines run the *same* per-key function (:func:`checkers.queue.keycheck.chec
 ``inline``  in this process, key after key;
 ``spark``   on a SparkSession: an embedded ``local[*]`` one bound to 127.0.0.1
             with quiet logs by default, or any cluster via ``spark_master``.
-            One row per key holds that key's events (marshalled); the DataFrame
-            is repartitioned by key and ``mapPartitions`` runs the checks on
-            the executors, which only send back the small per-key results
-            (anomaly examples, counts, graph edges, durability partials).
+            The driver writes each key's events to a file of their own, in
+            columns (:mod:`checkers.queue.columns`: a few bytes per event);
+            one row per key names its file, ``mapPartitions`` runs the checks
+            on the executors, which read the files and only send back the
+            small per-key results (anomaly examples, counts, graph edges,
+            durability partials). No history passes through the JVM or the
+            driver's task payloads. The files go to a private directory on
+            the driver's machine, or to ``KRAFTWERK_SPARK_DIR`` (a directory
+            every executor sees at the same path) for a cluster elsewhere.
 
 The session is created once per process and reused (start-up is ~6 s). Its
 files (the JVM's output, the log4j2 settings, the package zip) live in a
@@ -35,7 +40,7 @@ import time
 import uuid
 import zipfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 ENGINES = ("inline", "spark")
 
@@ -166,7 +171,7 @@ def stop_spark() -> None:
 
 
 def _run_partition(rows: Iterator[Any], want_rw: bool, all_errors: bool = False) -> Iterator[bytes]:
-    """Executor side: check every key of this partition."""
+    """Executor side: read each key's file and check the key."""
     import gc
 
     from checkers.queue.keycheck import check_key
@@ -174,19 +179,49 @@ def _run_partition(rows: Iterator[Any], want_rw: bool, all_errors: bool = False)
     gc.disable()  # short-lived worker, acyclic data: skip collector passes
     try:
         for row in rows:
-            events = marshal.loads(row["events"])
-            yield marshal.dumps(check_key(row["key"], events, want_rw, all_errors))
+            with open(row["path"], "rb") as f:
+                key, events = _load_key(f.read())
+            yield marshal.dumps(check_key(key, events, want_rw, all_errors))
+            del events
     finally:
         gc.enable()
 
 
-def _balanced(items: list[tuple[str, bytes]], n: int) -> list[tuple[str, bytes]]:
+def _dump_key(keys: Mapping[str, list], key: str) -> bytes:
+    """A key's file: its columns when the projection keeps them
+    (:class:`checkers.queue.columns.KeyEvents`), else its events."""
+    from checkers.queue.columns import KeyEvents
+
+    if isinstance(keys, KeyEvents):
+        return marshal.dumps(("columns", keys.payload(key)))
+    return marshal.dumps(("events", (key, keys[key])))
+
+
+def _load_key(b: bytes) -> tuple[str, list]:
+    from checkers.queue.columns import events_from_payload
+
+    tag, payload = marshal.loads(b)
+    return events_from_payload(payload) if tag == "columns" else payload
+
+
+def _key_dir() -> Path:
+    """Where the driver writes the per-key files the executors read:
+    ``KRAFTWERK_SPARK_DIR`` (a directory every executor sees at the same
+    path, for a cluster on other machines), else this process's private
+    directory (local[*] and a cluster on this machine)."""
+    shared = os.environ.get("KRAFTWERK_SPARK_DIR")
+    base = Path(shared) if shared else _private_dir()
+    return Path(tempfile.mkdtemp(prefix="keys-", dir=base))
+
+
+def _balanced(items: list[tuple[str, Any]], n: int,
+              size: Callable[[tuple[str, Any]], int] = lambda kv: len(kv[1])) -> list[tuple[str, Any]]:
     """Order rows so that Spark's contiguous, equal-count slicing of a local
     list into ``n`` partitions gives each a similar number of bytes: deal the
     rows largest first in snake order (0..n-1, n-1..0, ...) into ``n`` bins of
     equal count, then lay the bins end to end."""
-    bins: list[list[tuple[str, bytes]]] = [[] for _ in range(n)]
-    for i, kv in enumerate(sorted(items, key=lambda kv: -len(kv[1]))):
+    bins: list[list[tuple[str, Any]]] = [[] for _ in range(n)]
+    for i, kv in enumerate(sorted(items, key=lambda kv: -size(kv))):
         r, j = divmod(i, n)
         bins[j if r % 2 == 0 else n - 1 - j].append(kv)
     return [kv for b in bins for kv in b]
@@ -200,7 +235,7 @@ class PerKeyBudgetExceeded(Exception):
         self.results = results
 
 
-def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | None = None,
+def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str | None = None,
              want_rw: bool = True, deadline: float | None = None,
              all_errors: bool = False) -> list[dict[str, Any]]:
     """Run the per-key checks on every key with the chosen engine
@@ -221,15 +256,33 @@ def run_keys(keys: dict[str, list], engine: str = "inline", spark_master: str | 
     if not keys:
         return []
     spark = get_spark(spark_master)
-    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+    from pyspark.sql.types import StringType, StructField, StructType
 
     schema = StructType([StructField("key", StringType(), False),
-                         StructField("events", BinaryType(), False)])
-    # One row per key; rows are laid out so the local-list slicing already
-    # splits them into balanced partitions (no shuffle of the payload).
+                         StructField("path", StringType(), False)])
+    # The driver writes one file per key (its columns: a few bytes per
+    # event) and sends the executors only the paths; they read the files.
+    # Rows are laid out so the local-list slicing already splits them into
+    # balanced partitions (no shuffle).
     n = max(1, min(len(keys), spark.sparkContext.defaultParallelism))
-    rows = _balanced([(k, marshal.dumps(evs)) for k, evs in keys.items()], n)
-    df = spark.createDataFrame([(k, bytearray(b)) for k, b in rows], schema)
+    kdir = _key_dir()
+    try:
+        files: list[tuple[str, tuple[str, int]]] = []
+        for i, k in enumerate(keys):
+            path = kdir / f"{i}.key"
+            data = _dump_key(keys, k)
+            _create(path, data)
+            files.append((k, (str(path), len(data))))
+        rows = _balanced(files, n, size=lambda kv: kv[1][1])
+        df = spark.createDataFrame([(k, p) for k, (p, _n) in rows], schema)
+        return _collect_keys(spark, df, want_rw, all_errors, deadline)
+    finally:
+        _remove_dir(kdir)
+
+
+def _collect_keys(spark: Any, df: Any, want_rw: bool, all_errors: bool,
+                  deadline: float | None) -> list[dict[str, Any]]:
+    """Run the per-key checks over ``df``'s rows on the executors, under the deadline."""
     rw, every = bool(want_rw), bool(all_errors)
     rdd = df.rdd.mapPartitions(lambda it: _run_partition(it, rw, every))
     sc = spark.sparkContext

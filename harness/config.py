@@ -24,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import UsageError
 from nemesis import NemesisPlan, replay
 from nemesis.faults import UnknownFault, expand, parse
-from reference_impl.core.config import ConfigError, ProtocolConfig
+from reference_impl.core.config import VARIANT_NAMES, ConfigError, ProtocolConfig
 
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
-VARIANTS = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
+VARIANTS = VARIANT_NAMES
 
 
 
@@ -89,6 +89,11 @@ class TestConfig(BaseModel):
     #: min.insync.replicas 2, no unclean leader election, retries left to
     #: the client): turns idempotence on and refuses a setting against them
     safe: bool = False
+    #: Jepsen's --crash-clients: a client process is killed mid-operation
+    #: and replaced about once per ``crash_client_interval`` seconds each
+    #: (real clients; workloads/crash.py)
+    crash_clients: bool = False
+    crash_client_interval: float = Field(30.0, gt=0)
     variants: dict[str, bool] = Field(default_factory=dict)
     nemesis: list[str] = Field(default_factory=list)
     nemesis_interval: float = Field(5.0, gt=0)
@@ -110,8 +115,9 @@ class TestConfig(BaseModel):
     #: where un-fsynced writes live, hence how power loss loses them: "file"
     #: (the OS page cache: nothing is ever lost), "pagecache" (the broker's
     #: in-process emulation), "lazyfs" (each node's data directory through
-    #: kraftwerk fs, crashed on power loss; netns). Default: "file", or for
-    #: a power-loss fault "lazyfs" on netns and "pagecache" elsewhere.
+    #: kraftwerk fs, crashed on power loss; netns, docker, ssh). Default:
+    #: "file", or for a power-loss fault "lazyfs" on netns, docker and ssh
+    #: and "pagecache" on local processes.
     storage: Literal["file", "pagecache", "lazyfs"] | None = None
     #: log.flush.interval.messages of every broker: fsync after this many
     #: appended messages (0: never, Kafka's default, leaving it to the OS)
@@ -136,6 +142,11 @@ class TestConfig(BaseModel):
     #: replay this fault schedule (a run's test.json, or its ``schedule``
     #: list) instead of drawing one
     schedule: str | None = None
+    #: swarm testing (``nemesis.swarm``): each seed draws its own subset of
+    #: the mix (all generic faults if none is given) and schedule parameters
+    swarm: bool = False
+    #: the mix a swarm seed drew from (set by the draw, recorded in test.json)
+    swarm_of: list[str] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -158,6 +169,20 @@ class TestConfig(BaseModel):
     @classmethod
     def _split_nemesis(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _all_overlaps(cls, data: Any) -> Any:
+        """``--nemesis all`` runs every fault group on its own timetable
+        (overlap mode) unless a mode is given: a bug that needs two faults
+        at once (a shrunk ISR, then its last member's power loss) is reached
+        by generic faults only when they overlap."""
+        if isinstance(data, dict) and data.get("nemesis_mode") is None and not data.get("swarm"):
+            raw = data.get("nemesis") or []
+            names = [n.strip() for item in ([raw] if isinstance(raw, str) else raw) for n in str(item).split(",")]
+            if "all" in names:
+                data = {**data, "nemesis_mode": "overlap"}
+        return data
 
     @field_validator("nemesis")
     @classmethod
@@ -234,14 +259,21 @@ class TestConfig(BaseModel):
                 raise ValueError("--scenario is a fixed schedule: drop --nemesis")
         else:
             NEEDS_PAGECACHE = set()
+        if self.swarm:
+            if self.backend != "sim":
+                raise ValueError("--swarm draws a nemesis per seed: it is for kraftwerk sim")
+            if self.scenario or self.schedule:
+                raise ValueError("--swarm draws its own faults: drop --scenario and --schedule")
+            if not self.nemesis:
+                self.nemesis = list(expand(["all"]))
         if self.storage is None:
             pc = bool(kinds & {"lose-unfsynced", "torn-write"}) or self.scenario in NEEDS_PAGECACHE
-            self.storage = ("lazyfs" if self.backend == "netns" else "pagecache") if pc else "file"
+            self.storage = ("lazyfs" if self.backend in ("netns", "docker", "ssh") else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
-        if self.storage == "lazyfs" and self.backend != "netns":
+        if self.storage == "lazyfs" and self.backend not in ("netns", "docker", "ssh"):
             raise ValueError("--storage lazyfs mounts each node's data directory through kraftwerk fs: "
-                             "it runs on --backend netns (other backends use --storage pagecache)")
+                             "it runs on --backend netns, docker or ssh (local uses --storage pagecache)")
         if self.db == "kafka" and self.storage == "pagecache":
             raise ValueError("--storage pagecache is the reference broker's own emulation: Kafka loses "
                              "un-fsynced writes with --storage lazyfs on --backend netns")
@@ -312,6 +344,17 @@ class TestConfig(BaseModel):
         return NemesisPlan(faults, self.nemesis_interval, self.nemesis_mode, self.scenario,
                            protocol.replica_lag_time_max_ms, protocol.broker_session_timeout_ms, entries)
 
+    def for_seed(self, seed: int) -> "TestConfig":
+        """This test for one seed: with ``swarm`` the seed's own draw of
+        faults and parameters (``nemesis.swarm``) from the mix it was given;
+        a configuration already drawn (``swarm_of`` set) is kept."""
+        if not self.swarm or self.swarm_of:
+            return self
+        from nemesis import swarm
+
+        mix = tuple(self.nemesis)
+        return self.model_copy(update=swarm.draw(mix, seed).settings(self.rate, mix))
+
     def fault_names(self) -> tuple[str, ...]:
         """Every fault the run may make (the mix, or the schedule's)."""
         return replay.load(self.schedule)[1] if self.schedule else tuple(self.nemesis)
@@ -358,6 +401,8 @@ def _client_consistent(cfg: "TestConfig") -> None:
             raise ValueError("--acks 0 is for real clients: the simulator's producers wait for an answer")
         if cfg.auto_offset_reset != "error":
             raise ValueError("--auto-offset-reset is for real clients: the simulator's consumers never reset")
+        if cfg.crash_clients:
+            raise ValueError("--crash-clients kills real client processes: the simulator's clients have none")
 
 
 def _workload_consistent(cfg: "TestConfig") -> None:
@@ -403,9 +448,6 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
         parse_overrides(cfg.kafka_config)
     except UsageError as e:
         raise ValueError(str(e)) from None
-    if cfg.backend not in ("local", "netns"):
-        raise ValueError(f"--db kafka runs on --backend local or netns (the {cfg.backend} hosts have no Kafka "
-                         "jars or java of their own yet)")
     if cfg.backend == "local":
         for fault in cfg.nemesis:
             if parse(fault).kind in KAFKA_LOCAL_REFUSED:

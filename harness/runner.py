@@ -42,6 +42,7 @@ from nemesis.stories import step_ops
 from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
 from workloads import queue as qw
 from workloads import txn as tw
+from workloads.crash import crash_clients
 
 
 @dataclass
@@ -139,7 +140,10 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
         from nemesis.scenarios import duration
 
         limit = max(limit, duration(cfg.scenario))
-    client_gen = g.clients(g.time_limit(limit, g.rate(cfg.rate, workload_generator(cfg))))
+    ops = g.rate(cfg.rate, workload_generator(cfg))
+    if cfg.crash_clients:
+        ops = crash_clients(ops, cfg.crash_client_interval, cfg.concurrency)
+    client_gen = g.clients(g.time_limit(limit, ops))
     main = client_gen
     if nem is not None:
         sched = nem.schedule() if cfg.scenario else g.time_limit(limit, nem.schedule())

@@ -65,10 +65,13 @@ class Schedule(g.Gen):
 @dataclass(frozen=True)
 class TimedCycle(g.Gen):
     """start/stop cycles of one fault group on a timetable fixed by the seed:
-    the k-th gap is ``interval * (0.5 + u_k)`` with u_k from Random(seed, k),
-    so asking again never moves the next op (generators stay pure). Several
-    run side by side under ``any_`` and their faults overlap, as with
-    Jepsen's composed nemesis packages."""
+    each fault's quiet interval before it is ``interval * (0.5 + u_k)`` and
+    its duration ``interval * (0.2 + 1.8 u_k)``, with u_k from Random(seed,
+    k), so asking again never moves the next op (generators stay pure) and
+    a fault may end before or long after the protocol's timeouts (an ISR
+    shrinks only after replica.lag.time.max.ms). Several run side by side
+    under ``any_`` and their faults overlap, as with Jepsen's composed
+    nemesis packages."""
 
     faults: tuple[str, ...]
     interval_ns: int
@@ -79,7 +82,9 @@ class TimedCycle(g.Gen):
 
     def op(self, ctx: g.Context):
         rng = random.Random(self.seed * 1_000_003 + self.k)
-        at = self.at + int(self.interval_ns * (0.5 + rng.random()))
+        u = rng.random()
+        spread = 0.5 + u if self.current is None else 0.2 + 1.8 * u
+        at = self.at + int(self.interval_ns * spread)
         if self.current is None:
             fault = rng.choice(self.faults)
             op = {"f": f"start-{parse(fault).op_name}", "value": {"fault": fault}}

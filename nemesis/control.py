@@ -59,9 +59,9 @@ class Unsupported(ValueError):
 #: where a capability some runtimes lack can be had (the refusal says so)
 WHERE: dict[Capability, str] = {
     Capability.TORN_WRITE: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
-                           "--backend netns)",
+                           "--backend netns, docker or ssh)",
     Capability.LOSE_UNFSYNCED: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
-                               "--backend netns)",
+                               "--backend netns, docker or ssh)",
 }
 
 

@@ -12,9 +12,11 @@ partition          a shape: isolate-one, halves, majorities-ring, bridge,
                    one-way (over the nodes, ``nemesis.partition``), primaries
                    (a partition leader cut from the other nodes), controller
                    (the active controller cut likewise), clients (a leader cut
-                   from the clients)
-kill               one, minority, majority, all, primaries, controller: SIGKILL;
-                   the stop restarts every dead node
+                   from the clients), or a protocol-state target (its nodes
+                   cut from the others)
+kill               one, minority, majority, all, primaries, controller, and
+                   the protocol-state targets below: SIGKILL; the stop
+                   restarts every dead node
 terminate          the same targets: SIGTERM, a controlled shutdown
 pause              the same targets: SIGSTOP; the stop resumes them
 clock              the same targets: each clock bumped by +/- 0.1..60 s
@@ -27,10 +29,24 @@ torn-write         the same targets: power loss, each file keeping a random
                    name lose-unfsynced; the stop restarts every dead node
 latency            all (every node-to-node link): 20..250 ms added
 loss               all: 5..30% of messages dropped
+rolling-restart    brokers, controllers, all: each node in a seeded order
+                   shut down cleanly, started again and waited for until
+                   back in sync before the next (``nemesis.rolling``);
+                   history name terminate; the stop abandons the rest of
+                   the roll and starts every node that is down
 story              leader-churn, last-replica-standing, isr-crash,
                    expand-race: compositions of the above that tell one
                    of the seeds' failure narratives (``nemesis.stories``)
 =================  ===========================================================
+
+Protocol-state targets name nodes by what the cluster's own metadata says
+when the fault starts (the contract's ``Observer``), as an operator would,
+without knowing any bug: ``sole-isr`` (the only ISR member of a partition
+whose ISR has shrunk to one), ``out-of-sync`` (a partition's assigned
+replicas outside its ISR), ``isr-followers`` (a partition's ISR members
+other than its leader) and ``busiest-leader`` (the broker leading the most
+partitions). When no partition is in that state the fault does nothing and
+says so (``skipped``).
 
 Targets ``one``/``minority``/``majority``/``all`` count every node of the
 cluster (brokers and controllers), so ``kill:majority`` takes the same
@@ -46,12 +62,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 from . import partition as grudges
-from .control import Capability, Cluster, TornWrites, require
+from .control import Capability, Cluster, Observer, TornWrites, require
+from .rolling import Roll, in_sync
 from .stories import STORIES, Record, Story, Timings
 
 C = Capability
 
-NODE_TARGETS = ("one", "minority", "majority", "all", "primaries", "controller")
+#: targets the protocol's state names when the fault starts (:func:`state_nodes`)
+STATE_TARGETS = ("sole-isr", "out-of-sync", "isr-followers", "busiest-leader")
+NODE_TARGETS = ("one", "minority", "majority", "all", "primaries", "controller", *STATE_TARGETS)
+#: the node sets a rolling restart goes through
+ROLL_TARGETS = ("brokers", "controllers", "all")
 
 
 @dataclass(frozen=True)
@@ -66,7 +87,7 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("partition", grudges.SHAPES, grudges.NODE_SHAPES, (C.PARTITION,), "partition"),
+    Kind("partition", (*grudges.SHAPES, *STATE_TARGETS), grudges.NODE_SHAPES, (C.PARTITION,), "partition"),
     Kind("kill", NODE_TARGETS, ("one", "minority", "majority", "all"), (C.KILL,), "kill"),
     Kind("terminate", NODE_TARGETS, ("one", "minority"), (C.TERMINATE,), "terminate"),
     Kind("pause", NODE_TARGETS, ("one", "minority", "majority"), (C.PAUSE,), "pause"),
@@ -76,6 +97,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("torn-write", NODE_TARGETS, ("majority", "all"), (C.TORN_WRITE,), "lose-unfsynced"),
     Kind("latency", ("all",), ("all",), (C.LATENCY,), "latency"),
     Kind("loss", ("all",), ("all",), (C.LOSS,), "loss"),
+    Kind("rolling-restart", ROLL_TARGETS, ("brokers",), (C.TERMINATE, C.KILL), "terminate"),
     Kind("story", STORIES, STORIES, (C.PARTITION, C.KILL, C.POWER_LOSS), "partition"),
 )}
 
@@ -98,13 +120,29 @@ ALIASES = {
     **{s: f"story:{s}" for s in STORIES},
 }
 
+#: every generic fault: Jepsen's targets and the protocol-state ones, for
+#: every kind a runtime makes, power loss of one node or a minority included
+#: (a majority's power loss stays opt-in: under Kafka's default flush policy
+#: it loses acknowledged writes by design). No story: those tell a known
+#: narrative and are asked for by name.
+GENERIC = (
+    "partition", *(f"partition:{t}" for t in (*grudges.ROLE_SHAPES, *STATE_TARGETS)),
+    *(f"{k}:{t}" for k in ("kill", "pause") for t in NODE_TARGETS if t != "all"),
+    "terminate", *(f"terminate:{t}" for t in ("primaries", "controller", *STATE_TARGETS)),
+    *(f"lose-unfsynced:{t}" for t in ("one", "minority", "primaries", *STATE_TARGETS)),
+    "clock", "clock-strobe",
+)
+
 #: names for several faults at once
 GROUPS = {
     "none": (),
-    "all": ("partition", "partition:primaries", "partition:controller", "partition:clients", "kill",
-            "kill:primaries", "kill:controller", "pause", "clock", "clock-strobe", "story:leader-churn",
-            "story:expand-race"),
+    "all": GENERIC,
 }
+
+
+#: what a recorded start says it did; an entry with none of these is
+#: resolved when replayed (:meth:`Fault.replay`)
+RESOLVED = frozenset({"nodes", "cut", "offsets_ms", "ms", "probability", "story", "skipped"})
 
 
 class UnknownFault(ValueError):
@@ -173,10 +211,45 @@ def pick_nodes(nodes: list[str], spec: str, rng: random.Random) -> list[str]:
     return sorted(ns[:k])
 
 
+def state_nodes(target: str, obs: Observer, rng: random.Random) -> tuple[list[str], dict[str, Any]]:
+    """The nodes a protocol-state target names now (:data:`STATE_TARGETS`),
+    from the Observer's metadata, and the partition they were named by.
+    Partitions are considered in key order and one in that state is drawn,
+    so the same metadata and rng name the same nodes on every runtime."""
+    if target == "busiest-leader":
+        led: dict[str, int] = {}
+        for k in obs.keys():
+            leader = obs.leader_of(k)
+            if leader:
+                led[leader] = led.get(leader, 0) + 1
+        if not led:
+            return [], {"skipped": "no partition has a known leader"}
+        most = max(led.values())
+        node = rng.choice(sorted(n for n, c in led.items() if c == most))
+        return [node], {"leads": most}
+    named: dict[str, list[str]] = {}
+    for k in obs.keys():
+        isr, leader = obs.isr_of(k), obs.leader_of(k)
+        if target == "sole-isr":
+            nodes = list(isr) if len(isr) == 1 else []
+        elif target == "out-of-sync":
+            nodes = sorted(set(obs.replicas_of(k)) - set(isr)) if isr else []
+        else:  # isr-followers
+            nodes = sorted(set(isr) - {leader}) if leader in isr else []
+        if nodes:
+            named[k] = nodes
+    if not named:
+        return [], {"skipped": f"no partition has {target.replace('-', ' ')} nodes"}
+    key = rng.choice(sorted(named))
+    return named[key], {"key": key}
+
+
 def resolve_nodes(target: str, cluster: Cluster, rng: random.Random) -> tuple[list[str], dict[str, Any]]:
     """The nodes a node target names *now* (a leader is whoever leads then),
     and what to record about the choice."""
     obs = cluster.observer
+    if target in STATE_TARGETS:
+        return state_nodes(target, obs, rng)
     if target == "primaries":
         keys = obs.keys()
         key = rng.choice(keys) if keys else None
@@ -188,17 +261,63 @@ def resolve_nodes(target: str, cluster: Cluster, rng: random.Random) -> tuple[li
     return pick_nodes(cluster.nodes.node_names(), target, rng), {}
 
 
+class UncleanLedger:
+    """The brokers of unclean shutdowns (kills, power losses) not yet back
+    in sync, shared by every fault of one nemesis. A broker is back once it
+    runs and sits in the ISR of every partition it replicates on two looks
+    ``settle_ms`` apart (the first may be metadata from before the crash,
+    and a restarted broker's registration may still be on its way).
+
+    A power loss waits until the ledger is empty: otherwise it joins an
+    earlier unclean shutdown into a correlated failure of several replicas
+    (one lost its un-fsynced log, another left the ELR for its unclean
+    restart), which under Kafka's default flush policy loses acknowledged
+    writes by design, as a majority's power loss does. One unclean failure
+    at a time is the budget a replicated log that does not fsync is built
+    for."""
+
+    def __init__(self) -> None:
+        self.unclean: set[str] = set()
+        self.generation: dict[str, int] = {}
+        self.looking: set[str] = set()
+
+    def add(self, nodes: list[str]) -> None:
+        for n in nodes:
+            self.unclean.add(n)
+            self.generation[n] = self.generation.get(n, 0) + 1
+
+    def _in_sync(self, cluster: Cluster, n: str) -> bool:
+        return in_sync(cluster, n)
+
+    def pending(self, cluster: Cluster, settle_ms: int) -> list[str]:
+        """The brokers still out of sync; those in sync now get their second look."""
+        for n in sorted(self.unclean - self.looking):
+            if self._in_sync(cluster, n):
+                self.looking.add(n)
+                cluster.after(settle_ms, lambda n=n, gen=self.generation[n]: self._confirm(cluster, n, gen))
+        return sorted(self.unclean)
+
+    def _confirm(self, cluster: Cluster, n: str, gen: int) -> None:
+        self.looking.discard(n)
+        if self.generation.get(n) == gen and self._in_sync(cluster, n):
+            self.unclean.discard(n)
+
+
 class Fault:
     """One fault of a mix, bound to a cluster: ``start()`` applies it and
     says what it did; ``stop()`` heals every fault of its kind (idempotent,
     so the final heal can always run)."""
 
     def __init__(self, spec: FaultSpec, cluster: Cluster, rng: random.Random, timings: Timings = Timings(),
-                 record: Record | None = None) -> None:
+                 ledger: UncleanLedger | None = None, record: Record | None = None) -> None:
         self.spec = spec
         self.cluster = cluster
         self.rng = rng
         self.story = Story(cluster, rng, timings, spec.name, record)
+        self.timings = timings
+        #: unclean shutdowns not yet back in sync, shared by the nemesis's faults
+        self.ledger = UncleanLedger() if ledger is None else ledger
+        self.roll = Roll(cluster)
 
     @property
     def op_name(self) -> str:
@@ -221,8 +340,14 @@ class Fault:
         kind, c = self.spec.kind, self.cluster
         if kind == "story" and ("cut" in entry or "step" in entry):
             return self.story.replay(entry)
+        if not set(entry) & RESOLVED:  # a target alone (a search's new fault): resolved now
+            target = entry.get("target") or self.rng.choice(self.spec.targets())
+            return {"target": target, **_STARTS[kind](self, target)}
         if kind == "story":
             return self.story.start(entry.get("story") or entry.get("target", ""))
+        if kind == "rolling-restart":
+            self.roll.start(list(entry.get("nodes", [])))
+            return done
         if kind == "partition":
             c.net.cut([(a, b) for a, b in entry.get("cut", [])])
         elif kind in ("kill", "terminate", "pause", "lose-unfsynced", "torn-write"):
@@ -246,6 +371,12 @@ class Fault:
         c = self.cluster
         if shape in grudges.NODE_SHAPES:
             cut, desc = grudges.shaped(shape, c.nodes.node_names(), self.rng)
+        elif shape in STATE_TARGETS:
+            nodes, desc = resolve_nodes(shape, c, self.rng)
+            if not nodes:
+                return {**desc, "cut": []}
+            others = [n for n in c.nodes.node_names() if n not in nodes]
+            cut, desc = grudges.complete_grudge([nodes, others]), {**desc, "isolated": nodes}
         else:
             nodes, desc = resolve_nodes("controller" if shape == "controller" else "primaries", c, self.rng)
             if not nodes:
@@ -265,7 +396,14 @@ class Fault:
                 "lose-unfsynced": nodes.power_loss}[self.spec.kind]
 
     def _signal(self, target: str) -> dict[str, Any]:
+        kind = self.spec.kind
+        if kind in ("lose-unfsynced", "torn-write"):
+            waiting = self.ledger.pending(self.cluster, 2 * self.timings.session_ms)
+            if waiting:
+                return {"nodes": [], "skipped": f"an unclean shutdown is not back in sync: {', '.join(waiting)}"}
         nodes, desc = resolve_nodes(target, self.cluster, self.rng)
+        if kind in ("kill", "lose-unfsynced", "torn-write"):
+            self.ledger.add([n for n in nodes if n in self.cluster.nodes.brokers()])
         act = self._act()
         for n in nodes:
             act(n)
@@ -298,6 +436,18 @@ class Fault:
 
     def _story(self, name: str) -> dict[str, Any]:
         return self.story.start(name)
+
+    def _rolling_restart(self, target: str) -> dict[str, Any]:
+        nodes = self.cluster.nodes
+        pool = {"brokers": nodes.brokers(), "controllers": nodes.controllers(), "all": nodes.node_names()}[target]
+        order = sorted(pool)
+        self.rng.shuffle(order)
+        self.roll.start(order)
+        return {"nodes": order}
+
+    def _unroll(self) -> dict[str, Any]:
+        self.roll.stop()
+        return {"rolled": list(self.roll.restarted), **self._restart()}
 
     # -- stops ---------------------------------------------------------------------------
     def _heal(self) -> dict[str, Any]:
@@ -343,6 +493,7 @@ _STARTS: dict[str, Callable[[Fault, str], dict[str, Any]]] = {
     "latency": Fault._latency,
     "loss": Fault._loss,
     "story": Fault._story,
+    "rolling-restart": Fault._rolling_restart,
 }
 _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "partition": Fault._heal,
@@ -356,11 +507,15 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "latency": Fault._no_latency,
     "loss": Fault._no_loss,
     "story": lambda f: f.story.stop(),
+    "rolling-restart": Fault._unroll,
 }
 
 
 def make_faults(names: list[str] | tuple[str, ...], cluster: Cluster, rng: random.Random,
                 timings: Timings = Timings(), record: Record | None = None) -> dict[str, Fault]:
-    """One bound fault per name of the mix, each with its own seeded rng;
-    ``record`` writes a story's follow-up steps to the history."""
-    return {n: Fault(parse(n), cluster, random.Random(rng.getrandbits(64)), timings, record) for n in names}
+    """One bound fault per name of the mix, each with its own seeded rng
+    (and one record of unclean shutdowns not yet back in sync, for them
+    all); ``record`` writes a story's follow-up steps to the history."""
+    ledger = UncleanLedger()
+    return {n: Fault(parse(n), cluster, random.Random(rng.getrandbits(64)), timings, ledger, record)
+            for n in names}

@@ -104,3 +104,61 @@ def test_the_simulators_host_sees_its_environment_not_the_simulation():
     tree = ast.parse((sim / "host.py").read_text())
     relative = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1}
     assert "simulation" not in relative and "env" in relative
+
+
+def core_import_graph(core: Path) -> "nx.DiGraph":
+    """Module -> module edges of every import inside ``core`` (relative or
+    absolute, at the top, deferred or under ``TYPE_CHECKING``: each is an arrow)."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    top = core.parents[1]
+
+    def name_of(p: Path) -> str:
+        parts = list(p.relative_to(top).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    prefix = name_of(core / "__init__.py")
+    for p in sorted(core.rglob("*.py")):
+        mod = name_of(p)
+        g.add_node(mod)
+        package = mod if p.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(p.read_text(), filename=str(p))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                names = [f"{target}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                target, names = "", [a.name for a in node.names]
+            else:
+                continue
+            for dotted in names:
+                # "from . import x" names module x when x is a module, else the package
+                dest = dotted if dotted in g or (top / dotted.replace(".", "/")).with_suffix(".py").exists() \
+                    or (top / dotted.replace(".", "/") / "__init__.py").exists() else target
+                if dest.startswith(prefix) and dest != mod:
+                    g.add_edge(mod, dest)
+    return g
+
+
+def test_the_core_has_no_import_cycles():
+    """reference_impl/core imports in one direction: a module that needs part
+    of another that imports it takes a narrow Protocol (PartitionContext,
+    ControllerLink), never the class, so no module waits on a circle."""
+    import networkx as nx
+
+    g = core_import_graph(ROOT / "reference_impl" / "core")
+    assert g.number_of_edges() > 20
+    assert list(nx.simple_cycles(g)) == []
+
+
+def test_the_cycle_check_sees_a_type_checking_import(tmp_path):
+    core = tmp_path / "pkg" / "core"
+    core.mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (core / "__init__.py").write_text("")
+    (core / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n")
+    (core / "b.py").write_text("from . import a\n")
+    import networkx as nx
+
+    assert sorted(map(sorted, nx.simple_cycles(core_import_graph(core)))) == [["pkg.core.a", "pkg.core.b"]]

@@ -8,10 +8,23 @@
   beginning until the highest acknowledged offset is covered or a deadline passes.
 
 A send's outcome (ok / fail / info) is :func:`workloads.outcome.send_outcome`
-of the delivery report's error name, the rules the simulated clients use too.
-By default a non-idempotent producer runs with retries=0, so each report is
-about one attempt; with retries (``--retries``, or idempotence) librdkafka
-retries unseen, so an earlier attempt may have been persisted.
+of the delivery report's error name, the rules the simulated clients use too,
+given whether an earlier attempt of the record may have been persisted:
+with retries (``--retries``, or idempotence) librdkafka may resend unseen,
+and without them it still resends after leader errors.
+
+Why the attempt count matters: a broker refuses acks=all with
+NOT_ENOUGH_REPLICAS before appending, so that answer speaks only for its own
+attempt. librdkafka resends a record without counting it against
+``retries=0`` after leader errors (NOT_LEADER_OR_FOLLOWER and the like,
+which it marks "not persisted"), yet a leader that appended the record and
+then lost its leadership answers the parked produce with exactly that error;
+the resend may then meet a leader under min ISR and end NOT_ENOUGH_REPLICAS
+while the first copy survives (docs/analysis-kafka-4.4.md). The Python
+client exposes neither a record's retry count nor librdkafka's persistence
+status, so each producer counts its attempts from librdkafka's ``msg`` debug
+log (:class:`ProduceAttempts`: one "Produce MessageSet" line per request
+built, resends included); one operation is in flight per producer.
 Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 (``_AUTO_OFFSET_RESET`` / OFFSET_OUT_OF_RANGE) rather than silently skipped.
 """
@@ -19,6 +32,7 @@ Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from typing import Any
 
@@ -34,6 +48,39 @@ TRUNCATION_ERRORS = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RES
 def split_key(key: str) -> tuple[str, int]:
     topic, _, part = key.rpartition("-")
     return topic, int(part)
+
+
+_PRODUCE_LINE = re.compile(r": (\S+) \[(\d+)\]: Produce MessageSet with ")
+
+
+class ProduceAttempts:
+    """A producer's ``logger``: counts librdkafka's produce requests per
+    topic-partition from its ``msg`` debug lines (``debug=msg``,
+    ``log_level=7``); every other line is dropped, as the silent logger
+    does. Lines are served by ``poll``/``flush`` on the main queue, ahead of
+    the delivery report they precede."""
+
+    CONF = {"debug": "msg", "log_level": 7}
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, int], int] = {}
+
+    def reset(self, topic: str, partition: int) -> None:
+        self.counts[(topic, partition)] = 0
+
+    def of(self, topic: str, partition: int) -> int:
+        return self.counts.get((topic, partition), 0)
+
+    def log(self, _level: int, fmt: str, *args: Any, **_k: Any) -> None:
+        text = fmt % args if args else fmt
+        if "Produce MessageSet" in text:
+            m = _PRODUCE_LINE.search(text)
+            if m:
+                tp = (m.group(1), int(m.group(2)))
+                self.counts[tp] = self.counts.get(tp, 0) + 1
+
+    def __getattr__(self, _name: str):
+        return _silent_logger_fn
 
 
 def _err_name(err: KafkaError) -> str:
@@ -76,10 +123,13 @@ class QueueClient:
         self.retries = retries
         self.auto_offset_reset = auto_offset_reset
         self.producer: Producer | None = None
+        self.attempts = ProduceAttempts()
         self.consumer: Consumer | None = None
         self.positions: dict[str, int] = {}
         #: seconds a poll waits for its first record
         self.poll_wait = 0.5
+        #: monotonic time at which the running operation's process dies
+        self.crash_at: float | None = None
 
     # -------------------------------------------------------------- lifecycle
     def _common(self) -> dict[str, Any]:
@@ -112,14 +162,16 @@ class QueueClient:
         return {
             **self._common(),
             "acks": "all" if self.acks == "all" else self.acks,
-            # retries=0 so NOT_ENOUGH_REPLICAS is a definite failure
-            # (librdkafka still retries leader errors internally); an
-            # idempotent producer needs retries, so it keeps the default
+            # retries=0: no counted resend (librdkafka still resends after
+            # leader errors, which ProduceAttempts counts); an idempotent
+            # producer needs retries, so it keeps the default
             **self._retries_conf(),
             "enable.idempotence": self.idempotent,
             "linger.ms": 0,
             "message.timeout.ms": msg_timeout,
             "request.timeout.ms": min(msg_timeout, 5000),
+            **ProduceAttempts.CONF,
+            "logger": self.attempts,
         }
 
     def _retries_conf(self) -> dict[str, Any]:
@@ -161,6 +213,15 @@ class QueueClient:
 
     # -------------------------------------------------------------- ops
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        crash = op.get("crash")
+        self.crash_at = time.monotonic() + crash / 1000 if crash is not None else None
+        res = self._invoke(op)
+        if crash is not None:  # the process dies mid-operation: nobody learns the outcome
+            self.crash()
+            return {"type": "info", "error": "crashed"}
+        return res
+
+    def _invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         if op["f"] == "send":
             return self._send(op)
         if op["f"] == "assign":
@@ -170,6 +231,27 @@ class QueueClient:
         if op["f"] == "poll":
             return self._poll(op)
         return {"type": "fail", "error": f"unknown f {op['f']!r}"}
+
+    def crash_due(self) -> bool:
+        """The operation's crash time has come (workloads/crash.py)."""
+        return self.crash_at is not None and time.monotonic() >= self.crash_at
+
+    def crash(self) -> None:
+        """Die as a killed process does: what is queued or awaiting an answer
+        is dropped unanswered (requests already sent still arrive), nothing
+        is flushed, committed or aborted."""
+        p, self.producer = self.producer, None
+        if p is not None:
+            try:
+                p.purge(True, True)
+            except Exception:
+                pass
+        c, self.consumer = self.consumer, None
+        if c is not None:
+            try:
+                c.close()
+            except Exception:
+                pass
 
     def _assign_op(self, op: dict[str, Any]) -> dict[str, Any]:
         """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns."""
@@ -192,30 +274,30 @@ class QueueClient:
         def on_delivery(err, msg) -> None:
             box.append((err, msg.offset() if msg is not None else -1))
 
+        self.attempts.reset(topic, part)
         try:
             self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
         except BufferError as e:
-            return {"type": self._outcome("_QUEUE_FULL"), "error": f"queue-full: {e}"}
+            return {"type": self._outcome("_QUEUE_FULL", False), "error": f"queue-full: {e}"}
         except KafkaException as e:
             name = _err_name(e.args[0])
-            return {"type": self._outcome(name), "error": name}
+            return {"type": self._outcome(name, self._retried()), "error": name}
         deadline = time.monotonic() + self.op_timeout
-        while not box and time.monotonic() < deadline:
-            self.producer.flush(min(0.2, max(0.0, deadline - time.monotonic())))
+        while not box and time.monotonic() < deadline and not self.crash_due():
+            self.producer.flush(min(0.02 if self.crash_at else 0.2, max(0.0, deadline - time.monotonic())))
         if not box:
-            return {"type": self._outcome("no-delivery-report"), "error": "no-delivery-report"}
+            return {"type": self._outcome("no-delivery-report", True), "error": "no-delivery-report"}
         err, offset = box[0]
         name = _err_name(err) if err is not None else None
-        t = self._outcome(name)
+        t = self._outcome(name, self._retried() or self.attempts.of(topic, part) > 1)
         if t == "ok":
             return {"type": "ok", "value": [["send", key, [offset, value]]]}
         return {"type": t, "error": name or "acks=0"}
 
-    def _outcome(self, error: str | None) -> str:
-        """The shared rule (``workloads.outcome``); the producer's retries
-        are librdkafka's, unseen, so once it may retry (``_retried``) an
-        earlier attempt counts as possibly persisted."""
-        return send_outcome(error, self.acks, ambiguous_before=self._retried())
+    def _outcome(self, error: str | None, retried: bool) -> str:
+        """The shared rule (``workloads.outcome``); ``retried``: the record
+        may have been sent more than once, so an earlier attempt may stand."""
+        return send_outcome(error, self.acks, ambiguous_before=retried)
 
     def _poll(self, op: dict[str, Any]) -> dict[str, Any]:
         assert self.consumer is not None

@@ -135,10 +135,10 @@ class TxnClient(QueueClient):
         if p is not None:
             _close(p)
 
-    def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+    def _invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         if op["f"] == "txn":
             return self._txn(op)
-        return super().invoke(op)
+        return super()._invoke(op)
 
     # ------------------------------------------------------------ transactions
     def _txn(self, op: dict[str, Any]) -> dict[str, Any]:
@@ -157,10 +157,16 @@ class TxnClient(QueueClient):
             except KafkaException as e:
                 raise _Abort(_describe(e)) from None
             for mop in op["value"]:
+                if self.crash_due():
+                    return {"type": "info", "value": done, "error": "crashed"}
                 done.append(self._micro_op(mop, deadline))
+            if self.crash_due():
+                return {"type": "info", "value": done, "error": "crashed"}
             if op.get("abort"):
                 raise _Abort("aborted")
         except _Abort as a:
+            if self.crash_due():  # a killed process aborts nothing
+                return {"type": "info", "value": done, "error": "crashed"}
             return self._aborted(done, a.error, start, deadline)
         return self._commit(done, start, deadline)
 
@@ -188,8 +194,10 @@ class TxnClient(QueueClient):
             return -1, f"queue-full: {e}"
         except KafkaException as e:
             return -1, _describe(e)
-        while not box and time.monotonic() < deadline:
-            self.producer.flush(min(0.2, max(0.0, deadline - time.monotonic())))
+        while not box and time.monotonic() < deadline and not self.crash_due():
+            self.producer.flush(min(0.02 if self.crash_at else 0.2, max(0.0, deadline - time.monotonic())))
+        if not box and self.crash_due():
+            return -1, "crashed"
         if not box:
             return -1, "no-delivery-report"
         err, offset = box[0]
@@ -221,9 +229,11 @@ class TxnClient(QueueClient):
 
     def _commit(self, done: list, start: dict[str, int], deadline: float) -> dict[str, Any]:
         assert self.producer is not None
+        if self.crash_at is not None:  # the crash may land while the commit is in flight
+            deadline = min(deadline, max(self.crash_at, time.monotonic() + 0.001))
         while True:
             try:
-                self.producer.commit_transaction(max(0.5, deadline - time.monotonic()))
+                self.producer.commit_transaction(max(0.001, deadline - time.monotonic()))
                 return {"type": "ok", "value": done}
             except KafkaException as e:
                 err = _kafka_error(e)

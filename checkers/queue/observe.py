@@ -3,7 +3,9 @@ consumers read (realtime lag), how often a subscribed consumer got a record
 (consume counts), and why operations ended indefinite (info-txn causes).
 
 They read the whole history in order, not one key, so they run on the driver
-next to the cycle search; none of them changes the verdict.
+next to the cycle search; none of them changes the verdict. Each is a fold
+fed one operation at a time, so a history read from a file is observed in
+the same pass that projects it, never held whole.
 
 * **Realtime lag** of a key in an ``ok`` poll: a lower bound on how long the
   highest offset the process had read of that key had already stopped being
@@ -23,9 +25,10 @@ next to the cycle search; none of them changes the verdict.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from checkers.history.op import Op
+from checkers.queue.columns import Col
 
 QUEUE_FS = ("send", "poll", "txn")
 
@@ -59,33 +62,48 @@ def _reads(value: Any) -> Iterable[tuple[str, Any]]:
                         yield str(k), p[1]
 
 
-def _completions(ops: Iterable[Op]) -> Iterable[tuple[Op, int]]:
+class _Completions:
     """Client completions in history order with their invocation's time."""
-    invoked: dict[Any, int] = {}
-    for op in ops:
+
+    def __init__(self) -> None:
+        self.invoked: dict[Any, int] = {}
+
+    def of(self, op: Op) -> int | None:
+        """The invocation time of completion ``op`` (None for invocations
+        and nemesis operations, which are no completions)."""
         if op.process == "nemesis":
-            continue
+            return None
         if op.type == "invoke":
-            invoked[op.process] = op.time
-        else:
-            yield op, invoked.pop(op.process, op.time)
+            self.invoked[op.process] = op.time
+            return None
+        return self.invoked.pop(op.process, op.time)
 
 
-def realtime_lags(ops: list[Op]) -> Iterator[dict[str, Any]]:
-    """One ``{time, process, key, lag}`` (nanoseconds) per key of each ``ok``
-    poll/txn, as defined above."""
-    expired: dict[str, list[int]] = {}     # key -> [time offset i was known to exist]
-    positions: dict[Any, dict[str, int]] = {}
-    for op, t_inv in _completions(ops):
-        if op.type not in ("ok", "info"):
-            continue
+class RealtimeLag:
+    """Fed every operation in history order (:meth:`feed`), keeps the poll
+    with the highest realtime lag (:meth:`result`), as defined above."""
+
+    def __init__(self) -> None:
+        self.completions = _Completions()
+        self.expired: dict[str, Col] = {}      # key -> [time offset i was known to exist]
+        self.positions: dict[Any, dict[str, int]] = {}
+        self.worst: dict[str, Any] | None = None
+
+    def feed(self, op: Op) -> None:
+        t_inv = self.completions.of(op)
+        if t_inv is None or op.type not in ("ok", "info"):
+            return
+        expired = self.expired
         if op.f in QUEUE_FS:
             for k, o in max_offsets(op.value).items():
-                exp = expired.setdefault(k, [])
-                while len(exp) <= o:
-                    exp.append(op.time)
+                exp = expired.get(k)
+                if exp is None:
+                    exp = expired[k] = Col()
+                if len(exp) <= o:
+                    exp.fill(o + 1 - len(exp), op.time)
         if op.type != "ok":
-            continue
+            return
+        positions = self.positions
         if op.f == "assign":
             keys = [str(k) for k in op.value or ()]
             old = positions.get(op.process, {})
@@ -100,46 +118,80 @@ def realtime_lags(ops: list[Op]) -> Iterator[dict[str, Any]]:
                 exp = expired.get(k, ())
                 since = exp[o + 1] if o + 1 < len(exp) else None
                 lag = max(0, t_inv - since) if since is not None else 0
-                yield {"time": t_inv, "process": op.process, "key": k, "lag": lag}
+                if self.worst is None or lag > self.worst["lag"]:
+                    self.worst = {"time": t_inv, "process": op.process, "key": k, "lag": lag}
+
+    def result(self) -> dict[str, Any]:
+        """The worst poll, times in seconds."""
+        worst = self.worst
+        if worst is None:
+            return {"time": 0.0, "lag": 0.0}
+        return {**worst, "time": worst["time"] / 1e9, "lag": worst["lag"] / 1e9}
 
 
-def worst_realtime_lag(ops: list[Op]) -> dict[str, Any]:
+def worst_realtime_lag(ops: Iterable[Op]) -> dict[str, Any]:
     """The poll with the highest realtime lag, times in seconds."""
-    worst = max(realtime_lags(ops), key=lambda x: x["lag"], default=None)
-    if worst is None:
-        return {"time": 0.0, "lag": 0.0}
-    return {**worst, "time": worst["time"] / 1e9, "lag": worst["lag"] / 1e9}
+    return _fold(RealtimeLag(), ops)
 
 
-def consume_counts(ops: list[Op]) -> dict[str, Any]:
-    """Times each subscribed consumer got each value (see the module doc)."""
-    subscribed: set[Any] = set()
-    counts: dict[tuple[Any, str, Any], int] = {}
-    for op, _t in _completions(ops):
-        if op.type != "ok":
-            continue
+class ConsumeCounts:
+    """Times each subscribed consumer got each value (see the module doc),
+    fed every operation in history order."""
+
+    def __init__(self) -> None:
+        self.completions = _Completions()
+        self.subscribed: set[Any] = set()
+        self.counts: dict[tuple[Any, str, Any], int] = {}
+
+    def feed(self, op: Op) -> None:
+        if self.completions.of(op) is None or op.type != "ok":
+            return
         if op.f == "subscribe":
-            subscribed.add(op.process)
-        elif op.f in ("poll", "txn") and op.process in subscribed:
+            self.subscribed.add(op.process)
+        elif op.f in ("poll", "txn") and op.process in self.subscribed:
+            counts = self.counts
             for k, v in _reads(op.value):
                 counts[(op.process, k, v)] = counts.get((op.process, k, v), 0) + 1
-    dist: dict[int, int] = {}
-    dups: dict[str, dict[str, int]] = {}
-    for (_p, k, v), n in counts.items():
-        dist[n] = dist.get(n, 0) + 1
-        if n > 1:
-            dups.setdefault(k, {})[str(v)] = n
-    return {"distribution": dict(sorted(dist.items())), "dup_counts": dict(sorted(dups.items()))}
+
+    def result(self) -> dict[str, Any]:
+        dist: dict[int, int] = {}
+        dups: dict[str, dict[str, int]] = {}
+        for (_p, k, v), n in self.counts.items():
+            dist[n] = dist.get(n, 0) + 1
+            if n > 1:
+                dups.setdefault(k, {})[str(v)] = n
+        return {"distribution": dict(sorted(dist.items())), "dup_counts": dict(sorted(dups.items()))}
 
 
-def info_txn_causes(ops: list[Op]) -> list[Any]:
+def consume_counts(ops: Iterable[Op]) -> dict[str, Any]:
+    """Times each subscribed consumer got each value (see the module doc)."""
+    return _fold(ConsumeCounts(), ops)
+
+
+class InfoTxnCauses:
     """Distinct errors of ``info`` send/poll/txn completions, first seen first."""
-    seen: set[str] = set()
-    out: list[Any] = []
-    for op in ops:
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.out: list[Any] = []
+
+    def feed(self, op: Op) -> None:
         if op.type == "info" and op.f in QUEUE_FS and op.process != "nemesis":
             sig = json.dumps(op.error, sort_keys=True, default=str)
-            if sig not in seen:
-                seen.add(sig)
-                out.append(op.error)
-    return out
+            if sig not in self.seen:
+                self.seen.add(sig)
+                self.out.append(op.error)
+
+    def result(self) -> list[Any]:
+        return self.out
+
+
+def info_txn_causes(ops: Iterable[Op]) -> list[Any]:
+    """Distinct errors of ``info`` send/poll/txn completions, first seen first."""
+    return _fold(InfoTxnCauses(), ops)
+
+
+def _fold(fold: Any, ops: Iterable[Op]) -> Any:
+    for op in ops:
+        fold.feed(op)
+    return fold.result()

@@ -32,10 +32,12 @@ An event is a tuple ``(op, process, type, kind, pairs, time, meta)``:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from checkers.history.op import HistoryError, Op
+
+from .columns import Col, Interned, KeyColumns, KeyEvents
 
 QUEUE_FS = frozenset(("send", "poll", "txn"))
 SUB_FS = frozenset(("assign", "subscribe"))
@@ -43,21 +45,31 @@ SUB_FS = frozenset(("assign", "subscribe"))
 Event = tuple  # (op, process, type, kind, pairs, time, meta[, idem])
 
 
-@dataclass
 class OpTable:
     """The compact per-op projection used by the cross-key (process and
-    realtime) analysis: one entry per completed queue op."""
+    realtime) analysis: one entry per completed queue op, in columns."""
 
-    index: list[int] = field(default_factory=list)
-    process: list[Any] = field(default_factory=list)
-    type: list[str] = field(default_factory=list)
-    invoke_time: list[int] = field(default_factory=list)
-    complete_time: list[int | None] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.index = Col()
+        self.process = Col()
+        self.type = Interned()
+        self.invoke_time = Col()
+        self.complete_time = Col()
+
+    def add(self, idx: int, proc: Any, ctype: str, itime: Any, ctime: Any) -> None:
+        self.index.append(idx)
+        self.process.append(proc)
+        self.type.append(ctype)
+        self.invoke_time.append(itime)
+        self.complete_time.append(ctime)
+
+    def types(self) -> list[str]:
+        return self.type.values()
 
 
 @dataclass
 class Projection:
-    keys: dict[str, list[Event]]
+    keys: Mapping[str, list[Event]]
     ops: OpTable
     n_ops: int
     warnings: list[str]
@@ -72,25 +84,78 @@ def _pairs_of(x: Any) -> tuple[Any, Any]:
     return None, x
 
 
-def project(ops: list[Op]) -> Projection:
-    keys: dict[str, list[Event]] = {}
-    table = OpTable()
-    t_index, t_proc, t_type, t_inv, t_cmp = (
-        table.index, table.process, table.type, table.invoke_time, table.complete_time)
-    warnings: list[str] = []
-    pending: dict[Any, Op] = {}
-    assigns: list[tuple[int, Any, str, frozenset[str]]] = []
-    counts = {"ops": len(ops), "invoke": 0, "ok": 0, "fail": 0, "info": 0, "nemesis": 0}
+def project(ops: Iterable[Op]) -> Projection:
+    p = Projector()
+    for op in ops:
+        p.feed(op)
+    return p.finish()
 
-    def emit(c: Op, inv: Op | None, ctype: str, ctime: int | None) -> None:
+
+class Projector:
+    """The projection built one operation at a time (:meth:`feed`), so a
+    history read from a file never needs to be held whole; events go to
+    per-key columns (:mod:`checkers.queue.columns`)."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, KeyColumns] = {}
+        self.table = OpTable()
+        self.warnings: list[str] = []
+        self.pending: dict[Any, Op] = {}
+        self.assigns: list[tuple[int, Any, str, frozenset[str]]] = []
+        self.counts = {"ops": 0, "invoke": 0, "ok": 0, "fail": 0, "info": 0, "nemesis": 0}
+
+    def _key(self, k: str) -> KeyColumns:
+        c = self.columns.get(k)
+        if c is None:
+            c = self.columns[k] = KeyColumns()
+        return c
+
+    def feed(self, op: Op) -> None:
+        t = op.type
+        counts = self.counts
+        counts["ops"] += 1
+        counts[t] = counts.get(t, 0) + 1
+        p = op.process
+        if p == "nemesis":
+            counts["nemesis"] += 1
+            return
+        pending = self.pending
+        if t == "invoke":
+            prev = pending.get(p)
+            if prev is not None:
+                self.warnings.append(f"op {op.index}: process {p} invoked while op {prev.index} was open; "
+                                     f"op {prev.index} counts as info")
+                self._emit(prev, prev, "info", None)
+            pending[p] = op
+            return
+        inv = pending.pop(p, None)
+        try:
+            self._emit(op, inv, t, op.time)
+        except (TypeError, IndexError, KeyError, AttributeError) as e:
+            raise HistoryError(f"op {op.index}: malformed {op.f} value {_short(op.value)} ({e})") from None
+
+    def finish(self) -> Projection:
+        for inv in sorted(self.pending.values(), key=lambda o: o.index):
+            try:
+                self._emit(inv, inv, "info", None)
+            except (TypeError, IndexError, KeyError, AttributeError) as e:
+                raise HistoryError(f"op {inv.index}: malformed {inv.f} value {_short(inv.value)} ({e})") from None
+        self.counts["unfinished"] = len(self.pending)
+        self.pending = {}
+        committed = _committed_info(self.columns)
+        return Projection(keys=KeyEvents(self.columns, committed, self.assigns), ops=self.table,
+                          n_ops=self.counts["ops"], warnings=self.warnings, counts=self.counts)
+
+    def _emit(self, c: Op, inv: Op | None, ctype: str, ctime: int | None) -> None:
         f = c.f
         if f in SUB_FS:
             if ctype != "fail":
                 val = c.value if c.value is not None else (inv.value if inv is not None else [])
-                assigns.append((c.index, c.process, ctype, frozenset(str(k) for k in (val or ()))))
+                self.assigns.append((c.index, c.process, ctype, frozenset(str(k) for k in (val or ()))))
             return
         if f not in QUEUE_FS:
             return
+        warnings = self.warnings
         value = c.value
         if value is None and inv is not None:
             value = inv.value
@@ -101,11 +166,7 @@ def project(ops: list[Op]) -> Projection:
         itime = inv.time if inv is not None else c.time
         idx = c.index
         proc = c.process
-        t_index.append(idx)
-        t_proc.append(proc)
-        t_type.append(ctype)
-        t_inv.append(itime)
-        t_cmp.append(ctime)
+        self.table.add(idx, proc, ctype, itime, ctime)
         extra = c.extra
         acks = extra.get("acks")
         if acks is None and inv is not None:
@@ -121,40 +182,28 @@ def project(ops: list[Op]) -> Projection:
             idem = bool(idem)
         final = bool(extra.get("final") or (inv is not None and inv.extra.get("final")))
         moved = _rebalanced(extra)
+        key = self._key
         if len(value) == 1:
-            # the common case: one micro-op, one key (sends) — no dict churn
+            # the common case: one micro-op, one key (sends)
             mop = value[0]
             if not isinstance(mop, list) or not mop:
                 warnings.append(f"op {idx}: malformed micro-op {mop!r}; ignored")
                 return
             m0 = mop[0]
             if m0 == "send" and len(mop) >= 3:
-                k = str(mop[1])
                 x = mop[2]
-                if isinstance(x, list) and len(x) == 2:
-                    pr = (x[0], x[1])
-                else:
-                    pr = (None, x)
-                ev = (idx, proc, ctype, "w", [pr], ctime, acks, idem)
-                lst = keys.get(k)
-                if lst is None:
-                    keys[k] = [ev]
-                else:
-                    lst.append(ev)
+                pr = (x[0], x[1]) if isinstance(x, list) and len(x) == 2 else (None, x)
+                key(str(mop[1])).add(idx, proc, ctype, "w", (pr,), ctime, acks, idem)
                 return
             if m0 == "poll":
                 if len(mop) >= 2 and isinstance(mop[1], dict):
                     for k, prs in mop[1].items():
                         k = str(k)
-                        ev = (idx, proc, ctype, "r",
-                              [(p[0], p[1]) for p in prs] if prs else [], ctime, final)
+                        pairs = prs or ()
                         if moved:
-                            ev = ev + (k in moved,)
-                        lst = keys.get(k)
-                        if lst is None:
-                            keys[k] = [ev]
+                            key(k).add(idx, proc, ctype, "r", pairs, ctime, final, k in moved)
                         else:
-                            lst.append(ev)
+                            key(k).add(idx, proc, ctype, "r", pairs, ctime, final)
                 return
             if m0 != "send":
                 warnings.append(f"op {idx}: unknown micro-op {m0!r}; ignored")
@@ -176,42 +225,12 @@ def project(ops: list[Op]) -> Projection:
             else:
                 warnings.append(f"op {idx}: unknown micro-op {m0!r}; ignored")
         for k, prs in writes.items():
-            keys.setdefault(k, []).append((idx, proc, ctype, "w", prs, ctime, acks, idem))
+            key(k).add(idx, proc, ctype, "w", prs, ctime, acks, idem)
         for k, prs in reads.items():
-            ev = (idx, proc, ctype, "r", prs, ctime, final)
-            keys.setdefault(k, []).append(ev + (k in moved,) if moved else ev)
-
-    for op in ops:
-        t = op.type
-        counts[t] = counts.get(t, 0) + 1
-        p = op.process
-        if p == "nemesis":
-            counts["nemesis"] += 1
-            continue
-        if t == "invoke":
-            prev = pending.get(p)
-            if prev is not None:
-                warnings.append(f"op {op.index}: process {p} invoked while op {prev.index} was open; "
-                                f"op {prev.index} counts as info")
-                emit(prev, prev, "info", None)
-            pending[p] = op
-            continue
-        inv = pending.pop(p, None)
-        try:
-            emit(op, inv, t, op.time)
-        except (TypeError, IndexError, KeyError, AttributeError) as e:
-            raise HistoryError(f"op {op.index}: malformed {op.f} value {_short(op.value)} ({e})") from None
-    for inv in sorted(pending.values(), key=lambda o: o.index):
-        try:
-            emit(inv, inv, "info", None)
-        except (TypeError, IndexError, KeyError, AttributeError) as e:
-            raise HistoryError(f"op {inv.index}: malformed {inv.f} value {_short(inv.value)} ({e})") from None
-    counts["unfinished"] = len(pending)
-
-    _mark_committed_info(keys)
-    if assigns:
-        _merge_assigns(keys, assigns)
-    return Projection(keys=keys, ops=table, n_ops=len(ops), warnings=warnings, counts=counts)
+            if moved:
+                key(k).add(idx, proc, ctype, "r", prs, ctime, final, k in moved)
+            else:
+                key(k).add(idx, proc, ctype, "r", prs, ctime, final)
 
 
 def _rebalanced(extra: dict[str, Any]) -> frozenset[str]:
@@ -230,36 +249,19 @@ def _short(v: Any) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-def _mark_committed_info(keys: dict[str, list[Event]]) -> set[int]:
+def _committed_info(columns: dict[str, KeyColumns]) -> set[int]:
     """An ``info`` operation (it may or may not have happened) must have
     committed once an ``ok`` poll returned one of its sends, whichever key
-    that send went to; so all its sends, in every key, take part in the
-    version order and can be lost. Marks each ``info`` send event with that
-    verdict (a 9th element) and returns the committed ops."""
+    that send went to (Jepsen's ``must-have-committed?``); so all its sends,
+    in every key, take part in the version order and can be lost. Returns
+    those ops; each ``info`` send event carries the verdict as its 9th
+    element."""
     committed: set[int] = set()
-    info_sends = False
-    for evs in keys.values():
+    for cols in columns.values():
         read_ok = None
-        for ev in evs:
-            if ev[3] == "w" and ev[2] == "info":
-                info_sends = True
-                if read_ok is None:
-                    read_ok = {v for e in evs if e[3] == "r" and e[2] == "ok" for _o, v in e[4]}
-                if any(v in read_ok for _o, v in ev[4]):
-                    committed.add(ev[0])
-    if info_sends:
-        for k, evs in keys.items():
-            keys[k] = [ev + (ev[0] in committed,) if ev[3] == "w" and ev[2] == "info" else ev
-                       for ev in evs]
+        for op, vals in cols.info_send_values():
+            if read_ok is None:
+                read_ok = cols.ok_read_values()
+            if any(v in read_ok for v in vals):
+                committed.add(op)
     return committed
-
-
-def _merge_assigns(keys: dict[str, list[Event]], assigns: list) -> None:
-    """Broadcast each assign/subscribe to every key, as an ``"a"`` event
-    saying whether the key is still assigned (Jepsen keeps a process's
-    last-read position only for keys it is still assigned)."""
-    for k, evs in keys.items():
-        extra = [(idx, proc, ctype, "a", k in ks, None, None) for idx, proc, ctype, ks in assigns]
-        merged = evs + extra
-        merged.sort(key=lambda e: e[0])
-        keys[k] = merged

@@ -13,6 +13,7 @@ skipped record, and every acknowledged send is read by the final polls
 from __future__ import annotations
 
 import random
+from typing import Iterator
 
 from checkers.history.op import Op
 
@@ -22,6 +23,14 @@ def valid_history(n_ops: int = 1000, partitions: int = 4, processes: int = 8, se
                   final_reads: bool = True) -> list[Op]:
     """About ``n_ops`` operations (invocations + completions) before the
     final reads (one invoke/ok pair per partition)."""
+    return list(iter_valid_history(n_ops, partitions, processes, seed, poll_ratio, max_poll, acks, final_reads))
+
+
+def iter_valid_history(n_ops: int = 1000, partitions: int = 4, processes: int = 8, seed: int = 0,
+                       poll_ratio: float = 0.5, max_poll: int = 5, acks: str = "all",
+                       final_reads: bool = True) -> Iterator[Op]:
+    """:func:`valid_history` one operation at a time (a 10M-operation
+    history is written to a file without being held)."""
     rng = random.Random(seed)
     keys = [f"t-{i}" for i in range(partitions)]
     logs: dict[str, list[int]] = {k: [] for k in keys}
@@ -29,10 +38,10 @@ def valid_history(n_ops: int = 1000, partitions: int = 4, processes: int = 8, se
     assigned = {p: [k for j, k in enumerate(keys) if j % processes == p % processes or partitions < processes]
                 for p in range(processes)}
     open_: dict[int, tuple[str, str, int]] = {}
-    ops: list[Op] = []
+    n = 0
     t = 0
     nxt = 0
-    while len(ops) < n_ops or open_:
+    while n < n_ops or open_:
         t += rng.randint(1, 1000)
         p = rng.randrange(processes)
         if p in open_:
@@ -40,7 +49,7 @@ def valid_history(n_ops: int = 1000, partitions: int = 4, processes: int = 8, se
             if f == "send":
                 off = len(logs[k])
                 logs[k].append(v)
-                ops.append(Op("ok", "send", [["send", k, [off, v]]], p, t, len(ops), extra={"acks": acks}))
+                yield Op("ok", "send", [["send", k, [off, v]]], p, t, n, extra={"acks": acks})
             else:
                 res: dict[str, list] = {}
                 for k in assigned[p]:
@@ -49,26 +58,28 @@ def valid_history(n_ops: int = 1000, partitions: int = 4, processes: int = 8, se
                     if got:
                         res[k] = [[start + i, x] for i, x in enumerate(got)]
                         pos[p][k] = start + len(got)
-                ops.append(Op("ok", "poll", [["poll", res]], p, t, len(ops)))
-        elif len(ops) < n_ops:
+                yield Op("ok", "poll", [["poll", res]], p, t, n)
+            n += 1
+        elif n < n_ops:
             if rng.random() < poll_ratio and assigned[p]:
                 open_[p] = ("poll", "", 0)
-                ops.append(Op("invoke", "poll", [["poll"]], p, t, len(ops)))
+                yield Op("invoke", "poll", [["poll"]], p, t, n)
             else:
                 k = keys[rng.randrange(partitions)]
                 v = nxt
                 nxt += 1
                 open_[p] = ("send", k, v)
-                ops.append(Op("invoke", "send", [["send", k, v]], p, t, len(ops), extra={"acks": acks}))
+                yield Op("invoke", "send", [["send", k, v]], p, t, n, extra={"acks": acks})
+            n += 1
     if final_reads:
         for j, k in enumerate(keys):
             p = processes + j
             t += 1
-            ops.append(Op("invoke", "poll", [["poll"]], p, t, len(ops), extra={"final": True}))
+            yield Op("invoke", "poll", [["poll"]], p, t, n, extra={"final": True})
             t += 1
-            ops.append(Op("ok", "poll", [["poll", {k: [[o, x] for o, x in enumerate(logs[k])]}]], p, t,
-                          len(ops), extra={"final": True}))
-    return ops
+            yield Op("ok", "poll", [["poll", {k: [[o, x] for o, x in enumerate(logs[k])]}]], p, t,
+                     n + 1, extra={"final": True})
+            n += 2
 
 
 class HistoryBuilder:

@@ -16,10 +16,12 @@ upload, download, start_daemon, signal, address, teardown) that
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from harness.config import TestConfig
+from harness.errors import UsageError
 from harness.state import RunState
 
 BACKENDS = ("local", "netns", "docker", "ssh")
@@ -36,13 +38,34 @@ def preflight(cfg: TestConfig) -> Any:
     elif cfg.backend == "docker":
         from harness.backend.docker import preflight as docker_preflight
 
-        return docker_preflight()
+        client = docker_preflight()
+        if cfg.storage == "lazyfs" and not os.path.exists("/dev/fuse"):
+            raise UsageError("--storage lazyfs on --backend docker: /dev/fuse is missing on this machine, "
+                             "so no container can mount kraftwerk fs")
+        return client
     elif cfg.backend == "ssh":
         from harness.backend.ssh import preflight as ssh_preflight
 
         assert cfg.hosts is not None
-        return ssh_preflight(cfg.hosts, cfg.node_names(), accept_new=cfg.ssh_accept_new)
+        checked = ssh_preflight(cfg.hosts, cfg.node_names(), accept_new=cfg.ssh_accept_new)
+        if cfg.storage == "lazyfs":
+            _hosts_have_fuse(checked)
+        return checked
     return None
+
+
+def _hosts_have_fuse(checked: Any) -> None:
+    """storage lazyfs mounts kraftwerk fs on every host: each needs /dev/fuse
+    (and libfuse3's fusermount3)."""
+    from harness.backend.ssh import _prefix, _run
+
+    for node, (spec, client) in checked.items():
+        rc, _, _ = _run(client, _prefix(spec) + ["test", "-c", "/dev/fuse"], 20)
+        if rc != 0:
+            for _, c in checked.values():
+                c.close()
+            raise UsageError(f"--storage lazyfs: host {spec.name} ({spec.address}) has no /dev/fuse, "
+                             "so kraftwerk fs cannot mount there")
 
 
 def open_hosts(cfg: TestConfig, run_dir: Path, state: RunState | None, checked: Any = None) -> Any:
@@ -56,9 +79,19 @@ def open_hosts(cfg: TestConfig, run_dir: Path, state: RunState | None, checked: 
     if cfg.backend == "docker":
         from harness.backend.docker import DockerHosts
 
-        return DockerHosts.create(names, state, run_dir)
+        return DockerHosts.create(names, state, run_dir, ro_paths=ro_paths(cfg), fuse=cfg.storage == "lazyfs")
     if cfg.backend == "ssh":
         from harness.backend.ssh import SshHosts
 
         return SshHosts.open(checked, names, state, run_dir)
     raise ValueError(f"backend {cfg.backend!r} has no hosts")
+
+
+def ro_paths(cfg: TestConfig) -> list[str]:
+    """What a db's daemons read from this machine besides ``/usr`` and the
+    project, which the docker backend mounts read-only: Kafka's jars."""
+    if cfg.db != "kafka":
+        return []
+    from harness.kafka import dist
+
+    return [str(dist.ensure(cfg.kafka_version, cfg.kafka_home).libs.resolve())]

@@ -213,6 +213,12 @@ class SimRun:
             final.run_to_end()
             sim.heal_everything()  # belt and braces, as a real run's heal_all
             sim.run_for(int(self.nemesis.recovery_seconds() * 1000))
+            if self.cluster.nodes.dead_nodes():
+                # a controlled shutdown begun under the faults may complete
+                # only once they heal: the node halts after the heal, and is
+                # started again as an operator would
+                sim.heal_everything()
+                sim.run_for(int(self.nemesis.recovery_seconds() * 1000))
         # phases synchronise, as the interpreter's do: the final reads begin
         # once every operation in flight has completed (a send retried
         # through the faults may be acknowledged up to its delivery timeout)

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from harness.errors import UsageError
+from reference_impl.core.config import VARIANT_NAMES
 
 #: setting name -> canonical name (the command line's, underscores for dashes)
 ALIASES: dict[str, str] = {
@@ -64,7 +65,6 @@ SETTINGS: dict[str, tuple[str, ...]] = {
 }
 
 #: the variants a cell may name (reference_impl.core.config.Variants)
-VARIANT_NAMES = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 

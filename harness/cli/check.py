@@ -22,11 +22,14 @@ MODEL_CHOICES = ("queue", "cas-register", "register", "multi-register", "mutex",
                  "fifo-queue", "kv", "kafka-log")
 
 
-def _load(path: Path, warnings: list[str]) -> tuple[list[Any], Path | None]:
-    """Read the history; returns (ops, run_dir or None)."""
+def _load(path: Path, warnings: list[str], model: str = "queue") -> tuple[Any, Path | None]:
+    """Read the history; returns (ops, run_dir or None). A JSONL history
+    checked with the queue model is scanned line by line into columns
+    (:func:`checkers.queue.scan.scan_jsonl`), never held as operations."""
     from checkers.history.edn import read_edn
     from checkers.history.jsonl import read_jsonl
     from checkers.history.op import HistoryError
+    from checkers.queue.scan import MalformedOp, scan_jsonl
 
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
@@ -41,9 +44,11 @@ def _load(path: Path, warnings: list[str]) -> tuple[list[Any], Path | None]:
         if suffix == ".edn":
             ops = read_edn(path)
         elif suffix in (".jsonl", ".json"):
-            ops = read_jsonl(path, warnings)
+            ops = scan_jsonl(path, warnings) if model == "queue" else read_jsonl(path, warnings)
         else:
             raise UsageError(f"{path}: expected a run directory, a .jsonl or an .edn history")
+    except MalformedOp as e:  # read, but not a queue history: as check_history words it
+        raise UsageError(f"bad history for model {model}: {e}") from None
     except HistoryError as e:
         raise UsageError(f"bad history: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -223,7 +228,7 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
                          "(use --sub-via, --txn, --allow, --fail-on-acks1-loss, --fail-on-duplicates, "
                          "--no-ww-deps, --strict-cycles, --all-errors)")
     warnings: list[str] = []
-    ops, run_dir = _load(path, warnings)
+    ops, run_dir = _load(path, warnings, model)
     partial = _partial(path, run_dir, warnings)
     for w in warnings:
         click.echo(f"kraftwerk: warning: {w}", err=True)

@@ -32,12 +32,20 @@ def fs_group() -> None:
 @click.option("--backing", required=True, type=click.Path(file_okay=False), help="Directory holding the durable state.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of torn-write crashes.")
 @click.option("--owner-pid", type=int, default=None, help="Unmount (kraftwerk cleanup) once this process is gone.")
-def mount_cmd(mountpoint: str, backing: str, seed: int, owner_pid: int | None) -> int:
+@click.option("--owner-ssh", is_flag=True,
+              help="The owner is the ssh connection running this command (its sshd process): unmount once it drops.")
+def mount_cmd(mountpoint: str, backing: str, seed: int, owner_pid: int | None, owner_ssh: bool) -> int:
     """Mount MOUNTPOINT over --backing; returns once mounted."""
     from harness.lazyfs import mounts
 
     if owner_pid is not None and owner_pid <= 0:
         raise UsageError(f"--owner-pid must be a process id, got {owner_pid}")
+    if owner_ssh:
+        if owner_pid is not None:
+            raise UsageError("--owner-ssh and --owner-pid name the owner twice: give one")
+        owner_pid = mounts.ancestor_named("sshd")
+        if owner_pid is None:
+            raise UsageError("--owner-ssh: this command does not run under an ssh connection (no sshd ancestor)")
     rec = mounts.mount(mountpoint, backing, seed=seed, owner_pid=owner_pid)
     click.echo(f"mounted {rec['mountpoint']} over {rec['backing']} (server pid {rec['pid']})")
     return 0

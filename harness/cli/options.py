@@ -60,6 +60,10 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                  help="--workload txn: at most this many sends and polls per transaction (default 4)."),
     click.option("--isolation-level", type=click.Choice(["read_committed", "read_uncommitted"]),
                  help="Consumers' isolation.level (default read_committed)."),
+    click.option("--crash-clients", is_flag=True, default=None,
+                 help="Kill a client mid-operation and replace it, about once per --crash-client-interval each."),
+    click.option("--crash-client-interval", type=float,
+                 help="Seconds between crashes of each client (default 30; Jepsen's)."),
     click.option("--variant", "variant", multiple=True, metavar="NAME=on|off", help="Protocol variant (repeatable)."),
     click.option("--protocol", "protocol", multiple=True, metavar="KEY=VALUE",
                  help="Protocol setting over the runtime's defaults, e.g. replica.lag.time.max.ms=3000 (repeatable)."),
@@ -69,6 +73,9 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                                     "last-replica-standing, acks1-leader-kill."),
     click.option("--schedule", type=click.Path(dir_okay=False),
                  help="Replay the fault schedule of a run's test.json (or a JSON list of nemesis ops)."),
+    click.option("--swarm", is_flag=True, default=None,
+                 help="Simulator: each seed draws its own subset of the --nemesis mix (default all) and its "
+                      "interval, mode and rate, recorded in test.json."),
     click.option("--nemesis-mode", type=click.Choice(["sequential", "overlap"]),
                  help="One fault at a time (default) or every fault type on its own timetable, overlapping."),
     click.option("--nemesis-interval", type=float, help="Seconds between fault changes (default 5)."),
@@ -81,7 +88,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--base-port", type=int, help="Real processes: first port to use on 127.0.0.1 (default: free ports)."),
     click.option("--storage", type=click.Choice(["file", "pagecache", "lazyfs"]),
                  help="How power loss loses un-fsynced writes: never (file), the broker's emulation (pagecache), "
-                      "or kraftwerk fs under each node (lazyfs, netns; the default there for power-loss faults)."),
+                      "or kraftwerk fs under each node (lazyfs: netns, docker, ssh; the default there for power-loss "
+                      "faults)."),
     click.option("--torn-writes", is_flag=True, default=None,
                  help="With --storage lazyfs: a power loss keeps a random prefix of each file's un-fsynced writes."),
     click.option("--flush-messages", type=int,
@@ -137,7 +145,8 @@ def config_from_flags(backend: str | None, flags: dict[str, Any]) -> TestConfig:
 #: settings a replay takes from the recorded run's test.json (the workload's
 #: and the cluster's; not its runtime's, its output or its fault mix)
 REPLAYED = ("name", "workload", "abort_probability", "max_txn_length", "isolation_level", "retries",
-            "auto_offset_reset", "safe", "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
+            "auto_offset_reset", "safe", "crash_clients",
+            "crash_client_interval", "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
             "idempotent", "variants", "protocol", "nemesis_interval", "time_limit", "rate", "concurrency", "seed",
             "op_timeout", "final_read_timeout", "setup_timeout", "flush_messages")
 

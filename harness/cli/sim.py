@@ -49,7 +49,7 @@ def _worker(cfg: TestConfig, seed: int, out: str | None, report: bool = False) -
     from harness.runner import run_seed
 
     try:
-        return run_seed(cfg, seed, out, report=report)
+        return run_seed(cfg.for_seed(seed), seed, out, report=report)
     except Exception as e:  # a harness bug: report it for this seed, keep the others going
         import traceback
 

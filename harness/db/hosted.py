@@ -101,7 +101,7 @@ class HostedReference(PausesBySignal):
         voters = [n for n in self.node_names() if "controller" in self.roles[n]]
         quorum = ",".join(f"{self.ids[v]}@{self.hosts.address(v)}:{NODE_PORT}" for v in voters)
         return [
-            *self.hosts.kraftwerk_argv(), "node",
+            *self.hosts.kraftwerk_argv(name), "node",
             "--id", str(self.ids[name]), "--roles", ",".join(self.roles[name]),
             "--listen", f"{addr}:{NODE_PORT}", "--advertise", f"{addr}:{NODE_PORT}",
             "--controller-quorum", quorum, *self._dirs(name),
@@ -143,9 +143,9 @@ class HostedReference(PausesBySignal):
         self._ship_secret()
         self._storage_mode = "memory-cache" if self.cfg.storage == "pagecache" else "os"
         if self.cfg.storage == "lazyfs":
-            from harness.lazyfs.nodes import NodeDisks
+            from harness.lazyfs.nodes import for_hosts
 
-            self.disks = NodeDisks(self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
+            self.disks = for_hosts(self.hosts, self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
             for n in self.node_names():
                 self.disks.mount(n)
         for n in self.node_names():

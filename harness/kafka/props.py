@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from harness.errors import UsageError
 
 #: variants with no Kafka setting: Kafka 4.4 always behaves as if they were on
-PROTOCOL_ONLY = ("kip101", "strict_isr_expand", "maximal_isr")
+PROTOCOL_ONLY = ("kip101", "strict_isr_expand", "maximal_isr", "producer_sequence_checks")
 
 #: the reference broker's fast timings, in Kafka's names
 FAST = {

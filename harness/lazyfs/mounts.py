@@ -109,6 +109,23 @@ def find(point: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def ancestor_named(comm: str, pid: int | None = None) -> int | None:
+    """The nearest ancestor of ``pid`` (default: this process) whose command
+    name is ``comm``: for ``sshd``, the process of the ssh connection that
+    runs us (through sudo, a shell, anything between)."""
+    pid = os.getppid() if pid is None else pid
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        if name == comm:
+            return pid
+        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+    return None
+
+
 # ---------------------------------------------------------------- checks
 def check_can_mount(point: str, backing: str) -> None:
     """Bad input as one line (UsageError, exit 2) before anything starts."""

@@ -6,7 +6,7 @@ pending proposal; a proposal superseded by metadata (the partition's ISR
 state moved on) is dropped; an unanswered request is resent after the
 broker's controller RPC timeout, and a failed one after
 ``alter.partition.retry.backoff.ms``. The channel owns only its queue: the
-broker (:class:`~.replica_manager.BrokerRole`, the ``broker`` argument)
+broker (an :class:`AlterPartitionContext`, the ``broker`` argument)
 supplies the controller to send to, the correlation ids and the partitions'
 reaction to the answer.
 """
@@ -14,14 +14,24 @@ reaction to the answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable, Protocol
 
+from .config import ProtocolConfig
+from .controller_link import ControllerLink
 from .effects import Effect, Send
 from .messages import AlterPartitionItem, AlterPartitionRequest, AlterPartitionResponse, Errors, NodeId, TopicPartition
 from .partition import IsrState, Partition
 
-if TYPE_CHECKING:
-    from .replica_manager import BrokerRole
+
+class AlterPartitionContext(ControllerLink, Protocol):
+    """What the channel needs from its broker beyond the controller link."""
+
+    config: ProtocolConfig
+
+    @property
+    def controller_rpc_timeout_ms(self) -> int: ...
+
+    def on_hw_changed(self, tp: TopicPartition, now: int) -> list[Effect]: ...
 
 
 @dataclass
@@ -63,7 +73,7 @@ class AlterPartitionChannel:
             self.pending.setdefault(tp, pa)
         return True
 
-    def maybe_send(self, broker: "BrokerRole", now: int) -> list[Effect]:
+    def maybe_send(self, broker: AlterPartitionContext, now: int) -> list[Effect]:
         """Send every ready proposal in one request, if none is in flight."""
         if self.inflight is not None or not self.pending or broker.broker_epoch < 0:
             return []
@@ -86,7 +96,7 @@ class AlterPartitionChannel:
         )
         return [Send(dst, request)]
 
-    def handle_response(self, broker: "BrokerRole", msg: AlterPartitionResponse, now: int) -> list[Effect]:
+    def handle_response(self, broker: AlterPartitionContext, msg: AlterPartitionResponse, now: int) -> list[Effect]:
         """Hand each result to its partition; queue again what must be retried."""
         if self.inflight is None or self.inflight[0] != msg.correlation_id:
             return []  # stale: we already resent or gave up

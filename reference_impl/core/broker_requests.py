@@ -4,16 +4,17 @@ replication path: Metadata, ListOffsets, InitProducerId, GetReplicaLogInfo
 requests (CreateTopics, IncrementalAlterConfigs) to the active controller,
 as Kafka's ForwardingManager does.
 
-Each function reads the broker (:class:`~.replica_manager.BrokerRole`, the
-``broker`` argument) and returns effects; only the forwarder keeps state of
+Each function reads the broker (a :class:`BrokerView`, the ``broker``
+argument) and returns effects; only the forwarder keeps state of
 its own (the requests waiting for the controller).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
+from .controller_link import ControllerLink
 from .effects import Effect, Reply, Send
 from .errors import MissingSender
 from .messages import (
@@ -37,10 +38,19 @@ from .messages import (
     PartitionMetadata,
     ReplicaLogInfo,
     TopicMetadata,
+    TopicPartition,
 )
+from .metadata import MetadataImage
+from .partition import Partition
 
-if TYPE_CHECKING:
-    from .replica_manager import BrokerRole
+
+class BrokerView(ControllerLink, Protocol):
+    """What these answers read of the broker (never the broker class: the
+    core's imports form no circle)."""
+
+    partitions: dict[TopicPartition, Partition]
+    image: MetadataImage
+    next_producer_seq: int
 
 #: producer ids are ``broker_epoch * PRODUCER_ID_BLOCK + n``: broker epochs are
 #: unique cluster-wide, so ids never collide without a round trip
@@ -50,7 +60,7 @@ AdminRequest = CreateTopicsRequest | IncrementalAlterConfigsRequest
 AdminResponse = CreateTopicsResponse | IncrementalAlterConfigsResponse
 
 
-def list_offsets(broker: "BrokerRole", msg: ListOffsetsRequest) -> list[Effect]:
+def list_offsets(broker: BrokerView, msg: ListOffsetsRequest) -> list[Effect]:
     p = broker.partitions.get(msg.tp)
     if p is None:
         err = Errors.NOT_LEADER_OR_FOLLOWER if msg.tp in broker.image.partitions else Errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -58,7 +68,7 @@ def list_offsets(broker: "BrokerRole", msg: ListOffsetsRequest) -> list[Effect]:
     return [Reply(p.list_offset(msg))]
 
 
-def init_producer_id(broker: "BrokerRole", msg: InitProducerIdRequest) -> list[Effect]:
+def init_producer_id(broker: BrokerView, msg: InitProducerIdRequest) -> list[Effect]:
     """Allocate a producer id unique cluster-wide without a round trip:
     the broker epoch names this broker session, the counter the id in it."""
     if broker.broker_epoch < 0:
@@ -68,7 +78,7 @@ def init_producer_id(broker: "BrokerRole", msg: InitProducerIdRequest) -> list[E
     return [Reply(InitProducerIdResponse(msg.ref, Errors.NONE, pid, 0))]
 
 
-def metadata(broker: "BrokerRole", msg: MetadataRequest) -> list[Effect]:
+def metadata(broker: BrokerView, msg: MetadataRequest) -> list[Effect]:
     """Brokers are the unfenced registered ones; the broker names itself
     as controller so admin clients send CreateTopics here (it forwards).
     Leader epochs come from the replayed image, which never goes back."""
@@ -90,7 +100,7 @@ def metadata(broker: "BrokerRole", msg: MetadataRequest) -> list[Effect]:
     return [Reply(MetadataResponse(msg.ref, brokers, broker.node_id, tuple(topics)))]
 
 
-def replica_log_info(broker: "BrokerRole", msg: GetReplicaLogInfoRequest, src: NodeId | None) -> list[Effect]:
+def replica_log_info(broker: BrokerView, msg: GetReplicaLogInfoRequest, src: NodeId | None) -> list[Effect]:
     """KIP-966 unclean recovery (seed 002): tell the controller how long
     our log is (latest leader epoch, LEO) with our broker epoch (an answer
     from before a reboot is refused) and the leader epoch our metadata
@@ -121,14 +131,14 @@ class AdminForwarder:
     def deadlines(self) -> list[int]:
         return [deadline for _ref, deadline, _req, _dst in self.pending.values()]
 
-    def forward(self, broker: "BrokerRole", msg: AdminRequest, now: int) -> list[Effect]:
+    def forward(self, broker: ControllerLink, msg: AdminRequest, now: int) -> list[Effect]:
         token = (broker.node_id, broker.next_correlation_id())
         dst = broker.controller_id()
         self.pending[token] = (msg.ref, now + msg.timeout_ms, msg, dst)
         broker.note_deadline(now + msg.timeout_ms)
         return [Send(dst, replace(msg, ref=token))]
 
-    def answer(self, broker: "BrokerRole", msg: AdminResponse, now: int) -> list[Effect]:
+    def answer(self, broker: ControllerLink, msg: AdminResponse, now: int) -> list[Effect]:
         pending = self.pending.pop(msg.ref, None)
         if pending is None:
             return []  # answered already, or timed out

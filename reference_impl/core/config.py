@@ -23,6 +23,12 @@ Variants (ARCHITECTURE.md, principle 2). Each defaults to today's Kafka:
   seed 002's example). Off: the leader applies both a shrink and an
   expansion locally before the controller commits them (the pre-KIP-497
   leader), so the HW may advance on an ISR the controller never wrote.
+* ``producer_sequence_checks`` on — a leader checks an idempotent
+  producer's batch against the producer id's state (Kafka's
+  ProducerAppendInfo.checkSequence, KIP-98): a retried batch it already
+  holds is answered with the original offsets, not appended again. Off: the
+  leader appends every batch as it comes (a broker without idempotence), so
+  a producer's retry of a request whose answer was lost appends it twice.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final, Mapping
 
-VARIANT_NAMES: Final = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr")
+VARIANT_NAMES: Final = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr",
+                         "producer_sequence_checks")
 #: ``unclean.recovery.strategy`` values, Kafka's spelling (seed 002)
 RECOVERY_STRATEGIES: Final = ("Aggressive", "Balanced", "None")
 
@@ -46,6 +53,7 @@ class Variants:
     unclean_election: bool = False
     strict_isr_expand: bool = True
     maximal_isr: bool = True
+    producer_sequence_checks: bool = True
 
     def with_overrides(self, overrides: Mapping[str, bool]) -> "Variants":
         for name in overrides:

@@ -33,7 +33,8 @@ Node API (``core/node.py`` calls these)::
 
 ``now`` is the node's wall clock (the KRaft timers read it, as Kafka's
 Raft client reads ``time.milliseconds()``), ``mono`` its monotonic clock
-(broker sessions, recovery deadlines); ``mono=None`` means the two agree.
+(broker sessions, recovery deadlines, the quorum leader's parked fetches);
+``mono=None`` means the two agree.
     role.leader_id              # the quorum leader (-1 unknown)
     role.is_active              # this node is the active controller
     role.committed_entries(after_offset) -> list[MetadataEntry]
@@ -258,12 +259,12 @@ class ControllerRole:
 
     def start(self, now: int, mono: int | None = None) -> list[Effect]:
         self._clock(now, mono)
-        return self._finish(self.raft.start(now), now)
+        return self._finish(self.raft.start(now, mono), now)
 
     def handle(self, msg: Any, now: int, src: NodeId | None = None, mono: int | None = None) -> list[Effect]:
         self._clock(now, mono)
         if isinstance(msg, RAFT_MESSAGES):
-            return self._finish(self.raft.handle(msg, now, src), now)
+            return self._finish(self.raft.handle(msg, now, src, mono), now)
         out: list[Effect] = []
         if isinstance(msg, BrokerRegistrationRequest):
             out += self._on_register(msg, now, src)
@@ -288,11 +289,11 @@ class ControllerRole:
         resigns (EndQuorumEpoch), so the others elect at once instead of
         waiting for the fetch timeout. Call before halting the node."""
         self._clock(now, mono)
-        return self._after(self.raft.resign(now), now)
+        return self._after(self.raft.resign(now, mono), now)
 
     def tick(self, now: int, mono: int | None = None) -> list[Effect]:
         self._clock(now, mono)
-        out = self.raft.tick(now)
+        out = self.raft.tick(now, mono)
         out = self._finish(out, now)
         if self._work is not None:
             mono_now = self._mono

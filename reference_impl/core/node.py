@@ -17,6 +17,15 @@ The node routes each message type to the role that owns it, keeps one timer
 armed for the earliest wake-up any role asked for, and, when both roles run
 in one process (combined mode), hands the co-located controller's committed
 metadata to the broker.
+
+A controller RPC that reaches a broker-only node is refused, not answered:
+Kafka enables the controller APIs only on a controller listener, and a
+broker's socket server refuses any other API key (``InvalidRequestException``
+"not enabled") and closes the connection, so the sender's request times out
+and it tries another node. The node does the same without a connection to
+close: it sends nothing and records an ``rpc_refused`` trace event. A broker
+API reaching a controller-only node is refused the same way (its listener
+enables only the controller APIs).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 from typing import Any, Final, Iterable
 
 from .config import ProtocolConfig
-from .effects import Effect, Halt, Timer
+from .effects import Effect, Halt, Timer, TraceEvent
 from .groups.coordinator import GroupCoordinator
 from .groups.messages import GROUP_REQUESTS
 from .messages import (
@@ -65,6 +74,10 @@ CONTROLLER_MESSAGES: Final = (
     RaftFetchRequest,
     GetReplicaLogInfoResponse,  # unclean recovery (KIP-966): answers to the controller's question
 )
+
+#: the reasons an ``rpc_refused`` trace event gives
+CONTROLLER_API_REFUSED: Final = "controller API on a broker-only node"
+BROKER_API_REFUSED: Final = "broker API on a controller-only node"
 
 #: message types that may concern something other than the broker role
 _NOT_BROKER_ONLY: Final = frozenset(CONTROLLER_MESSAGES) | {
@@ -131,7 +144,7 @@ class Node:
         if self.controller is not None:
             effects += self.controller.start(now, mono)
         if self.observer is not None:
-            effects += self.observer.start(now)  # KRaft timers: wall clock only
+            effects += self.observer.start(now, mono)
         if self.broker is not None:
             effects += self.broker.start(now, mono)
         effects += self._sync_metadata(now)
@@ -150,17 +163,21 @@ class Node:
             return self.begin_controlled_shutdown(now, mono)
         if t in _GROUP_REQUESTS:
             if self.groups is None:
-                raise ValueError(f"{t.__name__} reached a node without the broker role")
+                return [self._refuse(msg, src, BROKER_API_REFUSED)]
             self.broker.set_clock(now, mono)  # type: ignore[union-attr]
             return self._arm(self.groups.handle(msg, now, self.broker.mono), now)  # type: ignore[union-attr]
         if self._for_controller(msg, src):
             if self.controller is not None:
                 effects += self.controller.handle(msg, now, src, mono)
+            else:
+                effects.append(self._refuse(msg, src, CONTROLLER_API_REFUSED))
         elif t is RaftFetchResponse:
             if self.observer is not None:
-                effects += self.observer.handle(msg, now, src)
+                effects += self.observer.handle(msg, now, src, mono)
         elif self.broker is not None:
             effects += self.broker.handle(msg, now, src, mono)
+        else:
+            effects.append(self._refuse(msg, src, BROKER_API_REFUSED))
         effects += self._sync_metadata(now)
         return self._arm(effects, now)
 
@@ -172,7 +189,7 @@ class Node:
         if self.controller is not None:
             effects += self.controller.tick(now, mono)
         if self.observer is not None:
-            effects += self.observer.tick(now)
+            effects += self.observer.tick(now, mono)
         if self.broker is not None:
             effects += self.broker.tick(now, mono)
         if self.groups is not None:
@@ -196,6 +213,12 @@ class Node:
     # ======================================================================
     # internals
     # ======================================================================
+
+    def _refuse(self, msg: Any, src: NodeId | None, reason: str) -> TraceEvent:
+        """An API this node's roles do not serve: no answer (Kafka's socket
+        server closes the connection of an API its listener does not enable),
+        one trace event saying what was refused and from whom."""
+        return TraceEvent("rpc_refused", {"api": type(msg).__name__, "src": src, "reason": reason})
 
     def _for_controller(self, msg: Any, src: NodeId | None) -> bool:
         if isinstance(msg, CONTROLLER_MESSAGES):

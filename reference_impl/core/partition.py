@@ -40,7 +40,7 @@ from .messages import (
     TopicPartition,
 )
 from .metadata import MetadataImage, PartitionRegistration
-from .producer_state import ProducerStateManager
+from .producer_state import ProducerStateManager, SequenceCheck
 
 LEADER: Final = "leader"
 FOLLOWER: Final = "follower"
@@ -50,6 +50,10 @@ NONE: Final = "none"
 FETCHING: Final = "fetching"
 TRUNCATING: Final = "truncating"  # waiting for an OffsetsForLeaderEpoch answer
 FENCED: Final = "fenced"  # our leader epoch is stale: wait for newer metadata
+
+#: the answer of a leader that checks no producer sequences (variant
+#: producer_sequence_checks off): no error, no duplicate
+_UNCHECKED: Final = SequenceCheck()
 
 #: AlterPartition errors after which the leader waits for fresh metadata
 #: (the controller's view moved on; seed 000, "AlterPartition rejected")
@@ -730,7 +734,10 @@ class Partition:
             return Errors.NOT_LEADER_OR_FOLLOWER, None, -1, [], False
         if acks == -1 and self.is_under_min_isr():
             return Errors.NOT_ENOUGH_REPLICAS, None, -1, [], False
-        check = self.producers.check(producer_id, producer_epoch, base_sequence, count)
+        if self.config.variants.producer_sequence_checks:
+            check = self.producers.check(producer_id, producer_epoch, base_sequence, count)
+        else:  # a broker without idempotence appends whatever comes
+            check = _UNCHECKED
         if check.error:
             return check.error, None, -1, [], False
         if check.duplicate is not None:

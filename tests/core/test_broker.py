@@ -141,6 +141,22 @@ def test_idempotent_duplicate_gets_original_offset_and_is_not_appended():
     assert b.partitions[TP].log.leo == 3
 
 
+def test_without_producer_sequence_checks_a_retried_batch_is_appended_again():
+    """Variant producer_sequence_checks off: the leader checks nothing (a
+    broker without idempotence): the retry of offset 0 is a second copy at
+    offset 3, and a sequence gap is not refused."""
+    from reference_impl.core.config import Variants
+
+    b, _ = leader(cfg=ProtocolConfig(variants=Variants(producer_sequence_checks=False)), isr=(1,))
+    (r1,) = produce_replies(produce(b, 1, pid=7, seq=0, count=2, ref="a"))
+    (r2,) = produce_replies(produce(b, 2, pid=7, seq=2, count=1, ref="b"))
+    (r3,) = produce_replies(produce(b, 3, pid=7, seq=0, count=2, ref="a-retry"))
+    (r4,) = produce_replies(produce(b, 4, pid=7, seq=9, count=1, ref="gap"))
+    assert (r1.base_offset, r2.base_offset, r3.base_offset, r4.base_offset) == (0, 2, 3, 5)
+    assert {r.error for r in (r1, r2, r3, r4)} == {Errors.NONE}
+    assert b.partitions[TP].log.leo == 6
+
+
 def test_idempotent_sequence_gap_is_out_of_order():
     b, _ = leader(isr=(1,))
     produce(b, 1, pid=7, seq=0, acks=1)

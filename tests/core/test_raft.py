@@ -595,3 +595,119 @@ def test_resigning_leader_hands_over_without_waiting_for_the_fetch_timeout():
     new = c.wait_leader(among=[v for v in VOTERS if v != leader])
     assert c.r(new).epoch == epoch + 1
     assert c.loop.now - t0 < CFG.controller_quorum_fetch_timeout_ms
+
+
+# ---------------------------------------------------------------------------
+# clocks (docs/architecture.md, "Clocks")
+# ---------------------------------------------------------------------------
+
+
+def _leader_with_parked_fetch(observer: int = 9) -> RaftReplica:
+    """A single-voter leader holding one observer's fetch parked (nothing new
+    since its last answer), at wall 1000 = monotonic 1000."""
+    r = RaftReplica(1, (1,), StoredState(), CFG, random.Random(0))
+    r.start(0, 0)
+    assert r.is_leader
+    req = RaftFetchRequest(observer, r.epoch, r.end_offset, r.last_epoch, correlation_id=1)
+    assert sends(r.handle(req, 1000, observer, 1000), RaftFetchResponse)  # first answer: the HW is news
+    parked = r.handle(RaftFetchRequest(observer, r.epoch, r.end_offset, r.last_epoch, correlation_id=2), 1000, observer, 1000)
+    assert sends(parked, RaftFetchResponse) == []
+    return r
+
+
+def test_forward_wall_jump_does_not_answer_a_parked_raft_fetch_early_its_expiry_is_monotonic():
+    """Kafka's Raft client parks a fetch with nothing new in a purgatory whose
+    expiration service runs on a SystemTimer (``hiResClockMs``, monotonic): a
+    wall-clock jump of ten seconds answers nothing; the fetch is answered when
+    the monotonic clock reaches fetch max wait."""
+    r = _leader_with_parked_fetch()
+    jumped = r.tick(1000 + 10_000, 1100)
+    assert sends(jumped, RaftFetchResponse) == []
+    # the wake-up for the parked fetch is its monotonic deadline in wall time
+    assert min(t.at for t in jumped if isinstance(t, Timer)) == 1000 + FETCH_MAX_WAIT_MS + 10_000 - 100
+    assert sends(r.tick(1000 + 10_000 + FETCH_MAX_WAIT_MS - 100, 1000 + FETCH_MAX_WAIT_MS), RaftFetchResponse)
+
+
+def test_backward_wall_jump_does_not_hold_a_parked_raft_fetch_past_fetch_max_wait():
+    """The other direction: the wall clock going back a minute does not keep
+    the parked fetch waiting; it is answered at fetch max wait, monotonic."""
+    r = _leader_with_parked_fetch()
+    assert sends(r.tick(1000 - 60_000 + FETCH_MAX_WAIT_MS, 1000 + FETCH_MAX_WAIT_MS), RaftFetchResponse)
+
+
+def test_forward_wall_jump_on_a_raft_follower_starts_an_election_its_fetch_timeout_is_wall_clock():
+    """KafkaRaftClient.poll reads ``time.milliseconds()``: a follower whose
+    wall clock jumps past controller.quorum.fetch.timeout.ms since its last
+    good fetch starts a (pre-)vote at once, though no time has passed."""
+    r = replica(2, stored([entry(0, 1)], epoch=1, leader=1))
+    assert r.role == "follower" and r.leader_id == 1
+    effects = r.tick(CFG.controller_quorum_fetch_timeout_ms + 1, 1)
+    votes = sends(effects, VoteRequest)
+    assert votes and all(v.msg.pre_vote for v in votes)
+
+
+def _follower_fetched_at(now: int) -> RaftReplica:
+    """Voter 2 following leader 1 in epoch 1, its fetch answered at wall ``now``."""
+    r = RaftReplica(2, VOTERS, stored([entry(0, 1)], epoch=1, leader=1), CFG, random.Random(0))
+    r.start(0)
+    r.tick(now)
+    (req,) = sends(r.tick(now), RaftFetchRequest) or [None]
+    corr = req.msg.correlation_id if req is not None else r._inflight[0]
+    r.handle(RaftFetchResponse(1, 1, Errors.NONE, corr, 1), now, 1)
+    return r
+
+
+def test_backward_wall_jump_holds_a_raft_followers_fetch_timeout_until_the_clock_catches_up():
+    """Kafka's follower fetch timer never moves backwards (``Timer.update``
+    keeps the larger time): a fetch answered after the wall clock went back a
+    minute resets the timeout from the time the follower had already seen, so
+    the follower stands for election only a fetch timeout after its clock is
+    back there, not a fetch timeout after the answer."""
+    fetch_timeout = CFG.controller_quorum_fetch_timeout_ms
+    r = _follower_fetched_at(60_000)
+    r.tick(0)  # the wall clock jumps back a minute
+    (req,) = sends(r.tick(0), RaftFetchRequest) or [None]
+    corr = req.msg.correlation_id if req is not None else r._inflight[0]
+    r.handle(RaftFetchResponse(1, 1, Errors.NONE, corr, 1), 0, 1)
+    assert sends(r.tick(fetch_timeout + 1), VoteRequest) == []
+    assert sends(r.tick(60_000 + fetch_timeout), VoteRequest)
+
+
+def test_backward_wall_jump_on_the_quorum_leader_delays_its_check_quorum_resignation():
+    """The leader's check-quorum timer is reset from the largest time the
+    leader state has seen: with the voters heard right after a backward jump
+    of a minute and silent from then on, the leader resigns 1.5 fetch
+    timeouts after its clock is back where it was, not after the silence."""
+    limit = CFG.controller_quorum_fetch_timeout_ms * 3 // 2
+    r = replica(1)
+    _elect(r, 0)  # leader at wall 10,001
+    for v in (2, 3):  # a minute of fetches later
+        r.handle(RaftFetchRequest(v, r.epoch, 0, -1), 70_000, v)
+    assert r.is_leader
+    r.tick(10_000)  # the wall clock jumps back a minute; the voters fetch once more
+    for v in (2, 3):
+        r.handle(RaftFetchRequest(v, r.epoch, 0, -1), 10_000, v)
+    r.tick(10_000 + limit + 1)
+    assert r.is_leader
+    r.tick(70_000 + limit)
+    assert not r.is_leader
+
+
+def test_forward_wall_jump_on_a_leaderless_voter_starts_an_election_its_election_timer_is_wall_clock():
+    """A voter without a leader waits a randomised election timeout on
+    ``time.milliseconds()``: a wall-clock jump of twice the largest timeout
+    starts its pre-vote at the next poll, with no time passed."""
+    r = replica(2)
+    assert r.leader_id == -1 and sends(r.tick(1, 1), VoteRequest) == []
+    votes = sends(r.tick(2 * 2 * CFG.controller_quorum_election_timeout_ms, 2), VoteRequest)
+    assert votes and all(v.msg.pre_vote for v in votes)
+
+
+def test_backward_wall_jump_on_a_leaderless_voter_holds_its_election_until_the_clock_catches_up():
+    """The other direction: the election deadline is a wall-clock instant,
+    so a voter whose clock went back a minute does not stand for election a
+    timeout later, only once its clock is past the deadline again."""
+    r = replica(2)
+    t = 2 * 2 * CFG.controller_quorum_election_timeout_ms
+    assert sends(r.tick(t - 60_000, t), VoteRequest) == []
+    assert sends(r.tick(t, t + 60_000), VoteRequest)

@@ -358,3 +358,19 @@ def test_a_new_active_controller_starts_the_recovery_again():
     assert c.loop.run_until_true(lambda: c.part().leader != NO_LEADER, 5000)  # three voters: commit takes a round trip
     p = c.part()
     assert p.leader == 1 and p.leader_recovery_state == RECOVERING
+
+
+def test_forward_wall_jump_on_the_controller_does_not_end_an_unclean_recoverys_wait():
+    """The recovery's deadline is a deferred event of the controller's
+    KafkaEventQueue, which waits on ``time.nanoseconds()`` (monotonic): a
+    wall-clock jump of twice unclean.recovery.timeout.ms on the active
+    controller, with one of two replicas answered, elects nobody; the
+    timeout passing for real elects the one that answered."""
+    c = fenced_elr_only(recovery_config("Aggressive"))
+    answer(c, 1, last_epoch=0, leo=5)
+    t = c.loop.now
+    c.loop._apply(c.active_id(), c.active.tick(t + 2 * TIMEOUT, t))
+    c.loop.run_for(10)
+    assert c.part().leader == NO_LEADER and c.active.recovering_partitions == [TP]
+    c.keep_alive(TIMEOUT + 2000, alive=(1, 2))
+    assert c.part().leader == 1 and elections(c)[-1]["data_kind"] == "recovery"

@@ -100,7 +100,7 @@ def test_a_non_idempotent_retry_makes_not_enough_replicas_indeterminate():
 
     once = QueueClient("127.0.0.1:9", ["t-0"], "all", 0, op_timeout=1)
     retrying = QueueClient("127.0.0.1:9", ["t-0"], "all", 0, op_timeout=1, retries=5)
-    assert once._outcome("NOT_ENOUGH_REPLICAS") == "fail"
-    assert retrying._outcome("NOT_ENOUGH_REPLICAS") == "info"
-    assert retrying._outcome("MSG_SIZE_TOO_LARGE") == "fail"
-    assert QueueClient("127.0.0.1:9", ["t-0"], "0", 0, op_timeout=1)._outcome(None) == "info"
+    assert once._outcome("NOT_ENOUGH_REPLICAS", once._retried()) == "fail"
+    assert retrying._outcome("NOT_ENOUGH_REPLICAS", retrying._retried()) == "info"
+    assert retrying._outcome("MSG_SIZE_TOO_LARGE", retrying._retried()) == "fail"
+    assert QueueClient("127.0.0.1:9", ["t-0"], "0", 0, op_timeout=1)._outcome(None, False) == "info"

@@ -80,3 +80,17 @@ def test_transactional_campaign_under_partitions_kills_and_pauses(tmp_path):
     assert res["durability"]["acks=all"]["acked"] > 50
     ops = history(res)
     assert {"start-partition", "start-kill", "start-pause"} <= {o["f"] for o in ops}
+
+
+@pytest.mark.slow
+def test_crashed_transactional_clients_leave_open_transactions_their_replacements_fence(tmp_path):
+    """--crash-clients with transactions: a killed client leaves its
+    transaction open; the replacement registers the same transactional id,
+    which fences the old producer and aborts what it left. The crashed ops
+    are info, and nothing they left open is ever read as committed."""
+    r, res = txn_run(tmp_path, "--combined", "--seed", "5", "--time-limit", "15", "--crash-clients",
+                     "--crash-client-interval", "4")
+    assert r.returncode == 0, r.stderr[-800:]
+    crashed = [o for o in history(res) if o["type"] == "info" and o.get("error") == "crashed"]
+    assert len(crashed) >= 3 and res["checkers"]["queue"]["info_txn_causes"] == ["crashed"]
+    assert res["valid"] is True and not {"G1a", "precommitted-read"} & set(res["anomaly_types"])

@@ -167,10 +167,10 @@ def _no_leftovers(tmp_path):
             mounts.umount(rec["mountpoint"])
 
 
-def test_storage_lazyfs_outside_netns_is_refused_before_anything_starts(tmp_path):
+def test_storage_lazyfs_on_local_processes_is_refused_before_anything_starts(tmp_path):
     out = tmp_path / "results"
     r = kraftwerk("run", "--out", str(out), "--storage", "lazyfs", "--nemesis", "lose-unfsynced")
-    one_line_exit_2(r, "runs on --backend netns")
+    one_line_exit_2(r, "runs on --backend netns, docker or ssh")
     assert not out.exists()
 
 

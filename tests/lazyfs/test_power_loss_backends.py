@@ -80,6 +80,8 @@ def read_back(bootstrap: str, topic: str, timeout: float = 60) -> list[tuple[int
 
 
 def lose_acknowledged_writes(tmp_path: Path, cfg: TestConfig, kind: str) -> tuple[list[bytes], list, HostedReference]:
+    """Boot, write, power loss of the node (``kind``) through the contract,
+    restart, read back; the db, torn down, is returned for what it made."""
     run_dir = tmp_path / "run"
     (run_dir / "nodes").mkdir(parents=True)
     state = RunState.create(tmp_path, f"fs-{cfg.backend}", run_dir)
@@ -96,6 +98,8 @@ def lose_acknowledged_writes(tmp_path: Path, cfg: TestConfig, kind: str) -> tupl
         fault.stop()
         db.wait_ready(60)
         got = read_back(db.client_bootstrap(), topic)
+        if hasattr(db.disks, "mounted_points"):  # the node's own host holds the mount
+            assert db.disks.mounted_points("n1") == [db.disks.data_dir("n1")]
     finally:
         db.teardown()
         state.remove()
@@ -132,3 +136,74 @@ def test_netns_an_acknowledged_unfsynced_write_is_lost_by_the_filesystem(tmp_pat
     assert_torn_as_asked(tmp_path, kind, got)
     assert (tmp_path / "run" / "nodes" / "n1" / "durable").is_dir()
     assert_nothing_mounted(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def docker_engine():
+    from harness.backend import docker as kwdocker
+
+    had = kwdocker.engine(start=False)
+    client = had or kwdocker.engine()
+    yield client
+    if had is None:
+        assert kwdocker.stop_own_dockerd()
+
+
+@pytest.mark.parametrize("kind", ["lose-unfsynced", "torn-write"])
+def test_docker_an_acknowledged_unfsynced_write_is_lost_by_the_filesystem(tmp_path, docker_engine, kind):
+    """The container mounts its own data directory (/dev/fuse, SYS_ADMIN);
+    the mount goes with the container."""
+    acked, got, db = lose_acknowledged_writes(tmp_path, config("docker"), kind)
+    assert_lost_a_suffix(acked, got)
+    assert_torn_as_asked(tmp_path, kind, got)
+    assert docker_engine.containers.list(all=True, filters={"label": f"kraftwerk.tag={db.hosts.tag}"}) == []
+    assert_nothing_mounted(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def ssh_hosts(tmp_path_factory):
+    from harness.backend.throwaway import down, up
+
+    d = tmp_path_factory.mktemp("fs-hosts")
+    up(1, d)
+    yield d
+    down(d)
+
+
+def host_mounts(hosts_dir: Path) -> list[str]:
+    """kraftwerk fs mounts in the ssh host's mount table (its sshd's)."""
+    pid = int((hosts_dir / "h1" / "sshd.pid").read_text())
+    lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+    return [line.split()[4] for line in lines if f" - {mounts.FSTYPE} " in line]
+
+
+@pytest.mark.parametrize("kind", ["lose-unfsynced", "torn-write"])
+def test_ssh_an_acknowledged_unfsynced_write_is_lost_by_the_filesystem(tmp_path, ssh_hosts, kind):
+    """The host mounts the node's data directory (``kraftwerk fs`` from the
+    bundle), owned by the harness's ssh connection."""
+    acked, got, db = lose_acknowledged_writes(tmp_path, config("ssh", hosts=str(ssh_hosts / "hosts.yaml")), kind)
+    assert_lost_a_suffix(acked, got)
+    assert_torn_as_asked(tmp_path, kind, got)
+    assert host_mounts(ssh_hosts) == []
+    assert_nothing_mounted(tmp_path)
+
+
+def test_ssh_a_mount_goes_with_the_connection_that_made_it(ssh_hosts):
+    """A harness that dies (its ssh connection drops) leaves no mount on the
+    host: ``kraftwerk fs mount --owner-ssh`` is owned by that connection's
+    sshd process, and its server unmounts itself once it is gone."""
+    from harness.backend.ssh import SshHosts
+    from harness.backend.ssh import preflight as ssh_preflight
+    from harness.lazyfs.nodes import RemoteDisks
+
+    checked = ssh_preflight(str(ssh_hosts / "hosts.yaml"), ["n1"])
+    hosts = SshHosts(checked, None, "owner")
+    hosts.install()
+    disks = RemoteDisks(hosts, seed=1)
+    disks.mount("n1")
+    assert host_mounts(ssh_hosts) == [disks.data_dir("n1")]
+    checked["n1"][1].close()  # as when the harness is SIGKILLed
+    deadline = time.monotonic() + 20
+    while host_mounts(ssh_hosts) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert host_mounts(ssh_hosts) == []

@@ -25,7 +25,7 @@ from harness.db.reference import ReferenceDB
 from harness.state import RunState
 from nemesis import partition as grudges
 from nemesis.control import Cluster
-from nemesis.faults import KINDS, Fault, FaultSpec
+from nemesis.faults import KINDS, STATE_TARGETS, Fault, FaultSpec, state_nodes
 from reference_impl.sim.control import node_id, node_name
 
 NODES = 6  # 3 brokers + 3 controllers
@@ -120,12 +120,20 @@ def cases(kinds: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def _expected_nodes(rt: Runtime, target: str) -> tuple[int, set[str] | None]:
-    """How many nodes the target takes, and which when the protocol names them."""
+    """How many nodes the target takes, and which when the protocol names
+    them (a whole cluster: every ISR full, so no sole ISR member and no
+    out-of-sync replica: those targets take nothing)."""
     obs = rt.cluster.observer
     if target == "primaries":
         return 1, {obs.leader_of(k) for k in obs.keys()}  # type: ignore[misc]
     if target == "controller":
         return 1, {obs.active_controller()}  # type: ignore[arg-type]
+    if target == "isr-followers":
+        return 2, {n for k in obs.keys() for n in obs.isr_of(k) if n != obs.leader_of(k)}
+    if target == "busiest-leader":
+        return 1, {obs.leader_of(k) for k in obs.keys()}  # type: ignore[misc]
+    if target in STATE_TARGETS:
+        return 0, set()
     return COUNT[target], None
 
 
@@ -169,6 +177,9 @@ def test_a_partition_makes_its_grudge_on_the_runtime_and_its_stop_heals_it(rt: R
     f = fault(rt, kind, target)
     value = f.start()
     cut = {tuple(p) for p in value["cut"]}
+    if target in ("sole-isr", "out-of-sync"):  # a whole cluster has none
+        assert cut == set() == rt.cut() and "skipped" in value
+        return
     assert cut, f"{target}: an empty grudge"
     assert rt.cut() == cut
     nodes = rt.cluster.nodes.node_names()
@@ -179,6 +190,9 @@ def test_a_partition_makes_its_grudge_on_the_runtime_and_its_stop_heals_it(rt: R
         assert (cut, desc) == grudges.shaped(target, nodes, r)
     elif target == "clients":
         assert cut == grudges.from_clients(value["isolated"][0])
+    elif target in STATE_TARGETS:
+        isolated = value["isolated"]
+        assert cut == grudges.complete_grudge([isolated, [n for n in nodes if n not in isolated]])
     else:
         assert cut == grudges.isolate(value["isolated"][0], nodes)
     f.stop()
@@ -237,4 +251,71 @@ def test_a_story_plays_its_steps_on_the_runtimes_clock_and_its_stop_heals_all(rt
         assert last["cut"] == grudges.as_lists(rt.cut())
     f.stop()
     assert rt.cut() == set() and rt.cluster.nodes.dead_nodes() == []
+    whole(rt)
+
+
+def test_protocol_state_targets_name_the_nodes_the_metadata_names(rt: Runtime) -> None:
+    """Kill a partition's ISR followers (``kill:isr-followers``); once its
+    ISR has shrunk to the leader, ``sole-isr`` names that leader,
+    ``out-of-sync`` the followers, and ``pause:sole-isr`` takes the sole
+    member and nothing else, on both runtimes. (Killed, not cut off: a
+    broker cut off from the others still answers the clients' Metadata
+    requests with what it last knew.)"""
+    whole(rt)
+    obs = rt.cluster.observer
+    waited = 0.0
+    while not all(len(obs.isr_of(k)) == len(obs.replicas_of(k)) > 1 for k in obs.keys()) and waited < 90:
+        rt.settle(0.5)  # an earlier case's victims rejoin every ISR
+        waited += 0.5
+    kill = fault(rt, "kill", "isr-followers")
+    value = kill.start()
+    key, followers = value["key"], value["nodes"]
+    leader = obs.leader_of(key)
+    assert leader not in followers and sorted(followers) == sorted(set(obs.replicas_of(key)) - {leader})
+    waited = 0.0
+    while obs.isr_of(key) != [leader] and waited < 90:
+        rt.settle(0.5)
+        waited += 0.5
+    assert obs.isr_of(key) == [leader], f"{rt.name}: the ISR of {key} never shrank to its leader"
+    assert state_nodes("out-of-sync", obs, random.Random(1))[0] == sorted(followers)
+    assert state_nodes("sole-isr", obs, random.Random(1))[0] == [leader]
+    pause = fault(rt, "pause", "sole-isr")
+    assert pause.start()["nodes"] == [leader]
+    assert rt.cluster.nodes.paused_nodes() == [leader]
+    pause.stop()
+    kill.stop()
+    assert rt.cluster.nodes.dead_nodes() == [] and rt.cluster.nodes.paused_nodes() == []
+    whole(rt)
+
+
+def test_busiest_leader_leads_at_least_as_many_partitions_as_any_other(rt: Runtime) -> None:
+    whole(rt)
+    obs = rt.cluster.observer
+    leaders = [obs.leader_of(k) for k in obs.keys()]
+    (node,), desc = state_nodes("busiest-leader", obs, random.Random(3))
+    assert leaders.count(node) == desc["leads"] == max(leaders.count(n) for n in leaders)
+
+
+@pytest.mark.parametrize("target", ["brokers", "controllers"])
+def test_a_rolling_restart_takes_each_node_down_cleanly_one_at_a_time_and_waits_for_it(rt: Runtime,
+                                                                                        target: str) -> None:
+    """Each node of the set in a seeded order: SIGTERM (controlled shutdown),
+    started once down, the next only once it is back in sync; never two
+    down at once. Its stop abandons the rest and starts whatever is down."""
+    whole(rt)
+    f = fault(rt, "rolling-restart", target)
+    value = f.start()
+    order = value["nodes"]
+    pool = rt.cluster.nodes.brokers() if target == "brokers" else rt.cluster.nodes.controllers()
+    assert sorted(order) == sorted(pool)
+    most_down = 0
+    for _ in range(240):  # up to 60 s, a look every 0.25 s
+        most_down = max(most_down, len(rt.cluster.nodes.dead_nodes()))
+        if f.roll.restarted == order and not rt.cluster.nodes.dead_nodes():
+            break
+        rt.settle(0.25)
+    assert f.roll.restarted == order, f"{rt.name}: rolled {f.roll.restarted} of {order}"
+    assert most_down <= 1
+    stopped = f.stop()
+    assert stopped["rolled"] == order and rt.cluster.nodes.dead_nodes() == []
     whole(rt)

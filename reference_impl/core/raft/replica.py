@@ -35,6 +35,18 @@ What is implemented, with the rule each piece enforces:
   refuses with an exception (``RuntimeError``) instead, which the runtimes
   record as a node crash, a finding. A fetch with nothing new is parked for up to
   :data:`FETCH_MAX_WAIT_MS` and answered as soon as data or the HW changes.
+* **Clocks.** Every Raft timer (election, fetch timeout, check quorum,
+  BeginQuorumEpoch resend, fetch resend and backoff) reads the wall clock
+  ``now``, as Kafka's ``KafkaRaftClient.poll`` reads ``time.milliseconds()``;
+  the parked fetch alone expires on the monotonic clock ``mono``, as Kafka's
+  fetch purgatory does (``ThresholdPurgatory`` on a ``SystemTimer``,
+  ``hiResClockMs``). Kafka's Raft timers belong to the state object (follower,
+  leader, candidate) that made them, and a ``Timer`` never moves backwards
+  (``Timer.update`` keeps the larger time): a timer reset after a backward
+  jump counts from the latest wall time its state has seen. The replica keeps
+  that time (``_timer_now``, restarted at every state change) and resets the
+  long-lived timers (a follower's fetch timeout, the leader's check quorum and
+  BeginQuorumEpoch resend) from it. docs/architecture.md, "Clocks".
 * **Commit.** A voter appends fetched entries with ``LogAppend`` + ``Fsync``
   before it sends its next fetch, so a fetch offset is a durable
   acknowledgement. The leader's high watermark is the largest offset held by a
@@ -60,9 +72,10 @@ through :meth:`RaftReplica.take_committed`.
 API (what ``core/node.py`` and :mod:`.controller` call)::
 
     raft = RaftReplica(node_id, voters, stored, config, rng, observer=False)
-    raft.start(now)            -> list[Effect]   # once, after (re)start
-    raft.handle(msg, now, src) -> list[Effect]   # msg one of RAFT_MESSAGES
-    raft.tick(now)             -> list[Effect]   # whenever a Timer fires
+    raft.start(now, mono)            -> list[Effect]   # once, after (re)start
+    raft.handle(msg, now, src, mono) -> list[Effect]   # msg one of RAFT_MESSAGES
+    raft.tick(now, mono)             -> list[Effect]   # whenever a Timer fires
+    # mono: the monotonic clock (None: the same as now)
     raft.append(records)       -> tuple[MetadataEntry, ...]  # leader only; () = refused
     raft.drain_effects()       -> list[Effect]   # effects produced by append()
     raft.take_committed()      -> list[MetadataEntry]  # newly committed since last call
@@ -143,6 +156,7 @@ class Rng(Protocol):
 class _Parked:
     req: RaftFetchRequest
     src: NodeId
+    #: on the monotonic clock (Kafka's fetch purgatory runs on a SystemTimer)
     deadline: int
 
 
@@ -194,6 +208,13 @@ class RaftReplica:
         self._committed: list[MetadataEntry] = []
         self._outbox: list[Effect] = []
         self._now: int = 0
+        #: the monotonic clock of the current call, and wall minus monotonic
+        #: (a parked fetch's deadline is monotonic, its Timer wall time)
+        self._mono: int = 0
+        self._skew: int = 0
+        #: the time of this state's Kafka Timers: the largest wall time seen
+        #: since the last state change (Timer.update never goes backwards)
+        self._timer_now: int = 0
 
         # voter timers
         self._election_deadline: int | None = None
@@ -241,14 +262,22 @@ class RaftReplica:
     # entry points
     # ------------------------------------------------------------------
 
-    def start(self, now: int) -> list[Effect]:
+    def _clock(self, now: int, mono: int | None) -> None:
+        self._now = now
+        if now > self._timer_now:
+            self._timer_now = now
+        self._mono = now if mono is None else mono
+        self._skew = now - self._mono
+
+    def start(self, now: int, mono: int | None = None) -> list[Effect]:
         """Begin after a (re)start: resume the persisted epoch in a non-leader role.
 
         A replica that was leader before the restart cannot lead that epoch
         again (its volatile replication state is gone); it waits as a follower
         without a leader and takes part in the next election.
         """
-        self._now = now
+        self._clock(now, mono)
+        self._timer_now = now
         out: list[Effect] = []
         if self.observer:
             self.role = OBSERVER
@@ -268,8 +297,8 @@ class RaftReplica:
         out.append(self._trace_state())
         return self._finish(out)
 
-    def handle(self, msg: Any, now: int, src: NodeId | None = None) -> list[Effect]:
-        self._now = now
+    def handle(self, msg: Any, now: int, src: NodeId | None = None, mono: int | None = None) -> list[Effect]:
+        self._clock(now, mono)
         out: list[Effect] = []
         if isinstance(msg, VoteRequest):
             out += self._on_vote_request(msg, now)
@@ -289,8 +318,8 @@ class RaftReplica:
             raise UnroutableMessage(f"RaftReplica cannot handle {type(msg).__name__}")
         return self._finish(out)
 
-    def tick(self, now: int) -> list[Effect]:
-        self._now = now
+    def tick(self, now: int, mono: int | None = None) -> list[Effect]:
+        self._clock(now, mono)
         out: list[Effect] = []
         if self.role == LEADER:
             out += self._leader_tick(now)
@@ -339,7 +368,7 @@ class RaftReplica:
         self._append_local(entries, self._outbox)
         self._voter_offsets[self.node_id] = self.end_offset
         self._outbox += self._leader_advance_hw(self._now)
-        self._outbox += self._complete_parked(self._now, force=True)
+        self._outbox += self._complete_parked(force=True)
         return entries
 
     def drain_effects(self) -> list[Effect]:
@@ -354,7 +383,7 @@ class RaftReplica:
     def next_deadline(self) -> int | None:
         cands: list[int] = []
         if self.role == LEADER:
-            cands += [p.deadline for p in self._parked.values()]
+            cands += [p.deadline + self._skew for p in self._parked.values()]
             if self._begin_resend_at is not None:
                 cands.append(self._begin_resend_at)
             cands.append(self._now + self.config.controller_quorum_fetch_timeout_ms // 2)
@@ -494,6 +523,7 @@ class RaftReplica:
         self._prevotes = None
         self.leader_id = leader
         self._inflight = None
+        self._timer_now = now  # a new state, new timers (they start at the wall clock)
         if self.observer:
             self.role = OBSERVER
             self._next_fetch_at = now
@@ -521,6 +551,7 @@ class RaftReplica:
         if len(self.voters) == 1:
             return self._become_candidate(now)
         self._prevotes = {self.node_id}
+        self._timer_now = now
         backoff = self.rng.randint(0, self.config.controller_quorum_election_backoff_max_ms)
         self._election_deadline = now + self._election_timeout() + backoff
         req = VoteRequest(self.node_id, self.epoch + 1, self.last_epoch, self.end_offset, pre_vote=True)
@@ -536,6 +567,7 @@ class RaftReplica:
         self.leader_id = NO_LEADER
         self._votes = {self.node_id}
         self._inflight = None
+        self._timer_now = now
         self._fetch_deadline = None
         backoff = self.rng.randint(0, self.config.controller_quorum_election_backoff_max_ms)
         self._election_deadline = now + self._election_timeout() + backoff
@@ -553,6 +585,7 @@ class RaftReplica:
         out: list[Effect] = []
         self.role = LEADER
         self.leader_id = self.node_id
+        self._timer_now = now
         self._election_deadline = None
         self._fetch_deadline = None
         self._inflight = None
@@ -577,7 +610,7 @@ class RaftReplica:
         for v in self.voters:
             if v not in self._begin_acked:
                 out.append(Send(v, BeginQuorumEpochRequest(self.node_id, self.epoch)))
-        self._begin_resend_at = now + self.config.controller_quorum_election_timeout_ms // 2
+        self._begin_resend_at = self._timer_now + self.config.controller_quorum_election_timeout_ms // 2
         return out
 
     # ------------------------------------------------------------------
@@ -655,7 +688,7 @@ class RaftReplica:
         if req.leader_epoch > self.epoch or (self.leader_id == NO_LEADER and self.role != LEADER):
             out += self._become_unattached(req.leader_epoch, now, req.leader_id)
         elif self.leader_id == req.leader_id and self.role in (FOLLOWER, OBSERVER):
-            self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
+            self._fetch_deadline = self._timer_now + self.config.controller_quorum_fetch_timeout_ms
         out.append(Send(req.leader_id, BeginQuorumEpochResponse(self.node_id, Errors.NONE, self.epoch, self.leader_id)))
         return out
 
@@ -677,9 +710,9 @@ class RaftReplica:
             self._election_deadline = now + rank * 50 + self.rng.randint(0, 50)
         return out
 
-    def resign(self, now: int) -> list[Effect]:
+    def resign(self, now: int, mono: int | None = None) -> list[Effect]:
         """Leader stepping down (controlled shutdown): tell the voters to elect now."""
-        self._now = now
+        self._clock(now, mono)
         out: list[Effect] = []
         if self.role != LEADER:
             return self._finish(out)
@@ -708,7 +741,7 @@ class RaftReplica:
             return out
         is_voter = req.replica_id in self.voters
         if is_voter:
-            self._last_heard[req.replica_id] = now
+            self._last_heard[req.replica_id] = self._timer_now  # check quorum: never backwards
             self._begin_acked.add(req.replica_id)
         # divergence check against our epoch history (KIP-595 fetch validation)
         if req.fetch_offset > self.log_start or req.last_fetched_epoch >= 0:
@@ -729,7 +762,7 @@ class RaftReplica:
             out += self._leader_advance_hw(now)
         if req.fetch_offset >= self.end_offset and self._hw_sent.get(src) == self.high_watermark:
             # nothing new to say: park until data arrives or the HW moves
-            self._parked[src] = _Parked(req, src, now + FETCH_MAX_WAIT_MS)
+            self._parked[src] = _Parked(req, src, self._mono + FETCH_MAX_WAIT_MS)
             return out
         self._parked.pop(src, None)
         out.append(self._fetch_answer(req, src))
@@ -741,10 +774,13 @@ class RaftReplica:
         self._hw_sent[dst] = self.high_watermark
         return Send(dst, RaftFetchResponse(self.node_id, self.epoch, Errors.NONE, req.correlation_id, self.high_watermark, entries))
 
-    def _complete_parked(self, now: int, force: bool) -> list[Effect]:
+    def _complete_parked(self, force: bool) -> list[Effect]:
+        """Answer the parked fetches: all of them (``force``: data or the HW
+        moved) or those whose wait ran out on the monotonic clock."""
         out: list[Effect] = []
+        mono = self._mono
         for src, p in list(self._parked.items()):
-            if force or now >= p.deadline:
+            if force or mono >= p.deadline:
                 del self._parked[src]
                 out.append(self._fetch_answer(p.req, src))
         return out
@@ -760,12 +796,12 @@ class RaftReplica:
             before = self.high_watermark
             self._set_hw(candidate, out)
             if self.high_watermark != before:
-                out += self._complete_parked(now, force=True)
+                out += self._complete_parked(force=True)
         return out
 
     def _leader_tick(self, now: int) -> list[Effect]:
         out: list[Effect] = []
-        out += self._complete_parked(now, force=False)
+        out += self._complete_parked(force=False)
         if self._begin_resend_at is not None and now >= self._begin_resend_at:
             # a voter that has gone quiet may be stuck in a higher epoch it
             # reached in a lost election (pre-votes keep it from disrupting us,
@@ -833,7 +869,8 @@ class RaftReplica:
             self._next_fetch_at = now + RETRY_BACKOFF_MS
             return out
         # a good answer from the leader of our epoch: it is alive after all
-        self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
+        # (the fetch timer is the follower state's: never backwards)
+        self._fetch_deadline = self._timer_now + self.config.controller_quorum_fetch_timeout_ms
         self._prevotes = None
         if resp.diverging_epoch is not None:
             ep, end = resp.diverging_epoch

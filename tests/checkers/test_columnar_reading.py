@@ -1,0 +1,221 @@
+"""Reading a history in columns changes no verdict.
+
+``kraftwerk check`` scans a JSONL queue history line by line into per-key
+columns (:func:`checkers.queue.scan.scan_jsonl`) instead of holding an
+operation object per line. These tests hold the scan to the object reading
+(``read_jsonl`` then ``check_history`` on the list): the same results.json
+(timings aside) for every anomaly type, the Knossos corpus, and a history
+that uses every field the projection reads; the same one-line errors and
+warnings for bad lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers.check import check_history
+from checkers.history import Op, read_edn, read_jsonl, write_jsonl
+from checkers.history.op import HistoryError
+from checkers.linearizable import check as lin_check
+from checkers.queue.columns import KeyColumns, events_from_payload
+from checkers.queue.project import project
+from checkers.queue.scan import MalformedOp, scan_jsonl
+from checkers.queue.synth import HistoryBuilder, valid_history
+from tests.checkers.test_queue_anomalies import CASES
+from tests.shared_data import KNOSSOS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _untimed(res: dict[str, Any]) -> dict[str, Any]:
+    """A results object without its wall-clock figures."""
+    res = json.loads(json.dumps(res, default=str))
+    res["stats"].pop("check_seconds", None)
+    q = res.get("checkers", {}).get("queue")
+    if q:
+        q.pop("seconds", None)
+        q.pop("cross_key_seconds", None)
+        (q.get("graph") or {}).pop("seconds", None)
+    return res
+
+
+def _both(tmp_path: Path, ops: list[Op], **kw: Any) -> tuple[dict, dict]:
+    path = tmp_path / "h.jsonl"
+    write_jsonl(path, ops)
+    w1: list[str] = []
+    w2: list[str] = []
+    by_objects = check_history(read_jsonl(path, w1), **kw)
+    by_columns = check_history(scan_jsonl(path, w2), **kw)
+    assert w1 == w2
+    return _untimed(by_objects), _untimed(by_columns)
+
+
+def every_field() -> list[Op]:
+    """A history using every field the projection reads: assigns and
+    subscribes, a rebalance-log, a multi-key transaction, info sends read
+    and unread, unfinished invocations, acks 1 / 0 / -1, idempotence,
+    string and float values, nemesis operations and final reads."""
+    b = HistoryBuilder()
+    b.assign(0, ["t-0", "t-1"])
+    b.send(1, "t-0", 1, 0, acks="1", idempotent=True)
+    b.send(1, "t-1", "s", 0, acks="0", idempotent=False)
+    b.send(2, "t-0", 2, None, type="info")
+    b.send(2, "t-1", 3, 1, type="info")
+    b.txn(3, [["send", "t-0", [1, 4]], ["send", "t-2", [0, 5]], ["poll", {"t-1": [[0, "s"], [1, 3]]}]],
+          type="info")
+    b.invoke(4, "send", [["send", "t-3", 9]], acks="-1")
+    b.ops.append(Op("info", "start-partition", None, "nemesis", b.t + 1, len(b.ops)))
+    b.invoke(5, "poll", [["poll"]])
+    b.ops.append(Op("ok", "poll", [["poll", {"t-0": [[0, 1], [1, 4]]}]], 5, b.t + 2, len(b.ops),
+                    extra={"rebalance-log": [{"keys": ["t-0"]}]}))
+    b.assign(6, ["t-0"], f="subscribe")
+    b.poll(6, {"t-0": [[0, 1], [0, 1]], "t-2": [[0, 5]]}, final=True)
+    b.invoke(7, "send", [["send", "t-4", 1.5]])
+    b.invoke(7, "send", [["send", "t-4", 2]])
+    return b.ops
+
+
+@pytest.mark.parametrize("name,build,expected", CASES, ids=[c[0] for c in CASES])
+def test_columnar_reading_finds_every_anomaly_type_as_the_object_reading(tmp_path, name, build, expected):
+    for bad in (True, False):
+        by_objects, by_columns = _both(tmp_path, build(bad).ops)
+        assert by_columns == by_objects
+        if bad:
+            assert expected <= set(by_columns["anomaly_types"])
+
+
+def test_columnar_reading_of_every_field_gives_the_object_readings_results(tmp_path):
+    for kw in ({}, {"test": {"sub_via": ["subscribe"], "keys": ["t-0", "t-9"]}},
+               {"strict_acks1": True, "strict_duplicates": True}):
+        by_objects, by_columns = _both(tmp_path, every_field(), **kw)
+        assert by_columns == by_objects
+    assert {"worst_realtime_lag", "consume_counts", "info_txn_causes"} <= set(by_columns["checkers"]["queue"])
+
+
+def test_columnar_reading_of_a_lossy_valid_history_gives_the_same_results(tmp_path):
+    ops = valid_history(3000, 6, 5, seed=4)
+    # lose two acknowledged records from the final reads, duplicate one
+    final = [op for op in ops if op.type == "ok" and op.extra.get("final")]
+    prs = final[0].value[0][1]
+    key = next(iter(prs))
+    prs[key] = prs[key][:-2] + [prs[key][0]]
+    by_objects, by_columns = _both(tmp_path, ops)
+    assert by_columns == by_objects
+    assert by_columns["valid"] is False
+
+
+def test_key_columns_round_trip_through_their_payload():
+    proj = project(every_field())
+    for key in proj.keys:
+        cols = proj.keys.columns[key]
+        again = KeyColumns.load(cols.dump())
+        assert again.events(proj.keys.committed) == cols.events(proj.keys.committed)
+        assert events_from_payload(proj.keys.payload(key)) == (key, proj.keys[key])
+
+
+def _knossos() -> list[Path]:
+    files = sorted(KNOSSOS.glob("*/*/*.edn"))
+    assert files
+    return files
+
+
+def test_columnar_reading_of_the_knossos_corpus_gives_the_object_readings_results(tmp_path):
+    """Each corpus history as JSONL: the queue scan's results (operation
+    counts, warnings, verdict) equal the object reading's, and the
+    operations read back (orjson first) give the EDN file's own
+    linearizability verdict."""
+    model_of = {"cas-register": ("cas-register", {"initial": 0}),
+                "multi-register": ("multi-register", {"initial": {"x": 0, "y": 0}}),
+                "mutex": ("mutex", {})}
+    for f in _knossos():
+        ops = read_edn(f)
+        by_objects, by_columns = _both(tmp_path, ops)
+        assert by_columns == by_objects, f
+        back = read_jsonl(tmp_path / "h.jsonl")
+        assert [o.to_dict() for o in back] == [o.to_dict() for o in ops], f
+        model, opts = model_of[f.parts[-3]]
+        from checkers.linearizable import make_model
+
+        mdl = make_model(model, **opts)
+        assert lin_check(back, model=mdl, time_budget=10)["valid"] == \
+            lin_check(ops, model=mdl, time_budget=10)["valid"], f
+
+
+BAD_LINES = {
+    "not json": ('{"type":"ok","f":"send","process":0}\n{"type": ok}\n{"type":"ok","f":"x"}\n',
+                 "h.jsonl:2: not valid JSON (Expecting value)"),
+    "not an object": ('{"type":"ok","f":"send","process":0}\n[1, 2]\n', "h.jsonl:2: expected a JSON object"),
+    "no type": ('{"f":"send","process":0}\n', "h.jsonl:1: operation needs 'type' and 'f'"),
+    "bad type": ('{"type":"done","f":"send"}\n', "h.jsonl:1: type 'done' is not one of invoke/ok/fail/info"),
+    "too deep": ('{"type":"ok","f":"send","value":' + "[" * 100_000 + "]" * 100_000 + "}\n",
+                 "h.jsonl:1: nested too deeply"),
+    "huge int": ('{"type":"ok","f":"send","value":' + "9" * 5000 + "}\n",
+                 "h.jsonl:1: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_LINES))
+def test_bad_lines_get_the_same_one_line_error_from_the_scan(tmp_path, name):
+    text, want = BAD_LINES[name]
+    path = tmp_path / "h.jsonl"
+    path.write_text(text)
+    errors = []
+    for read in (read_jsonl, scan_jsonl):
+        with pytest.raises(HistoryError) as e:
+            read(path)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+    assert errors[0].endswith(want), errors[0]
+    assert "\n" not in errors[0]
+
+
+def test_what_orjson_refuses_but_json_reads_is_read_the_same(tmp_path):
+    """NaN, integers past 64 bits and lone surrogates are valid for the
+    standard library's reader; the scan reads them as it does."""
+    path = tmp_path / "h.jsonl"
+    lines = ['{"type":"invoke","f":"send","process":0,"time":1,"value":[["send","t-0",%s]]}' % v
+             for v in ("NaN", str(2 ** 70), '"\\ud800"')]
+    path.write_text("\n".join(lines) + "\n\n")
+    assert [o.value[0][2] for o in read_jsonl(path)][1:] == [2 ** 70, "\ud800"]
+    by_objects = check_history(read_jsonl(path))
+    by_columns = check_history(scan_jsonl(path))
+    assert _untimed(by_columns) == _untimed(by_objects)
+
+
+def test_torn_last_line_is_skipped_with_the_same_warning(tmp_path):
+    path = tmp_path / "h.jsonl"
+    write_jsonl(path, valid_history(200, 2, 2, seed=1))
+    with open(path, "a") as f:
+        f.write('{"type":"ok","f":"se')
+    w1: list[str] = []
+    w2: list[str] = []
+    ops = read_jsonl(path, w1)
+    scan = scan_jsonl(path, w2)
+    assert w1 == w2 and len(w1) == 1 and "truncated last line ignored" in w1[0]
+    assert scan.stats.n == len(ops)
+
+
+def test_malformed_value_is_the_same_one_line_error_from_the_cli(tmp_path):
+    """A line that parses but whose value the queue checker cannot use:
+    ``kraftwerk check`` words it as checking the list of operations did."""
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"type":"invoke","f":"send","process":0,"time":1,"value":[["send","t-0",1]]}\n'
+                    '{"type":"ok","f":"poll","process":0,"time":2,"value":[["poll",{"t-0":[5]}]]}\n')
+    with pytest.raises(MalformedOp) as scanned:
+        scan_jsonl(path)
+    with pytest.raises(HistoryError) as listed:
+        check_history(read_jsonl(path))
+    assert str(scanned.value) == str(listed.value)
+    r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "check", str(path)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**os.environ, "KRAFTWERK_DEBUG": ""})
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [f"kraftwerk: bad history for model queue: {listed.value}"] or \
+        r.stderr.strip().endswith(f"bad history for model queue: {listed.value}")

@@ -1,0 +1,54 @@
+"""kraftwerk explore: protocol states read from traces, schedule mutations
+that keep a schedule replayable, and a search that stops at the first
+invalid run and leaves it replayable."""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.explore import mutate, pairs, parse_budget, states
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_states_are_the_protocols_own_words_from_the_traces():
+    events = [
+        {"kind": "partition_metadata", "node": 101, "isr": [1], "elr": [2, 3], "last_known_elr": [],
+         "recovery_state": 0, "leader": 1},
+        {"kind": "partition_metadata", "node": 1, "isr": [1, 2, 3], "elr": [], "leader": 1},  # a broker's copy
+        {"kind": "election", "data_kind": "elr"},
+        {"kind": "node_stop", "reason": "power-loss", "lost_entries": 3},
+    ]
+    assert states(iter(events)) == {"partition isr=1 elr=2 lkelr=0 recovery=0 leader=yes", "election elr",
+                                    "stop power-loss lost-entries"}
+
+
+def test_every_mutation_keeps_each_start_before_its_stop_and_in_time():
+    rng = random.Random(4)
+    s: list = []
+    for _ in range(300):
+        s = mutate(s, rng, 30_000)
+        assert [e["at_ms"] for e in s] == sorted(e["at_ms"] for e in s)
+        assert all(0 <= e["at_ms"] <= 30_000 for e in s)
+        for i, j in pairs(s):
+            assert s[i]["f"].startswith("start-") and (j is None or s[j]["at_ms"] >= s[i]["at_ms"])
+    assert len(pairs(s)) > 3
+
+
+def test_a_budget_is_seconds_or_a_number_with_a_unit():
+    assert [parse_budget(b) for b in ("90", "90s", "10m", "1h")] == [90, 90, 600, 3600]
+
+
+def test_explore_stops_at_the_first_invalid_run_and_prints_its_replay(tmp_path):
+    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "explore", "--variant", "kip101=off", "--budget", "120s",
+                        "--jobs", "1", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr
+    m = re.search(r"replay: kraftwerk sim --schedule (\S+)", p.stdout)
+    assert m and Path(m.group(1)).exists() and "seeds tried" in p.stdout
+    r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "sim", "--schedule", m.group(1), "--out",
+                        str(tmp_path / "replay"), "--no-report"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
