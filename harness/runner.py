@@ -36,7 +36,7 @@ from harness.progress import Progress
 from harness.state import RunState
 from harness.summary import write_summary
 from nemesis import Nemesis, replay
-from nemesis.control import Unsupported
+from nemesis.control import Capability, Unsupported
 from nemesis.faults import check_supported
 from nemesis.stories import step_ops
 from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
@@ -85,6 +85,8 @@ def preflight(cfg: TestConfig) -> Any:
         from harness.db.hosted import capabilities_for
 
         have = capabilities_for(cfg)
+    if have is not None and cfg.db == "kafka":  # Kafka's controller reassigns partitions
+        have = frozenset(have) | {Capability.REASSIGN}
     if have is not None:
         try:
             check_supported(cfg.fault_names(), cfg.backend, have)
@@ -111,7 +113,8 @@ def workload_generator(cfg: TestConfig) -> g.Gen:
     keys = cfg.keys()
     if cfg.workload == "txn":
         return tw.txn_generator(keys, cfg.max_txn_length, cfg.abort_probability)
-    return qw.workload_generator(keys, cfg.acks_for_thread, idempotent_for_thread=cfg.idempotent_for_thread)
+    return qw.workload_generator(keys, cfg.acks_for_thread, idempotent_for_thread=cfg.idempotent_for_thread,
+                                 sub_via=cfg.sub_via)
 
 
 def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]:
@@ -128,6 +131,7 @@ def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]
             bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout,
             idempotent=cfg.idempotent_for_thread(thread), isolation_level=cfg.isolation_level,
             retries=cfg.retries, auto_offset_reset=cfg.auto_offset_reset,
+            sub_via=cfg.sub_via, group_id=f"kraftwerk-{cfg.name}-{cfg.seed}",
         )
 
     return client

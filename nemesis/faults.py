@@ -34,6 +34,10 @@ rolling-restart    brokers, controllers, all: each node in a seeded order
                    back in sync before the next (``nemesis.rolling``);
                    history name terminate; the stop abandons the rest of
                    the roll and starts every node that is down
+reassign           swap: a random partition's replica set loses one member
+                   and gains a broker outside it (AlterPartitionReassignments;
+                   needs more brokers than the replication factor); the
+                   stop keeps the new assignment
 story              leader-churn, last-replica-standing, isr-crash,
                    expand-race: compositions of the above that tell one
                    of the seeds' failure narratives (``nemesis.stories``)
@@ -62,7 +66,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 from . import partition as grudges
-from .control import Capability, Cluster, Observer, TornWrites, require
+from .control import Capability, Cluster, Observer, Reassignments, TornWrites, require
 from .rolling import Roll, in_sync
 from .stories import STORIES, Record, Story, Timings
 
@@ -98,6 +102,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("latency", ("all",), ("all",), (C.LATENCY,), "latency"),
     Kind("loss", ("all",), ("all",), (C.LOSS,), "loss"),
     Kind("rolling-restart", ROLL_TARGETS, ("brokers",), (C.TERMINATE, C.KILL), "terminate"),
+    Kind("reassign", ("swap",), ("swap",), (C.REASSIGN,), "reassign"),
     Kind("story", STORIES, STORIES, (C.PARTITION, C.KILL, C.POWER_LOSS), "partition"),
 )}
 
@@ -348,12 +353,19 @@ class Fault:
         if kind == "rolling-restart":
             self.roll.start(list(entry.get("nodes", [])))
             return done
+        if kind == "reassign":
+            if entry.get("key") and entry.get("nodes"):
+                cast(Reassignments, c.nodes).reassign(entry["key"], list(entry["nodes"]))
+            return done
         if kind == "partition":
             c.net.cut([(a, b) for a, b in entry.get("cut", [])])
         elif kind in ("kill", "terminate", "pause", "lose-unfsynced", "torn-write"):
-            act = self._act()
-            for n in entry.get("nodes", []):
-                act(n)
+            # through the same guard as a drawn start: an exact replay meets
+            # the same state and so the same decision; an edited schedule
+            # (explore's mutants) cannot join power losses a draw would not
+            res = self._signal(str(entry.get("target", "")), list(entry.get("nodes", [])))
+            if "skipped" in res and "skipped" not in done:
+                return {**done, "nodes": [], "skipped": res["skipped"]}
         elif kind == "clock":
             for n, ms in entry.get("offsets_ms", {}).items():
                 c.clock.set_offset(n, int(ms))
@@ -395,13 +407,33 @@ class Fault:
         return {"kill": nodes.kill, "terminate": nodes.terminate, "pause": nodes.pause,
                 "lose-unfsynced": nodes.power_loss}[self.spec.kind]
 
-    def _signal(self, target: str) -> dict[str, Any]:
-        kind = self.spec.kind
-        if kind in ("lose-unfsynced", "torn-write"):
-            waiting = self.ledger.pending(self.cluster, 2 * self.timings.session_ms)
-            if waiting:
-                return {"nodes": [], "skipped": f"an unclean shutdown is not back in sync: {', '.join(waiting)}"}
-        nodes, desc = resolve_nodes(target, self.cluster, self.rng)
+    def _power_refused(self, target: str, nodes: list[str] | None) -> str | None:
+        """Why a power loss must not happen now (None: it may). Beside the
+        ledger of unclean shutdowns, a power loss may not take a majority
+        of any partition's replicas unless its target says so (``majority``,
+        ``all``): that loses acknowledged writes by design."""
+        waiting = self.ledger.pending(self.cluster, 2 * self.timings.session_ms)
+        if waiting:
+            return f"an unclean shutdown is not back in sync: {', '.join(waiting)}"
+        if nodes is None or target in ("majority", "all"):
+            return None
+        obs = self.cluster.observer
+        for k in obs.keys():
+            reps = obs.replicas_of(k)
+            if len(set(nodes) & set(reps)) > (len(reps) - 1) // 2:
+                return f"it would take a majority of {k}'s replicas (opt-in: {self.spec.kind}:majority)"
+        return None
+
+    def _signal(self, target: str, nodes: list[str] | None = None) -> dict[str, Any]:
+        kind, desc = self.spec.kind, {}
+        power = kind in ("lose-unfsynced", "torn-write")
+        if power and self._power_refused(target, None):
+            return {"nodes": [], "skipped": self._power_refused(target, None)}
+        if nodes is None:
+            nodes, desc = resolve_nodes(target, self.cluster, self.rng)
+        refused = self._power_refused(target, nodes) if power else None
+        if refused:
+            return {**desc, "nodes": [], "skipped": refused}
         if kind in ("kill", "lose-unfsynced", "torn-write"):
             self.ledger.add([n for n in nodes if n in self.cluster.nodes.brokers()])
         act = self._act()
@@ -444,6 +476,24 @@ class Fault:
         self.rng.shuffle(order)
         self.roll.start(order)
         return {"nodes": order}
+
+    def _reassign(self, target: str) -> dict[str, Any]:
+        """swap: one replica of a random partition replaced by a broker
+        outside its replica set, the order (and so the preferred leader)
+        otherwise kept."""
+        obs, brokers = self.cluster.observer, self.cluster.nodes.brokers()
+        keys = [k for k in obs.keys() if obs.replicas_of(k)]
+        if not keys:
+            return {"nodes": [], "skipped": "no partition has known replicas"}
+        key = self.rng.choice(sorted(keys))
+        before = obs.replicas_of(key)
+        spare = sorted(set(brokers) - set(before))
+        if not spare:
+            return {"key": key, "nodes": [], "skipped": "no broker outside the replica set"}
+        out, new = self.rng.choice(before), self.rng.choice(spare)
+        after = [new if r == out else r for r in before]
+        cast(Reassignments, self.cluster.nodes).reassign(key, after)
+        return {"key": key, "from": before, "nodes": after}
 
     def _unroll(self) -> dict[str, Any]:
         self.roll.stop()
@@ -494,6 +544,7 @@ _STARTS: dict[str, Callable[[Fault, str], dict[str, Any]]] = {
     "loss": Fault._loss,
     "story": Fault._story,
     "rolling-restart": Fault._rolling_restart,
+    "reassign": Fault._reassign,
 }
 _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "partition": Fault._heal,
@@ -508,6 +559,7 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "loss": Fault._no_loss,
     "story": lambda f: f.story.stop(),
     "rolling-restart": Fault._unroll,
+    "reassign": lambda f: {"kept": True},
 }
 
 

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -150,6 +151,7 @@ def build() -> tuple[str, Path]:
     digest = _sources_digest(pins + [pip_pin])
     path = CACHE / f"kw-bundle-{digest}.tar"
     if path.exists():
+        os.utime(path)  # in use: not stale for another content's build
         return digest, path
     CACHE.mkdir(parents=True, exist_ok=True)
     deps = [_wheel(d, v) for d, v in pins]
@@ -163,7 +165,13 @@ def build() -> tuple[str, Path]:
             tar.add(pip_wheel, arcname=pip_wheel.name)
         os.replace(part, path)
     for old in CACHE.glob("kw-bundle-*.tar*"):
-        if old != path:
+        # another content's bundle goes once nobody can be about to upload
+        # it: checkouts on one machine share this cache
+        try:
+            stale = time.time() - old.stat().st_mtime > 3600
+        except OSError:
+            continue
+        if old != path and stale:
             old.unlink(missing_ok=True)
     return digest, path
 

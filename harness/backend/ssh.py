@@ -219,11 +219,6 @@ class SshHosts:
         """The project's command on the node's host: its venv's interpreter."""
         return [f"{self.app[node]}/{bundle.VENV_PYTHON}", "-c", "from harness.cli import main; main()"]
 
-    def tool_argv(self, node: str) -> list[str]:
-        """``kraftwerk`` as a one-off command on the node's host (its venv's
-        interpreter, as a daemon has it)."""
-        return self.kraftwerk_argv(node)
-
     # ------------------------------------------------------------ install
     def install(self) -> None:
         """The project's wheel and a node's dependencies into a venv on every

@@ -404,6 +404,21 @@ class KafkaDB(PausesBySignal):
     def _name(self, node_id: int) -> str | None:
         return next((n.name for n in self.plans if n.node_id == node_id), None)
 
+    def reassign(self, key: str, replicas: list[str]) -> None:
+        """AlterPartitionReassignments through the admin API (kafka-python:
+        confluent-kafka has no call for it): the controller adds the new
+        replicas, waits for them to join the ISR, then drops the others."""
+        from kafka import KafkaAdminClient
+        from kafka.structs import TopicPartition as KTP
+
+        ids = {n.name: n.node_id for n in self.plans}
+        topic, _, part = key.rpartition("-")
+        admin = KafkaAdminClient(bootstrap_servers=self.client_bootstrap(), request_timeout_ms=10_000)
+        try:
+            admin.alter_partition_reassignments({KTP(topic, int(part)): [ids[r] for r in replicas]})
+        finally:
+            admin.close()
+
     def leader_of(self, key: str) -> str | None:
         p = self._partition(key)
         return self._name(p.leader) if p is not None and p.leader >= 0 else None
@@ -445,7 +460,7 @@ class KafkaDB(PausesBySignal):
     def capabilities(self) -> frozenset[str]:
         """Signals and libfaketime clocks everywhere; kernel partitions with a
         kernel network (netns)."""
-        base = {"kill", "terminate", "pause", "clock"}
+        base = {"kill", "terminate", "pause", "clock", "reassign"}
         fs = {"power-loss", "lose-unfsynced", "torn-write"} if self.cfg.storage == "lazyfs" else set()
         return frozenset(base | fs | ({"partition", "partition-clients", "loss"} if self.net is not None else set()))
 
