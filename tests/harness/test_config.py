@@ -104,3 +104,9 @@ def test_a_non_idempotent_retry_makes_not_enough_replicas_indeterminate():
     assert retrying._outcome("NOT_ENOUGH_REPLICAS", retrying._retried()) == "info"
     assert retrying._outcome("MSG_SIZE_TOO_LARGE", retrying._retried()) == "fail"
     assert QueueClient("127.0.0.1:9", ["t-0"], "0", 0, op_timeout=1)._outcome(None, False) == "info"
+
+
+def test_a_run_is_named_after_its_workload_unless_named():
+    assert build_config(None, {"workload": "txn", "db": "kafka"}).name == "txn"
+    assert build_config(None, {}).name == "queue"
+    assert build_config(None, {"workload": "txn", "db": "kafka", "name": "mine"}).name == "mine"
