@@ -356,9 +356,12 @@ class Fault:
         if kind == "partition":
             c.net.cut([(a, b) for a, b in entry.get("cut", [])])
         elif kind in ("kill", "terminate", "pause", "lose-unfsynced", "torn-write"):
-            act = self._act()
-            for n in entry.get("nodes", []):
-                act(n)
+            # through the same guard as a drawn start: an exact replay meets
+            # the same state and so the same decision; an edited schedule
+            # (explore's mutants) cannot join power losses a draw would not
+            res = self._signal(str(entry.get("target", "")), list(entry.get("nodes", [])))
+            if "skipped" in res and "skipped" not in done:
+                return {**done, "nodes": [], "skipped": res["skipped"]}
         elif kind == "clock":
             for n, ms in entry.get("offsets_ms", {}).items():
                 c.clock.set_offset(n, int(ms))
@@ -400,13 +403,33 @@ class Fault:
         return {"kill": nodes.kill, "terminate": nodes.terminate, "pause": nodes.pause,
                 "lose-unfsynced": nodes.power_loss}[self.spec.kind]
 
-    def _signal(self, target: str) -> dict[str, Any]:
-        kind = self.spec.kind
-        if kind in ("lose-unfsynced", "torn-write"):
-            waiting = self.ledger.pending(self.cluster, 2 * self.timings.session_ms)
-            if waiting:
-                return {"nodes": [], "skipped": f"an unclean shutdown is not back in sync: {', '.join(waiting)}"}
-        nodes, desc = resolve_nodes(target, self.cluster, self.rng)
+    def _power_refused(self, target: str, nodes: list[str] | None) -> str | None:
+        """Why a power loss must not happen now (None: it may). Beside the
+        ledger of unclean shutdowns, a power loss may not take a majority
+        of any partition's replicas unless its target says so (``majority``,
+        ``all``): that loses acknowledged writes by design."""
+        waiting = self.ledger.pending(self.cluster, 2 * self.timings.session_ms)
+        if waiting:
+            return f"an unclean shutdown is not back in sync: {', '.join(waiting)}"
+        if nodes is None or target in ("majority", "all"):
+            return None
+        obs = self.cluster.observer
+        for k in obs.keys():
+            reps = obs.replicas_of(k)
+            if len(set(nodes) & set(reps)) > (len(reps) - 1) // 2:
+                return f"it would take a majority of {k}'s replicas (opt-in: {self.spec.kind}:majority)"
+        return None
+
+    def _signal(self, target: str, nodes: list[str] | None = None) -> dict[str, Any]:
+        kind, desc = self.spec.kind, {}
+        power = kind in ("lose-unfsynced", "torn-write")
+        if power and self._power_refused(target, None):
+            return {"nodes": [], "skipped": self._power_refused(target, None)}
+        if nodes is None:
+            nodes, desc = resolve_nodes(target, self.cluster, self.rng)
+        refused = self._power_refused(target, nodes) if power else None
+        if refused:
+            return {**desc, "nodes": [], "skipped": refused}
         if kind in ("kill", "lose-unfsynced", "torn-write"):
             self.ledger.add([n for n in nodes if n in self.cluster.nodes.brokers()])
         act = self._act()

@@ -368,29 +368,35 @@ class QueueClient:
             self.consumer.unassign()
         return {"type": "ok", "value": keys}
 
-    def _send(self, op: dict[str, Any]) -> dict[str, Any]:
+    def _deliver(self, topic: str, part: int, value: Any, deadline: float) -> tuple[KafkaError | None, int] | None:
+        """Produce one record and wait for its delivery report until the
+        deadline (or the operation's crash time): (error, offset), or None
+        without a report. ``produce``'s own BufferError/KafkaException pass."""
         assert self.producer is not None
-        (_, key, value), = op["value"]
-        topic, part = split_key(key)
         box: list[tuple[KafkaError | None, int]] = []
 
         def on_delivery(err, msg) -> None:
             box.append((err, msg.offset() if msg is not None else -1))
 
+        self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
+        while not box and time.monotonic() < deadline and not self.crash_due():
+            self.producer.flush(min(0.02 if self.crash_at else 0.2, max(0.0, deadline - time.monotonic())))
+        return box[0] if box else None
+
+    def _send(self, op: dict[str, Any]) -> dict[str, Any]:
+        (_, key, value), = op["value"]
+        topic, part = split_key(key)
         self.attempts.reset(topic, part)
         try:
-            self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
+            got = self._deliver(topic, part, value, time.monotonic() + self.op_timeout)
         except BufferError as e:
             return {"type": "fail", "error": f"queue-full: {e}"}
         except KafkaException as e:
             err = e.args[0]
             return {"type": classify_send(err, self.acks, self._retried()), "error": _err_name(err)}
-        deadline = time.monotonic() + self.op_timeout
-        while not box and time.monotonic() < deadline and not self.crash_due():
-            self.producer.flush(min(0.02 if self.crash_at else 0.2, max(0.0, deadline - time.monotonic())))
-        if not box:
+        if got is None:
             return {"type": "info", "error": "no-delivery-report"}
-        err, offset = box[0]
+        err, offset = got
         t = classify_send(err, self.acks, self._retried() or self.attempts.of(topic, part) > 1)
         if t == "ok":
             return {"type": "ok", "value": [["send", key, [offset, value]]]}

@@ -105,3 +105,9 @@ def test_a_non_idempotent_retry_makes_not_enough_replicas_indeterminate():
     assert classify_send(ner, "all", retried=True) == "info"
     assert classify_send(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), "all", retried=True) == "fail"
     assert classify_send(None, "0") == "info"
+
+
+def test_a_run_is_named_after_its_workload_unless_named():
+    assert build_config(None, {"workload": "txn", "db": "kafka"}).name == "txn"
+    assert build_config(None, {}).name == "queue"
+    assert build_config(None, {"workload": "txn", "db": "kafka", "name": "mine"}).name == "mine"
