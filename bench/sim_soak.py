@@ -8,8 +8,16 @@ Variants: for each historical behaviour switched back on, the number of seeds
 (<= 200, with a nemesis mix chosen to provoke it) until the harness detects a
 violation, and that the finding seed replays to the same history and verdict.
 
+Detection: for every variant, the generic search as a new user runs it,
+the same command for each (only the variant differs): ``kraftwerk sim
+--seeds 1..N --nemesis all`` with the defaults, the same with ``--swarm``,
+and ``kraftwerk explore`` with a wall-time budget. Prints the seeds to the
+first detection and the detection rate (invalid seeds / seeds) per variant,
+and the faithful protocol's rate over the same seeds.
+
     .venv/bin/python bench/sim_soak.py baseline --seeds 2000 --jobs 2
     .venv/bin/python bench/sim_soak.py variants --max-seeds 200 --jobs 2
+    .venv/bin/python bench/sim_soak.py detect --seeds 50 --explore-budget 300 --jobs 2
 """
 
 from __future__ import annotations
@@ -34,7 +42,17 @@ VARIANT_HUNTS: dict[str, tuple[dict[str, bool], tuple[str, ...], dict[str, Any]]
     "strict_isr_expand=off": ({"strict_isr_expand": False}, ("expand-race", "leader-churn"), {}),
 }
 
-BASELINE_NEMESIS = ("all",)  # every fault but power loss
+BASELINE_NEMESIS = ("all",)  # every generic fault, power loss of one node or a minority included
+
+#: every historical variant, switched back on
+DETECT: dict[str, dict[str, bool]] = {
+    "faithful": {},
+    "kip101=off": {"kip101": False},
+    "kip966=off": {"kip966": False},
+    "unclean_election=on": {"unclean_election": True},
+    "strict_isr_expand=off": {"strict_isr_expand": False},
+    "maximal_isr=off": {"maximal_isr": False},
+}
 
 #: the simulated test every hunt runs (the simulator's workload of old:
 #: 8 producers, 3 partitions, acks=all)
@@ -122,9 +140,66 @@ def variants(a: argparse.Namespace) -> int:
     return worst
 
 
+def _rate(rs: list[dict[str, Any]]) -> tuple[int | None, int, int]:
+    """(seeds to the first invalid one, invalid count, unknown count)."""
+    bad = [i for i, r in enumerate(rs) if r.get("valid") is False]
+    unknown = sum(1 for r in rs if r.get("valid") not in (True, False))
+    return (bad[0] + 1 if bad else None), len(bad), unknown
+
+
+def detect(a: argparse.Namespace) -> int:
+    """Seeds to first detection and detection rate, per variant, for
+    ``--nemesis all``, for ``--swarm`` and for ``kraftwerk explore``."""
+    from harness.explore import Search
+
+    seeds = list(range(1, a.seeds + 1))
+    pool = make_pool(a.jobs)
+    names = a.only.split(",") if a.only else list(DETECT)
+    rows: list[str] = []
+    for name in names:
+        vs = DETECT.get(name, {})
+        for mode in [m for m in ("all", "swarm") if m in a.modes.split(",")]:
+            cfg = build_config({}, {"backend": "sim", "name": "detect", "nemesis": ["all"], "variants": vs,
+                                    "swarm": mode == "swarm"})
+            t0 = time.perf_counter()
+            rs = run_seeds(cfg, seeds, None, a.jobs, pool=pool)
+            first, bad, unknown = _rate(rs)
+            line = (f"{name:22s} {mode:8s} first detection at seed {first if first else '-':>4} of {len(seeds)}; "
+                    f"detection rate {bad}/{len(seeds)} ({100 * bad / len(seeds):.0f}%); unknown {unknown}; "
+                    f"{time.perf_counter() - t0:.0f}s wall")
+            print(line, flush=True)
+            rows.append(line)
+        if name == "faithful" or a.explore_budget <= 0 or "explore" not in a.modes.split(","):
+            continue
+        cfg = build_config({}, {"backend": "sim", "name": "detect-explore", "nemesis": ["all"], "variants": vs})
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as keep:
+            t0 = time.perf_counter()
+            search = Search(cfg, a.explore_budget, keep, first_seed=1)
+            found = search.run(pool, a.jobs, lambda _line: None)
+            wall = time.perf_counter() - t0
+        line = (f"{name:22s} explore  " + (f"first detection at seed {found.seed} after {search.tried} runs"
+                                           if found else f"NOT detected in {search.tried} runs")
+                + f"; states covered {len(search.seen)}; {wall:.0f}s wall (budget {a.explore_budget:g}s)")
+        print(line, flush=True)
+        rows.append(line)
+    pool.shutdown()
+    print("\nSUMMARY (kraftwerk sim --seeds 1..%d --nemesis all [--swarm] --variant V, defaults otherwise)" % a.seeds)
+    for line in rows:
+        print(line)
+    return 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("detect")
+    d.add_argument("--jobs", type=int, default=2)
+    d.add_argument("--seeds", type=int, default=50)
+    d.add_argument("--explore-budget", type=float, default=300.0, help="wall seconds of explore per variant (0: none)")
+    d.add_argument("--only", default="", help="comma list of variants: " + ",".join(DETECT))
+    d.add_argument("--modes", default="all,swarm,explore", help="comma list of: all, swarm, explore")
     for name in ("baseline", "variants"):
         p = sub.add_parser(name)
         p.add_argument("--jobs", type=int, default=2)
@@ -141,14 +216,15 @@ def main() -> None:
             p.add_argument("--only", default="", help="comma list of variant hunts: " + ",".join(VARIANT_HUNTS))
             p.add_argument("--mix", default="", help="override every hunt's nemesis mix (e.g. all)")
     a = ap.parse_args()
-    unknown = [n for n in (getattr(a, "only", "") or "").split(",") if n and n not in VARIANT_HUNTS]
+    known = DETECT if a.cmd == "detect" else VARIANT_HUNTS
+    unknown = [n for n in (getattr(a, "only", "") or "").split(",") if n and n not in known]
     if unknown:
-        ap.error(f"unknown variant hunt {unknown[0]!r} (known: {', '.join(VARIANT_HUNTS)})")
+        ap.error(f"unknown variant {unknown[0]!r} (known: {', '.join(known)})")
     for name in ("jobs", "seeds", "max_seeds", "chunk"):
         if getattr(a, name, 1) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(a, name)})")
     try:
-        sys.exit(baseline(a) if a.cmd == "baseline" else variants(a))
+        sys.exit({"baseline": baseline, "variants": variants, "detect": detect}[a.cmd](a))
     except UsageError as e:  # the options, checked before any seed runs
         ap.error(str(e))
 

@@ -50,6 +50,8 @@ class Capability(str, Enum):
     LOSS = "loss"  #: random loss per link
     EXEC = "exec"  #: run a command on a node's host
     FILES = "files"  #: upload / download files of a node's host
+    #: move a partition's replicas (AlterPartitionReassignments)
+    REASSIGN = "reassign"
 
 
 class Unsupported(ValueError):
@@ -62,6 +64,8 @@ WHERE: dict[Capability, str] = {
                            "--backend netns, docker or ssh)",
     Capability.LOSE_UNFSYNCED: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                                "--backend netns, docker or ssh)",
+    Capability.REASSIGN: "it is made by Kafka's AlterPartitionReassignments (--db kafka); the reference "
+                         "controller does not implement reassignment",
 }
 
 
@@ -130,6 +134,17 @@ class TornWrites(Protocol):
         """The node is down and each of its files keeps its fsynced bytes
         plus a random (seeded) prefix of what was written after: a power
         loss in the middle of the page cache's write-back."""
+        ...
+
+
+@runtime_checkable
+class Reassignments(Protocol):
+    """Node control of a runtime with :attr:`Capability.REASSIGN`."""
+
+    def reassign(self, key: str, replicas: list[str]) -> None:
+        """Ask the controller to move the partition ``key`` to exactly these
+        replicas (new ones catch up and join the ISR, then the others are
+        removed; the leader moves if it is removed)."""
         ...
 
 
@@ -259,6 +274,7 @@ __all__ = [
     "Observer",
     "Remote",
     "TornWrites",
+    "Reassignments",
     "Unsupported",
     "require",
 ]

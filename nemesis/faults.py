@@ -29,6 +29,15 @@ torn-write         the same targets: power loss, each file keeping a random
                    name lose-unfsynced; the stop restarts every dead node
 latency            all (every node-to-node link): 20..250 ms added
 loss               all: 5..30% of messages dropped
+rolling-restart    brokers, controllers, all: each node in a seeded order
+                   shut down cleanly, started again and waited for until
+                   back in sync before the next (``nemesis.rolling``);
+                   history name terminate; the stop abandons the rest of
+                   the roll and starts every node that is down
+reassign           swap: a random partition's replica set loses one member
+                   and gains a broker outside it (AlterPartitionReassignments;
+                   needs more brokers than the replication factor); the
+                   stop keeps the new assignment
 story              leader-churn, last-replica-standing, isr-crash,
                    expand-race: compositions of the above that tell one
                    of the seeds' failure narratives (``nemesis.stories``)
@@ -57,14 +66,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 from . import partition as grudges
-from .control import Capability, Cluster, Observer, TornWrites, require
-from .stories import STORIES, Story, Timings
+from .control import Capability, Cluster, Observer, Reassignments, TornWrites, require
+from .rolling import Roll, in_sync
+from .stories import STORIES, Record, Story, Timings
 
 C = Capability
 
 #: targets the protocol's state names when the fault starts (:func:`state_nodes`)
 STATE_TARGETS = ("sole-isr", "out-of-sync", "isr-followers", "busiest-leader")
 NODE_TARGETS = ("one", "minority", "majority", "all", "primaries", "controller", *STATE_TARGETS)
+#: the node sets a rolling restart goes through
+ROLL_TARGETS = ("brokers", "controllers", "all")
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("torn-write", NODE_TARGETS, ("majority", "all"), (C.TORN_WRITE,), "lose-unfsynced"),
     Kind("latency", ("all",), ("all",), (C.LATENCY,), "latency"),
     Kind("loss", ("all",), ("all",), (C.LOSS,), "loss"),
+    Kind("rolling-restart", ROLL_TARGETS, ("brokers",), (C.TERMINATE, C.KILL), "terminate"),
+    Kind("reassign", ("swap",), ("swap",), (C.REASSIGN,), "reassign"),
     Kind("story", STORIES, STORIES, (C.PARTITION, C.KILL, C.POWER_LOSS), "partition"),
 )}
 
@@ -278,9 +292,7 @@ class UncleanLedger:
             self.generation[n] = self.generation.get(n, 0) + 1
 
     def _in_sync(self, cluster: Cluster, n: str) -> bool:
-        obs = cluster.observer
-        return (n not in cluster.nodes.dead_nodes() and obs.active_controller() is not None
-                and all(n in obs.isr_of(k) for k in obs.keys() if n in obs.replicas_of(k)))
+        return in_sync(cluster, n)
 
     def pending(self, cluster: Cluster, settle_ms: int) -> list[str]:
         """The brokers still out of sync; those in sync now get their second look."""
@@ -302,14 +314,15 @@ class Fault:
     so the final heal can always run)."""
 
     def __init__(self, spec: FaultSpec, cluster: Cluster, rng: random.Random, timings: Timings = Timings(),
-                 ledger: UncleanLedger | None = None) -> None:
+                 ledger: UncleanLedger | None = None, record: Record | None = None) -> None:
         self.spec = spec
         self.cluster = cluster
         self.rng = rng
-        self.story = Story(cluster, rng, timings)
+        self.story = Story(cluster, rng, timings, spec.name, record)
         self.timings = timings
         #: unclean shutdowns not yet back in sync, shared by the nemesis's faults
         self.ledger = UncleanLedger() if ledger is None else ledger
+        self.roll = Roll(cluster)
 
     @property
     def op_name(self) -> str:
@@ -324,21 +337,35 @@ class Fault:
 
     def replay(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Apply a recorded start (``nemesis.replay``) as it was: the same
-        nodes, cut, offsets, not a new draw. A story is told again from its
-        start (its later steps follow the protocol's state, not a record)."""
+        nodes, cut, offsets, not a new draw. A story's start and each of its
+        steps (``step-partition``) apply their recorded cut and nodes; a
+        story start recorded without its cut (an older schedule) is told
+        again from its start."""
         done = {k: v for k, v in entry.items() if k not in ("at_ms", "f", "fault")}
         kind, c = self.spec.kind, self.cluster
+        if kind == "story" and ("cut" in entry or "step" in entry):
+            return self.story.replay(entry)
         if not set(entry) & RESOLVED:  # a target alone (a search's new fault): resolved now
             target = entry.get("target") or self.rng.choice(self.spec.targets())
             return {"target": target, **_STARTS[kind](self, target)}
         if kind == "story":
             return self.story.start(entry.get("story") or entry.get("target", ""))
+        if kind == "rolling-restart":
+            self.roll.start(list(entry.get("nodes", [])))
+            return done
+        if kind == "reassign":
+            if entry.get("key") and entry.get("nodes"):
+                cast(Reassignments, c.nodes).reassign(entry["key"], list(entry["nodes"]))
+            return done
         if kind == "partition":
             c.net.cut([(a, b) for a, b in entry.get("cut", [])])
         elif kind in ("kill", "terminate", "pause", "lose-unfsynced", "torn-write"):
-            act = self._act()
-            for n in entry.get("nodes", []):
-                act(n)
+            # through the same guard as a drawn start: an exact replay meets
+            # the same state and so the same decision; an edited schedule
+            # (explore's mutants) cannot join power losses a draw would not
+            res = self._signal(str(entry.get("target", "")), list(entry.get("nodes", [])))
+            if "skipped" in res and "skipped" not in done:
+                return {**done, "nodes": [], "skipped": res["skipped"]}
         elif kind == "clock":
             for n, ms in entry.get("offsets_ms", {}).items():
                 c.clock.set_offset(n, int(ms))
@@ -380,13 +407,33 @@ class Fault:
         return {"kill": nodes.kill, "terminate": nodes.terminate, "pause": nodes.pause,
                 "lose-unfsynced": nodes.power_loss}[self.spec.kind]
 
-    def _signal(self, target: str) -> dict[str, Any]:
-        kind = self.spec.kind
-        if kind in ("lose-unfsynced", "torn-write"):
-            waiting = self.ledger.pending(self.cluster, 2 * self.timings.session_ms)
-            if waiting:
-                return {"nodes": [], "skipped": f"an unclean shutdown is not back in sync: {', '.join(waiting)}"}
-        nodes, desc = resolve_nodes(target, self.cluster, self.rng)
+    def _power_refused(self, target: str, nodes: list[str] | None) -> str | None:
+        """Why a power loss must not happen now (None: it may). Beside the
+        ledger of unclean shutdowns, a power loss may not take a majority
+        of any partition's replicas unless its target says so (``majority``,
+        ``all``): that loses acknowledged writes by design."""
+        waiting = self.ledger.pending(self.cluster, 2 * self.timings.session_ms)
+        if waiting:
+            return f"an unclean shutdown is not back in sync: {', '.join(waiting)}"
+        if nodes is None or target in ("majority", "all"):
+            return None
+        obs = self.cluster.observer
+        for k in obs.keys():
+            reps = obs.replicas_of(k)
+            if len(set(nodes) & set(reps)) > (len(reps) - 1) // 2:
+                return f"it would take a majority of {k}'s replicas (opt-in: {self.spec.kind}:majority)"
+        return None
+
+    def _signal(self, target: str, nodes: list[str] | None = None) -> dict[str, Any]:
+        kind, desc = self.spec.kind, {}
+        power = kind in ("lose-unfsynced", "torn-write")
+        if power and self._power_refused(target, None):
+            return {"nodes": [], "skipped": self._power_refused(target, None)}
+        if nodes is None:
+            nodes, desc = resolve_nodes(target, self.cluster, self.rng)
+        refused = self._power_refused(target, nodes) if power else None
+        if refused:
+            return {**desc, "nodes": [], "skipped": refused}
         if kind in ("kill", "lose-unfsynced", "torn-write"):
             self.ledger.add([n for n in nodes if n in self.cluster.nodes.brokers()])
         act = self._act()
@@ -421,6 +468,36 @@ class Fault:
 
     def _story(self, name: str) -> dict[str, Any]:
         return self.story.start(name)
+
+    def _rolling_restart(self, target: str) -> dict[str, Any]:
+        nodes = self.cluster.nodes
+        pool = {"brokers": nodes.brokers(), "controllers": nodes.controllers(), "all": nodes.node_names()}[target]
+        order = sorted(pool)
+        self.rng.shuffle(order)
+        self.roll.start(order)
+        return {"nodes": order}
+
+    def _reassign(self, target: str) -> dict[str, Any]:
+        """swap: one replica of a random partition replaced by a broker
+        outside its replica set, the order (and so the preferred leader)
+        otherwise kept."""
+        obs, brokers = self.cluster.observer, self.cluster.nodes.brokers()
+        keys = [k for k in obs.keys() if obs.replicas_of(k)]
+        if not keys:
+            return {"nodes": [], "skipped": "no partition has known replicas"}
+        key = self.rng.choice(sorted(keys))
+        before = obs.replicas_of(key)
+        spare = sorted(set(brokers) - set(before))
+        if not spare:
+            return {"key": key, "nodes": [], "skipped": "no broker outside the replica set"}
+        out, new = self.rng.choice(before), self.rng.choice(spare)
+        after = [new if r == out else r for r in before]
+        cast(Reassignments, self.cluster.nodes).reassign(key, after)
+        return {"key": key, "from": before, "nodes": after}
+
+    def _unroll(self) -> dict[str, Any]:
+        self.roll.stop()
+        return {"rolled": list(self.roll.restarted), **self._restart()}
 
     # -- stops ---------------------------------------------------------------------------
     def _heal(self) -> dict[str, Any]:
@@ -466,6 +543,8 @@ _STARTS: dict[str, Callable[[Fault, str], dict[str, Any]]] = {
     "latency": Fault._latency,
     "loss": Fault._loss,
     "story": Fault._story,
+    "rolling-restart": Fault._rolling_restart,
+    "reassign": Fault._reassign,
 }
 _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "partition": Fault._heal,
@@ -479,12 +558,16 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "latency": Fault._no_latency,
     "loss": Fault._no_loss,
     "story": lambda f: f.story.stop(),
+    "rolling-restart": Fault._unroll,
+    "reassign": lambda f: {"kept": True},
 }
 
 
 def make_faults(names: list[str] | tuple[str, ...], cluster: Cluster, rng: random.Random,
-                timings: Timings = Timings()) -> dict[str, Fault]:
+                timings: Timings = Timings(), record: Record | None = None) -> dict[str, Fault]:
     """One bound fault per name of the mix, each with its own seeded rng
-    (and one record of unclean shutdowns not yet back in sync, for them all)."""
+    (and one record of unclean shutdowns not yet back in sync, for them
+    all); ``record`` writes a story's follow-up steps to the history."""
     ledger = UncleanLedger()
-    return {n: Fault(parse(n), cluster, random.Random(rng.getrandbits(64)), timings, ledger) for n in names}
+    return {n: Fault(parse(n), cluster, random.Random(rng.getrandbits(64)), timings, ledger, record)
+            for n in names}

@@ -36,10 +36,10 @@ class Draw:
 
 
 def draw(mix: tuple[str, ...], seed: int) -> Draw:
-    """A subset of ``mix`` (at least one fault, in the mix's order) and the
+    """A subset of ``mix`` (each fault kept with probability 1/2, as the
+    swarm paper's features are; at least one, in the mix's order) and the
     schedule's parameters, from the seed alone."""
     rng = random.Random(f"swarm-{seed}")
-    k = rng.randint(1, max(1, min(len(mix), 8)))
-    picked = set(rng.sample(range(len(mix)), k))
-    return Draw(tuple(f for i, f in enumerate(mix) if i in picked), rng.choice(INTERVALS_S),
-                rng.choice(("sequential", "overlap")), rng.choice(RATE_FACTORS))
+    picked = [f for f in mix if rng.random() < 0.5] or [rng.choice(mix)]
+    return Draw(tuple(picked), rng.choice(INTERVALS_S), rng.choice(("sequential", "overlap")),
+                rng.choice(RATE_FACTORS))

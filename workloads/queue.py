@@ -3,15 +3,37 @@
 * ``send``: one record with a unique integer value to one key (a topic-partition),
   through a per-process confluent-kafka producer with ``acks=all`` or ``acks=1``.
 * ``poll``: read onwards from the process's own positions on every key, through
-  a consumer that uses ``assign()`` with explicit offsets (no group protocol).
+  a consumer that uses ``assign()`` with explicit offsets (no group protocol);
+  or, with ``sub_via="subscribe"`` (Jepsen's ``:sub-via #{:subscribe}``),
+  through a consumer of one group shared by every process, which
+  ``subscribe()``s to the keys' topics: the group coordinator decides which
+  partitions each process reads, rebalancing as members come and go, and each
+  poll commits the offsets it read (``commitSync`` before the completion, as
+  Jepsen's client does) so the next owner of a partition resumes after them.
+  Assignment changes seen during an operation are recorded in its
+  ``rebalance-log`` (Jepsen's field). A ``subscribe`` operation subscribes
+  again (``value``: the keys whose topics are subscribed).
 * final reads (``final: true``): after healing, every key is read from the
   beginning until the highest acknowledged offset is covered or a deadline passes.
 
-Outcomes follow what librdkafka can actually tell us (notes/kafka-wire.md):
-``ok`` = a delivery report without error and acks >= 1; ``fail`` = only errors
-that prove nothing was written (NOT_ENOUGH_REPLICAS with retries=0, size/record
-errors); ``info`` = everything else (timeouts, REQUEST_TIMED_OUT,
-NOT_ENOUGH_REPLICAS_AFTER_APPEND, purges), since the record may be in the log.
+A send's outcome (ok / fail / info) is :func:`workloads.outcome.send_outcome`
+of the delivery report's error name, the rules the simulated clients use too,
+given whether an earlier attempt of the record may have been persisted:
+with retries (``--retries``, or idempotence) librdkafka may resend unseen,
+and without them it still resends after leader errors.
+
+Why the attempt count matters: a broker refuses acks=all with
+NOT_ENOUGH_REPLICAS before appending, so that answer speaks only for its own
+attempt. librdkafka resends a record without counting it against
+``retries=0`` after leader errors (NOT_LEADER_OR_FOLLOWER and the like,
+which it marks "not persisted"), yet a leader that appended the record and
+then lost its leadership answers the parked produce with exactly that error;
+the resend may then meet a leader under min ISR and end NOT_ENOUGH_REPLICAS
+while the first copy survives (docs/analysis-kafka-4.4.md). The Python
+client exposes neither a record's retry count nor librdkafka's persistence
+status, so each producer counts its attempts from librdkafka's ``msg`` debug
+log (:class:`ProduceAttempts`: one "Produce MessageSet" line per request
+built, resends included); one operation is in flight per producer.
 Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 (``_AUTO_OFFSET_RESET`` / OFFSET_OUT_OF_RANGE) rather than silently skipped.
 """
@@ -19,23 +41,15 @@ Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 from __future__ import annotations
 
 import itertools
+import re
+import threading
 import time
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 import generator as g
-
-#: broker errors that, with retries=0, prove the record was not appended
-DEFINITE_SEND_ERRORS = {
-    KafkaError.NOT_ENOUGH_REPLICAS,  # 19: min.insync.replicas checked before append
-    KafkaError.MSG_SIZE_TOO_LARGE,  # 10
-    KafkaError.INVALID_RECORD,  # 87
-    KafkaError.RECORD_LIST_TOO_LARGE,  # 18
-    KafkaError.INVALID_REQUIRED_ACKS,  # 21
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError._INVALID_ARG,
-}
+from workloads.outcome import send_outcome
 
 #: consumer errors meaning "your position is not in the log any more"
 TRUNCATION_ERRORS = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
@@ -46,23 +60,37 @@ def split_key(key: str) -> tuple[str, int]:
     return topic, int(part)
 
 
-#: of those, the ones that only a producer that never retried can take as
-#: proof: after a retry, an earlier attempt whose answer was lost may have
-#: been appended (Kafka checks min ISR before its append, so a retry can be
-#: refused while the first copy stands)
-RETRY_AMBIGUOUS_ERRORS = {KafkaError.NOT_ENOUGH_REPLICAS}
+_PRODUCE_LINE = re.compile(r": (\S+) \[(\d+)\]: Produce MessageSet with ")
 
 
-def classify_send(err: KafkaError | None, acks: str, retried: bool = False) -> str:
-    """ok / fail / info for one delivery report (see module docstring);
-    ``retried``: the producer may have sent the record more than once."""
-    if acks == "0":
-        return "info"
-    if err is None:
-        return "ok"
-    if err.code() in DEFINITE_SEND_ERRORS and not (retried and err.code() in RETRY_AMBIGUOUS_ERRORS):
-        return "fail"
-    return "info"
+class ProduceAttempts:
+    """A producer's ``logger``: counts librdkafka's produce requests per
+    topic-partition from its ``msg`` debug lines (``debug=msg``,
+    ``log_level=7``); every other line is dropped, as the silent logger
+    does. Lines are served by ``poll``/``flush`` on the main queue, ahead of
+    the delivery report they precede."""
+
+    CONF = {"debug": "msg", "log_level": 7}
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, int], int] = {}
+
+    def reset(self, topic: str, partition: int) -> None:
+        self.counts[(topic, partition)] = 0
+
+    def of(self, topic: str, partition: int) -> int:
+        return self.counts.get((topic, partition), 0)
+
+    def log(self, _level: int, fmt: str, *args: Any, **_k: Any) -> None:
+        text = fmt % args if args else fmt
+        if "Produce MessageSet" in text:
+            m = _PRODUCE_LINE.search(text)
+            if m:
+                tp = (m.group(1), int(m.group(2)))
+                self.counts[tp] = self.counts.get(tp, 0) + 1
+
+    def __getattr__(self, _name: str):
+        return _silent_logger_fn
 
 
 def _err_name(err: KafkaError) -> str:
@@ -85,6 +113,8 @@ class QueueClient:
         isolation_level: str = "read_committed",
         retries: int | None = None,
         auto_offset_reset: str = "error",
+        sub_via: str = "assign",
+        group_id: str | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.keys = keys
@@ -105,10 +135,17 @@ class QueueClient:
         self.retries = retries
         self.auto_offset_reset = auto_offset_reset
         self.producer: Producer | None = None
+        self.attempts = ProduceAttempts()
         self.consumer: Consumer | None = None
         self.positions: dict[str, int] = {}
         #: seconds a poll waits for its first record
         self.poll_wait = 0.5
+        #: "assign" (explicit offsets) or "subscribe" (a consumer group)
+        self.sub_via = sub_via
+        #: the subscribe mode's consumer group, shared by every process of a run
+        self.group_id = group_id or "kraftwerk-subscribers"
+        #: assignment changes since the current operation began (Jepsen's :rebalance-log)
+        self.rebalance_log: list[dict[str, Any]] = []
         #: monotonic time at which the running operation's process dies
         self.crash_at: float | None = None
 
@@ -143,14 +180,16 @@ class QueueClient:
         return {
             **self._common(),
             "acks": "all" if self.acks == "all" else self.acks,
-            # retries=0 so NOT_ENOUGH_REPLICAS is a definite failure
-            # (librdkafka still retries leader errors internally); an
-            # idempotent producer needs retries, so it keeps the default
+            # retries=0: no counted resend (librdkafka still resends after
+            # leader errors, which ProduceAttempts counts); an idempotent
+            # producer needs retries, so it keeps the default
             **self._retries_conf(),
             "enable.idempotence": self.idempotent,
             "linger.ms": 0,
             "message.timeout.ms": msg_timeout,
             "request.timeout.ms": min(msg_timeout, 5000),
+            **ProduceAttempts.CONF,
+            "logger": self.attempts,
         }
 
     def _retries_conf(self) -> dict[str, Any]:
@@ -167,9 +206,34 @@ class QueueClient:
         self._open_consumer()
 
     def _open_consumer(self) -> None:
+        if self.sub_via == "subscribe":
+            # a partition the group never committed is read from its start
+            # (Jepsen's client), unless --auto-offset-reset says otherwise
+            reset = "earliest" if self.auto_offset_reset == "error" else self.auto_offset_reset
+            conf = {**self._consumer_conf(""), "group.id": self.group_id, "auto.offset.reset": reset,
+                    "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+            self.consumer = Consumer(conf)
+            self.positions = {}
+            self._subscribe()
+            return
         self.consumer = Consumer(self._consumer_conf(f"p{self.process}"))
         self.positions = {k: 0 for k in self.keys}
         self._assign()
+
+    def _subscribe(self) -> None:
+        """Subscribe to the keys' topics; the group decides the partitions.
+        Without an offset committed by the group a partition is read from
+        its beginning (``auto.offset.reset=earliest``, as Jepsen's client)."""
+        assert self.consumer is not None
+        topics = sorted({split_key(k)[0] for k in self.keys})
+
+        def on_assign(_c: Any, tps: list[TopicPartition]) -> None:
+            self.rebalance_log.append({"event": "assigned", "keys": [f"{tp.topic}-{tp.partition}" for tp in tps]})
+
+        def on_revoke(_c: Any, tps: list[TopicPartition]) -> None:
+            self.rebalance_log.append({"event": "revoked", "keys": [f"{tp.topic}-{tp.partition}" for tp in tps]})
+
+        self.consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
 
     def _assign(self) -> None:
         assert self.consumer is not None
@@ -177,11 +241,7 @@ class QueueClient:
 
     def close(self) -> None:
         if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except Exception:
-                pass
-            self.consumer = None
+            self._close_consumer()
         if self.producer is not None:
             try:
                 self.producer.purge()
@@ -194,15 +254,20 @@ class QueueClient:
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         crash = op.get("crash")
         self.crash_at = time.monotonic() + crash / 1000 if crash is not None else None
+        self.rebalance_log = []
         res = self._invoke(op)
         if crash is not None:  # the process dies mid-operation: nobody learns the outcome
             self.crash()
             return {"type": "info", "error": "crashed"}
+        if self.rebalance_log:
+            res["rebalance-log"] = self.rebalance_log
         return res
 
     def _invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         if op["f"] == "send":
             return self._send(op)
+        if op["f"] == "subscribe":
+            return self._subscribe_op(op)
         if op["f"] == "assign":
             return self._assign_op(op)
         if op["f"] == "poll" and op.get("final"):
@@ -225,16 +290,45 @@ class QueueClient:
                 p.purge(True, True)
             except Exception:
                 pass
+        self._close_consumer()
+
+    def _subscribe_op(self, op: dict[str, Any]) -> dict[str, Any]:
+        """Subscribe again to the topics of ``value`` (keys; default all)."""
+        assert self.consumer is not None
+        if self.sub_via != "subscribe":
+            return {"type": "fail", "error": "subscribe needs --sub-via subscribe"}
+        keys = [str(k) for k in op.get("value") or self.keys]
+        self._subscribe()
+        return {"type": "ok", "value": keys}
+
+    def _close_consumer(self) -> None:
+        """Close the consumer. A subscribed one leaves its group, and
+        librdkafka 2.16 can block for good in that close (its revocation
+        callback waits on the client's own main thread), so it is closed on
+        a thread of its own, waited for :data:`GROUP_CLOSE_WAIT_S`; if it
+        is still blocked, the group expires the member after its session."""
         c, self.consumer = self.consumer, None
-        if c is not None:
+        if c is None:
+            return
+        if self.sub_via != "subscribe":
             try:
                 c.close()
             except Exception:
                 pass
+            return
+        t = threading.Thread(target=_close_quietly, args=(c,), name="consumer-close", daemon=True)
+        t.start()
+        t.join(GROUP_CLOSE_WAIT_S)
 
     def _assign_op(self, op: dict[str, Any]) -> dict[str, Any]:
-        """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns."""
+        """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns.
+        A subscribed consumer leaves its group (it is closed) and the process
+        goes on with a consumer of its own that assigns."""
         assert self.consumer is not None
+        if self.sub_via == "subscribe":
+            self._close_consumer()
+            self.sub_via = "assign"
+            self.consumer = Consumer(self._consumer_conf(f"p{self.process}"))
         keys = [str(k) for k in op.get("value") or []]
         self.keys = keys
         self.positions = {k: 0 for k in keys}
@@ -244,32 +338,45 @@ class QueueClient:
             self.consumer.unassign()
         return {"type": "ok", "value": keys}
 
-    def _send(self, op: dict[str, Any]) -> dict[str, Any]:
+    def _deliver(self, topic: str, part: int, value: Any, deadline: float) -> tuple[KafkaError | None, int] | None:
+        """Produce one record and wait for its delivery report until the
+        deadline (or the operation's crash time): (error, offset), or None
+        without a report. ``produce``'s own BufferError/KafkaException pass."""
         assert self.producer is not None
-        (_, key, value), = op["value"]
-        topic, part = split_key(key)
         box: list[tuple[KafkaError | None, int]] = []
 
         def on_delivery(err, msg) -> None:
             box.append((err, msg.offset() if msg is not None else -1))
 
-        try:
-            self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
-        except BufferError as e:
-            return {"type": "fail", "error": f"queue-full: {e}"}
-        except KafkaException as e:
-            err = e.args[0]
-            return {"type": classify_send(err, self.acks, self._retried()), "error": _err_name(err)}
-        deadline = time.monotonic() + self.op_timeout
+        self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
         while not box and time.monotonic() < deadline and not self.crash_due():
             self.producer.flush(min(0.02 if self.crash_at else 0.2, max(0.0, deadline - time.monotonic())))
-        if not box:
-            return {"type": "info", "error": "no-delivery-report"}
-        err, offset = box[0]
-        t = classify_send(err, self.acks, self._retried())
+        return box[0] if box else None
+
+    def _send(self, op: dict[str, Any]) -> dict[str, Any]:
+        (_, key, value), = op["value"]
+        topic, part = split_key(key)
+        self.attempts.reset(topic, part)
+        try:
+            got = self._deliver(topic, part, value, time.monotonic() + self.op_timeout)
+        except BufferError as e:
+            return {"type": self._outcome("_QUEUE_FULL", False), "error": f"queue-full: {e}"}
+        except KafkaException as e:
+            name = _err_name(e.args[0])
+            return {"type": self._outcome(name, self._retried()), "error": name}
+        if got is None:
+            return {"type": self._outcome("no-delivery-report", True), "error": "no-delivery-report"}
+        err, offset = got
+        name = _err_name(err) if err is not None else None
+        t = self._outcome(name, self._retried() or self.attempts.of(topic, part) > 1)
         if t == "ok":
             return {"type": "ok", "value": [["send", key, [offset, value]]]}
-        return {"type": t, "error": _err_name(err) if err else "unknown"}
+        return {"type": t, "error": name or "acks=0"}
+
+    def _outcome(self, error: str | None, retried: bool) -> str:
+        """The shared rule (``workloads.outcome``); ``retried``: the record
+        may have been sent more than once, so an earlier attempt may stand."""
+        return send_outcome(error, self.acks, ambiguous_before=retried)
 
     def _poll(self, op: dict[str, Any]) -> dict[str, Any]:
         assert self.consumer is not None
@@ -298,11 +405,31 @@ class QueueClient:
         res: dict[str, Any] = {"type": "ok", "value": [["poll", reads]]}
         if resets:
             res["resets"] = resets  # a truncated log seen by a consumer
+        if self.sub_via == "subscribe" and reads:
+            err = self._commit_reads(reads)
+            if err:
+                res["commit-error"] = err
         return res
 
-    def _skip_to_end(self, key: str) -> None:
-        """After a truncation the old position is gone: continue at the high watermark."""
+    def _commit_reads(self, reads: dict[str, list[list[int]]]) -> str | None:
+        """commitSync the offsets after what this poll read. A refused commit
+        (the group rebalanced meanwhile) does not undo the reads: the next
+        owner of the partition reads them again, which the checker allows
+        under subscribe (a rebalance explains it)."""
         assert self.consumer is not None
+        offsets = [TopicPartition(*split_key(k), pairs[-1][0] + 1) for k, pairs in reads.items()]
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as e:
+            return _err_name(e.args[0])
+        return None
+
+    def _skip_to_end(self, key: str) -> None:
+        """After a truncation the old position is gone: continue at the high
+        watermark (a subscribed consumer resets itself: earliest)."""
+        assert self.consumer is not None
+        if self.sub_via == "subscribe":
+            return
         try:
             _, high = self.consumer.get_watermark_offsets(TopicPartition(*split_key(key)), timeout=2)
         except KafkaException:
@@ -381,6 +508,17 @@ class QueueClient:
         return res
 
 
+#: seconds a subscribed consumer's close may take before it is left behind
+GROUP_CLOSE_WAIT_S = 10.0
+
+
+def _close_quietly(c: Consumer) -> None:
+    try:
+        c.close()
+    except Exception:
+        pass
+
+
 def _silent_logger_fn(*_a: Any) -> None:
     return None
 
@@ -400,12 +538,18 @@ _silent_logger = _SilentLogger()
 
 
 # ---------------------------------------------------------------- generators
+#: with sub_via="subscribe", the share of polls that subscribe again instead
+#: (Jepsen's interleave-subscribes, whose default is 1/64 of all operations)
+SUBSCRIBE_SHARE = 1 / 16
+
+
 def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3,
-                       idempotent_for_thread=None) -> g.Gen:
+                       idempotent_for_thread=None, sub_via: str = "assign") -> g.Gen:
     """Sends and polls mixed 3:1, unique increasing values, random keys.
     Every send says whether its producer is idempotent (``idempotent``): the
     checker judges a duplicated value by it (a non-idempotent producer's
-    internal retry may append a record twice)."""
+    internal retry may append a record twice). Subscribing consumers
+    sometimes subscribe again (:data:`SUBSCRIBE_SHARE` of the polls)."""
     counter = itertools.count()
 
     def send(ctx: g.Context) -> dict[str, Any] | None:
@@ -421,6 +565,8 @@ def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3,
         }
 
     def poll(ctx: g.Context) -> dict[str, Any]:
+        if sub_via == "subscribe" and ctx.rng.random() < SUBSCRIBE_SHARE:
+            return {"f": "subscribe", "value": list(keys)}
         return {"f": "poll", "value": [["poll"]]}
 
     return g.mix(*([send] * send_weight), poll)

@@ -79,9 +79,19 @@ def open_hosts(cfg: TestConfig, run_dir: Path, state: RunState | None, checked: 
     if cfg.backend == "docker":
         from harness.backend.docker import DockerHosts
 
-        return DockerHosts.create(names, state, run_dir, fuse=cfg.storage == "lazyfs")
+        return DockerHosts.create(names, state, run_dir, ro_paths=ro_paths(cfg), fuse=cfg.storage == "lazyfs")
     if cfg.backend == "ssh":
         from harness.backend.ssh import SshHosts
 
         return SshHosts.open(checked, names, state, run_dir)
     raise ValueError(f"backend {cfg.backend!r} has no hosts")
+
+
+def ro_paths(cfg: TestConfig) -> list[str]:
+    """What a db's daemons read from this machine besides ``/usr`` and the
+    project, which the docker backend mounts read-only: Kafka's jars."""
+    if cfg.db != "kafka":
+        return []
+    from harness.kafka import dist
+
+    return [str(dist.ensure(cfg.kafka_version, cfg.kafka_home).libs.resolve())]

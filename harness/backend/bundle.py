@@ -1,34 +1,57 @@
-"""The project as one tarball a bare host can run a node from.
+"""The project for a bare host: its wheel, the wheels a node needs, and pip.
 
 A host is assumed to have only Debian and Python 3.11 (``python3.11``), as
-the Vagrant VMs and the ``kraftwerk hosts up`` hosts do. The bundle holds the
-project's packages (source) and ``site/``: the installed packages a node
-process imports (click, kafka-python's codecs, msgpack, orjson, crc32c,
-pydantic, ...: listed by importing them in a fresh interpreter, so the
-bundle follows the code), copied from this machine's environment, so nothing is
-fetched on the host and compiled extensions match (same Debian, same
-Python). A node runs with ``PYTHONPATH=<app>:<app>/site``; no pip, no venv,
-no network on the host. The accelerator is not shipped: nodes there run the
-Python source.
+the Vagrant VMs and the ``kraftwerk hosts up`` hosts do, and perhaps no
+network. The harness makes, once per content, one tar holding:
 
-The bundle's name is the SHA-256 of its contents' names and bytes, so a
-host that already has ``<dir>/app-<hash>/.complete`` is not sent it again.
+* ``wheels/kraftwerk-*.whl``: the project, built with ``pip wheel --no-deps
+  --no-build-isolation`` from a copy of the sources (setuptools builds in
+  the source tree; the checkout stays clean);
+* ``wheels/<dist>-<version>-*.whl``: every distribution a node process or
+  ``kraftwerk fs`` on the host imports (click, kafka-python's codecs,
+  msgpack, orjson, crc32c, pyfuse3, trio and theirs: listed by importing
+  them in a fresh interpreter, so the set follows the code) at the version
+  installed here, fetched once into the
+  cache with ``pip download --no-deps --only-binary=:all:`` from this
+  machine's package index, or built with ``pip wheel --no-deps`` where the
+  index has no wheel;
+* ``pip-<version>-*.whl``: pip itself, which runs from its wheel file.
+
+On the host (:func:`install_argvs`): ``python3.11 -m venv --without-pip
+<app>/venv`` (no ensurepip needed), then ``<app>/venv/bin/python
+<app>/pip-*.whl/pip install --no-index --no-deps <app>/wheels/*.whl``: the
+dependencies come from the uploaded wheels only, the project's own
+declared dependencies (Spark, matplotlib...) are not a node's and are not
+installed. Nodes run ``<app>/venv/bin/python``. The accelerator is not
+shipped: nodes there run the Python source.
+
+The tar's name is a SHA-256 of the project's sources and the pinned wheel
+set, so a host that already has ``<dir>/app-<hash>/.complete`` is not sent
+it again, and the wheel is rebuilt only when a source changes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import importlib.util
-import io
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
+import time
 from pathlib import Path
+
+from harness.errors import HarnessError
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("reference_impl", "generator", "harness", "nemesis", "workloads", "checkers")
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kraftwerk"
+WHEELS = CACHE / "wheels"
+#: the venv's interpreter, relative to the unpacked bundle
+VENV_PYTHON = "venv/bin/python"
 #: run in a fresh interpreter: what a node process imports from site-packages
 #: (found each time, so the bundle follows the code's imports)
 PROBE = """
@@ -55,55 +78,117 @@ def node_deps() -> tuple[str, ...]:
     if p.returncode != 0:
         raise RuntimeError(f"cannot list a node's imports: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
     return tuple(p.stdout.split())
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kraftwerk"
 
 
-def _files() -> list[tuple[str, Path]]:
-    out: list[tuple[str, Path]] = []
-    for pkg in PACKAGES:
-        for p in sorted((ROOT / pkg).rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so"):
-                out.append((str(p.relative_to(ROOT)), p))
-    deps = node_deps()
-    for dep in deps:
-        spec = importlib.util.find_spec(dep)
-        if spec is None or spec.origin is None:
-            raise RuntimeError(f"{dep} is not installed here; the bundle needs it")
-        origin = Path(spec.origin)
-        if spec.submodule_search_locations is not None:  # a package (its __init__ may be compiled: pyfuse3)
-            base = origin.parent
-            for p in sorted(base.rglob("*")):
-                if p.is_file() and "__pycache__" not in p.parts:
-                    out.append((f"site/{base.name}/{p.relative_to(base)}", p))
-        else:
-            out.append((f"site/{origin.name}", origin))
-    for dist in sorted({d for dep in deps for d in importlib.metadata.packages_distributions().get(dep, [])}):
-        info = importlib.metadata.distribution(dist)._path  # type: ignore[attr-defined]
-        for p in sorted(Path(info).rglob("*")):  # metadata: some packages read their own version
-            if p.is_file():
-                out.append((f"site/{Path(info).name}/{p.relative_to(info)}", p))
-    return out
+def node_dists() -> list[tuple[str, str]]:
+    """(distribution, installed version) of every package a node imports."""
+    by_module = importlib.metadata.packages_distributions()
+    dists = sorted({d for mod in node_deps() for d in by_module.get(mod, [])})
+    return [(d, importlib.metadata.version(d)) for d in dists]
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _wheel(dist: str, version: str) -> Path:
+    """The cached wheel of ``dist==version``: downloaded, else built."""
+    WHEELS.mkdir(parents=True, exist_ok=True)
+
+    def hit() -> Path | None:
+        found = [p for p in WHEELS.glob("*.whl") if _norm(p.name.split("-")[0]) == _norm(dist)
+                 and p.name.split("-")[1] == version]
+        return found[0] if found else None
+
+    if hit() is None:
+        pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+        got = subprocess.run([*pip, "download", "--no-deps", "--only-binary=:all:", "-d", str(WHEELS),
+                              f"{dist}=={version}"], capture_output=True, text=True, timeout=600)
+        if got.returncode != 0:
+            got = subprocess.run([*pip, "wheel", "--no-deps", "-w", str(WHEELS), f"{dist}=={version}"],
+                                 capture_output=True, text=True, timeout=900)
+        if got.returncode != 0 or hit() is None:
+            raise HarnessError(f"no wheel of {dist}=={version} for the ssh hosts: "
+                               f"{(got.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+    found = hit()
+    assert found is not None
+    return found
+
+
+def _sources_digest(pins: list[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    files = [ROOT / "pyproject.toml"] + [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*"))
+                                         if p.is_file() and "__pycache__" not in p.parts
+                                         and p.suffix not in (".pyc", ".so")]
+    for p in files:
+        h.update(str(p.relative_to(ROOT)).encode() + b"\0" + p.read_bytes() + b"\0")
+    for dist, version in pins:
+        h.update(f"{dist}=={version}\0".encode())
+    return h.hexdigest()[:16]
+
+
+def _project_wheel(out: Path) -> Path:
+    """``pip wheel --no-deps`` of a copy of the sources (setuptools writes
+    ``build/`` and ``*.egg-info`` next to them)."""
+    with tempfile.TemporaryDirectory(prefix="kw-wheel-") as work:
+        src = Path(work) / "src"
+        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+            ".git", ".venv", ".accel", "build", "results", "__pycache__", "*.egg-info", ".pytest_cache",
+            ".hypothesis", "tests", "bench"))
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(out), str(src)], capture_output=True, text=True, timeout=600, env=env)
+        if p.returncode != 0:
+            raise HarnessError(f"building the project's wheel failed: {(p.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+    (wheel,) = out.glob("kraftwerk-*.whl")
+    return wheel
 
 
 def build() -> tuple[str, Path]:
-    """(hash, path) of the bundle tarball, made once per content under the cache."""
-    files = _files()
-    h = hashlib.sha256()
-    for name, p in files:
-        h.update(name.encode() + b"\0" + p.read_bytes() + b"\0")
-    digest = h.hexdigest()[:16]
-    path = CACHE / f"kw-bundle-{digest}.tar.gz"
-    if not path.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with tarfile.open(tmp, "w:gz", compresslevel=3) as tar:
-            for name, p in files:
-                data = p.read_bytes()
-                info = tarfile.TarInfo(name)
-                info.size, info.mode, info.mtime = len(data), 0o644, 0
-                tar.addfile(info, io.BytesIO(data))
-        os.replace(tmp, path)
-        for old in CACHE.glob("kw-bundle-*.tar.gz"):
-            if old != path:
-                old.unlink(missing_ok=True)
+    """(hash, path) of the bundle tar, made once per content under the cache."""
+    pins = node_dists()
+    pip_pin = ("pip", importlib.metadata.version("pip"))
+    digest = _sources_digest(pins + [pip_pin])
+    path = CACHE / f"kw-bundle-{digest}.tar"
+    if path.exists():
+        os.utime(path)  # in use: not stale for another content's build
+        return digest, path
+    CACHE.mkdir(parents=True, exist_ok=True)
+    deps = [_wheel(d, v) for d, v in pins]
+    pip_wheel = _wheel(*pip_pin)
+    with tempfile.TemporaryDirectory(prefix="kw-bundle-", dir=CACHE) as tmp:
+        project = _project_wheel(Path(tmp))
+        part = Path(tmp) / "bundle.tar"
+        with tarfile.open(part, "w") as tar:  # wheels are zips already
+            for w in [project, *deps]:
+                tar.add(w, arcname=f"wheels/{w.name}")
+            tar.add(pip_wheel, arcname=pip_wheel.name)
+        os.replace(part, path)
+    for old in CACHE.glob("kw-bundle-*.tar*"):
+        # another content's bundle goes once nobody can be about to upload
+        # it: checkouts on one machine share this cache
+        try:
+            stale = time.time() - old.stat().st_mtime > 3600
+        except OSError:
+            continue
+        if old != path and stale:
+            old.unlink(missing_ok=True)
     return digest, path
+
+
+def install_argvs(app: str, python: str, wheels: list[str], pip_wheel: str) -> list[list[str]]:
+    """What makes the venv on a host from an unpacked bundle in ``app``
+    (``wheels`` and ``pip_wheel``: the names the tar holds)."""
+    return [
+        [python, "-m", "venv", "--without-pip", f"{app}/venv"],
+        [f"{app}/{VENV_PYTHON}", f"{app}/{pip_wheel}/pip", "install", "-q", "--no-index", "--no-deps",
+         "--disable-pip-version-check", *[f"{app}/wheels/{w}" for w in wheels]],
+    ]
+
+
+def contents(path: Path) -> tuple[list[str], str]:
+    """(wheel names under wheels/, pip's wheel name) in a bundle tar."""
+    with tarfile.open(path) as tar:
+        names = tar.getnames()
+    return sorted(n.split("/", 1)[1] for n in names if n.startswith("wheels/")), next(
+        n for n in names if n.startswith("pip-"))

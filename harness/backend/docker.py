@@ -60,6 +60,11 @@ SYSTEM_SOCK = Path("/var/run/docker.sock")
 IMAGE = "kraftwerk-node"
 LABEL = "kraftwerk"
 ETC_FILES = ("passwd", "group", "protocols", "services", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "hosts")
+#: /etc trees a program under the host's /usr reads (the JVM's jvm.cfg and
+#: security files are links from /usr/lib/jvm into /etc/java-17-openjdk)
+ETC_TREES = ("java-17-openjdk",)
+#: the label value of containers that outlive the command (``cluster up``)
+KIND_CLUSTER = "cluster"
 
 
 def _try(base_url: str) -> Any:
@@ -149,6 +154,21 @@ def _skeleton() -> bytes:
                 ti = tarfile.TarInfo(f"etc/{f}")
                 ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
                 tar.addfile(ti, io.BytesIO(data))
+        for tree in ETC_TREES:
+            base = Path("/etc") / tree
+            for p in sorted(base.rglob("*")) if base.is_dir() else []:
+                ti = tarfile.TarInfo(f"etc/{p.relative_to('/etc')}")
+                ti.mtime = 0
+                if p.is_symlink():
+                    ti.type, ti.linkname = tarfile.SYMTYPE, os.readlink(p)
+                    tar.addfile(ti)
+                elif p.is_dir():
+                    ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(ti)
+                elif p.is_file():
+                    data = p.read_bytes()
+                    ti.size, ti.mode = len(data), 0o644
+                    tar.addfile(ti, io.BytesIO(data))
         for p in sorted(Path("/etc/alternatives").iterdir()):
             if p.is_symlink():
                 ti = tarfile.TarInfo(f"etc/alternatives/{p.name}")
@@ -181,8 +201,12 @@ class DockerHosts:
     runtime = "docker"
     shared_fs = True
 
-    def __init__(self, client: Any, tag: str, subnet: int, state: RunState | None, run_dir: Path) -> None:
+    def __init__(self, client: Any, tag: str, subnet: int, state: RunState | None, run_dir: Path,
+                 detached: bool = False) -> None:
         self.client = client
+        #: containers and daemons that outlive the command (``kraftwerk
+        #: cluster up``): labelled kind=cluster (never swept), daemons with no lease
+        self.detached = detached
         self.tag = tag
         self.subnet = subnet
         self.state = state
@@ -198,24 +222,45 @@ class DockerHosts:
 
     @classmethod
     def create(cls, nodes: Sequence[str], state: RunState | None, run_dir: Path, client: Any = None,
-               fuse: bool = False) -> "DockerHosts":
-        """``fuse``: containers may mount FUSE filesystems (/dev/fuse and
+               ro_paths: Sequence[str] = (), detached: bool = False, fuse: bool = False) -> "DockerHosts":
+        """Containers for ``nodes``; ``ro_paths`` are this machine's paths
+        mounted read-only at the same place (a db's binaries: Kafka's jars);
+        ``fuse``: containers may mount FUSE filesystems (/dev/fuse and
         SYS_ADMIN), for ``kraftwerk fs`` under each node (storage lazyfs)."""
         client = client or engine()
         image = ensure_image(client)
         tag = secrets.token_hex(3)
-        self = cls(client, tag, allocate_subnet(tag, "docker"), state, run_dir)
+        self = cls(client, tag, allocate_subnet(tag, KIND_CLUSTER if detached else "docker"), state, run_dir,
+                   detached)
         try:
-            self._make(list(nodes), image, fuse)
+            self._make(list(nodes), image, list(ro_paths), fuse)
         except BaseException:
             self.teardown()
             raise
         return self
 
+    @classmethod
+    def attach(cls, tag: str, subnet: int, run_dir: Path, daemons: Mapping[str, tuple[int, int | None]]) -> "DockerHosts":
+        """The containers of a kept cluster (``cluster down``), found by tag."""
+        client = engine(start=False)
+        if client is None:
+            raise HarnessError("no Docker engine answers: its containers are gone with it")
+        self = cls(client, tag, subnet, None, run_dir, detached=True)
+        for c in client.containers.list(all=True, filters={"label": f"{LABEL}.tag={tag}"}):
+            node = c.labels.get(f"{LABEL}.node") or c.name.rsplit("-", 1)[-1]
+            self.containers[node] = c
+        nets = client.networks.list(filters={"label": f"{LABEL}.tag={tag}"})
+        self.network = nets[0] if nets else None
+        for node, (pid, start) in daemons.items():
+            self.daemons[node] = ("", None, pid, start)
+        return self
+
     def _labels(self) -> dict[str, str]:
+        if self.detached:
+            return {LABEL: "1", f"{LABEL}.tag": self.tag, f"{LABEL}.kind": KIND_CLUSTER}
         return {LABEL: "1", f"{LABEL}.tag": self.tag, f"{LABEL}.owner": _owner()}
 
-    def _make(self, nodes: list[str], image: str, fuse: bool = False) -> None:
+    def _make(self, nodes: list[str], image: str, ro_paths: list[str], fuse: bool = False) -> None:
         import docker
 
         pool = docker.types.IPAMPool(subnet=f"{SUBNET_PREFIX}.{self.subnet}.0/24", gateway=self.client_address)
@@ -233,9 +278,11 @@ class DockerHosts:
             d.mkdir(parents=True, exist_ok=True)
             api = self.client.api
             binds = {"/usr": {"bind": "/usr", "mode": "ro"}, str(REPO_ROOT): {"bind": str(REPO_ROOT), "mode": "ro"},
+                     **{p: {"bind": p, "mode": "ro"} for p in ro_paths},
                      str(d): {"bind": str(d), "mode": "rw"}}
             made = api.create_container(
-                image, ["sleep", "infinity"], name=f"kw-{self.tag}-{n}", hostname=n, labels=self._labels(),
+                image, ["sleep", "infinity"], name=f"kw-{self.tag}-{n}", hostname=n,
+                labels={**self._labels(), f"{LABEL}.node": n},
                 working_dir=str(REPO_ROOT),
                 host_config=api.create_host_config(
                     binds=binds, cap_add=["NET_ADMIN", *(["SYS_ADMIN"] if fuse else [])],
@@ -258,7 +305,7 @@ class DockerHosts:
     def node_dir(self, node: str) -> str:
         return str(self.run_dir / "nodes" / node)
 
-    def kraftwerk_argv(self) -> list[str]:
+    def kraftwerk_argv(self, node: str | None = None) -> list[str]:
         return [sys.executable, "-c", "from harness.cli import main; main()"]
 
     # ------------------------------------------------------------ commands and files
@@ -298,11 +345,14 @@ class DockerHosts:
     # ------------------------------------------------------------ the daemon
     def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
         run_id = self.state.run_id if self.state is not None else self.tag
-        envs = {RUN_ENV: run_id, "KRAFTWERK_LEASE_FD": "0", **env}
+        lease = {} if self.detached else {"KRAFTWERK_LEASE_FD": "0"}
+        envs = {RUN_ENV: run_id, **lease, **env}
         eid = self.client.api.exec_create(self.containers[node].id, ["sh", "-c", 'exec "$@" >>"$0" 2>&1', log, *argv],
-                                          stdin=True, stdout=False, stderr=False, environment=envs,
+                                          stdin=not self.detached, stdout=False, stderr=False, environment=envs,
                                           workdir=str(REPO_ROOT))["Id"]
-        sock = self.client.api.exec_start(eid, socket=True)
+        sock = None if self.detached else self.client.api.exec_start(eid, socket=True)
+        if self.detached:
+            self.client.api.exec_start(eid, detach=True)
         pid = 0
         deadline = time.monotonic() + 10
         while not pid and time.monotonic() < deadline:
@@ -339,7 +389,8 @@ class DockerHosts:
             self.signal(node, _signal.SIGCONT)
             self.signal(node, _signal.SIGKILL)
             try:
-                self.daemons[node][1].close()
+                if self.daemons[node][1] is not None:
+                    self.daemons[node][1].close()
             except OSError:
                 pass
         for c in self.containers.values():
@@ -371,10 +422,14 @@ def sweep(force: bool = False) -> list[str]:
             return not alive(int(pid), int(start) if start.isdigit() else None) or int(pid) == os.getpid()
 
         for c in client.containers.list(all=True, filters={"label": LABEL}):
+            if c.labels.get(f"{LABEL}.kind") == KIND_CLUSTER:
+                continue  # a kept cluster: no run's, removed by `kraftwerk cluster down`
             if force or dead(c.labels):
                 c.remove(force=True)
                 removed.append(f"container {c.name}")
         for n in client.networks.list(filters={"label": LABEL}):
+            if (n.attrs.get("Labels") or {}).get(f"{LABEL}.kind") == KIND_CLUSTER:
+                continue
             if force or dead(n.attrs.get("Labels") or {}):
                 try:
                     n.remove()

@@ -1,64 +1,133 @@
-"""``kraftwerk cluster up|down|status --backend netns``: a reference-broker
-cluster in network namespaces that outlives the command, for hand
-experiments (iptables, tcpdump or a client inside ``ip netns exec``).
+"""``kraftwerk cluster up|down|status --backend netns|docker|ssh``: a cluster
+on real hosts that outlives the command, for hand experiments (a client,
+iptables, tcpdump), with ``--db reference`` or ``--db kafka``.
 
-``up`` makes a fabric of kind ``cluster`` (never swept by ``kraftwerk
-cleanup``: it belongs to no run), starts the nodes with no lease, waits
-until they answer and every broker is registered, and records the tag,
-addresses and pids in ``<dir>/cluster.json``; node data, logs and traces
-are in ``<dir>/nodes/<name>/``. ``down`` stops brokers then controllers
-with SIGTERM (controlled shutdown; SIGKILL after the grace period) and
-removes the namespaces. The docker and ssh backends are for runs only so
-far: their daemons are tied to the harness's connection.
+``up`` makes the hosts in their kept form: a fabric of kind ``cluster``
+(netns), containers labelled ``kraftwerk.kind=cluster`` (docker), or a
+directory ``<dir>/runs/cluster-<tag>/`` on each ssh host; none of them is
+swept by ``kraftwerk cleanup`` (they belong to no run). The db is started
+exactly as a run's (:class:`harness.db.hosted.HostedReference`,
+:class:`harness.db.kafka.KafkaDB`), through the host contract only, but its
+daemons get no lease (their own session; docker: a detached exec; ssh:
+``setsid``). ``up`` waits until every broker is registered and records the
+backend, the hosts and each daemon's pid in ``<dir>/cluster.json``; node
+data, logs and traces are in ``<dir>/nodes/<name>/`` (on an ssh host, in its
+directory until ``down`` brings the logs back). ``down`` stops brokers then
+controllers with SIGTERM (controlled shutdown; SIGKILL after the grace
+period) and removes what ``up`` made: namespaces, containers and network,
+the hosts' chains and directories.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.backend.netns import NetnsHosts
 from harness.config import TestConfig
-from harness.db.hosted import NODE_PORT, HostedReference
 from harness.errors import HarnessError, UsageError
-from harness.net.netns import Fabric, remove_tag, require_root
 from harness.state import alive, proc_start_time
 
 STATE_FILE = "cluster.json"
+KEPT_BACKENDS = ("netns", "docker", "ssh")
 
 
 def up(cfg: TestConfig, dir: Path, node_args: list[str], timeout: float) -> dict[str, Any]:
-    require_root("--backend netns")
+    from harness.backend import preflight
+
     dir = dir.resolve()
     if load(dir) is not None:
         raise UsageError(f"a cluster is already in {dir}; run `kraftwerk cluster down --dir {dir}` first")
+    checked = preflight(cfg)
+    if cfg.db == "kafka":
+        from harness.db.kafka import preflight as kafka_preflight
+
+        kafka_preflight(cfg)
     dir.mkdir(parents=True, exist_ok=True)
-    fabric = Fabric.create(cfg.node_names(), kind="cluster", dir=str(dir))
-    hosts = NetnsHosts(fabric, None, dir)
-    db = HostedReference(cfg, dir, None, hosts, node_args)
+    hosts, extra = _kept_hosts(cfg, dir, checked)
+    db = _db(cfg, dir, hosts, node_args)
     try:
-        db.boot()
-        _wait_brokers(db, timeout)
+        if cfg.db == "kafka":
+            db.setup(ready_timeout=timeout, topics=False)
+        else:
+            db.boot()
+            _wait_brokers(db, timeout)
     except BaseException:
         db.teardown()
         raise
-    st = {
-        "backend": "netns", "tag": fabric.tag, "dir": str(dir), "bootstrap": db.client_bootstrap(),
-        "client_address": fabric.client_address,
-        "nodes": [{"name": n, "node_id": db.ids[n], "roles": db.roles[n], "address": hosts.address(n),
-                   "namespace": fabric.ns(n), "pid": hosts.procs[n].pid,
-                   "start": proc_start_time(hosts.procs[n].pid)} for n in db.node_names()],
-    }
+    st = {"backend": cfg.backend, "db": cfg.db, "dir": str(dir), "bootstrap": db.client_bootstrap(),
+          "client_address": hosts.client_address, **extra,
+          "nodes": [_row(db, hosts, n) for n in db.node_names()]}
+    if cfg.db == "kafka":
+        st["version"] = db.version()
     (dir / STATE_FILE).write_text(json.dumps(st, indent=1))
     return st
 
 
-def _wait_brokers(db: HostedReference, timeout: float) -> None:
+def _kept_hosts(cfg: TestConfig, dir: Path, checked: Any) -> tuple[Any, dict[str, Any]]:
+    """The backend's hosts made to outlive this command, and what ``down``
+    needs to find them again."""
+    names = cfg.node_names()
+    if cfg.backend == "netns":
+        from harness.backend.netns import NetnsHosts
+        from harness.net.netns import Fabric
+
+        fabric = Fabric.create(names, kind="cluster", dir=str(dir))
+        return NetnsHosts(fabric, None, dir), {"tag": fabric.tag}
+    if cfg.backend == "docker":
+        from harness.backend import ro_paths
+        from harness.backend.docker import DockerHosts
+
+        hosts = DockerHosts.create(names, None, dir, client=checked, ro_paths=ro_paths(cfg), detached=True)
+        return hosts, {"tag": hosts.tag, "subnet": hosts.subnet}
+    from harness.backend.ssh import SshHosts
+
+    assert cfg.hosts is not None
+    run_id = f"cluster-{secrets.token_hex(3)}"
+    hosts = SshHosts.open(checked, names, None, dir, detached=True, run_id=run_id)
+    return hosts, {"hosts": str(Path(cfg.hosts).resolve()), "run_id": run_id}
+
+
+def _db(cfg: TestConfig, dir: Path, hosts: Any, node_args: list[str]) -> Any:
+    if cfg.db == "kafka":
+        from harness.db.kafka import KafkaDB
+
+        return KafkaDB(cfg, dir, None, hosts)  # type: ignore[arg-type]
+    from harness.db.hosted import HostedReference
+
+    return HostedReference(cfg, dir, None, hosts, node_args)
+
+
+def _row(db: Any, hosts: Any, name: str) -> dict[str, Any]:
+    pid = _pid(hosts, name)
+    ids = {n: i for n, i, _ in db.cfg.layout()}
+    roles = {n: r for n, _, r in db.cfg.layout()}
+    row = {"name": name, "node_id": ids[name], "roles": list(roles[name]), "address": hosts.address(name),
+           "pid": pid}
+    if hosts.runtime != "ssh":  # a pid of this machine (a namespace's or a container's process)
+        row["start"] = proc_start_time(pid)
+    if hosts.runtime == "netns":
+        row["namespace"] = hosts.fabric.ns(name)
+    return row
+
+
+def _pid(hosts: Any, name: str) -> int:
+    if hosts.runtime == "netns":
+        return int(hosts.procs[name].pid)
+    if hosts.runtime == "docker":
+        return int(hosts.daemons[name][2])  # (exec id, socket, host pid, start)
+    return int(hosts.daemons[name][1])  # ssh: (channel, pid on the host)
+
+
+def _wait_brokers(db: Any, timeout: float) -> None:
     from reference_impl.server.launcher import metadata_brokers
+
+    from harness.db.hosted import NODE_PORT
 
     want = {db.ids[b] for b in db.brokers()}
     deadline = time.monotonic() + timeout
@@ -75,35 +144,112 @@ def _wait_brokers(db: HostedReference, timeout: float) -> None:
 
 
 def load(dir: Path) -> dict[str, Any] | None:
-    """The state of a namespace cluster in ``dir``, or None (none, or another kind)."""
+    """The state of a kept cluster on real hosts in ``dir``, or None."""
     try:
         st = json.loads((Path(dir) / STATE_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return st if isinstance(st, dict) and st.get("backend") == "netns" else None
+    return st if isinstance(st, dict) and st.get("backend") in KEPT_BACKENDS else None
 
 
 def status(st: dict[str, Any]) -> list[dict[str, Any]]:
+    if st["backend"] == "ssh":
+        hosts = _ssh_hosts(st)
+        try:
+            return [{**n, "alive": hosts.running(n["name"])} for n in st["nodes"]]
+        finally:
+            hosts.close()
     return [{**n, "alive": alive(n["pid"], n.get("start"))} for n in st["nodes"]]
+
+
+def _ssh_hosts(st: dict[str, Any]) -> Any:
+    from harness.backend.ssh import SshHosts, preflight
+
+    names = [n["name"] for n in st["nodes"]]
+    hosts = SshHosts(preflight(st["hosts"], names), None, st["run_id"], detached=True)
+    for n in st["nodes"]:
+        hosts.adopt(n["name"], n["pid"])
+    return hosts
 
 
 def down(dir: Path, timeout: float = 40.0) -> dict[str, bool]:
     """Brokers first, then controllers: SIGTERM, SIGKILL after ``timeout``;
-    then the namespaces. Returns {node: stopped cleanly}."""
+    then whatever ``up`` made. Returns {node: stopped cleanly}."""
     st = load(dir)
     if st is None:
         return {}
+    if st["backend"] == "ssh":
+        result = _down_ssh(st, timeout)
+    else:
+        result = _stop_local_pids(st, timeout)
+        if st["backend"] == "netns":
+            from harness.net.netns import remove_tag
+
+            remove_tag(st["tag"])
+        else:
+            from harness.backend.docker import DockerHosts
+
+            DockerHosts.attach(st["tag"], st["subnet"], Path(dir), {}).teardown()
+    (Path(dir) / STATE_FILE).unlink(missing_ok=True)
+    return result
+
+
+def _waves(st: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return ([n for n in st["nodes"] if "broker" in n["roles"]], [n for n in st["nodes"] if "broker" not in n["roles"]])
+
+
+def _stop_local_pids(st: dict[str, Any], timeout: float) -> dict[str, bool]:
+    """Daemons whose pids are this machine's (namespaces, containers)."""
     result: dict[str, bool] = {}
-    groups = ([n for n in st["nodes"] if "broker" in n["roles"]], [n for n in st["nodes"] if "broker" not in n["roles"]])
-    for group in groups:
+    for group in _waves(st):
         live = [n for n in group if alive(n["pid"], n.get("start"))]
         for n in live:
-            os.kill(n["pid"], signal.SIGTERM)
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                os.kill(n["pid"], sig)
+        deadline = time.monotonic() + timeout
         for n in live:
-            deadline = time.monotonic() + timeout
             while alive(n["pid"], n.get("start")) and time.monotonic() < deadline:
                 time.sleep(0.05)
             result[n["name"]] = not alive(n["pid"], n.get("start"))
-    remove_tag(st["tag"])
-    (Path(dir) / STATE_FILE).unlink(missing_ok=True)
+            if not result[n["name"]]:
+                os.kill(n["pid"], signal.SIGKILL)
     return result
+
+
+def _down_ssh(st: dict[str, Any], timeout: float) -> dict[str, bool]:
+    """Through the hosts' connections: stop, bring the logs back, remove
+    our chains and the cluster's directory on each host."""
+    from harness.net.iptables import IptablesNetwork
+
+    hosts = _ssh_hosts(st)
+    result: dict[str, bool] = {}
+    try:
+        for group in _waves(st):
+            def term(name: str) -> bool:  # a wave at once: a combined node waits for its peers' votes
+                if not hosts.running(name):
+                    return True
+                hosts.signal(name, signal.SIGCONT)
+                hosts.signal(name, signal.SIGTERM)
+                return hosts.wait_exit(name, timeout)
+
+            with ThreadPoolExecutor(max_workers=max(1, len(group))) as pool:
+                result.update(zip([n["name"] for n in group], pool.map(term, [n["name"] for n in group])))
+        _collect_ssh(st, hosts)
+        names = [n["name"] for n in st["nodes"]]
+        IptablesNetwork(names, {n["name"]: n["address"] for n in st["nodes"]}, hosts.client_address,
+                        lambda node, argv, stdin: hosts.exec(node, list(argv), 30.0, stdin=stdin)).teardown()
+    finally:
+        hosts.teardown()
+    return result
+
+
+def _collect_ssh(st: dict[str, Any], hosts: Any) -> None:
+    from harness.db.hosted import COLLECT as REFERENCE_FILES
+    from harness.db.kafka import COLLECT as KAFKA_FILES
+
+    for n in st["nodes"]:
+        for f in KAFKA_FILES if st["db"] == "kafka" else REFERENCE_FILES:
+            try:
+                hosts.download(n["name"], f"{hosts.node_dir(n['name'])}/{f}", Path(st["dir"]) / "nodes" / n["name"] / f)
+            except (OSError, HarnessError):
+                pass

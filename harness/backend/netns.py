@@ -64,7 +64,7 @@ class NetnsHosts:
     def node_dir(self, node: str) -> str:
         return str(self.run_dir / "nodes" / node)
 
-    def kraftwerk_argv(self) -> list[str]:
+    def kraftwerk_argv(self, node: str | None = None) -> list[str]:
         return [sys.executable, "-c", "from harness.cli import main; main()"]
 
     # ------------------------------------------------------------ commands and files

@@ -7,14 +7,15 @@ throwaway namespace hosts of ``kraftwerk hosts up``).
   and a key that differs from the known one is always refused.
 * Commands are argv lists, quoted with ``shlex.join`` into the one string
   ssh carries, prefixed with ``sudo -n`` for a non-root user.
-* The project reaches each host as a bundle (:mod:`harness.backend.bundle`),
+* The project reaches each host as its wheel in a venv (:mod:`harness.backend.bundle`),
   installed once per content under the host's ``dir``.
-* A daemon is started on a channel of its own that stays open for the run:
-  ``sh -c 'echo $$; exec "$@" >>LOG 2>&1'``, with the channel as its stdin and
+* A daemon is started on a channel of its own that stays open for the run
+  (:data:`LEASED`), with the channel as its stdin and
   ``KRAFTWERK_LEASE_FD=0``. If the harness dies, the connection drops, sshd
   closes the daemon's stdin and the node ends the run on that host itself
-  (:mod:`harness.lease`): a SIGKILLed harness leaves no node running on a VM.
-  The channel's exit status says when the daemon has exited.
+  (:mod:`harness.lease`); a watcher on the same channel SIGKILLs a daemon
+  that knows no lease (Kafka's JVM): a SIGKILLed harness leaves no node
+  running on a VM. The channel's exit status says when the daemon has exited.
 * Node data lives in ``<dir>/runs/<run-id>/<node>/``; teardown brings the
   logs and traces back, removes that directory and our iptables chains.
 
@@ -28,6 +29,7 @@ import shlex
 import signal as _signal
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -41,6 +43,14 @@ from harness.state import RUN_ENV, RunState
 
 PYTHON = "python3.11"
 CONNECT_TIMEOUT = 6.0
+#: a daemon held by its channel: the daemon keeps the channel as its stdin
+#: (a kraftwerk node ends itself on EOF: harness.lease), and a watcher kills
+#: it when the channel closes, so a daemon that knows no lease (a JVM) goes
+#: too when the harness dies; the shell waits for the daemon and exits with
+#: its status, so the channel's exit status says when it has exited
+LEASED = ('exec 3<&0; "$@" <&3 >>"$0" 2>&1 & c=$!; echo $c; '
+          '{ cat <&3 >/dev/null; kill -KILL $c 2>/dev/null; } & w=$!; '
+          'wait $c; s=$?; kill $w 2>/dev/null; exit $s')
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -169,11 +179,15 @@ class SshHosts:
     shared_fs = False
     ephemeral_net = False  # hosts outlive the run: our iptables chains are removed at teardown
 
-    def __init__(self, hosts: dict[str, tuple[HostSpec, Any]], state: RunState | None, run_id: str) -> None:
+    def __init__(self, hosts: dict[str, tuple[HostSpec, Any]], state: RunState | None, run_id: str,
+                 detached: bool = False) -> None:
         self.hosts = hosts
         self.state = state
         self.run_id = run_id
-        self.daemons: dict[str, tuple[Any, int]] = {}  # node -> (channel, pid)
+        #: daemons that outlive the connection (``kraftwerk cluster up``): no
+        #: lease, their own session; the pid is all there is to hold
+        self.detached = detached
+        self.daemons: dict[str, tuple[Any, int]] = {}  # node -> (channel or None, pid)
         self._sftp: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.app: dict[str, str] = {}
@@ -181,8 +195,8 @@ class SshHosts:
 
     @classmethod
     def open(cls, checked: dict[str, tuple[HostSpec, Any]], names: Sequence[str], state: RunState | None,
-             run_dir: Path) -> "SshHosts":
-        self = cls(checked, state, state.run_id if state is not None else run_dir.name)
+             run_dir: Path, detached: bool = False, run_id: str | None = None) -> "SshHosts":
+        self = cls(checked, state, run_id or (state.run_id if state is not None else run_dir.name), detached)
         if state is not None:
             for node, (spec, _) in checked.items():
                 state.add_resource("ssh-host", f"{spec.name} ({node})", undo=undo_argv(spec, self.run_id))
@@ -210,34 +224,41 @@ class SshHosts:
     def node_dir(self, node: str) -> str:
         return f"{self.hosts[node][0].dir}/runs/{self.run_id}/{node}"
 
-    def kraftwerk_argv(self) -> list[str]:
-        return [PYTHON, "-c", "from harness.cli import main; main()"]
-
-    def tool_argv(self, node: str) -> list[str]:
-        """``kraftwerk`` as a one-off command on the node's host (the bundle
-        on its path, as a daemon has it)."""
-        app = self.app.get(node, "")
-        return ["env", f"PYTHONPATH={app}:{app}/site", *self.kraftwerk_argv()]
+    def kraftwerk_argv(self, node: str) -> list[str]:
+        """The project's command on the node's host: its venv's interpreter."""
+        return [f"{self.app[node]}/{bundle.VENV_PYTHON}", "-c", "from harness.cli import main; main()"]
 
     # ------------------------------------------------------------ install
     def install(self) -> None:
-        """Put the bundle on every host that lacks it (once per content)."""
+        """The project's wheel and a node's dependencies into a venv on every
+        host that lacks it (once per content; :mod:`harness.backend.bundle`)."""
         digest, path = bundle.build()
+        wheels, pip_wheel = bundle.contents(path)
+        app = f"app-{digest}"
+        self.app = self.install_archive(
+            app, path, lambda d: bundle.install_argvs(d, PYTHON, wheels, pip_wheel))
 
-        def one(node: str) -> None:
-            app = f"{self.hosts[node][0].dir}/app-{digest}"
-            self.app[node] = app
-            if self.exec(node, ["test", "-f", f"{app}/.complete"], 10)[0] == 0:
-                return
-            self._check(node, ["mkdir", "-p", app])
-            self.upload(node, path, f"{app}.tar.gz")
-            self._check(node, ["tar", "-xzf", f"{app}.tar.gz", "-C", app])
-            self._check(node, ["rm", "-f", f"{app}.tar.gz"])
-            self._check(node, ["touch", f"{app}/.complete"])
+    def install_archive(self, name: str, path: Path, then: Any = None) -> dict[str, str]:
+        """Unpack the tar ``path`` into ``<dir>/<name>`` on every host that
+        lacks it, run ``then(dir)``'s argvs there (``.complete`` marks a whole
+        one); {node: that directory}."""
+
+        def one(node: str) -> tuple[str, str]:
+            d = f"{self.hosts[node][0].dir}/{name}"
+            if self.exec(node, ["test", "-f", f"{d}/.complete"], 10)[0] == 0:
+                return node, d
+            self._check(node, ["rm", "-rf", d])  # half of one an earlier attempt left
+            self._check(node, ["mkdir", "-p", d])
+            self.upload(node, path, f"{d}.part")
+            self._check(node, ["tar", "-xf", f"{d}.part", "-C", d])
+            self._check(node, ["rm", "-f", f"{d}.part"])
+            for argv in then(d) if then is not None else []:
+                self._check(node, argv)
+            self._check(node, ["touch", f"{d}/.complete"])
+            return node, d
 
         with ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
-            for f in [pool.submit(one, n) for n in self.hosts]:
-                f.result()
+            return dict(pool.map(one, list(self.hosts)))
 
     def _check(self, node: str, argv: list[str]) -> str:
         rc, out, err = self.exec(node, argv, 120)
@@ -272,11 +293,11 @@ class SshHosts:
 
     # ------------------------------------------------------------ the daemon
     def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
+        if self.detached:
+            return self._start_detached(node, argv, log, env)
         spec, client = self.hosts[node]
-        app = self.app.get(node, "")
-        envs = {"PYTHONPATH": f"{app}:{app}/site", RUN_ENV: self.run_id, "KRAFTWERK_LEASE_FD": "0", **env}
-        cmd = _prefix(spec) + ["env", *[f"{k}={v}" for k, v in envs.items()],
-                               "sh", "-c", 'echo $$; exec "$@" >>"$0" 2>&1', log, *argv]
+        envs = {RUN_ENV: self.run_id, "KRAFTWERK_LEASE_FD": "0", **env}
+        cmd = _prefix(spec) + ["env", *[f"{k}={v}" for k, v in envs.items()], "sh", "-c", LEASED, log, *argv]
         chan = client.get_transport().open_session()
         chan.exec_command(shlex.join(cmd))
         line = chan.makefile("r").readline().strip()
@@ -285,9 +306,29 @@ class SshHosts:
         self.daemons[node] = (chan, int(line))
         return int(line)
 
+    def _start_detached(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
+        """A daemon in a session of its own on the host, with no lease:
+        ``setsid`` execs in a background child (not a group leader), and
+        so do ``env`` and ``sh``, so ``$!`` is the daemon's pid."""
+        envs = {RUN_ENV: self.run_id, **env}
+        inner = ["env", *[f"{k}={v}" for k, v in envs.items()], "sh", "-c", 'exec "$@" >>"$0" 2>&1', log, *argv]
+        rc, out, err = self.exec(node, ["sh", "-c", 'setsid "$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", *inner], 20)
+        if rc != 0 or not out.strip().isdigit():
+            raise HarnessError(f"host {self.hosts[node][0].name}: daemon did not start ({(err or out).strip()[:200]})")
+        self.daemons[node] = (None, int(out.strip()))
+        return int(out.strip())
+
+    def adopt(self, node: str, pid: int) -> None:
+        """Hold a detached daemon another command started (``cluster down``)."""
+        self.daemons[node] = (None, pid)
+
     def running(self, node: str) -> bool:
         d = self.daemons.get(node)
-        return d is not None and not d[0].exit_status_ready()
+        if d is None:
+            return False
+        if d[0] is None:
+            return self.exec(node, ["kill", "-0", str(d[1])], 10)[0] == 0
+        return not d[0].exit_status_ready()
 
     def signal(self, node: str, sig: int) -> None:
         if self.running(node):
@@ -295,21 +336,38 @@ class SshHosts:
 
     def wait_exit(self, node: str, timeout: float) -> bool:
         d = self.daemons.get(node)
-        return d is None or d[0].status_event.wait(timeout)
+        if d is None:
+            return True
+        if d[0] is not None:
+            return d[0].status_event.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while self.running(node):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
+    def close(self) -> None:
+        """Drop the connections, leaving the hosts as they are."""
+        for s in self._sftp.values():
+            s.close()
+        self._sftp.clear()
+        for _, client in self.hosts.values():
+            client.close()
 
     def teardown(self) -> None:
         for node in list(self.daemons):
             self.signal(node, _signal.SIGCONT)
             self.signal(node, _signal.SIGKILL)
         for node, (chan, _) in list(self.daemons.items()):
+            if chan is None:
+                self.wait_exit(node, 10)
+                continue
             chan.status_event.wait(10)
             chan.close()
         for node, (spec, _) in self.hosts.items():
             self.exec(node, ["rm", "-rf", f"{spec.dir}/runs/{self.run_id}"], 60)
-        for s in self._sftp.values():
-            s.close()
-        for _, client in self.hosts.values():
-            client.close()
+        self.close()
         if self.state is not None:
             for node, (spec, _) in self.hosts.items():
                 self.state.remove_resource("ssh-host", f"{spec.name} ({node})")

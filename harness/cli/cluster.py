@@ -1,5 +1,7 @@
 """``kraftwerk cluster up|down|status``: a local reference-broker cluster, or
-with ``--db kafka`` a real Apache Kafka one (``harness.kafka.handcluster``).
+with ``--db kafka`` a real Apache Kafka one (``harness.kafka.handcluster``);
+with ``--backend netns|docker|ssh`` either db on real hosts
+(``harness.backend.handcluster``).
 
 ``up`` starts the node processes detached (pids in ``<dir>/cluster.json``),
 waits until every broker is registered and prints the bootstrap servers;
@@ -33,7 +35,10 @@ def register(group: click.Group) -> None:
 
     @cluster.command("up")
     @click.option("--backend", type=click.Choice(["local", "netns", "docker", "ssh"]), default="local", show_default=True,
-                  help="local processes, or network namespaces (root); docker and ssh are for runs only so far")
+                  help="local processes; network namespaces or containers (root); ssh hosts (--hosts)")
+    @click.option("--hosts", "hosts_file", type=click.Path(dir_okay=False),
+                  help="--backend ssh: the hosts file (kraftwerk hosts up writes one)")
+    @click.option("--ssh-accept-new", is_flag=True, help="--backend ssh: trust a host key seen for the first time")
     @click.option("--db", type=click.Choice(["reference", "kafka"]), default="reference", show_default=True)
     @click.option("--kafka-version", default="4.4.0", show_default=True, help="--db kafka: release from Maven Central")
     @click.option("--kafka-home", type=click.Path(file_okay=False), help="--db kafka: a Kafka binary distribution")
@@ -47,12 +52,15 @@ def register(group: click.Group) -> None:
                   help="key=value config for every node (repeatable; server.properties with --db kafka)")
     @click.option("--timeout", type=float, default=60.0, show_default=True, help="seconds to wait for the brokers")
     @click.option("--json", "as_json", is_flag=True)
-    def up(backend, db, kafka_version, kafka_home, brokers, controllers, base_port, dir, combined, storage_mode,
-           overrides, timeout, as_json):
+    def up(backend, hosts_file, ssh_accept_new, db, kafka_version, kafka_home, brokers, controllers, base_port, dir,
+           combined, storage_mode, overrides, timeout, as_json):
         """Start the nodes and print the bootstrap servers."""
         if backend != "local":
-            return _hosted_up(backend, db, brokers, controllers, dir, combined, storage_mode, overrides, timeout,
-                              as_json)
+            return _hosted_up(backend, db, {"hosts": hosts_file, "ssh_accept_new": ssh_accept_new,
+                                            "kafka_version": kafka_version, "kafka_home": kafka_home},
+                              brokers, controllers, dir, combined, storage_mode, overrides, timeout, as_json)
+        if hosts_file or ssh_accept_new:
+            raise UsageError("--hosts and --ssh-accept-new are for --backend ssh")
         if db == "kafka":
             return _kafka_up(kafka_version, kafka_home, brokers, controllers, base_port, dir, combined, overrides,
                              timeout, as_json)
@@ -126,9 +134,10 @@ def register(group: click.Group) -> None:
                 click.echo(json.dumps({"bootstrap": nst["bootstrap"], "nodes": rows}))
                 return
             for r in rows:
-                click.echo(f"{r['name']} id={r['node_id']} roles={','.join(r['roles'])} {r['address']}:9092 "
-                           f"netns={r['namespace']} pid={r['pid']} alive={'yes' if r['alive'] else 'no'}")
-            click.echo(f"bootstrap: {nst['bootstrap']}")
+                where = f" netns={r['namespace']}" if "namespace" in r else ""
+                click.echo(f"{r['name']} id={r['node_id']} roles={','.join(r['roles'])} {r['address']}:9092"
+                           f"{where} pid={r['pid']} alive={'yes' if r['alive'] else 'no'}")
+            click.echo(f"bootstrap: {nst['bootstrap']}  ({nst['backend']}, db {nst['db']})")
             return
 
         if handcluster.load(dir) is not None:
@@ -163,26 +172,31 @@ def register(group: click.Group) -> None:
         click.echo(f"bootstrap: {c.bootstrap}")
 
 
-def _hosted_up(backend, db, brokers, controllers, dir, combined, storage_mode, overrides, timeout, as_json) -> None:
-    """A reference cluster in network namespaces (harness.backend.handcluster)."""
+def _hosted_up(backend, db, extra, brokers, controllers, dir, combined, storage_mode, overrides, timeout,
+               as_json) -> None:
+    """Either db on the hosts of a real backend (harness.backend.handcluster)."""
     from pathlib import Path
 
     from harness.backend import handcluster
     from harness.config import build_config
 
-    if backend != "netns":
-        raise UsageError(f"cluster up --backend {backend}: not available (its daemons live with the harness's "
-                         "connection); use kraftwerk run --backend " + backend + ", or --backend netns here")
-    if db != "reference":
-        raise UsageError("cluster up --backend netns runs the reference broker: drop --db kafka")
     args: list[str] = []
     for kv in overrides:
         if "=" not in kv:
             raise UsageError(f"--set {kv!r} must look like key=value")
         args += ["--set", kv]
-    cfg = build_config(None, {"backend": "netns", "brokers": brokers, "controllers": controllers,
-                              "combined": combined, "rf": min(3, brokers), "min_isr": min(2, brokers), "seed": 1,
-                              "storage": "pagecache" if storage_mode == "memory-cache" else "file"})
+    settings = {"backend": backend, "db": db, "brokers": brokers, "controllers": controllers, "combined": combined,
+                "rf": min(3, brokers), "min_isr": min(2, brokers), "seed": 1,
+                "hosts": extra["hosts"], "ssh_accept_new": extra["ssh_accept_new"]}
+    if db == "kafka":
+        if storage_mode != "os":
+            raise UsageError("--storage-mode is the reference broker's: drop it with --db kafka")
+        settings.update(kafka_version=extra["kafka_version"], kafka_home=extra["kafka_home"],
+                        kafka_config=list(overrides))
+        args = []
+    else:
+        settings["storage"] = "pagecache" if storage_mode == "memory-cache" else "file"
+    cfg = build_config(None, settings)
     st = handcluster.up(cfg, Path(dir), args, timeout)
     if as_json:
         click.echo(json.dumps(st))

@@ -60,6 +60,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                  help="--workload txn: at most this many sends and polls per transaction (default 4)."),
     click.option("--isolation-level", type=click.Choice(["read_committed", "read_uncommitted"]),
                  help="Consumers' isolation.level (default read_committed)."),
+    click.option("--sub-via", type=click.Choice(["assign", "subscribe"]),
+                 help="Consumers assign partitions themselves (default) or subscribe as one consumer group."),
     click.option("--crash-clients", is_flag=True, default=None,
                  help="Kill a client mid-operation and replace it, about once per --crash-client-interval each."),
     click.option("--crash-client-interval", type=float,
@@ -145,8 +147,8 @@ def config_from_flags(backend: str | None, flags: dict[str, Any]) -> TestConfig:
 #: settings a replay takes from the recorded run's test.json (the workload's
 #: and the cluster's; not its runtime's, its output or its fault mix)
 REPLAYED = ("name", "workload", "abort_probability", "max_txn_length", "isolation_level", "retries",
-            "auto_offset_reset", "safe", "crash_clients",
-            "crash_client_interval", "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
+            "auto_offset_reset", "safe", "crash_clients", "crash_client_interval", "sub_via",
+            "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
             "idempotent", "variants", "protocol", "nemesis_interval", "time_limit", "rate", "concurrency", "seed",
             "op_timeout", "final_read_timeout", "setup_timeout", "flush_messages")
 

@@ -101,7 +101,7 @@ class HostedReference(PausesBySignal):
         voters = [n for n in self.node_names() if "controller" in self.roles[n]]
         quorum = ",".join(f"{self.ids[v]}@{self.hosts.address(v)}:{NODE_PORT}" for v in voters)
         return [
-            *self.hosts.kraftwerk_argv(), "node",
+            *self.hosts.kraftwerk_argv(name), "node",
             "--id", str(self.ids[name]), "--roles", ",".join(self.roles[name]),
             "--listen", f"{addr}:{NODE_PORT}", "--advertise", f"{addr}:{NODE_PORT}",
             "--controller-quorum", quorum, *self._dirs(name),

@@ -28,11 +28,16 @@ partitions have a leader.
 
 Backends: ``local`` (:class:`harness.backend.local_host.LocalHosts`, every
 node on 127.0.0.1 with ports of its own; no partitions: a broker advertises
-one address that every peer dials, so per-link proxies cannot cut it) and
-``netns`` (each node a namespace with its own address, PLAINTEXT on 9092 and
-CONTROLLER on 9094, and partitions made by iptables on each node's host,
-:class:`harness.net.iptables.IptablesNetwork`, as for the reference broker
-on real hosts; nothing of the cluster's traffic is exempt from a cut).
+one address that every peer dials, so per-link proxies cannot cut it), and
+``netns``, ``docker`` and ``ssh`` (each node a host with its own address,
+PLAINTEXT on 9092 and CONTROLLER on 9094, and partitions made by iptables on
+each node's host, :class:`harness.net.iptables.IptablesNetwork`, as for the
+reference broker on real hosts; only sshd's port is exempt from a cut).
+A node's files live in the host's node directory (``Remote.node_dir``);
+where the host does not share this machine's filesystem (ssh) the jars go
+over once per content (:func:`harness.kafka.dist.archive`, unpacked by the
+host's ``install_archive``) and the logs come back to ``<run>/nodes/<name>/``
+at teardown.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import time
 import uuid
 import base64
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.backend.local import allocate_ports
@@ -89,6 +94,9 @@ def preflight(cfg: TestConfig) -> None:
     dist.ensure(cfg.kafka_version, cfg.kafka_home)
 
 
+#: a node's files that come back to the run directory from a host of its own
+COLLECT = ("server.properties", "server.log", "stdout.log")
+
 #: fixed ports on backends where every node has an address of its own
 BROKER_PORT, CONTROLLER_PORT = 9092, 9094
 
@@ -115,6 +123,8 @@ class KafkaDB(PausesBySignal):
     paused: set[str] = field(default_factory=set, init=False)
     net: Any = field(default=None, init=False)  # a kernel Network (netns), None on local
     disks: Any = field(default=None, init=False)  # storage lazyfs: each node's data/ through kraftwerk fs
+    #: per node: (classpath, log4j config) as the node's host sees them
+    on_host: dict[str, tuple[str, str]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.timers = Timers()
@@ -158,6 +168,7 @@ class KafkaDB(PausesBySignal):
         self.by_name = {n.name: n for n in self.plans}
         if self.net is not None:
             self.net.setup()
+        self._ship_kafka()
         cluster_id = new_cluster_id(cfg.seed or 0)
         if cfg.storage == "lazyfs":  # data/ through kraftwerk fs: power loss drops what Kafka did not fsync
             from harness.lazyfs.nodes import NodeDisks
@@ -203,11 +214,35 @@ class KafkaDB(PausesBySignal):
             time.sleep(0.5)
 
     def node_dir(self, name: str) -> Path:
+        """Where the node's files are collected in the run directory."""
         return self.run_dir / "nodes" / name
 
+    def host_dir(self, name: str) -> PurePosixPath:
+        """The node's directory on its host (the same path where the host
+        shares this machine's filesystem)."""
+        on_host = getattr(self.hosts, "node_dir", None)
+        return PurePosixPath(on_host(name) if on_host is not None else self.node_dir(name))
+
+    def _ship_kafka(self) -> None:
+        """The jars and the log4j config where each host's JVM can read
+        them: this machine's paths on a shared filesystem (docker mounts
+        them), else an archive unpacked once per content on the host."""
+        assert self.kafka is not None
+        local = (self.kafka.classpath(), str(dist.LOG4J))
+        install = getattr(self.hosts, "install_archive", None)
+        if install is None or getattr(self.hosts, "shared_fs", True):
+            self.on_host = {n.name: local for n in self.plans}
+            return
+        digest, path = dist.archive(self.kafka)
+        dirs = install(f"kafka-{self.kafka.version}-{digest}", path)
+        self.on_host = {n: (f"{d}/libs/*", f"{d}/{dist.LOG4J.name}") for n, d in dirs.items()}
+
     def _write_config(self, n: NodePlan) -> None:
-        d = self.node_dir(n.name)
-        d.mkdir(parents=True, exist_ok=True)
+        d = self.host_dir(n.name)
+        self.node_dir(n.name).mkdir(parents=True, exist_ok=True)
+        code, _, err = self.hosts.exec(n.name, ["mkdir", "-p", str(d)], timeout=30)
+        if code != 0:
+            raise HarnessError(f"{n.name}: cannot make {d}: {err.strip()[:200]}")
         p = props.server_properties(
             n, self.plans, str(d / "data"), brokers=self.cfg.brokers, rf=self.cfg.rf, min_isr=self.cfg.min_isr,
             partitions=self.cfg.partitions, variants=self.cfg.variants,
@@ -223,13 +258,12 @@ class KafkaDB(PausesBySignal):
             os.unlink(f.name)
 
     def _java(self, n: NodePlan, main: str, *args: str) -> list[str]:
-        assert self.kafka is not None
-        d = self.node_dir(n.name)
-        return ["java", heap_for(n.roles), *JVM_FLAGS, "-cp", self.kafka.classpath(),
-                f"-Dlog4j2.configurationFile={dist.LOG4J}", f"-Dkafka.logs.dir={d}", main, *args]
+        classpath, log4j = self.on_host[n.name]
+        return ["java", heap_for(n.roles), *JVM_FLAGS, "-cp", classpath,
+                f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={self.host_dir(n.name)}", main, *args]
 
     def _format(self, n: NodePlan, cluster_id: str) -> None:
-        d = self.node_dir(n.name)
+        d = self.host_dir(n.name)
         argv = self._java(n, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(d / "server.properties"))
         for feat in props.format_features(self.cfg.variants):
             argv += ["--feature", feat]
@@ -241,6 +275,7 @@ class KafkaDB(PausesBySignal):
     def _check_alive(self) -> None:
         for n in self.plans:
             if n.name not in self.paused and not self.hosts.running(n.name):
+                self.collect()
                 raise HarnessError(f"Kafka node {n.name} exited at start-up: {_last_error(self.node_dir(n.name))}")
 
     # ------------------------------------------------------------ topology
@@ -267,7 +302,7 @@ class KafkaDB(PausesBySignal):
         if self.hosts.running(name):
             return
         n = self.by_name[name]
-        d = self.node_dir(name)
+        d = self.host_dir(name)
         env = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(d / "faketime"),
                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                "FAKETIME_FORCE_MONOTONIC_FIX": "0"} if self.cfg_wants_clock() else {}
@@ -331,7 +366,7 @@ class KafkaDB(PausesBySignal):
         with tempfile.NamedTemporaryFile("w", delete=False) as f:
             f.write(f"{offset_ms / 1000:+.3f}\n")
         try:
-            self.hosts.upload(name, Path(f.name), str(self.node_dir(name) / "faketime"))
+            self.hosts.upload(name, Path(f.name), str(self.host_dir(name) / "faketime"))
         finally:
             os.unlink(f.name)
 
@@ -368,6 +403,21 @@ class KafkaDB(PausesBySignal):
 
     def _name(self, node_id: int) -> str | None:
         return next((n.name for n in self.plans if n.node_id == node_id), None)
+
+    def reassign(self, key: str, replicas: list[str]) -> None:
+        """AlterPartitionReassignments through the admin API (kafka-python:
+        confluent-kafka has no call for it): the controller adds the new
+        replicas, waits for them to join the ISR, then drops the others."""
+        from kafka import KafkaAdminClient
+        from kafka.structs import TopicPartition as KTP
+
+        ids = {n.name: n.node_id for n in self.plans}
+        topic, _, part = key.rpartition("-")
+        admin = KafkaAdminClient(bootstrap_servers=self.client_bootstrap(), request_timeout_ms=10_000)
+        try:
+            admin.alter_partition_reassignments({KTP(topic, int(part)): [ids[r] for r in replicas]})
+        finally:
+            admin.close()
 
     def leader_of(self, key: str) -> str | None:
         p = self._partition(key)
@@ -410,7 +460,7 @@ class KafkaDB(PausesBySignal):
     def capabilities(self) -> frozenset[str]:
         """Signals and libfaketime clocks everywhere; kernel partitions with a
         kernel network (netns)."""
-        base = {"kill", "terminate", "pause", "clock"}
+        base = {"kill", "terminate", "pause", "clock", "reassign"}
         fs = {"power-loss", "lose-unfsynced", "torn-write"} if self.cfg.storage == "lazyfs" else set()
         return frozenset(base | fs | ({"partition", "partition-clients", "loss"} if self.net is not None else set()))
 
@@ -440,6 +490,7 @@ class KafkaDB(PausesBySignal):
                 self.hosts.signal(n, signal.SIGKILL)
             for n in self.node_names():
                 self.hosts.wait_exit(n, 10)
+            self.collect()
             if self.disks is not None:
                 self.disks.teardown()
         finally:
@@ -450,7 +501,16 @@ class KafkaDB(PausesBySignal):
                 self.hosts.teardown()
 
     def collect(self) -> None:
-        return None  # on the local backend the logs are already in the run directory
+        """Bring each node's logs back to ``<run>/nodes/<name>/`` from a host
+        that does not share this machine's filesystem (ssh)."""
+        if getattr(self.hosts, "shared_fs", True):
+            return
+        for n in self.node_names():
+            for f in COLLECT:
+                try:
+                    self.hosts.download(n, str(self.host_dir(n) / f), self.node_dir(n) / f)
+                except (OSError, HarnessError):
+                    pass
 
 
 def _last_error(d: Path) -> str:

@@ -15,10 +15,12 @@ a lock, so two runs starting at once never see half a directory.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,3 +122,25 @@ def _fetch(version: str, base: Path, quiet: bool) -> None:
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
+
+
+def archive(kafka: KafkaDist) -> tuple[str, Path]:
+    """(digest, path) of one tar of the jars (``libs/``) and the log4j
+    config, for a host that does not share this machine's filesystem: made
+    once per content in the cache (the digest covers names, sizes and the
+    config's bytes; a release's jars never change under one name)."""
+    jars = sorted(p for p in kafka.libs.iterdir() if p.is_file() and p.suffix == ".jar")
+    h = hashlib.sha256(LOG4J.read_bytes())
+    for p in jars:
+        h.update(f"{p.name}\0{p.stat().st_size}\0".encode())
+    digest = h.hexdigest()[:16]
+    path = cache_root() / f"kw-kafka-{kafka.version}-{digest}.tar"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        with tarfile.open(tmp, "w") as tar:  # jars are zips already: no compression
+            for p in jars:
+                tar.add(p, arcname=f"libs/{p.name}")
+            tar.add(LOG4J, arcname=LOG4J.name)
+        os.replace(tmp, path)
+    return digest, path

@@ -46,7 +46,7 @@ OBSERVER = "observer"
 
 
 def quorum_state(db: Any, node: str) -> dict[str, Any] | None:
-    path = str(db.node_dir(node) / "data" / "__cluster_metadata-0" / "quorum-state")
+    path = str(db.host_dir(node) / "data" / "__cluster_metadata-0" / "quorum-state")
     code, out, _ = db.hosts.exec(node, ["cat", path], timeout=5)
     if code != 0:
         return None

@@ -106,9 +106,7 @@ class RemoteDisks:
     def _fs(self, node: str, *args: str, timeout: float = 60.0) -> str:
         """``kraftwerk fs ARGS`` on the node's host; its stdout, or a
         one-line HarnessError with the host's last line of complaint."""
-        tool = getattr(self.hosts, "tool_argv", None)
-        argv = tool(node) if tool is not None else self.hosts.kraftwerk_argv()
-        rc, out, err = self.hosts.exec(node, [*argv, "fs", *args], timeout)
+        rc, out, err = self.hosts.exec(node, [*self.hosts.kraftwerk_argv(node), "fs", *args], timeout)
         if rc != 0:
             why = ((err or out).strip().splitlines() or [f"exit {rc}"])[-1][:300]
             raise HarnessError(f"{node}: kraftwerk fs {args[0]} failed: {why}")

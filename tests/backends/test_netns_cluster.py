@@ -1,7 +1,9 @@
-"""``kraftwerk cluster up --backend netns``: a reference cluster in namespaces
-that outlives the command, reachable at real addresses, left alone by
-``kraftwerk cleanup`` (it is no run's), removed by ``cluster down``;
-docker and ssh are refused in one line (harness/backend/handcluster.py)."""
+"""``kraftwerk cluster up --backend netns``: a reference or Kafka cluster in
+namespaces that outlives the command, reachable at real addresses by a real
+client, left alone by ``kraftwerk cleanup`` (it is no run's), removed by
+``cluster down``; bad input is one line (harness/backend/handcluster.py).
+The docker and ssh forms are in test_docker_backend.py and
+test_ssh_backend.py."""
 
 import json
 import os
@@ -47,8 +49,62 @@ def test_a_namespace_cluster_outlives_up_and_cleanup_and_goes_with_down(tmp_path
     assert not any(alive(n["pid"], n["start"]) for n in st["nodes"])
 
 
-@pytest.mark.parametrize("backend", ["docker", "ssh"])
-def test_cluster_up_on_docker_or_ssh_is_refused_in_one_line(tmp_path, backend):
-    r = kw("cluster", "up", "--backend", backend, "--dir", str(tmp_path / "c"))
+def produce_and_consume(bootstrap: str, topic: str = "hand", n: int = 5) -> list[str]:
+    """A real client through the cluster: create a topic, produce acks=all,
+    read it back from offset 0."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    brokers = len(bootstrap.split(","))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=brokers)]).values():
+        f.result(timeout=60)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(n):
+        p.produce(topic, value=f"v{i}".encode())
+    assert p.flush(60) == 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "hand", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[str] = []
+    for _ in range(120):
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value().decode())
+        if len(got) == n:
+            break
+    c.close()
+    return got
+
+
+def test_a_kafka_cluster_in_namespaces_serves_a_real_client_and_down_leaves_nothing(tmp_path):
+    needs_root_net()
+    d = tmp_path / "k"
+    r = kw("cluster", "up", "--backend", "netns", "--db", "kafka", "--combined", "--dir", str(d), "--json",
+           "--timeout", "150")
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    try:
+        assert st["db"] == "kafka" and st["version"].startswith("4.4.")
+        assert produce_and_consume(st["bootstrap"]) == [f"v{i}" for i in range(5)]
+        assert "Kafka version: 4.4." in (d / "nodes" / "n1" / "server.log").read_text()
+        kw("cleanup", env={"KRAFTWERK_RUNTIME_DIR": str(tmp_path / "registry")})
+        rows = json.loads(kw("cluster", "status", "--dir", str(d), "--json").stdout)["nodes"]
+        assert [x["alive"] for x in rows] == [True, True, True]
+    finally:
+        down = kw("cluster", "down", "--dir", str(d), "--timeout", "30")
+    assert down.returncode == 0, down.stderr
+    assert not [ns for ns in list_namespaces() if ns.startswith(f"kw-{st['tag']}-")]
+    assert not any(alive(n["pid"], n["start"]) for n in st["nodes"])
+    assert not (d / "cluster.json").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--backend", "ssh"], "--backend ssh needs --hosts"),
+    (["--backend", "netns", "--hosts", "h.yaml"], "--hosts is only for --backend ssh"),
+    (["--hosts", "h.yaml"], "--hosts and --ssh-accept-new are for --backend ssh"),
+    (["--backend", "docker", "--db", "kafka", "--storage-mode", "memory-cache"], "--storage-mode is the reference"),
+])
+def test_bad_cluster_up_flags_are_one_line_exit_2(tmp_path, args, words):
+    r = kw("cluster", "up", *args, "--dir", str(tmp_path / "c"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "kraftwerk run --backend" in r.stderr
+    assert words in r.stderr and not (tmp_path / "c").exists()

@@ -73,6 +73,31 @@ def test_a_grudge_made_over_ssh_cuts_exactly_its_links(hosts_dir, tmp_path):
     assert "kw-in" not in out and "kw-out" not in out  # hosts outlive the run: our chains do not
 
 
+def test_the_project_reaches_a_host_as_its_wheel_in_a_venv_built_from_uploaded_wheels(hosts_dir, tmp_path):
+    """No pip, network or PYTHONPATH on the host: a ``--without-pip`` venv
+    gets the project's wheel and a node's dependencies from the wheels sent
+    with it (harness/backend/bundle.py); a second open sends nothing."""
+    checked = preflight(str(hosts_dir / "hosts.yaml"), NODES)
+    hosts = SshHosts.open(checked, NODES, None, tmp_path)
+    try:
+        app = hosts.app["n1"]
+        assert hosts.kraftwerk_argv("n1")[0] == f"{app}/venv/bin/python"
+        probe = "import harness, kafka, msgpack, orjson, sys; print(harness.__file__, kafka.__file__, sys.prefix)"
+        rc, out, err = hosts.exec("n1", ["env", "-i", f"{app}/venv/bin/python", "-c", probe], 60)
+        assert rc == 0, err
+        mine, theirs, prefix = out.split()
+        assert prefix == f"{app}/venv"
+        assert mine.startswith(f"{app}/venv/lib/python3.11/site-packages/harness/")
+        assert theirs.startswith(f"{app}/venv/lib/python3.11/site-packages/kafka/")
+        rc, out, _ = hosts.exec("n1", [*hosts.kraftwerk_argv("n1"), "node", "--help"], 60)
+        assert rc == 0 and "--controller-quorum" in out
+        before = hosts.exec("n1", ["stat", "-c", "%Y", f"{app}/.complete"], 10)[1]
+        hosts.install()
+        assert hosts.exec("n1", ["stat", "-c", "%Y", f"{app}/.complete"], 10)[1] == before
+    finally:
+        hosts.teardown()
+
+
 def write_hosts(tmp_path, hosts_dir, **changes):
     data = yaml.safe_load((hosts_dir / "hosts.yaml").read_text())
     data["defaults"]["key"] = str(hosts_dir / "id_ed25519")
@@ -147,3 +172,87 @@ def test_bad_hosts_files_are_one_line_exit_2(tmp_path, text, words):
         hf.write_text(text)
     out = tmp_path / "r"
     expect_usage(run_cli("run", "--backend", "ssh", "--hosts", str(hf), "--combined", "--out", str(out)), words, out)
+
+
+@pytest.mark.slow
+def test_a_short_run_of_real_kafka_on_ssh_hosts_is_valid_and_brings_its_logs_back(hosts_dir, tmp_path):
+    """db kafka through the host contract only: the jars go over once per
+    content, each JVM runs on its host under the run's lease, partitions are
+    iptables rules made over ssh; the logs come back and the host keeps
+    nothing of the run."""
+    import json
+
+    out = tmp_path / "r"
+    r = subprocess.run([*CLI, "run", "--backend", "ssh", "--hosts", str(hosts_dir / "hosts.yaml"), "--db", "kafka",
+                        "--combined", "--out", str(out), "--json", "--seed", "3", "--nemesis",
+                        "partition,kill,pause,clock", "--nemesis-interval", "4", "--time-limit", "20",
+                        "--no-progress"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-800:]
+    res = json.loads(r.stdout)
+    run_dir = Path(res["run_dir"])
+    assert res["valid"] is True and res["durability"]["acks=all"]["lost"] == 0
+    assert json.loads((run_dir / "test.json").read_text())["backend"] == "ssh"
+    assert "Kafka version: 4.4." in (run_dir / "nodes" / "n2" / "server.log").read_text()
+    spec_dirs = [h["dir"] for h in yaml.safe_load((hosts_dir / "hosts.yaml").read_text())["hosts"]]
+    assert all(not list(Path(d, "runs").glob("*")) for d in spec_dirs)
+
+
+@pytest.mark.slow
+def test_a_kafka_cluster_on_ssh_hosts_outlives_up_serves_a_client_and_down_removes_it(hosts_dir, tmp_path):
+    import json
+
+    from .test_netns_cluster import kw, produce_and_consume
+
+    d = tmp_path / "k"
+    r = kw("cluster", "up", "--backend", "ssh", "--hosts", str(hosts_dir / "hosts.yaml"), "--db", "kafka",
+           "--combined", "--dir", str(d), "--json", "--timeout", "240")
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    try:
+        assert produce_and_consume(st["bootstrap"]) == [f"v{i}" for i in range(5)]
+        rows = json.loads(kw("cluster", "status", "--dir", str(d), "--json").stdout)["nodes"]
+        assert [x["alive"] for x in rows] == [True, True, True]
+    finally:
+        down = kw("cluster", "down", "--dir", str(d), "--timeout", "40")
+    assert down.returncode == 0, down.stderr
+    assert "Kafka version: 4.4." in (d / "nodes" / "n1" / "server.log").read_text()
+    assert not subprocess.run(["pgrep", "-f", st["run_id"]], capture_output=True).stdout
+
+
+@pytest.mark.slow
+def test_a_sigkilled_harness_leaves_no_kafka_jvm_on_the_ssh_hosts(hosts_dir, tmp_path):
+    """A JVM knows no lease: the watcher on its channel SIGKILLs it when the
+    harness's connection drops (harness/backend/ssh.py, LEASED); ``cleanup``
+    then empties our chains and removes the run's directories."""
+    import signal
+    import time
+
+    out, registry = tmp_path / "r", tmp_path / "registry"
+    env = {**os.environ, "KRAFTWERK_RUNTIME_DIR": str(registry)}
+    harness = subprocess.Popen([*CLI, "run", "--backend", "ssh", "--hosts", str(hosts_dir / "hosts.yaml"), "--db",
+                                "kafka", "--combined", "--out", str(out), "--seed", "5", "--nemesis", "kill,pause",
+                                "--nemesis-interval", "3", "--time-limit", "120", "--no-progress"],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dirs = [h["dir"] for h in yaml.safe_load((hosts_dir / "hosts.yaml").read_text())["hosts"]]
+
+    def jvms():
+        return [ln for d in dirs for ln in subprocess.run(["pgrep", "-af", f"{d}/runs/"], capture_output=True,
+                                                           text=True).stdout.splitlines() if ln.split()[1] == "java"]
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline:
+            hist = list(out.glob("queue/*/history.jsonl"))
+            if hist and hist[0].stat().st_size > 3000:
+                break
+            time.sleep(1)
+        assert len(jvms()) == 3, "the run never got going"
+    finally:
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+    deadline = time.monotonic() + 30
+    while jvms() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert jvms() == []
+    r = subprocess.run([*CLI, "cleanup"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert all(not list(Path(d, "runs").glob("*")) for d in dirs)

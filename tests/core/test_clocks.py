@@ -92,3 +92,21 @@ def test_backward_wall_jump_on_a_follower_delays_its_fetch_backoff_by_the_jump()
     due = 10 + CFG.replica_fetch_backoff_ms
     assert sends(b.tick(due - 60_000, due), ReplicaFetchRequest) == []
     assert len(sends(b.tick(due, due + 60_000), ReplicaFetchRequest)) == 1
+
+
+def test_the_clock_table_has_a_test_for_every_timer_and_names_only_tests_that_exist():
+    """docs/architecture.md, "Clocks": every row names at least one test, and
+    each named test is defined."""
+    import re
+    from pathlib import Path
+
+    from tests.core.test_variants import _test_names
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = doc[doc.index("### Clocks"):doc.index("## Trace events")]
+    rows = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| timer") and "---" not in r]
+    assert len(rows) >= 12
+    defined = _test_names()
+    for row in rows:
+        named = re.findall(r"`(test_\w+)`", row)
+        assert named and [t for t in named if t not in defined] == [], row[:60]

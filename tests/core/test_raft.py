@@ -691,3 +691,23 @@ def test_backward_wall_jump_on_the_quorum_leader_delays_its_check_quorum_resigna
     assert r.is_leader
     r.tick(70_000 + limit)
     assert not r.is_leader
+
+
+def test_forward_wall_jump_on_a_leaderless_voter_starts_an_election_its_election_timer_is_wall_clock():
+    """A voter without a leader waits a randomised election timeout on
+    ``time.milliseconds()``: a wall-clock jump of twice the largest timeout
+    starts its pre-vote at the next poll, with no time passed."""
+    r = replica(2)
+    assert r.leader_id == -1 and sends(r.tick(1, 1), VoteRequest) == []
+    votes = sends(r.tick(2 * 2 * CFG.controller_quorum_election_timeout_ms, 2), VoteRequest)
+    assert votes and all(v.msg.pre_vote for v in votes)
+
+
+def test_backward_wall_jump_on_a_leaderless_voter_holds_its_election_until_the_clock_catches_up():
+    """The other direction: the election deadline is a wall-clock instant,
+    so a voter whose clock went back a minute does not stand for election a
+    timeout later, only once its clock is past the deadline again."""
+    r = replica(2)
+    t = 2 * 2 * CFG.controller_quorum_election_timeout_ms
+    assert sends(r.tick(t - 60_000, t), VoteRequest) == []
+    assert sends(r.tick(t, t + 60_000), VoteRequest)

@@ -31,6 +31,7 @@ def kraftwerk(*args):
         (["--workload", "txn"], "the reference implementation does not model: use --db kafka"),
         (["--abort-probability", "0.2"], "--abort-probability is a setting of --workload txn"),
         (["--workload", "txn", "--db", "kafka", "--abort-probability", "1.5"], "--abort-probability"),
+        (["--workload", "txn", "--db", "kafka", "--sub-via", "subscribe"], "a mode of --workload queue"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line_and_start_nothing(tmp_path, args, words):
@@ -40,6 +41,15 @@ def test_bad_flags_exit_2_with_one_line_and_start_nothing(tmp_path, args, words)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_subscribe_on_the_simulator_is_refused_in_one_line(tmp_path):
+    out = tmp_path / "results"
+    r = kraftwerk("sim", "--out", str(out), "--sub-via", "subscribe")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the simulator's clients do not have" in lines[0], r.stderr
     assert not out.exists()
 
 

@@ -89,3 +89,24 @@ def test_acks1_loses_writes_under_leader_kills_while_acks_all_loses_none(tmp_pat
     assert d["acks=1"]["acked"] > 50 and d["acks=all"]["acked"] > 50
     assert d["acks=1"]["lost"] > 0
     assert d["acks=all"]["lost"] == 0
+
+
+def test_a_subscribe_campaign_with_rebalances_under_kills_is_valid(tmp_path):
+    """Jepsen's sub-via subscribe: one consumer group, partitions handed out
+    by the reference broker's group coordinator and moved by rebalances
+    (members joining, subscribing again, and the coordinator's broker being
+    killed); the poll skips and re-reads a rebalance explains are allowed,
+    nothing else is."""
+    code, res = run(tmp_path, "--sub-via", "subscribe", "--nemesis", "kill", "--nemesis-interval", "4",
+                    "--time-limit", "16", "--partitions", "4", "--seed", "5")
+    run_dir = Path(res["run_dir"])
+    ops = [json.loads(l) for l in open(run_dir / "history.jsonl")]
+    assert any(o["f"] == "start-kill" for o in ops), "no fault was injected"
+    assert any(o["f"] == "subscribe" and o["type"] == "ok" for o in ops)
+    revoked = [o for o in ops for e in o.get("rebalance-log", ()) if e["event"] == "revoked"]
+    assert revoked, "no rebalance moved a partition"
+    assert json.loads((run_dir / "test.json").read_text())["sub_via"] == "subscribe"
+    assert res["durability"]["acks=all"]["acked"] > 50 and res["durability"]["acks=all"]["lost"] == 0
+    assert {"poll-skip", "nonmonotonic-poll"} <= set(res["checkers"]["queue"]["allowed_anomaly_types"])
+    assert res["valid"] is True, res["anomaly_types"]
+    assert code == 0

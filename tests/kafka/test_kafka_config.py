@@ -76,7 +76,7 @@ def test_protocol_only_variants_are_refused_on_db_kafka(tmp_path, variant):
     (["--scenario", "unclean-loss"], "--scenario unclean-loss uses partition on --db kafka"),
     (["--kafka-config", "novalue"], "--kafka-config wants KEY=VALUE"),
     (["--storage", "pagecache"], "--storage pagecache is the reference broker's own emulation"),
-    (["--backend", "docker"], "--db kafka runs on --backend local or netns"),
+    (["--backend", "ssh"], "--backend ssh needs --hosts"),
     (["--kafka-version", "latest"], "--kafka-version"),
 ])
 def test_what_db_kafka_cannot_do_on_local_is_one_line_exit_2(tmp_path, args, words):

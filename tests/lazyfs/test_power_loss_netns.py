@@ -61,8 +61,12 @@ def test_fsync_every_message_power_loss_of_a_majority_loses_no_acknowledged_writ
     assert res["valid"] is True and code == 0, res["anomaly_types"]
 
 
-def test_default_no_fsync_power_loss_of_a_majority_loses_acknowledged_writes(tmp_path):
-    code, res, run_dir = run(tmp_path, "--nemesis", "lose-unfsynced",
+def test_default_no_fsync_power_loss_of_every_replica_loses_acknowledged_writes(tmp_path):
+    """Every node at once: no replica keeps what it did not fsync. (A
+    majority of the nodes need not hold every replica of a partition, and
+    the nemesis lets one unclean failure settle back into the ISR before the
+    next, so a majority's loss alone may lose nothing in a short run.)"""
+    code, res, run_dir = run(tmp_path, "--nemesis", "lose-unfsynced:all",
                              "--nemesis-interval", "6", "--time-limit", "30", "--seed", "5")
     assert power_losses(run_dir)
     print("default:", {k: res["durability"]["acks=all"][k] for k in ("sent", "acked", "lost")})

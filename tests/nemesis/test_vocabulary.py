@@ -35,7 +35,7 @@ def test_unknown_names_are_one_line_errors(bad):
 
 def test_every_kinds_history_name_is_a_documented_fault_interval():
     assert {k.op_name for k in KINDS.values()} <= {"partition", "kill", "terminate", "pause", "clock",
-                                                    "lose-unfsynced", "latency", "loss"}
+                                                    "lose-unfsynced", "latency", "loss", "reassign"}
 
 
 def test_a_fault_the_runtime_cannot_make_is_refused_with_its_reason():
@@ -45,9 +45,12 @@ def test_a_fault_the_runtime_cannot_make_is_refused_with_its_reason():
 
 
 def test_both_runtimes_make_every_kind_but_loss_and_torn_writes_and_the_simulator_loss_too():
+    """... and but reassignment, which only Kafka's controller makes."""
     needs = {c for k in KINDS.values() for c in k.needs}
-    assert needs - {Capability(c) for c in SIM} == {Capability.TORN_WRITE}
-    assert needs - set(LOCAL) == {Capability.LOSS, Capability.TORN_WRITE}
+    assert needs - {Capability(c) for c in SIM} == {Capability.TORN_WRITE, Capability.REASSIGN}
+    assert needs - set(LOCAL) == {Capability.LOSS, Capability.TORN_WRITE, Capability.REASSIGN}
+    with pytest.raises(Unsupported, match="reassign needs reassign, .*AlterPartitionReassignments"):
+        check_supported(("reassign",), "sim", SIM)
 
 
 def test_a_torn_write_is_the_filesystems_and_refused_elsewhere_with_where_to_get_it():
