@@ -157,17 +157,17 @@ def ms(xs: list[float], q: float) -> float:
 
 def report(results: dict[str, dict]) -> None:
     names = list(results)
-    print(f"{'':24}" + "".join(f"{n:>28}" for n in names))
+    print(f"{'':24}" + "".join(f"{n:>36}" for n in names))
     for k in ("first join", "join", "leave"):
-        cells = [f"median {ms(r[k], 0.5):>7} ms  max {ms(r[k], 1.0):>7}" for r in results.values()]
-        print(f"rebalance: {k:<13}" + "".join(f"{c:>28}" for c in cells))
+        cells = [f"median {ms(r[k], 0.5):>7} ms, max {ms(r[k], 1.0):>7} ms" for r in results.values()]
+        print(f"rebalance: {k:<13}" + "".join(f"{c:>36}" for c in cells))
     cells = []
     for r in results.values():
         lat = r["commit"]
         cells.append(f"{len(lat) / sum(lat):>8.1f} commits/s")
-    print(f"{'commit (sync, 6 parts)':<24}" + "".join(f"{c:>28}" for c in cells))
-    cells = [f"p50 {ms(r['commit'], 0.5):>6} p99 {ms(r['commit'], 0.99):>6} ms" for r in results.values()]
-    print(f"{'commit latency':<24}" + "".join(f"{c:>28}" for c in cells))
+    print(f"{'commit (sync, 6 parts)':<24}" + "".join(f"{c:>36}" for c in cells))
+    cells = [f"p50 {ms(r['commit'], 0.5):>6} ms, p99 {ms(r['commit'], 0.99):>6} ms" for r in results.values()]
+    print(f"{'commit latency':<24}" + "".join(f"{c:>36}" for c in cells))
 
 
 def main() -> int:

@@ -233,8 +233,10 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
     t = _time.monotonic()
     per_key_complete = True
     try:
-        results = run_keys(proj.keys, engine=engine, spark_master=spark_master, want_rw=True,
-                           deadline=deadline, all_errors=opts.all_errors)
+        # rw edges only when rw cycles are searched; each key's columns are
+        # freed as it is handed over (only the key names are used below)
+        results = run_keys(proj.keys, engine=engine, spark_master=spark_master, want_rw=opts.rw,
+                           deadline=deadline, all_errors=opts.all_errors, release=True)
     except PerKeyBudgetExceeded as e:
         results = e.results
         per_key_complete = False

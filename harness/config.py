@@ -248,6 +248,8 @@ class TestConfig(BaseModel):
         if self.hosts and self.backend != "ssh":
             raise ValueError("--hosts is only for --backend ssh")
         _workload_consistent(self)
+        if "name" not in self.model_fields_set:  # results/<workload>/... unless named
+            self.name = self.workload
         _client_consistent(self)
         if self.min_isr > self.rf:
             raise ValueError(f"--min-isr {self.min_isr} exceeds --rf {self.rf}")

@@ -1,12 +1,16 @@
-"""One test's lifecycle, Jepsen's order:
+"""One test's lifecycle, Jepsen's order, for both runtimes (:func:`run_lifecycle`):
 
-setup (state file, run directory) -> start db -> run generator (client ops with
-the nemesis schedule interleaved) -> final generator (heal every fault, let the
-cluster recover, final reads) -> teardown (stop nodes, keep their logs) -> check
-(results.json) -> report (index.html, plots).
+run directory and test.json -> set-up (start the db) -> run generator (client
+ops with the nemesis schedule interleaved) -> final generator (heal every
+fault, let the cluster recover, final reads) -> teardown -> schedule into
+test.json -> check (results.json) -> history.edn, summary.json -> report
+(index.html, plots).
 
-Whatever happens in the middle, teardown runs and the state file is removed
-only after every process it lists is gone.
+The runtime is the only difference (:class:`Runtime`): real processes
+(:class:`ProcessRuntime`, ``kraftwerk run``: a db on a backend, the
+interpreter's threads, a state file; whatever happens in the middle,
+teardown runs and the state file is removed only after every process it
+lists is gone) or the simulator (:class:`SimRuntime`, ``kraftwerk sim``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import generator as g
 from checkers.history import read_jsonl
@@ -34,6 +38,7 @@ from harness.summary import write_summary
 from nemesis import Nemesis, replay
 from nemesis.control import Capability, Unsupported
 from nemesis.faults import check_supported
+from nemesis.stories import step_ops
 from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
 from workloads import queue as qw
 from workloads import txn as tw
@@ -155,84 +160,155 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
     return g.phases(*parts)
 
 
+class Runtime(Protocol):
+    """What differs between the runtimes in one test's lifecycle. The
+    lifecycle (:func:`run_lifecycle`) is the same for both: test.json,
+    then the runtime plays the test (set-up, generator, interpreter, final
+    reads, teardown), then the schedule, the checks (results.json), the
+    summary and the report."""
+
+    #: whether the run recorded a history (no history: no checks)
+    recorded: bool
+
+    def test_json(self) -> dict[str, Any]: ...
+
+    def play(self) -> None:
+        """Set up, run the generator through the interpreter, heal, read
+        finally, tear down; raises a :class:`KraftwerkError` if the run
+        could not be played (the history recorded so far stays)."""
+
+    def schedule(self) -> list[dict[str, Any]]:
+        """What the nemesis did, in the shared vocabulary (``nemesis.replay``)."""
+
+    def results(self, run_dir: Path | None) -> dict[str, Any]:
+        """The checkers' verdict on the history (results.json)."""
+
+
+def run_lifecycle(rt: Runtime, run_dir: Path | None, report: bool) -> dict[str, Any]:
+    """One test's lifecycle, for either runtime: test.json, play, then (with
+    a history) the schedule into test.json, results.json, history.edn,
+    summary.json and, with ``report``, the HTML report. A run that could not
+    be played leaves error.txt beside what it recorded and raises."""
+    if run_dir is not None:
+        store.write_json(run_dir / store.TEST, rt.test_json())
+    try:
+        rt.play()
+    except KraftwerkError as e:
+        if run_dir is not None:
+            (run_dir / "error.txt").write_text(str(e) + "\n")
+        raise
+    if run_dir is None or not rt.recorded:
+        return rt.results(None)
+    record_schedule(run_dir, rt.schedule())
+    result = rt.results(run_dir)
+    store.write_json(run_dir / store.RESULTS, result)
+    export_edn(run_dir)
+    write_summary(run_dir)
+    if report:
+        _render_quietly(run_dir)
+    return result
+
+
+class ProcessRuntime:
+    """Real processes: a db on a backend (local, netns, docker, ssh), the
+    interpreter's threads in real time, librdkafka clients; a state file
+    lists what runs so ``kraftwerk cleanup`` can reap it."""
+
+    def __init__(self, cfg: TestConfig, run_dir: Path, checked: Any, progress: bool | None,
+                 stop: threading.Event | None) -> None:
+        self.cfg, self.run_dir, self.checked, self.stop = cfg, run_dir, checked, stop
+        self.run_id = f"{cfg.name}-{run_dir.name}"
+        self.recorded = cfg.record_history
+        self.rec = Recorder(run_dir / store.HISTORY if cfg.record_history else None, cfg.history_fsync_every)
+        self.progress = progress
+
+    def test_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, **self.cfg.test_json()}
+
+    def play(self) -> None:
+        cfg = self.cfg
+        out = Path(cfg.out)
+        state = RunState.create(out, self.run_id, self.run_dir)
+        store.point_latest(out, self.run_dir)
+        rng = random.Random(cfg.seed)
+        prog = Progress(self.rec, f"{cfg.name} seed {cfg.seed}", cfg.time_limit, enabled=self.progress)
+        interp: Interpreter | None = None
+        error: KraftwerkError | None = None
+        db: Any = None
+        try:
+            prog.start()
+            db = make_db(cfg, self.run_dir, state, self.checked)
+            db.setup()
+            nem = None
+            if cfg.has_nemesis():
+                from harness.db.reference import protocol_config
+
+                nem = Nemesis(cfg.nemesis_plan(protocol_config(cfg)), db.cluster, random.Random(rng.getrandbits(64)),
+                              record=step_recorder(self.rec))
+            prog.phase = "running"
+            prog.restart_clock()
+            interp = Interpreter(
+                build_generator(cfg, nem), self.rec, cfg.concurrency, client_factory(cfg, db.client_bootstrap()),
+                nem.invoke if nem is not None else None, random.Random(rng.getrandbits(64)),
+                op_timeout=cfg.op_timeout + 2,  # clients bound their own calls; this catches hangs
+                state={}, observe=qw.observe, stop=self.stop,
+            )
+            self.rec.restart_clock()
+            interp.run()
+            if nem is not None:
+                nem.heal_all()  # belt and braces: nothing stays broken past the run
+        except KraftwerkError as e:
+            error = e
+        except Exception as e:
+            error = HarnessError(f"{type(e).__name__}: {e}")
+        finally:
+            prog.phase = "teardown"
+            if interp is not None:
+                interp.close()
+            self.rec.close()
+            try:
+                if db is not None:
+                    db.teardown()
+            finally:
+                state.remove()
+            prog.stop()
+        if error is not None:
+            raise error
+
+    def schedule(self) -> list[dict[str, Any]]:
+        return replay.schedule_of(read_jsonl(self.run_dir / store.HISTORY))
+
+    def results(self, run_dir: Path | None) -> dict[str, Any]:
+        if run_dir is None:
+            return {"valid": "unknown", "stats": dict(self.rec.counts)}
+        return check_run(run_dir, engine=self.cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
+
+
+def step_recorder(rec: Recorder) -> Callable[[str, dict[str, Any]], None]:
+    """``record`` for the nemesis on real hosts: a story's step, as the
+    pair the simulator records (``nemesis.stories.step_ops``), written
+    together even when two steps' timers fire at once."""
+    lock = threading.Lock()
+
+    def record(f: str, value: dict[str, Any]) -> None:
+        with lock:
+            for v in step_ops(value):
+                rec.record({"process": "nemesis", "type": "info", "f": f, "value": v})
+    return record
+
+
 def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Event | None = None) -> RunOutcome:
+    """One test on real processes (``kraftwerk run``), its run directory
+    under ``cfg.out``."""
     assert cfg.seed is not None
     checked = preflight(cfg)
-    out = Path(cfg.out)
-    run_dir = store.new_run_dir(out, cfg.name, cfg.seed)
-    run_id = f"{cfg.name}-{run_dir.name}"
+    run_dir = store.new_run_dir(Path(cfg.out), cfg.name, cfg.seed)
     if cfg.db == "external" and cfg.topic_prefix == "t":
         # an external cluster outlives the run: fresh topics keep earlier runs'
         # records (same values!) out of this history
         cfg = cfg.model_copy(update={"topic_prefix": f"kraftwerk.{cfg.name}.{run_dir.name}.t"})
-    state = RunState.create(out, run_id, run_dir)
-    store.write_json(run_dir / store.TEST, {"run_id": run_id, **cfg.test_json()})
-    store.point_latest(out, run_dir)
-    rng = random.Random(cfg.seed)
-    rec = Recorder(run_dir / store.HISTORY if cfg.record_history else None, cfg.history_fsync_every)
-    prog = Progress(rec, f"{cfg.name} seed {cfg.seed}", cfg.time_limit, enabled=progress)
-    interp: Interpreter | None = None
-    error: KraftwerkError | None = None
-    db: Any = None
-    try:
-        prog.start()
-        db = make_db(cfg, run_dir, state, checked)
-        db.setup()
-        nem = None
-        if cfg.has_nemesis():
-            from harness.db.reference import protocol_config
-
-            nem = Nemesis(cfg.nemesis_plan(protocol_config(cfg)), db.cluster, random.Random(rng.getrandbits(64)))
-        client = client_factory(cfg, db.client_bootstrap())
-        prog.phase = "running"
-        prog.restart_clock()
-        interp = Interpreter(
-            build_generator(cfg, nem),
-            rec,
-            cfg.concurrency,
-            client,
-            nem.invoke if nem is not None else None,
-            random.Random(rng.getrandbits(64)),
-            op_timeout=cfg.op_timeout + 2,  # clients bound their own calls; this catches hangs
-            state={},
-            observe=qw.observe,
-            stop=stop,
-        )
-        rec.restart_clock()
-        interp.run()
-        if nem is not None:
-            nem.heal_all()  # belt and braces: nothing stays broken past the run
-    except KraftwerkError as e:
-        error = e
-    except Exception as e:
-        error = HarnessError(f"{type(e).__name__}: {e}")
-    finally:
-        prog.phase = "teardown"
-        if interp is not None:
-            interp.close()
-        rec.close()
-        try:
-            if db is not None:
-                db.teardown()
-        finally:
-            state.remove()
-        prog.stop()
-    if error is not None:
-        (run_dir / "error.txt").write_text(str(error) + "\n")
-        raise error
-    if not cfg.record_history:
-        return RunOutcome(run_dir, {"valid": "unknown", "stats": dict(rec.counts)})
-    record_schedule(run_dir, replay.schedule_of(read_jsonl(run_dir / store.HISTORY)))
-    result = check_run(run_dir, engine=cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
-    export_edn(run_dir)
-    write_summary(run_dir)
-    try:
-        from harness.report import render_report
-
-        render_report(run_dir)
-    except Exception as e:  # the verdict stands even if a plot fails
-        (run_dir / "report-error.txt").write_text(f"{type(e).__name__}: {e}\n")
-    return RunOutcome(run_dir, result)
+    return RunOutcome(run_dir, run_lifecycle(ProcessRuntime(cfg, run_dir, checked, progress, stop), run_dir,
+                                             report=True))
 
 
 def record_schedule(run_dir: Path, schedule: list[dict[str, Any]]) -> None:
@@ -254,25 +330,39 @@ def summary_line(o: RunOutcome) -> str:
     return f"{o.run_dir}: " + "  ".join(parts)
 
 
-def run_seed(cfg: TestConfig, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
-    """Run one simulated seed (``harness.backend.sim.SimRun``); with
-    ``out`` write its run directory (test.json, results.json and, with
-    ``report``, the HTML report) and return the results."""
-    from harness.backend.sim import SimRun
+class SimRuntime:
+    """The deterministic simulator (``harness.backend.sim.SimRun``): virtual
+    time, simulated network, disks and clients; the seed's simulation is
+    released once its results are taken."""
 
+    recorded = True
+
+    def __init__(self, cfg: TestConfig, seed: int, run_dir: Path | None) -> None:
+        from harness.backend.sim import SimRun
+
+        self.run = SimRun(cfg, seed, run_dir)
+        self._results: dict[str, Any] = {}
+
+    def test_json(self) -> dict[str, Any]:
+        return {**self.run.test_json(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    def play(self) -> None:
+        self._results = self.run.run(release=True)
+
+    def schedule(self) -> list[dict[str, Any]]:
+        return self.run.schedule
+
+    def results(self, run_dir: Path | None) -> dict[str, Any]:
+        return self._results
+
+
+def run_seed(cfg: TestConfig, seed: int, out: str | Path | None = None, report: bool = False) -> dict[str, Any]:
+    """One seed in the simulator (``kraftwerk sim``); with ``out`` its run
+    directory (and, with ``report``, the HTML report); returns the results."""
     run_dir = store.new_run_dir(out, cfg.name, seed) if out is not None else None
-    run = SimRun(cfg, seed, run_dir)
+    res = run_lifecycle(SimRuntime(cfg, seed, run_dir), run_dir, report)
     if run_dir is not None:
-        test = {**run.test_json(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        store.write_json(run_dir / store.TEST, test)
-    res = run.run(release=True)
-    if run_dir is not None:
-        record_schedule(run_dir, run.schedule)
-        store.write_json(run_dir / store.RESULTS, res)
-        write_summary(run_dir)
         res["run_dir"] = str(run_dir)
-        if report:
-            _render_quietly(run_dir)
     return res
 
 

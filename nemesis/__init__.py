@@ -21,7 +21,7 @@ import generator as g
 
 from .control import Cluster
 from .faults import Fault, make_faults, parse
-from .stories import Timings
+from .stories import Record, Timings
 from . import replay, scenarios
 
 
@@ -125,13 +125,15 @@ class NemesisPlan:
 class Nemesis:
     """Dispatches nemesis ops to fault implementations."""
 
-    def __init__(self, plan: NemesisPlan, cluster: Cluster, rng: random.Random) -> None:
+    def __init__(self, plan: NemesisPlan, cluster: Cluster, rng: random.Random, record: Record | None = None) -> None:
+        """``record(f, value)`` writes a nemesis operation the faults make
+        on their own, a story's follow-up step, to the runtime's history."""
         self.plan = plan
         self.cluster = cluster
         self.rng = rng
         timings = Timings(plan.lag_ms, plan.session_ms, int(plan.interval_s * 1000))
         names = tuple(dict.fromkeys([*plan.faults, *replay.fault_names(list(plan.schedule))]))
-        self.faults: dict[str, Fault] = make_faults(list(names), cluster, rng, timings)
+        self.faults: dict[str, Fault] = make_faults(list(names), cluster, rng, timings, record)
         self.script = scenarios.ScenarioRunner(plan.scenario, cluster) if plan.scenario else None
 
     def schedule(self) -> g.Gen:
@@ -169,7 +171,7 @@ class Nemesis:
             if self.script is not None:
                 v = op.get("value") or {}
                 result = self.script.heal_all() if v.get("final") else self.script.run(int(v["step"]))
-            elif action == "start" and "_replay" in op:
+            elif action in ("start", "step") and "_replay" in op:
                 result = self.faults[fault_name].replay(op["_replay"])
             elif action == "start":
                 result = self.faults[fault_name].start()

@@ -68,7 +68,7 @@ from typing import Any, Callable, cast
 from . import partition as grudges
 from .control import Capability, Cluster, Observer, Reassignments, TornWrites, require
 from .rolling import Roll, in_sync
-from .stories import STORIES, Story, Timings
+from .stories import STORIES, Record, Story, Timings
 
 C = Capability
 
@@ -321,11 +321,11 @@ class Fault:
     so the final heal can always run)."""
 
     def __init__(self, spec: FaultSpec, cluster: Cluster, rng: random.Random, timings: Timings = Timings(),
-                 ledger: UncleanLedger | None = None) -> None:
+                 ledger: UncleanLedger | None = None, record: Record | None = None) -> None:
         self.spec = spec
         self.cluster = cluster
         self.rng = rng
-        self.story = Story(cluster, rng, timings)
+        self.story = Story(cluster, rng, timings, spec.name, record)
         self.timings = timings
         #: unclean shutdowns not yet back in sync, shared by the nemesis's faults
         self.ledger = UncleanLedger() if ledger is None else ledger
@@ -344,10 +344,14 @@ class Fault:
 
     def replay(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Apply a recorded start (``nemesis.replay``) as it was: the same
-        nodes, cut, offsets, not a new draw. A story is told again from its
-        start (its later steps follow the protocol's state, not a record)."""
+        nodes, cut, offsets, not a new draw. A story's start and each of its
+        steps (``step-partition``) apply their recorded cut and nodes; a
+        story start recorded without its cut (an older schedule) is told
+        again from its start."""
         done = {k: v for k, v in entry.items() if k not in ("at_ms", "f", "fault")}
         kind, c = self.spec.kind, self.cluster
+        if kind == "story" and ("cut" in entry or "step" in entry):
+            return self.story.replay(entry)
         if not set(entry) & RESOLVED:  # a target alone (a search's new fault): resolved now
             target = entry.get("target") or self.rng.choice(self.spec.targets())
             return {"target": target, **_STARTS[kind](self, target)}
@@ -571,8 +575,10 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
 
 
 def make_faults(names: list[str] | tuple[str, ...], cluster: Cluster, rng: random.Random,
-                timings: Timings = Timings()) -> dict[str, Fault]:
+                timings: Timings = Timings(), record: Record | None = None) -> dict[str, Fault]:
     """One bound fault per name of the mix, each with its own seeded rng
-    (and one record of unclean shutdowns not yet back in sync, for them all)."""
+    (and one record of unclean shutdowns not yet back in sync, for them
+    all); ``record`` writes a story's follow-up steps to the history."""
     ledger = UncleanLedger()
-    return {n: Fault(parse(n), cluster, random.Random(rng.getrandbits(64)), timings, ledger) for n in names}
+    return {n: Fault(parse(n), cluster, random.Random(rng.getrandbits(64)), timings, ledger, record)
+            for n in names}

@@ -7,6 +7,9 @@ completed (the final heal excluded: every run ends with one)::
     {"at_ms": 3164, "f": "start-kill", "fault": "kill",
      "target": "minority", "nodes": ["n2", "n3"]}
 
+and one per follow-up step of a story (``step-partition``, see
+``nemesis.stories``).
+
 ``at_ms`` counts from the start of the test's operations. A replay applies
 each entry as recorded (the same nodes, the same cut, the same offsets),
 not a new draw: in the simulator at the same virtual millisecond, so the
@@ -31,11 +34,16 @@ class ScheduleError(ValueError):
 def schedule_of(ops: Iterable[Any], t0_ns: int = 0) -> list[dict[str, Any]]:
     """The schedule a history's nemesis operations tell: each completion
     (the second of each invocation/completion pair of the nemesis process)
-    with its time relative to ``t0_ns``."""
+    with its time relative to ``t0_ns``, in time order. A story's
+    follow-up steps (``step-...``) are paired among themselves: on real
+    hosts they act on a timer thread, so a step may fall between the
+    nemesis thread's invocation and its completion."""
     nem = [_fields(o) for o in ops]
     nem = [o for o in nem if o["process"] == "nemesis"]
+    steps = [o for o in nem if str(o["f"]).startswith("step-")]
+    ops_ = [o for o in nem if not str(o["f"]).startswith("step-")]
     out = []
-    for comp in nem[1::2]:
+    for comp in sorted(ops_[1::2] + steps[1::2], key=lambda o: int(o["time"])):
         value = comp.get("value") or {}
         if not isinstance(value, dict) or value.get("final") or "fault" not in value:
             continue
@@ -65,8 +73,8 @@ def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
         raise ScheduleError(f"schedule file {p}: no schedule (a test.json with 'schedule', or a list)")
     for i, e in enumerate(entries):
         if not (isinstance(e, dict) and isinstance(e.get("at_ms"), int) and isinstance(e.get("fault"), str)
-                and str(e.get("f", "")).startswith(("start-", "stop-"))):
-            raise ScheduleError(f"schedule file {p}: entry {i} needs at_ms (int), f (start-/stop-) and fault")
+                and str(e.get("f", "")).startswith(("start-", "stop-", "step-"))):
+            raise ScheduleError(f"schedule file {p}: entry {i} needs at_ms (int), f (start-/stop-/step-) and fault")
     mix = data.get("nemesis") if isinstance(data, dict) else None
     names = tuple(dict.fromkeys([*(mix if isinstance(mix, list) else []), *fault_names(entries)]))
     return entries, names

@@ -16,12 +16,11 @@
 * final reads (``final: true``): after healing, every key is read from the
   beginning until the highest acknowledged offset is covered or a deadline passes.
 
-Outcomes follow what librdkafka can actually tell us (notes/kafka-wire.md):
-``ok`` = a delivery report without error and acks >= 1; ``fail`` = only errors
-that prove nothing was written (size/record errors; NOT_ENOUGH_REPLICAS when
-it answers the record's only attempt); ``info`` = everything else (timeouts,
-REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, purges, and
-NOT_ENOUGH_REPLICAS after an earlier attempt), since the record may be in the log.
+A send's outcome (ok / fail / info) is :func:`workloads.outcome.send_outcome`
+of the delivery report's error name, the rules the simulated clients use too,
+given whether an earlier attempt of the record may have been persisted:
+with retries (``--retries``, or idempotence) librdkafka may resend unseen,
+and without them it still resends after leader errors.
 
 Why the attempt count matters: a broker refuses acks=all with
 NOT_ENOUGH_REPLICAS before appending, so that answer speaks only for its own
@@ -50,17 +49,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 import generator as g
-
-#: broker errors that, with retries=0, prove the record was not appended
-DEFINITE_SEND_ERRORS = {
-    KafkaError.NOT_ENOUGH_REPLICAS,  # 19: min.insync.replicas checked before append
-    KafkaError.MSG_SIZE_TOO_LARGE,  # 10
-    KafkaError.INVALID_RECORD,  # 87
-    KafkaError.RECORD_LIST_TOO_LARGE,  # 18
-    KafkaError.INVALID_REQUIRED_ACKS,  # 21
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError._INVALID_ARG,
-}
+from workloads.outcome import send_outcome
 
 #: consumer errors meaning "your position is not in the log any more"
 TRUNCATION_ERRORS = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
@@ -69,25 +58,6 @@ TRUNCATION_ERRORS = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RES
 def split_key(key: str) -> tuple[str, int]:
     topic, _, part = key.rpartition("-")
     return topic, int(part)
-
-
-#: of those, the ones that only a producer that never retried can take as
-#: proof: after a retry, an earlier attempt whose answer was lost may have
-#: been appended (Kafka checks min ISR before its append, so a retry can be
-#: refused while the first copy stands)
-RETRY_AMBIGUOUS_ERRORS = {KafkaError.NOT_ENOUGH_REPLICAS}
-
-
-def classify_send(err: KafkaError | None, acks: str, retried: bool = False) -> str:
-    """ok / fail / info for one delivery report (see module docstring);
-    ``retried``: the producer may have sent the record more than once."""
-    if acks == "0":
-        return "info"
-    if err is None:
-        return "ok"
-    if err.code() in DEFINITE_SEND_ERRORS and not (retried and err.code() in RETRY_AMBIGUOUS_ERRORS):
-        return "fail"
-    return "info"
 
 
 _PRODUCE_LINE = re.compile(r": (\S+) \[(\d+)\]: Produce MessageSet with ")
@@ -368,33 +338,45 @@ class QueueClient:
             self.consumer.unassign()
         return {"type": "ok", "value": keys}
 
-    def _send(self, op: dict[str, Any]) -> dict[str, Any]:
+    def _deliver(self, topic: str, part: int, value: Any, deadline: float) -> tuple[KafkaError | None, int] | None:
+        """Produce one record and wait for its delivery report until the
+        deadline (or the operation's crash time): (error, offset), or None
+        without a report. ``produce``'s own BufferError/KafkaException pass."""
         assert self.producer is not None
-        (_, key, value), = op["value"]
-        topic, part = split_key(key)
         box: list[tuple[KafkaError | None, int]] = []
 
         def on_delivery(err, msg) -> None:
             box.append((err, msg.offset() if msg is not None else -1))
 
-        self.attempts.reset(topic, part)
-        try:
-            self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
-        except BufferError as e:
-            return {"type": "fail", "error": f"queue-full: {e}"}
-        except KafkaException as e:
-            err = e.args[0]
-            return {"type": classify_send(err, self.acks, self._retried()), "error": _err_name(err)}
-        deadline = time.monotonic() + self.op_timeout
+        self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
         while not box and time.monotonic() < deadline and not self.crash_due():
             self.producer.flush(min(0.02 if self.crash_at else 0.2, max(0.0, deadline - time.monotonic())))
-        if not box:
-            return {"type": "info", "error": "no-delivery-report"}
-        err, offset = box[0]
-        t = classify_send(err, self.acks, self._retried() or self.attempts.of(topic, part) > 1)
+        return box[0] if box else None
+
+    def _send(self, op: dict[str, Any]) -> dict[str, Any]:
+        (_, key, value), = op["value"]
+        topic, part = split_key(key)
+        self.attempts.reset(topic, part)
+        try:
+            got = self._deliver(topic, part, value, time.monotonic() + self.op_timeout)
+        except BufferError as e:
+            return {"type": self._outcome("_QUEUE_FULL", False), "error": f"queue-full: {e}"}
+        except KafkaException as e:
+            name = _err_name(e.args[0])
+            return {"type": self._outcome(name, self._retried()), "error": name}
+        if got is None:
+            return {"type": self._outcome("no-delivery-report", True), "error": "no-delivery-report"}
+        err, offset = got
+        name = _err_name(err) if err is not None else None
+        t = self._outcome(name, self._retried() or self.attempts.of(topic, part) > 1)
         if t == "ok":
             return {"type": "ok", "value": [["send", key, [offset, value]]]}
-        return {"type": t, "error": _err_name(err) if err else "unknown"}
+        return {"type": t, "error": name or "acks=0"}
+
+    def _outcome(self, error: str | None, retried: bool) -> str:
+        """The shared rule (``workloads.outcome``); ``retried``: the record
+        may have been sent more than once, so an earlier attempt may stand."""
+        return send_outcome(error, self.acks, ambiguous_before=retried)
 
     def _poll(self, op: dict[str, Any]) -> dict[str, Any]:
         assert self.consumer is not None

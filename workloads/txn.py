@@ -181,26 +181,17 @@ class TxnClient(QueueClient):
         return ["send", key, [offset, value]]
 
     def _send_one(self, key: str, value: Any, deadline: float) -> tuple[int, str | None]:
-        assert self.producer is not None
+        """(offset, None) once delivered, else (-1, why)."""
         topic, part = split_key(key)
-        box: list[tuple[KafkaError | None, int]] = []
-
-        def on_delivery(err, msg) -> None:
-            box.append((err, msg.offset() if msg is not None else -1))
-
         try:
-            self.producer.produce(topic, value=str(value).encode(), partition=part, on_delivery=on_delivery)
+            got = self._deliver(topic, part, value, deadline)
         except BufferError as e:
             return -1, f"queue-full: {e}"
         except KafkaException as e:
             return -1, _describe(e)
-        while not box and time.monotonic() < deadline and not self.crash_due():
-            self.producer.flush(min(0.02 if self.crash_at else 0.2, max(0.0, deadline - time.monotonic())))
-        if not box and self.crash_due():
-            return -1, "crashed"
-        if not box:
-            return -1, "no-delivery-report"
-        err, offset = box[0]
+        if got is None:
+            return -1, "crashed" if self.crash_due() else "no-delivery-report"
+        err, offset = got
         return offset, (_err_name(err) if err is not None else None)
 
     def _aborted(self, done: list, error: str, start: dict[str, int], deadline: float) -> dict[str, Any]:

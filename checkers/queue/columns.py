@@ -271,7 +271,14 @@ class KeyEvents(Mapping[str, list]):
         self.assigns = assigns
 
     def __getitem__(self, key: str) -> list[tuple]:
-        return merge_assigns(key, self.columns[key].events(self.committed), self.assigns)
+        cols = self.columns[key]
+        if cols is None:
+            raise KeyError(f"{key}: its events were released")
+        return merge_assigns(key, cols.events(self.committed), self.assigns)
+
+    def release(self, key: str) -> None:
+        """Free the key's columns (it stays a key: only its name is kept)."""
+        self.columns[key] = None  # type: ignore[assignment]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.columns)

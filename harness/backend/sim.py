@@ -25,6 +25,7 @@ import generator as g
 from checkers.invariants import InvariantMonitor
 from harness.config import TestConfig
 from nemesis import Nemesis, replay
+from nemesis.stories import step_ops
 from reference_impl import accel
 from reference_impl.core.config import ProtocolConfig, Variants
 from reference_impl.core.messages import NewTopic, TopicPartition
@@ -140,7 +141,7 @@ class SimRun:
         self.faults = 0
         if o.has_nemesis():
             rng = random.Random(self.sim.rng.getrandbits(64))
-            self.nemesis = Nemesis(o.nemesis_plan(self.sim.config), self.cluster, rng)
+            self.nemesis = Nemesis(o.nemesis_plan(self.sim.config), self.cluster, rng, record=self._record_step)
         self.setup_ok = False
         self.generating = False
         self.arrivals = Arrivals(self.sim, self.wl.producers, o.rate)
@@ -180,6 +181,12 @@ class SimRun:
             self.driver = VirtualNemesis(sim, self.nemesis.schedule(), self._invoke, self.wl.record, rng, self.t0, end)
             sim.at(self.t0, self.driver.step)
         sim.at(self.t_end, self._stop_generating)
+
+    def _record_step(self, f: str, value: dict[str, Any]) -> None:
+        """A story's follow-up step, recorded at the virtual moment it acts
+        (``nemesis.stories.step_ops``, as on real hosts)."""
+        for v in step_ops(value):
+            self.wl.record("nemesis", "info", f, v)
 
     def _invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         assert self.nemesis is not None

@@ -9,12 +9,13 @@ throwaway namespace hosts of ``kraftwerk hosts up``).
   ssh carries, prefixed with ``sudo -n`` for a non-root user.
 * The project reaches each host as its wheel in a venv (:mod:`harness.backend.bundle`),
   installed once per content under the host's ``dir``.
-* A daemon is started on a channel of its own that stays open for the run:
-  ``sh -c 'echo $$; exec "$@" >>LOG 2>&1'``, with the channel as its stdin and
+* A daemon is started on a channel of its own that stays open for the run
+  (:data:`LEASED`), with the channel as its stdin and
   ``KRAFTWERK_LEASE_FD=0``. If the harness dies, the connection drops, sshd
   closes the daemon's stdin and the node ends the run on that host itself
-  (:mod:`harness.lease`): a SIGKILLed harness leaves no node running on a VM.
-  The channel's exit status says when the daemon has exited.
+  (:mod:`harness.lease`); a watcher on the same channel SIGKILLs a daemon
+  that knows no lease (Kafka's JVM): a SIGKILLed harness leaves no node
+  running on a VM. The channel's exit status says when the daemon has exited.
 * Node data lives in ``<dir>/runs/<run-id>/<node>/``; teardown brings the
   logs and traces back, removes that directory and our iptables chains.
 
@@ -42,6 +43,14 @@ from harness.state import RUN_ENV, RunState
 
 PYTHON = "python3.11"
 CONNECT_TIMEOUT = 6.0
+#: a daemon held by its channel: the daemon keeps the channel as its stdin
+#: (a kraftwerk node ends itself on EOF: harness.lease), and a watcher kills
+#: it when the channel closes, so a daemon that knows no lease (a JVM) goes
+#: too when the harness dies; the shell waits for the daemon and exits with
+#: its status, so the channel's exit status says when it has exited
+LEASED = ('exec 3<&0; "$@" <&3 >>"$0" 2>&1 & c=$!; echo $c; '
+          '{ cat <&3 >/dev/null; kill -KILL $c 2>/dev/null; } & w=$!; '
+          'wait $c; s=$?; kill $w 2>/dev/null; exit $s')
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -288,8 +297,7 @@ class SshHosts:
             return self._start_detached(node, argv, log, env)
         spec, client = self.hosts[node]
         envs = {RUN_ENV: self.run_id, "KRAFTWERK_LEASE_FD": "0", **env}
-        cmd = _prefix(spec) + ["env", *[f"{k}={v}" for k, v in envs.items()],
-                               "sh", "-c", 'echo $$; exec "$@" >>"$0" 2>&1', log, *argv]
+        cmd = _prefix(spec) + ["env", *[f"{k}={v}" for k, v in envs.items()], "sh", "-c", LEASED, log, *argv]
         chan = client.get_transport().open_session()
         chan.exec_command(shlex.join(cmd))
         line = chan.makefile("r").readline().strip()

@@ -39,8 +39,9 @@ GROUP = "kraftwerk_accel"
 ENV_PURE = "KRAFTWERK_PURE"
 
 #: the modules compiled, as paths relative to the repository root: the
-#: sans-IO core, the simulator's event loop, network, hosts and clients, and
-#: the invariant monitor (it sees every trace event the simulator emits).
+#: sans-IO core, the simulator's event loop, network, hosts and clients, the
+#: invariant monitor (it sees every trace event the simulator emits) and the
+#: send outcome rules the simulated clients apply to every send.
 #: Scripting helpers and test kits stay Python (they are not hot, and tests
 #: patch them).
 MODULES: tuple[str, ...] = (
@@ -71,6 +72,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/sim/clients.py",
     "reference_impl/sim/history.py",
     "checkers/invariants.py",
+    "workloads/outcome.py",
 )
 
 _status = "pure: not installed"

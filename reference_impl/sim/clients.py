@@ -4,18 +4,14 @@ Each client is a network endpoint (``"c3"``), so client <-> node links can be
 cut. Requests carry ``ref = (client name, request id)``; the runtime routes a
 node's ``Reply`` back by it.
 
-Producers (one operation in flight per process, as in Jepsen) decide ok / fail /
-info the way librdkafka does (notes/kafka-wire.md, "Client behaviour that
-decides ok / fail / info"):
-
-* NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED/UNKNOWN_LEADER_EPOCH:
-  refresh metadata and retry without counting a retry;
-* NOT_ENOUGH_REPLICAS: retried while retries remain; it means nothing was
-  appended (seed 000, appendRecordsToLeader throws before writing);
-* REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, no answer: retried, and
-  the record *may* be in the log, so the outcome can no longer be ``fail``;
-* the delivery timeout ends the operation as ``info``; other broker errors are
-  definite: ``fail`` unless an earlier attempt was ambiguous.
+Producers (one operation in flight per process, as in Jepsen) retry the way
+librdkafka does and end each send ok / fail / info by the one rule both
+runtimes' clients follow, :mod:`workloads.outcome` (what to do after an error:
+``producer_action``; whether the attempt may have reached the log:
+``possibly_persisted``; the outcome: ``send_outcome``). Leader errors refresh
+metadata and retry without spending a retry; NOT_ENOUGH_REPLICAS,
+REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND and no answer spend one;
+the delivery timeout ends the send as ``info``.
 
 A process whose operation ended ``info`` never issues another: the client
 continues under a fresh process id (Jepsen's convention).
@@ -51,6 +47,8 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
+from workloads.outcome import REFRESH, RETRY, possibly_persisted, producer_action, send_outcome
+
 from .events import TimeoutQueue
 from .history import History
 
@@ -60,13 +58,6 @@ if TYPE_CHECKING:
 FINAL_READER_BASE: Final = 1_000_000
 
 ERROR_NAMES = {v: k for k, v in vars(Errors).items() if isinstance(v, int) and not k.startswith("_") and k != "FENCED_EPOCH"}
-
-#: refresh metadata and retry without spending a retry (librdkafka)
-_LEADER_ERRORS: Final = frozenset({Errors.LEADER_NOT_AVAILABLE, Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH,
-                                   Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION})
-#: retried, and the batch may have been appended
-_AMBIGUOUS_ERRORS: Final = frozenset({Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
-
 
 _T = TypeVar("_T")
 
@@ -375,7 +366,8 @@ class Producer:
         if op is None or op.gen != gen:
             return
         if self.sim.now >= op.deadline:
-            self._complete("info", None, op.last_error or "delivery-timeout")
+            self._complete(send_outcome("delivery-timeout", self.acks, op.ambiguous), None,
+                           op.last_error or "delivery-timeout")
             return
         tp = op.tp
         leader = self.meta.leader(tp)
@@ -424,39 +416,35 @@ class Producer:
         op = self._op
         if op is None or op.gen != gen:
             return
-        cfg = self.wl.cfg
         if msg is None or not isinstance(msg, ProduceResponse):
-            op.ambiguous = True
-            op.last_error = "request-timeout"
             self.meta.invalidate(op.tp)
-            self._retry(gen, counted=True)
+            self._attempt_failed(gen, op, "request-timeout")
             return
         err = msg.error
         if err == Errors.NONE:
-            self._complete("ok", msg.base_offset, None)
+            self._complete(send_outcome(None, self.acks, op.ambiguous), msg.base_offset, None)
             return
-        name = error_name(err)
-        op.last_error = name
-        if err in _LEADER_ERRORS:
-            self.meta.invalidate(op.tp)
-            self.sim.loop.after(cfg.retry_backoff_ms, self._attempt, gen)
-        elif err == Errors.NOT_ENOUGH_REPLICAS:
-            self._retry(gen, counted=True)
-        elif err in _AMBIGUOUS_ERRORS:
-            op.ambiguous = True
-            self._retry(gen, counted=True)
-        else:
-            self._complete("info" if op.ambiguous else "fail", None, name)
+        self._attempt_failed(gen, op, error_name(err))
 
-    def _retry(self, gen: int, counted: bool) -> None:
-        op = self._op
-        assert op is not None
-        if counted:
+    def _attempt_failed(self, gen: int, op: _Send, error: str) -> None:
+        """One attempt ended with ``error``: note whether it may have
+        appended the record, then refresh and retry, retry, or end the send
+        (``workloads.outcome``)."""
+        op.last_error = error
+        if possibly_persisted(error, self.acks):
+            op.ambiguous = True
+        action = producer_action(error)
+        if action == REFRESH:
+            self.meta.invalidate(op.tp)
+            self.sim.loop.after(self.wl.cfg.retry_backoff_ms, self._attempt, gen)
+        elif action == RETRY:
             op.retries += 1
             if op.retries > self.wl.cfg.retries:
-                self._complete("info" if op.ambiguous else "fail", None, op.last_error)
-                return
-        self.sim.loop.after(self.wl.cfg.retry_backoff_ms, self._attempt, gen)
+                self._complete(send_outcome(error, self.acks, op.ambiguous), None, error)
+            else:
+                self.sim.loop.after(self.wl.cfg.retry_backoff_ms, self._attempt, gen)
+        else:
+            self._complete(send_outcome(error, self.acks, op.ambiguous), None, error)
 
     def _complete(self, type_: str, offset: int | None, error: Any) -> None:
         op = self._op
@@ -486,7 +474,7 @@ class Producer:
 
     def abandon(self) -> None:
         if self._op is not None:
-            self._complete("info", None, "run-ended")
+            self._complete(send_outcome("run-ended", self.acks, self._op.ambiguous), None, "run-ended")
         self.ep.cancel_all()
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Final, Iterable
 
 from .host import DOWN, PAUSED
 from .network import LinkProfile
-from .simulation import CONTROLLER_BASE, Simulation
+from .simulation import CONTROLLER_BASE, Simulation, node_name
 
 #: the contract's pseudo-node for the test's clients
 CLIENT: Final = "client"
@@ -31,10 +31,6 @@ CAPABILITIES: Final = frozenset({
     "kill", "terminate", "pause", "power-loss", "clock", "clock-strobe", "partition", "partition-clients",
     "latency", "loss",
 })
-
-
-def node_name(nid: int) -> str:
-    return f"c{nid - CONTROLLER_BASE}" if nid > CONTROLLER_BASE else f"n{nid}"
 
 
 def node_id(name: str) -> int:

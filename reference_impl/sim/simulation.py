@@ -32,6 +32,12 @@ from .host import DOWN, PAUSED, UP, Host
 from .network import Endpoint, LinkProfile, Network
 
 CONTROLLER_BASE: Final = 100
+
+
+def node_name(nid: int) -> str:
+    """The contract's name of node ``nid`` (``n1`` a broker, ``c1`` a
+    controller): fault records, trace directories and real runs use it."""
+    return f"c{nid - CONTROLLER_BASE}" if nid > CONTROLLER_BASE else f"n{nid}"
 _RESERVED: Final = frozenset({"t", "seq", "node", "kind"})
 
 
@@ -259,11 +265,13 @@ class Simulation(TraceSink):
             self._trace_file(nid).write(encode_trace_line({"t": now, "seq": seq, "node": nid, "kind": kind, **ev}))
 
     def _trace_file(self, nid: int) -> Any:
-        """Node ``nid``'s trace.jsonl under the trace directory, opened on first use."""
+        """Node ``nid``'s trace.jsonl under the trace directory, opened on
+        first use: ``<trace dir>/<node name>/`` (``n1``, ``c1``: the names
+        fault records and real runs use)."""
         f = self._trace_files.get(nid)
         if f is None:
             assert self._trace_dir is not None
-            d = self._trace_dir / str(nid)
+            d = self._trace_dir / node_name(nid)
             d.mkdir(parents=True, exist_ok=True)
             f = self._trace_files[nid] = open(d / "trace.jsonl", "wb")
         return f

@@ -131,3 +131,31 @@ def test_a_kafka_cluster_in_containers_serves_a_real_client_and_down_leaves_noth
     assert down.returncode == 0 and "node n1: stopped" in down.stdout, down.stdout + down.stderr
     assert labelled(engine, st["tag"]) == []
     assert not any(alive(n["pid"], n["start"]) for n in st["nodes"])
+
+
+@pytest.mark.slow
+def test_a_short_run_of_real_kafka_in_containers_is_valid(engine, tmp_path):
+    """db kafka on the docker backend through the host contract: partitions
+    by iptables inside the containers, kills, pauses and libfaketime clocks;
+    valid, no acknowledged acks=all write lost, nothing of the run left."""
+    out = tmp_path / "r"
+    before = {c.id for c in engine.containers.list(all=True, filters={"label": "kraftwerk"})}
+    r = subprocess.run(CLI + ["run", "--backend", "docker", "--db", "kafka", "--combined", "--out", str(out),
+                              "--json", "--seed", "3", "--nemesis", "partition,kill,pause,clock",
+                              "--nemesis-interval", "4", "--time-limit", "20", "--no-progress"],
+                       capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-800:]
+    res = json.loads(r.stdout)
+    run_dir = Path(res["run_dir"])
+    assert res["valid"] is True and res["durability"]["acks=all"]["lost"] == 0
+    assert json.loads((run_dir / "test.json").read_text())["backend"] == "docker"
+    assert "Kafka version: 4.4." in (run_dir / "nodes" / "n1" / "server.log").read_text()
+    def owner_gone(c):
+        pid, _, start = c.labels.get("kraftwerk.owner", "").partition(":")
+        return not (pid.isdigit() and alive(int(pid), int(start) if start.isdigit() else None))
+
+    # another run may be using the engine: the run's own containers are the
+    # new ones whose owner has exited
+    left = [c.name for c in engine.containers.list(all=True, filters={"label": "kraftwerk"})
+            if c.id not in before and owner_gone(c)]
+    assert left == []

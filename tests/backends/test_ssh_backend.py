@@ -217,3 +217,42 @@ def test_a_kafka_cluster_on_ssh_hosts_outlives_up_serves_a_client_and_down_remov
     assert down.returncode == 0, down.stderr
     assert "Kafka version: 4.4." in (d / "nodes" / "n1" / "server.log").read_text()
     assert not subprocess.run(["pgrep", "-f", st["run_id"]], capture_output=True).stdout
+
+
+@pytest.mark.slow
+def test_a_sigkilled_harness_leaves_no_kafka_jvm_on_the_ssh_hosts(hosts_dir, tmp_path):
+    """A JVM knows no lease: the watcher on its channel SIGKILLs it when the
+    harness's connection drops (harness/backend/ssh.py, LEASED); ``cleanup``
+    then empties our chains and removes the run's directories."""
+    import signal
+    import time
+
+    out, registry = tmp_path / "r", tmp_path / "registry"
+    env = {**os.environ, "KRAFTWERK_RUNTIME_DIR": str(registry)}
+    harness = subprocess.Popen([*CLI, "run", "--backend", "ssh", "--hosts", str(hosts_dir / "hosts.yaml"), "--db",
+                                "kafka", "--combined", "--out", str(out), "--seed", "5", "--nemesis", "kill,pause",
+                                "--nemesis-interval", "3", "--time-limit", "120", "--no-progress"],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dirs = [h["dir"] for h in yaml.safe_load((hosts_dir / "hosts.yaml").read_text())["hosts"]]
+
+    def jvms():
+        return [ln for d in dirs for ln in subprocess.run(["pgrep", "-af", f"{d}/runs/"], capture_output=True,
+                                                           text=True).stdout.splitlines() if ln.split()[1] == "java"]
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline:
+            hist = list(out.glob("queue/*/history.jsonl"))
+            if hist and hist[0].stat().st_size > 3000:
+                break
+            time.sleep(1)
+        assert len(jvms()) == 3, "the run never got going"
+    finally:
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+    deadline = time.monotonic() + 30
+    while jvms() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert jvms() == []
+    r = subprocess.run([*CLI, "cleanup"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert all(not list(Path(d, "runs").glob("*")) for d in dirs)

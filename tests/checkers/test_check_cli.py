@@ -82,7 +82,7 @@ def test_anomaly_table_counts_every_invariant_violation_not_the_examples_kept(fi
     examples, the table says 25."""
     run_dir = tmp_path / "run"
     shutil.copytree(files["run"], run_dir)
-    trace = run_dir / "nodes" / "1" / "trace.jsonl"
+    trace = run_dir / "nodes" / "n1" / "trace.jsonl"
     trace.parent.mkdir(parents=True)
     trace.write_text("".join(json.dumps({"t": i, "node": 1, "kind": "hw", "tp": "t-0", "hw": 5, "leo": 1,
                                          "role": "follower"}) + "\n" for i in range(25)))
@@ -115,7 +115,7 @@ def test_malformed_line_exits_2_with_one_line_naming_file_and_line(files) -> Non
 def test_a_malformed_trace_event_exits_2_with_one_line_naming_file_and_line(files, tmp_path, event, what) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(files["run"], run_dir)
-    trace = run_dir / "nodes" / "1" / "trace.jsonl"
+    trace = run_dir / "nodes" / "n1" / "trace.jsonl"
     trace.parent.mkdir(parents=True)
     good = {"t": 1, "node": 1, "kind": "hw", "tp": "t-0", "hw": 0, "leo": 0, "role": "leader"}
     trace.write_text(json.dumps(good) + "\n" + json.dumps(event) + "\n")

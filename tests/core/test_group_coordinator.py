@@ -164,3 +164,65 @@ def test_a_group_maps_to_its_partition_by_javas_string_hash():
     for ch in "polygenelubricants":
         h = (31 * h + ord(ch)) & 0xFFFFFFFF
     assert h >= 1 << 31 and partition_for("polygenelubricants", 7) == (h & 0x7FFFFFFF) % 7
+
+
+# -- the coordinator on a broker: offsets as replicated records ------------------
+
+def _coordinated_broker():
+    from reference_impl.core.groups.coordinator import GroupCoordinator
+    from tests.core.brokerkit import MetaFeed, make_broker
+
+    b = make_broker(1)
+    b.apply_committed(MetaFeed().cluster(brokers=(1, 2), topic="__consumer_offsets", replicas=(1, 2)), 0)
+    coord = GroupCoordinator(b)
+    coord.sync_leadership()
+    return b, coord
+
+
+def _fetch(coord, group="g"):
+    from reference_impl.core.groups.messages import OffsetFetchRequest
+
+    return {o.tp: o.offset for o in coord.fetch_offsets(OffsetFetchRequest("f", group, None)).offsets}
+
+
+def test_an_offset_commit_is_answered_and_visible_only_once_the_high_watermark_passes_it():
+    from reference_impl.core.groups.messages import OffsetCommitRequest, OffsetCommitResponse
+    from tests.core.brokerkit import replica_fetch, replies
+
+    b, coord = _coordinated_broker()
+    tp = TopicPartition("orders", 0)
+    fx = coord.intercept(coord.commit(OffsetCommitRequest("c", "g", -1, "", (CommittedOffset(tp, 5),)), 10, 10))
+    assert replies(fx, OffsetCommitResponse) == [] and _fetch(coord) == {}  # acks=all: waiting for replica 2
+    fx, _ = replica_fetch(b, 2, 1, 20, tp=TopicPartition("__consumer_offsets", 0))
+    (resp,) = replies(coord.intercept(fx), OffsetCommitResponse)
+    assert resp.ref == "c" and resp.results == ((tp, 0),)
+    assert _fetch(coord) == {tp: 5}
+
+
+def test_a_new_coordinator_rebuilds_committed_offsets_from_the_partition_log():
+    from reference_impl.core.groups.coordinator import GroupCoordinator
+    from reference_impl.core.groups.messages import OffsetCommitRequest
+    from tests.core.brokerkit import replica_fetch
+
+    b, coord = _coordinated_broker()
+    tp = TopicPartition("orders", 1)
+    for off in (3, 9):
+        coord.intercept(coord.commit(OffsetCommitRequest("c", "g", -1, "", (CommittedOffset(tp, off),)), 10, 10))
+    replica_fetch(b, 2, 2, 20, tp=TopicPartition("__consumer_offsets", 0))
+    fresh = GroupCoordinator(b)  # the partition's next leader: nothing in memory
+    assert _fetch(fresh) == {}
+    fresh.sync_leadership()
+    assert _fetch(fresh) == {tp: 9}  # the last commit of each partition wins
+
+
+def test_a_broker_that_does_not_lead_the_groups_partition_is_not_its_coordinator():
+    from reference_impl.core.groups.coordinator import GroupCoordinator
+    from reference_impl.core.groups.messages import HeartbeatRequest, HeartbeatResponse
+    from tests.core.brokerkit import MetaFeed, make_broker, replies
+
+    b = make_broker(2)
+    b.apply_committed(MetaFeed().cluster(brokers=(1, 2), topic="__consumer_offsets", replicas=(1, 2)), 0)
+    coord = GroupCoordinator(b)
+    coord.sync_leadership()
+    (resp,) = replies(coord.handle(HeartbeatRequest("h", "g", 1, "m"), 0, 0), HeartbeatResponse)
+    assert resp.error == E.NOT_COORDINATOR

@@ -93,15 +93,20 @@ def test_safe_is_kafkas_documented_no_loss_settings_and_test_json_records_them()
 
 
 def test_a_non_idempotent_retry_makes_not_enough_replicas_indeterminate():
-    """NOT_ENOUGH_REPLICAS is checked before the append: with retries=0 it
-    proves the record is not in the log (fail); after a retry an earlier
-    attempt whose answer was lost may stand (info)."""
-    from confluent_kafka import KafkaError
+    """The queue client passes whether it may retry to the shared rule
+    (workloads/outcome.py, whose tests pin the rule itself): with --retries
+    NOT_ENOUGH_REPLICAS is info, without it fail."""
+    from workloads.queue import QueueClient
 
-    from workloads.queue import classify_send
+    once = QueueClient("127.0.0.1:9", ["t-0"], "all", 0, op_timeout=1)
+    retrying = QueueClient("127.0.0.1:9", ["t-0"], "all", 0, op_timeout=1, retries=5)
+    assert once._outcome("NOT_ENOUGH_REPLICAS", once._retried()) == "fail"
+    assert retrying._outcome("NOT_ENOUGH_REPLICAS", retrying._retried()) == "info"
+    assert retrying._outcome("MSG_SIZE_TOO_LARGE", retrying._retried()) == "fail"
+    assert QueueClient("127.0.0.1:9", ["t-0"], "0", 0, op_timeout=1)._outcome(None, False) == "info"
 
-    ner = KafkaError(KafkaError.NOT_ENOUGH_REPLICAS)
-    assert classify_send(ner, "all") == "fail"
-    assert classify_send(ner, "all", retried=True) == "info"
-    assert classify_send(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), "all", retried=True) == "fail"
-    assert classify_send(None, "0") == "info"
+
+def test_a_run_is_named_after_its_workload_unless_named():
+    assert build_config(None, {"workload": "txn", "db": "kafka"}).name == "txn"
+    assert build_config(None, {}).name == "queue"
+    assert build_config(None, {"workload": "txn", "db": "kafka", "name": "mine"}).name == "mine"

@@ -225,20 +225,32 @@ def test_loss_is_the_simulators_alone(rt: Runtime) -> None:
 @pytest.mark.parametrize("story", KINDS["story"].targets)
 def test_a_story_plays_its_steps_on_the_runtimes_clock_and_its_stop_heals_all(rt: Runtime, story: str) -> None:
     whole(rt)
-    f = fault(rt, "story", story)
+    steps: list[tuple[str, dict[str, Any]]] = []
+    f = Fault(FaultSpec("story", story), rt.cluster, random.Random(7), record=lambda op, v: steps.append((op, v)))
     value = f.start()
     leader, nodes = value["leader"], rt.cluster.nodes.node_names()
     first = rt.cut()
     assert first and all(leader in p or value.get("laggard") in p or value.get("fenced") in p for p in first)
+    assert value["cut"] == grudges.as_lists(first), "the start records the cut it made"
     rt.settle(9.0)  # past every story's wait: 1.5 x the lag time (5 s), 1.5 x the session timeout (4 s)
+    # every follow-up step that acted is recorded, in the shared vocabulary
+    assert steps and all(op == "step-partition" and v["fault"] == f"story:{story}" and v["story"] == story
+                         for op, v in steps)
+    last = steps[-1][1]
     if story == "leader-churn":
         assert rt.cut() > grudges.isolate(leader, nodes), "the successor is isolated too"
+        assert last["step"] == "isolate-successor" and last["cut"] == grudges.as_lists(rt.cut())
     elif story == "last-replica-standing":
         assert leader in rt.cluster.nodes.dead_nodes()
+        assert [v["step"] for _, v in steps] == ["power-loss"] and last["nodes"] == [leader]
     elif story == "isr-crash":
         assert leader in rt.cluster.nodes.dead_nodes() and value["laggard"] not in rt.cluster.nodes.dead_nodes()
+        assert [v["step"] for _, v in steps] == ["kill"] and leader in last["nodes"]
+        assert set(last["nodes"]) <= set(rt.cluster.nodes.dead_nodes())
     else:
         assert rt.cut() == grudges.isolate(leader, nodes), "the fence is lifted, the leader isolated"
+        assert [v["step"] for _, v in steps] == ["unfence-isolate-leader"]
+        assert last["cut"] == grudges.as_lists(rt.cut())
     f.stop()
     assert rt.cut() == set() and rt.cluster.nodes.dead_nodes() == []
     whole(rt)

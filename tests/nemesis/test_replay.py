@@ -44,6 +44,45 @@ def test_a_simulated_schedule_replays_to_the_same_history_byte_for_byte(tmp_path
     assert json.loads((again / "test.json").read_text())["schedule"] == test["schedule"]
 
 
+STORIES = TestConfig(backend="sim", time_limit=24, nemesis=["leader-churn", "isr-crash", "last-replica-standing",
+                                                         "expand-race"], nemesis_interval=3, rate=40, seed=6)
+
+
+def test_a_storys_follow_up_steps_are_nemesis_ops_in_the_schedule_and_replay_byte_for_byte(tmp_path: Path):
+    """A story's steps (cluster.after) are history operations, pairs of
+    nemesis infos in the shared vocabulary; the schedule holds them and a
+    replay applies them as recorded: the same history."""
+    first = Path(run_seed(STORIES, 6, tmp_path / "a")["run_dir"])
+    ops = [json.loads(line) for line in (first / "history.jsonl").read_text().splitlines()]
+    steps = [o for o in ops if o["f"] == "step-partition"]
+    assert steps and len(steps) % 2 == 0
+    for inv, comp in zip(steps[::2], steps[1::2]):
+        assert inv["type"] == comp["type"] == "info" and inv["process"] == "nemesis"
+        assert inv["value"] == {"fault": comp["value"]["fault"]} and comp["value"]["step"]
+    test = json.loads((first / "test.json").read_text())
+    recorded = [{k: v for k, v in e.items() if k != "at_ms"} for e in test["schedule"] if e["f"] == "step-partition"]
+    assert recorded == [{"f": "step-partition", **c["value"]} for c in steps[1::2]]
+    cfg = config_from_flags("sim", {"schedule": str(first / "test.json"), "out": str(tmp_path / "b")})
+    again = Path(run_seed(cfg, cfg.seed, tmp_path / "b")["run_dir"])
+    assert (again / "history.jsonl").read_bytes() == (first / "history.jsonl").read_bytes()
+
+
+def test_steps_are_paired_apart_from_the_nemesis_threads_ops():
+    """On real hosts a step acts on a timer thread, between the nemesis
+    thread's invocation and its completion: each pair is still found."""
+    ops = [
+        {"process": "nemesis", "time": 1_000_000, "f": "stop-partition", "value": {"fault": "isr-crash"}},
+        {"process": "nemesis", "time": 2_000_000, "f": "step-partition", "value": {"fault": "story:isr-crash"}},
+        {"process": "nemesis", "time": 2_000_000, "f": "step-partition",
+         "value": {"fault": "story:isr-crash", "step": "kill", "nodes": ["n1"]}},
+        {"process": "nemesis", "time": 3_000_000, "f": "stop-partition",
+         "value": {"fault": "story:isr-crash", "healed": True}},
+    ]
+    assert schedule_of(ops) == [
+        {"at_ms": 2, "f": "step-partition", "fault": "story:isr-crash", "step": "kill", "nodes": ["n1"]},
+        {"at_ms": 3, "f": "stop-partition", "fault": "story:isr-crash", "healed": True}]
+
+
 @pytest.mark.parametrize("content,needle", [
     ("not json", "not JSON"),
     ('{"seed": 1}', "no schedule"),

@@ -142,7 +142,7 @@ def test_trace_directory_is_merged_by_time(tmp_path: Path) -> None:
     # node 2 only got one record: rewrite its appends
     evs = [e for e in evs if not (e["node"] == 2 and e["kind"] == "append" and e["base"] > 0)]
     for node in (1, 2):
-        d = tmp_path / "nodes" / str(node)
+        d = tmp_path / "nodes" / f"n{node}"
         d.mkdir(parents=True)
         (d / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs if e["node"] == node))
     out = check_trace_dir(tmp_path, seed=5)

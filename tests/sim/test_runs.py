@@ -32,7 +32,7 @@ def test_same_seed_and_options_give_a_byte_identical_history(tmp_path: Path) -> 
     assert ha == hb and len(ha) > 1000
     assert ha != hc
     assert a["stats"]["faults"] > 0, "the schedule injected faults"
-    for n in ("1", "101"):
+    for n in ("n1", "c1"):
         assert (Path(a["run_dir"]) / "nodes" / n / "trace.jsonl").read_bytes() == \
             (Path(b["run_dir"]) / "nodes" / n / "trace.jsonl").read_bytes()
 
@@ -84,7 +84,7 @@ def test_sim_command_writes_a_complete_run_directory(tmp_path: Path, capsys: pyt
         assert not fs or fs[-1] == f"stop-{kind}"
     assert any(o.get("final") for o in ops)
     assert {o.get("acks") for o in ops if o["f"] == "send"} == {"all", "1"}
-    assert sorted(p.name for p in (run / "nodes").iterdir()) == ["1", "101", "102", "103", "2", "3"]
+    assert sorted(p.name for p in (run / "nodes").iterdir()) == ["c1", "c2", "c3", "n1", "n2", "n3"]
     assert (run / "index.html").exists(), "one seed: the HTML report is written"
     assert set(results["anomalies"]) <= set(results["anomaly_types"])
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from checkers.history.jsonl import read_jsonl
-from workloads.queue import classify_send
+from workloads.queue import QueueClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,15 +51,22 @@ def test_short_external_run_writes_history_results_and_report(reference_bootstra
     assert (run_dir / "history.edn").exists()
 
 
-def test_send_outcomes_follow_librdkafka_semantics():
-    from confluent_kafka import KafkaError
+def test_real_client_a_request_the_broker_refuses_is_a_definite_fail(reference_bootstrap):
+    """The broker refuses acks=2 before any append: the real client's send
+    is a fail, as the simulated client's is (tests/workloads/test_outcome.py,
+    the same rule in workloads/outcome.py)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
 
-    assert classify_send(None, "all") == "ok"
-    assert classify_send(None, "0") == "info"  # acks=0: nothing is known
-    assert classify_send(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS), "all") == "fail"
-    assert classify_send(KafkaError(KafkaError.REQUEST_TIMED_OUT), "all") == "info"
-    assert classify_send(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND), "all") == "info"
-    assert classify_send(KafkaError(KafkaError._MSG_TIMED_OUT), "1") == "info"
+    admin = AdminClient({"bootstrap.servers": reference_bootstrap})
+    admin.create_topics([NewTopic("refused", 1, 3)])["refused"].result(timeout=30)
+    c = QueueClient(reference_bootstrap, ["refused-0"], "2", 0, op_timeout=10)
+    c.open()
+    warm = c.invoke({"f": "send", "value": [["send", "refused-0", 0]]})  # waits out the first metadata
+    try:
+        r = c.invoke({"f": "send", "value": [["send", "refused-0", 1]]})
+    finally:
+        c.close()
+    assert r["type"] == "fail", (warm, r)
 
 
 def test_config_file_and_test_count_give_one_run_per_seed(reference_bootstrap, tmp_path):

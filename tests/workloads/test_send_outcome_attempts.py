@@ -1,4 +1,5 @@
-"""The send outcome follows what the client can know (workloads/queue.py):
+"""The send outcome follows what the client can know (workloads/queue.py,
+the rule in workloads/outcome.py):
 a broker refuses acks=all with NOT_ENOUGH_REPLICAS before appending, so the
 answer proves nothing was written only when it answers the record's one
 attempt; after an earlier attempt (a resend), that attempt may have appended
@@ -14,7 +15,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from reference_impl.server.launcher import LocalCluster
-from workloads.queue import ProduceAttempts, QueueClient, classify_send
+from workloads.outcome import send_outcome
+from workloads.queue import ProduceAttempts, QueueClient
 
 from .conftest import FAST
 
@@ -64,6 +66,6 @@ def test_not_enough_replicas_is_a_definite_fail_only_on_the_records_only_attempt
         p.flush(30)
         assert box and box[0].name() == "NOT_ENOUGH_REPLICAS"
         assert attempts.of("ner", 0) == 3
-        assert classify_send(box[0], "all", retried=attempts.of("ner", 0) > 1) == "info"
+        assert send_outcome(box[0].name(), "all", ambiguous_before=attempts.of("ner", 0) > 1) == "info"
     finally:
         c.down(20)
