@@ -14,7 +14,9 @@ ISR beside it). Nothing in it knows a variant or a bug.
 A schedule is the list of fault operations a run's test.json records
 (``nemesis.replay``). A mutation (:func:`mutate`) adds a fault (a kind and
 target of the generic mix, resolved when it starts), drops one, moves one
-in time, or retargets one (the same kind, another target, resolved anew).
+in time, or retargets one (another fault of the mix of the same kind, its
+target resolved anew: never a target the mix leaves out, such as a
+majority's power loss).
 Each run uses a new seed, so the clients' load varies too. The search stops
 at the first invalid run, which stays as a run directory that
 ``kraftwerk sim --schedule RUN_DIR/test.json`` replays.
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from harness.config import TestConfig
-from nemesis.faults import GENERIC, KINDS, parse
+from nemesis.faults import GENERIC, parse
 
 Schedule = list[dict[str, Any]]
 
@@ -115,10 +117,13 @@ def mutate(schedule: Schedule, rng: random.Random, horizon_ms: int, mix: tuple[s
             for k in (i, j):
                 if k is not None:
                     s[k]["at_ms"] = max(0, min(horizon_ms, s[k]["at_ms"] + shift))
-        else:
+        else:  # another fault of the mix of the same kind, its target resolved anew
             kind = parse(s[i]["fault"]).kind
-            targets = KINDS[kind].targets
-            s[i] = _fresh(s[i]["fault"], s[i]["at_ms"], rng.choice(targets))
+            name = rng.choice([n for n in mix if parse(n).kind == kind] or [s[i]["fault"]])
+            spec = parse(name)
+            s[i] = _fresh(name, s[i]["at_ms"], spec.target or rng.choice(spec.targets()))
+            if j is not None:
+                s[j] = {**s[j], "fault": name}
     s.sort(key=lambda e: e["at_ms"])
     return s
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.explore import mutate, pairs, parse_budget, states
+from nemesis.faults import GENERIC
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +38,9 @@ def test_every_mutation_keeps_each_start_before_its_stop_and_in_time():
         for i, j in pairs(s):
             assert s[i]["f"].startswith("start-") and (j is None or s[j]["at_ms"] >= s[i]["at_ms"])
     assert len(pairs(s)) > 3
+    allowed = set(GENERIC)
+    assert all(e["fault"] in allowed for e in s)
+    assert not any(e.get("target") in ("majority", "all") and e["fault"].startswith("lose-unfsynced") for e in s)
 
 
 def test_a_budget_is_seconds_or_a_number_with_a_unit():
