@@ -83,7 +83,8 @@ def check_history(
     ``ops`` is the history's operations, or (queue model) a
     :class:`checkers.queue.scan.QueueScan` of them, e.g. a file read by
     :func:`checkers.queue.scan.scan_jsonl` without holding its operations;
-    both give the same results.
+    both give the same results. A scan is checked once: each key's columns
+    are freed as the key is checked.
 
     ``test`` (a run's test.json) may carry the queue workload's
     ``sub_via``, ``txn`` and ``strict_acks1`` settings, which decide the
@@ -233,8 +234,10 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
     t = _time.monotonic()
     per_key_complete = True
     try:
-        results = run_keys(proj.keys, engine=engine, spark_master=spark_master, want_rw=True,
-                           deadline=deadline, all_errors=opts.all_errors)
+        # rw edges only when rw cycles are searched; each key's columns are
+        # freed as it is handed over (only the key names are used below)
+        results = run_keys(proj.keys, engine=engine, spark_master=spark_master, want_rw=opts.rw,
+                           deadline=deadline, all_errors=opts.all_errors, release=True)
     except PerKeyBudgetExceeded as e:
         results = e.results
         per_key_complete = False

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import io
+from array import array
 import marshal
 import os
 import shutil
@@ -235,21 +236,41 @@ class PerKeyBudgetExceeded(Exception):
         self.results = results
 
 
+def _compact(r: dict[str, Any]) -> dict[str, Any]:
+    """A key's result as the driver keeps it: its graph edges (op indices,
+    millions at 10M operations) in flat arrays rather than lists of ints."""
+    for name, e in r["edges"].items():
+        try:
+            r["edges"][name] = array("q", e)
+        except (OverflowError, TypeError):  # an op index past 64 bits: kept as it is
+            pass
+    return r
+
+
 def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str | None = None,
              want_rw: bool = True, deadline: float | None = None,
-             all_errors: bool = False) -> list[dict[str, Any]]:
+             all_errors: bool = False, release: bool = False) -> list[dict[str, Any]]:
     """Run the per-key checks on every key with the chosen engine
     (``all_errors``: keep every example, not the first of each type). Past
     ``deadline`` (a ``time.monotonic()`` value) the inline engine stops
-    between keys and Spark jobs are cancelled: :class:`PerKeyBudgetExceeded`."""
+    between keys and Spark jobs are cancelled: :class:`PerKeyBudgetExceeded`.
+    ``release``: each key's columns are freed once handed over (the
+    projection's keys are then names only), so the driver's memory does
+    not hold the history and the results at once."""
+    from checkers.queue.columns import KeyEvents
+
+    drop = keys.release if release and isinstance(keys, KeyEvents) else (lambda _k: None)
     if engine == "inline":
         from checkers.queue.keycheck import check_key
 
         out = []
-        for k, evs in keys.items():
+        for k in list(keys):
             if deadline is not None and time.monotonic() > deadline:
                 raise PerKeyBudgetExceeded(out)
-            out.append(check_key(k, evs, want_rw, all_errors))
+            evs = keys[k]
+            drop(k)
+            out.append(_compact(check_key(k, evs, want_rw, all_errors)))
+            del evs
         return out
     if engine != "spark":
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
@@ -271,6 +292,7 @@ def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str
         for i, k in enumerate(keys):
             path = kdir / f"{i}.key"
             data = _dump_key(keys, k)
+            drop(k)
             _create(path, data)
             files.append((k, (str(path), len(data))))
         rows = _balanced(files, n, size=lambda kv: kv[1][1])
@@ -305,4 +327,5 @@ def _collect_keys(spark: Any, df: Any, want_rw: bool, all_errors: bool,
         raise PerKeyBudgetExceeded([])
     if "error" in box:
         raise box["error"]
-    return [marshal.loads(b) for b in box["out"]]
+    out = box.pop("out")
+    return [_compact(marshal.loads(out.pop())) for _ in range(len(out))][::-1]

@@ -131,7 +131,7 @@ ALIASES = {
 #: it loses acknowledged writes by design). No story: those tell a known
 #: narrative and are asked for by name.
 GENERIC = (
-    "partition", *(f"partition:{t}" for t in (*grudges.ROLE_SHAPES, *STATE_TARGETS)),
+    *(f"partition:{t}" for t in (*grudges.NODE_SHAPES, *grudges.ROLE_SHAPES, *STATE_TARGETS)),
     *(f"{k}:{t}" for k in ("kill", "pause") for t in NODE_TARGETS if t != "all"),
     "terminate", *(f"terminate:{t}" for t in ("primaries", "controller", *STATE_TARGETS)),
     *(f"lose-unfsynced:{t}" for t in ("one", "minority", "primaries", *STATE_TARGETS)),
@@ -273,7 +273,8 @@ class UncleanLedger:
     ``settle_ms`` apart (the first may be metadata from before the crash,
     and a restarted broker's registration may still be on its way).
 
-    A power loss waits until the ledger is empty: otherwise it joins an
+    A power loss waits until the ledger is empty, and a kill until no
+    broker that lost power is left in it: otherwise either joins an
     earlier unclean shutdown into a correlated failure of several replicas
     (one lost its un-fsynced log, another left the ELR for its unclean
     restart), which under Kafka's default flush policy loses acknowledged
@@ -283,29 +284,35 @@ class UncleanLedger:
 
     def __init__(self) -> None:
         self.unclean: set[str] = set()
+        #: the brokers of ``unclean`` that lost power (their un-fsynced tail)
+        self.powered: set[str] = set()
         self.generation: dict[str, int] = {}
         self.looking: set[str] = set()
 
-    def add(self, nodes: list[str]) -> None:
+    def add(self, nodes: list[str], power: bool = False) -> None:
         for n in nodes:
             self.unclean.add(n)
+            if power:
+                self.powered.add(n)
             self.generation[n] = self.generation.get(n, 0) + 1
 
     def _in_sync(self, cluster: Cluster, n: str) -> bool:
         return in_sync(cluster, n)
 
-    def pending(self, cluster: Cluster, settle_ms: int) -> list[str]:
-        """The brokers still out of sync; those in sync now get their second look."""
+    def pending(self, cluster: Cluster, settle_ms: int, power_only: bool = False) -> list[str]:
+        """The brokers still out of sync (with ``power_only``, those that
+        lost power); those in sync now get their second look."""
         for n in sorted(self.unclean - self.looking):
             if self._in_sync(cluster, n):
                 self.looking.add(n)
                 cluster.after(settle_ms, lambda n=n, gen=self.generation[n]: self._confirm(cluster, n, gen))
-        return sorted(self.unclean)
+        return sorted(self.powered if power_only else self.unclean)
 
     def _confirm(self, cluster: Cluster, n: str, gen: int) -> None:
         self.looking.discard(n)
         if self.generation.get(n) == gen and self._in_sync(cluster, n):
             self.unclean.discard(n)
+            self.powered.discard(n)
 
 
 class Fault:
@@ -429,13 +436,17 @@ class Fault:
         power = kind in ("lose-unfsynced", "torn-write")
         if power and self._power_refused(target, None):
             return {"nodes": [], "skipped": self._power_refused(target, None)}
+        if kind == "kill":
+            waiting = self.ledger.pending(self.cluster, 2 * self.timings.session_ms, power_only=True)
+            if waiting:
+                return {"nodes": [], "skipped": f"a power loss is not back in sync: {', '.join(waiting)}"}
         if nodes is None:
             nodes, desc = resolve_nodes(target, self.cluster, self.rng)
         refused = self._power_refused(target, nodes) if power else None
         if refused:
             return {**desc, "nodes": [], "skipped": refused}
         if kind in ("kill", "lose-unfsynced", "torn-write"):
-            self.ledger.add([n for n in nodes if n in self.cluster.nodes.brokers()])
+            self.ledger.add([n for n in nodes if n in self.cluster.nodes.brokers()], power)
         act = self._act()
         for n in nodes:
             act(n)

@@ -1,10 +1,12 @@
 """Project a queue history onto topic-partitions.
 
 Every queue check but the cross-key cycle search looks at one key
-(topic-partition) at a time, so the history is cut once into per-key event
-lists; those are what the pipeline ships to executors. The cut is one pass
-over the history with plain tuples (no per-op objects) because it is the
-part of a 1M-op check that cannot be parallelised.
+(topic-partition) at a time, so the history is cut once into per-key
+events; those are what the pipeline ships to executors. The cut is one pass
+over the history, fed one operation at a time (:class:`Projector`), and
+keeps each key's events in columns (:mod:`checkers.queue.columns`), rebuilt
+as the tuples below when the key is checked: it is the part of a check that
+cannot be parallelised, and it must not hold the history.
 
 An event is a tuple ``(op, process, type, kind, pairs, time, meta)``:
 
@@ -27,7 +29,7 @@ An event is a tuple ``(op, process, type, kind, pairs, time, meta)``:
              ``rebalance-log``) True when the log names this key.
 ``committed`` (``info`` sends only, a 9th element) True when some ``ok`` poll
              read one of the operation's sends, in any key: Jepsen's
-             ``must-have-committed?`` (:func:`_mark_committed_info`).
+             ``must-have-committed?`` (:func:`_committed_info`).
 """
 
 from __future__ import annotations
@@ -62,9 +64,6 @@ class OpTable:
         self.type.append(ctype)
         self.invoke_time.append(itime)
         self.complete_time.append(ctime)
-
-    def types(self) -> list[str]:
-        return self.type.values()
 
 
 @dataclass

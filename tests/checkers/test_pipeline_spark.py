@@ -82,17 +82,22 @@ def test_spark_job_past_its_budget_is_cancelled_and_unknown(spark) -> None:
     assert check_history(ops[:2000], engine="spark", spark_master=MASTER)["checkers"]["queue"]["per_key"] == "complete"
 
 
-def test_a_scanned_file_checks_the_same_on_spark_from_key_files_the_executors_read(spark, tmp_path) -> None:
+def test_a_scanned_file_checks_the_same_on_spark_from_key_files_the_executors_read(spark, tmp_path,
+                                                                                 monkeypatch) -> None:
     """``kraftwerk check`` of a JSONL file scans it into columns; on Spark the
-    driver writes each key's columns to a file and the executors read them:
-    the results equal the inline check of the operations, and the key files
-    are gone afterwards."""
+    driver writes each key's columns to a file and the executors read them
+    (from ``KRAFTWERK_SPARK_DIR`` when set): the results equal the inline
+    check of the operations, and the key files are gone afterwards."""
     from checkers import pipeline
     from checkers.history import write_jsonl
     from checkers.queue.scan import scan_jsonl
     from tests.checkers.test_columnar_reading import _untimed, every_field
 
-    for ops in (every_field(), _anomalous(), valid_history(3000, 6, 5, seed=8)):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for i, ops in enumerate((every_field(), _anomalous(), valid_history(3000, 6, 5, seed=8))):
+        if i == 2:
+            monkeypatch.setenv("KRAFTWERK_SPARK_DIR", str(shared))
         path = tmp_path / "h.jsonl"
         write_jsonl(path, ops)
         inline = _untimed(check_history(ops, engine="inline"))
@@ -100,3 +105,4 @@ def test_a_scanned_file_checks_the_same_on_spark_from_key_files_the_executors_re
         on_spark["stats"]["engine"] = "inline"
         assert on_spark == inline
     assert not list(pipeline._private_dir().glob("keys-*"))
+    assert shared.is_dir() and not list(shared.iterdir())

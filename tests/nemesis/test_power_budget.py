@@ -1,0 +1,48 @@
+"""A power loss of the generic mix is one unclean failure at a time: it
+waits while a broker of an earlier kill or power loss is not back in every
+ISR, and refuses to take a majority of a partition's replicas unless its
+target asks for a majority (under Kafka's default flush policy both lose
+acknowledged writes by design)."""
+
+from __future__ import annotations
+
+import random
+
+from harness.backend.sim import SimRun
+from harness.config import TestConfig
+from nemesis.faults import make_faults
+
+
+def _cluster():
+    run = SimRun(TestConfig(backend="sim", partitions=2, seed=1), 1)
+    assert run.setup()
+    return run
+
+
+def test_a_power_loss_waits_until_an_earlier_kill_is_back_in_every_isr():
+    run = _cluster()
+    try:
+        fs = make_faults(["kill:primaries", "lose-unfsynced:one"], run.cluster, random.Random(3))
+        killed = fs["kill:primaries"].start()["nodes"]
+        assert len(killed) == 1
+        refused = fs["lose-unfsynced:one"].start()
+        assert refused["nodes"] == [] and killed[0] in refused["skipped"]
+        fs["kill:primaries"].stop()
+        run.sim.run_for(30_000)  # back in every ISR, on two looks 8 s apart
+        fs["lose-unfsynced:one"].start()
+        run.sim.run_for(9_000)
+        again = fs["lose-unfsynced:one"].start()
+        assert "skipped" not in again and len(again["nodes"]) == 1
+    finally:
+        run.release()
+
+
+def test_a_power_loss_takes_a_majority_of_replicas_only_when_asked():
+    run = _cluster()
+    try:
+        fs = make_faults(["lose-unfsynced:isr-followers", "lose-unfsynced:majority"], run.cluster, random.Random(3))
+        refused = fs["lose-unfsynced:isr-followers"].start()
+        assert refused["nodes"] == [] and "majority" in refused["skipped"]
+        assert len(fs["lose-unfsynced:majority"].start()["nodes"]) == 4
+    finally:
+        run.release()
