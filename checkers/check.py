@@ -83,7 +83,8 @@ def check_history(
     ``ops`` is the history's operations, or (queue model) a
     :class:`checkers.queue.scan.QueueScan` of them, e.g. a file read by
     :func:`checkers.queue.scan.scan_jsonl` without holding its operations;
-    both give the same results.
+    both give the same results. A scan is checked once: each key's columns
+    are freed as the key is checked.
 
     ``test`` (a run's test.json) may carry the queue workload's
     ``sub_via``, ``txn`` and ``strict_acks1`` settings, which decide the

@@ -27,7 +27,9 @@ TYPES = ("ok", "info", "fail")
 _TYPE_CODE = {t: i for i, t in enumerate(TYPES)}
 KINDS = ("w", "r")
 _INT = {int}
+_SEQ = (list, tuple)
 _ABSENT = "\x00absent"  # an event without an 8th element (a poll without a rebalance-log)
+_ABSENT_KEY = object()  # no value appended yet
 
 
 class Col:
@@ -87,14 +89,19 @@ class Interned:
     """A column of few distinct values (acks levels, flags): one byte per
     entry indexing a small table (four past 256 distinct values)."""
 
-    __slots__ = ("table", "codes", "_code")
+    __slots__ = ("table", "codes", "_code", "_last", "_last_code")
 
     def __init__(self) -> None:
         self.table: list[Any] = []
         self._code: dict[Any, int] = {}
         self.codes = array("B")
+        self._last: Any = _ABSENT_KEY
+        self._last_code = 0
 
     def append(self, x: Any) -> None:
+        if x is self._last:  # the same object as last time (None, True, an interned "ok")
+            self.codes.append(self._last_code)
+            return
         # keyed by type too: True and 1 are equal but not the same value
         k = (type(x), x)
         c = self._code.get(k)
@@ -105,6 +112,7 @@ class Interned:
             self._code[k] = c
             self.table.append(x)
         self.codes.append(c)
+        self._last, self._last_code = x, c
 
     def values(self) -> list[Any]:
         t = self.table
@@ -127,6 +135,7 @@ class Interned:
         self.codes = array(x[1])
         self.codes.frombytes(x[2])
         self._code = {(type(v), v): i for i, v in enumerate(self.table)}
+        self._last = _ABSENT_KEY
         return self
 
 
@@ -168,7 +177,11 @@ class KeyColumns:
         """Each pair's first two elements (``[offset, value]`` as read, or
         a tuple); integers go into the arrays in bulk."""
         offs, vals = self.offs, self.vals
-        if pairs:
+        if type(pairs) in _SEQ and len(pairs) == 1:  # a send, or a poll of one record
+            p = pairs[0]
+            offs.append(p[0])
+            vals.append(p[1])
+        elif pairs:
             os_ = [p[0] for p in pairs]
             vs = [p[1] for p in pairs]
             od, vd = offs.data, vals.data
