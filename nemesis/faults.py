@@ -431,6 +431,29 @@ class Fault:
                 return f"it would take a majority of {k}'s replicas (opt-in: {self.spec.kind}:majority)"
         return None
 
+    def _terminate_refused(self, nodes: list[str]) -> str | None:
+        """Why a clean shutdown of ``nodes`` must wait (None: it may). A
+        broker that lost power stays in the ISR until the controller fences
+        it or it registers again, and its new incarnation cannot register
+        while the old one's session lives (ClusterControlManager refuses a
+        duplicate registration; every controller failover starts the
+        sessions afresh). Shutting down the other ISR members cleanly then
+        leaves the ISR to the broker whose un-fsynced log is gone, the "last
+        replica standing" of seed 002 with its data loss not yet known to the
+        controller: it is elected (last known leader) and the replicas that
+        hold the committed records truncate to it. That loses acknowledged
+        writes by design, so it waits as a kill does."""
+        powered = self.ledger.pending(self.cluster, 2 * self.timings.session_ms, power_only=True)
+        if not powered:
+            return None
+        obs = self.cluster.observer
+        for k in obs.keys():
+            isr = list(obs.isr_of(k))
+            left = [r for r in isr if r not in nodes]
+            if left and len(left) < len(isr) and set(left) <= set(powered):
+                return f"it would leave {k}'s ISR to a power loss not back in sync: {', '.join(left)}"
+        return None
+
     def _signal(self, target: str, nodes: list[str] | None = None) -> dict[str, Any]:
         kind, desc = self.spec.kind, {}
         power = kind in ("lose-unfsynced", "torn-write")
@@ -443,6 +466,8 @@ class Fault:
         if nodes is None:
             nodes, desc = resolve_nodes(target, self.cluster, self.rng)
         refused = self._power_refused(target, nodes) if power else None
+        if kind == "terminate":
+            refused = self._terminate_refused(nodes)
         if refused:
             return {**desc, "nodes": [], "skipped": refused}
         if kind in ("kill", "lose-unfsynced", "torn-write"):

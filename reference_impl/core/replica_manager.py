@@ -189,7 +189,9 @@ class BrokerRole:
         self._corr = 0
         # lifecycle
         self.registration_sent_at: int | None = None
-        #: a refused registration is sent again at this time (not a timeout)
+        #: a refused registration is sent again at this monotonic time (not a
+        #: timeout): BrokerLifecycleManager schedules its next communication
+        #: on System.nanoTime, so a wall-clock jump cannot postpone it
         self.registration_retry_at: int | None = None
         self.next_heartbeat_at = 0
         self.heartbeat_sent_at: int | None = None
@@ -305,7 +307,7 @@ class BrokerRole:
         rpc = self.controller_rpc_timeout_ms
         if self.broker_epoch < 0:
             if self.registration_retry_at is not None:
-                c.append(self.registration_retry_at)
+                c.append(self.registration_retry_at + skew)
             elif self.registration_sent_at is not None:
                 c.append(self.registration_sent_at + rpc)
         elif self.heartbeat_sent_at is not None:
@@ -514,7 +516,7 @@ class BrokerRole:
         # registration / heartbeats
         if self.broker_epoch < 0:
             if self.registration_retry_at is not None:
-                if now >= self.registration_retry_at:
+                if mono_now >= self.registration_retry_at:
                     effects += self._send_registration(now)
             elif self.registration_sent_at is not None and now - self.registration_sent_at >= self.controller_rpc_timeout_ms:
                 self.controller_failed()  # unanswered: try the next voter
@@ -610,8 +612,8 @@ class BrokerRole:
                 self.controller_failed()
                 backoff = self.config.alter_partition_retry_backoff_ms
             self.registration_sent_at = None
-            self.registration_retry_at = now + backoff
-            self.note_deadline(self.registration_retry_at)
+            self.registration_retry_at = self.mono + backoff
+            self.note_deadline(self.registration_retry_at + self.skew)
             return []
         if src is not None:
             self.controller_hint = src

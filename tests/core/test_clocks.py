@@ -110,3 +110,27 @@ def test_the_clock_table_has_a_test_for_every_timer_and_names_only_tests_that_ex
     for row in rows:
         named = re.findall(r"`(test_\w+)`", row)
         assert named and [t for t in named if t not in defined] == [], row[:60]
+
+
+def test_backward_wall_jump_does_not_postpone_a_refused_registrations_retry_it_is_monotonic():
+    """BrokerLifecycleManager schedules its next communication on
+    ``time.nanoseconds()`` (a deadline of its KafkaEventQueue): a broker whose
+    registration was refused as a duplicate (its previous incarnation's
+    session still lives) while its wall clock ran a minute ahead asks again a
+    heartbeat interval later on the monotonic clock, even though the wall
+    clock has meanwhile gone back by the minute. On the wall clock it would
+    wait the minute out, with its power loss unknown to the controller."""
+    import random
+
+    from reference_impl.core.messages import BrokerEndpoint, BrokerRegistrationRequest, BrokerRegistrationResponse
+    from reference_impl.core.replica_manager import BrokerRole
+    from reference_impl.core.storage import StoredState
+
+    b = BrokerRole(1, CFG, (100,), StoredState(), random.Random(1), "inc-2", BrokerEndpoint(1, "127.0.0.1", 9001))
+    (first,) = sends(b.start(0, 0), BrokerRegistrationRequest)
+    ahead = 60_000
+    assert b.handle(BrokerRegistrationResponse(Errors.DUPLICATE_BROKER_REGISTRATION), ahead + 10, first.dst, 10) == []
+    later = 10 + CFG.broker_heartbeat_interval_ms
+    assert sends(b.tick(later - 1, later - 1), BrokerRegistrationRequest) == []
+    (again,) = sends(b.tick(later, later), BrokerRegistrationRequest)
+    assert again.dst == first.dst

@@ -21,6 +21,7 @@ from reference_impl.core.messages import (
     VoteResponse,
 )
 from reference_impl.core.raft import FETCH_MAX_WAIT_MS, RaftReplica
+from reference_impl.core.raft.replica import RETRY_BACKOFF_MS
 from reference_impl.core.raft.testkit import Loop, MemoryDisk
 from reference_impl.core.storage import METADATA_LOG, QUORUM_STATE, QuorumState, StoredState
 
@@ -711,3 +712,28 @@ def test_backward_wall_jump_on_a_leaderless_voter_holds_its_election_until_the_c
     t = 2 * 2 * CFG.controller_quorum_election_timeout_ms
     assert sends(r.tick(t - 60_000, t), VoteRequest) == []
     assert sends(r.tick(t, t + 60_000), VoteRequest)
+
+
+def test_a_leader_that_steps_down_answers_its_parked_fetches_not_leader_or_follower():
+    """KafkaRaftClient completes its fetch purgatory exceptionally when it
+    resigns or becomes a follower, so fetchers send again at once instead of
+    waiting out their own request timeout, which a backward jump of their
+    wall clock can stretch by the whole jump. Dropping the parked fetch left
+    an observer without metadata until its clock caught up again."""
+    r = _leader_with_parked_fetch(observer=9)
+    (answer,) = sends(r.resign(1100, 1100), RaftFetchResponse)
+    assert answer.dst == 9
+    assert (answer.msg.error, answer.msg.correlation_id) == (Errors.NOT_LEADER_OR_FOLLOWER, 2)
+    assert sends(r.tick(1100 + FETCH_MAX_WAIT_MS, 1100 + FETCH_MAX_WAIT_MS), RaftFetchResponse) == []
+
+
+def test_an_observer_told_not_leader_fetches_again_after_the_retry_backoff_not_its_resend_timeout():
+    """The observer's side of the rule above: with its wall clock gone back a
+    minute since it sent the fetch, the error answer lets it fetch again a
+    retry backoff later; without an answer it would resend only when its
+    wall clock is back where it sent the fetch."""
+    o = replica(9, stored([entry(0, 1)], epoch=1, leader=1), observer=True)
+    (req,) = sends(o.tick(60_000), RaftFetchRequest)
+    assert sends(o.tick(1_000), RaftFetchRequest) == []  # the clock went back: the fetch is still in flight
+    o.handle(RaftFetchResponse(-1, 1, Errors.NOT_LEADER_OR_FOLLOWER, req.msg.correlation_id, 1), 1_000, 1)
+    assert sends(o.tick(1_000 + RETRY_BACKOFF_MS), RaftFetchRequest)

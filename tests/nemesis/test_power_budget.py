@@ -46,3 +46,26 @@ def test_a_power_loss_takes_a_majority_of_replicas_only_when_asked():
         assert len(fs["lose-unfsynced:majority"].start()["nodes"]) == 4
     finally:
         run.release()
+
+
+def test_a_clean_shutdown_may_not_leave_an_isr_to_a_broker_whose_power_loss_is_not_back_in_sync():
+    """Seed 002's "last replica standing": until the controller fences a
+    broker that lost power, or its next incarnation registers (refused while
+    the old session lives), the ISR still counts its lost log. Terminating
+    the other ISR members would leave the partition to it alone, to be
+    elected with nothing; so that clean shutdown waits, as a kill does, while
+    one that leaves another in-sync member goes ahead."""
+    run = _cluster()
+    try:
+        fs = make_faults(["lose-unfsynced:one", "terminate:minority"], run.cluster, random.Random(3))
+        lost = "n1"
+        assert fs["lose-unfsynced:one"]._signal("one", [lost])["nodes"] == [lost]
+        fs["lose-unfsynced:one"].stop()
+        others = sorted(b for b in run.cluster.nodes.brokers() if b != lost)
+        term = fs["terminate:minority"]
+        refused = term._signal("minority", others)
+        assert refused["nodes"] == [] and lost in refused["skipped"] and "ISR" in refused["skipped"]
+        one = term._signal("minority", others[:1])
+        assert one["nodes"] == others[:1]
+    finally:
+        run.release()

@@ -501,7 +501,17 @@ class RaftReplica:
     def _reset_election_timer(self, now: int) -> None:
         self._election_deadline = now + self._election_timeout()
 
-    def _clear_leader_state(self) -> None:
+    def _clear_leader_state(self) -> list[Effect]:
+        """Forget the leader's bookkeeping. Parked fetches are answered, not
+        dropped: Kafka's KafkaRaftClient completes its fetch purgatory
+        exceptionally (NOT_LEADER_OR_FOLLOWER) when it resigns or becomes a
+        follower, so the fetchers send again at once instead of waiting for
+        their own request timeout, which a backward jump of their wall clock
+        can postpone for as long as the jump."""
+        out: list[Effect] = [
+            Send(p.src, RaftFetchResponse(NO_LEADER, self.epoch, Errors.NOT_LEADER_OR_FOLLOWER, p.req.correlation_id, self.high_watermark))
+            for p in self._parked.values()
+        ]
         self._parked.clear()
         self._hw_sent.clear()
         self._voter_offsets.clear()
@@ -509,16 +519,17 @@ class RaftReplica:
         self._begin_acked.clear()
         self._begin_resend_at = None
         self.epoch_start_offset = -1
+        return out
 
     def _become_unattached(self, epoch: int, now: int, leader: NodeId = NO_LEADER) -> list[Effect]:
         """Adopt ``epoch`` (>= current) without a vote; follow ``leader`` if known."""
         out: list[Effect] = []
         changed_epoch = epoch > self.epoch
         was = (self.role, self.leader_id, self.epoch)
+        out += self._clear_leader_state()  # answered in the epoch they were parked in
         if changed_epoch:
             self.epoch = epoch
             self.voted_for = -1
-        self._clear_leader_state()
         self._votes.clear()
         self._prevotes = None
         self.leader_id = leader
@@ -558,8 +569,7 @@ class RaftReplica:
         return [Send(v, req) for v in self.voters if v != self.node_id]
 
     def _become_candidate(self, now: int) -> list[Effect]:
-        out: list[Effect] = []
-        self._clear_leader_state()
+        out: list[Effect] = self._clear_leader_state()
         self._prevotes = None
         self.role = CANDIDATE
         self.epoch += 1
