@@ -219,7 +219,8 @@ def main() -> None:
     known = DETECT if a.cmd == "detect" else VARIANT_HUNTS
     unknown = [n for n in (getattr(a, "only", "") or "").split(",") if n and n not in known]
     if unknown:
-        ap.error(f"unknown variant {unknown[0]!r} (known: {', '.join(known)})")
+        what = "variant" if a.cmd == "detect" else "variant hunt"
+        ap.error(f"unknown {what} {unknown[0]!r} (known: {', '.join(known)})")
     for name in ("jobs", "seeds", "max_seeds", "chunk"):
         if getattr(a, name, 1) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(a, name)})")

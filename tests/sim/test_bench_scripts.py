@@ -29,6 +29,7 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     ("sim_soak.py", ["baseline", "--time-limit", "-3", "--seeds", "1"], "--time-limit"),
     ("sim_soak.py", ["variants", "--only", "bogus"], "unknown variant hunt 'bogus'"),
     ("sim_soak.py", ["variants", "--mix", "bogus", "--max-seeds", "1"], "unknown nemesis 'bogus'"),
+    ("sim_soak.py", ["detect", "--only", "bogus"], "unknown variant 'bogus'"),
 ])
 def test_bench_scripts_answer_bad_arguments_with_one_line_and_exit_2(script: str, args: list[str], says: str) -> None:
     p = _run(script, *args)
