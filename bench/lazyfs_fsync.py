@@ -9,6 +9,11 @@ cache's bookkeeping. Also the same without fsync (writes only) and the
 crash itself. Needs root and /dev/fuse. Never asserted in tests.
 
     .venv/bin/python bench/lazyfs_fsync.py [--appends 10000] [--size 100] [--dir /var/tmp]
+
+``--pytest`` instead runs the slow power-loss campaigns of tests/lazyfs
+(fsync per message keeps every acknowledged write through a majority's
+power loss; the default flush loses them when every replica loses power;
+the last-replica-standing story with and without KIP-966).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--dir", default="/var/tmp", help="where both the plain and the backing directory go")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pytest", action="store_true", help="run the slow power-loss tests instead")
     a = ap.parse_args(argv)
     if a.appends < 1 or a.size < 1:
         ap.exit(2, "lazyfs_fsync: --appends and --size must be positive\n")
@@ -58,6 +64,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
+    if a.pytest:
+        import subprocess
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        return subprocess.call([sys.executable, "-m", "pytest", "-m", "slow", "-q", "tests/lazyfs"], cwd=root)
     work = tempfile.mkdtemp(prefix="kraftwerk-fs-bench-", dir=a.dir)
     plain, backing, point = (os.path.join(work, n) for n in ("plain", "backing", "mnt"))
     for d in (plain, backing, point):

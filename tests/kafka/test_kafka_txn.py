@@ -1,12 +1,16 @@
 """The transactional workload (``--workload txn``) on real Kafka 4.4.
 
-* default suite: a short read_committed run with aborts and kills is valid:
-  aborted transactions are recorded ``fail``, no poll returns their records
-  (no G1a), no transaction reads its own sends (no precommitted-read), and
-  no committed write is lost;
-* slow (bench/kafka_txn.py prints the figures): the same at
-  read_uncommitted is caught (G1a and precommitted-read), and the campaign
-  of the issue (netns, partition + kill + pause, abort probability 0.2, 60 s).
+All ``slow`` (a minute or more each, most of it Kafka's start and final
+reads); ``bench/kafka_txn.py --pytest`` runs them and the bench prints the
+figures:
+
+* a short read_committed run with aborts and kills is valid: aborted
+  transactions are recorded ``fail``, no poll returns their records (no
+  G1a), no transaction reads its own sends (no precommitted-read), and no
+  committed write is lost;
+* the same at read_uncommitted is caught (G1a and precommitted-read), and
+  the campaign of the issue (netns, partition + kill + pause, abort
+  probability 0.2, 60 s).
 """
 
 import json
@@ -38,6 +42,7 @@ def txn_run(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, d
     return r, json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_read_committed_transactions_with_aborts_and_kills_on_kafka_are_valid(tmp_path):
     r, res = txn_run(tmp_path, "--combined", "--seed", "7", "--time-limit", "15", "--nemesis", "kill",
                      "--nemesis-interval", "5")

@@ -10,8 +10,9 @@ loss of enough replicas at once loses acknowledged writes; fsync on every
 message (=1) makes each acknowledged write durable on the ISR first.
 
 Each run takes about a minute (cluster start-up, the schedule, recovery,
-final reads); the scripted last-replica-standing runs are ``slow``
-(``bench/campaign_matrix.py`` style: ``-m slow`` on this file).
+final reads), so every run here is ``slow``: ``bench/lazyfs_fsync.py
+--pytest`` runs them. The default suite proves the filesystem's losing on
+each backend with one node (tests/lazyfs/test_power_loss_backends.py).
 """
 
 import json
@@ -51,6 +52,7 @@ def power_losses(run_dir: Path) -> list[dict]:
     return [o for o in ops if o["f"] == "start-lose-unfsynced" and o.get("value", {}).get("nodes")]
 
 
+@pytest.mark.slow
 def test_fsync_every_message_power_loss_of_a_majority_loses_no_acknowledged_write(tmp_path):
     code, res, run_dir = run(tmp_path, "--nemesis", "lose-unfsynced", "--flush-messages", "1",
                              "--nemesis-interval", "6", "--time-limit", "30", "--seed", "5")
@@ -61,6 +63,7 @@ def test_fsync_every_message_power_loss_of_a_majority_loses_no_acknowledged_writ
     assert res["valid"] is True and code == 0, res["anomaly_types"]
 
 
+@pytest.mark.slow
 def test_default_no_fsync_power_loss_of_every_replica_loses_acknowledged_writes(tmp_path):
     """Every node at once: no replica keeps what it did not fsync. (A
     majority of the nodes need not hold every replica of a partition, and
