@@ -82,9 +82,6 @@ class Errors:
     FENCED_EPOCH: Final = 74  # Raft reuses FENCED_LEADER_EPOCH for stale quorum epochs
     UNKNOWN_SERVER_ERROR: Final = -1
 
-    #: errors a producer treats as retriable (librdkafka's classification, notes/kafka-wire.md)
-    RETRIABLE: Final = frozenset({5, 6, 7, 19, 20, 74, 75, 78})
-
 
 @dataclass(frozen=True, slots=True, eq=False, init=False)
 class TopicPartition:
