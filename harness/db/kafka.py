@@ -89,9 +89,33 @@ def preflight(cfg: TestConfig) -> None:
         allocate_ports(2 * cfg.node_count(), cfg.base_port)
     if shutil.which("java") is None:
         raise HarnessError("--db kafka needs java on PATH (scripts/bootstrap installs it)")
-    if "clock" in cfg.nemesis and not os.path.exists(LIBFAKETIME):
+    if wants_clock(cfg) and not os.path.exists(LIBFAKETIME):
         raise HarnessError(f"clock faults on --db kafka need libfaketime ({LIBFAKETIME}; apt package faketime)")
     dist.ensure(cfg.kafka_version, cfg.kafka_home)
+
+
+def wants_clock(cfg: TestConfig) -> bool:
+    """Whether any fault of the run moves a clock (``clock``, ``clock-strobe``,
+    with any target, from the mix or a replayed schedule): the JVMs then start
+    under libfaketime, which is the only way their clocks move."""
+    from nemesis.faults import parse
+
+    return any(parse(n).kind in ("clock", "clock-strobe") for n in cfg.fault_names())
+
+
+def capabilities_for(cfg: TestConfig) -> frozenset[str]:
+    """The faults db kafka can make on ``cfg.backend`` (``nemesis.control``'s
+    Capability values), known before anything starts so the runner refuses
+    the rest: signals, libfaketime clocks and reassignment everywhere;
+    kernel partitions where each node is a host of its own (not local: a
+    broker advertises one address every peer dials); power loss and torn
+    writes only through kraftwerk fs (storage lazyfs)."""
+    caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign"}
+    if cfg.backend != "local":
+        caps |= {"partition", "partition-clients", "loss"}
+    if cfg.storage == "lazyfs":
+        caps |= {"power-loss", "lose-unfsynced", "torn-write"}
+    return frozenset(caps)
 
 
 #: a node's files that come back to the run directory from a host of its own
@@ -311,7 +335,7 @@ class KafkaDB(PausesBySignal):
         self.paused.discard(name)
 
     def cfg_wants_clock(self) -> bool:
-        return "clock" in self.cfg.nemesis
+        return wants_clock(self.cfg)
 
     def kill(self, name: str) -> None:
         self.hosts.signal(name, signal.SIGCONT)
@@ -458,11 +482,8 @@ class KafkaDB(PausesBySignal):
 
     @property
     def capabilities(self) -> frozenset[str]:
-        """Signals and libfaketime clocks everywhere; kernel partitions with a
-        kernel network (netns)."""
-        base = {"kill", "terminate", "pause", "clock", "reassign"}
-        fs = {"power-loss", "lose-unfsynced", "torn-write"} if self.cfg.storage == "lazyfs" else set()
-        return frozenset(base | fs | ({"partition", "partition-clients", "loss"} if self.net is not None else set()))
+        """What this db can make on its backend (:func:`capabilities_for`)."""
+        return capabilities_for(self.cfg)
 
     @property
     def nodes(self) -> "KafkaDB":

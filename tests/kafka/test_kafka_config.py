@@ -121,3 +121,28 @@ def test_fetch_resolves_the_pinned_release_into_its_cache(tmp_path, monkeypatch)
     assert any(n.startswith("log4j-core-") for n in names) and any(n.startswith("log4j-slf4j") for n in names)
     monkeypatch.setenv("PATH", "/nonexistent")  # no mvn now: must come from the cache
     assert dist.ensure(dist.DEFAULT_VERSION) == got
+
+
+@pytest.mark.parametrize("kw, words", [
+    # a story cuts links: the local backend cannot cut a JVM's
+    ({"nemesis": ["story"]}, "story needs partition"),
+    # power loss is kraftwerk fs's: not there with storage os
+    ({"backend": "netns", "storage": "file", "nemesis": ["lose-unfsynced"]}, "lose-unfsynced needs power-loss"),
+])
+def test_a_fault_db_kafka_cannot_make_on_its_backend_is_refused_before_anything_starts(kw, words):
+    from harness.config import TestConfig
+    from harness.runner import preflight
+
+    with pytest.raises(UsageError, match=words):
+        preflight(TestConfig(db="kafka", **kw))
+
+
+@pytest.mark.parametrize("fault", ["clock", "clock:one", "clock:majority", "clock-strobe", "clock-strobe:primaries"])
+def test_every_clock_fault_on_db_kafka_starts_the_jvms_under_libfaketime(fault):
+    """Without LD_PRELOAD of libfaketime the JVM never reads the offset
+    file, so a clock fault would be recorded but never made."""
+    from harness.config import TestConfig
+    from harness.db.kafka import wants_clock
+
+    assert wants_clock(TestConfig(db="kafka", backend="netns", nemesis=[fault]))
+    assert not wants_clock(TestConfig(db="kafka", backend="netns", nemesis=["kill:one"]))
