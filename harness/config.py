@@ -287,7 +287,7 @@ class TestConfig(BaseModel):
                              "it runs on --backend netns, docker or ssh (local uses --storage pagecache)")
         if self.db == "kafka" and self.storage == "pagecache":
             raise ValueError("--storage pagecache is the reference broker's own emulation: Kafka loses "
-                             "un-fsynced writes with --storage lazyfs on --backend netns")
+                             "un-fsynced writes with --storage lazyfs on --backend netns, docker or ssh")
         return self
 
     def _runtime_settings(self) -> None:

@@ -195,9 +195,7 @@ class KafkaDB(PausesBySignal):
         self._ship_kafka()
         cluster_id = new_cluster_id(cfg.seed or 0)
         if cfg.storage == "lazyfs":  # data/ through kraftwerk fs: power loss drops what Kafka did not fsync
-            from harness.lazyfs.nodes import NodeDisks
-
-            self.disks = NodeDisks(self.run_dir, self.state, cfg.seed or 0, torn=cfg.torn_writes)
+            self.disks = self.make_disks()
             for n in self.plans:
                 self.disks.mount(n.name)
         for n in self.plans:
@@ -236,6 +234,15 @@ class KafkaDB(PausesBySignal):
             if time.monotonic() > deadline:
                 raise HarnessError(f"Kafka brokers not all registered after {timeout:.0f}s")
             time.sleep(0.5)
+
+    def make_disks(self) -> Any:
+        """Each node's ``data/`` through kraftwerk fs, mounted where the JVM
+        writes it: here for namespaces (they share this machine's mount
+        table), on the node's own host for containers and ssh hosts (a mount
+        made here is never seen there, and a power loss would drop nothing)."""
+        from harness.lazyfs.nodes import for_hosts
+
+        return for_hosts(self.hosts, self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
 
     def node_dir(self, name: str) -> Path:
         """Where the node's files are collected in the run directory."""
@@ -373,7 +380,7 @@ class KafkaDB(PausesBySignal):
         """SIGKILL, then the node's filesystem drops every write Kafka did not
         fsync (storage lazyfs; the config refuses power loss otherwise)."""
         if self.disks is None:
-            raise HarnessError("power loss on --db kafka needs --storage lazyfs (--backend netns)")
+            raise HarnessError("power loss on --db kafka needs --storage lazyfs (--backend netns, docker or ssh)")
         self.kill(name)
         self.disks.crash(name)
 
@@ -381,7 +388,7 @@ class KafkaDB(PausesBySignal):
         """SIGKILL, then a torn crash: each file keeps a seeded prefix of what
         Kafka wrote after its last fsync (storage lazyfs)."""
         if self.disks is None:
-            raise HarnessError("a torn write on --db kafka needs --storage lazyfs (--backend netns)")
+            raise HarnessError("a torn write on --db kafka needs --storage lazyfs (--backend netns, docker or ssh)")
         self.kill(name)
         self.disks.crash(name, torn=True)
 

@@ -146,3 +146,23 @@ def test_every_clock_fault_on_db_kafka_starts_the_jvms_under_libfaketime(fault):
 
     assert wants_clock(TestConfig(db="kafka", backend="netns", nemesis=[fault]))
     assert not wants_clock(TestConfig(db="kafka", backend="netns", nemesis=["kill:one"]))
+
+
+def test_db_kafka_mounts_kraftwerk_fs_on_the_host_that_runs_the_jvm(tmp_path):
+    """A power loss drops what the JVM did not fsync only if its data
+    directory is the kraftwerk fs mount: in a container (or on an ssh host)
+    the mount is made there, with ``kraftwerk fs`` on that host; a mount
+    made on this machine under a container's bind mount is never seen inside
+    it (docker binds are private), so the JVM would write past it."""
+    from harness.backend.docker import DockerHosts
+    from harness.config import TestConfig
+    from harness.db.kafka import KafkaDB
+    from harness.lazyfs.nodes import NodeDisks, RemoteDisks
+
+    cfg = TestConfig(db="kafka", backend="docker", nemesis=["lose-unfsynced"])
+    assert cfg.storage == "lazyfs"
+    hosts = DockerHosts(None, "t0", 7, None, tmp_path)  # no engine needed: nothing is started
+    hosts.addresses = {n: f"10.7.0.{i + 2}" for i, n in enumerate(cfg.node_names())}
+    disks = KafkaDB(cfg, tmp_path, None, hosts).make_disks()  # type: ignore[arg-type]
+    assert isinstance(disks, RemoteDisks) and not isinstance(disks, NodeDisks)
+    assert disks.data_dir("n1") == f"{hosts.node_dir('n1')}/data"
