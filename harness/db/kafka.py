@@ -62,6 +62,8 @@ from harness.kafka.props import NodePlan
 from harness.state import RunState
 from harness.timers import Timers
 
+#: BrokerLifecycleManager's line for an accepted registration
+REGISTERED = r"Successfully registered broker [0-9]+ with broker epoch [0-9]+"
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 #: heaps for a shared 2-core machine: brokers 384 MiB, controllers 192 MiB,
@@ -145,6 +147,8 @@ class KafkaDB(PausesBySignal):
     kafka: dist.KafkaDist | None = field(default=None, init=False)
     plans: list[NodePlan] = field(default_factory=list, init=False)
     paused: set[str] = field(default_factory=set, init=False)
+    #: per node: how many registrations its server.log held when its process started
+    registrations_before: dict[str, int] = field(default_factory=dict, init=False)
     net: Any = field(default=None, init=False)  # a kernel Network (netns), None on local
     disks: Any = field(default=None, init=False)  # storage lazyfs: each node's data/ through kraftwerk fs
     #: per node: (classpath, log4j config) as the node's host sees them
@@ -337,9 +341,26 @@ class KafkaDB(PausesBySignal):
         env = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(d / "faketime"),
                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                "FAKETIME_FORCE_MONOTONIC_FIX": "0"} if self.cfg_wants_clock() else {}
+        self.registrations_before[name] = len(self._registrations(name))
         self.hosts.start_daemon(name, self._java(n, "kafka.Kafka", str(d / "server.properties")),
                                 str(d / "stdout.log"), env)
         self.paused.discard(name)
+
+    def _registrations(self, name: str) -> list[int]:
+        """The broker epochs the node's server.log records, oldest first
+        (BrokerLifecycleManager logs each accepted registration)."""
+        code, out, _ = self.hosts.exec(name, ["grep", "-a", "-o", "-E", REGISTERED, str(self.host_dir(name) / "server.log")],
+                                       timeout=10)
+        return [int(line.rsplit(" ", 1)[1]) for line in out.splitlines() if line.strip()] if code == 0 else []
+
+    def broker_epoch(self, name: str) -> int | None:
+        """The running process's broker epoch, from its own log line
+        ``Successfully registered broker N with broker epoch E`` (None while
+        it is down or has not registered since it started)."""
+        if not self.hosts.running(name) or name not in self.registrations_before:
+            return None
+        mine = self._registrations(name)[self.registrations_before[name]:]
+        return mine[-1] if mine else None
 
     def cfg_wants_clock(self) -> bool:
         return wants_clock(self.cfg)
