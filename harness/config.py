@@ -252,6 +252,9 @@ class TestConfig(BaseModel):
         if self.backend not in ("local", "sim") and "latency" in kinds:
             raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
                              "delay (not built): use --backend local")
+        if "reassign" in kinds and self.brokers <= self.rf:
+            raise ValueError(f"--nemesis reassign moves a replica to a broker outside the partition's replica set: "
+                             f"it needs more brokers than --rf (got {self.brokers} brokers, rf {self.rf})")
         if self.backend == "ssh" and not self.hosts:
             raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
         if self.hosts and self.backend != "ssh":
@@ -291,7 +294,7 @@ class TestConfig(BaseModel):
                              "it runs on --backend netns, docker or ssh (local uses --storage pagecache)")
         if self.db == "kafka" and self.storage == "pagecache":
             raise ValueError("--storage pagecache is the reference broker's own emulation: Kafka loses "
-                             "un-fsynced writes with --storage lazyfs on --backend netns")
+                             "un-fsynced writes with --storage lazyfs on --backend netns, docker or ssh")
         return self
 
     def _runtime_settings(self) -> None:

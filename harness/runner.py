@@ -36,7 +36,7 @@ from harness.progress import Progress
 from harness.state import RunState
 from harness.summary import write_summary
 from nemesis import Nemesis, replay
-from nemesis.control import Capability, Unsupported
+from nemesis.control import Unsupported
 from nemesis.faults import check_supported
 from nemesis.stories import step_ops
 from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
@@ -81,13 +81,15 @@ def preflight(cfg: TestConfig) -> Any:
     """Checks that need the machine but start nothing (faults the runtime
     can make, ports free, binaries present, the backend's hosts reachable);
     returns what the backend checked."""
-    have = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES if cfg.backend == "sim" else None
-    if have is None and cfg.db == "reference":
+    have: Any = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES if cfg.backend == "sim" else None
+    if cfg.db == "kafka":  # the JVMs on any backend: what KafkaDB can make there
+        from harness.db.kafka import capabilities_for as kafka_capabilities
+
+        have = kafka_capabilities(cfg)
+    elif have is None and cfg.db == "reference":
         from harness.db.hosted import capabilities_for
 
         have = capabilities_for(cfg)
-    if have is not None and cfg.db == "kafka":  # Kafka's controller reassigns partitions
-        have = frozenset(have) | {Capability.REASSIGN}
     if have is not None:
         try:
             check_supported(cfg.fault_names(), cfg.backend, have)
