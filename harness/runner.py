@@ -30,7 +30,7 @@ from harness.backend.local import CAPABILITIES as LOCAL_CAPABILITIES
 from harness.checking import check_run, export_edn
 from harness.config import TestConfig
 from harness.errors import HarnessError, KraftwerkError, UsageError
-from harness.history import Recorder
+from checkers.history.recorder import Recorder
 from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
