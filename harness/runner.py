@@ -85,7 +85,7 @@ def preflight(cfg: TestConfig) -> Any:
         from harness.db.hosted import capabilities_for
 
         have = capabilities_for(cfg)
-    if have is not None and cfg.db == "kafka":  # Kafka's controller reassigns partitions
+    if have is not None and cfg.db == "kafka":  # Kafka's controller reassigns partitions on every backend
         have = frozenset(have) | {Capability.REASSIGN}
     if have is not None:
         try:
