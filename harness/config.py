@@ -41,7 +41,12 @@ class TestConfig(BaseModel):
     #: what the clients do: ``queue`` (sends and polls, Jepsen's queue
     #: workload) or ``txn`` (Kafka transactions of several sends and polls,
     #: committed or aborted; needs a broker with a transaction coordinator)
-    workload: Literal["queue", "txn"] = "queue"
+    #: or ``ctp`` (consume-transform-produce: a consumer group copies the
+    #: input topics to ``<prefix>out`` and commits, workloads/ctp.py)
+    workload: Literal["queue", "txn", "ctp"] = "queue"
+    #: ctp: each round is one transaction of outputs and offsets
+    #: (exactly-once; needs Kafka's transaction coordinator)
+    ctp_txn: bool = False
     #: txn: the probability a transaction is aborted instead of committed
     abort_probability: float = Field(0.0, ge=0, le=1)
     #: txn: at most this many micro-operations (sends and polls) per transaction
@@ -320,7 +325,15 @@ class TestConfig(BaseModel):
         return [f"{self.topic_prefix}{t}-{p}" for t in range(self.topics) for p in range(self.partitions)]
 
     def topic_names(self) -> list[str]:
-        return [f"{self.topic_prefix}{t}" for t in range(self.topics)]
+        """Every topic the run creates: the inputs, and ctp's output topic."""
+        names = [f"{self.topic_prefix}{t}" for t in range(self.topics)]
+        return names + ([f"{self.topic_prefix}out"] if self.workload == "ctp" else [])
+
+    def output_keys(self) -> list[str]:
+        """ctp's output keys (``<prefix>out-<partition>``), else none."""
+        if self.workload != "ctp":
+            return []
+        return [f"{self.topic_prefix}out-{p}" for p in range(self.partitions)]
 
     def layout(self) -> list[tuple[str, int, list[str]]]:
         """(name, node id, roles) per node process. Dedicated controllers by
@@ -419,6 +432,17 @@ def _workload_consistent(cfg: "TestConfig") -> None:
     implementation models replication and answers a transactional producer
     as a broker that refuses transactions does, so ``--workload txn`` runs
     on real Kafka (or an external cluster) only."""
+    if cfg.ctp_txn and cfg.workload != "ctp":
+        raise ValueError("--ctp-txn is a setting of --workload ctp")
+    if cfg.workload == "ctp":
+        if cfg.ctp_txn and cfg.db == "reference":
+            raise ValueError("--ctp-txn needs Kafka's transaction coordinator, which the reference "
+                             "implementation does not model: use --db kafka (or drop --ctp-txn: at-least-once)")
+        if cfg.acks != "all":
+            raise ValueError("--workload ctp writes inputs and outputs with acks=all: drop --acks")
+        if cfg.backend == "sim":
+            raise ValueError("--workload ctp needs real clients (the simulator's have no output producer): "
+                             "use a real backend")
     if cfg.workload == "txn":
         if cfg.sub_via == "subscribe":
             raise ValueError("--sub-via subscribe is a mode of --workload queue")

@@ -40,6 +40,7 @@ from nemesis.control import Capability, Unsupported
 from nemesis.faults import check_supported
 from nemesis.stories import step_ops
 from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
+from workloads import ctp as cw
 from workloads import queue as qw
 from workloads import txn as tw
 from workloads.crash import crash_clients
@@ -113,6 +114,8 @@ def workload_generator(cfg: TestConfig) -> g.Gen:
     keys = cfg.keys()
     if cfg.workload == "txn":
         return tw.txn_generator(keys, cfg.max_txn_length, cfg.abort_probability)
+    if cfg.workload == "ctp":
+        return cw.ctp_generator(keys, cfg.acks_for_thread, cfg.idempotent_for_thread, transactional=cfg.ctp_txn)
     return qw.workload_generator(keys, cfg.acks_for_thread, idempotent_for_thread=cfg.idempotent_for_thread,
                                  sub_via=cfg.sub_via)
 
@@ -127,6 +130,13 @@ def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]
             return tw.TxnClient(bootstrap, keys, process, cfg.op_timeout, f"kraftwerk-{cfg.name}-{thread}",
                                 cfg.final_read_timeout, cfg.isolation_level, retries=cfg.retries,
                                 auto_offset_reset=cfg.auto_offset_reset)
+        if cfg.workload == "ctp":  # one group of every process; the thread's transactional id
+            return cw.CtpClient(bootstrap, keys, process, cfg.op_timeout, group_id=f"kraftwerk-{cfg.name}-{cfg.seed}",
+                                topic_prefix=cfg.topic_prefix, transactional=cfg.ctp_txn,
+                                transactional_id=f"kraftwerk-{cfg.name}-{thread}",
+                                idempotent=cfg.idempotent_for_thread(thread),
+                                final_read_timeout=cfg.final_read_timeout, isolation_level=cfg.isolation_level,
+                                retries=cfg.retries, auto_offset_reset=cfg.auto_offset_reset)
         return qw.QueueClient(
             bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout,
             idempotent=cfg.idempotent_for_thread(thread), isolation_level=cfg.isolation_level,
@@ -156,7 +166,7 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
     if nem is not None:
         parts.append(g.nemesis(nem.final()))
         parts.append(g.sleep(nem.recovery_seconds()))
-    parts.append(qw.final_generator(keys, cfg.concurrency, cfg.final_read_timeout))
+    parts.append(qw.final_generator(keys, cfg.concurrency, cfg.final_read_timeout, tuple(cfg.output_keys())))
     return g.phases(*parts)
 
 

@@ -574,8 +574,9 @@ def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3,
 
 def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
     """Keep the highest acknowledged offset per key (for the final reads):
-    the sends of ``ok`` send and txn operations."""
-    if op.get("f") not in ("send", "txn") or op.get("type") != "ok":
+    the sends of ``ok`` send, txn and ctp operations (a ctp round's
+    sends are its outputs)."""
+    if op.get("f") not in ("send", "txn", "ctp") or op.get("type") != "ok":
         return
     acked = state.setdefault("acked", {})
     for mop in op.get("value") or []:
@@ -585,16 +586,22 @@ def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
                 acked[key] = off
 
 
-def final_generator(keys: list[str], concurrency: int, read_timeout: float = 30.0) -> g.Gen:
+def final_generator(keys: list[str], concurrency: int, read_timeout: float = 30.0,
+                    output_keys: tuple[str, ...] = ()) -> g.Gen:
     """Final reads, spread over the client threads (keys[t::concurrency] for
     thread t). Each thread first records an ``assign`` of nothing — its own
     consumer drops its positions — so the checkers see the read from offset 0
     as a fresh start, not a poll going backwards; then one final read per key,
-    asking for coverage up to the highest offset acknowledged so far."""
+    asking for coverage up to the highest offset acknowledged so far.
+    ``output_keys`` (consume-transform-produce's output topic) are read
+    the same way, those reads marked ``"output": true``: they are the
+    processing checker's, not the queue checker's."""
+    outputs = frozenset(output_keys)
 
     def one(key: str) -> g.Gen:
         def make(ctx: g.Context) -> dict[str, Any]:
             return {
+                **({"output": True} if key in outputs else {}),
                 "f": "poll",
                 "value": [["poll"]],
                 "final": True,
@@ -605,8 +612,10 @@ def final_generator(keys: list[str], concurrency: int, read_timeout: float = 30.
 
         return g.limit(1, make)
 
+    every = list(keys) + [k for k in output_keys if k not in keys]
+
     def for_thread(t: Any) -> g.Gen | None:
-        mine = keys[t::concurrency] if isinstance(t, int) else []
+        mine = every[t::concurrency] if isinstance(t, int) else []
         if not mine:
             return None
         return g.Seq((g.Once({"f": "assign", "value": [], "final": True}),) + tuple(one(k) for k in mine))

@@ -22,6 +22,7 @@ from checkers.final_reads import FinalReads
 from checkers.history.op import HistoryError, Op
 
 from .observe import ConsumeCounts, InfoTxnCauses, RealtimeLag
+from .processing import Processing
 from .project import Projection, Projector
 
 
@@ -79,8 +80,9 @@ class QueueScan:
         self.lag = RealtimeLag()
         self.consume = ConsumeCounts()
         self.causes = InfoTxnCauses()
+        self.processing = Processing()
         self._feeds = (self.projector.feed, self.stats.feed, self.finals.feed, self.lag.feed,
-                       self.consume.feed, self.causes.feed)
+                       self.consume.feed, self.causes.feed, self.processing.feed)
         self.projection: Projection | None = None
 
     def feed(self, op: Op) -> None:

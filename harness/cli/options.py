@@ -52,8 +52,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--safe", is_flag=True, default=None,
                  help="Kafka's documented no-loss settings: acks=all, idempotence, RF>=3, min ISR>=2, "
                       "no unclean election."),
-    click.option("--workload", type=click.Choice(["queue", "txn"]),
-                 help="queue (sends and polls, default) or txn (Kafka transactions of sends and polls; --db kafka)."),
+    click.option("--workload", type=click.Choice(["queue", "txn", "ctp"]),
+                 help="queue (sends and polls, default), txn (Kafka transactions of sends and polls; --db kafka) "
+                      "or ctp (consume-transform-produce in a consumer group)."),
+    click.option("--ctp-txn", is_flag=True, default=None,
+                 help="--workload ctp: each round one transaction of outputs and offsets (exactly-once; --db kafka)."),
     click.option("--abort-probability", type=float,
                  help="--workload txn: probability a transaction is aborted instead of committed (default 0)."),
     click.option("--max-txn-length", type=int,
@@ -146,7 +149,7 @@ def config_from_flags(backend: str | None, flags: dict[str, Any]) -> TestConfig:
 
 #: settings a replay takes from the recorded run's test.json (the workload's
 #: and the cluster's; not its runtime's, its output or its fault mix)
-REPLAYED = ("name", "workload", "abort_probability", "max_txn_length", "isolation_level", "retries",
+REPLAYED = ("name", "workload", "ctp_txn", "abort_probability", "max_txn_length", "isolation_level", "retries",
             "auto_offset_reset", "safe", "crash_clients", "crash_client_interval", "sub_via",
             "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
             "idempotent", "variants", "protocol", "nemesis_interval", "time_limit", "rate", "concurrency", "seed",
