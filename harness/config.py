@@ -59,6 +59,10 @@ class TestConfig(BaseModel):
     #: process reads every key from its own positions) or ``subscribe`` (one
     #: consumer group; the coordinator assigns partitions and rebalances)
     sub_via: Literal["assign", "subscribe"] = "assign"
+    #: subscribed consumers are static members (KIP-345): each worker
+    #: thread's ``group.instance.id``, kept by the process that replaces a
+    #: crashed or timed-out one, so it rejoins without a rebalance
+    static_members: bool = False
     #: where the nodes run: processes on this machine behind proxies (local),
     #: network namespaces, containers, ssh hosts, or the simulator (sim)
     backend: Literal["local", "netns", "docker", "ssh", "sim"] = "local"
@@ -265,6 +269,9 @@ class TestConfig(BaseModel):
         if self.backend not in ("local", "sim") and "latency" in kinds:
             raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
                              "delay (not built): use --backend local")
+        if "reassign" in kinds and self.brokers <= self.rf:
+            raise ValueError(f"--nemesis reassign moves a replica to a broker outside the partition's replica set: "
+                             f"it needs more brokers than --rf (got {self.brokers} brokers, rf {self.rf})")
         if self.backend == "ssh" and not self.hosts:
             raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
         if self.hosts and self.backend != "ssh":
@@ -457,6 +464,8 @@ def _workload_consistent(cfg: "TestConfig") -> None:
     implementation models replication and answers a transactional producer
     as a broker that refuses transactions does, so ``--workload txn`` runs
     on real Kafka (or an external cluster) only."""
+    if cfg.static_members and cfg.sub_via != "subscribe" and cfg.workload != "ctp":
+        raise ValueError("--static-members is for consumer groups: add --sub-via subscribe (or --workload ctp)")
     if cfg.ctp_txn and cfg.workload != "ctp":
         raise ValueError("--ctp-txn is a setting of --workload ctp")
     if cfg.workload == "ctp":

@@ -132,18 +132,21 @@ def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]
             return tw.TxnClient(bootstrap, keys, process, cfg.op_timeout, f"kraftwerk-{cfg.name}-{thread}",
                                 cfg.final_read_timeout, cfg.isolation_level, retries=cfg.retries,
                                 auto_offset_reset=cfg.auto_offset_reset)
+        # --static-members: the thread's group.instance.id, kept by its replacements
+        instance = f"kraftwerk-{cfg.name}-{cfg.seed}-t{thread}" if cfg.static_members else None
         if cfg.workload == "ctp":  # one group of every process; the thread's transactional id
             return cw.CtpClient(bootstrap, keys, process, cfg.op_timeout, group_id=f"kraftwerk-{cfg.name}-{cfg.seed}",
                                 topic_prefix=cfg.topic_prefix, transactional=cfg.ctp_txn,
                                 transactional_id=f"kraftwerk-{cfg.name}-{thread}",
                                 idempotent=cfg.idempotent_for_thread(thread),
                                 final_read_timeout=cfg.final_read_timeout, isolation_level=cfg.isolation_level,
-                                retries=cfg.retries, auto_offset_reset=cfg.auto_offset_reset)
+                                retries=cfg.retries, auto_offset_reset=cfg.auto_offset_reset,
+                                instance_id=instance)
         return qw.QueueClient(
             bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout,
             idempotent=cfg.idempotent_for_thread(thread), isolation_level=cfg.isolation_level,
             retries=cfg.retries, auto_offset_reset=cfg.auto_offset_reset,
-            sub_via=cfg.sub_via, group_id=f"kraftwerk-{cfg.name}-{cfg.seed}",
+            sub_via=cfg.sub_via, group_id=f"kraftwerk-{cfg.name}-{cfg.seed}", instance_id=instance,
         )
 
     return client

@@ -41,8 +41,10 @@ def schedule_of(ops: Iterable[Any], t0_ns: int = 0) -> list[dict[str, Any]]:
     follow-up steps (``step-...``) are paired among themselves: on real
     hosts they act on a timer thread, so a step may fall between the
     nemesis thread's invocation and its completion."""
-    nem = [_fields(o) for o in ops]
-    nem = [o for o in nem if o["process"] == "nemesis"]
+    # the nemesis's operations picked out before any is copied into a dict:
+    # a seed's history is mostly client operations (30k of them in a 30 s
+    # simulated seed, whose dicts cost ~2% of its instructions)
+    nem = [_fields(o) for o in ops if (o["process"] if isinstance(o, dict) else o.process) == "nemesis"]
     steps = [o for o in nem if str(o["f"]).startswith("step-")]
     ops_ = [o for o in nem if not str(o["f"]).startswith("step-")]
     out = []

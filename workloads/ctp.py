@@ -76,10 +76,12 @@ class CtpClient(TxnClient):
                  group_id: str, topic_prefix: str, transactional: bool, transactional_id: str,
                  idempotent: bool = False, final_read_timeout: float = 30.0,
                  isolation_level: str = "read_committed", retries: int | None = None,
-                 auto_offset_reset: str = "error", extra_conf: dict[str, Any] | None = None) -> None:
+                 auto_offset_reset: str = "error", extra_conf: dict[str, Any] | None = None,
+                 instance_id: str | None = None) -> None:
         super().__init__(bootstrap, keys, process, op_timeout, transactional_id, final_read_timeout,
                          isolation_level, extra_conf, retries=retries, auto_offset_reset=auto_offset_reset)
         self.sub_via = "subscribe"
+        self.instance_id = instance_id
         self.group_id = group_id
         self.prefix = topic_prefix
         self.transactional = transactional

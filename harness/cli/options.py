@@ -65,6 +65,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                  help="Consumers' isolation.level (default read_committed)."),
     click.option("--sub-via", type=click.Choice(["assign", "subscribe"]),
                  help="Consumers assign partitions themselves (default) or subscribe as one consumer group."),
+    click.option("--static-members", is_flag=True, default=None,
+                 help="Subscribed consumers are static group members (group.instance.id per worker thread, KIP-345)."),
     click.option("--crash-clients", is_flag=True, default=None,
                  help="Kill a client mid-operation and replace it, about once per --crash-client-interval each."),
     click.option("--crash-client-interval", type=float,
@@ -152,7 +154,7 @@ def config_from_flags(backend: str | None, flags: dict[str, Any]) -> TestConfig:
 #: settings a replay takes from the recorded run's test.json (the workload's
 #: and the cluster's; not its runtime's, its output or its fault mix)
 REPLAYED = ("name", "workload", "ctp_txn", "abort_probability", "max_txn_length", "isolation_level", "retries",
-            "auto_offset_reset", "safe", "crash_clients", "crash_client_interval", "sub_via",
+            "auto_offset_reset", "safe", "crash_clients", "crash_client_interval", "sub_via", "static_members",
             "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
             "idempotent", "variants", "protocol", "nemesis_interval", "time_limit", "rate", "concurrency", "seed",
             "op_timeout", "final_read_timeout", "setup_timeout", "flush_messages")
