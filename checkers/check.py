@@ -274,7 +274,11 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
     # was acknowledged, shows nothing about the log (Jepsen would say valid)
     evidence: Verdict = True if results and acked else UNKNOWN
     q["evidence"] = {"keys_checked": len(results), "acked_writes": acked, "valid": evidence}
-    valid = combine([q["valid"], dur_valid, fr_valid, evidence])
+    processing = scan.processing.result()  # consume-transform-produce rounds, if any
+    if processing is not None:
+        anomalies.update(processing["anomalies"])
+    valid = combine([q["valid"], dur_valid, fr_valid, evidence] +
+                    ([processing["valid"]] if processing is not None else []))
     q["seconds"] = {"project": round(t_proj, 3), "spark_start": round(t_spark, 3), "per_key": round(t_keys, 3),
                     "cross_key": round(t_cross, 3)}
     return {
@@ -299,6 +303,7 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
                                    "acks=1/0 losses are reported (lost-acks1-write, "
                                    "lost-acks0-write), acks=1 ones invalid only with strict_acks1"},
             **({"final-reads": coverage} if coverage is not None else {}),
+            **({"processing": processing} if processing is not None else {}),
         },
     }
 

@@ -52,8 +52,8 @@ class FinalReads:
         if op.f != "poll":
             return
         extra = op.extra
-        if not extra.get("final"):
-            return
+        if not extra.get("final") or extra.get("output"):
+            return  # an output read of consume-transform-produce: checkers.queue.processing
         self.any_final = True
         k = extra.get("key")
         if k is not None:

@@ -33,6 +33,11 @@ MEANINGS: dict[str, str] = {
     "duplicate": "one value sits at two or more offsets",
     "duplicate-nonidempotent": "one value at two or more offsets, every send of it by a non-idempotent "
                                "producer (its retry may append twice: at-least-once, as Kafka documents)",
+    # consume-transform-produce (checkers/queue/processing.py)
+    "duplicate-processing": "an input record's output appears at two or more places in the output topic: "
+                            "processed twice (allowed at-least-once, an anomaly under exactly-once)",
+    "lost-processing": "an input record the group committed past, or whose output was acknowledged, has no "
+                       "output in the complete final reads of the output topic",
     "inconsistent-offsets": "one offset holds two or more different values",
     "G1a": "a successful poll returned a value whose send failed (aborted read)",
     "precommitted-read": "an operation polled a record it sent itself (read-committed consumers never "

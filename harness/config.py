@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import UsageError
 from nemesis import NemesisPlan, replay
 from nemesis.faults import UnknownFault, expand, parse
+from nemesis.scenarios import NEEDS_PAGECACHE, SCENARIOS
+from nemesis.stories import STORIES
 from reference_impl.core.config import VARIANT_NAMES, ConfigError, ProtocolConfig
 
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
@@ -41,7 +43,12 @@ class TestConfig(BaseModel):
     #: what the clients do: ``queue`` (sends and polls, Jepsen's queue
     #: workload) or ``txn`` (Kafka transactions of several sends and polls,
     #: committed or aborted; needs a broker with a transaction coordinator)
-    workload: Literal["queue", "txn"] = "queue"
+    #: or ``ctp`` (consume-transform-produce: a consumer group copies the
+    #: input topics to ``<prefix>out`` and commits, workloads/ctp.py)
+    workload: Literal["queue", "txn", "ctp"] = "queue"
+    #: ctp: each round is one transaction of outputs and offsets
+    #: (exactly-once; needs Kafka's transaction coordinator)
+    ctp_txn: bool = False
     #: txn: the probability a transaction is aborted instead of committed
     abort_probability: float = Field(0.0, ge=0, le=1)
     #: txn: at most this many micro-operations (sends and polls) per transaction
@@ -52,6 +59,10 @@ class TestConfig(BaseModel):
     #: process reads every key from its own positions) or ``subscribe`` (one
     #: consumer group; the coordinator assigns partitions and rebalances)
     sub_via: Literal["assign", "subscribe"] = "assign"
+    #: subscribed consumers are static members (KIP-345): each worker
+    #: thread's ``group.instance.id``, kept by the process that replaces a
+    #: crashed or timed-out one, so it rejoins without a rebalance
+    static_members: bool = False
     #: where the nodes run: processes on this machine behind proxies (local),
     #: network namespaces, containers, ssh hosts, or the simulator (sim)
     backend: Literal["local", "netns", "docker", "ssh", "sim"] = "local"
@@ -192,22 +203,37 @@ class TestConfig(BaseModel):
     @classmethod
     def _known_nemesis(cls, v: list[str]) -> list[str]:
         """Names, groups and aliases -> canonical ``kind[:target]`` names
-        (``nemesis.faults``), each once."""
+        (``nemesis.faults``), each once. The story composites are not
+        faults to name here: they tell a seed's narrative, asked for with
+        ``scenario``."""
         try:
-            return list(expand(v))
+            names = list(expand(v))
         except UnknownFault as e:
             raise ValueError(str(e)) from None
+        for n in names:
+            spec = parse(n)
+            if spec.kind == "story":
+                what = f"{spec.target} is a story composite" if spec.target else "story composites are scenarios"
+                raise ValueError(f"{what}: use --scenario {spec.target or 'NAME'} (stories: {', '.join(STORIES)}; "
+                                 "given with --nemesis, the story joins that mix)")
+        return names
 
     @field_validator("scenario")
     @classmethod
     def _known_scenario(cls, v: str | None) -> str | None:
+        """A scripted scenario, or one or more stories (a comma list)."""
         if v is None:
             return v
-        from nemesis.scenarios import SCENARIOS
-
-        if v not in SCENARIOS:
-            raise ValueError(f"unknown scenario {v!r} (known: {', '.join(SCENARIOS)})")
-        return v
+        names = [n.strip() for n in v.split(",") if n.strip()]
+        for n in names:
+            if n not in SCENARIOS and n not in STORIES:
+                known = dict.fromkeys([*SCENARIOS, *STORIES])
+                raise ValueError(f"unknown scenario {n!r} (known: {', '.join(known)})")
+            if len(names) > 1 and n not in STORIES:
+                raise ValueError(f"{n} is a script, played alone; only stories ({', '.join(STORIES)}) combine")
+        if not names:
+            raise ValueError("give a scenario name")
+        return ",".join(names)
 
     @field_validator("variants")
     @classmethod
@@ -243,6 +269,9 @@ class TestConfig(BaseModel):
         if self.backend not in ("local", "sim") and "latency" in kinds:
             raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
                              "delay (not built): use --backend local")
+        if "reassign" in kinds and self.brokers <= self.rf:
+            raise ValueError(f"--nemesis reassign moves a replica to a broker outside the partition's replica set: "
+                             f"it needs more brokers than --rf (got {self.brokers} brokers, rf {self.rf})")
         if self.backend == "ssh" and not self.hosts:
             raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
         if self.hosts and self.backend != "ssh":
@@ -257,14 +286,10 @@ class TestConfig(BaseModel):
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(1, 2**31)
         if self.scenario is not None:
-            from nemesis.scenarios import NEEDS_PAGECACHE
-
             if self.rf < 3 or self.brokers < 3:
                 raise ValueError(f"scenario {self.scenario} needs --rf 3 and 3 brokers")
-            if self.nemesis:
-                raise ValueError("--scenario is a fixed schedule: drop --nemesis")
-        else:
-            NEEDS_PAGECACHE = set()
+            if self.nemesis and not self.stories():
+                raise ValueError(f"--scenario {self.scenario} is a fixed schedule: drop --nemesis")
         if self.swarm:
             if self.backend != "sim":
                 raise ValueError("--swarm draws a nemesis per seed: it is for kraftwerk sim")
@@ -273,7 +298,8 @@ class TestConfig(BaseModel):
             if not self.nemesis:
                 self.nemesis = list(expand(["all"]))
         if self.storage is None:
-            pc = bool(kinds & {"lose-unfsynced", "torn-write"}) or self.scenario in NEEDS_PAGECACHE
+            pc = (bool(kinds & {"lose-unfsynced", "torn-write"})
+                  or any(n in NEEDS_PAGECACHE for n in (self.scenario or "").split(",")))
             self.storage = ("lazyfs" if self.backend in ("netns", "docker", "ssh") else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
@@ -282,7 +308,7 @@ class TestConfig(BaseModel):
                              "it runs on --backend netns, docker or ssh (local uses --storage pagecache)")
         if self.db == "kafka" and self.storage == "pagecache":
             raise ValueError("--storage pagecache is the reference broker's own emulation: Kafka loses "
-                             "un-fsynced writes with --storage lazyfs on --backend netns")
+                             "un-fsynced writes with --storage lazyfs on --backend netns, docker or ssh")
         return self
 
     def _runtime_settings(self) -> None:
@@ -320,7 +346,15 @@ class TestConfig(BaseModel):
         return [f"{self.topic_prefix}{t}-{p}" for t in range(self.topics) for p in range(self.partitions)]
 
     def topic_names(self) -> list[str]:
-        return [f"{self.topic_prefix}{t}" for t in range(self.topics)]
+        """Every topic the run creates: the inputs, and ctp's output topic."""
+        names = [f"{self.topic_prefix}{t}" for t in range(self.topics)]
+        return names + ([f"{self.topic_prefix}out"] if self.workload == "ctp" else [])
+
+    def output_keys(self) -> list[str]:
+        """ctp's output keys (``<prefix>out-<partition>``), else none."""
+        if self.workload != "ctp":
+            return []
+        return [f"{self.topic_prefix}out-{p}" for p in range(self.partitions)]
 
     def layout(self) -> list[tuple[str, int, list[str]]]:
         """(name, node id, roles) per node process. Dedicated controllers by
@@ -343,14 +377,23 @@ class TestConfig(BaseModel):
     def has_nemesis(self) -> bool:
         return bool(self.nemesis or self.scenario or self.schedule)
 
+    def stories(self) -> tuple[str, ...]:
+        """The stories ``scenario`` tells as faults of the mix, at moments
+        the schedule draws (``nemesis.stories``, ``nemesis.replay.told``)."""
+        return replay.told(self.scenario or "", bool(self.nemesis))
+
+    def script(self) -> str | None:
+        """The scripted scenario this test plays instead of a mix, if any."""
+        return self.scenario if self.scenario and not self.stories() else None
+
     def nemesis_plan(self, protocol: ProtocolConfig) -> NemesisPlan:
         """What the nemesis does, with the runtime's protocol timeouts: the
         mix drawn from, a scenario, or a recorded schedule replayed."""
-        faults, entries = tuple(self.nemesis), ()
+        faults, entries = self.fault_names(), ()
         if self.schedule:
             loaded, faults = replay.load(self.schedule)
             entries = tuple(loaded)
-        return NemesisPlan(faults, self.nemesis_interval, self.nemesis_mode, self.scenario,
+        return NemesisPlan(faults, self.nemesis_interval, self.nemesis_mode, self.script(),
                            protocol.replica_lag_time_max_ms, protocol.broker_session_timeout_ms, entries)
 
     def for_seed(self, seed: int) -> "TestConfig":
@@ -366,7 +409,9 @@ class TestConfig(BaseModel):
 
     def fault_names(self) -> tuple[str, ...]:
         """Every fault the run may make (the mix, or the schedule's)."""
-        return replay.load(self.schedule)[1] if self.schedule else tuple(self.nemesis)
+        if self.schedule:
+            return replay.load(self.schedule)[1]
+        return (*(f"story:{s}" for s in self.stories()), *self.nemesis)
 
     def test_json(self) -> dict[str, Any]:
         """What a run directory's test.json says of the test (both runtimes):
@@ -419,6 +464,19 @@ def _workload_consistent(cfg: "TestConfig") -> None:
     implementation models replication and answers a transactional producer
     as a broker that refuses transactions does, so ``--workload txn`` runs
     on real Kafka (or an external cluster) only."""
+    if cfg.static_members and cfg.sub_via != "subscribe" and cfg.workload != "ctp":
+        raise ValueError("--static-members is for consumer groups: add --sub-via subscribe (or --workload ctp)")
+    if cfg.ctp_txn and cfg.workload != "ctp":
+        raise ValueError("--ctp-txn is a setting of --workload ctp")
+    if cfg.workload == "ctp":
+        if cfg.ctp_txn and cfg.db == "reference":
+            raise ValueError("--ctp-txn needs Kafka's transaction coordinator, which the reference "
+                             "implementation does not model: use --db kafka (or drop --ctp-txn: at-least-once)")
+        if cfg.acks != "all":
+            raise ValueError("--workload ctp writes inputs and outputs with acks=all: drop --acks")
+        if cfg.backend == "sim":
+            raise ValueError("--workload ctp needs real clients (the simulator's have no output producer): "
+                             "use a real backend")
     if cfg.workload == "txn":
         if cfg.sub_via == "subscribe":
             raise ValueError("--sub-via subscribe is a mode of --workload queue")
@@ -463,10 +521,8 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
         for fault in cfg.nemesis:
             if parse(fault).kind in KAFKA_LOCAL_REFUSED:
                 raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[parse(fault).kind]}")
-        if cfg.scenario:
-            from nemesis.scenarios import SCENARIOS
-
-            kinds = {s[0].split("-", 1)[1] for s in SCENARIOS[cfg.scenario] if s[0] != "sleep"}
+        if cfg.script():
+            kinds = {s[0].split("-", 1)[1] for s in SCENARIOS[cfg.script()] if s[0] != "sleep"}
             for fault in sorted(kinds & set(KAFKA_LOCAL_REFUSED)):
                 raise ValueError(f"--scenario {cfg.scenario} uses {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[fault]}")
 

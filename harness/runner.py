@@ -36,10 +36,11 @@ from harness.progress import Progress
 from harness.state import RunState
 from harness.summary import write_summary
 from nemesis import Nemesis, replay
-from nemesis.control import Capability, Unsupported
+from nemesis.control import Unsupported
 from nemesis.faults import check_supported
 from nemesis.stories import step_ops
 from reference_impl.sim.control import CAPABILITIES as SIM_CAPABILITIES
+from workloads import ctp as cw
 from workloads import queue as qw
 from workloads import txn as tw
 from workloads.crash import crash_clients
@@ -80,13 +81,15 @@ def preflight(cfg: TestConfig) -> Any:
     """Checks that need the machine but start nothing (faults the runtime
     can make, ports free, binaries present, the backend's hosts reachable);
     returns what the backend checked."""
-    have = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES if cfg.backend == "sim" else None
-    if have is None and cfg.db == "reference":
+    have: Any = LOCAL_CAPABILITIES if cfg.backend == "local" else SIM_CAPABILITIES if cfg.backend == "sim" else None
+    if cfg.db == "kafka":  # the JVMs on any backend: what KafkaDB can make there
+        from harness.db.kafka import capabilities_for as kafka_capabilities
+
+        have = kafka_capabilities(cfg)
+    elif have is None and cfg.db == "reference":
         from harness.db.hosted import capabilities_for
 
         have = capabilities_for(cfg)
-    if have is not None and cfg.db == "kafka":  # Kafka's controller reassigns partitions
-        have = frozenset(have) | {Capability.REASSIGN}
     if have is not None:
         try:
             check_supported(cfg.fault_names(), cfg.backend, have)
@@ -113,6 +116,8 @@ def workload_generator(cfg: TestConfig) -> g.Gen:
     keys = cfg.keys()
     if cfg.workload == "txn":
         return tw.txn_generator(keys, cfg.max_txn_length, cfg.abort_probability)
+    if cfg.workload == "ctp":
+        return cw.ctp_generator(keys, cfg.acks_for_thread, cfg.idempotent_for_thread, transactional=cfg.ctp_txn)
     return qw.workload_generator(keys, cfg.acks_for_thread, idempotent_for_thread=cfg.idempotent_for_thread,
                                  sub_via=cfg.sub_via)
 
@@ -127,11 +132,21 @@ def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]
             return tw.TxnClient(bootstrap, keys, process, cfg.op_timeout, f"kraftwerk-{cfg.name}-{thread}",
                                 cfg.final_read_timeout, cfg.isolation_level, retries=cfg.retries,
                                 auto_offset_reset=cfg.auto_offset_reset)
+        # --static-members: the thread's group.instance.id, kept by its replacements
+        instance = f"kraftwerk-{cfg.name}-{cfg.seed}-t{thread}" if cfg.static_members else None
+        if cfg.workload == "ctp":  # one group of every process; the thread's transactional id
+            return cw.CtpClient(bootstrap, keys, process, cfg.op_timeout, group_id=f"kraftwerk-{cfg.name}-{cfg.seed}",
+                                topic_prefix=cfg.topic_prefix, transactional=cfg.ctp_txn,
+                                transactional_id=f"kraftwerk-{cfg.name}-{thread}",
+                                idempotent=cfg.idempotent_for_thread(thread),
+                                final_read_timeout=cfg.final_read_timeout, isolation_level=cfg.isolation_level,
+                                retries=cfg.retries, auto_offset_reset=cfg.auto_offset_reset,
+                                instance_id=instance)
         return qw.QueueClient(
             bootstrap, keys, cfg.acks_for_thread(thread), process, cfg.op_timeout, cfg.final_read_timeout,
             idempotent=cfg.idempotent_for_thread(thread), isolation_level=cfg.isolation_level,
             retries=cfg.retries, auto_offset_reset=cfg.auto_offset_reset,
-            sub_via=cfg.sub_via, group_id=f"kraftwerk-{cfg.name}-{cfg.seed}",
+            sub_via=cfg.sub_via, group_id=f"kraftwerk-{cfg.name}-{cfg.seed}", instance_id=instance,
         )
 
     return client
@@ -156,7 +171,7 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
     if nem is not None:
         parts.append(g.nemesis(nem.final()))
         parts.append(g.sleep(nem.recovery_seconds()))
-    parts.append(qw.final_generator(keys, cfg.concurrency, cfg.final_read_timeout))
+    parts.append(qw.final_generator(keys, cfg.concurrency, cfg.final_read_timeout, tuple(cfg.output_keys())))
     return g.phases(*parts)
 
 

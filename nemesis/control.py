@@ -206,6 +206,17 @@ class Observer(Protocol):
     def active_controller(self) -> str | None:
         ...
 
+    def broker_epoch(self, node: str) -> int | None:
+        """The broker epoch the node's running incarnation registered with
+        (Kafka's ``Successfully registered broker ... with broker epoch``);
+        None while it is down or has not registered since it started. A
+        restarted broker's new incarnation cannot register while its old
+        one's session lives, and every controller failover grants the
+        registered incarnations a fresh session: until it registers, the
+        ISR the controller reports may still count the old incarnation's
+        log (a kill's, or a power loss's lost tail)."""
+        ...
+
 
 class Cluster(Protocol):
     """One runtime's cluster, as a fault sees it."""

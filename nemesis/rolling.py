@@ -21,10 +21,16 @@ SHUTDOWN_GRACE_MS = 30_000
 
 
 def in_sync(cluster: Cluster, node: str) -> bool:
-    """The node runs, a controller is active, and it is in the ISR of every
-    partition it replicates."""
+    """The broker runs, its running incarnation has registered (so the
+    controller has fenced the previous one out of the ISRs), a controller
+    is active, and it is in the ISR of every partition it replicates.
+    Without the registration the ISR may be the previous incarnation's:
+    a controller failover renews every registered broker's session, so a
+    restarted broker can wait out many failovers refused as a duplicate
+    while the metadata still lists its old self in sync."""
     obs = cluster.observer
-    return (node not in cluster.nodes.dead_nodes() and obs.active_controller() is not None
+    return (node not in cluster.nodes.dead_nodes() and obs.broker_epoch(node) is not None
+            and obs.active_controller() is not None
             and all(node in obs.isr_of(k) for k in obs.keys() if node in obs.replicas_of(k)))
 
 

@@ -115,6 +115,7 @@ class QueueClient:
         auto_offset_reset: str = "error",
         sub_via: str = "assign",
         group_id: str | None = None,
+        instance_id: str | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.keys = keys
@@ -144,6 +145,10 @@ class QueueClient:
         self.sub_via = sub_via
         #: the subscribe mode's consumer group, shared by every process of a run
         self.group_id = group_id or "kraftwerk-subscribers"
+        #: subscribe mode: the consumer's group.instance.id (static membership,
+        #: KIP-345), the worker thread's, so a replacement process rejoins as
+        #: the same member and fences its predecessor; None: a dynamic member
+        self.instance_id = instance_id
         #: assignment changes since the current operation began (Jepsen's :rebalance-log)
         self.rebalance_log: list[dict[str, Any]] = []
         #: monotonic time at which the running operation's process dies
@@ -212,6 +217,8 @@ class QueueClient:
             reset = "earliest" if self.auto_offset_reset == "error" else self.auto_offset_reset
             conf = {**self._consumer_conf(""), "group.id": self.group_id, "auto.offset.reset": reset,
                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+            if self.instance_id is not None:
+                conf["group.instance.id"] = self.instance_id
             self.consumer = Consumer(conf)
             self.positions = {}
             self._subscribe()
@@ -476,6 +483,7 @@ class QueueClient:
                             v = m.value().decode(errors="replace") if m.value() else None
                         reads.append([m.offset(), v])
                     pos = max(pos, m.offset() + 1)
+                pos = max(pos, _position(c, topic, part))
                 try:
                     _, high = c.get_watermark_offsets(TopicPartition(topic, part), timeout=1, cached=False)
                 except KafkaException:
@@ -506,6 +514,18 @@ class QueueClient:
         if resets:
             res["resets"] = resets
         return res
+
+
+def _position(c: Consumer, topic: str, part: int) -> int:
+    """The consumer's position (-1 if it has none yet). A transactional
+    topic's commit and abort markers take offsets no message carries:
+    librdkafka's position steps past them, the last message's offset + 1
+    does not, so a log ending in a marker would never look read to its end."""
+    try:
+        got = c.position([TopicPartition(topic, part)])
+    except KafkaException:
+        return -1
+    return got[0].offset if got and got[0].offset is not None and got[0].offset >= 0 else -1
 
 
 #: seconds a subscribed consumer's close may take before it is left behind
@@ -574,8 +594,9 @@ def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3,
 
 def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
     """Keep the highest acknowledged offset per key (for the final reads):
-    the sends of ``ok`` send and txn operations."""
-    if op.get("f") not in ("send", "txn") or op.get("type") != "ok":
+    the sends of ``ok`` send, txn and ctp operations (a ctp round's
+    sends are its outputs)."""
+    if op.get("f") not in ("send", "txn", "ctp") or op.get("type") != "ok":
         return
     acked = state.setdefault("acked", {})
     for mop in op.get("value") or []:
@@ -585,16 +606,22 @@ def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
                 acked[key] = off
 
 
-def final_generator(keys: list[str], concurrency: int, read_timeout: float = 30.0) -> g.Gen:
+def final_generator(keys: list[str], concurrency: int, read_timeout: float = 30.0,
+                    output_keys: tuple[str, ...] = ()) -> g.Gen:
     """Final reads, spread over the client threads (keys[t::concurrency] for
     thread t). Each thread first records an ``assign`` of nothing — its own
     consumer drops its positions — so the checkers see the read from offset 0
     as a fresh start, not a poll going backwards; then one final read per key,
-    asking for coverage up to the highest offset acknowledged so far."""
+    asking for coverage up to the highest offset acknowledged so far.
+    ``output_keys`` (consume-transform-produce's output topic) are read
+    the same way, those reads marked ``"output": true``: they are the
+    processing checker's, not the queue checker's."""
+    outputs = frozenset(output_keys)
 
     def one(key: str) -> g.Gen:
         def make(ctx: g.Context) -> dict[str, Any]:
             return {
+                **({"output": True} if key in outputs else {}),
                 "f": "poll",
                 "value": [["poll"]],
                 "final": True,
@@ -605,8 +632,10 @@ def final_generator(keys: list[str], concurrency: int, read_timeout: float = 30.
 
         return g.limit(1, make)
 
+    every = list(keys) + [k for k in output_keys if k not in keys]
+
     def for_thread(t: Any) -> g.Gen | None:
-        mine = keys[t::concurrency] if isinstance(t, int) else []
+        mine = every[t::concurrency] if isinstance(t, int) else []
         if not mine:
             return None
         return g.Seq((g.Once({"f": "assign", "value": [], "final": True}),) + tuple(one(k) for k in mine))

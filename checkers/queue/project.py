@@ -154,6 +154,8 @@ class Projector:
             return
         if f not in QUEUE_FS:
             return
+        if c.extra.get("output") or (inv is not None and inv.extra.get("output")):
+            return  # a final read of consume-transform-produce's output: checkers.queue.processing
         warnings = self.warnings
         value = c.value
         if value is None and inv is not None:

@@ -27,6 +27,7 @@ from checkers.history.op import HistoryError, Op
 
 from .columns import Col, KeyColumns
 from .observe import ConsumeCounts, InfoTxnCauses, RealtimeLag
+from .processing import Processing
 from .project import Projection, Projector
 
 
@@ -84,8 +85,9 @@ class QueueScan:
         self.lag = RealtimeLag()
         self.consume = ConsumeCounts()
         self.causes = InfoTxnCauses()
+        self.processing = Processing()
         self._feeds = (self.projector.feed, self.stats.feed, self.finals.feed, self.lag.feed,
-                       self.consume.feed, self.causes.feed)
+                       self.consume.feed, self.causes.feed, self.processing.feed)
         self.projection: Projection | None = None
 
     def feed(self, op: Op) -> None:

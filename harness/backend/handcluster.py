@@ -50,22 +50,28 @@ def up(cfg: TestConfig, dir: Path, node_args: list[str], timeout: float) -> dict
         kafka_preflight(cfg)
     dir.mkdir(parents=True, exist_ok=True)
     hosts, extra = _kept_hosts(cfg, dir, checked)
-    db = _db(cfg, dir, hosts, node_args)
+    db: Any = None
     try:
+        db = _db(cfg, dir, hosts, node_args)
         if cfg.db == "kafka":
             db.setup(ready_timeout=timeout, topics=False)
         else:
             db.boot()
             _wait_brokers(db, timeout)
+        st = {"backend": cfg.backend, "db": cfg.db, "dir": str(dir), "bootstrap": db.client_bootstrap(),
+              "client_address": hosts.client_address, **extra,
+              "nodes": [_row(db, hosts, n) for n in db.node_names()]}
+        if cfg.db == "kafka":
+            st["version"] = db.version()
+        (dir / STATE_FILE).write_text(json.dumps(st, indent=1))
     except BaseException:
-        db.teardown()
+        # until cluster.json is written nothing finds these hosts again
+        # (kept hosts are no run's: cleanup leaves them), so they go now
+        if db is not None:
+            db.teardown()
+        else:
+            hosts.teardown()
         raise
-    st = {"backend": cfg.backend, "db": cfg.db, "dir": str(dir), "bootstrap": db.client_bootstrap(),
-          "client_address": hosts.client_address, **extra,
-          "nodes": [_row(db, hosts, n) for n in db.node_names()]}
-    if cfg.db == "kafka":
-        st["version"] = db.version()
-    (dir / STATE_FILE).write_text(json.dumps(st, indent=1))
     return st
 
 

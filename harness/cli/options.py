@@ -52,8 +52,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--safe", is_flag=True, default=None,
                  help="Kafka's documented no-loss settings: acks=all, idempotence, RF>=3, min ISR>=2, "
                       "no unclean election."),
-    click.option("--workload", type=click.Choice(["queue", "txn"]),
-                 help="queue (sends and polls, default) or txn (Kafka transactions of sends and polls; --db kafka)."),
+    click.option("--workload", type=click.Choice(["queue", "txn", "ctp"]),
+                 help="queue (sends and polls, default), txn (Kafka transactions of sends and polls; --db kafka) "
+                      "or ctp (consume-transform-produce in a consumer group)."),
+    click.option("--ctp-txn", is_flag=True, default=None,
+                 help="--workload ctp: each round one transaction of outputs and offsets (exactly-once; --db kafka)."),
     click.option("--abort-probability", type=float,
                  help="--workload txn: probability a transaction is aborted instead of committed (default 0)."),
     click.option("--max-txn-length", type=int,
@@ -62,6 +65,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                  help="Consumers' isolation.level (default read_committed)."),
     click.option("--sub-via", type=click.Choice(["assign", "subscribe"]),
                  help="Consumers assign partitions themselves (default) or subscribe as one consumer group."),
+    click.option("--static-members", is_flag=True, default=None,
+                 help="Subscribed consumers are static group members (group.instance.id per worker thread, KIP-345)."),
     click.option("--crash-clients", is_flag=True, default=None,
                  help="Kill a client mid-operation and replace it, about once per --crash-client-interval each."),
     click.option("--crash-client-interval", type=float,
@@ -71,8 +76,10 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                  help="Protocol setting over the runtime's defaults, e.g. replica.lag.time.max.ms=3000 (repeatable)."),
     click.option("--nemesis", help=f"Comma-separated faults, each KIND or KIND:TARGET; kinds: {', '.join(KINDS)} "
                                    "(or all, none)."),
-    click.option("--scenario", help="A scripted fault schedule instead of --nemesis: unclean-loss, "
-                                    "last-replica-standing, acks1-leader-kill."),
+    click.option("--scenario", help="A seed's failure narrative: a script played instead of --nemesis "
+                                    "(unclean-loss, last-replica-standing, acks1-leader-kill) or a story "
+                                    "composite told at random moments, joining the --nemesis mix if one is "
+                                    "given (leader-churn, last-replica-standing, isr-crash, expand-race)."),
     click.option("--schedule", type=click.Path(dir_okay=False),
                  help="Replay the fault schedule of a run's test.json (or a JSON list of nemesis ops)."),
     click.option("--swarm", is_flag=True, default=None,
@@ -146,8 +153,8 @@ def config_from_flags(backend: str | None, flags: dict[str, Any]) -> TestConfig:
 
 #: settings a replay takes from the recorded run's test.json (the workload's
 #: and the cluster's; not its runtime's, its output or its fault mix)
-REPLAYED = ("name", "workload", "abort_probability", "max_txn_length", "isolation_level", "retries",
-            "auto_offset_reset", "safe", "crash_clients", "crash_client_interval", "sub_via",
+REPLAYED = ("name", "workload", "ctp_txn", "abort_probability", "max_txn_length", "isolation_level", "retries",
+            "auto_offset_reset", "safe", "crash_clients", "crash_client_interval", "sub_via", "static_members",
             "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
             "idempotent", "variants", "protocol", "nemesis_interval", "time_limit", "rate", "concurrency", "seed",
             "op_timeout", "final_read_timeout", "setup_timeout", "flush_messages")

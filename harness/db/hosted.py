@@ -314,6 +314,12 @@ class HostedReference(PausesBySignal):
             time.sleep(0.3)
         return []
 
+    def broker_epoch(self, name: str) -> int | None:
+        """The running incarnation's broker epoch, from its own status
+        (None: down, paused, not registered yet, or not answering)."""
+        epoch = (self.status(name) or {}).get("broker_epoch")
+        return int(epoch) if epoch is not None else None
+
     def active_controller(self) -> str | None:
         best: tuple[int, int] | None = None
         for n in self.live_nodes():

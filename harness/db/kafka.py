@@ -62,6 +62,8 @@ from harness.kafka.props import NodePlan
 from harness.state import RunState
 from harness.timers import Timers
 
+#: BrokerLifecycleManager's line for an accepted registration
+REGISTERED = r"Successfully registered broker [0-9]+ with broker epoch [0-9]+"
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 #: heaps for a shared 2-core machine: brokers 384 MiB, controllers 192 MiB,
@@ -89,9 +91,33 @@ def preflight(cfg: TestConfig) -> None:
         allocate_ports(2 * cfg.node_count(), cfg.base_port)
     if shutil.which("java") is None:
         raise HarnessError("--db kafka needs java on PATH (scripts/bootstrap installs it)")
-    if "clock" in cfg.nemesis and not os.path.exists(LIBFAKETIME):
+    if wants_clock(cfg) and not os.path.exists(LIBFAKETIME):
         raise HarnessError(f"clock faults on --db kafka need libfaketime ({LIBFAKETIME}; apt package faketime)")
     dist.ensure(cfg.kafka_version, cfg.kafka_home)
+
+
+def wants_clock(cfg: TestConfig) -> bool:
+    """Whether any fault of the run moves a clock (``clock``, ``clock-strobe``,
+    with any target, from the mix or a replayed schedule): the JVMs then start
+    under libfaketime, which is the only way their clocks move."""
+    from nemesis.faults import parse
+
+    return any(parse(n).kind in ("clock", "clock-strobe") for n in cfg.fault_names())
+
+
+def capabilities_for(cfg: TestConfig) -> frozenset[str]:
+    """The faults db kafka can make on ``cfg.backend`` (``nemesis.control``'s
+    Capability values), known before anything starts so the runner refuses
+    the rest: signals, libfaketime clocks and reassignment everywhere;
+    kernel partitions where each node is a host of its own (not local: a
+    broker advertises one address every peer dials); power loss and torn
+    writes only through kraftwerk fs (storage lazyfs)."""
+    caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign"}
+    if cfg.backend != "local":
+        caps |= {"partition", "partition-clients", "loss"}
+    if cfg.storage == "lazyfs":
+        caps |= {"power-loss", "lose-unfsynced", "torn-write"}
+    return frozenset(caps)
 
 
 #: a node's files that come back to the run directory from a host of its own
@@ -121,6 +147,8 @@ class KafkaDB(PausesBySignal):
     kafka: dist.KafkaDist | None = field(default=None, init=False)
     plans: list[NodePlan] = field(default_factory=list, init=False)
     paused: set[str] = field(default_factory=set, init=False)
+    #: per node: how many registrations its server.log held when its process started
+    registrations_before: dict[str, int] = field(default_factory=dict, init=False)
     net: Any = field(default=None, init=False)  # a kernel Network (netns), None on local
     disks: Any = field(default=None, init=False)  # storage lazyfs: each node's data/ through kraftwerk fs
     #: per node: (classpath, log4j config) as the node's host sees them
@@ -171,9 +199,7 @@ class KafkaDB(PausesBySignal):
         self._ship_kafka()
         cluster_id = new_cluster_id(cfg.seed or 0)
         if cfg.storage == "lazyfs":  # data/ through kraftwerk fs: power loss drops what Kafka did not fsync
-            from harness.lazyfs.nodes import NodeDisks
-
-            self.disks = NodeDisks(self.run_dir, self.state, cfg.seed or 0, torn=cfg.torn_writes)
+            self.disks = self.make_disks()
             for n in self.plans:
                 self.disks.mount(n.name)
         for n in self.plans:
@@ -212,6 +238,15 @@ class KafkaDB(PausesBySignal):
             if time.monotonic() > deadline:
                 raise HarnessError(f"Kafka brokers not all registered after {timeout:.0f}s")
             time.sleep(0.5)
+
+    def make_disks(self) -> Any:
+        """Each node's ``data/`` through kraftwerk fs, mounted where the JVM
+        writes it: here for namespaces (they share this machine's mount
+        table), on the node's own host for containers and ssh hosts (a mount
+        made here is never seen there, and a power loss would drop nothing)."""
+        from harness.lazyfs.nodes import for_hosts
+
+        return for_hosts(self.hosts, self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
 
     def node_dir(self, name: str) -> Path:
         """Where the node's files are collected in the run directory."""
@@ -306,12 +341,29 @@ class KafkaDB(PausesBySignal):
         env = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(d / "faketime"),
                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                "FAKETIME_FORCE_MONOTONIC_FIX": "0"} if self.cfg_wants_clock() else {}
+        self.registrations_before[name] = len(self._registrations(name))
         self.hosts.start_daemon(name, self._java(n, "kafka.Kafka", str(d / "server.properties")),
                                 str(d / "stdout.log"), env)
         self.paused.discard(name)
 
+    def _registrations(self, name: str) -> list[int]:
+        """The broker epochs the node's server.log records, oldest first
+        (BrokerLifecycleManager logs each accepted registration)."""
+        code, out, _ = self.hosts.exec(name, ["grep", "-a", "-o", "-E", REGISTERED, str(self.host_dir(name) / "server.log")],
+                                       timeout=10)
+        return [int(line.rsplit(" ", 1)[1]) for line in out.splitlines() if line.strip()] if code == 0 else []
+
+    def broker_epoch(self, name: str) -> int | None:
+        """The running process's broker epoch, from its own log line
+        ``Successfully registered broker N with broker epoch E`` (None while
+        it is down or has not registered since it started)."""
+        if not self.hosts.running(name) or name not in self.registrations_before:
+            return None
+        mine = self._registrations(name)[self.registrations_before[name]:]
+        return mine[-1] if mine else None
+
     def cfg_wants_clock(self) -> bool:
-        return "clock" in self.cfg.nemesis
+        return wants_clock(self.cfg)
 
     def kill(self, name: str) -> None:
         self.hosts.signal(name, signal.SIGCONT)
@@ -349,7 +401,7 @@ class KafkaDB(PausesBySignal):
         """SIGKILL, then the node's filesystem drops every write Kafka did not
         fsync (storage lazyfs; the config refuses power loss otherwise)."""
         if self.disks is None:
-            raise HarnessError("power loss on --db kafka needs --storage lazyfs (--backend netns)")
+            raise HarnessError("power loss on --db kafka needs --storage lazyfs (--backend netns, docker or ssh)")
         self.kill(name)
         self.disks.crash(name)
 
@@ -357,7 +409,7 @@ class KafkaDB(PausesBySignal):
         """SIGKILL, then a torn crash: each file keeps a seeded prefix of what
         Kafka wrote after its last fsync (storage lazyfs)."""
         if self.disks is None:
-            raise HarnessError("a torn write on --db kafka needs --storage lazyfs (--backend netns)")
+            raise HarnessError("a torn write on --db kafka needs --storage lazyfs (--backend netns, docker or ssh)")
         self.kill(name)
         self.disks.crash(name, torn=True)
 
@@ -458,11 +510,8 @@ class KafkaDB(PausesBySignal):
 
     @property
     def capabilities(self) -> frozenset[str]:
-        """Signals and libfaketime clocks everywhere; kernel partitions with a
-        kernel network (netns)."""
-        base = {"kill", "terminate", "pause", "clock", "reassign"}
-        fs = {"power-loss", "lose-unfsynced", "torn-write"} if self.cfg.storage == "lazyfs" else set()
-        return frozenset(base | fs | ({"partition", "partition-clients", "loss"} if self.net is not None else set()))
+        """What this db can make on its backend (:func:`capabilities_for`)."""
+        return capabilities_for(self.cfg)
 
     @property
     def nodes(self) -> "KafkaDB":

@@ -18,14 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from checkers.durability import wilson_interval
+from harness.summary import load_summary
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import PowerNorm  # noqa: E402
+from .mpl import colors, plt
 
-from checkers.durability import wilson_interval  # noqa: E402
-from harness.summary import load_summary  # noqa: E402
 
 FORMAT = "kraftwerk-campaign/1"
 CAMPAIGN = "campaign.json"
@@ -137,7 +134,7 @@ def heatmap_png(campaign: dict[str, Any]) -> bytes:
     rates = [d.get("lost_rate") for c in campaign["cells"] for d in (c.get("durability") or {}).values()
              if isinstance(d, dict) and isinstance(d.get("lost_rate"), (int, float))]
     vmax = max([r for r in rates if r] or [0.01])
-    norm = PowerNorm(0.5, vmin=0, vmax=vmax)
+    norm = colors.PowerNorm(0.5, vmin=0, vmax=vmax)
     cmap = plt.get_cmap("Reds").with_extremes(bad="#e6e6e6")
     for ax, level in zip(axes[0], levels):
         grid = [[float("nan")] * len(cols) for _ in rows]

@@ -15,16 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from checkers.history.op import Op
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import networkx as nx  # noqa: E402
-from matplotlib.patches import FancyArrowPatch  # noqa: E402
-
-from checkers.history.op import Op  # noqa: E402
-
-from .diagnostics import _reads, _sends  # noqa: E402
+from .diagnostics import _reads, _sends
+from .mpl import nx, patches, plt
 
 CYCLE_PREFIXES = ("G0", "G1c")
 MAX_CYCLES = 4
@@ -109,7 +103,7 @@ def draw_cycle(name: str, example: dict[str, Any], ix: OpIndex, path: Path) -> N
         a, b = s["from"], s["to"]
         (x0, y0), (x1, y1) = pos[a], pos.get(b, pos[a])
         c = EDGE_COLOURS.get(str(s.get("type")), "#444")
-        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), connectionstyle="arc3,rad=0.28", arrowstyle="-|>",
+        ax.add_patch(patches.FancyArrowPatch((x0, y0), (x1, y1), connectionstyle="arc3,rad=0.28", arrowstyle="-|>",
                                      mutation_scale=18, lw=2, color=c, shrinkA=38, shrinkB=38))
         # arc3's control point is rad * (dy, -dx) from the chord's middle;
         # the curve passes halfway there

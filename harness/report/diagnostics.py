@@ -22,14 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from checkers.history.op import Op
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from checkers.history.op import Op  # noqa: E402
-
-from .plots import Interval, outside_legend, pairs, shade  # noqa: E402
+from .mpl import plt
+from .plots import Interval, outside_legend, pairs, shade
 
 BUCKETS = 600
 TOP_KEYS = 8

@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from checkers.history.op import Op
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from .mpl import plt
 
-from checkers.history.op import Op  # noqa: E402
 
 MAX_POINTS = 20_000
 COLOURS = {"ok": "#2a9d43", "fail": "#d62828", "info": "#e9a100"}

@@ -20,15 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from checkers.history.op import Op
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from checkers.history.op import Op  # noqa: E402
-
-from .plots import Interval, outside_legend, shade  # noqa: E402
-from .traces import TraceView  # noqa: E402
+from .mpl import plt
+from .plots import Interval, outside_legend, shade
+from .traces import TraceView
 
 MAX_PANELS = 6
 NODE_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f"]

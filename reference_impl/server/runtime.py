@@ -602,12 +602,19 @@ class NodeRuntime:
             "leader_of": sorted(tp for tp, p in self.partitions.items() if p.get("role") == "leader"),
             "partitions": self.partitions,
             "raft": self.raft,
+            # this incarnation's registration (None until the controller accepted it)
+            "broker_epoch": self._broker_epoch(),
             "peers": {str(k): {"connected": p.connected, "sent": p.sent, "dropped": p.dropped} for k, p in self.peers.items()},
             "recovery": [r.__dict__ for r in self.disk.recovery],
             "errors": self.errors,
             "counters": dict(self.counters),
             "shutting_down": self._shutting_down,
         }
+
+    def _broker_epoch(self) -> int | None:
+        broker = getattr(self.node, "broker", None)
+        epoch = broker.broker_epoch if broker is not None else -1
+        return epoch if epoch >= 0 else None
 
     async def _control(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         if method == "GET" and path == "/status":

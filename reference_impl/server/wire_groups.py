@@ -9,6 +9,9 @@ Heartbeat 0-4, LeaveGroup 0-5 (v3 batches members), OffsetCommit 2-9
 (v10 names topics by id), OffsetFetch 1-7 (v8 batches groups). This is the
 classic group protocol; KIP-848's ConsumerGroupHeartbeat is not offered, so
 a client asking ``group.protocol=consumer`` is told the broker lacks it.
+``group_instance_id`` (static membership, KIP-345) is read from JoinGroup
+v5+, SyncGroup and Heartbeat v3+, LeaveGroup v3+ members and OffsetCommit
+v7+, and echoed in JoinGroup's and LeaveGroup's member lists.
 """
 
 from __future__ import annotations
@@ -82,6 +85,12 @@ def _build_find_coordinator(p: Pending) -> Any:
     return R(throttle_time_ms=0, error_code=c.error, error_message=None, node_id=c.node_id, host=c.host, port=c.port)
 
 
+def _instance(b: Any, v: int, since: int) -> str | None:
+    """The request's group.instance.id from version ``since`` on, else None."""
+    x = getattr(b, "group_instance_id", None) if v >= since else None
+    return x if isinstance(x, str) else None
+
+
 def _join_group(d: Decoded, ref: Ref) -> Pending:
     b = d.body
     v = d.api_version
@@ -90,7 +99,7 @@ def _join_group(d: Decoded, ref: Ref) -> Pending:
         ref(0), _group_id(b.group_id), b.session_timeout_ms,
         b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms,
         b.member_id or "", b.protocol_type or "", protocols, d.client_id or "",
-        require_known_member_id=v >= 4)
+        require_known_member_id=v >= 4, group_instance_id=_instance(b, v, 5))
     return _one(d, msg, _build_join_group)
 
 
@@ -98,17 +107,19 @@ def _build_join_group(p: Pending) -> Any:
     r: gm.JoinGroupResponse = p.results[0]
     v = p.decoded.api_version
     R = JoinGroupResponse[v]
-    members = [R.JoinGroupResponseMember(member_id=x.member_id, group_instance_id=None, metadata=x.metadata)
+    members = [R.JoinGroupResponseMember(member_id=x.member_id, group_instance_id=x.group_instance_id,
+                                         metadata=x.metadata)
                for x in r.members]
     return R(throttle_time_ms=0, error_code=r.error, generation_id=r.generation_id, protocol_type=r.protocol_type,
              protocol_name=r.protocol_name if v >= 7 else (r.protocol_name or ""), leader=r.leader,
-             skip_assignment=False, member_id=r.member_id, members=members)
+             skip_assignment=r.skip_assignment and v >= 9, member_id=r.member_id, members=members)
 
 
 def _sync_group(d: Decoded, ref: Ref) -> Pending:
     b = d.body
     given = tuple((a.member_id, bytes(a.assignment or b"")) for a in _items(b.assignments))
-    msg = gm.SyncGroupRequest(ref(0), _group_id(b.group_id), b.generation_id, b.member_id or "", given)
+    msg = gm.SyncGroupRequest(ref(0), _group_id(b.group_id), b.generation_id, b.member_id or "", given,
+                              _instance(b, d.api_version, 3))
     return _one(d, msg, _build_sync_group)
 
 
@@ -121,21 +132,30 @@ def _build_sync_group(p: Pending) -> Any:
 
 def _heartbeat(d: Decoded, ref: Ref) -> Pending:
     b = d.body
-    msg = gm.HeartbeatRequest(ref(0), _group_id(b.group_id), b.generation_id, b.member_id or "")
+    msg = gm.HeartbeatRequest(ref(0), _group_id(b.group_id), b.generation_id, b.member_id or "",
+                              _instance(b, d.api_version, 3))
     return _one(d, msg, lambda p: HeartbeatResponse[p.decoded.api_version](
         throttle_time_ms=0, error_code=p.results[0].error))
 
 
 def _leave_group(d: Decoded, ref: Ref) -> Pending:
     b = d.body
-    ids = tuple(m.member_id or "" for m in _items(b.members)) if d.api_version >= 3 else (b.member_id or "",)
-    return _one(d, gm.LeaveGroupRequest(ref(0), _group_id(b.group_id), ids), _build_leave_group)
+    if d.api_version >= 3:
+        members = list(_items(b.members))
+        ids = tuple(m.member_id or "" for m in members)
+        insts = tuple(_instance(m, 3, 3) for m in members)
+    else:
+        ids, insts = (b.member_id or "",), ()
+    return _one(d, gm.LeaveGroupRequest(ref(0), _group_id(b.group_id), ids, insts), _build_leave_group)
 
 
 def _build_leave_group(p: Pending) -> Any:
     r: gm.LeaveGroupResponse = p.results[0]
     R = LeaveGroupResponse[p.decoded.api_version]
-    members = [R.MemberResponse(member_id=mid, group_instance_id=None, error_code=err) for mid, err in r.members]
+    req: gm.LeaveGroupRequest = p.parts[0][1]
+    insts = list(req.instance_ids) + [None] * (len(r.members) - len(req.instance_ids))
+    members = [R.MemberResponse(member_id=mid, group_instance_id=inst, error_code=err)
+               for (mid, err), inst in zip(r.members, insts)]
     error = r.error
     if p.decoded.api_version < 3 and not error and r.members:
         error = r.members[0][1]  # one member: its error is the response's
@@ -149,7 +169,7 @@ def _offset_commit(d: Decoded, ref: Ref) -> Pending:
                            x.committed_leader_epoch if d.api_version >= 6 else -1, x.committed_metadata or "")
         for t in _items(b.topics) for x in _items(t.partitions))
     msg = gm.OffsetCommitRequest(ref(0), _group_id(b.group_id), b.generation_id_or_member_epoch, b.member_id or "",
-                                 offsets)
+                                 offsets, _instance(b, d.api_version, 7))
     return _one(d, msg, _build_offset_commit)
 
 

@@ -191,6 +191,15 @@ class SimObserver:
     def isr_of(self, key: str) -> list[str]:
         return self._meta(key, "isr")
 
+    def broker_epoch(self, node: str) -> int | None:
+        nid = node_id(node)
+        host = self.sim.hosts.get(nid)
+        if host is None or host.state == DOWN or host.node is None:
+            return None
+        broker = getattr(host.node, "broker", None)
+        epoch = broker.broker_epoch if broker is not None else -1
+        return epoch if epoch >= 0 else None
+
 
 class SimCluster:
     """One simulation as the contract's Cluster."""

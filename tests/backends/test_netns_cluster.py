@@ -108,3 +108,17 @@ def test_bad_cluster_up_flags_are_one_line_exit_2(tmp_path, args, words):
     r = kw("cluster", "up", *args, "--dir", str(tmp_path / "c"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert words in r.stderr and not (tmp_path / "c").exists()
+
+
+def test_a_cluster_up_that_cannot_record_its_state_leaves_no_namespace_behind(tmp_path):
+    """Kept hosts belong to no run, so ``kraftwerk cleanup`` never removes
+    them and only cluster.json lets ``down`` find them: an ``up`` that fails
+    before writing it (here: cluster.json cannot be written) removes what it
+    made and says so in one line."""
+    needs_root_net()
+    before = set(list_namespaces())
+    d = tmp_path / "c"
+    (d / "cluster.json").mkdir(parents=True)  # in the way of the state file
+    r = kw("cluster", "up", "--backend", "netns", "--combined", "--dir", str(d), "--timeout", "60")
+    assert r.returncode == 4 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert set(list_namespaces()) - before == set()

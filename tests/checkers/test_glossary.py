@@ -27,6 +27,12 @@ def test_every_queue_and_durability_anomaly_is_described() -> None:
     assert sorted(n for n in names if not describe(n)) == []
 
 
+def test_every_processing_anomaly_is_described() -> None:
+    from checkers.queue.processing import ANOMALY_TYPES
+
+    assert sorted(n for n in ANOMALY_TYPES if not describe(n)) == []
+
+
 def test_every_invariant_violation_kind_is_described() -> None:
     kinds = _invariant_kinds()
     assert {"committed-truncated", "leader-completeness", "node-crash"} <= kinds

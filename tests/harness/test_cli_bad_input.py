@@ -32,6 +32,9 @@ def kraftwerk(*args):
         (["--abort-probability", "0.2"], "--abort-probability is a setting of --workload txn"),
         (["--workload", "txn", "--db", "kafka", "--abort-probability", "1.5"], "--abort-probability"),
         (["--workload", "txn", "--db", "kafka", "--sub-via", "subscribe"], "a mode of --workload queue"),
+        (["--workload", "ctp", "--ctp-txn"], "--ctp-txn needs Kafka's transaction coordinator"),
+        (["--ctp-txn", "--db", "kafka"], "--ctp-txn is a setting of --workload ctp"),
+        (["--workload", "ctp", "--acks", "1"], "acks=all: drop --acks"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line_and_start_nothing(tmp_path, args, words):

@@ -110,3 +110,12 @@ def test_a_run_is_named_after_its_workload_unless_named():
     assert build_config(None, {"workload": "txn", "db": "kafka"}).name == "txn"
     assert build_config(None, {}).name == "queue"
     assert build_config(None, {"workload": "txn", "db": "kafka", "name": "mine"}).name == "mine"
+
+
+def test_a_reassignment_needs_a_broker_outside_the_replica_set_so_rf_equal_to_brokers_is_refused():
+    """With as many brokers as replicas every reassign would be skipped: a
+    run that claims membership faults and makes none."""
+    with pytest.raises(UsageError) as e:
+        build_config(None, {"db": "kafka", "nemesis": "reassign"})
+    assert "needs more brokers than --rf" in str(e.value) and "\n" not in str(e.value)
+    assert build_config(None, {"db": "kafka", "nemesis": "reassign", "brokers": 4}).brokers == 4

@@ -121,3 +121,48 @@ def test_fetch_resolves_the_pinned_release_into_its_cache(tmp_path, monkeypatch)
     assert any(n.startswith("log4j-core-") for n in names) and any(n.startswith("log4j-slf4j") for n in names)
     monkeypatch.setenv("PATH", "/nonexistent")  # no mvn now: must come from the cache
     assert dist.ensure(dist.DEFAULT_VERSION) == got
+
+
+@pytest.mark.parametrize("kw, words", [
+    # a story cuts links: the local backend cannot cut a JVM's
+    ({"nemesis": ["story"]}, "story needs partition"),
+    # power loss is kraftwerk fs's: not there with storage os
+    ({"backend": "netns", "storage": "file", "nemesis": ["lose-unfsynced"]}, "lose-unfsynced needs power-loss"),
+])
+def test_a_fault_db_kafka_cannot_make_on_its_backend_is_refused_before_anything_starts(kw, words):
+    from harness.config import TestConfig
+    from harness.runner import preflight
+
+    with pytest.raises(UsageError, match=words):
+        preflight(TestConfig(db="kafka", **kw))
+
+
+@pytest.mark.parametrize("fault", ["clock", "clock:one", "clock:majority", "clock-strobe", "clock-strobe:primaries"])
+def test_every_clock_fault_on_db_kafka_starts_the_jvms_under_libfaketime(fault):
+    """Without LD_PRELOAD of libfaketime the JVM never reads the offset
+    file, so a clock fault would be recorded but never made."""
+    from harness.config import TestConfig
+    from harness.db.kafka import wants_clock
+
+    assert wants_clock(TestConfig(db="kafka", backend="netns", nemesis=[fault]))
+    assert not wants_clock(TestConfig(db="kafka", backend="netns", nemesis=["kill:one"]))
+
+
+def test_db_kafka_mounts_kraftwerk_fs_on_the_host_that_runs_the_jvm(tmp_path):
+    """A power loss drops what the JVM did not fsync only if its data
+    directory is the kraftwerk fs mount: in a container (or on an ssh host)
+    the mount is made there, with ``kraftwerk fs`` on that host; a mount
+    made on this machine under a container's bind mount is never seen inside
+    it (docker binds are private), so the JVM would write past it."""
+    from harness.backend.docker import DockerHosts
+    from harness.config import TestConfig
+    from harness.db.kafka import KafkaDB
+    from harness.lazyfs.nodes import NodeDisks, RemoteDisks
+
+    cfg = TestConfig(db="kafka", backend="docker", nemesis=["lose-unfsynced"])
+    assert cfg.storage == "lazyfs"
+    hosts = DockerHosts(None, "t0", 7, None, tmp_path)  # no engine needed: nothing is started
+    hosts.addresses = {n: f"10.7.0.{i + 2}" for i, n in enumerate(cfg.node_names())}
+    disks = KafkaDB(cfg, tmp_path, None, hosts).make_disks()  # type: ignore[arg-type]
+    assert isinstance(disks, RemoteDisks) and not isinstance(disks, NodeDisks)
+    assert disks.data_dir("n1") == f"{hosts.node_dir('n1')}/data"

@@ -321,3 +321,26 @@ def test_a_rolling_restart_takes_each_node_down_cleanly_one_at_a_time_and_waits_
     stopped = f.stop()
     assert stopped["rolled"] == order and rt.cluster.nodes.dead_nodes() == []
     whole(rt)
+
+
+def test_a_brokers_epoch_is_its_running_incarnations_registration(rt: Runtime) -> None:
+    """The Observer names the broker epoch the running process registered
+    with: none while the broker is down, and after a restart only the new
+    incarnation's own, a later one (seed 001 §1.2.2: the epoch is the offset
+    of the registration record), never the previous incarnation's."""
+    whole(rt)
+    obs, nodes = rt.cluster.observer, rt.cluster.nodes
+    broker = sorted(nodes.brokers())[0]
+    before = obs.broker_epoch(broker)
+    assert isinstance(before, int) and before >= 0
+    nodes.kill(broker)
+    assert obs.broker_epoch(broker) is None
+    nodes.start(broker)
+    after = None
+    for _ in range(240):  # up to 60 s
+        after = obs.broker_epoch(broker)
+        if after is not None:
+            break
+        rt.settle(0.25)
+    assert after is not None and after > before, f"{rt.name}: {broker} registered at {before}, then {after}"
+    whole(rt)

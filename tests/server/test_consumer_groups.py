@@ -199,3 +199,61 @@ def test_kcat_balanced_consumer_reads_and_commits(cluster):
     k.close()
     # kcat commits what it consumed when it leaves the group
     assert got == {i: RECORDS // PARTITIONS for i in range(PARTITIONS)}
+
+
+def static_member(c: LocalCluster, group: str, instance: str, events: list | None = None) -> Consumer:
+    """A subscribed consumer with ``group.instance.id`` (KIP-345); its
+    rebalance callbacks append to ``events``."""
+    k = consumer(c, group, **{"group.instance.id": instance})
+    log = events if events is not None else []
+    k.subscribe([TOPIC], on_assign=lambda _c, tps: log.append(("assign", sorted(tp.partition for tp in tps))),
+                on_revoke=lambda _c, tps: log.append(("revoke", sorted(tp.partition for tp in tps))))
+    return k
+
+
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(cluster):
+    """KIP-345: b restarts (a static member's close sends no LeaveGroup) and
+    rejoins with its instance id within its session: it gets the same
+    partitions and a sees no rebalance at all."""
+    a_events: list = []
+    a = static_member(cluster, "static", "ia", a_events)
+    poll_until([a], lambda: len(parts(a)) == PARTITIONS)
+    b = static_member(cluster, "static", "ib")
+    poll_until([a, b], lambda: parts(a) and parts(b) and parts(a) | parts(b) == set(range(PARTITIONS)))
+    mine = parts(b)
+    a_settled = len(a_events)
+    b.close()
+    b2 = static_member(cluster, "static", "ib")
+    poll_until([a, b2], lambda: parts(b2) == mine)
+    end = time.monotonic() + 2  # a keeps polling: still no rebalance reaches it
+    poll_until([a, b2], lambda: time.monotonic() > end)
+    assert a_events[a_settled:] == [] and parts(a) | mine == set(range(PARTITIONS))
+    b2.close()
+    # b2 does not come back: its session ends and a takes everything
+    poll_until([a], lambda: len(parts(a)) == PARTITIONS, timeout=30)
+    a.close()
+
+
+def test_a_second_consumer_with_the_same_instance_id_fences_the_first(cluster):
+    """The newer member takes the instance's place; the older one's next
+    request is answered FENCED_INSTANCE_ID, a fatal error to librdkafka."""
+    from confluent_kafka import KafkaError
+
+    old = static_member(cluster, "fence", "i1")
+    poll_until([old], lambda: len(parts(old)) == PARTITIONS)
+    new = static_member(cluster, "fence", "i1")
+    poll_until([new], lambda: len(parts(new)) == PARTITIONS)
+    errors: list = []
+    deadline = time.monotonic() + 30
+    while not errors:
+        assert time.monotonic() < deadline, "the old member was never fenced"
+        m = old.poll(0.2)
+        if m is not None and m.error() is not None:
+            errors.append(m.error())
+        new.poll(0)
+    e = errors[0]
+    # librdkafka raises the broker's FENCED_INSTANCE_ID as its fatal consumer error
+    assert e.code() in (KafkaError._FATAL, KafkaError.FENCED_INSTANCE_ID), e
+    assert "fenced by other consumer with same group.instance.id" in e.str(), e
+    new.close()
+    old.close()

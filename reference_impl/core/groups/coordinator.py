@@ -138,9 +138,9 @@ class GroupCoordinator:
         elif t is SyncGroupRequest:
             answers = grp.sync(msg, mono)
         elif t is HeartbeatRequest:
-            answers = grp.heartbeat(msg.ref, msg.member_id, msg.generation_id, mono)
+            answers = grp.heartbeat(msg.ref, msg.member_id, msg.generation_id, mono, msg.group_instance_id)
         else:
-            results, answers = grp.leave(msg.member_ids, mono)
+            results, answers = grp.leave(msg.member_ids, mono, msg.instance_ids)
             answers.insert(0, (msg.ref, LeaveGroupResponse(msg.ref, 0, tuple(results))))
         return self._answers(grp, answers)
 
@@ -228,7 +228,8 @@ class GroupCoordinator:
         err = self._not_here(msg.group_id)
         grp = self.groups.get(msg.group_id)
         if not err:
-            err = (grp or g.ClassicGroup(msg.group_id)).commit_error(msg.member_id, msg.generation_id)
+            err = (grp or g.ClassicGroup(msg.group_id)).commit_error(msg.member_id, msg.generation_id,
+                                                                     msg.group_instance_id)
         if err or not msg.offsets:
             return [Reply(OffsetCommitResponse(msg.ref, tuple((o.tp, err) for o in msg.offsets)))]
         if grp is not None and msg.member_id in grp.members:

@@ -17,6 +17,17 @@ required before joining):
   SyncGroup for it.
 * **Stable** – the leader's SyncGroup delivered the assignment.
 
+Static membership (KIP-345, ``group.instance.id``): a member that names an
+instance id joins without KIP-394's round trip and is remembered by it.
+When that instance joins again without a member id (its process restarted)
+it takes a new member id in place of the old one, keeps the old one's
+assignment and, if the group is Stable and its subscription unchanged, gets
+them back at once: no rebalance, so a restart within the session timeout
+moves no partition. The old member id is fenced: any request naming the
+instance with another member id is answered FENCED_INSTANCE_ID. A static
+member that stops leaves by its session timeout (its client does not send
+LeaveGroup on close), or by a LeaveGroup naming the instance.
+
 Heartbeats keep a member alive for its ``session.timeout.ms``; in
 PreparingRebalance they answer REBALANCE_IN_PROGRESS, which is how a member
 learns to rejoin. Times are the coordinator's monotonic milliseconds (Kafka
@@ -60,6 +71,8 @@ class Member:
     #: the member's JoinGroup parked until the join completes
     join_ref: Any = None
     sync_ref: Any = None
+    #: group.instance.id of a static member (KIP-345), None for a dynamic one
+    instance_id: str | None = None
 
     def heard(self, mono: int) -> None:
         self.expires_at = mono + self.session_timeout_ms
@@ -84,6 +97,8 @@ class ClassicGroup:
     join_deadline: int | None = None
     #: before this time a join does not complete early (the initial delay)
     delay_until: int = 0
+    #: static members: group.instance.id -> its current member id (KIP-345)
+    static_members: dict[str, str] = field(default_factory=dict)
 
     # -- join ------------------------------------------------------------------
 
@@ -92,7 +107,18 @@ class ClassicGroup:
         if self.members and (req.protocol_type != self.protocol_type or not self._supports(req.protocols)):
             return [(req.ref, JoinGroupResponse(req.ref, E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))]
         mid = req.member_id
-        if not mid:
+        inst = req.group_instance_id
+        if inst is not None:
+            known = self.static_members.get(inst)
+            if not mid:
+                if known is not None and known in self.members:
+                    return self._replace_static(self.members[known], new_member_id, req, mono)
+                mid = new_member_id  # a static member needs no MEMBER_ID_REQUIRED round trip (Kafka)
+            elif known is not None and known != mid:
+                return [(req.ref, JoinGroupResponse(req.ref, E.FENCED_INSTANCE_ID, member_id=mid))]
+            elif mid not in self.members:
+                return [(req.ref, JoinGroupResponse(req.ref, E.UNKNOWN_MEMBER_ID, member_id=mid))]
+        elif not mid:
             if req.require_known_member_id:
                 self.pending_members[new_member_id] = mono + req.session_timeout_ms
                 return [(req.ref, JoinGroupResponse(req.ref, E.MEMBER_ID_REQUIRED, member_id=new_member_id))]
@@ -102,8 +128,11 @@ class ClassicGroup:
         out: list[Answer] = []
         m = self.members.get(mid)
         if m is None:
-            m = Member(mid, req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type, req.protocols)
+            m = Member(mid, req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type, req.protocols,
+                       instance_id=inst)
             self.members[mid] = m
+            if inst is not None:
+                self.static_members[inst] = mid
             if self.protocol_type is None:
                 self.protocol_type = req.protocol_type
         else:
@@ -114,6 +143,39 @@ class ClassicGroup:
                 out.append((m.join_ref, JoinGroupResponse(m.join_ref, E.UNKNOWN_MEMBER_ID, member_id=mid)))
         m.join_ref = req.ref
         m.heard(mono)
+        if self.state != PREPARING:
+            out += self._prepare_rebalance(mono)
+        return out + self.try_complete_join(mono)
+
+    def _replace_static(self, old: Member, new_id: str, req: JoinGroupRequest, mono: int) -> list[Answer]:
+        """A known instance joined without a member id: its process restarted.
+        The new member id takes the old one's place and assignment; the old
+        id's parked requests are fenced. In a Stable group with the same
+        subscription the member gets its generation back without a
+        rebalance (KIP-345); otherwise the group rebalances as for a rejoin."""
+        out: list[Answer] = []
+        old_id = old.member_id
+        if old.join_ref is not None:
+            out.append((old.join_ref, JoinGroupResponse(old.join_ref, E.FENCED_INSTANCE_ID, member_id=old_id)))
+        if old.sync_ref is not None:
+            out.append((old.sync_ref, SyncGroupResponse(old.sync_ref, E.FENCED_INSTANCE_ID)))
+        del self.members[old_id]
+        m = Member(new_id, req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type, req.protocols,
+                   assignment=old.assignment, instance_id=old.instance_id)
+        self.members[new_id] = m
+        self.static_members[req.group_instance_id] = new_id  # type: ignore[index]
+        if self.leader == old_id:
+            self.leader = new_id
+        m.heard(mono)
+        if self.state == STABLE and old.protocols == req.protocols:
+            leader = new_id == self.leader
+            everyone = tuple(JoinedMember(i, x.metadata_for(self.protocol_name), x.instance_id)
+                             for i, x in self.members.items()) if leader else ()
+            out.append((req.ref, JoinGroupResponse(
+                req.ref, 0, self.generation_id, self.protocol_type, self.protocol_name, self.leader or "", new_id,
+                everyone, skip_assignment=leader)))
+            return out
+        m.join_ref = req.ref
         if self.state != PREPARING:
             out += self._prepare_rebalance(mono)
         return out + self.try_complete_join(mono)
@@ -161,7 +223,8 @@ class ClassicGroup:
         if self.leader not in self.members:
             self.leader = next(iter(self.members))
         self.protocol_name = self._select_protocol()
-        everyone = tuple(JoinedMember(mid, m.metadata_for(self.protocol_name)) for mid, m in self.members.items())
+        everyone = tuple(JoinedMember(mid, m.metadata_for(self.protocol_name), m.instance_id)
+                         for mid, m in self.members.items())
         out: list[Answer] = []
         for mid, m in self.members.items():
             ref, m.join_ref = m.join_ref, None
@@ -185,7 +248,7 @@ class ClassicGroup:
     # -- sync, heartbeat, leave ---------------------------------------------------
 
     def sync(self, req: SyncGroupRequest, mono: int) -> list[Answer]:
-        err = self._check_member(req.member_id, req.generation_id)
+        err = self._check_member(req.member_id, req.generation_id, req.group_instance_id)
         if err:
             return [(req.ref, SyncGroupResponse(req.ref, err))]
         if self.state == PREPARING:
@@ -211,28 +274,54 @@ class ClassicGroup:
     def _assignment(self, ref: Any, m: Member) -> SyncGroupResponse:
         return SyncGroupResponse(ref, 0, self.protocol_type, self.protocol_name, m.assignment)
 
-    def _check_member(self, member_id: str, generation_id: int) -> int:
+    def _check_member(self, member_id: str, generation_id: int, instance_id: str | None = None) -> int:
+        if self._fenced(member_id, instance_id):
+            return E.FENCED_INSTANCE_ID
         if member_id not in self.members:
             return E.UNKNOWN_MEMBER_ID
         if generation_id != self.generation_id:
             return E.ILLEGAL_GENERATION
         return 0
 
-    def heartbeat(self, ref: Any, member_id: str, generation_id: int, mono: int) -> list[Answer]:
+    def _fenced(self, member_id: str, instance_id: str | None) -> bool:
+        """The request names a static instance now held by another member id
+        (Kafka's isStaticMemberFenced)."""
+        if instance_id is None:
+            return False
+        known = self.static_members.get(instance_id)
+        return known is not None and known != member_id
+
+    def heartbeat(self, ref: Any, member_id: str, generation_id: int, mono: int,
+                  instance_id: str | None = None) -> list[Answer]:
         """A heartbeat keeps the member alive; in PreparingRebalance it says to rejoin."""
-        err = self._check_member(member_id, generation_id)
+        err = self._check_member(member_id, generation_id, instance_id)
         if not err:
             self.members[member_id].heard(mono)
             if self.state == PREPARING:
                 err = E.REBALANCE_IN_PROGRESS
         return [(ref, HeartbeatResponse(ref, err))]
 
-    def leave(self, member_ids: tuple[str, ...], mono: int) -> tuple[list[tuple[str, int]], list[Answer]]:
+    def leave(self, member_ids: tuple[str, ...], mono: int,
+              instance_ids: tuple[str | None, ...] = ()) -> tuple[list[tuple[str, int]], list[Answer]]:
         """LeaveGroup: each known member is removed at once (no waiting for its
-        session to end) and the group rebalances."""
+        session to end) and the group rebalances. A member named by its
+        instance id is that instance's current member (any member id given
+        must be it, else FENCED_INSTANCE_ID)."""
         results: list[tuple[str, int]] = []
         gone: list[str] = []
-        for mid in member_ids:
+        for i, mid in enumerate(member_ids):
+            inst = instance_ids[i] if i < len(instance_ids) else None
+            if inst is not None:
+                known = self.static_members.get(inst)
+                if known is None or known not in self.members:
+                    results.append((mid, E.UNKNOWN_MEMBER_ID))
+                elif mid and mid != known:
+                    results.append((mid, E.FENCED_INSTANCE_ID))
+                else:
+                    if known not in gone:
+                        gone.append(known)
+                    results.append((mid, 0))
+                continue
             if self.pending_members.pop(mid, None) is not None:
                 results.append((mid, 0))
             elif mid in self.members:
@@ -250,6 +339,8 @@ class ClassicGroup:
         out: list[Answer] = []
         for mid in member_ids:
             m = self.members.pop(mid)
+            if m.instance_id is not None and self.static_members.get(m.instance_id) == mid:
+                del self.static_members[m.instance_id]
             if m.join_ref is not None:
                 out.append((m.join_ref, JoinGroupResponse(m.join_ref, E.UNKNOWN_MEMBER_ID, member_id=mid)))
             if m.sync_ref is not None:
@@ -278,14 +369,14 @@ class ClassicGroup:
             times.append(self.join_deadline)
         return min(times) if times else None
 
-    def commit_error(self, member_id: str, generation_id: int) -> int:
+    def commit_error(self, member_id: str, generation_id: int, instance_id: str | None = None) -> int:
         """May this member commit offsets now? (Kafka's validateOffsetCommit.)
         A simple consumer commits to an Empty group with generation -1; a
         member commits in its own generation, but not while the leader's
         assignment is being computed."""
         if generation_id < 0 and not member_id and self.state == EMPTY:
             return 0
-        err = self._check_member(member_id, generation_id)
+        err = self._check_member(member_id, generation_id, instance_id)
         if err:
             return err
         return E.REBALANCE_IN_PROGRESS if self.state == COMPLETING else 0

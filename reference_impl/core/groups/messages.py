@@ -33,6 +33,7 @@ class GroupErrors:
     UNKNOWN_SERVER_ERROR: Final = -1
     MEMBER_ID_REQUIRED: Final = 79
     GROUP_MAX_SIZE_REACHED: Final = 81
+    FENCED_INSTANCE_ID: Final = 82
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
 
 
@@ -76,12 +77,15 @@ class JoinGroupRequest:
     client_id: str = ""
     #: JoinGroup v4+: a member without an id is given one and asked to join again (KIP-394)
     require_known_member_id: bool = True
+    #: JoinGroup v5+: the static member's ``group.instance.id`` (KIP-345), else None
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JoinedMember:
     member_id: str
     metadata: bytes
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,9 @@ class JoinGroupResponse:
     member_id: str = ""
     #: the leader's answer lists every member and its subscription; the others' is empty
     members: tuple[JoinedMember, ...] = ()
+    #: JoinGroup v9 (KIP-814): the leader need not assign (a static leader
+    #: rejoined a Stable group, whose assignment stands)
+    skip_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,7 @@ class SyncGroupRequest:
     member_id: str
     #: the leader's assignment: (member id, assignment bytes)
     assignments: tuple[tuple[str, bytes], ...] = ()
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +130,7 @@ class HeartbeatRequest:
     group_id: str
     generation_id: int
     member_id: str
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +144,8 @@ class LeaveGroupRequest:
     ref: Any
     group_id: str
     member_ids: tuple[str, ...]
+    #: LeaveGroup v3+: each member's group.instance.id (None for a dynamic one)
+    instance_ids: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +171,7 @@ class OffsetCommitRequest:
     generation_id: int
     member_id: str
     offsets: tuple[CommittedOffset, ...]
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import struct
 from typing import Any, Final, Iterable, Iterator
 
-from kafka.record import MemoryRecords, MemoryRecordsBuilder
 
 from ..messages import TopicPartition
 from .messages import CommittedOffset
@@ -66,6 +65,10 @@ def encode_value(c: CommittedOffset, timestamp: int) -> bytes:
 
 def commit_batch(group_id: str, offsets: Iterable[CommittedOffset], timestamp: int) -> tuple[int, bytes]:
     """One v2 batch of a commit's records: (record count, bytes)."""
+    # imported here: kafka-python's package imports its whole client, half a
+    # second every simulator and CLI process would pay without a group
+    from kafka.record import MemoryRecordsBuilder
+
     b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 24)
     n = 0
     for c in offsets:
@@ -117,6 +120,8 @@ def decode_record(key: bytes, value: bytes | None) -> tuple[str, TopicPartition,
 def decode_batches(payloads: Iterable[Any]) -> Iterator[tuple[str, TopicPartition, CommittedOffset | None]]:
     """Every offset commit in a partition's batches, in log order. A payload
     that is not a v2 batch (a simulated one) is skipped."""
+    from kafka.record import MemoryRecords  # deferred: see commit_batch
+
     for payload in payloads:
         if not isinstance(payload, (bytes, bytearray)):
             continue
