@@ -244,6 +244,7 @@ class _LineFeeder:
                         if extra is not None:
                             op = Op(_INVOKE, fn, d["value"], proc, tm, ix, None, extra)
                             # OpStats, Projector, FinalReads, RealtimeLag, ConsumeCounts
+                            # (InfoTxnCauses and Processing: nothing to do)
                             self.n += 1
                             by_type[_INVOKE] = by_type.get(_INVOKE, 0) + 1
                             if self.t_min is None or tm < self.t_min:
@@ -326,7 +327,7 @@ class _LineFeeder:
         if type(off) is not int or type(v) is not int or (off | v) < 0 or (off | v) >= _I64:
             return False
         ie = inv.extra if inv is not None else _NO_EXTRA
-        if ie.get("idempotent") is not None:
+        if ie.get("idempotent") is not None or ie.get("output"):
             return False
         acks = d.get("acks")
         if acks is None:
@@ -355,6 +356,8 @@ class _LineFeeder:
         mop = value[0]
         if type(mop) is not list or len(mop) != 2 or mop[0] != _POLL or type(mop[1]) is not dict:
             return False
+        if inv is not None and inv.extra.get("output"):
+            return False  # consume-transform-produce's output: the operation's fold decides
         reads = []
         for k, prs in mop[1].items():
             if type(prs) is not list:
@@ -383,6 +386,12 @@ class _LineFeeder:
             returned = [k for k, _o, _v in reads]
             fr.attempted.update(returned)
             fr.complete.update(returned)
+            # Processing: a final read of input keys
+            inputs = scan.processing.inputs
+            for k, os_, vs in reads:
+                known = inputs.setdefault(k, {})
+                for o, v in zip(os_, vs):
+                    known.setdefault(o, v)
         # RealtimeLag
         lag = scan.lag
         expired = lag.expired

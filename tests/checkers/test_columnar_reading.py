@@ -265,3 +265,20 @@ def test_fast_lines_mixed_with_unusual_ones_read_as_the_object_reading(tmp_path)
             read(path)
         errors.append(str(e.value))
     assert errors[0] == errors[1] and "h.jsonl:6:" in errors[0]
+
+
+def test_consume_transform_produce_reads_the_same_through_fast_lines(tmp_path):
+    """A final read of the input topic that carries nothing but ``final``
+    is a fast line; the processing fold still learns its records, and an
+    output read (its invocation says ``output``) is left to that fold."""
+    from tests.checkers.test_processing import H
+
+    h = H().send(0, "t0-0", 0, 10).send(0, "t0-0", 1, 11).send(0, "t0-0", 2, 12)
+    h.ctp(1, "ok", {"t0-0": [[0, 10], [1, 11]]}, [("out-0", 0, 10), ("out-0", 1, 11)])
+    h._add("invoke", "poll", [["poll"]], 9, final=True)
+    h._add("ok", "poll", [["poll", {"t0-0": [[0, 10], [1, 11], [2, 12]]}]], 9, final=True)
+    h._add("invoke", "poll", [["poll"]], 8, final=True, output=True)
+    h._add("ok", "poll", [["poll", {"out-0": [[0, 10]]}]], 8, final=True)
+    by_objects, by_columns = _both(tmp_path, h.ops)
+    assert by_columns == by_objects
+    assert by_columns["checkers"]["processing"]["rounds"] == 1
