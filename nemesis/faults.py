@@ -40,7 +40,9 @@ reassign           swap: a random partition's replica set loses one member
                    stop keeps the new assignment
 story              leader-churn, last-replica-standing, isr-crash,
                    expand-race: compositions of the above that tell one
-                   of the seeds' failure narratives (``nemesis.stories``)
+                   of the seeds' failure narratives (``nemesis.stories``);
+                   asked for with ``--scenario NAME``, never ``--nemesis``
+                   (the mix names ``story:NAME`` internally)
 =================  ===========================================================
 
 Protocol-state targets name nodes by what the cluster's own metadata says

@@ -256,3 +256,32 @@ def test_a_sigkilled_harness_leaves_no_kafka_jvm_on_the_ssh_hosts(hosts_dir, tmp
     r = subprocess.run([*CLI, "cleanup"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr
     assert all(not list(Path(d, "runs").glob("*")) for d in dirs)
+
+
+def test_what_a_run_needs_on_every_host_is_checked_over_ssh_before_anything_starts(hosts_dir, tmp_path):
+    """A clock fault on db kafka preloads libfaketime into each host's JVM
+    (missing, LD_PRELOAD is ignored and no clock moves): that file, like
+    /dev/fuse for storage lazyfs, is looked for on each host at preflight,
+    and a host without it is one line naming the host (exit 2)."""
+    from harness.backend import _hosts_have, host_needs
+    from harness.config import TestConfig
+    from harness.db.kafka import LIBFAKETIME
+    from harness.errors import UsageError
+
+    hf = write_hosts(tmp_path, hosts_dir)
+    cfg = TestConfig(db="kafka", backend="ssh", hosts=str(hf), combined=True, nemesis=["clock-strobe:one"],
+                     storage="lazyfs")
+    needs = host_needs(cfg)
+    assert [args for args, _ in needs] == [["-c", "/dev/fuse"], ["-e", LIBFAKETIME]]
+    assert host_needs(TestConfig(db="kafka", backend="ssh", hosts=str(hf), nemesis=["kill"])) == []
+    checked = preflight(str(hf), NODES)
+    try:
+        _hosts_have(checked, needs)  # these hosts have both
+    finally:
+        for _, c in checked.values():
+            c.close()
+    checked = preflight(str(hf), NODES)
+    with pytest.raises(UsageError) as e:
+        _hosts_have(checked, [(["-e", str(tmp_path / "absent.so")], "has no absent.so")])
+    assert str(e.value).startswith("host h1 (") and "has no absent.so" in str(e.value)
+    assert "\n" not in str(e.value)
