@@ -49,8 +49,11 @@ from reference_impl.core.groups.messages import (
 from reference_impl.core.messages import (
     ClientFetchRequest,
     ClientFetchResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    ReassignPartition,
     Errors,
     FetchPartitionRequest,
     InitProducerIdRequest,
@@ -975,13 +978,16 @@ class GroupMember(Consumer):
 
 
 class Admin:
-    """CreateTopics through any broker, retried until every partition has a leader."""
+    """CreateTopics through any broker, retried until every partition has a
+    leader; AlterPartitionReassignments for the reassign fault."""
 
     def __init__(self, sim: "Simulation", name: str = "admin") -> None:
         self.sim = sim
         self.ep = Endpoint(sim, name)
         self.created = False
         self.result: Any = None
+        #: reassignments answered: partition -> error code (0: accepted)
+        self.reassigned: dict[TopicPartition, int] = {}
 
     def create_topics(self, topics: tuple[NewTopic, ...], timeout_ms: int = 5000) -> None:
         broker = self.sim.rng.choice(self.sim.broker_ids)
@@ -995,6 +1001,25 @@ class Admin:
             self.result = msg
             return
         self.sim.loop.after(200, self.create_topics, topics)
+
+    def reassign(self, tp: TopicPartition, replicas: tuple[int, ...], attempt: int = 0,
+                 timeout_ms: int = 5000) -> None:
+        """AlterPartitionReassignments (KIP-455) through a broker, the next
+        one on each attempt (a broker cut from every controller times out),
+        until the controller has answered for the partition, at most five
+        times. The outcome is kept in :attr:`reassigned` (tp -> error code)."""
+        brokers = self.sim.broker_ids
+        broker = brokers[(tp.partition + attempt) % len(brokers)]
+        req = (ReassignPartition(tp, replicas),)
+        self.ep.request(broker, lambda ref: AlterPartitionReassignmentsRequest(ref, req, timeout_ms=timeout_ms),
+                        lambda msg: self._on_reassigned(tp, replicas, attempt, msg), timeout_ms + 1000)
+
+    def _on_reassigned(self, tp: TopicPartition, replicas: tuple[int, ...], attempt: int, msg: Any) -> None:
+        err = msg.results[0].error if isinstance(msg, AlterPartitionReassignmentsResponse) and msg.results else None
+        if err in (None, Errors.NOT_CONTROLLER, Errors.REQUEST_TIMED_OUT) and attempt < 4:
+            self.sim.loop.after(200, self.reassign, tp, replicas, attempt + 1)
+            return
+        self.reassigned[tp] = Errors.REQUEST_TIMED_OUT if err is None else err
 
 
 def _client_fetch(parts: tuple[FetchPartitionRequest, ...], max_wait_ms: int, ref: Any) -> ClientFetchRequest:
