@@ -35,7 +35,8 @@ rolling-restart    brokers, controllers, all: each node in a seeded order
                    history name terminate; the stop abandons the rest of
                    the roll and starts every node that is down
 reassign           swap: a random partition's replica set loses one member
-                   and gains a broker outside it (AlterPartitionReassignments;
+                   and gains a broker outside it (AlterPartitionReassignments,
+                   KIP-455, answered by Kafka's and the reference controller;
                    needs more brokers than the replication factor); the
                    stop keeps the new assignment
 story              leader-churn, last-replica-standing, isr-crash,
