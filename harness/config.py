@@ -321,9 +321,6 @@ class TestConfig(BaseModel):
             for name in ("base_port", "combined", "storage"):
                 if getattr(self, name) not in (defaults[name].default, None):
                     raise ValueError(f"--{name.replace('_', '-')} is for real processes, not the simulator")
-            if self.sub_via == "subscribe":
-                raise ValueError("--sub-via subscribe needs consumer groups, which the simulator's clients do "
-                                 "not have: use a real backend")
         else:
             for name in ("link_latency_ms", "link_jitter_ms", "clock_drift", "consumers"):
                 if getattr(self, name) != defaults[name].default:
@@ -456,8 +453,6 @@ def _client_consistent(cfg: "TestConfig") -> None:
             raise ValueError("--acks 0 is for real clients: the simulator's producers wait for an answer")
         if cfg.auto_offset_reset != "error":
             raise ValueError("--auto-offset-reset is for real clients: the simulator's consumers never reset")
-        if cfg.crash_clients:
-            raise ValueError("--crash-clients kills real client processes: the simulator's clients have none")
 
 
 def _workload_consistent(cfg: "TestConfig") -> None:

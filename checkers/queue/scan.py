@@ -61,6 +61,38 @@ class OpStats:
         return {"ops": self.n, "by_type": self.by_type, "by_f": self.by_f, "duration_s": span}
 
 
+class ClientStats:
+    """What a run's report shows beside the verdict (``harness.checking``):
+    client completions by function and type, acknowledged-or-not sends by
+    the acks their completion carried, and the nemesis' operations."""
+
+    def __init__(self) -> None:
+        self.by_f_type: dict[str, int] = {}
+        self.sends_by_acks: dict[str, int] = {}
+        self.nemesis = 0
+
+    def feed(self, op: Op) -> None:
+        if op.process == "nemesis":
+            self.nemesis += 1
+            return
+        if op.type == "invoke":
+            return
+        k = f"{op.f}:{op.type}"
+        self.by_f_type[k] = self.by_f_type.get(k, 0) + 1
+        if op.f == "send":
+            a = f"acks={op.extra.get('acks', '?')}:{op.type}"
+            self.sends_by_acks[a] = self.sends_by_acks.get(a, 0) + 1
+
+    def result(self, stats: "OpStats") -> dict[str, Any]:
+        return {
+            "ops": stats.by_type.get("invoke", 0),
+            "history_length": stats.n,
+            "by_f_type": dict(sorted(self.by_f_type.items())),
+            "sends_by_acks": dict(sorted(self.sends_by_acks.items())),
+            "nemesis_ops": self.nemesis // 2,
+        }
+
+
 def op_stats(ops: Iterable[Op]) -> dict[str, Any]:
     s = OpStats()
     for op in ops:
@@ -86,8 +118,9 @@ class QueueScan:
         self.consume = ConsumeCounts()
         self.causes = InfoTxnCauses()
         self.processing = Processing()
+        self.clients = ClientStats()
         self._feeds = (self.projector.feed, self.stats.feed, self.finals.feed, self.lag.feed,
-                       self.consume.feed, self.causes.feed, self.processing.feed)
+                       self.consume.feed, self.causes.feed, self.processing.feed, self.clients.feed)
         self.projection: Projection | None = None
 
     def feed(self, op: Op) -> None:
@@ -244,7 +277,7 @@ class _LineFeeder:
                         if extra is not None:
                             op = Op(_INVOKE, fn, d["value"], proc, tm, ix, None, extra)
                             # OpStats, Projector, FinalReads, RealtimeLag, ConsumeCounts
-                            # (InfoTxnCauses and Processing: nothing to do)
+                            # (InfoTxnCauses, Processing, ClientStats: nothing to do)
                             self.n += 1
                             by_type[_INVOKE] = by_type.get(_INVOKE, 0) + 1
                             if self.t_min is None or tm < self.t_min:
@@ -288,6 +321,9 @@ class _LineFeeder:
         counts = scan.projector.counts
         counts["ops"] += 1
         counts[_OK] += 1
+        cs = scan.clients.by_f_type
+        k = _F_OK[fn]
+        cs[k] = cs.get(k, 0) + 1
         if inv is not None:
             del scan.projector.pending[proc]
         scan.consume.completions.invoked.pop(proc, tm)
@@ -337,6 +373,12 @@ class _LineFeeder:
             if acks is None:
                 return False
         self._complete(_SEND, ix, tm, proc, inv)
+        raw = d.get("acks", "?")  # ClientStats: as the completion spells it
+        a = _ACKS_OK.get(raw) if type(raw) is str else None
+        if a is None:
+            a = f"acks={raw}:ok"
+        sa = self.scan.clients.sends_by_acks
+        sa[a] = sa.get(a, 0) + 1
         k = mop[1]
         # RealtimeLag: offset ``off`` of ``k`` is known to exist from now
         expired = self.scan.lag.expired
@@ -422,6 +464,8 @@ class _LineFeeder:
 
 
 _NO_EXTRA: dict[str, Any] = {}
+_F_OK = {_SEND: "send:ok", _POLL: "poll:ok"}
+_ACKS_OK = {a: f"acks={a}:ok" for a in ("all", "1", "0", "-1", "?")}
 
 
 def _never(*_a: Any) -> bool:
