@@ -110,7 +110,8 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
                 return None
             flats.append(e)
     try:
-        parts = [np.array(e, dtype=np.int64) for e in flats if len(e)]
+        parts = [np.frombuffer(e, dtype=np.int64) if type(e) is array and e.typecode == "q"
+                 else np.array(e, dtype=np.int64) for e in flats if len(e)]
     except (OverflowError, TypeError, ValueError):
         return None
     if any(x.ndim != 1 for x in parts):
