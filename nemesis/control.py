@@ -64,8 +64,6 @@ WHERE: dict[Capability, str] = {
                            "--backend netns, docker or ssh)",
     Capability.LOSE_UNFSYNCED: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                                "--backend netns, docker or ssh)",
-    Capability.REASSIGN: "it is made by Kafka's AlterPartitionReassignments (--db kafka); the reference "
-                         "controller does not implement reassignment",
 }
 
 

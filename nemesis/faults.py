@@ -35,12 +35,15 @@ rolling-restart    brokers, controllers, all: each node in a seeded order
                    history name terminate; the stop abandons the rest of
                    the roll and starts every node that is down
 reassign           swap: a random partition's replica set loses one member
-                   and gains a broker outside it (AlterPartitionReassignments;
+                   and gains a broker outside it (AlterPartitionReassignments,
+                   KIP-455, answered by Kafka's and the reference controller;
                    needs more brokers than the replication factor); the
                    stop keeps the new assignment
 story              leader-churn, last-replica-standing, isr-crash,
                    expand-race: compositions of the above that tell one
-                   of the seeds' failure narratives (``nemesis.stories``)
+                   of the seeds' failure narratives (``nemesis.stories``);
+                   asked for with ``--scenario NAME``, never ``--nemesis``
+                   (the mix names ``story:NAME`` internally)
 =================  ===========================================================
 
 Protocol-state targets name nodes by what the cluster's own metadata says

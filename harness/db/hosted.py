@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
+from harness.db.reassign import alter_partition_reassignment
 from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.net.iptables import CLIENT, IptablesNetwork
@@ -46,7 +47,7 @@ COLLECT = ("trace.jsonl", "node.log", "stderr.log")
 CAPABILITIES = frozenset({
     Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.POWER_LOSS, Capability.CLOCK,
     Capability.CLOCK_STROBE, Capability.PARTITION, Capability.PARTITION_CLIENTS, Capability.LOSS,
-    Capability.EXEC, Capability.FILES,
+    Capability.EXEC, Capability.FILES, Capability.REASSIGN,
 })
 FS_CAPABILITIES = frozenset({Capability.LOSE_UNFSYNCED, Capability.TORN_WRITE})
 
@@ -305,6 +306,11 @@ class HostedReference(PausesBySignal):
     def isr_of(self, key: str) -> list[str]:
         p = self._partition(key)
         return [x for x in (self._name(i) for i in (p.isrs if p is not None else [])) if x]
+
+    def reassign(self, key: str, replicas: list[str]) -> None:
+        """AlterPartitionReassignments (KIP-455) through a broker to the
+        reference controller (:mod:`harness.db.reassign`)."""
+        alter_partition_reassignment(self.client_bootstrap(), key, [self.ids[r] for r in replicas])
 
     def replicas_of(self, key: str) -> list[str]:
         deadline = time.monotonic() + 15

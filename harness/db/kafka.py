@@ -55,6 +55,7 @@ from typing import Any
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
+from harness.db.reassign import alter_partition_reassignment
 from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.kafka import dist, props
@@ -458,19 +459,11 @@ class KafkaDB(PausesBySignal):
         return next((n.name for n in self.plans if n.node_id == node_id), None)
 
     def reassign(self, key: str, replicas: list[str]) -> None:
-        """AlterPartitionReassignments through the admin API (kafka-python:
-        confluent-kafka has no call for it): the controller adds the new
-        replicas, waits for them to join the ISR, then drops the others."""
-        from kafka import KafkaAdminClient
-        from kafka.structs import TopicPartition as KTP
-
+        """AlterPartitionReassignments through the admin API
+        (:mod:`harness.db.reassign`): the controller adds the new replicas,
+        waits for them to join the ISR, then drops the others."""
         ids = {n.name: n.node_id for n in self.plans}
-        topic, _, part = key.rpartition("-")
-        admin = KafkaAdminClient(bootstrap_servers=self.client_bootstrap(), request_timeout_ms=10_000)
-        try:
-            admin.alter_partition_reassignments({KTP(topic, int(part)): [ids[r] for r in replicas]})
-        finally:
-            admin.close()
+        alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
 
     def leader_of(self, key: str) -> str | None:
         p = self._partition(key)

@@ -10,7 +10,10 @@ and encodes the Kafka response once every part has answered.
 Supported APIs and versions are what librdkafka needs
 (notes/kafka-wire.md): ApiVersions 0-3, Metadata 1-12, Produce 3-10,
 Fetch 4-12, ListOffsets 1-9, OffsetForLeaderEpoch 2-4, InitProducerId 0-4,
-CreateTopics 2-4, IncrementalAlterConfigs 0-1, and the consumer-group APIs
+CreateTopics 2-4, IncrementalAlterConfigs 0-1, AlterPartitionReassignments
+0-1 and ListPartitionReassignments 0 (Kafka 4.4's ranges, KIP-455; v1 of
+AlterPartitionReassignments adds AllowReplicationFactorChange, KIP-860), and
+the consumer-group APIs
 of :mod:`.wire_groups` (registered at the end of this module).
 """
 
@@ -23,10 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.consumer import (
@@ -61,6 +68,8 @@ APIS: dict[int, tuple[Any, Any, int, int]] = {
     22: (InitProducerIdRequest, InitProducerIdResponse, 0, 4),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+    45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
+    46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
 }
 
 
@@ -208,6 +217,11 @@ def timed_out(msg: Any) -> Any:
     if isinstance(msg, m.IncrementalAlterConfigsRequest):
         return m.IncrementalAlterConfigsResponse(msg.ref, tuple(
             m.AlterConfigsResult(r.resource_type, r.name, REQUEST_TIMED_OUT) for r in msg.resources))
+    if isinstance(msg, m.AlterPartitionReassignmentsRequest):
+        return m.AlterPartitionReassignmentsResponse(msg.ref, tuple(
+            m.ReassignmentResult(r.tp, REQUEST_TIMED_OUT) for r in msg.partitions))
+    if isinstance(msg, m.ListPartitionReassignmentsRequest):
+        return m.ListPartitionReassignmentsResponse(msg.ref, REQUEST_TIMED_OUT)
     return wire_groups.timed_out(msg)
 
 
@@ -578,6 +592,63 @@ def _build_incremental_alter_configs(p: Pending) -> Any:
     ])
 
 
+def _alter_partition_reassignments(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    """One core request for the whole Kafka request, forwarded to the active
+    controller (KIP-455); v1's AllowReplicationFactorChange (KIP-860) goes
+    with it."""
+    body = d.body
+    allow_rf = bool(getattr(body, "allow_replication_factor_change", True)) if d.api_version >= 1 else True
+    parts = tuple(
+        m.ReassignPartition(m.TopicPartition(_name(t.name), pr.partition_index),
+                            None if pr.replicas is None else tuple(int(b) for b in pr.replicas))
+        for t in _items(body.topics) for pr in _items(t.partitions)
+    )
+    p = Pending(d, total=1, build=_build_alter_partition_reassignments)
+    p.extra["allow_rf"] = allow_rf
+    p.parts.append((0, m.AlterPartitionReassignmentsRequest(ref(0), parts, timeout_ms=body.timeout_ms,
+                                                            allow_replication_factor_change=allow_rf)))
+    return p
+
+
+def _build_alter_partition_reassignments(p: Pending) -> Any:
+    r: m.AlterPartitionReassignmentsResponse = p.results[0]
+    v = p.decoded.api_version
+    R = AlterPartitionReassignmentsResponse[v]
+    T = R.ReassignableTopicResponse
+    P = T.ReassignablePartitionResponse
+    by_topic: dict[str, list[Any]] = {}
+    for x in r.results:
+        by_topic.setdefault(x.tp.topic, []).append(
+            P(partition_index=x.tp.partition, error_code=x.error, error_message=x.message or None))
+    kw: dict[str, Any] = {"allow_replication_factor_change": p.extra["allow_rf"]} if v >= 1 else {}
+    return R(throttle_time_ms=0, error_code=0, error_message=None,
+             responses=[T(name=name, partitions=ps) for name, ps in by_topic.items()], **kw)
+
+
+def _list_partition_reassignments(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    body = d.body
+    tps = None
+    if body.topics is not None:
+        tps = tuple(m.TopicPartition(_name(t.name), int(i)) for t in body.topics for i in _items(t.partition_indexes))
+    p = Pending(d, total=1, build=_build_list_partition_reassignments)
+    p.parts.append((0, m.ListPartitionReassignmentsRequest(ref(0), tps, timeout_ms=body.timeout_ms)))
+    return p
+
+
+def _build_list_partition_reassignments(p: Pending) -> Any:
+    r: m.ListPartitionReassignmentsResponse = p.results[0]
+    R = ListPartitionReassignmentsResponse[p.decoded.api_version]
+    T = R.OngoingTopicReassignment
+    P = T.OngoingPartitionReassignment
+    by_topic: dict[str, list[Any]] = {}
+    for o in r.reassignments:
+        by_topic.setdefault(o.tp.topic, []).append(P(
+            partition_index=o.tp.partition, replicas=list(o.replicas),
+            adding_replicas=list(o.adding_replicas), removing_replicas=list(o.removing_replicas)))
+    return R(throttle_time_ms=0, error_code=r.error, error_message=None,
+             topics=[T(name=name, partitions=ps) for name, ps in by_topic.items()])
+
+
 _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     0: _produce,
     1: _fetch,
@@ -588,6 +659,8 @@ _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     22: _init_producer_id,
     23: _offset_for_leader_epoch,
     44: _incremental_alter_configs,
+    45: _alter_partition_reassignments,
+    46: _list_partition_reassignments,
 }
 
 # the consumer-group APIs live in their own module, which builds on this one

@@ -45,12 +45,13 @@ def test_a_fault_the_runtime_cannot_make_is_refused_with_its_reason():
 
 
 def test_both_runtimes_make_every_kind_but_loss_and_torn_writes_and_the_simulator_loss_too():
-    """... and but reassignment, which only Kafka's controller makes."""
+    """... reassignment included: the reference controller implements
+    AlterPartitionReassignments (KIP-455), so both runtimes make it."""
     needs = {c for k in KINDS.values() for c in k.needs}
-    assert needs - {Capability(c) for c in SIM} == {Capability.TORN_WRITE, Capability.REASSIGN}
-    assert needs - set(LOCAL) == {Capability.LOSS, Capability.TORN_WRITE, Capability.REASSIGN}
-    with pytest.raises(Unsupported, match="reassign needs reassign, .*AlterPartitionReassignments"):
-        check_supported(("reassign",), "sim", SIM)
+    assert needs - {Capability(c) for c in SIM} == {Capability.TORN_WRITE}
+    assert needs - set(LOCAL) == {Capability.LOSS, Capability.TORN_WRITE}
+    check_supported(("reassign",), "sim", SIM)
+    check_supported(("reassign",), "local", LOCAL)
 
 
 def test_a_torn_write_is_the_filesystems_and_refused_elsewhere_with_where_to_get_it():
