@@ -82,7 +82,8 @@ class HostedReference(PausesBySignal):
         self.ids = {n: i for n, i, _ in self.cfg.layout()}
         self.net = IptablesNetwork(
             names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
-            self._exec_for_net, mode=self.cfg.net_cut, exempt_ports=(CONTROL_PORT, 22),
+            self._exec_for_net, mode=self.cfg.net_cut,
+            exempt_ports=(CONTROL_PORT, *getattr(self.hosts, "control_ports", (22,))),
         )
 
     @property

@@ -168,7 +168,8 @@ class KafkaDB(PausesBySignal):
 
             names = self.cfg.node_names()
             self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
-                                       self._exec_for_net, mode=self.cfg.net_cut, exempt_ports=(22,))
+                                       self._exec_for_net, mode=self.cfg.net_cut,
+                                       exempt_ports=getattr(self.hosts, "control_ports", (22,)))
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)

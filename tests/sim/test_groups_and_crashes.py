@@ -103,3 +103,18 @@ def test_the_cli_run_is_the_same_run_in_another_process_with_another_hash_seed(t
     here = run_seed(TestConfig(backend="sim", sub_via="subscribe", crash_clients=True, crash_client_interval=3,
                                consumers=2, time_limit=6, nemesis=["kill"]), 5, tmp_path / "here")
     assert (Path(here["run_dir"]) / "history.jsonl").read_bytes() == cli
+
+
+def test_idempotent_producers_killed_mid_send_append_nothing_twice(tmp_path: Path) -> None:
+    """Crashed idempotent producers under kills and partitions: the
+    replacement starts a new producer id, the dead one's requests on the
+    wire still land, and the faithful broker's sequence checks keep every
+    record once (no duplicate of either kind)."""
+    opts = TestConfig(backend="sim", idempotent=True, crash_clients=True, crash_client_interval=3, time_limit=15,
+                      nemesis=["kill", "partition"], nemesis_interval=3)
+    for seed in (1, 2):
+        res = run_seed(opts, seed, tmp_path / str(seed))
+        ops = _ops(res)
+        assert any(o["f"] == "send" and o.get("error") == "crashed" for o in ops)
+        assert not {"duplicate", "duplicate-nonidempotent"} & set(res["anomaly_types"])
+        assert res["valid"] is True and res["durability"]["acks=all"]["lost"] == 0
