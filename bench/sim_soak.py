@@ -34,12 +34,13 @@ from harness.cli.sim import make_pool, run_seeds  # noqa: E402
 from harness.config import build_config  # noqa: E402
 from harness.errors import UsageError  # noqa: E402
 
-#: variant -> (variants, nemesis mix, extra options)
+#: variant -> (variants, nemesis mix, extra options: the story composites
+#: that tell the variant's seed narrative come as ``scenario``)
 VARIANT_HUNTS: dict[str, tuple[dict[str, bool], tuple[str, ...], dict[str, Any]]] = {
-    "kip101=off": ({"kip101": False}, ("leader-churn", "kill"), {}),
-    "kip966=off": ({"kip966": False}, ("last-replica-standing", "power-loss-one"), {}),
-    "unclean_election=on": ({"unclean_election": True}, ("isr-crash", "partition-leader"), {}),
-    "strict_isr_expand=off": ({"strict_isr_expand": False}, ("expand-race", "leader-churn"), {}),
+    "kip101=off": ({"kip101": False}, ("kill",), {"scenario": "leader-churn"}),
+    "kip966=off": ({"kip966": False}, ("power-loss-one",), {"scenario": "last-replica-standing"}),
+    "unclean_election=on": ({"unclean_election": True}, ("partition-leader",), {"scenario": "isr-crash"}),
+    "strict_isr_expand=off": ({"strict_isr_expand": False}, (), {"scenario": "expand-race,leader-churn"}),
 }
 
 BASELINE_NEMESIS = ("all",)  # every generic fault, power loss of one node or a minority included
@@ -57,6 +58,11 @@ DETECT: dict[str, dict[str, bool]] = {
 #: the simulated test every hunt runs (the simulator's workload of old:
 #: 8 producers, 3 partitions, acks=all)
 SIM: dict[str, Any] = {"backend": "sim", "acks": "all", "rf": 3, "min_isr": 2, "partitions": 3, "concurrency": 8}
+
+
+def _mix(nem: tuple[str, ...], extra: dict[str, Any]) -> str:
+    story = f"scenario {extra['scenario']}" if extra.get("scenario") else ""
+    return ", ".join(x for x in (story, f"nemesis {','.join(nem)}" if nem else "") if x)
 
 
 def _brief(r: dict[str, Any]) -> str:
@@ -107,8 +113,8 @@ def variants(a: argparse.Namespace) -> int:
     step = a.jobs * 2
     for name in names:
         vs, nem, extra = VARIANT_HUNTS[name]
-        if a.mix:
-            nem = tuple(a.mix.split(","))
+        if a.mix:  # the whole mix, without the hunt's story
+            nem, extra = tuple(a.mix.split(",")), {k: v for k, v in extra.items() if k != "scenario"}
         opts = build_config({}, dict(SIM, name=f"hunt-{name.replace('=', '-')}", nemesis=list(nem),
                                      time_limit=a.time_limit, rate=a.rate, nemesis_interval=a.interval,
                                      variants=vs, **extra))
@@ -126,13 +132,13 @@ def variants(a: argparse.Namespace) -> int:
                 break
         wall = time.perf_counter() - t0
         if found is None:
-            print(f"{name}: NOT detected in {tried} seeds ({wall:.0f}s wall, nemesis {','.join(nem)})", flush=True)
+            print(f"{name}: NOT detected in {tried} seeds ({wall:.0f}s wall, {_mix(nem, extra)})", flush=True)
             worst = 1
             continue
         replay = run_seeds(opts, [found["seed"]], a.out, 1, pool=pool)[0]
         same = (replay["stats"]["history_sha256"] == found["stats"]["history_sha256"]
                 and replay.get("anomaly_types") == found.get("anomaly_types"))
-        print(f"{name}: detected at seed {found['seed']} ({tried} seeds, {wall:.0f}s wall, nemesis {','.join(nem)}); "
+        print(f"{name}: detected at seed {found['seed']} ({tried} seeds, {wall:.0f}s wall, {_mix(nem, extra)}); "
               f"{_brief(found)}; replay identical: {same}", flush=True)
         if not same:
             worst = 1

@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import UsageError
 from nemesis import NemesisPlan, replay
 from nemesis.faults import UnknownFault, expand, parse
+from nemesis.scenarios import NEEDS_PAGECACHE, SCENARIOS
+from nemesis.stories import STORIES
 from reference_impl.core.config import VARIANT_NAMES, ConfigError, ProtocolConfig
 
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
@@ -201,22 +203,37 @@ class TestConfig(BaseModel):
     @classmethod
     def _known_nemesis(cls, v: list[str]) -> list[str]:
         """Names, groups and aliases -> canonical ``kind[:target]`` names
-        (``nemesis.faults``), each once."""
+        (``nemesis.faults``), each once. The story composites are not
+        faults to name here: they tell a seed's narrative, asked for with
+        ``scenario``."""
         try:
-            return list(expand(v))
+            names = list(expand(v))
         except UnknownFault as e:
             raise ValueError(str(e)) from None
+        for n in names:
+            spec = parse(n)
+            if spec.kind == "story":
+                what = f"{spec.target} is a story composite" if spec.target else "story composites are scenarios"
+                raise ValueError(f"{what}: use --scenario {spec.target or 'NAME'} (stories: {', '.join(STORIES)}; "
+                                 "given with --nemesis, the story joins that mix)")
+        return names
 
     @field_validator("scenario")
     @classmethod
     def _known_scenario(cls, v: str | None) -> str | None:
+        """A scripted scenario, or one or more stories (a comma list)."""
         if v is None:
             return v
-        from nemesis.scenarios import SCENARIOS
-
-        if v not in SCENARIOS:
-            raise ValueError(f"unknown scenario {v!r} (known: {', '.join(SCENARIOS)})")
-        return v
+        names = [n.strip() for n in v.split(",") if n.strip()]
+        for n in names:
+            if n not in SCENARIOS and n not in STORIES:
+                known = dict.fromkeys([*SCENARIOS, *STORIES])
+                raise ValueError(f"unknown scenario {n!r} (known: {', '.join(known)})")
+            if len(names) > 1 and n not in STORIES:
+                raise ValueError(f"{n} is a script, played alone; only stories ({', '.join(STORIES)}) combine")
+        if not names:
+            raise ValueError("give a scenario name")
+        return ",".join(names)
 
     @field_validator("variants")
     @classmethod
@@ -252,9 +269,10 @@ class TestConfig(BaseModel):
         if self.backend not in ("local", "sim") and "latency" in kinds:
             raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
                              "delay (not built): use --backend local")
-        if "reassign" in kinds and self.brokers <= self.rf:
-            raise ValueError(f"--nemesis reassign moves a replica to a broker outside the partition's replica set: "
-                             f"it needs more brokers than --rf (got {self.brokers} brokers, rf {self.rf})")
+        for k in ("reassign", "decommission"):
+            if k in kinds and self.brokers <= self.rf:
+                raise ValueError(f"--nemesis {k} moves a replica to a broker outside the partition's replica set: "
+                                 f"it needs more brokers than --rf (got {self.brokers} brokers, rf {self.rf})")
         if self.backend == "ssh" and not self.hosts:
             raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
         if self.hosts and self.backend != "ssh":
@@ -269,14 +287,10 @@ class TestConfig(BaseModel):
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(1, 2**31)
         if self.scenario is not None:
-            from nemesis.scenarios import NEEDS_PAGECACHE
-
             if self.rf < 3 or self.brokers < 3:
                 raise ValueError(f"scenario {self.scenario} needs --rf 3 and 3 brokers")
-            if self.nemesis:
-                raise ValueError("--scenario is a fixed schedule: drop --nemesis")
-        else:
-            NEEDS_PAGECACHE = set()
+            if self.nemesis and not self.stories():
+                raise ValueError(f"--scenario {self.scenario} is a fixed schedule: drop --nemesis")
         if self.swarm:
             if self.backend != "sim":
                 raise ValueError("--swarm draws a nemesis per seed: it is for kraftwerk sim")
@@ -285,7 +299,8 @@ class TestConfig(BaseModel):
             if not self.nemesis:
                 self.nemesis = list(expand(["all"]))
         if self.storage is None:
-            pc = bool(kinds & {"lose-unfsynced", "torn-write"}) or self.scenario in NEEDS_PAGECACHE
+            pc = (bool(kinds & {"lose-unfsynced", "torn-write"})
+                  or any(n in NEEDS_PAGECACHE for n in (self.scenario or "").split(",")))
             self.storage = ("lazyfs" if self.backend in ("netns", "docker", "ssh") else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
@@ -306,9 +321,6 @@ class TestConfig(BaseModel):
             for name in ("base_port", "combined", "storage"):
                 if getattr(self, name) not in (defaults[name].default, None):
                     raise ValueError(f"--{name.replace('_', '-')} is for real processes, not the simulator")
-            if self.sub_via == "subscribe":
-                raise ValueError("--sub-via subscribe needs consumer groups, which the simulator's clients do "
-                                 "not have: use a real backend")
         else:
             for name in ("link_latency_ms", "link_jitter_ms", "clock_drift", "consumers"):
                 if getattr(self, name) != defaults[name].default:
@@ -363,14 +375,23 @@ class TestConfig(BaseModel):
     def has_nemesis(self) -> bool:
         return bool(self.nemesis or self.scenario or self.schedule)
 
+    def stories(self) -> tuple[str, ...]:
+        """The stories ``scenario`` tells as faults of the mix, at moments
+        the schedule draws (``nemesis.stories``, ``nemesis.replay.told``)."""
+        return replay.told(self.scenario or "", bool(self.nemesis))
+
+    def script(self) -> str | None:
+        """The scripted scenario this test plays instead of a mix, if any."""
+        return self.scenario if self.scenario and not self.stories() else None
+
     def nemesis_plan(self, protocol: ProtocolConfig) -> NemesisPlan:
         """What the nemesis does, with the runtime's protocol timeouts: the
         mix drawn from, a scenario, or a recorded schedule replayed."""
-        faults, entries = tuple(self.nemesis), ()
+        faults, entries = self.fault_names(), ()
         if self.schedule:
             loaded, faults = replay.load(self.schedule)
             entries = tuple(loaded)
-        return NemesisPlan(faults, self.nemesis_interval, self.nemesis_mode, self.scenario,
+        return NemesisPlan(faults, self.nemesis_interval, self.nemesis_mode, self.script(),
                            protocol.replica_lag_time_max_ms, protocol.broker_session_timeout_ms, entries)
 
     def for_seed(self, seed: int) -> "TestConfig":
@@ -386,7 +407,9 @@ class TestConfig(BaseModel):
 
     def fault_names(self) -> tuple[str, ...]:
         """Every fault the run may make (the mix, or the schedule's)."""
-        return replay.load(self.schedule)[1] if self.schedule else tuple(self.nemesis)
+        if self.schedule:
+            return replay.load(self.schedule)[1]
+        return (*(f"story:{s}" for s in self.stories()), *self.nemesis)
 
     def test_json(self) -> dict[str, Any]:
         """What a run directory's test.json says of the test (both runtimes):
@@ -430,8 +453,6 @@ def _client_consistent(cfg: "TestConfig") -> None:
             raise ValueError("--acks 0 is for real clients: the simulator's producers wait for an answer")
         if cfg.auto_offset_reset != "error":
             raise ValueError("--auto-offset-reset is for real clients: the simulator's consumers never reset")
-        if cfg.crash_clients:
-            raise ValueError("--crash-clients kills real client processes: the simulator's clients have none")
 
 
 def _workload_consistent(cfg: "TestConfig") -> None:
@@ -496,10 +517,8 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
         for fault in cfg.nemesis:
             if parse(fault).kind in KAFKA_LOCAL_REFUSED:
                 raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[parse(fault).kind]}")
-        if cfg.scenario:
-            from nemesis.scenarios import SCENARIOS
-
-            kinds = {s[0].split("-", 1)[1] for s in SCENARIOS[cfg.scenario] if s[0] != "sleep"}
+        if cfg.script():
+            kinds = {s[0].split("-", 1)[1] for s in SCENARIOS[cfg.script()] if s[0] != "sleep"}
             for fault in sorted(kinds & set(KAFKA_LOCAL_REFUSED)):
                 raise ValueError(f"--scenario {cfg.scenario} uses {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[fault]}")
 

@@ -11,6 +11,11 @@ reason (an unclean shutdown, a power loss); each truncation's reason; the
 leaders' ISR states (committed, pending shrink or expand, and the maximal
 ISR beside it). Nothing in it knows a variant or a bug.
 
+``signal`` chooses what counts as new: ``states`` (the above), ``branches``
+(the arcs of ``reference_impl/core`` a run executed, ``harness.branches``:
+measured only when the workers run pure Python, which the caller arranges)
+or ``both``.
+
 A schedule is the list of fault operations a run's test.json records
 (``nemesis.replay``). A mutation (:func:`mutate`) adds a fault (a kind and
 target of the generic mix, resolved when it starts), drops one, moves one
@@ -34,10 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from harness.branches import Arcs
 from harness.config import TestConfig
 from nemesis.faults import GENERIC, parse
 
 Schedule = list[dict[str, Any]]
+
+#: what a run may reach that the search keeps it for
+SIGNALS = ("states", "branches", "both")
 
 
 def _trace_events(run_dir: Path) -> Iterator[dict[str, Any]]:
@@ -141,10 +150,11 @@ class Outcome:
     error: str | None = None
 
 
-def run_one(cfg: TestConfig, seed: int, schedule: Schedule | None, keep_dir: str) -> Outcome:
+def run_one(cfg: TestConfig, seed: int, schedule: Schedule | None, keep_dir: str,
+            signal: str = "states") -> Outcome:
     """Run one seed (with ``schedule`` replayed, else the configuration's
     own nemesis) in a scratch directory; keep the run directory only if the
-    run is invalid or could not run."""
+    run is invalid or could not run. Its states are the ``signal``'s."""
     from harness.runner import run_seed
 
     scratch = Path(tempfile.mkdtemp(prefix="kraftwerk-explore-"))
@@ -153,12 +163,18 @@ def run_one(cfg: TestConfig, seed: int, schedule: Schedule | None, keep_dir: str
             sched_file = scratch / "schedule.json"
             sched_file.write_text(json.dumps(schedule))
             cfg = cfg.model_copy(update={"schedule": str(sched_file), "nemesis": [], "swarm": False})
+        arcs = Arcs()
         try:
-            res = run_seed(cfg, seed, scratch / "runs")
+            if signal == "states":
+                res = run_seed(cfg, seed, scratch / "runs")
+            else:
+                with arcs:
+                    res = run_seed(cfg, seed, scratch / "runs")
         except Exception as e:  # a harness bug: report it, keep searching
             return Outcome(seed, "unknown", set(), schedule or [], None, error=f"{type(e).__name__}: {e}")
         run_dir = Path(res["run_dir"])
-        found = states(_trace_events(run_dir))
+        found = states(_trace_events(run_dir)) if signal != "branches" else set()
+        found |= arcs.names()
         recorded = json.loads((run_dir / "test.json").read_text()).get("schedule") or []
         kept = None
         if res.get("valid") is False:
@@ -191,6 +207,7 @@ class Search:
     budget_s: float
     keep_dir: str
     first_seed: int = 0
+    signal: str = "states"
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     corpus: list[Schedule] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
@@ -218,6 +235,13 @@ class Search:
         self.curve.append((t, self.tried, len(self.seen)))
         return bool(new)
 
+    def covered(self, sep: str = "  ", width: bool = True) -> str:
+        """What the search has reached, in the signal's words."""
+        arcs = sum(1 for s in self.seen if s.startswith("branch "))
+        n, m = (f"{len(self.seen) - arcs:4d}", f"{arcs:5d}") if width else (str(len(self.seen) - arcs), str(arcs))
+        parts = {"states": f"states covered {n}", "branches": f"branches covered {m}"}
+        return sep.join(v for k, v in parts.items() if self.signal in (k, "both"))
+
     def run(self, pool: ProcessPoolExecutor, jobs: int, say: Callable[[str], None]) -> Outcome | None:
         t0 = time.monotonic()
         seed = self.first_seed
@@ -226,7 +250,7 @@ class Search:
         found: Outcome | None = None
         while found is None and (time.monotonic() - t0 < self.budget_s or pending):
             while len(pending) < jobs and time.monotonic() - t0 < self.budget_s:
-                pending[pool.submit(run_one, self.cfg, seed, self.next_job(), self.keep_dir)] = seed
+                pending[pool.submit(run_one, self.cfg, seed, self.next_job(), self.keep_dir, self.signal)] = seed
                 seed += 1
             done = next(iter(_wait_any(pending)))
             pending.pop(done)
@@ -237,8 +261,7 @@ class Search:
                 found = o
             if elapsed - last_print >= 10 or found is not None:
                 last_print = elapsed
-                say(f"{elapsed:6.0f}s  seeds tried {self.tried:5d}  states covered {len(self.seen):4d}  "
-                    f"corpus {len(self.corpus)}")
+                say(f"{elapsed:6.0f}s  seeds tried {self.tried:5d}  {self.covered()}  corpus {len(self.corpus)}")
         for f in pending:  # the budget is over or a run failed: let the rest go
             f.cancel()
         return found

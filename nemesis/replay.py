@@ -26,6 +26,9 @@ from typing import Any, Iterable
 
 import generator as g
 
+from .scenarios import SCENARIOS
+from .stories import STORIES
+
 
 class ScheduleError(ValueError):
     """A schedule file that cannot be replayed; the message is one line."""
@@ -78,8 +81,24 @@ def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
                 and str(e.get("f", "")).startswith(("start-", "stop-", "step-"))):
             raise ScheduleError(f"schedule file {p}: entry {i} needs at_ms (int), f (start-/stop-/step-) and fault")
     mix = data.get("nemesis") if isinstance(data, dict) else None
-    names = tuple(dict.fromkeys([*(mix if isinstance(mix, list) else []), *fault_names(entries)]))
+    mix = list(mix) if isinstance(mix, list) else []
+    scenario = data.get("scenario") if isinstance(data, dict) else None
+    mix = [f"story:{s}" for s in told(str(scenario or ""), bool(mix))] + mix
+    names = tuple(dict.fromkeys([*mix, *fault_names(entries)]))
     return entries, names
+
+
+def told(scenario: str, with_mix: bool) -> tuple[str, ...]:
+    """The stories a ``scenario`` setting tells as faults of the mix (ahead
+    of the ``nemesis`` mix): stories given with a mix, several stories, or
+    a story with no script; none for a scripted scenario (``last-replica-
+    standing`` alone plays its script)."""
+    names = tuple(n for n in scenario.split(",") if n)
+    if not names or any(n not in STORIES for n in names):
+        return ()
+    if len(names) == 1 and names[0] in SCENARIOS and not with_mix:
+        return ()
+    return names
 
 
 def fault_names(entries: list[dict[str, Any]]) -> tuple[str, ...]:

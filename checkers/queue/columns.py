@@ -173,6 +173,30 @@ class KeyColumns:
         self.ext.append(ext)
         self._add_pairs(pairs)
 
+    def add_ok(self, idx: int, proc: int, kind: int, offs: list[int], vals: list[int], ctime: int,
+               meta: Any) -> None:
+        """:meth:`add` of an ``ok`` event whose fields are all 64-bit ints
+        (the reader has checked them), with no 8th element for a poll
+        and ``idempotent`` unknown (None) for a send: the bulk of a
+        history, appended without :class:`Col`'s checks while the columns
+        are arrays."""
+        op, pr, tm, od, vd = self.op.data, self.proc.data, self.time.data, self.offs.data, self.vals.data
+        if type(op) is not array or type(pr) is not array or type(tm) is not array \
+                or type(od) is not array or type(vd) is not array:
+            self.add(idx, proc, "ok", "r" if kind else "w", list(zip(offs, vals)), ctime, meta,
+                     None if kind == 0 else _ABSENT)
+            return
+        op.append(idx)
+        pr.append(proc)
+        self.type.append(0)
+        self.kind.append(kind)
+        tm.append(ctime)
+        self.meta.append(meta)
+        self.ext.append(None if kind == 0 else _ABSENT)
+        od.extend(offs)
+        vd.extend(vals)
+        self.pair_end.append(len(od))
+
     def _add_pairs(self, pairs: Any) -> None:
         """Each pair's first two elements (``[offset, value]`` as read, or
         a tuple); integers go into the arrays in bulk."""

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import time as _time
 from array import array
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-import networkx as nx
-
+from .acyclic import prove_acyclic
 from .columns import Col
 from .project import OpTable
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 WW, WR, RW, PROC, RT = 0, 1, 2, 3, 4
 TYPE_NAMES = {WW: "ww", WR: "wr", RW: "rw", PROC: "process", RT: "realtime"}
@@ -99,6 +101,7 @@ def find_cycles(
     deadline: float | None = None,
     max_cyclic_nodes: int = 1_000_000,
     explain: bool = True,
+    quick: bool = True,
 ) -> dict[str, Any]:
     """Search the dependency graph. ``key_edges`` is ``[(key, {"ww": [a, b, a,
     b, ...], "wr": [...], "rw": [...]})]`` with op indices; ``ww=False``
@@ -109,12 +112,21 @@ def find_cycles(
     out while explaining cycles: the counts then hold Elle's cycle-exists
     fallbacks (:func:`cycle_exists_cases`) for what was not explained.
     Raises :class:`BudgetExceeded` when the budget runs out before the
-    cyclic part of the graph is known."""
+    cyclic part of the graph is known. ``quick`` first tries to show the
+    graph acyclic in numpy (:mod:`.acyclic`), the same answer when it can;
+    off, the graph is always built and pruned here."""
     t0 = _time.monotonic()
 
     def check_time() -> None:
         if deadline is not None and _time.monotonic() > deadline:
             raise BudgetExceeded()
+
+    # the common answer first: no cycle, shown in numpy (checkers.queue.acyclic)
+    shown = prove_acyclic(table, key_edges, committed_info, rw=rw, ww=ww) if quick else None
+    check_time()
+    if shown is not None:
+        return {"anomalies": {}, "counts": {}, "stats": {**shown, "cyclic_nodes": 0,
+                                                         "seconds": round(_time.monotonic() - t0, 3)}}
 
     # --- nodes ------------------------------------------------------------
     # flat arrays, not lists of ints: at 1M operations these hold millions
@@ -213,6 +225,10 @@ def find_cycles(
         raise BudgetExceeded(f"{len(remaining)} nodes on cycles (limit {max_cyclic_nodes})")
 
     # --- networkx on the remainder ------------------------------------------
+    # imported here, not at the top: only a graph with a cycle needs it, and
+    # its import is a good part of a valid history's check
+    import networkx as nx
+
     g = nx.DiGraph()
     for a, b, t in zip(src, dst, typ_):
         if a in remaining and b in remaining:
@@ -249,6 +265,8 @@ def _explain_cycles(g: nx.DiGraph, out: dict[str, Any], rw: bool, n_ops: int, op
                     edge_keys: dict[tuple[int, int], str], check_time: Callable[[], None]) -> None:
     """For each class, the shortest cycle of each SCC that the class
     explains, into ``out``'s counts and examples."""
+    import networkx as nx
+
     classes = CLASSES + (RW_CLASSES if rw else [])
     seen_cycles: set[tuple[int, ...]] = set()
     for name, allowed, required in classes:
@@ -281,6 +299,8 @@ def cycle_exists_cases(g: nx.DiGraph, n_ops: int, ops_of: list[int]) -> list[tup
     :data:`EXISTS_SPECS` subgraph, weakest first, a nontrivial SCC proves a
     cycle of that kind exists. A stronger level is not reported once a
     weaker one (whose subgraph it contains) already is."""
+    import networkx as nx
+
     out: list[tuple[str, dict[str, Any]]] = []
     for name, level, types in EXISTS_SPECS:
         if any(types >= EXISTS_SPECS_BY_NAME[n] for n, _ex in out):
@@ -432,6 +452,8 @@ def _shortest_cycle(sub: nx.DiGraph, g: nx.DiGraph, name: str, allowed: frozense
     """Shortest cycle in one SCC whose weakest explanation is class ``name``,
     tried through a few edges of the most specific required type (up to
     ``_TRIES``; fewer in a giant component, where each try is a BFS over it)."""
+    import networkx as nx
+
     tries = _TRIES if sub.number_of_nodes() <= 2000 else 8
     lead = (None if not required else
             RT if RT in required else PROC if PROC in required else RW if RW in required else WR)

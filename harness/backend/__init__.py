@@ -48,24 +48,38 @@ def preflight(cfg: TestConfig) -> Any:
 
         assert cfg.hosts is not None
         checked = ssh_preflight(cfg.hosts, cfg.node_names(), accept_new=cfg.ssh_accept_new)
-        if cfg.storage == "lazyfs":
-            _hosts_have_fuse(checked)
+        _hosts_have(checked, host_needs(cfg))
         return checked
     return None
 
 
-def _hosts_have_fuse(checked: Any) -> None:
-    """storage lazyfs mounts kraftwerk fs on every host: each needs /dev/fuse
-    (and libfuse3's fusermount3)."""
+def host_needs(cfg: TestConfig) -> list[tuple[list[str], str]]:
+    """What every ssh host must have for this run, as (``test`` arguments,
+    the refusal's words after the host's name)."""
+    needs: list[tuple[list[str], str]] = []
+    if cfg.storage == "lazyfs":  # kraftwerk fs is mounted on every host
+        needs.append((["-c", "/dev/fuse"], "has no /dev/fuse, so kraftwerk fs cannot mount there (--storage lazyfs)"))
+    if cfg.db == "kafka":
+        from harness.db.kafka import LIBFAKETIME, wants_clock
+
+        if wants_clock(cfg):  # without it LD_PRELOAD is ignored and no clock ever moves
+            needs.append((["-e", LIBFAKETIME], f"has no {LIBFAKETIME}, which clock faults on --db kafka preload "
+                                               "(apt package faketime)"))
+    return needs
+
+
+def _hosts_have(checked: Any, needs: list[tuple[list[str], str]]) -> None:
+    """Refuse, before anything starts, a host that lacks one of ``needs``
+    (:func:`host_needs`); the connections are closed with the refusal."""
     from harness.backend.ssh import _prefix, _run
 
-    for node, (spec, client) in checked.items():
-        rc, _, _ = _run(client, _prefix(spec) + ["test", "-c", "/dev/fuse"], 20)
-        if rc != 0:
-            for _, c in checked.values():
-                c.close()
-            raise UsageError(f"--storage lazyfs: host {spec.name} ({spec.address}) has no /dev/fuse, "
-                             "so kraftwerk fs cannot mount there")
+    for test_args, words in needs:
+        for node, (spec, client) in checked.items():
+            rc, _, _ = _run(client, _prefix(spec) + ["test", *test_args], 20)
+            if rc != 0:
+                for _, c in checked.values():
+                    c.close()
+                raise UsageError(f"host {spec.name} ({spec.address}) {words}")
 
 
 def open_hosts(cfg: TestConfig, run_dir: Path, state: RunState | None, checked: Any = None) -> Any:

@@ -22,6 +22,7 @@ from harness.campaign.spec import CampaignSpec
 #: canonical setting -> the flag that carries it (both runtimes' commands)
 FLAGS: dict[str, str] = {
     "nemesis": "--nemesis",
+    "scenario": "--scenario",
     "nemesis_interval": "--nemesis-interval",
     "acks": "--acks",
     "rf": "--rf",

@@ -50,6 +50,7 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "variant": ("sim", "real"),
     "unclean_election": ("sim", "real"),
     "nemesis": ("sim", "real"),
+    "scenario": ("sim", "real"),
     "nemesis_interval": ("sim", "real"),
     "acks": ("sim", "real"),
     "rf": ("sim", "real"),

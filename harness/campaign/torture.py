@@ -41,19 +41,21 @@ HUNT: dict[str, Any] = {"acks": "all", "partitions": 3, "concurrency": 8, "rate"
                         "time_limit": 60}
 
 #: the expected-verdict table: the simulator for breadth; each variant with
-#: the generic faults that reach its failure (bench/sim_soak.py measures
-#: seeds to first detection), the faithful protocol under all of them.
+#: the story that tells its seed's narrative (``--scenario``) among faults
+#: that reach its failure (bench/sim_soak.py measures seeds to first
+#: detection), the faithful protocol under all the generic faults.
 DEFAULT_EXPECTATIONS: list[dict[str, Any]] = [
     {"name": "faithful-stays-valid", "expect": "valid", "runtime": "sim",
      "settings": {"nemesis": "all", "acks": "mixed", "time_limit": 30, "nemesis_interval": 5}},
     {"name": "kip101-off-is-caught", "expect": "caught", "runtime": "sim", "within": 10,
-     "settings": {"variant": "kip101=off", "nemesis": "leader-churn,kill", "time_limit": 20, "nemesis_interval": 3}},
+     "settings": {"variant": "kip101=off", "scenario": "leader-churn", "nemesis": "kill", "time_limit": 20,
+                  "nemesis_interval": 3}},
     {"name": "kip966-off-is-caught", "expect": "caught", "runtime": "sim", "within": 20,
-     "settings": {"variant": "kip966=off", "nemesis": "last-replica-standing,power-loss-one", **HUNT}},
+     "settings": {"variant": "kip966=off", "scenario": "last-replica-standing", "nemesis": "power-loss-one", **HUNT}},
     {"name": "unclean-election-on-is-caught", "expect": "caught", "runtime": "sim", "within": 20,
-     "settings": {"variant": "unclean_election=on", "nemesis": "isr-crash,partition-leader", **HUNT}},
+     "settings": {"variant": "unclean_election=on", "scenario": "isr-crash", "nemesis": "partition-leader", **HUNT}},
     {"name": "strict-isr-expand-off-is-caught", "expect": "caught", "runtime": "sim", "within": 200,
-     "settings": {"variant": "strict_isr_expand=off", "nemesis": "expand-race,leader-churn", **HUNT}},
+     "settings": {"variant": "strict_isr_expand=off", "scenario": "expand-race,leader-churn", **HUNT}},
 ]
 
 #: the real-process expectation (--runtime real or both)

@@ -16,19 +16,24 @@ import click
 from harness.cli.options import config_from_flags, test_options
 from harness.errors import EXIT_INVALID, EXIT_VALID, UsageError
 from harness.runner import preflight
+from reference_impl.accel import ENV_PURE
 
 
 @click.command("explore")
 @test_options
 @click.option("--budget", default="10m", show_default=True, help="Wall time to search: seconds, or 90s, 10m, 1h.")
 @click.option("--jobs", type=int, default=None, help="Runs in parallel worker processes (default: usable CPUs).")
-def explore_cmd(budget: str, jobs: int | None, as_json: bool, **flags: Any) -> int:
+@click.option("--signal", type=click.Choice(["states", "branches", "both"]), default="states", show_default=True,
+              help="What makes a run new: protocol states of its traces, branches (arcs) of reference_impl/core "
+                   "it executed (runs pure Python, slower), or both.")
+def explore_cmd(budget: str, jobs: int | None, signal: str, as_json: bool, **flags: Any) -> int:
     """Search fault schedules for protocol states not seen before, in the simulator.
 
     \b
     Examples:
       kraftwerk explore --budget 10m
       kraftwerk explore --variant kip966=off --budget 5m
+      kraftwerk explore --signal both --budget 10m
     """
     from harness.cli.sim import default_jobs, make_pool
     from harness.explore import Search, parse_budget
@@ -48,10 +53,16 @@ def explore_cmd(budget: str, jobs: int | None, as_json: bool, **flags: Any) -> i
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {jobs})")
     os.makedirs(cfg.out, exist_ok=True)
-    search = Search(cfg, budget_s, cfg.out, first_seed=first_seed)
+    if signal != "states":
+        # the compiled accelerator runs the core as C, whose lines no tracer
+        # sees: the workers (spawned with this environment) run pure Python
+        os.environ[ENV_PURE] = "1"
+        click.echo("signal branches: the runs are pure Python (the compiled core hides its branches from the tracer)")
+    search = Search(cfg, budget_s, cfg.out, first_seed=first_seed, signal=signal)
     with make_pool(jobs) as pool:
         found = search.run(pool, jobs, lambda line: click.echo(line))
-    click.echo(f"seeds tried {search.tried}, states covered {len(search.seen)}, corpus {len(search.corpus)}")
+    covered = search.covered(", ", width=False)
+    click.echo(f"seeds tried {search.tried}, {covered}, corpus {len(search.corpus)}")
     if found is None:
         click.echo(f"no invalid run within {budget_s:.0f}s")
         return EXIT_VALID

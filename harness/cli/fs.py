@@ -33,7 +33,7 @@ def fs_group() -> None:
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of torn-write crashes.")
 @click.option("--owner-pid", type=int, default=None, help="Unmount (kraftwerk cleanup) once this process is gone.")
 @click.option("--owner-ssh", is_flag=True,
-              help="The owner is the ssh connection running this command (its sshd process): unmount once it drops.")
+              help="The owner is the ssh connection running this command (its sshd-session or sshd process): unmount once it drops.")
 def mount_cmd(mountpoint: str, backing: str, seed: int, owner_pid: int | None, owner_ssh: bool) -> int:
     """Mount MOUNTPOINT over --backing; returns once mounted."""
     from harness.lazyfs import mounts
@@ -43,7 +43,7 @@ def mount_cmd(mountpoint: str, backing: str, seed: int, owner_pid: int | None, o
     if owner_ssh:
         if owner_pid is not None:
             raise UsageError("--owner-ssh and --owner-pid name the owner twice: give one")
-        owner_pid = mounts.ancestor_named("sshd")
+        owner_pid = mounts.ancestor_named(mounts.SSH_SESSION)
         if owner_pid is None:
             raise UsageError("--owner-ssh: this command does not run under an ssh connection (no sshd ancestor)")
     rec = mounts.mount(mountpoint, backing, seed=seed, owner_pid=owner_pid)

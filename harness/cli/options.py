@@ -76,8 +76,10 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                  help="Protocol setting over the runtime's defaults, e.g. replica.lag.time.max.ms=3000 (repeatable)."),
     click.option("--nemesis", help=f"Comma-separated faults, each KIND or KIND:TARGET; kinds: {', '.join(KINDS)} "
                                    "(or all, none)."),
-    click.option("--scenario", help="A scripted fault schedule instead of --nemesis: unclean-loss, "
-                                    "last-replica-standing, acks1-leader-kill."),
+    click.option("--scenario", help="A seed's failure narrative: a script played instead of --nemesis "
+                                    "(unclean-loss, last-replica-standing, acks1-leader-kill) or a story "
+                                    "composite told at random moments, joining the --nemesis mix if one is "
+                                    "given (leader-churn, last-replica-standing, isr-crash, expand-race)."),
     click.option("--schedule", type=click.Path(dir_okay=False),
                  help="Replay the fault schedule of a run's test.json (or a JSON list of nemesis ops)."),
     click.option("--swarm", is_flag=True, default=None,

@@ -55,6 +55,7 @@ from typing import Any
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
+from harness.db.admin import alter_partition_reassignment
 from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.kafka import dist, props
@@ -167,7 +168,8 @@ class KafkaDB(PausesBySignal):
 
             names = self.cfg.node_names()
             self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
-                                       self._exec_for_net, mode=self.cfg.net_cut, exempt_ports=(22,))
+                                       self._exec_for_net, mode=self.cfg.net_cut,
+                                       exempt_ports=getattr(self.hosts, "control_ports", (22,)))
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
@@ -457,19 +459,11 @@ class KafkaDB(PausesBySignal):
         return next((n.name for n in self.plans if n.node_id == node_id), None)
 
     def reassign(self, key: str, replicas: list[str]) -> None:
-        """AlterPartitionReassignments through the admin API (kafka-python:
-        confluent-kafka has no call for it): the controller adds the new
-        replicas, waits for them to join the ISR, then drops the others."""
-        from kafka import KafkaAdminClient
-        from kafka.structs import TopicPartition as KTP
-
+        """AlterPartitionReassignments through the admin API
+        (:mod:`harness.db.admin`): the controller adds the new replicas,
+        waits for them to join the ISR, then drops the others."""
         ids = {n.name: n.node_id for n in self.plans}
-        topic, _, part = key.rpartition("-")
-        admin = KafkaAdminClient(bootstrap_servers=self.client_bootstrap(), request_timeout_ms=10_000)
-        try:
-            admin.alter_partition_reassignments({KTP(topic, int(part)): [ids[r] for r in replicas]})
-        finally:
-            admin.close()
+        alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
 
     def leader_of(self, key: str) -> str | None:
         p = self._partition(key)

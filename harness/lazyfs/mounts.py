@@ -109,10 +109,18 @@ def find(point: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def ancestor_named(comm: str, pid: int | None = None) -> int | None:
+#: the command names of the process that holds one ssh connection: OpenSSH
+#: from 9.8 runs each connection in ``sshd-session`` (its listener is still
+#: ``sshd``); before, in a forked ``sshd``
+SSH_SESSION = ("sshd-session", "sshd")
+
+
+def ancestor_named(comm: str | tuple[str, ...], pid: int | None = None) -> int | None:
     """The nearest ancestor of ``pid`` (default: this process) whose command
-    name is ``comm``: for ``sshd``, the process of the ssh connection that
-    runs us (through sudo, a shell, anything between)."""
+    name is ``comm`` (or one of them): for :data:`SSH_SESSION`, the process
+    of the ssh connection that runs us (through sudo, a shell, anything
+    between), never the listener above it, which outlives every connection."""
+    names = (comm,) if isinstance(comm, str) else comm
     pid = os.getppid() if pid is None else pid
     while pid > 1:
         try:
@@ -120,7 +128,7 @@ def ancestor_named(comm: str, pid: int | None = None) -> int | None:
         except OSError:
             return None
         name = stat[stat.index("(") + 1:stat.rindex(")")]
-        if name == comm:
+        if name in names:
             return pid
         pid = int(stat[stat.rindex(")") + 2:].split()[1])
     return None

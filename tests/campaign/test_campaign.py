@@ -27,7 +27,8 @@ runtime: sim
 seeds: 1..2
 time-limit: 20
 nemesis-interval: 3
-nemesis: leader-churn,kill
+scenario: leader-churn
+nemesis: kill
 matrix:
   variant: [faithful, kip101=off]
 """

@@ -24,7 +24,7 @@ EXPECT = """\
 - name: kip101-caught
   expect: caught
   within: 4
-  settings: {variant: kip101=off, nemesis: "leader-churn,kill", time-limit: 20, nemesis-interval: 3}
+  settings: {variant: kip101=off, scenario: leader-churn, nemesis: kill, time-limit: 20, nemesis-interval: 3}
 """
 
 #: the faithful protocol expected to be caught: an expectation broken on purpose
@@ -35,7 +35,7 @@ BROKEN = """\
   settings: {nemesis: kill, time-limit: 6, nemesis-interval: 2}
 - name: kip101-expected-valid
   expect: valid
-  settings: {variant: kip101=off, nemesis: "leader-churn,kill", time-limit: 20, nemesis-interval: 3}
+  settings: {variant: kip101=off, scenario: leader-churn, nemesis: kill, time-limit: 20, nemesis-interval: 3}
 """
 
 

@@ -219,3 +219,66 @@ def test_malformed_value_is_the_same_one_line_error_from_the_cli(tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines() == [f"kraftwerk: bad history for model queue: {listed.value}"] or \
         r.stderr.strip().endswith(f"bad history for model queue: {listed.value}")
+
+
+def test_fast_lines_mixed_with_unusual_ones_read_as_the_object_reading(tmp_path):
+    """The scan takes the common lines (send and poll invocations, their
+    ``ok`` completions with integer offsets and values) straight from the
+    parsed dict; every other line goes through an operation. Interleaved —
+    a subscribed consumer, idempotence and acks spellings on invocations,
+    negative and string values, a process invoking twice, CRLF and bare CR
+    line ends, a final read naming its key — both readings agree."""
+    ops = valid_history(2000, 4, 4, seed=7)
+    b = HistoryBuilder()
+    b.t = ops[-1].time + 10
+    b.assign(0, ["t-0"], f="subscribe")
+    b.poll(0, {"t-0": [[0, 1], [1, 2]]})
+    b.send(1, "t-0", -5, 7)
+    b.send(1, "t-1", "x", 8, acks="-1")
+    b.send(2, "t-1", 9, 9, idempotent=True)
+    b.invoke(3, "send", [["send", "t-2", 10]], acks="1")
+    b.invoke(3, "send", [["send", "t-2", 11]], acks="1")
+    b.complete(3, "ok", [["send", "t-2", [0, 11]]])
+    b.invoke(4, "poll", [["poll"]], final=True, key="t-3")
+    b.complete(4, "ok", [["poll", {"t-3": []}]])
+    tail = [Op(o.type, o.f, o.value, o.process, o.time, len(ops) + i, o.error, o.extra)
+            for i, o in enumerate(b.ops)]
+    path = tmp_path / "h.jsonl"
+    write_jsonl(path, ops + tail)
+    raw = path.read_bytes().split(b"\n")
+    raw[3] += b"\r"  # a CRLF line end
+    path.write_bytes(b"\n".join(raw))
+    for kw in ({}, {"test": {"sub_via": ["subscribe"]}}):
+        w1: list[str] = []
+        w2: list[str] = []
+        by_objects = _untimed(check_history(read_jsonl(path, w1), **kw))
+        by_columns = _untimed(check_history(scan_jsonl(path, w2), **kw))
+        assert by_columns == by_objects and w1 == w2
+    assert by_columns["checkers"]["queue"]["consume_counts"]["distribution"]
+    assert by_columns["stats"]["ops"] == len(ops) + len(tail)
+    # a bare CR ends a text line: the same error, at the same line
+    raw[5] = raw[5].replace(b",", b",\r", 1)
+    path.write_bytes(b"\n".join(raw))
+    errors = []
+    for read in (read_jsonl, scan_jsonl):
+        with pytest.raises(HistoryError) as e:
+            read(path)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "h.jsonl:6:" in errors[0]
+
+
+def test_consume_transform_produce_reads_the_same_through_fast_lines(tmp_path):
+    """A final read of the input topic that carries nothing but ``final``
+    is a fast line; the processing fold still learns its records, and an
+    output read (its invocation says ``output``) is left to that fold."""
+    from tests.checkers.test_processing import H
+
+    h = H().send(0, "t0-0", 0, 10).send(0, "t0-0", 1, 11).send(0, "t0-0", 2, 12)
+    h.ctp(1, "ok", {"t0-0": [[0, 10], [1, 11]]}, [("out-0", 0, 10), ("out-0", 1, 11)])
+    h._add("invoke", "poll", [["poll"]], 9, final=True)
+    h._add("ok", "poll", [["poll", {"t0-0": [[0, 10], [1, 11], [2, 12]]}]], 9, final=True)
+    h._add("invoke", "poll", [["poll"]], 8, final=True, output=True)
+    h._add("ok", "poll", [["poll", {"out-0": [[0, 10]]}]], 8, final=True)
+    by_objects, by_columns = _both(tmp_path, h.ops)
+    assert by_columns == by_objects
+    assert by_columns["checkers"]["processing"]["rounds"] == 1

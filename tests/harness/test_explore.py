@@ -56,3 +56,40 @@ def test_explore_stops_at_the_first_invalid_run_and_prints_its_replay(tmp_path):
     r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "sim", "--schedule", m.group(1), "--out",
                         str(tmp_path / "replay"), "--no-report"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_arcs_are_the_line_pairs_a_traced_directory_executed_and_nothing_else(tmp_path):
+    """The branch signal's tracer: each way through a function of the traced
+    directory is its own arcs (the if and the else differ); a function
+    elsewhere leaves none."""
+    from harness.branches import Arcs
+
+    pkg = tmp_path / "proj" / "core"
+    pkg.mkdir(parents=True)
+    (pkg / "pick.py").write_text("def pick(x):\n    if x:\n        return 1\n    return 2\n")
+    sys.path.insert(0, str(pkg))
+    try:
+        import pick  # type: ignore[import-not-found]
+
+        with Arcs(str(pkg)) as yes:
+            pick.pick(True)
+        with Arcs(str(pkg)) as no:
+            pick.pick(False)
+        with Arcs(str(pkg)) as elsewhere:
+            parse_budget("90s")
+    finally:
+        sys.path.remove(str(pkg))
+    assert yes.names() == {"branch proj/core/pick.py:-1>2", "branch proj/core/pick.py:2>3",
+                           "branch proj/core/pick.py:3>-1"}
+    assert "branch proj/core/pick.py:2>4" in no.names() and not no.names() & {"branch proj/core/pick.py:2>3"}
+    assert elsewhere.names() == set()
+
+
+def test_explore_by_branches_runs_pure_and_counts_the_cores_arcs(tmp_path):
+    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "explore", "--signal", "both",
+                        "--budget", "5s", "--time-limit", "5", "--jobs", "1", "--out", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "runs are pure Python" in p.stdout
+    m = re.search(r"seeds tried (\d+), states covered (\d+), branches covered (\d+)", p.stdout)
+    assert m and int(m.group(1)) >= 1 and int(m.group(2)) > 0 and int(m.group(3)) > 500, p.stdout

@@ -211,3 +211,36 @@ def test_the_cli_and_cleanup_import_no_fuse_binding():
             "print(sorted(m for m in ('pyfuse3', 'trio') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
+
+
+def test_owner_ssh_is_the_connections_own_process_never_the_sshd_listener_above_it(tmp_path):
+    """``kraftwerk fs mount --owner-ssh`` unmounts once its owner is gone.
+    From OpenSSH 9.8 a connection runs in ``sshd-session`` under the
+    ``sshd`` listener, which outlives every connection: the owner is the
+    nearest connection process, so a dropped connection takes the mount
+    with it on old and new OpenSSH alike. (A process chain named as sshd's:
+    listener -> session -> command.)"""
+    from harness.lazyfs.mounts import SSH_SESSION, ancestor_named
+
+    pids = tmp_path / "pids"
+    level = ("import os, subprocess, sys; open('/proc/self/comm', 'w').write(sys.argv[1]); "
+             "open(sys.argv[2], 'a').write(f'{sys.argv[1]} {os.getpid()}\\n'); subprocess.run(sys.argv[3:])")
+    listener = subprocess.Popen([sys.executable, "-c", level, "sshd", str(pids),
+                                 sys.executable, "-c", level, "sshd-session", str(pids),
+                                 "sh", "-c", f"echo command $$ >> {pids}; exec sleep 30"])
+    got: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            got = {w[0]: int(w[1]) for w in (ln.split() for ln in pids.read_text().splitlines())} \
+                if pids.exists() else {}
+        assert got["sshd"] == listener.pid
+        assert ancestor_named(SSH_SESSION, got["command"]) == got["sshd-session"]
+        assert ancestor_named("sshd", got["command"]) == listener.pid  # the listener: it never drops
+    finally:
+        for name in ("command", "sshd-session"):
+            if name in got:
+                os.kill(got[name], signal.SIGKILL)
+        listener.kill()
+        listener.wait()

@@ -44,8 +44,8 @@ def test_a_simulated_schedule_replays_to_the_same_history_byte_for_byte(tmp_path
     assert json.loads((again / "test.json").read_text())["schedule"] == test["schedule"]
 
 
-STORIES = TestConfig(backend="sim", time_limit=24, nemesis=["leader-churn", "isr-crash", "last-replica-standing",
-                                                         "expand-race"], nemesis_interval=3, rate=40, seed=6)
+STORIES = TestConfig(backend="sim", time_limit=24, scenario="leader-churn,isr-crash,last-replica-standing,expand-race",
+                     nemesis_interval=3, rate=40, seed=6)
 
 
 def test_a_storys_follow_up_steps_are_nemesis_ops_in_the_schedule_and_replay_byte_for_byte(tmp_path: Path):

@@ -31,11 +31,13 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 EVIL_NAME = "<b id=\"evil\">bold</b><script>document.title='PWNED'</script>"
 CAMPAIGN = "campaigns/unclean-matrix"
+#: (the cell's parameters, its other flags): each story (--scenario) among a generic fault
 CELLS = [
-    ({"nemesis": "isr-crash,partition-leader", "unclean_election": "off"}, []),
-    ({"nemesis": "isr-crash,partition-leader", "unclean_election": "on"}, ["--variant", "unclean_election=on"]),
-    ({"nemesis": "leader-churn,kill", "unclean_election": "off"}, []),
-    ({"nemesis": "leader-churn,kill", "unclean_election": "on"}, ["--variant", "unclean_election=on"]),
+    ({"scenario": "isr-crash", "unclean_election": "off"}, ["--nemesis", "partition-leader"]),
+    ({"scenario": "isr-crash", "unclean_election": "on"},
+     ["--nemesis", "partition-leader", "--variant", "unclean_election=on"]),
+    ({"scenario": "leader-churn", "unclean_election": "off"}, ["--nemesis", "kill"]),
+    ({"scenario": "leader-churn", "unclean_election": "on"}, ["--nemesis", "kill", "--variant", "unclean_election=on"]),
 ]
 
 
@@ -57,9 +59,9 @@ def build_results(results: Path) -> Path:
     cells = []
     for i, (params, extra) in enumerate(CELLS):
         name = f"cell{i}"
-        dirs = _sim(camp, name, "5..6", "--nemesis", params["nemesis"], *extra)
+        dirs = _sim(camp, name, "5..6", "--scenario", params["scenario"], *extra)
         cells.append((params, dirs))
-    write_campaign(camp, aggregate(camp, "unclean-matrix", ["nemesis", "unclean_election"], cells))
+    write_campaign(camp, aggregate(camp, "unclean-matrix", ["scenario", "unclean_election"], cells))
     (camp / "latest").unlink(missing_ok=True)
     (run,) = _sim(results, "queue", "5", "--nemesis", "partition,kill", "--report")
     evil = results / "markup" / run.name

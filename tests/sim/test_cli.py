@@ -29,6 +29,11 @@ from harness.cli import main
         (["--seed", "1", "--seeds", "1..2"], "not both"),
         (["--jobs", "0"], "--jobs must be at least 1"),
         (["--brokers", "0"], "--brokers: Input should be greater than or equal to 1"),
+        (["--nemesis", "isr-crash"], "isr-crash is a story composite: use --scenario isr-crash"),
+        (["--nemesis", "kill,story:expand-race"], "expand-race is a story composite: use --scenario expand-race"),
+        (["--nemesis", "story"], "story composites are scenarios: use --scenario NAME"),
+        (["--scenario", "unclean-loss", "--nemesis", "kill"], "--scenario unclean-loss is a fixed schedule"),
+        (["--scenario", "isr-crash,unclean-loss"], "unclean-loss is a script, played alone"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, capsys: pytest.CaptureFixture[str],
