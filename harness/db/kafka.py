@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.backend import collect_files
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
@@ -546,14 +547,7 @@ class KafkaDB(PausesBySignal):
     def collect(self) -> None:
         """Bring each node's logs back to ``<run>/nodes/<name>/`` from a host
         that does not share this machine's filesystem (ssh)."""
-        if getattr(self.hosts, "shared_fs", True):
-            return
-        for n in self.node_names():
-            for f in COLLECT:
-                try:
-                    self.hosts.download(n, str(self.host_dir(n) / f), self.node_dir(n) / f)
-                except (OSError, HarnessError):
-                    pass
+        collect_files(self.hosts, self.node_names(), COLLECT, lambda n: str(self.host_dir(n)), self.node_dir)
 
 
 def _last_error(d: Path) -> str:
