@@ -267,7 +267,7 @@ def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str
         # a clean key of the plain shape is checked from its columns
         # (checkers.queue.keyfast), the same result; any other key as events
         columnar = isinstance(keys, KeyEvents) and not keys.assigns
-        out = []
+        out: list[dict[str, Any]] = []
         for k in list(keys):
             if deadline is not None and time.monotonic() > deadline:
                 raise PerKeyBudgetExceeded(out)

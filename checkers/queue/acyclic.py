@@ -139,9 +139,9 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
     is_c = seq >= n
     # completions seen before each event; a time point is made at an
     # invocation when completions came since the previous invocation
-    c_before = np.cumsum(is_c) - is_c
+    c_before: np.ndarray = np.cumsum(is_c) - is_c
     inv_pos = np.flatnonzero(~is_c)
-    c_at_inv = c_before[inv_pos]
+    c_at_inv: np.ndarray = c_before[inv_pos]
     prev = np.concatenate([[0], c_at_inv[:-1]])
     makes_tp = c_at_inv > prev
     n_tp = int(makes_tp.sum())

@@ -192,6 +192,12 @@ class _LineFeeder:
         self.n = 0
         self.t_min: int | None = None
         self.t_max: int | None = None
+        # the folds' containers, looked up once (none of them is ever replaced)
+        self.by_type, self.by_f = scan.stats.by_type, scan.stats.by_f
+        self.counts, self.pending = scan.projector.counts, scan.projector.pending
+        self.by_f_type = scan.clients.by_f_type
+        self.lag_invoked, self.con_invoked = scan.lag.completions.invoked, scan.consume.completions.invoked
+        self.table = scan.projector.table
 
     def _slow(self, op: Op) -> None:
         """Feed one operation to every fold (the stats' running figures
@@ -292,7 +298,7 @@ class _LineFeeder:
                             lag_invoked[proc] = tm
                             con_invoked[proc] = tm
                             continue
-                    elif t == _OK and (nd == 6 or (nd == 7 and _FAST_EXTRA.get(fn, "") in d)):
+                    elif t == _OK and (nd == 6 or (nd == 7 and _FAST_EXTRA.get(fn if type(fn) is str else "", "") in d)):
                         inv = pending.get(proc)
                         if (fast if fn == _SEND else key_fast if fn == _POLL else _never)(
                                 d, ix, tm, proc, inv):
@@ -305,30 +311,31 @@ class _LineFeeder:
     def _complete(self, fn: str, ix: int, tm: int, proc: int, inv: Op | None) -> int:
         """What every fold does with any fast ``ok`` completion; returns
         its invocation's time as the realtime-lag fold has it."""
-        scan = self.scan
         self.n += 1
-        by_type = scan.stats.by_type
+        by_type = self.by_type
         by_type[_OK] = by_type.get(_OK, 0) + 1
-        by_f = scan.stats.by_f
+        by_f = self.by_f
         c = by_f.get(fn)
         if c is None:
             c = by_f[fn] = {}
         c[_OK] = c.get(_OK, 0) + 1
-        if self.t_min is None or tm < self.t_min:
+        t_min = self.t_min
+        if t_min is None or tm < t_min:
             self.t_min = tm
-        if self.t_max is None or tm > self.t_max:
+        t_max = self.t_max
+        if t_max is None or tm > t_max:
             self.t_max = tm
-        counts = scan.projector.counts
+        counts = self.counts
         counts["ops"] += 1
         counts[_OK] += 1
-        cs = scan.clients.by_f_type
+        cs = self.by_f_type
         k = _F_OK[fn]
         cs[k] = cs.get(k, 0) + 1
         if inv is not None:
-            del scan.projector.pending[proc]
-        scan.consume.completions.invoked.pop(proc, tm)
-        t_inv = scan.lag.completions.invoked.pop(proc, tm)
-        table = scan.projector.table
+            del self.pending[proc]
+        self.con_invoked.pop(proc, tm)
+        t_inv = self.lag_invoked.pop(proc, tm)
+        table = self.table
         itime = inv.time if inv is not None else tm
         a, b, c2, d = table.index.data, table.process.data, table.invoke_time.data, table.complete_time.data
         if type(a) is array and type(b) is array and type(c2) is array and type(d) is array:
@@ -449,8 +456,9 @@ class _LineFeeder:
             pos[k] = max(pos.get(k, -1), o)
         worst = lag.worst
         for k, o in pos.items():
-            exp = expired.get(k, ())
-            since = exp[o + 1] if o + 1 < len(exp) else None
+            exp = expired.get(k)
+            ed = exp.data if exp is not None else ()
+            since = ed[o + 1] if o + 1 < len(ed) else None
             dt = max(0, t_inv - since) if since is not None else 0
             if worst is None or dt > worst["lag"]:
                 worst = lag.worst = {"time": t_inv, "process": proc, "key": k, "lag": dt}
