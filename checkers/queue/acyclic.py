@@ -159,9 +159,13 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
     dsts.append(n + np.arange(1, n_tp, dtype=np.int64))
     srcs.append(n + tp_of_inv[has_tp])
     dsts.append(inv_nodes[has_tp])
-    src = np.concatenate(srcs).astype(np.int64)
-    dst = np.concatenate(dsts).astype(np.int64)
     total = n + n_tp
+    # node ids in 32 bits while they fit: the edge arrays are the bulk of this
+    ids = np.int32 if total < (1 << 31) else np.int64
+    src = np.concatenate(srcs).astype(ids)
+    del srcs
+    dst = np.concatenate(dsts).astype(ids)
+    del dsts, keys, c_before, flat, inside, ends
     # ranks: an op at its completion's place in time order (its
     # invocation's when it has none), a time point just before the
     # invocation that made it
@@ -181,8 +185,8 @@ def _relax(rank: np.ndarray, src: np.ndarray, dst: np.ndarray, total: int) -> bo
     bad = np.flatnonzero(rank[src] >= rank[dst])
     if not len(bad):
         return True
-    by_src = np.argsort(src, kind="stable")
-    first = np.searchsorted(src[by_src], np.arange(total + 1))
+    by_src = np.argsort(src, kind="stable").astype(src.dtype)
+    first = np.concatenate([np.zeros(1, np.int64), np.cumsum(np.bincount(src, minlength=total))])
     work = 0
     for _round in range(_MAX_ROUNDS):
         if not len(bad):

@@ -56,7 +56,7 @@ from harness.backend import collect_files
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
-from harness.db.reassign import alter_partition_reassignment
+from harness.db.admin import alter_partition_reassignment
 from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.kafka import dist, props
@@ -461,7 +461,7 @@ class KafkaDB(PausesBySignal):
 
     def reassign(self, key: str, replicas: list[str]) -> None:
         """AlterPartitionReassignments through the admin API
-        (:mod:`harness.db.reassign`): the controller adds the new replicas,
+        (:mod:`harness.db.admin`): the controller adds the new replicas,
         waits for them to join the ISR, then drops the others."""
         ids = {n.name: n.node_id for n in self.plans}
         alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
