@@ -269,9 +269,10 @@ class TestConfig(BaseModel):
         if self.backend not in ("local", "sim") and "latency" in kinds:
             raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
                              "delay (not built): use --backend local")
-        if "reassign" in kinds and self.brokers <= self.rf:
-            raise ValueError(f"--nemesis reassign moves a replica to a broker outside the partition's replica set: "
-                             f"it needs more brokers than --rf (got {self.brokers} brokers, rf {self.rf})")
+        for k in ("reassign", "decommission"):
+            if k in kinds and self.brokers <= self.rf:
+                raise ValueError(f"--nemesis {k} moves a replica to a broker outside the partition's replica set: "
+                                 f"it needs more brokers than --rf (got {self.brokers} brokers, rf {self.rf})")
         if self.backend == "ssh" and not self.hosts:
             raise ValueError("--backend ssh needs --hosts HOSTS.yaml (kraftwerk hosts up writes one)")
         if self.hosts and self.backend != "ssh":

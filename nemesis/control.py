@@ -52,6 +52,8 @@ class Capability(str, Enum):
     FILES = "files"  #: upload / download files of a node's host
     #: move a partition's replicas (AlterPartitionReassignments)
     REASSIGN = "reassign"
+    #: remove a broker's registration (UnregisterBroker, KIP-631)
+    UNREGISTER = "unregister"
 
 
 class Unsupported(ValueError):
@@ -64,6 +66,8 @@ WHERE: dict[Capability, str] = {
                            "--backend netns, docker or ssh)",
     Capability.LOSE_UNFSYNCED: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                                "--backend netns, docker or ssh)",
+    Capability.UNREGISTER: "UnregisterBroker (KIP-631) is sent to the reference controller only (--db reference): "
+                           "no Python Kafka client sends it, and the harness does not run Kafka's kafka-cluster.sh",
 }
 
 

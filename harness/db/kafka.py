@@ -52,10 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.backend import collect_files
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
-from harness.db.reassign import alter_partition_reassignment
+from harness.db.admin import alter_partition_reassignment
 from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.kafka import dist, props
@@ -460,7 +461,7 @@ class KafkaDB(PausesBySignal):
 
     def reassign(self, key: str, replicas: list[str]) -> None:
         """AlterPartitionReassignments through the admin API
-        (:mod:`harness.db.reassign`): the controller adds the new replicas,
+        (:mod:`harness.db.admin`): the controller adds the new replicas,
         waits for them to join the ISR, then drops the others."""
         ids = {n.name: n.node_id for n in self.plans}
         alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
@@ -546,14 +547,7 @@ class KafkaDB(PausesBySignal):
     def collect(self) -> None:
         """Bring each node's logs back to ``<run>/nodes/<name>/`` from a host
         that does not share this machine's filesystem (ssh)."""
-        if getattr(self.hosts, "shared_fs", True):
-            return
-        for n in self.node_names():
-            for f in COLLECT:
-                try:
-                    self.hosts.download(n, str(self.host_dir(n) / f), self.node_dir(n) / f)
-                except (OSError, HarnessError):
-                    pass
+        collect_files(self.hosts, self.node_names(), COLLECT, lambda n: str(self.host_dir(n)), self.node_dir)
 
 
 def _last_error(d: Path) -> str:

@@ -2,7 +2,7 @@
 replication path: Metadata, ListOffsets, InitProducerId, GetReplicaLogInfo
 (the controller's unclean-recovery question), and the forwarding of admin
 requests (CreateTopics, IncrementalAlterConfigs, AlterPartitionReassignments,
-ListPartitionReassignments) to the active controller,
+ListPartitionReassignments, UnregisterBroker) to the active controller,
 as Kafka's ForwardingManager does.
 
 Each function reads the broker (a :class:`BrokerView`, the ``broker``
@@ -45,6 +45,8 @@ from .messages import (
     ReplicaLogInfo,
     TopicMetadata,
     TopicPartition,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 )
 from .metadata import MetadataImage
 from .partition import Partition
@@ -63,14 +65,14 @@ class BrokerView(ControllerLink, Protocol):
 PRODUCER_ID_BLOCK: Final = 1 << 32
 
 AdminRequest = (CreateTopicsRequest | IncrementalAlterConfigsRequest | AlterPartitionReassignmentsRequest
-                | ListPartitionReassignmentsRequest)
+                | ListPartitionReassignmentsRequest | UnregisterBrokerRequest)
 AdminResponse = (CreateTopicsResponse | IncrementalAlterConfigsResponse | AlterPartitionReassignmentsResponse
-                 | ListPartitionReassignmentsResponse)
+                 | ListPartitionReassignmentsResponse | UnregisterBrokerResponse)
 
 
 def _not_controller(msg: AdminResponse) -> bool:
     """The controller asked was not the active one (try the next)."""
-    if isinstance(msg, ListPartitionReassignmentsResponse):
+    if isinstance(msg, (ListPartitionReassignmentsResponse, UnregisterBrokerResponse)):
         return msg.error == Errors.NOT_CONTROLLER
     return any(r.error == Errors.NOT_CONTROLLER for r in msg.results)
 
@@ -184,4 +186,6 @@ def _timed_out(ref: Any, req: AdminRequest) -> Effect:
             ReassignmentResult(r.tp, Errors.REQUEST_TIMED_OUT) for r in req.partitions)))
     if isinstance(req, ListPartitionReassignmentsRequest):
         return Reply(ListPartitionReassignmentsResponse(ref, Errors.REQUEST_TIMED_OUT))
+    if isinstance(req, UnregisterBrokerRequest):
+        return Reply(UnregisterBrokerResponse(ref, Errors.REQUEST_TIMED_OUT))
     return Reply(CreateTopicsResponse(ref, tuple(CreateTopicResult(t.name, Errors.REQUEST_TIMED_OUT) for t in req.topics)))

@@ -133,6 +133,9 @@ from .messages import (
     RegisterBrokerRecord,
     TopicPartition,
     TopicRecord,
+    UnregisterBrokerRecord,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 )
 from .errors import LocalProtocolError, UnroutableMessage
 from .metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
@@ -150,6 +153,7 @@ CONTROLLER_REQUESTS: Final = (
     AllocateProducerIdsRequest,
     AlterPartitionReassignmentsRequest,
     ListPartitionReassignmentsRequest,
+    UnregisterBrokerRequest,
 )
 
 #: the topic configs the reference implementation reads (the rest of Kafka's are refused)
@@ -290,6 +294,8 @@ class ControllerRole:
             out += self._on_alter_reassignments(msg, src)
         elif isinstance(msg, ListPartitionReassignmentsRequest):
             out += self._on_list_reassignments(msg, src)
+        elif isinstance(msg, UnregisterBrokerRequest):
+            out += self._on_unregister_broker(msg, src)
         elif isinstance(msg, GetReplicaLogInfoResponse):
             self._on_replica_log_info(msg)
         else:
@@ -390,6 +396,9 @@ class ControllerRole:
                             {"tp": str(rec.tp), "data_kind": kind, "leader": p.leader, "leader_epoch": p.leader_epoch},
                         )
                     )
+        elif isinstance(rec, UnregisterBrokerRecord):
+            if before_b is not None and rec.broker_id not in self.image.brokers:
+                out.append(TraceEvent("broker_unregistered", {"broker": rec.broker_id, "broker_epoch": rec.broker_epoch}))
         elif isinstance(rec, (RegisterBrokerRecord, BrokerRegistrationChangeRecord)):
             after_b = self.image.brokers.get(rec.broker_id)
             was_fenced = before_b is None or before_b.fenced
@@ -891,6 +900,38 @@ class ControllerRole:
             if p is not None and p.is_reassigning:
                 ongoing.append(OngoingReassignment(tp, p.replicas, p.adding_replicas, p.removing_replicas))
         return [self._addressed(src, ListPartitionReassignmentsResponse(req.ref, Errors.NONE, tuple(ongoing)))]
+
+    # ------------------------------------------------------------------
+    # broker removal (KIP-631 UnregisterBroker)
+    # ------------------------------------------------------------------
+
+    def _on_unregister_broker(self, req: UnregisterBrokerRequest, src: NodeId | None) -> list[Effect]:
+        """UnregisterBroker (KIP-631; Kafka's ReplicationControlManager
+        .unregisterBroker and handleBrokerUnregistered): a broker that is not
+        registered is BROKER_ID_NOT_REGISTERED; else every partition with it
+        in its ISR or ELR changes as for a fencing, with the broker no
+        acceptable leader, and an UnregisterBrokerRecord removes the
+        registration. Its assigned replicas stay where they are: an operator
+        moves them first (reassignment). A broker still running registers
+        again at its next heartbeat (BROKER_ID_NOT_REGISTERED), as a new one."""
+        if self._work is None:
+            return [self._addressed(src, UnregisterBrokerResponse(req.ref, Errors.NOT_CONTROLLER))]
+        bid = req.broker_id
+        reg = self._work.brokers.get(bid)
+        if reg is None:
+            return [self._addressed(src, UnregisterBrokerResponse(
+                req.ref, Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {bid} is not currently registered"))]
+        for tp in sorted(self._work.partitions):
+            p = self._work.partitions[tp]
+            if bid in p.isr or bid in p.elr or p.leader == bid:
+                self._commit_change(self._builder(tp, f"unregister broker {bid}").remove_broker(bid))
+        self._write(UnregisterBrokerRecord(bid, reg.broker_epoch))
+        self._sessions.pop(bid, None)
+        self._metadata_offsets.pop(bid, None)
+        self._shutdown_offsets.pop(bid, None)
+        self._answer_after_commit(src, UnregisterBrokerResponse(req.ref, Errors.NONE),
+                                  UnregisterBrokerResponse(req.ref, Errors.NOT_CONTROLLER))
+        return []
 
     def _on_create_topics(self, req: CreateTopicsRequest, now: int, src: NodeId | None) -> list[Effect]:
         if self._work is None:

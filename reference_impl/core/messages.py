@@ -776,6 +776,15 @@ class BrokerRegistrationChangeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    """KIP-631: the broker's registration is gone (an operator's
+    UnregisterBroker); a later registration of the id starts afresh."""
+
+    broker_id: NodeId
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class TopicRecord:
     name: str
     configs: tuple[tuple[str, str], ...] = ()
@@ -847,6 +856,7 @@ class ProducerIdsRecord:
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
+    | UnregisterBrokerRecord
     | TopicRecord
     | PartitionRecord
     | PartitionChangeRecord
@@ -962,6 +972,23 @@ class ListPartitionReassignmentsResponse:
     ref: Any
     error: int
     reassignments: tuple[OngoingReassignment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRequest:
+    """KIP-631 UnregisterBroker (api key 64), from an admin client through
+    a broker to the active controller: remove a broker's registration."""
+
+    ref: Any
+    broker_id: NodeId
+    timeout_ms: int = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerResponse:
+    ref: Any
+    error: int
+    message: str = ""
 
 
 Message = Any  # any dataclass above; kept loose so runtimes can add admin messages

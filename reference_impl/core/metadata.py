@@ -28,6 +28,7 @@ from .messages import (
     RegisterBrokerRecord,
     TopicPartition,
     TopicRecord,
+    UnregisterBrokerRecord,
 )
 
 RECOVERED: Final = 0
@@ -154,6 +155,11 @@ class MetadataImage:
                         else record.in_controlled_shutdown
                     ),
                 )
+                d.brokers.add(record.broker_id)
+        elif isinstance(record, UnregisterBrokerRecord):
+            b = self.brokers.get(record.broker_id)
+            if b is not None and b.broker_epoch == record.broker_epoch:
+                del self.brokers[record.broker_id]
                 d.brokers.add(record.broker_id)
         elif isinstance(record, TopicRecord):
             self.topics[record.name] = dict(record.configs)

@@ -52,6 +52,7 @@ from .messages import (
     IncrementalAlterConfigsRequest,
     ListPartitionReassignmentsRequest,
     MetadataEntry,
+    UnregisterBrokerRequest,
     NodeId,
     RaftFetchRequest,
     RaftFetchResponse,
@@ -81,7 +82,7 @@ CONTROLLER_MESSAGES: Final = (
 #: ForwardingManager), which a controller commits
 FORWARDED: Final = (
     CreateTopicsRequest, IncrementalAlterConfigsRequest,
-    AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest, UnregisterBrokerRequest,
 )
 
 #: the reasons an ``rpc_refused`` trace event gives

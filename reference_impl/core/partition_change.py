@@ -142,6 +142,8 @@ class PartitionChangeBuilder:
     _target_removing: tuple[NodeId, ...] | None = None
     #: the replica list this build ends with (set by :meth:`build`)
     _replicas: tuple[NodeId, ...] = ()
+    #: brokers leaving the cluster (UnregisterBroker): out of ISR, ELR and LastKnownELR
+    _unregistered: tuple[NodeId, ...] = ()
     _unclean_shutdown: set[NodeId] = field(default_factory=set)
     _recovery_state: int | None = None
     _recovery_leader: NodeId | None = None
@@ -179,6 +181,16 @@ class PartitionChangeBuilder:
         self._target_isr = isr
         return self
 
+    def remove_broker(self, broker: NodeId) -> "PartitionChangeBuilder":
+        """``broker`` is being unregistered (KIP-631; Kafka's
+        ReplicationControlManager.handleBrokerUnregistered): it leaves the ISR
+        as a fenced broker does, the ELR and LastKnownELR too, and is no
+        acceptable leader."""
+        self._unregistered = (*self._unregistered, broker)
+        active = self.is_active
+        self.is_active = lambda r: r not in self._unregistered and active(r)
+        return self.remove_from_isr(broker)
+
     def mark_unclean_shutdown(self, broker: NodeId) -> "PartitionChangeBuilder":
         """``broker`` registered after an unclean shutdown (KIP-966): it leaves
         the ISR and the ELR."""
@@ -215,7 +227,7 @@ class PartitionChangeBuilder:
         if completed is not None:
             (replicas, isr), adding, removing = completed, (), ()
         self._replicas = tuple(replicas)
-        elr = tuple(r for r in cur.elr if r in replicas) if self.elr_enabled else ()
+        elr = tuple(r for r in cur.elr if r in replicas and r not in self._unregistered) if self.elr_enabled else ()
         recovery = self._recovery_state if self._recovery_state is not None else cur.leader_recovery_state
         leader = cur.leader
         election: str | None = None
@@ -347,11 +359,11 @@ class PartitionChangeBuilder:
         cur = self.current
         if len(isr) >= self.effective_min_isr:
             return (), ()
-        candidates = (set(cur.elr) | set(cur.isr)) & set(self._replicas)
+        candidates = (set(cur.elr) | set(cur.isr)) & set(self._replicas) - set(self._unregistered)
         order = self._replicas
         new_elr = tuple(r for r in order if r in candidates and r not in isr and r not in self._unclean_shutdown)
         dropped = {r for r in candidates if r in self._unclean_shutdown and r not in isr}
-        lk = (set(cur.last_known_elr) | dropped) & set(self._replicas)
+        lk = (set(cur.last_known_elr) | dropped) & set(self._replicas) - set(self._unregistered)
         new_lkelr = tuple(r for r in order if r in lk and r not in isr and r not in new_elr)
         return new_elr, new_lkelr
 

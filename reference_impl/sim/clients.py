@@ -54,6 +54,7 @@ from reference_impl.core.messages import (
     CreateTopicsRequest,
     CreateTopicsResponse,
     ReassignPartition,
+    UnregisterBrokerRequest,
     Errors,
     FetchPartitionRequest,
     InitProducerIdRequest,
@@ -988,6 +989,8 @@ class Admin:
         self.result: Any = None
         #: reassignments answered: partition -> error code (0: accepted)
         self.reassigned: dict[TopicPartition, int] = {}
+        #: unregistrations answered: broker -> error code (0: done)
+        self.unregistered: dict[int, int] = {}
 
     def create_topics(self, topics: tuple[NewTopic, ...], timeout_ms: int = 5000) -> None:
         broker = self.sim.rng.choice(self.sim.broker_ids)
@@ -1020,6 +1023,22 @@ class Admin:
             self.sim.loop.after(200, self.reassign, tp, replicas, attempt + 1)
             return
         self.reassigned[tp] = Errors.REQUEST_TIMED_OUT if err is None else err
+
+    def unregister(self, broker_id: int, attempt: int = 0, timeout_ms: int = 5000) -> None:
+        """UnregisterBroker (KIP-631) through a broker other than the one
+        leaving, the next one on each attempt, at most five times; the
+        outcome is kept in :attr:`unregistered` (broker -> error code)."""
+        others = [b for b in self.sim.broker_ids if b != broker_id] or list(self.sim.broker_ids)
+        via = others[attempt % len(others)]
+        self.ep.request(via, lambda ref: UnregisterBrokerRequest(ref, broker_id, timeout_ms=timeout_ms),
+                        lambda msg: self._on_unregistered(broker_id, attempt, msg), timeout_ms + 1000)
+
+    def _on_unregistered(self, broker_id: int, attempt: int, msg: Any) -> None:
+        err = getattr(msg, "error", None)
+        if err in (None, Errors.NOT_CONTROLLER, Errors.REQUEST_TIMED_OUT) and attempt < 4:
+            self.sim.loop.after(200, self.unregister, broker_id, attempt + 1)
+            return
+        self.unregistered[broker_id] = Errors.REQUEST_TIMED_OUT if err is None else err
 
 
 def _client_fetch(parts: tuple[FetchPartitionRequest, ...], max_wait_ms: int, ref: Any) -> ClientFetchRequest:

@@ -125,7 +125,7 @@ def test_fetch_resolves_the_pinned_release_into_its_cache(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("kw, words", [
     # a story cuts links: the local backend cannot cut a JVM's
-    ({"nemesis": ["story"]}, "story needs partition"),
+    ({"scenario": "isr-crash"}, "story:isr-crash needs partition"),
     # power loss is kraftwerk fs's: not there with storage os
     ({"backend": "netns", "storage": "file", "nemesis": ["lose-unfsynced"]}, "lose-unfsynced needs power-loss"),
 ])

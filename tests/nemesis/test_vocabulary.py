@@ -35,7 +35,8 @@ def test_unknown_names_are_one_line_errors(bad):
 
 def test_every_kinds_history_name_is_a_documented_fault_interval():
     assert {k.op_name for k in KINDS.values()} <= {"partition", "kill", "terminate", "pause", "clock",
-                                                    "lose-unfsynced", "latency", "loss", "reassign"}
+                                                    "lose-unfsynced", "latency", "loss", "reassign",
+                                                    "decommission"}
 
 
 def test_a_fault_the_runtime_cannot_make_is_refused_with_its_reason():
@@ -50,8 +51,20 @@ def test_both_runtimes_make_every_kind_but_loss_and_torn_writes_and_the_simulato
     needs = {c for k in KINDS.values() for c in k.needs}
     assert needs - {Capability(c) for c in SIM} == {Capability.TORN_WRITE}
     assert needs - set(LOCAL) == {Capability.LOSS, Capability.TORN_WRITE}
-    check_supported(("reassign",), "sim", SIM)
-    check_supported(("reassign",), "local", LOCAL)
+    check_supported(("reassign", "decommission"), "sim", SIM)
+    check_supported(("reassign", "decommission"), "local", LOCAL)
+
+
+def test_decommission_on_db_kafka_is_refused_in_one_line_saying_why():
+    """UnregisterBroker (KIP-631) goes to the reference controller only: no
+    Python Kafka client sends it to Kafka."""
+    from harness.config import TestConfig
+    from harness.db.kafka import capabilities_for
+
+    have = capabilities_for(TestConfig(db="kafka", brokers=4))
+    with pytest.raises(Unsupported, match="decommission needs unregister, .*KIP-631") as e:
+        check_supported(("decommission",), "local", have)
+    assert "\n" not in str(e.value)
 
 
 def test_a_torn_write_is_the_filesystems_and_refused_elsewhere_with_where_to_get_it():

@@ -51,6 +51,7 @@ def test_api_versions_v3_advertises_librdkafka_set_with_v0_header():
     assert corr == 11
     assert got == {0: (3, 10), 1: (4, 12), 2: (1, 9), 3: (1, 12), 18: (0, 3), 19: (2, 4), 22: (0, 4), 23: (2, 4), 44: (0, 1),
                    45: (0, 1), 46: (0, 0),  # AlterPartitionReassignments, ListPartitionReassignments (KIP-455)
+                   64: (0, 0),  # UnregisterBroker (KIP-631)
                    # the classic consumer-group APIs (server/wire_groups.py)
                    8: (2, 9), 9: (1, 7), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5)}
 
@@ -252,3 +253,19 @@ def test_kip455_list_partition_reassignments_names_replicas_adding_and_removing(
     (x,) = topic.partitions
     assert (topic.name, x.partition_index, x.replicas, x.adding_replicas, x.removing_replicas) == (
         "t", 0, [3, 1, 2, 0], [3], [0])
+
+
+def test_kip631_unregister_broker_v0_is_forwarded_and_answered_in_its_flexible_shape():
+    client = b"kraftwerk"
+    frame = struct.pack(">hhih", 64, 0, 11, len(client)) + client + b"\x00" + wire.UnregisterBrokerRequest.encode_body(3)
+    d = wire.decode_request(frame)
+    p = wire.translate(d, lambda i: ("ref", i))
+    (_, core), = p.parts
+    assert core == m.UnregisterBrokerRequest(("ref", 0), 3)
+    p.results[0] = m.UnregisterBrokerResponse(None, m.Errors.BROKER_ID_NOT_REGISTERED, "Broker ID 3 is not currently registered")
+    data = p.encode()
+    assert struct.unpack(">i", data[4:8])[0] == 11 and data[8] == 0  # v1 header: correlation id, no tagged fields
+    r = wire.UnregisterBrokerResponse.decode(data[9:])
+    assert (r.error_code, r.error_message) == (102, "Broker ID 3 is not currently registered")
+    with pytest.raises(wire.ProtocolError):
+        wire.decode_request(frame[:-3])
