@@ -30,7 +30,8 @@ BACKENDS = ("local", "netns", "docker", "ssh")
 def preflight(cfg: TestConfig) -> Any:
     """Everything about the backend that can be bad input, checked before
     anything starts (root, the hosts file, each host reachable with a known
-    key). Returns what ``open_hosts`` needs (the parsed hosts, for ssh)."""
+    key and holding what the run needs there, :func:`host_needs`). Returns
+    what ``open_hosts`` needs (the parsed hosts, for ssh)."""
     if cfg.backend == "netns":
         from harness.net.netns import require_root
 

@@ -32,7 +32,8 @@ one address that every peer dials, so per-link proxies cannot cut it), and
 ``netns``, ``docker`` and ``ssh`` (each node a host with its own address,
 PLAINTEXT on 9092 and CONTROLLER on 9094, and partitions made by iptables on
 each node's host, :class:`harness.net.iptables.IptablesNetwork`, as for the
-reference broker on real hosts; only sshd's port is exempt from a cut).
+reference broker on real hosts; only each host's sshd port is exempt from a
+cut).
 A node's files live in the host's node directory (``Remote.node_dir``);
 where the host does not share this machine's filesystem (ssh) the jars go
 over once per content (:func:`harness.kafka.dist.archive`, unpacked by the
