@@ -166,3 +166,17 @@ def test_db_kafka_mounts_kraftwerk_fs_on_the_host_that_runs_the_jvm(tmp_path):
     disks = KafkaDB(cfg, tmp_path, None, hosts).make_disks()  # type: ignore[arg-type]
     assert isinstance(disks, RemoteDisks) and not isinstance(disks, NodeDisks)
     assert disks.data_dir("n1") == f"{hosts.node_dir('n1')}/data"
+
+
+def test_a_story_on_db_kafka_on_a_kernel_backend_gets_kraftwerk_fs_for_its_power_loss():
+    """A story's power loss on a JVM is made by kraftwerk fs: the default
+    storage of such a run is lazyfs (as for lose-unfsynced), and where it
+    is not, the refusal says where a power loss can be had."""
+    from harness.config import TestConfig
+    from harness.runner import preflight
+
+    cfg = TestConfig(db="kafka", backend="netns", scenario="isr-crash")
+    assert cfg.storage == "lazyfs"
+    preflight(cfg)  # every fault of the story can be made
+    with pytest.raises(UsageError, match=r"lose-unfsynced needs power-loss, .*--storage lazyfs"):
+        preflight(TestConfig(db="kafka", backend="netns", storage="file", nemesis=["lose-unfsynced"]))
