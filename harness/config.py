@@ -301,6 +301,9 @@ class TestConfig(BaseModel):
         if self.storage is None:
             pc = (bool(kinds & {"lose-unfsynced", "torn-write"})
                   or any(n in NEEDS_PAGECACHE for n in (self.scenario or "").split(",")))
+            if self.db == "kafka" and self.scenario and self.backend in ("netns", "docker", "ssh"):
+                # a story's power loss: a JVM loses un-fsynced writes only through kraftwerk fs
+                pc = pc or any(parse(n).kind == "story" for n in self.fault_names())
             self.storage = ("lazyfs" if self.backend in ("netns", "docker", "ssh") else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")

@@ -64,6 +64,8 @@ class Unsupported(ValueError):
 WHERE: dict[Capability, str] = {
     Capability.TORN_WRITE: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                            "--backend netns, docker or ssh)",
+    Capability.POWER_LOSS: "on --db kafka it is made by the kraftwerk fs mount under each node (--storage lazyfs "
+                           "on --backend netns, docker or ssh)",
     Capability.LOSE_UNFSYNCED: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                                "--backend netns, docker or ssh)",
 }

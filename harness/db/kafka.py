@@ -32,7 +32,8 @@ one address that every peer dials, so per-link proxies cannot cut it), and
 ``netns``, ``docker`` and ``ssh`` (each node a host with its own address,
 PLAINTEXT on 9092 and CONTROLLER on 9094, and partitions made by iptables on
 each node's host, :class:`harness.net.iptables.IptablesNetwork`, as for the
-reference broker on real hosts; only sshd's port is exempt from a cut).
+reference broker on real hosts; only each host's sshd port is exempt from a
+cut).
 A node's files live in the host's node directory (``Remote.node_dir``);
 where the host does not share this machine's filesystem (ssh) the jars go
 over once per content (:func:`harness.kafka.dist.archive`, unpacked by the
@@ -52,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.backend import collect_files
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
@@ -552,14 +554,7 @@ class KafkaDB(PausesBySignal):
     def collect(self) -> None:
         """Bring each node's logs back to ``<run>/nodes/<name>/`` from a host
         that does not share this machine's filesystem (ssh)."""
-        if getattr(self.hosts, "shared_fs", True):
-            return
-        for n in self.node_names():
-            for f in COLLECT:
-                try:
-                    self.hosts.download(n, str(self.host_dir(n) / f), self.node_dir(n) / f)
-                except (OSError, HarnessError):
-                    pass
+        collect_files(self.hosts, self.node_names(), COLLECT, lambda n: str(self.host_dir(n)), self.node_dir)
 
 
 def _last_error(d: Path) -> str:
