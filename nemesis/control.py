@@ -68,8 +68,6 @@ WHERE: dict[Capability, str] = {
                            "on --backend netns, docker or ssh)",
     Capability.LOSE_UNFSYNCED: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                                "--backend netns, docker or ssh)",
-    Capability.UNREGISTER: "UnregisterBroker (KIP-631) is sent to the reference controller only (--db reference): "
-                           "no Python Kafka client sends it, and the harness does not run Kafka's kafka-cluster.sh",
 }
 
 

@@ -57,7 +57,7 @@ from harness.backend import collect_files
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
-from harness.db.admin import alter_partition_reassignment
+from harness.db.admin import alter_partition_reassignment, unregister_broker
 from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.kafka import dist, props
@@ -111,11 +111,11 @@ def wants_clock(cfg: TestConfig) -> bool:
 def capabilities_for(cfg: TestConfig) -> frozenset[str]:
     """The faults db kafka can make on ``cfg.backend`` (``nemesis.control``'s
     Capability values), known before anything starts so the runner refuses
-    the rest: signals, libfaketime clocks and reassignment everywhere;
+    the rest: signals, libfaketime clocks, reassignment and UnregisterBroker everywhere;
     kernel partitions where each node is a host of its own (not local: a
     broker advertises one address every peer dials); power loss and torn
     writes only through kraftwerk fs (storage lazyfs)."""
-    caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign"}
+    caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign", "unregister"}
     if cfg.backend != "local":
         caps |= {"partition", "partition-clients", "loss"}
     if cfg.storage == "lazyfs":
@@ -466,6 +466,12 @@ class KafkaDB(PausesBySignal):
         waits for them to join the ISR, then drops the others."""
         ids = {n.name: n.node_id for n in self.plans}
         alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
+
+    def unregister(self, node: str) -> None:
+        """UnregisterBroker (KIP-631) through a broker, which forwards it to
+        Kafka's active controller (:func:`harness.db.admin.unregister_broker`
+        frames it: no Python client sends it)."""
+        unregister_broker(self.client_bootstrap(), self.by_name[node].node_id)
 
     def leader_of(self, key: str) -> str | None:
         p = self._partition(key)
