@@ -301,6 +301,9 @@ class TestConfig(BaseModel):
         if self.storage is None:
             pc = (bool(kinds & {"lose-unfsynced", "torn-write"})
                   or any(n in NEEDS_PAGECACHE for n in (self.scenario or "").split(",")))
+            if self.db == "kafka" and self.scenario and self.backend in ("netns", "docker", "ssh"):
+                # a story's power loss: a JVM loses un-fsynced writes only through kraftwerk fs
+                pc = pc or any(parse(n).kind == "story" for n in self.fault_names())
             self.storage = ("lazyfs" if self.backend in ("netns", "docker", "ssh") else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
@@ -442,7 +445,8 @@ def _client_consistent(cfg: "TestConfig") -> None:
         if cfg.rf < 3 or cfg.min_isr < 2:
             raise ValueError("--safe means replication factor 3 or more and min.insync.replicas 2 or more")
         if cfg.variants.get("unclean_election") or any(
-                kv.replace(" ", "") == "unclean.leader.election.enable=true" for kv in cfg.kafka_config):
+                # Kafka reads a boolean setting without regard to case
+                kv.replace(" ", "").lower() == "unclean.leader.election.enable=true" for kv in cfg.kafka_config):
             raise ValueError("--safe means no unclean leader election: drop unclean_election")
         cfg.idempotent = True
     if cfg.retries == 0 and (cfg.idempotent or cfg.workload == "txn"):

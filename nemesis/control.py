@@ -64,10 +64,10 @@ class Unsupported(ValueError):
 WHERE: dict[Capability, str] = {
     Capability.TORN_WRITE: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                            "--backend netns, docker or ssh)",
+    Capability.POWER_LOSS: "on --db kafka it is made by the kraftwerk fs mount under each node (--storage lazyfs "
+                           "on --backend netns, docker or ssh)",
     Capability.LOSE_UNFSYNCED: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                                "--backend netns, docker or ssh)",
-    Capability.UNREGISTER: "UnregisterBroker (KIP-631) is sent to the reference controller only (--db reference): "
-                           "no Python Kafka client sends it, and the harness does not run Kafka's kafka-cluster.sh",
 }
 
 

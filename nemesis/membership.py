@@ -3,7 +3,9 @@ place, as an operator changes a KRaft cluster's brokers. Kafka's documented
 way to remove a broker: move its replicas to other brokers
 (AlterPartitionReassignments, KIP-455), shut it down cleanly, then
 unregister it (UnregisterBroker, KIP-631: ``kafka-cluster.sh unregister``),
-so the controller forgets its registration. Adding a broker is starting one
+so the controller forgets its registration (every runtime sends it: the
+simulator's admin endpoint, ``harness.db.admin`` on real hosts, to the
+reference controller and to Kafka 4.4's alike). Adding a broker is starting one
 whose id the controller does not know: it registers as new and takes
 replicas only when a reassignment (or a new topic) gives it some.
 

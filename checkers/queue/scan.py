@@ -15,6 +15,7 @@ with the same results as checking the list of operations
 from __future__ import annotations
 
 import gc
+import io
 import os
 from array import array
 from pathlib import Path
@@ -240,8 +241,7 @@ class _LineFeeder:
                     # as iter_jsonl reads text: invalid UTF-8 replaced, any
                     # of \r, \n, \r\n ends a line, json decides what orjson refuses
                     s = raw.decode("utf-8", "replace")
-                    parts = s.replace("\r\n", "\n").replace("\r", "\n").splitlines(keepends=True) \
-                        if "\r" in s else [s]
+                    parts = io.StringIO(s, newline=None).readlines() if "\r" in s else [s]
                     for j, line in enumerate(parts):
                         i += 1
                         try:

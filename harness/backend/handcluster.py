@@ -250,12 +250,9 @@ def _down_ssh(st: dict[str, Any], timeout: float) -> dict[str, bool]:
 
 
 def _collect_ssh(st: dict[str, Any], hosts: Any) -> None:
+    from harness.backend import collect_files
     from harness.db.hosted import COLLECT as REFERENCE_FILES
     from harness.db.kafka import COLLECT as KAFKA_FILES
 
-    for n in st["nodes"]:
-        for f in KAFKA_FILES if st["db"] == "kafka" else REFERENCE_FILES:
-            try:
-                hosts.download(n["name"], f"{hosts.node_dir(n['name'])}/{f}", Path(st["dir"]) / "nodes" / n["name"] / f)
-            except (OSError, HarnessError):
-                pass
+    collect_files(hosts, [n["name"] for n in st["nodes"]], KAFKA_FILES if st["db"] == "kafka" else REFERENCE_FILES,
+                  hosts.node_dir, lambda n: Path(st["dir"]) / "nodes" / n)

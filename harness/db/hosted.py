@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.backend import collect_files
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
 from harness.db.admin import alter_partition_reassignment, unregister_broker
@@ -385,14 +386,8 @@ class HostedReference(PausesBySignal):
                 self.hosts.teardown()
 
     def _collect(self) -> None:
-        if getattr(self.hosts, "shared_fs", False):
-            return
-        for n in self.node_names():
-            for f in COLLECT:
-                try:
-                    self.hosts.download(n, f"{self.hosts.node_dir(n)}/{f}", self.run_dir / "nodes" / n / f)
-                except (OSError, HarnessError):
-                    pass
+        collect_files(self.hosts, self.node_names(), COLLECT, self.hosts.node_dir,
+                      lambda n: self.run_dir / "nodes" / n)
 
 
 __all__ = ["CLIENT", "CONTROL_PORT", "HostedReference", "NODE_PORT"]

@@ -32,7 +32,8 @@ one address that every peer dials, so per-link proxies cannot cut it), and
 ``netns``, ``docker`` and ``ssh`` (each node a host with its own address,
 PLAINTEXT on 9092 and CONTROLLER on 9094, and partitions made by iptables on
 each node's host, :class:`harness.net.iptables.IptablesNetwork`, as for the
-reference broker on real hosts; only sshd's port is exempt from a cut).
+reference broker on real hosts; only each host's sshd port is exempt from a
+cut).
 A node's files live in the host's node directory (``Remote.node_dir``);
 where the host does not share this machine's filesystem (ssh) the jars go
 over once per content (:func:`harness.kafka.dist.archive`, unpacked by the
@@ -52,10 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.backend import collect_files
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
-from harness.db.admin import alter_partition_reassignment
+from harness.db.admin import alter_partition_reassignment, unregister_broker
 from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.kafka import dist, props
@@ -109,11 +111,11 @@ def wants_clock(cfg: TestConfig) -> bool:
 def capabilities_for(cfg: TestConfig) -> frozenset[str]:
     """The faults db kafka can make on ``cfg.backend`` (``nemesis.control``'s
     Capability values), known before anything starts so the runner refuses
-    the rest: signals, libfaketime clocks and reassignment everywhere;
+    the rest: signals, libfaketime clocks, reassignment and UnregisterBroker everywhere;
     kernel partitions where each node is a host of its own (not local: a
     broker advertises one address every peer dials); power loss and torn
     writes only through kraftwerk fs (storage lazyfs)."""
-    caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign"}
+    caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign", "unregister"}
     if cfg.backend != "local":
         caps |= {"partition", "partition-clients", "loss"}
     if cfg.storage == "lazyfs":
@@ -465,6 +467,12 @@ class KafkaDB(PausesBySignal):
         ids = {n.name: n.node_id for n in self.plans}
         alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
 
+    def unregister(self, node: str) -> None:
+        """UnregisterBroker (KIP-631) through a broker, which forwards it to
+        Kafka's active controller (:func:`harness.db.admin.unregister_broker`
+        frames it: no Python client sends it)."""
+        unregister_broker(self.client_bootstrap(), self.by_name[node].node_id)
+
     def leader_of(self, key: str) -> str | None:
         p = self._partition(key)
         return self._name(p.leader) if p is not None and p.leader >= 0 else None
@@ -546,14 +554,7 @@ class KafkaDB(PausesBySignal):
     def collect(self) -> None:
         """Bring each node's logs back to ``<run>/nodes/<name>/`` from a host
         that does not share this machine's filesystem (ssh)."""
-        if getattr(self.hosts, "shared_fs", True):
-            return
-        for n in self.node_names():
-            for f in COLLECT:
-                try:
-                    self.hosts.download(n, str(self.host_dir(n) / f), self.node_dir(n) / f)
-                except (OSError, HarnessError):
-                    pass
+        collect_files(self.hosts, self.node_names(), COLLECT, lambda n: str(self.host_dir(n)), self.node_dir)
 
 
 def _last_error(d: Path) -> str:
