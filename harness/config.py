@@ -445,7 +445,8 @@ def _client_consistent(cfg: "TestConfig") -> None:
         if cfg.rf < 3 or cfg.min_isr < 2:
             raise ValueError("--safe means replication factor 3 or more and min.insync.replicas 2 or more")
         if cfg.variants.get("unclean_election") or any(
-                kv.replace(" ", "") == "unclean.leader.election.enable=true" for kv in cfg.kafka_config):
+                # Kafka reads a boolean setting without regard to case
+                kv.replace(" ", "").lower() == "unclean.leader.election.enable=true" for kv in cfg.kafka_config):
             raise ValueError("--safe means no unclean leader election: drop unclean_election")
         cfg.idempotent = True
     if cfg.retries == 0 and (cfg.idempotent or cfg.workload == "txn"):

@@ -29,9 +29,8 @@ from nemesis.stories import step_ops
 from reference_impl import accel
 from reference_impl.core.config import ProtocolConfig, Variants
 from reference_impl.core.messages import NewTopic, TopicPartition
-from reference_impl.sim.clients import Admin, Arrivals, ClientConfig, Consumer, GroupMember, Workload
+from reference_impl.sim.clients import Admin, Arrivals, ClientConfig, Consumer, GroupMember, Workload, sim_history
 from reference_impl.sim.control import SimCluster
-from reference_impl.sim.history import History
 from reference_impl.sim.network import LinkProfile
 from reference_impl.sim.simulation import Simulation
 
@@ -135,7 +134,7 @@ class SimRun:
             trace_dir=(self.run_dir / "nodes") if self.run_dir else None,
             monitor=self.monitor, clock_drift=o.clock_drift,
         )
-        self.history = History(self.run_dir / "history.jsonl" if self.run_dir else None)
+        self.history = sim_history(self.sim, self.run_dir / "history.jsonl" if self.run_dir else None)
         self.tps = [TopicPartition(t, p) for t in o.topic_names() for p in range(o.partitions)]
         if o.retries is not None:  # the simulator's producers retry as librdkafka's, by default without end
             self.client_config = dataclasses.replace(self.client_config, retries=o.retries)

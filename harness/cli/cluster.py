@@ -137,7 +137,7 @@ def register(group: click.Group) -> None:
                 where = f" netns={r['namespace']}" if "namespace" in r else ""
                 click.echo(f"{r['name']} id={r['node_id']} roles={','.join(r['roles'])} {r['address']}:9092"
                            f"{where} pid={r['pid']} alive={'yes' if r['alive'] else 'no'}")
-            click.echo(f"bootstrap: {nst['bootstrap']}  ({nst['backend']}, db {nst['db']})")
+            click.echo(f"bootstrap: {nst['bootstrap']}  ({nst['backend']}, db {nst.get('db', 'reference')})")
             return
 
         if handcluster.load(dir) is not None:

@@ -50,7 +50,7 @@ def explore_cmd(budget: str, jobs: int | None, signal: str, as_json: bool, **fla
     first_seed = flags.get("seed") or 0
     cfg = config_from_flags("sim", {**flags, "name": flags.get("name") or "explore"})
     preflight(cfg)
-    jobs = jobs or default_jobs(1 << 10)
+    jobs = default_jobs(1 << 10) if jobs is None else jobs
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {jobs})")
     os.makedirs(cfg.out, exist_ok=True)

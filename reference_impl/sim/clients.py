@@ -28,6 +28,7 @@ import random
 from dataclasses import dataclass
 from functools import partial
 from math import log as _log
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Sequence, TypeVar
 
 from reference_impl.core.groups.messages import (
@@ -67,10 +68,10 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
+from checkers.history.recorder import Clock, Recorder
 from workloads.outcome import REFRESH, RETRY, possibly_persisted, producer_action, send_outcome
 
-from .events import TimeoutQueue
-from .history import History
+from .events import EventLoop, TimeoutQueue
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -214,10 +215,28 @@ class MetadataCache:
             self.ep.sim.loop.after(delay, w)
 
 
+class VirtualClock(Clock):
+    """The event loop's virtual time in nanoseconds: the history's clock."""
+
+    def __init__(self, loop: EventLoop) -> None:
+        self.loop = loop
+
+    def now_ns(self) -> int:
+        return self.loop.now * 1_000_000
+
+
+def sim_history(sim: "Simulation", path: str | Path | None = None) -> Recorder:
+    """The history recorder (``checkers.history.recorder``, the one both
+    runtimes use) on the simulation's clock: virtual nanoseconds from 0,
+    one thread, every operation kept for the checkers; with ``path`` the
+    lines also go to that file."""
+    return Recorder(path, keep=True, clock=VirtualClock(sim.loop), epoch=0, background=False)
+
+
 class Workload:
     """Owns the history, the value counter and every client process."""
 
-    def __init__(self, sim: "Simulation", history: History, tps: list[TopicPartition], cfg: ClientConfig | None = None) -> None:
+    def __init__(self, sim: "Simulation", history: Recorder, tps: list[TopicPartition], cfg: ClientConfig | None = None) -> None:
         self.sim = sim
         self.history = history
         self.tps = tps
@@ -286,7 +305,7 @@ class Workload:
         return max(1, self.n_processes)
 
     def record(self, process: Any, type_: str, f: str, value: Any, error: Any = None, **extra: Any) -> None:
-        self.history.record(self.sim.loop.now, process, type_, f, value, error, extra)
+        self.history.append(process, type_, f, value, error, extra)
 
     def finish(self) -> None:
         """End of the run: every operation still in flight is indeterminate."""

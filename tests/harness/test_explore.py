@@ -104,3 +104,9 @@ def test_a_search_whose_runs_give_no_verdict_is_unknown_never_all_valid(tmp_path
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 3, p.stdout + p.stderr
     assert re.search(r"but \d+ of \d+ runs gave no verdict \(unknown\)", p.stdout)
+
+
+def test_explore_refuses_zero_jobs_in_one_line():
+    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "explore", "--jobs", "0",
+                        "--budget", "1s"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == ["kraftwerk: error: --jobs must be at least 1 (got 0)"]
