@@ -8,7 +8,9 @@ read back. The glass-box monitor checks the traces on the way out."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -23,11 +25,15 @@ from tests.server.test_integration import FAST, create_topic, wait_for
 
 pytestmark = pytest.mark.integration
 
+#: the broker the first test moved every replica off
+MOVED_OFF: list[int] = []
 
-@pytest.fixture
-def four(tmp_path):
-    """Four combined nodes, one of them also the only controller."""
-    c = LocalCluster.plan(str(tmp_path / "cluster"), 4, 1, 0, combined=True, config=FAST)
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    """Four combined nodes, one of them also the only controller (shared:
+    the second test unregisters the broker the first one moved off)."""
+    c = LocalCluster.plan(str(tmp_path_factory.mktemp("cluster")), 4, 1, 0, combined=True, config=FAST)
     c.up(90)
     yield c
     c.down(40)
@@ -71,6 +77,7 @@ def test_kip455_alter_partition_reassignments_from_kafka_python_moves_a_replica_
             time.sleep(0.2)
         new_leader, after, isr = _replicas(four, topic)
         assert after == target and isr == sorted(target) and new_leader != leader and new_leader in target
+        MOVED_OFF.append(leader)
     finally:
         admin.close()
 
@@ -84,3 +91,28 @@ def test_kip455_alter_partition_reassignments_from_kafka_python_moves_a_replica_
              30, "every acknowledged record read back")
     c.close()
     assert set(acked) <= seen and len(acked) == 300
+
+
+def test_kip631_unregister_broker_over_the_wire_forgets_a_broker_which_registers_again_as_new(four):
+    """UnregisterBroker (api key 64 v0, framed by harness.db.admin: no Python
+    client sends it) through a broker to the controller: an unknown id is
+    refused with BROKER_ID_NOT_REGISTERED; the broker moved off by the
+    first test is forgotten, and, still running, registers again as new."""
+    from harness.db.admin import UnregisterRefused, unregister_broker
+
+    with pytest.raises(UnregisterRefused, match="error 102 Broker ID 9 is not currently registered"):
+        unregister_broker(four.bootstrap, 9)
+    (b,) = MOVED_OFF or [1]
+    unregister_broker(four.bootstrap, b)
+    wait_for(lambda: _unregistered(four, b), 10, "the controller replayed the UnregisterBrokerRecord")
+    wait_for(lambda: b in AdminClient({"bootstrap.servers": four.bootstrap}).list_topics(timeout=5).brokers, 20,
+             "the running broker registered again")
+
+
+def _unregistered(c: LocalCluster, broker: int) -> bool:
+    for trace in Path(c.dir).rglob("trace.jsonl"):
+        for line in trace.open():
+            e = json.loads(line)
+            if e["kind"] == "broker_unregistered" and e["broker"] == broker:
+                return True
+    return False
