@@ -179,6 +179,8 @@ def scan_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None) 
 
 _I64 = 1 << 63
 _INT = {int}
+_LIST = {list}
+_TWO = {2}
 _OK, _INVOKE, _SEND, _POLL = "ok", "invoke", "send", "poll"
 
 
@@ -345,7 +347,7 @@ class _LineFeeder:
                                                 self._flush()
                                             continue
                             elif fn == _POLL and len(mop) == 2 and mop[0] == _POLL and type(mop[1]) is dict:
-                                reads = _poll_reads(mop[1])
+                                reads = _poll_reads(mop[1]) if mop[1] else _NO_READS
                                 if reads is not None:
                                     if not c_tm:
                                         self.inv_before = len(inv_times)
@@ -486,10 +488,10 @@ class _LineFeeder:
         n = len(self.e_c)
         if not n:
             return
-        starts = list(accumulate(self.e_np, initial=0))
         if n < self.small:
-            self._add_events(range(n), starts)
+            self._add_events(range(n), list(accumulate(self.e_np, initial=0)))
             return
+        starts: list[int] = []  # each event's first pair, for a key appended one event at a time
         E_c = np.array(self.e_c, np.int64)
         E_k = np.array(self.e_kid, np.int64)
         E_n = np.array(self.e_np, np.int64)
@@ -512,6 +514,8 @@ class _LineFeeder:
             od, vd = cols.offs.data, cols.vals.data
             if not all(type(x) is array for x in (cols.op.data, cols.proc.data, cols.time.data, od, vd)) \
                     or cols.meta.codes.typecode != "B" or cols.ext.codes.typecode != "B":
+                if not starts:
+                    starts = list(accumulate(self.e_np, initial=0))
                 self._add_events(sel.tolist(), starts)
                 continue
             csel = E_c[sel]
@@ -544,25 +548,35 @@ class _LineFeeder:
                 exp = expired.get(k)
                 if exp is None:
                     exp = expired[k] = Col()
-                if len(exp) <= off:
-                    exp.fill(off + 1 - len(exp), tm)
+                ed = exp.data
+                if len(ed) == off:  # the next offset (the time is a 64-bit int: Col.fill's append)
+                    ed.append(tm)
+                elif len(ed) < off:
+                    exp.fill(off + 1 - len(ed), tm)
                 continue
-            tops = [(k, max(os_)) for k, os_, _vs in q if os_]
-            for k, o in tops:
-                exp = expired.get(k)
-                if exp is None:
-                    exp = expired[k] = Col()
-                if len(exp) <= o:
-                    exp.fill(o + 1 - len(exp), tm)
-            pos = positions.setdefault(proc, {})
-            for k, o in tops:
-                pos[k] = max(pos.get(k, -1), o)
+            pos = positions.get(proc)
+            if pos is None:
+                pos = positions[proc] = {}
+            for k, os_, _vs in q:
+                if os_:
+                    o = max(os_)
+                    exp = expired.get(k)
+                    if exp is None:
+                        exp = expired[k] = Col()
+                    ed = exp.data
+                    if len(ed) == o:
+                        ed.append(tm)
+                    elif len(ed) < o:
+                        exp.fill(o + 1 - len(ed), tm)
+                    pos[k] = max(pos.get(k, -1), o)
             worst = lag.worst
             for k, o in pos.items():
                 exp = expired.get(k)
-                ed = exp.data if exp is not None else ()
-                since = ed[o + 1] if o + 1 < len(ed) else None
-                dt = max(0, t_inv - since) if since is not None else 0
+                if exp is not None and o + 1 < len(exp.data):
+                    since = exp.data[o + 1]
+                    dt = max(0, t_inv - since) if since is not None else 0
+                else:
+                    dt = 0
                 if worst is None or dt > worst["lag"]:
                     worst = lag.worst = {"time": t_inv, "process": proc, "key": k, "lag": dt}
             if proc in subscribed:
@@ -579,16 +593,17 @@ def _poll_reads(m: dict) -> list[tuple[str, list[int], list[int]]] | None:
     for k, prs in m.items():
         if type(prs) is not list:
             return None
-        for q in prs:
-            if type(q) is not list or len(q) != 2:
-                return None
-        os_ = [q[0] for q in prs]
-        vs = [q[1] for q in prs]
         if prs:
+            if {*map(type, prs)} != _LIST or {*map(len, prs)} != _TWO:
+                return None
+            os_ = [q[0] for q in prs]
+            vs = [q[1] for q in prs]
             if {*map(type, os_), *map(type, vs)} != _INT or min(min(os_), min(vs)) < 0 \
                     or max(max(os_), max(vs)) >= _I64:
                 return None
-        reads.append((k, os_, vs))
+            reads.append((k, os_, vs))
+        else:
+            reads.append((k, [], []))
     return reads
 
 
@@ -615,6 +630,7 @@ def _intern_bulk(col: Interned, gids: np.ndarray, values: tuple) -> None:
 
 
 _NO_EXTRA: dict[str, Any] = {}
+_NO_READS: list[Any] = []  # a poll that returned nothing (never appended to)
 _F_OK = {_SEND: "send:ok", _POLL: "poll:ok"}
 _ACKS_OK = {a: f"acks={a}:ok" for a in ("all", "1", "0", "-1", "?")}
 #: a fast completion's meta: a send's acks (as the projection spells them), or a poll's final flag

@@ -371,6 +371,10 @@ def test_batched_scan_gives_the_object_readings_results_byte_for_byte(tmp_path, 
     table, ref_table = scan.projection.ops, reference.projection.ops
     for col in ("index", "process", "type", "invoke_time", "complete_time"):
         assert list(getattr(table, col)) == list(getattr(ref_table, col)), col
+    lag, ref_lag = scan.lag, reference.lag
+    assert {k: list(c) for k, c in lag.expired.items()} == {k: list(c) for k, c in ref_lag.expired.items()}
+    assert (lag.positions, lag.worst) == (ref_lag.positions, ref_lag.worst) and lag.worst["lag"] > 0
+    assert scan.consume.counts == reference.consume.counts and scan.consume.counts
     for kw in ({}, {"test": {"sub_via": ["subscribe"]}}):
         by_objects = json.dumps(_untimed(check_history(read_jsonl(path), **kw)))
         by_columns = json.dumps(_untimed(check_history(scan, **kw)))
