@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import generator as g  # noqa: E402
-from harness.history import Recorder  # noqa: E402
+from checkers.history.recorder import Recorder  # noqa: E402
 from harness.interpreter import Interpreter  # noqa: E402
 
 

@@ -44,7 +44,20 @@ state, the Final constants and the typed delayed fetch (1.18 G with checkers
 a stop earlier, 1.49 G on an unoptimised interpreter before that).
 Interleaved with that earlier build, four rounds of the workload phase
 alone: 68.4x -> 94.8x, 62.8x -> 108.1x, 90.0x -> 110.1x, 95.3x -> 99.0x.
-This bench keeps no run directory; ``kraftwerk sim --out`` also writes the
+Against b380592 (``--before b380592``: before the simulator became a
+runtime of the harness, and before the faithfulness fixes since), counted
+under callgrind on one seed of ``--time-limit 30`` without checkers, the
+workload phase (``Simulation.run_until``) cost 1,931 M instructions at
+b380592 and 1,999 M later (+3.5%): a node asked its group coordinator (not
+compiled) whether it was waiting on every message (~49 M), and the run's
+fault schedule was read by copying each of the ~30k operations into a dict
+(~50 M more, after the event loop). With both removed it costs 1,948 M
+(+0.9%: the seed-000 fence against a stale broker epoch read from the
+metadata, ~11 M, the monotonic clock every call now carries, ~6 M, and the
+shared history recorder's clock, ~3 M), and every event loop of the seed
+together 1,991 M against 2,004 M (the final phase is shorter now). Under
+this machine's load the wall and CPU figures of the two sides differ by
+more than that from one run to the next. This bench keeps no run directory; ``kraftwerk sim --out`` also writes the
 history and the node traces (orjson, buffered).
 
 What a seed is made of (78 simulated s, ~30k acks=all sends): ~153k

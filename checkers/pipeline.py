@@ -262,11 +262,21 @@ def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str
     drop = keys.release if release and isinstance(keys, KeyEvents) else (lambda _k: None)
     if engine == "inline":
         from checkers.queue.keycheck import check_key
+        from checkers.queue.keyfast import check_clean_key
 
-        out = []
+        # a clean key of the plain shape is checked from its columns
+        # (checkers.queue.keyfast), the same result; any other key as events
+        columnar = isinstance(keys, KeyEvents) and not keys.assigns
+        out: list[dict[str, Any]] = []
         for k in list(keys):
             if deadline is not None and time.monotonic() > deadline:
                 raise PerKeyBudgetExceeded(out)
+            cols = keys.columns.get(k) if columnar else None  # type: ignore[attr-defined]
+            r = check_clean_key(k, cols, want_rw) if cols is not None else None
+            if r is not None:
+                drop(k)
+                out.append(_compact(r))
+                continue
             evs = keys[k]
             drop(k)
             out.append(_compact(check_key(k, evs, want_rw, all_errors)))

@@ -24,7 +24,9 @@ from harness import store
 
 
 def history_stats(ops: list[Op]) -> dict[str, Any]:
-    """Counts the report shows next to the checkers' verdict."""
+    """Counts the report shows next to the checkers' verdict (of a list of
+    operations; a scanned history has them from
+    :class:`checkers.queue.scan.ClientStats`)."""
     by: Counter[str] = Counter()
     acks: Counter[str] = Counter()
     for op in ops:
@@ -42,13 +44,29 @@ def history_stats(ops: list[Op]) -> dict[str, Any]:
     }
 
 
+def _read(run_dir: Path, warnings: list[str]) -> tuple[Any, dict[str, Any]]:
+    """The history scanned into columns (:func:`checkers.queue.scan.scan_jsonl`,
+    the path ``kraftwerk check`` takes) and the statistics above, from the
+    same pass. A history whose values the queue checker cannot use is read
+    as operations instead, so the checker's own error is reported below as
+    before."""
+    from checkers.queue.scan import MalformedOp, scan_jsonl
+
+    try:
+        scan = scan_jsonl(run_dir / store.HISTORY, warnings)
+    except MalformedOp:
+        warnings.clear()
+        ops = read_jsonl(run_dir / store.HISTORY, warnings)
+        return ops, history_stats(ops)
+    return scan, scan.clients.result(scan.stats)
+
+
 def check_run(run_dir: Path, engine: str = "inline", test: dict[str, Any] | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir)
     warnings: list[str] = []
-    ops = read_jsonl(run_dir / store.HISTORY, warnings)
+    ops, stats = _read(run_dir, warnings)
     if test is None and (run_dir / store.TEST).exists():
         test = store.read_json(run_dir / store.TEST)
-    stats = history_stats(ops)
     try:
         from checkers.check import check_history, trace_invariants
 

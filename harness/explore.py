@@ -213,6 +213,10 @@ class Search:
     seen: set[str] = field(default_factory=set)
     tried: int = 0
     curve: list[tuple[float, int, int]] = field(default_factory=list)
+    #: runs with no verdict (``unknown``, or the run itself failed), and the
+    #: first such run's error: a search that saw them cannot say "all valid"
+    unknown: int = 0
+    first_error: str | None = None
 
     def next_job(self) -> Schedule | None:
         """A new run: a random schedule while the corpus is small (the
@@ -228,6 +232,9 @@ class Search:
     def absorb(self, o: Outcome, t: float) -> bool:
         """Keep a run's schedule if it reached a new state; True if new."""
         self.tried += 1
+        if o.valid is not True and o.valid is not False:
+            self.unknown += 1
+            self.first_error = self.first_error or (f"seed {o.seed}: {o.error}" if o.error else None)
         new = o.states - self.seen
         if new:
             self.seen |= new

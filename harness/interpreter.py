@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from generator import PENDING, Context, Gen
-from harness.history import Recorder
+from checkers.history.recorder import Recorder
 
 
 class Client(Protocol):

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from harness.history import Recorder
+from checkers.history.recorder import Recorder
 
 
 class Progress:

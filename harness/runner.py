@@ -30,7 +30,7 @@ from harness.backend.local import CAPABILITIES as LOCAL_CAPABILITIES
 from harness.checking import check_run, export_edn
 from harness.config import TestConfig
 from harness.errors import HarnessError, KraftwerkError, UsageError
-from harness.history import Recorder
+from checkers.history.recorder import Recorder
 from harness.interpreter import Interpreter
 from harness.progress import Progress
 from harness.state import RunState
@@ -208,9 +208,12 @@ def run_lifecycle(rt: Runtime, run_dir: Path | None, report: bool) -> dict[str, 
         store.write_json(run_dir / store.TEST, rt.test_json())
     try:
         rt.play()
-    except KraftwerkError as e:
+    except Exception as e:
+        # any failure, not only the runtime's own errors, leaves its line
+        # beside the history recorded so far
         if run_dir is not None:
-            (run_dir / "error.txt").write_text(str(e) + "\n")
+            line = str(e) if isinstance(e, KraftwerkError) else f"{type(e).__name__}: {e}"
+            (run_dir / "error.txt").write_text(line + "\n")
         raise
     if run_dir is None or not rt.recorded:
         return rt.results(None)
@@ -286,7 +289,7 @@ class ProcessRuntime:
                     db.teardown()
             finally:
                 state.remove()
-            prog.stop()
+                prog.stop()  # the live display gives the terminal back whatever teardown did
         if error is not None:
             raise error
 

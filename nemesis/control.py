@@ -52,6 +52,8 @@ class Capability(str, Enum):
     FILES = "files"  #: upload / download files of a node's host
     #: move a partition's replicas (AlterPartitionReassignments)
     REASSIGN = "reassign"
+    #: remove a broker's registration (UnregisterBroker, KIP-631)
+    UNREGISTER = "unregister"
 
 
 class Unsupported(ValueError):
@@ -62,10 +64,10 @@ class Unsupported(ValueError):
 WHERE: dict[Capability, str] = {
     Capability.TORN_WRITE: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                            "--backend netns, docker or ssh)",
+    Capability.POWER_LOSS: "on --db kafka it is made by the kraftwerk fs mount under each node (--storage lazyfs "
+                           "on --backend netns, docker or ssh)",
     Capability.LOSE_UNFSYNCED: "it is made by the kraftwerk fs mount under each node (--storage lazyfs on "
                                "--backend netns, docker or ssh)",
-    Capability.REASSIGN: "it is made by Kafka's AlterPartitionReassignments (--db kafka); the reference "
-                         "controller does not implement reassignment",
 }
 
 

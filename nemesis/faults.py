@@ -35,9 +35,17 @@ rolling-restart    brokers, controllers, all: each node in a seeded order
                    history name terminate; the stop abandons the rest of
                    the roll and starts every node that is down
 reassign           swap: a random partition's replica set loses one member
-                   and gains a broker outside it (AlterPartitionReassignments;
+                   and gains a broker outside it (AlterPartitionReassignments,
+                   KIP-455, answered by Kafka's and the reference controller;
                    needs more brokers than the replication factor); the
                    stop keeps the new assignment
+decommission       one: a broker removed as an operator removes one
+                   (``nemesis.membership``): its replicas reassigned to
+                   other brokers, then a clean shutdown once they moved,
+                   then UnregisterBroker (KIP-631); the stop starts it
+                   again, a broker the controller does not know, which
+                   registers as new (a broker added); needs more brokers
+                   than the replication factor
 story              leader-churn, last-replica-standing, isr-crash,
                    expand-race: compositions of the above that tell one
                    of the seeds' failure narratives (``nemesis.stories``);
@@ -69,6 +77,7 @@ from typing import Any, Callable, cast
 
 from . import partition as grudges
 from .control import Capability, Cluster, Observer, Reassignments, TornWrites, require
+from .membership import Decommission
 from .rolling import POLL_MS, SHUTDOWN_GRACE_MS, Roll, in_sync
 from .stories import STORIES, Record, Story, Timings
 
@@ -105,6 +114,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("loss", ("all",), ("all",), (C.LOSS,), "loss"),
     Kind("rolling-restart", ROLL_TARGETS, ("brokers",), (C.TERMINATE, C.KILL), "terminate"),
     Kind("reassign", ("swap",), ("swap",), (C.REASSIGN,), "reassign"),
+    Kind("decommission", ("one",), ("one",), (C.REASSIGN, C.TERMINATE, C.UNREGISTER), "decommission"),
     Kind("story", STORIES, STORIES, (C.PARTITION, C.KILL, C.POWER_LOSS), "partition"),
 )}
 
@@ -332,6 +342,7 @@ class Fault:
         #: unclean shutdowns not yet back in sync, shared by the nemesis's faults
         self.ledger = UncleanLedger() if ledger is None else ledger
         self.roll = Roll(cluster)
+        self.decommission = Decommission(cluster)
         #: nodes this fault shut down cleanly, until its stop brings them back
         self.terminated: set[str] = set()
 
@@ -363,6 +374,10 @@ class Fault:
             return self.story.start(entry.get("story") or entry.get("target", ""))
         if kind == "rolling-restart":
             self.roll.start(list(entry.get("nodes", [])))
+            return done
+        if kind == "decommission":
+            if entry.get("nodes"):
+                self.decommission.start(entry["nodes"][0], dict(entry.get("moves", {})))
             return done
         if kind == "reassign":
             if entry.get("key") and entry.get("nodes"):
@@ -537,6 +552,15 @@ class Fault:
         cast(Reassignments, self.cluster.nodes).reassign(key, after)
         return {"key": key, "from": before, "nodes": after}
 
+    def _decommission(self, target: str) -> dict[str, Any]:
+        """one: a broker whose every partition has a broker to move to,
+        drawn from the live ones (``nemesis.membership``)."""
+        node, moves, why = self.decommission.plan(self.rng)
+        if node is None:
+            return {"nodes": [], "skipped": why}
+        self.decommission.start(node, moves)
+        return {"nodes": [node], "moves": moves}
+
     def _unroll(self) -> dict[str, Any]:
         self.roll.stop()
         return {"rolled": list(self.roll.restarted), **self._restart()}
@@ -600,6 +624,7 @@ _STARTS: dict[str, Callable[[Fault, str], dict[str, Any]]] = {
     "story": Fault._story,
     "rolling-restart": Fault._rolling_restart,
     "reassign": Fault._reassign,
+    "decommission": Fault._decommission,
 }
 _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "partition": Fault._heal,
@@ -615,6 +640,7 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
     "story": lambda f: f.story.stop(),
     "rolling-restart": Fault._unroll,
     "reassign": lambda f: {"kept": True},
+    "decommission": lambda f: f.decommission.stop(),
 }
 
 

@@ -87,6 +87,20 @@ def test_the_simulated_clients_follow_the_workloads_outcome_rules():
     assert "workloads.outcome" in imported_modules(ROOT / "workloads" / "queue.py")
 
 
+def test_one_history_recorder_for_both_runtimes():
+    """The interpreter's runner and the simulator's clients record with one
+    recorder, checkers.history.recorder (time injected from each runtime's
+    clock); neither runtime keeps one of its own, and the recorder brings no
+    arrow with it (it imports only its own package's Op and JSONL code)."""
+    recorder = "checkers.history.recorder"
+    assert recorder in imported_modules(ROOT / "harness" / "runner.py")
+    assert recorder in imported_modules(ROOT / "harness" / "interpreter.py")
+    assert recorder in imported_modules(ROOT / "reference_impl" / "sim" / "clients.py")
+    assert not (ROOT / "harness" / "history.py").exists()
+    assert not (ROOT / "reference_impl" / "sim" / "history.py").exists()
+    assert imported_packages(ROOT / "checkers" / "history" / "recorder.py") & PACKAGES == set()
+
+
 def test_every_room_has_modules_to_check():
     rooms = {room for room, _ in _modules()}
     assert rooms == set(FORBIDDEN)

@@ -91,6 +91,13 @@ class JsonlWriter:
             os.fsync(self._f.fileno())
             self._pending = 0
 
+    def write_block(self, text: str) -> None:
+        """Write lines already joined, and flush them to the OS at once (a
+        background recorder's drained batch)."""
+        if text:
+            self._f.write(text)
+            self._f.flush()
+
     def close(self) -> None:
         if not self._f.closed:
             self._f.flush()

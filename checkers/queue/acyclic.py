@@ -110,7 +110,8 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
                 return None
             flats.append(e)
     try:
-        parts = [np.array(e, dtype=np.int64) for e in flats if len(e)]
+        parts = [np.frombuffer(e, dtype=np.int64) if type(e) is array and e.typecode == "q"
+                 else np.array(e, dtype=np.int64) for e in flats if len(e)]
     except (OverflowError, TypeError, ValueError):
         return None
     if any(x.ndim != 1 for x in parts):
@@ -138,9 +139,9 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
     is_c = seq >= n
     # completions seen before each event; a time point is made at an
     # invocation when completions came since the previous invocation
-    c_before = np.cumsum(is_c) - is_c
+    c_before: np.ndarray = np.cumsum(is_c) - is_c
     inv_pos = np.flatnonzero(~is_c)
-    c_at_inv = c_before[inv_pos]
+    c_at_inv: np.ndarray = c_before[inv_pos]
     prev = np.concatenate([[0], c_at_inv[:-1]])
     makes_tp = c_at_inv > prev
     n_tp = int(makes_tp.sum())
@@ -158,9 +159,13 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
     dsts.append(n + np.arange(1, n_tp, dtype=np.int64))
     srcs.append(n + tp_of_inv[has_tp])
     dsts.append(inv_nodes[has_tp])
-    src = np.concatenate(srcs).astype(np.int64)
-    dst = np.concatenate(dsts).astype(np.int64)
     total = n + n_tp
+    # node ids in 32 bits while they fit: the edge arrays are the bulk of this
+    ids = np.int32 if total < (1 << 31) else np.int64
+    src = np.concatenate(srcs).astype(ids)
+    del srcs
+    dst = np.concatenate(dsts).astype(ids)
+    del dsts, keys, c_before, flat, inside, ends
     # ranks: an op at its completion's place in time order (its
     # invocation's when it has none), a time point just before the
     # invocation that made it
@@ -180,8 +185,8 @@ def _relax(rank: np.ndarray, src: np.ndarray, dst: np.ndarray, total: int) -> bo
     bad = np.flatnonzero(rank[src] >= rank[dst])
     if not len(bad):
         return True
-    by_src = np.argsort(src, kind="stable")
-    first = np.searchsorted(src[by_src], np.arange(total + 1))
+    by_src = np.argsort(src, kind="stable").astype(src.dtype)
+    first = np.concatenate([np.zeros(1, np.int64), np.cumsum(np.bincount(src, minlength=total))])
     work = 0
     for _round in range(_MAX_ROUNDS):
         if not len(bad):

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import time as _time
 from array import array
-from typing import Any, Callable, Iterator
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .acyclic import prove_acyclic
 from .columns import Col
 from .project import OpTable
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 WW, WR, RW, PROC, RT = 0, 1, 2, 3, 4
 TYPE_NAMES = {WW: "ww", WR: "wr", RW: "rw", PROC: "process", RT: "realtime"}
@@ -224,6 +225,10 @@ def find_cycles(
         raise BudgetExceeded(f"{len(remaining)} nodes on cycles (limit {max_cyclic_nodes})")
 
     # --- networkx on the remainder ------------------------------------------
+    # imported here, not at the top: only a graph with a cycle needs it, and
+    # its import is a good part of a valid history's check
+    import networkx as nx
+
     g = nx.DiGraph()
     for a, b, t in zip(src, dst, typ_):
         if a in remaining and b in remaining:
@@ -260,6 +265,8 @@ def _explain_cycles(g: nx.DiGraph, out: dict[str, Any], rw: bool, n_ops: int, op
                     edge_keys: dict[tuple[int, int], str], check_time: Callable[[], None]) -> None:
     """For each class, the shortest cycle of each SCC that the class
     explains, into ``out``'s counts and examples."""
+    import networkx as nx
+
     classes = CLASSES + (RW_CLASSES if rw else [])
     seen_cycles: set[tuple[int, ...]] = set()
     for name, allowed, required in classes:
@@ -292,6 +299,8 @@ def cycle_exists_cases(g: nx.DiGraph, n_ops: int, ops_of: list[int]) -> list[tup
     :data:`EXISTS_SPECS` subgraph, weakest first, a nontrivial SCC proves a
     cycle of that kind exists. A stronger level is not reported once a
     weaker one (whose subgraph it contains) already is."""
+    import networkx as nx
+
     out: list[tuple[str, dict[str, Any]]] = []
     for name, level, types in EXISTS_SPECS:
         if any(types >= EXISTS_SPECS_BY_NAME[n] for n, _ex in out):
@@ -443,6 +452,8 @@ def _shortest_cycle(sub: nx.DiGraph, g: nx.DiGraph, name: str, allowed: frozense
     """Shortest cycle in one SCC whose weakest explanation is class ``name``,
     tried through a few edges of the most specific required type (up to
     ``_TRIES``; fewer in a giant component, where each try is a BFS over it)."""
+    import networkx as nx
+
     tries = _TRIES if sub.number_of_nodes() <= 2000 else 8
     lead = (None if not required else
             RT if RT in required else PROC if PROC in required else RW if RW in required else WR)

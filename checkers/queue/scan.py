@@ -15,6 +15,7 @@ with the same results as checking the list of operations
 from __future__ import annotations
 
 import gc
+import io
 import os
 from array import array
 from pathlib import Path
@@ -61,6 +62,38 @@ class OpStats:
         return {"ops": self.n, "by_type": self.by_type, "by_f": self.by_f, "duration_s": span}
 
 
+class ClientStats:
+    """What a run's report shows beside the verdict (``harness.checking``):
+    client completions by function and type, acknowledged-or-not sends by
+    the acks their completion carried, and the nemesis' operations."""
+
+    def __init__(self) -> None:
+        self.by_f_type: dict[str, int] = {}
+        self.sends_by_acks: dict[str, int] = {}
+        self.nemesis = 0
+
+    def feed(self, op: Op) -> None:
+        if op.process == "nemesis":
+            self.nemesis += 1
+            return
+        if op.type == "invoke":
+            return
+        k = f"{op.f}:{op.type}"
+        self.by_f_type[k] = self.by_f_type.get(k, 0) + 1
+        if op.f == "send":
+            a = f"acks={op.extra.get('acks', '?')}:{op.type}"
+            self.sends_by_acks[a] = self.sends_by_acks.get(a, 0) + 1
+
+    def result(self, stats: "OpStats") -> dict[str, Any]:
+        return {
+            "ops": stats.by_type.get("invoke", 0),
+            "history_length": stats.n,
+            "by_f_type": dict(sorted(self.by_f_type.items())),
+            "sends_by_acks": dict(sorted(self.sends_by_acks.items())),
+            "nemesis_ops": self.nemesis // 2,
+        }
+
+
 def op_stats(ops: Iterable[Op]) -> dict[str, Any]:
     s = OpStats()
     for op in ops:
@@ -86,8 +119,9 @@ class QueueScan:
         self.consume = ConsumeCounts()
         self.causes = InfoTxnCauses()
         self.processing = Processing()
+        self.clients = ClientStats()
         self._feeds = (self.projector.feed, self.stats.feed, self.finals.feed, self.lag.feed,
-                       self.consume.feed, self.causes.feed, self.processing.feed)
+                       self.consume.feed, self.causes.feed, self.processing.feed, self.clients.feed)
         self.projection: Projection | None = None
 
     def feed(self, op: Op) -> None:
@@ -159,6 +193,12 @@ class _LineFeeder:
         self.n = 0
         self.t_min: int | None = None
         self.t_max: int | None = None
+        # the folds' containers, looked up once (none of them is ever replaced)
+        self.by_type, self.by_f = scan.stats.by_type, scan.stats.by_f
+        self.counts, self.pending = scan.projector.counts, scan.projector.pending
+        self.by_f_type = scan.clients.by_f_type
+        self.lag_invoked, self.con_invoked = scan.lag.completions.invoked, scan.consume.completions.invoked
+        self.table = scan.projector.table
 
     def _slow(self, op: Op) -> None:
         """Feed one operation to every fold (the stats' running figures
@@ -201,8 +241,7 @@ class _LineFeeder:
                     # as iter_jsonl reads text: invalid UTF-8 replaced, any
                     # of \r, \n, \r\n ends a line, json decides what orjson refuses
                     s = raw.decode("utf-8", "replace")
-                    parts = s.replace("\r\n", "\n").replace("\r", "\n").splitlines(keepends=True) \
-                        if "\r" in s else [s]
+                    parts = io.StringIO(s, newline=None).readlines() if "\r" in s else [s]
                     for j, line in enumerate(parts):
                         i += 1
                         try:
@@ -244,7 +283,7 @@ class _LineFeeder:
                         if extra is not None:
                             op = Op(_INVOKE, fn, d["value"], proc, tm, ix, None, extra)
                             # OpStats, Projector, FinalReads, RealtimeLag, ConsumeCounts
-                            # (InfoTxnCauses and Processing: nothing to do)
+                            # (InfoTxnCauses, Processing, ClientStats: nothing to do)
                             self.n += 1
                             by_type[_INVOKE] = by_type.get(_INVOKE, 0) + 1
                             if self.t_min is None or tm < self.t_min:
@@ -259,7 +298,7 @@ class _LineFeeder:
                             lag_invoked[proc] = tm
                             con_invoked[proc] = tm
                             continue
-                    elif t == _OK and (nd == 6 or (nd == 7 and _FAST_EXTRA.get(fn, "") in d)):
+                    elif t == _OK and (nd == 6 or (nd == 7 and _FAST_EXTRA.get(fn if type(fn) is str else "", "") in d)):
                         inv = pending.get(proc)
                         if (fast if fn == _SEND else key_fast if fn == _POLL else _never)(
                                 d, ix, tm, proc, inv):
@@ -272,27 +311,31 @@ class _LineFeeder:
     def _complete(self, fn: str, ix: int, tm: int, proc: int, inv: Op | None) -> int:
         """What every fold does with any fast ``ok`` completion; returns
         its invocation's time as the realtime-lag fold has it."""
-        scan = self.scan
         self.n += 1
-        by_type = scan.stats.by_type
+        by_type = self.by_type
         by_type[_OK] = by_type.get(_OK, 0) + 1
-        by_f = scan.stats.by_f
+        by_f = self.by_f
         c = by_f.get(fn)
         if c is None:
             c = by_f[fn] = {}
         c[_OK] = c.get(_OK, 0) + 1
-        if self.t_min is None or tm < self.t_min:
+        t_min = self.t_min
+        if t_min is None or tm < t_min:
             self.t_min = tm
-        if self.t_max is None or tm > self.t_max:
+        t_max = self.t_max
+        if t_max is None or tm > t_max:
             self.t_max = tm
-        counts = scan.projector.counts
+        counts = self.counts
         counts["ops"] += 1
         counts[_OK] += 1
+        cs = self.by_f_type
+        k = _F_OK[fn]
+        cs[k] = cs.get(k, 0) + 1
         if inv is not None:
-            del scan.projector.pending[proc]
-        scan.consume.completions.invoked.pop(proc, tm)
-        t_inv = scan.lag.completions.invoked.pop(proc, tm)
-        table = scan.projector.table
+            del self.pending[proc]
+        self.con_invoked.pop(proc, tm)
+        t_inv = self.lag_invoked.pop(proc, tm)
+        table = self.table
         itime = inv.time if inv is not None else tm
         a, b, c2, d = table.index.data, table.process.data, table.invoke_time.data, table.complete_time.data
         if type(a) is array and type(b) is array and type(c2) is array and type(d) is array:
@@ -337,6 +380,12 @@ class _LineFeeder:
             if acks is None:
                 return False
         self._complete(_SEND, ix, tm, proc, inv)
+        raw = d.get("acks", "?")  # ClientStats: as the completion spells it
+        a = _ACKS_OK.get(raw) if type(raw) is str else None
+        if a is None:
+            a = f"acks={raw}:ok"
+        sa = self.scan.clients.sends_by_acks
+        sa[a] = sa.get(a, 0) + 1
         k = mop[1]
         # RealtimeLag: offset ``off`` of ``k`` is known to exist from now
         expired = self.scan.lag.expired
@@ -407,8 +456,9 @@ class _LineFeeder:
             pos[k] = max(pos.get(k, -1), o)
         worst = lag.worst
         for k, o in pos.items():
-            exp = expired.get(k, ())
-            since = exp[o + 1] if o + 1 < len(exp) else None
+            exp = expired.get(k)
+            ed = exp.data if exp is not None else ()
+            since = ed[o + 1] if o + 1 < len(ed) else None
             dt = max(0, t_inv - since) if since is not None else 0
             if worst is None or dt > worst["lag"]:
                 worst = lag.worst = {"time": t_inv, "process": proc, "key": k, "lag": dt}
@@ -422,6 +472,8 @@ class _LineFeeder:
 
 
 _NO_EXTRA: dict[str, Any] = {}
+_F_OK = {_SEND: "send:ok", _POLL: "poll:ok"}
+_ACKS_OK = {a: f"acks={a}:ok" for a in ("all", "1", "0", "-1", "?")}
 
 
 def _never(*_a: Any) -> bool:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from harness.config import TestConfig
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
 from harness.state import RunState
 
 BACKENDS = ("local", "netns", "docker", "ssh")
@@ -30,7 +30,8 @@ BACKENDS = ("local", "netns", "docker", "ssh")
 def preflight(cfg: TestConfig) -> Any:
     """Everything about the backend that can be bad input, checked before
     anything starts (root, the hosts file, each host reachable with a known
-    key). Returns what ``open_hosts`` needs (the parsed hosts, for ssh)."""
+    key and holding what the run needs there, :func:`host_needs`). Returns
+    what ``open_hosts`` needs (the parsed hosts, for ssh)."""
     if cfg.backend == "netns":
         from harness.net.netns import require_root
 
@@ -109,3 +110,18 @@ def ro_paths(cfg: TestConfig) -> list[str]:
     from harness.kafka import dist
 
     return [str(dist.ensure(cfg.kafka_version, cfg.kafka_home).libs.resolve())]
+
+
+def collect_files(hosts: Any, nodes: list[str], files: tuple[str, ...], remote_dir: Callable[[str], str],
+                  local_dir: Callable[[str], Path]) -> None:
+    """Bring each node's ``files`` back from ``remote_dir(node)`` on its host
+    to ``local_dir(node)``, where the host does not share this machine's
+    filesystem (ssh); a file the node never wrote is passed over."""
+    if getattr(hosts, "shared_fs", True):
+        return
+    for n in nodes:
+        for f in files:
+            try:
+                hosts.download(n, f"{remote_dir(n)}/{f}", local_dir(n) / f)
+            except (OSError, HarnessError):
+                pass

@@ -20,6 +20,7 @@ the hosts' chains and directories.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -211,14 +212,16 @@ def _stop_local_pids(st: dict[str, Any], timeout: float) -> dict[str, bool]:
         live = [n for n in group if alive(n["pid"], n.get("start"))]
         for n in live:
             for sig in (signal.SIGCONT, signal.SIGTERM):
-                os.kill(n["pid"], sig)
+                with contextlib.suppress(ProcessLookupError):  # it may end between the check and the signal
+                    os.kill(n["pid"], sig)
         deadline = time.monotonic() + timeout
         for n in live:
             while alive(n["pid"], n.get("start")) and time.monotonic() < deadline:
                 time.sleep(0.05)
             result[n["name"]] = not alive(n["pid"], n.get("start"))
             if not result[n["name"]]:
-                os.kill(n["pid"], signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(n["pid"], signal.SIGKILL)
     return result
 
 
@@ -250,12 +253,9 @@ def _down_ssh(st: dict[str, Any], timeout: float) -> dict[str, bool]:
 
 
 def _collect_ssh(st: dict[str, Any], hosts: Any) -> None:
+    from harness.backend import collect_files
     from harness.db.hosted import COLLECT as REFERENCE_FILES
     from harness.db.kafka import COLLECT as KAFKA_FILES
 
-    for n in st["nodes"]:
-        for f in KAFKA_FILES if st["db"] == "kafka" else REFERENCE_FILES:
-            try:
-                hosts.download(n["name"], f"{hosts.node_dir(n['name'])}/{f}", Path(st["dir"]) / "nodes" / n["name"] / f)
-            except (OSError, HarnessError):
-                pass
+    collect_files(hosts, [n["name"] for n in st["nodes"]], KAFKA_FILES if st["db"] == "kafka" else REFERENCE_FILES,
+                  hosts.node_dir, lambda n: Path(st["dir"]) / "nodes" / n)

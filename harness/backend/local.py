@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.db.admin import alter_partition_reassignment, unregister_broker
 from harness.errors import HarnessError, UsageError
 from harness.proxy import ProxyControl
 from harness.state import RunState
@@ -43,6 +44,7 @@ from nemesis.control import CLIENT, Capability, Link, Unsupported
 CAPABILITIES = frozenset({
     Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.POWER_LOSS, Capability.CLOCK,
     Capability.CLOCK_STROBE, Capability.PARTITION, Capability.PARTITION_CLIENTS, Capability.LATENCY,
+    Capability.REASSIGN, Capability.UNREGISTER,
 })
 
 HOST = "127.0.0.1"
@@ -351,6 +353,17 @@ class LocalCluster:
     # ------------------------------------------------------------ discovery
     def keys(self) -> list[str]:
         return self._keys
+
+    def unregister(self, node: str) -> None:
+        """UnregisterBroker (KIP-631) through a broker to the reference
+        controller (:mod:`harness.db.admin`)."""
+        unregister_broker(self.client_bootstrap(), {s.name: s.node_id for s in self.specs}[node])
+
+    def reassign(self, key: str, replicas: list[str]) -> None:
+        """AlterPartitionReassignments (KIP-455) through a broker to the
+        reference controller (:mod:`harness.db.admin`)."""
+        ids = {s.name: s.node_id for s in self.specs}
+        alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
 
     def leader_of(self, key: str) -> str | None:
         from confluent_kafka import KafkaException

@@ -29,9 +29,8 @@ from nemesis.stories import step_ops
 from reference_impl import accel
 from reference_impl.core.config import ProtocolConfig, Variants
 from reference_impl.core.messages import NewTopic, TopicPartition
-from reference_impl.sim.clients import Admin, Arrivals, ClientConfig, Consumer, Workload
+from reference_impl.sim.clients import Admin, Arrivals, ClientConfig, Consumer, GroupMember, Workload, sim_history
 from reference_impl.sim.control import SimCluster
-from reference_impl.sim.history import History
 from reference_impl.sim.network import LinkProfile
 from reference_impl.sim.simulation import Simulation
 
@@ -45,8 +44,18 @@ SIM_TIMINGS: dict[str, Any] = {
 }
 
 
+#: the group coordinator as db reference runs it (harness/db/reference.py),
+#: for runs whose consumers are in a group
+SIM_GROUPS: dict[str, Any] = {
+    "group_initial_rebalance_delay_ms": 0,
+    "offsets_topic_num_partitions": 1,
+}
+
+
 def protocol_config(cfg: TestConfig) -> ProtocolConfig:
-    props = {**SIM_TIMINGS, **cfg.protocol}
+    groups = {**SIM_GROUPS, "offsets_topic_replication_factor": min(3, cfg.brokers)} \
+        if cfg.sub_via == "subscribe" else {}
+    props = {**SIM_TIMINGS, **groups, **cfg.protocol}
     props.setdefault("min_insync_replicas", cfg.min_isr)
     props.setdefault("default_replication_factor", cfg.rf)
     return ProtocolConfig.from_properties(props, variants=Variants().with_overrides(dict(cfg.variants)))
@@ -125,7 +134,7 @@ class SimRun:
             trace_dir=(self.run_dir / "nodes") if self.run_dir else None,
             monitor=self.monitor, clock_drift=o.clock_drift,
         )
-        self.history = History(self.run_dir / "history.jsonl" if self.run_dir else None)
+        self.history = sim_history(self.sim, self.run_dir / "history.jsonl" if self.run_dir else None)
         self.tps = [TopicPartition(t, p) for t in o.topic_names() for p in range(o.partitions)]
         if o.retries is not None:  # the simulator's producers retry as librdkafka's, by default without end
             self.client_config = dataclasses.replace(self.client_config, retries=o.retries)
@@ -134,7 +143,10 @@ class SimRun:
             acks = o.acks_for_thread(i)
             self.wl.add_producer(acks, idempotent=o.idempotent_for_thread(i))
         for _ in range(o.consumers):
-            self.wl.add_consumer()
+            if o.sub_via == "subscribe":  # one group, as the real workload's (kraftwerk-<name>-<seed>)
+                self.wl.add_group_member(f"kraftwerk-{o.name}-{self.seed}", static=o.static_members)
+            else:
+                self.wl.add_consumer()
         self.cluster = SimCluster(self.sim, [str(tp) for tp in self.tps],
                                   lambda: [c.ep.name for c in self.wl.producers + self.wl.consumers])
         self.nemesis: Nemesis | None = None
@@ -172,6 +184,12 @@ class SimRun:
         self.t0 = sim.now
         self.t_end = self.t0 + int(o.time_limit * 1000)
         self.generating = True
+        if o.crash_clients:  # Jepsen's pace: each client about once per interval
+            period = max(1, int(o.crash_client_interval * 1000 / (o.concurrency + len(self.wl.consumers))))
+            self.wl.crash_period_ms, self.wl.next_crash_at = period, self.t0 + period
+        for c in self.wl.consumers:
+            if isinstance(c, GroupMember):
+                c.start()
         self.arrivals.start()
         for c in self.wl.consumers:
             sim.at(self.t0 + sim.rng.randint(0, self.client_config.poll_interval_ms), self._consumer_loop, c)

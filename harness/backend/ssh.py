@@ -211,6 +211,13 @@ class SshHosts:
         return out.split()[0]
 
     # ------------------------------------------------------------ identity
+    @property
+    def control_ports(self) -> tuple[int, ...]:
+        """The hosts' sshd ports: the harness's own path to every host, which
+        no client partition may cut (a cut connection could not even carry
+        the heal)."""
+        return tuple(sorted({spec.port for spec, _ in self.hosts.values()}))
+
     def node_names(self) -> list[str]:
         return list(self.hosts)
 

@@ -137,7 +137,7 @@ def register(group: click.Group) -> None:
                 where = f" netns={r['namespace']}" if "namespace" in r else ""
                 click.echo(f"{r['name']} id={r['node_id']} roles={','.join(r['roles'])} {r['address']}:9092"
                            f"{where} pid={r['pid']} alive={'yes' if r['alive'] else 'no'}")
-            click.echo(f"bootstrap: {nst['bootstrap']}  ({nst['backend']}, db {nst['db']})")
+            click.echo(f"bootstrap: {nst['bootstrap']}  ({nst['backend']}, db {nst.get('db', 'reference')})")
             return
 
         if handcluster.load(dir) is not None:
@@ -197,6 +197,13 @@ def _hosted_up(backend, db, extra, brokers, controllers, dir, combined, storage_
     else:
         settings["storage"] = "pagecache" if storage_mode == "memory-cache" else "file"
     cfg = build_config(None, settings)
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (a timeout, a cancelled job) mid-up removes what up made so
+        # far, like Ctrl-C: kept hosts are no run's, cleanup never takes them
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     st = handcluster.up(cfg, Path(dir), args, timeout)
     if as_json:
         click.echo(json.dumps(st))

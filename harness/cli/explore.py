@@ -3,7 +3,8 @@ the simulator (``harness.explore``), stopping at the first invalid run.
 
 Exit codes: 0 the budget ran out with every run valid, 1 an invalid run was
 found (its run directory is kept and the command that replays it printed),
-2 bad input.
+2 bad input, 3 no invalid run but some gave no verdict (unknown, or the run
+itself failed: the first error is printed).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import click
 
 from harness.cli.options import config_from_flags, test_options
-from harness.errors import EXIT_INVALID, EXIT_VALID, UsageError
+from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from harness.runner import preflight
 from reference_impl.accel import ENV_PURE
 
@@ -49,7 +50,7 @@ def explore_cmd(budget: str, jobs: int | None, signal: str, as_json: bool, **fla
     first_seed = flags.get("seed") or 0
     cfg = config_from_flags("sim", {**flags, "name": flags.get("name") or "explore"})
     preflight(cfg)
-    jobs = jobs or default_jobs(1 << 10)
+    jobs = default_jobs(1 << 10) if jobs is None else jobs
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {jobs})")
     os.makedirs(cfg.out, exist_ok=True)
@@ -63,6 +64,10 @@ def explore_cmd(budget: str, jobs: int | None, signal: str, as_json: bool, **fla
         found = search.run(pool, jobs, lambda line: click.echo(line))
     covered = search.covered(", ", width=False)
     click.echo(f"seeds tried {search.tried}, {covered}, corpus {len(search.corpus)}")
+    if found is None and search.unknown:
+        click.echo(f"no invalid run within {budget_s:.0f}s, but {search.unknown} of {search.tried} runs gave no "
+                   f"verdict (unknown)" + (f"; first error: {search.first_error}" if search.first_error else ""))
+        return EXIT_UNKNOWN
     if found is None:
         click.echo(f"no invalid run within {budget_s:.0f}s")
         return EXIT_VALID

@@ -42,7 +42,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--rf", type=int, help="Replication factor (default 3)."),
     click.option("--min-isr", type=int, help="min.insync.replicas (default 2)."),
     click.option("--acks", type=click.Choice(["all", "1", "0", "mixed"]),
-                 help="Producer acks: all, 1, 0 (real clients), or mixed (even processes all, odd 1)."),
+                 help="Producer acks: all, 1, 0 (real clients), or mixed (even worker threads all, odd 1)."),
     click.option("--idempotent", is_flag=True, default=None,
                  help="acks=all producers use enable.idempotence=true (acks=1 ones cannot). Default off."),
     click.option("--retries", type=int,

@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.backend import collect_files
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
+from harness.db.admin import alter_partition_reassignment, unregister_broker
 from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.net.iptables import CLIENT, IptablesNetwork
@@ -46,7 +48,7 @@ COLLECT = ("trace.jsonl", "node.log", "stderr.log")
 CAPABILITIES = frozenset({
     Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.POWER_LOSS, Capability.CLOCK,
     Capability.CLOCK_STROBE, Capability.PARTITION, Capability.PARTITION_CLIENTS, Capability.LOSS,
-    Capability.EXEC, Capability.FILES,
+    Capability.EXEC, Capability.FILES, Capability.REASSIGN, Capability.UNREGISTER,
 })
 FS_CAPABILITIES = frozenset({Capability.LOSE_UNFSYNCED, Capability.TORN_WRITE})
 
@@ -81,7 +83,8 @@ class HostedReference(PausesBySignal):
         self.ids = {n: i for n, i, _ in self.cfg.layout()}
         self.net = IptablesNetwork(
             names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
-            self._exec_for_net, mode=self.cfg.net_cut, exempt_ports=(CONTROL_PORT, 22),
+            self._exec_for_net, mode=self.cfg.net_cut,
+            exempt_ports=(CONTROL_PORT, *getattr(self.hosts, "control_ports", (22,))),
         )
 
     @property
@@ -305,6 +308,16 @@ class HostedReference(PausesBySignal):
         p = self._partition(key)
         return [x for x in (self._name(i) for i in (p.isrs if p is not None else [])) if x]
 
+    def unregister(self, node: str) -> None:
+        """UnregisterBroker (KIP-631) through a broker to the reference
+        controller (:mod:`harness.db.admin`)."""
+        unregister_broker(self.client_bootstrap(), self.ids[node])
+
+    def reassign(self, key: str, replicas: list[str]) -> None:
+        """AlterPartitionReassignments (KIP-455) through a broker to the
+        reference controller (:mod:`harness.db.admin`)."""
+        alter_partition_reassignment(self.client_bootstrap(), key, [self.ids[r] for r in replicas])
+
     def replicas_of(self, key: str) -> list[str]:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -373,14 +386,8 @@ class HostedReference(PausesBySignal):
                 self.hosts.teardown()
 
     def _collect(self) -> None:
-        if getattr(self.hosts, "shared_fs", False):
-            return
-        for n in self.node_names():
-            for f in COLLECT:
-                try:
-                    self.hosts.download(n, f"{self.hosts.node_dir(n)}/{f}", self.run_dir / "nodes" / n / f)
-                except (OSError, HarnessError):
-                    pass
+        collect_files(self.hosts, self.node_names(), COLLECT, self.hosts.node_dir,
+                      lambda n: self.run_dir / "nodes" / n)
 
 
 __all__ = ["CLIENT", "CONTROL_PORT", "HostedReference", "NODE_PORT"]

@@ -32,7 +32,8 @@ one address that every peer dials, so per-link proxies cannot cut it), and
 ``netns``, ``docker`` and ``ssh`` (each node a host with its own address,
 PLAINTEXT on 9092 and CONTROLLER on 9094, and partitions made by iptables on
 each node's host, :class:`harness.net.iptables.IptablesNetwork`, as for the
-reference broker on real hosts; only sshd's port is exempt from a cut).
+reference broker on real hosts; only each host's sshd port is exempt from a
+cut).
 A node's files live in the host's node directory (``Remote.node_dir``);
 where the host does not share this machine's filesystem (ssh) the jars go
 over once per content (:func:`harness.kafka.dist.archive`, unpacked by the
@@ -52,9 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.backend import collect_files
 from harness.backend.local import allocate_ports
 from harness.config import TestConfig
 from harness.db.external import ensure_topics
+from harness.db.admin import alter_partition_reassignment, unregister_broker
 from harness.db.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.kafka import dist, props
@@ -108,11 +111,11 @@ def wants_clock(cfg: TestConfig) -> bool:
 def capabilities_for(cfg: TestConfig) -> frozenset[str]:
     """The faults db kafka can make on ``cfg.backend`` (``nemesis.control``'s
     Capability values), known before anything starts so the runner refuses
-    the rest: signals, libfaketime clocks and reassignment everywhere;
+    the rest: signals, libfaketime clocks, reassignment and UnregisterBroker everywhere;
     kernel partitions where each node is a host of its own (not local: a
     broker advertises one address every peer dials); power loss and torn
     writes only through kraftwerk fs (storage lazyfs)."""
-    caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign"}
+    caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign", "unregister"}
     if cfg.backend != "local":
         caps |= {"partition", "partition-clients", "loss"}
     if cfg.storage == "lazyfs":
@@ -167,7 +170,8 @@ class KafkaDB(PausesBySignal):
 
             names = self.cfg.node_names()
             self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
-                                       self._exec_for_net, mode=self.cfg.net_cut, exempt_ports=(22,))
+                                       self._exec_for_net, mode=self.cfg.net_cut,
+                                       exempt_ports=getattr(self.hosts, "control_ports", (22,)))
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
@@ -457,19 +461,17 @@ class KafkaDB(PausesBySignal):
         return next((n.name for n in self.plans if n.node_id == node_id), None)
 
     def reassign(self, key: str, replicas: list[str]) -> None:
-        """AlterPartitionReassignments through the admin API (kafka-python:
-        confluent-kafka has no call for it): the controller adds the new
-        replicas, waits for them to join the ISR, then drops the others."""
-        from kafka import KafkaAdminClient
-        from kafka.structs import TopicPartition as KTP
-
+        """AlterPartitionReassignments through the admin API
+        (:mod:`harness.db.admin`): the controller adds the new replicas,
+        waits for them to join the ISR, then drops the others."""
         ids = {n.name: n.node_id for n in self.plans}
-        topic, _, part = key.rpartition("-")
-        admin = KafkaAdminClient(bootstrap_servers=self.client_bootstrap(), request_timeout_ms=10_000)
-        try:
-            admin.alter_partition_reassignments({KTP(topic, int(part)): [ids[r] for r in replicas]})
-        finally:
-            admin.close()
+        alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
+
+    def unregister(self, node: str) -> None:
+        """UnregisterBroker (KIP-631) through a broker, which forwards it to
+        Kafka's active controller (:func:`harness.db.admin.unregister_broker`
+        frames it: no Python client sends it)."""
+        unregister_broker(self.client_bootstrap(), self.by_name[node].node_id)
 
     def leader_of(self, key: str) -> str | None:
         p = self._partition(key)
@@ -552,14 +554,7 @@ class KafkaDB(PausesBySignal):
     def collect(self) -> None:
         """Bring each node's logs back to ``<run>/nodes/<name>/`` from a host
         that does not share this machine's filesystem (ssh)."""
-        if getattr(self.hosts, "shared_fs", True):
-            return
-        for n in self.node_names():
-            for f in COLLECT:
-                try:
-                    self.hosts.download(n, str(self.host_dir(n) / f), self.node_dir(n) / f)
-                except (OSError, HarnessError):
-                    pass
+        collect_files(self.hosts, self.node_names(), COLLECT, lambda n: str(self.host_dir(n)), self.node_dir)
 
 
 def _last_error(d: Path) -> str:

@@ -40,8 +40,9 @@ ENV_PURE = "KRAFTWERK_PURE"
 
 #: the modules compiled, as paths relative to the repository root: the
 #: sans-IO core, the simulator's event loop, network, hosts and clients, the
-#: invariant monitor (it sees every trace event the simulator emits) and the
-#: send outcome rules the simulated clients apply to every send.
+#: invariant monitor (it sees every trace event the simulator emits), the
+#: history recorder (two lines per simulated operation) and the send outcome
+#: rules the simulated clients apply to every send.
 #: Scripting helpers and test kits stay Python (they are not hot, and tests
 #: patch them).
 MODULES: tuple[str, ...] = (
@@ -70,7 +71,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/sim/host.py",
     "reference_impl/sim/simulation.py",
     "reference_impl/sim/clients.py",
-    "reference_impl/sim/history.py",
+    "checkers/history/recorder.py",
     "checkers/invariants.py",
     "workloads/outcome.py",
 )

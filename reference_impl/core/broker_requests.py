@@ -1,7 +1,8 @@
 """The broker's answers to client and admin requests that are not the
 replication path: Metadata, ListOffsets, InitProducerId, GetReplicaLogInfo
 (the controller's unclean-recovery question), and the forwarding of admin
-requests (CreateTopics, IncrementalAlterConfigs) to the active controller,
+requests (CreateTopics, IncrementalAlterConfigs, AlterPartitionReassignments,
+ListPartitionReassignments, UnregisterBroker) to the active controller,
 as Kafka's ForwardingManager does.
 
 Each function reads the broker (a :class:`BrokerView`, the ``broker``
@@ -20,6 +21,8 @@ from .errors import MissingSender
 from .messages import (
     NO_LEADER,
     AlterConfigsResult,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreateTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -31,14 +34,19 @@ from .messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsRequest,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
     NodeId,
     PartitionMetadata,
+    ReassignmentResult,
     ReplicaLogInfo,
     TopicMetadata,
     TopicPartition,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 )
 from .metadata import MetadataImage
 from .partition import Partition
@@ -56,8 +64,17 @@ class BrokerView(ControllerLink, Protocol):
 #: unique cluster-wide, so ids never collide without a round trip
 PRODUCER_ID_BLOCK: Final = 1 << 32
 
-AdminRequest = CreateTopicsRequest | IncrementalAlterConfigsRequest
-AdminResponse = CreateTopicsResponse | IncrementalAlterConfigsResponse
+AdminRequest = (CreateTopicsRequest | IncrementalAlterConfigsRequest | AlterPartitionReassignmentsRequest
+                | ListPartitionReassignmentsRequest | UnregisterBrokerRequest)
+AdminResponse = (CreateTopicsResponse | IncrementalAlterConfigsResponse | AlterPartitionReassignmentsResponse
+                 | ListPartitionReassignmentsResponse | UnregisterBrokerResponse)
+
+
+def _not_controller(msg: AdminResponse) -> bool:
+    """The controller asked was not the active one (try the next)."""
+    if isinstance(msg, (ListPartitionReassignmentsResponse, UnregisterBrokerResponse)):
+        return msg.error == Errors.NOT_CONTROLLER
+    return any(r.error == Errors.NOT_CONTROLLER for r in msg.results)
 
 
 def list_offsets(broker: BrokerView, msg: ListOffsetsRequest) -> list[Effect]:
@@ -143,7 +160,7 @@ class AdminForwarder:
         if pending is None:
             return []  # answered already, or timed out
         ref, deadline, req, _dst = pending
-        if any(r.error == Errors.NOT_CONTROLLER for r in msg.results) and now < deadline:
+        if _not_controller(msg) and now < deadline:
             broker.controller_failed()
             dst = broker.controller_id()
             self.pending[msg.ref] = (ref, deadline, req, dst)
@@ -164,4 +181,11 @@ def _timed_out(ref: Any, req: AdminRequest) -> Effect:
     if isinstance(req, IncrementalAlterConfigsRequest):
         return Reply(IncrementalAlterConfigsResponse(ref, tuple(
             AlterConfigsResult(r.resource_type, r.name, Errors.REQUEST_TIMED_OUT) for r in req.resources)))
+    if isinstance(req, AlterPartitionReassignmentsRequest):
+        return Reply(AlterPartitionReassignmentsResponse(ref, tuple(
+            ReassignmentResult(r.tp, Errors.REQUEST_TIMED_OUT) for r in req.partitions)))
+    if isinstance(req, ListPartitionReassignmentsRequest):
+        return Reply(ListPartitionReassignmentsResponse(ref, Errors.REQUEST_TIMED_OUT))
+    if isinstance(req, UnregisterBrokerRequest):
+        return Reply(UnregisterBrokerResponse(ref, Errors.REQUEST_TIMED_OUT))
     return Reply(CreateTopicsResponse(ref, tuple(CreateTopicResult(t.name, Errors.REQUEST_TIMED_OUT) for t in req.topics)))

@@ -100,6 +100,12 @@ from .messages import (
     AlterPartitionResult,
     AlterConfigsResource,
     AlterConfigsResult,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    OngoingReassignment,
+    ReassignmentResult,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationChangeRecord,
@@ -127,10 +133,13 @@ from .messages import (
     RegisterBrokerRecord,
     TopicPartition,
     TopicRecord,
+    UnregisterBrokerRecord,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 )
 from .errors import LocalProtocolError, UnroutableMessage
 from .metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
-from .partition_change import BALANCED, PartitionChangeBuilder
+from .partition_change import BALANCED, PartitionChangeBuilder, reassignment_replicas, revert_reassignment
 from .raft import RAFT_MESSAGES, RaftReplica, Rng
 from .storage import StoredState
 from .topic_names import topic_name_error
@@ -142,6 +151,9 @@ CONTROLLER_REQUESTS: Final = (
     CreateTopicsRequest,
     IncrementalAlterConfigsRequest,
     AllocateProducerIdsRequest,
+    AlterPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest,
+    UnregisterBrokerRequest,
 )
 
 #: the topic configs the reference implementation reads (the rest of Kafka's are refused)
@@ -278,6 +290,12 @@ class ControllerRole:
             out += self._on_incremental_alter_configs(msg, src)
         elif isinstance(msg, AllocateProducerIdsRequest):
             out += self._on_allocate_producer_ids(msg, now, src)
+        elif isinstance(msg, AlterPartitionReassignmentsRequest):
+            out += self._on_alter_reassignments(msg, src)
+        elif isinstance(msg, ListPartitionReassignmentsRequest):
+            out += self._on_list_reassignments(msg, src)
+        elif isinstance(msg, UnregisterBrokerRequest):
+            out += self._on_unregister_broker(msg, src)
         elif isinstance(msg, GetReplicaLogInfoResponse):
             self._on_replica_log_info(msg)
         else:
@@ -378,6 +396,9 @@ class ControllerRole:
                             {"tp": str(rec.tp), "data_kind": kind, "leader": p.leader, "leader_epoch": p.leader_epoch},
                         )
                     )
+        elif isinstance(rec, UnregisterBrokerRecord):
+            if before_b is not None and rec.broker_id not in self.image.brokers:
+                out.append(TraceEvent("broker_unregistered", {"broker": rec.broker_id, "broker_epoch": rec.broker_epoch}))
         elif isinstance(rec, (RegisterBrokerRecord, BrokerRegistrationChangeRecord)):
             after_b = self.image.brokers.get(rec.broker_id)
             was_fenced = before_b is None or before_b.fenced
@@ -728,6 +749,11 @@ class ControllerRole:
                 b.set_target_isr([m for m, _ in item.new_isr]).set_recovery_state(item.leader_recovery_state)
                 self._commit_change(b)
             p = self._work.partitions.get(item.tp)
+            if err == Errors.NONE and p is not None and p.leader != req.broker_id:
+                # ReplicationControlManager.alterPartition: the change completed
+                # a reassignment that removed the sender, whose leadership moved
+                # (KIP-455); it hears NEW_LEADER_ELECTED and waits for metadata
+                err = Errors.NEW_LEADER_ELECTED
             if err != Errors.NONE or p is None:
                 results.append(AlterPartitionResult(item.tp, err))
             else:
@@ -783,6 +809,129 @@ class ControllerRole:
             if epoch != -1 and epoch != reg.broker_epoch:
                 return Errors.INELIGIBLE_REPLICA
         return Errors.NONE
+
+    # ------------------------------------------------------------------
+    # partition reassignment (KIP-455)
+    # ------------------------------------------------------------------
+
+    def _on_alter_reassignments(self, req: AlterPartitionReassignmentsRequest, src: NodeId | None) -> list[Effect]:
+        """AlterPartitionReassignments (KIP-455; Kafka's
+        ReplicationControlManager.alterPartitionReassignments): each partition
+        is checked and changed on its own (one refused partition does not stop
+        the others), its record written through the quorum, and the answer
+        sent once everything has committed. A target list moves the partition
+        (:meth:`_change_reassignment`); ``None`` cancels the reassignment in
+        progress (:meth:`_cancel_reassignment`)."""
+        if self._work is None:
+            return [self._addressed(src, AlterPartitionReassignmentsResponse(req.ref, tuple(
+                ReassignmentResult(r.tp, Errors.NOT_CONTROLLER, "not the active controller") for r in req.partitions)))]
+        results: list[ReassignmentResult] = []
+        for r in req.partitions:
+            p = self._work.partitions.get(r.tp)
+            if p is None:
+                err, message = Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {r.tp.topic}:{r.tp.partition}."
+            elif r.replicas is None:
+                err, message = self._cancel_reassignment(r.tp, p)
+            elif not req.allow_replication_factor_change and len(r.replicas) != len(p.replicas) - len(p.removing_replicas):
+                # KIP-860: the replication factor is the target's of any reassignment in progress
+                err, message = Errors.INVALID_REPLICATION_FACTOR, (
+                    f"The replication factor is changed from {len(p.replicas) - len(p.removing_replicas)} to "
+                    f"{len(r.replicas)} but AllowReplicationFactorChange is false.")
+            else:
+                err, message = self._change_reassignment(r.tp, p, tuple(r.replicas))
+            results.append(ReassignmentResult(r.tp, err, message))
+        failover = tuple(ReassignmentResult(x.tp, Errors.NOT_CONTROLLER if x.error == Errors.NONE else x.error, x.message)
+                         for x in results)
+        self._answer_after_commit(src, AlterPartitionReassignmentsResponse(req.ref, tuple(results)),
+                                  AlterPartitionReassignmentsResponse(req.ref, failover))
+        return []
+
+    def _change_reassignment(self, tp: TopicPartition, p: PartitionRegistration,
+                             target: tuple[NodeId, ...]) -> tuple[int, str]:
+        """ReplicationControlManager.changePartitionReassignment: the target
+        is validated as a manual assignment (registered brokers, no
+        duplicates, one active broker at least), then the replica list
+        becomes the union of the current list and the target, with adding
+        and removing recorded (PartitionReassignmentReplicas). The builder
+        completes it in the same record when the ISR already holds the
+        whole target (a reorder or a pure removal)."""
+        bad = self._check_assignment(target, len(target), tp.partition)
+        if bad:
+            return Errors.INVALID_REPLICA_ASSIGNMENT, bad
+        replicas, adding, removing = reassignment_replicas(p.replicas, target)
+        b = self._builder(tp, f"reassignment to {list(target)}")
+        if replicas != p.replicas:
+            b.set_target_replicas(replicas)
+        b.set_target_adding(adding).set_target_removing(removing)
+        self._commit_change(b)
+        return Errors.NONE, ""
+
+    def _cancel_reassignment(self, tp: TopicPartition, p: PartitionRegistration) -> tuple[int, str]:
+        """ReplicationControlManager.cancelPartitionReassignment: only a
+        partition being reassigned, back to its original replicas
+        (PartitionReassignmentRevert); a revert that needs an unclean
+        election is refused unless the topic allows one."""
+        assert self._work is not None
+        if not p.is_reassigning:
+            return Errors.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."
+        replicas, isr, unclean = revert_reassignment(p)
+        if unclean and not self.config.unclean_allowed(self._work.topics.get(tp.topic, {})):
+            return Errors.INVALID_REPLICA_ASSIGNMENT, (
+                f"Unable to revert partition assignment for {tp.topic}:{tp.partition} because it would "
+                "require an unclean leader election.")
+        b = self._builder(tp, "reassignment cancelled" + (" (unclean: no original replica in the ISR)" if unclean else ""))
+        b.set_target_isr(isr).set_target_replicas(replicas).set_target_adding(()).set_target_removing(())
+        if unclean:
+            b.set_recovery_state(RECOVERING)  # the leader recovers alone, as after an unclean election
+        self._commit_change(b)
+        return Errors.NONE, ""
+
+    def _on_list_reassignments(self, req: ListPartitionReassignmentsRequest, src: NodeId | None) -> list[Effect]:
+        """ListPartitionReassignments (KIP-455): every partition being
+        reassigned (or those asked for that are), as the committed image has
+        them (Kafka reads it at the last committed offset): its replica list,
+        adding and removing replicas."""
+        if self._work is None:
+            return [self._addressed(src, ListPartitionReassignmentsResponse(req.ref, Errors.NOT_CONTROLLER))]
+        tps = sorted(self.image.partitions) if req.tps is None else list(req.tps)
+        ongoing = []
+        for tp in tps:
+            p = self.image.partitions.get(tp)
+            if p is not None and p.is_reassigning:
+                ongoing.append(OngoingReassignment(tp, p.replicas, p.adding_replicas, p.removing_replicas))
+        return [self._addressed(src, ListPartitionReassignmentsResponse(req.ref, Errors.NONE, tuple(ongoing)))]
+
+    # ------------------------------------------------------------------
+    # broker removal (KIP-631 UnregisterBroker)
+    # ------------------------------------------------------------------
+
+    def _on_unregister_broker(self, req: UnregisterBrokerRequest, src: NodeId | None) -> list[Effect]:
+        """UnregisterBroker (KIP-631; Kafka's ReplicationControlManager
+        .unregisterBroker and handleBrokerUnregistered): a broker that is not
+        registered is BROKER_ID_NOT_REGISTERED; else every partition with it
+        in its ISR or ELR changes as for a fencing, with the broker no
+        acceptable leader, and an UnregisterBrokerRecord removes the
+        registration. Its assigned replicas stay where they are: an operator
+        moves them first (reassignment). A broker still running registers
+        again at its next heartbeat (BROKER_ID_NOT_REGISTERED), as a new one."""
+        if self._work is None:
+            return [self._addressed(src, UnregisterBrokerResponse(req.ref, Errors.NOT_CONTROLLER))]
+        bid = req.broker_id
+        reg = self._work.brokers.get(bid)
+        if reg is None:
+            return [self._addressed(src, UnregisterBrokerResponse(
+                req.ref, Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {bid} is not currently registered"))]
+        for tp in sorted(self._work.partitions):
+            p = self._work.partitions[tp]
+            if bid in p.isr or bid in p.elr or p.leader == bid:
+                self._commit_change(self._builder(tp, f"unregister broker {bid}").remove_broker(bid))
+        self._write(UnregisterBrokerRecord(bid, reg.broker_epoch))
+        self._sessions.pop(bid, None)
+        self._metadata_offsets.pop(bid, None)
+        self._shutdown_offsets.pop(bid, None)
+        self._answer_after_commit(src, UnregisterBrokerResponse(req.ref, Errors.NONE),
+                                  UnregisterBrokerResponse(req.ref, Errors.NOT_CONTROLLER))
+        return []
 
     def _on_create_topics(self, req: CreateTopicsRequest, now: int, src: NodeId | None) -> list[Effect]:
         if self._work is None:
@@ -946,6 +1095,8 @@ def _partition_trace(tp: TopicPartition, p: PartitionRegistration) -> dict[str, 
         "last_known_elr": list(p.last_known_elr),
         "last_known_leader": p.last_known_leader,
         "recovery_state": p.leader_recovery_state,
+        "adding_replicas": list(p.adding_replicas),
+        "removing_replicas": list(p.removing_replicas),
     }
 
 

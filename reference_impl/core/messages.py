@@ -77,6 +77,7 @@ class Errors:
     INVALID_UPDATE_VERSION: Final = 95
     INELIGIBLE_REPLICA: Final = 107
     NEW_LEADER_ELECTED: Final = 108
+    NO_REASSIGNMENT_IN_PROGRESS: Final = 85
     BROKER_ID_NOT_REGISTERED: Final = 102
     # Raft
     FENCED_EPOCH: Final = 74  # Raft reuses FENCED_LEADER_EPOCH for stale quorum epochs
@@ -775,6 +776,15 @@ class BrokerRegistrationChangeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    """KIP-631: the broker's registration is gone (an operator's
+    UnregisterBroker); a later registration of the id starts afresh."""
+
+    broker_id: NodeId
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class TopicRecord:
     name: str
     configs: tuple[tuple[str, str], ...] = ()
@@ -794,6 +804,10 @@ class PartitionRecord:
     #: KIP-966 LastKnownLeader (seed 002): the last ISR member, recorded when
     #: it was fenced; NO_LEADER when none
     last_known_leader: NodeId = -1
+    #: KIP-455: replicas a reassignment in progress adds / removes (both
+    #: inside ``replicas``, which is their union with the target)
+    adding_replicas: tuple[NodeId, ...] = ()
+    removing_replicas: tuple[NodeId, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -811,6 +825,11 @@ class PartitionChangeRecord:
     reason: str = ""
     #: KIP-966 LastKnownLeader (NO_LEADER: cleared)
     last_known_leader: NodeId | None = None
+    #: KIP-455 reassignment: the new replica list and the replicas being
+    #: added / removed (None: unchanged; () clears them)
+    replicas: tuple[NodeId, ...] | None = None
+    adding_replicas: tuple[NodeId, ...] | None = None
+    removing_replicas: tuple[NodeId, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -837,6 +856,7 @@ class ProducerIdsRecord:
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
+    | UnregisterBrokerRecord
     | TopicRecord
     | PartitionRecord
     | PartitionChangeRecord
@@ -894,6 +914,81 @@ class GetReplicaLogInfoResponse:
     broker_epoch: int
     correlation_id: int
     partitions: tuple[ReplicaLogInfo, ...] = ()
+
+
+# --------------------------------------------------------------------------
+# KIP-455 partition reassignment (admin -> broker -> active controller)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignPartition:
+    tp: TopicPartition
+    #: the target replica list; None cancels the reassignment in progress
+    replicas: tuple[NodeId, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignmentsRequest:
+    ref: Any
+    partitions: tuple[ReassignPartition, ...]
+    timeout_ms: int = 30_000
+    #: KIP-860 (AlterPartitionReassignments v1): False refuses a target
+    #: that changes the partition's replication factor
+    allow_replication_factor_change: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentResult:
+    tp: TopicPartition
+    error: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignmentsResponse:
+    ref: Any
+    results: tuple[ReassignmentResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListPartitionReassignmentsRequest:
+    ref: Any
+    #: None: every partition being reassigned
+    tps: tuple[TopicPartition, ...] | None = None
+    timeout_ms: int = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    tp: TopicPartition
+    replicas: tuple[NodeId, ...]
+    adding_replicas: tuple[NodeId, ...]
+    removing_replicas: tuple[NodeId, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListPartitionReassignmentsResponse:
+    ref: Any
+    error: int
+    reassignments: tuple[OngoingReassignment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRequest:
+    """KIP-631 UnregisterBroker (api key 64), from an admin client through
+    a broker to the active controller: remove a broker's registration."""
+
+    ref: Any
+    broker_id: NodeId
+    timeout_ms: int = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerResponse:
+    ref: Any
+    error: int
+    message: str = ""
 
 
 Message = Any  # any dataclass above; kept loose so runtimes can add admin messages

@@ -28,6 +28,7 @@ from .messages import (
     RegisterBrokerRecord,
     TopicPartition,
     TopicRecord,
+    UnregisterBrokerRecord,
 )
 
 RECOVERED: Final = 0
@@ -60,13 +61,33 @@ class PartitionRegistration:
     #: tracked"): the last ISR member, recorded when it left the ISR; cleared
     #: when a new leader is elected. NO_LEADER when none.
     last_known_leader: NodeId = NO_LEADER
+    #: KIP-455: a reassignment in progress adds these replicas and removes
+    #: those; ``replicas`` is the union (the target, then the removing ones)
+    adding_replicas: tuple[NodeId, ...] = ()
+    removing_replicas: tuple[NodeId, ...] = ()
+
+    @property
+    def is_reassigning(self) -> bool:
+        """Kafka's PartitionReassignmentReplicas.isReassignmentInProgress."""
+        return bool(self.adding_replicas or self.removing_replicas)
 
     def merge(self, change: PartitionChangeRecord) -> "PartitionRegistration":
         """Apply a change: every change bumps partition_epoch; a leader change
-        also bumps leader_epoch (seed 000, PartitionRegistration.merge)."""
+        also bumps leader_epoch (seed 000, PartitionRegistration.merge), and
+        so does a new replica list that drops a replica: Kafka's
+        PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded
+        writes the unchanged leader into such a record, so a removed replica
+        can no longer fetch in the leader's epoch."""
         leader_changed = change.leader is not None and change.leader != self.leader
+        if change.replicas is not None and not set(self.replicas) <= set(change.replicas):
+            leader_changed = True
         return replace(
             self,
+            replicas=self.replicas if change.replicas is None else tuple(change.replicas),
+            adding_replicas=self.adding_replicas if change.adding_replicas is None else tuple(change.adding_replicas),
+            removing_replicas=(
+                self.removing_replicas if change.removing_replicas is None else tuple(change.removing_replicas)
+            ),
             isr=self.isr if change.isr is None else tuple(change.isr),
             leader=self.leader if change.leader is None else change.leader,
             elr=self.elr if change.elr is None else tuple(change.elr),
@@ -135,6 +156,11 @@ class MetadataImage:
                     ),
                 )
                 d.brokers.add(record.broker_id)
+        elif isinstance(record, UnregisterBrokerRecord):
+            b = self.brokers.get(record.broker_id)
+            if b is not None and b.broker_epoch == record.broker_epoch:
+                del self.brokers[record.broker_id]
+                d.brokers.add(record.broker_id)
         elif isinstance(record, TopicRecord):
             self.topics[record.name] = dict(record.configs)
             d.topics.add(record.name)
@@ -149,6 +175,8 @@ class MetadataImage:
                 last_known_elr=tuple(record.last_known_elr),
                 leader_recovery_state=record.leader_recovery_state,
                 last_known_leader=record.last_known_leader,
+                adding_replicas=tuple(record.adding_replicas),
+                removing_replicas=tuple(record.removing_replicas),
             )
             d.partitions.add(record.tp)
         elif isinstance(record, PartitionChangeRecord):

@@ -38,6 +38,7 @@ from .groups.coordinator import GroupCoordinator
 from .groups.messages import GROUP_REQUESTS
 from .messages import (
     AllocateProducerIdsRequest,
+    AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -49,7 +50,9 @@ from .messages import (
     EndQuorumEpochRequest,
     GetReplicaLogInfoResponse,
     IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest,
     MetadataEntry,
+    UnregisterBrokerRequest,
     NodeId,
     RaftFetchRequest,
     RaftFetchResponse,
@@ -75,13 +78,20 @@ CONTROLLER_MESSAGES: Final = (
     GetReplicaLogInfoResponse,  # unclean recovery (KIP-966): answers to the controller's question
 )
 
+#: admin requests a broker forwards to the active controller (Kafka's
+#: ForwardingManager), which a controller commits
+FORWARDED: Final = (
+    CreateTopicsRequest, IncrementalAlterConfigsRequest,
+    AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest, UnregisterBrokerRequest,
+)
+
 #: the reasons an ``rpc_refused`` trace event gives
 CONTROLLER_API_REFUSED: Final = "controller API on a broker-only node"
 BROKER_API_REFUSED: Final = "broker API on a controller-only node"
 
 #: message types that may concern something other than the broker role
 _NOT_BROKER_ONLY: Final = frozenset(CONTROLLER_MESSAGES) | {
-    CreateTopicsRequest, IncrementalAlterConfigsRequest, RaftFetchResponse, ControlledShutdownRequest,
+    *FORWARDED, RaftFetchResponse, ControlledShutdownRequest,
 } | frozenset(GROUP_REQUESTS)
 
 
@@ -230,7 +240,7 @@ class Node:
     def _for_controller(self, msg: Any, src: NodeId | None) -> bool:
         if isinstance(msg, CONTROLLER_MESSAGES):
             return True
-        if isinstance(msg, (CreateTopicsRequest, IncrementalAlterConfigsRequest)):
+        if isinstance(msg, FORWARDED):
             # from a client: the broker forwards it; from a broker: ours to commit
             return src is not None or self.broker is None
         if isinstance(msg, RaftFetchResponse):

@@ -75,6 +75,18 @@ live in one place:
   - a member removed because it registered after an unclean shutdown moves to
     LastKnownELR (cleared again once the ISR reaches min ISR).
 
+* **Reassignment** (KIP-455; Kafka's ReplicationControlManager
+  ``changePartitionReassignment`` and ``PartitionReassignmentReplicas``): a
+  reassignment sets the replica list to the union of the target and the
+  replicas leaving (target order first), with ``adding_replicas`` (target
+  minus current) and ``removing_replicas`` (current minus target). Every
+  build first tries to complete it (``maybeCompleteReassignment``): once the
+  ISR without the removing replicas is not empty and holds every target
+  replica, the replica list becomes the target, the removing replicas leave
+  the ISR and both lists are cleared, all in the same record; the election
+  that follows then moves the leadership if the leader was removed. ELR and
+  LastKnownELR keep only replicas of the final list.
+
 * **Epochs**: the record is applied with ``PartitionRegistration.merge``,
   which bumps the partition epoch on every change and the leader epoch on a
   leader change (seed 000). ELR-only changes keep the leader epoch.
@@ -125,6 +137,13 @@ class PartitionChangeBuilder:
     #: unclean election; None: recovery off (``unclean_allowed`` decides)
     recovery_strategy: str | None = None
     _target_isr: tuple[NodeId, ...] | None = None
+    _target_replicas: tuple[NodeId, ...] | None = None
+    _target_adding: tuple[NodeId, ...] | None = None
+    _target_removing: tuple[NodeId, ...] | None = None
+    #: the replica list this build ends with (set by :meth:`build`)
+    _replicas: tuple[NodeId, ...] = ()
+    #: brokers leaving the cluster (UnregisterBroker): out of ISR, ELR and LastKnownELR
+    _unregistered: tuple[NodeId, ...] = ()
     _unclean_shutdown: set[NodeId] = field(default_factory=set)
     _recovery_state: int | None = None
     _recovery_leader: NodeId | None = None
@@ -140,6 +159,18 @@ class PartitionChangeBuilder:
         self._target_isr = tuple(isr)
         return self
 
+    def set_target_replicas(self, replicas: Iterable[NodeId]) -> "PartitionChangeBuilder":
+        self._target_replicas = tuple(replicas)
+        return self
+
+    def set_target_adding(self, adding: Iterable[NodeId]) -> "PartitionChangeBuilder":
+        self._target_adding = tuple(adding)
+        return self
+
+    def set_target_removing(self, removing: Iterable[NodeId]) -> "PartitionChangeBuilder":
+        self._target_removing = tuple(removing)
+        return self
+
     def remove_from_isr(self, broker: NodeId) -> "PartitionChangeBuilder":
         """The controller shrinks the ISR because ``broker`` was fenced or is
         shutting down (§2.9.1). Without ELR the last member stays (§2.8)."""
@@ -149,6 +180,16 @@ class PartitionChangeBuilder:
             isr = base
         self._target_isr = isr
         return self
+
+    def remove_broker(self, broker: NodeId) -> "PartitionChangeBuilder":
+        """``broker`` is being unregistered (KIP-631; Kafka's
+        ReplicationControlManager.handleBrokerUnregistered): it leaves the ISR
+        as a fenced broker does, the ELR and LastKnownELR too, and is no
+        acceptable leader."""
+        self._unregistered = (*self._unregistered, broker)
+        active = self.is_active
+        self.is_active = lambda r: r not in self._unregistered and active(r)
+        return self.remove_from_isr(broker)
 
     def mark_unclean_shutdown(self, broker: NodeId) -> "PartitionChangeBuilder":
         """``broker`` registered after an unclean shutdown (KIP-966): it leaves
@@ -179,7 +220,14 @@ class PartitionChangeBuilder:
     def build(self) -> PartitionChange | None:
         cur = self.current
         isr = self._target_isr if self._target_isr is not None else cur.isr
-        elr = cur.elr if self.elr_enabled else ()
+        replicas = self._target_replicas if self._target_replicas is not None else cur.replicas
+        adding = self._target_adding if self._target_adding is not None else cur.adding_replicas
+        removing = self._target_removing if self._target_removing is not None else cur.removing_replicas
+        completed = complete_reassignment(replicas, adding, removing, isr)
+        if completed is not None:
+            (replicas, isr), adding, removing = completed, (), ()
+        self._replicas = tuple(replicas)
+        elr = tuple(r for r in cur.elr if r in replicas and r not in self._unregistered) if self.elr_enabled else ()
         recovery = self._recovery_state if self._recovery_state is not None else cur.leader_recovery_state
         leader = cur.leader
         election: str | None = None
@@ -205,9 +253,15 @@ class PartitionChangeBuilder:
             leader_recovery_state=None if recovery == cur.leader_recovery_state else recovery,
             reason=(f"{self.reason}; election:{election}" if election else self.reason),
             last_known_leader=None if new_lkl == cur.last_known_leader else new_lkl,
+            replicas=None if tuple(replicas) == tuple(cur.replicas) else tuple(replicas),
+            adding_replicas=None if tuple(adding) == tuple(cur.adding_replicas) else tuple(adding),
+            removing_replicas=None if tuple(removing) == tuple(cur.removing_replicas) else tuple(removing),
         )
         if (
-            rec.isr is None
+            rec.replicas is None
+            and rec.adding_replicas is None
+            and rec.removing_replicas is None
+            and rec.isr is None
             and rec.leader is None
             and rec.elr is None
             and rec.last_known_elr is None
@@ -219,7 +273,7 @@ class PartitionChangeBuilder:
 
     def _elect(self, isr: tuple[NodeId, ...], elr: tuple[NodeId, ...]) -> tuple[NodeId, str | None]:
         self.needs_recovery = False
-        replicas = self.current.replicas
+        replicas = self._replicas
         for r in replicas:
             if r in isr and self.is_active(r):
                 return r, CLEAN
@@ -254,7 +308,7 @@ class PartitionChangeBuilder:
         An uncleanly restarted LastKnownLeader stays electable (module
         docstring: it is the best replica left)."""
         lkl = self.current.last_known_leader
-        if lkl == NO_LEADER or lkl not in self.current.replicas or isr:
+        if lkl == NO_LEADER or lkl not in self._replicas or isr:
             return False
         elr_left = (set(elr) | set(self.current.isr)) - self._unclean_shutdown
         return not elr_left and self.is_active(lkl)
@@ -305,16 +359,64 @@ class PartitionChangeBuilder:
         cur = self.current
         if len(isr) >= self.effective_min_isr:
             return (), ()
-        candidates = set(cur.elr) | set(cur.isr)
-        order = cur.replicas
+        candidates = (set(cur.elr) | set(cur.isr)) & set(self._replicas) - set(self._unregistered)
+        order = self._replicas
         new_elr = tuple(r for r in order if r in candidates and r not in isr and r not in self._unclean_shutdown)
         dropped = {r for r in candidates if r in self._unclean_shutdown and r not in isr}
-        lk = set(cur.last_known_elr) | dropped
+        lk = (set(cur.last_known_elr) | dropped) & set(self._replicas) - set(self._unregistered)
         new_lkelr = tuple(r for r in order if r in lk and r not in isr and r not in new_elr)
         return new_elr, new_lkelr
 
 
+def reassignment_replicas(
+    current: Iterable[NodeId], target: Iterable[NodeId]
+) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...], tuple[NodeId, ...]]:
+    """KIP-455, Kafka's ``PartitionReassignmentReplicas(current, target)``:
+    (replicas, adding, removing) where removing = current - target and
+    adding = target - current (each in broker-id order, as Kafka's sorted
+    sets give them) and replicas = target followed by removing."""
+    cur, tgt = tuple(current), tuple(target)
+    removing = tuple(sorted(set(cur) - set(tgt)))
+    adding = tuple(sorted(set(tgt) - set(cur)))
+    return tgt + removing, adding, removing
+
+
+def complete_reassignment(
+    replicas: Iterable[NodeId], adding: Iterable[NodeId], removing: Iterable[NodeId], isr: Iterable[NodeId]
+) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...]] | None:
+    """Kafka's ``PartitionReassignmentReplicas.maybeCompleteReassignment``:
+    with a reassignment in progress, the (replicas, ISR) it ends with once
+    the ISR without the removing replicas is not empty and holds every
+    replica that stays; None while a target replica is still catching up
+    (or no reassignment is in progress)."""
+    adding, removing, isr = tuple(adding), tuple(removing), tuple(isr)
+    if not adding and not removing:
+        return None
+    new_isr = tuple(r for r in isr if r not in removing)
+    new_replicas = tuple(r for r in replicas if r not in removing)
+    if not new_isr or not new_replicas or not set(new_replicas) <= set(new_isr):
+        return None
+    return new_replicas, new_isr
+
+
+def revert_reassignment(p: PartitionRegistration) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...], bool]:
+    """Kafka's ``PartitionReassignmentRevert`` (cancelling a reassignment,
+    AlterPartitionReassignments with null replicas): (replicas, ISR, unclean)
+    with every replica the reassignment was adding taken out and the ones it
+    was removing kept. If no ISR member is left the first remaining replica
+    becomes the ISR, an unclean election (``unclean`` True), which the
+    controller allows only where unclean election is."""
+    replicas = tuple(r for r in p.replicas if r not in p.adding_replicas)
+    isr = tuple(r for r in p.isr if r not in p.adding_replicas)
+    if isr:
+        return replicas, isr, False
+    return replicas, replicas[:1], True
+
+
 __all__ = [
+    "reassignment_replicas",
+    "complete_reassignment",
+    "revert_reassignment",
     "PartitionChangeBuilder",
     "PartitionChange",
     "CLEAN",

@@ -11,8 +11,10 @@ nodes 1..N carry both roles. Node ``i`` (0-based) listens on
 ``base_port + i`` and its control endpoint on ``base_port + 100 + i``; with
 ``base_port`` 0 every port is one the kernel reports free (what tests use, so
 two suites on one machine never collide).
-Node data directories are ``<dir>/nodes/<id>/``, the run-directory layout, so
-``checkers.invariants.check_trace_dir(<dir>)`` reads their traces.
+Node data directories are ``<dir>/nodes/<name>/``, the run-directory layout
+and its names (``n1``.. the brokers, or every node in combined mode; ``c1``..
+the dedicated controllers), so ``checkers.invariants.check_trace_dir(<dir>)``
+reads their traces.
 """
 
 from __future__ import annotations
@@ -96,18 +98,18 @@ class LocalCluster:
         count = max(brokers, controllers) if combined else brokers + controllers
         ports = free_ports(2 * count) if base_port == 0 else None
 
-        def spec(i: int, node_id: int, roles: list[str]) -> NodeSpec:
+        def spec(i: int, node_id: int, roles: list[str], name: str) -> NodeSpec:
             port, control = (ports[2 * i], ports[2 * i + 1]) if ports else (base_port + i, base_port + 100 + i)
-            return NodeSpec(node_id, roles, port, control, os.path.join(dir, "nodes", str(node_id)))
+            return NodeSpec(node_id, roles, port, control, os.path.join(dir, "nodes", name))
 
         nodes: list[NodeSpec] = []
         if combined:
             for i in range(count):
                 roles = (["broker"] if i < brokers else []) + (["controller"] if i < controllers else [])
-                nodes.append(spec(i, i + 1, roles))
+                nodes.append(spec(i, i + 1, roles, f"n{i + 1}"))
         else:
-            nodes += [spec(i, i + 1, ["controller"]) for i in range(controllers)]
-            nodes += [spec(controllers + j, 101 + j, ["broker"]) for j in range(brokers)]
+            nodes += [spec(i, i + 1, ["controller"], f"c{i + 1}") for i in range(controllers)]
+            nodes += [spec(controllers + j, 101 + j, ["broker"], f"n{j + 1}") for j in range(brokers)]
         return cls(dir, nodes, dict(config or {}), storage_mode)
 
     @property

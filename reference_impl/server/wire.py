@@ -10,7 +10,12 @@ and encodes the Kafka response once every part has answered.
 Supported APIs and versions are what librdkafka needs
 (notes/kafka-wire.md): ApiVersions 0-3, Metadata 1-12, Produce 3-10,
 Fetch 4-12, ListOffsets 1-9, OffsetForLeaderEpoch 2-4, InitProducerId 0-4,
-CreateTopics 2-4, IncrementalAlterConfigs 0-1, and the consumer-group APIs
+CreateTopics 2-4, IncrementalAlterConfigs 0-1, AlterPartitionReassignments
+0-1 and ListPartitionReassignments 0 (Kafka 4.4's ranges, KIP-455; v1 of
+AlterPartitionReassignments adds AllowReplicationFactorChange, KIP-860),
+UnregisterBroker 0 (KIP-631; coded here, kafka-python has no schema for
+it), and
+the consumer-group APIs
 of :mod:`.wire_groups` (registered at the end of this module).
 """
 
@@ -23,10 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.consumer import (
@@ -61,6 +70,8 @@ APIS: dict[int, tuple[Any, Any, int, int]] = {
     22: (InitProducerIdRequest, InitProducerIdResponse, 0, 4),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+    45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
+    46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
 }
 
 
@@ -208,6 +219,13 @@ def timed_out(msg: Any) -> Any:
     if isinstance(msg, m.IncrementalAlterConfigsRequest):
         return m.IncrementalAlterConfigsResponse(msg.ref, tuple(
             m.AlterConfigsResult(r.resource_type, r.name, REQUEST_TIMED_OUT) for r in msg.resources))
+    if isinstance(msg, m.AlterPartitionReassignmentsRequest):
+        return m.AlterPartitionReassignmentsResponse(msg.ref, tuple(
+            m.ReassignmentResult(r.tp, REQUEST_TIMED_OUT) for r in msg.partitions))
+    if isinstance(msg, m.ListPartitionReassignmentsRequest):
+        return m.ListPartitionReassignmentsResponse(msg.ref, REQUEST_TIMED_OUT)
+    if isinstance(msg, m.UnregisterBrokerRequest):
+        return m.UnregisterBrokerResponse(msg.ref, REQUEST_TIMED_OUT)
     return wire_groups.timed_out(msg)
 
 
@@ -578,6 +596,183 @@ def _build_incremental_alter_configs(p: Pending) -> Any:
     ])
 
 
+def _alter_partition_reassignments(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    """One core request for the whole Kafka request, forwarded to the active
+    controller (KIP-455); v1's AllowReplicationFactorChange (KIP-860) goes
+    with it."""
+    body = d.body
+    allow_rf = bool(getattr(body, "allow_replication_factor_change", True)) if d.api_version >= 1 else True
+    parts = tuple(
+        m.ReassignPartition(m.TopicPartition(_name(t.name), pr.partition_index),
+                            None if pr.replicas is None else tuple(int(b) for b in pr.replicas))
+        for t in _items(body.topics) for pr in _items(t.partitions)
+    )
+    p = Pending(d, total=1, build=_build_alter_partition_reassignments)
+    p.extra["allow_rf"] = allow_rf
+    p.parts.append((0, m.AlterPartitionReassignmentsRequest(ref(0), parts, timeout_ms=body.timeout_ms,
+                                                            allow_replication_factor_change=allow_rf)))
+    return p
+
+
+def _build_alter_partition_reassignments(p: Pending) -> Any:
+    r: m.AlterPartitionReassignmentsResponse = p.results[0]
+    v = p.decoded.api_version
+    R = AlterPartitionReassignmentsResponse[v]
+    T = R.ReassignableTopicResponse
+    P = T.ReassignablePartitionResponse
+    by_topic: dict[str, list[Any]] = {}
+    for x in r.results:
+        by_topic.setdefault(x.tp.topic, []).append(
+            P(partition_index=x.tp.partition, error_code=x.error, error_message=x.message or None))
+    kw: dict[str, Any] = {"allow_replication_factor_change": p.extra["allow_rf"]} if v >= 1 else {}
+    return R(throttle_time_ms=0, error_code=0, error_message=None,
+             responses=[T(name=name, partitions=ps) for name, ps in by_topic.items()], **kw)
+
+
+def _list_partition_reassignments(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    body = d.body
+    tps = None
+    if body.topics is not None:
+        tps = tuple(m.TopicPartition(_name(t.name), int(i)) for t in body.topics for i in _items(t.partition_indexes))
+    p = Pending(d, total=1, build=_build_list_partition_reassignments)
+    p.parts.append((0, m.ListPartitionReassignmentsRequest(ref(0), tps, timeout_ms=body.timeout_ms)))
+    return p
+
+
+def _build_list_partition_reassignments(p: Pending) -> Any:
+    r: m.ListPartitionReassignmentsResponse = p.results[0]
+    R = ListPartitionReassignmentsResponse[p.decoded.api_version]
+    T = R.OngoingTopicReassignment
+    P = T.OngoingPartitionReassignment
+    by_topic: dict[str, list[Any]] = {}
+    for o in r.reassignments:
+        by_topic.setdefault(o.tp.topic, []).append(P(
+            partition_index=o.tp.partition, replicas=list(o.replicas),
+            adding_replicas=list(o.adding_replicas), removing_replicas=list(o.removing_replicas)))
+    return R(throttle_time_ms=0, error_code=r.error, error_message=None,
+             topics=[T(name=name, partitions=ps) for name, ps in by_topic.items()])
+
+
+# --------------------------------------------------------------------------
+# UnregisterBroker (KIP-631, api key 64, v0, flexible): kafka-python 3.0.12
+# bundles no schema for it, so its two small bodies are coded here
+# --------------------------------------------------------------------------
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_uvarint(b: memoryview, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        if pos >= len(b) or shift > 28:
+            raise ValueError("truncated or overlong varint")
+        x = b[pos]
+        pos += 1
+        n |= (x & 0x7F) << shift
+        if not x & 0x80:
+            return n, pos
+        shift += 7
+
+
+def _skip_tagged_fields(b: memoryview, pos: int) -> int:
+    count, pos = _read_uvarint(b, pos)
+    for _ in range(count):
+        _tag, pos = _read_uvarint(b, pos)
+        size, pos = _read_uvarint(b, pos)
+        pos += size
+        if pos > len(b):
+            raise ValueError("tagged field past the end")
+    return pos
+
+
+@dataclass
+class UnregisterBrokerBody:
+    broker_id: int
+
+
+class UnregisterBrokerRequest:
+    """Request v0: BrokerId int32, tagged fields."""
+
+    API_KEY = 64
+
+    @classmethod
+    def __class_getitem__(cls, version: int) -> type:
+        return cls
+
+    @staticmethod
+    def flexible_version_q(version: int) -> bool:
+        return True
+
+    @staticmethod
+    def decode(data: Any, version: int = 0) -> UnregisterBrokerBody:
+        b = memoryview(bytes(data))
+        if len(b) < 4:
+            raise ValueError("short UnregisterBroker request")
+        (broker_id,) = struct.unpack_from(">i", b, 0)
+        if _skip_tagged_fields(b, 4) != len(b):
+            raise ValueError("trailing bytes")
+        return UnregisterBrokerBody(broker_id)
+
+    @staticmethod
+    def encode_body(broker_id: int) -> bytes:
+        return struct.pack(">i", broker_id) + _uvarint(0)
+
+
+@dataclass
+class UnregisterBrokerResponse:
+    """Response v0: ThrottleTimeMs int32, ErrorCode int16, ErrorMessage
+    compact nullable string, tagged fields."""
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+
+    @classmethod
+    def __class_getitem__(cls, version: int) -> type:
+        return cls
+
+    @staticmethod
+    def flexible_version_q(version: int) -> bool:
+        return True
+
+    def encode(self, version: int = 0) -> bytes:
+        msg = b"" if self.error_message is None else self.error_message.encode()
+        text = _uvarint(0) if self.error_message is None else _uvarint(len(msg) + 1) + msg
+        return struct.pack(">ih", self.throttle_time_ms, self.error_code) + text + _uvarint(0)
+
+    @classmethod
+    def decode(cls, data: Any, version: int = 0) -> "UnregisterBrokerResponse":
+        b = memoryview(bytes(data))
+        throttle, error = struct.unpack_from(">ih", b, 0)
+        n, pos = _read_uvarint(b, 6)
+        message = None if n == 0 else bytes(b[pos:pos + n - 1]).decode()
+        _skip_tagged_fields(b, pos + max(0, n - 1))
+        return cls(throttle, error, message)
+
+
+APIS[64] = (UnregisterBrokerRequest, UnregisterBrokerResponse, 0, 0)
+
+
+def _unregister_broker(d: Decoded, ref: Callable[[int], Any]) -> Pending:
+    """Forwarded to the active controller by the broker, as Kafka's broker
+    forwards it (KIP-631)."""
+    p = Pending(d, total=1, build=_build_unregister_broker)
+    p.parts.append((0, m.UnregisterBrokerRequest(ref(0), int(d.body.broker_id))))
+    return p
+
+
+def _build_unregister_broker(p: Pending) -> Any:
+    r: m.UnregisterBrokerResponse = p.results[0]
+    return UnregisterBrokerResponse(0, r.error, r.message or None)
+
+
 _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     0: _produce,
     1: _fetch,
@@ -588,6 +783,9 @@ _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     22: _init_producer_id,
     23: _offset_for_leader_epoch,
     44: _incremental_alter_configs,
+    45: _alter_partition_reassignments,
+    46: _list_partition_reassignments,
+    64: _unregister_broker,
 }
 
 # the consumer-group APIs live in their own module, which builds on this one

@@ -28,13 +28,34 @@ import random
 from dataclasses import dataclass
 from functools import partial
 from math import log as _log
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Sequence, TypeVar
 
+from reference_impl.core.groups.messages import (
+    CommittedOffset,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    GroupErrors,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from reference_impl.core.messages import (
     ClientFetchRequest,
     ClientFetchResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    ReassignPartition,
+    UnregisterBrokerRequest,
     Errors,
     FetchPartitionRequest,
     InitProducerIdRequest,
@@ -47,17 +68,21 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
+from checkers.history.recorder import Clock, Recorder
 from workloads.outcome import REFRESH, RETRY, possibly_persisted, producer_action, send_outcome
 
-from .events import TimeoutQueue
-from .history import History
+from .events import EventLoop, TimeoutQueue
 
 if TYPE_CHECKING:
     from .simulation import Simulation
 
 FINAL_READER_BASE: Final = 1_000_000
+#: a crashed client dies within this many ms of its operation's start
+#: (workloads/crash.py's MAX_CRASH_MS, which real runs use)
+MAX_CRASH_MS: Final = 100
 
 ERROR_NAMES = {v: k for k, v in vars(Errors).items() if isinstance(v, int) and not k.startswith("_") and k != "FENCED_EPOCH"}
+GROUP_ERROR_NAMES = {v: k for k, v in vars(GroupErrors).items() if isinstance(v, int) and not k.startswith("_")}
 
 _T = TypeVar("_T")
 
@@ -84,6 +109,10 @@ def choose(rng: random.Random, seq: Sequence[_T]) -> _T:
 
 def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, f"ERROR_{code}")
+
+
+def group_error_name(code: int) -> str:
+    return GROUP_ERROR_NAMES.get(code, f"ERROR_{code}")
 
 
 @dataclass
@@ -186,10 +215,28 @@ class MetadataCache:
             self.ep.sim.loop.after(delay, w)
 
 
+class VirtualClock(Clock):
+    """The event loop's virtual time in nanoseconds: the history's clock."""
+
+    def __init__(self, loop: EventLoop) -> None:
+        self.loop = loop
+
+    def now_ns(self) -> int:
+        return self.loop.now * 1_000_000
+
+
+def sim_history(sim: "Simulation", path: str | Path | None = None) -> Recorder:
+    """The history recorder (``checkers.history.recorder``, the one both
+    runtimes use) on the simulation's clock: virtual nanoseconds from 0,
+    one thread, every operation kept for the checkers; with ``path`` the
+    lines also go to that file."""
+    return Recorder(path, keep=True, clock=VirtualClock(sim.loop), epoch=0, background=False)
+
+
 class Workload:
     """Owns the history, the value counter and every client process."""
 
-    def __init__(self, sim: "Simulation", history: History, tps: list[TopicPartition], cfg: ClientConfig | None = None) -> None:
+    def __init__(self, sim: "Simulation", history: Recorder, tps: list[TopicPartition], cfg: ClientConfig | None = None) -> None:
         self.sim = sim
         self.history = history
         self.tps = tps
@@ -202,6 +249,22 @@ class Workload:
         self.n_processes = 0
         self.max_acked: dict[str, int] = {}
         self.stopped = False
+        #: --crash-clients: one operation is marked to crash every this many
+        #: ms (0: never), the first one due at or after :attr:`next_crash_at`
+        self.crash_period_ms = 0
+        self.next_crash_at = 0
+        self.by_key: dict[str, TopicPartition] = {str(tp): tp for tp in tps}
+
+    def crash_mark(self) -> int:
+        """For an operation being invoked: how many ms into it its client
+        dies (-1: it does not), Jepsen's --crash-clients as
+        ``workloads.crash`` paces it (one mark per period, the first
+        operation due after each; the ms drawn from the seeded rng). Draws
+        nothing while crashes are off, so their histories are unchanged."""
+        if self.crash_period_ms <= 0 or self.sim.now < self.next_crash_at:
+            return -1
+        self.next_crash_at += self.crash_period_ms
+        return self.sim.rng.randint(0, MAX_CRASH_MS)
 
     def value(self) -> int:
         v = self.next_value
@@ -220,6 +283,15 @@ class Workload:
         self.consumers.append(c)
         return c
 
+    def add_group_member(self, group_id: str, static: bool = False) -> "GroupMember":
+        """A consumer of ``group_id`` that subscribes to every topic (Jepsen's
+        sub-via subscribe); with ``static`` its slot's group.instance.id."""
+        name = f"c{self.n_processes}"
+        c = GroupMember(self, name, self.n_processes, group_id, name if static else None)
+        self.n_processes += 1
+        self.consumers.append(c)
+        return c
+
     def add_final_reader(self) -> "Consumer":
         """Final readers live outside the worker slots (ids from 1,000,000) so
         that the process-id stride of the workers never changes."""
@@ -233,7 +305,7 @@ class Workload:
         return max(1, self.n_processes)
 
     def record(self, process: Any, type_: str, f: str, value: Any, error: Any = None, **extra: Any) -> None:
-        self.history.record(self.sim.loop.now, process, type_, f, value, error, extra)
+        self.history.append(process, type_, f, value, error, extra)
 
     def finish(self) -> None:
         """End of the run: every operation still in flight is indeterminate."""
@@ -316,6 +388,8 @@ class _Send:
         self.last_error: Any = None
         self.done = done
         self.gen = gen
+        #: ms into the send its client dies (--crash-clients), -1: never
+        self.crash = -1
 
 
 class Producer:
@@ -355,11 +429,31 @@ class Producer:
         self.busy = True
         self._gen += 1
         cfg = self.wl.cfg
-        self._op = _Send(tp, value, self.sim.now + cfg.delivery_timeout_ms, done, self._gen)
-        self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks,
-                       idempotent=self.idempotent)
+        self._op = op = _Send(tp, value, self.sim.now + cfg.delivery_timeout_ms, done, self._gen)
+        op.crash = self.wl.crash_mark()
+        if op.crash >= 0:
+            self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks,
+                           idempotent=self.idempotent, crash=op.crash)
+            self.sim.loop.after(op.crash, self._crash, self._gen)
+        else:
+            self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks,
+                           idempotent=self.idempotent)
         self._attempt(self._gen)
         return True
+
+    def _crash(self, gen: int) -> None:
+        """The client dies mid-send: nobody learns the outcome (``info``)."""
+        op = self._op
+        if op is not None and op.gen == gen:
+            self._complete("info", None, "crashed")
+
+    def _replace(self) -> None:
+        """A fresh client takes the dead one's place: unanswered requests
+        are dropped (those on the wire still arrive), no producer id, no
+        sequence numbers, no metadata."""
+        self.ep.cancel_all()
+        self.pid, self.pepoch, self.seqs = -1, -1, {}
+        self.meta = MetadataCache(self.ep, self.wl.topics, self.wl.cfg)
 
     def _attempt(self, gen: int) -> None:
         op = self._op
@@ -452,6 +546,9 @@ class Producer:
         self._op = None
         self.busy = False
         key = str(op.tp)
+        crashed = op.crash >= 0
+        if crashed:  # however the send ended, its client died before learning it
+            type_, offset, error = "info", None, "crashed"
         if self.idempotent:
             if type_ == "ok":
                 self.seqs[op.tp] = self.seqs.get(op.tp, 0) + 1
@@ -469,6 +566,8 @@ class Producer:
         self.wl.record(self.process, type_, "send", value, error, acks=self.acks, idempotent=self.idempotent)
         if type_ == "info":
             self.process += self.wl.n_processes_stride()
+        if crashed:
+            self._replace()
         if op.done is not None:
             op.done(type_, offset if type_ == "ok" else error)
 
@@ -503,13 +602,40 @@ class Consumer:
         if from_start:
             for tp in tps:
                 self.positions[tp] = 0
-        extra = {"final": True} if final else {}
+        extra: dict[str, Any] = {"final": True} if final else {}
+        crash = -1 if final else self.wl.crash_mark()
+        if crash >= 0:
+            extra["crash"] = crash
         self.wl.record(self.process, "invoke", "poll", [["poll"]], **extra)
         self._poll = {"tps": tps, "got": {}, "final": final, "until": until or {}, "gen": self._gen,
                       "deadline": self.sim.now + (deadline_ms if deadline_ms is not None else self.wl.cfg.request_timeout_ms),
-                      "outstanding": 0, "resets": {}, "done": done, "errors": set()}
+                      "outstanding": 0, "resets": {}, "done": done, "errors": set(), "crash": crash}
+        if crash >= 0:
+            self.sim.loop.after(crash, self._crash, self._gen)
         self._round(self._gen)
         return True
+
+    def _crash(self, gen: int) -> None:
+        """The client dies mid-poll: the poll is ``info`` and a fresh client
+        takes its place."""
+        st = self._poll
+        if st is not None and st["gen"] == gen:
+            self._crashed(st)
+
+    def _crashed(self, st: dict[str, Any]) -> None:
+        self._poll = None
+        self.busy = False
+        self.wl.record(self.process, "info", "poll", [["poll"]], "crashed", crash=st["crash"])
+        self.process += self.wl.n_processes_stride()
+        self._replace()
+        if st["done"] is not None:
+            st["done"]({})
+
+    def _replace(self) -> None:
+        """A fresh assigning client: every position back to the start."""
+        self.ep.cancel_all()
+        self.meta = MetadataCache(self.ep, self.wl.topics, self.wl.cfg)
+        self.positions = {tp: 0 for tp in self.wl.tps}
 
     def _round(self, gen: int) -> None:
         st = self._poll
@@ -596,8 +722,9 @@ class Consumer:
     def _complete(self) -> None:
         st = self._poll
         assert st is not None
-        self._poll = None
-        self.busy = False
+        if st["crash"] >= 0:  # it ended, but its client died before learning it
+            self._crashed(st)
+            return
         got = {k: st["got"][k] for k in sorted(st["got"])}
         extra: dict[str, Any] = {}
         if st["final"]:
@@ -607,6 +734,12 @@ class Consumer:
                 extra["incomplete"] = short
         if st["resets"]:
             extra["reset"] = st["resets"]
+        self._finish(st, got, extra)
+
+    def _finish(self, st: dict[str, Any], got: dict[str, list[list[Any]]], extra: dict[str, Any]) -> None:
+        """Record the poll ``ok`` and hand its reads on."""
+        self._poll = None
+        self.busy = False
         self.wl.record(self.process, "ok", "poll", [["poll", got]], **extra)
         if st["done"] is not None:
             st["done"](got)
@@ -621,14 +754,262 @@ class Consumer:
         self.ep.cancel_all()
 
 
+class GroupMember(Consumer):
+    """A consumer in a group (Jepsen's sub-via subscribe), as librdkafka's
+    classic protocol drives it: FindCoordinator, JoinGroup (KIP-394's
+    MEMBER_ID_REQUIRED round trip for a dynamic member; with
+    ``instance_id`` a static member, KIP-345), SyncGroup (the leader
+    assigns ranges of the sorted partitions to the sorted members),
+    heartbeats every :attr:`HEARTBEAT_MS`; the assignment is eager: every
+    rebalance revokes all and assigns anew, and each assigned partition
+    starts at the group's committed offset (OffsetFetch; none: the start,
+    Jepsen's ``auto.offset.reset=earliest``). A poll reads the assigned
+    partitions and, when it read something, commits the offsets after its
+    reads (OffsetCommit) before it completes; a refused commit is kept as
+    ``commit-error``. Assignment changes since the last poll completed are
+    its ``rebalance-log``. The group runs beside the polls, as librdkafka's
+    background thread does; a crash (``--crash-clients``) abandons the
+    member and a fresh one joins (static: under the same instance id)."""
+
+    SESSION_MS: Final = 6000
+    REBALANCE_MS: Final = 10000
+    HEARTBEAT_MS: Final = 500
+
+    def __init__(self, wl: Workload, name: str, process: int, group_id: str, instance_id: str | None = None) -> None:
+        super().__init__(wl, name, process)
+        self.group_id = group_id
+        self.instance_id = instance_id
+        self.coordinator = -1
+        self.member_id = ""
+        self.generation = -1
+        self.assigned: list[TopicPartition] = []
+        #: assigned partitions whose committed offset is known (pollable)
+        self.ready: list[TopicPartition] = []
+        self.stable = False
+        self.rebalance_log: list[dict[str, Any]] = []
+        #: bumped whenever the member's group conversation restarts (a
+        #: crash, a rejoin): answers to an older one are dropped
+        self.epoch = 0
+
+    # -- the group conversation -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Subscribe (recorded, as the queue workload's ``subscribe``) and join."""
+        keys = [str(tp) for tp in self.wl.tps]
+        self.wl.record(self.process, "invoke", "subscribe", keys)
+        self.wl.record(self.process, "ok", "subscribe", keys)
+        self._find(self.epoch)
+
+    def _live(self, epoch: int) -> bool:
+        return epoch == self.epoch and not self.wl.stopped
+
+    def _later(self, fn: Callable[[int], None], epoch: int) -> None:
+        self.sim.loop.after(self.wl.cfg.retry_backoff_ms, fn, epoch)
+
+    def _find(self, epoch: int) -> None:
+        if not self._live(epoch):
+            return
+        self.coordinator = -1
+        broker = choose(self.sim.rng, self.sim.broker_ids)
+        self.ep.request(broker, lambda ref: FindCoordinatorRequest(ref, (self.group_id,)),
+                        lambda msg: self._on_find(epoch, msg), self.wl.cfg.request_timeout_ms)
+
+    def _on_find(self, epoch: int, msg: Any) -> None:
+        if not self._live(epoch):
+            return
+        if isinstance(msg, FindCoordinatorResponse) and msg.coordinators and msg.coordinators[0].error == 0:
+            self.coordinator = msg.coordinators[0].node_id
+            self._join(epoch)
+        else:
+            self._later(self._find, epoch)
+
+    def _rejoin(self, epoch: int, forget_id: bool = False) -> None:
+        """Leave the generation and join again (REBALANCE_IN_PROGRESS and the like)."""
+        self.epoch += 1
+        if forget_id:
+            self.member_id = ""
+        self.stable = False
+        self._revoke()
+        self._later(self._join if self.coordinator >= 0 else self._find, self.epoch)
+
+    def _join(self, epoch: int) -> None:
+        if not self._live(epoch):
+            return
+        req = partial(JoinGroupRequest, group_id=self.group_id, session_timeout_ms=self.SESSION_MS,
+                      rebalance_timeout_ms=self.REBALANCE_MS, member_id=self.member_id, protocol_type="consumer",
+                      protocols=(("range", b""),), client_id=self.ep.name, group_instance_id=self.instance_id)
+        self.ep.request(self.coordinator, lambda ref: req(ref), lambda msg: self._on_join(epoch, msg),
+                        self.REBALANCE_MS + self.wl.cfg.request_timeout_ms)
+
+    def _on_join(self, epoch: int, msg: Any) -> None:
+        if not self._live(epoch):
+            return
+        if not isinstance(msg, JoinGroupResponse):
+            self._later(self._find, epoch)
+            return
+        err = msg.error
+        if err == GroupErrors.MEMBER_ID_REQUIRED:
+            self.member_id = msg.member_id
+            self._join(epoch)
+        elif err in (GroupErrors.UNKNOWN_MEMBER_ID, GroupErrors.FENCED_INSTANCE_ID):
+            self.member_id = ""
+            self._later(self._join, epoch)
+        elif err in (GroupErrors.NOT_COORDINATOR, GroupErrors.COORDINATOR_NOT_AVAILABLE,
+                     GroupErrors.COORDINATOR_LOAD_IN_PROGRESS):
+            self._later(self._find, epoch)
+        elif err != 0:
+            self._later(self._join, epoch)
+        else:
+            self.member_id = msg.member_id
+            self.generation = msg.generation_id
+            given: tuple[tuple[str, bytes], ...] = ()
+            if msg.leader == msg.member_id and not msg.skip_assignment:
+                given = self._assign_ranges([m.member_id for m in msg.members])
+            self._sync(epoch, given)
+
+    def _assign_ranges(self, members: list[str]) -> tuple[tuple[str, bytes], ...]:
+        """Round-robin of the sorted partitions over the sorted members; an
+        assignment is its keys, comma-separated (only these clients read it)."""
+        ids = sorted(members)
+        tps = sorted(self.wl.tps, key=str)
+        shares: dict[str, list[str]] = {m: [] for m in ids}
+        for i, tp in enumerate(tps):
+            shares[ids[i % len(ids)]].append(str(tp))
+        return tuple((m, ",".join(shares[m]).encode()) for m in ids)
+
+    def _sync(self, epoch: int, given: tuple[tuple[str, bytes], ...]) -> None:
+        req = partial(SyncGroupRequest, group_id=self.group_id, generation_id=self.generation,
+                      member_id=self.member_id, assignments=given, group_instance_id=self.instance_id)
+        self.ep.request(self.coordinator, lambda ref: req(ref), lambda msg: self._on_sync(epoch, msg),
+                        self.REBALANCE_MS + self.wl.cfg.request_timeout_ms)
+
+    def _on_sync(self, epoch: int, msg: Any) -> None:
+        if not self._live(epoch):
+            return
+        if not isinstance(msg, SyncGroupResponse) or msg.error in (GroupErrors.NOT_COORDINATOR,
+                                                                   GroupErrors.COORDINATOR_NOT_AVAILABLE):
+            self._later(self._find, epoch)
+            return
+        if msg.error != 0:
+            self._rejoin(epoch, forget_id=msg.error in (GroupErrors.UNKNOWN_MEMBER_ID, GroupErrors.FENCED_INSTANCE_ID))
+            return
+        keys = [k for k in msg.assignment.decode().split(",") if k] if msg.assignment else []
+        self.assigned = [self.wl.by_key[k] for k in keys if k in self.wl.by_key]
+        self.stable = True
+        self.rebalance_log.append({"event": "assigned", "keys": sorted(keys)})
+        self._fetch_offsets(epoch)
+        self.sim.loop.after(self.HEARTBEAT_MS, self._heartbeat, epoch)
+
+    def _revoke(self) -> None:
+        if self.assigned:
+            self.rebalance_log.append({"event": "revoked", "keys": sorted(str(tp) for tp in self.assigned)})
+        self.assigned, self.ready = [], []
+
+    def _fetch_offsets(self, epoch: int) -> None:
+        tps = tuple(self.assigned)
+        if not tps:
+            return
+        self.ep.request(self.coordinator, lambda ref: OffsetFetchRequest(ref, self.group_id, tps),
+                        lambda msg: self._on_offsets(epoch, msg), self.wl.cfg.request_timeout_ms)
+
+    def _on_offsets(self, epoch: int, msg: Any) -> None:
+        if not self._live(epoch):
+            return
+        if not isinstance(msg, OffsetFetchResponse) or msg.error != 0:
+            self._later(self._fetch_offsets, epoch)
+            return
+        for o in msg.offsets:
+            self.positions[o.tp] = o.offset if o.offset >= 0 else 0
+        self.ready = list(self.assigned)
+
+    def _heartbeat(self, epoch: int) -> None:
+        if not self._live(epoch):
+            return
+        req = partial(HeartbeatRequest, group_id=self.group_id, generation_id=self.generation,
+                      member_id=self.member_id, group_instance_id=self.instance_id)
+        self.ep.request(self.coordinator, lambda ref: req(ref), lambda msg: self._on_heartbeat(epoch, msg),
+                        self.wl.cfg.request_timeout_ms)
+
+    def _on_heartbeat(self, epoch: int, msg: Any) -> None:
+        if not self._live(epoch):
+            return
+        err = msg.error if isinstance(msg, HeartbeatResponse) else GroupErrors.NOT_COORDINATOR
+        if err == 0:
+            self.sim.loop.after(self.HEARTBEAT_MS, self._heartbeat, epoch)
+        elif err in (GroupErrors.NOT_COORDINATOR, GroupErrors.COORDINATOR_NOT_AVAILABLE):
+            self.coordinator = -1
+            self._rejoin(epoch)
+        else:  # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID
+            self._rejoin(epoch, forget_id=err in (GroupErrors.UNKNOWN_MEMBER_ID, GroupErrors.FENCED_INSTANCE_ID))
+
+    # -- polls ------------------------------------------------------------------------------------------
+    def poll(self, tps: list[TopicPartition] | None = None, final: bool = False, from_start: bool = False,
+             until: dict[str, int] | None = None, deadline_ms: int | None = None,
+             done: Callable[[dict[str, list[list[int]]]], None] | None = None) -> bool:
+        """A poll of the partitions the group gave this member (none yet: an empty poll)."""
+        return super().poll(tps=list(self.ready) if tps is None else tps, final=final, from_start=from_start,
+                            until=until, deadline_ms=deadline_ms, done=done)
+
+    def _finish(self, st: dict[str, Any], got: dict[str, list[list[Any]]], extra: dict[str, Any]) -> None:
+        """Commit what the poll read (commitSync), then record it."""
+        if self.rebalance_log:
+            extra["rebalance-log"], self.rebalance_log = self.rebalance_log, []
+        offsets = tuple(CommittedOffset(self.wl.by_key[k], pairs[-1][0] + 1) for k, pairs in got.items() if pairs)
+        if not offsets or st["final"]:
+            super()._finish(st, got, extra)
+            return
+        if not self.stable or self.coordinator < 0:
+            extra["commit-error"] = "not-in-group"
+            super()._finish(st, got, extra)
+            return
+        gen = st["gen"]
+        req = partial(OffsetCommitRequest, group_id=self.group_id, generation_id=self.generation,
+                      member_id=self.member_id, offsets=offsets, group_instance_id=self.instance_id)
+        self.ep.request(self.coordinator, lambda ref: req(ref), lambda msg: self._on_commit(gen, got, extra, msg),
+                        self.wl.cfg.request_timeout_ms)
+
+    def _on_commit(self, gen: int, got: dict[str, list[list[Any]]], extra: dict[str, Any], msg: Any) -> None:
+        st = self._poll
+        if st is None or st["gen"] != gen:
+            return
+        if not isinstance(msg, OffsetCommitResponse):
+            extra["commit-error"] = "commit-timeout"
+        else:
+            errs = sorted({e for _, e in msg.results if e})
+            if errs:
+                extra["commit-error"] = group_error_name(errs[0])
+        if st["crash"] >= 0:
+            self._crashed(st)
+            return
+        super()._finish(st, got, extra)
+
+    def _replace(self) -> None:
+        """A fresh member: the dead one's membership is left to its session
+        timeout (a static member's replacement takes its place at once)."""
+        self.ep.cancel_all()
+        self.meta = MetadataCache(self.ep, self.wl.topics, self.wl.cfg)
+        self.epoch += 1
+        self.member_id, self.generation, self.stable, self.coordinator = "", -1, False, -1
+        self.assigned, self.ready, self.rebalance_log = [], [], []
+        self.sim.loop.after(self.wl.cfg.retry_backoff_ms, self._restart, self.epoch)
+
+    def _restart(self, epoch: int) -> None:
+        if self._live(epoch):
+            self.start()
+
+
 class Admin:
-    """CreateTopics through any broker, retried until every partition has a leader."""
+    """CreateTopics through any broker, retried until every partition has a
+    leader; AlterPartitionReassignments for the reassign fault."""
 
     def __init__(self, sim: "Simulation", name: str = "admin") -> None:
         self.sim = sim
         self.ep = Endpoint(sim, name)
         self.created = False
         self.result: Any = None
+        #: reassignments answered: partition -> error code (0: accepted)
+        self.reassigned: dict[TopicPartition, int] = {}
+        #: unregistrations answered: broker -> error code (0: done)
+        self.unregistered: dict[int, int] = {}
 
     def create_topics(self, topics: tuple[NewTopic, ...], timeout_ms: int = 5000) -> None:
         broker = self.sim.rng.choice(self.sim.broker_ids)
@@ -642,6 +1023,41 @@ class Admin:
             self.result = msg
             return
         self.sim.loop.after(200, self.create_topics, topics)
+
+    def reassign(self, tp: TopicPartition, replicas: tuple[int, ...], attempt: int = 0,
+                 timeout_ms: int = 5000) -> None:
+        """AlterPartitionReassignments (KIP-455) through a broker, the next
+        one on each attempt (a broker cut from every controller times out),
+        until the controller has answered for the partition, at most five
+        times. The outcome is kept in :attr:`reassigned` (tp -> error code)."""
+        brokers = self.sim.broker_ids
+        broker = brokers[(tp.partition + attempt) % len(brokers)]
+        req = (ReassignPartition(tp, replicas),)
+        self.ep.request(broker, lambda ref: AlterPartitionReassignmentsRequest(ref, req, timeout_ms=timeout_ms),
+                        lambda msg: self._on_reassigned(tp, replicas, attempt, msg), timeout_ms + 1000)
+
+    def _on_reassigned(self, tp: TopicPartition, replicas: tuple[int, ...], attempt: int, msg: Any) -> None:
+        err = msg.results[0].error if isinstance(msg, AlterPartitionReassignmentsResponse) and msg.results else None
+        if err in (None, Errors.NOT_CONTROLLER, Errors.REQUEST_TIMED_OUT) and attempt < 4:
+            self.sim.loop.after(200, self.reassign, tp, replicas, attempt + 1)
+            return
+        self.reassigned[tp] = Errors.REQUEST_TIMED_OUT if err is None else err
+
+    def unregister(self, broker_id: int, attempt: int = 0, timeout_ms: int = 5000) -> None:
+        """UnregisterBroker (KIP-631) through a broker other than the one
+        leaving, the next one on each attempt, at most five times; the
+        outcome is kept in :attr:`unregistered` (broker -> error code)."""
+        others = [b for b in self.sim.broker_ids if b != broker_id] or list(self.sim.broker_ids)
+        via = others[attempt % len(others)]
+        self.ep.request(via, lambda ref: UnregisterBrokerRequest(ref, broker_id, timeout_ms=timeout_ms),
+                        lambda msg: self._on_unregistered(broker_id, attempt, msg), timeout_ms + 1000)
+
+    def _on_unregistered(self, broker_id: int, attempt: int, msg: Any) -> None:
+        err = getattr(msg, "error", None)
+        if err in (None, Errors.NOT_CONTROLLER, Errors.REQUEST_TIMED_OUT) and attempt < 4:
+            self.sim.loop.after(200, self.unregister, broker_id, attempt + 1)
+            return
+        self.unregistered[broker_id] = Errors.REQUEST_TIMED_OUT if err is None else err
 
 
 def _client_fetch(parts: tuple[FetchPartitionRequest, ...], max_wait_ms: int, ref: Any) -> ClientFetchRequest:

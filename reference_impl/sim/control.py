@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Final, Iterable
 
+from reference_impl.core.messages import TopicPartition
+
+from .clients import Admin
 from .host import DOWN, PAUSED
 from .network import LinkProfile
 from .simulation import CONTROLLER_BASE, Simulation, node_name
@@ -29,7 +32,7 @@ SHUTDOWN_GRACE_MS: Final = 30_000
 #: what the simulator can make (the contract's Capability values)
 CAPABILITIES: Final = frozenset({
     "kill", "terminate", "pause", "power-loss", "clock", "clock-strobe", "partition", "partition-clients",
-    "latency", "loss",
+    "latency", "loss", "reassign", "unregister",
 })
 
 
@@ -46,6 +49,25 @@ class SimNodes:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
+        self._admin: Admin | None = None
+
+    def reassign(self, key: str, replicas: list[str]) -> None:
+        """AlterPartitionReassignments (KIP-455) from a simulated admin
+        client: the reference controller moves the partition (new replicas
+        catch up and join the ISR, then the others leave). The request is
+        sent and the call returns, as the fault's start does not wait for
+        the move on any runtime."""
+        if self._admin is None:
+            self._admin = Admin(self.sim, "reassign-admin")
+        topic, _, part = key.rpartition("-")
+        self._admin.reassign(TopicPartition(topic, int(part)), tuple(node_id(r) for r in replicas))
+
+    def unregister(self, node: str) -> None:
+        """UnregisterBroker (KIP-631) from the simulated admin client; sent,
+        not awaited, as :meth:`reassign`."""
+        if self._admin is None:
+            self._admin = Admin(self.sim, "reassign-admin")
+        self._admin.unregister(node_id(node))
 
     def node_names(self) -> list[str]:
         return [node_name(n) for n in self.sim.node_ids]
@@ -186,7 +208,10 @@ class SimObserver:
         return [node_name(int(n)) for n in meta.get(field) or ()]
 
     def replicas_of(self, key: str) -> list[str]:
-        return self._meta(key, "replicas")
+        """The assignment: during a reassignment (KIP-455) the target, not
+        the union with the replicas leaving."""
+        leaving = set(self._meta(key, "removing_replicas"))
+        return [r for r in self._meta(key, "replicas") if r not in leaving]
 
     def isr_of(self, key: str) -> list[str]:
         return self._meta(key, "isr")

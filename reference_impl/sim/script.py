@@ -25,8 +25,7 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
-from .clients import Endpoint
-from .history import History
+from .clients import Endpoint, sim_history
 from .simulation import Simulation
 
 #: short timeouts so that narratives play out in a few simulated seconds
@@ -83,7 +82,7 @@ class Scenario:
         self.sim.add_trace_listener(self.offsets)
         self.client = Endpoint(self.sim, "script")
         self.messages: list[tuple[Any, Any, Any]] = []
-        self.history = History()
+        self.history = sim_history(self.sim)
 
     # -- plumbing -------------------------------------------------------------------------------------------
     def tap_messages(self, pred: Callable[[Any, Any, Any], bool]) -> list[tuple[Any, Any, Any]]:

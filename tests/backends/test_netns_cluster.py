@@ -122,3 +122,44 @@ def test_a_cluster_up_that_cannot_record_its_state_leaves_no_namespace_behind(tm
     r = kw("cluster", "up", "--backend", "netns", "--combined", "--dir", str(d), "--timeout", "60")
     assert r.returncode == 4 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert set(list_namespaces()) - before == set()
+
+
+def test_a_cluster_up_stopped_by_sigterm_removes_what_it_made(tmp_path):
+    """A timeout or a cancelled job ends ``cluster up`` with SIGTERM while
+    it waits for the brokers; as with Ctrl-C, what it made goes with it
+    (kept namespaces are no run's: cleanup never removes them)."""
+    import signal
+    import time
+
+    from harness.net.netns import OWNER_DIR, remove_tag
+
+    needs_root_net()
+    p = subprocess.Popen([*CLI, "cluster", "up", "--backend", "netns", "--combined", "--dir", str(tmp_path / "c"),
+                          "--timeout", "60"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "KRAFTWERK_DEBUG": ""})
+    tag = None
+
+    def mine() -> list[str]:
+        return [ns for ns in list_namespaces() if tag and ns.startswith(f"kw-{tag}-")]
+
+    try:
+        deadline = time.monotonic() + 60
+        while f"kw-{tag}-n3" not in mine():  # this up's fabric (its owner record names its pid), nodes made
+            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+            for f in OWNER_DIR.glob("*.json"):
+                try:
+                    rec = json.loads(f.read_text())
+                except (OSError, ValueError):
+                    continue
+                tag = rec["tag"] if rec.get("pid") == p.pid else tag
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode != 0 and len(err.strip().splitlines()) == 1, err
+        assert mine() == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if mine():  # what a failed case left: this up's own
+            remove_tag(tag)

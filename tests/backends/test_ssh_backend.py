@@ -6,6 +6,7 @@ removes everything ``up`` made (harness/backend/ssh.py, throwaway.py)."""
 
 import os
 import random
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -285,3 +286,45 @@ def test_what_a_run_needs_on_every_host_is_checked_over_ssh_before_anything_star
         _hosts_have(checked, [(["-e", str(tmp_path / "absent.so")], "has no absent.so")])
     assert str(e.value).startswith("host h1 (") and "has no absent.so" in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_a_client_partition_never_cuts_the_harness_from_a_host_whose_sshd_listens_elsewhere(hosts_dir, tmp_path):
+    """A hosts file may give a host's sshd another port than 22. The
+    harness reaches the host from the clients' address, so a client
+    partition that cut that port would cut the harness's own connection,
+    and with it the heal (sent over it): the db's network exempts every
+    host's sshd port. (Host h1 gets a second sshd on port 2222.)"""
+    import json as _json
+    import signal as _signal
+
+    from harness.config import TestConfig
+    from harness.db.hosted import HostedReference
+    from harness.net.iptables import CLIENT
+    from harness.backend.throwaway import SSHD, _wait_port
+
+    tag = _json.loads((hosts_dir / "fabric.json").read_text())["tag"]
+    sshd = subprocess.Popen(["ip", "netns", "exec", f"kw-{tag}-h1", SSHD, "-D", "-f", str(hosts_dir / "h1" / "sshd_config"),
+                             "-p", "2222", "-o", f"PidFile={tmp_path}/sshd.pid", "-E", str(tmp_path / "sshd.log")])
+    hosts = None
+    try:
+        kh = tmp_path / "known_hosts"  # [address]:2222 is a host of its own to ssh: trusted on first use here
+        kh.write_text((hosts_dir / "known_hosts").read_text())
+        hf = write_hosts(tmp_path, hosts_dir, host0={"port": 2222}, known_hosts=str(kh))
+        _wait_port(yaml.safe_load(hf.read_text())["hosts"][0]["address"], 2222, 20)
+        checked = preflight(str(hf), NODES, accept_new=True)
+        hosts = SshHosts(checked, None, "ports")
+        assert checked["n1"][0].port == 2222 and hosts.control_ports == (22, 2222)
+        cfg = TestConfig(backend="ssh", hosts=str(hf), combined=True)
+        db = HostedReference(cfg, tmp_path, None, hosts, [])
+        db.net.setup()
+        try:
+            db.net.cut({(CLIENT, "n1"), ("n1", CLIENT)})
+            assert hosts.exec("n1", ["true"], 10)[0] == 0  # the harness still reaches n1 ...
+            db.net.heal()  # ... so the heal gets there
+        finally:
+            db.net.teardown()
+    finally:
+        if hosts is not None:
+            hosts.teardown()
+        sshd.send_signal(_signal.SIGTERM)
+        sshd.wait(10)

@@ -282,3 +282,16 @@ def test_consume_transform_produce_reads_the_same_through_fast_lines(tmp_path):
     by_objects, by_columns = _both(tmp_path, h.ops)
     assert by_columns == by_objects
     assert by_columns["checkers"]["processing"]["rounds"] == 1
+
+
+def test_only_cr_and_lf_end_lines_as_in_text_mode(tmp_path):
+    """A CRLF line whose string holds U+2028 (valid, unescaped, in JSON)
+    is one line for the text-mode reading, and so for the scan."""
+    path = tmp_path / "h.jsonl"
+    lines = ['{"index":0,"time":1,"process":0,"type":"invoke","f":"send","value":[["send","t-0","a\u2028b"]]}',
+             '{"index":1,"time":2,"process":0,"type":"ok","f":"send","value":[["send","t-0",[0,"a\u2028b"]]]}']
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    by_objects = check_history(read_jsonl(path))
+    by_columns = check_history(scan_jsonl(path))
+    assert _untimed(by_columns) == _untimed(by_objects)
+    assert by_columns["stats"]["ops"] == 2

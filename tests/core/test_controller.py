@@ -644,7 +644,7 @@ def test_partition_metadata_trace_has_exactly_the_documented_fields():
     ev = c.traces("partition_metadata")[-1]
     assert set(ev) == {
         "tp", "leader", "leader_epoch", "partition_epoch", "replicas", "isr", "elr", "last_known_elr", "recovery_state",
-        "last_known_leader",
+        "last_known_leader", "adding_replicas", "removing_replicas",
     }
     assert ev["tp"] == "t-0" and ev["isr"] == [0, 1, 2]
 

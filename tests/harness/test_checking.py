@@ -57,3 +57,27 @@ def test_unreadable_key_makes_a_clean_run_unknown(tmp_path):
 def test_partial_history_without_final_reads_has_no_coverage_verdict():
     ops = [o for o in history(["ok", "ok"]) if not o.extra.get("final")]
     assert final_read_coverage(ops) is None
+
+
+def test_check_run_scans_the_history_in_columns_with_the_same_results(tmp_path):
+    """check_run reads history.jsonl as ``kraftwerk check`` does (one
+    columnar scan, no operation list) and writes what checking the list of
+    operations wrote: the same verdict, findings and statistics."""
+    from checkers.check import check_history
+    from checkers.history.jsonl import read_jsonl
+    from checkers.queue.synth import valid_history
+    from harness.checking import history_stats
+    from tests.checkers.test_columnar_reading import _untimed, every_field
+
+    for i, ops in enumerate((history(["ok", "info"]), every_field(), valid_history(2000, 3, 4, seed=2))):
+        d = tmp_path / f"run{i}"
+        d.mkdir()
+        write_jsonl(d / "history.jsonl", ops)
+        test = {"keys": ["t0-0", "t0-1"], "sub_via": ["assign"]}
+        (d / "test.json").write_text(json.dumps(test))
+        listed = read_jsonl(d / "history.jsonl")
+        want = check_history(listed, model="queue", test=test)
+        want["stats"] = {**history_stats(listed), **want["stats"]}
+        got = check_run(d)
+        assert _untimed(got) == _untimed(want)
+        assert got["stats"]["nemesis_ops"] == history_stats(listed)["nemesis_ops"]

@@ -47,15 +47,6 @@ def test_bad_flags_exit_2_with_one_line_and_start_nothing(tmp_path, args, words)
     assert not out.exists()
 
 
-def test_subscribe_on_the_simulator_is_refused_in_one_line(tmp_path):
-    out = tmp_path / "results"
-    r = kraftwerk("sim", "--out", str(out), "--sub-via", "subscribe")
-    assert r.returncode == 2, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "the simulator's clients do not have" in lines[0], r.stderr
-    assert not out.exists()
-
-
 def test_port_in_use_exits_2_before_starting_anything(tmp_path):
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))

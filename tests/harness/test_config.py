@@ -64,6 +64,8 @@ def test_lose_unfsynced_selects_page_cache_storage():
         ({"safe": True, "variants": {"unclean_election": True}}, "no unclean leader election"),
         ({"safe": True, "db": "kafka", "kafka_config": ["unclean.leader.election.enable=true"]},
          "no unclean leader election"),
+        ({"safe": True, "db": "kafka", "kafka_config": ["unclean.leader.election.enable=TRUE"]},
+         "no unclean leader election"),
         ({"idempotent": True, "retries": 0}, "needs retries"),
         ({"retries": -1}, "--retries"),
         ({"backend": "sim", "acks": "0"}, "--acks 0 is for real clients"),

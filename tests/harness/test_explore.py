@@ -93,3 +93,20 @@ def test_explore_by_branches_runs_pure_and_counts_the_cores_arcs(tmp_path):
     assert "runs are pure Python" in p.stdout
     m = re.search(r"seeds tried (\d+), states covered (\d+), branches covered (\d+)", p.stdout)
     assert m and int(m.group(1)) >= 1 and int(m.group(2)) > 0 and int(m.group(3)) > 500, p.stdout
+
+
+def test_a_search_whose_runs_give_no_verdict_is_unknown_never_all_valid(tmp_path):
+    """A run with nothing acknowledged (here: a rate too low for any write
+    in two seconds) has no verdict; a search of such runs found nothing
+    invalid but showed nothing valid either: exit 3, not 0."""
+    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "explore", "--rate", "0.01",
+                        "--time-limit", "2", "--budget", "3s", "--jobs", "1", "--out", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert re.search(r"but \d+ of \d+ runs gave no verdict \(unknown\)", p.stdout)
+
+
+def test_explore_refuses_zero_jobs_in_one_line():
+    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "explore", "--jobs", "0",
+                        "--budget", "1s"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == ["kraftwerk: error: --jobs must be at least 1 (got 0)"]

@@ -23,7 +23,7 @@ WRITER = textwrap.dedent("""
     import sys
     import time
     from pathlib import Path
-    from harness.history import Recorder
+    from checkers.history.recorder import Recorder
     rec = Recorder(Path(sys.argv[1]))
     i = 0
     while True:
@@ -66,7 +66,7 @@ def test_history_of_a_recorder_killed_at_random_moments_checks(tmp_path):
 
 
 def test_a_closed_history_is_not_partial(tmp_path):
-    from harness.history import Recorder
+    from checkers.history.recorder import Recorder
 
     hist = tmp_path / "history.jsonl"
     rec = Recorder(hist)
@@ -83,7 +83,7 @@ def test_a_partial_history_without_final_reads_is_unknown_not_invalid(tmp_path):
     """Killed before its final reads, a run cannot say whether its acknowledged
     writes survived: unverified (exit 3), not lost (which would be a false
     INVALID). The same history, complete, keeps Jepsen's rule."""
-    from harness.history import Recorder
+    from checkers.history.recorder import Recorder
 
     hist = tmp_path / "history.jsonl"
     rec = Recorder(hist)

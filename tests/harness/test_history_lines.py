@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from checkers.history.jsonl import encode_line
-from harness.history import Recorder
+from checkers.history.recorder import Recorder
 
 
 def test_direct_line_equals_the_ops_own_serialisation():

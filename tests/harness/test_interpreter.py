@@ -7,7 +7,7 @@ import time
 
 from checkers.history.jsonl import read_jsonl
 import generator as g
-from harness.history import Recorder
+from checkers.history.recorder import Recorder
 from harness.interpreter import Interpreter
 
 

@@ -4,6 +4,7 @@ schedule, then its load, down to a replayable run failing the same way."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -39,9 +40,12 @@ def test_a_kip101_off_failure_shrinks_to_fewer_faults_that_replay_to_the_same_an
     first = json.loads(p.stdout)
     assert p.returncode == 1 and signature(first)
     run_dir = Path(first["run_dir"])
+    tmp = tmp_path / "tmp"  # the search's scratch files go here, and must go
+    tmp.mkdir()
     s = subprocess.run(CLI + ["shrink", str(run_dir), "--jobs", "2"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=900)
+                       timeout=900, env={**os.environ, "TMPDIR": str(tmp)})
     assert s.returncode == 1, s.stdout + s.stderr
+    assert list(tmp.iterdir()) == []
     before = units(json.loads((run_dir / "test.json").read_text())["schedule"])
     shrunk = json.loads((run_dir / "shrunk-schedule.json").read_text())
     assert 0 < len(units(shrunk["schedule"])) < len(before)

@@ -125,7 +125,7 @@ def test_fetch_resolves_the_pinned_release_into_its_cache(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("kw, words", [
     # a story cuts links: the local backend cannot cut a JVM's
-    ({"nemesis": ["story"]}, "story needs partition"),
+    ({"scenario": "isr-crash"}, "story:isr-crash needs partition"),
     # power loss is kraftwerk fs's: not there with storage os
     ({"backend": "netns", "storage": "file", "nemesis": ["lose-unfsynced"]}, "lose-unfsynced needs power-loss"),
 ])
@@ -166,3 +166,17 @@ def test_db_kafka_mounts_kraftwerk_fs_on_the_host_that_runs_the_jvm(tmp_path):
     disks = KafkaDB(cfg, tmp_path, None, hosts).make_disks()  # type: ignore[arg-type]
     assert isinstance(disks, RemoteDisks) and not isinstance(disks, NodeDisks)
     assert disks.data_dir("n1") == f"{hosts.node_dir('n1')}/data"
+
+
+def test_a_story_on_db_kafka_on_a_kernel_backend_gets_kraftwerk_fs_for_its_power_loss():
+    """A story's power loss on a JVM is made by kraftwerk fs: the default
+    storage of such a run is lazyfs (as for lose-unfsynced), and where it
+    is not, the refusal says where a power loss can be had."""
+    from harness.config import TestConfig
+    from harness.runner import preflight
+
+    cfg = TestConfig(db="kafka", backend="netns", scenario="isr-crash")
+    assert cfg.storage == "lazyfs"
+    preflight(cfg)  # every fault of the story can be made
+    with pytest.raises(UsageError, match=r"lose-unfsynced needs power-loss, .*--storage lazyfs"):
+        preflight(TestConfig(db="kafka", backend="netns", storage="file", nemesis=["lose-unfsynced"]))

@@ -2,7 +2,8 @@
 swaps one replica of a partition for a broker outside its set while kills
 fly; Kafka adds the new replica, waits for it to join the ISR and drops the
 old one, and no acknowledged acks=all write is lost. (The reference
-controller has no reassignment: the fault is refused there, one line.)"""
+controller answers the same request: tests/sim/test_reassignment.py,
+tests/server/test_reassignment.py.)"""
 
 import json
 import os

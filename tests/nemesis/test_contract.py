@@ -21,11 +21,15 @@ import pytest
 
 from harness.backend.sim import SimRun
 from harness.config import TestConfig
+from harness.db import reference
 from harness.db.reference import ReferenceDB
 from harness.state import RunState
 from nemesis import partition as grudges
+from nemesis import scenarios
 from nemesis.control import Cluster
 from nemesis.faults import KINDS, STATE_TARGETS, Fault, FaultSpec, state_nodes
+from nemesis.stories import Timings
+from reference_impl.core.config import ProtocolConfig
 from reference_impl.sim.control import node_id, node_name
 
 NODES = 6  # 3 brokers + 3 controllers
@@ -40,6 +44,12 @@ class Runtime:
     cut: Callable[[], set[tuple[str, str]]]  # the grudge the runtime holds
     delayed: Callable[[], set[tuple[str, str]]]  # links with added latency or loss
     offset: Callable[[str], int]  # a node's clock offset
+    #: the protocol timeouts the runtime's nodes run with (what a story waits on)
+    timings: Timings
+
+
+def timings_of(pc: ProtocolConfig) -> Timings:
+    return Timings(lag_ms=pc.replica_lag_time_max_ms, session_ms=pc.broker_session_timeout_ms)
 
 
 def _sim_runtime() -> Any:
@@ -53,7 +63,7 @@ def _sim_runtime() -> Any:
                 for a, b in pairs}
 
     yield Runtime("sim", run.cluster, lambda s: sim.run_for(int(s * 1000)), lambda: named(sim.net.grudge),
-                  lambda: named(sim.net.links), lambda n: sim.hosts[node_id(n)].clock.offset_ms)
+                  lambda: named(sim.net.links), lambda n: sim.hosts[node_id(n)].clock.offset_ms, timings_of(sim.config))
     run.release()
 
 
@@ -78,7 +88,8 @@ def _local_runtime(tmp_path_factory: pytest.TempPathFactory) -> Any:
         def offset(n: str) -> int:
             return int((c.status(n) or {}).get("clock_offset_ms", 0))
 
-        yield Runtime("local", c, time.sleep, lambda: {tuple(p) for p in stats()["cut"]}, delayed, offset)
+        yield Runtime("local", c, time.sleep, lambda: {tuple(p) for p in stats()["cut"]}, delayed, offset,
+                      timings_of(reference.protocol_config(cfg)))
     finally:
         db.teardown()
         state.remove()
@@ -112,7 +123,7 @@ def whole(rt: Runtime, timeout: float = 60.0) -> None:
 
 
 def fault(rt: Runtime, kind: str, target: str, seed: int = 7) -> Fault:
-    return Fault(FaultSpec(kind, target), rt.cluster, random.Random(seed))
+    return Fault(FaultSpec(kind, target), rt.cluster, random.Random(seed), rt.timings)
 
 
 def cases(kinds: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -226,13 +237,19 @@ def test_loss_is_the_simulators_alone(rt: Runtime) -> None:
 def test_a_story_plays_its_steps_on_the_runtimes_clock_and_its_stop_heals_all(rt: Runtime, story: str) -> None:
     whole(rt)
     steps: list[tuple[str, dict[str, Any]]] = []
-    f = Fault(FaultSpec("story", story), rt.cluster, random.Random(7), record=lambda op, v: steps.append((op, v)))
+    f = Fault(FaultSpec("story", story), rt.cluster, random.Random(7), rt.timings,
+              record=lambda op, v: steps.append((op, v)))
     value = f.start()
     leader, nodes = value["leader"], rt.cluster.nodes.node_names()
     first = rt.cut()
     assert first and all(leader in p or value.get("laggard") in p or value.get("fenced") in p for p in first)
     assert value["cut"] == grudges.as_lists(first), "the start records the cut it made"
-    rt.settle(9.0)  # past every story's wait: 1.5 x the lag time (5 s), 1.5 x the session timeout (4 s)
+    # past the story's wait, on the runtime's own timeouts, with 1.5 s to
+    # spare: 1.5 x the lag time before a power loss or a kill, 1.5 x the
+    # session timeout before the fence is swapped, and a successor elected
+    # once the isolated leader's session has expired
+    waits_ms = rt.timings.lag_ms if story in ("last-replica-standing", "isr-crash") else rt.timings.session_ms
+    rt.settle(1.5 * waits_ms / 1000 + 1.5)
     # every follow-up step that acted is recorded, in the shared vocabulary
     assert steps and all(op == "step-partition" and v["fault"] == f"story:{story}" and v["story"] == story
                          for op, v in steps)
@@ -343,4 +360,71 @@ def test_a_brokers_epoch_is_its_running_incarnations_registration(rt: Runtime) -
             break
         rt.settle(0.25)
     assert after is not None and after > before, f"{rt.name}: {broker} registered at {before}, then {after}"
+    whole(rt)
+
+
+def until(rt: Runtime, pred: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Let the runtime's time pass until ``pred`` holds (a real process takes
+    a moment to die or to start; the simulator's nodes act at once)."""
+    waited = 0.0
+    while not pred():
+        if waited > timeout:
+            pytest.fail(f"{rt.name}: {what} after {timeout:.0f}s")
+        rt.settle(0.1)
+        waited += 0.1
+
+
+@pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
+def test_a_scenario_runner_plays_each_step_on_the_runtime_and_heal_all_restores_it(rt: Runtime, name: str) -> None:
+    """``nemesis.scenarios.ScenarioRunner`` (``--scenario``) on both
+    runtimes, its steps played back to back: the sleeps between them are the
+    scenario's timing, not its mechanics, and the whole scenarios with their
+    data-loss verdicts are bench/campaign_matrix.py's. Roles are bound from
+    the observer (L leads the first key, F and G are its other replicas,
+    sorted; bound again where a step says so); each isolate makes exactly
+    the runner's grudge on the runtime, a heal lifts it, kill and power-loss
+    take exactly the nodes the roles name and restart brings them back;
+    ``heal_all`` leaves the cluster whole."""
+    whole(rt)
+    runner = scenarios.ScenarioRunner(name, rt.cluster)
+    obs, nodes = rt.cluster.observer, rt.cluster.nodes
+    want_cut: set[tuple[str, str]] = set()
+    for i, step in enumerate(scenarios.SCENARIOS[name]):
+        if step[0] == "sleep":
+            continue
+        _, action, args = step  # type: ignore[misc]
+        if not runner.roles or args.get("rebind"):
+            whole(rt)  # the roles are bound now: the leader must be known
+            key = obs.keys()[0]
+            # a real cluster's leader is read through a client, which may
+            # miss an answer on a loaded machine: the binding is tried again
+            for _ in range(20):
+                leader = obs.leader_of(key)
+                try:
+                    out = runner.run(i)
+                    break
+                except RuntimeError:  # "cannot bind roles": nothing was done
+                    rt.settle(0.5)
+            else:
+                pytest.fail(f"{rt.name}: {key} has no leader to bind the roles to")
+        else:
+            out = runner.run(i)
+        roles = out["roles"]
+        assert roles["key"] == key and roles["L"] == leader
+        assert [roles["F"], roles["G"]] == sorted(set(obs.replicas_of(key)) - {leader})
+        who = [roles[w] for w in ([args["who"]] if isinstance(args.get("who"), str) else args.get("who", []))]
+        if action == "isolate":
+            want_cut |= {p for b in args["from"] for p in ((who[0], roles[b]), (roles[b], who[0]))}
+            assert rt.cut() == want_cut and out["cut"] == sorted([list(p) for p in want_cut])
+        elif action == "heal":
+            want_cut.clear()
+            assert rt.cut() == set()
+        elif action in ("kill", "power-loss"):
+            assert out["nodes"] == who
+            until(rt, lambda: set(who) <= set(nodes.dead_nodes()), f"{who} not down after {action}")
+        else:
+            assert action == "restart" and out["nodes"] == who
+            until(rt, lambda: not set(who) & set(nodes.dead_nodes()), f"{who} not back after restart")
+    healed = runner.heal_all()
+    assert healed["healed"] and rt.cut() == set() and nodes.dead_nodes() == []
     whole(rt)

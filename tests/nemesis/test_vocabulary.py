@@ -35,7 +35,8 @@ def test_unknown_names_are_one_line_errors(bad):
 
 def test_every_kinds_history_name_is_a_documented_fault_interval():
     assert {k.op_name for k in KINDS.values()} <= {"partition", "kill", "terminate", "pause", "clock",
-                                                    "lose-unfsynced", "latency", "loss", "reassign"}
+                                                    "lose-unfsynced", "latency", "loss", "reassign",
+                                                    "decommission"}
 
 
 def test_a_fault_the_runtime_cannot_make_is_refused_with_its_reason():
@@ -45,12 +46,22 @@ def test_a_fault_the_runtime_cannot_make_is_refused_with_its_reason():
 
 
 def test_both_runtimes_make_every_kind_but_loss_and_torn_writes_and_the_simulator_loss_too():
-    """... and but reassignment, which only Kafka's controller makes."""
+    """... reassignment included: the reference controller implements
+    AlterPartitionReassignments (KIP-455), so both runtimes make it."""
     needs = {c for k in KINDS.values() for c in k.needs}
-    assert needs - {Capability(c) for c in SIM} == {Capability.TORN_WRITE, Capability.REASSIGN}
-    assert needs - set(LOCAL) == {Capability.LOSS, Capability.TORN_WRITE, Capability.REASSIGN}
-    with pytest.raises(Unsupported, match="reassign needs reassign, .*AlterPartitionReassignments"):
-        check_supported(("reassign",), "sim", SIM)
+    assert needs - {Capability(c) for c in SIM} == {Capability.TORN_WRITE}
+    assert needs - set(LOCAL) == {Capability.LOSS, Capability.TORN_WRITE}
+    check_supported(("reassign", "decommission"), "sim", SIM)
+    check_supported(("reassign", "decommission"), "local", LOCAL)
+
+
+def test_decommission_is_made_on_db_kafka_too():
+    """UnregisterBroker (KIP-631) is sent to Kafka's controller as to the
+    reference's (harness.db.admin frames it)."""
+    from harness.config import TestConfig
+    from harness.db.kafka import capabilities_for
+
+    check_supported(("decommission",), "local", capabilities_for(TestConfig(db="kafka", brokers=4)))
 
 
 def test_a_torn_write_is_the_filesystems_and_refused_elsewhere_with_where_to_get_it():

@@ -100,3 +100,19 @@ def test_cluster_up_status_down_round_trip(tmp_path):
     assert down.returncode == 0 and "node 1: stopped" in down.stdout
     st = json.loads(_run("cluster", "status", "--dir", d, "--json").stdout)
     assert not st["nodes"][0]["alive"]
+
+
+def test_a_planned_clusters_node_directories_have_the_run_directories_names(tmp_path):
+    """``kraftwerk cluster`` lays nodes out as a run directory does and names
+    them alike: ``nodes/n1``.. the brokers (every node of a combined
+    cluster), ``nodes/c1``.. the dedicated controllers."""
+    from pathlib import Path
+
+    from reference_impl.server.launcher import LocalCluster
+
+    sep = LocalCluster.plan(str(tmp_path / "s"), 3, 3, 0)
+    assert {(n.node_id, Path(n.data_dir).name) for n in sep.nodes} == {
+        (1, "c1"), (2, "c2"), (3, "c3"), (101, "n1"), (102, "n2"), (103, "n3")}
+    assert {Path(n.data_dir).parent for n in sep.nodes} == {tmp_path / "s" / "nodes"}
+    combined = LocalCluster.plan(str(tmp_path / "c"), 2, 3, 0, combined=True)
+    assert [Path(n.data_dir).name for n in combined.nodes] == ["n1", "n2", "n3"]

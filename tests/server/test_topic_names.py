@@ -75,7 +75,7 @@ def test_create_topics_with_illegal_names_answers_17_and_writes_nothing(tmp_path
             got = _create_topics(base, names + ["fine"], validate_only)
             assert {n: got[n] for n in names} == {n: 17 for n in names}
             assert got["fine"] in (0, 36)  # created (or already, the second time)
-        data = tmp_path / "c" / "nodes" / "1"
+        data = tmp_path / "c" / "nodes" / "n1"
         assert not (tmp_path / "escaped-0").exists() and not (tmp_path / "c" / "escaped-0").exists()
         assert not (data / "a").exists()
         assert (data / "fine-0").is_dir()

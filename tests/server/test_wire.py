@@ -8,7 +8,14 @@ import struct
 
 import pytest
 from helpers import v2_batch
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
@@ -43,6 +50,8 @@ def test_api_versions_v3_advertises_librdkafka_set_with_v0_header():
     got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert corr == 11
     assert got == {0: (3, 10), 1: (4, 12), 2: (1, 9), 3: (1, 12), 18: (0, 3), 19: (2, 4), 22: (0, 4), 23: (2, 4), 44: (0, 1),
+                   45: (0, 1), 46: (0, 0),  # AlterPartitionReassignments, ListPartitionReassignments (KIP-455)
+                   64: (0, 0),  # UnregisterBroker (KIP-631)
                    # the classic consumer-group APIs (server/wire_groups.py)
                    8: (2, 9), 9: (1, 7), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5)}
 
@@ -206,3 +215,57 @@ def test_list_offsets_v9_narrows_a_found_batch_to_the_first_record_at_or_after_t
     _, r = _decode_response(ListOffsetsResponse, 9, p.encode(), flexible_header=True)
     got = [(q.offset, q.timestamp, q.leader_epoch) for q in r.topics[0].partitions]
     assert got == [(11, 3000, 4), (11, 3000, 4), (0, -1, 1), (-1, -1, -1)]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_kip455_alter_partition_reassignments_is_one_forwarded_core_request_and_answers_per_partition(version):
+    R = AlterPartitionReassignmentsRequest[version]
+    T, P = R.ReassignableTopic, R.ReassignableTopic.ReassignablePartition
+    kw = {"allow_replication_factor_change": False} if version >= 1 else {}
+    d, p = _roundtrip(R(timeout_ms=900, topics=[T(name="t", partitions=[P(partition_index=0, replicas=[3, 1, 2]),
+                                                                           P(partition_index=1, replicas=None)])], **kw))
+    (_, core), = p.parts
+    assert core.partitions == (m.ReassignPartition(m.TopicPartition("t", 0), (3, 1, 2)),
+                               m.ReassignPartition(m.TopicPartition("t", 1), None))
+    assert core.timeout_ms == 900 and core.allow_replication_factor_change is (version == 0)
+    p.results[0] = m.AlterPartitionReassignmentsResponse(None, (
+        m.ReassignmentResult(m.TopicPartition("t", 0), 0),
+        m.ReassignmentResult(m.TopicPartition("t", 1), m.Errors.NO_REASSIGNMENT_IN_PROGRESS, "none")))
+    corr, r = _decode_response(AlterPartitionReassignmentsResponse, version, p.encode(), flexible_header=True)
+    assert corr == 11 and r.error_code == 0
+    (topic,) = r.responses
+    assert topic.name == "t" and [(x.partition_index, x.error_code, x.error_message) for x in topic.partitions] == [
+        (0, 0, None), (1, 85, "none")]
+
+
+def test_kip455_list_partition_reassignments_names_replicas_adding_and_removing():
+    R = ListPartitionReassignmentsRequest[0]
+    d, p = _roundtrip(R(timeout_ms=900, topics=[R.ListPartitionReassignmentsTopics(name="t", partition_indexes=[0, 2])]))
+    (_, core), = p.parts
+    assert core.tps == (m.TopicPartition("t", 0), m.TopicPartition("t", 2))
+    d, p = _roundtrip(R(timeout_ms=900, topics=None))
+    (_, core), = p.parts
+    assert core.tps is None
+    p.results[0] = m.ListPartitionReassignmentsResponse(None, 0, (
+        m.OngoingReassignment(m.TopicPartition("t", 0), (3, 1, 2, 0), (3,), (0,)),))
+    corr, r = _decode_response(ListPartitionReassignmentsResponse, 0, p.encode(), flexible_header=True)
+    (topic,) = r.topics
+    (x,) = topic.partitions
+    assert (topic.name, x.partition_index, x.replicas, x.adding_replicas, x.removing_replicas) == (
+        "t", 0, [3, 1, 2, 0], [3], [0])
+
+
+def test_kip631_unregister_broker_v0_is_forwarded_and_answered_in_its_flexible_shape():
+    client = b"kraftwerk"
+    frame = struct.pack(">hhih", 64, 0, 11, len(client)) + client + b"\x00" + wire.UnregisterBrokerRequest.encode_body(3)
+    d = wire.decode_request(frame)
+    p = wire.translate(d, lambda i: ("ref", i))
+    (_, core), = p.parts
+    assert core == m.UnregisterBrokerRequest(("ref", 0), 3)
+    p.results[0] = m.UnregisterBrokerResponse(None, m.Errors.BROKER_ID_NOT_REGISTERED, "Broker ID 3 is not currently registered")
+    data = p.encode()
+    assert struct.unpack(">i", data[4:8])[0] == 11 and data[8] == 0  # v1 header: correlation id, no tagged fields
+    r = wire.UnregisterBrokerResponse.decode(data[9:])
+    assert (r.error_code, r.error_message) == (102, "Broker ID 3 is not currently registered")
+    with pytest.raises(wire.ProtocolError):
+        wire.decode_request(frame[:-3])

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from reference_impl.core.messages import Errors
-from reference_impl.sim.clients import ClientConfig, Workload
-from reference_impl.sim.history import History
+from reference_impl.sim.clients import ClientConfig, Workload, sim_history
 from reference_impl.sim.script import Scenario
 
 
 def _workload(s: Scenario, tps: list, **cfg: int) -> Workload:
-    return Workload(s.sim, History(), tps, ClientConfig(**cfg))
+    return Workload(s.sim, sim_history(s.sim), tps, ClientConfig(**cfg))
 
 
 def _leader_alone_in_isr(seed: int) -> tuple[Scenario, object]:

@@ -20,21 +20,53 @@ def test_history_digest_is_the_sha256_of_history_jsonl(tmp_path):
     assert run_seed(opts, 3)["stats"]["history_sha256"] == res["stats"]["history_sha256"]
 
 
-def test_the_recorder_spells_each_operation_as_encode_line_does(tmp_path):
-    """History.record builds its lines itself (it runs compiled); they must
-    be exactly encode_line's, fallbacks included, in the file and the digest."""
-    from checkers.history.jsonl import encode_line
-    from reference_impl.sim.history import History
+VALUES = [[["send", "t-0", [4, 7]]], {"t-0": [[0, 1]], 3: "x"}, 2**70, {1, 2}, float("nan"), "é", None]
 
-    h = History(tmp_path / "h.jsonl")
-    values = [[["send", "t-0", [4, 7]]], {"t-0": [[0, 1]], 3: "x"}, 2**70, {1, 2}, float("nan"), "é", None]
-    for i, v in enumerate(values):
-        h.record(i, i % 3, "ok" if i % 2 else "info", "send", v, ["timeout", "x"] if i % 2 else None, {"acks": "all"})
-    h.record(9, "nemesis", "info", "start-partition", None, extra={"node": [1, 2]})
+
+def test_the_recorder_spells_each_operation_as_encode_line_does(tmp_path):
+    """Recorder.append builds its lines itself (it runs compiled); they must
+    be exactly encode_line's, fallbacks included, in the file and the digest,
+    at the times the injected clock tells."""
+    from checkers.history.jsonl import encode_line
+    from checkers.history.recorder import Recorder
+    from reference_impl.sim.clients import VirtualClock
+    from reference_impl.sim.events import EventLoop
+
+    loop = EventLoop()
+    h = Recorder(tmp_path / "h.jsonl", keep=True, clock=VirtualClock(loop), epoch=0, background=False)
+    for i, v in enumerate(VALUES):
+        loop.now = i
+        h.append(i % 3, "ok" if i % 2 else "info", "send", v, ["timeout", "x"] if i % 2 else None, {"acks": "all"})
+    loop.now = 9
+    h.append("nemesis", "info", "start-partition", None, extra={"node": [1, 2]})
     h.close()
+    assert h.ops is not None and [op.time for op in h.ops] == [i * 1_000_000 for i in range(len(VALUES))] + [9_000_000]
     want = "".join(encode_line(op) for op in h.ops)
     assert (tmp_path / "h.jsonl").read_text() == want
     assert h.digest() == hashlib.sha256(want.encode()).hexdigest()
+
+
+def test_both_ways_of_recording_write_the_same_bytes(tmp_path):
+    """The one recorder, on its two paths: the interpreter's (dicts, a
+    writer thread) and the simulator's (fields, inline) write the same file
+    and digest for the same operations at the same times."""
+    from checkers.history.recorder import Recorder
+    from reference_impl.sim.clients import VirtualClock
+    from reference_impl.sim.events import EventLoop
+
+    loop = EventLoop()
+    loop.now = 5
+    files = {}
+    for background in (True, False):
+        path = tmp_path / f"h-{background}.jsonl"
+        r = Recorder(path, keep=True, clock=VirtualClock(loop), epoch=0, background=background)
+        for i, v in enumerate(VALUES):
+            r.record({"process": i, "type": "ok", "f": "send", "value": v, "acks": "all", "_private": 1})
+        r.record({"process": "nemesis", "type": "info", "f": "start-kill", "value": None, "error": ["x"]})
+        r.close()
+        files[background] = (path.read_bytes(), r.digest(), [op.to_dict() for op in r.ops or []])
+    assert files[True][0] and files[True] == files[False]
+    assert files[True][1] == hashlib.sha256(files[True][0]).hexdigest()
 
 
 def test_a_seeds_digest_is_that_of_its_operations_as_encode_line_spells_them():

@@ -11,8 +11,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from reference_impl.core.messages import Errors
-from reference_impl.sim.clients import ClientConfig, Workload, error_name
-from reference_impl.sim.history import History
+from reference_impl.sim.clients import ClientConfig, Workload, error_name, sim_history
 from reference_impl.sim.script import Scenario
 from workloads.outcome import (
     FATAL,
@@ -158,7 +157,7 @@ def test_simulated_client_a_request_the_broker_refuses_is_a_definite_fail():
     fail, with no retry."""
     s = Scenario(seed=31)
     (tp,) = s.start(replicas=(1, 2, 3))
-    wl = Workload(s.sim, History(), [tp], ClientConfig())
+    wl = Workload(s.sim, sim_history(s.sim), [tp], ClientConfig())
     p = wl.add_producer("2")
     done: list = []
     p.send(tp, 5, done=lambda t, v: done.append((t, v)))

@@ -169,7 +169,7 @@ class ClassicGroup:
         m.heard(mono)
         if self.state == STABLE and old.protocols == req.protocols:
             leader = new_id == self.leader
-            everyone = tuple(JoinedMember(i, x.metadata_for(self.protocol_name), x.instance_id)
+            everyone = tuple(JoinedMember(i, x.metadata_for(self.protocol_name or ""), x.instance_id)
                              for i, x in self.members.items()) if leader else ()
             out.append((req.ref, JoinGroupResponse(
                 req.ref, 0, self.generation_id, self.protocol_type, self.protocol_name, self.leader or "", new_id,

@@ -1,0 +1,318 @@
+"""The history recorder of both runtimes: every invocation and completion,
+given its index and time as it is recorded, streamed to ``history.jsonl``
+and, if asked, kept in memory for the checkers.
+
+Time is the runtime's, injected as ``clock`` (a :class:`Clock`,
+nanoseconds) and counted from ``epoch``: real processes record on the monotonic clock from the start of
+the generator (:meth:`Recorder.restart_clock`), the simulator on its event
+loop's virtual time from 0, so a seed's history is byte-identical on every
+replay (no wall clock anywhere).
+
+How the lines reach the file is the runtime's too:
+
+* ``background=True`` (real processes): many worker threads record. Index
+  and time are assigned under one lock, so the file order *is* the history
+  order. Serialising and writing happen on a background writer thread (a
+  worker only appends to a list), which drains every 20 ms, each batch
+  flushed to the OS, so a SIGKILLed harness loses at most the last ~20 ms of
+  operations, and fsyncs once a second, so a machine crash loses at most a
+  second. Recording in the interpreter's own thread cost it about half its
+  throughput (bench/harness_overhead.py). A ``.recording`` marker beside
+  the file says, until :meth:`Recorder.close`, that it may be partial.
+* ``background=False`` (the simulator, one thread): each operation is
+  encoded as it is recorded, and lines are written ``flush_every`` at a
+  time and never fsynced: a seed's history is a pure function of the seed,
+  so a killed simulator loses nothing a replay cannot rebuild.
+
+Either way a line is encoded once, as :func:`~checkers.history.jsonl.encode_line`
+spells the operation (orjson, with ``encode_fields``' fallbacks; a test
+holds them together), and feeds a SHA-256 of the history exactly as
+``history.jsonl`` spells it (:meth:`Recorder.digest`, what replay checks
+compare). The module is compiled with the simulator (reference_impl.accel):
+a simulated seed records two lines per operation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from .jsonl import STR_KEYS_LINE_OPTIONS, JsonlWriter, encode_fields, recording_marker
+from .op import Op
+
+#: the fields an operation's own attributes hold (the rest go to ``extra``)
+_SKIP: Final = frozenset(("type", "f", "value", "process", "error", "time", "index"))
+#: how often the background writer drains, and fsyncs (seconds)
+DRAIN_S: Final = 0.02
+FSYNC_S: Final = 1.0
+#: lines buffered between writes to the OS (and between digest updates)
+#: when recording inline
+FLUSH_EVERY: Final = 512
+#: bound once (compiled, a Final is a static; ``orjson.dumps`` was a module
+#: attribute looked up by name on every line)
+_dumps: Final = orjson.dumps
+_OPTIONS: Final = STR_KEYS_LINE_OPTIONS
+
+
+def encode_op(fields: dict[str, Any]) -> bytes:
+    """The line of an operation spelt as :meth:`Op.to_dict` would, as bytes
+    (orjson's first try inline; what it refuses through encode_fields)."""
+    try:
+        return _dumps(fields, option=_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError: encode_fields' fallbacks
+        return encode_fields(fields).encode()
+
+
+class Clock:
+    """A runtime's time as the recorder reads it, in nanoseconds. A compiled
+    base class, so the simulator's clock is a native call on every
+    operation (a Python callable there cost ~3% of the recorder's time)."""
+
+    def now_ns(self) -> int:
+        raise NotImplementedError
+
+
+class MonotonicClock(Clock):
+    """Real processes' clock: the machine's monotonic clock."""
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns()
+
+
+class Recorder:
+    """One history: index and time for each operation, its line in the file
+    and the digest, live counters for the progress display.
+
+    ``background=True`` is thread-safe (a lock assigns index and time);
+    ``background=False`` is for one thread (the simulator's event loop) and
+    takes no lock."""
+
+    def __init__(self, path: str | Path | None, fsync_every: int = 200, keep: bool = False, *,
+                 clock: Clock | None = None, epoch: int | None = None,
+                 background: bool = True, flush_every: int = FLUSH_EVERY) -> None:
+        self._lock = threading.Lock()
+        self._wlock = threading.Lock()  # one drainer at a time keeps file order
+        self._clock: Clock = clock if clock is not None else MonotonicClock()
+        self._t0: int = self._clock.now_ns() if epoch is None else epoch
+        self._index = 0
+        self._pending: list[tuple[dict[str, Any], int, int]] = []
+        #: ok/fail/info of client completions (and the workload proper's, main-*)
+        self.counts: Counter[str] = Counter()
+        self.active_faults: dict[str, Any] = {}
+        #: the operations, kept for the checkers (``keep``), else None
+        self.ops: list[Op] | None = [] if keep else None
+        self.closed = False
+        self.path: Path | None = Path(path) if path is not None else None
+        self._background = background
+        self._writer: JsonlWriter | None = None
+        self._sha = hashlib.sha256()
+        # lines not yet hashed: one update per batch, where an update per
+        # line cost more in call overhead than in hashing
+        self._unhashed: list[bytes] = []
+        self._wake = threading.Event()
+        self._drainer: threading.Thread | None = None
+        if self.path is not None:
+            if background:
+                # removed by close(): a history left with it is partial (a killed harness)
+                recording_marker(self.path).touch()
+                # flushed per drained batch and fsynced by time on the writer
+                # thread, not by JsonlWriter's counts
+                self._writer = JsonlWriter(self.path, fsync_every=1 << 62, flush_every=1 << 62)
+                self._drainer = threading.Thread(target=self._drain_loop, name="history-writer", daemon=True)
+                self._drainer.start()
+            else:
+                self._writer = JsonlWriter(self.path, fsync_every=1 << 30, flush_every=flush_every)
+
+    # -- time ------------------------------------------------------------------------------------
+    def restart_clock(self) -> None:
+        """Make time 0 now (the generator's start, not the cluster's), as
+        long as nothing has been recorded yet."""
+        with self._lock:
+            if self._index == 0:
+                self._t0 = self._clock.now_ns()
+
+    @property
+    def t0(self) -> int:
+        return self._t0
+
+    def now(self) -> int:
+        """Nanoseconds since the history's epoch, on the runtime's clock."""
+        return self._clock.now_ns() - self._t0
+
+    # -- recording -----------------------------------------------------------------------------
+    def record(self, d: dict[str, Any]) -> int:
+        """Record one operation given as a dict (type, f, value, process,
+        error and any extra keys; keys starting with ``_`` are not
+        recorded). Returns its index."""
+        if not self._background:
+            self._count(d)
+            extra = {k: v for k, v in d.items() if k not in _SKIP and k[0] != "_"}
+            return self.append(d["process"], d["type"], d["f"], d.get("value"), d.get("error"), extra).index
+        with self._lock:
+            idx = self._index
+            self._index += 1
+            self._pending.append((dict(d), idx, self._clock.now_ns() - self._t0))
+        self._count(d)
+        if self._drainer is None:
+            self._flush_pending()
+        return idx
+
+    def append(self, process: Any, type_: str, f: str, value: Any, error: Any = None,
+               extra: dict[str, Any] | None = None) -> Op:
+        """Record one operation given by its fields, at once (``background=False``,
+        the simulator's clients: no dict to take apart, no thread, no lock);
+        ``extra`` holds its other fields (``acks``, ``final``, ``node``...),
+        kept by the Op as its own. Returns the Op."""
+        if extra is None:
+            extra = {}
+        index = self._index
+        self._index = index + 1
+        t = self._clock.now_ns() - self._t0
+        # by position: Op's generated __init__ parses keywords in Python
+        op = Op(type_, f, value, process, t, index, error, extra)
+        ops = self.ops
+        if ops is not None:
+            ops.append(op)
+        # the fields are Op.to_dict's, in its order (a test holds the two
+        # together), built here because this runs compiled and to_dict does not
+        fields = {"index": index, "time": t, "process": process, "type": type_, "f": f, "value": value}
+        if error is not None:
+            fields["error"] = error
+        if extra:
+            fields.update(extra)
+        line = encode_op(fields)
+        unhashed = self._unhashed
+        unhashed.append(line)
+        if len(unhashed) >= FLUSH_EVERY:
+            self._hash_pending()
+        if self._writer is not None:
+            self._writer.write_line(line.decode())
+        return op
+
+    def _count(self, d: dict[str, Any]) -> None:
+        if d["process"] == "nemesis":
+            if d.get("_completion"):
+                self._track_fault(d)
+        elif d["type"] != "invoke":
+            t = d["type"]
+            self.counts[t] += 1
+            if not d.get("final") and d["f"] in ("send", "poll"):
+                self.counts[f"main-{t}"] += 1  # the workload proper, for throughput
+
+    @staticmethod
+    def _op(d: dict[str, Any], idx: int, t: int) -> Op:
+        return Op(
+            type=d["type"],
+            f=d["f"],
+            value=d.get("value"),
+            process=d["process"],
+            time=t,
+            index=idx,
+            error=d.get("error"),
+            extra={k: v for k, v in d.items() if k not in _SKIP and k[0] != "_"},
+        )
+
+    @staticmethod
+    def _fields(d: dict[str, Any], idx: int, t: int) -> dict[str, Any]:
+        """``_op(d, idx, t).to_dict()``, without building the Op: the
+        background writer keeps no Op unless asked (``keep``)."""
+        out: dict[str, Any] = {"index": idx, "time": t, "process": d["process"], "type": d["type"],
+                               "f": d["f"], "value": d.get("value")}
+        err = d.get("error")
+        if err is not None:
+            out["error"] = err
+        for k, v in d.items():
+            if k not in _SKIP and k[0] != "_":
+                out[k] = v
+        return out
+
+    @staticmethod
+    def _line(d: dict[str, Any], idx: int, t: int) -> str:
+        """The JSONL line of ``_op(d, idx, t)``, byte for byte."""
+        return encode_op(Recorder._fields(d, idx, t)).decode()
+
+    def _flush_pending(self) -> None:
+        """Hand what the workers recorded to the file, in index order."""
+        with self._wlock:
+            with self._lock:
+                batch, self._pending = self._pending, []
+            if not batch:
+                return
+            ops = self.ops
+            if ops is not None:
+                ops.extend([self._op(d, idx, t) for d, idx, t in batch])
+            lines = [encode_op(self._fields(d, idx, t)) for d, idx, t in batch]
+            self._unhashed.extend(lines)
+            self._hash_pending()
+            if self._writer is not None:
+                self._writer.write_block(b"".join(lines).decode())
+
+    def _drain_loop(self) -> None:
+        last_sync = time.monotonic()
+        while not self.closed:
+            self._wake.wait(DRAIN_S)
+            self._wake.clear()
+            self._flush_pending()
+            if time.monotonic() - last_sync >= FSYNC_S and self._writer is not None:
+                self._fsync()
+                last_sync = time.monotonic()
+
+    def _fsync(self) -> None:
+        assert self.path is not None
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)  # any descriptor of the file syncs its data
+        finally:
+            os.close(fd)
+
+    def _track_fault(self, d: dict[str, Any]) -> None:
+        f = d["f"]
+        if f.startswith("start-"):
+            self.active_faults[f[len("start-"):]] = d.get("value")
+        elif f.startswith("stop-"):
+            self.active_faults.pop(f[len("stop-"):], None)
+
+    # -- reading ---------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self._index
+
+    def flush(self) -> None:
+        """Write everything recorded so far (tests, and before reading the file)."""
+        self._flush_pending()
+
+    def _hash_pending(self) -> None:
+        self._sha.update(b"".join(self._unhashed))
+        self._unhashed.clear()
+
+    def digest(self) -> str:
+        """SHA-256 of the history exactly as ``history.jsonl`` spells it (replay checks)."""
+        self._flush_pending()
+        self._hash_pending()
+        return self._sha.hexdigest()
+
+    def close(self) -> None:
+        """Everything recorded reaches the file (fsynced); a background
+        recorder's marker goes."""
+        if self.closed:
+            return
+        self.closed = True
+        self._wake.set()
+        if self._drainer is not None:
+            self._drainer.join(timeout=5)
+        self._flush_pending()
+        if self._writer is not None:
+            self._writer.close()  # flush + fsync
+            self._writer = None
+        if self.path is not None and self._background:
+            recording_marker(self.path).unlink(missing_ok=True)

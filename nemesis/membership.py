@@ -1,0 +1,130 @@
+"""Membership changes: a broker decommissioned, then a broker added in its
+place, as an operator changes a KRaft cluster's brokers. Kafka's documented
+way to remove a broker: move its replicas to other brokers
+(AlterPartitionReassignments, KIP-455), shut it down cleanly, then
+unregister it (UnregisterBroker, KIP-631: ``kafka-cluster.sh unregister``),
+so the controller forgets its registration (every runtime sends it: the
+simulator's admin endpoint, ``harness.db.admin`` on real hosts, to the
+reference controller and to Kafka 4.4's alike). Adding a broker is starting one
+whose id the controller does not know: it registers as new and takes
+replicas only when a reassignment (or a new topic) gives it some.
+
+The steps run on the runtime's clock (``Cluster.after``), so the simulator
+moves and removes in virtual time and real processes in real time:
+
+1. ``start``: for every partition the broker replicates, a reassignment
+   that swaps it for a broker outside the partition's set (the same spare
+   for all of them when one fits); refused (``skipped``) when some
+   partition has no broker to move to;
+2. once no partition lists the broker as a replica (looked at every
+   ``POLL_MS``, for at most ``MOVE_WAIT_MS``; after that the removal is
+   abandoned and the broker keeps running), a clean shutdown;
+3. once it is down (a kill after ``SHUTDOWN_GRACE_MS``), UnregisterBroker.
+
+``stop`` abandons whatever step has not run and starts the broker again if
+it is down: a broker the controller no longer knows registers afresh (its
+old logs are of partitions it no longer replicates).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Protocol, cast, runtime_checkable
+
+from .control import Cluster, Reassignments
+
+POLL_MS = 500
+MOVE_WAIT_MS = 60_000
+SHUTDOWN_GRACE_MS = 30_000
+
+
+@runtime_checkable
+class Unregisters(Protocol):
+    """Node control of a runtime with :attr:`Capability.UNREGISTER`."""
+
+    def unregister(self, node: str) -> None:
+        """Ask the controller to forget the broker's registration (KIP-631)."""
+        ...
+
+
+class Decommission:
+    """One decommission at a time; ``stop`` abandons the rest of it."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.token = 0
+        self.node: str | None = None
+        #: what the follow-up steps did, for the stop's record
+        self.done: list[str] = []
+
+    def plan(self, rng: random.Random) -> tuple[str | None, dict[str, list[str]], str]:
+        """The broker to remove and, per partition it replicates, its new
+        replica list; (None, {}, why) when no broker can go."""
+        nodes, obs = self.cluster.nodes, self.cluster.observer
+        down = set(nodes.dead_nodes())
+        live = sorted(b for b in nodes.brokers() if b not in down)
+        keys = [k for k in obs.keys() if obs.replicas_of(k)]
+        for node in rng.sample(live, len(live)):
+            moves: dict[str, list[str]] = {}
+            for k in sorted(keys):
+                reps = obs.replicas_of(k)
+                if node not in reps:
+                    continue
+                spare = [b for b in live if b != node and b not in reps]
+                if not spare:
+                    break
+                moves[k] = [rng.choice(spare) if r == node else r for r in reps]
+            else:
+                return node, moves, ""
+        return None, {}, "no broker whose every partition has a broker to move to"
+
+    def start(self, node: str, moves: dict[str, list[str]]) -> None:
+        self.token += 1
+        self.node, self.done = node, []
+        move = cast(Reassignments, self.cluster.nodes)
+        for key, replicas in sorted(moves.items()):
+            move.reassign(key, replicas)
+        self._later(self.token, lambda: self._wait_moved(self.token, node, 0))
+
+    def stop(self) -> dict[str, Any]:
+        self.token += 1
+        node, done = self.node, list(self.done)
+        self.node, self.done = None, []
+        added = []
+        if node is not None and node in self.cluster.nodes.dead_nodes():
+            self.cluster.nodes.start(node)
+            added.append(node)
+        return {"steps": done, "added": added}
+
+    def _later(self, token: int, fn: Callable[[], None]) -> None:
+        def run() -> None:
+            if token == self.token:
+                fn()
+        self.cluster.after(POLL_MS, run)
+
+    def _wait_moved(self, token: int, node: str, waited: int) -> None:
+        obs = self.cluster.observer
+        if any(node in obs.replicas_of(k) for k in obs.keys()):
+            if waited < MOVE_WAIT_MS:
+                self._later(token, lambda: self._wait_moved(token, node, waited + POLL_MS))
+            else:
+                self.done.append("moves-incomplete")
+            return
+        self.done.append("moved")
+        self.cluster.nodes.terminate(node)
+        self._later(token, lambda: self._wait_down(token, node, 0))
+
+    def _wait_down(self, token: int, node: str, waited: int) -> None:
+        nodes = self.cluster.nodes
+        if node not in nodes.dead_nodes():
+            if waited < SHUTDOWN_GRACE_MS:
+                self._later(token, lambda: self._wait_down(token, node, waited + POLL_MS))
+                return
+            nodes.kill(node)
+        self.done.append("shut-down")
+        try:
+            cast(Unregisters, nodes).unregister(node)
+        except Exception as e:  # a step on a timer: its failure is told by the stop's record
+            self.done.append(f"unregister-failed: {type(e).__name__}: {e}"[:200])
+            return
+        self.done.append("unregistered")
