@@ -18,15 +18,18 @@ import gc
 import io
 import os
 from array import array
+from collections import Counter
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import orjson
 
 from checkers.final_reads import FinalReads
 from checkers.history.op import HistoryError, Op
 
-from .columns import Col, KeyColumns
+from .columns import _ABSENT, Col, Interned, KeyColumns
 from .observe import ConsumeCounts, InfoTxnCauses, RealtimeLag
 from .processing import Processing
 from .project import Projection, Projector
@@ -177,56 +180,72 @@ def scan_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None) 
 _I64 = 1 << 63
 _INT = {int}
 _OK, _INVOKE, _SEND, _POLL = "ok", "invoke", "send", "poll"
-#: the completion's extra keys a fast line may carry, by function
-_FAST_EXTRA = {_SEND: "acks", _POLL: "final"}
-_ACKS = {"all": "all", "1": "1", "0": "0", "-1": "all"}
 
 
 class _LineFeeder:
-    """The fast lines of a JSONL history fed to a :class:`QueueScan`'s
-    folds directly (see :func:`scan_jsonl`); what each fold does with them
-    is spelt out inline, and every other line goes through
-    :meth:`QueueScan.feed` as an :class:`Op`."""
+    """The fast lines of a JSONL history (see :func:`scan_jsonl`), read
+    into a batch of flat lists (an invocation's fields kept until its
+    completion; a completion's op index, process, times, acks; each key's
+    offsets and values) and handed to the folds a batch at a time
+    (:meth:`_flush`): the operation counts and the op table in bulk, each
+    key's events grouped with numpy and appended to its columns in bulk,
+    the realtime lag and consume counts in one loop in history order.
 
-    def __init__(self, scan: QueueScan) -> None:
+    Every other line goes through :meth:`QueueScan.feed` as an :class:`Op`,
+    after the batch so far has been flushed and the fast invocations still
+    open have become the projection's pending operations: each fold then
+    sees the same operations in the same order as :meth:`QueueScan.of`
+    would have fed it."""
+
+    def __init__(self, scan: QueueScan, batch: int = 1 << 16, small: int = 256) -> None:
         self.scan = scan
-        self.n = 0
-        self.t_min: int | None = None
-        self.t_max: int | None = None
-        # the folds' containers, looked up once (none of them is ever replaced)
-        self.by_type, self.by_f = scan.stats.by_type, scan.stats.by_f
-        self.counts, self.pending = scan.projector.counts, scan.projector.pending
-        self.by_f_type = scan.clients.by_f_type
-        self.lag_invoked, self.con_invoked = scan.lag.completions.invoked, scan.consume.completions.invoked
-        self.table = scan.projector.table
+        self.batch = batch   # completions per batch at most
+        self.small = small   # fewer events than this: appended one at a time, not grouped with numpy
+        self.open: dict[int, tuple] = {}   # process -> (index, time, f, value, extra), fast invocations
+        self.kid: dict[str, int] = {}      # key -> its number here
+        self.kname: list[str] = []
+        self.inv_times: list[int] = []     # the batch's invocations' times
+        self.inv_before = 0                # how many of them came before its first completion
+        # the batch's completions, in order (meta: the acks code of a send, _POLL_META for a poll)
+        self.c_ix: list[int] = []
+        self.c_proc: list[int] = []
+        self.c_itime: list[int] = []
+        self.c_tm: list[int] = []
+        self.c_meta = bytearray()
+        self.raw_acks: list[Any] = []      # each send's ``acks`` as its completion spells it
+        self.lagq: list[Any] = []          # a send's (key, offset), a poll's [(key, offsets, values)]
+        # the batch's per-key events: their completion, key number, number of pairs; the pairs
+        self.e_c: list[int] = []
+        self.e_kid: list[int] = []
+        self.e_np: list[int] = []
+        self.p_off: list[int] = []
+        self.p_val: list[int] = []
 
     def _slow(self, op: Op) -> None:
-        """Feed one operation to every fold (the stats' running figures
-        kept here are handed over and taken back)."""
-        st = self.scan.stats
-        st.n, st.t_min, st.t_max = self.n, self.t_min, self.t_max
+        """Feed one operation to every fold (the batch flushed first)."""
+        self._flush(close=True)
         try:
             self.scan.feed(op)
         except HistoryError as e:
             raise MalformedOp(str(e)) from None
-        self.n, self.t_min, self.t_max = st.n, st.t_min, st.t_max
 
     def run(self, p: Path, warnings: list[str] | None) -> None:
-        try:
-            self._run(p, warnings)
-        finally:
-            st = self.scan.stats
-            st.n, st.t_min, st.t_max = self.n, self.t_min, self.t_max
+        self._run(p, warnings)
+        self._flush(close=True)
 
     def _run(self, p: Path, warnings: list[str] | None) -> None:
         from checkers.history.jsonl import _TORN, _json_fallback, _op_from_json
 
-        scan = self.scan
-        stats, finals = scan.stats, scan.finals
-        counts, pending, by_type = scan.projector.counts, scan.projector.pending, stats.by_type
-        lag_invoked, con_invoked = scan.lag.completions.invoked, scan.consume.completions.invoked
+        pending = self.scan.projector.pending
+        open_ = self.open
+        kids, kname = self.kid, self.kname
+        inv_times, c_ix, c_proc, c_itime, c_tm, c_meta = (self.inv_times, self.c_ix, self.c_proc,
+                                                          self.c_itime, self.c_tm, self.c_meta)
+        raw_acks, lagq = self.raw_acks, self.lagq
+        e_c, e_kid, e_np, p_off, p_val = self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val
+        batch = self.batch
         loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
-        fast, key_fast = self._fast_send, self._fast_poll
+        acks_code = _ACKS_CODE
         n_ops = 0
         i = 0
         with open(p, "rb") as f:
@@ -238,6 +257,7 @@ class _LineFeeder:
                     except JSONDecodeError:
                         pass
                 if d is None or type(d) is not dict:
+                    self._flush(close=True)
                     # as iter_jsonl reads text: invalid UTF-8 replaced, any
                     # of \r, \n, \r\n ends a line, json decides what orjson refuses
                     s = raw.decode("utf-8", "replace")
@@ -271,210 +291,334 @@ class _LineFeeder:
                 nd = len(d)
                 if type(ix) is int and type(tm) is int and type(proc) is int and (ix | tm | proc) >= 0 \
                         and (ix | tm | proc) < _I64 and "value" in d:
-                    if t == _INVOKE and (fn == _SEND or fn == _POLL) and proc not in pending:
-                        if nd == 6:
-                            extra: dict[str, Any] = {}
-                        elif nd == 7 and "acks" in d:
-                            extra = {"acks": d["acks"]}
-                        elif nd == 7 and "final" in d:
-                            extra = {"final": d["final"]}
-                        else:
-                            extra = None  # type: ignore[assignment]
-                        if extra is not None:
-                            op = Op(_INVOKE, fn, d["value"], proc, tm, ix, None, extra)
-                            # OpStats, Projector, FinalReads, RealtimeLag, ConsumeCounts
-                            # (InfoTxnCauses, Processing, ClientStats: nothing to do)
-                            self.n += 1
-                            by_type[_INVOKE] = by_type.get(_INVOKE, 0) + 1
-                            if self.t_min is None or tm < self.t_min:
-                                self.t_min = tm
-                            if self.t_max is None or tm > self.t_max:
-                                self.t_max = tm
-                            counts["ops"] += 1
-                            counts[_INVOKE] += 1
-                            pending[proc] = op
-                            if fn == _POLL and extra.get("final"):
-                                finals.any_final = True
-                            lag_invoked[proc] = tm
-                            con_invoked[proc] = tm
-                            continue
-                    elif t == _OK and (nd == 6 or (nd == 7 and _FAST_EXTRA.get(fn if type(fn) is str else "", "") in d)):
-                        inv = pending.get(proc)
-                        if (fast if fn == _SEND else key_fast if fn == _POLL else _never)(
-                                d, ix, tm, proc, inv):
-                            continue
+                    if t == _INVOKE:
+                        if (fn == _SEND or fn == _POLL) and proc not in open_ and proc not in pending:
+                            if nd == 6:
+                                extra: Any = _NO_EXTRA
+                            elif nd == 7 and "acks" in d:
+                                extra = {"acks": d["acks"]}
+                            else:
+                                extra = None
+                            if extra is not None:
+                                open_[proc] = (ix, tm, fn, d["value"], extra)
+                                inv_times.append(tm)
+                                continue
+                    elif t == _OK and (nd == 6 or (nd == 7 and fn == _SEND and "acks" in d)):
+                        inv = open_.pop(proc, None)
+                        if inv is not None:
+                            value = d["value"]
+                            mop = value[0] if type(value) is list and len(value) == 1 else None
+                            if type(mop) is not list:
+                                pass
+                            elif fn == _SEND:
+                                x = mop[2] if len(mop) == 3 and mop[0] == _SEND and type(mop[1]) is str else None
+                                if type(x) is list and len(x) == 2:
+                                    off, v = x
+                                    if type(off) is int and type(v) is int and (off | v) >= 0 \
+                                            and (off | v) < _I64:
+                                        acks = d.get("acks")
+                                        if acks is None:
+                                            acks = inv[4].get("acks")
+                                        code = acks_code.get(acks, 255) if type(acks) is str or acks is None \
+                                            else 255
+                                        if code != 255:
+                                            k = mop[1]
+                                            kid = kids.get(k)
+                                            if kid is None:
+                                                kid = kids[k] = len(kname)
+                                                kname.append(k)
+                                            if not c_tm:
+                                                self.inv_before = len(inv_times)
+                                            e_c.append(len(c_tm))
+                                            c_ix.append(ix)
+                                            c_proc.append(proc)
+                                            c_itime.append(inv[1])
+                                            c_tm.append(tm)
+                                            c_meta.append(code)
+                                            raw_acks.append(d.get("acks", "?"))
+                                            lagq.append((k, off))
+                                            e_kid.append(kid)
+                                            e_np.append(1)
+                                            p_off.append(off)
+                                            p_val.append(v)
+                                            if len(c_tm) >= batch:
+                                                self._flush()
+                                            continue
+                            elif fn == _POLL and len(mop) == 2 and mop[0] == _POLL and type(mop[1]) is dict:
+                                reads = _poll_reads(mop[1])
+                                if reads is not None:
+                                    if not c_tm:
+                                        self.inv_before = len(inv_times)
+                                    c = len(c_tm)
+                                    for k, os_, vs in reads:
+                                        kid = kids.get(k)
+                                        if kid is None:
+                                            kid = kids[k] = len(kname)
+                                            kname.append(k)
+                                        e_c.append(c)
+                                        e_kid.append(kid)
+                                        e_np.append(len(os_))
+                                        p_off.extend(os_)
+                                        p_val.extend(vs)
+                                    c_ix.append(ix)
+                                    c_proc.append(proc)
+                                    c_itime.append(inv[1])
+                                    c_tm.append(tm)
+                                    c_meta.append(_POLL_META)
+                                    lagq.append(reads)
+                                    if len(c_tm) >= batch:
+                                        self._flush()
+                                    continue
+                            open_[proc] = inv  # not a fast line after all
                 op = _op_from_json(d, p, i)
                 if op.index < 0:
                     op.index = n_ops - 1
                 self._slow(op)
 
-    def _complete(self, fn: str, ix: int, tm: int, proc: int, inv: Op | None) -> int:
-        """What every fold does with any fast ``ok`` completion; returns
-        its invocation's time as the realtime-lag fold has it."""
-        self.n += 1
-        by_type = self.by_type
-        by_type[_OK] = by_type.get(_OK, 0) + 1
-        by_f = self.by_f
-        c = by_f.get(fn)
-        if c is None:
-            c = by_f[fn] = {}
-        c[_OK] = c.get(_OK, 0) + 1
-        t_min = self.t_min
-        if t_min is None or tm < t_min:
-            self.t_min = tm
-        t_max = self.t_max
-        if t_max is None or tm > t_max:
-            self.t_max = tm
-        counts = self.counts
-        counts["ops"] += 1
-        counts[_OK] += 1
-        cs = self.by_f_type
-        k = _F_OK[fn]
-        cs[k] = cs.get(k, 0) + 1
-        if inv is not None:
-            del self.pending[proc]
-        self.con_invoked.pop(proc, tm)
-        t_inv = self.lag_invoked.pop(proc, tm)
-        table = self.table
-        itime = inv.time if inv is not None else tm
-        a, b, c2, d = table.index.data, table.process.data, table.invoke_time.data, table.complete_time.data
-        if type(a) is array and type(b) is array and type(c2) is array and type(d) is array:
-            a.append(ix)
-            b.append(proc)
-            table.type.append(_OK)
-            c2.append(itime)
-            d.append(tm)
-        else:
-            table.add(ix, proc, _OK, itime, tm)
-        return t_inv
+    # -- the batch handed to the folds ------------------------------------
 
-    def _key(self, k: str) -> KeyColumns:
+    def _flush(self, close: bool = False) -> None:
+        """Hand the batch to the folds; with ``close``, the fast invocations
+        still open become pending operations (as feeding them would have
+        left them)."""
+        if self.c_tm or self.inv_times:
+            self._flush_counts()
+            self._flush_table()
+            self._flush_keys()
+            self._flush_observers()
+            for x in (self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm, self.c_meta,
+                      self.raw_acks, self.lagq, self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val):
+                del x[:]
+        if close and self.open:
+            scan = self.scan
+            pending = scan.projector.pending
+            lag_invoked, con_invoked = scan.lag.completions.invoked, scan.consume.completions.invoked
+            for proc, (ix, tm, fn, value, extra) in self.open.items():
+                pending[proc] = Op(_INVOKE, fn, value, proc, tm, ix, None,
+                                   dict(extra) if extra is _NO_EXTRA else extra)
+                lag_invoked[proc] = tm
+                con_invoked[proc] = tm
+            self.open.clear()
+
+    def _flush_counts(self) -> None:
+        """OpStats, Projector.counts, ClientStats: new dict keys in the
+        order the batch first shows them."""
+        scan = self.scan
+        st = scan.stats
+        ni, nc = len(self.inv_times), len(self.c_tm)
+        st.n += ni + nc
+        by_type = st.by_type
+        invoke_first = ni and (not nc or self.inv_before > 0)
+        for t, n in ((_INVOKE, ni), (_OK, nc)) if invoke_first else ((_OK, nc), (_INVOKE, ni)):
+            if n:
+                by_type[t] = by_type.get(t, 0) + n
+        lo = min(min(self.inv_times, default=_I64), min(self.c_tm, default=_I64))
+        hi = max(max(self.inv_times, default=-1), max(self.c_tm, default=-1))
+        if st.t_min is None or lo < st.t_min:
+            st.t_min = lo
+        if st.t_max is None or hi > st.t_max:
+            st.t_max = hi
+        counts = scan.projector.counts
+        counts["ops"] += ni + nc
+        counts[_INVOKE] += ni
+        counts[_OK] += nc
+        if not nc:
+            return
+        meta = self.c_meta
+        n_poll = meta.count(_POLL_META)
+        first_poll = meta.find(_POLL_META)
+        first_send = next((j for j, m in enumerate(meta) if m != _POLL_META), -1)
+        fs = [(first_send, _SEND, nc - n_poll), (first_poll, _POLL, n_poll)]
+        fs.sort()
+        by_f, cs = st.by_f, scan.clients.by_f_type
+        for first, fn, n in fs:
+            if first < 0:
+                continue
+            c = by_f.get(fn)
+            if c is None:
+                c = by_f[fn] = {}
+            c[_OK] = c.get(_OK, 0) + n
+            k = _F_OK[fn]
+            cs[k] = cs.get(k, 0) + n
+        sa = scan.clients.sends_by_acks
+        for raw, n in Counter(self.raw_acks).items():
+            a = _ACKS_OK.get(raw) if type(raw) is str else None
+            if a is None:
+                a = f"acks={raw}:ok"
+            sa[a] = sa.get(a, 0) + n
+
+    def _flush_table(self) -> None:
+        """The op table: one row per completion."""
+        table = self.scan.projector.table
+        cols = (table.index.data, table.process.data, table.invoke_time.data, table.complete_time.data)
+        if all(type(c) is array for c in cols):
+            for c, xs in zip(cols, (self.c_ix, self.c_proc, self.c_itime, self.c_tm)):
+                c.extend(xs)
+            _intern_bulk(table.type, np.zeros(len(self.c_tm), np.uint8), (_OK,))
+        else:
+            for row in zip(self.c_ix, self.c_proc, self.c_itime, self.c_tm):
+                table.add(row[0], row[1], _OK, row[2], row[3])
+
+    def _key(self, kid: int) -> KeyColumns:
         cols = self.scan.projector.columns
+        k = self.kname[kid]
         c = cols.get(k)
         if c is None:
             c = cols[k] = KeyColumns()
         return c
 
-    def _fast_send(self, d: dict, ix: int, tm: int, proc: int, inv: Op | None) -> bool:
-        """``[["send", key, [offset, value]]]``, acknowledged."""
-        value = d["value"]
-        if type(value) is not list or len(value) != 1:
-            return False
-        mop = value[0]
-        if type(mop) is not list or len(mop) != 3 or mop[0] != _SEND or type(mop[1]) is not str:
-            return False
-        x = mop[2]
-        if type(x) is not list or len(x) != 2:
-            return False
-        off, v = x
-        if type(off) is not int or type(v) is not int or (off | v) < 0 or (off | v) >= _I64:
-            return False
-        ie = inv.extra if inv is not None else _NO_EXTRA
-        if ie.get("idempotent") is not None or ie.get("output"):
-            return False
-        acks = d.get("acks")
-        if acks is None:
-            acks = ie.get("acks")
-        if acks is not None:
-            acks = _ACKS.get(acks) if type(acks) is str else None
-            if acks is None:
-                return False
-        self._complete(_SEND, ix, tm, proc, inv)
-        raw = d.get("acks", "?")  # ClientStats: as the completion spells it
-        a = _ACKS_OK.get(raw) if type(raw) is str else None
-        if a is None:
-            a = f"acks={raw}:ok"
-        sa = self.scan.clients.sends_by_acks
-        sa[a] = sa.get(a, 0) + 1
-        k = mop[1]
-        # RealtimeLag: offset ``off`` of ``k`` is known to exist from now
-        expired = self.scan.lag.expired
-        exp = expired.get(k)
-        if exp is None:
-            exp = expired[k] = Col()
-        if len(exp) <= off:
-            exp.fill(off + 1 - len(exp), tm)
-        self._key(k).add_ok(ix, proc, 0, [off], [v], tm, acks)
-        return True
+    def _add_events(self, evs: Iterable[int], starts: list[int]) -> None:
+        """Append events one at a time (a small batch, or a key whose
+        columns are no longer all arrays)."""
+        e_c, e_kid, e_np, p_off, p_val = self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val
+        c_ix, c_proc, c_tm, c_meta = self.c_ix, self.c_proc, self.c_tm, self.c_meta
+        for j in evs:
+            c = e_c[j]
+            a = starts[j]
+            b = a + e_np[j]
+            m = c_meta[c]
+            self._key(e_kid[j]).add_ok(c_ix[c], c_proc[c], 1 if m == _POLL_META else 0, p_off[a:b], p_val[a:b],
+                                       c_tm[c], _META[m])
 
-    def _fast_poll(self, d: dict, ix: int, tm: int, proc: int, inv: Op | None) -> bool:
-        """``[["poll", {key: [[offset, value], ...], ...}]]``, completed."""
-        value = d["value"]
-        if type(value) is not list or len(value) != 1:
-            return False
-        mop = value[0]
-        if type(mop) is not list or len(mop) != 2 or mop[0] != _POLL or type(mop[1]) is not dict:
-            return False
-        if inv is not None and inv.extra.get("output"):
-            return False  # consume-transform-produce's output: the operation's fold decides
-        reads = []
-        for k, prs in mop[1].items():
-            if type(prs) is not list:
-                return False
-            for q in prs:
-                if type(q) is not list or len(q) != 2:
-                    return False
-            os_ = [q[0] for q in prs]
-            vs = [q[1] for q in prs]
-            if prs:
-                if {*map(type, os_), *map(type, vs)} != _INT or min(min(os_), min(vs)) < 0 \
-                        or max(max(os_), max(vs)) >= _I64:
-                    return False
-            reads.append((k, os_, vs))
+    def _flush_keys(self) -> None:
+        """Each key's events appended to its columns, in history order;
+        keys new to the projection created in the order they first appear."""
+        n = len(self.e_c)
+        if not n:
+            return
+        starts = list(accumulate(self.e_np, initial=0))
+        if n < self.small:
+            self._add_events(range(n), starts)
+            return
+        E_c = np.array(self.e_c, np.int64)
+        E_k = np.array(self.e_kid, np.int64)
+        E_n = np.array(self.e_np, np.int64)
+        C_ix, C_proc, C_tm = (np.array(x, np.int64) for x in (self.c_ix, self.c_proc, self.c_tm))
+        C_meta = np.frombuffer(bytes(self.c_meta), np.uint8)
+        P_off, P_val = np.array(self.p_off, np.int64), np.array(self.p_val, np.int64)
+        order = np.argsort(E_k, kind="stable")
+        ks = E_k[order]
+        first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        last = np.r_[first[1:], n]
+        pk = np.repeat(E_k, E_n)
+        porder = np.argsort(pk, kind="stable")
+        pks = pk[porder]
+        P_off, P_val = P_off[porder], P_val[porder]
+        for g in np.argsort(order[first], kind="stable"):  # keys in order of first appearance
+            a, b = int(first[g]), int(last[g])
+            sel = order[a:b]
+            kid = int(ks[a])
+            cols = self._key(kid)
+            od, vd = cols.offs.data, cols.vals.data
+            if not all(type(x) is array for x in (cols.op.data, cols.proc.data, cols.time.data, od, vd)) \
+                    or cols.meta.codes.typecode != "B" or cols.ext.codes.typecode != "B":
+                self._add_events(sel.tolist(), starts)
+                continue
+            csel = E_c[sel]
+            m = C_meta[csel]
+            cols.op.data.frombytes(C_ix[csel].tobytes())
+            cols.proc.data.frombytes(C_proc[csel].tobytes())
+            cols.time.data.frombytes(C_tm[csel].tobytes())
+            cols.type.extend(bytes(b - a))
+            poll = m == _POLL_META
+            cols.kind.extend(poll.astype(np.uint8).tobytes())
+            _intern_bulk(cols.meta, m, _META)
+            _intern_bulk(cols.ext, poll.astype(np.uint8), _EXT)
+            pa, pb = np.searchsorted(pks, [kid, kid + 1])
+            base = len(od)
+            od.frombytes(P_off[pa:pb].tobytes())
+            vd.frombytes(P_val[pa:pb].tobytes())
+            cols.pair_end.frombytes((base + np.cumsum(E_n[sel])).tobytes())
+
+    def _flush_observers(self) -> None:
+        """RealtimeLag and ConsumeCounts, one completion at a time in
+        history order (what their ``feed`` does with these operations)."""
         scan = self.scan
-        t_inv = self._complete(_POLL, ix, tm, proc, inv)
-        cfinal = d.get("final")
-        final = bool(cfinal or (inv is not None and inv.extra.get("final")))
-        key = self._key
-        for k, os_, vs in reads:
-            key(k).add_ok(ix, proc, 1, os_, vs, tm, final)
-        # FinalReads: the completion's own ``final`` flag
-        if cfinal:
-            fr = scan.finals
-            fr.any_final = True
-            returned = [k for k, _o, _v in reads]
-            fr.attempted.update(returned)
-            fr.complete.update(returned)
-            # Processing: a final read of input keys
-            inputs = scan.processing.inputs
-            for k, os_, vs in reads:
-                known = inputs.setdefault(k, {})
-                for o, v in zip(os_, vs):
-                    known.setdefault(o, v)
-        # RealtimeLag
         lag = scan.lag
-        expired = lag.expired
-        tops = [(k, max(os_)) for k, os_, _vs in reads if os_]
-        for k, o in tops:
-            exp = expired.get(k)
-            if exp is None:
-                exp = expired[k] = Col()
-            if len(exp) <= o:
-                exp.fill(o + 1 - len(exp), tm)
-        pos = lag.positions.setdefault(proc, {})
-        for k, o in tops:
-            pos[k] = max(pos.get(k, -1), o)
-        worst = lag.worst
-        for k, o in pos.items():
-            exp = expired.get(k)
-            ed = exp.data if exp is not None else ()
-            since = ed[o + 1] if o + 1 < len(ed) else None
-            dt = max(0, t_inv - since) if since is not None else 0
-            if worst is None or dt > worst["lag"]:
-                worst = lag.worst = {"time": t_inv, "process": proc, "key": k, "lag": dt}
-        # ConsumeCounts
-        if proc in scan.consume.subscribed:
-            cc = scan.consume.counts
-            for k, _os, vs in reads:
-                for v in vs:
-                    cc[(proc, k, v)] = cc.get((proc, k, v), 0) + 1
-        return True
+        expired, positions = lag.expired, lag.positions
+        subscribed = scan.consume.subscribed
+        cc = scan.consume.counts
+        for tm, proc, t_inv, m, q in zip(self.c_tm, self.c_proc, self.c_itime, self.c_meta, self.lagq):
+            if m != _POLL_META:
+                k, off = q
+                exp = expired.get(k)
+                if exp is None:
+                    exp = expired[k] = Col()
+                if len(exp) <= off:
+                    exp.fill(off + 1 - len(exp), tm)
+                continue
+            tops = [(k, max(os_)) for k, os_, _vs in q if os_]
+            for k, o in tops:
+                exp = expired.get(k)
+                if exp is None:
+                    exp = expired[k] = Col()
+                if len(exp) <= o:
+                    exp.fill(o + 1 - len(exp), tm)
+            pos = positions.setdefault(proc, {})
+            for k, o in tops:
+                pos[k] = max(pos.get(k, -1), o)
+            worst = lag.worst
+            for k, o in pos.items():
+                exp = expired.get(k)
+                ed = exp.data if exp is not None else ()
+                since = ed[o + 1] if o + 1 < len(ed) else None
+                dt = max(0, t_inv - since) if since is not None else 0
+                if worst is None or dt > worst["lag"]:
+                    worst = lag.worst = {"time": t_inv, "process": proc, "key": k, "lag": dt}
+            if proc in subscribed:
+                for k, _os, vs in q:
+                    for v in vs:
+                        cc[(proc, k, v)] = cc.get((proc, k, v), 0) + 1
+
+
+def _poll_reads(m: dict) -> list[tuple[str, list[int], list[int]]] | None:
+    """A fast poll's ``{key: [[offset, value], ...]}`` as ``(key, offsets,
+    values)``, or None unless every offset and value is a 64-bit
+    non-negative int."""
+    reads = []
+    for k, prs in m.items():
+        if type(prs) is not list:
+            return None
+        for q in prs:
+            if type(q) is not list or len(q) != 2:
+                return None
+        os_ = [q[0] for q in prs]
+        vs = [q[1] for q in prs]
+        if prs:
+            if {*map(type, os_), *map(type, vs)} != _INT or min(min(os_), min(vs)) < 0 \
+                    or max(max(os_), max(vs)) >= _I64:
+                return None
+        reads.append((k, os_, vs))
+    return reads
+
+
+def _intern_bulk(col: Interned, gids: np.ndarray, values: tuple) -> None:
+    """``col.append(values[g])`` for each ``g`` of ``gids``, in bulk."""
+    if not len(gids):
+        return
+    u, first = np.unique(gids, return_index=True)
+    lut = np.zeros(len(values), np.int64)
+    for g in u[np.argsort(first)]:
+        x = values[g]
+        key = (type(x), x)
+        c = col._code.get(key)
+        if c is None:
+            c = len(col.table)
+            if c == 256:
+                col.codes = array("I", col.codes)
+            col._code[key] = c
+            col.table.append(x)
+        lut[g] = c
+    codes = lut[gids]
+    col.codes.frombytes(codes.astype(np.uint8 if col.codes.typecode == "B" else np.uint32).tobytes())
+    col._last, col._last_code = values[int(gids[-1])], int(codes[-1])
 
 
 _NO_EXTRA: dict[str, Any] = {}
 _F_OK = {_SEND: "send:ok", _POLL: "poll:ok"}
 _ACKS_OK = {a: f"acks={a}:ok" for a in ("all", "1", "0", "-1", "?")}
-
-
-def _never(*_a: Any) -> bool:
-    return False
+#: a fast completion's meta: a send's acks (as the projection spells them), or a poll's final flag
+_META = (None, "all", "1", "0", False)
+_ACKS_CODE = {None: 0, "all": 1, "-1": 1, "1": 2, "0": 3}
+_POLL_META = 4
+_EXT = (None, _ABSENT)

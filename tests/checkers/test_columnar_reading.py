@@ -295,3 +295,86 @@ def test_only_cr_and_lf_end_lines_as_in_text_mode(tmp_path):
     by_columns = check_history(scan_jsonl(path))
     assert _untimed(by_columns) == _untimed(by_objects)
     assert by_columns["stats"]["ops"] == 2
+
+
+def _spliced_history() -> list[Op]:
+    """A valid history with unusual operations spliced into its middle, so
+    that batches are flushed while fast invocations are still open: info
+    and failed sends and polls, acks=1, acks=0 and -1 sends, a send whose
+    completion says no acks, assigns and a subscribe followed by fast
+    polls, an orphan completion, a process invoking twice, a nemesis, a
+    string value, a negative offset, an idempotent send, an empty read;
+    its first completion is a poll's (dicts keep their first-seen order)."""
+    ops = valid_history(3000, 5, 6, seed=11)
+    b = HistoryBuilder()
+    groups: list[list[Op]] = []
+
+    def group(build: Any) -> None:
+        n = len(b.ops)
+        build()
+        groups.append(b.ops[n:])
+
+    group(lambda: b.send(100, "t-1", 900, type="info"))
+    group(lambda: b.send(100, "t-2", 901, 5, acks="1"))
+    group(lambda: b.send(101, "t-3", 902, 7, acks="0"))
+    group(lambda: b.send(101, "t-0", 903, 9, acks="-1"))
+    group(lambda: (b.invoke(102, "send", [["send", "t-4", 904]]), b.complete(102, "ok", [["send", "t-4", [3, 904]]])))
+    group(lambda: b.poll(103, {"t-0": [[0, 1]]}, type="fail"))
+    group(lambda: b.poll(103, {}, type="info"))
+    group(lambda: b.assign(104, ["t-0", "t-1"]))
+    group(lambda: b.poll(104, {"t-0": [[0, 5], [1, 6]], "t-1": []}))
+    group(lambda: b.assign(105, ["t-2"], f="subscribe"))
+    group(lambda: b.poll(105, {"t-2": [[0, 7]], "t-3": [[0, 8], [2, 9]]}))
+    group(lambda: b.poll(105, {"t-2": [[0, 7]]}))
+    group(lambda: b._add("ok", "send", [["send", "t-1", [4, 905]]], 106))
+    group(lambda: b._add("invoke", "send", [["send", "t-1", 906]], 0))
+    group(lambda: (b._add("info", "kill", None, "nemesis"), b._add("info", "kill", "done", "nemesis")))
+    group(lambda: b.send(107, "t-3", "s", 11))
+    group(lambda: b.send(107, "t-3", 908, -2))
+    group(lambda: b.send(108, "t-4", 909, 12, idempotent=True))
+    out = list(ops)
+    step = len(ops) // (len(groups) + 1)
+    for n, g in enumerate(reversed(groups)):
+        at = step * (len(groups) - n)
+        out[at:at] = [Op(o.type, o.f, o.value, o.process, out[at].time, o.index, o.error, o.extra) for o in g]
+    b.poll(109, {})
+    out[0:0] = [Op(o.type, o.f, o.value, o.process, 0, o.index, o.error, o.extra) for o in b.ops[-2:]]
+    return [Op(o.type, o.f, o.value, o.process, o.time, i, o.error, o.extra) for i, o in enumerate(out)]
+
+
+@pytest.mark.parametrize("batch,small", [(1 << 16, 256), (5, 0), (64, 1 << 30), (997, 0)])
+def test_batched_scan_gives_the_object_readings_results_byte_for_byte(tmp_path, batch, small):
+    """The scan reads the common lines into batches of flat columns and
+    hands them to the folds a batch at a time, grouping each key's events
+    with numpy (or one by one for a small batch); whatever the batch size,
+    on a history whose unusual lines fall mid-batch, the results are the
+    object reading's, key order included, and so are each key's events
+    and the op table."""
+    from checkers.queue.scan import QueueScan, _LineFeeder
+
+    path = tmp_path / "h.jsonl"
+    write_jsonl(path, _spliced_history())
+    w1: list[str] = []
+    w2: list[str] = []
+    reference = QueueScan.of(read_jsonl(path, w1))
+    scan = QueueScan()
+    _LineFeeder(scan, batch, small).run(path, w2)
+    scan.finish()
+    assert w1 == w2
+    assert scan.projection.warnings == reference.projection.warnings
+    assert any("invoked while" in w for w in scan.projection.warnings)  # the process that invoked twice
+    assert scan.projection.counts == reference.projection.counts
+    ref_keys, keys = reference.projection.keys, scan.projection.keys
+    assert list(keys) == list(ref_keys)
+    for k in ref_keys:
+        assert keys[k] == ref_keys[k], k
+    table, ref_table = scan.projection.ops, reference.projection.ops
+    for col in ("index", "process", "type", "invoke_time", "complete_time"):
+        assert list(getattr(table, col)) == list(getattr(ref_table, col)), col
+    for kw in ({}, {"test": {"sub_via": ["subscribe"]}}):
+        by_objects = json.dumps(_untimed(check_history(read_jsonl(path), **kw)))
+        by_columns = json.dumps(_untimed(check_history(scan, **kw)))
+        assert by_columns == by_objects
+        scan = QueueScan()
+        _LineFeeder(scan, batch, small).run(path, None)
+        scan.finish()
