@@ -78,7 +78,7 @@ from typing import Any, Callable, cast
 from . import partition as grudges
 from .control import Capability, Cluster, Observer, Reassignments, TornWrites, require
 from .membership import Decommission
-from .rolling import Roll, in_sync
+from .rolling import POLL_MS, SHUTDOWN_GRACE_MS, Roll, in_sync
 from .stories import STORIES, Record, Story, Timings
 
 C = Capability
@@ -343,6 +343,8 @@ class Fault:
         self.ledger = UncleanLedger() if ledger is None else ledger
         self.roll = Roll(cluster)
         self.decommission = Decommission(cluster)
+        #: nodes this fault shut down cleanly, until its stop brings them back
+        self.terminated: set[str] = set()
 
     @property
     def op_name(self) -> str:
@@ -489,6 +491,8 @@ class Fault:
             return {**desc, "nodes": [], "skipped": refused}
         if kind in ("kill", "lose-unfsynced", "torn-write"):
             self.ledger.add([n for n in nodes if n in self.cluster.nodes.brokers()], power)
+        if kind == "terminate":
+            self.terminated.update(nodes)
         act = self._act()
         for n in nodes:
             act(n)
@@ -567,10 +571,23 @@ class Fault:
         return {"healed": True}
 
     def _restart(self) -> dict[str, Any]:
+        """Start every dead node; a node this fault shut down that is still
+        in its controlled shutdown is started once it is down (at the
+        latest after the grace that ends in a kill), so no node the
+        nemesis stopped stays down for the rest of the test."""
         dead = self.cluster.nodes.dead_nodes()
         for n in dead:
             self.cluster.nodes.start(n)
+        for n in sorted(self.terminated - set(dead)):
+            self._start_when_down(n, 0)
+        self.terminated.clear()
         return {"restarted": dead}
+
+    def _start_when_down(self, node: str, waited: int) -> None:
+        if node in self.cluster.nodes.dead_nodes():
+            self.cluster.nodes.start(node)
+        elif waited <= SHUTDOWN_GRACE_MS:
+            self.cluster.after(POLL_MS, lambda: self._start_when_down(node, waited + POLL_MS))
 
     def _resume(self) -> dict[str, Any]:
         paused = self.cluster.nodes.paused_nodes()
