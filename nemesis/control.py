@@ -199,7 +199,9 @@ class Observer(Protocol):
         ...
 
     def replicas_of(self, key: str) -> list[str]:
-        """The partition's assigned replicas."""
+        """The partition's replicas as a Metadata response lists them:
+        during a reassignment (KIP-455) the union of the target and the
+        replicas leaving, on every runtime."""
         ...
 
     def isr_of(self, key: str) -> list[str]:

@@ -77,7 +77,7 @@ from typing import Any, Callable, cast
 
 from . import partition as grudges
 from .control import Capability, Cluster, Observer, Reassignments, TornWrites, require
-from .membership import Decommission
+from .membership import Decommission, replica_table, settled_replicas
 from .rolling import POLL_MS, SHUTDOWN_GRACE_MS, Roll, in_sync
 from .stories import STORIES, Record, Story, Timings
 
@@ -539,11 +539,11 @@ class Fault:
         outside its replica set, the order (and so the preferred leader)
         otherwise kept."""
         obs, brokers = self.cluster.observer, self.cluster.nodes.brokers()
-        keys = [k for k in obs.keys() if obs.replicas_of(k)]
-        if not keys:
-            return {"nodes": [], "skipped": "no partition has known replicas"}
-        key = self.rng.choice(sorted(keys))
-        before = obs.replicas_of(key)
+        settled = settled_replicas(replica_table(obs))
+        if not settled:
+            return {"nodes": [], "skipped": "no partition has known replicas outside a move"}
+        key = self.rng.choice(sorted(settled))
+        before = settled[key]
         spare = sorted(set(brokers) - set(before))
         if not spare:
             return {"key": key, "nodes": [], "skipped": "no broker outside the replica set"}

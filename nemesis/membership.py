@@ -47,6 +47,22 @@ class Unregisters(Protocol):
         ...
 
 
+def replica_table(obs: Any) -> dict[str, list[str]]:
+    """Every partition's replicas as the observer reads them (a partition
+    with none known left out)."""
+    return {k: r for k in obs.keys() if (r := obs.replicas_of(k))}
+
+
+def settled_replicas(reps: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The partitions of a :func:`replica_table` no reassignment is
+    moving. Metadata lists a moving partition's target and leaving
+    replicas together (KIP-455), more than the replication factor (the
+    fewest replicas any partition lists), and a plan made from that union
+    would grow the partition; those wait for the move to end."""
+    rf = min((len(r) for r in reps.values()), default=0)
+    return {k: r for k, r in reps.items() if len(r) == rf}
+
+
 class Decommission:
     """One decommission at a time; ``stop`` abandons the rest of it."""
 
@@ -63,11 +79,14 @@ class Decommission:
         nodes, obs = self.cluster.nodes, self.cluster.observer
         down = set(nodes.dead_nodes())
         live = sorted(b for b in nodes.brokers() if b not in down)
-        keys = [k for k in obs.keys() if obs.replicas_of(k)]
+        every = replica_table(obs)
+        settled = settled_replicas(every)
         for node in rng.sample(live, len(live)):
+            if any(node in r and k not in settled for k, r in every.items()):
+                continue  # a move of one of its partitions is still under way
             moves: dict[str, list[str]] = {}
-            for k in sorted(keys):
-                reps = obs.replicas_of(k)
+            for k in sorted(settled):
+                reps = settled[k]
                 if node not in reps:
                     continue
                 spare = [b for b in live if b != node and b not in reps]

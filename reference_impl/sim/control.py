@@ -208,10 +208,10 @@ class SimObserver:
         return [node_name(int(n)) for n in meta.get(field) or ()]
 
     def replicas_of(self, key: str) -> list[str]:
-        """The assignment: during a reassignment (KIP-455) the target, not
-        the union with the replicas leaving."""
-        leaving = set(self._meta(key, "removing_replicas"))
-        return [r for r in self._meta(key, "replicas") if r not in leaving]
+        """The replicas as Metadata lists them: during a reassignment
+        (KIP-455) the target and the replicas leaving, as the real
+        runtimes read them from a broker."""
+        return self._meta(key, "replicas")
 
     def isr_of(self, key: str) -> list[str]:
         return self._meta(key, "isr")
