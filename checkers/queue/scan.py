@@ -162,7 +162,7 @@ def scan_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None) 
 
     The lines most of a history is made of (an invocation of a send or a
     poll, their ``ok`` completions with 64-bit integer offsets and values)
-    go from orjson's dict straight into the folds' state
+    are read into flat batches and folded a batch at a time
     (:class:`_LineFeeder`), with the same effect as feeding their
     operations; every other line becomes an :class:`Op` and is fed to
     each fold as :meth:`QueueScan.of` does."""
