@@ -428,3 +428,79 @@ def test_a_scenario_runner_plays_each_step_on_the_runtime_and_heal_all_restores_
     healed = runner.heal_all()
     assert healed["healed"] and rt.cut() == set() and nodes.dead_nodes() == []
     whole(rt)
+
+
+# -- membership: a cluster with a broker to spare (RF 2 on 3 brokers) ----------------------
+def _spare_runtime(name: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    if name == "sim":
+        run = SimRun(TestConfig(backend="sim", partitions=2, rf=2, min_isr=1, seed=1), 1)
+        assert run.setup()
+        sim = run.sim
+        yield Runtime("sim", run.cluster, lambda s: sim.run_for(int(s * 1000)), lambda: set(), lambda: set(),
+                      lambda n: 0, timings_of(sim.config))
+        run.release()
+        return
+    out = tmp_path_factory.mktemp("membership")
+    run_dir = out / "run"
+    (run_dir / "nodes").mkdir(parents=True)
+    state = RunState.create(out, "membership", run_dir)
+    cfg = TestConfig(partitions=2, rf=2, min_isr=1, seed=1, storage="pagecache")
+    db = ReferenceDB(cfg, run_dir, state)
+    try:
+        db.setup()
+        assert db.cluster is not None
+        yield Runtime("local", db.cluster, time.sleep, lambda: set(), lambda: set(), lambda n: 0,
+                      timings_of(reference.protocol_config(cfg)))
+    finally:
+        db.teardown()
+        state.remove()
+
+
+@pytest.fixture(scope="module", params=["sim", pytest.param("local", marks=pytest.mark.integration)])
+def spare(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    gen = _spare_runtime(request.param, tmp_path_factory)
+    yield next(gen)
+    next(gen, None)
+
+
+def _until(rt: Runtime, done: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    for _ in range(int(timeout / 0.25)):
+        if done():
+            return
+        rt.settle(0.25)
+    pytest.fail(f"{rt.name}: {what} within {timeout:.0f}s")
+
+
+def test_a_reassignment_moves_the_partition_to_its_target_replicas_kip455(spare: Runtime) -> None:
+    """reassign:swap replaces one replica of a partition by the spare
+    broker; the move completes (KIP-455: the target replicas in sync, the
+    leaving one dropped), and the leader is one of the target's."""
+    whole(spare)
+    f = fault(spare, "reassign", "swap")
+    value = f.start()
+    key, target = value["key"], value["nodes"]
+    assert len(target) == 2 and len(set(target) - set(value["from"])) == 1
+    obs = spare.cluster.observer
+    _until(spare, lambda: sorted(obs.replicas_of(key)) == sorted(target) and sorted(obs.isr_of(key)) == sorted(target),
+           f"{key} did not move to {target}")
+    assert obs.leader_of(key) in target
+    assert f.stop() == {"kept": True}
+    whole(spare)
+
+
+def test_a_decommission_moves_a_brokers_replicas_away_removes_it_and_its_stop_adds_it_back(spare: Runtime) -> None:
+    """decommission:one (KIP-455 moves, a clean shutdown, then
+    UnregisterBroker, KIP-631): once done no partition lists the broker and
+    it is down; the stop starts it again and it registers afresh."""
+    whole(spare)
+    f = fault(spare, "decommission", "one")
+    value = f.start()
+    (node,) = value["nodes"]
+    nodes, obs = spare.cluster.nodes, spare.cluster.observer
+    _until(spare, lambda: node in nodes.dead_nodes() and all(node not in obs.replicas_of(k) for k in obs.keys()),
+           f"{node} was not moved away and shut down")
+    _until(spare, lambda: "unregistered" in f.decommission.done, f"{node} was not unregistered")
+    f.stop()
+    assert node not in nodes.dead_nodes()
+    _until(spare, lambda: obs.broker_epoch(node) is not None, f"{node} did not register again")
+    whole(spare)
