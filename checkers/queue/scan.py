@@ -19,7 +19,7 @@ import io
 import os
 from array import array
 from collections import Counter
-from itertools import accumulate
+from itertools import accumulate, repeat
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -224,8 +224,17 @@ class _LineFeeder:
         self.p_val: list[int] = []
 
     def _slow(self, op: Op) -> None:
-        """Feed one operation to every fold (the batch flushed first)."""
-        self._flush(close=True)
+        """Feed one operation to every fold: the batch flushed first, and
+        the fast invocation its process has open made a pending operation
+        (the folds look up no other process's open invocation before
+        :meth:`QueueScan.finish`)."""
+        self._flush()
+        try:
+            inv = self.open.pop(op.process, None)
+        except TypeError:  # unhashable: the folds refuse it as they did
+            inv = None
+        if inv is not None:
+            self._pend(op.process, inv)
         try:
             self.scan.feed(op)
         except HistoryError as e:
@@ -259,7 +268,6 @@ class _LineFeeder:
                     except JSONDecodeError:
                         pass
                 if d is None or type(d) is not dict:
-                    self._flush(close=True)
                     # as iter_jsonl reads text: invalid UTF-8 replaced, any
                     # of \r, \n, \r\n ends a line, json decides what orjson refuses
                     s = raw.decode("utf-8", "replace")
@@ -380,27 +388,32 @@ class _LineFeeder:
     # -- the batch handed to the folds ------------------------------------
 
     def _flush(self, close: bool = False) -> None:
-        """Hand the batch to the folds; with ``close``, the fast invocations
-        still open become pending operations (as feeding them would have
-        left them)."""
+        """Hand the batch to the folds; with ``close`` (at the end), the
+        fast invocations still open become pending operations (as feeding
+        them would have left them)."""
         if self.c_tm or self.inv_times:
             self._flush_counts()
-            self._flush_table()
-            self._flush_keys()
-            self._flush_observers()
+            if self.c_tm:
+                self._flush_table()
+                self._flush_keys()
+                self._flush_observers()
             for x in (self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm, self.c_meta,
                       self.raw_acks, self.lagq, self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val):
                 del x[:]
-        if close and self.open:
-            scan = self.scan
-            pending = scan.projector.pending
-            lag_invoked, con_invoked = scan.lag.completions.invoked, scan.consume.completions.invoked
-            for proc, (ix, tm, fn, value, extra) in self.open.items():
-                pending[proc] = Op(_INVOKE, fn, value, proc, tm, ix, None,
-                                   dict(extra) if extra is _NO_EXTRA else extra)
-                lag_invoked[proc] = tm
-                con_invoked[proc] = tm
+        if close:
+            for proc, inv in self.open.items():
+                self._pend(proc, inv)
             self.open.clear()
+
+    def _pend(self, proc: Any, inv: tuple) -> None:
+        """What feeding fast invocation ``inv`` left in the folds: the
+        projection's pending op, the lag and consume folds' invocation time."""
+        ix, tm, fn, value, extra = inv
+        scan = self.scan
+        scan.projector.pending[proc] = Op(_INVOKE, fn, value, proc, tm, ix, None,
+                                          dict(extra) if extra is _NO_EXTRA else extra)
+        scan.lag.completions.invoked[proc] = tm
+        scan.consume.completions.invoked[proc] = tm
 
     def _flush_counts(self) -> None:
         """OpStats, Projector.counts, ClientStats: new dict keys in the
@@ -428,13 +441,12 @@ class _LineFeeder:
             return
         meta = self.c_meta
         n_poll = meta.count(_POLL_META)
-        first_poll = meta.find(_POLL_META)
-        first_send = next((j for j, m in enumerate(meta) if m != _POLL_META), -1)
-        fs = [(first_send, _SEND, nc - n_poll), (first_poll, _POLL, n_poll)]
-        fs.sort()
+        fs = ((_SEND, nc - n_poll), (_POLL, n_poll))
+        if meta[0] == _POLL_META:  # the batch's first completion is a poll's
+            fs = fs[::-1]
         by_f, cs = st.by_f, scan.clients.by_f_type
-        for first, fn, n in fs:
-            if first < 0:
+        for fn, n in fs:
+            if not n:
                 continue
             c = by_f.get(fn)
             if c is None:
@@ -443,7 +455,8 @@ class _LineFeeder:
             k = _F_OK[fn]
             cs[k] = cs.get(k, 0) + n
         sa = scan.clients.sends_by_acks
-        for raw, n in Counter(self.raw_acks).items():
+        raws = self.raw_acks
+        for raw, n in (Counter(raws).items() if len(raws) > 32 else zip(raws, repeat(1))):
             a = _ACKS_OK.get(raw) if type(raw) is str else None
             if a is None:
                 a = f"acks={raw}:ok"
@@ -453,7 +466,7 @@ class _LineFeeder:
         """The op table: one row per completion."""
         table = self.scan.projector.table
         cols = (table.index.data, table.process.data, table.invoke_time.data, table.complete_time.data)
-        if all(type(c) is array for c in cols):
+        if len(self.c_tm) >= 16 and all(type(c) is array for c in cols):
             for c, xs in zip(cols, (self.c_ix, self.c_proc, self.c_itime, self.c_tm)):
                 c.extend(xs)
             _intern_bulk(table.type, np.zeros(len(self.c_tm), np.uint8), (_OK,))
