@@ -19,6 +19,7 @@ directory of its replay, whose report tells the minimal story.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -84,6 +85,16 @@ class Shrinker:
     jobs: int
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kraftwerk-shrink-")))
     runs: int = 0
+
+    def __enter__(self) -> "Shrinker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the candidates' schedule files: nothing of a search outlives it."""
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _cfg(self, schedule: list[dict[str, Any]], load: dict[str, Any], k: int) -> TestConfig:
         f = self.scratch / f"candidate-{self.runs}-{k}.json"

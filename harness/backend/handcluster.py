@@ -53,6 +53,13 @@ def up(cfg: TestConfig, dir: Path, node_args: list[str], timeout: float) -> dict
     hosts, extra = _kept_hosts(cfg, dir, checked)
     db: Any = None
     try:
+        if cfg.backend != "ssh":
+            # provisional until the nodes are up: if this command is killed
+            # (SIGKILL leaves no handler a chance), `down` still finds the
+            # namespaces or containers it made on this machine and removes them
+            (dir / STATE_FILE).write_text(json.dumps(
+                {"backend": cfg.backend, "db": cfg.db, "dir": str(dir), "bootstrap": None, "provisional": True,
+                 **extra, "nodes": []}, indent=1))
         db = _db(cfg, dir, hosts, node_args)
         if cfg.db == "kafka":
             db.setup(ready_timeout=timeout, topics=False)
@@ -72,6 +79,8 @@ def up(cfg: TestConfig, dir: Path, node_args: list[str], timeout: float) -> dict
             db.teardown()
         else:
             hosts.teardown()
+        with contextlib.suppress(OSError):  # the provisional record goes with the hosts
+            (dir / STATE_FILE).unlink(missing_ok=True)
         raise
     return st
 

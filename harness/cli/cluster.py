@@ -128,6 +128,9 @@ def register(group: click.Group) -> None:
         from harness.kafka import handcluster
 
         nst = netns_cluster.load(dir)
+        if nst is not None and nst.get("provisional"):
+            raise HarnessError(f"the cluster in {dir} never finished coming up; `kraftwerk cluster down --dir {dir}` "
+                               "removes what it made")
         if nst is not None:
             rows = netns_cluster.status(nst)
             if as_json:

@@ -14,7 +14,6 @@ failure (nothing to shrink).
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import click
@@ -65,15 +64,12 @@ def shrink_cmd(run_dir: str, out: str | None, jobs: int | None) -> int:
     schedule = test["schedule"]
     jobs = jobs or default_jobs(4)
     with make_pool(jobs) as pool:
-        sh = Shrinker(rd, cfg, seed, target, pool, jobs)
-        try:
+        with Shrinker(rd, cfg, seed, target, pool, jobs) as sh:
             if not sh.fails([(schedule, {})])[0]:
                 click.echo(f"{rd}: the replay does not fail with {', '.join(sorted(target))}: nothing to shrink")
                 return EXIT_UNKNOWN
             minimal = sh.schedule(schedule)
             load = sh.load(minimal)
-        finally:  # the candidates' schedule files: nothing of the search outlives it
-            shutil.rmtree(sh.scratch, ignore_errors=True)
     names = list(dict.fromkeys(e["fault"] for e in minimal))
     shrunk = {**{k: v for k, v in test.items() if k not in ("schedule", "started")}, **load,
               "nemesis": names, "schedule": minimal, "shrunk_from": str(rd)}

@@ -163,3 +163,49 @@ def test_a_cluster_up_stopped_by_sigterm_removes_what_it_made(tmp_path):
             p.wait()
         if mine():  # what a failed case left: this up's own
             remove_tag(tag)
+
+
+def test_a_cluster_up_killed_outright_leaves_a_record_by_which_down_removes_everything(tmp_path):
+    """SIGKILL gives ``cluster up`` no handler: what it made on this machine
+    stays, but the provisional cluster.json written before the nodes start
+    lets ``status`` say so in one line and ``down`` remove the namespaces
+    and their processes (cleanup leaves kept hosts alone)."""
+    import signal
+    import time
+
+    from harness.net.netns import OWNER_DIR, remove_tag
+
+    needs_root_net()
+    d = tmp_path / "c"
+    p = subprocess.Popen([*CLI, "cluster", "up", "--backend", "netns", "--combined", "--dir", str(d),
+                          "--timeout", "60"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "KRAFTWERK_DEBUG": ""})
+    tag = None
+
+    def mine() -> list[str]:
+        return [ns for ns in list_namespaces() if tag and ns.startswith(f"kw-{tag}-")]
+
+    try:
+        deadline = time.monotonic() + 60
+        while f"kw-{tag}-n3" not in mine() or not (d / "cluster.json").exists():
+            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+            for f in OWNER_DIR.glob("*.json"):
+                try:
+                    rec = json.loads(f.read_text())
+                except (OSError, ValueError):
+                    continue
+                tag = rec["tag"] if rec.get("pid") == p.pid else tag
+            time.sleep(0.05)
+        p.kill()
+        p.communicate(timeout=30)
+        assert mine(), "SIGKILL left nothing to find"
+        st = kw("cluster", "status", "--dir", str(d))
+        assert st.returncode == 4 and "never finished coming up" in st.stderr, st.stderr
+        r = kw("cluster", "down", "--dir", str(d))
+        assert r.returncode == 0, r.stderr
+        assert mine() == [] and not (d / "cluster.json").exists()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        if tag:
+            remove_tag(tag)
