@@ -194,10 +194,10 @@ class _LineFeeder:
     the realtime lag and consume counts in one loop in history order.
 
     Every other line goes through :meth:`QueueScan.feed` as an :class:`Op`,
-    after the batch so far has been flushed and the fast invocations still
-    open have become the projection's pending operations: each fold then
-    sees the same operations in the same order as :meth:`QueueScan.of`
-    would have fed it."""
+    after the batch so far has been flushed and the fast invocation its
+    process has open (if any) has become a pending operation (the others
+    do at the end): each fold then sees the same operations in the same
+    order as :meth:`QueueScan.of` would have fed it."""
 
     def __init__(self, scan: QueueScan, batch: int = 1 << 16, small: int = 256) -> None:
         self.scan = scan
