@@ -96,7 +96,7 @@ def test_disk_full_fails_the_log_directory_and_loses_nothing_acknowledged(tmp_pa
         assert "LogDirFailure" in (Path(c.nodes[0].log_dir) / "node.log").read_text()
         from harness.checking import node_faults
 
-        assert [f["node"] for f in node_faults(c.dir)] == ["1"]
+        assert [f["node"] for f in node_faults(c.dir)] == ["n1"]
 
         subprocess.run(["mount", "-o", "remount,size=64m", str(data)], check=True)
         c.start_node(1)
