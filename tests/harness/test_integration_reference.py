@@ -3,7 +3,8 @@ CLI, with short time limits (each run takes about a minute: cluster start-up,
 the schedule, recovery, final reads).
 
 * today's rules (acks=all, RF 3, min ISR 2) under partition+kill+pause+clock:
-  valid, no acknowledged write lost (default suite);
+  valid, no acknowledged write lost (slow: tests/backends/test_netns_run.py
+  makes the same run on netns in the default suite);
 * the historical variants with the schedule that exposes them (seeds 002 and
   003): unclean election on (under pre-KIP-966 rules, as in seed 003), or
   KIP-966 off, loses acknowledged writes, and the same schedule with the
@@ -39,6 +40,7 @@ def run(tmp_path, *args, timeout=400):
     return r.returncode, res
 
 
+@pytest.mark.slow  # the same run on netns (tests/backends/test_netns_run.py) and local (tests/runtimes) is in the default suite
 def test_acks_all_rf3_min_isr2_under_partition_kill_pause_clock_loses_nothing(tmp_path):
     code, res = run(tmp_path, "--nemesis", "partition,kill,pause,clock", "--nemesis-interval", "3",
                     "--time-limit", "20", "--seed", "11", "--acks", "all")
