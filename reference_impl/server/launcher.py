@@ -290,10 +290,16 @@ class LocalCluster:
         return False
 
     def down(self, timeout: float = 40.0) -> dict[int, bool]:
-        """Stop brokers first, then controllers (so brokers can finish their
-        controlled shutdown while a quorum is still up)."""
+        """Stop brokers first, then combined nodes, then controllers, each
+        wave at once (a combined node waits for its peers' votes), so every
+        broker finishes its controlled shutdown while the quorum it reports
+        to is still up: a broker whose controller went first waits out its
+        whole shutdown timeout."""
         result: dict[int, bool] = {}
-        for group in (self.brokers, [n for n in self.nodes if not n.is_broker]):
+        waves = ([n for n in self.nodes if n.is_broker and not n.is_controller],
+                 [n for n in self.nodes if n.is_broker and n.is_controller],
+                 [n for n in self.nodes if not n.is_broker])
+        for group in waves:
             live = [n for n in group if n.running()]
             for n in live:
                 os.kill(n.pid, signal.SIGTERM)
