@@ -124,27 +124,26 @@ def test_a_cluster_up_that_cannot_record_its_state_leaves_no_namespace_behind(tm
     assert set(list_namespaces()) - before == set()
 
 
-def test_a_cluster_up_stopped_by_sigterm_removes_what_it_made(tmp_path):
-    """A timeout or a cancelled job ends ``cluster up`` with SIGTERM while
-    it waits for the brokers; as with Ctrl-C, what it made goes with it
-    (kept namespaces are no run's: cleanup never removes them)."""
-    import signal
+def _mine(tag: str | None) -> list[str]:
+    """The namespaces of the fabric tagged ``tag``."""
+    return [ns for ns in list_namespaces() if tag and ns.startswith(f"kw-{tag}-")]
+
+
+def _up_until_made(d: Path, also=lambda: True) -> tuple[subprocess.Popen, str | None]:
+    """``cluster up --backend netns --combined`` in the background, until its
+    fabric (found by the owner record naming its pid) has made n3's
+    namespace and ``also()`` holds. Returns the process and the tag."""
     import time
 
-    from harness.net.netns import OWNER_DIR, remove_tag
+    from harness.net.netns import OWNER_DIR
 
-    needs_root_net()
-    p = subprocess.Popen([*CLI, "cluster", "up", "--backend", "netns", "--combined", "--dir", str(tmp_path / "c"),
+    p = subprocess.Popen([*CLI, "cluster", "up", "--backend", "netns", "--combined", "--dir", str(d),
                           "--timeout", "60"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "KRAFTWERK_DEBUG": ""})
     tag = None
-
-    def mine() -> list[str]:
-        return [ns for ns in list_namespaces() if tag and ns.startswith(f"kw-{tag}-")]
-
     try:
         deadline = time.monotonic() + 60
-        while f"kw-{tag}-n3" not in mine():  # this up's fabric (its owner record names its pid), nodes made
+        while f"kw-{tag}-n3" not in _mine(tag) or not also():
             assert time.monotonic() < deadline and p.poll() is None, p.communicate()
             for f in OWNER_DIR.glob("*.json"):
                 try:
@@ -153,16 +152,38 @@ def test_a_cluster_up_stopped_by_sigterm_removes_what_it_made(tmp_path):
                     continue
                 tag = rec["tag"] if rec.get("pid") == p.pid else tag
             time.sleep(0.05)
+    except BaseException:
+        _end(p, tag)
+        raise
+    return p, tag
+
+
+def _end(p: subprocess.Popen, tag: str | None) -> None:
+    """Whatever a failed case left: this up's process and fabric."""
+    from harness.net.netns import remove_tag
+
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+    if _mine(tag):
+        remove_tag(tag)  # type: ignore[arg-type]
+
+
+def test_a_cluster_up_stopped_by_sigterm_removes_what_it_made(tmp_path):
+    """A timeout or a cancelled job ends ``cluster up`` with SIGTERM while
+    it waits for the brokers; as with Ctrl-C, what it made goes with it
+    (kept namespaces are no run's: cleanup never removes them)."""
+    import signal
+
+    needs_root_net()
+    p, tag = _up_until_made(tmp_path / "c")
+    try:
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=120)
         assert p.returncode != 0 and len(err.strip().splitlines()) == 1, err
-        assert mine() == []
+        assert _mine(tag) == []
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        if mine():  # what a failed case left: this up's own
-            remove_tag(tag)
+        _end(p, tag)
 
 
 def test_a_cluster_up_killed_outright_leaves_a_record_by_which_down_removes_everything(tmp_path):
@@ -170,42 +191,17 @@ def test_a_cluster_up_killed_outright_leaves_a_record_by_which_down_removes_ever
     stays, but the provisional cluster.json written before the nodes start
     lets ``status`` say so in one line and ``down`` remove the namespaces
     and their processes (cleanup leaves kept hosts alone)."""
-    import signal
-    import time
-
-    from harness.net.netns import OWNER_DIR, remove_tag
-
     needs_root_net()
     d = tmp_path / "c"
-    p = subprocess.Popen([*CLI, "cluster", "up", "--backend", "netns", "--combined", "--dir", str(d),
-                          "--timeout", "60"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "KRAFTWERK_DEBUG": ""})
-    tag = None
-
-    def mine() -> list[str]:
-        return [ns for ns in list_namespaces() if tag and ns.startswith(f"kw-{tag}-")]
-
+    p, tag = _up_until_made(d, also=lambda: (d / "cluster.json").exists())
     try:
-        deadline = time.monotonic() + 60
-        while f"kw-{tag}-n3" not in mine() or not (d / "cluster.json").exists():
-            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
-            for f in OWNER_DIR.glob("*.json"):
-                try:
-                    rec = json.loads(f.read_text())
-                except (OSError, ValueError):
-                    continue
-                tag = rec["tag"] if rec.get("pid") == p.pid else tag
-            time.sleep(0.05)
         p.kill()
         p.communicate(timeout=30)
-        assert mine(), "SIGKILL left nothing to find"
+        assert _mine(tag), "SIGKILL left nothing to find"
         st = kw("cluster", "status", "--dir", str(d))
         assert st.returncode == 4 and "never finished coming up" in st.stderr, st.stderr
         r = kw("cluster", "down", "--dir", str(d))
         assert r.returncode == 0, r.stderr
-        assert mine() == [] and not (d / "cluster.json").exists()
+        assert _mine(tag) == [] and not (d / "cluster.json").exists()
     finally:
-        if p.poll() is None:
-            p.kill()
-        if tag:
-            remove_tag(tag)
+        _end(p, tag)
