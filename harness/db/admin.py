@@ -45,6 +45,7 @@ def unregister_broker(bootstrap: str, broker_id: int, timeout_s: float = 10.0) -
     import socket
     import struct
 
+    from reference_impl.server.launcher import recv_exact
     from reference_impl.server.wire import UnregisterBrokerRequest, UnregisterBrokerResponse
 
     client = b"kraftwerk"
@@ -56,8 +57,8 @@ def unregister_broker(bootstrap: str, broker_id: int, timeout_s: float = 10.0) -
         try:
             with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
                 s.sendall(struct.pack(">i", len(frame)) + frame)
-                size = struct.unpack(">i", _read(s, 4))[0]
-                data = _read(s, size)
+                size = struct.unpack(">i", recv_exact(s, 4))[0]
+                data = recv_exact(s, size)
         except OSError as e:
             last = e
             continue
@@ -68,12 +69,3 @@ def unregister_broker(bootstrap: str, broker_id: int, timeout_s: float = 10.0) -
         return
     raise UnregisterRefused(f"no broker of {bootstrap} answered: {last}")
 
-
-def _read(s, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise OSError("connection closed")
-        out += chunk
-    return out

@@ -425,13 +425,14 @@ def metadata_brokers(host: str, port: int, timeout: float = 2.0) -> list[int]:
     data = req.encode(header=True, framed=True)
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(data)
-        size = struct.unpack(">i", _recv_exact(s, 4))[0]
-        body = _recv_exact(s, size)
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        body = recv_exact(s, size)
     resp = MetadataResponse.decode(body[4:], version=1)
     return [b.node_id for b in resp.brokers]
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes of a Kafka response frame, or ConnectionError."""
     buf = b""
     while len(buf) < n:
         chunk = s.recv(n - len(buf))
