@@ -102,7 +102,14 @@ class Interned:
         if x is self._last:  # the same object as last time (None, True, an interned "ok")
             self.codes.append(self._last_code)
             return
-        # keyed by type too: True and 1 are equal but not the same value
+        c = self.code(x)
+        self.codes.append(c)
+        self._last, self._last_code = x, c
+
+    def code(self, x: Any) -> int:
+        """``x``'s code, a new one (and a wider code array past 256 values)
+        for a value not seen before; keyed by type too: True and 1 are
+        equal but not the same value."""
         k = (type(x), x)
         c = self._code.get(k)
         if c is None:
@@ -111,8 +118,7 @@ class Interned:
                 self.codes = array("I", self.codes)
             self._code[k] = c
             self.table.append(x)
-        self.codes.append(c)
-        self._last, self._last_code = x, c
+        return c
 
     def values(self) -> list[Any]:
         t = self.table

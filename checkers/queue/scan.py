@@ -627,16 +627,7 @@ def _intern_bulk(col: Interned, gids: np.ndarray, values: tuple) -> None:
     u, first = np.unique(gids, return_index=True)
     lut = np.zeros(len(values), np.int64)
     for g in u[np.argsort(first)]:
-        x = values[g]
-        key = (type(x), x)
-        c = col._code.get(key)
-        if c is None:
-            c = len(col.table)
-            if c == 256:
-                col.codes = array("I", col.codes)
-            col._code[key] = c
-            col.table.append(x)
-        lut[g] = c
+        lut[g] = col.code(values[g])
     codes = lut[gids]
     col.codes.frombytes(codes.astype(np.uint8 if col.codes.typecode == "B" else np.uint32).tobytes())
     col._last, col._last_code = values[int(gids[-1])], int(codes[-1])
