@@ -302,9 +302,11 @@ class SshHosts:
                 self._check(node, ["sh", "-c", 'rm -rf -- "$1" "$1".*', "sh", d])
                 real = f"{d}.{secrets.token_hex(6)}"
                 self._check(node, ["mkdir", real])
-                self.upload(node, path, f"{real}/.part.tar")
-                self._check(node, ["tar", "-xf", f"{real}/.part.tar", "-C", real])
-                self._check(node, ["rm", "-f", f"{real}/.part.tar"])
+                # beside it, not in it: sftp writes as the login user, and with
+                # sudo ``real`` is root's (``dir`` is the user's: vagrant/)
+                self.upload(node, path, f"{real}.tar")
+                self._check(node, ["tar", "-xf", f"{real}.tar", "-C", real])
+                self._check(node, ["rm", "-f", f"{real}.tar"])
                 for argv in then(real) if then is not None else []:
                     self._check(node, argv)
                 self._check(node, ["touch", f"{real}/.complete"])
