@@ -158,6 +158,10 @@ BAD_LINES = {
                  "h.jsonl:1: nested too deeply"),
     "huge int": ('{"type":"ok","f":"send","value":' + "9" * 5000 + "}\n",
                  "h.jsonl:1: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"),
+    "list process": ('{"type":"invoke","f":"send","process":[1],"value":[["send","t-0",1]]}\n',
+                     "h.jsonl:1: process [1] is not a number or a string"),
+    "object process": ('{"index":0,"time":1,"type":"invoke","f":"poll","process":{"a":1},"value":[["poll"]]}\n',
+                       "h.jsonl:1: process {'a': 1} is not a number or a string"),
 }
 
 
@@ -174,6 +178,23 @@ def test_bad_lines_get_the_same_one_line_error_from_the_scan(tmp_path, name):
     assert errors[0] == errors[1]
     assert errors[0].endswith(want), errors[0]
     assert "\n" not in errors[0]
+
+
+@pytest.mark.parametrize("name", sorted(BAD_LINES))
+def test_a_bad_line_in_a_range_read_apart_is_the_same_error_naming_its_line_in_the_file(tmp_path, name):
+    """Read in two ranges, the second by another process, a bad line in
+    the second is named by its line in the whole file."""
+    text, _want = BAD_LINES[name]
+    path = tmp_path / "h.jsonl"
+    write_jsonl(path, valid_history(60, 2, 2, seed=1))
+    with open(path, "a") as f:
+        f.write(text)
+    errors = []
+    for read in (read_jsonl, lambda p: _scan(p, [], readers=2, cuts=[0, _line_starts(p)[30]])):
+        with pytest.raises(HistoryError) as e:
+            read(path)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
 
 
 def test_what_orjson_refuses_but_json_reads_is_read_the_same(tmp_path):
@@ -200,6 +221,9 @@ def test_torn_last_line_is_skipped_with_the_same_warning(tmp_path):
     scan = scan_jsonl(path, w2)
     assert w1 == w2 and len(w1) == 1 and "truncated last line ignored" in w1[0]
     assert scan.stats.n == len(ops)
+    w3: list[str] = []
+    apart = _scan(path, w3, readers=2, cuts=[0, _line_starts(path)[100]])
+    assert w3 == w1 and apart.stats.n == len(ops)
 
 
 def test_malformed_value_is_the_same_one_line_error_from_the_cli(tmp_path):
