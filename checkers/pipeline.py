@@ -33,6 +33,7 @@ import io
 from array import array
 import marshal
 import os
+import pickle
 import shutil
 import sys
 import tempfile
@@ -42,6 +43,8 @@ import uuid
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
+
+from checkers.forked import MIN_OPS, Forked, can_fork
 
 ENGINES = ("inline", "spark")
 
@@ -261,26 +264,13 @@ def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str
 
     drop = keys.release if release and isinstance(keys, KeyEvents) else (lambda _k: None)
     if engine == "inline":
-        from checkers.queue.keycheck import check_key
-        from checkers.queue.keyfast import check_clean_key
-
-        # a clean key of the plain shape is checked from its columns
-        # (checkers.queue.keyfast), the same result; any other key as events
-        columnar = isinstance(keys, KeyEvents) and not keys.assigns
-        out: list[dict[str, Any]] = []
-        for k in list(keys):
-            if deadline is not None and time.monotonic() > deadline:
-                raise PerKeyBudgetExceeded(out)
-            cols = keys.columns.get(k) if columnar else None  # type: ignore[attr-defined]
-            r = check_clean_key(k, cols, want_rw) if cols is not None else None
-            if r is not None:
-                drop(k)
-                out.append(_compact(r))
-                continue
-            evs = keys[k]
-            drop(k)
-            out.append(_compact(check_key(k, evs, want_rw, all_errors)))
-            del evs
+        names = list(keys)
+        if isinstance(keys, KeyEvents) and can_fork() and len(names) > 1 \
+                and sum(map(len, keys.columns.values())) >= MIN_OPS:
+            return _inline_forked(keys, names, want_rw, deadline, all_errors, drop)
+        out, done = _inline(keys, names, want_rw, deadline, all_errors, drop)
+        if not done:
+            raise PerKeyBudgetExceeded(out)
         return out
     if engine != "spark":
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
@@ -310,6 +300,74 @@ def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str
         return _collect_keys(spark, df, want_rw, all_errors, deadline)
     finally:
         _remove_dir(kdir)
+
+
+def _inline(keys: Mapping[str, list], names: list[str], want_rw: bool, deadline: float | None,
+            all_errors: bool, drop: Callable[[str], None]) -> tuple[list[dict[str, Any]], bool]:
+    """The per-key checks of ``names`` here, in order: the results, and
+    whether every key was checked before ``deadline``."""
+    from checkers.queue.columns import KeyEvents
+    from checkers.queue.keycheck import check_key
+    from checkers.queue.keyfast import check_clean_key
+
+    # a clean key of the plain shape is checked from its columns
+    # (checkers.queue.keyfast), the same result; any other key as events
+    columnar = isinstance(keys, KeyEvents) and not keys.assigns
+    out: list[dict[str, Any]] = []
+    for k in names:
+        if deadline is not None and time.monotonic() > deadline:
+            return out, False
+        cols = keys.columns.get(k) if columnar else None  # type: ignore[attr-defined]
+        r = check_clean_key(k, cols, want_rw) if cols is not None else None
+        if r is not None:
+            drop(k)
+            out.append(_compact(r))
+            continue
+        evs = keys[k]
+        drop(k)
+        out.append(_compact(check_key(k, evs, want_rw, all_errors)))
+        del evs
+    return out, True
+
+
+def _inline_forked(keys: Any, names: list[str], want_rw: bool, deadline: float | None, all_errors: bool,
+                   drop: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The inline per-key checks on two cores: about half the events'
+    keys checked in a forked process (:mod:`checkers.forked`) while this
+    one checks the rest; the results in key order, as :func:`_inline`
+    gives them (and its own if the fork fails)."""
+    size = {k: len(keys.columns[k]) for k in names}
+    mine: list[str] = []
+    theirs: list[str] = []
+    load = [0, 0]
+    for k in sorted(names, key=lambda k: -size[k]):  # the biggest first, each to the lighter side
+        side = 0 if load[0] <= load[1] else 1
+        (mine, theirs)[side].append(k)
+        load[side] += size[k]
+    order = {k: i for i, k in enumerate(names)}
+    mine.sort(key=order.__getitem__)
+    theirs.sort(key=order.__getitem__)
+    with Forked(_inline_part, keys, theirs, want_rw, deadline, all_errors) as other:
+        out, done = _inline(keys, mine, want_rw, deadline, all_errors, drop)
+        f = other.output()
+        if f is not None:
+            got, done_there = pickle.load(f)
+            for k in theirs:
+                drop(k)
+        else:
+            got, done_there = _inline(keys, theirs, want_rw, deadline, all_errors, drop)
+    out += got
+    out.sort(key=lambda r: order[r["key"]])
+    if not (done and done_there):
+        raise PerKeyBudgetExceeded(out)
+    return out
+
+
+def _inline_part(out: Any, keys: Any, names: list[str], want_rw: bool, deadline: float | None,
+                 all_errors: bool) -> None:
+    """In the forked process: :func:`_inline` of ``names``, pickled."""
+    pickle.dump(_inline(keys, names, want_rw, deadline, all_errors, lambda _k: None), out,
+                protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _collect_keys(spark: Any, df: Any, want_rw: bool, all_errors: bool,

@@ -128,6 +128,29 @@ class NodeControl(Protocol):
 
 
 @runtime_checkable
+class ShutdownOutcomes(Protocol):
+    """Node control of a runtime that can tell how a SIGTERM ended (apart
+    from :class:`NodeControl`; the nemesis treats a runtime without it as
+    unable to tell, ``nemesis.faults.UncleanLedger``).
+
+    A clean shutdown is one that wrote the node's clean-shutdown marker
+    (Kafka's ``LogManager.shutdown`` writes ``.kafka_cleanshutdown`` with the
+    broker epoch; the reference broker ``clean-shutdown``). A process killed
+    before that, as the grace period's SIGKILL kills a controlled shutdown
+    that is stuck, leaves none: at its next start the broker registers with
+    no previous broker epoch and the controller counts an unclean shutdown
+    (KIP-966)."""
+
+    def last_shutdown_clean(self, node: str) -> bool | None:
+        """How the node's latest SIGTERM ended: True if it went down with its
+        clean-shutdown marker written, False if without (killed by the grace,
+        or halted before the marker); None while it has not gone down since
+        (or was never sent one). The answer stays until the next SIGTERM,
+        whatever starts the node in between."""
+        ...
+
+
+@runtime_checkable
 class TornWrites(Protocol):
     """Node control of a runtime with :attr:`Capability.TORN_WRITE` (apart
     from :class:`NodeControl`: the others need not have it)."""
@@ -288,6 +311,7 @@ __all__ = [
     "NodeControl",
     "Observer",
     "Remote",
+    "ShutdownOutcomes",
     "TornWrites",
     "Reassignments",
     "Unsupported",

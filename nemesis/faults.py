@@ -76,7 +76,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 from . import partition as grudges
-from .control import Capability, Cluster, Observer, Reassignments, TornWrites, require
+from .control import Capability, Cluster, Observer, Reassignments, ShutdownOutcomes, TornWrites, require
 from .membership import Decommission, replica_table, settled_replicas
 from .rolling import POLL_MS, SHUTDOWN_GRACE_MS, Roll, in_sync
 from .stories import STORIES, Record, Story, Timings
@@ -292,7 +292,21 @@ class UncleanLedger:
     restart), which under Kafka's default flush policy loses acknowledged
     writes by design, as a majority's power loss does. One unclean failure
     at a time is the budget a replicated log that does not fsync is built
-    for."""
+    for.
+
+    A SIGTERM is a clean shutdown only if it ends as one: a controlled
+    shutdown still running when the grace period ends is killed, before
+    it wrote its clean-shutdown marker (Kafka's ``LogManager.shutdown``
+    writes ``.kafka_cleanshutdown``, read back by
+    ``readBrokerEpochFromCleanShutdownFiles`` at the next start), so the
+    broker registers with no previous broker epoch and the controller takes
+    it out of the ISR and ELR as after a kill (KIP-966). A broker sent a
+    SIGTERM is *stopping* until its shutdown ended; the runtime then says
+    how (``ShutdownOutcomes``), and one that went down without its marker
+    joins the unclean shutdowns. A power loss waits for stopping brokers
+    too: their shutdown may still end in the grace's kill. A runtime that
+    cannot tell counts every SIGTERM as unclean until the broker is back in
+    sync."""
 
     def __init__(self) -> None:
         self.unclean: set[str] = set()
@@ -300,6 +314,8 @@ class UncleanLedger:
         self.powered: set[str] = set()
         self.generation: dict[str, int] = {}
         self.looking: set[str] = set()
+        #: brokers sent a SIGTERM whose shutdown has not been judged yet
+        self.stopping: set[str] = set()
 
     def add(self, nodes: list[str], power: bool = False) -> None:
         for n in nodes:
@@ -308,12 +324,37 @@ class UncleanLedger:
                 self.powered.add(n)
             self.generation[n] = self.generation.get(n, 0) + 1
 
+    def terminating(self, cluster: Cluster, nodes: list[str]) -> None:
+        """``nodes`` were sent a SIGTERM (only brokers are counted)."""
+        self.settle(cluster)
+        brokers, dead = set(cluster.nodes.brokers()), set(cluster.nodes.dead_nodes())
+        self.stopping.update(n for n in nodes if n in brokers and n not in dead)
+
+    def settle(self, cluster: Cluster) -> None:
+        """Judge every stopping broker whose shutdown has ended: without its
+        clean-shutdown marker it is an unclean shutdown from now on."""
+        if not self.stopping:
+            return
+        nodes = cluster.nodes
+        if not isinstance(nodes, ShutdownOutcomes):
+            self.add(sorted(self.stopping))
+            self.stopping.clear()
+            return
+        for n in sorted(self.stopping):
+            clean = nodes.last_shutdown_clean(n)
+            if clean is None:
+                continue
+            self.stopping.discard(n)
+            if not clean:
+                self.add([n])
+
     def _in_sync(self, cluster: Cluster, n: str) -> bool:
         return in_sync(cluster, n)
 
     def pending(self, cluster: Cluster, settle_ms: int, power_only: bool = False) -> list[str]:
         """The brokers still out of sync (with ``power_only``, those that
         lost power); those in sync now get their second look."""
+        self.settle(cluster)
         for n in sorted(self.unclean - self.looking):
             if self._in_sync(cluster, n):
                 self.looking.add(n)
@@ -341,7 +382,7 @@ class Fault:
         self.timings = timings
         #: unclean shutdowns not yet back in sync, shared by the nemesis's faults
         self.ledger = UncleanLedger() if ledger is None else ledger
-        self.roll = Roll(cluster)
+        self.roll = Roll(cluster, lambda n: self.ledger.terminating(cluster, [n]))
         self.decommission = Decommission(cluster)
         #: nodes this fault shut down cleanly, until its stop brings them back
         self.terminated: set[str] = set()
@@ -441,6 +482,8 @@ class Fault:
         waiting = self.ledger.pending(self.cluster, 2 * self.timings.session_ms)
         if waiting:
             return f"an unclean shutdown is not back in sync: {', '.join(waiting)}"
+        if self.ledger.stopping:
+            return f"a clean shutdown may yet end in the grace's kill: {', '.join(sorted(self.ledger.stopping))}"
         if nodes is None or target in ("majority", "all"):
             return None
         obs = self.cluster.observer
@@ -493,6 +536,7 @@ class Fault:
             self.ledger.add([n for n in nodes if n in self.cluster.nodes.brokers()], power)
         if kind == "terminate":
             self.terminated.update(nodes)
+            self.ledger.terminating(self.cluster, nodes)
         act = self._act()
         for n in nodes:
             act(n)

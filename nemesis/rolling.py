@@ -37,8 +37,11 @@ def in_sync(cluster: Cluster, node: str) -> bool:
 class Roll:
     """One rolling restart at a time; ``stop`` abandons the rest of it."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, terminating: Callable[[str], None] = lambda node: None) -> None:
         self.cluster = cluster
+        #: told of each node the roll sends a SIGTERM, before it is sent (the
+        #: nemesis's ledger of unclean shutdowns judges how it ended)
+        self.terminating = terminating
         self.token = 0
         #: nodes restarted by the current roll, in order
         self.restarted: list[str] = []
@@ -61,6 +64,7 @@ class Roll:
         if i >= len(order):
             return
         node = order[i]
+        self.terminating(node)
         self.cluster.nodes.terminate(node)
         self._wait_down(token, order, i, 0)
 

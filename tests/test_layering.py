@@ -80,6 +80,23 @@ def test_a_module_crossing_rooms_is_a_leaf(module):
     assert imported_packages(path) & PACKAGES == set()
 
 
+def test_a_server_module_imports_only_public_names_of_its_siblings():
+    """reference_impl/server's modules share helpers under public names
+    (wire.py's ``require_name`` and ``require_array`` serve wire_groups.py
+    too): importing a sibling's ``_private`` name would hide a contract
+    inside an implementation detail."""
+    server = ROOT / "reference_impl" / "server"
+    private = {
+        (p.name, a.name)
+        for p in sorted(server.rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text(), filename=str(p)))
+        if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").startswith("reference_impl"))
+        for a in node.names
+        if a.name.startswith("_") and not a.name.startswith("__")
+    }
+    assert private == set()
+
+
 def test_the_simulated_clients_follow_the_workloads_outcome_rules():
     """The one crossing arrow is used: the simulated producer takes its
     ok / fail / info from workloads.outcome, not from rules of its own."""

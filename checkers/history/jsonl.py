@@ -192,6 +192,7 @@ def _json_fallback(line: str, p: Path, i: int, last: bool, warnings: list[str] |
 
 
 _OP_TYPES = frozenset(OP_TYPES)
+_UNHASHABLE = (list, dict)  # a process must name one: Op.from_dict refuses these
 
 
 def _op_from_json(d: dict, p: Path, i: int) -> Op:
@@ -202,7 +203,8 @@ def _op_from_json(d: dict, p: Path, i: int) -> Op:
     f = d.get("f")
     tm = d.get("time", 0)
     ix = d.get("index", -1)
-    if type(t) is str and t in _OP_TYPES and type(f) is str and type(tm) is int and type(ix) is int:
+    if type(t) is str and t in _OP_TYPES and type(f) is str and type(tm) is int and type(ix) is int \
+            and type(d.get("process")) not in _UNHASHABLE:
         pop = d.pop
         pop("type")
         pop("f")

@@ -85,14 +85,22 @@ class Op:
             raise HistoryError(f"{where}: operation needs 'type' and 'f'") from None
         if t not in OP_TYPES:
             raise HistoryError(f"{where}: type {t!r} is not one of invoke/ok/fail/info")
+        process = d.get("process", 0)
+        if isinstance(process, (list, dict)):
+            raise HistoryError(f"{where}: process {_short(process)} is not a number or a string")
         extra = {k: v for k, v in d.items() if k not in _CORE}
         return cls(
             type=t,
             f=str(f),
             value=d.get("value"),
-            process=d.get("process", 0),
+            process=process,
             time=int(d.get("time", 0) or 0),
             index=int(d.get("index", -1) if d.get("index") is not None else -1),
             error=d.get("error"),
             extra=extra,
         )
+
+
+def _short(x: Any, n: int = 40) -> str:
+    s = repr(x)
+    return s if len(s) <= n else s[:n - 3] + "..."

@@ -69,6 +69,25 @@ def _steps_up(group: np.ndarray, first: np.ndarray, last: np.ndarray, has: np.nd
     return bool((step == 1).all()) if exact else bool((step >= 1).all())
 
 
+def _within(sorted_a: np.ndarray, sorted_unique_b: np.ndarray) -> bool:
+    """Every element of ``sorted_a`` is in ``sorted_unique_b``."""
+    if not len(sorted_unique_b):
+        return not len(sorted_a)
+    at = np.minimum(np.searchsorted(sorted_unique_b, sorted_a), len(sorted_unique_b) - 1)
+    return bool((sorted_unique_b[at] == sorted_a).all())
+
+
+def _meet(a: np.ndarray, b: np.ndarray) -> bool:
+    """``a`` and ``b`` share an element (op indices: in order already, as
+    a history's are, so no sort is needed then)."""
+    if not (a[1:] > a[:-1]).all():
+        a = np.sort(a)
+    if not (b[1:] > b[:-1]).all():
+        b = np.unique(b)
+    at = np.minimum(np.searchsorted(b, a), len(b) - 1)
+    return bool((b[at] == a).any())
+
+
 def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[str, Any] | None:
     """:func:`checkers.queue.keycheck.check_key`'s result for a key of the
     plain shape the module doc describes (its columns, no assigns in the
@@ -91,13 +110,13 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[st
         return None
     meta_t = cols.meta.table
     meta_c = np.frombuffer(cols.meta.codes, dtype=np.uint8 if cols.meta.codes.typecode == "B" else np.uint32)
-    acks_codes = np.unique(meta_c[w_ev])
-    if len(acks_codes) > 1:
-        return None
-    acks = meta_t[int(acks_codes[0])] if len(acks_codes) else None
+    w_meta = meta_c[w_ev]
+    if len(w_ev) and w_meta.min() != w_meta.max():
+        return None  # two acks levels
+    acks = meta_t[int(w_meta[0])] if len(w_ev) else None
     if acks in WEAK_ACKS:
         return None
-    if len(w_ev) and len(r_ev) and len(np.intersect1d(op[w_ev], op[r_ev])):
+    if len(w_ev) and len(r_ev) and _meet(op[w_ev], op[r_ev]):
         return None  # an operation both sent to and polled the key
     ext_t = cols.ext.table
     if any(x is not None and x is not False and x is not True and x != _ABSENT for x in ext_t):
@@ -105,25 +124,40 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[st
     # sends: one record each, values distinct
     s_ix = start[w_ev]
     s_off, s_val = offs[s_ix], vals[s_ix]
-    if len(np.unique(s_val)) != len(s_val):
+    by_val = np.argsort(s_val, kind="stable")
+    s_sorted = s_val[by_val]
+    if bool((s_sorted[1:] == s_sorted[:-1]).any()):
         return None
     # polls' records, in event order
     ev_of_pair = np.repeat(np.arange(n_ev), cnt)
     r_pairs = np.flatnonzero(~is_w[ev_of_pair]) if len(ev_of_pair) else np.zeros(0, np.int64)
     r_off, r_val, r_event = offs[r_pairs], vals[r_pairs], ev_of_pair[r_pairs]
     # the version order: one value per offset, one offset per value
-    both = np.unique(np.stack([np.concatenate([r_off, s_off]), np.concatenate([r_val, s_val])]), axis=1)
-    log_off, log_val = both[0], both[1]
-    if len(np.unique(log_off)) != len(log_off) or len(np.unique(log_val)) != len(log_val):
+    all_off, all_val = np.concatenate([r_off, s_off]), np.concatenate([r_val, s_val])
+    pairs = np.lexsort((all_val, all_off))
+    all_off, all_val = all_off[pairs], all_val[pairs]
+    new = np.r_[True, (all_off[1:] != all_off[:-1]) | (all_val[1:] != all_val[:-1])] if len(pairs) \
+        else np.zeros(0, bool)
+    log_off, log_val = all_off[new], all_val[new]  # the distinct pairs by offset: the dense order
+    if bool((log_off[1:] == log_off[:-1]).any()):
         return None
-    # np.unique sorted the pairs by offset: the dense order
-    if len(s_val) and not bool(np.isin(s_val, r_val).all()):
+    v = np.sort(log_val)
+    if bool((v[1:] == v[:-1]).any()):
+        return None
+    uniq, first_at = np.unique(r_val, return_index=True)  # each polled value, where first polled
+    if len(s_val) and not _within(s_sorted, uniq):
         return None  # a sent value no poll returned: lost-write or unseen
     final_c = [c for c, x in enumerate(meta_t) if x is not None and not isinstance(x, str) and x]
-    r_final = np.isin(meta_c[r_ev], final_c) if final_c else np.zeros(len(r_ev), dtype=bool)
+    if final_c:
+        is_final = np.zeros(len(meta_t), dtype=bool)
+        is_final[final_c] = True
+        r_final = is_final[meta_c[r_ev]]
+    else:
+        r_final = np.zeros(len(r_ev), dtype=bool)
     if r_final.any():
-        final_vals = r_val[np.isin(r_event, r_ev[r_final])]
-        if len(s_val) and not bool(np.isin(s_val, final_vals).all()):
+        final_ev = np.zeros(n_ev, dtype=bool)
+        final_ev[r_ev[r_final]] = True
+        if len(s_val) and not _within(s_sorted, np.unique(r_val[final_ev[r_event]])):
             return None  # the durability rule: a final read missed an acknowledged value
     # positions: each record at its offset's dense index
     r_pos = np.searchsorted(log_off, r_off)
@@ -149,11 +183,10 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[st
     # edges: the writer of each index of the log (-1: no send in this key)
     n_log = len(log_val)
     writer = np.full(n_log, -1, np.int64)
-    by_val = np.argsort(s_val, kind="stable")
     if len(s_val):
-        at = np.searchsorted(s_val[by_val], log_val)
+        at = np.searchsorted(s_sorted, log_val)
         at_c = np.minimum(at, len(s_val) - 1)
-        hit = (at < len(s_val)) & (s_val[by_val][at_c] == log_val)
+        hit = (at < len(s_val)) & (s_sorted[at_c] == log_val)
         writer[hit] = op[w_ev][by_val][at_c][hit]
     wk = writer[writer >= 0]
     step = wk[1:] != wk[:-1]
@@ -172,7 +205,6 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[st
     # durability: each send's delay until the first poll that returned it
     durability: dict[Any, dict[str, Any]] = {}
     if len(w_ev):
-        uniq, first_at = np.unique(r_val, return_index=True)
         seen_t = tm[r_event[first_at]]
         tv = seen_t[np.searchsorted(uniq, s_val)]
         b = _bucket()

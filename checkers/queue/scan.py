@@ -15,21 +15,22 @@ with the same results as checking the list of operations
 from __future__ import annotations
 
 import gc
-import io
 import os
+import pickle
 from array import array
-from collections import Counter
-from itertools import accumulate, repeat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
-import orjson
 
 from checkers.final_reads import FinalReads
+from checkers.forked import Forked, can_fork
 from checkers.history.op import HistoryError, Op
 
 from .columns import _ABSENT, Col, Interned, KeyColumns
+from .lagbulk import lag_in_bulk, lag_one_by_one
+from .lines import META, POLL_META, RAW_ACKS, Batch, LineReader, Slow, slow_ops, usable
 from .observe import ConsumeCounts, InfoTxnCauses, RealtimeLag
 from .processing import Processing
 from .project import Projection, Projector
@@ -156,79 +157,190 @@ class QueueScan:
         return scan.finish()
 
 
-def scan_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None) -> QueueScan:
+def scan_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None,
+               readers: int | None = None) -> QueueScan:
     """Scan a JSONL history line by line (the errors and warnings of
     :func:`checkers.history.jsonl.read_jsonl`, word for word).
 
-    The lines most of a history is made of (an invocation of a send or a
-    poll, their ``ok`` completions with 64-bit integer offsets and values)
-    are read into flat batches and folded a batch at a time
-    (:class:`_LineFeeder`), with the same effect as feeding their
-    operations; every other line becomes an :class:`Op` and is fed to
-    each fold as :meth:`QueueScan.of` does."""
+    The lines most of a history is made of are read into batches of flat
+    columns (:mod:`checkers.queue.lines`) and folded a batch at a time
+    (:class:`_Feeder`), with the same effect as feeding their operations;
+    every other line becomes an :class:`Op` and is fed to each fold as
+    :meth:`QueueScan.of` does. A big history is read by ``readers``
+    processes at once (default: :func:`readers_for`), each a range of its
+    lines, folded in file order (:func:`_read_ranges`)."""
     scan = QueueScan()
+    p = Path(path)
     was = gc.isenabled()
     gc.disable()  # acyclic, short-lived objects: no collector passes
     try:
-        _LineFeeder(scan).run(Path(path), warnings)
+        _read_ranges(_Feeder(scan, p, warnings), readers_for(p) if readers is None else readers)
     finally:
         if was:
             gc.enable()
     return scan.finish()
 
 
-_I64 = 1 << 63
-_INT = {int}
-_LIST = {list}
-_TWO = {2}
-_OK, _INVOKE, _SEND, _POLL = "ok", "invoke", "send", "poll"
+#: below this a history is read by one process: a second costs more than it saves
+PARALLEL_MIN_BYTES = 32 << 20
+#: the share of the lines the folding process reads itself (it also folds
+#: every batch, so the reader of the rest gets more)
+OWN_SHARE = 0.46
 
 
-class _LineFeeder:
-    """The fast lines of a JSONL history (see :func:`scan_jsonl`), read
-    into a batch of flat lists (an invocation's fields kept until its
-    completion; a completion's op index, process, times, acks; each key's
-    offsets and values) and handed to the folds a batch at a time
-    (:meth:`_flush`): the operation counts and the op table in bulk, each
-    key's events grouped with numpy and appended to its columns in bulk,
-    the realtime lag and consume counts in one loop in history order.
+def readers_for(path: Path) -> int:
+    """Two readers for a big history where a second process helps
+    (:func:`checkers.forked.can_fork`), else one."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return 1  # the reading says why
+    return 2 if size >= PARALLEL_MIN_BYTES and can_fork() else 1
 
-    Every other line goes through :meth:`QueueScan.feed` as an :class:`Op`,
-    after the batch so far has been flushed and the fast invocation its
-    process has open (if any) has become a pending operation (the others
-    do at the end): each fold then sees the same operations in the same
-    order as :meth:`QueueScan.of` would have fed it."""
 
-    def __init__(self, scan: QueueScan, batch: int = 1 << 16, small: int = 256) -> None:
+def _cuts(path: Path, readers: int, own: float = OWN_SHARE) -> list[int]:
+    """Where each reader's range of lines starts (a line's first byte):
+    the first at 0 with ``own`` of the file, the others sharing the rest."""
+    size = path.stat().st_size
+    cuts = [0]
+    with open(path, "rb") as f:
+        for r in range(1, readers):
+            f.seek(max(cuts[-1], int(size * (own + (1 - own) * (r - 1) / (readers - 1)))))
+            f.readline()
+            at = f.tell()
+            if cuts[-1] < at < size:
+                cuts.append(at)
+    return cuts
+
+
+def _read_ranges(feeder: "_Feeder", readers: int, cuts: list[int] | None = None) -> None:
+    """Fold the history's lines in file order, reading the ranges after
+    the first in forked processes while this one reads and folds the
+    first: each later range is folded from what its reader wrote, when it
+    read as it would have after the ranges before it
+    (:func:`checkers.queue.lines.usable`), and read again here otherwise
+    (or if its reader failed). ``cuts``: where the ranges start, if not
+    where :func:`_cuts` puts them."""
+    path = feeder.path
+    if cuts is None:
+        cuts = _cuts(path, readers) if readers > 1 else [0]
+    ranges = list(zip(cuts, [*cuts[1:], None]))
+    elsewhere = [_RangeReader(path, a, b, feeder.batch) for a, b in ranges[1:]]
+    try:
+        r = LineReader(path, feeder.item, 0, ranges[0][1], feeder.batch, open_=feeder.open).run()
+        i, n_ops, stopped = r.i, r.n_ops, r.stopped
+        for (a, b), other in zip(ranges[1:], elsewhere):
+            if stopped:
+                break
+            done = other.result()
+            if done is not None and not done.stopped \
+                    and usable(done, feeder.open, set(feeder.scan.projector.pending)):
+                for item in other.items():
+                    feeder.item(item, i, n_ops)
+                feeder.open.update(done.open_)
+                i, n_ops = i + done.i, n_ops + done.n_ops
+            else:
+                r = LineReader(path, feeder.item, a, b, feeder.batch, open_=feeder.open,
+                               pending=set(feeder.scan.projector.pending), i=i, n_ops=n_ops).run()
+                i, n_ops, stopped = r.i, r.n_ops, r.stopped
+    finally:
+        for other in elsewhere:
+            other.close()
+    feeder.close()
+
+
+@dataclass
+class _Done:
+    """What a range's reader ends with (see :class:`LineReader`)."""
+
+    open_: dict[Any, tuple]
+    i: int
+    n_ops: int
+    stopped: bool
+    first_fast: set[Any]
+
+
+class _RangeReader:
+    """One range of lines read in a forked process (:class:`checkers.forked.Forked`):
+    its items pickled one after another, then a :class:`_Done`."""
+
+    def __init__(self, path: Path, start: int, end: int | None, batch: int) -> None:
+        self.forked = Forked(_read_range, path, start, end, batch)
+        self.file: Any = None
+
+    def result(self) -> _Done | None:
+        """The reader's end state, or None if it failed."""
+        self.file = self.forked.output()
+        if self.file is None:
+            return None
+        self.file.seek(int.from_bytes(self.file.read(8), "little"))
+        return pickle.load(self.file)
+
+    def items(self) -> Iterator[Any]:
+        self.file.seek(8)
+        load = pickle.load
+        while True:
+            x = load(self.file)
+            if type(x) is _Done:
+                return
+            yield x
+
+    def close(self) -> None:
+        self.forked.close()
+
+
+def _read_range(out: Any, path: Path, start: int, end: int | None, batch: int) -> None:
+    """In the forked process: read ``[start, end)`` into ``out``."""
+    out.write(bytes(8))  # where the _Done starts, written last
+    dump = pickle.dump
+
+    def emit(x: Any) -> None:
+        if type(x) is Slow:
+            x.ops = None  # numbered within the range: the folds read it again
+        dump(x, out, protocol=pickle.HIGHEST_PROTOCOL)
+
+    r = LineReader(path, emit, start, end, batch).run()
+    at = out.tell()
+    dump(_Done(r.open_, r.i, r.n_ops, r.stopped, r.first_fast), out, protocol=pickle.HIGHEST_PROTOCOL)
+    out.seek(0)
+    out.write(at.to_bytes(8, "little"))
+
+
+class _Feeder:
+    """Hands a :class:`~checkers.queue.lines.LineReader`'s items to the
+    folds: a :class:`Batch` in bulk (:meth:`_flush`): the operation counts
+    and the op table, each key's events grouped with numpy and appended to
+    its columns, the realtime lag and consume counts in one loop in
+    history order; a :class:`Slow` line's operations one at a time
+    (:meth:`_slow`), as :meth:`QueueScan.feed` does, after the fast
+    invocation its process has open (if any) has become a pending
+    operation (the others do at the end, :meth:`close`): each fold then
+    sees the same operations in the same order as :meth:`QueueScan.of`
+    would have fed it."""
+
+    def __init__(self, scan: QueueScan, path: Path, warnings: list[str] | None,
+                 batch: int = 1 << 16, small: int = 256) -> None:
         self.scan = scan
+        self.path = path
+        self.warnings = warnings
         self.batch = batch   # completions per batch at most
         self.small = small   # fewer events than this: appended one at a time, not grouped with numpy
-        self.open: dict[int, tuple] = {}   # process -> (index, time, f, value, extra), fast invocations
-        self.kid: dict[str, int] = {}      # key -> its number here
-        self.kname: list[str] = []
-        self.inv_times: list[int] = []     # the batch's invocations' times
-        self.inv_before = 0                # how many of them came before its first completion
-        # the batch's completions, in order (meta: the acks code of a send, _POLL_META for a poll)
-        self.c_ix: list[int] = []
-        self.c_proc: list[int] = []
-        self.c_itime: list[int] = []
-        self.c_tm: list[int] = []
-        self.c_meta = bytearray()
-        self.raw_acks: list[Any] = []      # each send's ``acks`` as its completion spells it
-        self.lagq: list[Any] = []          # a send's (key, offset), a poll's [(key, offsets, values)]
-        # the batch's per-key events: their completion, key number, number of pairs; the pairs
-        self.e_c: list[int] = []
-        self.e_kid: list[int] = []
-        self.e_np: list[int] = []
-        self.p_off: list[int] = []
-        self.p_val: list[int] = []
+        self.open: dict[Any, tuple] = {}   # process -> (index, time, f, value, extra), fast invocations
+
+    def item(self, x: Any, i: int = 0, n_ops: int = 0) -> None:
+        """Fold one item of a range read after ``i`` lines and ``n_ops``
+        operations of the file."""
+        if type(x) is Batch:
+            self._flush(x)
+            return
+        ops = x.ops
+        if ops is None or i or n_ops:
+            ops = slow_ops(x.raw, self.path, x.i + i, x.n_ops + n_ops, x.last, self.warnings)[0]
+        self.open.update(x.opened)
+        for op in ops:
+            self._slow(op)
 
     def _slow(self, op: Op) -> None:
-        """Feed one operation to every fold: the batch flushed first, and
-        the fast invocation its process has open made a pending operation
-        (the folds look up no other process's open invocation before
-        :meth:`QueueScan.finish`)."""
-        self._flush()
         try:
             inv = self.open.pop(op.process, None)
         except TypeError:  # unhashable: the folds refuse it as they did
@@ -240,195 +352,45 @@ class _LineFeeder:
         except HistoryError as e:
             raise MalformedOp(str(e)) from None
 
-    def run(self, p: Path, warnings: list[str] | None) -> None:
-        self._run(p, warnings)
-        self._flush(close=True)
-
-    def _run(self, p: Path, warnings: list[str] | None) -> None:
-        from checkers.history.jsonl import _TORN, _json_fallback, _op_from_json
-
-        pending = self.scan.projector.pending
-        open_ = self.open
-        kids, kname = self.kid, self.kname
-        inv_times, c_ix, c_proc, c_itime, c_tm, c_meta = (self.inv_times, self.c_ix, self.c_proc,
-                                                          self.c_itime, self.c_tm, self.c_meta)
-        raw_acks, lagq = self.raw_acks, self.lagq
-        e_c, e_kid, e_np, p_off, p_val = self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val
-        batch = self.batch
-        loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
-        acks_code = _ACKS_CODE
-        n_ops = 0
-        i = 0
-        with open(p, "rb") as f:
-            for raw in f:
-                d: Any = None
-                if b"\r" not in raw:
-                    try:
-                        d = loads(raw)
-                    except JSONDecodeError:
-                        pass
-                if d is None or type(d) is not dict:
-                    # as iter_jsonl reads text: invalid UTF-8 replaced, any
-                    # of \r, \n, \r\n ends a line, json decides what orjson refuses
-                    s = raw.decode("utf-8", "replace")
-                    parts = io.StringIO(s, newline=None).readlines() if "\r" in s else [s]
-                    for j, line in enumerate(parts):
-                        i += 1
-                        try:
-                            d = loads(line)
-                        except JSONDecodeError:
-                            if not line.strip():
-                                continue
-                            last = j == len(parts) - 1 and not f.peek(1)
-                            d = _json_fallback(line, p, i, last=last, warnings=warnings)
-                            if d is _TORN:
-                                return
-                        if not isinstance(d, dict):
-                            raise HistoryError(f"{p}:{i}: expected a JSON object")
-                        op = _op_from_json(d, p, i)
-                        if op.index < 0:
-                            op.index = n_ops
-                        n_ops += 1
-                        self._slow(op)
-                    continue
-                i += 1
-                n_ops += 1
-                ix = d.get("index")
-                tm = d.get("time")
-                proc = d.get("process")
-                t = d.get("type")
-                fn = d.get("f")
-                nd = len(d)
-                if type(ix) is int and type(tm) is int and type(proc) is int and (ix | tm | proc) >= 0 \
-                        and (ix | tm | proc) < _I64 and "value" in d:
-                    if t == _INVOKE:
-                        if (fn == _SEND or fn == _POLL) and proc not in open_ and proc not in pending:
-                            if nd == 6:
-                                extra: Any = _NO_EXTRA
-                            elif nd == 7 and "acks" in d:
-                                extra = {"acks": d["acks"]}
-                            else:
-                                extra = None
-                            if extra is not None:
-                                open_[proc] = (ix, tm, fn, d["value"], extra)
-                                inv_times.append(tm)
-                                continue
-                    elif t == _OK and (nd == 6 or (nd == 7 and fn == _SEND and "acks" in d)):
-                        inv = open_.pop(proc, None)
-                        if inv is not None:
-                            value = d["value"]
-                            mop = value[0] if type(value) is list and len(value) == 1 else None
-                            if type(mop) is not list:
-                                pass
-                            elif fn == _SEND:
-                                x = mop[2] if len(mop) == 3 and mop[0] == _SEND and type(mop[1]) is str else None
-                                if type(x) is list and len(x) == 2:
-                                    off, v = x
-                                    if type(off) is int and type(v) is int and (off | v) >= 0 \
-                                            and (off | v) < _I64:
-                                        acks = d.get("acks")
-                                        if acks is None:
-                                            acks = inv[4].get("acks")
-                                        code = acks_code.get(acks, 255) if type(acks) is str or acks is None \
-                                            else 255
-                                        if code != 255:
-                                            k = mop[1]
-                                            kid = kids.get(k)
-                                            if kid is None:
-                                                kid = kids[k] = len(kname)
-                                                kname.append(k)
-                                            if not c_tm:
-                                                self.inv_before = len(inv_times)
-                                            e_c.append(len(c_tm))
-                                            c_ix.append(ix)
-                                            c_proc.append(proc)
-                                            c_itime.append(inv[1])
-                                            c_tm.append(tm)
-                                            c_meta.append(code)
-                                            raw_acks.append(d.get("acks", "?"))
-                                            lagq.append((k, off))
-                                            e_kid.append(kid)
-                                            e_np.append(1)
-                                            p_off.append(off)
-                                            p_val.append(v)
-                                            if len(c_tm) >= batch:
-                                                self._flush()
-                                            continue
-                            elif fn == _POLL and len(mop) == 2 and mop[0] == _POLL and type(mop[1]) is dict:
-                                reads = _poll_reads(mop[1]) if mop[1] else _NO_READS
-                                if reads is not None:
-                                    if not c_tm:
-                                        self.inv_before = len(inv_times)
-                                    c = len(c_tm)
-                                    for k, os_, vs in reads:
-                                        kid = kids.get(k)
-                                        if kid is None:
-                                            kid = kids[k] = len(kname)
-                                            kname.append(k)
-                                        e_c.append(c)
-                                        e_kid.append(kid)
-                                        e_np.append(len(os_))
-                                        p_off.extend(os_)
-                                        p_val.extend(vs)
-                                    c_ix.append(ix)
-                                    c_proc.append(proc)
-                                    c_itime.append(inv[1])
-                                    c_tm.append(tm)
-                                    c_meta.append(_POLL_META)
-                                    lagq.append(reads)
-                                    if len(c_tm) >= batch:
-                                        self._flush()
-                                    continue
-                            open_[proc] = inv  # not a fast line after all
-                op = _op_from_json(d, p, i)
-                if op.index < 0:
-                    op.index = n_ops - 1
-                self._slow(op)
-
-    # -- the batch handed to the folds ------------------------------------
-
-    def _flush(self, close: bool = False) -> None:
-        """Hand the batch to the folds; with ``close`` (at the end), the
-        fast invocations still open become pending operations (as feeding
-        them would have left them)."""
-        if self.c_tm or self.inv_times:
-            self._flush_counts()
-            if self.c_tm:
-                self._flush_table()
-                self._flush_keys()
-                self._flush_observers()
-            for x in (self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm, self.c_meta,
-                      self.raw_acks, self.lagq, self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val):
-                del x[:]
-        if close:
-            for proc, inv in self.open.items():
-                self._pend(proc, inv)
-            self.open.clear()
+    def close(self) -> None:
+        """The fast invocations still open become pending operations (as
+        feeding them would have left them)."""
+        for proc, inv in self.open.items():
+            self._pend(proc, inv)
+        self.open.clear()
 
     def _pend(self, proc: Any, inv: tuple) -> None:
         """What feeding fast invocation ``inv`` left in the folds: the
         projection's pending op, the lag and consume folds' invocation time."""
         ix, tm, fn, value, extra = inv
         scan = self.scan
-        scan.projector.pending[proc] = Op(_INVOKE, fn, value, proc, tm, ix, None,
-                                          dict(extra) if extra is _NO_EXTRA else extra)
+        scan.projector.pending[proc] = Op(_INVOKE, fn, value, proc, tm, ix, None, dict(extra))
         scan.lag.completions.invoked[proc] = tm
         scan.consume.completions.invoked[proc] = tm
 
-    def _flush_counts(self) -> None:
+    # -- a batch handed to the folds ----------------------------------------
+
+    def _flush(self, b: Batch) -> None:
+        self._flush_counts(b)
+        if len(b.tm):
+            self._flush_table(b)
+            self._flush_keys(b)
+            self._flush_observers(b)
+
+    def _flush_counts(self, b: Batch) -> None:
         """OpStats, Projector.counts, ClientStats: new dict keys in the
         order the batch first shows them."""
         scan = self.scan
         st = scan.stats
-        ni, nc = len(self.inv_times), len(self.c_tm)
+        ni, nc = len(b.inv_times), len(b.tm)
         st.n += ni + nc
         by_type = st.by_type
-        invoke_first = ni and (not nc or self.inv_before > 0)
+        invoke_first = ni and (not nc or b.inv_before > 0)
         for t, n in ((_INVOKE, ni), (_OK, nc)) if invoke_first else ((_OK, nc), (_INVOKE, ni)):
             if n:
                 by_type[t] = by_type.get(t, 0) + n
-        lo = min(min(self.inv_times, default=_I64), min(self.c_tm, default=_I64))
-        hi = max(max(self.inv_times, default=-1), max(self.c_tm, default=-1))
+        times = [int(x.min()) for x in (b.inv_times, b.tm) if len(x)], [int(x.max()) for x in (b.inv_times, b.tm) if len(x)]
+        lo, hi = min(times[0]), max(times[1])
         if st.t_min is None or lo < st.t_min:
             st.t_min = lo
         if st.t_max is None or hi > st.t_max:
@@ -439,10 +401,10 @@ class _LineFeeder:
         counts[_OK] += nc
         if not nc:
             return
-        meta = self.c_meta
-        n_poll = meta.count(_POLL_META)
+        polls = b.meta == POLL_META
+        n_poll = int(np.count_nonzero(polls))
         fs = ((_SEND, nc - n_poll), (_POLL, n_poll))
-        if meta[0] == _POLL_META:  # the batch's first completion is a poll's
+        if polls[0]:  # the batch's first completion is a poll's
             fs = fs[::-1]
         by_f, cs = st.by_f, scan.clients.by_f_type
         for fn, n in fs:
@@ -455,62 +417,60 @@ class _LineFeeder:
             k = _F_OK[fn]
             cs[k] = cs.get(k, 0) + n
         sa = scan.clients.sends_by_acks
-        raws = self.raw_acks
-        for raw, n in (Counter(raws).items() if len(raws) > 32 else zip(raws, repeat(1))):
-            a = _ACKS_OK.get(raw) if type(raw) is str else None
-            if a is None:
-                a = f"acks={raw}:ok"
-            sa[a] = sa.get(a, 0) + n
+        acks = b.acks[~polls]
+        if len(acks):
+            u, first, n = np.unique(acks, return_index=True, return_counts=True)
+            for j in np.argsort(first, kind="stable"):
+                raw = RAW_ACKS[int(u[j])]
+                a = _ACKS_OK.get(raw) if type(raw) is str else None
+                if a is None:
+                    a = f"acks={raw}:ok"
+                sa[a] = sa.get(a, 0) + int(n[j])
 
-    def _flush_table(self) -> None:
+    def _flush_table(self, b: Batch) -> None:
         """The op table: one row per completion."""
         table = self.scan.projector.table
         cols = (table.index.data, table.process.data, table.invoke_time.data, table.complete_time.data)
-        if len(self.c_tm) >= 16 and all(type(c) is array for c in cols):
-            for c, xs in zip(cols, (self.c_ix, self.c_proc, self.c_itime, self.c_tm)):
-                c.extend(xs)
-            _intern_bulk(table.type, np.zeros(len(self.c_tm), np.uint8), (_OK,))
+        if all(type(c) is array for c in cols):
+            for c, xs in zip(cols, (b.ix, b.proc, b.itime, b.tm)):
+                c.frombytes(xs.tobytes())
+            _intern_bulk(table.type, np.zeros(len(b.tm), np.uint8), (_OK,))
         else:
-            for row in zip(self.c_ix, self.c_proc, self.c_itime, self.c_tm):
+            for row in zip(b.ix.tolist(), b.proc.tolist(), b.itime.tolist(), b.tm.tolist()):
                 table.add(row[0], row[1], _OK, row[2], row[3])
 
-    def _key(self, kid: int) -> KeyColumns:
+    def _key(self, name: str) -> KeyColumns:
         cols = self.scan.projector.columns
-        k = self.kname[kid]
-        c = cols.get(k)
+        c = cols.get(name)
         if c is None:
-            c = cols[k] = KeyColumns()
+            c = cols[name] = KeyColumns()
         return c
 
-    def _add_events(self, evs: Iterable[int], starts: list[int]) -> None:
+    def _add_events(self, b: Batch, evs: Iterable[int], starts: list[int]) -> None:
         """Append events one at a time (a small batch, or a key whose
         columns are no longer all arrays)."""
-        e_c, e_kid, e_np, p_off, p_val = self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val
-        c_ix, c_proc, c_tm, c_meta = self.c_ix, self.c_proc, self.c_tm, self.c_meta
+        e_c, e_kid, e_np = b.ev_c.tolist(), b.ev_key.tolist(), b.ev_n.tolist()
+        ix, proc, tm, meta = b.ix.tolist(), b.proc.tolist(), b.tm.tolist(), b.meta.tolist()
+        offs, vals = b.off.tolist(), b.val.tolist()
         for j in evs:
             c = e_c[j]
             a = starts[j]
-            b = a + e_np[j]
-            m = c_meta[c]
-            self._key(e_kid[j]).add_ok(c_ix[c], c_proc[c], 1 if m == _POLL_META else 0, p_off[a:b], p_val[a:b],
-                                       c_tm[c], _META[m])
+            e = a + e_np[j]
+            m = meta[c]
+            self._key(b.keys[e_kid[j]]).add_ok(ix[c], proc[c], 1 if m == POLL_META else 0, offs[a:e],
+                                               vals[a:e], tm[c], META[m])
 
-    def _flush_keys(self) -> None:
+    def _flush_keys(self, b: Batch) -> None:
         """Each key's events appended to its columns, in history order;
         keys new to the projection created in the order they first appear."""
-        n = len(self.e_c)
+        n = len(b.ev_c)
         if not n:
             return
+        starts = np.concatenate(([0], np.cumsum(b.ev_n))).tolist()
         if n < self.small:
-            self._add_events(range(n), list(accumulate(self.e_np, initial=0)))
+            self._add_events(b, range(n), starts)
             return
-        starts: list[int] = []  # each event's first pair, for a key appended one event at a time
-        E_c = np.array(self.e_c, np.int64)
-        E_k = np.array(self.e_kid, np.int64)
-        E_n = np.array(self.e_np, np.int64)
-        C_ix, C_proc, C_tm = (np.array(x, np.int64) for x in (self.c_ix, self.c_proc, self.c_tm))
-        C_meta = np.frombuffer(bytes(self.c_meta), np.uint8)
-        P_off, P_val = np.array(self.p_off, np.int64), np.array(self.p_val, np.int64)
+        E_c, E_k, E_n = b.ev_c, b.ev_key, b.ev_n
         order = np.argsort(E_k, kind="stable")
         ks = E_k[order]
         first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
@@ -518,28 +478,26 @@ class _LineFeeder:
         pk = np.repeat(E_k, E_n)
         porder = np.argsort(pk, kind="stable")
         pks = pk[porder]
-        P_off, P_val = P_off[porder], P_val[porder]
+        P_off, P_val = b.off[porder], b.val[porder]
         for g in np.argsort(order[first], kind="stable"):  # keys in order of first appearance
-            a, b = int(first[g]), int(last[g])
-            sel = order[a:b]
+            a, e = int(first[g]), int(last[g])
+            sel = order[a:e]
             kid = int(ks[a])
-            cols = self._key(kid)
+            cols = self._key(b.keys[kid])
             od, vd = cols.offs.data, cols.vals.data
             if not all(type(x) is array for x in (cols.op.data, cols.proc.data, cols.time.data, od, vd)) \
                     or cols.meta.codes.typecode != "B" or cols.ext.codes.typecode != "B":
-                if not starts:
-                    starts = list(accumulate(self.e_np, initial=0))
-                self._add_events(sel.tolist(), starts)
+                self._add_events(b, sel.tolist(), starts)
                 continue
             csel = E_c[sel]
-            m = C_meta[csel]
-            cols.op.data.frombytes(C_ix[csel].tobytes())
-            cols.proc.data.frombytes(C_proc[csel].tobytes())
-            cols.time.data.frombytes(C_tm[csel].tobytes())
-            cols.type.extend(bytes(b - a))
-            poll = m == _POLL_META
+            m = b.meta[csel]
+            cols.op.data.frombytes(b.ix[csel].tobytes())
+            cols.proc.data.frombytes(b.proc[csel].tobytes())
+            cols.time.data.frombytes(b.tm[csel].tobytes())
+            cols.type.extend(bytes(e - a))
+            poll = m == POLL_META
             cols.kind.extend(poll.astype(np.uint8).tobytes())
-            _intern_bulk(cols.meta, m, _META)
+            _intern_bulk(cols.meta, m, META)
             _intern_bulk(cols.ext, poll.astype(np.uint8), _EXT)
             pa, pb = np.searchsorted(pks, [kid, kid + 1])
             base = len(od)
@@ -547,77 +505,34 @@ class _LineFeeder:
             vd.frombytes(P_val[pa:pb].tobytes())
             cols.pair_end.frombytes((base + np.cumsum(E_n[sel])).tobytes())
 
-    def _flush_observers(self) -> None:
-        """RealtimeLag and ConsumeCounts, one completion at a time in
-        history order (what their ``feed`` does with these operations)."""
+    def _flush_observers(self, b: Batch) -> None:
+        """RealtimeLag and ConsumeCounts: what their ``feed`` does with
+        these operations in history order (the lag in bulk where it can
+        be, :mod:`checkers.queue.lagbulk`)."""
         scan = self.scan
-        lag = scan.lag
-        expired, positions = lag.expired, lag.positions
+        pstart = np.concatenate(([0], np.cumsum(b.ev_n)))
+        nonempty = b.ev_n > 0
+        emax = np.full(len(b.ev_c), -1, np.int64)  # each event's highest offset, -1 for an empty read
+        if nonempty.any():
+            emax[nonempty] = np.maximum.reduceat(b.off, pstart[:-1][nonempty])
+        ev_first = np.searchsorted(b.ev_c, np.arange(len(b.tm) + 1))
+        if not lag_in_bulk(scan.lag, b, emax):
+            lag_one_by_one(scan.lag, b, emax, ev_first)
         subscribed = scan.consume.subscribed
+        if not subscribed:
+            return
         cc = scan.consume.counts
-        for tm, proc, t_inv, m, q in zip(self.c_tm, self.c_proc, self.c_itime, self.c_meta, self.lagq):
-            if m != _POLL_META:
-                k, off = q
-                exp = expired.get(k)
-                if exp is None:
-                    exp = expired[k] = Col()
-                ed = exp.data
-                if len(ed) == off:  # the next offset (the time is a 64-bit int: Col.fill's append)
-                    ed.append(tm)
-                elif len(ed) < off:
-                    exp.fill(off + 1 - len(ed), tm)
-                continue
-            pos = positions.get(proc)
-            if pos is None:
-                pos = positions[proc] = {}
-            for k, os_, _vs in q:
-                if os_:
-                    o = max(os_)
-                    exp = expired.get(k)
-                    if exp is None:
-                        exp = expired[k] = Col()
-                    ed = exp.data
-                    if len(ed) == o:
-                        ed.append(tm)
-                    elif len(ed) < o:
-                        exp.fill(o + 1 - len(ed), tm)
-                    pos[k] = max(pos.get(k, -1), o)
-            worst = lag.worst
-            for k, o in pos.items():
-                exp = expired.get(k)
-                if exp is not None and o + 1 < len(exp.data):
-                    since = exp.data[o + 1]
-                    dt = max(0, t_inv - since) if since is not None else 0
-                else:
-                    dt = 0
-                if worst is None or dt > worst["lag"]:
-                    worst = lag.worst = {"time": t_inv, "process": proc, "key": k, "lag": dt}
-            if proc in subscribed:
-                for k, _os, vs in q:
-                    for v in vs:
-                        cc[(proc, k, v)] = cc.get((proc, k, v), 0) + 1
-
-
-def _poll_reads(m: dict) -> list[tuple[str, list[int], list[int]]] | None:
-    """A fast poll's ``{key: [[offset, value], ...]}`` as ``(key, offsets,
-    values)``, or None unless every offset and value is a 64-bit
-    non-negative int."""
-    reads = []
-    for k, prs in m.items():
-        if type(prs) is not list:
-            return None
-        if prs:
-            if {*map(type, prs)} != _LIST or {*map(len, prs)} != _TWO:
-                return None
-            os_ = [q[0] for q in prs]
-            vs = [q[1] for q in prs]
-            if {*map(type, os_), *map(type, vs)} != _INT or min(min(os_), min(vs)) < 0 \
-                    or max(max(os_), max(vs)) >= _I64:
-                return None
-            reads.append((k, os_, vs))
-        else:
-            reads.append((k, [], []))
-    return reads
+        polls = np.flatnonzero(b.meta == POLL_META).tolist()
+        procs, first = b.proc.tolist(), ev_first.tolist()
+        names, ekey = b.keys, b.ev_key.tolist()
+        vals, ps = b.val.tolist(), pstart.tolist()
+        for c in polls:
+            p = procs[c]
+            if p in subscribed:
+                for e in range(first[c], first[c + 1]):
+                    k = names[ekey[e]]
+                    for v in vals[ps[e]:ps[e + 1]]:
+                        cc[(p, k, v)] = cc.get((p, k, v), 0) + 1
 
 
 def _intern_bulk(col: Interned, gids: np.ndarray, values: tuple) -> None:
@@ -633,12 +548,7 @@ def _intern_bulk(col: Interned, gids: np.ndarray, values: tuple) -> None:
     col._last, col._last_code = values[int(gids[-1])], int(codes[-1])
 
 
-_NO_EXTRA: dict[str, Any] = {}
-_NO_READS: list[Any] = []  # a poll that returned nothing (never appended to)
+_OK, _INVOKE, _SEND, _POLL = "ok", "invoke", "send", "poll"
 _F_OK = {_SEND: "send:ok", _POLL: "poll:ok"}
 _ACKS_OK = {a: f"acks={a}:ok" for a in ("all", "1", "0", "-1", "?")}
-#: a fast completion's meta: a send's acks (as the projection spells them), or a poll's final flag
-_META = (None, "all", "1", "0", False)
-_ACKS_CODE = {None: 0, "all": 1, "-1": 1, "1": 2, "0": 3}
-_POLL_META = 4
 _EXT = (None, _ABSENT)

@@ -35,6 +35,7 @@ from harness.db.admin import alter_partition_reassignment, unregister_broker
 from harness.errors import HarnessError, UsageError
 from harness.proxy import ProxyControl
 from harness.state import RunState
+from reference_impl.core.storage import CLEAN_SHUTDOWN
 from reference_impl.server import auth
 from harness.timers import Timers
 from nemesis.control import CLIENT, Capability, Link, Unsupported
@@ -142,6 +143,8 @@ class LocalCluster:
         self.by_name = {s.name: s for s in self.specs}
         self.procs: dict[str, subprocess.Popen] = {}
         self.paused: set[str] = set()
+        #: how each node's latest SIGTERM ended (True: clean-shutdown marker written)
+        self.shutdowns: dict[str, bool] = {}
         self.proxy_proc: subprocess.Popen | None = None
         self.proxy: ProxyControl | None = None
         self._keys: list[str] = []
@@ -298,16 +301,26 @@ class LocalCluster:
 
     def terminate(self, name: str) -> None:
         """SIGTERM: the node runs its controlled shutdown and exits; one that
-        has not within the node's own grace period is killed."""
+        has not within the node's own grace period is killed. How it ended
+        is kept for :meth:`last_shutdown_clean`."""
         p = self.procs.get(name)
         if p is None or p.poll() is not None:
             return
         self.resume(name)
+        self.shutdowns.pop(name, None)
         os.killpg(p.pid, signal.SIGTERM)
         try:
             p.wait(timeout=35)
         except subprocess.TimeoutExpired:
             self.kill(name)
+        self.shutdowns[name] = (self.node_dir(name) / CLEAN_SHUTDOWN).exists()
+
+    def last_shutdown_clean(self, name: str) -> bool | None:
+        """The contract's ShutdownOutcomes: whether the node's latest SIGTERM
+        left its clean-shutdown marker in its data directory (the grace's
+        kill, or the server's own halt when its controlled shutdown is stuck,
+        leave none); read as the process ended, before anything restarts it."""
+        return self.shutdowns.get(name)
 
     # ------------------------------------------------------------ control endpoint
     def _http(self, name: str, method: str, path: str, body: dict | None = None, timeout: float = 3.0) -> Any:

@@ -8,7 +8,17 @@ throwaway namespace hosts of ``kraftwerk hosts up``).
 * Commands are argv lists, quoted with ``shlex.join`` into the one string
   ssh carries, prefixed with ``sudo -n`` for a non-root user.
 * The project reaches each host as its wheel in a venv (:mod:`harness.backend.bundle`),
-  installed once per content under the host's ``dir``.
+  installed once per content under the host's ``dir``, from wheels chosen
+  for that host's own interpreter (its version, ABI, architecture and glibc,
+  asked of its ``python3.11``): hosts of two kinds get two bundles.
+* Installs are safe under concurrency (two runs, or one host reached under
+  two names, or hosts sharing a ``dir``): the install of ``<name>`` holds an
+  exclusive ``flock`` on ``<dir>/.<name>.lock`` (held by a process on its
+  own channel, so a harness that dies releases it), unpacks into a fresh
+  ``<dir>/<name>.<random>`` and publishes it by renaming a symlink onto
+  ``<dir>/<name>``: the venv never moves (its paths stay true), nobody
+  sees half of one, and one left by a dead install is removed under the
+  lock by the next.
 * A daemon is started on a channel of its own that stays open for the run
   (:data:`LEASED`), with the channel as its stdin and
   ``KRAFTWERK_LEASE_FD=0``. If the harness dies, the connection drops, sshd
@@ -20,19 +30,22 @@ throwaway namespace hosts of ``kraftwerk hosts up``).
   logs and traces back, removes that directory and our iptables chains.
 
 Every problem reaching a host before the run (unreachable, refused key,
-unknown key, failed login, no python3.11) is one line, exit 2.
+unknown key, failed login, no python3.11, an interpreter no wheel is made
+for: not CPython, not glibc Linux) is one line, exit 2.
 """
 
 from __future__ import annotations
 
+import secrets
 import shlex
 import signal as _signal
 import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterator, Mapping, Sequence
 
 import paramiko
 
@@ -51,6 +64,12 @@ CONNECT_TIMEOUT = 6.0
 LEASED = ('exec 3<&0; "$@" <&3 >>"$0" 2>&1 & c=$!; echo $c; '
           '{ cat <&3 >/dev/null; kill -KILL $c 2>/dev/null; } & w=$!; '
           'wait $c; s=$?; kill $w 2>/dev/null; exit $s')
+#: run by the host's interpreter: an exclusive flock on argv[1], held until
+#: its stdin closes (we close it, or sshd does when the harness dies)
+HOLD = ("import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('held', flush=True); sys.stdin.read()")
+#: how long an install waits for another one holding the same lock
+LOCK_WAIT = 900.0
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -115,10 +134,16 @@ def preflight(hosts_file: str, nodes: Sequence[str], accept_new: bool = False) -
 
     def check(spec: HostSpec) -> paramiko.SSHClient:
         client = connect(spec, accept_new)
-        rc, _, err = _run(client, _prefix(spec) + [PYTHON, "-c", "import sys; assert sys.version_info[:2] == (3, 11)"], 20)
+        probe = "import sys; assert sys.version_info[:2] == (3, 11)\n" + bundle.TARGET_PROBE
+        rc, out, err = _run(client, _prefix(spec) + [PYTHON, "-c", probe], 20)
         if rc != 0:
             client.close()
             raise UsageError(f"host {spec.name} ({spec.address}): no {PYTHON} there ({err.strip()[:120] or f'exit {rc}'})")
+        try:
+            bundle.Target.parse(out, f"host {spec.name} ({spec.address})")  # one we can ship wheels to
+        except UsageError:
+            client.close()
+            raise
         return client
 
     pairs = list(zip(nodes, specs))
@@ -238,34 +263,97 @@ class SshHosts:
     # ------------------------------------------------------------ install
     def install(self) -> None:
         """The project's wheel and a node's dependencies into a venv on every
-        host that lacks it (once per content; :mod:`harness.backend.bundle`)."""
-        digest, path = bundle.build()
-        wheels, pip_wheel = bundle.contents(path)
-        app = f"app-{digest}"
-        self.app = self.install_archive(
-            app, path, lambda d: bundle.install_argvs(d, PYTHON, wheels, pip_wheel))
+        host that lacks it (once per content; :mod:`harness.backend.bundle`),
+        one bundle per kind of interpreter among the hosts."""
+        with ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
+            targets = dict(zip(self.hosts, pool.map(self.target, list(self.hosts))))
+        self.app = {}
+        for target in sorted(set(targets.values()), key=lambda t: t.key):
+            digest, path = bundle.build(target)
+            wheels, pip_wheel = bundle.contents(path)
+            self.app.update(self.install_archive(
+                f"app-{digest}", path, lambda d: bundle.install_argvs(d, PYTHON, wheels, pip_wheel),
+                nodes=[n for n, t in targets.items() if t == target]))
 
-    def install_archive(self, name: str, path: Path, then: Any = None) -> dict[str, str]:
-        """Unpack the tar ``path`` into ``<dir>/<name>`` on every host that
-        lacks it, run ``then(dir)``'s argvs there (``.complete`` marks a whole
-        one); {node: that directory}."""
+    def target(self, node: str) -> bundle.Target:
+        """What the node's host's interpreter accepts as wheels."""
+        spec = self.hosts[node][0]
+        out = self._check(node, [PYTHON, "-c", bundle.TARGET_PROBE])
+        return bundle.Target.parse(out, f"host {spec.name} ({spec.address})")
+
+    def install_archive(self, name: str, path: Path, then: Any = None,
+                        nodes: Sequence[str] | None = None) -> dict[str, str]:
+        """Unpack the tar ``path`` as ``<dir>/<name>`` on every host (of
+        ``nodes``, else all) that lacks it, running ``then(dir)``'s argvs
+        there; {node: that directory}. Under the host's lock on that name,
+        into a directory of its own, published by renaming a symlink onto
+        ``<dir>/<name>`` (module docstring)."""
 
         def one(node: str) -> tuple[str, str]:
-            d = f"{self.hosts[node][0].dir}/{name}"
-            if self.exec(node, ["test", "-f", f"{d}/.complete"], 10)[0] == 0:
+            base = self.hosts[node][0].dir
+            d = f"{base}/{name}"
+            if self._complete(node, d):
                 return node, d
-            self._check(node, ["rm", "-rf", d])  # half of one an earlier attempt left
-            self._check(node, ["mkdir", "-p", d])
-            self.upload(node, path, f"{d}.part")
-            self._check(node, ["tar", "-xf", f"{d}.part", "-C", d])
-            self._check(node, ["rm", "-f", f"{d}.part"])
-            for argv in then(d) if then is not None else []:
-                self._check(node, argv)
-            self._check(node, ["touch", f"{d}/.complete"])
+            self._check(node, ["mkdir", "-p", base])
+            with self._host_lock(node, f"{base}/.{name}.lock"):
+                if self._complete(node, d):  # made by the install we waited for
+                    return node, d
+                # what an install that died left (we hold the lock: nobody is at work on it)
+                self._check(node, ["sh", "-c", 'rm -rf -- "$1" "$1".*', "sh", d])
+                real = f"{d}.{secrets.token_hex(6)}"
+                self._check(node, ["mkdir", real])
+                # beside it, not in it: sftp writes as the login user, and with
+                # sudo ``real`` is root's (``dir`` is the user's: vagrant/)
+                self.upload(node, path, f"{real}.tar")
+                self._check(node, ["tar", "-xf", f"{real}.tar", "-C", real])
+                self._check(node, ["rm", "-f", f"{real}.tar"])
+                for argv in then(real) if then is not None else []:
+                    self._check(node, argv)
+                self._check(node, ["touch", f"{real}/.complete"])
+                self._check(node, ["ln", "-s", PurePosixPath(real).name, f"{real}.link"])
+                self._check(node, ["mv", "-T", f"{real}.link", d])  # rename(2): all or nothing
             return node, d
 
-        with ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
-            return dict(pool.map(one, list(self.hosts)))
+        names = list(nodes if nodes is not None else self.hosts)
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
+            return dict(pool.map(one, names))
+
+    def _complete(self, node: str, d: str) -> bool:
+        return self.exec(node, ["test", "-f", f"{d}/.complete"], 10)[0] == 0
+
+    @contextmanager
+    def _host_lock(self, node: str, path: str) -> Iterator[None]:
+        """An exclusive lock on ``path`` on the node's host for the block's
+        length: a process holding a ``flock`` until its channel closes, so a
+        lock is never left behind by a harness that dies."""
+        spec, client = self.hosts[node]
+        where = f"host {spec.name}"
+        try:
+            chan = client.get_transport().open_session(timeout=CONNECT_TIMEOUT)
+            chan.settimeout(LOCK_WAIT)
+            chan.exec_command(shlex.join(_prefix(spec) + [PYTHON, "-c", HOLD, path]))
+            got = b""
+            while not got.endswith(b"\n"):
+                chunk = chan.recv(64)
+                if not chunk:
+                    break
+                got += chunk
+        except (socket.timeout, TimeoutError):
+            raise HarnessError(f"{where}: {path} held by another install for {LOCK_WAIT:.0f} s") from None
+        except (paramiko.SSHException, OSError, AttributeError) as e:
+            raise HarnessError(f"{where}: cannot lock {path}: ssh: {e}") from None
+        if got.strip() != b"held":
+            err = chan.recv_stderr(4096).decode(errors="replace").strip().splitlines() if chan.recv_stderr_ready() else []
+            chan.close()
+            raise HarnessError(f"{where}: cannot lock {path}: {(err or ['no answer'])[-1][:200]}")
+        try:
+            yield
+        finally:
+            try:
+                chan.shutdown_write()  # the holder reads EOF and exits: released
+                chan.status_event.wait(10)
+            finally:
+                chan.close()
 
     def _check(self, node: str, argv: list[str]) -> str:
         rc, out, err = self.exec(node, argv, 120)

@@ -34,6 +34,7 @@ from harness.errors import HarnessError
 from harness.net.iptables import CLIENT, IptablesNetwork
 from harness.state import RunState
 from harness.timers import Timers
+from reference_impl.core.storage import CLEAN_SHUTDOWN
 from reference_impl.server import auth
 from nemesis.control import Capability
 
@@ -71,6 +72,8 @@ class HostedReference(PausesBySignal):
     node_args: list[str] = field(default_factory=list)
     net: IptablesNetwork = field(init=False)
     paused: set[str] = field(default_factory=set, init=False)
+    #: how each node's latest SIGTERM ended (True: clean-shutdown marker written)
+    shutdowns: dict[str, bool] = field(default_factory=dict, init=False)
     secret: bytes | None = field(default=None, init=False)
     _storage_mode: str = field(default="os", init=False)
     #: storage "lazyfs": each node's data directory through kraftwerk fs
@@ -197,10 +200,20 @@ class HostedReference(PausesBySignal):
         self.paused.discard(node)
 
     def terminate(self, node: str) -> None:
+        self.shutdowns.pop(node, None)
         self.resume(node)
         self.hosts.signal(node, signal.SIGTERM)
         if not self.hosts.wait_exit(node, 40):
             self.kill(node)
+        marker = f"{self._dirs(node)[1]}/{CLEAN_SHUTDOWN}"
+        self.shutdowns[node] = self.hosts.exec(node, ["test", "-e", marker], 30.0)[0] == 0
+
+    def last_shutdown_clean(self, node: str) -> bool | None:
+        """The contract's ShutdownOutcomes: whether the node's latest SIGTERM
+        left its clean-shutdown marker in its data directory (the grace's
+        kill, or the server's own halt when its controlled shutdown is
+        stuck, leave none); read as the process ended, before any restart."""
+        return self.shutdowns.get(node)
 
     def resume_all(self) -> list[str]:
         out = sorted(n for n in self.paused if self.hosts.running(n))

@@ -67,6 +67,8 @@ from harness.timers import Timers
 
 #: BrokerLifecycleManager's line for an accepted registration
 REGISTERED = r"Successfully registered broker [0-9]+ with broker epoch [0-9]+"
+#: Kafka's clean-shutdown marker in each log directory (CleanShutdownFileHandler)
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 #: heaps for a shared 2-core machine: brokers 384 MiB, controllers 192 MiB,
@@ -150,6 +152,8 @@ class KafkaDB(PausesBySignal):
     kafka: dist.KafkaDist | None = field(default=None, init=False)
     plans: list[NodePlan] = field(default_factory=list, init=False)
     paused: set[str] = field(default_factory=set, init=False)
+    #: how each node's latest SIGTERM ended (True: ``.kafka_cleanshutdown`` written)
+    shutdowns: dict[str, bool] = field(default_factory=dict, init=False)
     #: per node: how many registrations its server.log held when its process started
     registrations_before: dict[str, int] = field(default_factory=dict, init=False)
     net: Any = field(default=None, init=False)  # a kernel Network (netns), None on local
@@ -376,12 +380,23 @@ class KafkaDB(PausesBySignal):
         self.paused.discard(name)
 
     def terminate(self, name: str, timeout: float = 30.0) -> None:
-        """SIGTERM: Kafka's controlled shutdown; SIGKILL if it takes too long."""
+        """SIGTERM: Kafka's controlled shutdown; SIGKILL if it takes too long.
+        How it ended is kept for :meth:`last_shutdown_clean`."""
+        self.shutdowns.pop(name, None)
         self.hosts.signal(name, signal.SIGCONT)
         self.hosts.signal(name, signal.SIGTERM)
         if not self.hosts.wait_exit(name, timeout):
             self.kill(name)
         self.paused.discard(name)
+        marker = self.host_dir(name) / "data" / CLEAN_SHUTDOWN_FILE
+        self.shutdowns[name] = self.hosts.exec(name, ["test", "-e", str(marker)], timeout=30)[0] == 0
+
+    def last_shutdown_clean(self, name: str) -> bool | None:
+        """The contract's ShutdownOutcomes: whether the node's latest SIGTERM
+        left ``.kafka_cleanshutdown`` in its log directory (``LogManager.shutdown``
+        writes it with the broker epoch, KIP-966; a broker killed by the grace
+        before that has none and registers as an unclean shutdown)."""
+        return self.shutdowns.get(name)
 
     def resume_all(self) -> list[str]:
         out = sorted(self.paused)

@@ -242,14 +242,21 @@ def translate(d: Decoded, ref: Callable[[int], Any]) -> Pending:
         raise ProtocolError(f"malformed api {d.api_key} v{d.api_version} request: {type(e).__name__}: {e}") from None
 
 
-def _name(x: Any) -> str:
+# Field checks every request translator applies (here and in
+# :mod:`.wire_groups`): a decoded field the core cannot take is the client's
+# malformed request (ProtocolError), never a crash of the translator.
+
+
+def require_name(x: Any) -> str:
     """A topic name as the core may see it (Kafka: legal names are non-empty)."""
     if not isinstance(x, str) or not x:
         raise ProtocolError("missing topic name")
     return x
 
 
-def _items(xs: Any) -> list[Any]:
+def require_array(xs: Any) -> list[Any]:
+    """A request's array as a list; null (-1 on the wire) where the core
+    needs one is malformed."""
     if xs is None:
         raise ProtocolError("null array")
     return list(xs)
@@ -261,7 +268,7 @@ def _api_versions(d: Decoded, ref: Callable[[int], Any]) -> Pending:
 
 
 def _metadata(d: Decoded, ref: Callable[[int], Any]) -> Pending:
-    topics = None if d.body.topics is None else tuple(_name(t.name) for t in d.body.topics)
+    topics = None if d.body.topics is None else tuple(require_name(t.name) for t in d.body.topics)
     p = Pending(d, total=1, build=_build_metadata)
     p.parts.append((0, m.MetadataRequest(ref(0), topics)))
     return p
@@ -313,9 +320,9 @@ def _produce(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     p = Pending(d, build=_build_produce, expects_response=body.acks != 0)
     order: list[tuple[str, int]] = []
     i = 0
-    for t in _items(body.topic_data):
-        for pd in _items(t.partition_data):
-            tp = m.TopicPartition(_name(t.name), pd.index)
+    for t in require_array(body.topic_data):
+        for pd in require_array(t.partition_data):
+            tp = m.TopicPartition(require_name(t.name), pd.index)
             order.append((t.name, pd.index))
             recs = pd.records
             if body.transactional_id is not None:
@@ -381,11 +388,11 @@ def _build_produce(p: Pending) -> Any:
 def _fetch(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     body = d.body
     parts = []
-    for t in _items(body.topics):
-        for fp in _items(t.partitions):
+    for t in require_array(body.topics):
+        for fp in require_array(t.partitions):
             parts.append(
                 m.FetchPartitionRequest(
-                    m.TopicPartition(_name(t.topic), fp.partition),
+                    m.TopicPartition(require_name(t.topic), fp.partition),
                     fp.fetch_offset,
                     current_leader_epoch=fp.current_leader_epoch,
                     last_fetched_epoch=fp.last_fetched_epoch,
@@ -452,10 +459,10 @@ def _fan_out(
     request's partition order (ListOffsets, OffsetForLeaderEpoch)."""
     p = Pending(d, build=build)
     order: list[m.TopicPartition] = []
-    for t in _items(d.body.topics):
-        for part in _items(t.partitions):
+    for t in require_array(d.body.topics):
+        for part in require_array(t.partitions):
             i = len(order)
-            tp = m.TopicPartition(_name(topic_name(t)), partition_index(part))
+            tp = m.TopicPartition(require_name(topic_name(t)), partition_index(part))
             p.parts.append((i, make(ref(i), tp, part)))
             order.append(tp)
     p.total = len(order)
@@ -542,12 +549,12 @@ def _build_init_pid(p: Pending) -> Any:
 def _create_topics(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     body = d.body
     topics = []
-    for t in _items(body.topics):
+    for t in require_array(body.topics):
         assignments = None
         if t.assignments:
-            assignments = tuple(tuple(_items(a.broker_ids)) for a in sorted(t.assignments, key=lambda a: a.partition_index))
-        configs = tuple((_name(c.name), c.value) for c in (t.configs or ()) if c.value is not None)
-        topics.append(m.NewTopic(_name(t.name), t.num_partitions, t.replication_factor, configs, assignments))
+            assignments = tuple(tuple(require_array(a.broker_ids)) for a in sorted(t.assignments, key=lambda a: a.partition_index))
+        configs = tuple((require_name(c.name), c.value) for c in (t.configs or ()) if c.value is not None)
+        topics.append(m.NewTopic(require_name(t.name), t.num_partitions, t.replication_factor, configs, assignments))
     p = Pending(d, total=1, build=_build_create_topics)
     p.extra["names"] = [t.name for t in topics]
     if body.validate_only:
@@ -577,9 +584,9 @@ def _incremental_alter_configs(d: Decoded, ref: Callable[[int], Any]) -> Pending
     active controller by the broker (as CreateTopics)."""
     body = d.body
     resources = tuple(
-        m.AlterConfigsResource(r.resource_type, _name(r.resource_name), tuple(
-            m.AlterConfigOp(_name(c.name), c.config_operation, c.value) for c in _items(r.configs)))
-        for r in _items(body.resources)
+        m.AlterConfigsResource(r.resource_type, require_name(r.resource_name), tuple(
+            m.AlterConfigOp(require_name(c.name), c.config_operation, c.value) for c in require_array(r.configs)))
+        for r in require_array(body.resources)
     )
     p = Pending(d, total=1, build=_build_incremental_alter_configs)
     p.parts.append((0, m.IncrementalAlterConfigsRequest(ref(0), resources, bool(body.validate_only))))
@@ -603,9 +610,9 @@ def _alter_partition_reassignments(d: Decoded, ref: Callable[[int], Any]) -> Pen
     body = d.body
     allow_rf = bool(getattr(body, "allow_replication_factor_change", True)) if d.api_version >= 1 else True
     parts = tuple(
-        m.ReassignPartition(m.TopicPartition(_name(t.name), pr.partition_index),
+        m.ReassignPartition(m.TopicPartition(require_name(t.name), pr.partition_index),
                             None if pr.replicas is None else tuple(int(b) for b in pr.replicas))
-        for t in _items(body.topics) for pr in _items(t.partitions)
+        for t in require_array(body.topics) for pr in require_array(t.partitions)
     )
     p = Pending(d, total=1, build=_build_alter_partition_reassignments)
     p.extra["allow_rf"] = allow_rf
@@ -633,7 +640,7 @@ def _list_partition_reassignments(d: Decoded, ref: Callable[[int], Any]) -> Pend
     body = d.body
     tps = None
     if body.topics is not None:
-        tps = tuple(m.TopicPartition(_name(t.name), int(i)) for t in body.topics for i in _items(t.partition_indexes))
+        tps = tuple(m.TopicPartition(require_name(t.name), int(i)) for t in body.topics for i in require_array(t.partition_indexes))
     p = Pending(d, total=1, build=_build_list_partition_reassignments)
     p.parts.append((0, m.ListPartitionReassignmentsRequest(ref(0), tps, timeout_ms=body.timeout_ms)))
     return p

@@ -37,7 +37,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from reference_impl.core.groups import messages as gm
 from reference_impl.core.messages import TopicPartition
 
-from .wire import REQUEST_TIMED_OUT, Decoded, Pending, ProtocolError, _items, _name
+from .wire import REQUEST_TIMED_OUT, Decoded, Pending, ProtocolError, require_array, require_name
 
 APIS: dict[int, tuple[Any, Any, int, int]] = {
     8: (OffsetCommitRequest, OffsetCommitResponse, 2, 9),
@@ -66,7 +66,7 @@ def _group_id(x: Any) -> str:
 
 def _find_coordinator(d: Decoded, ref: Ref) -> Pending:
     b = d.body
-    keys = tuple(_items(b.coordinator_keys)) if d.api_version >= 4 else (b.key,)
+    keys = tuple(require_array(b.coordinator_keys)) if d.api_version >= 4 else (b.key,)
     if any(not isinstance(k, str) for k in keys):
         raise ProtocolError("missing coordinator key")
     key_type = b.key_type if d.api_version >= 1 else gm.KEY_TYPE_GROUP
@@ -94,7 +94,7 @@ def _instance(b: Any, v: int, since: int) -> str | None:
 def _join_group(d: Decoded, ref: Ref) -> Pending:
     b = d.body
     v = d.api_version
-    protocols = tuple((_name(x.name), bytes(x.metadata or b"")) for x in _items(b.protocols))
+    protocols = tuple((require_name(x.name), bytes(x.metadata or b"")) for x in require_array(b.protocols))
     msg = gm.JoinGroupRequest(
         ref(0), _group_id(b.group_id), b.session_timeout_ms,
         b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms,
@@ -117,7 +117,7 @@ def _build_join_group(p: Pending) -> Any:
 
 def _sync_group(d: Decoded, ref: Ref) -> Pending:
     b = d.body
-    given = tuple((a.member_id, bytes(a.assignment or b"")) for a in _items(b.assignments))
+    given = tuple((a.member_id, bytes(a.assignment or b"")) for a in require_array(b.assignments))
     msg = gm.SyncGroupRequest(ref(0), _group_id(b.group_id), b.generation_id, b.member_id or "", given,
                               _instance(b, d.api_version, 3))
     return _one(d, msg, _build_sync_group)
@@ -141,7 +141,7 @@ def _heartbeat(d: Decoded, ref: Ref) -> Pending:
 def _leave_group(d: Decoded, ref: Ref) -> Pending:
     b = d.body
     if d.api_version >= 3:
-        members = list(_items(b.members))
+        members = list(require_array(b.members))
         ids = tuple(m.member_id or "" for m in members)
         insts = tuple(_instance(m, 3, 3) for m in members)
     else:
@@ -165,9 +165,9 @@ def _build_leave_group(p: Pending) -> Any:
 def _offset_commit(d: Decoded, ref: Ref) -> Pending:
     b = d.body
     offsets = tuple(
-        gm.CommittedOffset(TopicPartition(_name(t.name), x.partition_index), x.committed_offset,
+        gm.CommittedOffset(TopicPartition(require_name(t.name), x.partition_index), x.committed_offset,
                            x.committed_leader_epoch if d.api_version >= 6 else -1, x.committed_metadata or "")
-        for t in _items(b.topics) for x in _items(t.partitions))
+        for t in require_array(b.topics) for x in require_array(t.partitions))
     msg = gm.OffsetCommitRequest(ref(0), _group_id(b.group_id), b.generation_id_or_member_epoch, b.member_id or "",
                                  offsets, _instance(b, d.api_version, 7))
     return _one(d, msg, _build_offset_commit)
@@ -193,7 +193,7 @@ def _offset_fetch(d: Decoded, ref: Ref) -> Pending:
     b = d.body
     tps = None
     if b.topics is not None:
-        tps = tuple(TopicPartition(_name(t.name), i) for t in b.topics for i in _items(t.partition_indexes))
+        tps = tuple(TopicPartition(require_name(t.name), i) for t in b.topics for i in require_array(t.partition_indexes))
     return _one(d, gm.OffsetFetchRequest(ref(0), _group_id(b.group_id), tps), _build_offset_fetch)
 
 

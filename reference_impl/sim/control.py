@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Final, Iterable
 
 from reference_impl.core.messages import TopicPartition
+from reference_impl.core.storage import CLEAN_SHUTDOWN, CleanShutdown
 
 from .clients import Admin
 from .host import DOWN, PAUSED
@@ -50,6 +51,10 @@ class SimNodes:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self._admin: Admin | None = None
+        #: nodes sent a SIGTERM that have not gone down since, and how the
+        #: latest SIGTERM of each node that did ended (clean or not)
+        self._stopping: set[str] = set()
+        self._clean: dict[str, bool] = {}
 
     def reassign(self, key: str, replicas: list[str]) -> None:
         """AlterPartitionReassignments (KIP-455) from a simulated admin
@@ -79,6 +84,7 @@ class SimNodes:
         return [node_name(n) for n in self.sim.controller_ids]
 
     def start(self, node: str) -> None:
+        self._settle(node)  # before the start deletes the clean-shutdown marker
         self.sim.restart(node_id(node))
 
     def kill(self, node: str) -> None:
@@ -91,8 +97,25 @@ class SimNodes:
             return
         self.sim.resume(nid)
         incarnation = host.incarnation
+        self._stopping.add(node)
+        self._clean.pop(node, None)
         self.sim.shutdown(nid)
         self.sim.loop.after(SHUTDOWN_GRACE_MS, self._grace_over, nid, incarnation)
+
+    def _settle(self, node: str) -> None:
+        """A stopping node that is down ended its shutdown cleanly if its
+        disk holds the clean-shutdown marker (written just before the Halt;
+        the grace's kill comes before it). Read before any restart, as the
+        restarted broker deletes the marker once it has read it."""
+        if node in self._stopping and self.sim.hosts[node_id(node)].state == DOWN:
+            self._stopping.discard(node)
+            marker = self.sim.hosts[node_id(node)].disk.files_cache.get(CLEAN_SHUTDOWN)
+            self._clean[node] = isinstance(marker, CleanShutdown)
+
+    def last_shutdown_clean(self, node: str) -> bool | None:
+        """The contract's ShutdownOutcomes: how the node's latest SIGTERM ended."""
+        self._settle(node)
+        return self._clean.get(node)
 
     def _grace_over(self, nid: int, incarnation: int) -> None:
         if self.sim.hosts[nid].incarnation == incarnation:

@@ -99,6 +99,124 @@ def test_the_project_reaches_a_host_as_its_wheel_in_a_venv_built_from_uploaded_w
         hosts.teardown()
 
 
+def test_the_wheel_cache_is_keyed_by_the_hosts_interpreter_so_another_arch_never_gets_this_machines_wheels(
+        hosts_dir, tmp_path, monkeypatch):
+    """Which wheels a host takes is decided by its own interpreter (PEP 425
+    tags, manylinux's glibc rule): the host's python3.11 is asked, the cache
+    directory is named by its answer, and a host of another architecture
+    gets wheels fetched for it, never the ones cached for this machine
+    (harness/backend/bundle.py, Target)."""
+    import dataclasses
+    import platform
+
+    from harness.backend import bundle
+
+    checked = preflight(str(hosts_dir / "hosts.yaml"), NODES)
+    hosts = SshHosts(checked, None, "target")
+    try:
+        target = hosts.target("n1")
+    finally:
+        hosts.teardown()
+    glibc = platform.libc_ver()[1].replace(".", "_")
+    assert target.key == f"cp311-cp311-manylinux_{glibc}_{platform.machine()}"  # these hosts share this machine's
+    arm = dataclasses.replace(target, arch="aarch64")
+    monkeypatch.setattr(bundle, "WHEELS", tmp_path / "wheels")
+    version = next(v for d, v in bundle.node_dists() if d == "orjson")
+    mine = bundle._wheel("orjson", version, target)
+    theirs = bundle._wheel("orjson", version, arm)
+    assert mine.parent.name == target.key and theirs.parent.name == arm.key != target.key
+    assert f"_{platform.machine()}" in mine.name and "_aarch64" in theirs.name
+    assert target.takes(mine.name) and not arm.takes(mine.name) and not target.takes(theirs.name)
+    assert not arm.takes("pyfuse3-3.5.0-cp311-cp311-linux_x86_64.whl")
+    assert not dataclasses.replace(target, python=(3, 12)).takes(mine.name)  # another Python: another ABI
+    assert not dataclasses.replace(target, glibc=(2, 12)).takes(  # an older glibc than the wheel needs
+        "orjson-3.13.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
+    assert arm.takes("kraftwerk-0-py3-none-any.whl")  # pure wheels go anywhere
+
+
+@pytest.mark.parametrize("line, words", [
+    ("", "cannot read its interpreter's platform"),
+    ("pypy 3.11 - linux-x86_64 glibc 2.36 64", "not CPython"),
+    ("cpython 3.11 - linux-x86_64 - - 64", "glibc Linux hosts only"),
+    ("cpython 3.11 - macosx-14.0-arm64 - - 64", "glibc Linux hosts only"),
+])
+def test_a_host_whose_interpreter_cannot_take_our_wheels_is_one_line_exit_2(line, words):
+    from harness.backend.bundle import Target
+    from harness.errors import EXIT_USAGE, UsageError
+
+    with pytest.raises(UsageError) as e:
+        Target.parse(line, "host h1 (10.0.0.1)")
+    assert e.value.exit_code == EXIT_USAGE == 2
+    assert str(e.value).startswith("host h1 (10.0.0.1): ") and words in str(e.value) and "\n" not in str(e.value)
+
+
+RACER = """
+import json, sys
+from harness.backend.ssh import SshHosts, preflight
+nodes = ["n1", "n2", "n3"]
+hosts = SshHosts.open(preflight(sys.argv[1], nodes), nodes, None, None, run_id=sys.argv[2])
+try:
+    for n in nodes:
+        rc, out, err = hosts.exec(n, ["env", "-i", f"{hosts.app[n]}/venv/bin/python", "-c",
+                                      "import harness, kafka, msgpack, orjson"], 60)
+        assert rc == 0, err
+        rc, out, err = hosts.exec(n, [*hosts.kraftwerk_argv(n), "node", "--help"], 60)
+        assert rc == 0 and "--controller-quorum" in out, err
+    print(json.dumps(hosts.app))
+finally:
+    hosts.teardown()
+"""
+
+
+def test_two_installs_at_once_into_one_shared_directory_both_come_out_whole(hosts_dir, tmp_path):
+    """Two runs installing at once, each onto three hosts that share one
+    directory (six installers of one name), with a cold bundle cache the
+    two share: the cache's flock makes one bundle tar, the host's lock lets
+    one installer build the venv and the rest find it published (a symlink
+    renamed into place), and both runs' nodes import from it
+    (harness/backend/bundle.py, ssh.py install_archive)."""
+    import json
+    import shutil
+    import tarfile
+
+    from harness.backend import bundle
+
+    checked = preflight(str(hosts_dir / "hosts.yaml"), NODES)
+    hosts = SshHosts(checked, None, "seed")
+    try:
+        target = hosts.target("n1")
+    finally:
+        hosts.teardown()
+    bundle.build(target)  # this machine's cache holds the wheels; the runs' cache gets copies, no tar
+    cache = tmp_path / "cache"
+    shutil.copytree(bundle.WHEELS / target.key, cache / "kraftwerk" / "wheels" / target.key)
+    shared = tmp_path / "shared"
+    data = yaml.safe_load((hosts_dir / "hosts.yaml").read_text())
+    data["defaults"]["key"] = str(hosts_dir / "id_ed25519")
+    data["defaults"]["known_hosts"] = str(hosts_dir / "known_hosts")
+    for h in data["hosts"]:
+        h["dir"] = str(shared)
+    hf = tmp_path / "hosts.yaml"
+    hf.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    runs = [subprocess.Popen([sys.executable, "-c", RACER, str(hf), f"race{i}"], cwd=ROOT, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in (1, 2)]
+    outs = [r.communicate(timeout=600) for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], [err[-600:] for _, err in outs]
+    apps = [json.loads(out.splitlines()[-1]) for out, _ in outs]
+    (app,) = {d for a in apps for d in a.values()}  # every node of both runs: one app directory
+    tars = list((cache / "kraftwerk").glob("kw-bundle-*.tar"))
+    assert len(tars) == 1 and f"app-{tars[0].name.removeprefix('kw-bundle-').removesuffix('.tar')}" == Path(app).name
+    with tarfile.open(tars[0]) as tar:  # whole: every wheel the build put in it
+        assert {n.split("-")[0] for n in tar.getnames() if n.startswith("wheels/")} >= {
+            "wheels/kraftwerk", "wheels/orjson", "wheels/msgpack", "wheels/kafka_python"}
+    link = Path(app)
+    assert link.is_symlink() and (link / ".complete").is_file() and (link / "venv/bin/python").exists()
+    assert sorted(p.name for p in shared.iterdir() if p.name.startswith(link.name)) == [
+        link.name, os.readlink(link)]  # one real directory, no staging left over
+    assert not list(shared.glob("*.tar")) and not list(shared.glob("*.link"))
+
+
 def write_hosts(tmp_path, hosts_dir, **changes):
     data = yaml.safe_load((hosts_dir / "hosts.yaml").read_text())
     data["defaults"]["key"] = str(hosts_dir / "id_ed25519")

@@ -158,6 +158,10 @@ BAD_LINES = {
                  "h.jsonl:1: nested too deeply"),
     "huge int": ('{"type":"ok","f":"send","value":' + "9" * 5000 + "}\n",
                  "h.jsonl:1: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"),
+    "list process": ('{"type":"invoke","f":"send","process":[1],"value":[["send","t-0",1]]}\n',
+                     "h.jsonl:1: process [1] is not a number or a string"),
+    "object process": ('{"index":0,"time":1,"type":"invoke","f":"poll","process":{"a":1},"value":[["poll"]]}\n',
+                       "h.jsonl:1: process {'a': 1} is not a number or a string"),
 }
 
 
@@ -174,6 +178,23 @@ def test_bad_lines_get_the_same_one_line_error_from_the_scan(tmp_path, name):
     assert errors[0] == errors[1]
     assert errors[0].endswith(want), errors[0]
     assert "\n" not in errors[0]
+
+
+@pytest.mark.parametrize("name", sorted(BAD_LINES))
+def test_a_bad_line_in_a_range_read_apart_is_the_same_error_naming_its_line_in_the_file(tmp_path, name):
+    """Read in two ranges, the second by another process, a bad line in
+    the second is named by its line in the whole file."""
+    text, _want = BAD_LINES[name]
+    path = tmp_path / "h.jsonl"
+    write_jsonl(path, valid_history(60, 2, 2, seed=1))
+    with open(path, "a") as f:
+        f.write(text)
+    errors = []
+    for read in (read_jsonl, lambda p: _scan(p, [], readers=2, cuts=[0, _line_starts(p)[30]])):
+        with pytest.raises(HistoryError) as e:
+            read(path)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
 
 
 def test_what_orjson_refuses_but_json_reads_is_read_the_same(tmp_path):
@@ -200,6 +221,9 @@ def test_torn_last_line_is_skipped_with_the_same_warning(tmp_path):
     scan = scan_jsonl(path, w2)
     assert w1 == w2 and len(w1) == 1 and "truncated last line ignored" in w1[0]
     assert scan.stats.n == len(ops)
+    w3: list[str] = []
+    apart = _scan(path, w3, readers=2, cuts=[0, _line_starts(path)[100]])
+    assert w3 == w1 and apart.stats.n == len(ops)
 
 
 def test_malformed_value_is_the_same_one_line_error_from_the_cli(tmp_path):
@@ -342,43 +366,105 @@ def _spliced_history() -> list[Op]:
     return [Op(o.type, o.f, o.value, o.process, o.time, i, o.error, o.extra) for i, o in enumerate(out)]
 
 
-@pytest.mark.parametrize("batch,small", [(1 << 16, 256), (5, 0), (64, 1 << 30), (997, 0)])
-def test_batched_scan_gives_the_object_readings_results_byte_for_byte(tmp_path, batch, small):
+def _scan(path: Path, warnings: list[str] | None, batch: int = 1 << 16, small: int = 256, readers: int = 1,
+          cuts: list[int] | None = None) -> Any:
+    from checkers.queue.scan import QueueScan, _Feeder, _read_ranges
+
+    scan = QueueScan()
+    _read_ranges(_Feeder(scan, path, warnings, batch, small), readers, cuts)
+    return scan.finish()
+
+
+def _folds(scan: Any) -> dict[str, Any]:
+    """What every fold of a scan holds, key order included."""
+    keys = scan.projection.keys
+    table = scan.projection.ops
+    lag = scan.lag
+    return {
+        "warnings": scan.projection.warnings,
+        "counts": scan.projection.counts,
+        "keys": [(k, keys[k]) for k in keys],
+        "table": {col: list(getattr(table, col)) for col in ("index", "process", "type", "invoke_time",
+                                                            "complete_time")},
+        "expired": [(k, list(c)) for k, c in lag.expired.items()],
+        "lag": (lag.positions, lag.worst),
+        "consume": scan.consume.counts,
+        "stats": (scan.stats.result(), scan.clients.result(scan.stats)),
+    }
+
+
+def _assert_same_folds(scan: Any, reference: Any) -> None:
+    """Every fold of ``scan`` holds what ``reference``'s does (or the
+    reference's :func:`_folds`), key order included."""
+    got, want = _folds(scan), reference if isinstance(reference, dict) else _folds(reference)
+    for part in want:
+        assert got[part] == want[part], part
+
+
+@pytest.mark.parametrize("batch,small,readers", [(1 << 16, 256, 1), (5, 0, 1), (64, 1 << 30, 1), (997, 0, 1),
+                                                 (1 << 16, 256, 2), (5, 0, 4)])
+def test_batched_scan_gives_the_object_readings_results_byte_for_byte(tmp_path, batch, small, readers):
     """The scan reads the common lines into batches of flat columns and
     hands them to the folds a batch at a time, grouping each key's events
     with numpy (or one by one for a small batch); whatever the batch size,
+    and whether one process reads the lines or several read a range each,
     on a history whose unusual lines fall mid-batch, the results are the
     object reading's, key order included, and so are each key's events
     and the op table."""
-    from checkers.queue.scan import QueueScan, _LineFeeder
+    from checkers.queue.scan import QueueScan
 
     path = tmp_path / "h.jsonl"
     write_jsonl(path, _spliced_history())
     w1: list[str] = []
     w2: list[str] = []
     reference = QueueScan.of(read_jsonl(path, w1))
-    scan = QueueScan()
-    _LineFeeder(scan, batch, small).run(path, w2)
-    scan.finish()
+    scan = _scan(path, w2, batch, small, readers)
     assert w1 == w2
-    assert scan.projection.warnings == reference.projection.warnings
+    _assert_same_folds(scan, reference)
     assert any("invoked while" in w for w in scan.projection.warnings)  # the process that invoked twice
-    assert scan.projection.counts == reference.projection.counts
-    ref_keys, keys = reference.projection.keys, scan.projection.keys
-    assert list(keys) == list(ref_keys)
-    for k in ref_keys:
-        assert keys[k] == ref_keys[k], k
-    table, ref_table = scan.projection.ops, reference.projection.ops
-    for col in ("index", "process", "type", "invoke_time", "complete_time"):
-        assert list(getattr(table, col)) == list(getattr(ref_table, col)), col
-    lag, ref_lag = scan.lag, reference.lag
-    assert {k: list(c) for k, c in lag.expired.items()} == {k: list(c) for k, c in ref_lag.expired.items()}
-    assert (lag.positions, lag.worst) == (ref_lag.positions, ref_lag.worst) and lag.worst["lag"] > 0
-    assert scan.consume.counts == reference.consume.counts and scan.consume.counts
+    assert reference.lag.worst["lag"] > 0 and reference.consume.counts
     for kw in ({}, {"test": {"sub_via": ["subscribe"]}}):
         by_objects = json.dumps(_untimed(check_history(read_jsonl(path), **kw)))
         by_columns = json.dumps(_untimed(check_history(scan, **kw)))
         assert by_columns == by_objects
-        scan = QueueScan()
-        _LineFeeder(scan, batch, small).run(path, None)
-        scan.finish()
+        scan = _scan(path, None, batch, small, readers)
+
+
+def _line_starts(path: Path) -> list[int]:
+    starts = [0]
+    with open(path, "rb") as f:
+        for raw in f:
+            starts.append(starts[-1] + len(raw))
+    return starts[:-1]
+
+
+def test_a_range_read_apart_folds_as_if_read_after_the_ranges_before_it(tmp_path):
+    """Lines read in ranges by separate processes fold to the same state
+    as one reading, wherever the ranges start: next to each unusual line,
+    including where a process with an invocation open invokes again
+    right after the cut (that range is read again with the true state:
+    its reading from an empty start is refused)."""
+    from checkers.queue.lines import LineReader, usable
+    from checkers.queue.scan import QueueScan
+
+    ops = _spliced_history()
+    path = tmp_path / "h.jsonl"
+    write_jsonl(path, ops)
+    reference = _folds(QueueScan.of(read_jsonl(path, [])))
+    starts = _line_starts(path)
+    usual = {("invoke", "send"), ("invoke", "poll"), ("ok", "send"), ("ok", "poll")}
+    odd = [i for i, o in enumerate(ops) if (o.type, o.f) not in usual or o.process not in range(6)]
+    first = next(i for i, o in enumerate(ops) if o.process == 0 and o.value == [["send", "t-1", 906]])
+    again = next(i for i in range(first + 1, len(ops)) if ops[i].process == 0)
+    assert ops[again].type == "invoke"  # process 0 invokes while its send of 906 is open
+    refused = 0
+    for i in sorted({j for i in [*odd, first, again] for j in (i, i + 2) if 1 < j < len(starts)}):
+        cuts = [0, starts[i - 1], starts[i]]  # ranges starting right before and right after line i - 1
+        _assert_same_folds(_scan(path, [], readers=len(cuts), cuts=cuts), reference)
+        alone = LineReader(path, lambda _x: None, starts[i], None).run()
+        before = QueueScan()
+        from checkers.queue.scan import _Feeder
+        feeder = _Feeder(before, path, [])
+        LineReader(path, feeder.item, 0, starts[i], open_=feeder.open).run()
+        refused += not usable(alone, feeder.open, set(before.projector.pending))
+    assert refused >= 1  # the cut before the second invocation

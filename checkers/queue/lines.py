@@ -1,0 +1,393 @@
+"""Reading a JSONL queue history's lines into batches of flat columns.
+
+The scan (:mod:`checkers.queue.scan`) folds a history in one pass; this
+module is the reading half of that pass. A :class:`LineReader` reads the
+lines of one byte range of the file and turns them into a stream of items,
+in file order:
+
+* a :class:`Batch`: the common lines (an invocation of a send or a poll and
+  its ``ok`` completion with 64-bit non-negative integer offsets and
+  values) as numpy columns;
+* a :class:`Slow` line: any other line, as its raw bytes and where it is
+  (line and operation counts before it), with the fast invocations its
+  processes had open; the folds read it as operations (:func:`slow_ops`).
+
+Nothing here touches a fold, so one range can be read in another process
+while the folds take in the ranges before it (Jepsen's history folds run
+over chunks in parallel the same way). What a range's reading depends on
+from before it is small and known: which processes have an invocation
+open. The reader of a later range starts with none; its completions of
+invocations made before the range come out as slow lines (the folds pair
+them correctly whatever is open), and the processes whose first line in
+the range is an invocation read as fast are listed
+(:attr:`LineReader.first_fast`): if one of them did have an invocation
+open, the range is read again with the true state (:func:`usable`).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import orjson
+
+from checkers.history.op import HistoryError, Op
+
+_I64 = 1 << 63
+_INT = {int}
+_LIST = {list}
+_TWO = {2}
+_OK, _INVOKE, _SEND, _POLL = "ok", "invoke", "send", "poll"
+
+#: a fast completion's meta: a send's acks (as the projection spells them), or a poll's final flag
+META = (None, "all", "1", "0", False)
+ACKS_CODE = {None: 0, "all": 1, "-1": 1, "1": 2, "0": 3}
+POLL_META = 4
+#: a fast send completion's ``acks`` as the line spells it (``"?"``: no acks field)
+RAW_ACKS = ("?", None, "all", "-1", "1", "0")
+_RAW_ACKS_CODE = {a: i for i, a in enumerate(RAW_ACKS)}
+NO_EXTRA: dict[str, Any] = {}
+_NO_READS: list[Any] = []  # a poll that returned nothing (never appended to)
+
+
+@dataclass
+class Batch:
+    """Fast lines in file order, as columns: the invocations' times (and
+    how many came before the first completion), then one row per
+    completion (op index, process, invocation time, completion time, meta
+    code, raw acks code), and one row per (completion, key) event with its
+    pairs in ``off``/``val``. ``keys`` names the batch's key numbers."""
+
+    inv_times: np.ndarray
+    inv_before: int
+    ix: np.ndarray
+    proc: np.ndarray
+    itime: np.ndarray
+    tm: np.ndarray
+    meta: np.ndarray       # uint8: index into META
+    acks: np.ndarray       # uint8: index into RAW_ACKS (sends; polls 0)
+    ev_c: np.ndarray       # each event's completion row
+    ev_key: np.ndarray     # each event's key number
+    ev_n: np.ndarray       # each event's number of pairs
+    off: np.ndarray
+    val: np.ndarray
+    keys: list[str]
+
+
+@dataclass
+class Slow:
+    """A line the folds read as operations: its bytes, the lines (``i``)
+    and operations (``n_ops``) before it in its range, and whether it is
+    the file's last line."""
+
+    raw: bytes
+    i: int
+    n_ops: int
+    last: bool
+    ops: list[Op] | None = None   # as the reader numbered them (None: the folds read it again)
+    opened: dict[Any, tuple] = field(default_factory=dict)  # the fast invocations its processes had open
+
+
+_TORN = object()
+
+
+def slow_ops(raw: bytes, p: Path, i: int, n_ops: int, last: bool,
+             warnings: list[str] | None) -> tuple[list[Op], int, int, bool]:
+    """The operations of a line read as :func:`checkers.history.jsonl.iter_jsonl`
+    reads it (invalid UTF-8 replaced, any of ``\\r``, ``\\n``, ``\\r\\n``
+    ends a line, :mod:`json` decides what orjson refuses), numbered after
+    ``i`` lines and ``n_ops`` operations: ``(ops, i, n_ops, torn)``, torn
+    when it is a truncated last line (reported in ``warnings``). Raises
+    the one-line :class:`HistoryError` of a bad line."""
+    from checkers.history.jsonl import _TORN as TORN, _json_fallback, _op_from_json
+
+    loads = orjson.loads
+    d: Any = None
+    if b"\r" not in raw:
+        try:
+            d = loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    if type(d) is dict:
+        op = _op_from_json(d, p, i + 1)
+        if op.index < 0:
+            op.index = n_ops
+        return [op], i + 1, n_ops + 1, False
+    s = raw.decode("utf-8", "replace")
+    parts = io.StringIO(s, newline=None).readlines() if "\r" in s else [s]
+    ops = []
+    for j, line in enumerate(parts):
+        i += 1
+        try:
+            d = loads(line)
+        except orjson.JSONDecodeError:
+            if not line.strip():
+                continue
+            d = _json_fallback(line, p, i, last=last and j == len(parts) - 1, warnings=warnings)
+            if d is TORN:
+                return ops, i, n_ops, True
+        if not isinstance(d, dict):
+            raise HistoryError(f"{p}:{i}: expected a JSON object")
+        op = _op_from_json(d, p, i)
+        if op.index < 0:
+            op.index = n_ops
+        n_ops += 1
+        ops.append(op)
+    return ops, i, n_ops, False
+
+
+@dataclass
+class LineReader:
+    """Reads the lines of ``[start, end)`` of a JSONL history (``end``
+    None: to the end of the file) into :class:`Batch` and :class:`Slow`
+    items handed to ``emit`` in file order.
+
+    ``open_`` (process -> the fast invocation it has open) and ``pending``
+    (processes with any other invocation open) start as the state before
+    the range and end as the state after it; the reader keeps ``pending``
+    as the projection keeps its pending operations (an invocation opens
+    one, any completion closes it, the nemesis has none)."""
+
+    path: Path
+    emit: Callable[[Any], None]
+    start: int = 0
+    end: int | None = None
+    batch: int = 1 << 16
+    open_: dict[Any, tuple] = field(default_factory=dict)
+    pending: set[Any] = field(default_factory=set)
+    i: int = 0          # lines read (a line with \r in it counts its parts)
+    n_ops: int = 0      # operations read
+    stopped: bool = False   # a bad or torn line ended the reading
+    touched: set[Any] = field(default_factory=set)
+    first_fast: set[Any] = field(default_factory=set)
+
+    def run(self) -> "LineReader":
+        self._kid: dict[str, int] = {}
+        self._kname: list[str] = []
+        self._clear()
+        self._run()
+        self._emit_batch()
+        return self
+
+    def _clear(self) -> None:
+        self.inv_times: list[int] = []
+        self.inv_before = 0
+        self.c_ix: list[int] = []
+        self.c_proc: list[int] = []
+        self.c_itime: list[int] = []
+        self.c_tm: list[int] = []
+        self.c_meta = bytearray()
+        self.c_acks = bytearray()
+        self.e_c: list[int] = []
+        self.e_kid: list[int] = []
+        self.e_np: list[int] = []
+        self.p_off: list[int] = []
+        self.p_val: list[int] = []
+
+    def _emit_batch(self) -> None:
+        if not (self.c_tm or self.inv_times):
+            return
+        i64 = np.int64
+        self.emit(Batch(
+            np.array(self.inv_times, i64), self.inv_before,
+            np.array(self.c_ix, i64), np.array(self.c_proc, i64), np.array(self.c_itime, i64),
+            np.array(self.c_tm, i64), np.frombuffer(bytes(self.c_meta), np.uint8),
+            np.frombuffer(bytes(self.c_acks), np.uint8),
+            np.array(self.e_c, i64), np.array(self.e_kid, i64), np.array(self.e_np, i64),
+            np.array(self.p_off, i64), np.array(self.p_val, i64), list(self._kname)))
+        self._clear()
+
+    def _slow(self, raw: bytes, last: bool) -> None:
+        """Hand over a slow line, after the batch so far, with the fast
+        invocations its operations' processes had open (the folds read it
+        again, with the file's numbering, and make those pending first);
+        keep ``pending`` as the folds will."""
+        self._emit_batch()
+        item = Slow(raw, self.i, self.n_ops, last)
+        try:
+            ops, self.i, self.n_ops, torn = slow_ops(raw, self.path, self.i, self.n_ops, last, None)
+        except HistoryError:
+            ops, torn = [], True
+        open_, pending, touched = self.open_, self.pending, self.touched
+        try:
+            for op in ops:
+                p = op.process
+                inv = open_.pop(p, None)
+                if inv is not None:
+                    item.opened[p] = inv
+                touched.add(p)
+                if p == "nemesis":
+                    continue
+                if op.type == _INVOKE:
+                    pending.add(p)
+                else:
+                    pending.discard(p)
+        except TypeError:  # unhashable: the folds refuse it
+            torn = True
+        if torn:
+            self.stopped = True
+        else:
+            item.ops = ops
+        self.emit(item)
+
+    def _run(self) -> None:
+        open_, pending, touched, first_fast = self.open_, self.pending, self.touched, self.first_fast
+        kids, kname = self._kid, self._kname
+        batch = self.batch
+        loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
+        acks_code, raw_code = ACKS_CODE, _RAW_ACKS_CODE
+        end = self.end
+        pos = self.start
+        i, n_ops = self.i, self.n_ops
+        with open(self.path, "rb") as f:
+            f.seek(pos)
+            for raw in f:
+                if end is not None:
+                    if pos >= end:
+                        break
+                    pos += len(raw)
+                inv_times, c_ix, c_proc, c_itime, c_tm = (self.inv_times, self.c_ix, self.c_proc,
+                                                          self.c_itime, self.c_tm)
+                d: Any = None
+                if b"\r" not in raw:
+                    try:
+                        d = loads(raw)
+                    except JSONDecodeError:
+                        pass
+                if type(d) is not dict:
+                    self.i, self.n_ops = i, n_ops
+                    self._slow(raw, end is None and not f.peek(1))
+                    if self.stopped:
+                        return
+                    i, n_ops = self.i, self.n_ops
+                    continue
+                i += 1
+                n_ops += 1
+                ix = d.get("index")
+                tm = d.get("time")
+                proc = d.get("process")
+                t = d.get("type")
+                fn = d.get("f")
+                nd = len(d)
+                if type(ix) is int and type(tm) is int and type(proc) is int and (ix | tm | proc) >= 0 \
+                        and (ix | tm | proc) < _I64 and "value" in d:
+                    if t == _INVOKE:
+                        if (fn == _SEND or fn == _POLL) and proc not in open_ and proc not in pending:
+                            if nd == 6:
+                                extra: Any = NO_EXTRA
+                            elif nd == 7 and "acks" in d:
+                                extra = {"acks": d["acks"]}
+                            else:
+                                extra = None
+                            if extra is not None:
+                                if proc not in touched:
+                                    touched.add(proc)
+                                    first_fast.add(proc)
+                                open_[proc] = (ix, tm, fn, d["value"], extra)
+                                inv_times.append(tm)
+                                continue
+                    elif t == _OK and (nd == 6 or (nd == 7 and fn == _SEND and "acks" in d)):
+                        inv = open_.pop(proc, None)
+                        if inv is not None:
+                            value = d["value"]
+                            mop = value[0] if type(value) is list and len(value) == 1 else None
+                            if type(mop) is not list:
+                                pass
+                            elif fn == _SEND:
+                                x = mop[2] if len(mop) == 3 and mop[0] == _SEND and type(mop[1]) is str else None
+                                if type(x) is list and len(x) == 2:
+                                    off, v = x
+                                    if type(off) is int and type(v) is int and (off | v) >= 0 \
+                                            and (off | v) < _I64:
+                                        acks = d.get("acks")
+                                        if acks is None:
+                                            acks = inv[4].get("acks")
+                                        code = acks_code.get(acks, 255) if type(acks) is str or acks is None \
+                                            else 255
+                                        if code != 255:
+                                            k = mop[1]
+                                            kid = kids.get(k)
+                                            if kid is None:
+                                                kid = kids[k] = len(kname)
+                                                kname.append(k)
+                                            if not c_tm:
+                                                self.inv_before = len(inv_times)
+                                            self.e_c.append(len(c_tm))
+                                            c_ix.append(ix)
+                                            c_proc.append(proc)
+                                            c_itime.append(inv[1])
+                                            c_tm.append(tm)
+                                            self.c_meta.append(code)
+                                            self.c_acks.append(raw_code[d.get("acks", "?")])
+                                            self.e_kid.append(kid)
+                                            self.e_np.append(1)
+                                            self.p_off.append(off)
+                                            self.p_val.append(v)
+                                            if len(c_tm) >= batch:
+                                                self._emit_batch()
+                                            continue
+                            elif fn == _POLL and len(mop) == 2 and mop[0] == _POLL and type(mop[1]) is dict:
+                                reads = _poll_reads(mop[1]) if mop[1] else _NO_READS
+                                if reads is not None:
+                                    if not c_tm:
+                                        self.inv_before = len(inv_times)
+                                    c = len(c_tm)
+                                    e_c, e_kid, e_np = self.e_c, self.e_kid, self.e_np
+                                    for k, os_, vs in reads:
+                                        kid = kids.get(k)
+                                        if kid is None:
+                                            kid = kids[k] = len(kname)
+                                            kname.append(k)
+                                        e_c.append(c)
+                                        e_kid.append(kid)
+                                        e_np.append(len(os_))
+                                        self.p_off.extend(os_)
+                                        self.p_val.extend(vs)
+                                    c_ix.append(ix)
+                                    c_proc.append(proc)
+                                    c_itime.append(inv[1])
+                                    c_tm.append(tm)
+                                    self.c_meta.append(POLL_META)
+                                    self.c_acks.append(0)
+                                    if len(c_tm) >= batch:
+                                        self._emit_batch()
+                                    continue
+                            open_[proc] = inv  # not a fast line after all
+                self.i, self.n_ops = i - 1, n_ops - 1
+                self._slow(raw, end is None and not f.peek(1))
+                if self.stopped:
+                    return
+                i, n_ops = self.i, self.n_ops
+        self.i, self.n_ops = i, n_ops
+
+
+def _poll_reads(m: dict) -> list[tuple[str, list[int], list[int]]] | None:
+    """A fast poll's ``{key: [[offset, value], ...]}`` as ``(key, offsets,
+    values)``, or None unless every offset and value is a 64-bit
+    non-negative int."""
+    reads = []
+    for k, prs in m.items():
+        if type(prs) is not list:
+            return None
+        if prs:
+            if {*map(type, prs)} != _LIST or {*map(len, prs)} != _TWO:
+                return None
+            os_ = [q[0] for q in prs]
+            vs = [q[1] for q in prs]
+            if {*map(type, os_), *map(type, vs)} != _INT or min(min(os_), min(vs)) < 0 \
+                    or max(max(os_), max(vs)) >= _I64:
+                return None
+            reads.append((k, os_, vs))
+        else:
+            reads.append((k, [], []))
+    return reads
+
+
+def usable(reader: "LineReader", open_before: dict[Any, tuple], pending_before: set[Any]) -> bool:
+    """Whether a range read from an empty start reads as it would have
+    with the true state before it: no process it read a fast invocation
+    of first had one open."""
+    return not any(p in open_before or p in pending_before for p in reader.first_fast)

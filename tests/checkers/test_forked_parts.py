@@ -1,0 +1,83 @@
+"""A big history's check uses both cores: ranges of its lines read, and half
+its keys checked, in forked processes (:mod:`checkers.forked`). The part
+done elsewhere is the part done here, a failed fork's part is done here
+instead, with no traceback, and no process or file outlives the check."""
+
+from __future__ import annotations
+
+import glob
+import multiprocessing
+import os
+import tempfile
+import time
+
+import pytest
+
+import checkers.pipeline as pipeline
+from checkers.forked import Forked
+from checkers.history import write_jsonl
+from checkers.queue.scan import scan_jsonl
+from checkers.queue.synth import valid_history
+
+
+def _without_pid(results: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "pid"} for r in results]
+
+
+def _keys(tmp_path):
+    ops = valid_history(6000, 9, 7, seed=3)
+    del ops[len(ops) // 2]  # an operation lost: its key is not clean, so it is checked as events
+    for i, op in enumerate(ops):
+        op.index = i
+    path = tmp_path / "h.jsonl"
+    write_jsonl(path, ops)
+    return scan_jsonl(path, []).projection.keys
+
+
+def test_keys_checked_in_a_forked_process_give_the_results_checked_here(tmp_path, monkeypatch):
+    here = _without_pid(pipeline.run_keys(_keys(tmp_path)))
+    monkeypatch.setattr(pipeline, "MIN_OPS", 0)
+    both = pipeline.run_keys(_keys(tmp_path), release=True)
+    assert _without_pid(both) == here
+    assert len({r["pid"] for r in both}) == 2  # half of them were checked in the other process
+    assert not multiprocessing.active_children()
+
+
+def test_keys_past_the_deadline_in_either_process_end_the_stage_with_the_keys_done(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "MIN_OPS", 0)
+    with pytest.raises(pipeline.PerKeyBudgetExceeded) as e:
+        pipeline.run_keys(_keys(tmp_path), deadline=time.monotonic() - 1)
+    assert e.value.results == []
+    assert not multiprocessing.active_children()
+
+
+def _fails(out, why: str) -> None:
+    out.write(b"half")
+    raise RuntimeError(why)
+
+
+def _writes(out, data: bytes) -> None:
+    out.write(data)
+
+
+def test_a_failed_part_says_so_with_no_traceback_and_leaves_no_file(capfd):
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "kraftwerk-part-*")))
+    with Forked(_fails, "on purpose") as f:
+        assert f.output() is None
+    with Forked(_writes, b"whole") as f:
+        assert f.output().read() == b"whole"
+    assert "Traceback" not in capfd.readouterr().err
+    assert not multiprocessing.active_children()
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "kraftwerk-part-*"))) == before
+
+
+def _sleeps(out, seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def test_a_part_still_running_when_the_check_ends_is_killed():
+    with Forked(_sleeps, 60) as f:
+        pid = f.proc.pid
+        assert os.path.exists(f"/proc/{pid}")
+    assert not os.path.exists(f"/proc/{pid}")
+    assert not multiprocessing.active_children()
