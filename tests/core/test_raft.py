@@ -21,7 +21,7 @@ from reference_impl.core.messages import (
     VoteResponse,
 )
 from reference_impl.core.raft import FETCH_MAX_WAIT_MS, RaftReplica
-from reference_impl.core.raft.replica import RETRY_BACKOFF_MS
+from reference_impl.core.raft.replica import FETCH_RESEND_MS, RETRY_BACKOFF_MS
 from reference_impl.core.raft.testkit import Loop, MemoryDisk
 from reference_impl.core.storage import METADATA_LOG, QUORUM_STATE, QuorumState, StoredState
 
@@ -737,3 +737,29 @@ def test_an_observer_told_not_leader_fetches_again_after_the_retry_backoff_not_i
     assert sends(o.tick(1_000), RaftFetchRequest) == []  # the clock went back: the fetch is still in flight
     o.handle(RaftFetchResponse(-1, 1, Errors.NOT_LEADER_OR_FOLLOWER, req.msg.correlation_id, 1), 1_000, 1)
     assert sends(o.tick(1_000 + RETRY_BACKOFF_MS), RaftFetchRequest)
+
+
+def test_backward_wall_jump_holds_an_observers_lost_fetch_until_its_wall_clock_request_timeout():
+    """A broker's metadata fetch (a Raft observer's) sent while its wall
+    clock ran 55 s ahead and lost on the way is given up only when the wall
+    clock, set back, reaches the send time plus the request timeout: about
+    55 s of silence on the metadata path, though the monotonic clock moved a
+    few seconds. Kafka 4.4 does the same (docs/architecture.md, "Clocks"):
+    ``KafkaRaftClient.poll`` passes ``time.milliseconds()`` to its
+    ``RequestManager``, whose ``hasRequestTimedOut`` compares it with the
+    wall time of the send, and ``NetworkClient`` times an in-flight request
+    out by ``max(0, now - sendTimeMs)`` on the same wall clock. Seen in the
+    simulator's swarm seed 308 (tests/sim/schedules/
+    terminated-brokers-outlast-their-grace.json), where broker n3 heard no
+    metadata for 55.8 s."""
+    jump = 55_101
+    o = replica(9, stored([entry(0, 1)], epoch=1, leader=1), observer=True)
+    sent_at = 3_000 + jump  # wall; monotonic 3000
+    (req,) = sends(o.tick(sent_at, 3_000), RaftFetchRequest)
+    assert req.dst == 1  # and it never arrives (a partition dropped it)
+    back = o.tick(3_300, 3_300)  # the clock nemesis sets the wall clock back
+    assert sends(back, RaftFetchRequest) == []
+    # its next wake-up is the request timeout on the wall clock, a jump away
+    assert min(t.at for t in back if isinstance(t, Timer)) == sent_at + FETCH_RESEND_MS
+    assert sends(o.tick(sent_at + FETCH_RESEND_MS - 1, sent_at + FETCH_RESEND_MS - 1 - jump), RaftFetchRequest) == []
+    assert sends(o.tick(sent_at + FETCH_RESEND_MS, sent_at + FETCH_RESEND_MS - jump), RaftFetchRequest)

@@ -78,3 +78,23 @@ def test_a_power_loss_waits_while_a_killed_brokers_new_incarnation_has_not_regis
     test = json.loads(next(tmp_path.rglob("test.json")).read_text())
     power = [e for e in test["schedule"] if e["f"] == "start-lose-unfsynced"]
     assert power and all(e["nodes"] == [] and "not back in sync" in e["skipped"] for e in power)
+
+
+def test_seed_308_broker_hears_no_metadata_for_its_clock_jump_after_a_lost_fetch(tmp_path: Path):
+    """The stall seen in seed 308, pinned as the faithful behaviour it is
+    (docs/architecture.md, "Clocks", the KRaft request timeout): broker n3's
+    wall clock ran 55.1 s ahead, its metadata fetch timed out on that clock
+    and its next fetch went out while the partition still cut it from the
+    controllers, so the simulated network dropped it. When the clock was set
+    back, that fetch stayed in flight until the wall clock reached its send
+    time plus the request timeout again, as Kafka's RequestManager and
+    NetworkClient judge it (``time.milliseconds()``): n3 knew no quorum
+    leader for the length of the jump, in virtual time."""
+    cfg = config_from_flags("sim", {"schedule": str(SCHEDULES / "terminated-brokers-outlast-their-grace.json"),
+                                    "out": str(tmp_path)})
+    run_seed(cfg, cfg.seed, tmp_path)
+    trace = next(tmp_path.rglob("nodes/n3/trace.jsonl"))
+    states = [e for e in map(json.loads, trace.read_text().splitlines()) if e["kind"] == "raft_state"]
+    lost = next(i for i, e in enumerate(states) if e["leader"] == -1 and e["t"] > 0 and e["epoch"] > 0)
+    found = next(e for e in states[lost + 1:] if e["leader"] != -1)
+    assert 55_101 <= found["t"] - states[lost]["t"] < 55_101 + 3 * 2_000

@@ -132,7 +132,11 @@ RAFT_MESSAGES: Final = (
 
 #: how long the leader parks a fetch that has nothing new (KRaft's fetch max wait)
 FETCH_MAX_WAIT_MS: Final = 500
-#: a fetch with no answer after this long is sent again (lost request or response)
+#: a fetch with no answer after this long is sent again (lost request or
+#: response), judged on the wall clock from its send, as Kafka's
+#: ``RequestManager.ConnectionState.hasRequestTimedOut`` judges it with the
+#: ``time.milliseconds()`` of ``KafkaRaftClient.poll`` (Kafka's
+#: ``controller.quorum.request.timeout.ms`` is 2 s)
 FETCH_RESEND_MS: Final = FETCH_MAX_WAIT_MS + 500
 #: pause before retrying after an error answer
 RETRY_BACKOFF_MS: Final = 50
