@@ -315,9 +315,10 @@ def step_recorder(rec: Recorder) -> Callable[[str, dict[str, Any]], None]:
     return record
 
 
-def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Event | None = None) -> RunOutcome:
+def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Event | None = None,
+             report: bool = True) -> RunOutcome:
     """One test on real processes (``kraftwerk run``), its run directory
-    under ``cfg.out``."""
+    under ``cfg.out`` (with the HTML report unless ``report`` is off)."""
     assert cfg.seed is not None
     checked = preflight(cfg)
     run_dir = store.new_run_dir(Path(cfg.out), cfg.name, cfg.seed)
@@ -326,7 +327,7 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
         # records (same values!) out of this history
         cfg = cfg.model_copy(update={"topic_prefix": f"kraftwerk.{cfg.name}.{run_dir.name}.t"})
     return RunOutcome(run_dir, run_lifecycle(ProcessRuntime(cfg, run_dir, checked, progress, stop), run_dir,
-                                             report=True))
+                                             report=report))
 
 
 def record_schedule(run_dir: Path, schedule: list[dict[str, Any]]) -> None:

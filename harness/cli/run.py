@@ -20,7 +20,9 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
                    "or ssh hosts.")
 @click.option("--test-count", type=int, help="Run the test N times with seeds seed, seed+1, ...")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
-def run_cmd(as_json: bool, no_progress: bool, **flags: Any) -> int:
+@click.option("--report/--no-report", default=True,
+              help="Write the HTML report into the run directory (default; the verdict never depends on it).")
+def run_cmd(as_json: bool, no_progress: bool, report: bool, **flags: Any) -> int:
     """Run a campaign against a cluster on this machine.
 
     \b
@@ -42,13 +44,14 @@ def run_cmd(as_json: bool, no_progress: bool, **flags: Any) -> int:
     assert cfg.seed is not None
     for i in range(cfg.test_count):
         c = cfg.model_copy(update={"seed": cfg.seed + i})
-        o = run_test(c, progress=False if (no_progress or as_json) else None)
+        o = run_test(c, progress=False if (no_progress or as_json) else None, report=report)
         outcomes.append(o)
         code = exit_code_for_valid(o.result.get("valid"))
         worst = max(worst, code) if code != EXIT_HARNESS else code
         if not as_json:
             click.echo(summary_line(o))
-            click.echo(f"report: {o.run_dir / 'index.html'}")
+            if report:
+                click.echo(f"report: {o.run_dir / 'index.html'}")
     if as_json:
         objs = [{"run_dir": str(o.run_dir), **o.result} for o in outcomes]
         sys.stdout.write(json.dumps(objs[0] if len(objs) == 1 else objs, default=str) + "\n")

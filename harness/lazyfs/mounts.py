@@ -297,16 +297,27 @@ def umount(point: str | Path, clean: bool = True, timeout: float = 10.0) -> bool
     return was
 
 
+def _stopped(pid: int) -> bool:
+    """The process is stopped (SIGSTOP, a tracer): it answers nothing until
+    continued, so asking it to unmount would only wait out the timeout."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:][:1] in ("T", "t")
+
+
 def _stop(point: str, rec: dict[str, Any] | None, clean: bool, timeout: float) -> None:
     pid, start = (rec or {}).get("pid"), (rec or {}).get("start")
-    if clean and pid and alive(pid, start) and is_mounted(point):
+    if clean and pid and alive(pid, start) and not _stopped(pid) and is_mounted(point):
         try:
             control(point, "umount", timeout=timeout)
         except (HarnessError, UsageError):
-            pass
-        deadline = time.monotonic() + timeout
-        while alive(pid, start) and time.monotonic() < deadline:
-            time.sleep(0.02)
+            pass  # no answer: it will not exit on its own either
+        else:
+            deadline = time.monotonic() + timeout
+            while alive(pid, start) and time.monotonic() < deadline:
+                time.sleep(0.02)
     if is_mounted(point):
         _force_unmount(point)
     if pid and pid != os.getpid() and alive(pid, start):

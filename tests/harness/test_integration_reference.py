@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(tmp_path, *args, timeout=400):
     out = tmp_path / "results"
     r = subprocess.run(
-        [sys.executable, "-c", "from harness.cli import main; main()", "run", "--out", str(out), "--json", *args],
+        [sys.executable, "-c", "from harness.cli import main; main()", "run", "--out", str(out), "--json", "--no-report", *args],
         capture_output=True, text=True, timeout=timeout, cwd=ROOT, env={**os.environ, "KRAFTWERK_DEBUG": ""},
     )
     assert r.returncode in (0, 1), f"exit {r.returncode}: {r.stderr[-800:]}"
@@ -99,8 +99,8 @@ def test_a_subscribe_campaign_with_rebalances_under_kills_is_valid(tmp_path):
     (members joining, subscribing again, and the coordinator's broker being
     killed); the poll skips and re-reads a rebalance explains are allowed,
     nothing else is."""
-    code, res = run(tmp_path, "--sub-via", "subscribe", "--nemesis", "kill", "--nemesis-interval", "4",
-                    "--time-limit", "16", "--partitions", "4", "--seed", "5")
+    code, res = run(tmp_path, "--sub-via", "subscribe", "--nemesis", "kill", "--nemesis-interval", "3",
+                    "--time-limit", "10", "--partitions", "4", "--seed", "5")
     run_dir = Path(res["run_dir"])
     ops = [json.loads(l) for l in open(run_dir / "history.jsonl")]
     assert any(o["f"] == "start-kill" for o in ops), "no fault was injected"

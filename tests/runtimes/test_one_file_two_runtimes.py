@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TEST_FILE = """\
 name: both
-time_limit: 10
+time_limit: 6
 nemesis: [kill:majority, partition:halves, pause:one]
 nemesis_interval: 2
 rate: 40
@@ -44,8 +44,9 @@ def intervals(run_dir: Path) -> list[dict]:
 def test_one_file_runs_on_both_runtimes_with_the_same_fault_names(tmp_path: Path) -> None:
     f = tmp_path / "both.yaml"
     f.write_text(TEST_FILE)
-    sim = Path(kraftwerk("sim", "--config", str(f), "--out", str(tmp_path / "sim"))["run_dir"])
-    real = Path(kraftwerk("run", "--config", str(f), "--out", str(tmp_path / "real"), "--no-progress")["run_dir"])
+    sim = Path(kraftwerk("sim", "--config", str(f), "--out", str(tmp_path / "sim"), "--no-report")["run_dir"])
+    real = Path(kraftwerk("run", "--config", str(f), "--out", str(tmp_path / "real"), "--no-progress",
+                          "--no-report")["run_dir"])
     mix = {"kill:majority", "partition:halves", "pause:one"}
     for run in (sim, real):
         test = json.loads((run / "test.json").read_text())
@@ -62,9 +63,10 @@ def test_one_file_runs_on_both_runtimes_with_the_same_fault_names(tmp_path: Path
 
     # the simulator's schedule, replayed on real processes: the same intervals
     replayed = Path(kraftwerk("run", "--schedule", str(sim / "test.json"), "--out", str(tmp_path / "replay"),
-                              "--no-progress")["run_dir"])
+                              "--no-progress", "--no-report")["run_dir"])
     schedule = json.loads((sim / "test.json").read_text())["schedule"]
     starts = [e for e in schedule if e["f"].startswith("start-")]
     got = [o for o in intervals(replayed) if o["f"].startswith("start-")]
+    assert starts, "the simulator drew no fault to replay"
     keys = ("fault", "target", "nodes", "cut")
     assert [{k: o["value"].get(k) for k in keys} for o in got] == [{k: e.get(k) for k in keys} for e in starts]

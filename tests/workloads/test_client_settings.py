@@ -21,7 +21,7 @@ def test_acks0_producers_send_fire_and_forget_records_the_checker_cannot_count_a
     "unknown" (exit 3), never valid."""
     r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "run", "--acks", "0",
                         "--retries", "2", "--auto-offset-reset", "earliest", "--time-limit", "5", "--seed", "3",
-                        "--out", str(tmp_path), "--json"],
+                        "--out", str(tmp_path), "--json", "--no-report"],
                        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "KRAFTWERK_DEBUG": ""})
     assert r.returncode == 3, r.stderr[-800:]
     res = json.loads(r.stdout)

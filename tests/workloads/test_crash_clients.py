@@ -47,14 +47,14 @@ def test_one_operation_per_interval_over_concurrency_is_marked_to_crash():
 def test_crashed_clients_are_info_and_replaced_and_idempotent_producers_append_once(tmp_path):
     r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "run", "--idempotent",
                         "--crash-clients", "--crash-client-interval", "4", "--nemesis", "partition",
-                        "--nemesis-interval", "4", "--time-limit", "15", "--seed", "5", "--out", str(tmp_path),
-                        "--json"],
+                        "--nemesis-interval", "4", "--time-limit", "12", "--seed", "5", "--out", str(tmp_path),
+                        "--json", "--no-report"],
                        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "KRAFTWERK_DEBUG": ""})
     assert r.returncode == 0, r.stderr[-800:]
     res = json.loads(r.stdout)
     ops = [json.loads(line) for line in open(Path(res["run_dir"]) / "history.jsonl")]
     crashed = [o for o in ops if o["type"] == "info" and o.get("error") == "crashed"]
-    assert len(crashed) >= 3
+    assert len(crashed) >= 3  # one in each second (4 clients, 4 s apart each): about 11
     invoked = {o["process"]: o for o in ops if o["type"] == "invoke"}
     assert all(invoked[o["process"]].get("crash") is not None for o in crashed)
     # each crashed process never runs again: its thread continues as process + concurrency
@@ -63,3 +63,4 @@ def test_crashed_clients_are_info_and_replaced_and_idempotent_producers_append_o
         assert not later and o["process"] + 4 in invoked
     assert res["valid"] is True and not any("duplicate" in t for t in res["anomaly_types"])
     assert json.loads((Path(res["run_dir"]) / "test.json").read_text())["crash_clients"] is True
+    assert not (Path(res["run_dir"]) / "index.html").exists()  # --no-report: the verdict alone

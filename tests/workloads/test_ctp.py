@@ -33,7 +33,7 @@ def test_a_ctp_run_under_kills_and_client_crashes_processes_every_committed_inpu
     r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "run", "--workload", "ctp",
                         "--nemesis", "kill", "--nemesis-interval", "4", "--crash-clients",
                         "--crash-client-interval", "8", "--time-limit", "12", "--partitions", "4", "--seed", "5",
-                        "--out", str(tmp_path), "--json", "--no-progress"],
+                        "--out", str(tmp_path), "--json", "--no-progress", "--no-report"],
                        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "KRAFTWERK_DEBUG": ""})
     assert r.returncode == 0, r.stderr[-800:]
     res = json.loads(r.stdout)
