@@ -91,9 +91,6 @@ class Slow:
     opened: dict[Any, tuple] = field(default_factory=dict)  # the fast invocations its processes had open
 
 
-_TORN = object()
-
-
 def slow_ops(raw: bytes, p: Path, i: int, n_ops: int, last: bool,
              warnings: list[str] | None) -> tuple[list[Op], int, int, bool]:
     """The operations of a line read as :func:`checkers.history.jsonl.iter_jsonl`
@@ -167,12 +164,7 @@ class LineReader:
     def run(self) -> "LineReader":
         self._kid: dict[str, int] = {}
         self._kname: list[str] = []
-        self._clear()
-        self._run()
-        self._emit_batch()
-        return self
-
-    def _clear(self) -> None:
+        # the batch being read (kept as these lists, emptied in place once handed over)
         self.inv_times: list[int] = []
         self.inv_before = 0
         self.c_ix: list[int] = []
@@ -186,19 +178,27 @@ class LineReader:
         self.e_np: list[int] = []
         self.p_off: list[int] = []
         self.p_val: list[int] = []
+        self._run()
+        self._emit_batch()
+        return self
 
     def _emit_batch(self) -> None:
         if not (self.c_tm or self.inv_times):
             return
         i64 = np.int64
-        self.emit(Batch(
+        cols = (self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm, self.c_meta, self.c_acks,
+                self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val)
+        batch = Batch(
             np.array(self.inv_times, i64), self.inv_before,
             np.array(self.c_ix, i64), np.array(self.c_proc, i64), np.array(self.c_itime, i64),
             np.array(self.c_tm, i64), np.frombuffer(bytes(self.c_meta), np.uint8),
             np.frombuffer(bytes(self.c_acks), np.uint8),
             np.array(self.e_c, i64), np.array(self.e_kid, i64), np.array(self.e_np, i64),
-            np.array(self.p_off, i64), np.array(self.p_val, i64), list(self._kname)))
-        self._clear()
+            np.array(self.p_off, i64), np.array(self.p_val, i64), list(self._kname))
+        for col in cols:
+            del col[:]
+        self.inv_before = 0
+        self.emit(batch)
 
     def _slow(self, raw: bytes, last: bool) -> None:
         """Hand over a slow line, after the batch so far, with the fast
@@ -242,6 +242,9 @@ class LineReader:
         end = self.end
         pos = self.start
         i, n_ops = self.i, self.n_ops
+        inv_times, c_ix, c_proc, c_itime, c_tm = self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm
+        c_meta, c_acks, e_c, e_kid, e_np = self.c_meta, self.c_acks, self.e_c, self.e_kid, self.e_np
+        p_off, p_val = self.p_off, self.p_val
         with open(self.path, "rb") as f:
             f.seek(pos)
             for raw in f:
@@ -249,8 +252,6 @@ class LineReader:
                     if pos >= end:
                         break
                     pos += len(raw)
-                inv_times, c_ix, c_proc, c_itime, c_tm = (self.inv_times, self.c_ix, self.c_proc,
-                                                          self.c_itime, self.c_tm)
                 d: Any = None
                 if b"\r" not in raw:
                     try:
@@ -315,17 +316,17 @@ class LineReader:
                                                 kname.append(k)
                                             if not c_tm:
                                                 self.inv_before = len(inv_times)
-                                            self.e_c.append(len(c_tm))
+                                            e_c.append(len(c_tm))
                                             c_ix.append(ix)
                                             c_proc.append(proc)
                                             c_itime.append(inv[1])
                                             c_tm.append(tm)
-                                            self.c_meta.append(code)
-                                            self.c_acks.append(raw_code[d.get("acks", "?")])
-                                            self.e_kid.append(kid)
-                                            self.e_np.append(1)
-                                            self.p_off.append(off)
-                                            self.p_val.append(v)
+                                            c_meta.append(code)
+                                            c_acks.append(raw_code[d.get("acks", "?")])
+                                            e_kid.append(kid)
+                                            e_np.append(1)
+                                            p_off.append(off)
+                                            p_val.append(v)
                                             if len(c_tm) >= batch:
                                                 self._emit_batch()
                                             continue
@@ -335,7 +336,6 @@ class LineReader:
                                     if not c_tm:
                                         self.inv_before = len(inv_times)
                                     c = len(c_tm)
-                                    e_c, e_kid, e_np = self.e_c, self.e_kid, self.e_np
                                     for k, os_, vs in reads:
                                         kid = kids.get(k)
                                         if kid is None:
@@ -344,14 +344,14 @@ class LineReader:
                                         e_c.append(c)
                                         e_kid.append(kid)
                                         e_np.append(len(os_))
-                                        self.p_off.extend(os_)
-                                        self.p_val.extend(vs)
+                                        p_off.extend(os_)
+                                        p_val.extend(vs)
                                     c_ix.append(ix)
                                     c_proc.append(proc)
                                     c_itime.append(inv[1])
                                     c_tm.append(tm)
-                                    self.c_meta.append(POLL_META)
-                                    self.c_acks.append(0)
+                                    c_meta.append(POLL_META)
+                                    c_acks.append(0)
                                     if len(c_tm) >= batch:
                                         self._emit_batch()
                                     continue
