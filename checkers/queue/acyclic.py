@@ -94,87 +94,95 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
     # op index -> node (an op index twice: the full search's own rule decides)
     if n and (int(ops_of.min()) < 0 or int(ops_of.max()) >= 4 * n_all + 1024):
         return None
-    lookup = np.full(int(ops_of.max()) + 1 if n else 0, -1, dtype=np.int64)
-    lookup[ops_of] = np.arange(n, dtype=np.int64)
-    if int((lookup >= 0).sum()) != n:
+    # node ids in 32 bits while they fit (time points are at most one per
+    # node): the edge arrays are the bulk of the graph, and at 10M
+    # operations every int64 temporary of them is hundreds of megabytes
+    ids = np.int32 if 2 * n < (1 << 31) - 1 else np.int64
+    lookup = np.full(int(ops_of.max()) + 1 if n else 0, -1, dtype=ids)
+    lookup[ops_of] = np.arange(n, dtype=ids)
+    if int(np.count_nonzero(lookup >= 0)) != n:
         return None
 
     srcs: list[np.ndarray] = []
     dsts: list[np.ndarray] = []
     kinds = (["ww"] if ww else []) + ["wr"] + (["rw"] if rw else [])
-    flats: list[Any] = []
-    for _key, edges in key_edges:
+    for _key, edges in key_edges:  # one key's edges at a time: no copy of them all at once
         for name in kinds:
             e = edges.get(name) or ()
             if len(e) % 2:
                 return None
-            flats.append(e)
-    try:
-        parts = [np.frombuffer(e, dtype=np.int64) if type(e) is array and e.typecode == "q"
-                 else np.array(e, dtype=np.int64) for e in flats if len(e)]
-    except (OverflowError, TypeError, ValueError):
-        return None
-    if any(x.ndim != 1 for x in parts):
-        return None
-    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    inside = (flat >= 0) & (flat < len(lookup)) if n else np.zeros(len(flat), dtype=bool)
-    ends = np.where(inside, lookup[np.where(inside, flat, 0)], -1)
-    a, b = ends[0::2], ends[1::2]
-    keep = (a >= 0) & (b >= 0) & (a != b)
-    srcs.append(a[keep])
-    dsts.append(b[keep])
+            if not len(e):
+                continue
+            try:
+                flat = np.frombuffer(e, dtype=np.int64) if type(e) is array and e.typecode == "q" \
+                    else np.array(e, dtype=np.int64)
+            except (OverflowError, TypeError, ValueError):
+                return None
+            if flat.ndim != 1:
+                return None
+            inside = (flat >= 0) & (flat < len(lookup))
+            ends = np.full(len(flat), -1, dtype=ids)
+            ends[inside] = lookup[flat[inside]]
+            a, b = ends[0::2], ends[1::2]
+            keep = (a >= 0) & (b >= 0) & (a != b)
+            srcs.append(a[keep])
+            dsts.append(b[keep])
+    del lookup
     # process order: consecutive nodes of each process, in table order
     p_nodes = procs[nodes]
-    by_p = np.argsort(p_nodes, kind="stable")
+    by_p = np.argsort(p_nodes, kind="stable").astype(ids)
     same = p_nodes[by_p][1:] == p_nodes[by_p][:-1]
+    del p_nodes
     srcs.append(by_p[:-1][same])
     dsts.append(by_p[1:][same])
+    del by_p, same
     # real time: invocations (every node) and completions (ok nodes with a
     # time), sorted by time, an invocation before a completion at the same
     # time, then by position; see find_cycles
-    inv_n = inv_t[nodes]
-    with_c = np.flatnonzero(is_ok[nodes] & has_ct[nodes])
-    keys = np.concatenate([inv_n * 2, cmp_t[nodes][with_c] * 2 + 1])
-    seq = np.argsort(keys, kind="stable")
+    with_c = np.flatnonzero(is_ok[nodes] & has_ct[nodes]).astype(ids)
+    keys = np.concatenate([inv_t[nodes] * 2, cmp_t[nodes][with_c] * 2 + 1])
+    seq = np.argsort(keys, kind="stable").astype(ids)
+    del keys
     is_c = seq >= n
     # completions seen before each event; a time point is made at an
     # invocation when completions came since the previous invocation
-    c_before: np.ndarray = np.cumsum(is_c) - is_c
-    inv_pos = np.flatnonzero(~is_c)
-    c_at_inv: np.ndarray = c_before[inv_pos]
-    prev = np.concatenate([[0], c_at_inv[:-1]])
-    makes_tp = c_at_inv > prev
-    n_tp = int(makes_tp.sum())
-    tp_of_inv = np.cumsum(makes_tp) - 1             # the current time point at each invocation (-1: none)
+    inv_pos = np.flatnonzero(~is_c).astype(ids)
+    c_at_inv = (np.cumsum(is_c, dtype=np.int64) - is_c)[inv_pos]
+    makes_tp = c_at_inv > np.concatenate([[0], c_at_inv[:-1]])
+    del c_at_inv
+    n_tp = int(np.count_nonzero(makes_tp))
+    tp_of_inv = (np.cumsum(makes_tp, dtype=np.int64) - 1).astype(ids)  # the time point at each invocation (-1: none)
     inv_nodes = seq[inv_pos]
     has_tp = tp_of_inv >= 0
     # each completion links to the time point the next invocation makes
     cmp_pos = np.flatnonzero(is_c)
     nxt_inv = np.searchsorted(inv_pos, cmp_pos)
     flushed = nxt_inv < len(inv_pos)
-    cmp_nodes = with_c[seq[cmp_pos] - n]
-    srcs.append(cmp_nodes[flushed])
-    dsts.append(n + tp_of_inv[nxt_inv[flushed]])
-    srcs.append(n + np.arange(n_tp - 1, dtype=np.int64))
-    dsts.append(n + np.arange(1, n_tp, dtype=np.int64))
-    srcs.append(n + tp_of_inv[has_tp])
+    srcs.append(with_c[seq[cmp_pos[flushed]] - n])
+    dsts.append((n + tp_of_inv[nxt_inv[flushed]]).astype(ids))
+    del cmp_pos, nxt_inv, flushed, is_c
+    srcs.append(np.arange(n, n + n_tp - 1, dtype=ids))
+    dsts.append(np.arange(n + 1, n + n_tp, dtype=ids))
+    srcs.append((n + tp_of_inv[has_tp]).astype(ids))
     dsts.append(inv_nodes[has_tp])
+    del inv_nodes, has_tp, tp_of_inv
     total = n + n_tp
-    # node ids in 32 bits while they fit: the edge arrays are the bulk of this
-    ids = np.int32 if total < (1 << 31) else np.int64
-    src = np.concatenate(srcs).astype(ids)
+    src = np.concatenate(srcs)
     del srcs
-    dst = np.concatenate(dsts).astype(ids)
-    del dsts, keys, c_before, flat, inside, ends
+    dst = np.concatenate(dsts)
+    del dsts
     # ranks: an op at its completion's place in time order (its
     # invocation's when it has none), a time point just before the
     # invocation that made it
     rank = np.zeros(total, dtype=np.int64)
     place = np.empty(len(seq), dtype=np.int64)
     place[seq] = np.arange(len(seq), dtype=np.int64)
+    del seq
     rank[:n] = place[:n] * _GAP
     rank[with_c] = place[n:] * _GAP
-    rank[n:] = inv_pos[makes_tp] * _GAP - _GAP // 2
+    del place, with_c
+    rank[n:] = inv_pos[makes_tp].astype(np.int64) * _GAP - _GAP // 2
+    del inv_pos, makes_tp
     if not _relax(rank, src, dst, total):
         return None
     return {"nodes": n, "time_points": n_tp, "edges": int(len(src))}
