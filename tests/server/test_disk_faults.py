@@ -29,8 +29,13 @@ from reference_impl.server.launcher import LocalCluster, pid_alive
 pytestmark = pytest.mark.integration
 
 
+#: a restarted node re-registers once its killed incarnation's broker session
+#: has expired, and leads again only then: a short session keeps that wait short
+FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
+
+
 def _cluster(tmp_path: Path, base: int, data: Path | None = None) -> LocalCluster:
-    c = LocalCluster.plan(str(tmp_path / "c"), 1, 1, base, combined=True)
+    c = LocalCluster.plan(str(tmp_path / "c"), 1, 1, base, combined=True, config=FAST)
     if data is not None:
         c.nodes[0].log_dir = c.nodes[0].data_dir  # the run layout keeps trace and log
         c.nodes[0].data_dir = str(data)
