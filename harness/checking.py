@@ -50,6 +50,7 @@ def _read(run_dir: Path, warnings: list[str]) -> tuple[Any, dict[str, Any]]:
     same pass. A history whose values the queue checker cannot use is read
     as operations instead, so the checker's own error is reported below as
     before."""
+    import reference_impl  # noqa: F401  its compiled line reader, when built (reference_impl.accel)
     from checkers.queue.scan import MalformedOp, scan_jsonl
 
     try:

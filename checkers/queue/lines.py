@@ -118,7 +118,7 @@ def slow_ops(raw: bytes, p: Path, i: int, n_ops: int, last: bool,
         return [op], i + 1, n_ops + 1, False
     s = raw.decode("utf-8", "replace")
     parts = io.StringIO(s, newline=None).readlines() if "\r" in s else [s]
-    ops = []
+    ops: list[Op] = []
     for j, line in enumerate(parts):
         i += 1
         try:
@@ -386,8 +386,8 @@ def _poll_reads(m: dict) -> list[tuple[str, list[int], list[int]]] | None:
     return reads
 
 
-def usable(reader: "LineReader", open_before: dict[Any, tuple], pending_before: set[Any]) -> bool:
+def usable(first_fast: set[Any], open_before: dict[Any, tuple], pending_before: set[Any]) -> bool:
     """Whether a range read from an empty start reads as it would have
     with the true state before it: no process it read a fast invocation
-    of first had one open."""
-    return not any(p in open_before or p in pending_before for p in reader.first_fast)
+    of first (its reader's :attr:`LineReader.first_fast`) had one open."""
+    return not any(p in open_before or p in pending_before for p in first_fast)

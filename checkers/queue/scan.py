@@ -234,7 +234,7 @@ def _read_ranges(feeder: "_Feeder", readers: int, cuts: list[int] | None = None)
                 break
             done = other.result()
             if done is not None and not done.stopped \
-                    and usable(done, feeder.open, set(feeder.scan.projector.pending)):
+                    and usable(done.first_fast, feeder.open, set(feeder.scan.projector.pending)):
                 for item in other.items():
                     feeder.item(item, i, n_ops)
                 feeder.open.update(done.open_)

@@ -26,6 +26,7 @@ def _load(path: Path, warnings: list[str], model: str = "queue") -> tuple[Any, P
     """Read the history; returns (ops, run_dir or None). A JSONL history
     checked with the queue model is scanned line by line into columns
     (:func:`checkers.queue.scan.scan_jsonl`), never held as operations."""
+    import reference_impl  # noqa: F401  its compiled line reader, when built (reference_impl.accel)
     from checkers.history.edn import read_edn
     from checkers.history.jsonl import read_jsonl
     from checkers.history.op import HistoryError

@@ -1,4 +1,4 @@
-"""Compiled copies of the hot modules (core and simulator), built with mypyc.
+"""Compiled copies of the hot modules (core, simulator, the history line reader), built with mypyc.
 
 The Python source stays the reference implementation; this is an optional,
 behaviour-preserving accelerator. mypyc compiles the same modules to C
@@ -41,8 +41,9 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: the modules compiled, as paths relative to the repository root: the
 #: sans-IO core, the simulator's event loop, network, hosts and clients, the
 #: invariant monitor (it sees every trace event the simulator emits), the
-#: history recorder (two lines per simulated operation) and the send outcome
-#: rules the simulated clients apply to every send.
+#: history recorder (two lines per simulated operation), the queue checker's
+#: line reader (every line of a history file) and the send outcome rules
+#: the simulated clients apply to every send.
 #: Scripting helpers and test kits stay Python (they are not hot, and tests
 #: patch them).
 MODULES: tuple[str, ...] = (
@@ -73,6 +74,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/sim/clients.py",
     "checkers/history/recorder.py",
     "checkers/invariants.py",
+    "checkers/queue/lines.py",
     "workloads/outcome.py",
 )
 

@@ -466,5 +466,5 @@ def test_a_range_read_apart_folds_as_if_read_after_the_ranges_before_it(tmp_path
         from checkers.queue.scan import _Feeder
         feeder = _Feeder(before, path, [])
         LineReader(path, feeder.item, 0, starts[i], open_=feeder.open).run()
-        refused += not usable(alone, feeder.open, set(before.projector.pending))
+        refused += not usable(alone.first_fast, feeder.open, set(before.projector.pending))
     assert refused >= 1  # the cut before the second invocation

@@ -176,3 +176,34 @@ def test_a_build_that_passes_the_manifest_check_but_does_not_load_means_pure(fre
     (build / group).write_bytes(b"\x7fELF this is not a shared object")
     status, finder = _install_from(build)
     assert status.startswith("pure: the build does not load (") and finder == "False"
+
+
+_SCAN = """
+import hashlib, sys
+from pathlib import Path
+import reference_impl
+import checkers.queue.lines as lines
+from checkers.history import write_jsonl
+from tests.checkers.test_columnar_reading import _folds, _line_starts, _scan, _spliced_history
+path = Path(sys.argv[1])
+write_jsonl(path, _spliced_history())
+digests = [hashlib.sha256(repr(_folds(_scan(path, [], readers=len(cuts), cuts=cuts))).encode()).hexdigest()
+           for cuts in ([0], [0, _line_starts(path)[1500]])]
+print(lines.__file__, *digests)
+"""
+
+
+def test_a_history_is_read_to_the_same_folds_by_the_compiled_line_reader_and_the_source(fresh_build, tmp_path):
+    """The queue checker's line reader (checkers/queue/lines.py) is in the
+    build: a history read compiled and pure, in one range and in two,
+    leaves every fold the same."""
+    env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
+    outs = []
+    for pure in (False, True):
+        e = {**env, accel.ENV_PURE: "1"} if pure else env
+        out = subprocess.run([sys.executable, "-c", _SCAN, str(tmp_path / "h.jsonl")], cwd=ROOT, env=e,
+                             check=True, capture_output=True, text=True)
+        outs.append(out.stdout.split())
+    (compiled_file, *compiled), (pure_file, *pure) = outs
+    assert compiled_file.endswith(".so") and pure_file.endswith(".py")
+    assert compiled == pure and compiled[0] == compiled[1]
