@@ -21,7 +21,10 @@ pytestmark = pytest.mark.integration
 def _run(tmp_path, flush_every: str | None) -> tuple[int, int]:
     """Produce 100 acks=1 messages to a one-node cluster, cut the power,
     restart; return (acked, high watermark after restart)."""
-    cfg = {"log.flush.interval.messages": flush_every} if flush_every else {}
+    # the restarted node leads again once its lost incarnation's broker
+    # session has expired: a short session keeps that wait short
+    cfg = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
+           **({"log.flush.interval.messages": flush_every} if flush_every else {})}
     c = LocalCluster.plan(str(tmp_path), 1, 1, 0, combined=True, config=cfg, storage_mode="memory-cache")
     c.up(60)
     try:
