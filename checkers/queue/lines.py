@@ -158,10 +158,11 @@ class LineReader:
     i: int = 0          # lines read (a line with \r in it counts its parts)
     n_ops: int = 0      # operations read
     stopped: bool = False   # a bad or torn line ended the reading
-    touched: set[Any] = field(default_factory=set)
-    first_fast: set[Any] = field(default_factory=set)
+    touched: set[Any] = field(default_factory=set)      # processes the range has had a line of
+    first_fast: set[Any] = field(default_factory=set)   # ... whose first was read as a fast invocation
 
     def run(self) -> "LineReader":
+        """Read the range, handing each item to ``emit`` as it is made."""
         self._kid: dict[str, int] = {}
         self._kname: list[str] = []
         # the batch being read (kept as these lists, emptied in place once handed over)
