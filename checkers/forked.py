@@ -37,7 +37,7 @@ class Forked:
 
     def __init__(self, fn: Callable[..., None], *args: Any) -> None:
         self.file = tempfile.TemporaryFile(prefix="kraftwerk-part-")
-        ctx = multiprocessing.get_context("fork")
+        ctx = multiprocessing.get_context("fork")  # it flushes this process's output before forking
         self.proc = ctx.Process(target=_run, args=(fn, args, self.file.fileno()), daemon=True)
         self.proc.start()
 

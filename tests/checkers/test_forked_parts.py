@@ -8,6 +8,8 @@ from __future__ import annotations
 import glob
 import multiprocessing
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -69,6 +71,19 @@ def test_a_failed_part_says_so_with_no_traceback_and_leaves_no_file(capfd):
     assert "Traceback" not in capfd.readouterr().err
     assert not multiprocessing.active_children()
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "kraftwerk-part-*"))) == before
+
+
+_BUFFERED = """
+from checkers.forked import Forked
+print("written before the part", end="")  # to a pipe: still in this process's buffer
+with Forked(lambda out: out.write(b"x")) as f:
+    assert f.output().read() == b"x"
+"""
+
+
+def test_what_this_process_had_yet_to_write_is_written_once_not_again_by_the_part():
+    out = subprocess.run([sys.executable, "-c", _BUFFERED], capture_output=True, text=True, check=True).stdout
+    assert out == "written before the part"
 
 
 def _sleeps(out, seconds: float) -> None:
