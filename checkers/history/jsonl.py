@@ -146,7 +146,6 @@ def iter_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None,
     refuses goes to :mod:`json`, which decides: it reads what orjson does
     not (NaN, integers past 64 bits, lone surrogates) and words the error."""
     p = Path(path)
-    loads = orjson.loads
     n_ops = 0
     with open(p, "r", encoding="utf-8", errors="replace") as f:
         i = 0
@@ -154,36 +153,51 @@ def iter_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None,
         while nxt:
             line, nxt = nxt, f.readline()
             i += 1
-            try:
-                d = loads(line)
-            except orjson.JSONDecodeError:
-                if not line.strip():
-                    continue
-                d = _json_fallback(line, p, i, last=not nxt, warnings=warnings)
-                if d is _TORN:
-                    return
-            if not isinstance(d, dict):
-                raise HistoryError(f"{p}:{i}: expected a JSON object")
-            op = _op_from_json(d, p, i)
+            op = line_op(line, p, i, not nxt, warnings)
+            if op is BLANK:
+                continue
+            if op is TORN:
+                return
+            assert isinstance(op, Op)
             if number and op.index < 0:
                 op.index = n_ops
             n_ops += 1
             yield op
 
 
-_TORN = object()
+#: what :func:`line_op` gives for a line with no operation, and for a truncated last line
+BLANK = object()
+TORN = object()
+
+
+def line_op(line: str, p: Path, i: int, last: bool, warnings: list[str] | None) -> Op | object:
+    """Line ``i``'s operation (``last``: the file's last line): orjson
+    reads it first, :mod:`json` what orjson refuses; :data:`BLANK` for a
+    blank line, :data:`TORN` for a truncated last line (reported in
+    ``warnings``); a bad line raises a one-line :class:`HistoryError`."""
+    try:
+        d = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        if not line.strip():
+            return BLANK
+        d = _json_fallback(line, p, i, last=last, warnings=warnings)
+        if d is TORN:
+            return TORN
+    if not isinstance(d, dict):
+        raise HistoryError(f"{p}:{i}: expected a JSON object")
+    return op_from_json(d, p, i)
 
 
 def _json_fallback(line: str, p: Path, i: int, last: bool, warnings: list[str] | None) -> Any:
     """:mod:`json`'s reading of a line orjson refused: the value, or
-    ``_TORN`` for a torn last line (reported), or a one-line HistoryError."""
+    :data:`TORN` for a torn last line (reported), or a one-line HistoryError."""
     try:
         return json.loads(line)
     except json.JSONDecodeError as e:
         if last and not line.endswith("\n"):
             if warnings is not None:
                 warnings.append(f"{p}:{i}: truncated last line ignored (writer crashed?)")
-            return _TORN
+            return TORN
         raise HistoryError(f"{p}:{i}: not valid JSON ({e.msg})") from None
     except RecursionError:
         raise HistoryError(f"{p}:{i}: nested too deeply") from None
@@ -195,7 +209,7 @@ _OP_TYPES = frozenset(OP_TYPES)
 _UNHASHABLE = (list, dict)  # a process must name one: Op.from_dict refuses these
 
 
-def _op_from_json(d: dict, p: Path, i: int) -> Op:
+def op_from_json(d: dict, p: Path, i: int) -> Op:
     """``Op.from_dict`` for a freshly parsed line, reusing the parsed dict as
     ``extra`` (no copy per op: a 1M-op history is read in one pass). Anything
     unusual goes through ``Op.from_dict`` for its checks and messages."""

@@ -99,7 +99,7 @@ def slow_ops(raw: bytes, p: Path, i: int, n_ops: int, last: bool,
     ``i`` lines and ``n_ops`` operations: ``(ops, i, n_ops, torn)``, torn
     when it is a truncated last line (reported in ``warnings``). Raises
     the one-line :class:`HistoryError` of a bad line."""
-    from checkers.history.jsonl import _TORN as TORN, _json_fallback, _op_from_json
+    from checkers.history.jsonl import BLANK, TORN, line_op, op_from_json
 
     loads = orjson.loads
     d: Any = None
@@ -109,7 +109,7 @@ def slow_ops(raw: bytes, p: Path, i: int, n_ops: int, last: bool,
         except orjson.JSONDecodeError:
             pass
     if type(d) is dict:
-        op = _op_from_json(d, p, i + 1)
+        op = op_from_json(d, p, i + 1)
         if op.index < 0:
             op.index = n_ops
         return [op], i + 1, n_ops + 1, False
@@ -118,17 +118,13 @@ def slow_ops(raw: bytes, p: Path, i: int, n_ops: int, last: bool,
     ops: list[Op] = []
     for j, line in enumerate(parts):
         i += 1
-        try:
-            d = loads(line)
-        except orjson.JSONDecodeError:
-            if not line.strip():
-                continue
-            d = _json_fallback(line, p, i, last=last and j == len(parts) - 1, warnings=warnings)
-            if d is TORN:
-                return ops, i, n_ops, True
-        if not isinstance(d, dict):
-            raise HistoryError(f"{p}:{i}: expected a JSON object")
-        op = _op_from_json(d, p, i)
+        got = line_op(line, p, i, last and j == len(parts) - 1, warnings)
+        if got is BLANK:
+            continue
+        if got is TORN:
+            return ops, i, n_ops, True
+        assert isinstance(got, Op)
+        op = got
         if op.index < 0:
             op.index = n_ops
         n_ops += 1

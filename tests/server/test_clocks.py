@@ -12,17 +12,9 @@ import time
 import pytest
 
 from checkers.invariants import iter_trace_dir
+from tests.server.test_integration import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def _wait(pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _fenced(run_dir) -> int:
@@ -54,17 +46,17 @@ def test_clock_fault_through_the_local_backend_jumping_the_active_controller_fen
         db.setup()
         c = db.cluster
         assert c is not None
-        _wait(lambda: c.active_controller() is not None and all(c.leader_of(k) for k in c.keys()), 30,
+        wait_for(lambda: c.active_controller() is not None and all(c.leader_of(k) for k in c.keys()), 30,
               "an active controller and a leader for every key")
         ctrl = c.active_controller()
         before = _fenced(run_dir)
         c.clock.set_offset(ctrl, 2 * session_ms)
         # a status read on a loaded machine may time out (None): ask again
-        _wait(lambda: int((c.status(ctrl) or {}).get("clock_offset_ms", 0)) == 2 * session_ms, 10,
+        wait_for(lambda: int((c.status(ctrl) or {}).get("clock_offset_ms", 0)) == 2 * session_ms, 10,
               "the controller's clock offset")
         time.sleep(3 * session_ms / 1000)
         assert _fenced(run_dir) == before
-        _wait(lambda: c.active_controller() == ctrl and all(c.leader_of(k) for k in c.keys()), 10,
+        wait_for(lambda: c.active_controller() == ctrl and all(c.leader_of(k) for k in c.keys()), 10,
               "the same controller active and a leader for every key")
     finally:
         db.teardown()

@@ -8,22 +8,13 @@ controlled shutdown is clean."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from nemesis import partition as grudges
+from tests.server.test_integration import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def _wait(pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _terminate_and_restart(tmp_path, cut_from_controller: bool, protocol: dict | None = None) -> tuple[bool | None, bool]:
@@ -42,14 +33,14 @@ def _terminate_and_restart(tmp_path, cut_from_controller: bool, protocol: dict |
         db.setup()
         c = db.cluster
         assert c is not None
-        _wait(lambda: c.broker_epoch("n1") is not None, 30, "n1 registered")
+        wait_for(lambda: c.broker_epoch("n1") is not None, 30, "n1 registered")
         if cut_from_controller:
             c.net.cut(grudges.complete_grudge([["n1"], c.controllers()]))
         c.terminate("n1")
         judged = c.last_shutdown_clean("n1")
         c.net.cut([])
         c.start("n1")
-        _wait(lambda: (c.status("n1") or {}).get("clean_start") is not None, 30, "n1's status after restart")
+        wait_for(lambda: (c.status("n1") or {}).get("clean_start") is not None, 30, "n1's status after restart")
         return judged, bool(c.status("n1")["clean_start"])
     finally:
         db.teardown()
