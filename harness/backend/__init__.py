@@ -72,12 +72,11 @@ def host_needs(cfg: TestConfig) -> list[tuple[list[str], str]]:
 def _hosts_have(checked: Any, needs: list[tuple[list[str], str]]) -> None:
     """Refuse, before anything starts, a host that lacks one of ``needs``
     (:func:`host_needs`); the connections are closed with the refusal."""
-    from harness.backend.ssh import _prefix, _run
+    from harness.backend.ssh import host_passes
 
     for test_args, words in needs:
         for node, (spec, client) in checked.items():
-            rc, _, _ = _run(client, _prefix(spec) + ["test", *test_args], 20)
-            if rc != 0:
+            if not host_passes(spec, client, test_args):
                 for _, c in checked.values():
                     c.close()
                 raise UsageError(f"host {spec.name} ({spec.address}) {words}")

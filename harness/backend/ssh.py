@@ -181,6 +181,13 @@ def _run(client: paramiko.SSHClient, argv: Sequence[str], timeout: float,
         return 255, "", f"ssh: {ex}"
 
 
+def host_passes(spec: HostSpec, client: paramiko.SSHClient, test_args: Sequence[str], timeout: float = 20) -> bool:
+    """Whether ``test TEST_ARGS`` succeeds on the host (as root where its
+    hosts-file entry says sudo): what a run needs there, asked before
+    anything starts."""
+    return _run(client, _prefix(spec) + ["test", *test_args], timeout)[0] == 0
+
+
 def undo_argv(spec: HostSpec, run_id: str) -> list[list[str]]:
     """What ``kraftwerk cleanup`` runs (the OpenSSH client, the same known
     host key) if the harness dies: our chains emptied (a partition in force
