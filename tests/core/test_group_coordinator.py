@@ -19,6 +19,19 @@ SESSION = 10_000
 REBALANCE = 30_000
 
 
+def durable(grp: ClassicGroup, mono: int) -> list:
+    """Every metadata record the group asked for is appended (the coordinator's
+    part, which tests/core/test_group_metadata_records.py drives for real)."""
+    out = []
+    while grp.stores:
+        out += grp.stored(grp.stores.pop(0), 0, mono)
+    return out
+
+
+def sync(grp: ClassicGroup, req: SyncGroupRequest, mono: int) -> list:
+    return grp.sync(req, mono) + durable(grp, mono)
+
+
 def join(grp: ClassicGroup, member_id: str, now: int, ref=None, protocols=(("range", b"r"),), fresh="new"):
     req = JoinGroupRequest(ref or ("join", member_id or fresh, now), "g", SESSION, REBALANCE, member_id,
                            "consumer", protocols)
@@ -56,7 +69,7 @@ def test_an_unknown_member_id_is_refused():
 def test_the_join_completes_once_every_member_rejoined_and_only_the_leader_gets_the_subscriptions():
     grp = ClassicGroup("g", initial_rebalance_delay_ms=0)
     joined(grp, "a", now=0)
-    grp.sync(SyncGroupRequest(("s", "a"), "g", 1, "a", (("a", b"all"),)), 0)
+    sync(grp, SyncGroupRequest(("s", "a"), "g", 1, "a", (("a", b"all"),)), 0)
     assert grp.state == STABLE
     join(grp, "", 1, fresh="b")
     assert join(grp, "b", 1) == []  # b waits: a has not rejoined yet
@@ -81,8 +94,8 @@ def test_followers_wait_in_sync_group_for_the_leaders_assignment():
     grp = ClassicGroup("g", initial_rebalance_delay_ms=0)
     joined(grp, "a", "b")
     assert grp.state == COMPLETING and grp.leader == "a"
-    assert grp.sync(SyncGroupRequest(("s", "b"), "g", 1, "b"), 0) == []
-    answers = dict(grp.sync(SyncGroupRequest(("s", "a"), "g", 1, "a", (("a", b"p0"), ("b", b"p1"))), 0))
+    assert sync(grp, SyncGroupRequest(("s", "b"), "g", 1, "b"), 0) == []
+    answers = dict(sync(grp, SyncGroupRequest(("s", "a"), "g", 1, "a", (("a", b"p0"), ("b", b"p1"))), 0))
     assert answers[("s", "b")].assignment == b"p1" and answers[("s", "a")].assignment == b"p0"
     assert grp.state == STABLE
 
@@ -90,7 +103,7 @@ def test_followers_wait_in_sync_group_for_the_leaders_assignment():
 def test_a_heartbeat_during_a_rebalance_tells_the_member_to_rejoin():
     grp = ClassicGroup("g", initial_rebalance_delay_ms=0)
     joined(grp, "a")
-    grp.sync(SyncGroupRequest(("s", "a"), "g", 1, "a", ()), 0)
+    sync(grp, SyncGroupRequest(("s", "a"), "g", 1, "a", ()), 0)
     assert grp.heartbeat("h1", "a", 1, 100)[0][1].error == 0
     join(grp, "", 100, fresh="b")
     join(grp, "b", 100)
@@ -102,7 +115,7 @@ def test_a_heartbeat_during_a_rebalance_tells_the_member_to_rejoin():
 def test_a_member_silent_for_its_session_timeout_is_removed_and_the_rest_rebalance():
     grp = ClassicGroup("g", initial_rebalance_delay_ms=0)
     joined(grp, "a", "b")
-    grp.sync(SyncGroupRequest(("s", "a"), "g", 1, "a", ()), 0)
+    sync(grp, SyncGroupRequest(("s", "a"), "g", 1, "a", ()), 0)
     grp.heartbeat("h", "a", 1, SESSION - 1)
     assert grp.expire(SESSION) == []  # a parked nothing: nobody is answered yet
     assert "b" not in grp.members and grp.state == PREPARING
@@ -113,7 +126,7 @@ def test_a_member_silent_for_its_session_timeout_is_removed_and_the_rest_rebalan
 def test_members_that_do_not_rejoin_by_the_rebalance_timeout_are_removed():
     grp = ClassicGroup("g", initial_rebalance_delay_ms=0)
     joined(grp, "a", "b")
-    grp.sync(SyncGroupRequest(("s", "a"), "g", 1, "a", ()), 0)
+    sync(grp, SyncGroupRequest(("s", "a"), "g", 1, "a", ()), 0)
     join(grp, "a", 1000)  # a rejoins; b keeps heartbeating but never rejoins
     for t in range(2000, 1000 + REBALANCE, 2000):
         grp.heartbeat("h", "b", 1, t)
@@ -135,7 +148,7 @@ def test_commits_need_the_current_generation_and_a_known_member():
     assert grp.commit_error("", -1) == 0  # a simple consumer commits to an Empty group
     joined(grp, "a")
     assert grp.commit_error("a", 1) == E.REBALANCE_IN_PROGRESS  # the assignment is being computed
-    grp.sync(SyncGroupRequest(("s", "a"), "g", 1, "a", ()), 0)
+    sync(grp, SyncGroupRequest(("s", "a"), "g", 1, "a", ()), 0)
     assert grp.commit_error("a", 1) == 0
     assert grp.commit_error("a", 0) == E.ILLEGAL_GENERATION
     assert grp.commit_error("zz", 1) == E.UNKNOWN_MEMBER_ID

@@ -22,10 +22,23 @@ REBALANCE = 30_000
 DELAY = 100
 
 
+def durable(grp: ClassicGroup, mono: int) -> list:
+    """Every metadata record the group asked for is appended (the coordinator's
+    part, which tests/core/test_group_metadata_records.py drives for real)."""
+    out = []
+    while grp.stores:
+        out += grp.stored(grp.stores.pop(0), 0, mono)
+    return out
+
+
+def sync(grp: ClassicGroup, req: SyncGroupRequest, mono: int) -> list:
+    return grp.sync(req, mono) + durable(grp, mono)
+
+
 def join(grp: ClassicGroup, member_id: str, inst: str | None, now: int, fresh: str, protocols=(("range", b"r"),)):
     req = JoinGroupRequest(("join", fresh, now), "g", SESSION, REBALANCE, member_id, "consumer", protocols,
                            group_instance_id=inst)
-    return grp.join(req, fresh, now)
+    return grp.join(req, fresh, now) + durable(grp, now)
 
 
 def stable(grp: ClassicGroup) -> None:
@@ -36,7 +49,7 @@ def stable(grp: ClassicGroup) -> None:
     assert set(answers) == {"a", "b"} and all(r.error == 0 for r in answers.values())
     leader = answers["a"].leader
     assert leader == "a" and {m.group_instance_id for m in answers["a"].members} == {"ia", "ib"}
-    out = grp.sync(SyncGroupRequest(("s", "a"), "g", 1, "a", (("a", b"p0"), ("b", b"p1")), "ia"), DELAY)
+    out = sync(grp, SyncGroupRequest(("s", "a"), "g", 1, "a", (("a", b"p0"), ("b", b"p1")), "ia"), DELAY)
     assert [r.error for _, r in out] == [0] and grp.state == STABLE
 
 
@@ -52,8 +65,8 @@ def test_a_restarted_static_member_gets_its_assignment_back_without_a_rebalance(
     (_, resp), = join(grp, "", "ib", 5_000, fresh="b2")  # b's process restarted, within its session
     assert resp.error == 0 and resp.member_id == "b2" and resp.generation_id == 1
     assert grp.state == STABLE and grp.generation_id == 1 and grp.static_members == {"ia": "a", "ib": "b2"}
-    (_, sync), = grp.sync(SyncGroupRequest(("s", "b2"), "g", 1, "b2", (), "ib"), 5_000)
-    assert sync.error == 0 and sync.assignment == b"p1"
+    (_, synced), = sync(grp, SyncGroupRequest(("s", "b2"), "g", 1, "b2", (), "ib"), 5_000)
+    assert synced.error == 0 and synced.assignment == b"p1"
 
 
 def test_a_restarted_static_leader_is_told_it_need_not_assign():
@@ -62,8 +75,8 @@ def test_a_restarted_static_leader_is_told_it_need_not_assign():
     (_, resp), = join(grp, "", "ia", 5_000, fresh="a2")
     assert resp.error == 0 and resp.leader == "a2" and resp.skip_assignment
     assert {m.member_id for m in resp.members} == {"a2", "b"}
-    (_, sync), = grp.sync(SyncGroupRequest(("s", "a2"), "g", 1, "a2", (("a2", b"x"),), "ia"), 5_000)
-    assert sync.assignment == b"p0" and grp.state == STABLE  # the standing assignment, not a new one
+    (_, synced), = sync(grp, SyncGroupRequest(("s", "a2"), "g", 1, "a2", (("a2", b"x"),), "ia"), 5_000)
+    assert synced.assignment == b"p0" and grp.state == STABLE  # the standing assignment, not a new one
 
 
 def test_the_old_member_id_of_a_replaced_instance_is_fenced():
@@ -72,8 +85,8 @@ def test_the_old_member_id_of_a_replaced_instance_is_fenced():
     join(grp, "", "ib", 5_000, fresh="b2")
     (_, hb), = grp.heartbeat("hb", "b", 1, 5_001, "ib")
     assert hb.error == E.FENCED_INSTANCE_ID
-    (_, sync), = grp.sync(SyncGroupRequest(("s", "b"), "g", 1, "b", (), "ib"), 5_001)
-    assert sync.error == E.FENCED_INSTANCE_ID
+    (_, synced), = sync(grp, SyncGroupRequest(("s", "b"), "g", 1, "b", (), "ib"), 5_001)
+    assert synced.error == E.FENCED_INSTANCE_ID
     assert grp.commit_error("b", 1, "ib") == E.FENCED_INSTANCE_ID
     (_, rejoin), = join(grp, "b", "ib", 5_001, fresh="zz")
     assert rejoin.error == E.FENCED_INSTANCE_ID

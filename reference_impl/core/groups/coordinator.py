@@ -15,17 +15,22 @@ OffsetFetch. When this broker becomes leader of an offsets partition it
 rebuilds the committed offsets of that partition's groups from its log;
 when it stops leading one, those groups' members are sent elsewhere.
 
-Group membership (generations, assignments) is kept in memory only: a new
-coordinator starts every group Empty, and the members' next heartbeat
-(UNKNOWN_MEMBER_ID) makes them join again. Kafka also writes group metadata
-records so a new coordinator can keep the generation; the consumers' view is
-the same rebalance either way, and the offsets, which are what a
-consumer's progress depends on, are kept.
+Group membership is durable the same way: a group's metadata record
+(generation, leader, members, assignments, :mod:`.offsets_log`) is an
+acks=all append through the same path when the leader's SyncGroup completes
+a rebalance (the SyncGroups are answered once it is appended), when a
+restarted static member takes its place (its JoinGroup likewise) and when a
+group becomes Empty. A broker that becomes leader of an offsets partition
+rebuilds its groups from the last record of each: the members keep their
+generation and assignments and go on heartbeating, a member that never
+comes back is dropped by its session timeout, and a static member that
+restarts gets its assignment back without a rebalance, as on the old
+coordinator.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from ..effects import Effect, Reply, TraceEvent
@@ -60,9 +65,10 @@ from .messages import (
     KEY_TYPE_GROUP,
     KEY_TYPE_TRANSACTION,
     CommittedOffset,
+    StoredGroup,
     error_response,
 )
-from .offsets_log import OFFSETS_TOPIC, commit_batch, decode_batches, partition_for
+from .offsets_log import OFFSETS_TOPIC, commit_batch, decode_log, group_batch, partition_for
 
 if TYPE_CHECKING:
     from ..replica_manager import BrokerRole
@@ -76,6 +82,13 @@ CREATE_RETRY_MS: Final = 1000
 @dataclass(frozen=True, slots=True)
 class CommitWrite:
     """The ref of the append an OffsetCommit makes (answered to the coordinator, not a client)."""
+
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupWrite:
+    """The ref of the append of a group's metadata record."""
 
     token: int
 
@@ -97,6 +110,15 @@ def _commit_error(produce_error: int) -> int:
     return E.UNKNOWN_SERVER_ERROR
 
 
+def _store_error(produce_error: int) -> int:
+    """Kafka's mapping of a failed group-metadata append to a JoinGroup or
+    SyncGroup error (appendGroupMetadataErrorToResponseError): as for a
+    commit, except that a record too large is the server's own error."""
+    if produce_error == Errors.MESSAGE_TOO_LARGE:
+        return E.UNKNOWN_SERVER_ERROR
+    return _commit_error(produce_error)
+
+
 class GroupCoordinator:
     def __init__(self, broker: "BrokerRole") -> None:
         self.broker = broker
@@ -113,6 +135,8 @@ class GroupCoordinator:
         self.led: set[int] = set()
         #: commit token -> (request, offsets being written)
         self.writes: dict[int, OffsetCommitRequest] = {}
+        #: group-metadata token -> (the group, what its append completes)
+        self.group_writes: dict[int, tuple[g.ClassicGroup, g.Store]] = {}
         self._tokens = 0
         self._create_sent_at: int | None = None
 
@@ -142,9 +166,11 @@ class GroupCoordinator:
         else:
             results, answers = grp.leave(msg.member_ids, mono, msg.instance_ids)
             answers.insert(0, (msg.ref, LeaveGroupResponse(msg.ref, 0, tuple(results))))
-        return self._answers(grp, answers)
+        return self._answers(grp, answers, now)
 
-    def _answers(self, grp: g.ClassicGroup, answers: list[g.Answer]) -> list[Effect]:
+    def _answers(self, grp: g.ClassicGroup, answers: list[g.Answer], now: int) -> list[Effect]:
+        """The group's answers as replies, then the appends of the metadata
+        records it asked for (whose own answers may follow at once)."""
         out: list[Effect] = [Reply(resp) for _, resp in answers]
         for _, resp in answers:
             if type(resp) is JoinGroupResponse and resp.error == 0 and resp.member_id == resp.leader:
@@ -154,7 +180,20 @@ class GroupCoordinator:
         at = grp.next_deadline()
         if at is not None:
             self.broker.note_deadline(at + self.broker.skew)
+        while grp.stores:
+            out += self._store(grp, grp.stores.pop(0), now)
         return out
+
+    def _store(self, grp: g.ClassicGroup, store: g.Store, now: int) -> list[Effect]:
+        """Append the group's metadata record acks=all, as a commit is
+        appended (Kafka's storeGroup); ``intercept`` completes it."""
+        self._tokens += 1
+        self.group_writes[self._tokens] = (grp, store)
+        count, payload = group_batch(grp.group_id, replace(store.value, state_timestamp=now), now)
+        tp = TopicPartition(OFFSETS_TOPIC, partition_for(grp.group_id, self._partitions()))
+        return self.broker.handle_produce(
+            ProduceRequest(GroupWrite(self._tokens), tp, -1, count, payload, OFFSETS_COMMIT_TIMEOUT_MS,
+                           max_timestamp=now), now)
 
     def _bad_session_timeout(self, msg: JoinGroupRequest) -> int:
         """group.min/max.session.timeout.ms bound a member's session."""
@@ -255,7 +294,7 @@ class GroupCoordinator:
 
     @property
     def waiting(self) -> bool:
-        return bool(self.writes) or self._create_sent_at is not None
+        return bool(self.writes) or bool(self.group_writes) or self._create_sent_at is not None
 
     def intercept(self, effects: list[Effect]) -> list[Effect]:
         """Take the broker's answers to this coordinator's own requests (its
@@ -265,6 +304,8 @@ class GroupCoordinator:
         for e in effects:
             if type(e) is Reply and type(e.msg) is ProduceResponse and type(e.msg.ref) is CommitWrite:
                 out += self._commit_done(e.msg)
+            elif type(e) is Reply and type(e.msg) is ProduceResponse and type(e.msg.ref) is GroupWrite:
+                out += self.intercept(self._store_done(e.msg))  # its answers may start another append
             elif type(e) is Reply and type(e.msg) is CreateTopicsResponse and type(e.msg.ref) is CreateOffsetsTopic:
                 self._create_sent_at = None
             else:
@@ -281,6 +322,19 @@ class GroupCoordinator:
             for o in msg.offsets:
                 mine[o.tp] = o
         return [Reply(OffsetCommitResponse(msg.ref, tuple((o.tp, err) for o in msg.offsets)))]
+
+    def _store_done(self, resp: ProduceResponse) -> list[Effect]:
+        found = self.group_writes.pop(resp.ref.token, None)
+        if found is None:
+            return []
+        grp, store = found
+        err = 0 if resp.error == Errors.NONE else _store_error(resp.error)
+        effects = self._answers(grp, grp.stored(store, err, self.broker.mono),
+                               self.broker.mono + self.broker.skew)
+        if store.kind != "empty":
+            effects.append(TraceEvent("group_stored", {
+                "group": grp.group_id, "generation": store.generation, "kind": store.kind, "error": err}))
+        return effects
 
     # -- leadership and timers -------------------------------------------------------
 
@@ -305,25 +359,42 @@ class GroupCoordinator:
         return effects
 
     def _load(self, k: int) -> list[Effect]:
-        """Rebuild partition ``k``'s committed offsets from the local log (Kafka's offsets load)."""
+        """Rebuild partition ``k``'s committed offsets and groups from the
+        local log (Kafka's coordinator load): the last record of each key
+        wins, a tombstone removes it, and each group is restored from its
+        last metadata record with fresh member sessions."""
         p = self.broker.partitions[TopicPartition(OFFSETS_TOPIC, k)]
         batches = p.log.read(p.log.log_start_offset, p.log.leo, max_batches=1 << 30)
         n = 0
-        for group, tp, c in decode_batches(b.payload for b in batches):
+        stored: dict[str, StoredGroup | None] = {}
+        for group, tp, value in decode_log(b.payload for b in batches):
+            n += 1
+            if tp is None:
+                stored[group] = value
+                continue
             mine = self.offsets.setdefault(group, {})
-            if c is None:
+            if value is None:
                 mine.pop(tp, None)
             else:
-                mine[tp] = c
-            n += 1
-        return [TraceEvent("offsets_loaded", {"partition": k, "records": n})]
+                mine[tp] = value
+        mono = self.broker.mono
+        groups = 0
+        for gid, sg in stored.items():
+            self.groups.pop(gid, None)
+            if sg is not None:
+                grp = self.groups[gid] = g.ClassicGroup.restore(gid, sg, self.initial_delay_ms, mono)
+                groups += 1
+                at = grp.next_deadline()
+                if at is not None:
+                    self.broker.note_deadline(at + self.broker.skew)
+        return [TraceEvent("offsets_loaded", {"partition": k, "records": n, "groups": groups})]
 
     def tick(self, now: int, mono: int) -> list[Effect]:
         effects: list[Effect] = []
         for grp in list(self.groups.values()):
             at = grp.next_deadline()
             if at is not None and at <= mono:
-                effects += self._answers(grp, grp.expire(mono))
+                effects += self._answers(grp, grp.expire(mono), now)
         return effects
 
     def next_deadline(self) -> int | None:

@@ -28,6 +28,20 @@ instance with another member id is answered FENCED_INSTANCE_ID. A static
 member that stops leaves by its session timeout (its client does not send
 LeaveGroup on close), or by a LeaveGroup naming the instance.
 
+Group metadata is durable the way Kafka makes it durable: when the
+leader's SyncGroup completes a rebalance, when a group becomes Empty and
+when a restarted static member takes its place in a Stable group, the group
+asks for its metadata record to be written (``stores``, drained by the
+coordinator, which appends it acks=all and reports back with ``stored``).
+The leader's SyncGroup and the followers' parked ones are answered, and the
+group becomes Stable, only once the record is appended; a failed append
+answers them all with the error and rebalances. A restarted static member's
+JoinGroup is answered once its new member id is appended; a failed append
+puts the old member id back. A new coordinator rebuilds the group from the
+last record (``restore``): Stable with the recorded generation, leader,
+members and assignments (each member with a fresh session), or Empty with
+its generation.
+
 Heartbeats keep a member alive for its ``session.timeout.ms``; in
 PreparingRebalance they answer REBALANCE_IN_PROGRESS, which is how a member
 learns to rejoin. Times are the coordinator's monotonic milliseconds (Kafka
@@ -42,6 +56,8 @@ from typing import Any, Final
 
 from .messages import (
     GroupErrors as E,
+    StoredGroup,
+    StoredMember,
     HeartbeatResponse,
     JoinedMember,
     JoinGroupRequest,
@@ -73,12 +89,33 @@ class Member:
     sync_ref: Any = None
     #: group.instance.id of a static member (KIP-345), None for a dynamic one
     instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
 
     def heard(self, mono: int) -> None:
         self.expires_at = mono + self.session_timeout_ms
 
     def metadata_for(self, protocol: str) -> bytes:
         return next(md for name, md in self.protocols if name == protocol)
+
+
+@dataclass
+class Store:
+    """A group-metadata record the group needs appended (Kafka's storeGroup).
+
+    ``kind`` says what completes when it is: ``sync`` (the leader's SyncGroup
+    of ``generation``), ``empty`` (the group became Empty; nothing waits) or
+    ``static`` (the JoinGroup ``ref`` of a restarted static member, whose new
+    id ``new_id`` replaced ``old``)."""
+
+    kind: str
+    generation: int
+    value: StoredGroup
+    ref: Any = None
+    old: Member | None = None
+    new_id: str = ""
+    #: the leader's assignment (``sync``)
+    assignment: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,6 +136,10 @@ class ClassicGroup:
     delay_until: int = 0
     #: static members: group.instance.id -> its current member id (KIP-345)
     static_members: dict[str, str] = field(default_factory=dict)
+    #: metadata records to append, taken by the coordinator
+    stores: list[Store] = field(default_factory=list)
+    #: the generation whose leader's assignment is being appended
+    storing: int | None = None
 
     # -- join ------------------------------------------------------------------
 
@@ -129,7 +170,7 @@ class ClassicGroup:
         m = self.members.get(mid)
         if m is None:
             m = Member(mid, req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type, req.protocols,
-                       instance_id=inst)
+                       instance_id=inst, client_id=req.client_id)
             self.members[mid] = m
             if inst is not None:
                 self.static_members[inst] = mid
@@ -152,7 +193,8 @@ class ClassicGroup:
         The new member id takes the old one's place and assignment; the old
         id's parked requests are fenced. In a Stable group with the same
         subscription the member gets its generation back without a
-        rebalance (KIP-345); otherwise the group rebalances as for a rejoin."""
+        rebalance (KIP-345), answered once the new member id is appended;
+        otherwise the group rebalances as for a rejoin."""
         out: list[Answer] = []
         old_id = old.member_id
         if old.join_ref is not None:
@@ -161,19 +203,19 @@ class ClassicGroup:
             out.append((old.sync_ref, SyncGroupResponse(old.sync_ref, E.FENCED_INSTANCE_ID)))
         del self.members[old_id]
         m = Member(new_id, req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type, req.protocols,
-                   assignment=old.assignment, instance_id=old.instance_id)
+                   assignment=old.assignment, instance_id=old.instance_id, client_id=req.client_id)
         self.members[new_id] = m
         self.static_members[req.group_instance_id] = new_id  # type: ignore[index]
         if self.leader == old_id:
             self.leader = new_id
         m.heard(mono)
-        if self.state == STABLE and old.protocols == req.protocols:
-            leader = new_id == self.leader
-            everyone = tuple(JoinedMember(i, x.metadata_for(self.protocol_name or ""), x.instance_id)
-                             for i, x in self.members.items()) if leader else ()
-            out.append((req.ref, JoinGroupResponse(
-                req.ref, 0, self.generation_id, self.protocol_type, self.protocol_name, self.leader or "", new_id,
-                everyone, skip_assignment=leader)))
+        proto = self.protocol_name or ""
+        if (self.state == STABLE and self._select_protocol() == proto
+                and old.metadata_for(proto) == m.metadata_for(proto)):
+            # the same subscription under the group's protocol (what a record
+            # keeps of it, so this holds on a new coordinator too)
+            assignment = {mid: x.assignment for mid, x in self.members.items()}
+            self.stores.append(Store("static", self.generation_id, self.snapshot(assignment), req.ref, old, new_id))
             return out
         m.join_ref = req.ref
         if self.state != PREPARING:
@@ -217,7 +259,9 @@ class ClassicGroup:
         self.join_deadline = None
         self.generation_id += 1
         if not self.members:
-            self.state, self.leader, self.protocol_name, self.protocol_type = EMPTY, None, None, None
+            self.state, self.leader, self.protocol_name = EMPTY, None, None
+            self.stores.append(Store("empty", self.generation_id, self.snapshot({})))
+            self.protocol_type = None
             return []
         self.state = COMPLETING
         if self.leader not in self.members:
@@ -258,18 +302,101 @@ class ClassicGroup:
         if self.state == STABLE:
             return [(req.ref, self._assignment(req.ref, m))]
         m.sync_ref = req.ref
-        if req.member_id != self.leader:
+        if req.member_id != self.leader or self.storing == self.generation_id:
             return []
+        # Kafka's storeGroup: the assignment is answered once its record is appended
         given = dict(req.assignments)
+        assignment = {mid: given.get(mid, b"") for mid in self.members}
+        self.storing = self.generation_id
+        self.stores.append(Store("sync", self.generation_id, self.snapshot(assignment), assignment=assignment))
+        return []
+
+    # -- group metadata records ------------------------------------------------------
+
+    def snapshot(self, assignment: dict[str, bytes]) -> StoredGroup:
+        """The group's metadata record with these assignments (Kafka's
+        newGroupMetadataRecord; the coordinator stamps the time)."""
+        proto = self.protocol_name
+        members = tuple(
+            StoredMember(mid, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                         m.session_timeout_ms, m.metadata_for(proto) if proto else b"", assignment.get(mid, b""))
+            for mid, m in self.members.items()) if self.state != EMPTY else ()
+        return StoredGroup(self.protocol_type or "", self.generation_id, proto, self.leader, -1, members)
+
+    def stored(self, store: Store, error: int, mono: int) -> list[Answer]:
+        """The append of ``store`` finished (``error`` 0: it is durable)."""
+        if store.kind == "sync":
+            return self._sync_stored(store, error, mono)
+        if store.kind == "static":
+            return self._static_stored(store, error, mono)
+        return []  # an Empty group's record: nothing waits for it (Kafka only warns)
+
+    def _sync_stored(self, store: Store, error: int, mono: int) -> list[Answer]:
+        """Still completing the same generation: Stable with the assignment,
+        or (the append failed) every parked SyncGroup gets the error and the
+        group rebalances. Otherwise the rebalance that intervened answered them."""
+        if self.storing == store.generation:
+            self.storing = None
+        if self.state != COMPLETING or self.generation_id != store.generation:
+            return []
         out: list[Answer] = []
         for mid, member in self.members.items():
-            member.assignment = given.get(mid, b"")
-        self.state = STABLE
-        for member in self.members.values():
+            member.assignment = store.assignment.get(mid, b"") if not error else b""
             if member.sync_ref is not None:
-                out.append((member.sync_ref, self._assignment(member.sync_ref, member)))
+                resp = self._assignment(member.sync_ref, member) if not error else SyncGroupResponse(
+                    member.sync_ref, error)
+                out.append((member.sync_ref, resp))
                 member.sync_ref = None
-        return out
+        if not error:
+            self.state = STABLE
+            return out
+        out += self._prepare_rebalance(mono)
+        return out + self.try_complete_join(mono)
+
+    def _static_stored(self, store: Store, error: int, mono: int) -> list[Answer]:
+        """The restarted static member's JoinGroup is answered: its generation
+        back, or the error with its old member id restored (Kafka reverts)."""
+        new_id, old, ref = store.new_id, store.old, store.ref
+        m = self.members.get(new_id)
+        if m is None or old is None:
+            return [(ref, JoinGroupResponse(ref, error or E.UNKNOWN_MEMBER_ID, member_id=new_id))]
+        if error:
+            del self.members[new_id]
+            old.join_ref = old.sync_ref = None
+            self.members[old.member_id] = old
+            if old.instance_id is not None:
+                self.static_members[old.instance_id] = old.member_id
+            if self.leader == new_id:
+                self.leader = old.member_id
+            old.heard(mono)
+            return [(ref, JoinGroupResponse(ref, error, self.generation_id, self.protocol_type, self.protocol_name,
+                                            self.leader or ""))]
+        leader = new_id == self.leader
+        everyone = tuple(JoinedMember(i, x.metadata_for(self.protocol_name or ""), x.instance_id)
+                         for i, x in self.members.items()) if leader else ()
+        return [(ref, JoinGroupResponse(
+            ref, 0, self.generation_id, self.protocol_type, self.protocol_name, self.leader or "", new_id,
+            everyone, skip_assignment=leader))]
+
+    @classmethod
+    def restore(cls, group_id: str, sg: StoredGroup, initial_rebalance_delay_ms: int, mono: int) -> "ClassicGroup":
+        """The group a new coordinator loads from its last metadata record
+        (Kafka's ClassicGroup.fromRecord): Empty if it has no members, else
+        Stable, each member with a fresh session so one that never comes
+        back is dropped by its session timeout."""
+        grp = cls(group_id, initial_rebalance_delay_ms, generation_id=sg.generation)
+        if not sg.members:
+            return grp
+        grp.state, grp.protocol_type, grp.protocol_name, grp.leader = STABLE, sg.protocol_type, sg.protocol, sg.leader
+        for sm in sg.members:
+            m = Member(sm.member_id, sm.session_timeout_ms, sm.rebalance_timeout_ms, sg.protocol_type,
+                       ((sg.protocol or "", sm.subscription),), assignment=sm.assignment,
+                       instance_id=sm.group_instance_id, client_id=sm.client_id, client_host=sm.client_host)
+            m.heard(mono)
+            grp.members[sm.member_id] = m
+            if sm.group_instance_id is not None:
+                grp.static_members[sm.group_instance_id] = sm.member_id
+        return grp
 
     def _assignment(self, ref: Any, m: Member) -> SyncGroupResponse:
         return SyncGroupResponse(ref, 0, self.protocol_type, self.protocol_name, m.assignment)

@@ -165,6 +165,36 @@ class CommittedOffset:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredMember:
+    """One member as a group-metadata record keeps it (Kafka's
+    ``GroupMetadataValue.MemberMetadata``): the subscription is its metadata
+    for the group's selected protocol only."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredGroup:
+    """A group as its group-metadata record keeps it (Kafka's
+    ``GroupMetadataValue``): the generation, its protocol and leader, and
+    its members with their assignments; no members for an Empty group."""
+
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    state_timestamp: int
+    members: tuple[StoredMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetCommitRequest:
     ref: Any
     group_id: str

@@ -7,7 +7,14 @@ and a new coordinator rebuilds them by reading the partition it now leads.
 The record formats are Kafka's ``OffsetCommitKey`` (version 1: group, topic,
 partition) and ``OffsetCommitValue`` (version 3: offset, leader epoch,
 metadata, commit timestamp) from ``group-coordinator/src/main/resources/
-common/message``; the batch is a v2 record batch built with kafka-python's
+common/message``. A group's membership is one more record kind in the same
+partition: Kafka's ``GroupMetadataKey`` (version 2: group) and
+``GroupMetadataValue`` (version 3, what Kafka 4 writes: protocol type,
+generation, protocol, leader, state timestamp, and each member's id,
+instance id, client id and host, timeouts, subscription and assignment),
+written when a rebalance completes and when a group becomes Empty; the
+last one of a group in the log is the group, and a tombstone (no value)
+means no group. The batch is a v2 record batch built with kafka-python's
 record codec, so the partition holds what any consumer of it can read.
 Encoding and decoding are pure functions of bytes.
 """
@@ -19,11 +26,15 @@ from typing import Any, Final, Iterable, Iterator
 
 
 from ..messages import TopicPartition
-from .messages import CommittedOffset
+from .messages import CommittedOffset, StoredGroup, StoredMember
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 KEY_VERSION: Final = 1
 VALUE_VERSION: Final = 3
+#: the key version of a group-metadata record (GroupMetadataKey's record type)
+GROUP_KEY_VERSION: Final = 2
+#: the GroupMetadataValue version Kafka 4 writes (4 is flexible, reserved)
+GROUP_VALUE_VERSION: Final = 3
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _VALUE = struct.Struct(">hqi")  # version, offset, leader epoch
@@ -63,6 +74,39 @@ def encode_value(c: CommittedOffset, timestamp: int) -> bytes:
     return _VALUE.pack(VALUE_VERSION, c.offset, c.leader_epoch) + _string(c.metadata or "") + _I64.pack(timestamp)
 
 
+def _nullable(s: str | None) -> bytes:
+    return _I16.pack(-1) if s is None else _string(s)
+
+
+def _bytes(b: bytes) -> bytes:
+    return _I32.pack(len(b)) + b
+
+
+def encode_group_key(group_id: str) -> bytes:
+    return _I16.pack(GROUP_KEY_VERSION) + _string(group_id)
+
+
+def encode_group_value(sg: StoredGroup) -> bytes:
+    out = [_I16.pack(GROUP_VALUE_VERSION), _string(sg.protocol_type), _I32.pack(sg.generation),
+           _nullable(sg.protocol), _nullable(sg.leader), _I64.pack(sg.state_timestamp), _I32.pack(len(sg.members))]
+    for m in sg.members:
+        out += [_string(m.member_id), _nullable(m.group_instance_id), _string(m.client_id), _string(m.client_host),
+                _I32.pack(m.rebalance_timeout_ms), _I32.pack(m.session_timeout_ms), _bytes(m.subscription),
+                _bytes(m.assignment)]
+    return b"".join(out)
+
+
+def group_batch(group_id: str, sg: StoredGroup | None, timestamp: int) -> tuple[int, bytes]:
+    """One v2 batch holding a group's metadata record (``None``: its tombstone)."""
+    from kafka.record import MemoryRecordsBuilder  # deferred: see commit_batch
+
+    b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 24)
+    b.append(timestamp=timestamp, key=encode_group_key(group_id),
+             value=None if sg is None else encode_group_value(sg), headers=[])
+    b.close()
+    return 1, bytes(b.buffer())
+
+
 def commit_batch(group_id: str, offsets: Iterable[CommittedOffset], timestamp: int) -> tuple[int, bytes]:
     """One v2 batch of a commit's records: (record count, bytes)."""
     # imported here: kafka-python's package imports its whole client, half a
@@ -98,6 +142,46 @@ class _Reader:
         self.pos += n
         return s
 
+    def nullable(self) -> str | None:
+        (n,) = _I16.unpack_from(self.data, self.pos) if self.pos + 2 <= len(self.data) else (0,)
+        if n == -1:
+            self.pos += 2
+            return None
+        return self.string()
+
+    def bytes_(self) -> bytes:
+        (n,) = self.take(_I32)
+        if n < 0:
+            return b""
+        if self.pos + n > len(self.data):
+            raise BadOffsetRecord("bad bytes length")
+        b = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+
+def decode_group_value(value: bytes) -> StoredGroup | None:
+    """A GroupMetadataValue of versions 0-3, or None for a version this
+    does not read (4, the flexible one, which Kafka 4 does not write)."""
+    r = _Reader(value)
+    (v,) = r.take(_I16)
+    if not 0 <= v <= 3:
+        return None
+    protocol_type = r.string()
+    (generation,) = r.take(_I32)
+    protocol, leader = r.nullable(), r.nullable()
+    ts = r.take(_I64)[0] if v >= 2 else -1
+    (count,) = r.take(_I32)
+    members = []
+    for _ in range(max(count, 0)):
+        mid = r.string()
+        inst = r.nullable() if v >= 3 else None
+        client_id, client_host = r.string(), r.string()
+        rebalance = r.take(_I32)[0] if v >= 1 else -1
+        (session,) = r.take(_I32)
+        members.append(StoredMember(mid, inst, client_id, client_host, rebalance, session, r.bytes_(), r.bytes_()))
+    return StoredGroup(protocol_type, generation, protocol, leader, ts, tuple(members))
+
 
 def decode_record(key: bytes, value: bytes | None) -> tuple[str, TopicPartition, CommittedOffset | None] | None:
     """(group, partition, committed offset or None for a tombstone), or None
@@ -118,8 +202,21 @@ def decode_record(key: bytes, value: bytes | None) -> tuple[str, TopicPartition,
 
 
 def decode_batches(payloads: Iterable[Any]) -> Iterator[tuple[str, TopicPartition, CommittedOffset | None]]:
-    """Every offset commit in a partition's batches, in log order. A payload
-    that is not a v2 batch (a simulated one) is skipped."""
+    """Every offset commit in a partition's batches, in log order."""
+    for group, tp, value in decode_log(payloads):
+        if tp is not None:
+            yield group, tp, value  # type: ignore[misc]
+
+
+Entry = tuple[str, TopicPartition | None, Any]
+
+
+def decode_log(payloads: Iterable[Any]) -> Iterator[Entry]:
+    """Every record of a partition's batches, in log order: an offset commit
+    as (group, partition, committed offset or None for a tombstone), group
+    metadata as (group, None, stored group or None for a tombstone). A
+    payload that is not a v2 batch (a simulated one) is skipped, and so is a
+    record of a kind or version this does not read."""
     from kafka.record import MemoryRecords  # deferred: see commit_batch
 
     for payload in payloads:
@@ -133,6 +230,15 @@ def decode_batches(payloads: Iterable[Any]) -> Iterator[tuple[str, TopicPartitio
             for rec in batch:
                 if rec.key is None:
                     continue
-                found = decode_record(bytes(rec.key), None if rec.value is None else bytes(rec.value))
+                key = bytes(rec.key)
+                value = None if rec.value is None else bytes(rec.value)
+                if key[:2] == _I16.pack(GROUP_KEY_VERSION):
+                    group = _Reader(key[2:]).string()
+                    if value is None:
+                        yield group, None, None
+                    elif (sg := decode_group_value(value)) is not None:
+                        yield group, None, sg
+                    continue
+                found = decode_record(key, value)
                 if found is not None:
                     yield found
