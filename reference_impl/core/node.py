@@ -275,6 +275,10 @@ class Node:
         of the ``__consumer_offsets`` partitions."""
         if self.groups is not None:
             effects += self.groups.sync_leadership()
+            if self.groups.groups:
+                # groups loaded from the log have sessions to time out
+                # whether or not a member ever reaches this broker
+                self._groups_used = True
         return effects
 
     def apply_committed(self, entries: Iterable[MetadataEntry], now: int, mono: int | None = None) -> list[Effect]:

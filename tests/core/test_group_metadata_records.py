@@ -15,7 +15,8 @@
   restarts gets its assignment back without a rebalance of the others.
 
 The failover tests run two brokers replicating ``__consumer_offsets-0``
-through their real fetch path and move its leadership from one to the other.
+through their real fetch path and move its leadership from one to the
+other, and three whole nodes of which the coordinator's crashes.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from reference_impl.core.groups.coordinator import GroupCoordinator, _store_erro
 from reference_impl.core.groups.group import COMPLETING, EMPTY, PREPARING, STABLE, ClassicGroup
 from reference_impl.core.groups.messages import (
     CommittedOffset,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     GroupErrors as E,
     HeartbeatRequest,
     JoinGroupRequest,
+    JoinGroupResponse as JoinGroupResponse_,
     LeaveGroupRequest,
     OffsetCommitRequest,
     StoredGroup,
@@ -46,7 +50,9 @@ from reference_impl.core.groups.offsets_log import (
     group_batch,
 )
 from reference_impl.core.messages import Errors, ProduceRequest, TopicPartition
+from reference_impl.core.raft.testkit import Loop
 from tests.core.brokerkit import MetaFeed, make_broker
+from tests.core.test_node_cluster import build, replies_of
 
 OT = TopicPartition("__consumer_offsets", 0)
 SESSION = 10_000
@@ -315,3 +321,48 @@ def test_a_group_tombstone_loads_as_no_group():
     assert "g" not in pair.coords[2].groups
     (hb,) = pair.request(2, HeartbeatRequest("hb-a", "g", 1, "a", "ia"))
     assert hb.error == E.UNKNOWN_MEMBER_ID
+
+
+# -- whole nodes: the coordinator's process dies -----------------------------------------
+
+def test_after_the_coordinators_node_crashes_its_successor_restores_the_group_and_times_out_a_silent_member():
+    """Three combined nodes; a static member forms a group on the
+    coordinator, whose node then crashes. The node that takes over the
+    offsets partition has the group (generation, member, assignment) from the
+    log, and with no member ever reaching it drops the member by its session
+    timeout."""
+    cfg = ProtocolConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0)
+    loop, voters = Loop(latency=2), (1, 2, 3)
+    for i in voters:
+        loop.add(i, build(i, {"broker", "controller"}, voters, cfg=cfg))
+    assert loop.run_until_true(lambda: all(loop.nodes[b].broker.broker_epoch >= 0 for b in voters), 30_000)
+
+    def coordinator():
+        loop.deliver(1, FindCoordinatorRequest(("find", loop.now), ("g",)))
+        loop.run_for(200)
+        found = [c for r in replies_of(loop, FindCoordinatorResponse) for c in r.coordinators if c.error == 0]
+        return found[-1].node_id if found else None
+
+    assert loop.run_until_true(lambda: coordinator() is not None, 30_000)
+    c = coordinator()
+    loop.deliver(c, JoinGroupRequest("join", "g", SESSION, REBALANCE, "", "consumer", PROTOCOLS, client_id="c",
+                                     group_instance_id="ia"))
+    assert loop.run_until_true(lambda: replies_of(loop, JoinGroupResponse_), 10_000)
+    (joined,) = replies_of(loop, JoinGroupResponse_)
+    assert joined.error == 0 and joined.generation_id == 1
+    loop.deliver(c, SyncGroupRequest("sync", "g", 1, joined.member_id, ((joined.member_id, b"p0"),), "ia"))
+    assert loop.run_until_true(lambda: replies_of(loop, SyncGroupResponse), 10_000)
+    assert replies_of(loop, SyncGroupResponse)[0].assignment == b"p0"
+
+    loop.crash(c)
+    crashed_at = loop.now
+    others = [n for n in voters if n != c]
+
+    def successor():
+        return next((n for n in others if "g" in loop.nodes[n].groups.groups), None)
+
+    assert loop.run_until_true(lambda: successor() is not None, 30_000)
+    grp = loop.nodes[successor()].groups.groups["g"]
+    assert grp.state == STABLE and grp.generation_id == 1 and grp.members[joined.member_id].assignment == b"p0"
+    assert loop.run_until_true(lambda: joined.member_id not in grp.members, 3 * SESSION)
+    assert grp.generation_id == 2 and grp.state == EMPTY and loop.now - crashed_at > SESSION
