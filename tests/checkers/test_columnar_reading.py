@@ -458,8 +458,8 @@ def test_a_range_read_apart_folds_as_if_read_after_the_ranges_before_it(tmp_path
     again = next(i for i in range(first + 1, len(ops)) if ops[i].process == 0)
     assert ops[again].type == "invoke"  # process 0 invokes while its send of 906 is open
     refused = 0
-    for i in sorted({j for i in [*odd, first, again] for j in (i, i + 2) if 1 < j < len(starts)}):
-        cuts = [0, starts[i - 1], starts[i]]  # ranges starting right before and right after line i - 1
+    for i in sorted({i + 1 for i in [*odd, first, again] if 0 < i + 1 < len(starts)}):
+        cuts = [0, starts[i - 1], starts[i]]  # ranges starting at the unusual line i - 1 and right after it
         _assert_same_folds(_scan(path, [], readers=len(cuts), cuts=cuts), reference)
         alone = LineReader(path, lambda _x: None, starts[i], None).run()
         before = QueueScan()
