@@ -130,6 +130,19 @@ def test_a_failed_append_of_a_restarted_static_members_id_puts_the_old_id_back()
     assert grp.members["b"].assignment == b"p1" and grp.state == STABLE
 
 
+def test_a_restart_replaced_by_a_newer_restart_before_its_record_is_appended_is_fenced():
+    grp = ClassicGroup("g", initial_rebalance_delay_ms=DELAY)
+    grp.stored(_completing(grp), 0, DELAY)
+    for mid in ("b2", "b3"):
+        grp.join(JoinGroupRequest(("j", mid), "g", SESSION, REBALANCE, "", "consumer", PROTOCOLS,
+                                  group_instance_id="ib"), mid, 500)
+    first, second = grp.stores
+    ((_, stale),) = grp.stored(first, 0, 600)
+    ((_, fresh),) = grp.stored(second, 0, 600)
+    assert stale.error == E.FENCED_INSTANCE_ID and fresh.error == 0 and fresh.member_id == "b3"
+    assert grp.static_members == {"ia": "a", "ib": "b3"} and grp.state == STABLE
+
+
 def test_an_emptied_group_asks_for_an_empty_record_of_its_generation():
     grp = ClassicGroup("g", initial_rebalance_delay_ms=DELAY)
     grp.stored(_completing(grp), 0, DELAY)

@@ -359,7 +359,11 @@ class ClassicGroup:
         new_id, old, ref = store.new_id, store.old, store.ref
         m = self.members.get(new_id)
         if m is None or old is None:
-            return [(ref, JoinGroupResponse(ref, error or E.UNKNOWN_MEMBER_ID, member_id=new_id))]
+            # gone meanwhile: replaced again by a newer restart of the
+            # instance (fenced), or removed
+            gone = E.FENCED_INSTANCE_ID if self._fenced(new_id, old.instance_id if old else None) else \
+                E.UNKNOWN_MEMBER_ID
+            return [(ref, JoinGroupResponse(ref, error or gone, member_id=new_id))]
         if error:
             del self.members[new_id]
             old.join_ref = old.sync_ref = None
