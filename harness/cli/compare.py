@@ -35,13 +35,14 @@ def _compare(as_json: bool, **flags: Any) -> int:
         # the overlapping one is a timetable fixed by the seed alone
         flags["nemesis_mode"] = "overlap"
     backend = flags.pop("backend", None)
+    report = flags.pop("report", True)  # each side's HTML report, as kraftwerk run writes it
     cfgs = {db: config_from_flags(backend, {**flags, "db": db}) for db in compare.DBS}
     seed = cfgs["reference"].seed
     sides: dict[str, dict[str, Any]] = {}
     worst = 0
     for db in compare.DBS:
         cfg = cfgs[db].model_copy(update={"seed": seed, "name": f"{cfgs[db].name}-{db}"})
-        o = run_test(cfg, progress=False)
+        o = run_test(cfg, progress=False, report=report)
         sides[db] = compare.summarize(o.run_dir, o.result)
         code = exit_code_for_valid(o.result.get("valid"))
         worst = max(worst, code) if code != EXIT_HARNESS else code
