@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import struct
@@ -389,14 +390,46 @@ def wait_exit(pid: int | None, timeout: float, start: int | None = None) -> bool
     return not pid_alive(pid, start)
 
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports on the loopback address that the kernel says
-    are free now (all bound at once, so no two are the same, then released).
-    ``up`` checks each again before it starts a node, so a port taken in
-    between is a clear error rather than a node that cannot bind."""
-    socks = []
+#: where :func:`free_ports` looks, less the kernel's ephemeral range
+PORT_POOL = range(10_000, 65_536)
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands out for ``bind(0)`` and as connections'
+    source ports (Linux's ``ip_local_port_range``)."""
     try:
-        for _ in range(count):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = map(int, f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports free now, outside the kernel's
+    ephemeral range (all bound at once, so no two are the same, then
+    released). A port the kernel hands out itself could be taken by any
+    process between this choice and the node's bind, a node of this very
+    cluster among them (as the source port of its connection to another);
+    one outside that range only by a process that names it. ``up`` checks
+    each again before it starts a node, so a port taken in between is a
+    clear error rather than a node that cannot bind."""
+    lo, hi = ephemeral_range()
+    pool = [p for p in PORT_POOL if not lo <= p <= hi]
+    rng = random.SystemRandom()
+    socks: list[socket.socket] = []
+    try:
+        for port in rng.sample(pool, min(len(pool), 50 * count)):
+            if len(socks) == count:
+                break
+            s = socket.socket()
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < count:  # no room outside the ephemeral range: the kernel's choice
             s = socket.socket()
             s.bind((HOST, 0))
             socks.append(s)
