@@ -228,9 +228,13 @@ class LocalCluster:
             if port_in_use(n.port) or port_in_use(n.control_port):
                 raise ClusterError(f"port {n.port} or {n.control_port} for node {n.node_id} is already in use")
         self.save()
-        for n in self.nodes:
-            self.start_node(n.node_id)
-        self.wait_ready(timeout)
+        try:
+            for n in self.nodes:
+                self.start_node(n.node_id)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.down(5.0)  # a cluster that did not come up leaves no node of it running
+            raise
 
     def wait_ready(self, timeout: float = 60.0, node_ids: list[int] | None = None) -> None:
         """Until every (named) node answers on its control endpoint and every
