@@ -14,22 +14,10 @@ from reference_impl.core.groups.messages import (
 )
 from reference_impl.core.groups.offsets_log import commit_batch, decode_batches, partition_for
 from reference_impl.core.messages import TopicPartition
+from tests.core.groupkit import durable, sync
 
 SESSION = 10_000
 REBALANCE = 30_000
-
-
-def durable(grp: ClassicGroup, mono: int) -> list:
-    """Every metadata record the group asked for is appended (the coordinator's
-    part, which tests/core/test_group_metadata_records.py drives for real)."""
-    out = []
-    while grp.stores:
-        out += grp.stored(grp.stores.pop(0), 0, mono)
-    return out
-
-
-def sync(grp: ClassicGroup, req: SyncGroupRequest, mono: int) -> list:
-    return grp.sync(req, mono) + durable(grp, mono)
 
 
 def join(grp: ClassicGroup, member_id: str, now: int, ref=None, protocols=(("range", b"r"),), fresh="new"):

@@ -233,7 +233,8 @@ def _join(pair: Pair, inst: str, ref: str) -> JoinGroupRequest:
                             group_instance_id=inst)
 
 
-def _static_pair() -> Pair:
+def _static_joined() -> Pair:
+    """Static members ia (id a, the leader) and ib (id b) joined on broker 1, the rebalance delay over."""
     pair = Pair()
     coord = pair.coords[1]
     ids = iter(["a", "b"])
@@ -241,6 +242,12 @@ def _static_pair() -> Pair:
     for inst in ("ia", "ib"):
         coord.handle(_join(pair, inst, inst), 0, 0)
     pair.at(DELAY)
+    return pair
+
+
+def _static_pair() -> Pair:
+    pair = _static_joined()
+    coord = pair.coords[1]
     grp = coord.groups["g"]
     assert grp.state == COMPLETING and grp.leader == "a"
     pair.request(1, SyncGroupRequest("sync-b", "g", 1, "b", (), "ib"), settle=0)
@@ -250,13 +257,8 @@ def _static_pair() -> Pair:
 
 
 def test_the_sync_group_waits_for_the_group_record_to_pass_the_high_watermark():
-    pair = Pair()
+    pair = _static_joined()
     coord = pair.coords[1]
-    ids = iter(["a", "b"])
-    coord._new_member_id = lambda client_id: next(ids)
-    for inst in ("ia", "ib"):
-        coord.handle(_join(pair, inst, inst), 0, 0)
-    pair.at(DELAY)
     pair.hold = True  # broker 2 does not hear of the record yet
     assert pair.request(1, SyncGroupRequest("sync-a", "g", 1, "a", (("a", b"p0"), ("b", b"p1")), "ia")) == []
     assert coord.groups["g"].state == COMPLETING and coord.group_writes

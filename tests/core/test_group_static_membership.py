@@ -16,23 +16,11 @@ from __future__ import annotations
 
 from reference_impl.core.groups.group import PREPARING, STABLE, ClassicGroup
 from reference_impl.core.groups.messages import GroupErrors as E, JoinGroupRequest, SyncGroupRequest
+from tests.core.groupkit import durable, sync
 
 SESSION = 10_000
 REBALANCE = 30_000
 DELAY = 100
-
-
-def durable(grp: ClassicGroup, mono: int) -> list:
-    """Every metadata record the group asked for is appended (the coordinator's
-    part, which tests/core/test_group_metadata_records.py drives for real)."""
-    out = []
-    while grp.stores:
-        out += grp.stored(grp.stores.pop(0), 0, mono)
-    return out
-
-
-def sync(grp: ClassicGroup, req: SyncGroupRequest, mono: int) -> list:
-    return grp.sync(req, mono) + durable(grp, mono)
 
 
 def join(grp: ClassicGroup, member_id: str, inst: str | None, now: int, fresh: str, protocols=(("range", b"r"),)):
