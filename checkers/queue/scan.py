@@ -515,10 +515,13 @@ class _Feeder:
         emax = np.full(len(b.ev_c), -1, np.int64)  # each event's highest offset, -1 for an empty read
         if nonempty.any():
             emax[nonempty] = np.maximum.reduceat(b.off, pstart[:-1][nonempty])
-        ev_first = np.searchsorted(b.ev_c, np.arange(len(b.tm) + 1))
-        if not lag_in_bulk(scan.lag, b, emax):
-            lag_one_by_one(scan.lag, b, emax, ev_first)
         subscribed = scan.consume.subscribed
+        bulk = lag_in_bulk(scan.lag, b, emax)
+        if bulk and not subscribed:
+            return
+        ev_first = np.searchsorted(b.ev_c, np.arange(len(b.tm) + 1))  # each completion's first event
+        if not bulk:
+            lag_one_by_one(scan.lag, b, emax, ev_first)
         if not subscribed:
             return
         cc = scan.consume.counts
