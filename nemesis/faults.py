@@ -245,8 +245,10 @@ def state_nodes(target: str, obs: Observer, rng: random.Random) -> tuple[list[st
         node = rng.choice(sorted(n for n, c in led.items() if c == most))
         return [node], {"leads": most}
     named: dict[str, list[str]] = {}
+    isrs: dict[str, list[str]] = {}
     for k in obs.keys():
         isr, leader = obs.isr_of(k), obs.leader_of(k)
+        isrs[k] = sorted(isr)
         if target == "sole-isr":
             nodes = list(isr) if len(isr) == 1 else []
         elif target == "out-of-sync":
@@ -258,7 +260,8 @@ def state_nodes(target: str, obs: Observer, rng: random.Random) -> tuple[list[st
     if not named:
         return [], {"skipped": f"no partition has {target.replace('-', ' ')} nodes"}
     key = rng.choice(sorted(named))
-    return named[key], {"key": key}
+    # the ISR the nodes were named from: it may have changed a moment later
+    return named[key], {"key": key, "isr": isrs[key]}
 
 
 def resolve_nodes(target: str, cluster: Cluster, rng: random.Random) -> tuple[list[str], dict[str, Any]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pytest
@@ -48,6 +48,8 @@ class Runtime:
     timings: Timings
     #: the last case ended by finding the cluster whole (``whole(closing=True)``)
     left_whole: bool = False
+    #: what the running case started (faults, scenario runners): stopped if it fails
+    opened: list[Any] = field(default_factory=list)
 
 
 def timings_of(pc: ProtocolConfig) -> Timings:
@@ -129,15 +131,60 @@ def whole(rt: Runtime, timeout: float = 60.0, closing: bool = False) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _failed_case_leaves_no_word(request: pytest.FixtureRequest) -> Any:
-    """A case that failed may have left its fault in place: the next one
+def _failed_case_is_healed(request: pytest.FixtureRequest) -> Any:
+    """A case that failed may have left its fault in place (a node down,
+    a cut, a clock moved): it is stopped and the cluster healed here, so
+    one failure stays one failure instead of leaving every later case on
+    the shared cluster to wait out ``whole`` in vain. The next case then
     looks twice again."""
     failed = request.session.testsfailed
     yield
-    if request.session.testsfailed != failed:
-        for name in ("rt", "spare"):
-            if name in request.fixturenames:
-                request.getfixturevalue(name).left_whole = False
+    for name in ("rt", "spare"):
+        if name not in request.fixturenames:
+            continue
+        rt: Runtime = request.getfixturevalue(name)
+        opened, rt.opened = rt.opened, []
+        if request.session.testsfailed != failed:
+            rt.left_whole = False
+            heal(rt, opened)
+
+
+def heal(rt: Runtime, opened: list[Any], timeout: float = 60.0) -> None:
+    """Stop what a failed case started, then lift every fault the contract
+    can name: cuts, latency, loss, clock offsets, paused and dead nodes
+    (a node still in its controlled shutdown is started once it is down),
+    until the cluster is whole or ``timeout`` passes."""
+    for thing in opened:
+        try:
+            thing.heal_all() if isinstance(thing, scenarios.ScenarioRunner) else thing.stop()
+        except Exception:
+            pass  # lifted below, by the contract's own operations
+    c = rt.cluster
+    links = grudges.links(c.nodes.node_names())
+    for lift in (lambda: c.net.cut([]), lambda: c.net.set_latency(links, 0, 0), lambda: c.net.set_loss(links, 0.0)):
+        try:
+            lift()
+        except Exception:
+            pass  # a runtime without latency or loss has none to lift
+    waited, reset = 0.0, set[str]()
+    while waited < timeout:
+        dead, paused = c.nodes.dead_nodes(), c.nodes.paused_nodes()
+        for n in paused:
+            c.nodes.resume(n)
+        for n in dead:
+            c.nodes.start(n)
+        for n in set(c.nodes.node_names()) - set(dead) - reset:
+            try:
+                c.clock.reset(n)
+                reset.add(n)
+            except Exception:
+                pass  # a node just started may not answer yet: the next look
+        obs = c.observer
+        if not dead and not paused and reset == set(c.nodes.node_names()) \
+                and all(obs.leader_of(k) for k in obs.keys()) and obs.active_controller():
+            return
+        rt.settle(1.0)
+        waited += 1.0
 
 
 def full_isr(rt: Runtime, timeout: float = 90.0) -> None:
@@ -152,8 +199,12 @@ def full_isr(rt: Runtime, timeout: float = 90.0) -> None:
         waited += 0.5
 
 
-def fault(rt: Runtime, kind: str, target: str, seed: int = 7) -> Fault:
-    return Fault(FaultSpec(kind, target), rt.cluster, random.Random(seed), rt.timings)
+def fault(rt: Runtime, kind: str, target: str, seed: int = 7, **kw: Any) -> Fault:
+    """The nemesis's fault on the runtime's cluster, stopped by
+    :func:`heal` if the case fails."""
+    f = Fault(FaultSpec(kind, target), rt.cluster, random.Random(seed), rt.timings, **kw)
+    rt.opened.append(f)
+    return f
 
 
 def cases(kinds: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -178,6 +229,18 @@ def _expected_nodes(rt: Runtime, target: str) -> tuple[int, set[str] | None]:
     return COUNT[target], None
 
 
+def _as_the_fault_saw(rt: Runtime, target: str, value: dict[str, Any], count: int,
+                      which: set[str] | None) -> tuple[int, set[str] | None]:
+    """On real nodes under load a follower may fall out of the ISR between
+    full_isr's look and the fault's; ``isr-followers`` names the followers
+    of the ISR the fault saw (recorded as ``isr``), and a power loss of one
+    of three replicas is allowed. The simulator holds to the full ISR."""
+    seen = value.get("isr")
+    if target == "isr-followers" and rt.name != "sim" and seen is not None and len(seen) < 3:
+        return len(seen) - 1, set(seen)
+    return count, which
+
+
 @pytest.mark.parametrize("kind,target", cases(("kill", "terminate", "lose-unfsynced", "pause")))
 def test_a_process_fault_takes_its_targets_count_and_its_stop_brings_them_back(rt: Runtime, kind: str,
                                                                                  target: str) -> None:
@@ -188,6 +251,7 @@ def test_a_process_fault_takes_its_targets_count_and_its_stop_brings_them_back(r
         count, which = 0, set()  # two of three replicas: a power loss refuses that unless asked for a majority
     f = fault(rt, kind, target)
     value = f.start()
+    count, which = _as_the_fault_saw(rt, target, value, count, which)
     rt.settle(1.0 if kind != "terminate" else 35.0 if rt.name == "sim" else 0.0)
     hit = rt.cluster.nodes.paused_nodes() if kind == "pause" else rt.cluster.nodes.dead_nodes()
     assert sorted(hit) == sorted(value["nodes"]) and len(hit) == count
@@ -202,10 +266,11 @@ def test_a_process_fault_takes_its_targets_count_and_its_stop_brings_them_back(r
 def test_a_clock_fault_moves_its_targets_clocks_and_its_stop_resets_them(rt: Runtime, kind: str, target: str) -> None:
     whole(rt)
     full_isr(rt)
-    count, _ = _expected_nodes(rt, target)
+    count, which = _expected_nodes(rt, target)
     f = fault(rt, kind, target)
     value = f.start()
-    assert len(value["nodes"]) == count
+    count, which = _as_the_fault_saw(rt, target, value, count, which)
+    assert len(value["nodes"]) == count and (which is None or set(value["nodes"]) <= which)
     if kind == "clock":
         assert {n: rt.offset(n) for n in value["nodes"]} == {n: int(ms) for n, ms in value["offsets_ms"].items()}
     else:
@@ -269,8 +334,7 @@ def test_loss_is_the_simulators_alone(rt: Runtime) -> None:
 def test_a_story_plays_its_steps_on_the_runtimes_clock_and_its_stop_heals_all(rt: Runtime, story: str) -> None:
     whole(rt)
     steps: list[tuple[str, dict[str, Any]]] = []
-    f = Fault(FaultSpec("story", story), rt.cluster, random.Random(7), rt.timings,
-              record=lambda op, v: steps.append((op, v)))
+    f = fault(rt, "story", story, record=lambda op, v: steps.append((op, v)))
     value = f.start()
     leader, nodes = value["leader"], rt.cluster.nodes.node_names()
     first = rt.cut()
@@ -416,6 +480,7 @@ def test_a_scenario_runner_plays_each_step_on_the_runtime_and_heal_all_restores_
     ``heal_all`` leaves the cluster whole."""
     whole(rt)
     runner = scenarios.ScenarioRunner(name, rt.cluster)
+    rt.opened.append(runner)
     obs, nodes = rt.cluster.observer, rt.cluster.nodes
     want_cut: set[tuple[str, str]] = set()
     for i, step in enumerate(scenarios.SCENARIOS[name]):
