@@ -231,13 +231,22 @@ def _expected_nodes(rt: Runtime, target: str) -> tuple[int, set[str] | None]:
 
 def _as_the_fault_saw(rt: Runtime, target: str, value: dict[str, Any], count: int,
                       which: set[str] | None) -> tuple[int, set[str] | None]:
-    """On real nodes under load a follower may fall out of the ISR between
-    full_isr's look and the fault's; ``isr-followers`` names the followers
-    of the ISR the fault saw (recorded as ``isr``), and a power loss of one
-    of three replicas is allowed. The simulator holds to the full ISR."""
+    """On real nodes under load a follower may fall out of an ISR between
+    full_isr's look and the fault's. An ISR target names its nodes from the
+    ISR the fault saw (recorded as ``isr``, with its ``key``), so the case
+    holds it to that ISR: its followers, its sole member, or the replicas
+    outside it (a power loss of one of three replicas is allowed). The
+    simulator holds to the full ISR."""
     seen = value.get("isr")
-    if target == "isr-followers" and rt.name != "sim" and seen is not None and len(seen) < 3:
+    if rt.name == "sim" or seen is None or len(seen) == len(rt.cluster.observer.replicas_of(value["key"])):
+        return count, which
+    if target == "isr-followers":
         return len(seen) - 1, set(seen)
+    if target == "sole-isr":
+        return (1, set(seen)) if len(seen) == 1 else (count, which)
+    if target == "out-of-sync":
+        outside = set(rt.cluster.observer.replicas_of(value["key"])) - set(seen)
+        return len(outside), outside
     return count, which
 
 
