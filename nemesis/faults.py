@@ -244,11 +244,9 @@ def state_nodes(target: str, obs: Observer, rng: random.Random) -> tuple[list[st
         most = max(led.values())
         node = rng.choice(sorted(n for n, c in led.items() if c == most))
         return [node], {"leads": most}
-    named: dict[str, list[str]] = {}
-    isrs: dict[str, list[str]] = {}
+    named: dict[str, tuple[list[str], list[str]]] = {}  # key: (its nodes, the ISR they were named from)
     for k in obs.keys():
         isr, leader = obs.isr_of(k), obs.leader_of(k)
-        isrs[k] = sorted(isr)
         if target == "sole-isr":
             nodes = list(isr) if len(isr) == 1 else []
         elif target == "out-of-sync":
@@ -256,12 +254,12 @@ def state_nodes(target: str, obs: Observer, rng: random.Random) -> tuple[list[st
         else:  # isr-followers
             nodes = sorted(set(isr) - {leader}) if leader in isr else []
         if nodes:
-            named[k] = nodes
+            named[k] = nodes, sorted(isr)
     if not named:
         return [], {"skipped": f"no partition has {target.replace('-', ' ')} nodes"}
     key = rng.choice(sorted(named))
-    # the ISR the nodes were named from: it may have changed a moment later
-    return named[key], {"key": key, "isr": isrs[key]}
+    nodes, isr = named[key]
+    return nodes, {"key": key, "isr": isr}  # the ISR seen: it may change a moment later
 
 
 def resolve_nodes(target: str, cluster: Cluster, rng: random.Random) -> tuple[list[str], dict[str, Any]]:
