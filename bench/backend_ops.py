@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.config import build_config  # noqa: E402
-from harness.runner import make_db, preflight  # noqa: E402
+from harness.dbs import open_db
+from harness.lifecycle.runner import preflight  # noqa: E402
 from nemesis.partition import shaped  # noqa: E402
 
 
@@ -66,7 +67,7 @@ def measure(backend: str, rounds: int, hosts_file: str | None, out: Path) -> dic
     checked = preflight(cfg)
     run_dir = out / backend
     run_dir.mkdir(parents=True, exist_ok=True)
-    db = make_db(cfg, run_dir, None, checked) if backend != "local" else make_db(cfg, run_dir, _state(out, backend))
+    db = open_db(cfg, run_dir, None, checked) if backend != "local" else open_db(cfg, run_dir, _state(out, backend))
     figures: dict[str, list[float]] = {"exec": [], "partition": [], "heal": [], "kill+restart": []}
     try:
         db.setup()
@@ -86,7 +87,7 @@ def measure(backend: str, rounds: int, hosts_file: str | None, out: Path) -> dic
 
 
 def _state(out: Path, backend: str) -> Any:
-    from harness.state import RunState
+    from harness.rundir.state import RunState
 
     return RunState.create(out, f"bench-{backend}-{int(time.time())}", out / backend)
 
@@ -104,7 +105,7 @@ def main() -> None:
         try:
             for backend in args.backends.split(","):
                 if backend == "ssh" and hosts_file is None:
-                    from harness.backend.throwaway import up
+                    from harness.runtimes.throwaway import up
 
                     hosts_file = str(up(3, out / "hosts"))
                 figs = measure(backend, args.rounds, hosts_file, out)
@@ -112,7 +113,7 @@ def main() -> None:
                     print(f"{backend:8} {op:14} {statistics.median(xs):10.1f} {max(xs):10.1f}", flush=True)
         finally:
             if hosts_file is not None:
-                from harness.backend.throwaway import down
+                from harness.runtimes.throwaway import down
 
                 down(out / "hosts")
 

@@ -13,7 +13,7 @@ producer on loopback:
 Prints the figures and, with both, the ratios reference/Kafka (msg/s: below 1
 means the reference is slower; latency: above 1 means it is slower), and
 ``--json`` for machines. Never asserted in tests. Kafka runs with the harness's
-small heaps (harness/db/kafka.py), so its figures are for this configuration,
+small heaps (harness/dbs/kafka/db.py), so its figures are for this configuration,
 not for a tuned Kafka.
 
     .venv/bin/python bench/broker_throughput.py [--db both] [--messages 200000] [--size 100]
@@ -182,8 +182,8 @@ def bench_reference(a: argparse.Namespace) -> dict:
 
 def bench_kafka(a: argparse.Namespace) -> dict:
     from harness.config import build_config
-    from harness.db.kafka import preflight
-    from harness.kafka import handcluster
+    from harness.dbs.kafka.db import preflight
+    from harness.handcluster import kafka as handcluster
 
     cfg = build_config(None, {"db": "kafka", "combined": a.combined, "seed": 1, "kafka_version": a.kafka_version})
     preflight(cfg)

@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 TOPIC = "bench-groups"
 PARTITIONS = 6
-#: the group-coordinator settings db kafka runs with (harness/kafka/props.py SMALL)
+#: the group-coordinator settings db kafka runs with (harness/dbs/kafka/props.py SMALL)
 REFERENCE_CONFIG = {
     "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500", "replica.lag.time.max.ms": "3000",
     "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
@@ -135,8 +135,8 @@ def bench_reference(a: argparse.Namespace) -> dict:
 
 def bench_kafka(a: argparse.Namespace) -> dict:
     from harness.config import build_config
-    from harness.db.kafka import preflight
-    from harness.kafka import handcluster
+    from harness.dbs.kafka.db import preflight
+    from harness.handcluster import kafka as handcluster
 
     cfg = build_config(None, {"db": "kafka", "seed": 1, "kafka_version": a.kafka_version})
     preflight(cfg)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import generator as g  # noqa: E402
 from checkers.history.recorder import Recorder  # noqa: E402
-from harness.interpreter import Interpreter  # noqa: E402
+from harness.lifecycle.interpreter import Interpreter  # noqa: E402
 
 
 def rss_mib() -> float:

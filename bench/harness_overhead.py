@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import generator as g  # noqa: E402
 from checkers.history.recorder import Recorder  # noqa: E402
-from harness.interpreter import Interpreter  # noqa: E402
+from harness.lifecycle.interpreter import Interpreter  # noqa: E402
 
 
 class NullClient:
@@ -53,7 +53,7 @@ def interpreter_rate(seconds: float, record: bool, tmp: Path) -> float:
 
 def mock_rate(seconds: float, record: bool, tmp: Path, bootstrap: str) -> float:
     from harness.config import TestConfig
-    from harness.runner import run_test
+    from harness.lifecycle.runner import run_test
 
     cfg = TestConfig(db="external", bootstrap=bootstrap, time_limit=seconds, rate=100000, concurrency=8,
                      partitions=4, seed=7, out=str(tmp / "results"), record_history=record, name="bench")
@@ -84,7 +84,7 @@ def main() -> int:
         for record in ((True, False) if r % 2 == 0 else (False, True)):
             # a fresh mock cluster per run: consumers read from offset 0, so data
             # left by earlier runs would make later runs slower
-            mock = subprocess.Popen([sys.executable, "-m", "harness.db.mock_cluster", "--brokers", "3"],
+            mock = subprocess.Popen([sys.executable, "-m", "harness.dbs.mock_cluster", "--brokers", "3"],
                                     stdout=subprocess.PIPE, text=True, cwd=ROOT)
             try:
                 bootstrap = mock.stdout.readline().strip()  # type: ignore[union-attr]

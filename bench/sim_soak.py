@@ -156,7 +156,7 @@ def _rate(rs: list[dict[str, Any]]) -> tuple[int | None, int, int]:
 def detect(a: argparse.Namespace) -> int:
     """Seeds to first detection and detection rate, per variant, for
     ``--nemesis all``, for ``--swarm`` and for ``kraftwerk explore``."""
-    from harness.explore import Search
+    from harness.search.explore import Search
 
     seeds = list(range(1, a.seeds + 1))
     pool = make_pool(a.jobs)

@@ -89,7 +89,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.backend.sim import SimRun  # noqa: E402
+from harness.runtimes.sim import SimRun  # noqa: E402
 from harness.config import TestConfig, build_config  # noqa: E402
 from harness.errors import UsageError  # noqa: E402
 from reference_impl import accel  # noqa: E402

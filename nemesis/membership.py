@@ -4,7 +4,7 @@ way to remove a broker: move its replicas to other brokers
 (AlterPartitionReassignments, KIP-455), shut it down cleanly, then
 unregister it (UnregisterBroker, KIP-631: ``kafka-cluster.sh unregister``),
 so the controller forgets its registration (every runtime sends it: the
-simulator's admin endpoint, ``harness.db.admin`` on real hosts, to the
+simulator's admin endpoint, ``harness.dbs.admin`` on real hosts, to the
 reference controller and to Kafka 4.4's alike). Adding a broker is starting one
 whose id the controller does not know: it registers as new and takes
 replicas only when a reassignment (or a new topic) gives it some.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,8 +111,8 @@ def test_one_history_recorder_for_both_runtimes():
     clock); neither runtime keeps one of its own, and the recorder brings no
     arrow with it (it imports only its own package's Op and JSONL code)."""
     recorder = "checkers.history.recorder"
-    assert recorder in imported_modules(ROOT / "harness" / "runner.py")
-    assert recorder in imported_modules(ROOT / "harness" / "interpreter.py")
+    assert recorder in imported_modules(ROOT / "harness" / "lifecycle" / "runner.py")
+    assert recorder in imported_modules(ROOT / "harness" / "lifecycle" / "interpreter.py")
     assert recorder in imported_modules(ROOT / "reference_impl" / "sim" / "clients.py")
     assert not (ROOT / "harness" / "history.py").exists()
     assert not (ROOT / "reference_impl" / "sim" / "history.py").exists()
@@ -125,7 +126,7 @@ def test_every_room_has_modules_to_check():
 
 def test_the_checker_sees_deferred_and_dotted_imports(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text("import harness.store\ndef f():\n    from harness.report import x\nfrom .local import y\n")
+    f.write_text("import harness.rundir.store\ndef f():\n    from harness.report import x\nfrom .local import y\n")
     assert imported_packages(f) == {"harness"}
 
 
@@ -137,26 +138,27 @@ def test_the_simulators_host_sees_its_environment_not_the_simulation():
     assert "simulation" not in relative and "env" in relative
 
 
-def core_import_graph(core: Path) -> "nx.DiGraph":
-    """Module -> module edges of every import inside ``core`` (relative or
-    absolute, at the top, deferred or under ``TYPE_CHECKING``: each is an arrow)."""
-    import networkx as nx
-
+def import_graph(*packages: Path) -> "nx.DiGraph":
+    """Module -> module edges of every import inside ``packages`` (relative
+    or absolute, at the top, deferred or under ``TYPE_CHECKING``: each is an
+    arrow) between modules of those packages."""
     g = nx.DiGraph()
-    top = core.parents[1]
+    package = packages[0]
+    top = package.parents[len(package.relative_to(ROOT).parts) - 1] if package.is_relative_to(ROOT) \
+        else package.parents[1]
 
     def name_of(p: Path) -> str:
         parts = list(p.relative_to(top).with_suffix("").parts)
         return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
-    prefix = name_of(core / "__init__.py")
-    for p in sorted(core.rglob("*.py")):
+    prefixes = tuple(name_of(p / "__init__.py") for p in packages)
+    for p in sorted(f for package in packages for f in package.rglob("*.py")):
         mod = name_of(p)
         g.add_node(mod)
-        package = mod if p.name == "__init__.py" else mod.rpartition(".")[0]
+        pkg = mod if p.name == "__init__.py" else mod.rpartition(".")[0]
         for node in ast.walk(ast.parse(p.read_text(), filename=str(p))):
             if isinstance(node, ast.ImportFrom):
-                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1] if node.level else []
                 target = ".".join(base + ([node.module] if node.module else []))
                 names = [f"{target}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
@@ -167,17 +169,19 @@ def core_import_graph(core: Path) -> "nx.DiGraph":
                 # "from . import x" names module x when x is a module, else the package
                 dest = dotted if dotted in g or (top / dotted.replace(".", "/")).with_suffix(".py").exists() \
                     or (top / dotted.replace(".", "/") / "__init__.py").exists() else target
-                if dest.startswith(prefix) and dest != mod:
+                if any(dest == x or dest.startswith(x + ".") for x in prefixes) and dest != mod:
                     g.add_edge(mod, dest)
     return g
+
+
+def core_import_graph(core: Path) -> "nx.DiGraph":
+    return import_graph(core)
 
 
 def test_the_core_has_no_import_cycles():
     """reference_impl/core imports in one direction: a module that needs part
     of another that imports it takes a narrow Protocol (PartitionContext,
     ControllerLink), never the class, so no module waits on a circle."""
-    import networkx as nx
-
     g = core_import_graph(ROOT / "reference_impl" / "core")
     assert g.number_of_edges() > 20
     assert list(nx.simple_cycles(g)) == []
@@ -190,6 +194,66 @@ def test_the_cycle_check_sees_a_type_checking_import(tmp_path):
     (core / "__init__.py").write_text("")
     (core / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n")
     (core / "b.py").write_text("from . import a\n")
-    import networkx as nx
 
     assert sorted(map(sorted, nx.simple_cycles(core_import_graph(core)))) == [["pkg.core.a", "pkg.core.b"]]
+
+
+def test_no_import_circle_anywhere():
+    """No module of the project waits on a circle of imports, deferred ones
+    included: a circle hidden in a function is still one (the rooms'
+    arrows, and each room's own modules, point one way)."""
+    g = import_graph(*(ROOT / p for p in sorted(PACKAGES)))
+    assert g.number_of_nodes() > 200
+    assert sorted(map(sorted, nx.simple_cycles(g))) == []
+
+
+#: harness/'s rooms, each with the rooms it may import (docs/architecture.md,
+#: "Rooms"): the CLI on top imports anything and nothing imports it; the
+#: runtimes (where nodes run) import no db (what runs there); the run
+#: directory, the config and kraftwerk fs sit at the bottom.
+HARNESS_ROOMS: dict[str, set[str]] = {
+    "errors": set(),
+    "rundir": {"errors"},
+    "config": {"errors", "rundir"},
+    "lazyfs": {"errors", "rundir"},
+    "runtimes": {"errors", "rundir", "config"},
+    "dbs": {"errors", "rundir", "config", "lazyfs", "runtimes"},
+    "report": {"errors", "rundir"},
+    "site": {"errors", "rundir", "report"},
+    "lifecycle": {"errors", "rundir", "config", "runtimes", "dbs", "report"},
+    "search": {"errors", "rundir", "config", "lifecycle", "report"},
+    "campaign": {"errors", "rundir", "config", "lifecycle", "search", "report"},
+    "handcluster": {"errors", "rundir", "config", "runtimes", "dbs"},
+    "cli": {"errors", "rundir", "config", "lazyfs", "runtimes", "dbs", "report", "site", "lifecycle", "search",
+            "campaign", "handcluster"},
+}
+
+
+def harness_room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "harness" and len(parts) > 1 else None
+
+
+def _harness_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "harness").rglob("*.py") if p != ROOT / "harness" / "__init__.py")
+
+
+def test_every_harness_room_is_listed():
+    rooms = {harness_room(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in _harness_files()}
+    assert rooms == set(HARNESS_ROOMS)
+
+
+@pytest.mark.parametrize("path", _harness_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_harness_room_imports_only_the_rooms_below_it(path):
+    room = harness_room(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    tree = ast.parse(path.read_text(), filename=str(path))
+    reached: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            reached |= {harness_room(a.name) for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "harness":  # from harness import dbs, runtimes
+                reached |= {a.name for a in node.names}
+            else:
+                reached.add(harness_room(node.module))
+    assert reached - {None, room} <= HARNESS_ROOMS[room]

@@ -67,7 +67,7 @@ class OpStats:
 
 
 class ClientStats:
-    """What a run's report shows beside the verdict (``harness.checking``):
+    """What a run's report shows beside the verdict (``harness.lifecycle.checking``):
     client completions by function and type, acknowledged-or-not sends by
     the acks their completion carried, and the nemesis' operations."""
 

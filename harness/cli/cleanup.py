@@ -1,7 +1,7 @@
 """``kraftwerk cleanup``: stop every node and proxy process, and undo every
 namespace, rule, container or mount, that a run left behind, and unmount
 every ``kraftwerk fs`` whose owner or server is gone (``harness.lazyfs.mounts``). Runs are found in
-the machine-wide registry (``harness.state.registry_dir``) whatever ``--out``
+the machine-wide registry (``harness.rundir.state.registry_dir``) whatever ``--out``
 they used; ``--out`` narrows to the runs of one results directory. Safe to run
 any time, from anywhere, any number of times: runs whose harness is still
 alive are left alone unless --force."""
@@ -17,9 +17,9 @@ import click
 @click.option("--force", is_flag=True, help="Also stop runs whose harness is still alive.")
 def cleanup_cmd(out: str | None, force: bool) -> int:
     """Stop processes and undo resources left behind by interrupted runs."""
-    from harness.backend.sweep import sweep_all
+    from harness.runtimes.sweep import sweep_all
     from harness.lazyfs.mounts import cleanup as fs_cleanup
-    from harness.state import cleanup
+    from harness.rundir.state import cleanup
 
     stopped = cleanup(out, include_live_harness=force)
     procs = [p for p in stopped if p.get("pid") is not None]

@@ -1,7 +1,7 @@
 """``kraftwerk cluster up|down|status``: a local reference-broker cluster, or
-with ``--db kafka`` a real Apache Kafka one (``harness.kafka.handcluster``);
+with ``--db kafka`` a real Apache Kafka one (``harness.handcluster.kafka``);
 with ``--backend netns|docker|ssh`` either db on real hosts
-(``harness.backend.handcluster``).
+(``harness.handcluster.hosted``).
 
 ``up`` starts the node processes detached (pids in ``<dir>/cluster.json``),
 waits until every broker is registered and prints the bootstrap servers;
@@ -13,19 +13,19 @@ a grace period); ``status`` shows each node. Layout and ids:
 from __future__ import annotations
 
 import json
+import signal
+import threading
+from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.table import Table
 
+from harness import handcluster
+from harness.cli.node import build_options
+from harness.config import build_config
+from harness.dbs.kafka import db as kafka_db
 from harness.errors import HarnessError, UsageError
-
-
-def _load(dir: str):
-    from reference_impl.server.launcher import ClusterError, LocalCluster
-
-    try:
-        return LocalCluster.load(dir)
-    except ClusterError as e:
-        raise UsageError(str(e)) from None
 
 
 def register(group: click.Group) -> None:
@@ -64,34 +64,13 @@ def register(group: click.Group) -> None:
         if db == "kafka":
             return _kafka_up(kafka_version, kafka_home, brokers, controllers, base_port, dir, combined, overrides,
                              timeout, as_json)
-        from harness.cli.node import build_options
-        from reference_impl.server.launcher import ClusterError, LocalCluster
-
-        config = {}
-        for kv in overrides:
-            k, sep, v = kv.partition("=")
-            if not sep:
-                raise UsageError(f"--set {kv!r} must look like key=value")
-            config[k.strip()] = v.strip()
-        try:
-            c = LocalCluster.plan(dir, brokers, controllers, base_port, combined, config, storage_mode)
-        except ClusterError as e:
-            raise UsageError(str(e)) from None
-        try:
-            existing = LocalCluster.load(dir)
-            if any(n.running() for n in existing.nodes):
-                raise UsageError(f"a cluster is already running in {dir}; run `kraftwerk cluster down --dir {dir}` first")
-        except ClusterError:
-            pass
+        config = handcluster.local.parse_settings(overrides)
+        c = handcluster.local.plan(dir, brokers, controllers, base_port, combined, config, storage_mode)
         # validate flags and config once, before anything starts
         n0 = c.nodes[0]
         build_options(n0.node_id, ",".join(n0.roles), f"127.0.0.1:{n0.port}", c.quorum, n0.data_dir, None, None,
                       storage_mode, tuple(f"{k}={v}" for k, v in config.items()))
-        try:
-            c.up(timeout)
-        except ClusterError as e:
-            c.down(timeout=10)
-            raise HarnessError(str(e)) from None
+        handcluster.local.up(c, timeout)
         if as_json:
             click.echo(json.dumps({"bootstrap": c.bootstrap, "dir": c.dir, "nodes": c.status()}))
         else:
@@ -102,37 +81,27 @@ def register(group: click.Group) -> None:
     @click.option("--timeout", type=float, default=40.0, show_default=True, help="grace period before SIGKILL")
     def down(dir, timeout):
         """Stop every node (controlled shutdown)."""
-        from harness.backend import handcluster as netns_cluster
-        from harness.kafka import handcluster
-
-        if netns_cluster.load(dir) is not None:
-            for name, clean in sorted(netns_cluster.down(dir, timeout).items()):
-                click.echo(f"node {name}: {'stopped' if clean else 'killed after timeout'}")
-            return
-
-        if handcluster.load(dir) is not None:
-            for name, clean in sorted(handcluster.down(dir, timeout).items()):
-                click.echo(f"node {name}: {'stopped' if clean else 'killed after timeout'}")
-            return
-        c = _load(dir)
-        res = c.down(timeout)
-        for nid, clean in sorted(res.items()):
-            click.echo(f"node {nid}: {'stopped' if clean else 'killed after timeout'}")
+        kind = handcluster.kind_of(dir)
+        if kind == "hosted":
+            res = handcluster.hosted.down(Path(dir), timeout)
+        elif kind == "kafka":
+            res = handcluster.kafka.down(dir, timeout)
+        else:
+            res = handcluster.local.down(dir, timeout)
+        for name, clean in sorted(res.items()):
+            click.echo(f"node {name}: {'stopped' if clean else 'killed after timeout'}")
 
     @cluster.command("status")
     @click.option("--dir", "dir", default="results/cluster", show_default=True)
     @click.option("--json", "as_json", is_flag=True)
     def status(dir, as_json):
         """Show each node: pid, alive, partitions it leads, quorum role."""
-        from harness.backend import handcluster as netns_cluster
-        from harness.kafka import handcluster
-
-        nst = netns_cluster.load(dir)
+        nst = handcluster.hosted.load(Path(dir))
         if nst is not None and nst.get("provisional"):
             raise HarnessError(f"the cluster in {dir} never finished coming up; `kraftwerk cluster down --dir {dir}` "
                                "removes what it made")
         if nst is not None:
-            rows = netns_cluster.status(nst)
+            rows = handcluster.hosted.status(nst)
             if as_json:
                 click.echo(json.dumps({"bootstrap": nst["bootstrap"], "nodes": rows}))
                 return
@@ -143,8 +112,8 @@ def register(group: click.Group) -> None:
             click.echo(f"bootstrap: {nst['bootstrap']}  ({nst['backend']}, db {nst.get('db', 'reference')})")
             return
 
-        if handcluster.load(dir) is not None:
-            st = handcluster.status(dir)
+        if handcluster.kind_of(dir) == "kafka":
+            st = handcluster.kafka.status(dir)
             if as_json:
                 click.echo(json.dumps(st))
                 return
@@ -154,14 +123,11 @@ def register(group: click.Group) -> None:
                            f"pid={r['pid'] or '-'} alive={'yes' if r['alive'] else 'no'}")
             click.echo(f"bootstrap: {st['bootstrap']}  (Kafka {st['version']})")
             return
-        c = _load(dir)
-        rows = c.status()
+        st = handcluster.local.status(dir)
+        rows = st["nodes"]
         if as_json:
-            click.echo(json.dumps({"bootstrap": c.bootstrap, "nodes": rows}))
+            click.echo(json.dumps(st))
             return
-        from rich.console import Console
-        from rich.table import Table
-
         t = Table("node", "roles", "port", "pid", "alive", "quorum", "leads")
         for r in rows:
             raft = r.get("raft") or {}
@@ -172,17 +138,12 @@ def register(group: click.Group) -> None:
                 " ".join(r.get("leader_of", [])) or "-",
             )
         Console().print(t)
-        click.echo(f"bootstrap: {c.bootstrap}")
+        click.echo(f"bootstrap: {st['bootstrap']}")
 
 
 def _hosted_up(backend, db, extra, brokers, controllers, dir, combined, storage_mode, overrides, timeout,
                as_json) -> None:
-    """Either db on the hosts of a real backend (harness.backend.handcluster)."""
-    from pathlib import Path
-
-    from harness.backend import handcluster
-    from harness.config import build_config
-
+    """Either db on the hosts of a real backend (harness.handcluster.hosted)."""
     args: list[str] = []
     for kv in overrides:
         if "=" not in kv:
@@ -200,14 +161,11 @@ def _hosted_up(backend, db, extra, brokers, controllers, dir, combined, storage_
     else:
         settings["storage"] = "pagecache" if storage_mode == "memory-cache" else "file"
     cfg = build_config(None, settings)
-    import signal
-    import threading
-
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a timeout, a cancelled job) mid-up removes what up made so
         # far, like Ctrl-C: kept hosts are no run's, cleanup never takes them
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    st = handcluster.up(cfg, Path(dir), args, timeout)
+    st = handcluster.hosted.up(cfg, Path(dir), args, timeout)
     if as_json:
         click.echo(json.dumps(st))
     else:
@@ -215,16 +173,12 @@ def _hosted_up(backend, db, extra, brokers, controllers, dir, combined, storage_
 
 
 def _kafka_up(version, home, brokers, controllers, base_port, dir, combined, overrides, timeout, as_json) -> None:
-    from harness.config import build_config
-    from harness.db.kafka import preflight
-    from harness.kafka import handcluster
-
     cfg = build_config(None, {"db": "kafka", "kafka_version": version, "kafka_home": home,
                               "kafka_config": list(overrides), "brokers": brokers, "controllers": controllers,
                               "combined": combined, "base_port": base_port, "rf": min(3, brokers),
                               "min_isr": min(2, brokers), "seed": 1})
-    preflight(cfg)
-    st = handcluster.up(cfg, dir, timeout)
+    kafka_db.preflight(cfg)
+    st = handcluster.kafka.up(cfg, dir, timeout)
     if as_json:
         click.echo(json.dumps({"bootstrap": st["bootstrap"], "dir": dir, "version": st["version"],
                                "nodes": st["nodes"]}))

@@ -1,6 +1,6 @@
 """``kraftwerk compare``: one test on ``--db reference`` and ``--db kafka``
 (same seed, fault schedule or scenario, workload, backend), side by side
-(``harness.compare``). Takes ``kraftwerk run``'s options but ``--db`` and
+(``harness.search.compare``). Takes ``kraftwerk run``'s options but ``--db`` and
 ``--test-count``; both configurations are validated before anything starts.
 Exit status: the worse of the two runs' (0 both valid, 1 anomalies, ...).
 
@@ -25,9 +25,9 @@ _SKIP = {"db", "test_count", "bootstrap", "as_json", "no_progress"}
 
 
 def _compare(as_json: bool, **flags: Any) -> int:
-    from harness import compare
+    from harness.search import compare
     from harness.cli.options import config_from_flags
-    from harness.runner import run_test
+    from harness.lifecycle.runner import run_test
 
     if flags.get("nemesis_mode") is None:
         # the sequential schedule draws from the interpreter's generator rng,

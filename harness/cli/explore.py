@@ -1,5 +1,5 @@
 """``kraftwerk explore``: coverage-guided search over fault schedules in
-the simulator (``harness.explore``), stopping at the first invalid run.
+the simulator (``harness.search.explore``), stopping at the first invalid run.
 
 Exit codes: 0 the budget ran out with every run valid, 1 an invalid run was
 found (its run directory is kept and the command that replays it printed),
@@ -16,7 +16,7 @@ import click
 
 from harness.cli.options import config_from_flags, test_options
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
-from harness.runner import preflight
+from harness.lifecycle.runner import preflight
 from reference_impl.accel import ENV_PURE
 
 
@@ -37,7 +37,7 @@ def explore_cmd(budget: str, jobs: int | None, signal: str, as_json: bool, **fla
       kraftwerk explore --signal both --budget 10m
     """
     from harness.cli.sim import default_jobs, make_pool
-    from harness.explore import Search, parse_budget
+    from harness.search.explore import Search, parse_budget
 
     try:
         budget_s = parse_budget(budget)

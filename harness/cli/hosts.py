@@ -1,6 +1,6 @@
 """``kraftwerk hosts up|down``: throwaway ssh hosts on this machine (network
 namespaces running sshd), to try ``--backend ssh`` before pointing it at VMs.
-See :mod:`harness.backend.throwaway`."""
+See :mod:`harness.runtimes.throwaway`."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def register(group: click.Group) -> None:
           kraftwerk run --backend ssh --hosts /tmp/kw-hosts/hosts.yaml
           kraftwerk hosts down --dir /tmp/kw-hosts
         """
-        from harness.backend.throwaway import up as hosts_up
+        from harness.runtimes.throwaway import up as hosts_up
 
         path = hosts_up(count, Path(dir))
         click.echo(str(path))
@@ -36,7 +36,7 @@ def register(group: click.Group) -> None:
     @click.option("--dir", "dir", required=True, type=click.Path(file_okay=False))
     def down(dir: str) -> int:
         """Remove the hosts of DIR and the files up wrote (idempotent)."""
-        from harness.backend.throwaway import down as hosts_down
+        from harness.runtimes.throwaway import down as hosts_down
 
         gone = hosts_down(Path(dir))
         click.echo(f"hosts down: {len(gone)} namespace(s) removed")

@@ -240,7 +240,7 @@ def register(group: click.Group) -> None:
     def node_cmd(node_id, roles, listen, quorum, data_dir, log_dir, config, control, storage_mode, overrides, seed,
                  advertise, peers, secret_file, allow_any_address, verbose):
         """Run one reference-broker node (foreground; SIGTERM = controlled shutdown)."""
-        from harness.lease import arm
+        from harness.rundir.lease import arm
 
         arm()  # a harness-started node ends with its harness; a `cluster up` node has no lease
         opts = build_options(

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from harness.errors import UsageError
-from harness.summary import write_summary
+from harness.rundir.summary import write_summary
 
 
 @click.command("report")
@@ -30,7 +30,7 @@ def report_cmd(run_dir: str, check: bool) -> int:
     if not (d / "history.jsonl").is_file():
         raise UsageError(f"{d}: not a run directory (no history.jsonl)")
     if check or not (d / "results.json").is_file():
-        from harness.checking import check_run
+        from harness.lifecycle.checking import check_run
 
         check_run(d)
         write_summary(d)

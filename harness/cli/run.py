@@ -32,7 +32,7 @@ def run_cmd(as_json: bool, no_progress: bool, report: bool, **flags: Any) -> int
     import signal
     import threading
 
-    from harness.runner import run_test, summary_line
+    from harness.lifecycle.runner import run_test, summary_line
 
     if threading.current_thread() is threading.main_thread():
         # SIGTERM tears the cluster down like Ctrl-C (a SIGKILL needs `kraftwerk cleanup`)

@@ -1,6 +1,6 @@
 """``kraftwerk shrink RUN_DIR``: a failing simulator run's fault schedule,
 then its client load, cut down by delta debugging to a run that still fails
-the same way (``harness.shrink``).
+the same way (``harness.search.shrink``).
 
 Writes ``RUN_DIR/shrunk-schedule.json`` (the run's settings with the minimal
 schedule, replayed by ``kraftwerk sim --schedule FILE``) and replays it once
@@ -52,8 +52,8 @@ def shrink_cmd(run_dir: str, out: str | None, jobs: int | None) -> int:
       kraftwerk shrink results/queue/latest
     """
     from harness.cli.sim import default_jobs, make_pool
-    from harness.runner import run_seed
-    from harness.shrink import Shrinker, signature, units
+    from harness.lifecycle.runner import run_seed
+    from harness.search.shrink import Shrinker, signature, units
 
     rd = Path(run_dir).resolve()
     test, results = _load(rd)

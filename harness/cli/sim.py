@@ -23,7 +23,7 @@ import click
 from harness.cli.options import config_from_flags, recorded_settings, test_options
 from harness.config import TestConfig
 from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
-from harness.runner import preflight
+from harness.lifecycle.runner import preflight, run_seed_safely
 
 
 def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
@@ -43,18 +43,6 @@ def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
     if seed < 0:
         raise UsageError(f"--seed must not be negative (got {seed})")
     return [seed]
-
-
-def _worker(cfg: TestConfig, seed: int, out: str | None, report: bool = False) -> dict[str, Any]:
-    from harness.runner import run_seed
-
-    try:
-        return run_seed(cfg.for_seed(seed), seed, out, report=report)
-    except Exception as e:  # a harness bug: report it for this seed, keep the others going
-        import traceback
-
-        return {"seed": seed, "valid": "unknown", "error": f"{type(e).__name__}: {e}",
-                "traceback": traceback.format_exc(limit=12)}
 
 
 def summarize(r: dict[str, Any]) -> dict[str, Any]:
@@ -109,13 +97,13 @@ def run_seeds(cfg: TestConfig, seeds: list[int], out: str | None, jobs: int, pro
     try:
         if inprocess:
             for s in seeds:
-                results[s] = _worker(cfg, s, out, report)
+                results[s] = run_seed_safely(cfg, s, out, report)
                 if bar:
                     bar.advance(results[s])
         else:
             ex = pool if pool is not None else make_pool(jobs)
             try:
-                futs = {ex.submit(_worker, cfg, s, out, report): s for s in seeds}
+                futs = {ex.submit(run_seed_safely, cfg, s, out, report): s for s in seeds}
                 for f in as_completed(futs):
                     s = futs[f]
                     try:
@@ -187,7 +175,7 @@ def sim_cmd(seeds: str | None, jobs: int | None, as_json: bool, report: bool | N
       kraftwerk sim --seed 7 --nemesis partition,kill
       kraftwerk sim --seeds 0..199 --jobs 2 --variant kip101=off --nemesis kill,partition:primaries
     """
-    from harness.store import point_latest
+    from harness.rundir.store import point_latest
 
     seed_list = parse_seeds(flags.get("seed"), seeds)
     if flags.get("seed") is None and seeds is None and flags.get("schedule"):

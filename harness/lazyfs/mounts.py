@@ -2,7 +2,7 @@
 outliving their owners.
 
 Every mount is recorded in ``$KRAFTWERK_FS_DIR`` (default ``fs/`` in the
-run registry, :func:`harness.state.registry_dir`: ``/run/kraftwerk/fs`` for
+run registry, :func:`harness.rundir.state.registry_dir`: ``/run/kraftwerk/fs`` for
 root) as ``<id>.json`` — mount point, backing directory,
 the serving process (pid and start time), its control socket, and the
 owner (the process the mount serves; a harness run passes its own pid) —
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, UsageError
-from harness.state import alive, proc_start_time
+from harness.rundir.state import alive, proc_start_time
 
 #: how a mount shows in /proc/mounts: ``kraftwerk-fs:<registry tag> <dir> fuse.kraftwerk``
 #: (this module imports no FUSE binding: cleanup runs where none is installed)
@@ -40,7 +40,7 @@ FSTYPE = f"fuse.{SUBTYPE}"
 def registry_dir() -> Path:
     if os.environ.get("KRAFTWERK_FS_DIR"):
         return Path(os.environ["KRAFTWERK_FS_DIR"])
-    from harness.state import registry_dir as run_registry
+    from harness.rundir.state import registry_dir as run_registry
 
     return run_registry() / "fs"
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.state import RunState
+from harness.rundir.state import RunState
 
 from . import mounts
 

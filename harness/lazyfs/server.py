@@ -114,7 +114,7 @@ class Server:
 
 
     async def _watch_owner(self) -> None:
-        from harness.state import alive
+        from harness.rundir.state import alive
 
         assert self.owner is not None
         while alive(*self.owner):

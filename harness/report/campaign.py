@@ -3,7 +3,7 @@ cells (one set of parameters each) with what their runs add up to.
 
 The format (``kraftwerk-campaign/1``, docs/architecture.md "Campaigns") is
 written by whatever runs the matrix; :func:`aggregate` builds it from run
-directories' summaries (:mod:`harness.summary`), the way a campaign command
+directories' summaries (:mod:`harness.rundir.summary`), the way a campaign command
 or a test does. The page shows the matrix as a heatmap of the lost-write rate
 per cell, one panel per acks level that acknowledged anything, and a table
 with the interval, the anomaly counts and the invalid runs first.
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.durability import wilson_interval
-from harness.summary import load_summary
+from harness.rundir.summary import load_summary
 
 from .mpl import colors, plt
 

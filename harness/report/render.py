@@ -14,7 +14,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from checkers.check import anomaly_counts
 from checkers.glossary import describe
 from checkers.history.jsonl import read_jsonl
-from harness import store
+from harness.rundir import store
 
 from .figures import draw_all
 from .plots import fault_intervals

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.summary import load_summary
+from harness.rundir.summary import load_summary
 
 RUN_MARKERS = ("test.json", "results.json", "history.jsonl")
 CAMPAIGN = "campaign.json"

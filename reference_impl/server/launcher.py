@@ -38,7 +38,7 @@ from . import auth
 STATE_FILE = "cluster.json"
 SECRET_FILE = "cluster.secret"
 HOST = "127.0.0.1"
-#: a harness run's variables (harness/lease.py) that a `cluster up` node must not inherit
+#: a harness run's variables (harness/rundir/lease.py) that a `cluster up` node must not inherit
 _HARNESS_ENV = frozenset({"KRAFTWERK_RUN_ID", "KRAFTWERK_LEASE_FD", "KRAFTWERK_PARENT_PID", "KRAFTWERK_PDEATHSIG"})
 
 

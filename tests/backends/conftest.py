@@ -16,7 +16,7 @@ def assert_no_orphans(before: set[str]) -> None:
     owner (another run on this machine), none to a finished or refused one."""
     import json
 
-    from harness.net.netns import OWNER_DIR, list_namespaces, owner_alive
+    from harness.runtimes.net.netns import OWNER_DIR, list_namespaces, owner_alive
 
     for ns in set(list_namespaces()) - before:
         rec = OWNER_DIR / f"{ns.split('-')[1]}.json"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.net.netns import list_namespaces
+from harness.runtimes.net.netns import list_namespaces
 
 from .conftest import assert_no_orphans
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backend import docker as kwdocker
-from harness.backend.throwaway import down, up
+from harness.runtimes import docker as kwdocker
+from harness.runtimes.throwaway import down, up
 
 from .conftest import needs_root_net
 

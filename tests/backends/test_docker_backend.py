@@ -1,7 +1,7 @@
 """The docker backend: a grudge made by iptables inside the containers cuts
 exactly its links (node to node, client to node) and heal restores them;
 SIGKILL of the harness mid-run, then a plain ``kraftwerk cleanup``, leaves
-no container, network or process of the run (harness/backend/docker.py).
+no container, network or process of the run (harness/runtimes/docker.py).
 The engine is the project's own when none runs; a test that started it
 stops it."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.backend import docker as kwdocker
-from harness.net.iptables import IptablesNetwork
-from harness.state import alive
+from harness.runtimes import docker as kwdocker
+from harness.runtimes.net.iptables import IptablesNetwork
+from harness.rundir.state import alive
 
 from nemesis.control import Network, Remote
 

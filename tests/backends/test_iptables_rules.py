@@ -1,9 +1,9 @@
 """A grudge becomes iptables rules on the hosts that see its packets: pure
-functions, tested by equality (harness/net/iptables.py)."""
+functions, tested by equality (harness/runtimes/net/iptables.py)."""
 
 import pytest
 
-from harness.net.iptables import CHAIN_IN, CHAIN_OUT, LinkFaults, check_links, node_rules, restore_text
+from harness.runtimes.net.iptables import CHAIN_IN, CHAIN_OUT, LinkFaults, check_links, node_rules, restore_text
 
 ADDR = {"n1": "10.0.0.11", "n2": "10.0.0.12", "n3": "10.0.0.13"}
 CLIENT_ADDR = "10.0.0.1"

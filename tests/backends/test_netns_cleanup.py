@@ -1,7 +1,7 @@
 """SIGKILL of the harness mid-run on the netns backend, then a plain
 ``kraftwerk cleanup``, leaves no kw- namespace of the run, no veth, no
 iptables rule (they lived in those namespaces) and no process; a second
-cleanup finds nothing (harness/net/netns.py ``sweep``)."""
+cleanup finds nothing (harness/runtimes/net/netns.py ``sweep``)."""
 
 import json
 import os
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.net.netns import OWNER_DIR, list_namespaces
-from harness.state import RUN_ENV, alive
+from harness.runtimes.net.netns import OWNER_DIR, list_namespaces
+from harness.rundir.state import RUN_ENV, alive
 
 from .conftest import needs_root_net
 
@@ -72,7 +72,7 @@ def test_cleanup_after_harness_sigkill_removes_namespaces_and_processes(tmp_path
     ours = [ns for ns in list_namespaces() if ns.startswith(f"kw-{tag}-")]
     assert len(ours) == 7  # six nodes and the bridge
     procs = [p for p in recorded["processes"] if p["role"] == "node"]
-    assert len(procs) == 6  # they may already have ended on their own (harness.lease)
+    assert len(procs) == 6  # they may already have ended on their own (harness.rundir.lease)
 
     r = subprocess.run(CLI + ["cleanup", "--out", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr

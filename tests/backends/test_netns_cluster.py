@@ -1,7 +1,7 @@
 """``kraftwerk cluster up --backend netns``: a reference or Kafka cluster in
 namespaces that outlives the command, reachable at real addresses by a real
 client, left alone by ``kraftwerk cleanup`` (it is no run's), removed by
-``cluster down``; bad input is one line (harness/backend/handcluster.py).
+``cluster down``; bad input is one line (harness/handcluster/hosted.py).
 The docker and ssh forms are in test_docker_backend.py and
 test_ssh_backend.py."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.net.netns import list_namespaces
-from harness.state import alive
+from harness.runtimes.net.netns import list_namespaces
+from harness.rundir.state import alive
 from reference_impl.server.launcher import metadata_brokers
 
 from .conftest import needs_root_net
@@ -137,7 +137,7 @@ def _up_until_made(d: Path, also=lambda: True) -> tuple[subprocess.Popen, str | 
     namespace and ``also()`` holds. Returns the process and the tag."""
     import time
 
-    from harness.net.netns import OWNER_DIR
+    from harness.runtimes.net.netns import OWNER_DIR
 
     p = subprocess.Popen([*CLI, "cluster", "up", "--backend", "netns", "--combined", "--dir", str(d),
                           "--timeout", "60"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -162,7 +162,7 @@ def _up_until_made(d: Path, also=lambda: True) -> tuple[subprocess.Popen, str | 
 
 def _end(p: subprocess.Popen, tag: str | None) -> None:
     """Whatever a failed case left: this up's process and fabric."""
-    from harness.net.netns import remove_tag
+    from harness.runtimes.net.netns import remove_tag
 
     if p.poll() is None:
         p.kill()

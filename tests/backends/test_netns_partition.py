@@ -1,15 +1,15 @@
 """The netns backend cuts exactly the links a grudge names, node to node and
 client to node, by the kernel (iptables in each node's namespace), and a heal
-restores every link (harness/net/iptables.py, harness/backend/netns.py)."""
+restores every link (harness/runtimes/net/iptables.py, harness/runtimes/netns.py)."""
 
 import random
 import time
 
 import pytest
 
-from harness.backend.netns import NetnsHosts
-from harness.net.iptables import IptablesNetwork
-from harness.net.netns import list_namespaces
+from harness.runtimes.netns import NetnsHosts
+from harness.runtimes.net.iptables import IptablesNetwork
+from harness.runtimes.net.netns import list_namespaces
 from nemesis.partition import shaped
 
 from nemesis.control import Network, Remote

@@ -2,7 +2,7 @@
 namespaces): a partition made over ssh cuts exactly its links and heal
 restores them; bad hosts files, unreachable hosts and unknown or changed
 host keys are one line, exit 2, before anything starts; ``hosts down``
-removes everything ``up`` made (harness/backend/ssh.py, throwaway.py)."""
+removes everything ``up`` made (harness/runtimes/ssh.py, throwaway.py)."""
 
 import os
 import random
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.backend.ssh import SshHosts, preflight
-from harness.backend.throwaway import down, up
-from harness.net.iptables import IptablesNetwork
-from harness.net.netns import list_namespaces
+from harness.runtimes.ssh import SshHosts, preflight
+from harness.runtimes.throwaway import down, up
+from harness.runtimes.net.iptables import IptablesNetwork
+from harness.runtimes.net.netns import list_namespaces
 from nemesis.partition import shaped
 
 from nemesis.control import Network, Remote
@@ -77,7 +77,7 @@ def test_a_grudge_made_over_ssh_cuts_exactly_its_links(hosts_dir, tmp_path):
 def test_the_project_reaches_a_host_as_its_wheel_in_a_venv_built_from_uploaded_wheels(hosts_dir, tmp_path):
     """No pip, network or PYTHONPATH on the host: a ``--without-pip`` venv
     gets the project's wheel and a node's dependencies from the wheels sent
-    with it (harness/backend/bundle.py); a second open sends nothing."""
+    with it (harness/runtimes/bundle.py); a second open sends nothing."""
     checked = preflight(str(hosts_dir / "hosts.yaml"), NODES)
     hosts = SshHosts.open(checked, NODES, None, tmp_path)
     try:
@@ -105,11 +105,11 @@ def test_the_wheel_cache_is_keyed_by_the_hosts_interpreter_so_another_arch_never
     tags, manylinux's glibc rule): the host's python3.11 is asked, the cache
     directory is named by its answer, and a host of another architecture
     gets wheels fetched for it, never the ones cached for this machine
-    (harness/backend/bundle.py, Target)."""
+    (harness/runtimes/bundle.py, Target)."""
     import dataclasses
     import platform
 
-    from harness.backend import bundle
+    from harness.runtimes import bundle
 
     checked = preflight(str(hosts_dir / "hosts.yaml"), NODES)
     hosts = SshHosts(checked, None, "target")
@@ -141,7 +141,7 @@ def test_the_wheel_cache_is_keyed_by_the_hosts_interpreter_so_another_arch_never
     ("cpython 3.11 - macosx-14.0-arm64 - - 64", "glibc Linux hosts only"),
 ])
 def test_a_host_whose_interpreter_cannot_take_our_wheels_is_one_line_exit_2(line, words):
-    from harness.backend.bundle import Target
+    from harness.runtimes.bundle import Target
     from harness.errors import EXIT_USAGE, UsageError
 
     with pytest.raises(UsageError) as e:
@@ -152,7 +152,7 @@ def test_a_host_whose_interpreter_cannot_take_our_wheels_is_one_line_exit_2(line
 
 RACER = """
 import json, sys
-from harness.backend.ssh import SshHosts, preflight
+from harness.runtimes.ssh import SshHosts, preflight
 nodes = ["n1", "n2", "n3"]
 hosts = SshHosts.open(preflight(sys.argv[1], nodes), nodes, None, None, run_id=sys.argv[2])
 try:
@@ -174,12 +174,12 @@ def test_two_installs_at_once_into_one_shared_directory_both_come_out_whole(host
     two share: the cache's flock makes one bundle tar, the host's lock lets
     one installer build the venv and the rest find it published (a symlink
     renamed into place), and both runs' nodes import from it
-    (harness/backend/bundle.py, ssh.py install_archive)."""
+    (harness/runtimes/bundle.py, ssh.py install_archive)."""
     import json
     import shutil
     import tarfile
 
-    from harness.backend import bundle
+    from harness.runtimes import bundle
 
     checked = preflight(str(hosts_dir / "hosts.yaml"), NODES)
     hosts = SshHosts(checked, None, "seed")
@@ -341,7 +341,7 @@ def test_a_kafka_cluster_on_ssh_hosts_outlives_up_serves_a_client_and_down_remov
 @pytest.mark.slow
 def test_a_sigkilled_harness_leaves_no_kafka_jvm_on_the_ssh_hosts(hosts_dir, tmp_path):
     """A JVM knows no lease: the watcher on its channel SIGKILLs it when the
-    harness's connection drops (harness/backend/ssh.py, LEASED); ``cleanup``
+    harness's connection drops (harness/runtimes/ssh.py, LEASED); ``cleanup``
     then empties our chains and removes the run's directories."""
     import signal
     import time
@@ -382,9 +382,10 @@ def test_what_a_run_needs_on_every_host_is_checked_over_ssh_before_anything_star
     (missing, LD_PRELOAD is ignored and no clock moves): that file, like
     /dev/fuse for storage lazyfs, is looked for on each host at preflight,
     and a host without it is one line naming the host (exit 2)."""
-    from harness.backend import _hosts_have, host_needs
+    from harness.dbs import host_needs
+    from harness.runtimes import _hosts_have
     from harness.config import TestConfig
-    from harness.db.kafka import LIBFAKETIME
+    from harness.dbs.kafka.db import LIBFAKETIME
     from harness.errors import UsageError
 
     hf = write_hosts(tmp_path, hosts_dir)
@@ -416,9 +417,9 @@ def test_a_client_partition_never_cuts_the_harness_from_a_host_whose_sshd_listen
     import signal as _signal
 
     from harness.config import TestConfig
-    from harness.db.hosted import HostedReference
-    from harness.net.iptables import CLIENT
-    from harness.backend.throwaway import SSHD, _wait_port
+    from harness.dbs.reference.hosted import HostedReference
+    from harness.runtimes.net.iptables import CLIENT
+    from harness.runtimes.throwaway import SSHD, _wait_port
 
     tag = _json.loads((hosts_dir / "fabric.json").read_text())["tag"]
     sshd = subprocess.Popen(["ip", "netns", "exec", f"kw-{tag}-h1", SSHD, "-D", "-f", str(hosts_dir / "h1" / "sshd_config"),

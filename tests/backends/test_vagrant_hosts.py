@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backend.hostsfile import load
+from harness.runtimes.hostsfile import load
 from harness.config import build_config
 from harness.errors import UsageError
 

@@ -389,7 +389,7 @@ def test_cli_model_option_on_queue_model_is_a_usage_error(tmp_path) -> None:
 def test_run_directory_with_unreadable_key_named_in_test_json_exits_3(tmp_path) -> None:
     """The harness's path: a run directory, test.json naming the keys; a key
     no final read covered leaves its acknowledged writes unverified."""
-    from harness.checking import check_run
+    from harness.lifecycle.checking import check_run
 
     b = HistoryBuilder()
     b.send(0, K, 1, 0)

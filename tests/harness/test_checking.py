@@ -7,7 +7,7 @@ import json
 from checkers.history.jsonl import write_jsonl
 from checkers.history.op import Op
 from checkers.final_reads import final_read_coverage
-from harness.checking import check_run
+from harness.lifecycle.checking import check_run
 
 
 def history(final_types):
@@ -66,7 +66,7 @@ def test_check_run_scans_the_history_in_columns_with_the_same_results(tmp_path):
     from checkers.check import check_history
     from checkers.history.jsonl import read_jsonl
     from checkers.queue.synth import valid_history
-    from harness.checking import history_stats
+    from harness.lifecycle.checking import history_stats
     from tests.checkers.test_columnar_reading import _untimed, every_field
 
     for i, ops in enumerate((history(["ok", "info"]), every_field(), valid_history(2000, 3, 4, seed=2))):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.state import RUN_ENV, alive
+from harness.rundir.state import RUN_ENV, alive
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

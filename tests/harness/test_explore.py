@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.explore import mutate, pairs, parse_budget, states
+from harness.search.explore import mutate, pairs, parse_budget, states
 from nemesis.faults import GENERIC
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def test_arcs_are_the_line_pairs_a_traced_directory_executed_and_nothing_else(tm
     """The branch signal's tracer: each way through a function of the traced
     directory is its own arcs (the if and the else differ); a function
     elsewhere leaves none."""
-    from harness.branches import Arcs
+    from harness.search.branches import Arcs
 
     pkg = tmp_path / "proj" / "core"
     pkg.mkdir(parents=True)

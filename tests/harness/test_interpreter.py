@@ -8,7 +8,7 @@ import time
 from checkers.history.jsonl import read_jsonl
 import generator as g
 from checkers.history.recorder import Recorder
-from harness.interpreter import Interpreter
+from harness.lifecycle.interpreter import Interpreter
 
 
 class ListClient:

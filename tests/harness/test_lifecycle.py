@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from harness import store
+from harness.rundir import store
 from harness.errors import HarnessError
-from harness.runner import run_lifecycle
+from harness.lifecycle.runner import run_lifecycle
 
 
 class Failing:

@@ -3,9 +3,9 @@ through its own proxy link, and each node is told so on its command line."""
 
 from pathlib import Path
 
-from harness.backend.local import LocalCluster, ports_needed
+from harness.dbs.reference.local import LocalCluster, ports_needed
 from harness.config import TestConfig
-from harness.state import RunState
+from harness.rundir.state import RunState
 
 
 def cluster(tmp_path, combined=False):

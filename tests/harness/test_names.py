@@ -1,5 +1,5 @@
 """Run and test names are one directory under --out, checked in one place
-(``harness.store.check_name``, a fullmatch) for every caller: ``kraftwerk
+(``harness.rundir.store.check_name``, a fullmatch) for every caller: ``kraftwerk
 run``, ``kraftwerk sim`` and the store itself. ``../x``, absolute names,
 separators and a trailing newline are refused with exit 2 and nothing is
 written."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import store
+from harness.rundir import store
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = ["../x", "/abs", "a/b", "..", ".", "ok\n", "", "-lead", "a" * 82, "a\\b", "x\x00y"]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.lease import PARENT_ENV, RUN_ENV
-from harness.state import RunState, alive, proc_start_time, registry_dir
+from harness.rundir.lease import PARENT_ENV, RUN_ENV
+from harness.rundir.state import RunState, alive, proc_start_time, registry_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
@@ -112,7 +112,7 @@ def test_cleanup_spares_a_run_whose_harness_lives_and_a_recycled_pid(registry, t
         st.data["harness_pid"] = child.pid  # a live "harness"
         st.data["harness_start"] = proc_start_time(child.pid)
         st._save()
-        from harness.state import cleanup
+        from harness.rundir.state import cleanup
 
         assert cleanup(None) == []
         st.data["harness_pid"] = -1
@@ -215,12 +215,12 @@ def test_nodes_and_proxy_end_within_20s_of_a_harness_sigkill(tmp_path, moment):
 
 
 def test_a_child_that_cannot_watch_the_lease_is_reaped(tmp_path, registry):
-    """A JVM or a shell cannot run harness.lease.arm(); the run's reaper ends
+    """A JVM or a shell cannot run harness.rundir.lease.arm(); the run's reaper ends
     it when the harness is SIGKILLed (here a `sleep` stands in for it)."""
     script = textwrap.dedent(f"""
         import subprocess, sys, time
         from pathlib import Path
-        from harness.state import RunState
+        from harness.rundir.state import RunState
         st = RunState.create(Path({str(tmp_path)!r}) / "out", "jvm-1", Path({str(tmp_path)!r}) / "out" / "r")
         p = subprocess.Popen(["sleep", "300"], env=st.child_env(), start_new_session=True)
         print(p.pid, flush=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backend.local import allocate_ports
-from harness.proxy import ProxyControl
+from harness.runtimes.local import allocate_ports
+from harness.runtimes.proxy import ProxyControl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def proxy(tmp_path):
     ]
     f = tmp_path / "links.json"
     f.write_text(json.dumps(links))
-    p = subprocess.Popen([sys.executable, "-m", "harness.proxy", "--links", str(f), "--control-port", str(ctl)],
+    p = subprocess.Popen([sys.executable, "-m", "harness.runtimes.proxy", "--links", str(f), "--control-port", str(ctl)],
                          stdout=subprocess.PIPE, cwd=ROOT)
     ready = json.loads(p.stdout.readline())
     control = ProxyControl(ready["control"])

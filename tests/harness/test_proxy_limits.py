@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backend.local import allocate_ports
-from harness.proxy import ProxyControl
+from harness.runtimes.local import allocate_ports
+from harness.runtimes.proxy import ProxyControl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def link(tmp_path):
     la, ctl = allocate_ports(2)
     f = tmp_path / "links.json"
     f.write_text(json.dumps([{"src": "a", "dst": "b", "listen": la, "target": sink.getsockname()[1]}]))
-    p = subprocess.Popen([sys.executable, "-m", "harness.proxy", "--links", str(f), "--control-port", str(ctl),
+    p = subprocess.Popen([sys.executable, "-m", "harness.runtimes.proxy", "--links", str(f), "--control-port", str(ctl),
                           "--max-held", str(1 << 20)], stdout=subprocess.PIPE, cwd=ROOT)
     control = ProxyControl(json.loads(p.stdout.readline())["control"])
     yield la, control, sink
@@ -84,7 +84,7 @@ def test_proxy_control_needs_the_cluster_token(tmp_path):
     la, ctl = allocate_ports(2)
     f = tmp_path / "links.json"
     f.write_text(json.dumps([{"src": "a", "dst": "b", "listen": la, "target": 1}]))
-    p = subprocess.Popen([sys.executable, "-m", "harness.proxy", "--links", str(f), "--control-port", str(ctl),
+    p = subprocess.Popen([sys.executable, "-m", "harness.runtimes.proxy", "--links", str(f), "--control-port", str(ctl),
                           "--secret-file", secret_file], stdout=subprocess.PIPE, cwd=ROOT)
     try:
         port = json.loads(p.stdout.readline())["control"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import compare
+from harness.search import compare
 
 ROOT = Path(__file__).resolve().parents[2]
 

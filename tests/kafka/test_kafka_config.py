@@ -10,8 +10,8 @@ import pytest
 
 from harness.config import build_config
 from harness.errors import UsageError
-from harness.kafka import dist, props
-from harness.kafka.props import NodePlan
+from harness.dbs.kafka import dist, props
+from harness.dbs.kafka.props import NodePlan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +131,7 @@ def test_fetch_resolves_the_pinned_release_into_its_cache(tmp_path, monkeypatch)
 ])
 def test_a_fault_db_kafka_cannot_make_on_its_backend_is_refused_before_anything_starts(kw, words):
     from harness.config import TestConfig
-    from harness.runner import preflight
+    from harness.lifecycle.runner import preflight
 
     with pytest.raises(UsageError, match=words):
         preflight(TestConfig(db="kafka", **kw))
@@ -142,7 +142,7 @@ def test_every_clock_fault_on_db_kafka_starts_the_jvms_under_libfaketime(fault):
     """Without LD_PRELOAD of libfaketime the JVM never reads the offset
     file, so a clock fault would be recorded but never made."""
     from harness.config import TestConfig
-    from harness.db.kafka import wants_clock
+    from harness.dbs.kafka.db import wants_clock
 
     assert wants_clock(TestConfig(db="kafka", backend="netns", nemesis=[fault]))
     assert not wants_clock(TestConfig(db="kafka", backend="netns", nemesis=["kill:one"]))
@@ -154,9 +154,9 @@ def test_db_kafka_mounts_kraftwerk_fs_on_the_host_that_runs_the_jvm(tmp_path):
     the mount is made there, with ``kraftwerk fs`` on that host; a mount
     made on this machine under a container's bind mount is never seen inside
     it (docker binds are private), so the JVM would write past it."""
-    from harness.backend.docker import DockerHosts
+    from harness.runtimes.docker import DockerHosts
     from harness.config import TestConfig
-    from harness.db.kafka import KafkaDB
+    from harness.dbs.kafka.db import KafkaDB
     from harness.lazyfs.nodes import NodeDisks, RemoteDisks
 
     cfg = TestConfig(db="kafka", backend="docker", nemesis=["lose-unfsynced"])
@@ -173,7 +173,7 @@ def test_a_story_on_db_kafka_on_a_kernel_backend_gets_kraftwerk_fs_for_its_power
     storage of such a run is lazyfs (as for lose-unfsynced), and where it
     is not, the refusal says where a power loss can be had."""
     from harness.config import TestConfig
-    from harness.runner import preflight
+    from harness.lifecycle.runner import preflight
 
     cfg = TestConfig(db="kafka", backend="netns", scenario="isr-crash")
     assert cfg.storage == "lazyfs"

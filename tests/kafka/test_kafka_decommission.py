@@ -1,6 +1,6 @@
 """``--nemesis decommission`` on real Kafka 4.4: a broker's replicas moved
 away (AlterPartitionReassignments), a clean shutdown once they moved, then
-UnregisterBroker (KIP-631, framed by harness.db.admin since no Python client
+UnregisterBroker (KIP-631, framed by harness.dbs.admin since no Python client
 sends it), and the broker started again as one Kafka's controller no longer
 knows. Kafka's controller replays the UnregisterBrokerRecord and no
 acknowledged acks=all write is lost."""

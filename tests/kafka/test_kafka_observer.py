@@ -12,8 +12,8 @@ pytestmark = pytest.mark.integration
 
 def test_a_kafka_brokers_epoch_is_its_running_processes_registration(tmp_path):
     from harness.config import build_config
-    from harness.db.kafka import KafkaDB
-    from harness.state import RunState
+    from harness.dbs.kafka.db import KafkaDB
+    from harness.rundir.state import RunState
 
     cfg = build_config(None, {"db": "kafka", "brokers": 1, "controllers": 1, "combined": True, "rf": 1,
                               "min_isr": 1, "nemesis": ["kill"], "seed": 5})

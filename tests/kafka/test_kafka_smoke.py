@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.state import alive
+from harness.rundir.state import alive
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,8 +123,8 @@ def test_clock_offset_moves_the_brokers_wall_clock_while_it_runs(tmp_path):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from harness.config import build_config
-    from harness.db.kafka import KafkaDB
-    from harness.state import RunState
+    from harness.dbs.kafka.db import KafkaDB
+    from harness.rundir.state import RunState
 
     cfg = build_config(None, {"db": "kafka", "brokers": 1, "controllers": 1, "combined": True, "rf": 1,
                               "min_isr": 1, "nemesis": ["clock"], "seed": 5})

@@ -24,10 +24,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from harness.config import TestConfig
-from harness.db.hosted import HostedReference
+from harness.dbs.reference.hosted import HostedReference
 from harness.lazyfs import mounts
-from harness.runner import make_db, preflight
-from harness.state import RunState
+from harness.dbs import open_db
+from harness.lifecycle.runner import preflight
+from harness.rundir.state import RunState
 from nemesis.faults import Fault, FaultSpec
 
 pytestmark = pytest.mark.integration
@@ -85,7 +86,7 @@ def lose_acknowledged_writes(tmp_path: Path, cfg: TestConfig, kind: str) -> tupl
     run_dir = tmp_path / "run"
     (run_dir / "nodes").mkdir(parents=True)
     state = RunState.create(tmp_path, f"fs-{cfg.backend}", run_dir)
-    db = make_db(cfg, run_dir, state, preflight(cfg))
+    db = open_db(cfg, run_dir, state, preflight(cfg))
     try:
         db.setup()
         topic = cfg.keys()[0].rpartition("-")[0]
@@ -140,7 +141,7 @@ def test_netns_an_acknowledged_unfsynced_write_is_lost_by_the_filesystem(tmp_pat
 
 @pytest.fixture(scope="module")
 def docker_engine():
-    from harness.backend import docker as kwdocker
+    from harness.runtimes import docker as kwdocker
 
     had = kwdocker.engine(start=False)
     client = had or kwdocker.engine()
@@ -162,7 +163,7 @@ def test_docker_an_acknowledged_unfsynced_write_is_lost_by_the_filesystem(tmp_pa
 
 @pytest.fixture(scope="module")
 def ssh_hosts(tmp_path_factory):
-    from harness.backend.throwaway import down, up
+    from harness.runtimes.throwaway import down, up
 
     d = tmp_path_factory.mktemp("fs-hosts")
     up(1, d)
@@ -192,8 +193,8 @@ def test_ssh_a_mount_goes_with_the_connection_that_made_it(ssh_hosts):
     """A harness that dies (its ssh connection drops) leaves no mount on the
     host: ``kraftwerk fs mount --owner-ssh`` is owned by that connection's
     sshd process, and its server unmounts itself once it is gone."""
-    from harness.backend.ssh import SshHosts
-    from harness.backend.ssh import preflight as ssh_preflight
+    from harness.runtimes.ssh import SshHosts
+    from harness.runtimes.ssh import preflight as ssh_preflight
     from harness.lazyfs.nodes import RemoteDisks
 
     checked = ssh_preflight(str(ssh_hosts / "hosts.yaml"), ["n1"])

@@ -1,6 +1,6 @@
 """Every fault kind x target against both implementations of the cluster
 contract: the simulator (``reference_impl.sim.control.SimCluster``) and real
-node processes on this machine (``harness.backend.local.LocalCluster``).
+node processes on this machine (``harness.dbs.reference.local.LocalCluster``).
 
 The faults are the nemesis's own (``nemesis.faults.Fault``), driven only
 through the contract; what each did is read back from the runtime itself
@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 import pytest
 
-from harness.backend.sim import SimRun
+from harness.runtimes.sim import SimRun
 from harness.config import TestConfig
-from harness.db import reference
-from harness.db.reference import ReferenceDB
-from harness.state import RunState
+from harness.dbs import reference
+from harness.dbs.reference.db import ReferenceDB
+from harness.rundir.state import RunState
 from nemesis import partition as grudges
 from nemesis import scenarios
 from nemesis.control import Cluster

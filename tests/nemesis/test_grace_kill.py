@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from harness.backend.sim import SimRun
+from harness.runtimes.sim import SimRun
 from harness.config import TestConfig
 from nemesis import partition as grudges
 from nemesis.faults import make_faults

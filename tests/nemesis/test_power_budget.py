@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from harness.backend.sim import SimRun
+from harness.runtimes.sim import SimRun
 from harness.config import TestConfig
 from nemesis.faults import make_faults
 

@@ -12,7 +12,7 @@ import pytest
 from harness.config import TestConfig
 from harness.errors import UsageError
 from harness.cli.options import config_from_flags
-from harness.runner import run_seed
+from harness.lifecycle.runner import run_seed
 from nemesis.replay import ScheduleError, load, schedule_of
 
 CFG = TestConfig(backend="sim", time_limit=8, nemesis=["kill", "partition", "clock", "pause"], nemesis_interval=1,

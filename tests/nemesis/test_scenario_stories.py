@@ -48,7 +48,7 @@ def test_a_yaml_file_takes_the_same_rules(tmp_path: Path):
 
 
 def test_a_recorded_story_run_replays_its_story_from_the_schedule(tmp_path: Path):
-    from harness.runner import run_seed
+    from harness.lifecycle.runner import run_seed
 
     cfg = TestConfig(backend="sim", scenario="isr-crash", nemesis=["partition-leader"], time_limit=20,
                      nemesis_interval=3, seed=1, out=str(tmp_path / "a"))

@@ -4,7 +4,7 @@ cannot make refused with a one-line reason."""
 
 import pytest
 
-from harness.backend.local import CAPABILITIES as LOCAL
+from harness.dbs.reference.local import CAPABILITIES as LOCAL
 from nemesis.control import Capability, Unsupported
 from nemesis.faults import GROUPS, KINDS, FaultSpec, UnknownFault, check_supported, expand, parse
 from reference_impl.sim.control import CAPABILITIES as SIM
@@ -57,9 +57,9 @@ def test_both_runtimes_make_every_kind_but_loss_and_torn_writes_and_the_simulato
 
 def test_decommission_is_made_on_db_kafka_too():
     """UnregisterBroker (KIP-631) is sent to Kafka's controller as to the
-    reference's (harness.db.admin frames it)."""
+    reference's (harness.dbs.admin frames it)."""
     from harness.config import TestConfig
-    from harness.db.kafka import capabilities_for
+    from harness.dbs.kafka.db import capabilities_for
 
     check_supported(("decommission",), "local", capabilities_for(TestConfig(db="kafka", brokers=4)))
 
@@ -69,7 +69,7 @@ def test_a_torn_write_is_the_filesystems_and_refused_elsewhere_with_where_to_get
     made only by the kraftwerk fs mounts of storage lazyfs; the simulator,
     local processes and a hosted cluster without the mounts refuse it."""
     from harness.config import TestConfig
-    from harness.db.hosted import capabilities_for
+    from harness.dbs.reference.hosted import capabilities_for
 
     assert parse("torn-write") == FaultSpec("torn-write") == parse("power-loss-torn")
     assert parse("torn-write").op_name == "lose-unfsynced"  # a power loss in the history

@@ -33,8 +33,8 @@ def test_clock_fault_through_the_local_backend_jumping_the_active_controller_fen
     its session clock is under test: no broker is fenced, and every key
     keeps a leader."""
     from harness.config import TestConfig
-    from harness.db.reference import ReferenceDB, protocol_config
-    from harness.state import RunState
+    from harness.dbs.reference.db import ReferenceDB, protocol_config
+    from harness.rundir.state import RunState
 
     run_dir = tmp_path / "run"
     (run_dir / "nodes").mkdir(parents=True)

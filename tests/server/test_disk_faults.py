@@ -103,7 +103,7 @@ def test_disk_full_fails_the_log_directory_and_loses_nothing_acknowledged(tmp_pa
         fails = [json.loads(x) for x in trace.read_text().splitlines() if '"log_dir_failure"' in x]
         assert fails and fails[0]["errno"] == 28, fails
         assert "LogDirFailure" in (Path(c.nodes[0].log_dir) / "node.log").read_text()
-        from harness.checking import node_faults
+        from harness.lifecycle.checking import node_faults
 
         assert [f["node"] for f in node_faults(c.dir)] == ["n1"]
 

@@ -94,11 +94,11 @@ def test_kip455_alter_partition_reassignments_from_kafka_python_moves_a_replica_
 
 
 def test_kip631_unregister_broker_over_the_wire_forgets_a_broker_which_registers_again_as_new(four):
-    """UnregisterBroker (api key 64 v0, framed by harness.db.admin: no Python
+    """UnregisterBroker (api key 64 v0, framed by harness.dbs.admin: no Python
     client sends it) through a broker to the controller: an unknown id is
     refused with BROKER_ID_NOT_REGISTERED; the broker moved off by the
     first test is forgotten, and, still running, registers again as new."""
-    from harness.db.admin import UnregisterRefused, unregister_broker
+    from harness.dbs.admin import UnregisterRefused, unregister_broker
 
     with pytest.raises(UnregisterRefused, match="error 102 Broker ID 9 is not currently registered"):
         unregister_broker(four.bootstrap, 9)

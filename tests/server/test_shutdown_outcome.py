@@ -22,8 +22,8 @@ def _terminate_and_restart(tmp_path, cut_from_controller: bool, protocol: dict |
     shutdown is never answered), then start it again: the backend's
     judgement of the shutdown, and the restarted broker's own."""
     from harness.config import TestConfig
-    from harness.db.reference import ReferenceDB
-    from harness.state import RunState
+    from harness.dbs.reference.db import ReferenceDB
+    from harness.rundir.state import RunState
 
     run_dir = tmp_path / "run"
     (run_dir / "nodes").mkdir(parents=True)

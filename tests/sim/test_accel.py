@@ -103,7 +103,7 @@ def fresh_build() -> None:
 _SEED_RUN = """
 import json, sys
 from harness.config import TestConfig
-from harness.backend.sim import SimRun
+from harness.runtimes.sim import SimRun
 import reference_impl.core.partition as p
 opts = TestConfig(backend="sim", time_limit=8, rate=200, nemesis=("partition", "kill"), nemesis_interval=2)
 res = SimRun(opts, 11).run()

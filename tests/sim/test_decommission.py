@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from harness.config import build_config
-from harness.runner import run_seed
+from harness.lifecycle.runner import run_seed
 
 
 def _controller_events(run_dir: Path, kind: str) -> list[dict]:

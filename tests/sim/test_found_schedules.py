@@ -47,7 +47,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli.options import config_from_flags
-from harness.runner import run_seed
+from harness.lifecycle.runner import run_seed
 
 SCHEDULES = Path(__file__).parent / "schedules"
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from harness.config import TestConfig
-from harness.runner import run_seed
+from harness.lifecycle.runner import run_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTS = TestConfig(backend="sim", sub_via="subscribe", crash_clients=True, crash_client_interval=4, consumers=3,

@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from harness.config import TestConfig
-from harness.runner import run_seed
+from harness.lifecycle.runner import run_seed
 
 
 def test_history_digest_is_the_sha256_of_history_jsonl(tmp_path):
@@ -71,7 +71,7 @@ def test_both_ways_of_recording_write_the_same_bytes(tmp_path):
 
 def test_a_seeds_digest_is_that_of_its_operations_as_encode_line_spells_them():
     from checkers.history.jsonl import encode_line
-    from harness.backend.sim import SimRun
+    from harness.runtimes.sim import SimRun
 
     run = SimRun(TestConfig(backend="sim", time_limit=5, nemesis=("all",), nemesis_interval=2, rate=50), 3)
     res = run.run()

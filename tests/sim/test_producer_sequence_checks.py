@@ -10,7 +10,7 @@ had appended, so the simulated librdkafka producer retries with the same
 producer id and sequence."""
 
 from harness.config import build_config
-from harness.runner import run_seed
+from harness.lifecycle.runner import run_seed
 
 OPTS = {"backend": "sim", "idempotent": True, "nemesis": "partition:clients,kill:primaries",
         "nemesis_interval": 2, "time_limit": 30}

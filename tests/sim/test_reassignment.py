@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from harness.config import build_config
-from harness.runner import run_seed
+from harness.lifecycle.runner import run_seed
 
 
 def _completed(run_dir: Path, key: str, target: list[str]) -> bool:

@@ -4,7 +4,7 @@ while partitions and kills fly on their own timetables loses no
 acknowledged acks=all write on the faithful protocol."""
 
 from harness.config import build_config
-from harness.runner import run_seed
+from harness.lifecycle.runner import run_seed
 
 
 def test_rolling_restarts_under_partitions_and_kills_lose_no_acknowledged_write() -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from harness.cli import main
 from harness.config import TestConfig
-from harness.runner import run_seed
-from harness.backend.sim import SimRun
+from harness.lifecycle.runner import run_seed
+from harness.runtimes.sim import SimRun
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTS = TestConfig(backend="sim", time_limit=8, nemesis=("all",), nemesis_interval=2, rate=80,
@@ -103,7 +103,7 @@ def test_many_seeds_run_in_parallel_jobs_and_summarize(tmp_path: Path, capsys: p
 def test_a_run_stopped_by_an_exception_still_leaves_every_recorded_operation_on_disk(tmp_path: Path) -> None:
     """The simulator buffers history lines (a replay rebuilds them), so the
     runner closes the history whatever stops the run: nothing recorded is lost."""
-    from harness.backend.sim import SimRun
+    from harness.runtimes.sim import SimRun
 
     run = SimRun(TestConfig(backend="sim", time_limit=20, rate=200, nemesis=("none",)), 3, run_dir=tmp_path)
 

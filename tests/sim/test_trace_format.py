@@ -11,7 +11,7 @@ from typing import Any
 from checkers.invariants import iter_trace_dir
 from reference_impl.core.messages import TopicPartition
 from harness.config import TestConfig
-from harness.backend.sim import SimRun
+from harness.runtimes.sim import SimRun
 from reference_impl.trace_format import encode_trace_line, stamp
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from harness.config import TestConfig
-from harness.runner import run_seed
+from harness.lifecycle.runner import run_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTS = TestConfig(backend="sim", time_limit=6, nemesis=("kill", "partition"), nemesis_interval=2, rate=60, final_read_timeout=8, partitions=2, acks="mixed")

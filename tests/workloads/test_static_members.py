@@ -6,7 +6,7 @@ are tests/core/test_group_static_membership.py; librdkafka against them,
 tests/server/test_consumer_groups.py."""
 
 from harness.config import TestConfig
-from harness.runner import client_factory
+from harness.lifecycle.runner import client_factory
 from tests.harness.test_cli_bad_input import kraftwerk
 
 

@@ -1,0 +1,589 @@
+"""``--db kafka``: real Apache Kafka (4.4 by default) in KRaft mode.
+
+One JVM per node, started through the backend's host contract only
+(``exec``, ``upload``, ``start_daemon``, ``signal``, ``address``): the db
+writes each node's ``server.properties`` (``harness.dbs.kafka.props``), formats
+its storage with the test's cluster id (``kafka.tools.StorageTool format``,
+where the ``eligible.leader.replicas.version`` feature is chosen), and runs
+``kafka.Kafka``. Layout and names are the test config's (brokers ``n1..`` with
+node.id 1.., dedicated controllers ``c1..`` with node.id 101.., or
+``--combined``). Node ``<name>``'s files are ``<run>/nodes/<name>/``:
+``server.properties``, ``data/``, ``server.log`` (log4j), ``stdout.log``.
+
+Faults: SIGKILL, SIGTERM (Kafka's controlled shutdown), SIGSTOP/SIGCONT, and
+the wall clock through libfaketime: every JVM is started with
+``LD_PRELOAD=libfaketime`` reading an offset from ``<node>/faketime`` on
+every call (``FAKETIME_NO_CACHE=1``), so rewriting that file moves the
+node's clock while it runs. Only ``CLOCK_REALTIME`` is faked
+(``FAKETIME_DONT_FAKE_MONOTONIC=1``): Kafka's ``Time.milliseconds()`` is the
+wall clock (session timeouts, ISR lag, purgatory deadlines), while the JVM's
+own monotonic clock stays true, as an NTP step leaves it. libfaketime's
+"monotonic fix" for ``pthread_cond_timedwait`` is off
+(``FAKETIME_FORCE_MONOTONIC_FIX=0``): with it, every timed wait of the JVM's
+threads contends on one lock, and a broker took ~40 s of CPU to start
+instead of ~2 s.
+
+Ready means: every broker registered (Metadata lists it) and every topic's
+partitions have a leader.
+
+Backends: ``local`` (:class:`harness.runtimes.local.LocalHosts`, every
+node on 127.0.0.1 with ports of its own; no partitions: a broker advertises
+one address that every peer dials, so per-link proxies cannot cut it), and
+``netns``, ``docker`` and ``ssh`` (each node a host with its own address,
+PLAINTEXT on 9092 and CONTROLLER on 9094, and partitions made by iptables on
+each node's host, :class:`harness.runtimes.net.iptables.IptablesNetwork`, as for the
+reference broker on real hosts; only each host's sshd port is exempt from a
+cut).
+A node's files live in the host's node directory (``Remote.node_dir``);
+where the host does not share this machine's filesystem (ssh) the jars go
+over once per content (:func:`harness.dbs.kafka.dist.archive`, unpacked by the
+host's ``install_archive``) and the logs come back to ``<run>/nodes/<name>/``
+at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+import uuid
+import base64
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from harness.runtimes import collect_files
+from harness.runtimes.local import allocate_ports
+from harness.config import TestConfig
+from harness.dbs.external import ensure_topics
+from harness.dbs.admin import alter_partition_reassignment, unregister_broker
+from harness.dbs.signals import PausesBySignal
+from harness.errors import HarnessError
+from harness.dbs.kafka import dist, props
+from harness.dbs.kafka.props import NodePlan
+from harness.rundir.state import RunState
+from harness.rundir.timers import Timers
+
+#: BrokerLifecycleManager's line for an accepted registration
+REGISTERED = r"Successfully registered broker [0-9]+ with broker epoch [0-9]+"
+#: Kafka's clean-shutdown marker in each log directory (CleanShutdownFileHandler)
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+#: heaps for a shared 2-core machine: brokers 384 MiB, controllers 192 MiB,
+#: the serial collector and the client compiler only (start-up in ~3 s)
+JVM_FLAGS = ["-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
+             "-XX:-UsePerfData", "-Djava.awt.headless=true"]
+
+
+def heap_for(roles: tuple[str, ...]) -> str:
+    return "-Xmx384m" if "broker" in roles else "-Xmx192m"
+
+
+def new_cluster_id(seed: int) -> str:
+    """A Kafka cluster id (a UUID, URL-safe base64 without padding), from the seed."""
+    raw = uuid.UUID(int=(seed * 0x9E3779B97F4A7C15 + 1) % (1 << 128)).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def preflight(cfg: TestConfig) -> None:
+    """Before anything starts: the ports are free, java (and libfaketime for
+    clock faults) is installed, and the Kafka release is fetched."""
+    import shutil
+
+    if cfg.base_port:
+        allocate_ports(2 * cfg.node_count(), cfg.base_port)
+    if shutil.which("java") is None:
+        raise HarnessError("--db kafka needs java on PATH (scripts/bootstrap installs it)")
+    if wants_clock(cfg) and not os.path.exists(LIBFAKETIME):
+        raise HarnessError(f"clock faults on --db kafka need libfaketime ({LIBFAKETIME}; apt package faketime)")
+    dist.ensure(cfg.kafka_version, cfg.kafka_home)
+
+
+def host_needs(cfg: TestConfig) -> list[tuple[list[str], str]]:
+    """What a real host needs for Kafka's JVMs, as (``test`` arguments, the
+    refusal's words): libfaketime where a fault moves a clock (without it
+    LD_PRELOAD is ignored and no clock ever moves)."""
+    if not wants_clock(cfg):
+        return []
+    return [(["-e", LIBFAKETIME], f"has no {LIBFAKETIME}, which clock faults on --db kafka preload "
+                                  "(apt package faketime)")]
+
+
+def ro_paths(cfg: TestConfig) -> list[str]:
+    """Kafka's jars, which the docker runtime mounts read-only into every container."""
+    return [str(dist.ensure(cfg.kafka_version, cfg.kafka_home).libs.resolve())]
+
+
+def wants_clock(cfg: TestConfig) -> bool:
+    """Whether any fault of the run moves a clock (``clock``, ``clock-strobe``,
+    with any target, from the mix or a replayed schedule): the JVMs then start
+    under libfaketime, which is the only way their clocks move."""
+    from nemesis.faults import parse
+
+    return any(parse(n).kind in ("clock", "clock-strobe") for n in cfg.fault_names())
+
+
+def capabilities_for(cfg: TestConfig) -> frozenset[str]:
+    """The faults db kafka can make on ``cfg.backend`` (``nemesis.control``'s
+    Capability values), known before anything starts so the runner refuses
+    the rest: signals, libfaketime clocks, reassignment and UnregisterBroker everywhere;
+    kernel partitions where each node is a host of its own (not local: a
+    broker advertises one address every peer dials); power loss and torn
+    writes only through kraftwerk fs (storage lazyfs)."""
+    caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign", "unregister"}
+    if cfg.backend != "local":
+        caps |= {"partition", "partition-clients", "loss"}
+    if cfg.storage == "lazyfs":
+        caps |= {"power-loss", "lose-unfsynced", "torn-write"}
+    return frozenset(caps)
+
+
+#: a node's files that come back to the run directory from a host of its own
+COLLECT = ("server.properties", "server.log", "stdout.log")
+
+#: fixed ports on backends where every node has an address of its own
+BROKER_PORT, CONTROLLER_PORT = 9092, 9094
+
+
+def plan(cfg: TestConfig, hosts: Any, ports: list[int] | None) -> list[NodePlan]:
+    """Each node's address and ports: its own ports on 127.0.0.1 (``ports``,
+    two per node), or the fixed ones at its own address."""
+    if ports is None:
+        return [NodePlan(name, nid, tuple(roles), hosts.address(name), BROKER_PORT, CONTROLLER_PORT)
+                for name, nid, roles in cfg.layout()]
+    it = iter(ports)
+    return [NodePlan(name, nid, tuple(roles), hosts.address(name), next(it), next(it))
+            for name, nid, roles in cfg.layout()]
+
+
+@dataclass
+class KafkaDB(PausesBySignal):
+    cfg: TestConfig
+    run_dir: Path
+    state: RunState
+    hosts: Any = None
+    kafka: dist.KafkaDist | None = field(default=None, init=False)
+    plans: list[NodePlan] = field(default_factory=list, init=False)
+    paused: set[str] = field(default_factory=set, init=False)
+    #: how each node's latest SIGTERM ended (True: ``.kafka_cleanshutdown`` written)
+    shutdowns: dict[str, bool] = field(default_factory=dict, init=False)
+    #: per node: how many registrations its server.log held when its process started
+    registrations_before: dict[str, int] = field(default_factory=dict, init=False)
+    net: Any = field(default=None, init=False)  # a kernel Network (netns), None on local
+    disks: Any = field(default=None, init=False)  # storage lazyfs: each node's data/ through kraftwerk fs
+    #: per node: (classpath, log4j config) as the node's host sees them
+    on_host: dict[str, tuple[str, str]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.timers = Timers()
+        if self.hosts is None:
+            from harness.runtimes.local import LocalHosts
+
+            self.hosts = LocalHosts(self.state)
+        self.by_name: dict[str, NodePlan] = {}
+        self._keys = self.cfg.keys()
+        if self.runtime != "local":
+            from harness.runtimes.net.iptables import IptablesNetwork
+
+            names = self.cfg.node_names()
+            self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
+                                       self._exec_for_net, mode=self.cfg.net_cut,
+                                       exempt_ports=getattr(self.hosts, "control_ports", (22,)))
+
+    def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
+        return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
+
+    def node_link_names(self) -> list[str]:
+        return [f"{a}->{b}" for a in self.node_names() for b in self.node_names() if a != b]
+
+    # ------------------------------------------------------------ set-up
+    def setup(self, ready_timeout: float = 90.0, topics: bool = True) -> None:
+        """Fetch Kafka, configure and format every node, start them, and wait
+        until every broker is registered (and the test's topics have leaders)."""
+        cfg = self.cfg
+        self.kafka = dist.ensure(cfg.kafka_version, cfg.kafka_home)
+        local = self.runtime == "local"
+        self.plans = plan(cfg, self.hosts, allocate_ports(2 * cfg.node_count(), cfg.base_port) if local else None)
+        self.by_name = {n.name: n for n in self.plans}
+        if self.net is not None:
+            self.net.setup()
+        self._ship_kafka()
+        cluster_id = new_cluster_id(cfg.seed or 0)
+        if cfg.storage == "lazyfs":  # data/ through kraftwerk fs: power loss drops what Kafka did not fsync
+            self.disks = self.make_disks()
+            for n in self.plans:
+                self.disks.mount(n.name)
+        for n in self.plans:
+            self._write_config(n)
+            self._format(n, cluster_id)
+        for n in self.plans:
+            self.start(n.name)
+        if topics:
+            ensure_topics(self.client_bootstrap(), cfg, timeout=ready_timeout, expect_brokers=cfg.brokers,
+                          check_rf=True, alive=self._check_alive)
+            self.start_observer()
+        else:
+            self.wait_brokers(ready_timeout)
+
+    def start_observer(self) -> None:
+        """Poll leader, epochs, ISR, ELR and HW into ``nodes/observer/trace.jsonl``
+        (``harness.dbs.kafka.observe``) while the run lasts."""
+        from harness.dbs.kafka.observe import OBSERVER, MetadataPoller
+
+        self.observer_poller = MetadataPoller(self.client_bootstrap(), self.cfg.topic_names(),
+                                              {n.node_id: n.name for n in self.plans},
+                                              self.node_dir(OBSERVER) / "trace.jsonl")
+        self.observer_poller.start()
+
+    def wait_brokers(self, timeout: float) -> None:
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive()
+            try:
+                if len(self._admin().list_topics(timeout=5).brokers) >= self.cfg.brokers:
+                    return
+            except KafkaException:
+                pass
+            if time.monotonic() > deadline:
+                raise HarnessError(f"Kafka brokers not all registered after {timeout:.0f}s")
+            time.sleep(0.5)
+
+    def make_disks(self) -> Any:
+        """Each node's ``data/`` through kraftwerk fs, mounted where the JVM
+        writes it: here for namespaces (they share this machine's mount
+        table), on the node's own host for containers and ssh hosts (a mount
+        made here is never seen there, and a power loss would drop nothing)."""
+        from harness.lazyfs.nodes import for_hosts
+
+        return for_hosts(self.hosts, self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
+
+    def node_dir(self, name: str) -> Path:
+        """Where the node's files are collected in the run directory."""
+        return self.run_dir / "nodes" / name
+
+    def host_dir(self, name: str) -> PurePosixPath:
+        """The node's directory on its host (the same path where the host
+        shares this machine's filesystem)."""
+        on_host = getattr(self.hosts, "node_dir", None)
+        return PurePosixPath(on_host(name) if on_host is not None else self.node_dir(name))
+
+    def _ship_kafka(self) -> None:
+        """The jars and the log4j config where each host's JVM can read
+        them: this machine's paths on a shared filesystem (docker mounts
+        them), else an archive unpacked once per content on the host."""
+        assert self.kafka is not None
+        local = (self.kafka.classpath(), str(dist.LOG4J))
+        install = getattr(self.hosts, "install_archive", None)
+        if install is None or getattr(self.hosts, "shared_fs", True):
+            self.on_host = {n.name: local for n in self.plans}
+            return
+        digest, path = dist.archive(self.kafka)
+        dirs = install(f"kafka-{self.kafka.version}-{digest}", path)
+        self.on_host = {n: (f"{d}/libs/*", f"{d}/{dist.LOG4J.name}") for n, d in dirs.items()}
+
+    def _write_config(self, n: NodePlan) -> None:
+        d = self.host_dir(n.name)
+        self.node_dir(n.name).mkdir(parents=True, exist_ok=True)
+        code, _, err = self.hosts.exec(n.name, ["mkdir", "-p", str(d)], timeout=30)
+        if code != 0:
+            raise HarnessError(f"{n.name}: cannot make {d}: {err.strip()[:200]}")
+        p = props.server_properties(
+            n, self.plans, str(d / "data"), brokers=self.cfg.brokers, rf=self.cfg.rf, min_isr=self.cfg.min_isr,
+            partitions=self.cfg.partitions, variants=self.cfg.variants,
+            overrides=props.parse_overrides(self.cfg.kafka_config),
+        )
+        with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
+            f.write(props.render(p))
+        try:
+            self.hosts.upload(n.name, Path(f.name), str(d / "server.properties"))
+            (Path(f.name)).write_text("+0\n")
+            self.hosts.upload(n.name, Path(f.name), str(d / "faketime"))
+        finally:
+            os.unlink(f.name)
+
+    def _java(self, n: NodePlan, main: str, *args: str) -> list[str]:
+        classpath, log4j = self.on_host[n.name]
+        return ["java", heap_for(n.roles), *JVM_FLAGS, "-cp", classpath,
+                f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={self.host_dir(n.name)}", main, *args]
+
+    def _format(self, n: NodePlan, cluster_id: str) -> None:
+        d = self.host_dir(n.name)
+        argv = self._java(n, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(d / "server.properties"))
+        for feat in props.format_features(self.cfg.variants):
+            argv += ["--feature", feat]
+        code, out, err = self.hosts.exec(n.name, argv, timeout=120)
+        if code != 0:
+            lines = [ln for ln in (err + out).splitlines() if ln.strip()]
+            raise HarnessError(f"formatting {n.name}'s storage failed: {(lines or ['exit %d' % code])[-1][:300]}")
+
+    def _check_alive(self) -> None:
+        for n in self.plans:
+            if n.name not in self.paused and not self.hosts.running(n.name):
+                self.collect()
+                raise HarnessError(f"Kafka node {n.name} exited at start-up: {_last_error(self.node_dir(n.name))}")
+
+    # ------------------------------------------------------------ topology
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.plans] or self.cfg.node_names()
+
+    def brokers(self) -> list[str]:
+        return [n.name for n in self.plans if "broker" in n.roles]
+
+    def controllers(self) -> list[str]:
+        return [n.name for n in self.plans if "controller" in n.roles]
+
+    def client_bootstrap(self) -> str:
+        return ",".join(f"{n.host}:{n.port}" for n in self.plans if "broker" in n.roles)
+
+    def keys(self) -> list[str]:
+        return self._keys
+
+    def version(self) -> str:
+        return self.kafka.version if self.kafka else self.cfg.kafka_version
+
+    # ------------------------------------------------------------ processes
+    def start(self, name: str) -> None:
+        if self.hosts.running(name):
+            return
+        n = self.by_name[name]
+        d = self.host_dir(name)
+        env = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(d / "faketime"),
+               "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+               "FAKETIME_FORCE_MONOTONIC_FIX": "0"} if self.cfg_wants_clock() else {}
+        self.registrations_before[name] = len(self._registrations(name))
+        self.hosts.start_daemon(name, self._java(n, "kafka.Kafka", str(d / "server.properties")),
+                                str(d / "stdout.log"), env)
+        self.paused.discard(name)
+
+    def _registrations(self, name: str) -> list[int]:
+        """The broker epochs the node's server.log records, oldest first
+        (BrokerLifecycleManager logs each accepted registration)."""
+        code, out, _ = self.hosts.exec(name, ["grep", "-a", "-o", "-E", REGISTERED, str(self.host_dir(name) / "server.log")],
+                                       timeout=10)
+        return [int(line.rsplit(" ", 1)[1]) for line in out.splitlines() if line.strip()] if code == 0 else []
+
+    def broker_epoch(self, name: str) -> int | None:
+        """The running process's broker epoch, from its own log line
+        ``Successfully registered broker N with broker epoch E`` (None while
+        it is down or has not registered since it started)."""
+        if not self.hosts.running(name) or name not in self.registrations_before:
+            return None
+        mine = self._registrations(name)[self.registrations_before[name]:]
+        return mine[-1] if mine else None
+
+    def cfg_wants_clock(self) -> bool:
+        return wants_clock(self.cfg)
+
+    def kill(self, name: str) -> None:
+        self.hosts.signal(name, signal.SIGCONT)
+        self.hosts.signal(name, signal.SIGKILL)
+        self.hosts.wait_exit(name, 10)
+        self.paused.discard(name)
+
+    def terminate(self, name: str, timeout: float = 30.0) -> None:
+        """SIGTERM: Kafka's controlled shutdown; SIGKILL if it takes too long.
+        How it ended is kept for :meth:`last_shutdown_clean`."""
+        self.shutdowns.pop(name, None)
+        self.hosts.signal(name, signal.SIGCONT)
+        self.hosts.signal(name, signal.SIGTERM)
+        if not self.hosts.wait_exit(name, timeout):
+            self.kill(name)
+        self.paused.discard(name)
+        marker = self.host_dir(name) / "data" / CLEAN_SHUTDOWN_FILE
+        self.shutdowns[name] = self.hosts.exec(name, ["test", "-e", str(marker)], timeout=30)[0] == 0
+
+    def last_shutdown_clean(self, name: str) -> bool | None:
+        """The contract's ShutdownOutcomes: whether the node's latest SIGTERM
+        left ``.kafka_cleanshutdown`` in its log directory (``LogManager.shutdown``
+        writes it with the broker epoch, KIP-966; a broker killed by the grace
+        before that has none and registers as an unclean shutdown)."""
+        return self.shutdowns.get(name)
+
+    def resume_all(self) -> list[str]:
+        out = sorted(self.paused)
+        for name in out:
+            self.resume(name)
+        return out
+
+    def alive(self, name: str) -> bool:
+        return self.hosts.running(name)
+
+    def dead_nodes(self) -> list[str]:
+        return [n for n in self.node_names() if not self.hosts.running(n)]
+
+    def paused_nodes(self) -> list[str]:
+        return sorted(self.paused)
+
+    def live_nodes(self) -> list[str]:
+        return [n for n in self.node_names() if self.hosts.running(n) and n not in self.paused]
+
+    def power_loss(self, name: str) -> None:
+        """SIGKILL, then the node's filesystem drops every write Kafka did not
+        fsync (storage lazyfs; the config refuses power loss otherwise)."""
+        if self.disks is None:
+            raise HarnessError("power loss on --db kafka needs --storage lazyfs (--backend netns, docker or ssh)")
+        self.kill(name)
+        self.disks.crash(name)
+
+    def torn_power_loss(self, name: str) -> None:
+        """SIGKILL, then a torn crash: each file keeps a seeded prefix of what
+        Kafka wrote after its last fsync (storage lazyfs)."""
+        if self.disks is None:
+            raise HarnessError("a torn write on --db kafka needs --storage lazyfs (--backend netns, docker or ssh)")
+        self.kill(name)
+        self.disks.crash(name, torn=True)
+
+    # ------------------------------------------------------------ clock (libfaketime)
+    def set_clock(self, name: str, offset_ms: int) -> None:
+        with tempfile.NamedTemporaryFile("w", delete=False) as f:
+            f.write(f"{offset_ms / 1000:+.3f}\n")
+        try:
+            self.hosts.upload(name, Path(f.name), str(self.host_dir(name) / "faketime"))
+        finally:
+            os.unlink(f.name)
+
+    set_offset = set_clock
+
+    def strobe(self, name: str, delta_ms: int, period_ms: int, duration_ms: int) -> None:
+        """Flip the node's offset between ``delta_ms`` and 0 every ``period_ms``
+        for ``duration_ms`` (libfaketime rereads the file on every call)."""
+        end = time.monotonic() + duration_ms / 1000
+        flip = False
+        while time.monotonic() < end:
+            flip = not flip
+            self.set_clock(name, delta_ms if flip else 0)
+            time.sleep(period_ms / 1000)
+        self.set_clock(name, 0)
+
+    def reset(self, name: str) -> None:
+        self.set_clock(name, 0)
+
+    # ------------------------------------------------------------ observation
+    def _admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0, "socket.timeout.ms": 3000})
+
+    def _partition(self, key: str) -> Any:
+        from confluent_kafka import KafkaException
+
+        topic, _, part = key.rpartition("-")
+        try:
+            return self._admin().list_topics(topic=topic, timeout=4).topics[topic].partitions[int(part)]
+        except (KafkaException, KeyError):
+            return None
+
+    def _name(self, node_id: int) -> str | None:
+        return next((n.name for n in self.plans if n.node_id == node_id), None)
+
+    def reassign(self, key: str, replicas: list[str]) -> None:
+        """AlterPartitionReassignments through the admin API
+        (:mod:`harness.dbs.admin`): the controller adds the new replicas,
+        waits for them to join the ISR, then drops the others."""
+        ids = {n.name: n.node_id for n in self.plans}
+        alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
+
+    def unregister(self, node: str) -> None:
+        """UnregisterBroker (KIP-631) through a broker, which forwards it to
+        Kafka's active controller (:func:`harness.dbs.admin.unregister_broker`
+        frames it: no Python client sends it)."""
+        unregister_broker(self.client_bootstrap(), self.by_name[node].node_id)
+
+    def leader_of(self, key: str) -> str | None:
+        p = self._partition(key)
+        return self._name(p.leader) if p is not None and p.leader >= 0 else None
+
+    def isr_of(self, key: str) -> list[str]:
+        p = self._partition(key)
+        return [x for x in (self._name(i) for i in (p.isrs if p else [])) if x]
+
+    def replicas_of(self, key: str) -> list[str]:
+        deadline = time.monotonic() + 15
+        while True:
+            p = self._partition(key)
+            if p is not None and p.leader >= 0:
+                return [x for x in (self._name(r) for r in p.replicas) if x]
+            if time.monotonic() > deadline:
+                return []
+            time.sleep(0.3)
+
+    def active_controller(self) -> str | None:
+        """The KRaft leader, from the controllers' ``quorum-state`` files (the
+        highest epoch a live voter has recorded a leader for): Metadata names a
+        random broker as controller in KRaft mode, not the active one."""
+        from harness.dbs.kafka.observe import quorum_leader
+
+        return quorum_leader(self)
+
+    # ------------------------------------------------------------ teardown
+    # ------------------------------------------------------------ the contract's parts
+    @property
+    def cluster(self) -> "KafkaDB":
+        """The cluster contract (``nemesis.control``) the nemesis drives."""
+        return self
+
+    @property
+    def runtime(self) -> str:
+        return self.cfg.backend
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What this db can make on its backend (:func:`capabilities_for`)."""
+        return capabilities_for(self.cfg)
+
+    @property
+    def nodes(self) -> "KafkaDB":
+        return self
+
+    @property
+    def clock(self) -> "KafkaDB":
+        return self
+
+    @property
+    def observer(self) -> "KafkaDB":
+        return self
+
+    def after(self, delay_ms: int, fn: Any) -> None:
+        self.timers.after(delay_ms, fn)
+
+    def teardown(self) -> None:
+        self.timers.cancel_all()
+        poller = getattr(self, "observer_poller", None)
+        if poller is not None:
+            poller.stop()
+        try:
+            for n in self.node_names():
+                self.hosts.signal(n, signal.SIGCONT)
+                self.hosts.signal(n, signal.SIGKILL)
+            for n in self.node_names():
+                self.hosts.wait_exit(n, 10)
+            self.collect()
+            if self.disks is not None:
+                self.disks.teardown()
+        finally:
+            try:
+                if self.net is not None and not getattr(self.hosts, "ephemeral_net", True):
+                    self.net.teardown()
+            finally:
+                self.hosts.teardown()
+
+    def collect(self) -> None:
+        """Bring each node's logs back to ``<run>/nodes/<name>/`` from a host
+        that does not share this machine's filesystem (ssh)."""
+        collect_files(self.hosts, self.node_names(), COLLECT, lambda n: str(self.host_dir(n)), self.node_dir)
+
+
+def _last_error(d: Path) -> str:
+    for name in ("stdout.log", "server.log"):
+        try:
+            lines = (d / name).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        bad = [ln for ln in lines if "ERROR" in ln or "Exception" in ln]
+        if bad:
+            return bad[-1].strip()[:300]
+    return "(no error in its logs)"

@@ -1,2 +1,0 @@
-"""Real Apache Kafka as a db: getting its jars (``dist``) and writing each
-node's configuration (``props``). The db itself is ``harness.db.kafka``."""

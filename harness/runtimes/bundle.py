@@ -1,0 +1,357 @@
+"""The project for a bare host: its wheel, the wheels a node needs, and pip.
+
+A host is assumed to have only Debian and Python 3.11 (``python3.11``), as
+the Vagrant VMs and the ``kraftwerk hosts up`` hosts do, and perhaps no
+network. The harness makes, once per content, one tar holding:
+
+* ``wheels/kraftwerk-*.whl``: the project, built with ``pip wheel --no-deps
+  --no-build-isolation`` from a copy of the sources (setuptools builds in
+  the source tree; the checkout stays clean);
+* ``wheels/<dist>-<version>-*.whl``: every distribution a node process or
+  ``kraftwerk fs`` on the host imports (click, kafka-python's codecs,
+  msgpack, orjson, crc32c, pyfuse3, trio and theirs: listed by importing
+  them in a fresh interpreter, so the set follows the code) at the version
+  installed here, fetched once into the
+  cache with ``pip download --no-deps --only-binary=:all:`` from this
+  machine's package index, or built with ``pip wheel --no-deps`` where the
+  index has no wheel;
+* ``pip-<version>-*.whl``: pip itself, which runs from its wheel file.
+
+On the host (:func:`install_argvs`): ``python3.11 -m venv --without-pip
+<app>/venv`` (no ensurepip needed), then ``<app>/venv/bin/python
+<app>/pip-*.whl/pip install --no-index --no-deps <app>/wheels/*.whl``: the
+dependencies come from the uploaded wheels only, the project's own
+declared dependencies (Spark, matplotlib...) are not a node's and are not
+installed. Nodes run ``<app>/venv/bin/python``. The accelerator is not
+shipped: nodes there run the Python source.
+
+Which wheels a host can take is decided by its interpreter, not this
+machine's: :class:`Target` holds what the host's ``python3.11`` reports
+(implementation and version, ABI flags, architecture, glibc version: the
+facts PEP 425 tags and manylinux's PEP 600 rule are made of), and the
+cache is keyed by it: ``wheels/<target key>/`` (e.g.
+``cp311-cp311-manylinux_2_36_x86_64``) holds only wheels whose tags that
+interpreter accepts, fetched with pip's ``--platform``/``--python-version``/
+``--abi``/``--implementation`` for that target. A wheel is built here only
+where the index has none, and sent only if it carries a tag the target
+accepts and, holding machine code, was linked against a glibc no newer than
+the target's; otherwise it is one line, exit 2. A host of
+another architecture, glibc or Python is never handed this machine's wheels.
+
+The tar's name is a SHA-256 of the project's sources, the pinned wheel set,
+the target's key and ``requirements.lock`` (the hash-checked lock this
+machine's versions come from), so a host that already has
+``<dir>/app-<hash>/.complete`` is not sent it again, hosts of two targets get
+two tars, and the wheel is rebuilt only when one of those changes.
+
+Concurrency: runs on one machine share the cache, so :func:`build` holds an
+exclusive ``flock`` on ``<cache>/bundle.lock`` while it fetches wheels and
+writes the tar; each wheel is fetched into a private directory and the tar
+written to a private file, both renamed into place, so no reader (nor a
+crash) ever sees half of either.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from harness.errors import HarnessError, UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("reference_impl", "generator", "harness", "nemesis", "workloads", "checkers")
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kraftwerk"
+WHEELS = CACHE / "wheels"
+LOCK = ROOT / "requirements.lock"
+#: the venv's interpreter, relative to the unpacked bundle
+VENV_PYTHON = "venv/bin/python"
+#: run in a fresh interpreter: what a node process imports from site-packages
+#: (found each time, so the bundle follows the code's imports)
+PROBE = """
+import sys, sysconfig
+sys.argv = ["kraftwerk", "node"]
+import harness.cli, harness.cli.node, harness.rundir.lease
+import reference_impl.server.runtime, reference_impl.server.wire, reference_impl.server.rpc
+import reference_impl.server.control, reference_impl.server.disk, reference_impl.server.auth
+import harness.lazyfs.server  # kraftwerk fs on the host (storage lazyfs): pyfuse3, trio
+site = sysconfig.get_paths()["purelib"]
+tops = set()
+for m in list(sys.modules.values()):
+    f = getattr(m, "__file__", None) or ""
+    if f.startswith(site + "/"):
+        top = f[len(site) + 1:].split("/")[0]
+        if not top.startswith("__editable__"):
+            tops.add(top.removesuffix(".py").split(".")[0])
+print(" ".join(sorted(tops)))
+"""
+
+
+def node_deps() -> tuple[str, ...]:
+    p = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError(f"cannot list a node's imports: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
+    return tuple(p.stdout.split())
+
+
+def node_dists() -> list[tuple[str, str]]:
+    """(distribution, installed version) of every package a node imports."""
+    by_module = importlib.metadata.packages_distributions()
+    dists = sorted({d for mod in node_deps() for d in by_module.get(mod, [])})
+    return [(d, importlib.metadata.version(d)) for d in dists]
+
+
+#: run by the host's interpreter: what decides which wheels it can install
+TARGET_PROBE = ("import platform, struct, sys, sysconfig; "
+                "print(sys.implementation.name, '%d.%d' % sys.version_info[:2], sys.abiflags or '-', "
+                "sysconfig.get_platform(), platform.libc_ver()[0] or '-', platform.libc_ver()[1] or '-', "
+                "struct.calcsize('P') * 8)")
+#: manylinux's legacy names (PEP 600): the glibc each one means
+_LEGACY = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """An interpreter as a wheel sees it: CPython ``python``, its ABI flags,
+    the machine's architecture and glibc version. Its :attr:`key` names the
+    wheel cache's directory; :meth:`takes` says whether a wheel's tags fit."""
+
+    python: tuple[int, int]
+    abiflags: str
+    arch: str
+    glibc: tuple[int, int]
+
+    @classmethod
+    def parse(cls, line: str, where: str) -> "Target":
+        """From :data:`TARGET_PROBE`'s line; a host we cannot ship wheels to
+        is one line (UsageError, exit 2)."""
+        m = re.fullmatch(r"(\S+) (\d+)\.(\d+) (\S+) (\S+) (\S+) (\S+) (32|64)", line.strip())
+        if m is None:
+            raise UsageError(f"{where}: cannot read its interpreter's platform from {line.strip()[:120]!r}")
+        impl, major, minor, flags, plat, libc, libc_version, bits = m.groups()
+        glibc = re.fullmatch(r"(\d+)\.(\d+)", libc_version)
+        if impl != "cpython":
+            raise UsageError(f"{where}: its interpreter is {impl}, not CPython: no wheels for it")
+        if not plat.startswith("linux-") or libc != "glibc" or glibc is None:
+            raise UsageError(f"{where}: its interpreter runs on {plat} with libc {libc} {libc_version}: "
+                             f"wheels are shipped to glibc Linux hosts only")
+        arch = plat.removeprefix("linux-").replace("-", "_").replace(".", "_")
+        if bits == "32":  # a 32-bit userland on a 64-bit kernel (as packaging.tags does)
+            arch = {"x86_64": "i686", "aarch64": "armv8l"}.get(arch, arch)
+        return cls((int(major), int(minor)), "" if flags == "-" else flags, arch,
+                   (int(glibc.group(1)), int(glibc.group(2))))
+
+    @classmethod
+    def here(cls) -> "Target":
+        """This interpreter's target (what ``pip wheel`` builds for)."""
+        p = subprocess.run([sys.executable, "-c", TARGET_PROBE], capture_output=True, text=True, timeout=60)
+        return cls.parse(p.stdout, "this machine")
+
+    @property
+    def interpreter(self) -> str:
+        return f"cp{self.python[0]}{self.python[1]}"
+
+    @property
+    def abi(self) -> str:
+        return self.interpreter + self.abiflags
+
+    @property
+    def key(self) -> str:
+        return f"{self.interpreter}-{self.abi}-manylinux_{self.glibc[0]}_{self.glibc[1]}_{self.arch}"
+
+    def platforms(self) -> list[str]:
+        """Platform tags this host accepts, most specific first: PEP 600's
+        ``manylinux_2_M`` for every glibc minor up to its own (from 2.17, or
+        2.5 on x86), their legacy names, then ``linux_<arch>``."""
+        oldest = 5 if self.arch in ("x86_64", "i686") else 17
+        out = []
+        for minor in range(self.glibc[1], oldest - 1, -1) if self.glibc[0] == 2 else ():
+            out.append(f"manylinux_2_{minor}_{self.arch}")
+            if (2, minor) in _LEGACY:
+                out.append(f"{_LEGACY[2, minor]}_{self.arch}")
+        return out + [f"linux_{self.arch}"]
+
+    def tags(self) -> frozenset[str]:
+        """Every ``python-abi-platform`` tag a wheel may carry to install
+        here (PEP 425 as pip orders it, order dropped)."""
+        major, minor = self.python
+        plats = self.platforms()
+        pys = [f"py{major}{minor}", f"py{major}"] + [f"py{major}{m}" for m in range(minor - 1, -1, -1)]
+        out = {f"{self.interpreter}-{abi}-{p}" for abi in (self.abi, "abi3", "none") for p in plats}
+        out |= {f"cp{major}{m}-abi3-{p}" for m in range(minor - 1, 1, -1) for p in plats}
+        out |= {f"{py}-none-{p}" for py in pys for p in plats}
+        out |= {f"{py}-none-any" for py in [self.interpreter, *pys]}
+        return frozenset(out)
+
+    def takes(self, wheel: str) -> bool:
+        """Whether a wheel file name has a tag this interpreter accepts
+        (a name's tag triple may hold several, ``.``-separated)."""
+        py, abi, plat = wheel.removesuffix(".whl").split("-")[-3:]
+        tags = self.tags()
+        return any(f"{a}-{b}-{c}" in tags for a in py.split(".") for b in abi.split(".") for c in plat.split("."))
+
+    def pip_args(self) -> list[str]:
+        """``pip download``'s options that fetch wheels for this target."""
+        out = ["--implementation", "cp", "--python-version", f"{self.python[0]}.{self.python[1]}"]
+        for abi in (self.abi, "abi3", "none"):
+            out += ["--abi", abi]
+        for p in self.platforms():
+            out += ["--platform", p]
+        return out
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (the kernel drops it if we die)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _wheel(dist: str, version: str, target: Target) -> Path:
+    """The cached wheel of ``dist==version`` for ``target``: downloaded for
+    it, else built here if what this interpreter builds fits it. Called with
+    the cache lock held; the wheel is renamed into the cache whole."""
+    cache = WHEELS / target.key
+    cache.mkdir(parents=True, exist_ok=True)
+
+    def hit(d: Path) -> Path | None:
+        found = sorted(p for p in d.glob("*.whl") if _norm(p.name.split("-")[0]) == _norm(dist)
+                       and p.name.split("-")[1] == version and target.takes(p.name))
+        return found[0] if found else None
+
+    found = hit(cache)
+    if found is not None:
+        return found
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache) as tmp:
+        got = subprocess.run([*pip, "download", "--no-deps", "--only-binary=:all:", *target.pip_args(),
+                              "-d", tmp, f"{dist}=={version}"], capture_output=True, text=True, timeout=600)
+        if got.returncode != 0:  # no wheel published for it: build one here
+            got = subprocess.run([*pip, "wheel", "--no-deps", "-w", tmp, f"{dist}=={version}"],
+                                 capture_output=True, text=True, timeout=900)
+            if got.returncode == 0:
+                _fits_or_refuse(dist, version, list(Path(tmp).glob("*.whl")), target)
+        made = hit(Path(tmp))
+        if got.returncode != 0 or made is None:
+            raise HarnessError(f"no wheel of {dist}=={version} for {target.key}: "
+                               f"{(got.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+        os.replace(made, cache / made.name)
+    return cache / made.name
+
+
+def _fits_or_refuse(dist: str, version: str, built: list[Path], target: Target) -> None:
+    """A wheel built here goes to ``target`` only if its tags fit and, when
+    it holds machine code, this machine's glibc is no newer than the
+    target's (a binary needs at most the glibc it was linked against)."""
+    here = Target.here()
+    for w in built:
+        pure = w.name.removesuffix(".whl").endswith("-any")
+        if target.takes(w.name) and (pure or here.glibc <= target.glibc):
+            return
+    names = ", ".join(w.name for w in built) or "nothing"
+    raise UsageError(f"no wheel of {dist}=={version} for {target.key} on the package index, and what this "
+                     f"machine ({here.key}) builds ({names}) does not fit it")
+
+
+def _sources_digest(pins: list[tuple[str, str]], target: Target) -> str:
+    h = hashlib.sha256(f"{target.key}\0".encode() + LOCK.read_bytes() + b"\0")
+    files = [ROOT / "pyproject.toml"] + [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*"))
+                                         if p.is_file() and "__pycache__" not in p.parts
+                                         and p.suffix not in (".pyc", ".so")]
+    for p in files:
+        h.update(str(p.relative_to(ROOT)).encode() + b"\0" + p.read_bytes() + b"\0")
+    for dist, version in pins:
+        h.update(f"{dist}=={version}\0".encode())
+    return h.hexdigest()[:16]
+
+
+def _project_wheel(out: Path) -> Path:
+    """``pip wheel --no-deps`` of a copy of the sources (setuptools writes
+    ``build/`` and ``*.egg-info`` next to them)."""
+    with tempfile.TemporaryDirectory(prefix="kw-wheel-") as work:
+        src = Path(work) / "src"
+        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+            ".git", ".venv", ".accel", "build", "results", "__pycache__", "*.egg-info", ".pytest_cache",
+            ".hypothesis", "tests", "bench"))
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(out), str(src)], capture_output=True, text=True, timeout=600, env=env)
+        if p.returncode != 0:
+            raise HarnessError(f"building the project's wheel failed: {(p.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+    (wheel,) = out.glob("kraftwerk-*.whl")
+    return wheel
+
+
+def build(target: Target) -> tuple[str, Path]:
+    """(hash, path) of the bundle tar for hosts of ``target``, made once per
+    content under the cache, with the cache's lock held (runs on one machine
+    share the cache)."""
+    pins = node_dists()
+    pip_pin = ("pip", importlib.metadata.version("pip"))
+    digest = _sources_digest(pins + [pip_pin], target)
+    path = CACHE / f"kw-bundle-{digest}.tar"
+    with _locked(CACHE / "bundle.lock"):
+        if path.exists():
+            os.utime(path)  # in use: not stale for another content's build
+            return digest, path
+        deps = [_wheel(d, v, target) for d, v in pins]
+        pip_wheel = _wheel(*pip_pin, target)
+        with tempfile.TemporaryDirectory(prefix="kw-bundle-", dir=CACHE) as tmp:
+            project = _project_wheel(Path(tmp))
+            if not target.takes(project.name):
+                raise HarnessError(f"the project's wheel {project.name} does not fit {target.key}")
+            part = Path(tmp) / "bundle.tar"
+            with tarfile.open(part, "w") as tar:  # wheels are zips already
+                for w in [project, *deps]:
+                    tar.add(w, arcname=f"wheels/{w.name}")
+                tar.add(pip_wheel, arcname=pip_wheel.name)
+            os.replace(part, path)
+        for old in CACHE.glob("kw-bundle-*.tar*"):
+            # another content's bundle goes once nobody can be about to
+            # upload it: checkouts on one machine share this cache
+            try:
+                stale = time.time() - old.stat().st_mtime > 3600
+            except OSError:
+                continue
+            if old != path and stale:
+                old.unlink(missing_ok=True)
+    return digest, path
+
+
+def install_argvs(app: str, python: str, wheels: list[str], pip_wheel: str) -> list[list[str]]:
+    """What makes the venv on a host from an unpacked bundle in ``app``
+    (``wheels`` and ``pip_wheel``: the names the tar holds)."""
+    return [
+        [python, "-m", "venv", "--without-pip", f"{app}/venv"],
+        [f"{app}/{VENV_PYTHON}", f"{app}/{pip_wheel}/pip", "install", "-q", "--no-index", "--no-deps",
+         "--disable-pip-version-check", *[f"{app}/wheels/{w}" for w in wheels]],
+    ]
+
+
+def contents(path: Path) -> tuple[list[str], str]:
+    """(wheel names under wheels/, pip's wheel name) in a bundle tar."""
+    with tarfile.open(path) as tar:
+        names = tar.getnames()
+    return sorted(n.split("/", 1)[1] for n in names if n.startswith("wheels/")), next(
+        n for n in names if n.startswith("pip-"))
