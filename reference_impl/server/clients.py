@@ -34,6 +34,8 @@ class ClientSession:
     """One Kafka client connection and its in-order answer queue."""
 
     __slots__ = ("cid", "conn", "clients", "pending", "by_seq", "seq", "closed")
+    #: a client's bytes always count against queued.max.request.bytes
+    trusted = False
 
     def __init__(self, cid: int, conn: Connection, clients: "Clients") -> None:
         self.cid = cid

@@ -11,7 +11,10 @@ each complete frame; the connection owns the bytes until then.
 Reading is done into one scratch buffer the whole listener shares (asyncio's
 ``BufferedProtocol``: the loop reads into it and calls back at once, and
 nothing of it is kept across calls), so a connection costs memory only for
-the unfinished frame it holds, counted against ``queued.max.request.bytes``.
+the unfinished frame it holds and the answers its client has not taken yet;
+both count against ``queued.max.request.bytes`` (an authenticated peer's
+frames do not: the cluster's own nodes, as Kafka spares its inter-broker
+listener). Past it, the connection holding the most is closed.
 
 Deadlines, checked by one sweep a few times a second:
 
@@ -53,6 +56,9 @@ RESERVED_FILES = 256
 
 class Session(Protocol):
     """What a connection hands its frames to (client or peer)."""
+
+    #: frames from the cluster's own authenticated nodes: not counted against the memory bound
+    trusted: bool
 
     def accept_size(self, size: int) -> bool:
         """Whether a frame of ``size`` bytes may be read (False closes)."""
@@ -107,7 +113,7 @@ class Listener:
         if self.server is not None:
             self.server.close()
         for c in list(self.conns):
-            c.close("node stopping")
+            c.close("node stopping", abort=False)
 
     def status(self) -> dict[str, Any]:
         return {"open": self.quotas.open, "addresses": len(self.quotas.by_address),
@@ -133,12 +139,16 @@ class Listener:
         self.budget.release(conn)
 
     def holds(self, conn: "Connection", nbytes: int) -> None:
-        """``conn`` buffers ``nbytes`` of unfinished frames now."""
+        """``conn`` holds ``nbytes`` now (unfinished frames, unread answers)."""
+        if self.budget.total - self.budget.held.get(conn, 0) + nbytes > self.budget.limit:
+            for c in list(self.budget.held):  # answers drain without telling us: count them afresh first
+                if c is not conn:
+                    self.budget.set(c, c.holding(), self._evict_buffer)
         self.budget.set(conn, nbytes, self._evict_buffer)
 
     def _evict_buffer(self, conn: "Connection") -> None:
         self.counters["buffer_evicted"] += 1
-        conn.close("its unfinished frame is the largest past queued.max.request.bytes")
+        conn.close("it holds the most past queued.max.request.bytes")
 
     # -- deadlines --------------------------------------------------------------
 
@@ -150,6 +160,8 @@ class Listener:
             if expired:
                 self.counters[expired] += 1
                 c.close(expired.replace("_", " "))
+            elif c.unread:
+                c.account()
         self._sweeper = asyncio.get_running_loop().call_later(self.tick, self._sweep)
 
 
@@ -171,6 +183,8 @@ class Connection(asyncio.BufferedProtocol):
         self._frame_by: float | None = None
         self.last_active = 0.0
         self._unread_since: float | None = None
+        #: answer bytes the transport still holds (the client has not taken them)
+        self.unread = 0
 
     # -- asyncio's protocol -----------------------------------------------------
 
@@ -209,6 +223,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._unread_since = None
+        self.account()
         self.release("unread answers")
 
     # -- what sessions call -----------------------------------------------------
@@ -217,6 +232,7 @@ class Connection(asyncio.BufferedProtocol):
         if not self.closed and self.transport is not None:
             self.transport.write(data)
             self.last_active = self._now()
+            self.account()
 
     def hold(self, reason: str) -> None:
         """Read nothing more until :meth:`release` of every reason."""
@@ -236,16 +252,33 @@ class Connection(asyncio.BufferedProtocol):
         if self._backlog:
             asyncio.get_running_loop().call_soon(self._read_backlog)
 
-    def close(self, reason: str) -> None:
-        """Close now (answers not yet written are dropped, as Kafka drops a
-        closed channel's responses)."""
+    def close(self, reason: str, abort: bool = True) -> None:
+        """Close now: reset (``abort``, for a connection that took too much),
+        or end it in order when nothing is left to send. Answers not yet
+        taken are dropped either way, as Kafka drops a closed channel's
+        responses: a client that reads nothing cannot keep them in memory."""
         if self.closed:
             return
         log.debug("closing connection from %s: %s", self.address, reason)
         transport = self.transport
         self._end()
-        if transport is not None:
+        if transport is None:
+            return
+        if abort or transport.get_write_buffer_size():
             transport.abort()
+        else:
+            transport.close()
+
+    def holding(self) -> int:
+        """Bytes this connection holds against queued.max.request.bytes."""
+        if self.transport is not None and not self.closed:
+            self.unread = self.transport.get_write_buffer_size()
+        trusted = self.session is not None and self.session.trusted
+        return self.unread + (0 if trusted else len(self._buf) + len(self._backlog))
+
+    def account(self) -> None:
+        if not self.closed:
+            self.listener.holds(self, self.holding())
 
     # -- deadlines --------------------------------------------------------------
 
@@ -271,7 +304,7 @@ class Connection(asyncio.BufferedProtocol):
         while pos < end and not self.closed:
             if self._holds:
                 self._backlog += data[pos:]
-                self.listener.holds(self, len(self._buf) + len(self._backlog))
+                self.account()
                 return
             if self._size is None:
                 if self._frame_by is None:
@@ -290,11 +323,11 @@ class Connection(asyncio.BufferedProtocol):
                 take = min(need, end - pos)
                 self._buf += data[pos:pos + take]
                 pos += take
-                self.listener.holds(self, len(self._buf) + len(self._backlog))
+                self.account()
                 if self.closed or len(self._buf) < self._size:
                     continue
                 frame, self._buf = self._buf, bytearray()
-                self.listener.holds(self, len(self._backlog))
+                self.account()
             self._complete(frame)
 
     def _begin_frame(self) -> None:
@@ -307,7 +340,7 @@ class Connection(asyncio.BufferedProtocol):
             self.session = self.listener.open_client(self)
         size = int.from_bytes(head, "big", signed=True)
         if not self.session.accept_size(size):
-            self.close(f"frame of {size} bytes")
+            self.close(f"frame of {size} bytes", abort=False)
             return
         self._size = size
 
@@ -319,13 +352,13 @@ class Connection(asyncio.BufferedProtocol):
         self.listener.quotas.touch(self)
         assert self.session is not None
         if not self.session.on_frame(frame):
-            self.close("refused frame")
+            self.close("refused frame", abort=False)
 
     def _read_backlog(self) -> None:
         if self.closed or self._holds or not self._backlog:
             return
         data, self._backlog = self._backlog, bytearray()
-        self.listener.holds(self, len(self._buf))
+        self.account()
         self._consume(memoryview(data))
 
     def _end(self) -> None:

@@ -174,6 +174,7 @@ class PeerInbound:
         secret: bytes | None = None,
         max_frame: int = MAX_FRAME,
     ) -> None:
+        """``max_frame``: the largest frame of a peer that is not trusted."""
         self.on_hello = on_hello
         self.on_message = on_message
         self.on_error = on_error
@@ -181,8 +182,16 @@ class PeerInbound:
         self.max_frame = max_frame
         self.greeted = False
 
+    @property
+    def trusted(self) -> bool:
+        """A peer that proved the cluster secret: one of the cluster's own
+        nodes, whose frames are as large as the protocol makes them (up to
+        :data:`.codec.MAX_FRAME`) and not counted against the listener's
+        memory bound. Without a secret nobody is trusted."""
+        return self.greeted and bool(self.secret)
+
     def accept_size(self, size: int) -> bool:
-        limit = self.max_frame if self.greeted else MAX_HELLO_BYTES
+        limit = (MAX_FRAME if self.trusted else self.max_frame) if self.greeted else MAX_HELLO_BYTES
         if 0 < size <= limit:
             return True
         self.on_error(f"frame of {size} bytes exceeds the limit of {limit}" if size > 0 else "empty frame")

@@ -4,7 +4,7 @@ bench/broker_flood.py start it as ``nobody`` with setpriv).
 One JSON argument says what to do::
 
     {"port": 19092, "sources": ["127.0.0.2"], "count": 50, "send": "<hex>",
-     "pad": 0, "answer": false, "watch": 5.0, "rate": 0}
+     "pad": 0, "answer": false, "watch": 5.0, "rate": 0, "rcvbuf": 0, "noread": false}
 
 It opens ``count`` connections to ``127.0.0.1:port``, spread over the
 ``sources`` addresses (each socket bound to one before it connects, so the
@@ -13,7 +13,10 @@ zero bytes after them on each (a frame's claimed size in ``send``, part of
 its body as ``pad``: a half frame without a huge argument), reads
 one response frame on each if ``answer`` is true, then watches them for
 ``watch`` seconds, keeping them open. ``rate`` > 0 opens at most that many a
-second. It prints one JSON line: how many connected, how many the node closed
+second; ``rcvbuf`` > 0 shrinks each socket's receive buffer (a client that
+reads nothing then leaves the node's answers in the node); ``noread`` reads
+nothing while it watches and looks for closed sockets only at the end (their
+``closed_at`` is then the watch's length). It prints one JSON line: how many connected, how many the node closed
 at once (before ``send`` and the answer went through) and, for each socket the
 node closed while watched, when (seconds after the watch began).
 
@@ -40,10 +43,12 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     return buf
 
 
-def _open(port: int, source: str, payload: bytes, answer: bool) -> socket.socket | None:
+def _open(port: int, source: str, payload: bytes, answer: bool, rcvbuf: int) -> socket.socket | None:
     """A connected socket whose payload (and answer) went through, or None
     when the node refused or closed it at once."""
     s = socket.socket()
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     try:
         s.bind((source, 0))
         s.settimeout(5.0)
@@ -68,6 +73,18 @@ def _closed(s: socket.socket) -> bool:
         return True
 
 
+def _drained_to_end(s: socket.socket) -> bool:
+    """Read what is waiting; True if the node closed the socket."""
+    while True:
+        try:
+            if not s.recv(1 << 20):
+                return True
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+
 def main(spec: dict) -> dict:
     port, sources = int(spec["port"]), list(spec.get("sources") or ["127.0.0.1"])
     payload = bytes.fromhex(spec.get("send", "")) + bytes(int(spec.get("pad", 0)))
@@ -78,7 +95,7 @@ def main(spec: dict) -> dict:
     for i in range(int(spec["count"])):
         if rate > 0:
             time.sleep(max(0.0, began + i / rate - time.monotonic()))
-        s = _open(port, sources[i % len(sources)], payload, answer)
+        s = _open(port, sources[i % len(sources)], payload, answer, int(spec.get("rcvbuf", 0)))
         if s is None:
             refused += 1
         else:
@@ -95,6 +112,12 @@ def main(spec: dict) -> dict:
         else:
             open_now.append(s)
     watch = float(spec.get("watch", 0))
+    if spec.get("noread"):
+        time.sleep(watch)
+        gone = [s for s in open_now if _drained_to_end(s)]
+        for s in open_now:
+            s.close()
+        return {"connected": len(socks), "refused": refused, "held": len(open_now), "closed_at": [watch] * len(gone)}
     start = time.monotonic()
     closed_at: list[float] = []
     sel = selectors.DefaultSelector()  # epoll: thousands of sockets, past select's 1024

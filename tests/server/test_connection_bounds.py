@@ -16,6 +16,7 @@ producer on 127.0.0.1 keeps getting its acknowledgements.
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import threading
@@ -23,6 +24,8 @@ import time
 
 import pytest
 from hostile_user import as_nobody, create_topic, finish, produce_acked, rss_kib, start_as_nobody
+from confluent_kafka import Producer
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from reference_impl.server.launcher import HOST, LocalCluster
@@ -157,6 +160,41 @@ def test_unfinished_frames_stay_under_queued_max_request_bytes(lean):
     assert grew < 40, f"RSS grew {grew:.0f} MiB"
     assert _status(lean)["counters"].get("buffer_evicted", 0) >= 10
     assert acked == [20]
+
+
+def _fetch(topic: str) -> bytes:
+    F = FetchRequest[12]
+    req = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id="")
+    req.with_header(correlation_id=2, client_id="hostile")
+    return bytes(req.encode(header=True, framed=True))
+
+
+def test_answers_clients_leave_unread_stay_under_queued_max_request_bytes(lean):
+    """Ten connections each pipeline 150 fetches of a 900 KB record and read
+    none of the answers: 1.3 GB of answers if the node kept them; it keeps at
+    most 8 MiB of them, closing the connection that holds the most."""
+    pid = lean.nodes[0].pid
+    create_topic(lean.bootstrap, "big")
+    p = Producer({"bootstrap.servers": lean.bootstrap, "log_level": 0})
+    p.produce("big", os.urandom(900_000), partition=0)
+    assert p.flush(30) == 0
+    before = rss_kib(pid)
+    attack = start_as_nobody({"port": lean.nodes[0].port, "sources": ["127.0.0.7"], "count": 10,
+                              "send": (_fetch("big") * 150).hex(), "watch": 4, "rcvbuf": 4096,
+                              "noread": True})
+    peak, buffered = before, 0
+    while attack.poll() is None:
+        peak = max(peak, rss_kib(pid))
+        buffered = max(buffered, _status(lean)["connections"]["buffered_bytes"])
+        time.sleep(0.05)
+    finish(attack)
+    assert buffered <= 8 * MIB, buffered
+    assert (peak - before) / 1024 < 40, f"RSS grew {(peak - before) / 1024:.0f} MiB"
+    assert _status(lean)["counters"].get("buffer_evicted", 0) >= 1
+    assert produce_acked(lean.bootstrap, "t", 5) == 5
 
 
 def test_a_flood_of_hostile_connections_leaves_the_producer_served_and_the_node_small(tmp_path):
