@@ -291,7 +291,8 @@ def main() -> int:
     try:
         c.up(90)
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
-        for f in admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})]).values():
+        topics = [NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"}), NewTopic("fuzz", 1, 3)]
+        for f in admin.create_topics(topics).values():  # "fuzz": what bench/wire_fuzz.py's requests name
             f.result(60)
         time.sleep(2)
         port = leader_port(c)

@@ -8,6 +8,7 @@ without the secret."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -23,9 +24,11 @@ import pytest
 
 from reference_impl.core import messages as m
 from reference_impl.server import auth
+from reference_impl.server.addresses import AddressError
 from reference_impl.server.codec import FRAME, REGISTRY
 from reference_impl.server.launcher import LocalCluster
 from reference_impl.server.rpc import MAGIC
+from reference_impl.server.runtime import NodeOptions, NodeRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -125,3 +128,17 @@ def test_a_secret_file_readable_by_others_is_refused(tmp_path):
     os.chmod(f, 0o644)
     with pytest.raises(auth.SecretError):
         auth.load_secret(str(f))
+
+
+@pytest.mark.parametrize("listen,control", [(("0.0.0.0", 1), None), (("127.0.0.1", 1), ("::", 2)),
+                                            (("127.0.0.1", 1), ("127.0.0.1", 2))])
+def test_the_runtime_itself_refuses_before_it_reads_or_writes_anything(tmp_path, listen, control):
+    """Whoever builds NodeOptions without the CLI meets the same rules: no
+    address that is not loopback unless allowed, no control endpoint without
+    the secret; the refusal comes before the data directory is touched."""
+    d = tmp_path / "d"
+    d.mkdir()
+    opts = NodeOptions(1, frozenset({"broker", "controller"}), listen, {1: ("127.0.0.1", 1)}, str(d), control=control)
+    with pytest.raises(AddressError):
+        asyncio.run(NodeRuntime(opts).run())
+    assert list(d.iterdir()) == []
