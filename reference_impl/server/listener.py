@@ -49,6 +49,10 @@ log = logging.getLogger("kraftwerk.listener")
 MAX_UNREAD_REPLY_BYTES = 16 * 1024 * 1024
 #: what one read takes from the kernel (asyncio's own read size)
 SCRATCH_BYTES = 256 * 1024
+#: frames one connection may hand on in one turn of the loop; the rest of
+#: what it sent waits behind every other connection that is ready (a client
+#: that pipelines thousands of small requests does not stall the others)
+FRAMES_PER_TURN = 32
 #: files a node keeps open besides its connections (log segments, trace,
 #: checkpoints, peers' outbound sockets, the control endpoint)
 RESERVED_FILES = 256
@@ -301,7 +305,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def _consume(self, data: memoryview) -> None:
         pos, end = 0, len(data)
+        frames = 0
         while pos < end and not self.closed:
+            if frames == FRAMES_PER_TURN and not self._holds:
+                self.hold("turn")
+                asyncio.get_running_loop().call_soon(self.release, "turn")
             if self._holds:
                 self._backlog += data[pos:]
                 self.account()
@@ -328,6 +336,7 @@ class Connection(asyncio.BufferedProtocol):
                     continue
                 frame, self._buf = self._buf, bytearray()
                 self.account()
+            frames += 1
             self._complete(frame)
 
     def _begin_frame(self) -> None:
