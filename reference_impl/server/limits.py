@@ -42,8 +42,9 @@ class LimitsError(ValueError):
 class Limits:
     #: socket.request.max.bytes: the largest client request frame
     max_request_bytes: int = 100 * MIB
-    #: queued.max.request.bytes: bytes of unfinished frames buffered, every
-    #: connection together; also the largest peer (internal RPC) frame
+    #: queued.max.request.bytes: bytes of unfinished frames and of answers
+    #: clients have not taken, every connection together (an authenticated
+    #: peer's frames aside); also the largest frame of a peer without the secret
     queued_max_request_bytes: int = 100 * MIB
     #: max.connections: every socket on the port, clients and peers
     max_connections: int = 2000
