@@ -371,7 +371,7 @@ class NodeRuntime:
 
         return PeerInbound(on_hello, on_message, on_error, self.opts.secret, self.opts.limits.queued_max_request_bytes)
 
-    # -- clients ------------------------------------------------------------------
+    # -- listeners and clients ----------------------------------------------------
 
     def _bind_addresses(self) -> tuple[list[str], list[str]]:
         """What the port and the control endpoint bind: loopback unless
