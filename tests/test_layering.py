@@ -83,8 +83,8 @@ def test_a_module_crossing_rooms_is_a_leaf(module):
 
 def test_a_server_module_imports_only_public_names_of_its_siblings():
     """reference_impl/server's modules share helpers under public names
-    (wire.py's ``require_name`` and ``require_array`` serve wire_groups.py
-    too): importing a sibling's ``_private`` name would hide a contract
+    (wire_base.py's ``require_name`` and ``require_array`` serve wire.py and
+    wire_groups.py): importing a sibling's ``_private`` name would hide a contract
     inside an implementation detail."""
     server = ROOT / "reference_impl" / "server"
     private = {

@@ -33,6 +33,8 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
 from . import auth
 
 STATE_FILE = "cluster.json"
@@ -455,8 +457,6 @@ def port_in_use(port: int) -> bool:
 
 def metadata_brokers(host: str, port: int, timeout: float = 2.0) -> list[int]:
     """Ask one broker for Metadata v1 (no topics) and return the broker ids."""
-    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-
     req = MetadataRequest[1](topics=[])
     req.with_header(correlation_id=1, client_id="kraftwerk-cluster")
     data = req.encode(header=True, framed=True)

@@ -114,6 +114,8 @@ class HostedReference(PausesBySignal):
             "--control", f"{addr}:{CONTROL_PORT}", "--storage-mode", storage_mode,
             "--seed", str((self.cfg.seed or 0) * 101 + self.ids[name]),
             "--secret-file", self._remote_secret(name),
+            # a host's own address is not loopback: the node refuses it unless told
+            "--allow-non-loopback",
             *self.node_args,
         ]
 
