@@ -17,7 +17,7 @@ from checkers.history.jsonl import read_jsonl
 from harness.rundir import store
 
 from .figures import draw_all
-from .plots import fault_intervals
+from .faults import fault_intervals, legend
 from .tables import table
 from .timeline import example_ops, timeline_context
 
@@ -245,10 +245,12 @@ def _render(run_dir: Path) -> Path:
         stats=table(result.get("stats") or {}),
         checkers=checkers,
         intervals=[
-            {"fault": iv.fault, "start": f"{iv.start:.2f}", "stop": "—" if iv.stop is None else f"{iv.stop:.2f}",
-             "value": _short(iv.value)}
+            {"kind": iv.kind, "name": iv.name, "colour": iv.colour, "start": f"{iv.start:.3f}",
+             "stop": "" if iv.skipped else ("end" if iv.stop is None else f"{iv.stop:.3f}"),
+             "skipped": iv.skipped, "targets": iv.targets}
             for iv in intervals[:MAX_INTERVALS]
         ],
+        fault_legend=legend(intervals),
         intervals_more=max(0, len(intervals) - MAX_INTERVALS),
         files=files,
         logs=_logs(run_dir),
