@@ -124,15 +124,16 @@ def draw_cycle(name: str, example: dict[str, Any], ix: OpIndex, path: Path) -> N
     plt.close(fig)
 
 
-def render_cycles(result: dict[str, Any], ops: list[Op], run_dir: Path) -> list[dict[str, Any]]:
-    """cycle-<n>.png per cycle example (at most ``MAX_CYCLES``) and the
-    explained steps for the page."""
+def render_cycles(result: dict[str, Any], ops: list[Op], run_dir: Path | None) -> list[dict[str, Any]]:
+    """cycle-<n>.png per cycle example (at most ``MAX_CYCLES``; none drawn
+    without ``run_dir``) and the explained steps for the page."""
     ix = OpIndex(ops)
     out = []
     for n, (name, ex) in enumerate(cycle_examples(result)):
         png = f"cycle-{n}.png"
-        draw_cycle(name, ex, ix, run_dir / png)
-        out.append({"type": name, "png": png,
+        if run_dir is not None:
+            draw_cycle(name, ex, ix, run_dir / png)
+        out.append({"type": name, "png": png if run_dir is not None else None,
                     "steps": [{"from": s.get("from"), "to": s.get("to"), "type": str(s.get("type")),
                                "key": s.get("key"), "why": explain(s, ix)} for s in ex["steps"]]})
     return out

@@ -134,7 +134,7 @@ def targets_label(value: Any, limit: int = 48) -> str:
     else:
         text = str(value.get("target") or "")
     if value.get("key") and value.get("step") is None:
-        text += f" (of {value['key']})"
+        text += f" ({value['key']})"
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
