@@ -112,7 +112,8 @@ def _checker_lag(result: dict[str, Any]) -> dict[str, str] | None:
 
 
 def draw_all(run_dir: Path, ops: list[Op], test: dict[str, Any], result: dict[str, Any],
-             intervals: list[Interval], warnings: list[str], view: TraceView | None = None) -> dict[str, Any]:
+             intervals: list[Interval], warnings: list[str], view: TraceView | None = None,
+             bad: set[str] | None = None) -> dict[str, Any]:
     """Draw every plot; returns the page's context for them."""
     end = max((o.time for o in ops), default=0) / 1e9
     prs = pairs(ops)
@@ -132,7 +133,7 @@ def draw_all(run_dir: Path, ops: list[Op], test: dict[str, Any], result: dict[st
         "lost": {"drawn": bool(lost_tps), "shown": len(lost), "total": _total_lost(result), "partitions": lost_tps},
         "diagnostics": {**_diagnostics(run_dir, ops, prs, intervals, end, warnings),
                         "checker_worst_lag": _checker_lag(result)},
-        "cycles": _try(warnings, "cycles", render_cycles, result, ops, run_dir) or [],
+        "cycles": _try(warnings, "cycles", render_cycles, result, ops, run_dir, bad) or [],
     }
 
 
@@ -140,7 +141,8 @@ def _total_lost(result: dict[str, Any]) -> int:
     return sum(int(d.get("lost") or 0) for d in (result.get("durability") or {}).values() if isinstance(d, dict))
 
 
-def undrawn(result: dict[str, Any], ops: list[Op], view: TraceView | None, warnings: list[str]) -> dict[str, Any]:
+def undrawn(result: dict[str, Any], ops: list[Op], view: TraceView | None, warnings: list[str],
+            bad: set[str] | None = None) -> dict[str, Any]:
     """The page's context without drawing a plot (a summary page, written
     for every seed of a batch: ``kraftwerk report`` or ``serve`` draws
     them): the cycles' explained steps, the traces' counts."""
@@ -150,5 +152,5 @@ def undrawn(result: dict[str, Any], ops: list[Op], view: TraceView | None, warni
         "replication": replication,
         "lost": {"drawn": False, "shown": 0, "total": _total_lost(result), "partitions": []},
         "diagnostics": {"queue": False, "checker_worst_lag": _checker_lag(result)},
-        "cycles": _try(warnings, "cycles", render_cycles, result, ops, None) or [],
+        "cycles": _try(warnings, "cycles", render_cycles, result, ops, None, bad) or [],
     }

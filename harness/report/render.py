@@ -278,9 +278,9 @@ def _render(run_dir: Path, plots: bool) -> Path:
     result = store.read_json(run_dir / store.RESULTS) if (run_dir / store.RESULTS).exists() else {"valid": "unknown"}
     intervals = fault_intervals(ops)
     view = traces(run_dir, ops, test, warnings)
-    figures = draw_all(run_dir, ops, test, result, intervals, warnings, view) if plots else \
-        undrawn(result, ops, view, warnings)
     bad, _ = _type_sets(result)
+    figures = draw_all(run_dir, ops, test, result, intervals, warnings, view, bad) if plots else \
+        undrawn(result, ops, view, warnings, bad)
     story = _try_story(result, test, ops, intervals, view, run_dir, bad, warnings)
     label, css = _verdict(result.get("valid"))
     name = test.get("name") or (test.get("options") or {}).get("test_name") or run_dir.parent.name
