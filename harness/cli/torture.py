@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
+from harness.cli.output import console
 from rich.markup import escape
 
 from harness.campaign.torture import details, junit_xml, load_expectations, summary_line, surprise, torture
@@ -49,7 +49,7 @@ def torture_cmd(budget: str, runtime: str, expect_file: Path | None, junit: Path
     """
     seconds = parse_budget(budget)
     exps = load_expectations(expect_file, runtime)
-    err = Console(stderr=True)
+    err = console(stderr=True)
     base = out / "torture"
     base.mkdir(parents=True, exist_ok=True)
     n = jobs or max(1, len(os.sched_getaffinity(0)))

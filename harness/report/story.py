@@ -217,14 +217,17 @@ def other_lines(result: dict[str, Any], view: TraceView | None, times: dict[int,
         e = exs[0]
         text, ops = _example_words(e, times)
         prefix = ""
+        after = ""
         if isinstance(e, dict) and isinstance(e.get("t"), (int, float)) and "step" in e:  # an invariant: trace ms
             t_s = (e["t"] - (view.offset_ms if view else 0.0)) / 1000.0
             when.append(t_s)
             node = view.name(e.get("node")) if view else str(e.get("node"))
             prefix = f"{secs(t_s)}, {node}" + (f", {e['tp']}" if e.get("tp") else "") + ": "
+            after = _election_before(view, e.get("tp"), t_s)
         more = f" ({len(exs) - 1} more)" if len(exs) > 1 else ""
         meaning = describe(str(t))
-        lines.append(Line("other", str(t), f"{prefix}{text}{more}." + (f" ({meaning})" if meaning else ""), ops))
+        lines.append(Line("other", str(t), f"{prefix}{text}{more}.{after}" + (f" ({meaning})" if meaning else ""),
+                          ops))
         when += [times[i] for i in ops if i in times]
     return lines, when
 
@@ -243,6 +246,21 @@ def also_line(result: dict[str, Any], bad: set[str], told: set[str]) -> list[Lin
         return []
     return [Line("other", "Also", ", ".join(f"{t} ×{counts[t]}" if t in counts else t for t in rest)
                  + " (in the anomalies below).")]
+
+
+def _election_before(view: TraceView | None, tp: Any, t: float, within: float = 10.0) -> str:
+    """The last election of ``tp`` up to ``t`` (a truncation follows the
+    leader change that caused it), as a sentence, or nothing."""
+    if view is None or not isinstance(tp, str):
+        return ""
+    before = [ld for ld in view.leaders if ld["tp"] == tp and t - within <= ld["t"] <= t + 0.05]
+    if not before:
+        return ""
+    ld = before[-1]
+    el = _elections(view).get((tp, ld["leader_epoch"]), {})
+    kind = f"{el['kind']} election" if el.get("kind") else "election"
+    return (f" It followed {secs(min(ld['t'], el.get('t', ld['t'])))}: {ld['node']} elected leader of {tp} in "
+            f"epoch {ld['leader_epoch']} ({kind}), its log ending at {ld['leo']}.")
 
 
 def fault_lines(intervals: list[Interval], t0: float | None, t1: float | None) -> list[Line]:
