@@ -13,21 +13,10 @@ import pytest
 
 from checkers.check import check_history
 from checkers.history.jsonl import write_jsonl
-from checkers.queue.synth import HistoryBuilder
 from harness.report import render_report
 from harness.report.cycles import MAX_DRAWN, OpIndex, _layout, draw_cycle, render_cycles
 from harness.report.mpl import plt
-
-
-def ring(n: int) -> HistoryBuilder:
-    b = HistoryBuilder()
-    keys = [f"t-{j}" for j in range(n)]
-    for i in range(n):
-        b.invoke(i, "txn", [["send", keys[i], 100 + i], ["send", keys[(i + 1) % n], 200 + i]])
-    for i in range(n):
-        b.complete(i, "ok", [["send", keys[i], [1, 100 + i]], ["send", keys[(i + 1) % n], [0, 200 + i]]])
-    b.poll(n, {k: [(0, 200 + (j - 1) % n), (1, 100 + j)] for j, k in enumerate(keys)})
-    return b
+from tests.report.runs import ring
 
 
 @pytest.mark.parametrize("n", [16, 19, 31])

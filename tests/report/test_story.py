@@ -122,3 +122,29 @@ def test_a_valid_run_has_no_story(tmp_path):
     (d / "history.jsonl").write_text("")
     (d / "results.json").write_text(json.dumps({"valid": True}))
     assert '<dl id="story">' not in render_report(d, plots=False).read_text()
+
+
+def test_the_story_fits_the_first_screen_at_1400_by_900(lossy):
+    """In the system chromium: every fact of the story (the loss, the
+    truncation, the election, the variant, the replay) lies within the
+    first 900 pixels of the page."""
+    from tests.needs import need_program
+    from tests.report.site_fixtures import chromium_context
+
+    need_program("chromium")
+    index = render_report(lossy)
+    with chromium_context() as ctx:
+        page = ctx.new_page()
+        page.set_viewport_size({"width": 1400, "height": 900})
+        page.goto(index.as_uri())
+        facts = {
+            "lost": page.locator(".story-lost").first,
+            "truncation": page.locator(".story-cause", has_text="truncated").first,
+            "election": page.locator(".story-cause", has_text="was elected leader").first,
+            "variant": page.locator(".story-config", has_text="kip101=off").first,
+            "replay": page.locator(".story-replay code", has_text="kraftwerk sim --seed 2").first,
+        }
+        for name, loc in facts.items():
+            box = loc.bounding_box()
+            assert box is not None, f"{name} is not on the page"
+            assert box["y"] + box["height"] <= 900, f"{name} ends at {box['y'] + box['height']:.0f} px"
