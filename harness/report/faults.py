@@ -131,8 +131,11 @@ def targets_label(value: Any, limit: int = 48) -> str:
                             if isinstance(ms, (int, float)))
     elif value.get("node"):
         text = str(value["node"])
-    else:
-        text = str(value.get("target") or "")
+    elif value.get("target"):
+        text = str(value["target"])
+    else:  # a value of another shape: its plain fields
+        text = " ".join(f"{k}={v}" for k, v in value.items()
+                        if k != "fault" and isinstance(v, (str, int, float)) and not isinstance(v, bool))
     if value.get("key") and value.get("step") is None:
         text += f" ({value['key']})"
     return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -284,7 +284,7 @@ def _render(run_dir: Path, plots: bool) -> Path:
     story = _try_story(result, test, ops, intervals, view, run_dir, bad, warnings)
     label, css = _verdict(result.get("valid"))
     name = test.get("name") or (test.get("options") or {}).get("test_name") or run_dir.parent.name
-    title = f"{name} — {run_dir.name}"
+    title = f"{_campaign_cell(run_dir) or name} — {run_dir.name}"
     clock = Clock(ops, view)
     anomalies = _anomalies(result, clock)
     durability = _durability(result, clock)
@@ -329,6 +329,22 @@ def _render(run_dir: Path, plots: bool) -> Path:
     out = run_dir / store.INDEX
     out.write_text(html, encoding="utf-8")
     return out
+
+
+def _campaign_cell(run_dir: Path) -> str | None:
+    """``campaign NAME · k=v, ...`` for a run of a campaign's cell (its
+    directory under the campaign's, campaign.json two levels up), so the
+    page is named by the cell's parameters, not its directory."""
+    try:
+        camp = json.loads((run_dir.parent.parent / "campaign.json").read_text(encoding="utf-8"))
+        for c in camp.get("cells") or []:
+            dirs = {str(r).split("/", 1)[0] for r in c.get("run_dirs") or []}
+            if c.get("test_name") == run_dir.parent.name or dirs == {run_dir.parent.name}:
+                params = ", ".join(f"{k}={v}" for k, v in (c.get("params") or {}).items())
+                return f"campaign {camp.get('name')} · {params or c.get('id')}"
+    except (OSError, ValueError, AttributeError, TypeError):
+        pass
+    return None
 
 
 def _try_story(result: dict[str, Any], test: dict[str, Any], ops: list[Any], intervals: list[Any],
