@@ -19,7 +19,7 @@ from checkers.history.op import Op
 from .faults import Interval, colour_of, fault_intervals
 from .mpl import plt, transforms
 
-__all__ = ["Interval", "fault_intervals", "pairs", "shade", "outside_legend", "latency_plot",
+__all__ = ["Interval", "fault_intervals", "pairs", "shade", "outside_legend", "gapped", "latency_plot",
            "latency_quantiles_plot", "rate_plot", "quantile_series"]
 
 
@@ -45,6 +45,24 @@ def _pairs(ops: list[Op]) -> list[tuple[Op, Op]]:
             if inv is not None:
                 out.append((inv, op))
     return out
+
+
+def gapped(pts: list[tuple[float, float]], min_gap: float = 1.0) -> tuple[list[float], list[float]]:
+    """xs, ys of a line with a NaN wherever the points are further apart
+    than ten times their usual spacing (and ``min_gap`` seconds): a line
+    stops where there was no data instead of bridging it."""
+    if len(pts) < 3:
+        return [p[0] for p in pts], [p[1] for p in pts]
+    steps = sorted(b[0] - a[0] for a, b in zip(pts, pts[1:]))
+    gap = max(min_gap, 10 * steps[len(steps) // 2])
+    xs, ys = [pts[0][0]], [pts[0][1]]
+    for a, b in zip(pts, pts[1:]):
+        if b[0] - a[0] > gap:
+            xs.append((a[0] + b[0]) / 2)
+            ys.append(float("nan"))
+        xs.append(b[0])
+        ys.append(b[1])
+    return xs, ys
 
 
 def outside_legend(ax: Any, **kw: Any) -> None:
