@@ -29,7 +29,7 @@ from tests.report.site_fixtures import ROOT, chromium_context
 CAMPAIGN = """name: live-matrix
 runtime: sim
 seeds: 1..1
-time-limit: 6
+time-limit: 10
 nemesis: kill
 matrix:
   variant: [faithful, kip101=off]

@@ -137,11 +137,12 @@ def test_the_story_fits_the_first_screen_at_1400_by_900(lossy):
         page = ctx.new_page()
         page.set_viewport_size({"width": 1400, "height": 900})
         page.goto(index.as_uri())
-        facts = {
-            "lost": page.locator(".story-lost").first,
-            "truncation": page.locator(".story-cause", has_text="truncated").first,
-            "election": page.locator(".story-cause", has_text="was elected leader").first,
-            "variant": page.locator(".story-config", has_text="kip101=off").first,
+        facts = {  # each line's text (its <dd>; the line itself lays out as a grid row, with no box)
+            "lost": page.locator(".story-lost dd", has_text="acknowledged acks=all writes").first,
+            "first lost write": page.locator(".story-lost dd", has_text="acknowledged at").first,
+            "truncation": page.locator(".story-cause dd", has_text="truncated").first,
+            "election": page.locator(".story-cause dd", has_text="was elected leader").first,
+            "variant": page.locator(".story-config dd", has_text="kip101=off").first,
             "replay": page.locator(".story-replay code", has_text="kraftwerk sim --seed 2").first,
         }
         for name, loc in facts.items():
