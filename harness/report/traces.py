@@ -216,6 +216,13 @@ def read_traces(run_dir: str | Path, ops: list[Op], test: dict[str, Any] | None 
         elif kind in ("node_start", "node_stop", "node_crash"):
             view.lifecycle.append({"t": t, "node": node, "kind": kind, "reason": e.get("reason")})
     view.files = len(files)
+    return _finish(view, hw, leo, leader_view)
+
+
+def _finish(view: TraceView, hw: dict[tuple[str, Any], Series], leo: dict[tuple[str, Any], Series],
+            leader_view: dict[str, dict[str, Any]]) -> TraceView:
+    """The series closed, the leaders' own view where no controller
+    traced, every list in time order."""
     view.hw = {k: s.done() for k, s in hw.items()}
     view.leo = {k: s.done() for k, s in leo.items()}
     for tp, lv in leader_view.items():
@@ -223,8 +230,6 @@ def read_traces(run_dir: str | Path, ops: list[Op], test: dict[str, Any] | None 
             view.meta[tp] = sorted(lv["entries"], key=lambda x: x["t"])
     for entries in view.meta.values():
         entries.sort(key=lambda x: x["t"])
-    view.elections.sort(key=lambda x: x["t"])
-    view.fencing.sort(key=lambda x: x["t"])
-    view.truncations.sort(key=lambda x: x["t"])
-    view.leaders.sort(key=lambda x: x["t"])
+    for events in (view.elections, view.fencing, view.truncations, view.leaders):
+        events.sort(key=lambda x: x["t"])
     return view
