@@ -281,7 +281,8 @@ def _render(run_dir: Path, plots: bool) -> Path:
     bad, _ = _type_sets(result)
     figures = draw_all(run_dir, ops, test, result, intervals, warnings, view, bad) if plots else \
         undrawn(result, ops, view, warnings, bad)
-    story = _try_story(result, test, ops, intervals, view, run_dir, bad, warnings)
+    typed = _as_typed(run_dir)
+    story = _try_story(result, test, ops, intervals, view, typed, bad, warnings)
     label, css = _verdict(result.get("valid"))
     name = test.get("name") or (test.get("options") or {}).get("test_name") or run_dir.parent.name
     title = f"{_campaign_cell(run_dir) or name} — {run_dir.name}"
@@ -323,12 +324,21 @@ def _render(run_dir: Path, plots: bool) -> Path:
         ops_total=len(ops),
         report_version=REPORT_VERSION if plots else SUMMARY_VERSION,
         story=story,
-        run_dir=str(run_dir),
+        run_dir=str(typed),
         failing=_failing(result),
     )
     out = run_dir / store.INDEX
     out.write_text(html, encoding="utf-8")
     return out
+
+
+def _as_typed(run_dir: Path) -> Path:
+    """The run directory as a person in the current directory types it:
+    relative when it lies below it (``results/queue/...``), else as given."""
+    try:
+        return run_dir.resolve().relative_to(Path.cwd().resolve())
+    except (ValueError, OSError):
+        return run_dir
 
 
 def _campaign_cell(run_dir: Path) -> str | None:
