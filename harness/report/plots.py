@@ -99,8 +99,8 @@ def _shade(ax: Any, intervals: list[Interval], end: float, labels: bool = True) 
         c = colour_of(iv.kind)
         if iv.skipped:
             ax.axvline(iv.start, color=c, lw=1.2, ls=(0, (2, 2)), alpha=0.9,
-                       label=f"{iv.kind} skipped" if f"{iv.kind} skipped" not in labelled else None)
-            labelled.add(f"{iv.kind} skipped")
+                       label="fault skipped (dashed)" if "skipped" not in labelled else None)
+            labelled.add("skipped")
             continue
         stop = iv.stop if iv.stop is not None else end
         ax.axvspan(iv.start, stop, color=c, alpha=0.35, lw=0, label=iv.kind if iv.kind not in labelled else None)
