@@ -116,7 +116,11 @@ def targets_label(value: Any, limit: int = 48) -> str:
         return ""
     if value.get("skipped"):
         return f"skipped: {value['skipped']}"
-    if value.get("isolated"):
+    if isinstance(value.get("left"), list) and isinstance(value.get("right"), list):
+        text = " ".join(map(str, value["left"])) + " | " + " ".join(map(str, value["right"]))
+        if value.get("bridge"):
+            text += f" (bridge {value['bridge']})"
+    elif value.get("isolated"):
         text = "isolated " + " ".join(map(str, value["isolated"]))
     elif isinstance(value.get("cut"), list) and value["cut"]:
         sides = _sides(value["cut"])

@@ -64,6 +64,8 @@ def test_targets_are_named_and_a_partition_by_its_sides():
     halves = {"fault": "partition:halves", "cut": [[a, b] for a in ("n1", "n2") for b in ("n3", "c1")] +
               [[b, a] for a in ("n1", "n2") for b in ("n3", "c1")]}
     assert targets_label(halves) == "c1 n3 | n1 n2"
+    bridge = {"fault": "partition:bridge", "left": ["c1", "n1"], "right": ["c3", "n2"], "bridge": "n3", "cut": []}
+    assert targets_label(bridge) == "c1 n1 | c3 n2 (bridge n3)"
 
 
 def test_a_skipped_fault_is_a_moment_not_an_interval():
