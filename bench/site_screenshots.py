@@ -76,6 +76,15 @@ def wait_up(url: str, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
+def _first_loss(run: Path) -> str:
+    """The timeline's anchor of the run's first lost write, if it lost one."""
+    try:
+        res = json.loads((run / "results.json").read_text())
+        return f"#op-{res['durability']['acks=all']['lost_examples'][0]['op']}"
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return ""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="docs/screenshots", help="where the PNGs go")
@@ -105,7 +114,7 @@ def main() -> int:
             run = story or runs[0]["path"]
             # (name, path, whole page?)
             pages = [("index", "/", True), ("story", f"/r/{run}/", False), ("run", f"/r/{run}/", True),
-                     ("timeline", f"/r/{run}/timeline.html", False)]
+                     ("timeline", f"/r/{run}/timeline.html{_first_loss(results / run)}", False)]
             camp = sorted(p.parent for p in results.rglob("campaign.json"))
             if camp:
                 pages.append(("campaign", f"/r/{camp[0].relative_to(results).as_posix()}/", True))
