@@ -218,7 +218,7 @@ HARNESS_ROOMS: dict[str, set[str]] = {
     "lazyfs": {"errors", "rundir"},
     "runtimes": {"errors", "rundir", "config"},
     "dbs": {"errors", "rundir", "config", "lazyfs", "runtimes"},
-    "report": {"errors", "rundir"},
+    "report": {"errors", "rundir", "config"},
     "site": {"errors", "rundir", "report"},
     "lifecycle": {"errors", "rundir", "config", "runtimes", "dbs", "report"},
     "search": {"errors", "rundir", "config", "lifecycle", "report"},

@@ -108,7 +108,7 @@ def command(cell: Cell, first: int, last: int, out: Path, jobs: int = 1) -> list
     base = [sys.executable, "-c", "from harness.cli import main; main()"]
     common = ["--name", cell.test_name, "--out", str(out), "--json", *cell_args(cell)]
     if cell.runtime == "sim":
-        return [*base, "sim", "--seeds", f"{first}..{last}", "--jobs", str(jobs), "--no-report", *common]
+        return [*base, "sim", "--seeds", f"{first}..{last}", "--jobs", str(jobs), *common]
     return [*base, "run", "--seed", str(first), "--test-count", str(last - first + 1), *common]
 
 

@@ -103,13 +103,12 @@ def _fmt_example(ex: Any) -> str:
 
 
 def _summary(res: dict[str, Any], where: str) -> None:
-    import sys
-
-    from rich.console import Console
     from rich.markup import escape  # every value from the history is data, never markup
     from rich.table import Table
 
-    con = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    from harness.cli.output import console
+
+    con = console()
     v = res.get("valid")
     colour = {True: "green", False: "red"}.get(v, "yellow")
     label = {True: "VALID", False: "INVALID"}.get(v, "UNKNOWN")

@@ -52,10 +52,25 @@ def run_cmd(as_json: bool, no_progress: bool, report: bool, **flags: Any) -> int
             click.echo(summary_line(o))
             if report:
                 click.echo(f"report: {o.run_dir / 'index.html'}")
+            if o.result.get("valid") is not True:
+                click.echo(f"  replay: {_replay(o.run_dir)}")
     if as_json:
         objs = [{"run_dir": str(o.run_dir), **o.result} for o in outcomes]
         sys.stdout.write(json.dumps(objs[0] if len(objs) == 1 else objs, default=str) + "\n")
     return worst
+
+
+def _replay(run_dir: Any) -> str:
+    """The command that reruns this run's settings and recorded faults."""
+    from pathlib import Path
+
+    from harness.report.replay import replay_command
+
+    try:
+        test = json.loads((Path(run_dir) / "test.json").read_text())
+    except (OSError, ValueError):
+        test = {}
+    return replay_command({**test, "runtime": test.get("runtime") or "local"}, run_dir)
 
 
 def register(group: click.Group) -> None:
