@@ -65,8 +65,8 @@ class Simulation(TraceSink):
         self.seed = seed
         self.rng = random.Random(seed)
         self.loop = EventLoop()
-        self.net = Network(self.loop, self.rng, link)
         self.config = config or ProtocolConfig()
+        self.net = Network(self.loop, self.rng, link, request_timeout_ms=self.config.request_timeout_ms)
         self.broker_ids = tuple(range(1, brokers + 1))
         self.controller_ids = tuple(CONTROLLER_BASE + i for i in range(1, controllers + 1))
         self.voters = self.controller_ids
