@@ -25,39 +25,60 @@ What a cut does is what TCP does under the harness's iptables rules
   (doubling while the retransmissions are lost too), so a message arrives
   late, and the messages behind it on the link wait for it; none is lost.
 
-Which connection a message travels on: one per directed link and channel,
-as the reference server's internal RPC keeps one outbound connection per
-peer and answers over the other side's (``reference_impl/server/rpc.py``).
-Kafka's brokers use a client of their own for the KRaft quorum
-(``KafkaRaftManager`` builds a ``NetworkClient`` for ``KafkaNetworkChannel``)
-and others for the rest, so the quorum's messages (the core's
-``RAFT_MESSAGES``) are the :data:`RAFT` channel and everything else
-(replica fetches, heartbeats, client requests) the :data:`RPC` channel.
+Which connection a message travels on (:data:`HeldKey`): the one its
+owner (the endpoint whose request it is or answers) keeps to its peer for
+the message's channel, as Kafka's ``NetworkClient`` sends a request and
+reads its answer on the requester's connection. Kafka's brokers use a
+client of their own for the KRaft quorum (``KafkaRaftManager`` builds a
+``NetworkClient`` for ``KafkaNetworkChannel``) and others for the rest, so
+the quorum's messages (the core's ``RAFT_MESSAGES``) are the :data:`RAFT`
+channel and everything else (replica fetches, heartbeats, client requests)
+the :data:`RPC` channel. Held or not, delivery stays FIFO per directed link
+(the reference server's internal RPC, ``reference_impl/server/rpc.py``,
+keeps one connection per peer).
 
-A connection dies when its owner gives up on a request on it: Kafka 4.4's
-``NetworkClient.handleTimedOutRequests`` (clients/.../NetworkClient.java)
+A connection dies when its owner gives up on a request on it: Kafka
+4.4.0's ``NetworkClient.handleTimedOutRequests``
+(``clients/src/main/java/org/apache/kafka/clients/NetworkClient.java``)
 closes the connection to a node whose in-flight request outlived its request
 timeout and fails every request in flight on it through
-``cancelInFlightRequests`` (the response handler sees a disconnect, which
-``KafkaNetworkChannel.sendOnComplete`` turns into BROKER_NOT_AVAILABLE for
-the raft client); librdkafka's ``rd_kafka_broker_timeout_scan`` does the same
+``cancelInFlightRequests``, as ``handleDisconnections`` does for a
+connection the peer closed (the response handler sees a disconnect, which
+``KafkaNetworkChannel.sendOnCompleted``,
+``raft/src/main/java/org/apache/kafka/raft/KafkaNetworkChannel.java``,
+turns into BROKER_NOT_AVAILABLE for the raft client; read as compiled
+classes of the 4.4.0 jars); librdkafka's ``rd_kafka_broker_timeout_scan`` does the same
 (``socket.max.fails`` 1: one timed-out request takes the connection down
 with ``rd_kafka_broker_fail``). The next request opens a new connection.
 What the dead connection held is never delivered. The core's nodes cannot
 be told of a disconnect (a lost request is theirs to time out on their own
 timers), so for them the network applies the channel's request timeout
-itself (:attr:`Network.lifetime_ms`): a held connection whose oldest message
-waited longer is gone, with all it held, and what was sent on the link after
-that went on a new connection. The simulated clients close their
-connections themselves (:meth:`Network.close`), and a process that dies
-takes its connections with it (:meth:`Network.endpoint_down`): each client
-with a request in flight to it hears the close (a :class:`ConnectionLost`
-sent from the dead node, so it queues behind what the node sent before and
-is held by a cut like any data).
+itself (:attr:`Network.lifetime_ms`: the core's raft resend timeout, on
+which it gives a fetch up and sends another, and the nodes'
+``request.timeout.ms``): a held connection whose oldest message waited
+longer is gone, with all it held, and what was sent on the link after that
+went on a new connection. The timeout runs on the wall clock of the
+connection's owner (the endpoint that sent the request; an answer travels on
+the connection of the endpoint it answers), as ``NetworkClient.poll`` and
+``KafkaRaftClient.poll`` read ``time.milliseconds()``: a node whose clock is
+set back keeps its connection (and its request) longer, exactly as long as
+its own raft client waits for the answer, so a request is lost only when
+its sender has given it up. Retransmissions are the kernel's, on virtual
+time.
 
-Times are virtual (the loop's): the kernel's retransmissions are monotonic;
-that Kafka judges its request timeouts on the wall clock is the core's
-business, not the network's.
+The simulated clients close their connections themselves
+(:meth:`Network.close`), and a process that dies takes its connections with
+it (:meth:`Network.endpoint_down`): each client with a request in flight to
+it hears the close (a :class:`ConnectionLost` sent from the dead node, so it
+queues behind what the node sent before and is held by a cut like any
+data). A paused process's kernel still takes what is sent to it: the host
+queues it until the process runs again (``host.py``).
+
+What is not modelled: a one-way cut stops only its direction (TCP would
+soon stall the other too, its acknowledgements being cut); a new
+connection's handshake (its first message waits no SYN retransmission); a
+closed socket's unsent data, which Linux would still send after the heal
+(here a closed connection delivers nothing more).
 """
 
 from __future__ import annotations
@@ -141,17 +162,22 @@ def retransmission_delay(random01: Callable[[], float], loss: float) -> int:
 
 class _Held:
     """What one connection holds while its link is cut: ``(when it met the
-    cut, message)`` in order; ``due`` is the planned retransmission (or
-    abort), -1 while none is planned (the link is still cut)."""
+    cut, the owner's wall clock then, message)`` in order; ``due`` is the
+    planned retransmission (or look at the request timeout), -1 while none
+    is planned (the link is still cut)."""
 
     def __init__(self) -> None:
-        self.msgs: list[tuple[int, Any]] = []
+        self.msgs: list[tuple[int, int, Any]] = []
         self.due = -1
+
+
+#: (src, dst, channel, owner): one connection's messages in one direction
+HeldKey = tuple[Endpoint, Endpoint, int, Endpoint]
 
 
 class Network:
     def __init__(self, loop: EventLoop, rng: random.Random, default: LinkProfile | None = None,
-                 request_timeout_ms: int = 30_000) -> None:
+                 request_timeout_ms: int = 30_000, wall: Callable[[Endpoint], int] | None = None) -> None:
         self.loop = loop
         self.rng = rng
         self.default = default or LinkProfile()
@@ -162,8 +188,13 @@ class Network:
         #: a held connection outlives no request timeout of its channel (the
         #: module docstring): the raft client's, and the nodes' request.timeout.ms
         self.lifetime_ms: dict[int, int] = {RAFT: FETCH_RESEND_MS, RPC: request_timeout_ms}
-        #: (src, dst, channel) -> what that connection holds (see _Held)
-        self._held: dict[tuple[Endpoint, Endpoint, int], _Held] = {}
+        #: an endpoint's wall clock now, on which its request timeouts run
+        #: (None: the loop's time, as for every endpoint without a clock)
+        self._wall = wall
+        #: what each connection holds (see _Held, HeldKey)
+        self._held: dict[HeldKey, _Held] = {}
+        #: message type -> (channel, whether it answers a request), looked up once per type
+        self._kinds: dict[type, tuple[int, bool]] = {}
         #: src -> dst -> when its last message arrives (FIFO per link). Two
         #: lookups by endpoint, not one by ``(src, dst)``: a tuple key is a
         #: tuple to make and hash and, when found, to compare item by item
@@ -230,7 +261,7 @@ class Network:
         """``a`` closed its connection to ``b`` (a client whose request timed
         out): what it holds either way is never delivered."""
         if self._held:
-            for key in ((a, b, RPC), (b, a, RPC), (a, b, RAFT), (b, a, RAFT)):
+            for key in [k for k in self._held if (k[0] == a and k[1] == b) or (k[0] == b and k[1] == a)]:
                 self._drop(key)
 
     def endpoint_down(self, x: Endpoint) -> None:
@@ -243,10 +274,23 @@ class Network:
             if w != x and in_flight_to(x):
                 self.send(x, w, ConnectionLost(TRANSPORT))
 
-    def _drop(self, key: tuple[Endpoint, Endpoint, int]) -> None:
+    def _drop(self, key: HeldKey) -> None:
         h = self._held.pop(key, None)
         if h is not None:
             self.dropped += len(h.msgs)
+
+    def _wall_of(self, endpoint: Endpoint) -> int:
+        return self.loop.now if self._wall is None else self._wall(endpoint)
+
+    def _kind(self, msg: Any) -> tuple[int, bool]:
+        """The message's channel, and whether it is an answer (so travels on
+        the connection of the endpoint it answers): every message the core
+        and the clients send is named ``...Request`` or ``...Response``."""
+        t = type(msg)
+        kind = self._kinds.get(t)
+        if kind is None:
+            kind = self._kinds[t] = (RAFT if t in _RAFT_TYPES else RPC, t.__name__.endswith("Response"))
+        return kind
 
     # -- delivery ------------------------------------------------------------
     def send(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
@@ -263,6 +307,9 @@ class Network:
         loop = self.loop
         arrive = loop.now + prof.min_ms + int(extra)
         if prof.loss and self._random() < prof.loss:
+            if prof.loss >= 1.0:  # every retransmission lost too: the connection times out
+                self.dropped += 1
+                return
             arrive += retransmission_delay(self._random, prof.loss)
         last_arrival = self._last_arrival.get(src)
         if last_arrival is None:
@@ -297,7 +344,9 @@ class Network:
         """Whether a cut (or what a cut still holds on its connection) stops
         this message here: held behind the connection's earlier messages, or
         lost to a reject cut's reset."""
-        key = (src, dst, RAFT if type(msg) in _RAFT_TYPES else RPC)
+        chan, answer = self._kind(msg)
+        owner = dst if answer else src
+        key = (src, dst, chan, owner)
         h = self._held.get(key)
         if h is None:
             if (src, dst) not in self.grudge:
@@ -307,7 +356,7 @@ class Network:
                 self._reset(src, dst)
                 return True
             h = self._held[key] = _Held()
-        h.msgs.append((self.loop.now, msg))
+        h.msgs.append((self.loop.now, self._wall_of(owner), msg))
         return True
 
     def _reset(self, src: Endpoint, dst: Endpoint) -> None:
@@ -326,48 +375,65 @@ class Network:
             if h.due < 0 and (key[0], key[1]) in pairs:
                 self._plan(key, h)
 
-    def _plan(self, key: tuple[Endpoint, Endpoint, int], h: _Held) -> None:
-        """The link of a held connection healed: plan its next retransmission
-        or, if the connection's request timeout comes first, its end. A
-        connection that ended during the cut lost what it held; what was
-        held after that went on a new one, whose first message starts the
+    def _plan(self, key: HeldKey, h: _Held) -> None:
+        """A held connection's link is healed: plan its next retransmission
+        or, if its owner's request timeout comes first, a look then.
+
+        The timeout runs on the owner's wall clock, as Kafka's NetworkClient
+        reads ``time.milliseconds()``, from when the connection's oldest
+        message met the cut; a clock set back lets it live on, one jumped
+        forward ends it. A connection that ended during the cut lost what it
+        held then (its end placed as if the clock had run evenly since: a
+        jump forward and back within one cut is not seen); what was held
+        after went on a new one, whose first message starts the
         retransmissions over."""
         now = self.loop.now
         lifetime = self.lifetime_ms[key[2]]
+        wall = self._wall_of(key[3])
         msgs = h.msgs
         while msgs:
-            since = msgs[0][0]
+            since, since_wall, _ = msgs[0]
+            left = since_wall + lifetime - wall  # of the request timeout, on the owner's clock
+            if left <= 0:
+                ended = max(since, now + left)
+                kept = [m for m in msgs if m[0] > ended]
+                self.dropped += len(msgs) - len(kept)
+                h.msgs = msgs = kept
+                continue
             retransmit = first_retransmission(since, now)
-            end = since + lifetime
-            if retransmit <= end:
+            if retransmit <= now + left:
                 prof = self.links.get((key[0], key[1]), self.default)
                 h.due = retransmit + prof.min_ms
                 self.loop.at(h.due, self._release, key, h)
-                return
-            if end >= now:
-                h.due = end
-                self.loop.at(end, self._expire, key, h)
-                return
-            kept = [m for m in msgs if m[0] >= end]
-            self.dropped += len(msgs) - len(kept)
-            h.msgs = msgs = kept
+            else:
+                h.due = now + left
+                self.loop.at(h.due, self._look, key, h)
+            return
         del self._held[key]
 
-    def _release(self, key: tuple[Endpoint, Endpoint, int], h: _Held) -> None:
+    def _release(self, key: HeldKey, h: _Held) -> None:
         """The planned retransmission: through, unless the link was cut again
-        (then the connection holds on, and the next heal plans again)."""
+        (then the connection holds on, and the next heal plans again) or
+        the owner's clock ran past the request timeout meanwhile."""
         if self._held.get(key) is not h or h.due != self.loop.now:
             return
         src, dst = key[0], key[1]
+        if self._wall_of(key[3]) >= h.msgs[0][1] + self.lifetime_ms[key[2]]:
+            self._plan(key, h)  # ended: what it held is lost
+            return
         if (src, dst) in self.grudge:
             h.due = -1
             return
         del self._held[key]
-        for _t, msg in h.msgs:
+        for _t, _w, msg in h.msgs:
             self._hand_over(src, dst, msg)
 
-    def _expire(self, key: tuple[Endpoint, Endpoint, int], h: _Held) -> None:
-        """The connection's request timeout came before its retransmission
-        did: it is closed, with everything it held."""
-        if self._held.get(key) is h and h.due == self.loop.now:
-            self._drop(key)
+    def _look(self, key: HeldKey, h: _Held) -> None:
+        """The request timeout was due before the retransmission: the
+        connection has ended with all it held, unless the owner's clock was
+        set back meanwhile (then plan again)."""
+        if self._held.get(key) is not h or h.due != self.loop.now:
+            return
+        h.due = -1
+        if (key[0], key[1]) not in self.grudge or self._wall_of(key[3]) >= h.msgs[0][1] + self.lifetime_ms[key[2]]:
+            self._plan(key, h)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from reference_impl.core.messages import Errors, ProduceResponse, RaftFetchRequest
+from reference_impl.core.messages import Errors, ProduceResponse, RaftFetchRequest, RaftFetchResponse
 from reference_impl.core.raft.replica import FETCH_RESEND_MS
 from reference_impl.sim.events import EventLoop
 from reference_impl.sim.network import (
@@ -103,6 +103,37 @@ def test_a_connection_whose_request_timeout_comes_before_its_retransmission_ends
     net.send(1, 2, _fetch(3))  # a new connection
     loop.run_until(3000)
     assert [m.correlation_id for m in inbox[2]] == [3] and net.dropped == 2
+
+
+def test_a_connections_request_timeout_runs_on_its_owners_wall_clock():
+    """Seed 59: node 1 sent a fetch across a cut with its clock 54.9 s ahead,
+    and the heal came with the clock set back. Kafka's NetworkClient times
+    the request out on the wall clock, so the connection lives on and the
+    fetch is delivered at its retransmission; a clock jumped forward ends
+    the connection at once. An answer travels on the connection of the
+    endpoint it answers, so its owner's clock is the receiver's."""
+    offsets = {1: 0, 2: 0}
+    loop = EventLoop()
+    net = Network(loop, random.Random(1), LinkProfile(1, 0.0), wall=lambda ep: loop.now + offsets.get(ep, 0))
+    inbox: dict[object, list] = {1: [], 2: []}
+    for ep in inbox:
+        net.attach(ep, lambda src, msg, ep=ep: inbox[ep].append(msg))
+    offsets[1] = 54_912
+    net.cut({(1, 2), (2, 1)})
+    net.send(1, 2, _fetch(1))  # held from 1 on node 1's clock
+    loop.run_until(FETCH_RESEND_MS - 40)
+    offsets[1] = 0  # set back just before the heal
+    net.heal()
+    loop.run_until(FETCH_RESEND_MS + 2_000)
+    assert [m.correlation_id for m in inbox[2]] == [1]
+    net.cut({(1, 2), (2, 1)})
+    net.send(1, 2, _fetch(2))
+    net.send(2, 1, RaftFetchResponse(2, 1, 0, 2, 0))  # node 1's connection: its clock
+    loop.run_until(loop.now + 100)
+    offsets[1] = 10_000  # node 1's clock jumps: its requests on the wire have timed out
+    net.heal()
+    loop.run_until(loop.now + 5_000)
+    assert [m.correlation_id for m in inbox[2]] == [1] and inbox[1] == [] and net.dropped == 2
 
 
 def test_a_closed_connection_never_delivers_what_it_held_either_way():
