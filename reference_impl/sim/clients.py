@@ -204,8 +204,12 @@ class Endpoint:
             cb(msg)
 
     def cancel_all(self) -> None:
+        """The client process is gone (a crash, the run's end): its requests
+        are forgotten and its connections closed, so what a cut held of them
+        is never delivered; a fresh process takes the same endpoint."""
         self._pending.clear()
         self._dst.clear()
+        self.sim.net.endpoint_down(self.name)
 
 
 class MetadataCache:

@@ -247,3 +247,20 @@ def test_a_timed_out_request_closes_its_connection_so_what_it_held_never_arrives
     s.sim.heal()
     s.sim.run_for(5000)
     assert len(produced) == 2 and s.leo(leader, tp) <= 0 and s.sim.net.held() == 0
+
+
+def test_a_crashed_clients_held_request_dies_with_its_connections():
+    """A client process that dies mid-request (``--crash-clients``) takes its
+    connections with it: the produce a cut held is not appended after the
+    heal, though the fresh process on the same endpoint is served."""
+    s, tp = _started()
+    leader = s.sim.leader_of(tp)
+    s.sim.cut({("script", leader), (leader, "script")})
+    box = s.produce_async(leader, tp, [7], acks=1, timeout_ms=9000)
+    s.sim.run_for(300)
+    s.client.cancel_all()
+    s.sim.heal()
+    s.sim.run_for(3000)
+    assert box == [] and s.leo(leader, tp) <= 0 and s.sim.net.held() == 0
+    r = s.produce(leader, tp, [8], acks=1)
+    assert r.error == Errors.NONE and r.base_offset == 0
