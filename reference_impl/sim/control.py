@@ -30,6 +30,9 @@ CLIENT: Final = "client"
 #: real server's grace period (reference_impl/server/runtime.py) ends it
 SHUTDOWN_GRACE_MS: Final = 30_000
 
+#: what a cut does (``--net-cut``): packets dropped, TCP retransmits; or TCP reset
+NET_CUT_MODES: Final = ("drop", "reject")
+
 #: what the simulator can make (the contract's Capability values)
 CAPABILITIES: Final = frozenset({
     "kill", "terminate", "pause", "power-loss", "clock", "clock-strobe", "partition", "partition-clients",
@@ -141,11 +144,14 @@ class SimNetwork:
     """The contract's Network over the simulated network's grudge and link
     profiles. Added latency and loss sit on top of the default profile."""
 
-    def __init__(self, sim: Simulation, client_names: Callable[[], list[str]]) -> None:
+    def __init__(self, sim: Simulation, client_names: Callable[[], list[str]], mode: str = "drop") -> None:
+        if mode not in NET_CUT_MODES:
+            raise ValueError(f"unknown net cut mode {mode!r} (known: {', '.join(NET_CUT_MODES)})")
         self.sim = sim
         self.client_names = client_names
         self.extra_ms: dict[tuple[Any, Any], float] = {}
         self.loss: dict[tuple[Any, Any], float] = {}
+        sim.net.reject = mode == "reject"
 
     def _endpoints(self, name: str) -> list[Any]:
         return list(self.client_names()) if name == CLIENT else [node_id(name)]
@@ -154,9 +160,9 @@ class SimNetwork:
         return [(a, b) for src, dst in links for a in self._endpoints(src) for b in self._endpoints(dst)]
 
     def cut(self, pairs: Iterable[tuple[str, str]]) -> None:
-        grudge = self.sim.net.grudge
-        grudge.clear()
-        grudge.update(self._pairs(pairs))
+        """Exactly these links are cut from now on; what a healed link held
+        arrives at its next retransmission (``network.Network.set_cut``)."""
+        self.sim.net.set_cut(self._pairs(pairs))
 
     def set_latency(self, links: Iterable[tuple[str, str]], ms: float, jitter_ms: float) -> None:
         for p in self._pairs(links):
@@ -255,10 +261,11 @@ class SimCluster:
     runtime = "sim"
     capabilities = CAPABILITIES
 
-    def __init__(self, sim: Simulation, keys: list[str], client_names: Callable[[], list[str]]) -> None:
+    def __init__(self, sim: Simulation, keys: list[str], client_names: Callable[[], list[str]],
+                 net_cut: str = "drop") -> None:
         self.sim = sim
         self.nodes = SimNodes(sim)
-        self.net = SimNetwork(sim, client_names)
+        self.net = SimNetwork(sim, client_names, net_cut)
         self.clock = SimClock(sim)
         self.observer = SimObserver(sim, keys)
 
