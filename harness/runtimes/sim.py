@@ -148,7 +148,8 @@ class SimRun:
             else:
                 self.wl.add_consumer()
         self.cluster = SimCluster(self.sim, [str(tp) for tp in self.tps],
-                                  lambda: [c.ep.name for c in self.wl.producers + self.wl.consumers])
+                                  lambda: [c.ep.name for c in self.wl.producers + self.wl.consumers],
+                                  net_cut=o.net_cut)
         self.nemesis: Nemesis | None = None
         self.faults = 0
         if o.has_nemesis():
