@@ -9,22 +9,11 @@ from pathlib import Path
 from harness.dbs.reference.local import LocalCluster, ports_needed
 from harness.runtimes.local import allocate_ports
 from harness.config import TestConfig
+from harness.config.timings import reference_settings
 from harness.dbs.external import ensure_topics
 from harness.errors import HarnessError
 from harness.rundir.state import RunState
 from reference_impl.core.config import ProtocolConfig
-
-#: timings scaled for runs of tens of seconds (Kafka's defaults assume hours):
-#: a follower leaves the ISR after 3 s behind, a broker is fenced after 4 s
-#: without heartbeats, clients give up on a request after 5 s.
-FAST_TIMINGS = {
-    "replica.lag.time.max.ms": "3000",
-    "broker.session.timeout.ms": "4000",
-    "broker.heartbeat.interval.ms": "500",
-    "request.timeout.ms": "5000",
-    "replica.fetch.backoff.ms": "200",
-}
-
 
 def preflight(cfg: TestConfig) -> None:
     """Fail as bad input before anything starts: the ports must be free."""
@@ -38,18 +27,14 @@ def preflight(cfg: TestConfig) -> None:
 
 def protocol_config(cfg: TestConfig) -> ProtocolConfig:
     """The settings the nodes run with (for what the nemesis waits on)."""
-    return ProtocolConfig.from_properties({**FAST_TIMINGS, **cfg.protocol})
+    return ProtocolConfig.from_properties({**reference_settings(cfg.brokers), **cfg.protocol})
 
 
 def node_settings(cfg: TestConfig) -> list[str]:
-    props = dict(FAST_TIMINGS)
+    props = reference_settings(cfg.brokers)
     props["min.insync.replicas"] = str(cfg.min_isr)
     props["default.replication.factor"] = str(cfg.rf)
     props["num.partitions"] = str(cfg.partitions)
-    # the group coordinator as db kafka runs it (harness/dbs/kafka/props.py SMALL)
-    props["group.initial.rebalance.delay.ms"] = "0"
-    props["offsets.topic.num.partitions"] = "1"
-    props["offsets.topic.replication.factor"] = str(min(3, cfg.brokers))
     props.update({k.replace("_", "."): str(v) for k, v in cfg.protocol.items()})
     if cfg.flush_messages:
         props["log.flush.interval.messages"] = str(cfg.flush_messages)
