@@ -3,10 +3,11 @@ bottom room; nemesis/ and workloads/ use it; reference_impl/, nemesis/,
 workloads/, checkers/ and generator/ import nothing of harness/. Imports
 inside functions count too: a deferred import is still an arrow.
 
-One arrow crosses between rooms on purpose: the simulated clients
-(reference_impl/sim) follow the workload's outcome rules, so reference_impl
-may import ``workloads.outcome`` (and only it), a leaf that imports nothing
-of this repository."""
+Two arrows cross between rooms on purpose, each to a leaf that imports
+nothing of this repository: the simulated clients (reference_impl/sim)
+follow the workload's outcome rules (``workloads.outcome``), and the
+simulator's cluster contract names the clients' pseudo-node as the contract
+does (``nemesis.control``)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ FORBIDDEN = {
 
 #: room -> modules of a forbidden package it may import all the same (leaves)
 ALLOWED = {
-    "reference_impl": {"workloads.outcome"},
+    "reference_impl": {"workloads.outcome", "nemesis.control"},
 }
 
 #: the repository's top-level packages (what a leaf must not import)
@@ -117,6 +118,22 @@ def test_one_history_recorder_for_both_runtimes():
     assert not (ROOT / "harness" / "history.py").exists()
     assert not (ROOT / "reference_impl" / "sim" / "history.py").exists()
     assert imported_packages(ROOT / "checkers" / "history" / "recorder.py") & PACKAGES == set()
+
+
+def test_the_clients_pseudo_node_is_named_once():
+    """``"client"`` in a link pair is the contract's :data:`nemesis.control.CLIENT`:
+    the simulator, the iptables network and every other runtime import it
+    rather than spell it again."""
+    defined = {
+        str(p.relative_to(ROOT))
+        for room in sorted(PACKAGES) for p in sorted((ROOT / room).rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text(), filename=str(p)))
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Name) and t.id == "CLIENT"
+    }
+    assert defined == {"nemesis/control.py"}
+    assert "nemesis.control" in imported_modules(ROOT / "reference_impl" / "sim" / "control.py")
 
 
 def test_every_room_has_modules_to_check():

@@ -31,7 +31,7 @@ from harness.dbs.external import ensure_topics
 from harness.dbs.admin import alter_partition_reassignment, unregister_broker
 from harness.dbs.signals import PausesBySignal
 from harness.errors import HarnessError
-from harness.runtimes.net.iptables import CLIENT, IptablesNetwork
+from harness.runtimes.net.iptables import IptablesNetwork
 from harness.rundir.state import RunState
 from harness.rundir.timers import Timers
 from reference_impl.core.storage import CLEAN_SHUTDOWN
@@ -403,4 +403,4 @@ class HostedReference(PausesBySignal):
                       lambda n: self.run_dir / "nodes" / n)
 
 
-__all__ = ["CLIENT", "CONTROL_PORT", "HostedReference", "NODE_PORT"]
+__all__ = ["CONTROL_PORT", "HostedReference", "NODE_PORT"]
