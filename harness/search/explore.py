@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 
 from harness.search.branches import Arcs
 from harness.config import TestConfig
-from nemesis.faults import GENERIC, parse
+from nemesis.faults import GENERIC, FaultSpec, expand, parse
 
 Schedule = list[dict[str, Any]]
 
@@ -98,25 +98,30 @@ def pairs(schedule: Schedule) -> list[tuple[int, int | None]]:
     return sorted(out)
 
 
-def _fresh(name: str, at_ms: int, target: str | None = None) -> dict[str, Any]:
-    spec = parse(name)
-    entry: dict[str, Any] = {"at_ms": at_ms, "f": f"start-{spec.op_name}", "fault": name}
+#: what a mutation adds by default: every generic fault
+GENERIC_MIX: tuple[FaultSpec, ...] = expand(GENERIC)
+
+
+def _fresh(spec: FaultSpec, at_ms: int, target: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"at_ms": at_ms, "f": f"start-{spec.op_name}", "fault": spec.name}
     if target is not None:
         entry["target"] = target
     return entry
 
 
-def mutate(schedule: Schedule, rng: random.Random, horizon_ms: int, mix: tuple[str, ...] = GENERIC) -> Schedule:
-    """One mutation of ``schedule``: add, drop, move or retarget a fault."""
+def mutate(schedule: Schedule, rng: random.Random, horizon_ms: int,
+           mix: tuple[FaultSpec, ...] = GENERIC_MIX) -> Schedule:
+    """One mutation of ``schedule``: add, drop, move or retarget a fault
+    (a recorded entry names its fault, which is parsed to find its kind)."""
     s = [dict(e) for e in schedule]
     ps = pairs(s)
     op = rng.choice(("add", "add", "drop", "move", "retarget")) if ps else "add"
     if op == "add":
-        name = rng.choice(mix)
+        spec = rng.choice(mix)
         at = rng.randrange(0, max(1, horizon_ms - 1000))
         dur = rng.randint(300, max(400, min(20_000, horizon_ms - at)))
-        s += [_fresh(name, at), {"at_ms": min(horizon_ms, at + dur), "f": f"stop-{parse(name).op_name}",
-                                 "fault": name}]
+        s += [_fresh(spec, at), {"at_ms": min(horizon_ms, at + dur), "f": f"stop-{spec.op_name}",
+                                 "fault": spec.name}]
     else:
         i, j = rng.choice(ps)
         if op == "drop":
@@ -127,12 +132,11 @@ def mutate(schedule: Schedule, rng: random.Random, horizon_ms: int, mix: tuple[s
                 if k is not None:
                     s[k]["at_ms"] = max(0, min(horizon_ms, s[k]["at_ms"] + shift))
         else:  # another fault of the mix of the same kind, its target resolved anew
-            kind = parse(s[i]["fault"]).kind
-            name = rng.choice([n for n in mix if parse(n).kind == kind] or [s[i]["fault"]])
-            spec = parse(name)
-            s[i] = _fresh(name, s[i]["at_ms"], spec.target or rng.choice(spec.targets()))
+            recorded = parse(s[i]["fault"])
+            spec = rng.choice([n for n in mix if n.kind == recorded.kind] or [recorded])
+            s[i] = _fresh(spec, s[i]["at_ms"], spec.target or rng.choice(spec.targets()))
             if j is not None:
-                s[j] = {**s[j], "fault": name}
+                s[j] = {**s[j], "fault": spec.name}
     s.sort(key=lambda e: e["at_ms"])
     return s
 
@@ -162,7 +166,7 @@ def run_one(cfg: TestConfig, seed: int, schedule: Schedule | None, keep_dir: str
         if schedule is not None:
             sched_file = scratch / "schedule.json"
             sched_file.write_text(json.dumps(schedule))
-            cfg = cfg.model_copy(update={"schedule": str(sched_file), "nemesis": [], "swarm": False})
+            cfg = cfg.replaying(str(sched_file))
         arcs = Arcs()
         try:
             if signal == "states":

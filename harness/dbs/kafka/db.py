@@ -120,9 +120,7 @@ def wants_clock(cfg: TestConfig) -> bool:
     """Whether any fault of the run moves a clock (``clock``, ``clock-strobe``,
     with any target, from the mix or a replayed schedule): the JVMs then start
     under libfaketime, which is the only way their clocks move."""
-    from nemesis.faults import parse
-
-    return any(parse(n).kind in ("clock", "clock-strobe") for n in cfg.fault_names())
+    return any(s.kind in ("clock", "clock-strobe") for s in cfg.faults())
 
 
 def capabilities_for(cfg: TestConfig) -> frozenset[str]:
