@@ -14,11 +14,7 @@ from harness.errors import EXIT_HARNESS, exit_code_for_valid
 
 
 @click.command("run")
-@test_options
-@click.option("--backend", type=click.Choice(["local", "netns", "docker", "ssh"]),
-              help="Where nodes run: local processes behind proxies (default), network namespaces, containers, "
-                   "or ssh hosts.")
-@click.option("--test-count", type=int, help="Run the test N times with seeds seed, seed+1, ...")
+@test_options(command="run")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
 @click.option("--report/--no-report", default=True,
               help="Write the HTML report into the run directory (default; the verdict never depends on it).")

@@ -23,6 +23,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
                       field_validator, model_validator)
 
 from harness.config.kafka import PROTOCOL_ONLY, parse_overrides
+from harness.config.settings import SETTINGS, only_for
 from harness.errors import UsageError
 from nemesis import NemesisPlan, replay
 from nemesis.faults import FaultSpec, UnknownFault, expand
@@ -343,13 +344,13 @@ class TestConfig(BaseModel):
         if self.backend == "sim":
             if self.db != "reference":
                 raise ValueError("the simulator runs the reference implementation only: drop --db")
-            for name in ("base_port", "combined", "storage"):
-                if getattr(self, name) not in (defaults[name].default, None):
-                    raise ValueError(f"--{name.replace('_', '-')} is for real processes, not the simulator")
+            for name in only_for("real"):
+                if name != "backend" and getattr(self, name) not in (defaults[name].default, None):
+                    raise ValueError(f"{SETTINGS[name].flag_name} is for real processes, not the simulator")
         else:
-            for name in ("link_latency_ms", "link_jitter_ms", "clock_drift", "consumers"):
+            for name in only_for("sim"):
                 if getattr(self, name) != defaults[name].default:
-                    raise ValueError(f"--{name.replace('_', '-')} is for the simulator, not real processes")
+                    raise ValueError(f"{SETTINGS[name].flag_name} is for the simulator, not real processes")
         try:
             ProtocolConfig.from_properties(self.protocol)
         except ConfigError as e:
