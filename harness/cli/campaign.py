@@ -70,8 +70,8 @@ def campaign_cmd(file: Path | None, name: str | None, out: Path, parallel: int |
         parse_spec({"name": name})  # the same name rule as in a file
         spec = replace(spec, name=name)
     camp_dir = out / "campaigns" / spec.name
+    cs, units, already = plan_units(spec, camp_dir)  # every cell's configuration validated: nothing starts before
     camp_dir.mkdir(parents=True, exist_ok=True)
-    cs, units, already = plan_units(spec, camp_dir)
     # runs a cell still has to do (those already done from an earlier attempt are not counted)
     left = {c.index: sum(u.seeds for u in units if u.cell.index == c.index) for c in cs}
     progress = Progress(total_runs=len(cs) * len(spec.seeds), total_cells=len(cs),
