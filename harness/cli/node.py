@@ -20,7 +20,11 @@ from typing import Any
 
 import click
 
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
+from harness.rundir.lease import arm
+from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
+from reference_impl.server.auth import SecretError, is_wildcard, load_secret
+from reference_impl.server.runtime import NodeOptions, run_node
 
 RUNTIME_KEYS = ("storage.mode", "log.segment.bytes", "clock.offset.ms",
                 "socket.request.max.bytes", "max.connections", "connections.max.idle.ms")
@@ -101,9 +105,6 @@ def build_options(
     secret_file: str | None = None,
     allow_any_address: bool = False,
 ) -> Any:
-    from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
-    from reference_impl.server.runtime import NodeOptions
-
     role_set = frozenset(r.strip() for r in roles.split(",") if r.strip())
     bad = role_set - set(ROLES)
     if not role_set or bad:
@@ -155,8 +156,6 @@ def build_options(
     _check_wildcards(listen_addr, ctl, allow_any_address)
     secret = None
     if secret_file:
-        from reference_impl.server.auth import SecretError, load_secret
-
         try:
             secret = load_secret(secret_file)
         except SecretError as e:
@@ -201,8 +200,6 @@ def build_options(
 def _check_wildcards(listen: tuple[str, int], control: tuple[str, int] | None, allowed: bool) -> None:
     """Every address (0.0.0.0, ::) lets other machines stop a node or speak
     its internal RPC: only when asked for, and then with a warning."""
-    from reference_impl.server.auth import is_wildcard
-
     for flag, addr in (("--listen", listen), ("--control", control)):
         if addr is None or not is_wildcard(addr[0]):
             continue
@@ -240,19 +237,13 @@ def register(group: click.Group) -> None:
     def node_cmd(node_id, roles, listen, quorum, data_dir, log_dir, config, control, storage_mode, overrides, seed,
                  advertise, peers, secret_file, allow_any_address, verbose):
         """Run one reference-broker node (foreground; SIGTERM = controlled shutdown)."""
-        from harness.rundir.lease import arm
-
         arm()  # a harness-started node ends with its harness; a `cluster up` node has no lease
         opts = build_options(
             node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers,
             log_dir, secret_file, allow_any_address,
         )
-        from reference_impl.server.runtime import run_node
-
         try:
             code = run_node(opts, verbose)
         except OSError as e:
-            from harness.errors import HarnessError
-
             raise HarnessError(f"node {node_id}: {e.strerror or e}") from None
         sys.exit(code)

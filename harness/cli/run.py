@@ -4,13 +4,16 @@ fly, heal, read everything back, check, and write the report."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from typing import Any
 
 import click
 
 from harness.cli.options import config_from_flags, test_options
 from harness.errors import EXIT_HARNESS, exit_code_for_valid
+from harness.lifecycle.runner import run_test, summary_line
 
 
 @click.command("run")
@@ -25,11 +28,6 @@ def run_cmd(as_json: bool, no_progress: bool, report: bool, **flags: Any) -> int
     Example:
       kraftwerk run --nemesis partition,kill --time-limit 60 --acks mixed
     """
-    import signal
-    import threading
-
-    from harness.lifecycle.runner import run_test, summary_line
-
     if threading.current_thread() is threading.main_thread():
         # SIGTERM tears the cluster down like Ctrl-C (a SIGKILL needs `kraftwerk cleanup`)
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

@@ -13,17 +13,23 @@ violations, 2 bad input (one line on stderr), 3 some run could not be judged
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from harness.cli.options import config_from_flags, recorded_settings, test_options
 from harness.config import TestConfig
 from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from harness.lifecycle.runner import preflight, run_seed_safely
+from harness.rundir.store import point_latest
 
 
 def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
@@ -81,8 +87,6 @@ def default_jobs(seeds: int) -> int:
 
 def make_pool(jobs: int) -> ProcessPoolExecutor:
     """Worker processes for seeds, started with PYTHONHASHSEED=0."""
-    import multiprocessing
-
     os.environ["PYTHONHASHSEED"] = "0"
     return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
 
@@ -123,9 +127,6 @@ def run_seeds(cfg: TestConfig, seeds: list[int], out: str | None, jobs: int, pro
 
 class _Bar:
     def __init__(self, total: int) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self.p = Progress(TextColumn("[bold]sim"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                           TimeElapsedColumn(), console=Console(stderr=True), transient=False)
         self.bad = 0
@@ -142,9 +143,6 @@ class _Bar:
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     modes = sorted({str(r.get("stats", {}).get("accelerator", "?")) for r in results})
     t = Table(title=f"kraftwerk sim ({', '.join(modes)})")
     for col in ("seed", "valid", "acks=all acked/lost", "acks=1 acked/lost", "violations", "faults", "x realtime", "anomalies"):
@@ -175,8 +173,6 @@ def sim_cmd(seeds: str | None, jobs: int | None, as_json: bool, report: bool | N
       kraftwerk sim --seed 7 --nemesis partition,kill
       kraftwerk sim --seeds 0..199 --jobs 2 --variant kip101=off --nemesis kill,partition:primaries
     """
-    from harness.rundir.store import point_latest
-
     seed_list = parse_seeds(flags.get("seed"), seeds)
     if flags.get("seed") is None and seeds is None and flags.get("schedule"):
         seed_list = [int(recorded_settings(flags["schedule"]).get("seed", 0))]  # a replay: the recorded run's
@@ -197,8 +193,6 @@ def sim_cmd(seeds: str | None, jobs: int | None, as_json: bool, report: bool | N
     results = run_seeds(cfg, seed_list, out, jobs, progress=progress, report=report)
     dirs = [r["run_dir"] for r in results if r.get("run_dir")]
     if dirs:
-        from pathlib import Path
-
         point_latest(out, Path(dirs[-1]))
     if as_json:
         obj: Any = results[0] if len(results) == 1 else [summarize(r) for r in results]

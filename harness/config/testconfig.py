@@ -25,7 +25,8 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
 from harness.config.kafka import PROTOCOL_ONLY, parse_overrides
 from harness.config.settings import SETTINGS, only_for
 from harness.errors import UsageError
-from nemesis import NemesisPlan, replay
+from harness.rundir.store import BadName, check_name
+from nemesis import NemesisPlan, replay, swarm
 from nemesis.faults import FaultSpec, UnknownFault, expand
 from nemesis.scenarios import NEEDS_PAGECACHE, SCENARIOS
 from nemesis.stories import STORIES
@@ -200,8 +201,6 @@ class TestConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        from harness.rundir.store import BadName, check_name
-
         try:
             return check_name(v)
         except BadName as e:
@@ -419,8 +418,6 @@ class TestConfig(BaseModel):
         a configuration already drawn (``swarm_of`` set) is kept."""
         if not self.swarm or self.swarm_of:
             return self
-        from nemesis import swarm
-
         mix = tuple(self.nemesis)
         return self.model_copy(update=swarm.draw(mix, seed).settings(self.rate, mix))
 

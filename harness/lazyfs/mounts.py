@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, UsageError
-from harness.rundir.state import alive, proc_start_time
+from harness.rundir.state import alive, proc_start_time, registry_dir as run_registry
 
 #: how a mount shows in /proc/mounts: ``kraftwerk-fs:<registry tag> <dir> fuse.kraftwerk``
 #: (this module imports no FUSE binding: cleanup runs where none is installed)
@@ -40,8 +40,6 @@ FSTYPE = f"fuse.{SUBTYPE}"
 def registry_dir() -> Path:
     if os.environ.get("KRAFTWERK_FS_DIR"):
         return Path(os.environ["KRAFTWERK_FS_DIR"])
-    from harness.rundir.state import registry_dir as run_registry
-
     return run_registry() / "fs"
 
 

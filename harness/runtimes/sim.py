@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import generator as g
+from checkers.check import check_history
 from checkers.invariants import InvariantMonitor
 from harness.config import TestConfig
 from harness.config.timings import sim_settings
@@ -291,8 +292,6 @@ class SimRun:
         acknowledged offset says so in the history (``incomplete`` on the
         final poll), which :mod:`checkers.final_reads` reads; the simulator
         adds no verdict of its own."""
-        from checkers.check import check_history
-
         ops = self.history.ops
         inv = self.monitor.summary()
         out = check_history(ops, model="queue", engine="inline", test=self.test_json(), invariants=inv)

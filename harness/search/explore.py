@@ -34,13 +34,14 @@ import random
 import shutil
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from harness.search.branches import Arcs
 from harness.config import TestConfig
+from harness.lifecycle.runner import run_seed
+from harness.search.branches import Arcs
 from nemesis.faults import GENERIC, FaultSpec, expand, parse
 
 Schedule = list[dict[str, Any]]
@@ -159,8 +160,6 @@ def run_one(cfg: TestConfig, seed: int, schedule: Schedule | None, keep_dir: str
     """Run one seed (with ``schedule`` replayed, else the configuration's
     own nemesis) in a scratch directory; keep the run directory only if the
     run is invalid or could not run. Its states are the ``signal``'s."""
-    from harness.lifecycle.runner import run_seed
-
     scratch = Path(tempfile.mkdtemp(prefix="kraftwerk-explore-"))
     try:
         if schedule is not None:
@@ -279,7 +278,5 @@ class Search:
 
 
 def _wait_any(pending: dict[Any, int]) -> set[Any]:
-    from concurrent.futures import FIRST_COMPLETED, wait
-
     done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
     return done

@@ -41,6 +41,9 @@ from starlette.routing import Route
 
 from .paths import Refused, rel_of, safe_path
 from .scan import RUN_MARKERS, Catalogue
+from harness.report import render_report
+from harness.report.campaign import CampaignError, campaign_context, heatmap_png, load_campaign
+from harness.report.render import VERSION_MARK
 
 PAGE = 100
 SORTS = ("started", "name", "duration", "db", "backend", "nemesis", "verdict", "lost")
@@ -159,8 +162,6 @@ class Site:
         return HTMLResponse(body, headers=HEADERS)
 
     def _campaign_row(self, c: dict[str, Any]) -> dict[str, Any]:
-        from harness.report.campaign import CampaignError, load_campaign
-
         try:
             camp = load_campaign(c["dir"])
         except CampaignError as e:
@@ -219,8 +220,6 @@ class Site:
         return self.file(index)
 
     def _render(self, run: Path) -> str | None:
-        from harness.report import render_report
-
         with self.render_lock(run):
             if not _stale(run):
                 return None  # another request rendered it meanwhile
@@ -231,8 +230,6 @@ class Site:
         return None
 
     async def campaign(self, d: Path) -> Response:
-        from harness.report.campaign import CampaignError, campaign_context, load_campaign
-
         try:
             c = load_campaign(d)
         except CampaignError as e:
@@ -244,8 +241,6 @@ class Site:
         return HTMLResponse(self._with_nav(body, d / "index.html"), headers=HEADERS)
 
     async def heatmap(self, request: Request) -> Response:
-        from harness.report.campaign import CampaignError, heatmap_png, load_campaign
-
         rel = request.path_params.get("path", "")
         try:
             d = safe_path(self.root, rel)
@@ -329,8 +324,6 @@ class Site:
 def _stale(run: Path) -> bool:
     """A run's report is missing, older than its results.json (re-checked
     since) or made by an older report (no current version mark)."""
-    from harness.report.render import VERSION_MARK
-
     index, res = run / "index.html", run / "results.json"
     try:
         with open(index, encoding="utf-8", errors="replace") as f:

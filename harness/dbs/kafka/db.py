@@ -43,27 +43,34 @@ at teardown.
 
 from __future__ import annotations
 
+import base64
 import os
+import shutil
 import signal
 import tempfile
 import time
 import uuid
-import base64
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness.runtimes import collect_files
-from harness.runtimes.local import allocate_ports
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
 from harness.config import TestConfig
-from harness.dbs.external import ensure_topics
 from harness.dbs.admin import alter_partition_reassignment, unregister_broker
+from harness.dbs.external import ensure_topics
+from harness.dbs.kafka import dist, props
+from harness.dbs.kafka.observe import OBSERVER, MetadataPoller, quorum_leader
+from harness.dbs.kafka.props import NodePlan
 from harness.dbs.signals import PausesBySignal
 from harness.errors import HarnessError
-from harness.dbs.kafka import dist, props
-from harness.dbs.kafka.props import NodePlan
+from harness.lazyfs.nodes import for_hosts
 from harness.rundir.state import RunState
 from harness.rundir.timers import Timers
+from harness.runtimes import collect_files
+from harness.runtimes.local import LocalHosts, allocate_ports
+from harness.runtimes.net.iptables import IptablesNetwork
 
 #: BrokerLifecycleManager's line for an accepted registration
 REGISTERED = r"Successfully registered broker [0-9]+ with broker epoch [0-9]+"
@@ -90,8 +97,6 @@ def new_cluster_id(seed: int) -> str:
 def preflight(cfg: TestConfig) -> None:
     """Before anything starts: the ports are free, java (and libfaketime for
     clock faults) is installed, and the Kafka release is fetched."""
-    import shutil
-
     if cfg.base_port:
         allocate_ports(2 * cfg.node_count(), cfg.base_port)
     if shutil.which("java") is None:
@@ -177,14 +182,10 @@ class KafkaDB(PausesBySignal):
     def __post_init__(self) -> None:
         self.timers = Timers()
         if self.hosts is None:
-            from harness.runtimes.local import LocalHosts
-
             self.hosts = LocalHosts(self.state)
         self.by_name: dict[str, NodePlan] = {}
         self._keys = self.cfg.keys()
         if self.runtime != "local":
-            from harness.runtimes.net.iptables import IptablesNetwork
-
             names = self.cfg.node_names()
             self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
                                        self._exec_for_net, mode=self.cfg.net_cut,
@@ -228,16 +229,12 @@ class KafkaDB(PausesBySignal):
     def start_observer(self) -> None:
         """Poll leader, epochs, ISR, ELR and HW into ``nodes/observer/trace.jsonl``
         (``harness.dbs.kafka.observe``) while the run lasts."""
-        from harness.dbs.kafka.observe import OBSERVER, MetadataPoller
-
         self.observer_poller = MetadataPoller(self.client_bootstrap(), self.cfg.topic_names(),
                                               {n.node_id: n.name for n in self.plans},
                                               self.node_dir(OBSERVER) / "trace.jsonl")
         self.observer_poller.start()
 
     def wait_brokers(self, timeout: float) -> None:
-        from confluent_kafka import KafkaException
-
         deadline = time.monotonic() + timeout
         while True:
             self._check_alive()
@@ -255,8 +252,6 @@ class KafkaDB(PausesBySignal):
         writes it: here for namespaces (they share this machine's mount
         table), on the node's own host for containers and ssh hosts (a mount
         made here is never seen there, and a power loss would drop nothing)."""
-        from harness.lazyfs.nodes import for_hosts
-
         return for_hosts(self.hosts, self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
 
     def node_dir(self, name: str) -> Path:
@@ -462,13 +457,9 @@ class KafkaDB(PausesBySignal):
 
     # ------------------------------------------------------------ observation
     def _admin(self) -> Any:
-        from confluent_kafka.admin import AdminClient
-
         return AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0, "socket.timeout.ms": 3000})
 
     def _partition(self, key: str) -> Any:
-        from confluent_kafka import KafkaException
-
         topic, _, part = key.rpartition("-")
         try:
             return self._admin().list_topics(topic=topic, timeout=4).topics[topic].partitions[int(part)]
@@ -513,8 +504,6 @@ class KafkaDB(PausesBySignal):
         """The KRaft leader, from the controllers' ``quorum-state`` files (the
         highest epoch a live voter has recorded a leader for): Metadata names a
         random broker as controller in KRaft mode, not the active one."""
-        from harness.dbs.kafka.observe import quorum_leader
-
         return quorum_leader(self)
 
     # ------------------------------------------------------------ teardown

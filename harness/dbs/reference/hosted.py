@@ -25,18 +25,22 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness.runtimes import collect_files
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
 from harness.config import TestConfig
-from harness.dbs.external import ensure_topics
 from harness.dbs.admin import alter_partition_reassignment, unregister_broker
+from harness.dbs.external import ensure_topics
 from harness.dbs.signals import PausesBySignal
 from harness.errors import HarnessError
-from harness.runtimes.net.iptables import IptablesNetwork
+from harness.lazyfs.nodes import for_hosts
 from harness.rundir.state import RunState
 from harness.rundir.timers import Timers
+from harness.runtimes import collect_files
+from harness.runtimes.net.iptables import IptablesNetwork
+from nemesis.control import Capability
 from reference_impl.core.storage import CLEAN_SHUTDOWN
 from reference_impl.server import auth
-from nemesis.control import Capability
 
 NODE_PORT = 9092
 CONTROL_PORT = 9093
@@ -149,8 +153,6 @@ class HostedReference(PausesBySignal):
         self._ship_secret()
         self._storage_mode = "memory-cache" if self.cfg.storage == "pagecache" else "os"
         if self.cfg.storage == "lazyfs":
-            from harness.lazyfs.nodes import for_hosts
-
             self.disks = for_hosts(self.hosts, self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
             for n in self.node_names():
                 self.disks.mount(n)
@@ -299,9 +301,6 @@ class HostedReference(PausesBySignal):
         return self.cfg.keys()
 
     def _partition(self, key: str) -> Any:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
-
         topic, _, part = key.rpartition("-")
         try:
             md = AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0,

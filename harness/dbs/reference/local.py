@@ -30,15 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
 from harness.dbs.admin import alter_partition_reassignment, unregister_broker
 from harness.errors import HarnessError
+from harness.rundir.state import RunState
+from harness.rundir.timers import Timers
 from harness.runtimes.local import allocate_ports
 from harness.runtimes.proxy import ProxyControl
-from harness.rundir.state import RunState
+from nemesis.control import CLIENT, Capability, Link, Unsupported
 from reference_impl.core.storage import CLEAN_SHUTDOWN
 from reference_impl.server import auth
-from harness.rundir.timers import Timers
-from nemesis.control import CLIENT, Capability, Link, Unsupported
 
 #: what the local backend can make (no per-message loss: the proxies carry
 #: TCP streams, which lose no bytes; no exec or files beyond this machine)
@@ -345,9 +348,6 @@ class LocalCluster:
         alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
 
     def leader_of(self, key: str) -> str | None:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
-
         topic, _, part = key.rpartition("-")
         try:
             md = AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0,
@@ -369,9 +369,6 @@ class LocalCluster:
     def _metadata(self, key: str, field: str) -> list[str]:
         """A topic-partition's replicas or ISR by node name, from Metadata,
         once a leader is known (for at most 15 s)."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
-
         topic, _, part = key.rpartition("-")
         name = {s.node_id: s.name for s in self.specs}
         deadline = time.monotonic() + 15
