@@ -20,7 +20,7 @@ from typing import Any
 from harness.config import TestConfig
 from harness.dbs.kafka.db import KafkaDB
 from harness.errors import UsageError
-from harness.rundir.state import alive, proc_start_time
+from reference_impl.server.procs import alive, proc_start_time
 
 STATE = "kafka-cluster.json"
 

@@ -31,7 +31,7 @@ from typing import Any
 import pyfuse3
 import trio
 
-from harness.rundir.state import alive
+from reference_impl.server.procs import alive
 
 from .model import Tree
 from .mounts import FSNAME, SUBTYPE, umount

@@ -50,7 +50,8 @@ from typing import Any, Mapping, Sequence
 
 from harness.errors import HarnessError, UsageError
 from harness.runtimes.net.netns import NODE_HOST_BASE, SUBNET_PREFIX, allocate_subnet, release_subnet
-from harness.rundir.state import RUN_ENV, RunState, alive, proc_start_time
+from harness.rundir.state import RUN_ENV, RunState
+from reference_impl.server.procs import alive, proc_start_time
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWN_DIR = Path("/run/kraftwerk-docker")

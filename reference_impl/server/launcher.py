@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import auth
+from .procs import alive, proc_start_time, reap, wait_exit
 
 STATE_FILE = "cluster.json"
 SECRET_FILE = "cluster.secret"
@@ -60,7 +61,10 @@ class NodeSpec:
     log_dir: str | None = None
 
     def running(self) -> bool:
-        return self.pid is not None and pid_alive(self.pid, self.start)
+        if self.pid is None:
+            return False
+        reap(self.pid)  # a node of ours that ended leaves no zombie
+        return alive(self.pid, self.start)
 
     @property
     def is_broker(self) -> bool:
@@ -202,7 +206,7 @@ class LocalCluster:
 
     def start_node(self, node_id: int) -> int:
         n = self.node(node_id)
-        if n.pid is not None and pid_alive(n.pid, n.start):
+        if n.running():
             raise ClusterError(f"node {node_id} is already running (pid {n.pid})")
         os.makedirs(n.data_dir, exist_ok=True)
         auth.ensure_secret_file(self.secret_path)
@@ -346,52 +350,6 @@ class LocalCluster:
                     row["error"] = str(e)
             out.append(row)
         return out
-
-
-def proc_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (clock ticks since boot), None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            rest = f.read().rsplit(")", 1)[-1].split()
-        return int(rest[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def pid_alive(pid: int, start: int | None = None) -> bool:
-    """``pid`` runs (not a zombie) and, given ``start``, is the process that
-    started then: a state file's pid may since have been recycled."""
-    if start is not None and proc_start_time(pid) != start:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours counts as gone
-    try:
-        wpid, _ = os.waitpid(pid, os.WNOHANG)
-        if wpid == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def wait_exit(pid: int | None, timeout: float, start: int | None = None) -> bool:
-    if pid is None:
-        return True
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(pid, start):
-            return True
-        time.sleep(0.05)
-    return not pid_alive(pid, start)
 
 
 #: where :func:`free_ports` looks, less the kernel's ephemeral range

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.rundir.state import alive
+from reference_impl.server.procs import alive
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
