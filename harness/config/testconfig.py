@@ -31,6 +31,7 @@ from nemesis.faults import FaultSpec, UnknownFault, expand
 from nemesis.scenarios import NEEDS_PAGECACHE, SCENARIOS
 from nemesis.stories import STORIES
 from reference_impl.core.config import VARIANT_NAMES, ConfigError, ProtocolConfig
+from reference_impl.server.layout import layout
 
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
 VARIANTS = VARIANT_NAMES
@@ -376,19 +377,12 @@ class TestConfig(BaseModel):
         return [f"{self.topic_prefix}out-{p}" for p in range(self.partitions)]
 
     def layout(self) -> list[tuple[str, int, list[str]]]:
-        """(name, node id, roles) per node process. Dedicated controllers by
-        default (brokers n1.. with ids 1.., controllers c1.. with ids 101..), so
-        broker faults leave the metadata quorum standing, as in production
+        """(name, node id, roles) per node process, as every runtime names
+        them (``reference_impl.server.layout``): dedicated controllers by
+        default (brokers n1.. with ids 1.., controllers c1.. with ids 101..),
+        so broker faults leave the metadata quorum standing, as in production
         KRaft; ``combined`` puts the voters on the first brokers instead."""
-        if self.combined:
-            out = []
-            for i in range(1, self.node_count() + 1):
-                roles = (["broker"] if i <= self.brokers else []) + (["controller"] if i <= self.controllers else [])
-                out.append((f"n{i}", i, roles))
-            return out
-        return [(f"n{i}", i, ["broker"]) for i in range(1, self.brokers + 1)] + [
-            (f"c{i}", 100 + i, ["controller"]) for i in range(1, self.controllers + 1)
-        ]
+        return layout(self.brokers, self.controllers, self.combined)
 
     def node_names(self) -> list[str]:
         return [n for n, _, _ in self.layout()]

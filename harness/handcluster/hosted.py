@@ -74,7 +74,7 @@ def up(cfg: TestConfig, dir: Path, node_args: list[str], timeout: float) -> dict
             _wait_brokers(db, timeout)
         st = {"backend": cfg.backend, "db": cfg.db, "dir": str(dir), "bootstrap": db.client_bootstrap(),
               "client_address": hosts.client_address, **extra,
-              "nodes": [_row(db, hosts, n) for n in db.node_names()]}
+              "nodes": [_row(db, hosts, n) for n in db.topo.node_names()]}
         if cfg.db == "kafka":
             st["version"] = db.version()
         (dir / STATE_FILE).write_text(json.dumps(st, indent=1))
@@ -135,12 +135,12 @@ def _pid(hosts: Any, name: str) -> int:
 
 
 def _wait_brokers(db: Any, timeout: float) -> None:
-    want = {db.ids[b] for b in db.brokers()}
+    want = {db.topo.id_of(b) for b in db.topo.brokers()}
     deadline = time.monotonic() + timeout
     seen: set[int] = set()
     while time.monotonic() < deadline:
         try:
-            seen = set(metadata_brokers(db.hosts.address(db.brokers()[0]), NODE_PORT))
+            seen = set(metadata_brokers(db.hosts.address(db.topo.brokers()[0]), NODE_PORT))
         except OSError:
             pass
         if want <= seen:
