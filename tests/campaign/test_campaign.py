@@ -95,10 +95,15 @@ def test_cells_are_the_product_of_the_axes_in_file_order() -> None:
     assert ["--variant", "kip101=off"] == argv[argv.index("--variant"):argv.index("--variant") + 2]
 
 
-def test_a_cell_the_test_configuration_refuses_stops_the_campaign_before_it_runs() -> None:
+def test_a_cell_the_test_configuration_refuses_stops_the_campaign_before_it_runs(tmp_path: Path) -> None:
     spec = parse_spec({"runtime": "sim", "matrix": {"min-isr": [2, 4]}})
     with pytest.raises(UsageError, match="campaign: cell min_isr=4: --min-isr 4 exceeds --rf 3"):
         cells(spec)
+    f = tmp_path / "c.yaml"
+    f.write_text("runtime: sim\nseeds: 2\nmatrix:\n  min-isr: [2, 4]\n")
+    r = kraftwerk("campaign", str(f), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "cell min_isr=4" in r.stderr
+    assert not (tmp_path / "out").exists()  # nothing started
 
 
 def _crash(code: int) -> None:
