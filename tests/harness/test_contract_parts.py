@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,7 @@ def _sleepers(tmp_path: Path, state: RunState, marker_left: set[str]) -> tuple[R
               "        open(sys.argv[1], 'w').close()\n"
               "    sys.exit(0)\n"
               "signal.signal(signal.SIGTERM, down)\n"
+              "open(sys.argv[1] + '.ready', 'w').close()\n"
               "time.sleep(60)\n")
 
     def launch(node: str) -> None:
@@ -92,6 +94,10 @@ def test_node_control_over_hosts_kills_pauses_and_judges_a_sigterm_by_its_marker
     try:
         for n in nodes.node_names():
             nodes.start(n)
+        deadline = time.monotonic() + 30  # each daemon hears SIGTERM once its handler is in place
+        while not all((tmp_path / f"{n}.clean.ready").exists() for n in nodes.node_names()):
+            assert time.monotonic() < deadline, "the daemons did not start"
+            time.sleep(0.02)
         assert nodes.dead_nodes() == [] and nodes.live_nodes() == ["n1", "n2", "c1"]
         nodes.pause("n2")
         assert nodes.paused_nodes() == ["n2"] and nodes.live_nodes() == ["n1", "c1"]
