@@ -103,7 +103,7 @@ def _kept_hosts(cfg: TestConfig, dir: Path, checked: Any) -> tuple[Any, dict[str
         return hosts, {"tag": hosts.tag, "subnet": hosts.subnet}
     assert cfg.hosts is not None
     run_id = f"cluster-{secrets.token_hex(3)}"
-    hosts = runtimes.ssh().SshHosts.open(checked, names, None, dir, detached=True, run_id=run_id)
+    hosts = runtimes.ssh_runtime().SshHosts.open(checked, names, None, dir, detached=True, run_id=run_id)
     return hosts, {"hosts": str(Path(cfg.hosts).resolve()), "run_id": run_id}
 
 
@@ -169,7 +169,7 @@ def status(st: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _ssh_hosts(st: dict[str, Any]) -> Any:
-    ssh = runtimes.ssh()
+    ssh = runtimes.ssh_runtime()
     names = [n["name"] for n in st["nodes"]]
     hosts = ssh.SshHosts(ssh.preflight(st["hosts"], names), None, st["run_id"], detached=True)
     for n in st["nodes"]:

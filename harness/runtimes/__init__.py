@@ -47,7 +47,7 @@ def preflight(cfg: TestConfig, needs: Sequence[tuple[list[str], str]] = ()) -> A
         return client
     elif cfg.backend == "ssh":
         assert cfg.hosts is not None
-        checked = ssh().preflight(cfg.hosts, cfg.node_names(), accept_new=cfg.ssh_accept_new)
+        checked = ssh_runtime().preflight(cfg.hosts, cfg.node_names(), accept_new=cfg.ssh_accept_new)
         _hosts_have(checked, needs)
         return checked
     return None
@@ -58,7 +58,7 @@ def _hosts_have(checked: Any, needs: Sequence[tuple[list[str], str]]) -> None:
     (``harness.dbs.host_needs``); the connections are closed with the refusal."""
     for test_args, words in needs:
         for node, (spec, client) in checked.items():
-            if not ssh().host_passes(spec, client, test_args):
+            if not ssh_runtime().host_passes(spec, client, test_args):
                 for _, c in checked.values():
                     c.close()
                 raise UsageError(f"host {spec.name} ({spec.address}) {words}")
@@ -75,11 +75,11 @@ def open_hosts(cfg: TestConfig, run_dir: Path, state: RunState | None, checked: 
     if cfg.backend == "docker":
         return DockerHosts.create(names, state, run_dir, ro_paths=ro_paths, fuse=cfg.storage == "lazyfs")
     if cfg.backend == "ssh":
-        return ssh().SshHosts.open(checked, names, state, run_dir)
+        return ssh_runtime().SshHosts.open(checked, names, state, run_dir)
     raise ValueError(f"backend {cfg.backend!r} has no hosts")
 
 
-def ssh() -> ModuleType:
+def ssh_runtime() -> ModuleType:
     """The ssh runtime (:mod:`harness.runtimes.ssh`), loaded when a run or a
     hand cluster asks for ssh hosts."""
     import harness.runtimes.ssh  # late: paramiko (0.5 s), which runs on every other backend never need
