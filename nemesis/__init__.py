@@ -20,7 +20,7 @@ from typing import Any
 import generator as g
 
 from .control import Cluster
-from .faults import Fault, make_faults, parse
+from .faults import Fault, FaultSpec, make_faults
 from .stories import Record, Timings
 from . import replay, scenarios
 
@@ -30,12 +30,12 @@ class Schedule(g.Gen):
     """sleep ~interval, start a random fault, sleep ~interval, stop it, repeat.
     One fault at a time, so every start has its stop before the next begins."""
 
-    faults: tuple[str, ...]
+    faults: tuple[FaultSpec, ...]
     interval_ns: int
     phase: str = "sleep-before-start"
-    current: str | None = None
+    current: FaultSpec | None = None
 
-    def _sleep(self, ctx: g.Context, nxt: str, current: str | None):
+    def _sleep(self, ctx: g.Context, nxt: str, current: FaultSpec | None):
         dt = int(self.interval_ns * (0.5 + ctx.rng.random()))
         o, _ = g.Sleep(dt).op(ctx)
         if o == g.PENDING:
@@ -50,14 +50,15 @@ class Schedule(g.Gen):
         if self.phase == "start":
             fault = ctx.rng.choice(self.faults)
             return (
-                {"f": f"start-{parse(fault).op_name}", "value": {"fault": fault}, "process": "nemesis", "time": ctx.time},
+                {"f": f"start-{fault.op_name}", "value": {"fault": fault.name}, "process": "nemesis", "time": ctx.time},
                 replace(self, phase="sleep-before-stop", current=fault),
             )
         if self.phase == "sleep-before-stop":
             return self._sleep(ctx, "stop", self.current)
         assert self.current is not None
         return (
-            {"f": f"stop-{parse(self.current).op_name}", "value": {"fault": self.current}, "process": "nemesis", "time": ctx.time},
+            {"f": f"stop-{self.current.op_name}", "value": {"fault": self.current.name}, "process": "nemesis",
+             "time": ctx.time},
             replace(self, phase="sleep-before-start", current=None),
         )
 
@@ -73,45 +74,48 @@ class TimedCycle(g.Gen):
     under ``any_`` and their faults overlap, as with Jepsen's composed
     nemesis packages."""
 
-    faults: tuple[str, ...]
+    faults: tuple[FaultSpec, ...]
     interval_ns: int
     seed: int
     k: int = 0
     at: int = 0
-    current: str | None = None
+    current: FaultSpec | None = None
 
     def op(self, ctx: g.Context):
         rng = random.Random(self.seed * 1_000_003 + self.k)
         u = rng.random()
         spread = 0.5 + u if self.current is None else 0.2 + 1.8 * u
         at = self.at + int(self.interval_ns * spread)
+        fault: FaultSpec | None
         if self.current is None:
             fault = rng.choice(self.faults)
-            op = {"f": f"start-{parse(fault).op_name}", "value": {"fault": fault}}
+            op = {"f": f"start-{fault.op_name}", "value": {"fault": fault.name}}
         else:
             fault = None
-            op = {"f": f"stop-{parse(self.current).op_name}", "value": {"fault": self.current}}
+            op = {"f": f"stop-{self.current.op_name}", "value": {"fault": self.current.name}}
         if not ctx.free_threads():
             return g.PENDING, self
         op.update(process="nemesis", time=max(at, ctx.time))
         return op, replace(self, k=self.k + 1, at=op["time"], current=fault)
 
 
-def overlapping(faults: tuple[str, ...], interval_ns: int, seed: int) -> g.Gen:
+def overlapping(faults: tuple[FaultSpec, ...], interval_ns: int, seed: int) -> g.Gen:
     """One TimedCycle per history op name (kill, leader-kill and
     controller-kill share ``start-kill``/``stop-kill``, so they take turns)."""
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, list[FaultSpec]] = {}
     for f in faults:
-        groups.setdefault(parse(f).op_name, []).append(f)
+        groups.setdefault(f.op_name, []).append(f)
     return g.any_(*[TimedCycle(tuple(fs), interval_ns, seed + i) for i, fs in enumerate(groups.values())])
 
 
 @dataclass(frozen=True)
 class NemesisPlan:
     """What the nemesis of one test does: the faults to draw from, how often,
-    sequential or overlapping, or a scripted scenario instead."""
+    sequential or overlapping, or a scripted scenario instead. ``faults``
+    holds every fault the plan may start, those a replayed ``schedule``
+    names included (``TestConfig.nemesis_plan``)."""
 
-    faults: tuple[str, ...] = ()
+    faults: tuple[FaultSpec, ...] = ()
     interval_s: float = 5.0
     mode: str = "sequential"
     scenario: str | None = None
@@ -132,8 +136,10 @@ class Nemesis:
         self.cluster = cluster
         self.rng = rng
         timings = Timings(plan.lag_ms, plan.session_ms, int(plan.interval_s * 1000))
-        names = tuple(dict.fromkeys([*plan.faults, *replay.fault_names(list(plan.schedule))]))
-        self.faults: dict[str, Fault] = make_faults(list(names), cluster, rng, timings, record)
+        self.faults: dict[str, Fault] = make_faults(plan.faults, cluster, rng, timings, record)
+        missing = [n for n in replay.fault_names(list(plan.schedule)) if n not in self.faults]
+        if missing:
+            raise ValueError(f"the schedule replays {', '.join(missing)}, which the plan's faults do not hold")
         self.script = scenarios.ScenarioRunner(plan.scenario, cluster) if plan.scenario else None
 
     def schedule(self) -> g.Gen:

@@ -71,8 +71,8 @@ def campaign_cmd(file: Path | None, name: str | None, out: Path, parallel: int |
         parse_spec({"name": name})  # the same name rule as in a file
         spec = replace(spec, name=name)
     camp_dir = out / "campaigns" / spec.name
+    cs, units, already = plan_units(spec, camp_dir)  # every cell's configuration validated: nothing starts before
     camp_dir.mkdir(parents=True, exist_ok=True)
-    cs, units, already = plan_units(spec, camp_dir)
     # the campaign is on the results site from its first run on (it counts
     # the runs on disk); the end replaces this file with the summed one
     write_campaign(camp_dir, planned(spec.name, list(spec.axes), [(c.params, c.test_name) for c in cs],

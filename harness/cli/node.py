@@ -25,11 +25,15 @@ from typing import Any
 
 import click
 
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
+from harness.rundir.lease import arm
+from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
 from reference_impl.server.addresses import FLAG as ALLOW_FLAG
 from reference_impl.server.addresses import AddressError, checked_bind
 from reference_impl.server.limits import SETTINGS as LIMIT_KEYS
 from reference_impl.server.limits import parse_limits
+from reference_impl.server.auth import SecretError, load_secret
+from reference_impl.server.runtime import NodeOptions, run_node
 
 RUNTIME_KEYS = ("storage.mode", "log.segment.bytes", "clock.offset.ms", *LIMIT_KEYS)
 ROLES = ("broker", "controller")
@@ -110,8 +114,6 @@ def build_options(
     secret_file: str | None = None,
     allow_non_loopback: bool = False,
 ) -> Any:
-    from reference_impl.server.runtime import NodeOptions
-
     role_set = _roles(node_id, roles)
     listen_addr = parse_hostport(listen, "--listen")
     voters = parse_quorum(quorum)
@@ -178,8 +180,6 @@ def _roles(node_id: int, roles: str) -> frozenset[str]:
 
 def _protocol_config(props: dict[str, str]) -> Any:
     """ProtocolConfig from what is left of the properties (``variant.*`` included)."""
-    from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
-
     variant_overrides: dict[str, bool] = {}
     for k in [k for k in props if k.startswith("variant.")]:
         try:
@@ -197,8 +197,6 @@ def _protocol_config(props: dict[str, str]) -> Any:
 def _secret(secret_file: str | None) -> bytes | None:
     if not secret_file:
         return None
-    from reference_impl.server.auth import SecretError, load_secret
-
     try:
         return load_secret(secret_file)
     except SecretError as e:
@@ -274,21 +272,15 @@ def register(group: click.Group) -> None:
     def node_cmd(node_id, roles, listen, quorum, data_dir, log_dir, config, control, storage_mode, overrides, seed,
                  advertise, peers, secret_file, allow_non_loopback, verbose):
         """Run one reference-broker node (foreground; SIGTERM = controlled shutdown)."""
-        from harness.rundir.lease import arm
-
         arm()  # a harness-started node ends with its harness; a `cluster up` node has no lease
         opts = build_options(
             node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers,
             log_dir, secret_file, allow_non_loopback,
         )
-        from reference_impl.server.runtime import run_node
-
         try:
             code = run_node(opts, verbose)
         except AddressError as e:  # build_options said so already; the runtime holds the rule for any caller
             raise UsageError(str(e)) from None
         except OSError as e:
-            from harness.errors import HarnessError
-
             raise HarnessError(f"node {node_id}: {e.strerror or e}") from None
         sys.exit(code)

@@ -13,6 +13,7 @@ violations, 2 bad input (one line on stderr), 3 some run could not be judged
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -20,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from harness.cli.options import config_from_flags, recorded_settings, test_options
 from harness.cli.output import console
@@ -27,6 +32,8 @@ from harness.config import TestConfig
 from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from harness.lifecycle.runner import preflight, run_seed_safely
 from harness.report.render import render_summary_quietly
+from harness.report.replay import replay_command
+from harness.rundir.store import point_latest
 
 
 def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
@@ -84,8 +91,6 @@ def default_jobs(seeds: int) -> int:
 
 def make_pool(jobs: int) -> ProcessPoolExecutor:
     """Worker processes for seeds, started with PYTHONHASHSEED=0."""
-    import multiprocessing
-
     os.environ["PYTHONHASHSEED"] = "0"
     return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
 
@@ -153,9 +158,6 @@ def _page_failed(result: dict[str, Any], err: str | None) -> None:
 
 class _Bar:
     def __init__(self, total: int) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self.p = Progress(TextColumn("[bold]sim"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                           TimeElapsedColumn(), console=Console(stderr=True), transient=False)
         self.bad = 0
@@ -172,9 +174,6 @@ class _Bar:
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     modes = sorted({str(r.get("stats", {}).get("accelerator", "?")) for r in results})
     t = Table(title=f"kraftwerk sim ({', '.join(modes)})")
     for col in ("seed", "valid", "acks=all acked/lost", "acks=1 acked/lost", "violations", "faults", "x realtime", "anomalies"):
@@ -193,8 +192,6 @@ def print_table(results: list[dict[str, Any]]) -> None:
 def print_where(results: list[dict[str, Any]], pages: bool) -> None:
     """Line per seed: where its run went (and its page), and for an invalid
     or unknown seed the command that replays it, so a log tells it all."""
-    from harness.report.replay import replay_command
-
     for r in results:
         d = r.get("run_dir")
         v = r.get("valid")
@@ -230,8 +227,6 @@ def sim_cmd(seeds: str | None, jobs: int | None, as_json: bool, report: bool | N
       kraftwerk sim --seed 7 --nemesis partition,kill
       kraftwerk sim --seeds 0..199 --jobs 2 --variant kip101=off --nemesis kill,partition:primaries
     """
-    from harness.rundir.store import point_latest
-
     seed_list = parse_seeds(flags.get("seed"), seeds)
     if flags.get("seed") is None and seeds is None and flags.get("schedule"):
         seed_list = [int(recorded_settings(flags["schedule"]).get("seed", 0))]  # a replay: the recorded run's

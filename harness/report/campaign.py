@@ -22,6 +22,7 @@ from checkers.durability import wilson_interval
 from harness.rundir.summary import load_summary
 
 from .mpl import colors, patches, plt
+from .render import env as report_env
 
 
 FORMAT = "kraftwerk-campaign/1"
@@ -277,8 +278,6 @@ def campaign_context(campaign: dict[str, Any]) -> dict[str, Any]:
 
 def render_campaign(campaign_dir: str | Path, env: Any = None) -> Path:
     """Write the campaign's static ``index.html`` and ``heatmap.png``."""
-    from .render import env as report_env
-
     d = Path(campaign_dir)
     c = load_campaign(d)
     (d / "heatmap.png").write_bytes(heatmap_png(c))

@@ -25,7 +25,7 @@ class Deferred:
     def _load(self) -> ModuleType:
         if self._module is None:
             if self._name.startswith("matplotlib"):
-                import matplotlib
+                import matplotlib  # late: matplotlib (0.5 s), for a report's plots only
 
                 matplotlib.use("Agg")  # before pyplot chooses a backend
             self._module = importlib.import_module(self._name)

@@ -41,6 +41,10 @@ from starlette.routing import Route
 
 from .paths import Refused, rel_of, safe_path
 from .scan import RUN_MARKERS, Catalogue
+from harness.report import render_report
+from harness.report.campaign import (CampaignError, campaign_context, cell_dir, heatmap_png, live, load_campaign,
+                                     state)
+from harness.report.render import VERSION_MARK
 
 PAGE = 100
 SORTS = ("started", "name", "duration", "db", "backend", "nemesis", "verdict", "lost")
@@ -183,8 +187,6 @@ class Site:
 
     def load_campaign(self, d: str | Path) -> dict[str, Any]:
         """campaign.json, kept until it changes (a CampaignError if bad)."""
-        from harness.report.campaign import load_campaign
-
         stamp = os.stat(Path(d) / "campaign.json").st_mtime_ns
         cached = self._campaign_files.get(str(d))
         if cached is None or cached[0] != stamp:
@@ -195,8 +197,6 @@ class Site:
         """Each campaign as its runs on disk say now (counted while it runs,
         and a run added since it ended counted too), with its index row and
         each cell directory's label (its parameters)."""
-        from harness.report.campaign import CampaignError, cell_dir, live, state
-
         out = []
         for c in campaigns:
             base = c["path"] + "/"
@@ -225,8 +225,6 @@ class Site:
         runs, campaigns = self.catalogue.scan()
         (c,) = [c for c in self.live_campaigns(runs, campaigns) if c["path"] == rel] or [{"campaign": None}]
         if c["campaign"] is None:
-            from harness.report.campaign import CampaignError
-
             raise CampaignError(c.get("row", {}).get("error") or f"{rel}: not a campaign")
         return c["campaign"]
 
@@ -280,8 +278,6 @@ class Site:
         return self.file(index)
 
     def _render(self, run: Path) -> str | None:
-        from harness.report import render_report
-
         with self.render_lock(run):
             if not _stale(run):
                 return None  # another request rendered it meanwhile
@@ -292,8 +288,6 @@ class Site:
         return None
 
     async def campaign(self, d: Path) -> Response:
-        from harness.report.campaign import CampaignError, campaign_context
-
         try:
             c = await run_in_threadpool(self.live_campaign, d)
         except CampaignError as e:
@@ -305,8 +299,6 @@ class Site:
         return HTMLResponse(self._with_nav(body, d / "index.html"), headers=HEADERS)
 
     async def heatmap(self, request: Request) -> Response:
-        from harness.report.campaign import CampaignError, heatmap_png
-
         rel = request.path_params.get("path", "")
         try:
             d = safe_path(self.root, rel)
@@ -389,8 +381,6 @@ class Site:
 def _stale(run: Path) -> bool:
     """A run's report is missing, older than its results.json (re-checked
     since) or made by an older report (no current version mark)."""
-    from harness.report.render import VERSION_MARK
-
     index, res = run / "index.html", run / "results.json"
     try:
         with open(index, encoding="utf-8", errors="replace") as f:

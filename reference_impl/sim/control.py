@@ -1,7 +1,7 @@
 """The simulator's implementation of the cluster contract (``nemesis.control``
-states it; a ``typing.Protocol`` is structural, so nothing is imported from
-above): node control, the network, clocks and what the glass box observes,
-all in virtual time.
+states it; a ``typing.Protocol`` is structural, so the simulator imports of
+it only the clients' pseudo-node :data:`CLIENT`): node control, the network,
+clocks and what the glass box observes, all in virtual time.
 
 Nodes are named as on every runtime: brokers ``n<id>``, controllers
 ``c<id - 100>``; the pseudo-node ``"client"`` in a link stands for every
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Final, Iterable
 
+from nemesis.control import CLIENT
 from reference_impl.core.messages import TopicPartition
 from reference_impl.core.storage import CLEAN_SHUTDOWN, CleanShutdown
 
@@ -22,9 +23,6 @@ from .clients import Admin
 from .host import DOWN, PAUSED
 from .network import LinkProfile
 from .simulation import CONTROLLER_BASE, Simulation, node_name
-
-#: the contract's pseudo-node for the test's clients
-CLIENT: Final = "client"
 
 #: a controlled shutdown that has not halted by then ends with a kill, as the
 #: real server's grace period (reference_impl/server/runtime.py) ends it

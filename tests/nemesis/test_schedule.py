@@ -6,7 +6,7 @@ import random
 
 import generator as g
 from nemesis import Nemesis, NemesisPlan, Schedule
-from nemesis.faults import pick_nodes
+from nemesis.faults import expand, pick_nodes
 from nemesis.scenarios import SCENARIOS, duration, generator as scenario_generator
 
 
@@ -27,7 +27,7 @@ def ops_of(gen, n=40):
 
 
 def test_schedule_alternates_sleep_start_sleep_stop_of_the_same_fault():
-    ops = ops_of(Schedule(("partition", "kill", "clock", "leader-kill"), 2 * g.NS), n=40)
+    ops = ops_of(Schedule(expand(["partition", "kill", "clock", "leader-kill"]), 2 * g.NS), n=40)
     real = [o for o in ops if "_sleep" not in o]
     sleeps = [o for o in ops if "_sleep" in o]
     assert len(sleeps) == len(real)
@@ -38,12 +38,12 @@ def test_schedule_alternates_sleep_start_sleep_stop_of_the_same_fault():
 
 
 def test_leader_and_controller_kills_are_recorded_as_kills():
-    ops = [o for o in ops_of(Schedule(("leader-kill", "controller-kill"), g.NS)) if "_sleep" not in o]
+    ops = [o for o in ops_of(Schedule(expand(["leader-kill", "controller-kill"]), g.NS)) if "_sleep" not in o]
     assert {o["f"] for o in ops} == {"start-kill", "stop-kill"}
 
 
 def test_final_heals_each_fault_type_once():
-    plan = NemesisPlan(faults=("partition", "kill", "leader-kill", "pause"))
+    plan = NemesisPlan(faults=expand(["partition", "kill", "leader-kill", "pause"]))
     nem = Nemesis(plan, cluster=None, rng=random.Random(1))
     fs = [o["f"] for o in ops_of(nem.final())]
     assert fs == ["stop-partition", "stop-kill", "stop-pause"]
@@ -66,7 +66,7 @@ def test_node_specs_one_minority_majority_all():
 def test_overlap_mode_runs_each_fault_group_on_its_own_timetable():
     from nemesis import overlapping
 
-    gen = overlapping(("partition", "kill", "leader-kill", "pause"), 2 * g.NS, seed=5)
+    gen = overlapping(expand(["partition", "kill", "leader-kill", "pause"]), 2 * g.NS, seed=5)
     c, ops = ctx(), []
     while len(ops) < 60:
         op, gen = gen.op(c)
@@ -91,7 +91,7 @@ def test_overlap_mode_runs_each_fault_group_on_its_own_timetable():
 def test_timed_cycle_is_pure_asking_later_does_not_move_the_next_op():
     from nemesis import TimedCycle
 
-    cyc = TimedCycle(("partition",), g.NS, seed=1)
+    cyc = TimedCycle(expand(["partition"]), g.NS, seed=1)
     a, _ = cyc.op(ctx())
     later = g.Context(time=10_000, rng=random.Random(2), free=frozenset(["nemesis"]),
                       process_of={"nemesis": "nemesis"}, threads=frozenset(["nemesis"]), state={})

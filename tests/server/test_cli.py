@@ -136,15 +136,16 @@ def test_cluster_up_status_down_round_trip(tmp_path):
 
 def test_a_planned_clusters_node_directories_have_the_run_directories_names(tmp_path):
     """``kraftwerk cluster`` lays nodes out as a run directory does and names
-    them alike: ``nodes/n1``.. the brokers (every node of a combined
-    cluster), ``nodes/c1``.. the dedicated controllers."""
+    and numbers them alike (reference_impl/server/layout.py): ``nodes/n1``..
+    the brokers with ids 1.. (every node of a combined cluster), ``nodes/c1``..
+    the dedicated controllers with ids 101.."""
     from pathlib import Path
 
     from reference_impl.server.launcher import LocalCluster
 
     sep = LocalCluster.plan(str(tmp_path / "s"), 3, 3, 0)
-    assert {(n.node_id, Path(n.data_dir).name) for n in sep.nodes} == {
-        (1, "c1"), (2, "c2"), (3, "c3"), (101, "n1"), (102, "n2"), (103, "n3")}
+    assert {(n.node_id, n.name, Path(n.data_dir).name) for n in sep.nodes} == {
+        (1, "n1", "n1"), (2, "n2", "n2"), (3, "n3", "n3"), (101, "c1", "c1"), (102, "c2", "c2"), (103, "c3", "c3")}
     assert {Path(n.data_dir).parent for n in sep.nodes} == {tmp_path / "s" / "nodes"}
     combined = LocalCluster.plan(str(tmp_path / "c"), 2, 3, 0, combined=True)
     assert [Path(n.data_dir).name for n in combined.nodes] == ["n1", "n2", "n3"]
