@@ -42,6 +42,7 @@ from harness.config import TestConfig
 from harness.errors import HarnessError
 from harness.lifecycle.runner import run_seed_safely, run_test
 from harness.report.campaign import FORMAT, render_campaign, write_campaign
+from harness.report.render import render_summary_quietly
 from harness.rundir.store import point_latest
 
 #: at most this many seeds per command, so progress and resumption stay fine-grained
@@ -152,8 +153,14 @@ def isolated(fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) ->
 
 
 def _sim_seeds(cfg: TestConfig, seeds: list[int], out: str) -> list[dict[str, Any]]:
-    """A simulator unit (in its child): each seed as ``kraftwerk sim`` runs it."""
+    """A simulator unit (in its child): each seed as ``kraftwerk sim`` runs
+    it, with its summary page (the full report is drawn on demand)."""
     results = [run_seed_safely(cfg, s, out) for s in seeds]
+    for r in results:
+        if r.get("run_dir"):
+            err = render_summary_quietly(r["run_dir"])
+            if err:
+                r["report_error"] = err
     dirs = [r["run_dir"] for r in results if r.get("run_dir")]
     if dirs:
         point_latest(out, Path(dirs[-1]))

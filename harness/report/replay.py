@@ -46,12 +46,15 @@ def _value(v: Any) -> str:
 def _grouped(names: list[str]) -> list[str]:
     """A recorded (expanded) fault mix as the groups it was likely asked
     by (``all``, ``kill``), when they expand to exactly the same list."""
+    def names_of(mix: list[str]) -> list[str]:
+        return [s.name for s in expand(mix)]
+
     groups = sorted(GROUPS, key=lambda g: -len(expand([g])))
     out: list[str] = []
     i = 0
     while i < len(names):
         for g in groups:
-            exp = list(expand([g]))
+            exp = names_of([g])
             if len(exp) > 1 and names[i:i + len(exp)] == exp:
                 out.append(g)
                 i += len(exp)
@@ -59,7 +62,7 @@ def _grouped(names: list[str]) -> list[str]:
         else:
             out.append(names[i])
             i += 1
-    return out if list(expand(out)) == names else names
+    return out if names_of(out) == names else names
 
 
 def _implied(test: dict[str, Any], args: dict[str, Any]) -> set[str]:
