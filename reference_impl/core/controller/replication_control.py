@@ -19,9 +19,25 @@ is needed here: every unfencing builds every leaderless partition again
 replicas of a partition were SIGKILLed and came back after unclean
 shutdowns, the partition leads again as soon as its LastKnownLeader is
 unfenced (trace ``election`` with ``data_kind="last-known-leader"``).
+
+CreateTopics limits (Kafka 4.4's ReplicationControlManager.createTopics and
+QuorumController; :class:`~..config.ProtocolConfig` ``max_partitions_per_batch``
+and ``max_records_per_user_op``, both 10000 as Kafka's constants): a request
+asking for more partitions in all than ``max_partitions_per_batch``
+(MAX_PARTITIONS_PER_BATCH, checked by validateTotalNumberOfPartitions before
+anything else) is refused, every topic POLICY_VIOLATION "Excessively large
+number of partitions per request."; a request whose records would number
+more than ``max_records_per_user_op`` (MAX_RECORDS_PER_USER_OP: Kafka
+collects them in a BoundedList of that size, whose overflow
+EventHandlerExceptionInfo answers with a PolicyViolationException) is
+refused whole, every topic POLICY_VIOLATION "Unable to perform excessively
+large batch operation.". Either way nothing is written and the answer goes
+at once, without waiting for a commit.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 from ..effects import Effect
 from ..messages import (
@@ -46,6 +62,10 @@ from ..partition_change import PartitionChangeBuilder
 from ..topic_names import topic_name_error
 from .unclean_recovery import UncleanRecoveryManager
 from .writer import MetadataWriter, addressed
+
+#: Kafka 4.4's words for the two CreateTopics limits
+TOO_MANY_PARTITIONS: Final = "Excessively large number of partitions per request."
+TOO_MANY_RECORDS: Final = "Unable to perform excessively large batch operation."
 
 class ReplicationControlManager:
     def __init__(self, writer: MetadataWriter, recovery: UncleanRecoveryManager) -> None:
@@ -198,14 +218,22 @@ class ReplicationControlManager:
         if w.work is None:
             results = tuple(CreateTopicResult(t.name, Errors.NOT_CONTROLLER, "not the active controller") for t in req.topics)
             return [addressed(src, CreateTopicsResponse(req.ref, results))]
+        if self._partitions_asked(req) > w.config.max_partitions_per_batch:
+            return [self._refused(req, src, TOO_MANY_PARTITIONS)]
+        cursor = self._assign_cursor
         results_l: list[CreateTopicResult] = []
+        records: list[MetadataRecord] = []
         seen: set[str] = set()
         for t in req.topics:
-            err, message, records = self._create_topic(t, seen, req.internal)
-            for r in records:
-                w.write(r)
+            err, message, topic_records = self._create_topic(t, seen, req.internal)
+            records += topic_records
+            if len(records) > w.config.max_records_per_user_op:
+                self._assign_cursor = cursor  # nothing was placed
+                return [self._refused(req, src, TOO_MANY_RECORDS)]
             seen.add(t.name)
             results_l.append(CreateTopicResult(t.name, err, message))
+        for r in records:
+            w.write(r)
         results = tuple(results_l)
         failed = tuple(
             CreateTopicResult(r.name, Errors.NOT_CONTROLLER if r.error == Errors.NONE else r.error, r.message)
@@ -213,6 +241,28 @@ class ReplicationControlManager:
         )
         w.answer_after_commit(src, CreateTopicsResponse(req.ref, results), CreateTopicsResponse(req.ref, failed))
         return []
+
+    def _partitions_asked(self, req: CreateTopicsRequest) -> int:
+        """The partitions the request asks for in all, counted as
+        ReplicationControlManager.validateTotalNumberOfPartitions counts them:
+        an explicit assignment's length, the broker default for -1, nothing
+        for a count that is not positive (that topic is refused on its own)."""
+        total = 0
+        for t in req.topics:
+            if t.assignments is not None:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                total += self.w.config.num_partitions
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+        return total
+
+    @staticmethod
+    def _refused(req: CreateTopicsRequest, src: NodeId | None, why: str) -> Effect:
+        """The request refused whole: every topic POLICY_VIOLATION (Kafka's
+        ControllerApis answers a failed CreateTopics event so)."""
+        return addressed(src, CreateTopicsResponse(req.ref, tuple(
+            CreateTopicResult(t.name, Errors.POLICY_VIOLATION, why) for t in req.topics)))
 
     def _create_topic(self, t: NewTopic, seen: set[str],
                       internal: bool = False) -> tuple[int, str, list[MetadataRecord]]:
