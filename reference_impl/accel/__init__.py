@@ -48,6 +48,8 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: patch them).
 MODULES: tuple[str, ...] = (
     "reference_impl/core/alter_partition.py",
+    "reference_impl/core/broker_clock.py",
+    "reference_impl/core/broker_lifecycle.py",
     "reference_impl/core/broker_requests.py",
     "reference_impl/core/config.py",
     "reference_impl/core/controller/cluster_control.py",
@@ -69,6 +71,8 @@ MODULES: tuple[str, ...] = (
     "reference_impl/core/partition.py",
     "reference_impl/core/partition_change.py",
     "reference_impl/core/producer_state.py",
+    "reference_impl/core/purgatory.py",
+    "reference_impl/core/replica_fetcher.py",
     "reference_impl/core/replica_manager.py",
     "reference_impl/core/storage.py",
     "reference_impl/core/raft/replica.py",
