@@ -69,6 +69,8 @@ MODULES: tuple[str, ...] = (
     "reference_impl/core/metadata.py",
     "reference_impl/core/node.py",
     "reference_impl/core/partition.py",
+    "reference_impl/core/partition_leader.py",
+    "reference_impl/core/partition_state.py",
     "reference_impl/core/partition_change.py",
     "reference_impl/core/producer_state.py",
     "reference_impl/core/purgatory.py",
