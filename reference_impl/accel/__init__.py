@@ -48,7 +48,7 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: patch them).
 MODULES: tuple[str, ...] = (
     "reference_impl/core/alter_partition.py",
-    "reference_impl/core/broker_clock.py",
+    "reference_impl/core/broker_context.py",
     "reference_impl/core/broker_lifecycle.py",
     "reference_impl/core/broker_requests.py",
     "reference_impl/core/config.py",

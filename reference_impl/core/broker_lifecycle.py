@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .broker_clock import BrokerClock
+from .broker_context import BrokerContext
 from .config import ProtocolConfig
 from .effects import Effect, FileWrite, Fsync, Halt, Send
 from .messages import (
@@ -51,8 +51,6 @@ class LifecycleContext(Protocol):
     endpoint: BrokerEndpoint
     image: MetadataImage
     partitions: dict[TopicPartition, Partition]
-    #: -1 until registered
-    broker_epoch: int
     is_fenced: bool
     halted: bool
     controller_hint: NodeId | None
@@ -67,10 +65,11 @@ class LifecycleContext(Protocol):
 
 
 class BrokerLifecycleManager:
-    def __init__(self, broker: LifecycleContext, config: ProtocolConfig, clock: BrokerClock) -> None:
+    def __init__(self, broker: LifecycleContext, config: ProtocolConfig, ctx: BrokerContext) -> None:
         self.broker = broker
         self.config = config
-        self.clock = clock
+        #: the broker epoch lives here (BrokerLifecycleManager owns it in Kafka)
+        self.ctx = ctx
         #: the broker epoch of the clean-shutdown marker found at start (-1: none)
         self.previous_broker_epoch = -1
         self.registration_sent_at: int | None = None
@@ -88,10 +87,10 @@ class BrokerLifecycleManager:
 
     def deadlines(self) -> list[int]:
         """When the lifecycle next needs the broker (wall clock)."""
-        skew = self.clock.skew
+        skew = self.ctx.skew
         c: list[int] = []
         rpc = self.controller_rpc_timeout_ms
-        if self.broker.broker_epoch < 0:
+        if self.ctx.broker_epoch < 0:
             if self.registration_retry_at is not None:
                 c.append(self.registration_retry_at + skew)
             elif self.registration_sent_at is not None:
@@ -107,8 +106,8 @@ class BrokerLifecycleManager:
     def tick(self, now: int) -> list[Effect]:
         """Registration and heartbeats that fell due, resent or retried."""
         b = self.broker
-        mono_now = self.clock.mono
-        if b.broker_epoch < 0:
+        mono_now = self.ctx.mono
+        if self.ctx.broker_epoch < 0:
             if self.registration_retry_at is not None:
                 if mono_now >= self.registration_retry_at:
                     return self.send_registration(now)
@@ -127,7 +126,7 @@ class BrokerLifecycleManager:
         b = self.broker
         self.registration_sent_at = now
         self.registration_retry_at = None
-        self.clock.note_deadline(now + self.controller_rpc_timeout_ms)
+        self.ctx.note_deadline(now + self.controller_rpc_timeout_ms)
         return [
             Send(
                 b.controller_id(),
@@ -142,16 +141,16 @@ class BrokerLifecycleManager:
 
     def _send_heartbeat(self, now: int) -> list[Effect]:
         b = self.broker
-        clock = self.clock
+        ctx = self.ctx
         self.heartbeat_sent_at = now
-        self.next_heartbeat_at = clock.mono + self.config.broker_heartbeat_interval_ms
-        clock.note_deadline(self.next_heartbeat_at + clock.skew)
+        self.next_heartbeat_at = ctx.mono + self.config.broker_heartbeat_interval_ms
+        ctx.note_deadline(self.next_heartbeat_at + ctx.skew)
         return [
             Send(
                 b.controller_id(),
                 BrokerHeartbeatRequest(
                     broker_id=b.node_id,
-                    broker_epoch=b.broker_epoch,
+                    broker_epoch=self.ctx.broker_epoch,
                     metadata_offset=b.image.offset,
                     want_fence=False,
                     want_shutdown=self.shutting_down,
@@ -161,7 +160,7 @@ class BrokerLifecycleManager:
 
     def handle_registration_response(self, msg: BrokerRegistrationResponse, src: NodeId | None, now: int) -> list[Effect]:
         b = self.broker
-        if b.broker_epoch >= 0 or b.halted:
+        if self.ctx.broker_epoch >= 0 or b.halted:
             return []
         if msg.error != Errors.NONE:
             if msg.error == Errors.DUPLICATE_BROKER_REGISTRATION:
@@ -173,12 +172,12 @@ class BrokerLifecycleManager:
                 b.controller_failed()
                 backoff = self.config.alter_partition_retry_backoff_ms
             self.registration_sent_at = None
-            self.registration_retry_at = self.clock.mono + backoff
-            self.clock.note_deadline(self.registration_retry_at + self.clock.skew)
+            self.registration_retry_at = self.ctx.mono + backoff
+            self.ctx.note_deadline(self.registration_retry_at + self.ctx.skew)
             return []
         if src is not None:
             b.controller_hint = src
-        b.broker_epoch = msg.broker_epoch
+        self.ctx.broker_epoch = msg.broker_epoch
         self.registration_sent_at = None
         self.registration_retry_at = None
         return self._send_heartbeat(now) + b.publish_metadata(now)
@@ -187,20 +186,20 @@ class BrokerLifecycleManager:
         b = self.broker
         if b.halted:
             return []
-        clock = self.clock
+        ctx = self.ctx
         self.heartbeat_sent_at = None
         if msg.error == Errors.NOT_CONTROLLER:
             b.controller_failed()
-            self.next_heartbeat_at = clock.mono + self.config.alter_partition_retry_backoff_ms
-            clock.note_deadline(self.next_heartbeat_at + clock.skew)
+            self.next_heartbeat_at = ctx.mono + self.config.alter_partition_retry_backoff_ms
+            ctx.note_deadline(self.next_heartbeat_at + ctx.skew)
             return []
         if msg.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
             # the controller no longer knows this session: register again
-            b.broker_epoch = -1
+            self.ctx.broker_epoch = -1
             return self.send_registration(now)
         if msg.error != Errors.NONE:
-            self.next_heartbeat_at = clock.mono + self.config.alter_partition_retry_backoff_ms
-            clock.note_deadline(self.next_heartbeat_at + clock.skew)
+            self.next_heartbeat_at = ctx.mono + self.config.alter_partition_retry_backoff_ms
+            ctx.note_deadline(self.next_heartbeat_at + ctx.skew)
             return []
         if src is not None:
             b.controller_hint = src
@@ -213,11 +212,11 @@ class BrokerLifecycleManager:
         """Ask the controller to move leaderships away (want_shutdown in the
         heartbeat); finish with Halt once it says so, or after
         request_timeout_ms regardless."""
-        clock = self.clock
+        ctx = self.ctx
         self.shutting_down = True
-        self.shutdown_deadline = clock.mono + self.config.request_timeout_ms
-        clock.note_deadline(self.shutdown_deadline + clock.skew)
-        if self.broker.broker_epoch < 0:
+        self.shutdown_deadline = ctx.mono + self.config.request_timeout_ms
+        ctx.note_deadline(self.shutdown_deadline + ctx.skew)
+        if self.ctx.broker_epoch < 0:
             return self.finish_shutdown(now)
         return self._send_heartbeat(now)
 
@@ -232,7 +231,7 @@ class BrokerLifecycleManager:
         for p in b.partitions.values():
             p.log.flush()
         effects.append(Fsync(None))
-        effects.append(FileWrite(CLEAN_SHUTDOWN, CleanShutdown(b.broker_epoch)))
+        effects.append(FileWrite(CLEAN_SHUTDOWN, CleanShutdown(self.ctx.broker_epoch)))
         effects.append(Fsync(CLEAN_SHUTDOWN))
         effects.append(Halt())
         return effects

@@ -24,7 +24,7 @@ from bisect import insort
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .broker_clock import BrokerClock
+from .broker_context import BrokerContext
 from .effects import Effect, Reply, Send, TraceEvent
 from .messages import (
     ClientFetchResponse,
@@ -115,9 +115,9 @@ def client_fetch_partition(partitions: dict[TopicPartition, Partition], image: M
 
 
 class ProducePurgatory:
-    def __init__(self, partitions: dict[TopicPartition, Partition], clock: BrokerClock) -> None:
+    def __init__(self, partitions: dict[TopicPartition, Partition], ctx: BrokerContext) -> None:
         self.partitions = partitions
-        self.clock = clock
+        self.ctx = ctx
         #: per partition, ordered by required offset
         self.waiting: dict[TopicPartition, list[DelayedProduce]] = {}
 
@@ -130,7 +130,7 @@ class ProducePurgatory:
             insort(waiting, d, key=_required_offset)
         else:
             waiting.append(d)
-        self.clock.note_deadline(d.deadline + self.clock.skew)
+        self.ctx.note_deadline(d.deadline + self.ctx.skew)
 
     def deadlines(self) -> list[int]:
         """The earliest monotonic deadline of each partition's waiting produces."""
@@ -183,12 +183,10 @@ class ProducePurgatory:
 
 
 class FetchPurgatory:
-    def __init__(self, node_id: NodeId, partitions: dict[TopicPartition, Partition], image: MetadataImage,
-                 clock: BrokerClock) -> None:
-        self.node_id = node_id
+    def __init__(self, partitions: dict[TopicPartition, Partition], image: MetadataImage, ctx: BrokerContext) -> None:
         self.partitions = partitions
         self.image = image
-        self.clock = clock
+        self.ctx = ctx
         self.delayed: dict[int, DelayedFetch] = {}
         #: partition -> the parked fetches that read it
         self.watch: dict[TopicPartition, set[int]] = {}
@@ -201,7 +199,7 @@ class FetchPurgatory:
         self._ids += 1
         fid = self._ids
         self.delayed[fid] = DelayedFetch(kind, msg, src, deadline, parts)
-        self.clock.note_deadline(deadline + self.clock.skew)
+        self.ctx.note_deadline(deadline + self.ctx.skew)
         for req in parts:
             self.watch.setdefault(req.tp, set()).add(fid)
 
@@ -266,7 +264,7 @@ class FetchPurgatory:
             resp, e, _ = p.serve_replica_fetch(req, msg.replica_id, msg.broker_epoch, now, record=False)
             effects += e
             responses.append(resp)
-        effects.append(Send(d.src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
+        effects.append(Send(d.src, ReplicaFetchResponse(self.ctx.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
         return effects
 
     def expire(self, mono: int, now: int) -> list[Effect]:

@@ -15,9 +15,7 @@ sends again. An unanswered fetch is given up after :attr:`fetch_timeout_ms`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
-
-from .broker_clock import BrokerClock
+from .broker_context import BrokerContext
 from .config import ProtocolConfig
 from .effects import Effect, Send
 from .messages import (
@@ -31,16 +29,6 @@ from .messages import (
     TopicPartition,
 )
 from .partition import FOLLOWER, TRUNCATING, Partition
-
-
-class FetcherContext(Protocol):
-    """What the fetchers read of their broker when they send."""
-
-    node_id: NodeId
-    #: -1 until registered
-    broker_epoch: int
-
-    def next_correlation_id(self) -> int: ...
 
 
 @dataclass
@@ -61,12 +49,10 @@ def _partition_tp(p: Partition) -> TopicPartition:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: FetcherContext, config: ProtocolConfig, partitions: dict[TopicPartition, Partition],
-                 clock: BrokerClock) -> None:
-        self.broker = broker
+    def __init__(self, config: ProtocolConfig, partitions: dict[TopicPartition, Partition], ctx: BrokerContext) -> None:
         self.config = config
         self.partitions = partitions
-        self.clock = clock
+        self.ctx = ctx
         self.fetchers: dict[NodeId, Fetcher] = {}
         #: follower partitions in fetch backoff or waiting for OffsetsForLeaderEpoch
         self._attention: set[TopicPartition] = set()
@@ -162,18 +148,18 @@ class ReplicaFetcherManager:
         return effects
 
     def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> list[Effect]:
-        broker = self.broker
-        corr = broker.next_correlation_id()
+        ctx = self.ctx
+        corr = ctx.next_correlation_id()
         f.inflight = corr
         f.sent_at = now
         f.epochs = {p.tp: p.leader_epoch for p in parts}
-        self.clock.note_deadline(now + self.fetch_timeout_ms)
+        ctx.note_deadline(now + self.fetch_timeout_ms)
         return [
             Send(
                 f.leader,
                 ReplicaFetchRequest(
-                    replica_id=broker.node_id,
-                    broker_epoch=broker.broker_epoch,
+                    replica_id=ctx.node_id,
+                    broker_epoch=ctx.broker_epoch,
                     correlation_id=corr,
                     partitions=tuple(p.fetch_request() for p in parts),
                     max_wait_ms=self.config.replica_fetch_wait_max_ms,
@@ -190,7 +176,7 @@ class ReplicaFetcherManager:
         effects: list[Effect] = []
         if msg.error != Errors.NONE:
             f.backoff_until = now + self.config.replica_fetch_backoff_ms
-            self.clock.note_deadline(f.backoff_until)
+            self.ctx.note_deadline(f.backoff_until)
             return effects
         for resp in msg.partitions:
             p = self.partitions.get(resp.tp)
@@ -203,12 +189,12 @@ class ReplicaFetcherManager:
                 effects += self._send_offsets_for_leader_epoch(p, now)
             elif follow_up == "backoff":
                 self._attention.add(p.tp)
-                self.clock.note_deadline(p.fetch_backoff_until)
+                self.ctx.note_deadline(p.fetch_backoff_until)
         effects += self.maybe_fetch(now, msg.leader_id)
         return effects
 
     def _send_offsets_for_leader_epoch(self, p: Partition, now: int) -> list[Effect]:
-        self.clock.note_deadline(now + self.fetch_timeout_ms)
+        self.ctx.note_deadline(now + self.fetch_timeout_ms)
         return [
             Send(
                 p.leader_id,
@@ -217,7 +203,7 @@ class ReplicaFetcherManager:
                     tp=p.tp,
                     leader_epoch=p.leader_epoch,
                     current_leader_epoch=p.leader_epoch,
-                    replica_id=self.broker.node_id,
+                    replica_id=self.ctx.node_id,
                 ),
             )
         ]

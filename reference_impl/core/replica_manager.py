@@ -28,9 +28,10 @@ partitions or talks to other nodes:
   forwarding of CreateTopics / IncrementalAlterConfigs, in
   :mod:`.broker_requests`.
 
-The parts share one :class:`~.broker_clock.BrokerClock` (the call's clocks
-and the earliest new deadline) and the partitions; each reads what else it
-needs of the broker through a narrow protocol, never this class.
+The parts share one :class:`~.broker_context.BrokerContext` (the call's
+clocks, the earliest new deadline, the broker epoch, the correlation ids)
+and the partitions; the lifecycle reads what else it needs of the broker
+through a narrow protocol, never this class.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .config import ProtocolConfig
 from .effects import Effect, FileDelete, FileWrite, Fsync, Reply, Send
 from . import broker_requests
 from .alter_partition import AlterPartitionChannel
-from .broker_clock import BrokerClock
+from .broker_context import BrokerContext
 from .broker_lifecycle import BrokerLifecycleManager
 from .broker_requests import AdminForwarder
 from .errors import UnroutableMessage
@@ -127,18 +128,17 @@ class BrokerRole:
         self.endpoint = endpoint
         self.image = MetadataImage()
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.broker_epoch = -1
         self.is_fenced = True
         self.halted = False
         self.controller_hint: NodeId | None = None
         self._controller_rr = 0
-        self._corr = 0
-        #: the call's clocks and the earliest new deadline, shared by every part
-        self.clock = BrokerClock()
-        self.lifecycle = BrokerLifecycleManager(self, config, self.clock)
-        self.produce_purgatory = ProducePurgatory(self.partitions, self.clock)
-        self.fetch_purgatory = FetchPurgatory(node_id, self.partitions, self.image, self.clock)
-        self.fetcher = ReplicaFetcherManager(self, config, self.partitions, self.clock)
+        #: the call's clocks, the earliest new deadline, the broker epoch and
+        #: the correlation ids, shared by every part
+        self.context = BrokerContext(node_id)
+        self.lifecycle = BrokerLifecycleManager(self, config, self.context)
+        self.produce_purgatory = ProducePurgatory(self.partitions, self.context)
+        self.fetch_purgatory = FetchPurgatory(self.partitions, self.image, self.context)
+        self.fetcher = ReplicaFetcherManager(config, self.partitions, self.context)
         # periodic tasks
         self.next_isr_expiry_at = 0
         self.next_hw_checkpoint_at = 0
@@ -152,15 +152,24 @@ class BrokerRole:
         self._unpublished = Delta()
 
     @property
+    def broker_epoch(self) -> int:
+        """This broker's registration (-1 until registered)."""
+        return self.context.broker_epoch
+
+    @broker_epoch.setter
+    def broker_epoch(self, epoch: int) -> None:
+        self.context.broker_epoch = epoch
+
+    @property
     def mono(self) -> int:
         """The monotonic time of the current call (Kafka's scheduler and
         purgatories run on it; docs/architecture.md, "Clocks")."""
-        return self.clock.mono
+        return self.context.mono
 
     @property
     def skew(self) -> int:
         """Wall minus monotonic time of the current call."""
-        return self.clock.skew
+        return self.context.skew
 
     @property
     def previous_broker_epoch(self) -> int:
@@ -169,7 +178,7 @@ class BrokerRole:
 
     def set_clock(self, now: int, mono: int | None) -> None:
         """Take the current call's clocks (``mono=None``: the two agree)."""
-        self.clock.set(now, mono)
+        self.context.set_clock(now, mono)
 
     # ======================================================================
     # dispatch
@@ -179,7 +188,7 @@ class BrokerRole:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
-        self.clock.set(now, mono)
+        self.context.set_clock(now, mono)
         # the three messages of every replicated write are dispatched here,
         # directly (compiled, a type test and a native call; the table's
         # lambdas go through generic Python calls); the rest by the table
@@ -217,13 +226,13 @@ class BrokerRole:
 
     def note_deadline(self, at: int) -> None:
         """Remember that a deadline was just created (see :meth:`soonest_new_deadline`)."""
-        self.clock.note_deadline(at)
+        self.context.note_deadline(at)
 
     def soonest_new_deadline(self) -> int | None:
         """The earliest deadline created since the last call (cheap; the node
         arms a timer only when this is earlier than the one already armed,
         and recomputes everything with :meth:`next_wakeup` on each tick)."""
-        return self.clock.take_soonest()
+        return self.context.take_soonest()
 
     def next_wakeup(self, now: int) -> int | None:
         """The earliest future time some deadline of this broker falls due.
@@ -233,7 +242,7 @@ class BrokerRole:
         not cause wake-ups."""
         if self.halted:
             return None
-        skew = self.clock.skew
+        skew = self.context.skew
         c = [self.next_isr_expiry_at + skew, self.next_hw_checkpoint_at + skew]
         c += self.lifecycle.deadlines()
         c += [d + skew for d in self.produce_purgatory.deadlines()]
@@ -245,8 +254,7 @@ class BrokerRole:
         return min(future) if future else None
 
     def next_correlation_id(self) -> int:
-        self._corr += 1
-        return self._corr
+        return self.context.next_correlation_id()
 
     # -- controller addressing -----------------------------------------------
 
@@ -272,7 +280,7 @@ class BrokerRole:
         """Open the partition logs that survived, read and delete the
         clean-shutdown marker (seed 002: its broker epoch goes into the
         registration), and register with the controller."""
-        self.clock.set(now, mono)
+        self.context.set_clock(now, mono)
         effects: list[Effect] = []
         marker = self.stored.files.get(CLEAN_SHUTDOWN)
         self.lifecycle.previous_broker_epoch = marker.broker_epoch if isinstance(marker, CleanShutdown) else -1
@@ -299,8 +307,8 @@ class BrokerRole:
             self.partitions[tp] = p
             effects += log_effects
             effects.append(p.loaded_trace())
-        self.next_isr_expiry_at = self.clock.mono + self.config.replica_lag_time_max_ms // 2
-        self.next_hw_checkpoint_at = self.clock.mono + self.config.replica_high_watermark_checkpoint_interval_ms
+        self.next_isr_expiry_at = self.context.mono + self.config.replica_lag_time_max_ms // 2
+        self.next_hw_checkpoint_at = self.context.mono + self.config.replica_high_watermark_checkpoint_interval_ms
         effects += self.lifecycle.send_registration(now)
         return effects
 
@@ -312,7 +320,7 @@ class BrokerRole:
         """Replay committed metadata records and apply the resulting delta
         (ReplicaManager.applyDelta). Entries at or below the image's offset
         are ignored, so callers may hand over overlapping batches."""
-        self.clock.set(now, mono)
+        self.context.set_clock(now, mono)
         delta = self._unpublished
         for e in entries:
             if e.offset <= self.image.offset:
@@ -331,7 +339,8 @@ class BrokerRole:
         registration, and a broker that lost its log in a power failure would
         otherwise lead again with an empty log."""
         reg = self.image.brokers.get(self.node_id)
-        return self.broker_epoch >= 0 and reg is not None and reg.broker_epoch == self.broker_epoch
+        epoch = self.context.broker_epoch
+        return epoch >= 0 and reg is not None and reg.broker_epoch == epoch
 
     def publish_metadata(self, now: int) -> list[Effect]:
         """Apply what was replayed, once the broker has caught up with its
@@ -399,8 +408,8 @@ class BrokerRole:
     def tick(self, now: int, mono: int | None = None) -> list[Effect]:
         if self.halted:
             return []
-        self.clock.set(now, mono)
-        mono_now = self.clock.mono
+        self.context.set_clock(now, mono)
+        mono_now = self.context.mono
         # registration / heartbeats
         effects = self.lifecycle.tick(now)
         # isr-expiration, every replica.lag.time.max.ms / 2 (scheduled on the
@@ -452,7 +461,7 @@ class BrokerRole:
         """Ask the controller to move leaderships away (:mod:`.broker_lifecycle`)."""
         if self.halted or self.lifecycle.shutting_down:
             return []
-        self.clock.set(now, mono)
+        self.context.set_clock(now, mono)
         return self.lifecycle.begin_controlled_shutdown(now)
 
     # ======================================================================
@@ -481,7 +490,7 @@ class BrokerRole:
             if not done:
                 self.produce_purgatory.park(DelayedProduce(
                     msg.ref, msg.tp, msg.acks, batch.base_offset, batch.count, required,
-                    self.clock.mono + msg.timeout_ms))  # the purgatory's timer is monotonic
+                    self.context.mono + msg.timeout_ms))  # the purgatory's timer is monotonic
                 return effects
             return effects + produce_done(self.partitions, msg.ref, msg.tp, msg.acks, derr, batch.base_offset,
                                           batch.count)
@@ -523,7 +532,7 @@ class BrokerRole:
             any_data = any_data or bool(resp.batches)
             any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
-            self.fetch_purgatory.park(REPLICA, msg, src, self.clock.mono + msg.max_wait_ms, msg.partitions)
+            self.fetch_purgatory.park(REPLICA, msg, src, self.context.mono + msg.max_wait_ms, msg.partitions)
             return effects
         effects.append(Send(src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
         return effects
@@ -533,7 +542,7 @@ class BrokerRole:
         any_data = any(r.batches for r in responses)
         any_error = any(r.error != Errors.NONE or r.diverging_epoch is not None for r in responses)
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
-            self.fetch_purgatory.park(CLIENT, msg, None, self.clock.mono + msg.max_wait_ms, msg.partitions)
+            self.fetch_purgatory.park(CLIENT, msg, None, self.context.mono + msg.max_wait_ms, msg.partitions)
             return []
         return [Reply(ClientFetchResponse(msg.ref, responses))]
 
@@ -557,7 +566,7 @@ class BrokerRole:
         (:mod:`.alter_partition`); :meth:`handle` / :meth:`tick` send it
         before returning."""
         self.alter.submit(partition, item, not_before)
-        self.clock.note_deadline(not_before)
+        self.context.note_deadline(not_before)
 
     def handle_alter_partition_response(self, msg: AlterPartitionResponse, src: NodeId | None, now: int) -> list[Effect]:
         return self.alter.handle_response(self, msg, now)
