@@ -32,7 +32,9 @@ collects them in a BoundedList of that size, whose overflow
 EventHandlerExceptionInfo answers with a PolicyViolationException) is
 refused whole, every topic POLICY_VIOLATION "Unable to perform excessively
 large batch operation.". Either way nothing is written and the answer goes
-at once, without waiting for a commit.
+at once, without waiting for a commit. A request within them is appended
+as one atomic batch (ControllerResult.atomicOf): its topics commit with all
+their partitions or not at all.
 """
 
 from __future__ import annotations
@@ -232,8 +234,11 @@ class ReplicationControlManager:
                 return [self._refused(req, src, TOO_MANY_RECORDS)]
             seen.add(t.name)
             results_l.append(CreateTopicResult(t.name, err, message))
-        for r in records:
-            w.write(r)
+        if records:
+            # the request's records as one atomic batch: no topic is ever
+            # committed without its partitions (QuorumController appends a
+            # ControllerResult.atomicOf whole)
+            w.write_atomic(records)
         results = tuple(results_l)
         failed = tuple(
             CreateTopicResult(r.name, Errors.NOT_CONTROLLER if r.error == Errors.NONE else r.error, r.message)

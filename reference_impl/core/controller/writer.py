@@ -106,6 +106,17 @@ class MetadataWriter:
         self.work.replay(record, entries[0].offset)
         return entries[0].offset
 
+    def write_atomic(self, records: list[MetadataRecord]) -> None:
+        """Append ``records`` as one atomic batch (Kafka's
+        ControllerResult.atomicOf and the raft client's atomic append): they
+        commit together or not at all. Each is applied to the working image."""
+        assert self.work is not None
+        entries = self.raft.append(records, self.now)
+        if len(entries) != len(records):  # not leader any more: cannot happen while work is set
+            raise LocalProtocolError("append refused on the active controller")
+        for record, entry in zip(records, entries):
+            self.work.replay(record, entry.offset)
+
     def answer_after_commit(self, dst: NodeId | None, msg: Any, on_failover: Any) -> None:
         """Answer once everything appended so far has committed."""
         self.waiting.append(Waiting(self.raft.end_offset - 1, dst, msg, on_failover))

@@ -77,6 +77,8 @@ class QuorumMember:
         # -- the log ----------------------------------------------------
         self.log_start: int = stored.log_start_offsets.get(METADATA_LOG, 0)
         self.log: list[MetadataEntry] = [e for e in stored.logs.get(METADATA_LOG, []) if isinstance(e, MetadataEntry)]
+        #: (start, end) of an incomplete batch found at load (truncated at start)
+        self._torn: tuple[int, int] | None = None
         self._check_contiguous()
         self._epochs: list[tuple[int, int]] = []  # (epoch, start offset), ascending
         self._rebuild_epochs()
@@ -165,11 +167,29 @@ class QuorumMember:
         self._skew = now - self._mono
 
     def _check_contiguous(self) -> None:
+        """Keep the log's contiguous prefix of whole batches: a torn tail
+        (entries missing, or an atomic batch cut short by a crash before its
+        fsync, so never acknowledged) goes; :meth:`_torn_tail_effects`
+        removes it from the disk too."""
         for i, e in enumerate(self.log):
             if e.offset != self.log_start + i:
-                # a torn tail: keep the contiguous prefix only
                 del self.log[i:]
-                return
+                break
+        end = len(self.log)
+        while end > 0 and not self.log[end - 1].ends_batch:
+            end -= 1
+        if end < len(self.log):
+            self._torn = (self.log_start + end, self.log_start + len(self.log))
+            del self.log[end:]
+
+    def _torn_tail_effects(self) -> list[Effect]:
+        """Truncate on disk the incomplete batch the load dropped (at start)."""
+        if self._torn is None:
+            return []
+        (offset, leo_before), self._torn = self._torn, None
+        return [LogTruncate(METADATA_LOG, offset), Fsync(METADATA_LOG),
+                TraceEvent("raft_truncate", {"to": offset, "leo_before": leo_before,
+                                             "high_watermark": self.high_watermark, "reason": "incomplete-batch"})]
 
     def _rebuild_epochs(self) -> None:
         self._epochs = []
@@ -404,9 +424,29 @@ class QuorumMember:
 
     def _fetch_answer(self, req: RaftFetchRequest, dst: NodeId) -> Send:
         lo = max(req.fetch_offset, self.log_start) - self.log_start
-        entries = tuple(self.log[lo : lo + max(req.max_entries, 1)])
+        log = self.log
+        hi = min(lo + max(req.max_entries, 1), len(log))
+        if hi > lo and not log[hi - 1].ends_batch:
+            hi = self._batch_cut(lo, hi)
+        entries = tuple(log[lo:hi])
         self._hw_sent[dst] = self.high_watermark
         return Send(dst, RaftFetchResponse(self.node_id, self.epoch, Errors.NONE, req.correlation_id, self.high_watermark, entries))
+
+    def _batch_cut(self, lo: int, hi: int) -> int:
+        """Where an answer from ``lo`` that the entry limit would end at
+        ``hi``, inside an atomic batch, ends instead: before that batch, or,
+        when it is the answer's first, after it (as Kafka's fetch returns at
+        least one whole batch whatever its size limit). A follower thus only
+        ever holds whole batches, and its fetch offset, the high watermark
+        with it, only ever falls between two."""
+        cut = hi
+        while cut > lo and not self.log[cut - 1].ends_batch:
+            cut -= 1
+        if cut > lo:
+            return cut
+        while hi < len(self.log) and not self.log[hi - 1].ends_batch:
+            hi += 1
+        return hi
 
     def _complete_parked(self, force: bool) -> list[Effect]:
         """Answer the parked fetches: all of them (``force``: data or the HW

@@ -47,6 +47,13 @@ What is implemented, with the rule each piece enforces:
   that time (``_timer_now``, restarted at every state change) and resets the
   long-lived timers (a follower's fetch timeout, the leader's check quorum and
   BeginQuorumEpoch resend) from it. docs/architecture.md, "Clocks".
+* **Atomic batches.** The records of one :meth:`RaftReplica.append` are
+  one batch (Kafka's atomic append; the controller appends a CreateTopics
+  so): a fetch answer never ends inside a batch (it stops before it, or
+  takes the whole first batch whatever the entry limit), so a fetcher's
+  offset, and the high watermark with it, falls between batches, and a
+  batch commits whole or not at all. A restarted replica drops a tail batch
+  its crash cut short (never fsynced, so never acknowledged).
 * **Commit.** A voter appends fetched entries with ``LogAppend`` + ``Fsync``
   before it sends its next fetch, so a fetch offset is a durable
   acknowledgement. The leader's high watermark is the largest offset held by a
@@ -162,7 +169,7 @@ class RaftReplica(QuorumMember):
         """
         self._clock(now, mono)
         self._timer_now = now
-        out: list[Effect] = []
+        out: list[Effect] = self._torn_tail_effects()
         if self.observer:
             self.quorum.initialize(self._settled_state())
             self.role = self.quorum.role
@@ -240,7 +247,9 @@ class RaftReplica(QuorumMember):
         return self._finish(out)
 
     def append(self, records: Iterable[MetadataRecord], now: int | None = None) -> tuple[MetadataEntry, ...]:
-        """Leader only: append records in the current epoch.
+        """Leader only: append records in the current epoch, as one atomic
+        batch (Kafka's RaftClient.prepareAppend): one LogAppend and one
+        fsync, replicated and committed whole.
 
         Returns the new entries (their offsets are final unless this leader
         loses its epoch before they commit), or ``()`` when this replica is not
@@ -251,7 +260,9 @@ class RaftReplica(QuorumMember):
         if self.role != LEADER:
             return ()
         start = self.end_offset
-        entries = tuple(MetadataEntry(start + i, self.epoch, r) for i, r in enumerate(records))
+        batch = list(records)
+        last = len(batch) - 1
+        entries = tuple(MetadataEntry(start + i, self.epoch, r, i == last) for i, r in enumerate(batch))
         if not entries:
             return ()
         self._append_local(entries, self._outbox)
