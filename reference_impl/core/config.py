@@ -118,6 +118,14 @@ class ProtocolConfig:
     unclean_recovery_strategy: str = "Balanced"
     #: how long a recovery waits for GetReplicaLogInfo answers (seed 002: 5 min)
     unclean_recovery_timeout_ms: int = 300000
+    #: CreateTopics limits of the active controller (Kafka 4.4 has them as
+    #: constants, not settings: ReplicationControlManager.MAX_PARTITIONS_PER_BATCH
+    #: and QuorumController.MAX_RECORDS_PER_USER_OP, both 10000): the
+    #: partitions one request may ask for in all, and the metadata records
+    #: one user operation may append. A request past either is refused
+    #: whole with POLICY_VIOLATION (core/controller/replication_control.py).
+    max_partitions_per_batch: int = 10000
+    max_records_per_user_op: int = 10000
     #: the group coordinator's settings (Kafka's defaults)
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
@@ -163,6 +171,8 @@ class ProtocolConfig:
             raise ConfigError("min.insync.replicas must be at least 1")
         if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:
             raise ConfigError("offsets.topic.num.partitions and offsets.topic.replication.factor must be at least 1")
+        if self.max_partitions_per_batch < 1 or self.max_records_per_user_op < 1:
+            raise ConfigError("max.partitions.per.batch and max.records.per.user.op must be at least 1")
         if self.unclean_recovery_strategy not in RECOVERY_STRATEGIES:
             raise ConfigError(
                 f"unclean.recovery.strategy must be one of {', '.join(RECOVERY_STRATEGIES)}"

@@ -47,3 +47,9 @@ class CommittedTruncation(RemoteProtocolError):
 
 class MissingSender(RemoteProtocolError):
     """An internal request that needs its sender to be answered came without one."""
+
+
+class IllegalStateTransition(LocalProtocolError):
+    """A state machine of the core was asked to move between two states its
+    transition table does not join (the KRaft quorum states of
+    ``raft/state.py``): the core's own logic is wrong."""

@@ -62,6 +62,7 @@ class Errors:
     TOPIC_ALREADY_EXISTS: Final = 36
     INVALID_PARTITIONS: Final = 37
     INVALID_CONFIG: Final = 40
+    POLICY_VIOLATION: Final = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER: Final = 45
     DUPLICATE_SEQUENCE_NUMBER: Final = 46
     INVALID_PRODUCER_EPOCH: Final = 47
@@ -693,11 +694,18 @@ class EndQuorumEpochRequest:
 @dataclass(frozen=True, slots=True)
 class MetadataEntry:
     """One entry of the metadata log: a record stamped with the Raft epoch in
-    which the leader appended it."""
+    which the leader appended it.
+
+    The records of one append form an atomic batch (Kafka's raft client
+    appends a ControllerResult.atomicOf's records as one batch): every entry
+    of it but the last has ``ends_batch`` False. A batch is replicated, and
+    so committed, whole, and a torn tail that holds part of one is dropped
+    on restart. An entry appended alone ends its own batch."""
 
     offset: int
     epoch: int
     record: "MetadataRecord"
+    ends_batch: bool = True
 
 
 @dataclass(frozen=True, slots=True, init=False)

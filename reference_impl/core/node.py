@@ -59,6 +59,7 @@ from .messages import (
     VoteRequest,
     VoteResponse,
 )
+from .controller import ControllerRole
 from .raft import RaftReplica, Rng
 from .replica_manager import BrokerRole
 from .storage import StoredState
@@ -123,7 +124,7 @@ class Node:
         self.incarnation_id = incarnation_id
         self.endpoint = endpoint or BrokerEndpoint(node_id, "127.0.0.1", 9092)
         self.broker: BrokerRole | None = None
-        self.controller: Any = None
+        self.controller: ControllerRole | None = None
         if "broker" in roles:
             self.broker = BrokerRole(node_id, config, self.voters, stored, rng, incarnation_id, self.endpoint)
         #: the consumer groups this broker coordinates (groups/coordinator.py)
@@ -137,18 +138,13 @@ class Node:
         #: a broker-only node learns metadata as a KRaft observer (seed 004)
         self.observer: RaftReplica | None = None
         if "controller" in roles:
-            self.controller = self._make_controller()
+            self.controller = ControllerRole(node_id, config, self.voters, stored, rng)
         elif self.broker is not None:
             self.observer = RaftReplica(node_id, self.voters, stored, config, rng, observer=True)
         self._armed: int | None = None
         #: the monotonic time of the call being handled (None: the wall clock's)
         self._mono: int | None = None
         self.halted = False
-
-    def _make_controller(self) -> Any:
-        from .controller import ControllerRole
-
-        return ControllerRole(self.node_id, self.config, self.voters, self.stored, self.rng)
 
     # ======================================================================
     # the node API
@@ -224,6 +220,7 @@ class Node:
             # the controller (combined mode) resigns when the broker halts, see _arm
             effects = self.broker.begin_controlled_shutdown(now, mono)
         else:
+            assert self.controller is not None  # a node has a broker role, a controller role or both
             effects = self.controller.begin_shutdown(now, mono) + [Halt()]
         return self._arm(effects, now)
 

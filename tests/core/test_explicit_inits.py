@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_impl.core import messages, producer_state, replica_manager
+from reference_impl.core import messages, producer_state, purgatory
 from reference_impl.core.messages import (
     Batch,
     FetchPartitionResponse,
@@ -74,7 +74,7 @@ _SOURCES: dict[str, ast.Module] = {}
 
 MESSAGES = [obj for obj in vars(messages).values()
             if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == messages.__name__]
-CLASSES = [*MESSAGES, producer_state.SequenceCheck, replica_manager.DelayedProduce, replica_manager.DelayedFetch]
+CLASSES = [*MESSAGES, producer_state.SequenceCheck, purgatory.DelayedProduce, purgatory.DelayedFetch]
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)

@@ -1,8 +1,10 @@
 """Broker resource limits as Kafka has them: max.connections, idle connections
 closed after connections.max.idle.ms, frames over socket.request.max.bytes
-refused, and a client that pipelines requests without reading the answers is
+refused, a client that pipelines requests without reading the answers is
 no longer read from once its unread answers pass a bound (the node's memory
-stays bounded); real clients keep working throughout."""
+stays bounded), and a CreateTopics asking for more partitions than the
+controller's cap is refused at once (Kafka 4.4's MAX_PARTITIONS_PER_BATCH);
+real clients keep working throughout."""
 
 from __future__ import annotations
 
@@ -128,4 +130,30 @@ def test_a_client_that_never_reads_its_answers_stops_being_read(node):
     grew_mib = (peak - rss0) / 1024
     assert grew_mib < 150, grew_mib  # 1.8 GB of answers if the node kept reading
     s.close()
+    assert metadata_brokers(HOST, port) == [1]
+
+
+def test_create_topics_over_the_partition_cap_is_refused_at_once_and_the_controller_keeps_leading(node):
+    """One CreateTopics of 50000 partitions once kept the controller busy
+    for a minute: it lost its quorum leadership and the topic was left with
+    no partitions. Kafka 4.4 refuses it before writing anything
+    (ReplicationControlManager.validateTotalNumberOfPartitions)."""
+    port = node.nodes[0].port
+    before = node.control(1, "GET", "/status")["raft"]
+    assert before["role"] == "leader"
+    C = CreateTopicsRequest[4]
+    bomb = C(topics=[C.CreatableTopic(name="bomb", num_partitions=50000, replication_factor=1, assignments=[],
+                                      configs=[])], timeout_ms=30000, validate_only=False)
+    t0 = time.monotonic()
+    resp = _call(port, bomb, CreateTopicsResponse, 4)
+    took = time.monotonic() - t0
+    assert [(t[0], t[1], t[2]) for t in resp.topics] == [
+        ("bomb", 44, "Excessively large number of partitions per request.")]  # POLICY_VIOLATION
+    assert took < 5, f"the refusal took {took:.1f} s"
+    after = node.control(1, "GET", "/status")["raft"]
+    assert (after["role"], after["epoch"]) == ("leader", before["epoch"])  # no election happened
+    ok = _call(port, C(topics=[C.CreatableTopic(name="after-bomb", num_partitions=3, replication_factor=1,
+                                                assignments=[], configs=[])], timeout_ms=30000, validate_only=False),
+               CreateTopicsResponse, 4)
+    assert [(t[0], t[1]) for t in ok.topics] == [("after-bomb", 0)]
     assert metadata_brokers(HOST, port) == [1]

@@ -47,6 +47,13 @@ What is implemented, with the rule each piece enforces:
   that time (``_timer_now``, restarted at every state change) and resets the
   long-lived timers (a follower's fetch timeout, the leader's check quorum and
   BeginQuorumEpoch resend) from it. docs/architecture.md, "Clocks".
+* **Atomic batches.** The records of one :meth:`RaftReplica.append` are
+  one batch (Kafka's atomic append; the controller appends a CreateTopics
+  so): a fetch answer never ends inside a batch (it stops before it, or
+  takes the whole first batch whatever the entry limit), so a fetcher's
+  offset, and the high watermark with it, falls between batches, and a
+  batch commits whole or not at all. A restarted replica drops a tail batch
+  its crash cut short (never fsynced, so never acknowledged).
 * **Commit.** A voter appends fetched entries with ``LogAppend`` + ``Fsync``
   before it sends its next fetch, so a fetch offset is a durable
   acknowledgement. The leader's high watermark is the largest offset held by a
@@ -87,6 +94,11 @@ API (what ``core/node.py`` and :mod:`.controller` call)::
 middle of handling some other message. Every returned effect list ends with a
 ``Timer`` for the replica's next deadline.
 
+Structure: the quorum states and the moves allowed between them are a
+table in :mod:`.state`; :class:`~.member.QuorumMember` holds the member's
+state and makes those moves (persisting, tracing, arming timers);
+:class:`RaftReplica`, built on it, handles the messages and timers.
+
 The replica restarts from :class:`~.storage.StoredState`: the metadata log
 (``logs[METADATA_LOG]``, entries are :class:`MetadataEntry`) and the quorum
 state file (``files[QUORUM_STATE]``). The high watermark is not persisted: a
@@ -96,11 +108,10 @@ entries from offset 0, which rebuilds the metadata image from the log.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Final, Iterable, Protocol
+from typing import Any, Final, Iterable
 
-from ..config import ProtocolConfig
-from ..effects import Effect, FileWrite, Fsync, LogAppend, LogTruncate, Send, Timer, TraceEvent
+from ..effects import Effect, Send, Timer
+from ..errors import UnroutableMessage
 from ..messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
@@ -110,14 +121,13 @@ from ..messages import (
     MetadataEntry,
     MetadataRecord,
     NodeId,
-    NoOpRecord,
     RaftFetchRequest,
     RaftFetchResponse,
     VoteRequest,
     VoteResponse,
 )
-from ..errors import CommittedTruncation, UnroutableMessage
-from ..storage import METADATA_LOG, QUORUM_STATE, QuorumState, StoredState
+from .member import Parked, QuorumMember, Rng
+from .state import CANDIDATE, FOLLOWER, LEADER, OBSERVER, PROSPECTIVE, RESIGNED, UNATTACHED, VOTED
 
 #: the messages :meth:`RaftReplica.handle` accepts
 RAFT_MESSAGES: Final = (
@@ -141,137 +151,14 @@ FETCH_RESEND_MS: Final = FETCH_MAX_WAIT_MS + 500
 #: pause before retrying after an error answer
 RETRY_BACKOFF_MS: Final = 50
 
-LEADER: Final = "leader"
-CANDIDATE: Final = "candidate"
-FOLLOWER: Final = "follower"
-OBSERVER: Final = "observer"
 
-
-class Rng(Protocol):
-    """The randomness the core takes (``random.Random`` has it): injected, so a
-    seed replays, and never the module-level generator (sans-IO)."""
-
-    def random(self) -> float: ...
-
-    def randint(self, a: int, b: int) -> int: ...
-
-
-@dataclass
-class _Parked:
-    req: RaftFetchRequest
-    src: NodeId
-    #: on the monotonic clock (Kafka's fetch purgatory runs on a SystemTimer)
-    deadline: int
-
-
-class RaftReplica:
-    """One member (voter or observer) of the KRaft quorum. See the module docstring."""
-
-    def __init__(
-        self,
-        node_id: NodeId,
-        voters: Iterable[NodeId],
-        stored: StoredState | None,
-        config: ProtocolConfig,
-        rng: Rng,
-        observer: bool = False,
-    ) -> None:
-        self.node_id = node_id
-        self.voters: tuple[NodeId, ...] = tuple(sorted(set(voters)))
-        if not self.voters:
-            raise ValueError("a KRaft quorum needs at least one voter")
-        self.observer = observer or node_id not in self.voters
-        self.config = config
-        self.rng = rng
-        stored = stored or StoredState()
-
-        # -- the log ----------------------------------------------------
-        self.log_start: int = stored.log_start_offsets.get(METADATA_LOG, 0)
-        self.log: list[MetadataEntry] = [e for e in stored.logs.get(METADATA_LOG, []) if isinstance(e, MetadataEntry)]
-        self._check_contiguous()
-        self._epochs: list[tuple[int, int]] = []  # (epoch, start offset), ascending
-        self._rebuild_epochs()
-
-        # -- quorum state -----------------------------------------------
-        qs = stored.files.get(QUORUM_STATE)
-        self.epoch: int = qs.epoch if isinstance(qs, QuorumState) else 0
-        self.voted_for: NodeId = qs.voted_for if isinstance(qs, QuorumState) else -1
-        self.leader_id: NodeId = qs.leader_id if isinstance(qs, QuorumState) else NO_LEADER
-        if self.observer:
-            self.voted_for = -1
-        self.role: str = OBSERVER if self.observer else FOLLOWER
-
-        self.high_watermark: int = self.log_start
-        self._delivered: int = self.log_start  # next offset to hand upward
-        #: after a (re)start nothing is handed upward until the log has reached
-        #: the HW the leader first reported, so the metadata image jumps from
-        #: empty to current instead of replaying stale intermediate states
-        #: (Kafka's metadata loader waits for the initial catch-up the same way)
-        self.caught_up: bool = False
-        self._catchup_target: int | None = None
-        self._committed: list[MetadataEntry] = []
-        self._outbox: list[Effect] = []
-        self._now: int = 0
-        #: the monotonic clock of the current call, and wall minus monotonic
-        #: (a parked fetch's deadline is monotonic, its Timer wall time)
-        self._mono: int = 0
-        self._skew: int = 0
-        #: the time of this state's Kafka Timers: the largest wall time seen
-        #: since the last state change (Timer.update never goes backwards)
-        self._timer_now: int = 0
-
-        # voter timers
-        self._election_deadline: int | None = None
-        self._fetch_deadline: int | None = None  # follower: last good fetch + fetch timeout
-        # fetcher state (followers and observers)
-        self._corr: int = 0
-        self._inflight: tuple[int, int, NodeId] | None = None  # (correlation id, sent at, dst)
-        self._next_fetch_at: int | None = None
-        self._observer_probe: int = 0
-        # candidate state
-        self._votes: set[NodeId] = set()
-        #: pre-vote round in progress (KIP-996): voters that said they would vote
-        self._prevotes: set[NodeId] | None = None
-        # leader state
-        self.epoch_start_offset: int = -1
-        self._voter_offsets: dict[NodeId, int] = {}
-        self._last_heard: dict[NodeId, int] = {}
-        self._begin_acked: set[NodeId] = set()
-        self._begin_resend_at: int | None = None
-        self._parked: dict[NodeId, _Parked] = {}
-        self._hw_sent: dict[NodeId, int] = {}  # the HW each fetcher last heard from us
-
-    # ------------------------------------------------------------------
-    # public properties
-    # ------------------------------------------------------------------
-
-    @property
-    def is_leader(self) -> bool:
-        return self.role == LEADER
-
-    @property
-    def end_offset(self) -> int:
-        """Log end offset (the offset the next entry gets)."""
-        return self.log_start + len(self.log)
-
-    @property
-    def last_epoch(self) -> int:
-        return self.log[-1].epoch if self.log else -1
-
-    @property
-    def majority(self) -> int:
-        return len(self.voters) // 2 + 1
+class RaftReplica(QuorumMember):
+    """One member (voter or observer) of the KRaft quorum: its message
+    handling and timers. See the module docstring."""
 
     # ------------------------------------------------------------------
     # entry points
     # ------------------------------------------------------------------
-
-    def _clock(self, now: int, mono: int | None) -> None:
-        self._now = now
-        if now > self._timer_now:
-            self._timer_now = now
-        self._mono = now if mono is None else mono
-        self._skew = now - self._mono
 
     def start(self, now: int, mono: int | None = None) -> list[Effect]:
         """Begin after a (re)start: resume the persisted epoch in a non-leader role.
@@ -282,22 +169,26 @@ class RaftReplica:
         """
         self._clock(now, mono)
         self._timer_now = now
-        out: list[Effect] = []
+        out: list[Effect] = self._torn_tail_effects()
         if self.observer:
-            self.role = OBSERVER
+            self.quorum.initialize(self._settled_state())
+            self.role = self.quorum.role
             self._next_fetch_at = now
             self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
         else:
-            if self.leader_id == self.node_id:
+            resigned = self.leader_id == self.node_id
+            if resigned:
                 self.leader_id = NO_LEADER
-            self.role = FOLLOWER
+            # Kafka's QuorumState.initialize: a leader before the restart resigned
+            self.quorum.initialize(RESIGNED if resigned else self._settled_state())
+            self.role = self.quorum.role
             if self.leader_id != NO_LEADER:
                 self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
                 self._next_fetch_at = now
             else:
                 self._reset_election_timer(now)
             if len(self.voters) == 1:
-                out += self._become_candidate(now)
+                out += self._start_prevote(now)  # a quorum of one: pre-vote, candidate and leader at once
         out.append(self._trace_state())
         return self._finish(out)
 
@@ -330,7 +221,7 @@ class RaftReplica:
         elif self.role == CANDIDATE:
             if self._election_deadline is not None and now >= self._election_deadline:
                 # lost or split election: back to asking before bumping the epoch again
-                out += self._become_unattached(self.epoch, now)
+                out += self._become_unattached(self.epoch, now, to=PROSPECTIVE)
                 out += self._start_prevote(now)
         elif self.role == FOLLOWER:
             if self._prevotes is not None:
@@ -347,6 +238,7 @@ class RaftReplica:
         else:  # observer
             if self._fetch_deadline is not None and now >= self._fetch_deadline:
                 self.leader_id = NO_LEADER
+                self._set_state(UNATTACHED)
                 self._inflight = None
                 self._next_fetch_at = now
                 self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
@@ -355,7 +247,9 @@ class RaftReplica:
         return self._finish(out)
 
     def append(self, records: Iterable[MetadataRecord], now: int | None = None) -> tuple[MetadataEntry, ...]:
-        """Leader only: append records in the current epoch.
+        """Leader only: append records in the current epoch, as one atomic
+        batch (Kafka's RaftClient.prepareAppend): one LogAppend and one
+        fsync, replicated and committed whole.
 
         Returns the new entries (their offsets are final unless this leader
         loses its epoch before they commit), or ``()`` when this replica is not
@@ -366,7 +260,9 @@ class RaftReplica:
         if self.role != LEADER:
             return ()
         start = self.end_offset
-        entries = tuple(MetadataEntry(start + i, self.epoch, r) for i, r in enumerate(records))
+        batch = list(records)
+        last = len(batch) - 1
+        entries = tuple(MetadataEntry(start + i, self.epoch, r, i == last) for i, r in enumerate(batch))
         if not entries:
             return ()
         self._append_local(entries, self._outbox)
@@ -408,226 +304,6 @@ class RaftReplica:
         return min(cands) if cands else None
 
     # ------------------------------------------------------------------
-    # log helpers
-    # ------------------------------------------------------------------
-
-    def _check_contiguous(self) -> None:
-        for i, e in enumerate(self.log):
-            if e.offset != self.log_start + i:
-                # a torn tail: keep the contiguous prefix only
-                del self.log[i:]
-                return
-
-    def _rebuild_epochs(self) -> None:
-        self._epochs = []
-        for e in self.log:
-            if not self._epochs or self._epochs[-1][0] != e.epoch:
-                self._epochs.append((e.epoch, e.offset))
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """``(largest epoch <= epoch, end offset of that epoch)`` in this log.
-
-        The end offset of an epoch is the start offset of the next epoch, or
-        the log end offset for the last one (Kafka's leader-epoch cache
-        ``endOffsetFor``). ``(-1, log_start)`` when no such epoch exists.
-        """
-        found = -1
-        end = self.log_start
-        for i, (ep, _start) in enumerate(self._epochs):
-            if ep <= epoch:
-                found = ep
-                end = self._epochs[i + 1][1] if i + 1 < len(self._epochs) else self.end_offset
-            else:
-                break
-        return found, end
-
-    def _append_local(self, entries: tuple[MetadataEntry, ...], out: list[Effect]) -> None:
-        for e in entries:
-            self.log.append(e)
-            if not self._epochs or self._epochs[-1][0] != e.epoch:
-                self._epochs.append((e.epoch, e.offset))
-        out.append(LogAppend(METADATA_LOG, entries))
-        out.append(Fsync(METADATA_LOG))
-
-    def _truncate_to(self, offset: int, out: list[Effect], reason: str) -> None:
-        if offset >= self.end_offset:
-            return
-        before = self.end_offset
-        offset = max(offset, self.log_start)
-        if offset < self.high_watermark:
-            raise CommittedTruncation(
-                f"{reason} truncation to offset {offset} is below the high watermark {self.high_watermark}: "
-                f"it would remove committed metadata entries")
-        del self.log[offset - self.log_start :]
-        self._rebuild_epochs()
-        out.append(LogTruncate(METADATA_LOG, offset))
-        out.append(Fsync(METADATA_LOG))
-        out.append(
-            TraceEvent(
-                "raft_truncate",
-                {"to": offset, "leo_before": before, "high_watermark": self.high_watermark, "reason": reason},
-            )
-        )
-
-    def _deliver(self) -> None:
-        if not self.caught_up:
-            return
-        while self._delivered < self.high_watermark:
-            self._committed.append(self.log[self._delivered - self.log_start])
-            self._delivered += 1
-
-    def _set_hw(self, hw: int, out: list[Effect]) -> None:
-        hw = min(hw, self.end_offset)
-        if hw <= self.high_watermark:
-            return
-        self.high_watermark = hw
-        self._deliver()
-        if not self.observer:
-            out.append(TraceEvent("raft_commit", {"high_watermark": hw}))
-
-    # ------------------------------------------------------------------
-    # state transitions
-    # ------------------------------------------------------------------
-
-    def _persist(self, out: list[Effect]) -> None:
-        if self.observer:
-            return
-        out.append(FileWrite(QUORUM_STATE, QuorumState(self.epoch, self.voted_for, self.leader_id)))
-        out.append(Fsync(QUORUM_STATE))
-
-    def _trace_state(self) -> TraceEvent:
-        return TraceEvent("raft_state", {"epoch": self.epoch, "role": self.role, "leader": self.leader_id})
-
-    def _election_timeout(self) -> int:
-        t = self.config.controller_quorum_election_timeout_ms
-        return t + self.rng.randint(0, max(t - 1, 0))
-
-    def _reset_election_timer(self, now: int) -> None:
-        self._election_deadline = now + self._election_timeout()
-
-    def _clear_leader_state(self) -> list[Effect]:
-        """Forget the leader's bookkeeping. Parked fetches are answered, not
-        dropped: Kafka's KafkaRaftClient completes its fetch purgatory
-        exceptionally (NOT_LEADER_OR_FOLLOWER) when it resigns or becomes a
-        follower, so the fetchers send again at once instead of waiting for
-        their own request timeout, which a backward jump of their wall clock
-        can postpone for as long as the jump."""
-        out: list[Effect] = [
-            Send(p.src, RaftFetchResponse(NO_LEADER, self.epoch, Errors.NOT_LEADER_OR_FOLLOWER, p.req.correlation_id, self.high_watermark))
-            for p in self._parked.values()
-        ]
-        self._parked.clear()
-        self._hw_sent.clear()
-        self._voter_offsets.clear()
-        self._last_heard.clear()
-        self._begin_acked.clear()
-        self._begin_resend_at = None
-        self.epoch_start_offset = -1
-        return out
-
-    def _become_unattached(self, epoch: int, now: int, leader: NodeId = NO_LEADER) -> list[Effect]:
-        """Adopt ``epoch`` (>= current) without a vote; follow ``leader`` if known."""
-        out: list[Effect] = []
-        changed_epoch = epoch > self.epoch
-        was = (self.role, self.leader_id, self.epoch)
-        out += self._clear_leader_state()  # answered in the epoch they were parked in
-        if changed_epoch:
-            self.epoch = epoch
-            self.voted_for = -1
-        self._votes.clear()
-        self._prevotes = None
-        self.leader_id = leader
-        self._inflight = None
-        self._timer_now = now  # a new state, new timers (they start at the wall clock)
-        if self.observer:
-            self.role = OBSERVER
-            self._next_fetch_at = now
-            self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
-        else:
-            self.role = FOLLOWER
-            if leader == NO_LEADER:
-                self._reset_election_timer(now)
-                self._next_fetch_at = None
-            else:
-                self._election_deadline = None
-                self._fetch_deadline = now + self.config.controller_quorum_fetch_timeout_ms
-                self._next_fetch_at = now
-        if changed_epoch or was[1] != self.leader_id:
-            self._persist(out)
-        if was != (self.role, self.leader_id, self.epoch):
-            out.append(self._trace_state())
-        return out
-
-    def _start_prevote(self, now: int) -> list[Effect]:
-        """KIP-996 pre-vote: ask the voters whether they *would* vote for us in
-        the next epoch before bumping it. A voter that still hears from a
-        leader says no, so a replica cut off from the quorum cannot disrupt it
-        when it comes back. Nothing is persisted and no epoch changes."""
-        if len(self.voters) == 1:
-            return self._become_candidate(now)
-        self._prevotes = {self.node_id}
-        self._timer_now = now
-        backoff = self.rng.randint(0, self.config.controller_quorum_election_backoff_max_ms)
-        self._election_deadline = now + self._election_timeout() + backoff
-        req = VoteRequest(self.node_id, self.epoch + 1, self.last_epoch, self.end_offset, pre_vote=True)
-        return [Send(v, req) for v in self.voters if v != self.node_id]
-
-    def _become_candidate(self, now: int) -> list[Effect]:
-        out: list[Effect] = self._clear_leader_state()
-        self._prevotes = None
-        self.role = CANDIDATE
-        self.epoch += 1
-        self.voted_for = self.node_id
-        self.leader_id = NO_LEADER
-        self._votes = {self.node_id}
-        self._inflight = None
-        self._timer_now = now
-        self._fetch_deadline = None
-        backoff = self.rng.randint(0, self.config.controller_quorum_election_backoff_max_ms)
-        self._election_deadline = now + self._election_timeout() + backoff
-        self._persist(out)  # the self-vote is durable before anyone hears of it
-        out.append(self._trace_state())
-        req = VoteRequest(self.node_id, self.epoch, self.last_epoch, self.end_offset)
-        for v in self.voters:
-            if v != self.node_id:
-                out.append(Send(v, req))
-        if len(self._votes) >= self.majority:
-            out += self._become_leader(now)
-        return out
-
-    def _become_leader(self, now: int) -> list[Effect]:
-        out: list[Effect] = []
-        self.role = LEADER
-        self.leader_id = self.node_id
-        self._timer_now = now
-        self._election_deadline = None
-        self._fetch_deadline = None
-        self._inflight = None
-        self._voter_offsets = {v: -1 for v in self.voters}
-        self._last_heard = {v: now for v in self.voters}
-        self._begin_acked = {self.node_id}
-        self.caught_up = True  # the leader's HW is the authority
-        self._deliver()
-        self._persist(out)
-        out.append(self._trace_state())
-        # seed 004: a new leader commits earlier epochs' entries only through an
-        # entry of its own epoch, so it appends one straight away
-        self.epoch_start_offset = self.end_offset
-        self._append_local((MetadataEntry(self.end_offset, self.epoch, NoOpRecord()),), out)
-        self._voter_offsets[self.node_id] = self.end_offset
-        out += self._send_begin_epoch(now)
-        out += self._leader_advance_hw(now)
-        return out
-
-    def _send_begin_epoch(self, now: int) -> list[Effect]:
-        out: list[Effect] = []
-        for v in self.voters:
-            if v not in self._begin_acked:
-                out.append(Send(v, BeginQuorumEpochRequest(self.node_id, self.epoch)))
-        self._begin_resend_at = self._timer_now + self.config.controller_quorum_election_timeout_ms // 2
-        return out
-
-    # ------------------------------------------------------------------
     # votes
     # ------------------------------------------------------------------
 
@@ -651,6 +327,8 @@ class RaftReplica:
         if grant:
             if self.voted_for != req.candidate_id:
                 self.voted_for = req.candidate_id
+                if self.quorum.state == UNATTACHED:
+                    self._set_state(VOTED)  # a prospective keeps its state, with the vote
                 self._persist(out)  # FileWrite + Fsync precede the response
             self._reset_election_timer(now)
         out.append(Send(req.candidate_id, VoteResponse(self.node_id, Errors.NONE, self.epoch, self.leader_id, grant)))
@@ -733,7 +411,7 @@ class RaftReplica:
         successors = tuple(sorted((v for v in self.voters if v != self.node_id), key=lambda v: -self._voter_offsets.get(v, -1)))
         for v in successors:
             out.append(Send(v, EndQuorumEpochRequest(self.node_id, self.epoch, successors)))
-        out += self._become_unattached(self.epoch, now)
+        out += self._become_unattached(self.epoch, now, to=RESIGNED)
         return self._finish(out)
 
     # ------------------------------------------------------------------
@@ -776,41 +454,10 @@ class RaftReplica:
             out += self._leader_advance_hw(now)
         if req.fetch_offset >= self.end_offset and self._hw_sent.get(src) == self.high_watermark:
             # nothing new to say: park until data arrives or the HW moves
-            self._parked[src] = _Parked(req, src, self._mono + FETCH_MAX_WAIT_MS)
+            self._parked[src] = Parked(req, src, self._mono + FETCH_MAX_WAIT_MS)
             return out
         self._parked.pop(src, None)
         out.append(self._fetch_answer(req, src))
-        return out
-
-    def _fetch_answer(self, req: RaftFetchRequest, dst: NodeId) -> Send:
-        lo = max(req.fetch_offset, self.log_start) - self.log_start
-        entries = tuple(self.log[lo : lo + max(req.max_entries, 1)])
-        self._hw_sent[dst] = self.high_watermark
-        return Send(dst, RaftFetchResponse(self.node_id, self.epoch, Errors.NONE, req.correlation_id, self.high_watermark, entries))
-
-    def _complete_parked(self, force: bool) -> list[Effect]:
-        """Answer the parked fetches: all of them (``force``: data or the HW
-        moved) or those whose wait ran out on the monotonic clock."""
-        out: list[Effect] = []
-        mono = self._mono
-        for src, p in list(self._parked.items()):
-            if force or mono >= p.deadline:
-                del self._parked[src]
-                out.append(self._fetch_answer(p.req, src))
-        return out
-
-    def _leader_advance_hw(self, now: int) -> list[Effect]:
-        out: list[Effect] = []
-        if self.role != LEADER:
-            return out
-        offsets = sorted((self._voter_offsets.get(v, -1) for v in self.voters), reverse=True)
-        candidate = offsets[self.majority - 1]
-        # only an entry of the current epoch commits by counting replicas
-        if candidate > self.epoch_start_offset and candidate > self.high_watermark:
-            before = self.high_watermark
-            self._set_hw(candidate, out)
-            if self.high_watermark != before:
-                out += self._complete_parked(force=True)
         return out
 
     def _leader_tick(self, now: int) -> list[Effect]:
@@ -831,7 +478,7 @@ class RaftReplica:
         limit = self.config.controller_quorum_fetch_timeout_ms * 3 // 2
         heard = sum(1 for v in self.voters if v == self.node_id or now - self._last_heard.get(v, now) < limit)
         if heard < self.majority:
-            out += self._become_unattached(self.epoch, now)
+            out += self._become_unattached(self.epoch, now, to=RESIGNED)
         return out
 
     # ------------------------------------------------------------------
@@ -885,6 +532,8 @@ class RaftReplica:
         # a good answer from the leader of our epoch: it is alive after all
         # (the fetch timer is the follower state's: never backwards)
         self._fetch_deadline = self._timer_now + self.config.controller_quorum_fetch_timeout_ms
+        if self._prevotes is not None:
+            self._set_state(FOLLOWER)  # a prospective whose leader answered
         self._prevotes = None
         if resp.diverging_epoch is not None:
             ep, end = resp.diverging_epoch
@@ -914,3 +563,7 @@ class RaftReplica:
         if deadline is not None:
             effects.append(Timer(max(deadline, self._now)))
         return effects
+
+
+__all__ = ["RaftReplica", "Rng", "RAFT_MESSAGES", "FETCH_MAX_WAIT_MS", "FETCH_RESEND_MS", "RETRY_BACKOFF_MS",
+           "LEADER", "CANDIDATE", "FOLLOWER", "OBSERVER"]

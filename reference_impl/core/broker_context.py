@@ -1,0 +1,57 @@
+"""What every part of the broker shares: the clocks of the call being
+handled, the earliest deadline created since the node last asked, the
+broker epoch and the request correlation ids.
+
+The replica manager, its purgatories, its replica fetchers and its
+lifecycle hold one :class:`BrokerContext`, a plain object the compiled build
+reads natively (a part reading these through a protocol of the broker would
+look each up by name, on every fetch it sends and every tick). Kafka's
+scheduler and purgatories run on monotonic time (heartbeat interval,
+isr-expiration and HW-checkpoint schedules, delayed produce and fetch,
+controlled-shutdown wait) while replica lag and request timeouts read the
+wall clock (docs/architecture.md, "Clocks"). A deadline kept on the
+monotonic clock is armed as a wall-clock ``Timer`` at ``deadline + skew``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .messages import NodeId
+
+#: "no deadline noted" (larger than any time a run reaches)
+NO_DEADLINE: Final = 1 << 62
+
+
+class BrokerContext:
+    def __init__(self, node_id: NodeId) -> None:
+        self.node_id = node_id
+        #: the monotonic time of the current call, and wall minus monotonic
+        self.mono = 0
+        self.skew = 0
+        #: this broker's registration (BrokerLifecycleManager sets it); -1 until registered
+        self.broker_epoch = -1
+        self._soonest = NO_DEADLINE
+        self._corr = 0
+
+    def set_clock(self, now: int, mono: int | None) -> None:
+        """Take the current call's clocks (``mono=None``: the two agree)."""
+        m = now if mono is None else mono
+        self.mono = m
+        self.skew = now - m
+
+    def note_deadline(self, at: int) -> None:
+        """Remember that a (wall-clock) deadline was just created."""
+        if at < self._soonest:
+            self._soonest = at
+
+    def take_soonest(self) -> int | None:
+        """The earliest deadline noted since the last call, and forget it."""
+        at, self._soonest = self._soonest, NO_DEADLINE
+        return None if at == NO_DEADLINE else at
+
+    def next_correlation_id(self) -> int:
+        """One counter for every request the broker sends (fetches,
+        AlterPartition, forwarded admin requests)."""
+        self._corr += 1
+        return self._corr

@@ -1,0 +1,239 @@
+"""Brokers on the active controller: Kafka's ClusterControlManager
+(metadata/src/main/java/org/apache/kafka/controller/ClusterControlManager.java)
+with its BrokerHeartbeatManager (sessions, controlled shutdown) and
+QuorumController's broker flows (seed 001 §1.2.2; seed 002 for unclean
+shutdowns).
+
+* Registration writes a fenced ``RegisterBrokerRecord`` whose offset is the
+  new broker epoch; a broker whose previous incarnation still holds a live
+  session is refused DUPLICATE_BROKER_REGISTRATION; one whose previous broker
+  epoch is not its last registration's shut down uncleanly and leaves every
+  ISR and ELR first (KIP-966).
+* Heartbeats keep the session alive (judged on the monotonic clock), unfence
+  a broker once it has caught up with its own registration, fence one that
+  asks, and run controlled shutdown.
+* A session that expires fences the broker; UnregisterBroker (KIP-631)
+  removes a registration.
+
+Kafka processes heartbeats in ReplicationControlManager.processBrokerHeartbeat
+(it changes partitions); here the broker's side of each flow lives in this
+manager and the partitions' side in :mod:`.replication_control`
+(handle_broker_fenced, handle_broker_unfenced, ...), which this one calls.
+"""
+
+from __future__ import annotations
+
+from ..effects import Effect
+from ..messages import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationChangeRecord,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    Errors,
+    NodeId,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
+)
+from .replication_control import ReplicationControlManager
+from .writer import MetadataWriter, addressed
+
+
+class ClusterControlManager:
+    def __init__(self, writer: MetadataWriter, replication: ReplicationControlManager) -> None:
+        self.w = writer
+        self.replication = replication
+        #: broker -> monotonic time its session expires (BrokerHeartbeatManager)
+        self.sessions: dict[NodeId, int] = {}
+        #: the metadata offset each broker last reported in a heartbeat, and
+        #: for a broker in controlled shutdown the offset of the last record
+        #: that moved its leaderships (BrokerHeartbeatManager; in memory only)
+        self._metadata_offsets: dict[NodeId, int] = {}
+        self._shutdown_offsets: dict[NodeId, int] = {}
+
+    # ------------------------------------------------------------------
+    # sessions
+    # ------------------------------------------------------------------
+
+    def activate(self) -> None:
+        """Every live broker gets a fresh session: a new active controller
+        cannot know when it last heartbeated."""
+        w = self.w
+        self.sessions = {
+            b: w.mono + w.config.broker_session_timeout_ms
+            for b, reg in w.image.brokers.items()
+            if not reg.fenced
+        }
+
+    def deactivate(self) -> None:
+        self.sessions.clear()
+        self._metadata_offsets.clear()
+        self._shutdown_offsets.clear()
+
+    def next_session_deadline(self) -> int | None:
+        """The monotonic time the first session expires (a wake-up)."""
+        return min(self.sessions.values()) if self.sessions else None
+
+    def expire_sessions(self, mono_now: int) -> bool:
+        """Fence every unfenced broker whose session is over (seed 001
+        §1.2.2: no heartbeat within the session timeout) and forget the
+        expired sessions. True if a broker was fenced.
+
+        BrokerHeartbeatManager: a session is judged on the monotonic clock,
+        so a wall-clock jump on the controller fences no broker."""
+        work = self.w.work
+        assert work is not None
+        expired = sorted(
+            b for b, deadline in self.sessions.items()
+            if deadline <= mono_now and b in work.brokers and not work.brokers[b].fenced
+        )
+        for b in expired:
+            self.fence(b, "session expired")
+        for b in [b for b, d in self.sessions.items() if d <= mono_now]:
+            del self.sessions[b]
+        return bool(expired)
+
+    def fence(self, broker: NodeId, reason: str) -> None:
+        work = self.w.work
+        assert work is not None
+        reg = work.brokers[broker]
+        if not reg.fenced:
+            self.w.write(BrokerRegistrationChangeRecord(broker, reg.broker_epoch, fenced=True))
+        self.replication.handle_broker_fenced(broker, f"fence {broker}: {reason}")
+
+    # ------------------------------------------------------------------
+    # registration
+    # ------------------------------------------------------------------
+
+    def register(self, req: BrokerRegistrationRequest, src: NodeId | None) -> list[Effect]:
+        w = self.w
+        dst = src if src is not None else req.broker_id
+        if w.work is None:
+            return [addressed(dst, BrokerRegistrationResponse(Errors.NOT_CONTROLLER))]
+        failover = BrokerRegistrationResponse(Errors.NOT_CONTROLLER)
+        existing = w.work.brokers.get(req.broker_id)
+        if existing is not None and existing.incarnation_id == req.incarnation_id:
+            # a retry of a registration we already wrote
+            w.answer_after_commit(dst, BrokerRegistrationResponse(Errors.NONE, existing.broker_epoch), failover)
+            return []
+        if existing is not None and not existing.fenced:
+            if self.sessions.get(req.broker_id, w.mono) > w.mono:
+                # ClusterControlManager.registerBroker: another incarnation
+                # still holds a live session (a broker restarted within the
+                # session timeout, or a second process with the same id); it
+                # registers once that session has expired and it is fenced
+                return [addressed(dst, BrokerRegistrationResponse(Errors.DUPLICATE_BROKER_REGISTRATION))]
+            # the session is over but the fencing timer has not run yet
+            self.fence(req.broker_id, "re-registered after its session expired")
+        unclean = existing is not None and req.previous_broker_epoch != existing.broker_epoch
+        if unclean and w.config.elr_enabled():
+            # KIP-966: an unclean shutdown may have lost data below the HW, so
+            # the broker leaves ISR and ELR before its registration is written
+            self.replication.handle_broker_unclean_shutdown(req.broker_id)
+        epoch = w.next_offset  # seed 001 §1.2.2: the broker epoch is the record's offset
+        w.write(
+            RegisterBrokerRecord(
+                req.broker_id, epoch, req.incarnation_id, req.endpoint, fenced=True, unclean_shutdown=unclean
+            )
+        )
+        self.sessions[req.broker_id] = w.mono + w.config.broker_session_timeout_ms
+        w.answer_after_commit(dst, BrokerRegistrationResponse(Errors.NONE, epoch), failover)
+        return []
+
+    def unregister(self, req: UnregisterBrokerRequest, src: NodeId | None) -> list[Effect]:
+        """UnregisterBroker (KIP-631; Kafka's ReplicationControlManager
+        .unregisterBroker and handleBrokerUnregistered): a broker that is not
+        registered is BROKER_ID_NOT_REGISTERED; else every partition with it
+        in its ISR or ELR changes as for a fencing, with the broker no
+        acceptable leader, and an UnregisterBrokerRecord removes the
+        registration. Its assigned replicas stay where they are: an operator
+        moves them first (reassignment). A broker still running registers
+        again at its next heartbeat (BROKER_ID_NOT_REGISTERED), as a new one."""
+        w = self.w
+        if w.work is None:
+            return [addressed(src, UnregisterBrokerResponse(req.ref, Errors.NOT_CONTROLLER))]
+        bid = req.broker_id
+        reg = w.work.brokers.get(bid)
+        if reg is None:
+            return [addressed(src, UnregisterBrokerResponse(
+                req.ref, Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {bid} is not currently registered"))]
+        self.replication.handle_broker_unregistered(bid)
+        w.write(UnregisterBrokerRecord(bid, reg.broker_epoch))
+        self.sessions.pop(bid, None)
+        self._metadata_offsets.pop(bid, None)
+        self._shutdown_offsets.pop(bid, None)
+        w.answer_after_commit(src, UnregisterBrokerResponse(req.ref, Errors.NONE),
+                              UnregisterBrokerResponse(req.ref, Errors.NOT_CONTROLLER))
+        return []
+
+    # ------------------------------------------------------------------
+    # heartbeats and controlled shutdown
+    # ------------------------------------------------------------------
+
+    def heartbeat(self, req: BrokerHeartbeatRequest, src: NodeId | None) -> list[Effect]:
+        w = self.w
+        dst = src if src is not None else req.broker_id
+        if w.work is None:
+            return [addressed(dst, BrokerHeartbeatResponse(Errors.NOT_CONTROLLER))]
+        reg = w.work.brokers.get(req.broker_id)
+        if reg is None:
+            return [addressed(dst, BrokerHeartbeatResponse(Errors.BROKER_ID_NOT_REGISTERED))]
+        if reg.broker_epoch != req.broker_epoch:
+            return [addressed(dst, BrokerHeartbeatResponse(Errors.STALE_BROKER_EPOCH))]
+        self.sessions[req.broker_id] = w.mono + w.config.broker_session_timeout_ms
+        self._metadata_offsets[req.broker_id] = req.metadata_offset
+        committed = w.image.brokers.get(req.broker_id)
+        registered = committed is not None and committed.broker_epoch == reg.broker_epoch
+        # caught up: the broker has applied the metadata log up to its own registration
+        caught_up = registered and req.metadata_offset >= reg.broker_epoch
+        should_shut_down = False
+        bid = req.broker_id
+        if req.want_shutdown:
+            if reg.fenced:
+                should_shut_down = True
+            else:
+                should_shut_down = self._controlled_shutdown(bid, reg.broker_epoch, reg.in_controlled_shutdown)
+        elif req.want_fence:
+            if not reg.fenced:
+                self.fence(bid, "asked to be fenced")
+        elif reg.fenced and caught_up:
+            w.write(BrokerRegistrationChangeRecord(bid, reg.broker_epoch, fenced=False))
+            # seed 002: an unfenced ELR (or last-ISR) member may now lead a leaderless partition
+            self.replication.handle_broker_unfenced(f"broker {bid} unfenced")
+        now_reg = w.work.brokers[bid]
+        resp = BrokerHeartbeatResponse(
+            Errors.NONE, is_caught_up=caught_up, is_fenced=now_reg.fenced, should_shut_down=should_shut_down
+        )
+        w.answer_after_commit(dst, resp, BrokerHeartbeatResponse(Errors.NOT_CONTROLLER))
+        return []
+
+    def _controlled_shutdown(self, bid: NodeId, broker_epoch: int, already: bool) -> bool:
+        """One heartbeat of a broker asking to shut down; True when it may
+        (BrokerHeartbeatManager.calculateNextBrokerState, CONTROLLED_SHUTDOWN).
+
+        Its leaderships move away and it leaves every ISR (it may join the
+        ELR: a clean shutdown keeps its data). It may stop only once it leads
+        nothing *and* every active broker has reported (in its heartbeats) a
+        metadata offset at or past the last record that moved those
+        leaderships, so the new leaders lead before the old one halts; then it
+        is fenced."""
+        w = self.w
+        work = w.work
+        assert work is not None
+        end = w.next_offset
+        if not already:
+            w.write(BrokerRegistrationChangeRecord(bid, broker_epoch, in_controlled_shutdown=True))
+        self.replication.handle_broker_fenced(bid, f"controlled shutdown of {bid}")
+        if w.next_offset != end or bid not in self._shutdown_offsets:
+            self._shutdown_offsets[bid] = w.next_offset - 1
+        if any(p.leader == bid for p in work.partitions.values()):
+            return False
+        active = [b for b in work.brokers if b != bid and w.is_active_broker(b)]
+        lowest = min((self._metadata_offsets.get(b, -1) for b in active), default=None)
+        if lowest is not None and self._shutdown_offsets[bid] > lowest:
+            return False
+        w.write(BrokerRegistrationChangeRecord(bid, broker_epoch, fenced=True))
+        self._shutdown_offsets.pop(bid, None)
+        return True

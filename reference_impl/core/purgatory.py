@@ -1,0 +1,276 @@
+"""The broker's purgatories: produces waiting for the high watermark and
+fetches waiting for data (seed 000, "The acks=all produce path"; Kafka's
+DelayedProduce.scala and DelayedFetch.scala in
+core/src/main/scala/kafka/server/, kept by ReplicaManager in a
+DelayedOperationPurgatory each).
+
+* :class:`ProducePurgatory` — an acks=all produce whose batch is appended
+  waits until the HW passes it (then checkEnoughReplicasReachOffset
+  answers), until the partition's leadership moves
+  (NOT_LEADER_OR_FOLLOWER), or until its timeout (REQUEST_TIMED_OUT).
+* :class:`FetchPurgatory` — a fetch with nothing to return long-polls until
+  data arrives (a replica fetch: the leader's LEO passes its offset; a
+  consumer fetch: the HW does), until the partition's role changes, or
+  until its max wait.
+
+Deadlines are monotonic, as the purgatories' timers are. Each purgatory is
+told of changes by the replica manager (an append, a HW move, a role
+change) and reads the partitions itself.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .broker_context import BrokerContext
+from .effects import Effect, Reply, Send, TraceEvent
+from .messages import (
+    ClientFetchResponse,
+    Errors,
+    FetchPartitionRequest,
+    FetchPartitionResponse,
+    NodeId,
+    ProduceResponse,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
+    TopicPartition,
+)
+from .metadata import MetadataImage
+from .partition import Partition
+
+#: a delayed fetch of a follower (waits for the LEO) or of a consumer (for the HW)
+REPLICA: Final = "replica"
+CLIENT: Final = "client"
+
+
+@dataclass(slots=True, init=False)
+class DelayedProduce:
+    ref: Any
+    tp: TopicPartition
+    acks: int
+    base_offset: int
+    count: int
+    required_offset: int
+    deadline: int
+
+    def __init__(
+        self, ref: Any, tp: TopicPartition, acks: int, base_offset: int, count: int, required_offset: int,
+        deadline: int,
+    ) -> None:
+        self.ref = ref
+        self.tp = tp
+        self.acks = acks
+        self.base_offset = base_offset
+        self.count = count
+        self.required_offset = required_offset
+        self.deadline = deadline
+
+
+@dataclass(slots=True, init=False)
+class DelayedFetch:
+    kind: str  # CLIENT | REPLICA
+    msg: Any
+    src: NodeId | None
+    deadline: int
+    #: the request's partitions, typed: read on every append to a watched
+    #: partition (compiled, ``msg.partitions`` on an untyped msg is a lookup by name)
+    parts: tuple[FetchPartitionRequest, ...]
+
+    def __init__(self, kind: str, msg: Any, src: NodeId | None, deadline: int,
+                 parts: tuple[FetchPartitionRequest, ...]) -> None:
+        self.kind = kind
+        self.msg = msg
+        self.src = src
+        self.deadline = deadline
+        self.parts = parts
+
+
+# sort keys as module functions: a lambda inside a method makes the compiled
+# method allocate a closure environment on every call, used or not
+def _required_offset(d: DelayedProduce) -> int:
+    return d.required_offset
+
+
+def produce_done(partitions: dict[TopicPartition, Partition], ref: Any, tp: TopicPartition, acks: int,
+                 error: int, base: int, count: int) -> list[Effect]:
+    """A produce's end: its trace event, and its answer (none for acks=0)."""
+    trace = TraceEvent("produce", {"tp": str(tp), "acks": acks, "error": error, "base": base, "count": count})
+    if acks == 0:
+        return [trace]  # Kafka sends no response to acks=0
+    p = partitions.get(tp)
+    log_start = p.log.log_start_offset if p is not None else -1
+    return [trace, Reply(ProduceResponse(ref, tp, error, base if error == Errors.NONE else -1, log_start))]
+
+
+def client_fetch_partition(partitions: dict[TopicPartition, Partition], image: MetadataImage,
+                           req: FetchPartitionRequest) -> FetchPartitionResponse:
+    """One partition of a consumer fetch, as the leader reads it."""
+    p = partitions.get(req.tp)
+    if p is None:
+        err = Errors.NOT_LEADER_OR_FOLLOWER if req.tp in image.partitions else Errors.UNKNOWN_TOPIC_OR_PARTITION
+        return FetchPartitionResponse(req.tp, err)
+    return p.serve_client_fetch(req)
+
+
+class ProducePurgatory:
+    def __init__(self, partitions: dict[TopicPartition, Partition], ctx: BrokerContext) -> None:
+        self.partitions = partitions
+        self.ctx = ctx
+        #: per partition, ordered by required offset
+        self.waiting: dict[TopicPartition, list[DelayedProduce]] = {}
+
+    def park(self, d: DelayedProduce) -> None:
+        """Wait for the HW (the deadline is monotonic, as the purgatory's timer)."""
+        # kept ordered by required offset (appends arrive in offset order;
+        # a duplicate may need an earlier one), so completion pops a prefix
+        waiting = self.waiting.setdefault(d.tp, [])
+        if waiting and waiting[-1].required_offset > d.required_offset:
+            insort(waiting, d, key=_required_offset)
+        else:
+            waiting.append(d)
+        self.ctx.note_deadline(d.deadline + self.ctx.skew)
+
+    def deadlines(self) -> list[int]:
+        """The earliest monotonic deadline of each partition's waiting produces."""
+        return [min(d.deadline for d in waiting) for waiting in self.waiting.values()]
+
+    def complete(self, tp: TopicPartition) -> list[Effect]:
+        """The HW moved or the leadership did: answer every produce it settles."""
+        waiting = self.waiting.get(tp)
+        if not waiting:
+            return []
+        p = self.partitions.get(tp)
+        effects: list[Effect] = []
+        if p is None or not p.is_leader:
+            n = len(waiting)
+        else:
+            # checkEnoughReplicasReachOffset for every parked produce the HW has passed
+            hw = p.log.hw
+            n = 0
+            while n < len(waiting) and waiting[n].required_offset <= hw:
+                n += 1
+        for d in waiting[:n]:
+            if p is None:
+                err = Errors.NOT_LEADER_OR_FOLLOWER
+            else:
+                _, err = p.check_enough_replicas_reach_offset(d.required_offset)
+            effects += produce_done(self.partitions, d.ref, tp, d.acks, err, d.base_offset, d.count)
+        if n == len(waiting):
+            del self.waiting[tp]
+        elif n:
+            del waiting[:n]
+        return effects
+
+    def expire(self, mono: int) -> list[Effect]:
+        """REQUEST_TIMED_OUT for every produce whose deadline passed."""
+        effects: list[Effect] = []
+        for tp in list(self.waiting):
+            waiting = self.waiting[tp]
+            expired = [d for d in waiting if mono >= d.deadline]
+            if not expired:
+                continue
+            rest = [d for d in waiting if mono < d.deadline]
+            if rest:
+                self.waiting[tp] = rest
+            else:
+                del self.waiting[tp]
+            for d in expired:
+                effects += produce_done(self.partitions, d.ref, tp, d.acks, Errors.REQUEST_TIMED_OUT, d.base_offset,
+                                        d.count)
+        return effects
+
+
+class FetchPurgatory:
+    def __init__(self, partitions: dict[TopicPartition, Partition], image: MetadataImage, ctx: BrokerContext) -> None:
+        self.partitions = partitions
+        self.image = image
+        self.ctx = ctx
+        self.delayed: dict[int, DelayedFetch] = {}
+        #: partition -> the parked fetches that read it
+        self.watch: dict[TopicPartition, set[int]] = {}
+        self._ids = 0
+
+    def park(self, kind: str, msg: Any, src: NodeId | None, deadline: int,
+             parts: tuple[FetchPartitionRequest, ...]) -> None:
+        """Park a fetch request (``parts``: its partitions) until data or
+        ``deadline`` (monotonic, as the fetch purgatory's timer)."""
+        self._ids += 1
+        fid = self._ids
+        self.delayed[fid] = DelayedFetch(kind, msg, src, deadline, parts)
+        self.ctx.note_deadline(deadline + self.ctx.skew)
+        for req in parts:
+            self.watch.setdefault(req.tp, set()).add(fid)
+
+    def deadlines(self) -> list[int]:
+        return [d.deadline for d in self.delayed.values()]
+
+    def check(self, tp: TopicPartition, now: int, only_kind: str | None = None) -> list[Effect]:
+        """Answer the parked fetches of ``tp`` that can now return something
+        (or whose partition stopped being led here)."""
+        ids = self.watch.get(tp)
+        if not ids:
+            return []
+        effects: list[Effect] = []
+        p = self.partitions.get(tp)
+        for fid in list(ids):
+            d = self.delayed.get(fid)
+            if d is None:
+                continue
+            if only_kind is not None and d.kind != only_kind:
+                continue
+            if self._ready(d, tp, p):
+                effects += self.complete(fid, now)
+        return effects
+
+    @staticmethod
+    def _ready(d: DelayedFetch, tp: TopicPartition, p: Partition | None) -> bool:
+        if p is None or not p.is_leader:
+            return True
+        for req in d.parts:
+            if req.tp != tp:
+                continue
+            upto = p.log.leo if d.kind == REPLICA else p.log.hw
+            if upto > req.fetch_offset:
+                return True
+        return False
+
+    def complete(self, fid: int, now: int) -> list[Effect]:
+        """Answer one parked fetch with what its partitions hold now."""
+        d = self.delayed.pop(fid, None)
+        if d is None:
+            return []
+        for req in d.parts:
+            s = self.watch.get(req.tp)
+            if s is not None:
+                s.discard(fid)
+                if not s:
+                    del self.watch[req.tp]
+        if d.kind == CLIENT:
+            return [Reply(ClientFetchResponse(
+                d.msg.ref, tuple(client_fetch_partition(self.partitions, self.image, req) for req in d.parts)))]
+        msg = d.msg
+        # parked by handle_replica_fetch, which answers peers only; the
+        # isinstance also lets the compiled code read msg's fields natively
+        assert d.src is not None and isinstance(msg, ReplicaFetchRequest)
+        effects: list[Effect] = []
+        responses = []
+        for req in d.parts:
+            p = self.partitions.get(req.tp)
+            if p is None:
+                responses.append(FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER))
+                continue
+            resp, e, _ = p.serve_replica_fetch(req, msg.replica_id, msg.broker_epoch, now, record=False)
+            effects += e
+            responses.append(resp)
+        effects.append(Send(d.src, ReplicaFetchResponse(self.ctx.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
+        return effects
+
+    def expire(self, mono: int, now: int) -> list[Effect]:
+        """Answer every parked fetch whose monotonic deadline passed."""
+        effects: list[Effect] = []
+        for fid, parked in list(self.delayed.items()):
+            if mono >= parked.deadline:
+                effects += self.complete(fid, now)
+        return effects
