@@ -20,31 +20,81 @@ Randomness comes only from ``ctx.rng`` (seeded from the test seed), so the
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 PENDING = "pending"
 NS = 1_000_000_000
 
 
-@dataclass
+#: memo of pure functions of frozensets the interpreters hand over again and
+#: again (the same objects while nothing changes, so their hash is cached):
+#: each ask of a generator restricts the threads and lists the free ones
+_MEMO: dict[Any, Any] = {}
+_MEMO_MAX = 4096
+
+
+def _remember(key: Any, value: Any) -> Any:
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[key] = value
+    return value
+
+
+def _order(threads: frozenset[Any]) -> list[Any]:
+    """``threads`` sorted by name, as :meth:`Context.free_threads` lists them."""
+    got = _MEMO.get(threads)
+    if got is None:
+        got = _remember(threads, sorted(threads, key=str))
+    return got
+
+
 class Context:
     """What a generator may look at: the time, which worker threads are free and
     which process each runs. ``threads`` restricts the view (``clients`` /
-    ``nemesis`` wrappers narrow it)."""
+    ``nemesis`` wrappers narrow it). ``thread_of``, if the interpreter keeps
+    one, maps each process to its thread (else it is searched for).
 
-    time: int  # ns since the test began
-    rng: random.Random
-    free: frozenset[Any]  # free thread ids (ints for clients, "nemesis")
-    process_of: dict[Any, Any]  # thread -> current process
-    threads: frozenset[Any]  # threads visible to this generator
-    state: dict[str, Any] = field(default_factory=dict)  # workload state shared with generators
+    A plain class with slots rather than a dataclass: every ask of a
+    generator builds a few (each ``clients``/``nemesis`` wrapper narrows
+    the view), and ``dataclasses.replace`` was a fifth of an ask."""
+
+    __slots__ = ("time", "rng", "free", "process_of", "threads", "state", "_thread_of", "_free_sorted")
+
+    def __init__(self, time: int, rng: random.Random, free: frozenset[Any], process_of: dict[Any, Any],
+                 threads: frozenset[Any], state: dict[str, Any] | None = None,
+                 thread_of: dict[Any, Any] | None = None) -> None:
+        self.time = time  # ns since the test began
+        self.rng = rng
+        self.free = free  # free thread ids (ints for clients, "nemesis")
+        self.process_of = process_of  # thread -> current process
+        self.threads = threads  # threads visible to this generator
+        self.state = state if state is not None else {}  # workload state shared with generators
+        self._thread_of = thread_of
+        self._free_sorted: list[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"Context(time={self.time}, free={sorted(self.free, key=str)}, threads={sorted(self.threads, key=str)})"
+
+    def with_threads(self, threads: frozenset[Any]) -> "Context":
+        return Context(self.time, self.rng, self.free, self.process_of, threads, self.state, self._thread_of)
 
     def restrict(self, pred: Callable[[Any], bool]) -> "Context":
-        return replace(self, threads=frozenset(t for t in self.threads if pred(t)))
+        threads = self.threads
+        key = (threads, pred)
+        got = _MEMO.get(key)
+        if got is None:
+            got = _remember(key, frozenset(t for t in threads if pred(t)))
+        return Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of)
 
     def free_threads(self) -> list[Any]:
-        return sorted((t for t in self.free if t in self.threads), key=str)
+        """The free threads this view sees, sorted by name (the caller must
+        not change the list)."""
+        fs = self._free_sorted
+        if fs is None:
+            free = self.free
+            fs = self._free_sorted = [t for t in _order(self.threads) if t in free]
+        return fs
 
     def some_free_process(self) -> Any | None:
         ts = self.free_threads()
@@ -53,6 +103,9 @@ class Context:
         return self.process_of[self.rng.choice(ts)]
 
     def thread_of(self, process: Any) -> Any:
+        index = self._thread_of
+        if index is not None:
+            return index.get(process)
         for t, p in self.process_of.items():
             if p == process:
                 return t
@@ -62,7 +115,7 @@ class Context:
 class Gen:
     """Base class: subclasses implement ``op``; ``update`` defaults to identity."""
 
-    def op(self, ctx: Context) -> tuple[Any, "Gen"] | None:  # pragma: no cover - abstract
+    def op(self, ctx: Context) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
@@ -148,10 +201,11 @@ class Seq(Gen):
             return o, Seq((g2,) + gens[1:])
         return None
 
-    def update(self, ctx, event):
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if not self.gens or self.gens[0] is None:
             return self
-        return Seq((self.gens[0].update(ctx, event),) + self.gens[1:])
+        g2 = self.gens[0].update(ctx, event)
+        return self if g2 is self.gens[0] else Seq((g2,) + self.gens[1:])
 
 
 def seq(*gens: Any) -> Gen:
@@ -165,7 +219,7 @@ class Limit(Gen):
     n: int
     gen: Gen | None
 
-    def op(self, ctx):
+    def op(self, ctx: Context) -> Any:
         if self.n <= 0 or self.gen is None:
             return None
         r = self.gen.op(ctx)
@@ -176,8 +230,11 @@ class Limit(Gen):
             return PENDING, Limit(self.n, g2)
         return o, Limit(self.n - 1, g2)
 
-    def update(self, ctx, event):
-        return Limit(self.n, self.gen.update(ctx, event) if self.gen else None)
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        if self.gen is None:
+            return self
+        g2 = self.gen.update(ctx, event)
+        return self if g2 is self.gen else Limit(self.n, g2)
 
 
 def limit(n: int, gen: Any) -> Gen:
@@ -188,11 +245,11 @@ def limit(n: int, gen: Any) -> Gen:
 class Repeat(Gen):
     """Repeat the first op of ``gen`` forever (or ``n`` times)."""
 
-    gen: Gen
+    gen: Gen | None
     n: int = -1
 
-    def op(self, ctx):
-        if self.n == 0:
+    def op(self, ctx: Context) -> Any:
+        if self.n == 0 or self.gen is None:
             return None
         r = self.gen.op(ctx)
         if r is None:
@@ -215,7 +272,7 @@ class TimeLimit(Gen):
     gen: Gen | None
     deadline: int | None = None
 
-    def op(self, ctx):
+    def op(self, ctx: Context) -> Any:
         if self.gen is None:
             return None
         deadline = self.deadline if self.deadline is not None else ctx.time + self.dt_ns
@@ -229,10 +286,11 @@ class TimeLimit(Gen):
             return None
         return o, TimeLimit(self.dt_ns, g2, deadline)
 
-    def update(self, ctx, event):
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if self.gen is None:
             return self
-        return TimeLimit(self.dt_ns, self.gen.update(ctx, event), self.deadline)
+        g2 = self.gen.update(ctx, event)
+        return self if g2 is self.gen else TimeLimit(self.dt_ns, g2, self.deadline)
 
 
 def time_limit(seconds: float, gen: Any) -> Gen:
@@ -248,7 +306,7 @@ class Delay(Gen):
     next_time: int | None = None
     jitter: bool = False
 
-    def op(self, ctx):
+    def op(self, ctx: Context) -> Any:
         if self.gen is None:
             return None
         r = self.gen.op(ctx)
@@ -256,19 +314,21 @@ class Delay(Gen):
             return None
         o, g2 = r
         if o == PENDING:
-            return PENDING, replace(self, gen=g2)
+            return PENDING, Delay(self.dt_ns, g2, self.next_time, self.jitter)
         nt = self.next_time if self.next_time is not None else ctx.time
-        o = dict(o)
-        o["time"] = max(o["time"], nt)
+        if o["time"] < nt:
+            o = dict(o)
+            o["time"] = nt
         step = self.dt_ns
         if self.jitter:  # stagger: uniform in [0, 2dt), mean dt
             step = int(ctx.rng.random() * 2 * self.dt_ns)
-        return o, replace(self, gen=g2, next_time=o["time"] + step)
+        return o, Delay(self.dt_ns, g2, o["time"] + step, self.jitter)
 
-    def update(self, ctx, event):
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if self.gen is None:
             return self
-        return replace(self, gen=self.gen.update(ctx, event))
+        g2 = self.gen.update(ctx, event)
+        return self if g2 is self.gen else Delay(self.dt_ns, g2, self.next_time, self.jitter)
 
 
 def delay(seconds: float, gen: Any) -> Gen:
@@ -287,31 +347,36 @@ def rate(ops_per_second: float, gen: Any) -> Gen:
 
 @dataclass(frozen=True)
 class Mix(Gen):
-    """Each op from a uniformly chosen generator (weights via repetition)."""
+    """Each op from a uniformly chosen generator (weights via repetition),
+    as Jepsen's ``mix``: the generator the next op comes from (``i``) is
+    drawn when an op is emitted and kept in the state, so asking again
+    gives the same answer without drawing; an exhausted generator is
+    dropped and another drawn. The first op comes from the first."""
 
-    gens: tuple[Gen, ...]
+    gens: tuple[Gen | None, ...]
+    i: int = 0
 
-    def op(self, ctx):
-        gens = [g for g in self.gens if g is not None]
-        if not gens:
-            return None
-        order = list(range(len(gens)))
-        ctx.rng.shuffle(order)
-        for i in order:
-            r = gens[i].op(ctx)
+    def op(self, ctx: Context) -> Any:
+        gens, i = self.gens, self.i
+        while gens:
+            g = gens[i]
+            r = g.op(ctx) if g is not None else None
             if r is None:
+                gens = gens[:i] + gens[i + 1:]
+                if not gens:
+                    return None
+                i = ctx.rng.randrange(len(gens))
                 continue
             o, g2 = r
             if o == PENDING:
-                return PENDING, self
-            new = list(gens)
-            new[i] = g2
-            return o, Mix(tuple(new))
+                return PENDING, (self if gens is self.gens else Mix(gens, i))
+            new = gens if g2 is g else gens[:i] + (g2,) + gens[i + 1:]
+            return o, Mix(new, ctx.rng.randrange(len(new)))
         return None
 
 
 def mix(*gens: Any) -> Gen:
-    return Mix(tuple(lift(g) for g in gens))
+    return Mix(tuple(x for x in (lift(g) for g in gens) if x is not None))
 
 
 @dataclass(frozen=True)
@@ -322,7 +387,7 @@ class Sleep(Gen):
 
     dt_ns: int
 
-    def op(self, ctx):
+    def op(self, ctx: Context) -> Any:
         p = ctx.some_free_process()
         if p is None:
             return PENDING, self
@@ -340,7 +405,7 @@ class OnThreads(Gen):
     pred: Callable[[Any], bool]
     gen: Gen | None
 
-    def op(self, ctx):
+    def op(self, ctx: Context) -> Any:
         if self.gen is None:
             return None
         r = self.gen.op(ctx.restrict(self.pred))
@@ -349,7 +414,7 @@ class OnThreads(Gen):
         o, g2 = r
         return o, OnThreads(self.pred, g2)
 
-    def update(self, ctx, event):
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if self.gen is None:
             return self
         t = ctx.thread_of(event.get("process"))
@@ -357,7 +422,8 @@ class OnThreads(Gen):
             t = "nemesis"
         if t is not None and not self.pred(t):
             return self
-        return OnThreads(self.pred, self.gen.update(ctx.restrict(self.pred), event))
+        g2 = self.gen.update(ctx.restrict(self.pred), event)
+        return self if g2 is self.gen else OnThreads(self.pred, g2)
 
 
 def _is_client(t: Any) -> bool:
@@ -403,7 +469,7 @@ class Any_(Gen):
 
     gens: tuple[Gen | None, ...]
 
-    def op(self, ctx):
+    def op(self, ctx: Context) -> Any:
         best, pending, done = _soonest((i, g.op(ctx)) for i, g in enumerate(self.gens) if g is not None)
         if best is None:
             # exhausted children are dropped so Any_ ends when all do (from
@@ -415,8 +481,17 @@ class Any_(Gen):
         new[i] = g2
         return o, Any_(tuple(new))
 
-    def update(self, ctx, event):
-        return Any_(tuple(g.update(ctx, event) if g is not None else None for g in self.gens))
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        new: list[Gen | None] | None = None
+        for i, g in enumerate(self.gens):
+            if g is None:
+                continue
+            g2 = g.update(ctx, event)
+            if g2 is not g:
+                if new is None:
+                    new = list(self.gens)
+                new[i] = g2
+        return self if new is None else Any_(tuple(new))
 
 
 def any_(*gens: Any) -> Gen:
@@ -430,11 +505,11 @@ class Synchronize(Gen):
     gen: Gen | None
     started: bool = False
 
-    def op(self, ctx):
+    def op(self, ctx: Context) -> Any:
         if self.gen is None:
             return None
         if not self.started:
-            if set(ctx.free) >= set(ctx.threads):
+            if ctx.free >= ctx.threads:
                 return Synchronize(self.gen, True).op(ctx)
             return PENDING, self
         r = self.gen.op(ctx)
@@ -443,10 +518,11 @@ class Synchronize(Gen):
         o, g2 = r
         return o, Synchronize(g2, True)
 
-    def update(self, ctx, event):
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if self.gen is None or not self.started:
             return self
-        return Synchronize(self.gen.update(ctx, event), True)
+        g2 = self.gen.update(ctx, event)
+        return self if g2 is self.gen else Synchronize(g2, True)
 
 
 def phases(*gens: Any) -> Gen:
@@ -468,10 +544,10 @@ class EachThread(Gen):
             return self.gens
         return tuple((t, lift(self.make(t))) for t in sorted(ctx.threads, key=str))
 
-    def op(self, ctx):
+    def op(self, ctx: Context) -> Any:
         gens = self._init(ctx)
         best, pending, _ = _soonest(
-            (i, g.op(replace(ctx, threads=frozenset([t])))) for i, (t, g) in enumerate(gens) if g is not None
+            (i, g.op(ctx.with_threads(frozenset([t])))) for i, (t, g) in enumerate(gens) if g is not None
         )
         if best is None:
             return (PENDING, EachThread(self.make, gens)) if pending else None
@@ -480,13 +556,13 @@ class EachThread(Gen):
         new[i] = (new[i][0], g2)
         return o, EachThread(self.make, tuple(new))
 
-    def update(self, ctx, event):
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         gens = self._init(ctx)
         t = ctx.thread_of(event.get("process"))
         out = []
         for th, g in gens:
             if g is not None and th == t:
-                g = g.update(replace(ctx, threads=frozenset([th])), event)
+                g = g.update(ctx.with_threads(frozenset([th])), event)
             out.append((th, g))
         return EachThread(self.make, tuple(out))
 

@@ -73,23 +73,37 @@ class TimedCycle(g.Gen):
     cycle: int = 0
     spread: tuple[tuple[float, float], tuple[float, float]] = OVERLAP_SPREAD
 
-    def op(self, ctx: g.Context):
-        if not ctx.free_threads():
-            return g.PENDING, self
+    def _step(self) -> tuple[int, str | None, dict[str, Any]]:
+        """Step k's draws: its nominal time, the fault it starts (None for
+        a stop) and the op. Drawn once per instance (memoised on it): the
+        generator is asked on every client op, and each answer builds the
+        successor, most of which are never asked."""
+        got = self.__dict__.get("_drawn")
+        if got is not None:
+            return got
         rng = draw_rng(self.seed, self.cycle, self.k)
         lo, span = self.spread[0 if self.current is None else 1]
         # whole milliseconds: a nominal time both runtimes can keep exactly
         nominal = self.at + int(self.interval_ns * (lo + span * rng.random())) // MS * MS
-        op: dict[str, Any]
+        step: dict[str, Any]
         if self.current is None:
             fault: str | None = rng.choice(self.faults)
             assert fault is not None
-            op = {"f": f"start-{parse(fault).op_name}", "value": {"fault": fault}, "_draw": rng.getrandbits(64)}
+            step = {"f": f"start-{parse(fault).op_name}", "value": {"fault": fault}, "_draw": rng.getrandbits(64)}
         else:
             fault = None
-            op = {"f": f"stop-{parse(self.current).op_name}", "value": {"fault": self.current}}
-        op.update(process="nemesis", time=max(nominal, ctx.time), nominal_ms=nominal // MS)
-        return op, replace(self, k=self.k + 1, at=nominal, current=fault)
+            step = {"f": f"stop-{parse(self.current).op_name}", "value": {"fault": self.current}}
+        got = (nominal, fault, step)
+        object.__setattr__(self, "_drawn", got)
+        return got
+
+    def op(self, ctx: g.Context):
+        if not ctx.free_threads():
+            return g.PENDING, self
+        nominal, fault, step = self._step()
+        op = {**step, "process": "nemesis", "time": max(nominal, ctx.time), "nominal_ms": nominal // MS}
+        return op, TimedCycle(self.faults, self.interval_ns, self.seed, self.k + 1, nominal, fault, self.cycle,
+                              self.spread)
 
 
 def sequential(faults: tuple[str, ...], interval_ns: int, seed: int) -> g.Gen:

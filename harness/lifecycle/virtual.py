@@ -89,6 +89,7 @@ class VirtualInterpreter:
         # the context's parts, rebuilt only when they change
         self._free_fs: frozenset[Any] | None = None
         self._proc_view: dict[Any, Any] | None = None
+        self._thread_view: dict[Any, Any] = {}
         # the last answer for a later time, and whether the world changed since
         self._ahead: tuple[dict[str, Any], Gen | None] | None = None
         self._wake_ms = -1
@@ -107,7 +108,8 @@ class VirtualInterpreter:
         procs = self._proc_view
         if procs is None:
             procs = self._proc_view = dict(self.process_of)
-        return Context(self.now_ns(), self.rng, free, procs, self.threads, self.state)
+            self._thread_view = dict(self.thread_of)
+        return Context(self.now_ns(), self.rng, free, procs, self.threads, self.state, self._thread_view)
 
     def _changed(self) -> None:
         """The world moved (a thread taken or freed, a process renamed): an
