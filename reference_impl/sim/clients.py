@@ -72,14 +72,6 @@ def sim_history(sim: "Simulation", path: str | Path | None = None) -> Recorder:
     return Recorder(path, keep=True, clock=VirtualClock(sim.loop), epoch=0, background=False)
 
 
-def sim_history(sim: "Simulation", path: str | Path | None = None) -> Recorder:
-    """The history recorder (``checkers.history.recorder``, the one both
-    runtimes use) on the simulation's clock: virtual nanoseconds from 0,
-    one thread, every operation kept for the checkers; with ``path`` the
-    lines also go to that file."""
-    return Recorder(path, keep=True, clock=VirtualClock(sim.loop), epoch=0, background=False)
-
-
 class ClientSettings:
     """What one thread's client is (the test decides it per thread, as for
     real clients): its producer's acks, idempotence and retries, and the
