@@ -343,7 +343,11 @@ class Delay(Gen):
         o, g2 = r
         if o == PENDING:
             return PENDING, Delay(self.dt_ns, g2, self.next_time, self.jitter)
-        nt = self.next_time if self.next_time is not None else ctx.time
+        nt = self.next_time
+        if nt is None:
+            # the first op: a stagger's first gap is drawn as every other
+            # (from the start, as from an op), a plain delay's is none
+            nt = ctx.time + (int(ctx.rng.random() * 2 * self.dt_ns) if self.jitter else 0)
         if o["time"] < nt:
             o = dict(o)
             o["time"] = nt
@@ -364,7 +368,8 @@ def delay(seconds: float, gen: Any) -> Gen:
 
 
 def stagger(seconds: float, gen: Any) -> Gen:
-    """Jepsen's stagger: random gaps with mean ``seconds``."""
+    """Jepsen's stagger: random gaps with mean ``seconds`` (the first from
+    the start)."""
     return Delay(int(seconds * NS), lift(gen), None, True)
 
 

@@ -72,6 +72,8 @@ class TimedCycle(g.Gen):
     current: str | None = None
     cycle: int = 0
     spread: tuple[tuple[float, float], tuple[float, float]] = OVERLAP_SPREAD
+    #: no step is meant for this time or later (None: no end)
+    end: int | None = None
 
     def _step(self) -> tuple[int, str | None, dict[str, Any]]:
         """Step k's draws: its nominal time, the fault it starts (None for
@@ -101,24 +103,28 @@ class TimedCycle(g.Gen):
         if not ctx.free_threads():
             return g.PENDING, self
         nominal, fault, step = self._step()
+        if self.end is not None and nominal >= self.end:
+            return None
         op = {**step, "process": "nemesis", "time": max(nominal, ctx.time), "nominal_ms": nominal // MS}
         return op, TimedCycle(self.faults, self.interval_ns, self.seed, self.k + 1, nominal, fault, self.cycle,
-                              self.spread)
+                              self.spread, self.end)
 
 
-def sequential(faults: tuple[str, ...], interval_ns: int, seed: int) -> g.Gen:
+def sequential(faults: tuple[str, ...], interval_ns: int, seed: int, end_ns: int | None = None) -> g.Gen:
     """One fault at a time: a quiet gap of ``interval * (0.5..1.5)``, a
-    fault of the mix, held ``interval * (0.5..1.5)``, its stop; again."""
-    return TimedCycle(tuple(faults), interval_ns, seed, spread=SEQUENTIAL_SPREAD)
+    fault of the mix, held ``interval * (0.5..1.5)``, its stop; again
+    (until ``end_ns``, nominally)."""
+    return TimedCycle(tuple(faults), interval_ns, seed, spread=SEQUENTIAL_SPREAD, end=end_ns)
 
 
-def overlapping(faults: tuple[str, ...], interval_ns: int, seed: int) -> g.Gen:
+def overlapping(faults: tuple[str, ...], interval_ns: int, seed: int, end_ns: int | None = None) -> g.Gen:
     """One TimedCycle per history op name (kill, leader-kill and
     controller-kill share ``start-kill``/``stop-kill``, so they take turns)."""
     groups: dict[str, list[str]] = {}
     for f in faults:
         groups.setdefault(parse(f).op_name, []).append(f)
-    return g.any_(*[TimedCycle(tuple(fs), interval_ns, seed, cycle=i) for i, fs in enumerate(groups.values())])
+    return g.any_(*[TimedCycle(tuple(fs), interval_ns, seed, cycle=i, end=end_ns)
+                    for i, fs in enumerate(groups.values())])
 
 
 @dataclass(frozen=True)
@@ -155,15 +161,21 @@ class Nemesis:
         self.faults: dict[str, Fault] = make_faults(list(names), cluster, draw_rng(seed, "faults"), timings, record)
         self.script = scenarios.ScenarioRunner(plan.scenario, cluster) if plan.scenario else None
 
-    def schedule(self) -> g.Gen:
+    def schedule(self, end_ns: int | None = None) -> g.Gen:
+        """The nemesis's ops: a recorded schedule, a script, or the seed's
+        timetable; ``end_ns``: no op is meant for that time or later (the
+        test's time limit, judged on the nominal time, so where a schedule
+        ends does not hang on how busy the nemesis was; a replay's ops are
+        judged on their recorded times)."""
         if self.plan.schedule:
-            return replay.Replay(self.plan.schedule, self.seed)
+            rep = replay.Replay(self.plan.schedule, self.seed)
+            return rep if end_ns is None else g.TimeLimit(end_ns, rep, end_ns)
         if self.plan.scenario:
             return scenarios.generator(self.plan.scenario)
         interval = int(self.plan.interval_s * g.NS)
         if self.plan.mode == "overlap":
-            return overlapping(self.plan.faults, interval, self.seed)
-        return sequential(self.plan.faults, interval, self.seed)
+            return overlapping(self.plan.faults, interval, self.seed, end_ns)
+        return sequential(self.plan.faults, interval, self.seed, end_ns)
 
     def _op_names(self) -> list[str]:
         if self.plan.scenario:

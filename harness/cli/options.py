@@ -91,7 +91,6 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--time-limit", type=float, help="Seconds of client operations (default 30)."),
     click.option("--rate", type=float, help="Client ops per second, all processes together (default 50)."),
     click.option("--concurrency", type=int, help="Client processes (default 4)."),
-    click.option("--consumers", type=int, help="Simulator: consumer processes beside the producers (default 1)."),
     click.option("--seed", type=int, help="Seed for every random choice (recorded in test.json)."),
     click.option("--out", type=click.Path(file_okay=False), help="Results directory (default results)."),
     click.option("--base-port", type=int, help="Real processes: first port to use on 127.0.0.1 (default: free ports)."),

@@ -117,11 +117,8 @@ class TestConfig(BaseModel):
     scenario: str | None = None
     time_limit: float = 30.0
     rate: float = Field(50.0, gt=0)
-    #: client processes: worker threads (local), producer processes (sim)
+    #: client processes: worker threads, each sending and polling (both runtimes)
     concurrency: int = Field(4, ge=1, le=256)
-    #: the simulator's consumer processes beside its producers (a real run's
-    #: workers both send and poll)
-    consumers: int = Field(1, ge=0, le=256)
     seed: int | None = None
     test_count: int = Field(1, ge=1)
     out: str = "results"
@@ -326,7 +323,7 @@ class TestConfig(BaseModel):
                 if getattr(self, name) not in (defaults[name].default, None):
                     raise ValueError(f"--{name.replace('_', '-')} is for real processes, not the simulator")
         else:
-            for name in ("link_latency_ms", "link_jitter_ms", "clock_drift", "consumers"):
+            for name in ("link_latency_ms", "link_jitter_ms", "clock_drift"):
                 if getattr(self, name) != defaults[name].default:
                     raise ValueError(f"--{name.replace('_', '-')} is for the simulator, not real processes")
         try:

@@ -139,7 +139,7 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
     client_gen = g.clients(g.TimeLimit(end, ops, end))
     main = client_gen
     if nem is not None:
-        sched = nem.schedule() if script else g.TimeLimit(end, nem.schedule(), end)
+        sched = nem.schedule() if script else nem.schedule(end)
         main = g.any_(client_gen, g.nemesis(sched))
     parts: list[Any] = [main]
     if nem is not None:

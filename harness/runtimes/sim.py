@@ -116,7 +116,7 @@ class SimRun:
         )
         self.history = sim_history(self.sim, self.run_dir / "history.jsonl" if self.run_dir else None)
         self.tps = [TopicPartition(t, p) for t in o.topic_names() for p in range(o.partitions)]
-        self.wl = Workload(self.sim, self.tps, client_config(o))
+        self.wl = Workload(self.sim, self.tps, client_config(o), threads=o.concurrency)
         self._settings = [client_settings(o, self.seed, t) for t in range(o.concurrency)]
         self.cluster = SimCluster(self.sim, [str(tp) for tp in self.tps], self.wl.endpoint_names)
         self.setup_ok = False

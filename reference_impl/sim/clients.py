@@ -91,27 +91,39 @@ class Workload:
     and each worker thread's client (:meth:`client`), kept for the run so
     its endpoint outlives its processes."""
 
-    def __init__(self, sim: "Simulation", tps: list[TopicPartition], cfg: ClientConfig | None = None) -> None:
+    def __init__(self, sim: "Simulation", tps: list[TopicPartition], cfg: ClientConfig | None = None,
+                 threads: int = 0) -> None:
         self.sim = sim
         self.tps = tps
         self.topics = tuple(sorted({tp.topic for tp in tps}))
         self.cfg = cfg or ClientConfig()
         self.by_key: dict[str, TopicPartition] = {str(tp): tp for tp in tps}
         self.clients: dict[int, SimClient] = {}
+        #: each worker thread's network endpoint (``c<thread>``), there from
+        #: the start, so a cut of the clients covers a client not opened yet
+        self.endpoints: dict[int, Endpoint] = {}
+        for t in range(threads):
+            self.endpoint(t)
+
+    def endpoint(self, thread: int) -> Endpoint:
+        ep = self.endpoints.get(thread)
+        if ep is None:
+            ep = self.endpoints[thread] = Endpoint(self.sim, f"c{thread}")
+        return ep
 
     def client(self, thread: int, process: int, settings: ClientSettings) -> "SimClient":
         """Thread ``thread``'s client as process ``process``: the thread's
         first, or its client started afresh for a new process."""
         c = self.clients.get(thread)
         if c is None:
-            c = self.clients[thread] = SimClient(self, f"c{thread}", process, settings)
+            c = self.clients[thread] = SimClient(self, self.endpoint(thread), process, settings)
         elif c.process != process:
             c.reopen(process)
         return c
 
     def endpoint_names(self) -> list[str]:
         """Every client endpoint (the contract's pseudo-node ``client``)."""
-        return [c.ep.name for c in self.clients.values()]
+        return [ep.name for ep in self.endpoints.values()]
 
     def stop(self) -> None:
         """The run is over: no client keeps its group conversation going."""
@@ -122,12 +134,12 @@ class Workload:
 class SimClient:
     """One process of a worker thread: the queue workload's client."""
 
-    def __init__(self, wl: Workload, name: str, process: int, settings: ClientSettings) -> None:
+    def __init__(self, wl: Workload, ep: Endpoint, process: int, settings: ClientSettings) -> None:
         self.wl = wl
         self.sim = wl.sim
         self.process = process
         self.settings = settings
-        self.ep = Endpoint(wl.sim, name)
+        self.ep = ep
         s = settings
         self.producer = Producer(wl.sim, self.ep, wl.topics, wl.cfg, s.acks, s.idempotent, s.retries)
         self.producer.on_crash = self.kill

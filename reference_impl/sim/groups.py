@@ -15,6 +15,7 @@ from reference_impl.core.groups.messages import (
     HeartbeatResponse,
     JoinGroupRequest,
     JoinGroupResponse,
+    LeaveGroupRequest,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
@@ -29,6 +30,10 @@ from .endpoint import ClientConfig, Endpoint, choose, group_error_name
 
 if TYPE_CHECKING:
     from .simulation import Simulation
+
+
+def _ignore(_msg: Any) -> None:
+    """A LeaveGroup's answer: nobody waits for it."""
 
 
 class GroupMember(Consumer):
@@ -72,8 +77,17 @@ class GroupMember(Consumer):
         self.epoch = 0
 
     def reset(self) -> None:
-        """A fresh process's member in this one's place (:meth:`start` joins)."""
+        """The process's consumer is closed (its process died, or a new one
+        takes the thread, as the real client's close): a dynamic member
+        leaves the group (LeaveGroup, not waited for), so the group
+        rebalances at once; a static one does not (KIP-345: its replacement
+        takes its place under the same instance id). :meth:`start` joins
+        the next process's member."""
         super().reset()
+        if self.instance_id is None and self.member_id and self.coordinator >= 0 and not self.stopped:
+            group, member = self.group_id, self.member_id
+            self.ep.request(self.coordinator, lambda ref: LeaveGroupRequest(ref, group, (member,)), _ignore,
+                            self.cfg.request_timeout_ms)
         self.leave()
 
     # -- the group conversation -----------------------------------------------------------------------
@@ -84,8 +98,9 @@ class GroupMember(Consumer):
         self._find(self.epoch)
 
     def leave(self) -> None:
-        """Stop taking part: the member's place in the group is left to its
-        session timeout (a static one's to its replacement)."""
+        """Stop taking part in the group conversation (the member's place is
+        left to a LeaveGroup sent, its session timeout, or a static one's
+        replacement)."""
         self.epoch += 1
         self.stopped = True
         self.member_id, self.generation, self.stable, self.coordinator = "", -1, False, -1

@@ -89,9 +89,11 @@ def test_seed_308_broker_hears_no_metadata_for_its_clock_jump_after_a_lost_fetch
     back, that fetch stayed in flight until the wall clock reached its send
     time plus the request timeout again, as Kafka's RequestManager and
     NetworkClient judge it (``time.milliseconds()``): n3 knew no quorum
-    leader for the length of the jump, in virtual time."""
+    leader for the length of the jump, in virtual time. The load runs 70 s
+    so that the run outlasts the jump (its final reads, done once they
+    have read each key, would end it sooner)."""
     cfg = config_from_flags("sim", {"schedule": str(SCHEDULES / "terminated-brokers-outlast-their-grace.json"),
-                                    "out": str(tmp_path)})
+                                    "out": str(tmp_path), "time_limit": 70})
     run_seed(cfg, cfg.seed, tmp_path)
     trace = next(tmp_path.rglob("nodes/n3/trace.jsonl"))
     states = [e for e in map(json.loads, trace.read_text().splitlines()) if e["kind"] == "raft_state"]
