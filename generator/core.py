@@ -125,6 +125,14 @@ class Gen:
     def op(self, ctx: Context) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def is_inert(self) -> bool:
+        """Whether :meth:`update` would return this generator whatever the
+        event (no generator below it looks at events): the interpreters
+        skip the update then (two walks of the tree per operation, each
+        building views of the context, for nothing). Subclasses whose
+        update does something say so."""
+        return True
+
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         return self
 
@@ -217,6 +225,10 @@ class Seq(Gen):
             return o, Seq((g2,) + gens[1:])
         return None
 
+    def is_inert(self) -> bool:
+        g = self.gens[0] if self.gens else None
+        return g is None or g.is_inert()
+
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if not self.gens or self.gens[0] is None:
             return self
@@ -248,6 +260,9 @@ class Limit(Gen):
         if o == PENDING:
             return PENDING, Limit(self.n, g2)
         return o, Limit(self.n - 1, g2)
+
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
 
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if self.gen is None:
@@ -311,6 +326,9 @@ class TimeLimit(Gen):
             return None
         return o, TimeLimit(self.dt_ns, g2, deadline)
 
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
+
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if self.gen is None:
             return self
@@ -356,6 +374,9 @@ class Delay(Gen):
             step = int(ctx.rng.random() * 2 * self.dt_ns)
         return o, Delay(self.dt_ns, g2, o["time"] + step, self.jitter)
 
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
+
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if self.gen is None:
             return self
@@ -381,9 +402,11 @@ def rate(ops_per_second: float, gen: Any) -> Gen:
 class Mix(Gen):
     """Each op from a uniformly chosen generator (weights via repetition),
     as Jepsen's ``mix``: the generator the next op comes from (``i``) is
-    drawn when an op is emitted and kept in the state, so asking again
-    gives the same answer without drawing; an exhausted generator is
-    dropped and another drawn. The first op comes from the first."""
+    drawn when an op is emitted and kept in the successor's state, so
+    asking again gives the same op whatever the rng did meanwhile (one draw
+    per ask, for the op after, where a shuffle per ask drew several); an
+    exhausted generator is dropped and another drawn. The first op comes
+    from the first."""
 
     def __init__(self, gens: tuple[Gen | None, ...], i: int = 0) -> None:
         self.gens = gens
@@ -456,6 +479,9 @@ class OnThreads(Gen):
         o, g2 = r
         return o, OnThreads(self.pred, g2)
 
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
+
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if self.gen is None:
             return self
@@ -526,6 +552,12 @@ class Any_(Gen):
         new[i] = g2
         return o, Any_(tuple(new))
 
+    def is_inert(self) -> bool:
+        for g in self.gens:
+            if g is not None and not g.is_inert():
+                return False
+        return True
+
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         new: list[Gen | None] | None = None
         for i, g in enumerate(self.gens):
@@ -565,6 +597,9 @@ class Synchronize(Gen):
             return None
         o, g2 = r
         return o, Synchronize(g2, True)
+
+    def is_inert(self) -> bool:
+        return not self.started or self.gen is None or self.gen.is_inert()
 
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         if self.gen is None or not self.started:
@@ -606,6 +641,14 @@ class EachThread(Gen):
         new = list(gens)
         new[i] = (new[i][0], g2)
         return o, EachThread(self.make, tuple(new))
+
+    def is_inert(self) -> bool:
+        if self.gens is None:
+            return False  # its generators are made on the first look
+        for _, g in self.gens:
+            if g is not None and not g.is_inert():
+                return False
+        return True
 
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
         gens = self._init(ctx)

@@ -46,6 +46,9 @@ class CrashClients(g.Gen):
         o = {**o, "crash": ctx.rng.randint(0, MAX_CRASH_MS)}
         return o, CrashClients(g2, self.period_ns, self.next_ns + self.period_ns)
 
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
+
     def update(self, ctx: g.Context, event: dict) -> g.Gen:
         g2 = self.gen.update(ctx, event) if self.gen is not None else None
         return self if g2 is self.gen else CrashClients(g2, self.period_ns, self.next_ns)

@@ -196,7 +196,8 @@ class VirtualInterpreter:
         t = self.thread_of.get(op["process"])
         if t is None or t not in self.free:
             raise RuntimeError(f"generator emitted op for busy or unknown process {op['process']!r}")
-        inv = {k: v for k, v in op.items() if k != "time"}
+        inv = dict(op)
+        del inv["time"]
         nemesis = t == NEMESIS
         inv["type"] = "info" if nemesis else "invoke"
         self.rec.append_op(inv)
@@ -205,8 +206,9 @@ class VirtualInterpreter:
         self._job_ids += 1
         job = self._job_ids
         self.jobs[t] = (inv, job)
-        if self.gen is not None:
-            self.gen = self.gen.update(self._ctx(), inv)
+        gen = self.gen
+        if gen is not None and not gen.is_inert():
+            self.gen = gen.update(self._ctx(), inv)
         if nemesis:
             assert self.nemesis_invoke is not None
             self._complete(t, job, self.nemesis_invoke(inv))
@@ -260,7 +262,7 @@ class VirtualInterpreter:
             self._proc_view = None
         ahead, gen = self._ahead, self.gen
         self._changed()
-        if gen is not None:
+        if gen is not None and not gen.is_inert():
             self.gen = gen.update(self._ctx(), comp)
         if ahead is not None and self.gen is gen and ahead[0]["process"] != NEMESIS:
             # The answer for a later time stands: the generator took no
