@@ -180,6 +180,7 @@ def main() -> None:
         print(f"seed {seed}: workload {w_sim:5.1f} simulated s in {w_wall:5.2f} wall s = {w_sim / w_wall:6.1f}x; "
               f"whole simulation {sim_s:5.1f} s in {wall - check[1]:5.2f} wall s = {sim_s / (wall - check[1]):6.1f}x; "
               f"with its checkers {wall:5.2f} wall s = {sim_s / wall:6.1f}x  (send ok {oks}, "
+              f"poll ok {st['completions'].get('poll:ok', 0)}, "
               f"{oks / max(1e-9, st['workload_ms'] / 1000):.0f}/s achieved, steps {st['steps']}, "
               f"messages {st['messages']['sent']}, valid {res['valid']})")
     sim_wall, sim_cpu = tot_wall - tot_check_wall, tot_cpu - tot_check

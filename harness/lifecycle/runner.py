@@ -333,7 +333,7 @@ def drive_sim(run: SimRun) -> None:
         nem.invoke if nem is not None else None, generator_rng(run.seed),
         op_timeout=cfg.op_timeout + 2, loop=run.sim.loop, t0_ms=run.sim.now, state={}, observe=qw.observe,
     )
-    run.play(interp.start, lambda: interp.done)
+    run.play(interp.start, interp.finished)
 
 
 def sim_run(cfg: TestConfig, seed: int, run_dir: Path | None = None) -> SimRun:

@@ -95,7 +95,6 @@ class VirtualInterpreter:
         self._wake_ms = -1
         self._stepping = False
         self._again = False
-        self.on_done: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ time and context
     def now_ns(self) -> int:
@@ -135,10 +134,13 @@ class VirtualInterpreter:
                 self._advance()
         finally:
             self._stepping = False
-        if self.gen is None and not self.jobs and not self.done:
+        if self.gen is None and not self.jobs:
             self.done = True
-            if self.on_done is not None:
-                self.on_done()
+
+    def finished(self) -> bool:
+        """Whether the generator is exhausted and nothing is in flight: the
+        loop's stop condition (a compiled method, asked after every event)."""
+        return self.done
 
     def _advance(self) -> None:
         op: Any

@@ -41,7 +41,7 @@ def play(gen: g.Gen, concurrency: int = 3, op_timeout: float = 5.0, nemesis: Any
     it = VirtualInterpreter(gen, rec, concurrency, lambda t, p: LogClient(loop, log, made, t, p), nemesis,
                             random.Random(seed), op_timeout, loop, t0_ms=0)
     it.start()
-    loop.run_until(10**9, lambda: it.done)
+    loop.run_until(10**9, it.finished)
     assert it.done
     return rec.ops, made, it
 
