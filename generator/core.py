@@ -510,7 +510,7 @@ def nemesis(gen: Any) -> Gen:
     return OnThreads(_is_nemesis, lift(gen))
 
 
-def _soonest(results: Iterable[tuple[int, Any]]) -> tuple[tuple[dict, int, Gen] | None, bool, set[int]]:
+def _soonest(results: Iterable[tuple[int, Any]]) -> tuple[tuple[dict, int, Gen | None] | None, bool, set[int]]:
     """Of children's ``op`` answers ``(index, answer)``: the soonest op as
     ``(op, index, next generator)`` or None, whether any child is pending,
     and the indices of exhausted children (answer None)."""
