@@ -1,13 +1,15 @@
 """Simulator speed: simulated seconds per wall-clock second.
 
 3 brokers + 3 controllers, one topic of 3 partitions (RF 3, min ISR 2),
-acks=all producers at 500 simulated ops/s, no faults (and, with --nemesis,
-the given faults). Target: >= 100x real time at that rate. Prints, per seed
-and in total, wall-clock and CPU figures for three spans, since a seed is
-more than its busy part and the machine is shared:
+the queue workload at 500 simulated ops/s over ``--producers`` worker
+threads (each sends with acks=all and polls, 3:1, as on real processes:
+the test's generator played by the virtual-time interpreter), no faults
+(and, with --nemesis, the given faults). Target: >= 100x real time at that
+rate. Prints, per seed and in total, wall-clock and CPU figures for three
+spans, since a seed is more than its busy part and the machine is shared:
 
 * the workload phase: ``--time-limit`` simulated seconds at ``--rate``, from
-  the workload's start to the final phase. The target's figure.
+  the operations' start to the time limit. The target's figure.
 * the whole simulation: also the cluster's start and the heal and final
   reads (~18 simulated s per seed, mostly idle and cheap, so this figure is
   higher).
@@ -23,7 +25,22 @@ compiled), then this tree's, and prints both TOTAL lines together: a
 refactoring is measured against the code it replaced in one run, under the
 same load.
 
-Where it stands (2-core shared machine, Debian's Python 3.11, compiled with
+Since one driver plays the test's generator on both runtimes, a seed's load
+is the queue workload's, not open-loop sends with one poller: each of the
+32 threads polls every key from its own positions, so a 60 s seed completes
+~22k sends and ~7.4k polls reading over 20 times the records one poller
+read, and
+the generator is asked and the interpreter records on every op. Measured
+against 54cd9c7, the last commit before the one driver (``--before 54cd9c7
+--seeds 3 --time-limit 60``, one run, shared machine): workload phase CPU
+1.56 s -> 2.76 s (115x -> 65x), whole simulation 1.79 s -> 3.14 s
+(106x -> 59x), checkers 0.99 s -> 4.04 s. Under callgrind, one 5 s seed's
+event loop took 339 M instructions before and 510 M after, of which the
+generator's asks were 47 M; the rest is the interpreter's bookkeeping and
+the polls (fetching, recording and hashing ~100 records a poll). The figures
+below are of the old driver.
+
+Where it stood (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as
 ``kraftwerk sim`` does). The machine's load swings the figures by a third
