@@ -29,9 +29,8 @@ Since one driver plays the test's generator on both runtimes, a seed's load
 is the queue workload's, not open-loop sends with one poller: each of the
 32 threads polls every key from its own positions, so a 60 s seed completes
 ~22k sends and ~7.4k polls reading over 20 times the records one poller
-read, and
-the generator is asked and the interpreter records on every op. Measured
-against 54cd9c7, the last commit before the one driver (``--before 54cd9c7
+read, and the generator is asked and the interpreter records on every op.
+Measured against 54cd9c7, the last commit before the one driver (``--before 54cd9c7
 --seeds 3 --time-limit 60``, one run, shared machine): workload phase CPU
 1.56 s -> 2.76 s (115x -> 65x), whole simulation 1.79 s -> 3.14 s
 (106x -> 59x), checkers 0.99 s -> 4.04 s. Under callgrind, one 5 s seed's
