@@ -52,7 +52,7 @@ def kill_restart(db: Any, node: str) -> None:
     db.cluster.nodes.kill(node)
     db.cluster.nodes.start(node)
     deadline = time.monotonic() + 30
-    while db.cluster.status(node, timeout=0.5) is None:
+    while db.endpoints.status(node, timeout=0.5) is None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{node} did not come back in 30 s")
         time.sleep(0.02)

@@ -35,14 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from harness.config.timings import reference_settings  # noqa: E402
+
 TOPIC = "bench-groups"
 PARTITIONS = 6
-#: the group-coordinator settings db kafka runs with (harness/dbs/kafka/props.py SMALL)
-REFERENCE_CONFIG = {
-    "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500", "replica.lag.time.max.ms": "3000",
-    "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
-    "offsets.topic.replication.factor": "3",
-}
+#: the timings and group-coordinator settings every db runs with
+REFERENCE_CONFIG = reference_settings(brokers=3)
 
 
 def prepare(bootstrap: str) -> None:

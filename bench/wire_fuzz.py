@@ -37,7 +37,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest  # noqa:
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest  # noqa: E402
 from kafka.record import MemoryRecordsBuilder  # noqa: E402
 
-from reference_impl.server.launcher import LocalCluster, pid_alive  # noqa: E402
+from reference_impl.server.launcher import LocalCluster  # noqa: E402
+from reference_impl.server.procs import alive  # noqa: E402
 
 
 def batch(rng: random.Random) -> bytes:
@@ -245,7 +246,7 @@ def main() -> int:
             if time.monotonic() > next_check:
                 next_check = time.monotonic() + 5
                 for n in c.nodes:
-                    if not pid_alive(n.pid) and n.node_id not in crashed:
+                    if not alive(n.pid) and n.node_id not in crashed:
                         crashed.append(n.node_id)
                 for p in ports:
                     if not api_versions_ok(p):

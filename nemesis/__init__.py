@@ -21,7 +21,7 @@ from typing import Any
 import generator as g
 
 from .control import Cluster
-from .faults import Fault, make_faults, parse
+from .faults import Fault, FaultSpec, make_faults
 from .stories import Record, Timings
 from . import replay, scenarios
 
@@ -63,19 +63,19 @@ class TimedCycle(g.Gen):
     with Jepsen's composed nemesis packages; one alone is the sequential
     schedule (one fault at a time, each start followed by its stop)."""
 
-    faults: tuple[str, ...]
+    faults: tuple[FaultSpec, ...]
     interval_ns: int
     seed: int
     k: int = 0
     #: the nominal time (ns from the start of the operations) of the last step
     at: int = 0
-    current: str | None = None
+    current: FaultSpec | None = None
     cycle: int = 0
     spread: tuple[tuple[float, float], tuple[float, float]] = OVERLAP_SPREAD
     #: no step is meant for this time or later (None: no end)
     end: int | None = None
 
-    def _step(self) -> tuple[int, str | None, dict[str, Any]]:
+    def _step(self) -> tuple[int, FaultSpec | None, dict[str, Any]]:
         """Step k's draws: its nominal time, the fault it starts (None for
         a stop) and the op. Drawn once per instance (memoised on it): the
         generator is asked on every client op, and each answer builds the
@@ -88,13 +88,13 @@ class TimedCycle(g.Gen):
         # whole milliseconds: a nominal time both runtimes can keep exactly
         nominal = self.at + int(self.interval_ns * (lo + span * rng.random())) // MS * MS
         step: dict[str, Any]
+        fault: FaultSpec | None
         if self.current is None:
-            fault: str | None = rng.choice(self.faults)
-            assert fault is not None
-            step = {"f": f"start-{parse(fault).op_name}", "value": {"fault": fault}, "_draw": rng.getrandbits(64)}
+            fault = rng.choice(self.faults)
+            step = {"f": f"start-{fault.op_name}", "value": {"fault": fault.name}, "_draw": rng.getrandbits(64)}
         else:
             fault = None
-            step = {"f": f"stop-{parse(self.current).op_name}", "value": {"fault": self.current}}
+            step = {"f": f"stop-{self.current.op_name}", "value": {"fault": self.current.name}}
         got = (nominal, fault, step)
         object.__setattr__(self, "_drawn", got)
         return got
@@ -110,19 +110,19 @@ class TimedCycle(g.Gen):
                               self.spread, self.end)
 
 
-def sequential(faults: tuple[str, ...], interval_ns: int, seed: int, end_ns: int | None = None) -> g.Gen:
+def sequential(faults: tuple[FaultSpec, ...], interval_ns: int, seed: int, end_ns: int | None = None) -> g.Gen:
     """One fault at a time: a quiet gap of ``interval * (0.5..1.5)``, a
     fault of the mix, held ``interval * (0.5..1.5)``, its stop; again
     (until ``end_ns``, nominally)."""
     return TimedCycle(tuple(faults), interval_ns, seed, spread=SEQUENTIAL_SPREAD, end=end_ns)
 
 
-def overlapping(faults: tuple[str, ...], interval_ns: int, seed: int, end_ns: int | None = None) -> g.Gen:
+def overlapping(faults: tuple[FaultSpec, ...], interval_ns: int, seed: int, end_ns: int | None = None) -> g.Gen:
     """One TimedCycle per history op name (kill, leader-kill and
     controller-kill share ``start-kill``/``stop-kill``, so they take turns)."""
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, list[FaultSpec]] = {}
     for f in faults:
-        groups.setdefault(parse(f).op_name, []).append(f)
+        groups.setdefault(f.op_name, []).append(f)
     return g.any_(*[TimedCycle(tuple(fs), interval_ns, seed, cycle=i, end=end_ns)
                     for i, fs in enumerate(groups.values())])
 
@@ -130,9 +130,11 @@ def overlapping(faults: tuple[str, ...], interval_ns: int, seed: int, end_ns: in
 @dataclass(frozen=True)
 class NemesisPlan:
     """What the nemesis of one test does: the faults to draw from, how often,
-    sequential or overlapping, or a scripted scenario instead."""
+    sequential or overlapping, or a scripted scenario instead. ``faults``
+    holds every fault the plan may start, those a replayed ``schedule``
+    names included (``TestConfig.nemesis_plan``)."""
 
-    faults: tuple[str, ...] = ()
+    faults: tuple[FaultSpec, ...] = ()
     interval_s: float = 5.0
     mode: str = "sequential"
     scenario: str | None = None
@@ -157,8 +159,10 @@ class Nemesis:
         self.seed = seed
         self.record = record
         timings = Timings(plan.lag_ms, plan.session_ms, int(plan.interval_s * 1000))
-        names = tuple(dict.fromkeys([*plan.faults, *replay.fault_names(list(plan.schedule))]))
-        self.faults: dict[str, Fault] = make_faults(list(names), cluster, draw_rng(seed, "faults"), timings, record)
+        self.faults: dict[str, Fault] = make_faults(plan.faults, cluster, draw_rng(seed, "faults"), timings, record)
+        missing = [n for n in replay.fault_names(list(plan.schedule)) if n not in self.faults]
+        if missing:
+            raise ValueError(f"the schedule replays {', '.join(missing)}, which the plan's faults do not hold")
         self.script = scenarios.ScenarioRunner(plan.scenario, cluster) if plan.scenario else None
 
     def schedule(self, end_ns: int | None = None) -> g.Gen:

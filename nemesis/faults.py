@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, cast
+from typing import Any, Callable, Iterable, cast
 
 from . import partition as grudges
 from .control import Capability, Cluster, Observer, Reassignments, ShutdownOutcomes, TornWrites, require
@@ -168,7 +168,12 @@ class UnknownFault(ValueError):
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """One entry of a nemesis mix: a kind and, optionally, a fixed target."""
+    """One entry of a nemesis mix: a kind and, optionally, a fixed target.
+
+    A mix is parsed into these once, where it enters (the test
+    configuration's validation, a recorded schedule's load), and carried
+    as such to the schedule and the faults; its :attr:`name` is what the
+    history and test.json say."""
 
     kind: str
     target: str | None = None
@@ -200,23 +205,28 @@ def parse(name: str) -> FaultSpec:
     return FaultSpec(kind, target or None)
 
 
-def expand(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """A mix as given (names, groups, aliases, comma lists) -> canonical
-    fault names, each once, in order."""
-    out: list[str] = []
+def expand(names: Iterable[str | FaultSpec]) -> tuple[FaultSpec, ...]:
+    """A mix as given (names, groups, aliases, comma lists; a spec already
+    parsed passes as it is) -> specs, each once, in order."""
+    out: list[FaultSpec] = []
     for raw in names:
+        if isinstance(raw, FaultSpec):
+            out.append(raw)
+            continue
+        if not isinstance(raw, str):
+            raise UnknownFault(f"a nemesis is a fault name, not {raw!r}")
         for n in (s.strip() for s in raw.split(",")):
             if not n:
                 continue
             for m in GROUPS.get(n, (n,)):
-                out.append(parse(m).name)
+                out.append(parse(m))
     return tuple(dict.fromkeys(out))
 
 
-def check_supported(names: tuple[str, ...], runtime: str, have: frozenset[Capability]) -> None:
+def check_supported(specs: Iterable[FaultSpec], runtime: str, have: frozenset[Capability]) -> None:
     """Refuse, before a run starts, any fault the runtime cannot make."""
-    for n in names:
-        require(runtime, have, KINDS[parse(n).kind].needs, n)
+    for s in specs:
+        require(runtime, have, KINDS[s.kind].needs, s.name)
 
 
 def pick_nodes(nodes: list[str], spec: str, rng: random.Random) -> list[str]:
@@ -704,11 +714,12 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
 }
 
 
-def make_faults(names: list[str] | tuple[str, ...], cluster: Cluster, rng: random.Random,
+def make_faults(specs: Iterable[FaultSpec], cluster: Cluster, rng: random.Random,
                 timings: Timings = Timings(), record: Record | None = None) -> dict[str, Fault]:
-    """One bound fault per name of the mix, each with its own seeded rng
-    (and one record of unclean shutdowns not yet back in sync, for them
-    all); ``record`` writes a story's follow-up steps to the history."""
+    """One bound fault per spec of the mix, by its name, each with its own
+    seeded rng (and one record of unclean shutdowns not yet back in sync,
+    for them all); ``record`` writes a story's follow-up steps to the
+    history."""
     ledger = UncleanLedger()
-    return {n: Fault(parse(n), cluster, random.Random(rng.getrandbits(64)), timings, ledger, record)
-            for n in names}
+    return {s.name: Fault(s, cluster, random.Random(rng.getrandbits(64)), timings, ledger, record)
+            for s in specs}

@@ -31,7 +31,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Protocol, cast, runtime_checkable
 
-from .control import Cluster, Reassignments
+from .control import Cluster, Observer, Reassignments
 
 POLL_MS = 500
 MOVE_WAIT_MS = 60_000
@@ -47,7 +47,7 @@ class Unregisters(Protocol):
         ...
 
 
-def replica_table(obs: Any) -> dict[str, list[str]]:
+def replica_table(obs: Observer) -> dict[str, list[str]]:
     """Every partition's replicas as the observer reads them (a partition
     with none known left out)."""
     return {k: r for k in obs.keys() if (r := obs.replicas_of(k))}

@@ -32,6 +32,7 @@ from typing import Any, Iterable
 
 import generator as g
 
+from .faults import FaultSpec, UnknownFault, expand
 from .scenarios import SCENARIOS
 from .stories import STORIES
 
@@ -72,9 +73,10 @@ def _fields(op: Any) -> dict[str, Any]:
             "nominal_ms": op.extra.get("nominal_ms")}
 
 
-def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[FaultSpec, ...]]:
     """A schedule from a run's test.json (its ``schedule``, and the
-    nemesis mix it was drawn from: the final heal's order) or a JSON list."""
+    nemesis mix it was drawn from: the final heal's order) or a JSON list,
+    with every fault it may start parsed: the mix's, then the entries'."""
     p = Path(path)
     try:
         data = json.loads(p.read_text())
@@ -93,8 +95,10 @@ def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
     mix = list(mix) if isinstance(mix, list) else []
     scenario = data.get("scenario") if isinstance(data, dict) else None
     mix = [f"story:{s}" for s in told(str(scenario or ""), bool(mix))] + mix
-    names = tuple(dict.fromkeys([*mix, *fault_names(entries)]))
-    return entries, names
+    try:
+        return entries, expand([*mix, *fault_names(entries)])
+    except UnknownFault as e:
+        raise ScheduleError(f"schedule file {p}: {e}") from None
 
 
 def told(scenario: str, with_mix: bool) -> tuple[str, ...]:

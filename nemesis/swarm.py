@@ -17,6 +17,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from .faults import FaultSpec
+
 INTERVALS_S = (1.0, 2.0, 3.0, 5.0, 8.0, 13.0)
 RATE_FACTORS = (0.5, 1.0, 2.0)
 
@@ -25,17 +27,17 @@ RATE_FACTORS = (0.5, 1.0, 2.0)
 class Draw:
     """What one seed's swarm drew."""
 
-    faults: tuple[str, ...]
+    faults: tuple[FaultSpec, ...]
     interval_s: float
     mode: str
     rate_factor: float
 
-    def settings(self, rate: float, mix: tuple[str, ...]) -> dict[str, Any]:
+    def settings(self, rate: float, mix: tuple[FaultSpec, ...]) -> dict[str, Any]:
         return {"nemesis": list(self.faults), "nemesis_interval": self.interval_s, "nemesis_mode": self.mode,
                 "rate": rate * self.rate_factor, "swarm_of": list(mix)}
 
 
-def draw(mix: tuple[str, ...], seed: int) -> Draw:
+def draw(mix: tuple[FaultSpec, ...], seed: int) -> Draw:
     """A subset of ``mix`` (each fault kept with probability 1/2, as the
     swarm paper's features are; at least one, in the mix's order) and the
     schedule's parameters, from the seed alone."""

@@ -1,11 +1,17 @@
 """Running a campaign: its seeds, then the cell table and the page.
 
-Work units are (cell, consecutive seeds) commands (:mod:`.plan`). They run
+Work units are (cell, consecutive seeds). Each runs the cell's
+configuration (:attr:`.plan.Cell.config`, a validated ``TestConfig``)
+through the runner a single run uses (``run_seed`` for the simulator,
+``run_test`` for real processes) in a child process of its own
+(:func:`isolated`), so a run that crashes its process or hangs costs its
+unit, never the campaign: the unit's error is kept and the others go on.
+Units run
 
 * on this machine, ``parallel`` at a time (simulator cells: each a process
   of its own; real cells: one at a time, since a backend hosts one cluster
   per run here), with a live progress line; or
-* as Spark tasks (``runs_on="spark"``): each task runs its command on an
+* as Spark tasks (``runs_on="spark"``): each task runs its unit on an
   executor, which writes the run directories to the campaign directory (a
   path every executor must see), so a budget of thousands of simulator seeds
   spreads over a cluster's executors. Seeds are deterministic, so the
@@ -19,9 +25,9 @@ Then :func:`checkers.aggregate.collect_rows` reads every run directory
 
 from __future__ import annotations
 
-import json
+import multiprocessing
 import os
-import subprocess
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -29,10 +35,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from checkers.aggregate import cell_table, collect_rows, write_parquet
-from harness.campaign.plan import Cell, cells, command, done_seeds, seed_ranges
+from checkers.pipeline import get_spark
+from harness.campaign.plan import Cell, cells, done_seeds, seed_ranges
 from harness.campaign.spec import CampaignSpec
+from harness.config import TestConfig
 from harness.errors import HarnessError
+from harness.lifecycle.runner import run_seed_safely, run_test
 from harness.report.campaign import FORMAT, render_campaign, write_campaign
+from harness.rundir.store import point_latest
 
 #: at most this many seeds per command, so progress and resumption stay fine-grained
 CHUNK = 4
@@ -47,6 +57,10 @@ class Unit:
     @property
     def seeds(self) -> int:
         return self.last - self.first + 1
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.first, self.last + 1))
 
 
 @dataclass
@@ -94,28 +108,87 @@ def plan_units(spec: CampaignSpec, out: Path) -> tuple[list[Cell], list[Unit], i
     return cs, units, already
 
 
-def run_unit(argv: list[str], cwd: str) -> dict[str, Any]:
-    """Run one command; its JSON results, or the error it ended with."""
-    env = {**os.environ, "KRAFTWERK_DEBUG": ""}
-    p = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env)
+#: seconds a run may take beyond its own limits before it counts as hung
+HANG_GRACE_S = 600.0
+
+
+def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """A unit's child process: ``fn(*args)``'s value, or its error, sent back."""
     try:
-        out = json.loads(p.stdout) if p.stdout.strip() else []
-    except ValueError:
-        out = []
-    results = out if isinstance(out, list) else [out]
-    err = "" if p.returncode in (0, 1, 3) else (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-    return {"exit": p.returncode, "results": results, "error": err}
+        send.send(("ok", fn(*args)))
+    except BaseException as e:  # noqa: BLE001  the unit's error, one line, for the campaign to keep
+        send.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        send.close()
+
+
+def isolated(fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> tuple[Any, str]:
+    """``fn(*args)`` in a child process of its own (spawned, with
+    ``PYTHONHASHSEED=0`` as the simulator's workers): its value and ``""``,
+    or ``None`` and a one-line error if it raised, died or gave no answer
+    within ``timeout_s`` (then it is sent SIGTERM, which tears a real run's
+    cluster down, and killed a minute later)."""
+    os.environ["PYTHONHASHSEED"] = "0"
+    ctx = multiprocessing.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_child, args=(send, fn, args))
+    p.start()
+    send.close()
+    try:
+        if not recv.poll(timeout_s):
+            p.terminate()
+            p.join(60)
+            if p.is_alive():
+                p.kill()
+            return None, f"no answer after {timeout_s:.0f}s: the run hung and was stopped"
+        status, value = recv.recv()
+    except EOFError:
+        p.join()
+        return None, f"the run's process died (exit {p.exitcode})"
+    finally:
+        recv.close()
+    p.join()
+    return (value, "") if status == "ok" else (None, value)
+
+
+def _sim_seeds(cfg: TestConfig, seeds: list[int], out: str) -> list[dict[str, Any]]:
+    """A simulator unit (in its child): each seed as ``kraftwerk sim`` runs it."""
+    results = [run_seed_safely(cfg, s, out) for s in seeds]
+    dirs = [r["run_dir"] for r in results if r.get("run_dir")]
+    if dirs:
+        point_latest(out, Path(dirs[-1]))
+    return results
+
+
+def _real_seeds(cfg: TestConfig, seeds: list[int], out: str) -> list[dict[str, Any]]:
+    """A real-process unit (in its child): each seed as ``kraftwerk run``
+    runs it, a SIGTERM tearing the cluster down as Ctrl-C does."""
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    results = []
+    for s in seeds:
+        o = run_test(cfg.model_copy(update={"seed": s, "out": out}), progress=False, report=True)
+        results.append({"run_dir": str(o.run_dir), **o.result})
+    return results
+
+
+def run_unit(cell: Cell, seeds: list[int], out: Path) -> dict[str, Any]:
+    """Run one unit's seeds in a child process; each seed's results, and
+    the error the unit ended with (a seed's own, or the child's)."""
+    cfg = cell.config
+    fn = _sim_seeds if cell.runtime == "sim" else _real_seeds
+    per_seed = cfg.setup_timeout + cfg.time_limit + cfg.final_read_timeout + HANG_GRACE_S
+    results, err = isolated(fn, (cfg, seeds, str(out)), per_seed * len(seeds))
+    results = results or []
+    err = err or next((str(r["error"]) for r in results if r.get("error")), "")
+    return {"results": results, "error": err}
 
 
 def _spark_run(units: list[Unit], out: Path, spark_master: str | None) -> list[dict[str, Any]]:
-    from checkers.pipeline import get_spark
-
     spark = get_spark(spark_master)
-    argvs = [command(u.cell, u.first, u.last, out) for u in units]
-    cwd = os.getcwd()
-    rdd = spark.sparkContext.parallelize(list(enumerate(argvs)), max(1, len(argvs)))
-    got = dict(rdd.map(lambda ia: (ia[0], run_unit(ia[1], cwd))).collect())
-    return [got[i] for i in range(len(argvs))]
+    jobs = [(u.cell, list(range(u.first, u.last + 1))) for u in units]
+    rdd = spark.sparkContext.parallelize(list(enumerate(jobs)), max(1, len(jobs)))
+    got = dict(rdd.map(lambda ij: (ij[0], run_unit(ij[1][0], ij[1][1], out))).collect())
+    return [got[i] for i in range(len(jobs))]
 
 
 def run_units(units: list[Unit], out: Path, parallel: int, progress: Progress,
@@ -135,11 +208,10 @@ def run_units(units: list[Unit], out: Path, parallel: int, progress: Progress,
         return
     real = [u for u in units if u.cell.runtime == "real"]
     sim = [u for u in units if u.cell.runtime != "real"]
-    cwd = os.getcwd()
     with ThreadPoolExecutor(max(1, parallel)) as pool:
-        futs = {pool.submit(run_unit, command(u.cell, u.first, u.last, out), cwd): u for u in sim}
+        futs = {pool.submit(run_unit, u.cell, u.seed_list, out): u for u in sim}
         for u in real:  # one cluster at a time on this machine, beside the simulator's processes
-            account(u, run_unit(command(u.cell, u.first, u.last, out), cwd))
+            account(u, run_unit(u.cell, u.seed_list, out))
         for f in as_completed(futs):
             account(futs[f], f.result())
 

@@ -1,9 +1,10 @@
-"""From a campaign spec to cells and the commands that run their seeds.
+"""From a campaign spec to cells, each a validated test configuration.
 
-A cell is one point of the matrix. Its seeds run through the same command a
-person would type (``kraftwerk sim`` or ``kraftwerk run``), as a child
-process, so a campaign exercises exactly the code of a single run, and a
-cell's run can be replayed by hand with the command printed for it.
+A cell is one point of the matrix: its settings become one
+:class:`~harness.config.TestConfig` when the campaign is loaded (a cell the
+configuration refuses is a one-line error before anything runs), and its
+seeds run that configuration (:mod:`.execute`), as ``kraftwerk sim`` or
+``kraftwerk run`` would with the flags :func:`replay_command` prints.
 
 Resuming: a seed whose run directory already holds results.json is done; a
 re-run of the campaign skips it.
@@ -12,31 +13,16 @@ re-run of the campaign skips it.
 from __future__ import annotations
 
 import itertools
-import sys
+import shlex
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from harness.campaign.spec import CampaignSpec
-
-#: canonical setting -> the flag that carries it (both runtimes' commands)
-FLAGS: dict[str, str] = {
-    "nemesis": "--nemesis",
-    "scenario": "--scenario",
-    "nemesis_interval": "--nemesis-interval",
-    "acks": "--acks",
-    "rf": "--rf",
-    "min_isr": "--min-isr",
-    "partitions": "--partitions",
-    "topics": "--topics",
-    "brokers": "--brokers",
-    "controllers": "--controllers",
-    "time_limit": "--time-limit",
-    "rate": "--rate",
-    "concurrency": "--concurrency",
-    "db": "--db",
-    "backend": "--backend",
-}
+from harness.campaign.spec import CAMPAIGN_KEYS, CampaignSpec
+from harness.config import TestConfig, build_config
+from harness.config.settings import command_line
+from harness.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -59,41 +45,55 @@ class Cell:
         """The cell's directory under the campaign (a safe name: ids hold '=' and ',')."""
         return self.name or f"cell{self.index:03d}"
 
+    @cached_property
+    def config(self) -> TestConfig:
+        """The cell's test, validated as the command line's would be; a
+        setting the test refuses is a one-line UsageError naming the cell."""
+        values: dict[str, Any] = {k: v if isinstance(v, bool) else str(v)
+                                  for k, v in self.settings.items() if k not in CAMPAIGN_KEYS}
+        backend = "sim" if self.runtime == "sim" else values.pop("backend", "local")
+        try:
+            return build_config(None, {**values, "variants": variants(self.settings), "backend": backend,
+                                       "name": self.test_name})
+        except UsageError as e:
+            raise UsageError(f"campaign: cell {self.id}: {e}") from None
+
+
+def variants(settings: dict[str, Any]) -> dict[str, bool]:
+    """A cell's protocol variants: ``variant`` (``faithful``, or a comma list
+    of NAME=on|off) and ``unclean_election`` (Kafka's
+    ``unclean.leader.election.enable``)."""
+    out: dict[str, bool] = {}
+    for part in str(settings.get("variant", "")).split(","):
+        name, _, state = part.strip().partition("=")
+        if name and name != "faithful":
+            out[name] = state == "on"
+    if "unclean_election" in settings:
+        out["unclean_election"] = str(settings["unclean_election"]).lower() in ("true", "on", "1", "yes")
+    return out
+
 
 def cells(spec: CampaignSpec) -> list[Cell]:
+    """The matrix's cells, in file order, each with its configuration
+    validated (so a bad cell stops the campaign before anything runs)."""
     keys = list(spec.axes)
     out = []
     for i, combo in enumerate(itertools.product(*(spec.axes[k] for k in keys))):
         params = dict(zip(keys, combo))
-        out.append(Cell(i, params, {**spec.fixed, **params}))
+        cell = Cell(i, params, {**spec.fixed, **params})
+        cell.config  # noqa: B018  validated now
+        out.append(cell)
     return out
 
 
-def _variant_args(settings: dict[str, Any]) -> list[str]:
-    args: list[str] = []
-    for part in str(settings.get("variant", "")).split(","):
-        part = part.strip()
-        if part and part != "faithful":
-            args += ["--variant", part]
-    if "unclean_election" in settings:
-        on = str(settings["unclean_election"]).lower() in ("true", "on", "1", "yes")
-        args += ["--variant", f"unclean_election={'on' if on else 'off'}"]
-    return args
-
-
-def cell_args(cell: Cell) -> list[str]:
-    """The settings of a cell as flags of its runtime's command."""
-    args: list[str] = []
-    for key, flag in FLAGS.items():
-        if key in cell.settings:
-            args += [flag, str(cell.settings[key])]
-    if str(cell.settings.get("idempotent", "")).lower() in ("true", "on", "1", "yes"):
-        args.append("--idempotent")
-    return args + _variant_args(cell.settings)
+def replay_command(cell: Cell, seed: int) -> str:
+    """The command a person types to run one seed of the cell again."""
+    sub = "sim" if cell.runtime == "sim" else "run"
+    return shlex.join(["kraftwerk", sub, "--seed", str(seed), *command_line(cell.config, sub)])
 
 
 def seed_ranges(seeds: list[int]) -> list[tuple[int, int]]:
-    """Consecutive seeds as (first, last) ranges, so one command runs many."""
+    """Consecutive seeds as (first, last) ranges, so one unit runs many."""
     out: list[tuple[int, int]] = []
     for s in sorted(seeds):
         if out and s == out[-1][1] + 1:
@@ -101,15 +101,6 @@ def seed_ranges(seeds: list[int]) -> list[tuple[int, int]]:
         else:
             out.append((s, s))
     return out
-
-
-def command(cell: Cell, first: int, last: int, out: Path, jobs: int = 1) -> list[str]:
-    """The command that runs seeds first..last of ``cell`` into ``out``."""
-    base = [sys.executable, "-c", "from harness.cli import main; main()"]
-    common = ["--name", cell.test_name, "--out", str(out), "--json", *cell_args(cell)]
-    if cell.runtime == "sim":
-        return [*base, "sim", "--seeds", f"{first}..{last}", "--jobs", str(jobs), "--no-report", *common]
-    return [*base, "run", "--seed", str(first), "--test-count", str(last - first + 1), *common]
 
 
 def done_seeds(cell_dir: Path) -> dict[int, Path]:

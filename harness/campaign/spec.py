@@ -15,8 +15,11 @@ matrix:                          # each axis a list; the cells are the product
 Axis and setting names are the command line's (``min-isr``) or, where one
 exists, Kafka's configuration key (``min.insync.replicas``,
 ``replication.factor``, ``enable.idempotence``,
-``unclean.leader.election.enable``). A name the campaign does not know is a
-one-line error that names it (exit 2), before anything runs.
+``unclean.leader.election.enable``): any setting of the test
+(``harness.config.settings``) but those the campaign owns (the name, the
+output directory, the seeds), plus ``runtime``, ``variant`` and
+``unclean_election``. A name the campaign does not know is a one-line error
+that names it (exit 2), before anything runs.
 """
 
 from __future__ import annotations
@@ -28,42 +31,23 @@ from typing import Any
 
 import yaml
 
+from harness.config.settings import BOTH, SETTINGS, TABLE
 from harness.errors import UsageError
 from reference_impl.core.config import VARIANT_NAMES
 
-#: setting name -> canonical name (the command line's, underscores for dashes)
+#: what a campaign names beside the test's settings: the runtime of its
+#: cells, and protocol variants by name (``variant: kip101=off``, or Kafka's
+#: ``unclean.leader.election.enable``)
+CAMPAIGN_KEYS: dict[str, frozenset[str]] = {"runtime": BOTH, "variant": BOTH, "unclean_election": BOTH}
+
+#: another name -> the canonical one (Kafka's configuration keys)
 ALIASES: dict[str, str] = {
-    "min.insync.replicas": "min_isr",
-    "replication.factor": "rf",
-    "default.replication.factor": "rf",
-    "enable.idempotence": "idempotent",
-    "idempotence": "idempotent",
+    **{alias: s.field for s in TABLE for alias in s.aliases},
     "unclean.leader.election.enable": "unclean_election",
-    "num.partitions": "partitions",
 }
 
-#: canonical settings a campaign may vary or fix, and the runtimes that take them
-SETTINGS: dict[str, tuple[str, ...]] = {
-    "runtime": ("sim", "real"),
-    "db": ("real",),
-    "backend": ("real",),
-    "variant": ("sim", "real"),
-    "unclean_election": ("sim", "real"),
-    "nemesis": ("sim", "real"),
-    "scenario": ("sim", "real"),
-    "nemesis_interval": ("sim", "real"),
-    "acks": ("sim", "real"),
-    "rf": ("sim", "real"),
-    "min_isr": ("sim", "real"),
-    "idempotent": ("sim", "real"),
-    "partitions": ("sim", "real"),
-    "topics": ("sim", "real"),
-    "brokers": ("sim", "real"),
-    "controllers": ("sim", "real"),
-    "time_limit": ("sim", "real"),
-    "rate": ("sim", "real"),
-    "concurrency": ("sim", "real"),
-}
+#: the canonical names a campaign may vary or fix, and the runtimes that take them
+KNOWN: dict[str, frozenset[str]] = {**CAMPAIGN_KEYS, **{s.field: s.runtimes for s in TABLE if s.campaign}}
 
 #: the variants a cell may name (reference_impl.core.config.Variants)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -72,8 +56,10 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 def canonical(key: str) -> str:
     """The canonical name of a setting given by the file, or a UsageError."""
     k = ALIASES.get(key, key.replace("-", "_"))
-    if k not in SETTINGS:
-        raise UsageError(f"campaign: unknown setting {key!r} (known: {', '.join(sorted(SETTINGS))}, "
+    if k in SETTINGS and k not in KNOWN:
+        raise UsageError(f"campaign: {key!r} is the campaign's own (its name, seeds and --out decide it)")
+    if k not in KNOWN:
+        raise UsageError(f"campaign: unknown setting {key!r} (known: {', '.join(sorted(KNOWN))}, "
                          f"or Kafka's {', '.join(sorted(ALIASES))})")
     return k
 
@@ -167,6 +153,6 @@ def parse_spec(doc: Any, default_name: str = "campaign") -> CampaignSpec:
     spec = CampaignSpec(name, seeds, fixed, axes)
     for rt in spec.runtimes():
         for k in list(fixed) + list(axes):
-            if rt not in SETTINGS[k]:
+            if rt not in KNOWN[k]:
                 raise UsageError(f"campaign: {k} has no meaning for runtime {rt}")
     return spec

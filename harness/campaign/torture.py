@@ -14,8 +14,8 @@ Each expectation names a configuration and what must come of it:
 The budget is shared out: half to the ``valid`` expectations (breadth: more
 seeds, more confidence), half to the ``caught`` ones; an expectation that is
 met early (caught) hands the rest of its share back. Seeds run a few at a
-time through the same commands as a campaign's cells, so each finding is a
-run directory and a command that replays it. The outcome is one JUnit
+time as a campaign's cells run (:func:`harness.campaign.execute.run_unit`),
+so each finding is a run directory and a command that replays it. The outcome is one JUnit
 testcase per expectation.
 """
 
@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 from xml.etree import ElementTree as ET
 
 import yaml
 
-from harness.campaign.plan import Cell, cell_args, command, done_seeds
+from harness.campaign.plan import Cell, done_seeds, replay_command
 from harness.campaign.execute import run_unit
 from harness.campaign.spec import canonical
 from harness.errors import UsageError
@@ -78,7 +80,7 @@ class Expectation:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
-    @property
+    @cached_property
     def cell(self) -> Cell:
         return Cell(0, {}, {**self.settings, "runtime": self.runtime}, name=self.name)
 
@@ -95,9 +97,7 @@ class Expectation:
         return not self.met() and not self.undecided()
 
     def replay(self, seed: int) -> str:
-        sub = "sim" if self.runtime == "sim" else "run"
-        flag = ["--seed", str(seed)]
-        return " ".join(["kraftwerk", sub, *flag, *cell_args(self.cell)])
+        return replay_command(self.cell, seed)
 
 
 def parse_expectations(doc: Any) -> list[Expectation]:
@@ -133,10 +133,12 @@ def load_expectations(path: Path | None, runtime: str) -> list[Expectation]:
 def _run_round(e: Expectation, first_seed: int, seeds: int, out: Path) -> None:
     t0 = time.monotonic()
     cell_dir = out / e.name
-    res = run_unit(command_for(e, first_seed, seeds, out), str(Path.cwd()))
+    # simulated seeds side by side, each in its own process; real ones one cluster at a time
+    with ThreadPoolExecutor(seeds if e.runtime == "sim" else 1) as pool:
+        units = list(pool.map(lambda s: run_unit(e.cell, [s], out), range(first_seed, first_seed + seeds)))
     e.seconds += time.monotonic() - t0
-    if res["error"]:
-        e.errors.append(res["error"])
+    e.errors += [u["error"] for u in units if u["error"]]
+    res = {"results": [r for u in units for r in u["results"]]}
     done = done_seeds(cell_dir)
     for s in range(first_seed, first_seed + seeds):
         d = done.get(s)
@@ -150,10 +152,6 @@ def _run_round(e: Expectation, first_seed: int, seeds: int, out: Path) -> None:
             e.invalid.append((s, str(d)))
         elif v is not True:
             e.unknown.append((s, str(d)))
-
-
-def command_for(e: Expectation, first: int, count: int, out: Path) -> list[str]:
-    return command(e.cell, first, first + count - 1, out, jobs=count)
 
 
 def torture(expectations: list[Expectation], budget_s: float, out: Path, jobs: int,

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
-from rich.console import Console
+from harness.cli.output import console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
@@ -17,6 +17,7 @@ from rich.table import Table
 from harness.campaign.execute import Progress, plan_units, run_units, summarise, verdict
 from harness.campaign.spec import load_spec, parse_spec
 from harness.errors import exit_code_for_valid
+from harness.report.campaign import planned, write_campaign
 
 
 DEFAULT_CAMPAIGN = Path(__file__).resolve().parents[1] / "campaign" / "default.yaml"
@@ -70,13 +71,18 @@ def campaign_cmd(file: Path | None, name: str | None, out: Path, parallel: int |
         parse_spec({"name": name})  # the same name rule as in a file
         spec = replace(spec, name=name)
     camp_dir = out / "campaigns" / spec.name
+    cs, units, already = plan_units(spec, camp_dir)  # every cell's configuration validated: nothing starts before
     camp_dir.mkdir(parents=True, exist_ok=True)
-    cs, units, already = plan_units(spec, camp_dir)
+    # the campaign is on the results site from its first run on (it counts
+    # the runs on disk); the end replaces this file with the summed one
+    write_campaign(camp_dir, planned(spec.name, list(spec.axes), [(c.params, c.test_name) for c in cs],
+                                     len(spec.seeds), {"seeds": [spec.seeds[0], spec.seeds[-1]],
+                                                       "fixed": spec.fixed, "matrix": spec.axes}))
     # runs a cell still has to do (those already done from an earlier attempt are not counted)
     left = {c.index: sum(u.seeds for u in units if u.cell.index == c.index) for c in cs}
     progress = Progress(total_runs=len(cs) * len(spec.seeds), total_cells=len(cs),
                         done_runs=already, skipped_runs=already, cell_left=left)
-    err = Console(stderr=True)
+    err = console(stderr=True)
     jobs = parallel or len(os.sched_getaffinity(0))
     with Live(progress.line(), console=err, refresh_per_second=4, transient=not err.is_terminal) as live:
         run_units(units, camp_dir, jobs, progress, lambda p: live.update(p.line()), runs_on, spark_master)
@@ -89,7 +95,7 @@ def campaign_cmd(file: Path | None, name: str | None, out: Path, parallel: int |
     if as_json:
         click.echo(json.dumps(camp, default=str))
     else:
-        Console().print(_table(camp))
+        console().print(_table(camp))
     err.print(f"campaign {escape(spec.name)}: {progress.line()}; report: {escape(str(camp_dir / 'index.html'))}")
     sys.exit(exit_code_for_valid(valid))
 

@@ -15,7 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape  # every value from the history is data, never markup
+from rich.table import Table
 
+import reference_impl  # noqa: F401  its compiled line reader, when built (reference_impl.accel)
+from checkers.check import anomaly_counts, check_history, queue_options_from_test, trace_invariants
+from checkers.glossary import describe
+from checkers.history.edn import read_edn
+from checkers.history.jsonl import is_partial, read_jsonl
+from checkers.history.op import HistoryError
+from checkers.invariants import TraceError
+from checkers.queue.checker import KNOWN_ANOMALIES
+from checkers.queue.scan import MalformedOp, scan_jsonl
+from harness.cli.output import console
 from harness.errors import HarnessError, UsageError, exit_code_for_valid
 
 MODEL_CHOICES = ("queue", "cas-register", "register", "multi-register", "mutex", "set",
@@ -26,12 +38,6 @@ def _load(path: Path, warnings: list[str], model: str = "queue") -> tuple[Any, P
     """Read the history; returns (ops, run_dir or None). A JSONL history
     checked with the queue model is scanned line by line into columns
     (:func:`checkers.queue.scan.scan_jsonl`), never held as operations."""
-    import reference_impl  # noqa: F401  its compiled line reader, when built (reference_impl.accel)
-    from checkers.history.edn import read_edn
-    from checkers.history.jsonl import read_jsonl
-    from checkers.history.op import HistoryError
-    from checkers.queue.scan import MalformedOp, scan_jsonl
-
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     run_dir = None
@@ -60,8 +66,6 @@ def _load(path: Path, warnings: list[str], model: str = "queue") -> tuple[Any, P
 def _partial(path: Path, run_dir: Path | None, warnings: list[str]) -> bool:
     """A history whose recorder never closed it (a killed harness), or whose
     last line is torn: it checks, but it is a partial run, and says so."""
-    from checkers.history.jsonl import is_partial
-
     hist = run_dir / "history.jsonl" if run_dir is not None else path
     torn = any("truncated last line" in w for w in warnings)
     if is_partial(hist) or torn:
@@ -103,13 +107,7 @@ def _fmt_example(ex: Any) -> str:
 
 
 def _summary(res: dict[str, Any], where: str) -> None:
-    import sys
-
-    from rich.console import Console
-    from rich.markup import escape  # every value from the history is data, never markup
-    from rich.table import Table
-
-    con = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    con = console()
     v = res.get("valid")
     colour = {True: "green", False: "red"}.get(v, "yellow")
     label = {True: "VALID", False: "INVALID"}.get(v, "UNKNOWN")
@@ -121,8 +119,6 @@ def _summary(res: dict[str, Any], where: str) -> None:
               f"{st.get('check_seconds', 0)} s)")
     q = res.get("checkers", {}).get("queue")
     allowed = set((q or {}).get("allowed_anomaly_types", []))
-    from checkers.check import anomaly_counts
-
     counts = anomaly_counts(res)
     if res.get("anomaly_types"):
         t = Table(title="anomalies", show_edge=False)
@@ -138,8 +134,6 @@ def _summary(res: dict[str, Any], where: str) -> None:
                 name = f"{typ} (allowed)" if typ in allowed else typ
             t.add_row(escape(name), str(n), escape(_fmt_example(exs[0])[:160]) if exs else "")
         con.print(t)
-        from checkers.glossary import describe
-
         for typ in res["anomaly_types"]:
             about = describe(typ)
             if about:
@@ -221,8 +215,6 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     present, go through the invariant monitor (a violation is invalid).
     Exit codes: 0 valid, 1 anomalies, 2 bad input, 3 unknown (budget), 4 harness error.
     """
-    from checkers.check import check_history
-
     model_options = parse_model_options(model_option)
     if model_options and model == "queue":
         raise UsageError("--model-option: the queue model takes no options "
@@ -235,8 +227,6 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         click.echo(f"kraftwerk: warning: {w}", err=True)
     if engine is None:
         engine = "spark" if spark_master else "inline"
-    from checkers.history.op import HistoryError
-
     test = None
     if run_dir is not None and (run_dir / "test.json").is_file():
         try:
@@ -250,9 +240,6 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         test = {**(test or {}), "partial": True}
     queue_options = None
     if sub_via or txn or also_allowed or no_ww_deps or strict_cycles or all_errors:
-        from checkers.check import queue_options_from_test
-        from checkers.queue.checker import KNOWN_ANOMALIES
-
         unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
         if unknown:
             raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
@@ -267,10 +254,6 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
                                    all_errors=bool(all_errors) or base.all_errors)
     invariants = None
     if run_dir is not None and model == "queue":
-        from checkers.check import trace_invariants
-
-        from checkers.invariants import TraceError
-
         try:
             invariants = trace_invariants(run_dir, test)
         except TraceError as e:

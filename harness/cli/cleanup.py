@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import click
 
+from harness.lazyfs.mounts import cleanup as fs_cleanup
+from harness.rundir.state import cleanup
+from harness.runtimes.sweep import sweep_all
+
 
 @click.command("cleanup")
 @click.option("--out", default=None, type=click.Path(file_okay=False),
@@ -17,10 +21,6 @@ import click
 @click.option("--force", is_flag=True, help="Also stop runs whose harness is still alive.")
 def cleanup_cmd(out: str | None, force: bool) -> int:
     """Stop processes and undo resources left behind by interrupted runs."""
-    from harness.runtimes.sweep import sweep_all
-    from harness.lazyfs.mounts import cleanup as fs_cleanup
-    from harness.rundir.state import cleanup
-
     stopped = cleanup(out, include_live_harness=force)
     procs = [p for p in stopped if p.get("pid") is not None]
     for p in stopped:

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import click
-from rich.console import Console
+from harness.cli.output import console
 from rich.table import Table
 
 from harness import handcluster
@@ -137,7 +137,7 @@ def register(group: click.Group) -> None:
                 f"{raft.get('role', '-')}@{raft.get('epoch', '-')}" if raft else "-",
                 " ".join(r.get("leader_of", [])) or "-",
             )
-        Console().print(t)
+        console().print(t)
         click.echo(f"bootstrap: {st['bootstrap']}")
 
 

@@ -17,17 +17,16 @@ from typing import Any
 
 import click
 
+from harness.cli.options import config_from_flags
 from harness.cli.run import run_cmd
 from harness.errors import EXIT_HARNESS, exit_code_for_valid
+from harness.lifecycle.runner import run_test
+from harness.search import compare
 
 _SKIP = {"db", "test_count", "bootstrap", "as_json", "no_progress"}
 
 
 def _compare(as_json: bool, **flags: Any) -> int:
-    from harness.search import compare
-    from harness.cli.options import config_from_flags
-    from harness.lifecycle.runner import run_test
-
     backend = flags.pop("backend", None)
     report = flags.pop("report", True)  # each side's HTML report, as kraftwerk run writes it
     cfgs = {db: config_from_flags(backend, {**flags, "db": db}) for db in compare.DBS}

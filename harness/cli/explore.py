@@ -15,8 +15,10 @@ from typing import Any
 import click
 
 from harness.cli.options import config_from_flags, test_options
+from harness.cli.sim import default_jobs, make_pool
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from harness.lifecycle.runner import preflight
+from harness.search.explore import Search, parse_budget
 from reference_impl.accel import ENV_PURE
 
 
@@ -36,9 +38,6 @@ def explore_cmd(budget: str, jobs: int | None, signal: str, as_json: bool, **fla
       kraftwerk explore --variant kip966=off --budget 5m
       kraftwerk explore --signal both --budget 10m
     """
-    from harness.cli.sim import default_jobs, make_pool
-    from harness.search.explore import Search, parse_budget
-
     try:
         budget_s = parse_budget(budget)
     except ValueError as e:

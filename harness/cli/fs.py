@@ -20,6 +20,7 @@ import os
 import click
 
 from harness.errors import UsageError
+from harness.lazyfs import mounts
 
 
 @click.group("fs")
@@ -36,8 +37,6 @@ def fs_group() -> None:
               help="The owner is the ssh connection running this command (its sshd-session or sshd process): unmount once it drops.")
 def mount_cmd(mountpoint: str, backing: str, seed: int, owner_pid: int | None, owner_ssh: bool) -> int:
     """Mount MOUNTPOINT over --backing; returns once mounted."""
-    from harness.lazyfs import mounts
-
     if owner_pid is not None and owner_pid <= 0:
         raise UsageError(f"--owner-pid must be a process id, got {owner_pid}")
     if owner_ssh:
@@ -59,8 +58,6 @@ def mount_cmd(mountpoint: str, backing: str, seed: int, owner_pid: int | None, o
 @click.option("--json", "as_json", is_flag=True, help="Print the server's answer as JSON.")
 def crash_cmd(mountpoint: str, torn: bool, seed: int | None, as_json: bool) -> int:
     """Drop every change under MOUNTPOINT that was not made durable."""
-    from harness.lazyfs import mounts
-
     r = mounts.crash(mountpoint, torn=torn, seed=seed)
     if as_json:
         click.echo(json.dumps(r))
@@ -77,8 +74,6 @@ def crash_cmd(mountpoint: str, torn: bool, seed: int | None, as_json: bool) -> i
 @click.argument("mountpoint", type=click.Path(file_okay=False))
 def sync_cmd(mountpoint: str) -> int:
     """Make everything under MOUNTPOINT durable."""
-    from harness.lazyfs import mounts
-
     mounts.control(mountpoint, "sync")
     click.echo(f"synced {os.path.abspath(mountpoint)}")
     return 0
@@ -88,8 +83,6 @@ def sync_cmd(mountpoint: str) -> int:
 @click.argument("mountpoint", type=click.Path(file_okay=False))
 def status_cmd(mountpoint: str) -> int:
     """Dirty files and bytes, uncommitted name changes, crashes so far (JSON)."""
-    from harness.lazyfs import mounts
-
     click.echo(json.dumps(mounts.control(mountpoint, "status")))
     return 0
 
@@ -98,8 +91,6 @@ def status_cmd(mountpoint: str) -> int:
 @click.argument("mountpoint", type=click.Path(file_okay=False))
 def umount_cmd(mountpoint: str) -> int:
     """Unmount MOUNTPOINT: cleanly (synced) if its server answers, else lazily."""
-    from harness.lazyfs import mounts
-
     if not mounts.umount(mountpoint):
         raise UsageError(f"{os.path.abspath(mountpoint)}: nothing mounted or recorded there")
     click.echo(f"unmounted {os.path.abspath(mountpoint)}")
@@ -109,8 +100,6 @@ def umount_cmd(mountpoint: str) -> int:
 @fs_group.command("list")
 def list_cmd() -> int:
     """Recorded mounts, one JSON object per line."""
-    from harness.lazyfs import mounts
-
     for rec in mounts.records():
         rec["mounted"] = mounts.is_mounted(rec["mountpoint"])
         click.echo(json.dumps(rec))

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from harness.runtimes.throwaway import down as hosts_down, up as hosts_up
+
 
 def register(group: click.Group) -> None:
     @group.group("hosts")
@@ -26,8 +28,6 @@ def register(group: click.Group) -> None:
           kraftwerk run --backend ssh --hosts /tmp/kw-hosts/hosts.yaml
           kraftwerk hosts down --dir /tmp/kw-hosts
         """
-        from harness.runtimes.throwaway import up as hosts_up
-
         path = hosts_up(count, Path(dir))
         click.echo(str(path))
         return 0
@@ -36,8 +36,6 @@ def register(group: click.Group) -> None:
     @click.option("--dir", "dir", required=True, type=click.Path(file_okay=False))
     def down(dir: str) -> int:
         """Remove the hosts of DIR and the files up wrote (idempotent)."""
-        from harness.runtimes.throwaway import down as hosts_down
-
         gone = hosts_down(Path(dir))
         click.echo(f"hosts down: {len(gone)} namespace(s) removed")
         return 0

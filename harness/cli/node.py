@@ -7,9 +7,14 @@ Example (combined mode, one of three)::
         --data-dir /tmp/k/1 --control 127.0.0.1:29091
 
 ``--config FILE`` takes server.properties-style keys: the protocol settings of
-``ProtocolConfig`` (dots or underscores), ``variant.<name>=on|off``, and the
-runtime keys ``storage.mode``, ``log.segment.bytes``, ``clock.offset.ms``.
-Flags win over the file.
+``ProtocolConfig`` (dots or underscores), ``variant.<name>=on|off``, the
+runtime keys ``storage.mode``, ``log.segment.bytes``, ``clock.offset.ms``, and
+the connection bounds of ``reference_impl/server/limits.py`` (Kafka's
+``socket.request.max.bytes``, ``max.connections``, ``max.connections.per.ip``
+and the rest). Flags win over the file.
+
+``--listen`` and ``--control`` bind loopback addresses only, however they are
+spelled, unless ``--allow-non-loopback``; ``--control`` needs ``--secret-file``.
 """
 
 from __future__ import annotations
@@ -20,15 +25,23 @@ from typing import Any
 
 import click
 
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
+from harness.rundir.lease import arm
+from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
+from reference_impl.server.addresses import FLAG as ALLOW_FLAG
+from reference_impl.server.addresses import AddressError, checked_bind
+from reference_impl.server.limits import SETTINGS as LIMIT_KEYS
+from reference_impl.server.limits import parse_limits
+from reference_impl.server.auth import SecretError, load_secret
+from reference_impl.server.runtime import NodeOptions, run_node
 
-RUNTIME_KEYS = ("storage.mode", "log.segment.bytes", "clock.offset.ms",
-                "socket.request.max.bytes", "max.connections", "connections.max.idle.ms")
+RUNTIME_KEYS = ("storage.mode", "log.segment.bytes", "clock.offset.ms", *LIMIT_KEYS)
 ROLES = ("broker", "controller")
 
 
 def parse_hostport(text: str, what: str) -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
+    host = host.removeprefix("[").removesuffix("]") if host.startswith("[") else host
     if not sep or not host:
         raise UsageError(f"{what} {text!r} must look like HOST:PORT")
     try:
@@ -99,17 +112,9 @@ def build_options(
     peers: tuple[str, ...] = (),
     log_dir: str | None = None,
     secret_file: str | None = None,
-    allow_any_address: bool = False,
+    allow_non_loopback: bool = False,
 ) -> Any:
-    from reference_impl.core.config import ConfigError, ProtocolConfig, Variants
-    from reference_impl.server.runtime import NodeOptions
-
-    role_set = frozenset(r.strip() for r in roles.split(",") if r.strip())
-    bad = role_set - set(ROLES)
-    if not role_set or bad:
-        raise UsageError(f"--roles {roles!r}: choose broker, controller or both (broker,controller)")
-    if node_id < 0:
-        raise UsageError(f"--id {node_id} must not be negative")
+    role_set = _roles(node_id, roles)
     listen_addr = parse_hostport(listen, "--listen")
     voters = parse_quorum(quorum)
     if "controller" in role_set:
@@ -124,60 +129,24 @@ def build_options(
             raise UsageError(f"--set {kv!r} must look like key=value")
         props[k.strip()] = v.strip()
     runtime = {k: props.pop(k) for k in list(props) if k in RUNTIME_KEYS}
-    variant_overrides: dict[str, bool] = {}
-    for k in [k for k in props if k.startswith("variant.")]:
-        try:
-            name, value = Variants.parse_assignment(f"{k[len('variant.'):]}={props.pop(k)}")
-        except ConfigError as e:
-            raise UsageError(str(e)) from None
-        variant_overrides[name] = value
-    try:
-        variants = Variants().with_overrides(variant_overrides)
-        cfg = ProtocolConfig.from_properties(props, variants=variants)
-    except ConfigError as e:
-        raise UsageError(f"config: {e}") from None
+    cfg = _protocol_config(props)
     mode = storage_mode or runtime.get("storage.mode", "os")
     if mode not in ("os", "memory-cache"):
         raise UsageError(f"storage mode {mode!r}: choose os or memory-cache")
     try:
         segment_bytes = int(runtime.get("log.segment.bytes", 64 * 1024 * 1024))
         offset = int(runtime.get("clock.offset.ms", 0))
-        limits = {field: int(runtime[key]) for key, field in (
-            ("socket.request.max.bytes", "max_request_bytes"), ("max.connections", "max_connections"),
-            ("connections.max.idle.ms", "idle_ms")) if key in runtime}
-    except ValueError as e:
+        limits = parse_limits({k: v for k, v in runtime.items() if k in LIMIT_KEYS})
+    except ValueError as e:  # LimitsError too: one line naming the setting
         raise UsageError(f"config: {e}") from None
-    if any(v < 1 for v in limits.values()):
-        raise UsageError("socket.request.max.bytes, max.connections and connections.max.idle.ms must be positive")
     if segment_bytes < 1024:
         raise UsageError("log.segment.bytes must be at least 1024")
     ctl = parse_hostport(control, "--control") if control else None
-    _check_wildcards(listen_addr, ctl, allow_any_address)
-    secret = None
-    if secret_file:
-        from reference_impl.server.auth import SecretError, load_secret
-
-        try:
-            secret = load_secret(secret_file)
-        except SecretError as e:
-            raise UsageError(str(e)) from None
-    if not data_dir:
-        raise UsageError("--data-dir is required")
-    for flag, d in (("--data-dir", data_dir), ("--log-dir", log_dir)):
-        try:
-            if d:
-                os.makedirs(d, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"{flag} {d}: {e.strerror}") from None
-    peer_addresses: dict[int, tuple[str, int]] = {}
-    for item in peers:
-        for part in item.split(","):
-            if not part.strip():
-                continue
-            nid, sep, addr = part.partition("=")
-            if not sep or not nid.strip().isdigit():
-                raise UsageError(f"--peer {part!r} must look like ID=HOST:PORT")
-            peer_addresses[int(nid)] = parse_hostport(addr, "--peer address")
+    if ctl is not None and not secret_file:
+        raise UsageError("--control needs --secret-file: a control endpoint never runs without a token")
+    _check_loopback(listen_addr, ctl, allow_non_loopback)
+    secret = _secret(secret_file)
+    _make_dirs(data_dir, log_dir)
     return NodeOptions(
         node_id=node_id,
         roles=role_set,
@@ -191,25 +160,88 @@ def build_options(
         clock_offset_ms=offset,
         seed=seed,
         advertise=parse_hostport(advertise, "--advertise") if advertise else None,
-        peer_addresses=peer_addresses,
+        peer_addresses=_peer_addresses(peers),
         log_dir=log_dir,
         secret=secret,
-        **limits,
+        limits=limits,
+        allow_non_loopback=allow_non_loopback,
     )
 
 
-def _check_wildcards(listen: tuple[str, int], control: tuple[str, int] | None, allowed: bool) -> None:
-    """Every address (0.0.0.0, ::) lets other machines stop a node or speak
-    its internal RPC: only when asked for, and then with a warning."""
-    from reference_impl.server.auth import is_wildcard
+def _roles(node_id: int, roles: str) -> frozenset[str]:
+    role_set = frozenset(r.strip() for r in roles.split(",") if r.strip())
+    bad = role_set - set(ROLES)
+    if not role_set or bad:
+        raise UsageError(f"--roles {roles!r}: choose broker, controller or both (broker,controller)")
+    if node_id < 0:
+        raise UsageError(f"--id {node_id} must not be negative")
+    return role_set
 
+
+def _protocol_config(props: dict[str, str]) -> Any:
+    """ProtocolConfig from what is left of the properties (``variant.*`` included)."""
+    variant_overrides: dict[str, bool] = {}
+    for k in [k for k in props if k.startswith("variant.")]:
+        try:
+            name, value = Variants.parse_assignment(f"{k[len('variant.'):]}={props.pop(k)}")
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        variant_overrides[name] = value
+    try:
+        variants = Variants().with_overrides(variant_overrides)
+        return ProtocolConfig.from_properties(props, variants=variants)
+    except ConfigError as e:
+        raise UsageError(f"config: {e}") from None
+
+
+def _secret(secret_file: str | None) -> bytes | None:
+    if not secret_file:
+        return None
+    try:
+        return load_secret(secret_file)
+    except SecretError as e:
+        raise UsageError(str(e)) from None
+
+
+def _make_dirs(data_dir: str, log_dir: str | None) -> None:
+    if not data_dir:
+        raise UsageError("--data-dir is required")
+    for flag, d in (("--data-dir", data_dir), ("--log-dir", log_dir)):
+        try:
+            if d:
+                os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"{flag} {d}: {e.strerror}") from None
+
+
+def _peer_addresses(peers: tuple[str, ...]) -> dict[int, tuple[str, int]]:
+    out: dict[int, tuple[str, int]] = {}
+    for item in peers:
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            nid, sep, addr = part.partition("=")
+            if not sep or not nid.strip().isdigit():
+                raise UsageError(f"--peer {part!r} must look like ID=HOST:PORT")
+            out[int(nid)] = parse_hostport(addr, "--peer address")
+    return out
+
+
+def _check_loopback(listen: tuple[str, int], control: tuple[str, int] | None, allowed: bool) -> None:
+    """An address other machines reach lets them speak the node's internal
+    RPC and call its control endpoint: only when asked for (the real-host
+    backends ask), and then with a warning. Resolved as the node binds it,
+    so no spelling (0, ::0, a host name) gets past."""
     for flag, addr in (("--listen", listen), ("--control", control)):
-        if addr is None or not is_wildcard(addr[0]):
+        if addr is None:
             continue
-        if not allowed:
-            raise UsageError(f"{flag} {addr[0]}:{addr[1]} listens on every address; "
-                             "give a specific one, or --allow-any-address")
-        click.echo(f"kraftwerk: warning: {flag} listens on every address ({addr[0]}:{addr[1]})", err=True)
+        try:
+            _, far = checked_bind(flag, addr[0], addr[1], allowed)
+        except AddressError as e:
+            raise UsageError(str(e)) from None
+        if far:
+            click.echo(f"kraftwerk: warning: {flag} {addr[0]}:{addr[1]} listens on {', '.join(far)}, "
+                       "reachable beyond this machine", err=True)
 
 
 def register(group: click.Group) -> None:
@@ -234,25 +266,21 @@ def register(group: click.Group) -> None:
     @click.option("--peer", "peers", multiple=True, help="ID=HOST:PORT[,...]: where to reach a peer node (wins over registrations)")
     @click.option("--secret-file", default=None, type=click.Path(dir_okay=False),
                   help="cluster secret (a 0600 file): peers and control callers must present it")
-    @click.option("--allow-any-address", is_flag=True,
-                  help="allow --listen/--control on 0.0.0.0 or :: (every interface; warns)")
+    @click.option(ALLOW_FLAG, "allow_non_loopback", is_flag=True,
+                  help="allow --listen/--control on an address that is not loopback (warns)")
     @click.option("-v", "--verbose", is_flag=True, help="debug logging in node.log")
     def node_cmd(node_id, roles, listen, quorum, data_dir, log_dir, config, control, storage_mode, overrides, seed,
-                 advertise, peers, secret_file, allow_any_address, verbose):
+                 advertise, peers, secret_file, allow_non_loopback, verbose):
         """Run one reference-broker node (foreground; SIGTERM = controlled shutdown)."""
-        from harness.rundir.lease import arm
-
         arm()  # a harness-started node ends with its harness; a `cluster up` node has no lease
         opts = build_options(
             node_id, roles, listen, quorum, data_dir, config, control, storage_mode, overrides, seed, advertise, peers,
-            log_dir, secret_file, allow_any_address,
+            log_dir, secret_file, allow_non_loopback,
         )
-        from reference_impl.server.runtime import run_node
-
         try:
             code = run_node(opts, verbose)
+        except AddressError as e:  # build_options said so already; the runtime holds the rule for any caller
+            raise UsageError(str(e)) from None
         except OSError as e:
-            from harness.errors import HarnessError
-
             raise HarnessError(f"node {node_id}: {e.strerror or e}") from None
         sys.exit(code)

@@ -8,6 +8,9 @@ from pathlib import Path
 import click
 
 from harness.errors import UsageError
+from harness.lifecycle.checking import check_run
+from harness.report import render_report
+from harness.report.campaign import CampaignError, render_campaign
 from harness.rundir.summary import write_summary
 
 
@@ -16,12 +19,8 @@ from harness.rundir.summary import write_summary
 @click.option("--check/--no-check", default=False, help="Re-run the checkers first (rewrites results.json).")
 def report_cmd(run_dir: str, check: bool) -> int:
     """Regenerate a run's (or a campaign's) HTML report; prints the path of index.html."""
-    from harness.report import render_report
-
     d = Path(run_dir)
     if (d / "campaign.json").is_file():  # a campaign directory: its page and heatmap
-        from harness.report.campaign import CampaignError, render_campaign
-
         try:
             click.echo(str(render_campaign(d)))
         except CampaignError as e:
@@ -30,8 +29,6 @@ def report_cmd(run_dir: str, check: bool) -> int:
     if not (d / "history.jsonl").is_file():
         raise UsageError(f"{d}: not a run directory (no history.jsonl)")
     if check or not (d / "results.json").is_file():
-        from harness.lifecycle.checking import check_run
-
         check_run(d)
         write_summary(d)
     path = render_report(d)

@@ -33,9 +33,9 @@ def _check_port(host: str, port: int) -> None:
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
 def serve_cmd(out: str, host: str, port: int) -> int:
     """Serve an index of every run and campaign, their reports and files."""
-    import uvicorn
+    import uvicorn  # late: uvicorn (0.25 s), which only kraftwerk serve runs, not every command's --help
 
-    from harness.site import build_app
+    from harness.site import build_app  # late: FastAPI (0.3 s), likewise
 
     root = Path(out)
     if not root.is_dir():

@@ -19,7 +19,10 @@ from pathlib import Path
 import click
 
 from harness.cli.options import config_from_flags
+from harness.cli.sim import default_jobs, make_pool
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, UsageError
+from harness.lifecycle.runner import run_seed
+from harness.search.shrink import Shrinker, signature, units
 
 
 def _load(run_dir: Path) -> tuple[dict, dict]:
@@ -51,10 +54,6 @@ def shrink_cmd(run_dir: str, out: str | None, jobs: int | None) -> int:
     Example:
       kraftwerk shrink results/queue/latest
     """
-    from harness.cli.sim import default_jobs, make_pool
-    from harness.lifecycle.runner import run_seed
-    from harness.search.shrink import Shrinker, signature, units
-
     rd = Path(run_dir).resolve()
     test, results = _load(rd)
     out = out or str(rd.parent.parent)

@@ -13,17 +13,27 @@ violations, 2 bad input (one line on stderr), 3 some run could not be judged
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from harness.cli.options import config_from_flags, recorded_settings, test_options
+from harness.cli.output import console
 from harness.config import TestConfig
 from harness.errors import EXIT_HARNESS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from harness.lifecycle.runner import preflight, run_seed_safely
+from harness.report.render import render_summary_quietly
+from harness.report.replay import replay_command
+from harness.rundir.store import point_latest
 
 
 def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
@@ -81,37 +91,34 @@ def default_jobs(seeds: int) -> int:
 
 def make_pool(jobs: int) -> ProcessPoolExecutor:
     """Worker processes for seeds, started with PYTHONHASHSEED=0."""
-    import multiprocessing
-
     os.environ["PYTHONHASHSEED"] = "0"
     return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
 
 
 def run_seeds(cfg: TestConfig, seeds: list[int], out: str | None, jobs: int, progress: bool = False,
-              pool: ProcessPoolExecutor | None = None, report: bool = False) -> list[dict[str, Any]]:
+              pool: ProcessPoolExecutor | None = None, report: bool | str = False) -> list[dict[str, Any]]:
     """Run every seed (in ``pool`` if given, so callers running many batches
-    start the workers once); results in seed order."""
+    start the workers once); results in seed order. ``report``: True for
+    each run's whole report, ``"summary"`` for its summary page (the story
+    and the tables; the plots are drawn on first view or by ``kraftwerk
+    report``), False for none."""
     results: dict[int, dict[str, Any]] = {}
     inprocess = pool is None and jobs <= 1 and os.environ.get("PYTHONHASHSEED") == "0"
     bar = _Bar(len(seeds)) if progress else None
+    whole = report is True
+    pages = report == "summary"
     try:
         if inprocess:
             for s in seeds:
-                results[s] = run_seed_safely(cfg, s, out, report)
+                results[s] = run_seed_safely(cfg, s, out, whole)
+                if pages and results[s].get("run_dir"):
+                    _page_failed(results[s], render_summary_quietly(results[s]["run_dir"]))
                 if bar:
                     bar.advance(results[s])
         else:
             ex = pool if pool is not None else make_pool(jobs)
             try:
-                futs = {ex.submit(run_seed_safely, cfg, s, out, report): s for s in seeds}
-                for f in as_completed(futs):
-                    s = futs[f]
-                    try:
-                        results[s] = f.result()
-                    except Exception as e:
-                        results[s] = {"seed": s, "valid": "unknown", "error": f"worker died: {type(e).__name__}: {e}"}
-                    if bar:
-                        bar.advance(results[s])
+                _run_in(ex, cfg, seeds, out, whole, pages, results, bar)
             finally:
                 if pool is None:
                     ex.shutdown()
@@ -121,11 +128,36 @@ def run_seeds(cfg: TestConfig, seeds: list[int], out: str | None, jobs: int, pro
     return [results[s] for s in seeds]
 
 
+def _run_in(ex: ProcessPoolExecutor, cfg: TestConfig, seeds: list[int], out: str | None, whole: bool, pages: bool,
+            results: dict[int, dict[str, Any]], bar: "_Bar | None") -> None:
+    """The seeds in the pool; each finished run's summary page is drawn in
+    the pool too, while later seeds run."""
+    futs = {ex.submit(run_seed_safely, cfg, s, out, whole): s for s in seeds}
+    drawing = {}
+    for f in as_completed(futs):
+        s = futs[f]
+        try:
+            results[s] = f.result()
+        except Exception as e:
+            results[s] = {"seed": s, "valid": "unknown", "error": f"worker died: {type(e).__name__}: {e}"}
+        if pages and results[s].get("run_dir"):
+            drawing[ex.submit(render_summary_quietly, results[s]["run_dir"])] = s
+        if bar:
+            bar.advance(results[s])
+    for f in as_completed(drawing):
+        try:
+            _page_failed(results[drawing[f]], f.result())
+        except Exception as e:  # noqa: BLE001 - a page is best effort: the verdict is on disk
+            _page_failed(results[drawing[f]], f"{type(e).__name__}: {e}")
+
+
+def _page_failed(result: dict[str, Any], err: str | None) -> None:
+    if err:
+        result["report_error"] = err
+
+
 class _Bar:
     def __init__(self, total: int) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self.p = Progress(TextColumn("[bold]sim"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                           TimeElapsedColumn(), console=Console(stderr=True), transient=False)
         self.bad = 0
@@ -142,9 +174,6 @@ class _Bar:
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     modes = sorted({str(r.get("stats", {}).get("accelerator", "?")) for r in results})
     t = Table(title=f"kraftwerk sim ({', '.join(modes)})")
     for col in ("seed", "valid", "acks=all acked/lost", "acks=1 acked/lost", "violations", "faults", "x realtime", "anomalies"):
@@ -156,8 +185,30 @@ def print_table(results: list[dict[str, Any]]) -> None:
         viol = sum((s["violations"] or {}).values())
         t.add_row(str(s["seed"]), vs, f"{s['acks_all']['acked']}/{s['acks_all']['lost']}",
                   f"{s['acks_1']['acked']}/{s['acks_1']['lost']}", str(viol), str(s["faults"]), str(s["sim_speed"]),
-                  s.get("error") or ", ".join(s["anomaly_types"])[:60])
-    Console(stderr=False).print(t)
+                  escape(s.get("error") or ", ".join(s["anomaly_types"])))
+    console().print(t)
+
+
+def print_where(results: list[dict[str, Any]], pages: bool) -> None:
+    """Line per seed: where its run went (and its page), and for an invalid
+    or unknown seed the command that replays it, so a log tells it all."""
+    for r in results:
+        d = r.get("run_dir")
+        v = r.get("valid")
+        verdict = "valid" if v is True else "INVALID" if v is False else "unknown"
+        if not d:
+            continue
+        page = Path(d) / "index.html"
+        where = f"seed {r.get('seed')}: {verdict}: {d}" + (f"  (report {page})" if pages and page.is_file() else "")
+        click.echo(where)
+        if v is not True:
+            try:
+                test = json.loads((Path(d) / "test.json").read_text())
+            except (OSError, ValueError):
+                continue
+            click.echo(f"  replay: {replay_command(test, d)}")
+        if r.get("report_error"):
+            click.echo(f"  report failed: {r['report_error']}", err=True)
 
 
 @click.command("sim")
@@ -166,7 +217,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
 @click.option("--jobs", type=int, default=None,
               help="Seeds run in parallel worker processes (default: one per usable CPU, at most one per seed).")
 @click.option("--report/--no-report", default=None,
-              help="Write the HTML report into each run directory (default: only for a single seed).")
+              help="Write each run's whole HTML report (default: for --seed; with --seeds each run gets a summary "
+                   "page, its plots drawn by `kraftwerk report` or on first view in `kraftwerk serve`).")
 def sim_cmd(seeds: str | None, jobs: int | None, as_json: bool, report: bool | None, **flags: Any) -> int:
     """Run the reference implementation in the deterministic simulator.
 
@@ -175,8 +227,6 @@ def sim_cmd(seeds: str | None, jobs: int | None, as_json: bool, report: bool | N
       kraftwerk sim --seed 7 --nemesis partition,kill
       kraftwerk sim --seeds 0..199 --jobs 2 --variant kip101=off --nemesis kill,partition:primaries
     """
-    from harness.rundir.store import point_latest
-
     seed_list = parse_seeds(flags.get("seed"), seeds)
     if flags.get("seed") is None and seeds is None and flags.get("schedule"):
         seed_list = [int(recorded_settings(flags["schedule"]).get("seed", 0))]  # a replay: the recorded run's
@@ -192,19 +242,18 @@ def sim_cmd(seeds: str | None, jobs: int | None, as_json: bool, report: bool | N
     except OSError as e:
         raise UsageError(f"--out {out}: {e.strerror}") from None
     progress = not as_json and len(seed_list) > 1 and sys.stderr.isatty()
-    if report is None:
-        report = len(seed_list) == 1
-    results = run_seeds(cfg, seed_list, out, jobs, progress=progress, report=report)
+    # a seed given alone gets its whole report; a range of seeds a summary page each
+    mode: bool | str = report if report is not None else (True if seeds is None else "summary")
+    results = run_seeds(cfg, seed_list, out, jobs, progress=progress, report=mode)
     dirs = [r["run_dir"] for r in results if r.get("run_dir")]
     if dirs:
-        from pathlib import Path
-
         point_latest(out, Path(dirs[-1]))
     if as_json:
         obj: Any = results[0] if len(results) == 1 else [summarize(r) for r in results]
         sys.stdout.write(json.dumps(obj, default=str) + "\n")
     else:
         print_table(results)
+        print_where(results, mode is not False)
         for r in results:
             if r.get("error"):
                 click.echo(f"seed {r.get('seed')}: error: {r['error']}", err=True)

@@ -6,13 +6,25 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
-from rich.console import Console
+from harness.cli.output import console
 from rich.markup import escape
 
-from harness.campaign.torture import details, junit_xml, load_expectations, summary_line, surprise, torture
+from harness.campaign.torture import (Expectation, details, junit_xml, load_expectations, summary_line, surprise,
+                                     torture)
 from harness.errors import UsageError
+from harness.report.torture import render_torture
+
+
+def _page_row(e: Expectation) -> dict[str, Any]:
+    state = "ok" if e.met() else "undecided" if e.undecided() else "surprise"
+    return {"name": e.name, "expect": e.expect, "runtime": e.runtime,
+            "within": e.within if e.expect == "caught" else None,
+            "settings": ", ".join(f"{k}={v}" for k, v in e.settings.items()), "seeds_run": e.seeds_run,
+            "state": state, "errors": list(e.errors), "unknown": list(e.unknown), "seconds": e.seconds,
+            "invalid": [{"seed": s, "run_dir": d, "replay": e.replay(s)} for s, d in e.invalid]}
 
 
 def parse_budget(text: str) -> float:
@@ -49,7 +61,7 @@ def torture_cmd(budget: str, runtime: str, expect_file: Path | None, junit: Path
     """
     seconds = parse_budget(budget)
     exps = load_expectations(expect_file, runtime)
-    err = Console(stderr=True)
+    err = console(stderr=True)
     base = out / "torture"
     base.mkdir(parents=True, exist_ok=True)
     n = jobs or max(1, len(os.sched_getaffinity(0)))
@@ -58,6 +70,10 @@ def torture_cmd(budget: str, runtime: str, expect_file: Path | None, junit: Path
     if junit is not None:
         junit.parent.mkdir(parents=True, exist_ok=True)
         junit.write_bytes(junit_xml(exps))
+    pages = [base / "index.html"] + ([junit.with_suffix(".html")] if junit is not None else [])
+    for page in pages:
+        render_torture(page, [_page_row(e) for e in exps], junit)
+    err.print(f"torture: page {escape(str(pages[-1]))}")
     for e in exps:
         state = "ok" if e.met() else "undecided" if e.undecided() else "SURPRISE"
         click.echo(f"{state:<9} {summary_line(e)}")

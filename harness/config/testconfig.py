@@ -16,22 +16,54 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr, ValidationError,
+                      field_validator, model_validator)
 
 from harness.config.kafka import PROTOCOL_ONLY, parse_overrides
+from harness.config.settings import SETTINGS, only_for
 from harness.errors import UsageError
-from nemesis import NemesisPlan, replay
-from nemesis.faults import UnknownFault, expand, parse
+from harness.rundir.store import BadName, check_name
+from nemesis import NemesisPlan, replay, swarm
+from nemesis.faults import FaultSpec, UnknownFault, expand
 from nemesis.scenarios import NEEDS_PAGECACHE, SCENARIOS
 from nemesis.stories import STORIES
 from reference_impl.core.config import VARIANT_NAMES, ConfigError, ProtocolConfig
+from reference_impl.server.layout import layout
 
 #: protocol variants of the reference broker (ARCHITECTURE.md principle 2)
 VARIANTS = VARIANT_NAMES
 
+
+def _parse_mix(v: Any) -> list[FaultSpec]:
+    """A nemesis mix as given (a comma list, names, groups, aliases) ->
+    fault specs: the one parse of ``--nemesis`` (``nemesis.faults.expand``)."""
+    try:
+        return list(expand([v] if isinstance(v, (str, FaultSpec)) else v))
+    except TypeError:
+        raise ValueError(f"a nemesis mix is a list of fault names, not {v!r}") from None
+    except UnknownFault as e:
+        raise ValueError(str(e)) from None
+
+
+#: a nemesis mix: parsed into :class:`~nemesis.faults.FaultSpec` values when
+#: the configuration is validated, written to test.json by name
+FaultMix = Annotated[list[FaultSpec], BeforeValidator(_parse_mix),
+                     PlainSerializer(lambda v: [s.name for s in v], return_type=list[str])]
+
+#: a replayed schedule as loaded: its entries, and every fault it may start
+Replayed = tuple[tuple[dict[str, Any], ...], tuple[FaultSpec, ...]]
+
+
+def load_schedule(path: str) -> Replayed:
+    """A recorded schedule (``nemesis.replay.load``), its faults parsed."""
+    try:
+        entries, faults = replay.load(path)
+    except replay.ScheduleError as e:
+        raise ValueError(str(e)) from None
+    return tuple(entries), faults
 
 
 class TestConfig(BaseModel):
@@ -111,7 +143,8 @@ class TestConfig(BaseModel):
     crash_clients: bool = False
     crash_client_interval: float = Field(30.0, gt=0)
     variants: dict[str, bool] = Field(default_factory=dict)
-    nemesis: list[str] = Field(default_factory=list)
+    #: the faults to draw from (``--nemesis``), parsed once here
+    nemesis: FaultMix = Field(default_factory=list)
     nemesis_interval: float = Field(5.0, gt=0)
     nemesis_mode: Literal["sequential", "overlap"] = "sequential"
     scenario: str | None = None
@@ -159,13 +192,13 @@ class TestConfig(BaseModel):
     #: the mix (all generic faults if none is given) and schedule parameters
     swarm: bool = False
     #: the mix a swarm seed drew from (set by the draw, recorded in test.json)
-    swarm_of: list[str] = Field(default_factory=list)
+    swarm_of: FaultMix = Field(default_factory=list)
+    #: ``schedule`` as loaded when validated (:meth:`replaying`)
+    _replayed: Replayed | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        from harness.rundir.store import BadName, check_name
-
         try:
             return check_name(v)
         except BadName as e:
@@ -178,11 +211,6 @@ class TestConfig(BaseModel):
             raise ValueError(f"time limit must be positive, got {v:g}")
         return v
 
-    @field_validator("nemesis", mode="before")
-    @classmethod
-    def _split_nemesis(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
-
     @model_validator(mode="before")
     @classmethod
     def _all_overlaps(cls, data: Any) -> Any:
@@ -192,29 +220,23 @@ class TestConfig(BaseModel):
         by generic faults only when they overlap."""
         if isinstance(data, dict) and data.get("nemesis_mode") is None and not data.get("swarm"):
             raw = data.get("nemesis") or []
-            names = [n.strip() for item in ([raw] if isinstance(raw, str) else raw) for n in str(item).split(",")]
+            names = [n.strip() for item in (raw if isinstance(raw, (list, tuple)) else [raw])
+                     for n in str(getattr(item, "name", item)).split(",")]
             if "all" in names:
                 data = {**data, "nemesis_mode": "overlap"}
         return data
 
     @field_validator("nemesis")
     @classmethod
-    def _known_nemesis(cls, v: list[str]) -> list[str]:
-        """Names, groups and aliases -> canonical ``kind[:target]`` names
-        (``nemesis.faults``), each once. The story composites are not
-        faults to name here: they tell a seed's narrative, asked for with
-        ``scenario``."""
-        try:
-            names = list(expand(v))
-        except UnknownFault as e:
-            raise ValueError(str(e)) from None
-        for n in names:
-            spec = parse(n)
+    def _no_story_in_the_mix(cls, v: list[FaultSpec]) -> list[FaultSpec]:
+        """The story composites are not faults to name here: they tell a
+        seed's narrative, asked for with ``scenario``."""
+        for spec in v:
             if spec.kind == "story":
                 what = f"{spec.target} is a story composite" if spec.target else "story composites are scenarios"
                 raise ValueError(f"{what}: use --scenario {spec.target or 'NAME'} (stories: {', '.join(STORIES)}; "
                                  "given with --nemesis, the story joins that mix)")
-        return names
+        return v
 
     @field_validator("scenario")
     @classmethod
@@ -263,7 +285,7 @@ class TestConfig(BaseModel):
             raise ValueError("--kafka-home and --kafka-config are only for --db kafka")
         if self.backend != "local" and self.db == "external":
             raise ValueError(f"--backend {self.backend} runs the reference broker: drop --db {self.db}")
-        kinds = {parse(n).kind for n in self.nemesis}
+        kinds = {s.kind for s in self.nemesis}
         if self.backend not in ("local", "sim") and "latency" in kinds:
             raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
                              "delay (not built): use --backend local")
@@ -301,7 +323,7 @@ class TestConfig(BaseModel):
                   or any(n in NEEDS_PAGECACHE for n in (self.scenario or "").split(",")))
             if self.db == "kafka" and self.scenario and self.backend in ("netns", "docker", "ssh"):
                 # a story's power loss: a JVM loses un-fsynced writes only through kraftwerk fs
-                pc = pc or any(parse(n).kind == "story" for n in self.fault_names())
+                pc = pc or any(s.kind == "story" for s in self.faults())
             self.storage = ("lazyfs" if self.backend in ("netns", "docker", "ssh") else "pagecache") if pc else "file"
         if self.torn_writes and self.storage != "lazyfs":
             raise ValueError("--torn-writes is a mode of --storage lazyfs (kraftwerk fs crash --torn)")
@@ -319,13 +341,13 @@ class TestConfig(BaseModel):
         if self.backend == "sim":
             if self.db != "reference":
                 raise ValueError("the simulator runs the reference implementation only: drop --db")
-            for name in ("base_port", "combined", "storage"):
-                if getattr(self, name) not in (defaults[name].default, None):
-                    raise ValueError(f"--{name.replace('_', '-')} is for real processes, not the simulator")
+            for name in only_for("real"):
+                if name != "backend" and getattr(self, name) not in (defaults[name].default, None):
+                    raise ValueError(f"{SETTINGS[name].flag_name} is for real processes, not the simulator")
         else:
-            for name in ("link_latency_ms", "link_jitter_ms", "clock_drift"):
+            for name in only_for("sim"):
                 if getattr(self, name) != defaults[name].default:
-                    raise ValueError(f"--{name.replace('_', '-')} is for the simulator, not real processes")
+                    raise ValueError(f"{SETTINGS[name].flag_name} is for the simulator, not real processes")
         try:
             ProtocolConfig.from_properties(self.protocol)
         except ConfigError as e:
@@ -333,11 +355,7 @@ class TestConfig(BaseModel):
         if self.schedule is not None:
             if self.nemesis or self.scenario:
                 raise ValueError("--schedule replays a recorded fault schedule: drop --nemesis and --scenario")
-            try:
-                names = replay.load(self.schedule)[1]
-                expand(list(names))
-            except (replay.ScheduleError, UnknownFault) as e:
-                raise ValueError(str(e)) from None
+            self._replayed = load_schedule(self.schedule)
 
     # ----------------------------------------------------------------- helpers
     def keys(self) -> list[str]:
@@ -356,19 +374,12 @@ class TestConfig(BaseModel):
         return [f"{self.topic_prefix}out-{p}" for p in range(self.partitions)]
 
     def layout(self) -> list[tuple[str, int, list[str]]]:
-        """(name, node id, roles) per node process. Dedicated controllers by
-        default (brokers n1.. with ids 1.., controllers c1.. with ids 101..), so
-        broker faults leave the metadata quorum standing, as in production
+        """(name, node id, roles) per node process, as every runtime names
+        them (``reference_impl.server.layout``): dedicated controllers by
+        default (brokers n1.. with ids 1.., controllers c1.. with ids 101..),
+        so broker faults leave the metadata quorum standing, as in production
         KRaft; ``combined`` puts the voters on the first brokers instead."""
-        if self.combined:
-            out = []
-            for i in range(1, self.node_count() + 1):
-                roles = (["broker"] if i <= self.brokers else []) + (["controller"] if i <= self.controllers else [])
-                out.append((f"n{i}", i, roles))
-            return out
-        return [(f"n{i}", i, ["broker"]) for i in range(1, self.brokers + 1)] + [
-            (f"c{i}", 100 + i, ["controller"]) for i in range(1, self.controllers + 1)
-        ]
+        return layout(self.brokers, self.controllers, self.combined)
 
     def node_names(self) -> list[str]:
         return [n for n, _, _ in self.layout()]
@@ -388,11 +399,8 @@ class TestConfig(BaseModel):
     def nemesis_plan(self, protocol: ProtocolConfig) -> NemesisPlan:
         """What the nemesis does, with the runtime's protocol timeouts: the
         mix drawn from, a scenario, or a recorded schedule replayed."""
-        faults, entries = self.fault_names(), ()
-        if self.schedule:
-            loaded, faults = replay.load(self.schedule)
-            entries = tuple(loaded)
-        return NemesisPlan(faults, self.nemesis_interval, self.nemesis_mode, self.script(),
+        entries = self._replayed[0] if self._replayed else ()
+        return NemesisPlan(self.faults(), self.nemesis_interval, self.nemesis_mode, self.script(),
                            protocol.replica_lag_time_max_ms, protocol.broker_session_timeout_ms, entries)
 
     def for_seed(self, seed: int) -> "TestConfig":
@@ -401,16 +409,28 @@ class TestConfig(BaseModel):
         a configuration already drawn (``swarm_of`` set) is kept."""
         if not self.swarm or self.swarm_of:
             return self
-        from nemesis import swarm
-
         mix = tuple(self.nemesis)
         return self.model_copy(update=swarm.draw(mix, seed).settings(self.rate, mix))
 
-    def fault_names(self) -> tuple[str, ...]:
-        """Every fault the run may make (the mix, or the schedule's)."""
-        if self.schedule:
-            return replay.load(self.schedule)[1]
-        return (*(f"story:{s}" for s in self.stories()), *self.nemesis)
+    def faults(self) -> tuple[FaultSpec, ...]:
+        """Every fault the run may make: the stories told and the mix, or
+        the replayed schedule's."""
+        if self._replayed is not None:
+            return self._replayed[1]
+        return (*(FaultSpec("story", s) for s in self.stories()), *self.nemesis)
+
+    def replaying(self, path: str, **update: Any) -> "TestConfig":
+        """This test with the schedule recorded at ``path`` replayed instead
+        of its own nemesis (and ``update``'s settings): what a search runs
+        for each schedule it tries. The schedule is loaded here, as the
+        validation of ``--schedule`` loads it."""
+        out = self.model_copy(update={"schedule": path, "nemesis": [], "scenario": None, "swarm": False,
+                                      "swarm_of": [], **update})
+        try:
+            out._replayed = load_schedule(path)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        return out
 
     def test_json(self) -> dict[str, Any]:
         """What a run directory's test.json says of the test (both runtimes):
@@ -515,8 +535,8 @@ def _kafka_consistent(cfg: "TestConfig") -> None:
         raise ValueError(str(e)) from None
     if cfg.backend == "local":
         for fault in cfg.nemesis:
-            if parse(fault).kind in KAFKA_LOCAL_REFUSED:
-                raise ValueError(f"--nemesis {fault} on --db kafka: {KAFKA_LOCAL_REFUSED[parse(fault).kind]}")
+            if fault.kind in KAFKA_LOCAL_REFUSED:
+                raise ValueError(f"--nemesis {fault.name} on --db kafka: {KAFKA_LOCAL_REFUSED[fault.kind]}")
         if cfg.script():
             kinds = {s[0].split("-", 1)[1] for s in SCENARIOS[cfg.script()] if s[0] != "sleep"}
             for fault in sorted(kinds & set(KAFKA_LOCAL_REFUSED)):

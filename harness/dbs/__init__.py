@@ -83,7 +83,7 @@ def preflight(cfg: TestConfig) -> Any:
     have = capabilities(cfg)
     if have is not None:
         try:
-            check_supported(cfg.fault_names(), cfg.backend, have)
+            check_supported(cfg.faults(), cfg.backend, have)
         except Unsupported as e:
             raise UsageError(str(e)) from None
     if cfg.db == "kafka":

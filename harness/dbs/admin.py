@@ -10,6 +10,11 @@ Python client sends: :func:`unregister_broker` frames it itself."""
 
 from __future__ import annotations
 
+import socket
+import struct
+
+from reference_impl.server.launcher import recv_exact
+
 
 class ReassignmentRefused(RuntimeError):
     """The controller refused the partition's reassignment (its error's name)."""
@@ -19,12 +24,11 @@ def alter_partition_reassignment(bootstrap: str, key: str, broker_ids: list[int]
     """Ask the controller to move ``key`` (``<topic>-<partition>``) to exactly
     ``broker_ids``; returns once the controller has accepted (the move itself
     goes on: new replicas catch up, join the ISR, then the others leave)."""
-    from kafka import KafkaAdminClient
-    from kafka.structs import TopicPartition
+    import kafka  # late: kafka-python (0.25 s), which only the membership faults use
 
     topic, _, part = key.rpartition("-")
-    tp = TopicPartition(topic, int(part))
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
+    tp = kafka.TopicPartition(topic, int(part))
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
     try:
         err = admin.alter_partition_reassignments({tp: list(broker_ids)}, timeout_ms=timeout_ms).get(tp)
     finally:
@@ -42,11 +46,8 @@ def unregister_broker(bootstrap: str, broker_id: int, timeout_s: float = 10.0) -
     ``bootstrap`` that answers, which forwards it to the active controller.
     Neither kafka-python nor confluent-kafka sends it, so the frame is made
     with the reference wire layer's coding of its two small bodies."""
-    import socket
-    import struct
-
-    from reference_impl.server.launcher import recv_exact
-    from reference_impl.server.wire import UnregisterBrokerRequest, UnregisterBrokerResponse
+    from reference_impl.server.wire import (  # late: kafka-python's protocol (0.3 s), for decommission only
+        UnregisterBrokerRequest, UnregisterBrokerResponse)
 
     client = b"kraftwerk"
     header = struct.pack(">hhih", 64, 0, 1, len(client)) + client + b"\x00"

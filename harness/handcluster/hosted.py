@@ -33,8 +33,16 @@ from typing import Any
 from harness import dbs, runtimes
 from harness.config import TestConfig
 from harness.dbs.kafka import db as kafka_db
+from harness.dbs.kafka.db import COLLECT as KAFKA_FILES, KafkaDB
+from harness.dbs.reference.hosted import COLLECT as REFERENCE_FILES, NODE_PORT, HostedReference
 from harness.errors import HarnessError, UsageError
-from harness.rundir.state import alive, proc_start_time
+from reference_impl.server.procs import alive, proc_start_time
+from harness.runtimes import collect_files
+from harness.runtimes.docker import DockerHosts
+from harness.runtimes.net.iptables import IptablesNetwork
+from harness.runtimes.net.netns import Fabric, remove_tag
+from harness.runtimes.netns import NetnsHosts
+from reference_impl.server.launcher import metadata_brokers
 
 STATE_FILE = "cluster.json"
 KEPT_BACKENDS = ("netns", "docker", "ssh")
@@ -66,7 +74,7 @@ def up(cfg: TestConfig, dir: Path, node_args: list[str], timeout: float) -> dict
             _wait_brokers(db, timeout)
         st = {"backend": cfg.backend, "db": cfg.db, "dir": str(dir), "bootstrap": db.client_bootstrap(),
               "client_address": hosts.client_address, **extra,
-              "nodes": [_row(db, hosts, n) for n in db.node_names()]}
+              "nodes": [_row(db, hosts, n) for n in db.topo.node_names()]}
         if cfg.db == "kafka":
             st["version"] = db.version()
         (dir / STATE_FILE).write_text(json.dumps(st, indent=1))
@@ -88,31 +96,20 @@ def _kept_hosts(cfg: TestConfig, dir: Path, checked: Any) -> tuple[Any, dict[str
     needs to find them again."""
     names = cfg.node_names()
     if cfg.backend == "netns":
-        from harness.runtimes.netns import NetnsHosts
-        from harness.runtimes.net.netns import Fabric
-
         fabric = Fabric.create(names, kind="cluster", dir=str(dir))
         return NetnsHosts(fabric, None, dir), {"tag": fabric.tag}
     if cfg.backend == "docker":
-        from harness.runtimes.docker import DockerHosts
-
         hosts = DockerHosts.create(names, None, dir, client=checked, ro_paths=dbs.ro_paths(cfg), detached=True)
         return hosts, {"tag": hosts.tag, "subnet": hosts.subnet}
-    from harness.runtimes.ssh import SshHosts
-
     assert cfg.hosts is not None
     run_id = f"cluster-{secrets.token_hex(3)}"
-    hosts = SshHosts.open(checked, names, None, dir, detached=True, run_id=run_id)
+    hosts = runtimes.ssh_runtime().SshHosts.open(checked, names, None, dir, detached=True, run_id=run_id)
     return hosts, {"hosts": str(Path(cfg.hosts).resolve()), "run_id": run_id}
 
 
 def _db(cfg: TestConfig, dir: Path, hosts: Any, node_args: list[str]) -> Any:
     if cfg.db == "kafka":
-        from harness.dbs.kafka.db import KafkaDB
-
         return KafkaDB(cfg, dir, None, hosts)  # type: ignore[arg-type]
-    from harness.dbs.reference.hosted import HostedReference
-
     return HostedReference(cfg, dir, None, hosts, node_args)
 
 
@@ -138,16 +135,12 @@ def _pid(hosts: Any, name: str) -> int:
 
 
 def _wait_brokers(db: Any, timeout: float) -> None:
-    from reference_impl.server.launcher import metadata_brokers
-
-    from harness.dbs.reference.hosted import NODE_PORT
-
-    want = {db.ids[b] for b in db.brokers()}
+    want = {db.topo.id_of(b) for b in db.topo.brokers()}
     deadline = time.monotonic() + timeout
     seen: set[int] = set()
     while time.monotonic() < deadline:
         try:
-            seen = set(metadata_brokers(db.hosts.address(db.brokers()[0]), NODE_PORT))
+            seen = set(metadata_brokers(db.hosts.address(db.topo.brokers()[0]), NODE_PORT))
         except OSError:
             pass
         if want <= seen:
@@ -176,10 +169,9 @@ def status(st: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _ssh_hosts(st: dict[str, Any]) -> Any:
-    from harness.runtimes.ssh import SshHosts, preflight
-
+    ssh = runtimes.ssh_runtime()
     names = [n["name"] for n in st["nodes"]]
-    hosts = SshHosts(preflight(st["hosts"], names), None, st["run_id"], detached=True)
+    hosts = ssh.SshHosts(ssh.preflight(st["hosts"], names), None, st["run_id"], detached=True)
     for n in st["nodes"]:
         hosts.adopt(n["name"], n["pid"])
     return hosts
@@ -196,12 +188,8 @@ def down(dir: Path, timeout: float = 40.0) -> dict[str, bool]:
     else:
         result = _stop_local_pids(st, timeout)
         if st["backend"] == "netns":
-            from harness.runtimes.net.netns import remove_tag
-
             remove_tag(st["tag"])
         else:
-            from harness.runtimes.docker import DockerHosts
-
             DockerHosts.attach(st["tag"], st["subnet"], Path(dir), {}).teardown()
     (Path(dir) / STATE_FILE).unlink(missing_ok=True)
     return result
@@ -234,8 +222,6 @@ def _stop_local_pids(st: dict[str, Any], timeout: float) -> dict[str, bool]:
 def _down_ssh(st: dict[str, Any], timeout: float) -> dict[str, bool]:
     """Through the hosts' connections: stop, bring the logs back, remove
     our chains and the cluster's directory on each host."""
-    from harness.runtimes.net.iptables import IptablesNetwork
-
     hosts = _ssh_hosts(st)
     result: dict[str, bool] = {}
     try:
@@ -259,9 +245,5 @@ def _down_ssh(st: dict[str, Any], timeout: float) -> dict[str, bool]:
 
 
 def _collect_ssh(st: dict[str, Any], hosts: Any) -> None:
-    from harness.runtimes import collect_files
-    from harness.dbs.reference.hosted import COLLECT as REFERENCE_FILES
-    from harness.dbs.kafka.db import COLLECT as KAFKA_FILES
-
     collect_files(hosts, [n["name"] for n in st["nodes"]], KAFKA_FILES if st["db"] == "kafka" else REFERENCE_FILES,
                   hosts.node_dir, lambda n: Path(st["dir"]) / "nodes" / n)

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import TestConfig
+from harness.dbs.kafka.db import KafkaDB
 from harness.errors import UsageError
-from harness.rundir.state import alive, proc_start_time
+from reference_impl.server.procs import alive, proc_start_time
 
 STATE = "kafka-cluster.json"
 
@@ -42,8 +43,6 @@ def running(dir: str | Path) -> bool:
 
 def up(cfg: TestConfig, dir: str | Path, timeout: float) -> dict[str, Any]:
     """Start the cluster, wait until it is ready, leave it running."""
-    from harness.dbs.kafka.db import KafkaDB
-
     d = Path(dir)
     if running(d):
         raise UsageError(f"a cluster is already running in {d}; run `kraftwerk cluster down --dir {d}` first")

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, UsageError
-from harness.rundir.state import alive, proc_start_time
+from harness.rundir.state import registry_dir as run_registry
+from reference_impl.server.procs import alive, proc_start_time, proc_stat
 
 #: how a mount shows in /proc/mounts: ``kraftwerk-fs:<registry tag> <dir> fuse.kraftwerk``
 #: (this module imports no FUSE binding: cleanup runs where none is installed)
@@ -40,8 +41,6 @@ FSTYPE = f"fuse.{SUBTYPE}"
 def registry_dir() -> Path:
     if os.environ.get("KRAFTWERK_FS_DIR"):
         return Path(os.environ["KRAFTWERK_FS_DIR"])
-    from harness.rundir.state import registry_dir as run_registry
-
     return run_registry() / "fs"
 
 
@@ -123,14 +122,12 @@ def ancestor_named(comm: str | tuple[str, ...], pid: int | None = None) -> int |
     names = (comm,) if isinstance(comm, str) else comm
     pid = os.getppid() if pid is None else pid
     while pid > 1:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
+        st = proc_stat(pid)
+        if st is None:
             return None
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        if name in names:
+        if st.name in names:
             return pid
-        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+        pid = st.ppid
     return None
 
 
@@ -300,11 +297,8 @@ def umount(point: str | Path, clean: bool = True, timeout: float = 10.0) -> bool
 def _stopped(pid: int) -> bool:
     """The process is stopped (SIGSTOP, a tracer): it answers nothing until
     continued, so asking it to unmount would only wait out the timeout."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2:][:1] in ("T", "t")
+    st = proc_stat(pid)
+    return st is not None and st.state in ("T", "t")
 
 
 def _stop(point: str, rec: dict[str, Any] | None, clean: bool, timeout: float) -> None:

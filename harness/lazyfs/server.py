@@ -31,8 +31,10 @@ from typing import Any
 import pyfuse3
 import trio
 
+from reference_impl.server.procs import alive
+
 from .model import Tree
-from .mounts import FSNAME, SUBTYPE
+from .mounts import FSNAME, SUBTYPE, umount
 from .ops import LazyOps
 
 
@@ -114,8 +116,6 @@ class Server:
 
 
     async def _watch_owner(self) -> None:
-        from harness.rundir.state import alive
-
         assert self.owner is not None
         while alive(*self.owner):
             await trio.sleep(0.5)
@@ -146,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
     if server.owner is not None:  # gone with its owner: nothing may stay behind
-        from .mounts import umount
-
         umount(a.mount, clean=False)
     return 0
 

@@ -18,8 +18,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import reference_impl  # noqa: F401  its compiled line reader, when built (reference_impl.accel)
+from checkers.check import check_history, trace_invariants
 from checkers.history.jsonl import read_jsonl
 from checkers.history.op import Op
+from checkers.queue.scan import MalformedOp, scan_jsonl
 from harness.rundir import store
 
 
@@ -50,9 +53,6 @@ def _read(run_dir: Path, warnings: list[str]) -> tuple[Any, dict[str, Any]]:
     same pass. A history whose values the queue checker cannot use is read
     as operations instead, so the checker's own error is reported below as
     before."""
-    import reference_impl  # noqa: F401  its compiled line reader, when built (reference_impl.accel)
-    from checkers.queue.scan import MalformedOp, scan_jsonl
-
     try:
         scan = scan_jsonl(run_dir / store.HISTORY, warnings)
     except MalformedOp:
@@ -69,8 +69,6 @@ def check_run(run_dir: Path, engine: str = "inline", test: dict[str, Any] | None
     if test is None and (run_dir / store.TEST).exists():
         test = store.read_json(run_dir / store.TEST)
     try:
-        from checkers.check import check_history, trace_invariants
-
         result = check_history(ops, model="queue", engine=engine, test=test,
                                invariants=trace_invariants(run_dir, test))
     except Exception as e:  # a checker crash is an unknown verdict, with the reason

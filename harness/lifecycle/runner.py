@@ -65,7 +65,7 @@ def preflight(cfg: TestConfig) -> Any:
     if cfg.backend != "sim":
         return dbs.preflight(cfg)
     try:
-        check_supported(cfg.fault_names(), cfg.backend, SIM_CAPABILITIES)
+        check_supported(cfg.faults(), cfg.backend, SIM_CAPABILITIES)
     except Unsupported as e:
         raise UsageError(str(e)) from None
     return None

@@ -21,7 +21,8 @@ from typing import Any
 from checkers.durability import wilson_interval
 from harness.rundir.summary import load_summary
 
-from .mpl import colors, plt
+from .mpl import colors, patches, plt
+from .render import env as report_env
 
 
 FORMAT = "kraftwerk-campaign/1"
@@ -36,6 +37,38 @@ def _cell_id(params: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in params.items()) or "all"
 
 
+def _new_cell(params: dict[str, Any], test_name: str | None = None) -> dict[str, Any]:
+    cell: dict[str, Any] = {"id": _cell_id(params), "params": dict(params), "runs": 0, "valid": 0, "invalid": 0,
+                            "unknown": 0, "durability": {}, "anomaly_runs": {}, "run_dirs": [], "invalid_runs": []}
+    if test_name:
+        cell["test_name"] = test_name
+    return cell
+
+
+def _add_run(cell: dict[str, Any], rel: str, s: dict[str, Any]) -> None:
+    """One run's summary into its cell's counts."""
+    cell["runs"] += 1
+    cell["run_dirs"].append(rel)
+    v = s.get("valid")
+    cell["valid" if v is True else "invalid" if v is False else "unknown"] += 1
+    if v is False:
+        cell["invalid_runs"].append(rel)
+    for t in s.get("anomaly_types") or []:
+        cell["anomaly_runs"][t] = cell["anomaly_runs"].get(t, 0) + 1
+    for mode, dd in (s.get("durability") or {}).items():
+        acc = cell["durability"].setdefault(mode, {"acked": 0, "lost": 0})
+        acc["acked"] += int(dd.get("acked") or 0)
+        acc["lost"] += int(dd.get("lost") or 0)
+
+
+def _close(cell: dict[str, Any]) -> dict[str, Any]:
+    for acc in cell["durability"].values():
+        n, k = acc["acked"], acc["lost"]
+        acc["lost_rate"] = k / n if n else None
+        acc["lost_rate_ci95"] = list(wilson_interval(k, n)) if n else None
+    return cell
+
+
 def aggregate(campaign_dir: str | Path, name: str, parameters: list[str],
               cells: list[tuple[dict[str, Any], list[str | Path]]], spec: Any = None) -> dict[str, Any]:
     """campaign.json from ``cells``: (parameters, run directories) pairs. Run
@@ -44,33 +77,67 @@ def aggregate(campaign_dir: str | Path, name: str, parameters: list[str],
     base = Path(campaign_dir).resolve()
     out_cells = []
     for params, dirs in cells:
-        cell: dict[str, Any] = {"id": _cell_id(params), "params": dict(params), "runs": 0, "valid": 0,
-                                "invalid": 0, "unknown": 0, "durability": {}, "anomaly_runs": {},
-                                "run_dirs": [], "invalid_runs": []}
+        cell = _new_cell(params)
         for d in dirs:
             d = Path(d).resolve()
-            s = load_summary(d)
-            rel = os.path.relpath(d, base)
-            cell["runs"] += 1
-            cell["run_dirs"].append(rel)
-            v = s.get("valid")
-            key = "valid" if v is True else "invalid" if v is False else "unknown"
-            cell[key] += 1
-            if v is False:
-                cell["invalid_runs"].append(rel)
-            for t in s.get("anomaly_types") or []:
-                cell["anomaly_runs"][t] = cell["anomaly_runs"].get(t, 0) + 1
-            for mode, dd in (s.get("durability") or {}).items():
-                acc = cell["durability"].setdefault(mode, {"acked": 0, "lost": 0})
-                acc["acked"] += int(dd.get("acked") or 0)
-                acc["lost"] += int(dd.get("lost") or 0)
-        for acc in cell["durability"].values():
-            n, k = acc["acked"], acc["lost"]
-            acc["lost_rate"] = k / n if n else None
-            acc["lost_rate_ci95"] = list(wilson_interval(k, n)) if n else None
-        out_cells.append(cell)
+            _add_run(cell, os.path.relpath(d, base), load_summary(d))
+        out_cells.append(_close(cell))
     return {"format": FORMAT, "name": name, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "parameters": list(parameters), "spec": spec, "cells": out_cells}
+
+
+def planned(name: str, parameters: list[str], cells: list[tuple[dict[str, Any], str]], runs_per_cell: int,
+            spec: Any = None) -> dict[str, Any]:
+    """campaign.json as a campaign starts: its cells (parameters and the
+    directory their runs go to) with nothing counted yet, ``state``
+    running and the pid of the process running it. The site counts the
+    runs on disk meanwhile; the campaign's end writes the summed file."""
+    return {"format": FORMAT, "name": name, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "state": "running", "pid": os.getpid(), "planned_runs": runs_per_cell * len(cells),
+            "parameters": list(parameters), "spec": spec,
+            "cells": [_close(_new_cell(params, test_name)) for params, test_name in cells]}
+
+
+def cell_dir(cell: dict[str, Any]) -> str | None:
+    """The directory (under the campaign) a cell's runs go to: its test
+    name, else the first part its recorded run directories share."""
+    if cell.get("test_name"):
+        return str(cell["test_name"])
+    firsts = {str(r).split("/", 1)[0] for r in cell.get("run_dirs") or []}
+    return firsts.pop() if len(firsts) == 1 else None
+
+
+def live(campaign: dict[str, Any], summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The campaign as its runs on disk say now: each cell's counts summed
+    from ``summaries`` (run path relative to the campaign directory ->
+    summary) of the runs under its directory. A cell whose directory is
+    not known keeps its recorded counts."""
+    cells = []
+    for c in campaign["cells"]:
+        d = cell_dir(c)
+        if d is None:
+            cells.append(c)
+            continue
+        cell = _new_cell(c.get("params") or {}, c.get("test_name"))
+        for rel in sorted(r for r in summaries if r.startswith(d + "/")):
+            _add_run(cell, rel, summaries[rel])
+        cells.append(_close(cell))
+    return {**campaign, "cells": cells}
+
+
+def state(campaign: dict[str, Any]) -> str:
+    """``done``; ``running`` while the process that started it lives;
+    ``stopped`` when it went away before summing up."""
+    if campaign.get("state") != "running":
+        return "done"
+    pid = campaign.get("pid")
+    try:
+        os.kill(int(pid), 0)
+    except (TypeError, ValueError, ProcessLookupError):
+        return "stopped"
+    except PermissionError:
+        pass  # alive, another user's
+    return "running"
 
 
 def write_campaign(campaign_dir: str | Path, campaign: dict[str, Any]) -> Path:
@@ -154,12 +221,14 @@ def heatmap_png(campaign: dict[str, Any]) -> bytes:
                 text, dark = "nothing\nacked", False
             if cell.get("invalid"):
                 text += f"\n{cell['invalid']}/{cell.get('runs')} invalid"
+                # an invalid cell is framed whatever its rate: 0% lost can still hide other anomalies
+                ax.add_patch(patches.Rectangle((j - 0.47, i - 0.47), 0.94, 0.94, fill=False, ec="#8a1020", lw=3))
             ax.text(j, i, text, ha="center", va="center", fontsize=9.5, color="white" if dark else "#222")
         ax.set_xticks(range(len(cols)), [_plain(c) for c in cols], fontsize=9)
         ax.set_yticks(range(len(rows)), [_plain(r).replace(", ", "\n") for r in rows], fontsize=9)
         params = campaign.get("parameters") or []
         ax.set_xlabel(_plain(str(params[-1])) if params else "")
-        ax.set_title(f"lost {level} writes / acknowledged", fontsize=10)
+        ax.set_title(f"lost {level} writes / acknowledged (red frame: invalid runs)", fontsize=10)
         fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, format=lambda x, _: f"{x:.1%}")
     fig.tight_layout()
     buf = io.BytesIO()
@@ -203,13 +272,12 @@ def campaign_context(campaign: dict[str, Any]) -> dict[str, Any]:
               "invalid": sum(r["invalid"] for r in rows), "unknown": sum(r["unknown"] for r in rows)}
     return {"name": str(campaign.get("name", "")), "created": str(campaign.get("created", "")),
             "parameters": [str(p) for p in campaign.get("parameters") or []], "levels": levels,
-            "cells": rows, "totals": totals}
+            "cells": rows, "totals": totals, "state": state(campaign),
+            "planned_runs": campaign.get("planned_runs")}
 
 
 def render_campaign(campaign_dir: str | Path, env: Any = None) -> Path:
     """Write the campaign's static ``index.html`` and ``heatmap.png``."""
-    from .render import env as report_env
-
     d = Path(campaign_dir)
     c = load_campaign(d)
     (d / "heatmap.png").write_bytes(heatmap_png(c))

@@ -12,13 +12,14 @@ after the other), ``realtime`` (one completed before the other began).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from checkers.history.op import Op
 
 from .diagnostics import _reads, _sends
-from .mpl import nx, patches, plt
+from .mpl import patches, plt
 
 CYCLE_PREFIXES = ("G0", "G1c")
 MAX_CYCLES = 4
@@ -81,7 +82,9 @@ def explain(step: dict[str, Any], ix: OpIndex) -> str:
     return f"op {a} → op {b}: {typ}" + (f" on {key}" if key else "")
 
 
-def cycle_examples(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def cycle_examples(result: dict[str, Any], bad: set[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The cycles the checkers found: those of types that fail the run
+    first, allowed ones after."""
     out = []
     for t, exs in (result.get("anomalies") or {}).items():
         if not str(t).startswith(CYCLE_PREFIXES):
@@ -89,50 +92,91 @@ def cycle_examples(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         for e in (exs if isinstance(exs, list) else []):
             if isinstance(e, dict) and isinstance(e.get("steps"), list) and e["steps"]:
                 out.append((str(t), e))
+    out.sort(key=lambda te: bad is not None and te[0] not in bad)
     return out[:MAX_CYCLES]
 
 
+#: past this many operations a cycle is told as text only: a ring of 40
+#: short labels is about 1,400 px wide at the sizes below (measured on the
+#: rings of tests/report/test_cycles.py), wider than a page shows
+MAX_DRAWN = 40
+#: at most this many operations get the full label (process, sends, reads)
+DETAILED = 6
+INCH_PER_UNIT = 0.75
+
+
+def _layout(n: int, detailed: bool) -> tuple[list[tuple[float, float]], float]:
+    """Positions on a circle, clockwise from the top in cycle order, spaced
+    so neighbours' labels never touch; and the circle's radius (units)."""
+    spacing = 2.4 if detailed else 1.25
+    r = max(1.3 if detailed else 1.0, n * spacing / (2 * math.pi))
+    return [(r * math.cos(math.pi / 2 - 2 * math.pi * i / n), r * math.sin(math.pi / 2 - 2 * math.pi * i / n))
+            for i in range(n)], r
+
+
+def _short_label(ix: OpIndex, i: Any) -> str:
+    o = ix.op(i) if isinstance(i, int) else None
+    return f"op {i}" + (f"\np{o.process}" if o is not None else "")
+
+
+def _edge(ax: Any, a: tuple[float, float], b: tuple[float, float], step: dict[str, Any], detailed: bool) -> None:
+    """One edge: an arrow bent outward (arc3 puts its control point
+    ``rad * (dy, -dx)`` off the chord's middle; negative is outward on a
+    clockwise ring), its type and key just outside the ring."""
+    (x0, y0), (x1, y1) = a, b
+    c = EDGE_COLOURS.get(str(step.get("type")), "#444")
+    node_pt = 44 if detailed else 20
+    ax.add_patch(patches.FancyArrowPatch(a, b, connectionstyle="arc3,rad=-0.3", arrowstyle="-|>", mutation_scale=14,
+                                         lw=1.8, color=c, shrinkA=node_pt, shrinkB=node_pt))
+    dx, dy = x1 - x0, y1 - y0
+    length = math.hypot(dx, dy) or 1.0
+    away = 0.15 * length + (0.55 if detailed else 0.45)  # past the arc's apex, on the side it bends to
+    lx, ly = (x0 + x1) / 2 - dy / length * away, (y0 + y1) / 2 + dx / length * away
+    label = str(step.get("type")) + (f"\n{_v(step['key'])}" if step.get("key") else "")
+    ax.text(lx, ly, label.replace("$", r"\$"), ha="center", va="center",
+            fontsize=8.5 if detailed else 7.5, color=c, fontweight="bold")
+
+
 def draw_cycle(name: str, example: dict[str, Any], ix: OpIndex, path: Path) -> None:
+    """The cycle as a ring: each operation a box, each edge a curved arrow
+    to the next, labelled outside the ring; sized to the cycle, so every
+    edge shows (past ``DETAILED`` operations the boxes say only the op and
+    its process: the steps beside the picture say the rest)."""
     steps = example["steps"]
-    nodes = [s["from"] for s in steps]
-    g = nx.DiGraph()
-    g.add_nodes_from(nodes)
-    pos = nx.circular_layout(g) if len(nodes) > 1 else {nodes[0]: (0.0, 0.0)}
-    fig, ax = plt.subplots(figsize=(7.5, 5.2 if len(nodes) > 2 else 3.0), dpi=100)
-    for s in steps:
-        a, b = s["from"], s["to"]
-        (x0, y0), (x1, y1) = pos[a], pos.get(b, pos[a])
-        c = EDGE_COLOURS.get(str(s.get("type")), "#444")
-        ax.add_patch(patches.FancyArrowPatch((x0, y0), (x1, y1), connectionstyle="arc3,rad=0.28", arrowstyle="-|>",
-                                     mutation_scale=18, lw=2, color=c, shrinkA=38, shrinkB=38))
-        # arc3's control point is rad * (dy, -dx) from the chord's middle;
-        # the curve passes halfway there
-        lx, ly = (x0 + x1) / 2 + 0.14 * (y1 - y0), (y0 + y1) / 2 - 0.14 * (x1 - x0)
-        ax.text(lx, ly, str(s.get("type")) + (f"\n{s['key']}" if s.get("key") else ""), ha="center",
-                va="center", fontsize=9, color=c, fontweight="bold",
-                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": c, "lw": 0.8})
-    for n, (x, y) in pos.items():
-        ax.text(x, y, ix.label(n).replace("$", r"\$"), ha="center", va="center", fontsize=8,
-                bbox={"boxstyle": "round,pad=0.45", "fc": "#f3f5f8", "ec": "#1d2330", "lw": 1.2})
-    ax.set_xlim(-1.6, 1.6)
-    ax.set_ylim(-1.45, 1.45) if len(nodes) > 2 else ax.set_ylim(-0.7, 0.7)
+    n = len(steps)
+    detailed = n <= DETAILED
+    pos, r = _layout(n, detailed)
+    side = (2 * r + (4.2 if detailed else 2.4)) * INCH_PER_UNIT
+    fig, ax = plt.subplots(figsize=(side, side + 0.4), dpi=100)
+    for i, s in enumerate(steps):
+        _edge(ax, pos[i], pos[(i + 1) % n], s, detailed)
+    for i, s in enumerate(steps):
+        text = ix.label(s["from"]) if detailed else _short_label(ix, s["from"])
+        ax.text(*pos[i], text.replace("$", r"\$"), ha="center", va="center", fontsize=8 if detailed else 7.5,
+                bbox={"boxstyle": "round,pad=0.35", "fc": "#f3f5f8", "ec": "#1d2330", "lw": 1.0})
+    lim = r + (2.0 if detailed else 1.15)
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
     ax.axis("off")
-    ax.set_title(f"{name}: a cycle of {len(steps)} operations", fontsize=11)
+    ax.set_title(f"{name}: a cycle of {n} operations", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
 
 
-def render_cycles(result: dict[str, Any], ops: list[Op], run_dir: Path) -> list[dict[str, Any]]:
-    """cycle-<n>.png per cycle example (at most ``MAX_CYCLES``) and the
-    explained steps for the page."""
+def render_cycles(result: dict[str, Any], ops: list[Op], run_dir: Path | None,
+                  bad: set[str] | None = None) -> list[dict[str, Any]]:
+    """cycle-<n>.png per cycle example (at most ``MAX_CYCLES``; none drawn
+    without ``run_dir``, nor for a cycle past ``MAX_DRAWN`` operations: its
+    steps are the picture) and the explained steps for the page."""
     ix = OpIndex(ops)
     out = []
-    for n, (name, ex) in enumerate(cycle_examples(result)):
-        png = f"cycle-{n}.png"
-        draw_cycle(name, ex, ix, run_dir / png)
-        out.append({"type": name, "png": png,
+    for n, (name, ex) in enumerate(cycle_examples(result, bad)):
+        png = f"cycle-{n}.png" if run_dir is not None and len(ex["steps"]) <= MAX_DRAWN else None
+        if png is not None and run_dir is not None:
+            draw_cycle(name, ex, ix, run_dir / png)
+        out.append({"type": name, "png": png, "size": len(ex["steps"]), "fails": bad is None or name in bad,
                     "steps": [{"from": s.get("from"), "to": s.get("to"), "type": str(s.get("type")),
                                "key": s.get("key"), "why": explain(s, ix)} for s in ex["steps"]]})
     return out

@@ -25,7 +25,7 @@ from typing import Any
 from checkers.history.op import Op
 
 from .mpl import plt
-from .plots import Interval, outside_legend, pairs, shade
+from .plots import Interval, gapped, outside_legend, pairs, shade
 
 BUCKETS = 600
 TOP_KEYS = 8
@@ -228,11 +228,10 @@ def lag_plot(lag: dict[str, list[tuple[float, float]]], intervals: list[Interval
     worst_by_key = {k: max((v for _, v in pts), default=0.0) for k, pts in lag.items()}
     top = _top(lag, lambda pts: max((v for _, v in pts), default=0.0))
     for i, k in enumerate(top):
-        pts = _thin_max(lag[k], width)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=0.9, alpha=0.75,
-                color=KEY_COLOURS[i % len(KEY_COLOURS)], label=k)
+        ax.plot(*gapped(_thin_max(lag[k], width)), lw=0.9, alpha=0.75, color=KEY_COLOURS[i % len(KEY_COLOURS)],
+                label=k)
     allpts = _thin_max([p for pts in lag.values() for p in pts], width)
-    ax.plot([p[0] for p in allpts], [p[1] for p in allpts], lw=1.8, color="#111", label="worst (all keys)")
+    ax.plot(*gapped(allpts), lw=1.8, color="#111", label="worst (all keys)")
     ax.set_xlim(0, max(end, 1))
     ax.set_xlabel("time (s)")
     ax.set_ylabel("lag (s)")

@@ -42,24 +42,36 @@ def lost_examples(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _replication(run_dir: Path, ops: list[Op], test: dict[str, Any], lost: list[dict[str, Any]],
-                 intervals: list[Interval], end: float, warnings: list[str]) -> tuple[dict[str, Any], TraceView | None]:
-    view = _try(warnings, "reading node traces", read_traces, run_dir, ops, test)
+def traces(run_dir: Path, ops: list[Op], test: dict[str, Any], warnings: list[str]) -> TraceView | None:
+    """The nodes' traces, read once for the plots and the story."""
+    return _try(warnings, "reading node traces", read_traces, run_dir, ops, test)
+
+
+def replication_facts(view: TraceView | None, lost: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """What the page says of the traces, without drawing; and the panels."""
     if view is None or not view.files:
-        return {"traces": False}, view
+        return {"traces": False}, []
     tps, left_out = panels(view, {str(x["key"]) for x in lost})
-    out: dict[str, Any] = {"traces": True, "files": view.files, "events": view.events, "left_out": left_out,
-                           "max_panels": MAX_PANELS, "offset_ms": view.offset_ms,
-                           "elections": [e for e in view.elections if e["kind"] != "clean"][:40],
-                           "elections_total": len(view.elections),
-                           "truncations": len(view.truncations), "bad_lines": view.bad_lines}
+    return {"traces": True, "files": view.files, "events": view.events, "left_out": left_out,
+            "max_panels": MAX_PANELS, "offset_ms": view.offset_ms,
+            "elections": [{**e, "leader": view.name(e["leader"])} for e in view.elections
+                          if e["kind"] != "clean"][:40],
+            "elections_total": len(view.elections),
+            "truncations": len(view.truncations), "bad_lines": view.bad_lines}, tps
+
+
+def _replication(run_dir: Path, view: TraceView | None, lost: list[dict[str, Any]],
+                 intervals: list[Interval], end: float, warnings: list[str]) -> dict[str, Any]:
+    out, tps = replication_facts(view, lost)
+    if view is None or not out["traces"]:
+        return out
     if tps and view.hw:
         out["hw_leo"] = _try(warnings, "hw-leo.png", hw_leo_plot, view, tps, intervals, end,
                              run_dir / "hw-leo.png") is None and (run_dir / "hw-leo.png").exists()
     if tps and view.meta:
         out["isr_leader"] = _try(warnings, "isr-leader.png", isr_leader_plot, view, tps, intervals, end,
                                  run_dir / "isr-leader.png") is None and (run_dir / "isr-leader.png").exists()
-    return out, view
+    return out
 
 
 def _diagnostics(run_dir: Path, ops: list[Op], prs: list[tuple[Op, Op]], intervals: list[Interval], end: float,
@@ -100,7 +112,8 @@ def _checker_lag(result: dict[str, Any]) -> dict[str, str] | None:
 
 
 def draw_all(run_dir: Path, ops: list[Op], test: dict[str, Any], result: dict[str, Any],
-             intervals: list[Interval], warnings: list[str]) -> dict[str, Any]:
+             intervals: list[Interval], warnings: list[str], view: TraceView | None = None,
+             bad: set[str] | None = None) -> dict[str, Any]:
     """Draw every plot; returns the page's context for them."""
     end = max((o.time for o in ops), default=0) / 1e9
     prs = pairs(ops)
@@ -109,16 +122,35 @@ def draw_all(run_dir: Path, ops: list[Op], test: dict[str, Any], result: dict[st
          prs)
     _try(warnings, "rate.png", rate_plot, ops, intervals, run_dir / "rate.png")
     lost = lost_examples(result)
-    replication, view = _replication(run_dir, ops, test, lost, intervals, end, warnings)
+    replication = _replication(run_dir, view, lost, intervals, end, warnings)
     lost_tps: list[str] = []
     if lost:
         lost_tps = _try(warnings, "lost-writes.png", lost_writes_plot, ops, lost, view, intervals, end,
                         run_dir / "lost-writes.png") or []
-    total_lost = sum(int(d.get("lost") or 0) for d in (result.get("durability") or {}).values() if isinstance(d, dict))
     return {
+        "drawn": True,
         "replication": replication,
-        "lost": {"drawn": bool(lost_tps), "shown": len(lost), "total": total_lost, "partitions": lost_tps},
+        "lost": {"drawn": bool(lost_tps), "shown": len(lost), "total": _total_lost(result), "partitions": lost_tps},
         "diagnostics": {**_diagnostics(run_dir, ops, prs, intervals, end, warnings),
                         "checker_worst_lag": _checker_lag(result)},
-        "cycles": _try(warnings, "cycles", render_cycles, result, ops, run_dir) or [],
+        "cycles": _try(warnings, "cycles", render_cycles, result, ops, run_dir, bad) or [],
+    }
+
+
+def _total_lost(result: dict[str, Any]) -> int:
+    return sum(int(d.get("lost") or 0) for d in (result.get("durability") or {}).values() if isinstance(d, dict))
+
+
+def undrawn(result: dict[str, Any], ops: list[Op], view: TraceView | None, warnings: list[str],
+            bad: set[str] | None = None) -> dict[str, Any]:
+    """The page's context without drawing a plot (a summary page, written
+    for every seed of a batch: ``kraftwerk report`` or ``serve`` draws
+    them): the cycles' explained steps, the traces' counts."""
+    replication, _ = replication_facts(view, lost_examples(result))
+    return {
+        "drawn": False,
+        "replication": replication,
+        "lost": {"drawn": False, "shown": 0, "total": _total_lost(result), "partitions": []},
+        "diagnostics": {"queue": False, "checker_worst_lag": _checker_lag(result)},
+        "cycles": _try(warnings, "cycles", render_cycles, result, ops, None, bad) or [],
     }

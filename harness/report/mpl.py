@@ -25,7 +25,7 @@ class Deferred:
     def _load(self) -> ModuleType:
         if self._module is None:
             if self._name.startswith("matplotlib"):
-                import matplotlib
+                import matplotlib  # late: matplotlib (0.5 s), for a report's plots only
 
                 matplotlib.use("Agg")  # before pyplot chooses a backend
             self._module = importlib.import_module(self._name)
@@ -39,3 +39,4 @@ plt: Any = Deferred("matplotlib.pyplot")
 patches: Any = Deferred("matplotlib.patches")
 colors: Any = Deferred("matplotlib.colors")
 nx: Any = Deferred("networkx")
+transforms: Any = Deferred("matplotlib.transforms")

@@ -11,66 +11,20 @@ series): a million dots draw as a solid band and take minutes.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from checkers.history.op import Op
 
-from .mpl import plt
+from .faults import Interval, colour_of, fault_intervals
+from .mpl import plt, transforms
+
+__all__ = ["Interval", "fault_intervals", "pairs", "shade", "outside_legend", "gapped", "latency_plot",
+           "latency_quantiles_plot", "rate_plot", "quantile_series"]
 
 
 MAX_POINTS = 20_000
 COLOURS = {"ok": "#2a9d43", "fail": "#d62828", "info": "#e9a100"}
-FAULT_COLOURS = ["#8ecae6", "#cdb4db", "#ffc8dd", "#bde0fe", "#fde68a", "#c7f9cc", "#e5e5e5", "#f4a261"]
-
-
-@dataclass
-class Interval:
-    fault: str
-    start: float  # seconds
-    stop: float | None
-    value: Any
-
-
-def fault_intervals(ops: list[Op]) -> list[Interval]:
-    """start-<fault> completion .. matching stop-<fault> completion (Jepsen's
-    nemesis intervals); an unstopped fault runs to the end of the history."""
-    open_: dict[str, Interval] = {}
-    out: list[Interval] = []
-
-    def event(op: Op) -> None:
-        t = op.time / 1e9
-        if op.f.startswith("start-"):
-            fault = op.f[len("start-"):]
-            prev = open_.get(fault)
-            if prev is not None:  # a fault restarted with new targets: one interval each
-                prev.stop = t
-            iv = Interval(fault, t, None, op.value)
-            open_[fault] = iv
-            out.append(iv)
-        elif op.f.startswith("stop-"):
-            iv = open_.pop(op.f[len("stop-"):], None)
-            if iv is not None:
-                iv.stop = t
-
-    # A nemesis op is normally recorded twice (invocation, completion), both
-    # "info" and adjacent among nemesis ops (one nemesis process); a runtime
-    # that records a fault once is handled too.
-    last: Op | None = None
-    for op in ops:
-        if op.process != "nemesis":
-            continue
-        if last is not None and last.f == op.f and op.type != "invoke":
-            event(op)
-            last = None
-            continue
-        if last is not None:
-            event(last)
-        last = op
-    if last is not None:
-        event(last)
-    return out
 
 
 def pairs(ops: list[Op]) -> list[tuple[Op, Op]]:
@@ -93,25 +47,67 @@ def _pairs(ops: list[Op]) -> list[tuple[Op, Op]]:
     return out
 
 
+def gapped(pts: list[tuple[float, float]], min_gap: float = 1.0) -> tuple[list[float], list[float]]:
+    """xs, ys of a line with a NaN wherever the points are further apart
+    than ten times their usual spacing (and ``min_gap`` seconds): a line
+    stops where there was no data instead of bridging it."""
+    if len(pts) < 3:
+        return [p[0] for p in pts], [p[1] for p in pts]
+    steps = sorted(b[0] - a[0] for a, b in zip(pts, pts[1:]))
+    gap = max(min_gap, 10 * steps[len(steps) // 2])
+    xs, ys = [pts[0][0]], [pts[0][1]]
+    for a, b in zip(pts, pts[1:]):
+        if b[0] - a[0] > gap:
+            xs.append((a[0] + b[0]) / 2)
+            ys.append(float("nan"))
+        xs.append(b[0])
+        ys.append(b[1])
+    return xs, ys
+
+
 def outside_legend(ax: Any, **kw: Any) -> None:
     """The legend right of the axes, where it hides no data."""
     ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7.5, frameon=False, borderaxespad=0, **kw)
 
 
-def shade(ax: Any, intervals: list[Interval], end: float) -> None:
+def shade(ax: Any, intervals: list[Interval], end: float, labels: bool = True) -> None:
     """Fault intervals as coloured bands behind a time-series plot."""
-    _shade(ax, intervals, end)
+    _shade(ax, intervals, end, labels)
 
 
-def _shade(ax: Any, intervals: list[Interval], end: float) -> None:
-    faults = sorted({iv.fault for iv in intervals})
-    colour = {f: FAULT_COLOURS[i % len(FAULT_COLOURS)] for i, f in enumerate(faults)}
-    labelled: set[str] = set()
+def _lanes(intervals: list[Interval]) -> list[int]:
+    """A label row for each interval, so overlapping faults' labels do not
+    sit on one another (at most four rows; later ones share the last)."""
+    ends: list[float] = []
+    out = []
     for iv in intervals:
+        stop = iv.start if iv.stop is None else iv.stop
+        lane = next((i for i, e in enumerate(ends) if e <= iv.start), len(ends))
+        if lane == len(ends):
+            ends.append(stop)
+        ends[lane] = float("inf") if iv.stop is None else stop
+        out.append(min(lane, 3))
+    return out
+
+
+def _shade(ax: Any, intervals: list[Interval], end: float, labels: bool = True) -> None:
+    """Each fault a band in its kind's colour (the same in every run), its
+    targets written at the top; a skipped fault a dashed line, not a band."""
+    trans = transforms.blended_transform_factory(ax.transData, ax.transAxes)
+    labelled: set[str] = set()
+    for iv, lane in zip(intervals, _lanes(intervals)):
+        c = colour_of(iv.kind)
+        if iv.skipped:
+            ax.axvline(iv.start, color=c, lw=1.2, ls=(0, (2, 2)), alpha=0.9,
+                       label="fault skipped (dashed)" if "skipped" not in labelled else None)
+            labelled.add("skipped")
+            continue
         stop = iv.stop if iv.stop is not None else end
-        ax.axvspan(iv.start, stop, color=colour[iv.fault], alpha=0.35, lw=0,
-                   label=iv.fault if iv.fault not in labelled else None)
-        labelled.add(iv.fault)
+        ax.axvspan(iv.start, stop, color=c, alpha=0.35, lw=0, label=iv.kind if iv.kind not in labelled else None)
+        labelled.add(iv.kind)
+        if labels and iv.targets:
+            ax.text(iv.start, 0.985 - 0.075 * lane, f" {iv.targets}", transform=trans, fontsize=6.5, ha="left",
+                    va="top", color="#333", clip_on=True)
 
 
 def latency_plot(ops: list[Op], intervals: list[Interval], path: Path,
@@ -141,8 +137,10 @@ def latency_plot(ops: list[Op], intervals: list[Interval], path: Path,
 
 
 def quantile_series(pairs: list[tuple[Op, Op]], buckets: int = 120) -> dict[str, dict[str, list[float]]]:
-    """Per f: the time buckets' start (s) and p50/p95/p99/max latency (ms)
-    of the ok operations invoked in them (empty buckets left out)."""
+    """Per f: the time buckets' middle (s) and p50/p95/p99/max latency (ms)
+    of the ok operations invoked in them. An empty bucket between two full
+    ones is one NaN point, so a line stops there instead of bridging a
+    stretch with no data."""
     end = max((c.time for _, c in pairs), default=0) / 1e9
     width = max(end / buckets, 0.001)
     by: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -152,7 +150,13 @@ def quantile_series(pairs: list[tuple[Op, Op]], buckets: int = 120) -> dict[str,
     out: dict[str, dict[str, list[float]]] = {}
     for f, bs in by.items():
         s: dict[str, list[float]] = {"t": [], "p50": [], "p95": [], "p99": [], "max": []}
+        prev = None
         for b in sorted(bs):
+            if prev is not None and b > prev + 1:
+                s["t"].append((prev + 1.5) * width)
+                for name in ("p50", "p95", "p99", "max"):
+                    s[name].append(float("nan"))
+            prev = b
             xs = sorted(bs[b])
             s["t"].append((b + 0.5) * width)
             for q, name in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"), (1.0, "max")):

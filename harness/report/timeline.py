@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 from checkers.history.op import Op
 
-from .plots import Interval
+from .faults import Interval, legend, targets_label
 
 ROW_PX = 16          # height of one history event
 COL_PX = 118         # width of one process column (narrower with many processes)
@@ -111,8 +111,8 @@ class Box:
 
 def _label(op: Op, comp: Op | None) -> str:
     v = (comp.value if comp is not None and comp.value is not None else op.value)
-    if op.process == "nemesis" and isinstance(v, dict):  # name the fault and its target, not the whole map
-        v = " ".join(_text(v[k], 16) for k in ("fault", "node", "nodes", "tp", "leader") if k in v) or v
+    if op.process == "nemesis" and isinstance(v, dict):  # the fault and its targets, not the whole map
+        return f"{op.f} {targets_label(v, 40) or _text(v.get('fault'), 24)}".strip()
     if isinstance(v, list) and v and isinstance(v[0], list) and v[0]:
         mops = []
         for m in v:
@@ -256,10 +256,9 @@ def timeline_context(ops: list[Op], intervals: list[Interval], focus_ops: list[i
     col = {p: i for i, p in enumerate(procs)}
     col_px = max(MIN_COL_PX, min(COL_PX, PAGE_PX // max(len(procs), 1)))
     all_boxes = boxes(ops)
-    faults = sorted({iv.fault for iv in intervals})
-    fault_class = {f: f"fault{i % 8}" for i, f in enumerate(faults)}
     times = list(accumulate((o.time for o in ops), max))  # never decreasing, for bisect
-    fault_rows = [(iv, *_fault_rows(times, iv)) for iv in intervals]
+    # a skipped fault did nothing: no shading (the nemesis column's box says it was skipped)
+    fault_rows = [(iv, *_fault_rows(times, iv)) for iv in intervals if not iv.skipped]
     focus_set = set(focus_ops)
     placed: set[int] = set()
     out_segs = []
@@ -287,9 +286,9 @@ def timeline_context(ops: list[Op], intervals: list[Interval], focus_ops: list[i
                 continue
             top, bot = max(r0, a), min(r1, b)
             shades.append({"top": (top - a) * ROW_PX, "height": (bot - top + 1) * ROW_PX,
-                           "cls": fault_class[iv.fault], "fault": iv.fault,
-                           "title": f"{iv.fault} {iv.start:.3f}s – "
-                                    f"{'end' if iv.stop is None else f'{iv.stop:.3f}s'}: {_text(iv.value, 400)}"})
+                           "colour": iv.colour, "fault": f"{iv.kind} {iv.targets}".strip(),
+                           "title": f"{iv.name} {iv.start:.3f} s – "
+                                    f"{'end' if iv.stop is None else f'{iv.stop:.3f} s'}: {iv.targets}"})
         ticks = [{"top": (r - a) * ROW_PX, "t": f"{ops[r].time / 1e9:.3f}s", "row": ops[r].index}
                  for r in range(a, b + 1, 10)]
         out_segs.append({
@@ -309,7 +308,7 @@ def timeline_context(ops: list[Op], intervals: list[Interval], focus_ops: list[i
         "omitted_after": omitted_after,
         "shown": sum(b - a + 1 for a, b in segs), "total": len(ops),
         "head": head, "window": window,
-        "faults": [{"fault": f, "cls": fault_class[f]} for f in faults],
+        "faults": legend(intervals),
         "focus_count": len(focus_rows),
         "missing_focus": sorted(set(focus_ops) - set(row_of))[:20],
     }

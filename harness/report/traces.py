@@ -85,7 +85,15 @@ class TraceView:
     elections: list[dict[str, Any]] = field(default_factory=list)
     fencing: list[dict[str, Any]] = field(default_factory=list)
     lifecycle: list[dict[str, Any]] = field(default_factory=list)
+    #: every ``become_leader``: t, tp, node (its name), leader_epoch, leo, hw, isr
+    leaders: list[dict[str, Any]] = field(default_factory=list)
+    #: a trace's node id -> the node's name (its directory: ``n1``, ``c1``)
+    names: dict[Any, str] = field(default_factory=dict)
     bad_lines: int = 0
+
+    def name(self, node: Any) -> str:
+        """A node as the fault records and the page say it (``n1``)."""
+        return self.names.get(node, str(node))
 
     @property
     def partitions(self) -> list[str]:
@@ -168,6 +176,8 @@ def read_traces(run_dir: str | Path, ops: list[Op], test: dict[str, Any] | None 
         view.events += 1
         t = (e["t"] - view.offset_ms) / 1000.0
         node, tp = e.get("node"), e.get("tp")
+        if node not in view.names:
+            view.names[node] = f.parent.name
         if kind in ("hw", "append", "loaded", "truncate") and isinstance(tp, str):
             if kind in ("hw", "loaded") and isinstance(e.get("hw"), int):
                 hw[(tp, node)].add(t, e["hw"])
@@ -177,7 +187,7 @@ def read_traces(run_dir: str | Path, ops: list[Op], test: dict[str, Any] | None 
                 to = e.get("to")
                 if isinstance(to, int):
                     leo[(tp, node)].add(t, to)
-                view.truncations.append({"t": t, "tp": tp, "node": node, "to": to,
+                view.truncations.append({"t": t, "tp": tp, "node": node, "name": f.parent.name, "to": to,
                                          "leo_before": e.get("leo_before"), "reason": e.get("reason")})
         elif kind == "partition_metadata" and isinstance(tp, str):
             key = (tp, int(e.get("partition_epoch", -1)))
@@ -197,12 +207,22 @@ def read_traces(run_dir: str | Path, ops: list[Op], test: dict[str, Any] | None 
                 seen_fencing[key] = {"t": t, "broker": e.get("broker"), "fenced": kind == "broker_fenced"}
                 view.fencing.append(seen_fencing[key])
         elif kind in ("become_leader", "isr") and isinstance(tp, str):
+            if kind == "become_leader":
+                view.leaders.append({"t": t, "tp": tp, "node": f.parent.name, "leader_epoch": e.get("leader_epoch"),
+                                     "leo": e.get("leo"), "hw": e.get("hw"), "isr": list(e.get("isr") or [])})
             lv = leader_view.setdefault(tp, {"entries": []})
             lv["entries"].append({"t": t, "leader": node, "isr": list(e.get("isr") or []),
                                   "leader_epoch": e.get("leader_epoch")})
         elif kind in ("node_start", "node_stop", "node_crash"):
             view.lifecycle.append({"t": t, "node": node, "kind": kind, "reason": e.get("reason")})
     view.files = len(files)
+    return _finish(view, hw, leo, leader_view)
+
+
+def _finish(view: TraceView, hw: dict[tuple[str, Any], Series], leo: dict[tuple[str, Any], Series],
+            leader_view: dict[str, dict[str, Any]]) -> TraceView:
+    """The series closed, the leaders' own view where no controller
+    traced, every list in time order."""
     view.hw = {k: s.done() for k, s in hw.items()}
     view.leo = {k: s.done() for k, s in leo.items()}
     for tp, lv in leader_view.items():
@@ -210,7 +230,6 @@ def read_traces(run_dir: str | Path, ops: list[Op], test: dict[str, Any] | None 
             view.meta[tp] = sorted(lv["entries"], key=lambda x: x["t"])
     for entries in view.meta.values():
         entries.sort(key=lambda x: x["t"])
-    view.elections.sort(key=lambda x: x["t"])
-    view.fencing.sort(key=lambda x: x["t"])
-    view.truncations.sort(key=lambda x: x["t"])
+    for events in (view.elections, view.fencing, view.truncations, view.leaders):
+        events.sort(key=lambda x: x["t"])
     return view

@@ -22,6 +22,7 @@ that, for children that cannot watch a pipe (a JVM). Processes of
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
 import signal
@@ -111,8 +112,6 @@ def arm() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """The reaper: wait for the lease to end, then SIGKILL the run's processes."""
-    import argparse
-
     ap = argparse.ArgumentParser(description="kraftwerk run reaper")
     ap.add_argument("--reap", required=True, metavar="RUN_ID")
     args = ap.parse_args(argv)

@@ -21,7 +21,8 @@ runs that argv, so it needs no backend code::
 As a second net for the instant between spawn and update, every child gets
 ``KRAFTWERK_RUN_ID=<run-id>`` in its environment and its own session; cleanup
 also finds processes by that variable. A pid is only signalled if its start
-time still matches what was recorded, so a recycled pid is never hit.
+time still matches what was recorded, so a recycled pid is never hit
+(``reference_impl.server.procs``, the one liveness check of the project).
 
 Children also end on their own when the harness dies (:mod:`harness.rundir.lease`):
 each gets the read end of a pipe whose write end only the harness holds. A
@@ -48,42 +49,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.rundir.lease import LEASE_ENV, PARENT_ENV, PDEATHSIG_ENV, RUN_ENV, pids_with_run_id
+from reference_impl.server.procs import alive, proc_start_time
 
-__all__ = ["RUN_ENV", "RunState", "alive", "cleanup", "kill_tree", "proc_start_time", "registry_dir"]
+__all__ = ["RUN_ENV", "RunState", "cleanup", "kill_tree", "registry_dir"]
 
 REGISTRY_ENV = "KRAFTWERK_RUNTIME_DIR"
-
-
-def proc_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (clock ticks since boot), None if gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    rest = raw.rsplit(")", 1)[-1].split()
-    try:
-        return int(rest[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return raw.rsplit(")", 1)[-1].split()[0] == "Z"
-
-
-def alive(pid: int, start_time: int | None = None) -> bool:
-    """The process ``pid`` runs and, given ``start_time``, is the one that
-    started then (not a recycled pid)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    st = proc_start_time(pid)
-    if st is None or _is_zombie(pid):
-        return False
-    return start_time is None or st == start_time
 
 
 def _private_dir(path: Path) -> Path | None:

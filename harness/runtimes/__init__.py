@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Sequence
 
 from harness.config import TestConfig
 from harness.errors import HarnessError, UsageError
 from harness.rundir.state import RunState
+from harness.runtimes.docker import DockerHosts, preflight as docker_preflight
+from harness.runtimes.net.netns import require_root
+from harness.runtimes.netns import NetnsHosts
 
 BACKENDS = ("local", "netns", "docker", "ssh")
 
@@ -34,22 +38,16 @@ def preflight(cfg: TestConfig, needs: Sequence[tuple[list[str], str]] = ()) -> A
     arguments and the refusal's words). Returns what ``open_hosts`` needs
     (the parsed hosts, for ssh)."""
     if cfg.backend == "netns":
-        from harness.runtimes.net.netns import require_root
-
         require_root("--backend netns")
     elif cfg.backend == "docker":
-        from harness.runtimes.docker import preflight as docker_preflight
-
         client = docker_preflight()
         if cfg.storage == "lazyfs" and not os.path.exists("/dev/fuse"):
             raise UsageError("--storage lazyfs on --backend docker: /dev/fuse is missing on this machine, "
                              "so no container can mount kraftwerk fs")
         return client
     elif cfg.backend == "ssh":
-        from harness.runtimes.ssh import preflight as ssh_preflight
-
         assert cfg.hosts is not None
-        checked = ssh_preflight(cfg.hosts, cfg.node_names(), accept_new=cfg.ssh_accept_new)
+        checked = ssh_runtime().preflight(cfg.hosts, cfg.node_names(), accept_new=cfg.ssh_accept_new)
         _hosts_have(checked, needs)
         return checked
     return None
@@ -58,11 +56,9 @@ def preflight(cfg: TestConfig, needs: Sequence[tuple[list[str], str]] = ()) -> A
 def _hosts_have(checked: Any, needs: Sequence[tuple[list[str], str]]) -> None:
     """Refuse, before anything starts, a host that lacks one of ``needs``
     (``harness.dbs.host_needs``); the connections are closed with the refusal."""
-    from harness.runtimes.ssh import host_passes
-
     for test_args, words in needs:
         for node, (spec, client) in checked.items():
-            if not host_passes(spec, client, test_args):
+            if not ssh_runtime().host_passes(spec, client, test_args):
                 for _, c in checked.values():
                     c.close()
                 raise UsageError(f"host {spec.name} ({spec.address}) {words}")
@@ -75,18 +71,20 @@ def open_hosts(cfg: TestConfig, run_dir: Path, state: RunState | None, checked: 
     machine besides ``/usr`` and the project (docker mounts them read-only)."""
     names = cfg.node_names()
     if cfg.backend == "netns":
-        from harness.runtimes.netns import NetnsHosts
-
         return NetnsHosts.create(names, state, run_dir)
     if cfg.backend == "docker":
-        from harness.runtimes.docker import DockerHosts
-
         return DockerHosts.create(names, state, run_dir, ro_paths=ro_paths, fuse=cfg.storage == "lazyfs")
     if cfg.backend == "ssh":
-        from harness.runtimes.ssh import SshHosts
-
-        return SshHosts.open(checked, names, state, run_dir)
+        return ssh_runtime().SshHosts.open(checked, names, state, run_dir)
     raise ValueError(f"backend {cfg.backend!r} has no hosts")
+
+
+def ssh_runtime() -> ModuleType:
+    """The ssh runtime (:mod:`harness.runtimes.ssh`), loaded when a run or a
+    hand cluster asks for ssh hosts."""
+    import harness.runtimes.ssh  # late: paramiko (0.5 s), which runs on every other backend never need
+
+    return harness.runtimes.ssh
 
 
 def collect_files(hosts: Any, nodes: list[str], files: tuple[str, ...], remote_dir: Callable[[str], str],

@@ -50,7 +50,8 @@ from typing import Any, Mapping, Sequence
 
 from harness.errors import HarnessError, UsageError
 from harness.runtimes.net.netns import NODE_HOST_BASE, SUBNET_PREFIX, allocate_subnet, release_subnet
-from harness.rundir.state import RUN_ENV, RunState, alive, proc_start_time
+from harness.rundir.state import RUN_ENV, RunState
+from reference_impl.server.procs import alive, proc_start_time
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWN_DIR = Path("/run/kraftwerk-docker")
@@ -67,9 +68,15 @@ ETC_TREES = ("java-17-openjdk",)
 KIND_CLUSTER = "cluster"
 
 
-def _try(base_url: str) -> Any:
-    import docker
+def _sdk() -> Any:
+    """The Docker SDK, loaded when a docker host is first asked for."""
+    import docker  # late: the Docker SDK (0.3 s), which runs on other backends never need
 
+    return docker
+
+
+def _try(base_url: str) -> Any:
+    docker = _sdk()
     try:
         c = docker.DockerClient(base_url=base_url, timeout=30)
         c.ping()
@@ -179,8 +186,7 @@ def _skeleton() -> bytes:
 
 def ensure_image(client: Any) -> str:
     """``kraftwerk-node:<hash of the skeleton>``, imported if missing."""
-    import docker
-
+    docker = _sdk()
     data = _skeleton()
     ref = f"{IMAGE}:{hashlib.sha256(data).hexdigest()[:12]}"
     try:
@@ -261,8 +267,7 @@ class DockerHosts:
         return {LABEL: "1", f"{LABEL}.tag": self.tag, f"{LABEL}.owner": _owner()}
 
     def _make(self, nodes: list[str], image: str, ro_paths: list[str], fuse: bool = False) -> None:
-        import docker
-
+        docker = _sdk()
         pool = docker.types.IPAMPool(subnet=f"{SUBNET_PREFIX}.{self.subnet}.0/24", gateway=self.client_address)
         self.network = self.client.networks.create(f"kw-{self.tag}", driver="bridge", labels=self._labels(),
                                                    ipam=docker.types.IPAMConfig(pool_configs=[pool]))

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.rundir.lease import arm
 from reference_impl.server import auth
 
 MAX_HELD = 64 * 1024 * 1024  # bytes held per direction before the connection is reset
@@ -307,8 +308,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-held", type=int, default=MAX_HELD, help="bytes held per direction before a reset")
     ap.add_argument("--secret-file", default=None, help="cluster secret (0600): control commands must carry its token")
     args = ap.parse_args(argv)
-    from harness.rundir.lease import arm
-
     arm()  # end with the harness that started us
     links = [Link(**d) for d in json.loads(Path(args.links).read_text())]
 

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from checkers.check import check_history
 from checkers.invariants import InvariantMonitor
 from harness.config import TestConfig
+from harness.config.timings import sim_settings
 from nemesis import replay
 from nemesis.stories import step_ops
 from reference_impl import accel
@@ -35,28 +37,8 @@ from reference_impl.sim.control import SimCluster
 from reference_impl.sim.network import LinkProfile
 from reference_impl.sim.simulation import Simulation
 
-#: Kafka's defaults except for timeouts shortened so that faults play out
-#: within a minute of simulated time (``protocol`` settings override them)
-SIM_TIMINGS: dict[str, Any] = {
-    "replica_lag_time_max_ms": 5000,
-    "broker_session_timeout_ms": 4000,
-    "broker_heartbeat_interval_ms": 500,
-    "replica_fetch_backoff_ms": 200,
-}
-
-
-#: the group coordinator as db reference runs it (harness/dbs/reference/db.py),
-#: for runs whose consumers are in a group
-SIM_GROUPS: dict[str, Any] = {
-    "group_initial_rebalance_delay_ms": 0,
-    "offsets_topic_num_partitions": 1,
-}
-
-
 def protocol_config(cfg: TestConfig) -> ProtocolConfig:
-    groups = {**SIM_GROUPS, "offsets_topic_replication_factor": min(3, cfg.brokers)} \
-        if cfg.sub_via == "subscribe" else {}
-    props = {**SIM_TIMINGS, **groups, **cfg.protocol}
+    props = {**sim_settings(cfg.brokers), **cfg.protocol}
     props.setdefault("min_insync_replicas", cfg.min_isr)
     props.setdefault("default_replication_factor", cfg.rf)
     return ProtocolConfig.from_properties(props, variants=Variants().with_overrides(dict(cfg.variants)))
@@ -118,7 +100,7 @@ class SimRun:
         self.tps = [TopicPartition(t, p) for t in o.topic_names() for p in range(o.partitions)]
         self.wl = Workload(self.sim, self.tps, client_config(o), threads=o.concurrency)
         self._settings = [client_settings(o, self.seed, t) for t in range(o.concurrency)]
-        self.cluster = SimCluster(self.sim, [str(tp) for tp in self.tps], self.wl.endpoint_names)
+        self.cluster = SimCluster(self.sim, [str(tp) for tp in self.tps], self.wl.endpoint_names, net_cut=o.net_cut)
         self.setup_ok = False
         self.t0 = 0
         self.t_end = 0
@@ -223,8 +205,6 @@ class SimRun:
         acknowledged offset says so in the history (``incomplete`` on the
         final poll), which :mod:`checkers.final_reads` reads; the simulator
         adds no verdict of its own."""
-        from checkers.check import check_history
-
         ops = self.history.ops
         inv = self.monitor.summary()
         out = check_history(ops, model="queue", engine="inline", test=self.test_json(), invariants=inv)

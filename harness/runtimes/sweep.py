@@ -9,13 +9,10 @@ harness was SIGKILLed and whatever ``--out`` the run used; it is idempotent.
 
 from __future__ import annotations
 
+from harness.runtimes.docker import sweep as sweep_docker
+from harness.runtimes.net.netns import sweep as sweep_netns
+
 
 def sweep_all(force: bool = False) -> list[str]:
-    from harness.runtimes.net.netns import sweep as sweep_netns
-
     removed = [f"namespace {ns}" for ns in sweep_netns(force=force)]
-    try:
-        from harness.runtimes.docker import sweep as sweep_docker
-    except ImportError:
-        return removed
     return removed + sweep_docker(force=force)

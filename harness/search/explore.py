@@ -34,14 +34,15 @@ import random
 import shutil
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from harness.search.branches import Arcs
 from harness.config import TestConfig
-from nemesis.faults import GENERIC, parse
+from harness.lifecycle.runner import run_seed
+from harness.search.branches import Arcs
+from nemesis.faults import GENERIC, FaultSpec, expand, parse
 
 Schedule = list[dict[str, Any]]
 
@@ -98,25 +99,30 @@ def pairs(schedule: Schedule) -> list[tuple[int, int | None]]:
     return sorted(out)
 
 
-def _fresh(name: str, at_ms: int, target: str | None = None) -> dict[str, Any]:
-    spec = parse(name)
-    entry: dict[str, Any] = {"at_ms": at_ms, "f": f"start-{spec.op_name}", "fault": name}
+#: what a mutation adds by default: every generic fault
+GENERIC_MIX: tuple[FaultSpec, ...] = expand(GENERIC)
+
+
+def _fresh(spec: FaultSpec, at_ms: int, target: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"at_ms": at_ms, "f": f"start-{spec.op_name}", "fault": spec.name}
     if target is not None:
         entry["target"] = target
     return entry
 
 
-def mutate(schedule: Schedule, rng: random.Random, horizon_ms: int, mix: tuple[str, ...] = GENERIC) -> Schedule:
-    """One mutation of ``schedule``: add, drop, move or retarget a fault."""
+def mutate(schedule: Schedule, rng: random.Random, horizon_ms: int,
+           mix: tuple[FaultSpec, ...] = GENERIC_MIX) -> Schedule:
+    """One mutation of ``schedule``: add, drop, move or retarget a fault
+    (a recorded entry names its fault, which is parsed to find its kind)."""
     s = [dict(e) for e in schedule]
     ps = pairs(s)
     op = rng.choice(("add", "add", "drop", "move", "retarget")) if ps else "add"
     if op == "add":
-        name = rng.choice(mix)
+        spec = rng.choice(mix)
         at = rng.randrange(0, max(1, horizon_ms - 1000))
         dur = rng.randint(300, max(400, min(20_000, horizon_ms - at)))
-        s += [_fresh(name, at), {"at_ms": min(horizon_ms, at + dur), "f": f"stop-{parse(name).op_name}",
-                                 "fault": name}]
+        s += [_fresh(spec, at), {"at_ms": min(horizon_ms, at + dur), "f": f"stop-{spec.op_name}",
+                                 "fault": spec.name}]
     else:
         i, j = rng.choice(ps)
         if op == "drop":
@@ -127,12 +133,11 @@ def mutate(schedule: Schedule, rng: random.Random, horizon_ms: int, mix: tuple[s
                 if k is not None:
                     s[k]["at_ms"] = max(0, min(horizon_ms, s[k]["at_ms"] + shift))
         else:  # another fault of the mix of the same kind, its target resolved anew
-            kind = parse(s[i]["fault"]).kind
-            name = rng.choice([n for n in mix if parse(n).kind == kind] or [s[i]["fault"]])
-            spec = parse(name)
-            s[i] = _fresh(name, s[i]["at_ms"], spec.target or rng.choice(spec.targets()))
+            recorded = parse(s[i]["fault"])
+            spec = rng.choice([n for n in mix if n.kind == recorded.kind] or [recorded])
+            s[i] = _fresh(spec, s[i]["at_ms"], spec.target or rng.choice(spec.targets()))
             if j is not None:
-                s[j] = {**s[j], "fault": name}
+                s[j] = {**s[j], "fault": spec.name}
     s.sort(key=lambda e: e["at_ms"])
     return s
 
@@ -155,14 +160,12 @@ def run_one(cfg: TestConfig, seed: int, schedule: Schedule | None, keep_dir: str
     """Run one seed (with ``schedule`` replayed, else the configuration's
     own nemesis) in a scratch directory; keep the run directory only if the
     run is invalid or could not run. Its states are the ``signal``'s."""
-    from harness.lifecycle.runner import run_seed
-
     scratch = Path(tempfile.mkdtemp(prefix="kraftwerk-explore-"))
     try:
         if schedule is not None:
             sched_file = scratch / "schedule.json"
             sched_file.write_text(json.dumps(schedule))
-            cfg = cfg.model_copy(update={"schedule": str(sched_file), "nemesis": [], "swarm": False})
+            cfg = cfg.replaying(str(sched_file))
         arcs = Arcs()
         try:
             if signal == "states":
@@ -275,7 +278,5 @@ class Search:
 
 
 def _wait_any(pending: dict[Any, int]) -> set[Any]:
-    from concurrent.futures import FIRST_COMPLETED, wait
-
     done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
     return done

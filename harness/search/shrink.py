@@ -100,7 +100,7 @@ class Shrinker:
     def _cfg(self, schedule: list[dict[str, Any]], load: dict[str, Any], k: int) -> TestConfig:
         f = self.scratch / f"candidate-{self.runs}-{k}.json"
         f.write_text(json.dumps(schedule))
-        return self.cfg.model_copy(update={"schedule": str(f), **load})
+        return self.cfg.replaying(str(f), **load)
 
     def fails(self, candidates: list[tuple[list[dict[str, Any]], dict[str, Any]]]) -> list[bool]:
         """Replay each (schedule, load) candidate; True where it fails the same way."""

@@ -41,6 +41,10 @@ from starlette.routing import Route
 
 from .paths import Refused, rel_of, safe_path
 from .scan import RUN_MARKERS, Catalogue
+from harness.report import render_report
+from harness.report.campaign import (CampaignError, campaign_context, cell_dir, heatmap_png, live, load_campaign,
+                                     state)
+from harness.report.render import VERSION_MARK
 
 PAGE = 100
 SORTS = ("started", "name", "duration", "db", "backend", "nemesis", "verdict", "lost")
@@ -67,17 +71,36 @@ def _verdict(s: dict[str, Any]) -> str:
     return s.get("state") if s.get("state") in ("running", "error") else "unknown"
 
 
-def _row(s: dict[str, Any]) -> dict[str, Any]:
-    """One index row, every field a plain value (the template escapes)."""
-    d = (s.get("durability") or {}).get("acks=all") or {}
+def _row(s: dict[str, Any], cells: dict[tuple[str, str], str] | None = None,
+         names: dict[str, str] | None = None) -> dict[str, Any]:
+    """One index row, every field a plain value (the template escapes). A
+    campaign's run is named by its cell's parameters, not its directory."""
+    dur_all = s.get("durability") or {}
+    d = dur_all.get("acks=all") or {}
     dur = s.get("duration_s")
+    camp = s.get("campaign")
+    cell = None
+    if camp and cells is not None:
+        cell = cells.get((camp, s["path"][len(camp) + 1:].split("/", 1)[0]))
+    levels = [{"level": str(m), "lost": int(x.get("lost") or 0), "acked": int(x.get("acked") or 0)}
+              for m, x in sorted(dur_all.items(), key=lambda mx: (mx[0] != "acks=all", mx[0]))
+              if isinstance(x, dict) and x.get("acked")]
     return {"path": s["path"], "name": str(s.get("name", "")), "started": str(s.get("started", "")),
             "duration": dur if isinstance(dur, (int, float)) else None,
             "runtime": str(s.get("runtime") or ""), "db": str(s.get("db") or ""),
-            "backend": str(s.get("backend") or ""), "nemesis": ", ".join(map(str, s.get("nemesis") or [])) or "none",
-            "verdict": _verdict(s), "acked": d.get("acked"), "lost": d.get("lost"),
+            "backend": str(s.get("backend") or ""), "nemesis": _nemesis(s),
+            "verdict": _verdict(s), "acked": d.get("acked"), "lost": d.get("lost"), "levels": levels,
+            "lost_any": sum(x["lost"] for x in levels),
             "anomalies": [str(t) for t in s.get("anomaly_types") or []],
-            "campaign": s.get("campaign"), "seed": s.get("seed")}
+            "campaign": camp, "campaign_name": (names or {}).get(camp or "", camp), "cell": cell,
+            "seed": s.get("seed")}
+
+
+def _nemesis(s: dict[str, Any]) -> str:
+    nem = [str(x) for x in s.get("nemesis") or []]
+    if not nem:
+        return "none"
+    return ", ".join(nem) if len(nem) <= 6 else ", ".join(nem[:5]) + f" +{len(nem) - 5}"
 
 
 def _sort_key(sort: str) -> Any:
@@ -87,7 +110,7 @@ def _sort_key(sort: str) -> Any:
         "duration": lambda r: r["duration"] if r["duration"] is not None else -1.0,
         "db": lambda r: r["db"], "backend": lambda r: r["backend"], "nemesis": lambda r: r["nemesis"],
         "verdict": lambda r: (order.get(r["verdict"], 1), r["started"]),
-        "lost": lambda r: (r["lost"] or 0, r["acked"] or 0),
+        "lost": lambda r: (r["lost_any"], r["acked"] or 0),
     }[sort]
 
 
@@ -98,7 +121,7 @@ def _matches(r: dict[str, Any], q: str, verdict: str, runtime: str) -> bool:
         return False
     if q:
         hay = " ".join([r["name"], r["path"], r["db"], r["backend"], r["nemesis"], r["runtime"],
-                        " ".join(r["anomalies"]), str(r["campaign"] or "")]).lower()
+                        " ".join(r["anomalies"]), str(r["campaign"] or ""), str(r["cell"] or "")]).lower()
         return all(w in hay for w in q.lower().split())
     return True
 
@@ -113,7 +136,8 @@ class Site:
         self.catalogue = Catalogue(self.root)
         self._render_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        self._heatmaps: dict[str, tuple[int, bytes]] = {}
+        self._heatmaps: dict[str, tuple[Any, bytes]] = {}
+        self._campaign_files: dict[str, tuple[int, dict[str, Any]]] = {}
 
     def render_lock(self, path: Path) -> threading.Lock:
         with self._lock:
@@ -126,7 +150,10 @@ class Site:
         sort = p.get("sort", "started") if p.get("sort") in SORTS else "started"
         desc = p.get("order", "desc") != "asc"
         runs, campaigns = self.catalogue.scan()
-        rows = [_row(s) for s in runs]
+        live = self.live_campaigns(runs, campaigns)
+        cells = {(c["path"], d): label for c in live for d, label in c["cell_labels"].items()}
+        names = {c["path"]: c["name"] for c in live}
+        rows = [_row(s, cells, names) for s in runs]
         runtimes = sorted({r["runtime"] for r in rows if r["runtime"]})
         counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in ("valid", "invalid", "unknown")}
         shown = [r for r in rows if _matches(r, q, verdict, runtime)]
@@ -150,7 +177,7 @@ class Site:
         if request.url.path == "/api/runs":
             return JSONResponse({"total": len(rows), "matched": len(shown), "page": page, "pages": pages,
                                  "runs": shown[(page - 1) * PAGE: page * PAGE]}, headers=HEADERS)
-        camp_rows = [self._campaign_row(c) for c in campaigns]
+        camp_rows = [c["row"] for c in live]
         body = _env.get_template("site_index.html.j2").render(
             root=self.shown_root, rows=shown[(page - 1) * PAGE: page * PAGE], total=len(rows), matched=len(shown),
             page=page, pages=pages, first=(page - 1) * PAGE + 1 if shown else 0, last=min(page * PAGE, len(shown)),
@@ -158,18 +185,48 @@ class Site:
             url=url, sort_url=sort_url, campaigns=camp_rows, qp=lambda s: quote(s))
         return HTMLResponse(body, headers=HEADERS)
 
-    def _campaign_row(self, c: dict[str, Any]) -> dict[str, Any]:
-        from harness.report.campaign import CampaignError, load_campaign
+    def load_campaign(self, d: str | Path) -> dict[str, Any]:
+        """campaign.json, kept until it changes (a CampaignError if bad)."""
+        stamp = os.stat(Path(d) / "campaign.json").st_mtime_ns
+        cached = self._campaign_files.get(str(d))
+        if cached is None or cached[0] != stamp:
+            cached = self._campaign_files[str(d)] = (stamp, load_campaign(d))
+        return cached[1]
 
-        try:
-            camp = load_campaign(c["dir"])
-        except CampaignError as e:
-            return {"path": c["path"], "name": c["path"], "error": str(e), "cells": 0, "runs": 0, "invalid": 0}
-        cells = camp["cells"]
-        return {"path": c["path"], "name": str(camp.get("name") or c["path"]), "created": str(camp.get("created", "")),
-                "parameters": " × ".join(map(str, camp.get("parameters") or [])), "cells": len(cells),
-                "runs": sum(int(x.get("runs") or 0) for x in cells),
-                "invalid": sum(int(x.get("invalid") or 0) for x in cells), "error": None}
+    def live_campaigns(self, runs: list[dict[str, Any]], campaigns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each campaign as its runs on disk say now (counted while it runs,
+        and a run added since it ended counted too), with its index row and
+        each cell directory's label (its parameters)."""
+        out = []
+        for c in campaigns:
+            base = c["path"] + "/"
+            try:
+                camp = self.load_campaign(c["dir"])
+            except (CampaignError, OSError) as e:
+                out.append({"path": c["path"], "name": c["path"], "cell_labels": {}, "campaign": None,
+                            "row": {"path": c["path"], "name": c["path"], "error": str(e), "cells": 0, "runs": 0,
+                                    "invalid": 0}})
+                continue
+            camp = live(camp, {r["path"][len(base):]: r for r in runs if r.get("campaign") == c["path"]})
+            cells = camp["cells"]
+            labels = {cell_dir(x): ", ".join(f"{k}={v}" for k, v in (x.get("params") or {}).items()) or str(x.get("id"))
+                      for x in cells if cell_dir(x)}
+            name = str(camp.get("name") or c["path"])
+            row = {"path": c["path"], "name": name, "created": str(camp.get("created", "")),
+                   "parameters": " × ".join(map(str, camp.get("parameters") or [])), "cells": len(cells),
+                   "runs": sum(int(x.get("runs") or 0) for x in cells), "planned": camp.get("planned_runs"),
+                   "invalid": sum(int(x.get("invalid") or 0) for x in cells), "error": None, "state": state(camp)}
+            out.append({"path": c["path"], "name": name, "cell_labels": labels, "campaign": camp, "row": row})
+        return out
+
+    def live_campaign(self, d: Path) -> dict[str, Any]:
+        """One campaign directory, live (CampaignError if its file is bad)."""
+        rel = rel_of(self.root, d)
+        runs, campaigns = self.catalogue.scan()
+        (c,) = [c for c in self.live_campaigns(runs, campaigns) if c["path"] == rel] or [{"campaign": None}]
+        if c["campaign"] is None:
+            raise CampaignError(c.get("row", {}).get("error") or f"{rel}: not a campaign")
+        return c["campaign"]
 
     # -- files ---------------------------------------------------------------------------------------------
     async def files(self, request: Request) -> Response:
@@ -185,6 +242,8 @@ class Site:
                 return await self.campaign(path)
             if any((path / m).is_file() for m in RUN_MARKERS):
                 return await self.run_page(path)
+            if (path / "index.html").is_file():  # a page of its own (a torture run's)
+                return self.file(path / "index.html")
             return self.listing(path)
         return self.file(path)
 
@@ -219,8 +278,6 @@ class Site:
         return self.file(index)
 
     def _render(self, run: Path) -> str | None:
-        from harness.report import render_report
-
         with self.render_lock(run):
             if not _stale(run):
                 return None  # another request rendered it meanwhile
@@ -231,10 +288,8 @@ class Site:
         return None
 
     async def campaign(self, d: Path) -> Response:
-        from harness.report.campaign import CampaignError, campaign_context, load_campaign
-
         try:
-            c = load_campaign(d)
+            c = await run_in_threadpool(self.live_campaign, d)
         except CampaignError as e:
             return self.page("Campaign", str(e), 500, d)
         rel = rel_of(self.root, d)
@@ -244,20 +299,17 @@ class Site:
         return HTMLResponse(self._with_nav(body, d / "index.html"), headers=HEADERS)
 
     async def heatmap(self, request: Request) -> Response:
-        from harness.report.campaign import CampaignError, heatmap_png, load_campaign
-
         rel = request.path_params.get("path", "")
         try:
             d = safe_path(self.root, rel)
-            stamp = (d / "campaign.json").stat().st_mtime_ns
-        except (Refused, OSError):
+            camp = await run_in_threadpool(self.live_campaign, d)
+        except (Refused, OSError, CampaignError):
             return self.not_found(rel)
+        # drawn again only when a cell's counts changed
+        stamp = repr([(c.get("id"), c.get("runs"), c.get("invalid"), c.get("durability")) for c in camp["cells"]])
         cached = self._heatmaps.get(str(d))
         if cached is None or cached[0] != stamp:
-            try:
-                png = await run_in_threadpool(lambda: heatmap_png(load_campaign(d)))
-            except CampaignError:
-                return self.not_found(rel)
+            png = await run_in_threadpool(heatmap_png, camp)
             cached = self._heatmaps[str(d)] = (stamp, png)
         return Response(cached[1], media_type="image/png", headers=HEADERS)
 
@@ -329,8 +381,6 @@ class Site:
 def _stale(run: Path) -> bool:
     """A run's report is missing, older than its results.json (re-checked
     since) or made by an older report (no current version mark)."""
-    from harness.report.render import VERSION_MARK
-
     index, res = run / "index.html", run / "results.json"
     try:
         with open(index, encoding="utf-8", errors="replace") as f:

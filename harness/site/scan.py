@@ -5,10 +5,12 @@ A directory holding ``campaign.json`` is a campaign (the walk goes on inside
 it: its runs are listed too, marked with the campaign); a directory holding
 ``test.json``, ``results.json`` or ``history.jsonl`` is a run (the walk does
 not go inside). Hidden entries (``.state``) and symlinks (``latest``) are
-skipped. Each plain directory's listing is kept until its mtime changes (a new
-run directory changes its test directory's mtime), and each run's summary
-until its results.json or summary.json changes, so a repeated index costs
-one ``stat`` per run.
+skipped. Each directory's listing (its kind and its child directories) is
+kept until its mtime changes: a new run directory changes its parent's, its
+first file its own, a campaign's campaign.json the campaign's, so runs and
+campaigns that appear while the site runs are found as what they are. Each
+run's summary is kept until its results.json or summary.json changes, so a
+repeated index costs two or three ``stat`` calls per run.
 """
 
 from __future__ import annotations
@@ -29,17 +31,12 @@ MAX_DEPTH = 6
 @dataclass
 class Listing:
     mtime_ns: int
-    runs: list[str] = field(default_factory=list)        # child run directories (names)
-    campaigns: list[str] = field(default_factory=list)   # child campaign directories
-    dirs: list[str] = field(default_factory=list)        # other child directories
+    kind: str = "dir"                                    # this directory: "campaign", "run" or "dir"
+    dirs: list[str] = field(default_factory=list)        # child directories (names), not hidden, no symlinks
 
 
-def _classify(path: str) -> str:
-    """"campaign", "run" or "dir" for one directory."""
-    try:
-        names = set(os.listdir(path))
-    except OSError:
-        return "dir"
+def _kind(names: set[str]) -> str:
+    """"campaign", "run" or "dir" for a directory holding ``names``."""
     if CAMPAIGN in names:
         return "campaign"
     if names.intersection(RUN_MARKERS):
@@ -57,6 +54,10 @@ class Catalogue:
         self._summaries: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
 
     def _listing(self, path: str) -> Listing | None:
+        """A directory's kind and child directories, kept until its mtime
+        changes: a run directory's first file, or a campaign's
+        campaign.json, changes it, so a directory made while the site runs
+        is seen as what it became on the next request."""
         try:
             mtime = os.stat(path).st_mtime_ns
         except OSError:
@@ -64,16 +65,14 @@ class Catalogue:
         cached = self._listings.get(path)
         if cached is not None and cached.mtime_ns == mtime:
             return cached
-        lst = Listing(mtime)
         try:
             entries = sorted(os.scandir(path), key=lambda e: e.name)
         except OSError:
             return None
+        lst = Listing(mtime, _kind({e.name for e in entries}))
         for e in entries:
-            if e.name.startswith(".") or e.is_symlink() or not e.is_dir(follow_symlinks=False):
-                continue
-            kind = _classify(e.path)
-            getattr(lst, {"run": "runs", "campaign": "campaigns", "dir": "dirs"}[kind]).append(e.name)
+            if not e.name.startswith(".") and not e.is_symlink() and e.is_dir(follow_symlinks=False):
+                lst.dirs.append(e.name)
         self._listings[path] = lst
         return lst
 
@@ -112,12 +111,15 @@ class Catalogue:
         lst = self._listing(path)
         if lst is None or depth > MAX_DEPTH:
             return
-        for name in lst.runs:
-            r = f"{rel}{name}"
-            runs.append({"path": r, "campaign": campaign, **self._summary(os.path.join(path, name))})
-        for name in lst.campaigns:
-            r = f"{rel}{name}"
-            campaigns.append({"path": r, "dir": os.path.join(path, name)})
-            self._walk(os.path.join(path, name), r + "/", r, depth + 1, runs, campaigns)
         for name in lst.dirs:
-            self._walk(os.path.join(path, name), f"{rel}{name}/", campaign, depth + 1, runs, campaigns)
+            child, r = os.path.join(path, name), f"{rel}{name}"
+            kind = self._listing(child)
+            if kind is None:
+                continue
+            if kind.kind == "run":
+                runs.append({"path": r, "campaign": campaign, **self._summary(child)})
+            elif kind.kind == "campaign":
+                campaigns.append({"path": r, "dir": child})
+                self._walk(child, r + "/", r, depth + 1, runs, campaigns)
+            else:
+                self._walk(child, r + "/", campaign, depth + 1, runs, campaigns)

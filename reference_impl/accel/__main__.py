@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 from . import ACCEL_DIR, ENV_PURE, check, pure_requested
+from .build import build
 
 USAGE = "usage: python -m reference_impl.accel build [--force] | status"
 
@@ -20,8 +21,6 @@ def main(argv: list[str] | None = None) -> int:
     cmd, rest = (args[0], args[1:]) if args else ("status", [])
     if cmd == "build" and rest in ([], ["--force"]):
         try:
-            from .build import build
-
             build(force=bool(rest))
         except Exception as e:  # noqa: BLE001 - the accelerator is optional: say why, exit 1
             print(f"accel: build failed, the Python source will run: {type(e).__name__}: {e}", file=sys.stderr)

@@ -48,8 +48,8 @@ def build(accel_dir: Path = ACCEL_DIR, jobs: int | None = None, force: bool = Fa
 
 
 def _build_locked(accel_dir: Path, jobs: int | None) -> Path:
-    from mypyc.build import mypycify
-    from setuptools import Distribution
+    from mypyc.build import mypycify  # late: mypyc (1 s), which only a build needs, not status
+    from setuptools import Distribution  # late: setuptools, likewise
 
     before = {src: _sha(ROOT / src) for src in MODULES}
     previous = _current_build(accel_dir)

@@ -80,10 +80,3 @@ def check(secret: bytes | None, purpose: str, presented: object) -> bool:
     if not secret:
         return True
     return isinstance(presented, str) and hmac.compare_digest(presented.encode(), token(secret, purpose).encode())
-
-
-WILDCARDS = frozenset({"0.0.0.0", "::", "[::]", "", "*"})
-
-
-def is_wildcard(host: str) -> bool:
-    return host.strip() in WILDCARDS

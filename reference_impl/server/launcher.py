@@ -1,20 +1,21 @@
 """Start, stop and inspect a local cluster of reference-broker node processes.
 
-Used by ``kraftwerk cluster``, the integration tests and the benchmarks. Each
-node runs ``kraftwerk node`` as its own detached process (own session, so a
-terminal's Ctrl-C does not reach it); the pids and layout are kept in
-``<dir>/cluster.json`` so a later ``down`` or ``status`` finds them.
+The one local cluster of node processes: ``kraftwerk cluster``, the
+integration tests and the benchmarks use it as it is, and the harness's
+local backend builds on it (``harness.dbs.reference.local``: per-link
+proxies and the cluster contract on top of this planning, spawning and
+liveness). Each node runs ``kraftwerk node`` as its own process in its own
+session (so a terminal's Ctrl-C does not reach it); the pids and layout are
+kept in ``<dir>/cluster.json`` so a later ``down`` or ``status`` finds them.
 
-Node ids: in ``separate`` mode controllers are 1..C and brokers 101..100+B
-(Kafka's KRaft examples keep the two id ranges apart); in ``combined`` mode
-nodes 1..N carry both roles. Node ``i`` (0-based) listens on
-``base_port + i`` and its control endpoint on ``base_port + 100 + i``; with
-``base_port`` 0 every port is one the kernel reports free (what tests use, so
-two suites on one machine never collide).
-Node data directories are ``<dir>/nodes/<name>/``, the run-directory layout
-and its names (``n1``.. the brokers, or every node in combined mode; ``c1``..
-the dedicated controllers), so ``checkers.invariants.check_trace_dir(<dir>)``
-reads their traces.
+Names and node ids are every runtime's (:mod:`.layout`): brokers ``n1``..
+with ids 1.., dedicated controllers ``c1``.. with ids 101.., or every node
+``n<i>`` with id i in ``combined`` mode. Node ``i`` (0-based, in that order)
+listens on ``base_port + i`` and its control endpoint on ``base_port + 100 +
+i``; with ``base_port`` 0 every port is one the kernel reports free (what
+tests use, so two suites on one machine never collide). Node data
+directories are ``<dir>/nodes/<name>/``, the run-directory layout, so
+``checkers.invariants.check_trace_dir(<dir>)`` reads their traces.
 """
 
 from __future__ import annotations
@@ -31,15 +32,23 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import IO, Any, Iterator
+
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from . import auth
+from .layout import layout
+from .procs import alive, proc_start_time, reap, wait_exit
 
 STATE_FILE = "cluster.json"
 SECRET_FILE = "cluster.secret"
 HOST = "127.0.0.1"
 #: a harness run's variables (harness/rundir/lease.py) that a `cluster up` node must not inherit
 _HARNESS_ENV = frozenset({"KRAFTWERK_RUN_ID", "KRAFTWERK_LEASE_FD", "KRAFTWERK_PARENT_PID", "KRAFTWERK_PDEATHSIG"})
+#: the repository root, which every node process must be able to import from
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class ClusterError(RuntimeError):
@@ -58,9 +67,14 @@ class NodeSpec:
     start: int | None = None
     #: trace.jsonl and node.log apart from the data (a data disk may fill up or lose writes)
     log_dir: str | None = None
+    #: the node's name (``n1``, ``c1``), as every runtime names it
+    name: str = ""
 
     def running(self) -> bool:
-        return self.pid is not None and pid_alive(self.pid, self.start)
+        if self.pid is None:
+            return False
+        reap(self.pid)  # a node of ours that ended leaves no zombie
+        return alive(self.pid, self.start)
 
     @property
     def is_broker(self) -> bool:
@@ -77,6 +91,11 @@ class LocalCluster:
     nodes: list[NodeSpec] = field(default_factory=list)
     config: dict[str, str] = field(default_factory=dict)
     storage_mode: str = "os"
+    #: each node's --seed is seed * 101 + its id (None: the node draws its own)
+    seed: int | None = None
+
+    #: each node's output, in its log directory (or its data directory)
+    LOG_NAME = "stdout.log"
 
     # -- layout -------------------------------------------------------------
 
@@ -95,23 +114,22 @@ class LocalCluster:
             raise ClusterError("a cluster needs at least one broker and one controller")
         if base_port != 0 and not 1024 <= base_port <= 65535 - 200:
             raise ClusterError(f"base port {base_port} out of range (0 for free ports, or 1024..{65535 - 200})")
-        dir = os.path.abspath(dir)
-        count = max(brokers, controllers) if combined else brokers + controllers
-        ports = free_ports(2 * count) if base_port == 0 else None
-
-        def spec(i: int, node_id: int, roles: list[str], name: str) -> NodeSpec:
-            port, control = (ports[2 * i], ports[2 * i + 1]) if ports else (base_port + i, base_port + 100 + i)
-            return NodeSpec(node_id, roles, port, control, os.path.join(dir, "nodes", name))
-
-        nodes: list[NodeSpec] = []
-        if combined:
-            for i in range(count):
-                roles = (["broker"] if i < brokers else []) + (["controller"] if i < controllers else [])
-                nodes.append(spec(i, i + 1, roles, f"n{i + 1}"))
+        nodes = layout(brokers, controllers, combined)
+        if base_port == 0:
+            ports: Iterator[int] = iter(free_ports(2 * len(nodes)))
         else:
-            nodes += [spec(i, i + 1, ["controller"], f"c{i + 1}") for i in range(controllers)]
-            nodes += [spec(controllers + j, 101 + j, ["broker"], f"n{j + 1}") for j in range(brokers)]
-        return cls(dir, nodes, dict(config or {}), storage_mode)
+            ports = iter(p for i in range(len(nodes)) for p in (base_port + i, base_port + 100 + i))
+        return cls.from_layout(dir, nodes, ports, config, storage_mode)
+
+    @classmethod
+    def from_layout(cls, dir: str, nodes: list[tuple[str, int, list[str]]], ports: Iterator[int],
+                    config: dict[str, str] | None = None, storage_mode: str = "os", **fields: Any) -> "LocalCluster":
+        """The cluster of ``nodes`` (name, id, roles), each taking its listen
+        and control port from ``ports`` in turn."""
+        dir = os.path.abspath(dir)
+        specs = [NodeSpec(node_id, list(roles), next(ports), next(ports), os.path.join(dir, "nodes", name), name=name)
+                 for name, node_id, roles in nodes]
+        return cls(dir, specs, dict(config or {}), storage_mode, **fields)
 
     @property
     def quorum(self) -> str:
@@ -130,6 +148,12 @@ class LocalCluster:
             if n.node_id == node_id:
                 return n
         raise ClusterError(f"no node {node_id} in this cluster")
+
+    def by_name(self, name: str) -> NodeSpec:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise ClusterError(f"no node {name} in this cluster")
 
     # -- state file -------------------------------------------------------------
 
@@ -160,7 +184,15 @@ class LocalCluster:
 
     # -- processes --------------------------------------------------------------
 
-    def command(self, n: NodeSpec) -> list[str]:
+    def quorum_for(self, n: NodeSpec) -> str:
+        """The voters as ``n`` reaches them (each at its own port here)."""
+        return self.quorum
+
+    def extra_args(self, n: NodeSpec) -> list[str]:
+        """Flags a cluster built on this one adds to ``n``'s command line."""
+        return []
+
+    def command(self, n: NodeSpec, storage_mode: str | None = None) -> list[str]:
         cmd = [
             sys.executable,
             "-c",
@@ -169,14 +201,17 @@ class LocalCluster:
             "--id", str(n.node_id),
             "--roles", ",".join(n.roles),
             "--listen", f"{HOST}:{n.port}",
-            "--controller-quorum", self.quorum,
+            "--controller-quorum", self.quorum_for(n),
             "--data-dir", n.data_dir,
             "--control", f"{HOST}:{n.control_port}",
-            "--storage-mode", self.storage_mode,
+            "--storage-mode", storage_mode or self.storage_mode,
             "--secret-file", self.secret_path,
         ]
         if n.log_dir:
             cmd += ["--log-dir", n.log_dir]
+        if self.seed is not None:
+            cmd += ["--seed", str(self.seed * 101 + n.node_id)]
+        cmd += self.extra_args(n)
         for k, v in sorted(self.config.items()):
             cmd += ["--set", f"{k}={v}"]
         return cmd
@@ -195,27 +230,45 @@ class LocalCluster:
     def child_env(self) -> dict[str, str]:
         """The node's environment: ours without a harness run's lease, so a
         `cluster up` node never ends with the command that started it."""
-        env = {k: v for k, v in os.environ.items() if k not in _HARNESS_ENV}
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        return env
+        return {k: v for k, v in os.environ.items() if k not in _HARNESS_ENV}
 
-    def start_node(self, node_id: int) -> int:
-        n = self.node(node_id)
-        if n.pid is not None and pid_alive(n.pid, n.start):
-            raise ClusterError(f"node {node_id} is already running (pid {n.pid})")
+    def spawn_options(self) -> dict[str, Any]:
+        """How a node's process is started: its own session and
+        :meth:`child_env` (a cluster built on this one may hand it a lease)."""
+        return {"start_new_session": True, "env": self.child_env()}
+
+    def process_options(self) -> dict[str, Any]:
+        """:meth:`spawn_options` with the repository on ``PYTHONPATH``, so the
+        process imports this project whatever its working directory."""
+        opts = self.spawn_options()
+        env = dict(opts.get("env") or os.environ)
+        env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return {**opts, "env": env}
+
+    def log_path(self, n: NodeSpec) -> str:
+        return os.path.join(n.log_dir or n.data_dir, self.LOG_NAME)
+
+    def spawn(self, n: NodeSpec, storage_mode: str | None = None) -> subprocess.Popen[bytes]:
+        """Start ``n``'s process, its output appended to :meth:`log_path`, and
+        record its pid and start time."""
         os.makedirs(n.data_dir, exist_ok=True)
         auth.ensure_secret_file(self.secret_path)
         if n.log_dir:
             os.makedirs(n.log_dir, exist_ok=True)
-        out = open(os.path.join(n.log_dir or n.data_dir, "stdout.log"), "ab")
-        p = subprocess.Popen(
-            self.command(n), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=self.child_env(), cwd=self.dir,
-        )
-        out.close()
-        n.pid = p.pid
-        n.start = proc_start_time(p.pid)
+        out: IO[bytes] = open(self.log_path(n), "ab")
+        try:
+            p = subprocess.Popen(self.command(n, storage_mode), stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, cwd=self.dir, **self.process_options())
+        finally:
+            out.close()
+        n.pid, n.start = p.pid, proc_start_time(p.pid)
+        return p
+
+    def start_node(self, node_id: int) -> int:
+        n = self.node(node_id)
+        if n.running():
+            raise ClusterError(f"node {node_id} is already running (pid {n.pid})")
+        p = self.spawn(n)
         self.save()
         return p.pid
 
@@ -244,7 +297,7 @@ class LocalCluster:
         for n in want:
             while True:
                 if n.pid is not None and not n.running():
-                    raise ClusterError(f"node {n.node_id} exited during start-up; see {n.data_dir}/stdout.log and node.log")
+                    raise ClusterError(f"node {n.name or n.node_id} exited during start-up: {_tail(self.log_path(n))}")
                 try:
                     self.control(n.node_id, "GET", "/status", timeout=1.0)
                     break
@@ -269,14 +322,22 @@ class LocalCluster:
             time.sleep(0.2)
 
     def signal(self, node_id: int, sig: int) -> None:
+        """Signal the node's process group (its session: the node and anything it started)."""
         n = self.node(node_id)
-        if not n.running():
+        if not n.running() or n.pid is None:
             raise ClusterError(f"node {node_id} is not running")
-        os.kill(n.pid, sig)
+        try:
+            os.killpg(n.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            os.kill(n.pid, sig)
 
     def kill(self, node_id: int) -> None:
-        """SIGKILL: the next start is unclean (KIP-966)."""
+        """SIGCONT (a paused node cannot die otherwise) and SIGKILL: the next
+        start is unclean (KIP-966)."""
         n = self.node(node_id)
+        self.signal(node_id, signal.SIGCONT)
         self.signal(node_id, signal.SIGKILL)
         wait_exit(n.pid, 10.0, n.start)
 
@@ -286,11 +347,11 @@ class LocalCluster:
         n = self.node(node_id)
         if not n.running():
             return True
-        os.kill(n.pid, signal.SIGTERM)
+        self.signal(node_id, signal.SIGTERM)
         if wait_exit(n.pid, timeout, n.start):
             return True
         if n.running():
-            os.kill(n.pid, signal.SIGKILL)
+            self.signal(node_id, signal.SIGKILL)
         wait_exit(n.pid, 5.0, n.start)
         return False
 
@@ -307,11 +368,11 @@ class LocalCluster:
         for group in waves:
             live = [n for n in group if n.running()]
             for n in live:
-                os.kill(n.pid, signal.SIGTERM)
+                self.signal(n.node_id, signal.SIGTERM)
             for n in live:
                 clean = wait_exit(n.pid, timeout, n.start)
                 if not clean and n.running():
-                    os.kill(n.pid, signal.SIGKILL)
+                    self.signal(n.node_id, signal.SIGKILL)
                     wait_exit(n.pid, 5.0, n.start)
                 result[n.node_id] = clean
         for n in self.nodes:
@@ -319,6 +380,15 @@ class LocalCluster:
             n.start = None
         self.save()
         return result
+
+    def kill_all(self) -> None:
+        """SIGKILL every node still running and wait for each (a torn-down run)."""
+        live = [n for n in self.nodes if n.running()]
+        for n in live:
+            self.signal(n.node_id, signal.SIGCONT)
+            self.signal(n.node_id, signal.SIGKILL)
+        for n in live:
+            wait_exit(n.pid, 10.0, n.start)
 
     def control(self, node_id: int, method: str, path: str, body: Any = None, timeout: float = 5.0) -> Any:
         n = self.node(node_id)
@@ -348,50 +418,14 @@ class LocalCluster:
         return out
 
 
-def proc_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (clock ticks since boot), None if gone."""
+def _tail(path: str, n: int = 300) -> str:
+    """The last line of a node's log, for an error that names why it exited."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            rest = f.read().rsplit(")", 1)[-1].split()
-        return int(rest[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def pid_alive(pid: int, start: int | None = None) -> bool:
-    """``pid`` runs (not a zombie) and, given ``start``, is the process that
-    started then: a state file's pid may since have been recycled."""
-    if start is not None and proc_start_time(pid) != start:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours counts as gone
-    try:
-        wpid, _ = os.waitpid(pid, os.WNOHANG)
-        if wpid == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
+        with open(path, errors="replace") as f:
+            lines = f.read().strip().splitlines()
     except OSError:
-        return False
-
-
-def wait_exit(pid: int | None, timeout: float, start: int | None = None) -> bool:
-    if pid is None:
-        return True
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(pid, start):
-            return True
-        time.sleep(0.05)
-    return not pid_alive(pid, start)
+        return "(no log)"
+    return (lines[-1] if lines else "(empty log)")[:n]
 
 
 #: where :func:`free_ports` looks, less the kernel's ephemeral range
@@ -455,8 +489,6 @@ def port_in_use(port: int) -> bool:
 
 def metadata_brokers(host: str, port: int, timeout: float = 2.0) -> list[int]:
     """Ask one broker for Metadata v1 (no topics) and return the broker ids."""
-    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-
     req = MetadataRequest[1](topics=[])
     req.with_header(correlation_id=1, client_id="kraftwerk-cluster")
     data = req.encode(header=True, framed=True)

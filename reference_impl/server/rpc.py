@@ -8,6 +8,9 @@ secret, :mod:`.auth`; a node with a secret closes a connection whose hello
 lacks it before reading anything else) and one ``(src, message)`` frame per
 ``Send``.
 
+Inbound, the node's listener (:mod:`.listener`) reads the frames and
+:class:`PeerInbound` decodes them.
+
 Each node keeps one outbound connection per peer (:class:`Peer`), reconnecting
 with exponential backoff. Messages are one-way: a reply is another ``Send``
 from the other side over its own outbound connection, so a lost connection
@@ -28,6 +31,8 @@ from . import auth
 from .codec import FRAME, MAX_FRAME, REGISTRY, CodecError
 
 MAGIC = b"KWRP"
+#: a hello is four small fields: a longer one is not a peer's
+MAX_HELLO_BYTES = 4096
 #: a peer that stops reading (SIGSTOP, a partition that blackholes) must not
 #: grow our memory without bound: beyond this many unsent bytes, messages are
 #: dropped as a network would drop them
@@ -155,39 +160,70 @@ class Peer:
             self.writer.close()
 
 
-async def read_frames(
-    reader: asyncio.StreamReader,
-    on_hello: Callable[[int, str, int], None],
-    on_message: Callable[[int, Any], None],
-    secret: bytes | None = None,
-) -> None:
-    """Serve one inbound peer connection (after :data:`MAGIC`). Returns when
-    the peer disconnects; raises :class:`CodecError` on a malformed frame or
-    a hello without the cluster's token (the caller closes the connection)."""
-    first = True
-    while True:
+class PeerInbound:
+    """One inbound peer connection's frames after :data:`MAGIC` (a
+    :class:`.listener.Session`): the hello first, then messages. A malformed
+    frame, or a hello without the cluster's token, is reported to
+    ``on_error`` and closes the connection before anything else is read."""
+
+    def __init__(
+        self,
+        on_hello: Callable[[int, str, int], None],
+        on_message: Callable[[int, Any], None],
+        on_error: Callable[[str], None],
+        secret: bytes | None = None,
+        max_frame: int = MAX_FRAME,
+    ) -> None:
+        """``max_frame``: the largest frame of a peer that is not trusted."""
+        self.on_hello = on_hello
+        self.on_message = on_message
+        self.on_error = on_error
+        self.secret = secret
+        self.max_frame = max_frame
+        self.greeted = False
+
+    @property
+    def trusted(self) -> bool:
+        """A peer that proved the cluster secret: one of the cluster's own
+        nodes, whose frames are as large as the protocol makes them (up to
+        :data:`.codec.MAX_FRAME`) and not counted against the listener's
+        memory bound. Without a secret nobody is trusted."""
+        return self.greeted and bool(self.secret)
+
+    def accept_size(self, size: int) -> bool:
+        limit = (MAX_FRAME if self.trusted else self.max_frame) if self.greeted else MAX_HELLO_BYTES
+        if 0 < size <= limit:
+            return True
+        self.on_error(f"frame of {size} bytes exceeds the limit of {limit}" if size > 0 else "empty frame")
+        return False
+
+    def on_frame(self, frame: bytes | bytearray) -> bool:
         try:
-            head = await reader.readexactly(4)
-        except asyncio.IncompleteReadError:
-            return
-        (n,) = FRAME.unpack(head)
-        if n > MAX_FRAME:
-            raise CodecError(f"frame of {n} bytes exceeds the limit")
-        try:
-            data = await reader.readexactly(n)
-        except asyncio.IncompleteReadError:
-            return
-        obj = REGISTRY.loads(data)
+            self.feed(frame)
+        except CodecError as e:
+            self.on_error(str(e))
+            return False
+        return True
+
+    def feed(self, frame: bytes | bytearray) -> None:
+        """Decode one frame and hand it on; raises :class:`CodecError`."""
+        obj = REGISTRY.loads(frame)
         if not isinstance(obj, tuple):
             raise CodecError("frame is not a tuple")
-        if first:
+        if not self.greeted:
             if len(obj) not in (3, 4) or not isinstance(obj[0], int) or not isinstance(obj[1], str) or not isinstance(obj[2], int):
                 raise CodecError("bad hello frame")
-            if not auth.check(secret, auth.RPC, obj[3] if len(obj) == 4 else None):
+            if not auth.check(self.secret, auth.RPC, obj[3] if len(obj) == 4 else None):
                 raise CodecError(f"peer claiming node {obj[0]} failed authentication")
-            on_hello(obj[0], obj[1], obj[2])
-            first = False
-            continue
+            self.on_hello(obj[0], obj[1], obj[2])
+            self.greeted = True
+            return
         if len(obj) != 2 or not isinstance(obj[0], int):
             raise CodecError("bad message frame")
-        on_message(obj[0], obj[1])
+        self.on_message(obj[0], obj[1])
+
+    def owes(self) -> bool:
+        return False  # messages are one-way: nothing is owed on this connection
+
+    def on_close(self) -> None:
+        pass

@@ -1,7 +1,9 @@
 """The asyncio runtime: one core ``Node`` per OS process.
 
-It owns no protocol logic. It turns Kafka wire requests into the core's client
-messages (:mod:`.wire`), delivers peer messages (:mod:`.rpc`), calls
+It owns no protocol logic. Its one port (:mod:`.listener`, with the bounds of
+:mod:`.limits`) hands Kafka requests to :mod:`.clients`, which turns them into
+the core's client messages (:mod:`.wire`), and peer messages to the core
+(:mod:`.rpc`). It calls
 ``node.handle`` / ``node.tick`` with the node's clock (:mod:`.clock`), and
 carries out the returned effects *in list order* (core/effects.py): storage
 effects on :class:`.disk.DiskStore`, ``Send`` over the RPC, ``Reply`` to the
@@ -12,6 +14,9 @@ shutdown.
 Responses on one client connection go out in request order (Kafka's
 guarantee), but requests are handed to the core as soon as they arrive, so a
 pipelining producer is not held to one request per replication round trip.
+
+Listeners bind loopback addresses only, unless ``allow_non_loopback``
+(:mod:`.addresses`), and the control endpoint runs only with the cluster secret.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import logging
 import os
 import random
 import signal
-import socket
 import threading
 import time
 import traceback
@@ -33,32 +37,23 @@ from typing import Any
 from reference_impl.core import effects as fx
 from reference_impl.core import messages as m
 from reference_impl.core.config import ProtocolConfig
+from reference_impl.core.node import Node
 from reference_impl.core.storage import CLEAN_SHUTDOWN, METADATA_LOG
 from reference_impl.trace_format import encode_trace_line, stamp
 
-from . import wire
+from .addresses import AddressError, checked_bind
+from .clients import Clients
 from .clock import Clock
 from .codec import CodecError
 from .control import serve_control
 from .disk import DiskStore
-from .rpc import MAGIC, Peer, read_frames
+from .limits import Limits
+from .listener import Connection, Listener
+from .rpc import Peer, PeerInbound
 
 log = logging.getLogger("kraftwerk.node")
 
 _RESERVED_TRACE_KEYS = frozenset({"t", "t_us", "node_t", "node", "kind"})
-#: Kafka's socket.request.max.bytes
-MAX_REQUEST_BYTES = 100 * 1024 * 1024
-#: Kafka's max.connections (Kafka's default is unbounded; a node here shares
-#: one process and one port with its peers, so it is bounded)
-MAX_CONNECTIONS = 1000
-#: Kafka's connections.max.idle.ms
-CONNECTIONS_MAX_IDLE_MS = 600_000
-#: requests of one connection waiting for their answers before the node stops
-#: reading from it (Kafka mutes a channel while its request is in flight; a
-#: pipelining client here gets this many)
-MAX_QUEUED_PER_CONNECTION = 1000
-#: answered bytes a client has not read before the node stops reading its requests
-MAX_UNREAD_REPLY_BYTES = 16 * 1024 * 1024
 #: a controlled shutdown that has not halted by then ends anyway
 SHUTDOWN_GRACE_S = 30.0
 
@@ -84,10 +79,10 @@ class NodeOptions:
     peer_addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
     #: the cluster secret (auth.py): peers and control callers must prove it; None: no check
     secret: bytes | None = None
-    #: socket.request.max.bytes, max.connections, connections.max.idle.ms
-    max_request_bytes: int = MAX_REQUEST_BYTES
-    max_connections: int = MAX_CONNECTIONS
-    idle_ms: int = CONNECTIONS_MAX_IDLE_MS
+    #: connection slots, deadlines and frame memory (limits.py: Kafka's settings)
+    limits: Limits = field(default_factory=Limits)
+    #: listen (and serve control) on addresses that are not loopback (addresses.py)
+    allow_non_loopback: bool = False
     #: trace.jsonl, node.log and node.pid; default ``data_dir``. Apart when
     #: the data directory is a filesystem that loses un-fsynced writes
     #: (``kraftwerk fs``): the glass-box trace must survive the power loss.
@@ -96,23 +91,6 @@ class NodeOptions:
     @property
     def logs(self) -> str:
         return self.log_dir or self.data_dir
-
-
-class _ClientConn:
-    """One Kafka client connection and its in-order response queue."""
-
-    __slots__ = ("cid", "writer", "pending", "by_seq", "seq", "closed", "room")
-
-    def __init__(self, cid: int, writer: asyncio.StreamWriter) -> None:
-        self.cid = cid
-        self.writer = writer
-        #: set while the connection may queue another request (backpressure)
-        self.room = asyncio.Event()
-        self.room.set()
-        self.pending: collections.deque[tuple[int, wire.Pending]] = collections.deque()
-        self.by_seq: dict[int, wire.Pending] = {}
-        self.seq = 0
-        self.closed = False
 
 
 class NodeRuntime:
@@ -124,9 +102,10 @@ class NodeRuntime:
         self.node: Any = None
         self.addresses: dict[int, tuple[str, int]] = {**opts.voters, **opts.peer_addresses}
         self.peers: dict[int, Peer] = {}
-        self.conns: dict[int, _ClientConn] = {}
-        self._open_sockets = 0
-        self._next_cid = 0
+        self.counters: collections.Counter = collections.Counter()
+        self.clients = Clients(lambda msg: self.deliver(msg, None), self.counters, self._halted_now,
+                               opts.config.request_timeout_ms, opts.limits.max_request_bytes)
+        self.listener = Listener(opts.limits, self.clients.open, self._open_peer, self.counters)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._trace_fd: int | None = None
@@ -138,7 +117,6 @@ class NodeRuntime:
         self.errors = 0
         self.partitions: dict[str, dict[str, Any]] = {}
         self.raft: dict[str, Any] = {}
-        self.counters = collections.Counter()
         self.started_at = time.time()
         self.clean_start = False
         self.incarnation_id = uuid.uuid4().hex
@@ -148,8 +126,6 @@ class NodeRuntime:
     def _make_node(self, stored: Any) -> Any:
         if self._node_factory is not None:
             return self._node_factory(self, stored)
-        from reference_impl.core.node import Node  # the core's public entry point (docs/architecture.md)
-
         o = self.opts
         return Node(
             o.node_id,
@@ -165,6 +141,7 @@ class NodeRuntime:
     async def run(self) -> int:
         o = self.opts
         loop = asyncio.get_running_loop()
+        listen, control_at = self._bind_addresses()  # before anything is read or written
         stored = self.disk.load()
         self.clean_start = self.disk.was_clean
         # Kafka deletes the marker once it has read it: a crash from now on is unclean (KIP-966)
@@ -190,24 +167,22 @@ class NodeRuntime:
         self._write_trace("node_start", {"incarnation": self.incarnation_id, "clean": self.clean_start, "pid": os.getpid()})
         self._flush_trace()
         self.node = self._make_node(stored)
-        server = await asyncio.start_server(self._on_conn, o.listen[0], o.listen[1], reuse_address=True, limit=1 << 20)
+        await self.listener.start(listen, o.listen[1])
         control = None
         if o.control is not None:
-            control = await serve_control(o.control[0], o.control[1], self._control, o.secret)
+            control = await serve_control(control_at, o.control[1], self._control, o.secret)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.begin_shutdown, sig.name)
-        loop.call_later(1.0, self._sweep)
+        loop.call_later(1.0, self._expire_overdue)
         self._call("start", lambda now, mono: self.node.start(now, mono))
         await self._halted.wait()
         # backstop: whatever happens while closing sockets, the process ends
         watchdog = threading.Timer(15.0, _hard_exit, (self.exit_code,))
         watchdog.daemon = True
         watchdog.start()
-        server.close()
+        self.listener.close()
         if control is not None:
             control.close()
-        for c in list(self.conns.values()):
-            c.writer.close()
         if self.peers:
             await asyncio.gather(*(p.close() for p in self.peers.values()), return_exceptions=True)
         self._flush_trace()
@@ -242,7 +217,7 @@ class NodeRuntime:
             if t is fx.Send:
                 self._send(e.dst, e.msg)
             elif t is fx.Reply:
-                self._reply(e.msg)
+                self.clients.reply(e.msg)
             elif t is fx.Timer:
                 self._arm(e.at)
             elif t is fx.TraceEvent:
@@ -381,43 +356,7 @@ class NodeRuntime:
 
     # -- connections --------------------------------------------------------------
 
-    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._open_sockets >= self.opts.max_connections:
-            self.counters["refused_connections"] += 1  # max.connections
-            writer.transport.abort()
-            return
-        self._open_sockets += 1
-        try:
-            await self._on_open_conn(reader, writer)
-        finally:
-            self._open_sockets -= 1
-
-    async def _on_open_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            head = await asyncio.wait_for(reader.readexactly(4), self.opts.idle_ms / 1000.0)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, asyncio.TimeoutError):
-            writer.close()
-            return
-        try:
-            if head == MAGIC:
-                await self._serve_peer(reader)
-            else:
-                await self._serve_client(head, reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, OSError):
-            pass
-        except asyncio.CancelledError:
-            # the loop is shutting down; ending quietly keeps node.log readable
-            pass
-        except Exception:
-            self.errors += 1
-            log.error("connection handler failed:\n%s", traceback.format_exc())
-        finally:
-            writer.close()
-
-    async def _serve_peer(self, reader: asyncio.StreamReader) -> None:
+    def _open_peer(self, conn: Connection) -> PeerInbound:
         def on_hello(nid: int, host: str, port: int) -> None:
             if nid not in self.opts.voters:
                 self.addresses.setdefault(nid, (host, port))
@@ -426,164 +365,33 @@ class NodeRuntime:
             self._sniff(msg)
             self.deliver(msg, src)
 
-        try:
-            await read_frames(reader, on_hello, on_message, self.opts.secret)
-        except CodecError as e:
+        def on_error(why: str) -> None:
             self.counters["bad_rpc_frames"] += 1
-            log.warning("closing peer connection: %s", e)
+            log.warning("closing peer connection from %s: %s", conn.address, why)
 
-    async def _serve_client(self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._next_cid += 1
-        conn = _ClientConn(self._next_cid, writer)
-        self.conns[conn.cid] = conn
-        try:
-            while not conn.closed:
-                size = int.from_bytes(head, "big", signed=True)
-                if size < 8 or size > self.opts.max_request_bytes:
-                    self.counters["bad_frames"] += 1
-                    log.info("closing client connection: frame size %d", size)
-                    return
-                frame = await reader.readexactly(size)
-                if not self._on_request(conn, frame):
-                    return
-                await self._backpressure(conn)
-                head = await self._next_head(conn, reader)
-                if head is None:
-                    return
-        except asyncio.IncompleteReadError:
-            return
-        finally:
-            conn.closed = True
-            conn.room.set()
-            self.conns.pop(conn.cid, None)
+        return PeerInbound(on_hello, on_message, on_error, self.opts.secret, self.opts.limits.queued_max_request_bytes)
 
-    async def _backpressure(self, conn: _ClientConn) -> None:
-        """Read no further request while this connection has too many waiting
-        for answers, or too many answered bytes the client has not read."""
-        while len(conn.pending) >= MAX_QUEUED_PER_CONNECTION and not conn.closed:
-            conn.room.clear()
-            await conn.room.wait()
-        if conn.writer.transport.get_write_buffer_size() > MAX_UNREAD_REPLY_BYTES:
-            try:
-                await asyncio.wait_for(conn.writer.drain(), self.opts.idle_ms / 1000.0)
-            except asyncio.TimeoutError:
-                conn.closed = True  # read nothing of its answers for connections.max.idle.ms
+    # -- listeners and clients ----------------------------------------------------
 
-    async def _next_head(self, conn: _ClientConn, reader: asyncio.StreamReader) -> bytes | None:
-        """The next request's size, or None once the connection has been idle
-        (nothing read, nothing owed to it) for connections.max.idle.ms."""
-        idle = self.opts.idle_ms / 1000.0
-        while True:
-            try:
-                return await asyncio.wait_for(reader.readexactly(4), idle)
-            except asyncio.TimeoutError:
-                if not conn.pending:
-                    self.counters["idle_closed"] += 1
-                    return None
+    def _bind_addresses(self) -> tuple[list[str], list[str]]:
+        """What the port and the control endpoint bind: loopback unless
+        allowed (the CLI says so first, in one line; this holds for any caller)."""
+        o = self.opts
+        listen, _ = checked_bind("--listen", o.listen[0], o.listen[1], o.allow_non_loopback)
+        if o.control is None:
+            return listen, []
+        if not o.secret:
+            raise AddressError("--control needs --secret-file: a control endpoint never runs without a token")
+        control, _ = checked_bind("--control", o.control[0], o.control[1], o.allow_non_loopback)
+        return listen, control
 
-    def _on_request(self, conn: _ClientConn, frame: bytes) -> bool:
-        """Handle one request frame; False closes the connection."""
-        try:
-            d = wire.decode_request(frame)
-        except wire.UnsupportedVersion as e:
-            self.counters["unsupported_version"] += 1
-            resp = wire.unsupported_version_response(e)
-            if resp is None:
-                return False
-            conn.seq += 1
-            p = wire.Pending(wire.Decoded(18, 0, e.correlation_id, None, None), total=0)
-            p.extra["raw"] = resp
-            conn.pending.append((conn.seq, p))
-            self._flush(conn)
-            return True
-        except wire.ProtocolError as e:
-            self.counters["bad_frames"] += 1
-            log.info("closing client connection: %s", e)
-            return False
-        conn.seq += 1
-        seq = conn.seq
-        cid = conn.cid
-        try:
-            p = wire.translate(d, lambda i: (cid, seq, i))
-        except wire.ProtocolError as e:
-            self.counters["bad_frames"] += 1
-            log.info("closing client connection: %s", e)
-            return False
-        self.counters[f"api{d.api_key}"] += 1
-        if not p.expects_response:
-            # acks=0: Kafka sends nothing back and the core replies nothing, so
-            # nothing may wait in the in-order queue for it
-            for _, msg in p.parts:
-                self.deliver(msg, None)
-            return True
-        p.arrived = time.monotonic()
-        conn.pending.append((seq, p))
-        conn.by_seq[seq] = p
-        for _, msg in p.parts:
-            if self._shutting_down and self._halted.is_set():
-                break
-            self.deliver(msg, None)
-        self._flush(conn)
-        return True
+    def _halted_now(self) -> bool:
+        return self._halted.is_set()
 
-    def _sweep(self) -> None:
-        """Safety net: a client request the core has not answered well past its
-        timeout gets REQUEST_TIMED_OUT, so one lost reply cannot wedge a
-        connection's in-order queue. Each expiry is logged: it means the core
-        dropped a request."""
-        now = time.monotonic()
-        grace = self.opts.config.request_timeout_ms / 1000.0 + 5.0
-        for conn in list(self.conns.values()):
-            for _, p in list(conn.pending):
-                if not p.done and p.arrived and now - p.arrived > grace + _timeout_s(p):
-                    n = p.expire()
-                    if n:
-                        self.counters["expired_requests"] += 1
-                        log.warning("api %d request unanswered for %.0fs: %d parts timed out", p.decoded.api_key, now - p.arrived, n)
-            self._flush(conn)
+    def _expire_overdue(self) -> None:
+        self.clients.expire_overdue()
         if not self._halted.is_set():
-            asyncio.get_running_loop().call_later(1.0, self._sweep)
-
-    def _reply(self, msg: Any) -> None:
-        ref = getattr(msg, "ref", None)
-        if not (isinstance(ref, tuple) and len(ref) == 3):
-            return
-        cid, seq, idx = ref
-        conn = self.conns.get(cid)
-        if conn is None:
-            return
-        p = conn.by_seq.get(seq)
-        if p is None:
-            return
-        p.results[idx] = msg
-        if p.done:
-            self._flush(conn)
-
-    def _flush(self, conn: _ClientConn) -> None:
-        self._drain_answered(conn)
-        if len(conn.pending) < MAX_QUEUED_PER_CONNECTION:
-            conn.room.set()
-
-    def _drain_answered(self, conn: _ClientConn) -> None:
-        while conn.pending and conn.pending[0][1].done:
-            seq, p = conn.pending.popleft()
-            conn.by_seq.pop(seq, None)
-            if not p.expects_response:
-                continue
-            raw = p.extra.get("raw")
-            try:
-                data = raw if raw is not None else p.encode()
-            except Exception:
-                self.errors += 1
-                log.error("cannot encode response to api %d:\n%s", p.decoded.api_key, traceback.format_exc())
-                conn.writer.close()
-                conn.closed = True
-                return
-            try:
-                conn.writer.write(data)
-            except (ConnectionError, RuntimeError):
-                conn.closed = True
-                return
+            asyncio.get_running_loop().call_later(1.0, self._expire_overdue)
 
     # -- control ----------------------------------------------------------------
 
@@ -606,8 +414,9 @@ class NodeRuntime:
             "broker_epoch": self._broker_epoch(),
             "peers": {str(k): {"connected": p.connected, "sent": p.sent, "dropped": p.dropped} for k, p in self.peers.items()},
             "recovery": [r.__dict__ for r in self.disk.recovery],
-            "errors": self.errors,
+            "errors": self.errors + self.clients.errors,
             "counters": dict(self.counters),
+            "connections": self.listener.status(),
             "shutting_down": self._shutting_down,
         }
 
@@ -650,17 +459,6 @@ def _hard_exit(code: int) -> None:
     for h in logging.getLogger().handlers:
         h.flush()
     os._exit(code)
-
-
-def _timeout_s(p: wire.Pending) -> float:
-    """The request's own timeout (produce, create topics), fetch wait or
-    JoinGroup's rebalance timeout (the join waits for every member)."""
-    body = p.decoded.body
-    for attr in ("timeout_ms", "max_wait_ms", "rebalance_timeout_ms"):
-        v = getattr(body, attr, None)
-        if isinstance(v, int) and v > 0:
-            return v / 1000.0
-    return 0.0
 
 
 def setup_logging(data_dir: str, node_id: int, verbose: bool = False) -> None:

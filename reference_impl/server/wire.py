@@ -16,7 +16,9 @@ AlterPartitionReassignments adds AllowReplicationFactorChange, KIP-860),
 UnregisterBroker 0 (KIP-631; coded here, kafka-python has no schema for
 it), and
 the consumer-group APIs
-of :mod:`.wire_groups` (registered at the end of this module).
+of :mod:`.wire_groups` (registered at the end of this module). The decoded
+request, the pending answer and the shared field checks are
+:mod:`.wire_base`'s, which this module re-exports.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import io
 import struct
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from kafka.protocol.admin import (
@@ -37,7 +39,7 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
-from kafka.protocol.api_header import RequestHeader, ResponseHeader
+from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -52,12 +54,27 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 from reference_impl.core import messages as m
 from reference_impl.core.topic_names import INTERNAL_TOPICS, topic_name_error
 
+from . import wire_groups
 from .records import InvalidBatch, find_record, rewrite, split_batches
+from .wire_base import (  # re-exported: the runtime and the tests speak of wire.Pending etc.
+    REQUEST_TIMED_OUT,
+    Decoded,
+    Pending,
+    ProtocolError,
+    UnsupportedVersion,
+    encode_response,
+    require_array,
+    require_name,
+    timed_out,
+)
 
 UNSUPPORTED_VERSION = 35
 CLUSTER_ID = "kraftwerk-reference"
 _ZERO_UUID = uuid.UUID(int=0)
 _KEY_VER = struct.Struct(">hhi")
+#: a request header's most bytes: api key, version, correlation id, a client
+#: id of at most 32767 bytes (an int16-sized string) and room for tagged fields
+MAX_HEADER_BYTES = 64 * 1024
 
 #: api key -> (request class, response class, min version, max version)
 APIS: dict[int, tuple[Any, Any, int, int]] = {
@@ -75,29 +92,11 @@ APIS: dict[int, tuple[Any, Any, int, int]] = {
 }
 
 
-class ProtocolError(Exception):
-    """The frame cannot be answered: Kafka closes the connection."""
-
-
-class UnsupportedVersion(Exception):
-    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
-        super().__init__(f"api {api_key} version {version} not supported")
-        self.api_key = api_key
-        self.version = version
-        self.correlation_id = correlation_id
-
-
-@dataclass(slots=True)
-class Decoded:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    body: Any
-
-
-def decode_request(frame: bytes) -> Decoded:
+def decode_request(frame: bytes | bytearray) -> Decoded:
     """Decode a request frame (the bytes after the 4-byte size).
+
+    Only the header is copied (at most :data:`MAX_HEADER_BYTES`): the body
+    is decoded from a view of ``frame``, so a large frame is never held twice.
 
     Raises :class:`UnsupportedVersion` for a known API at a version outside
     our range (ApiVersions answers it with error 35), :class:`ProtocolError`
@@ -114,22 +113,12 @@ def decode_request(frame: bytes) -> Decoded:
         raise UnsupportedVersion(api_key, version, corr)
     flexible = req_cls.flexible_version_q(version)
     try:
-        bio = io.BytesIO(frame)
+        bio = io.BytesIO(bytes(memoryview(frame)[:MAX_HEADER_BYTES]))
         hdr = RequestHeader.decode(bio, flexible=flexible)
         body = req_cls.decode(memoryview(frame)[bio.tell() :], version=version)
     except Exception as e:  # the generated decoders raise many types on garbage
         raise ProtocolError(f"malformed {req_cls.__name__} v{version}: {type(e).__name__}") from None
     return Decoded(api_key, version, corr, hdr.client_id, body)
-
-
-def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
-    """A framed response: size, header (v0, or v1 for flexible versions except
-    ApiVersions, whose header is always v0), body."""
-    _, resp_cls, _, _ = APIS[api_key]
-    flexible = resp_cls.flexible_version_q(version) and api_key != 18
-    hdr = ResponseHeader(correlation_id=correlation_id).encode(flexible=flexible)
-    payload = body.encode(version=version)
-    return struct.pack(">i", len(hdr) + len(payload)) + hdr + payload
 
 
 def api_versions_body(version: int, error: int = 0) -> Any:
@@ -149,86 +138,6 @@ def unsupported_version_response(exc: UnsupportedVersion) -> bytes | None:
     return encode_response(18, 0, exc.correlation_id, api_versions_body(0, UNSUPPORTED_VERSION))
 
 
-# --------------------------------------------------------------------------
-# Pending requests: collect the core's replies, then build the response
-# --------------------------------------------------------------------------
-
-
-@dataclass
-class Pending:
-    """One Kafka request split into core requests ``parts`` (index, message).
-
-    ``results`` fills as replies arrive (or immediately, for parts the runtime
-    rejects itself, such as a corrupt batch). ``expects_response`` is False for
-    acks=0 produces.
-    """
-
-    decoded: Decoded
-    parts: list[tuple[int, Any]] = field(default_factory=list)
-    results: dict[int, Any] = field(default_factory=dict)
-    total: int = 0
-    build: Callable[["Pending"], Any] | None = None
-    expects_response: bool = True
-    #: filled by the runtime for Metadata/Produce: the local broker's endpoints
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    #: runtime clock (monotonic seconds) when the request arrived
-    arrived: float = 0.0
-
-    @property
-    def done(self) -> bool:
-        return len(self.results) >= self.total
-
-    def expire(self) -> int:
-        """Answer every part the core has not answered with REQUEST_TIMED_OUT
-        (Kafka's purgatory always completes); returns how many parts that was."""
-        n = 0
-        for i, msg in self.parts:
-            if i not in self.results:
-                r = timed_out(msg)
-                if r is None:
-                    continue
-                self.results[i] = r
-                n += 1
-        return n
-
-    def encode(self) -> bytes:
-        assert self.build is not None
-        d = self.decoded
-        return encode_response(d.api_key, d.api_version, d.correlation_id, self.build(self))
-
-
-REQUEST_TIMED_OUT = 7
-
-
-def timed_out(msg: Any) -> Any:
-    """The core's response to ``msg`` carrying REQUEST_TIMED_OUT, or None
-    when the API has no way to say so (Metadata)."""
-    if isinstance(msg, m.ProduceRequest):
-        return m.ProduceResponse(msg.ref, msg.tp, REQUEST_TIMED_OUT)
-    if isinstance(msg, m.ClientFetchRequest):
-        return m.ClientFetchResponse(msg.ref, tuple(m.FetchPartitionResponse(p.tp, REQUEST_TIMED_OUT) for p in msg.partitions))
-    if isinstance(msg, m.ListOffsetsRequest):
-        return m.ListOffsetsResponse(msg.ref, msg.tp, REQUEST_TIMED_OUT)
-    if isinstance(msg, m.OffsetForLeaderEpochRequest):
-        return m.OffsetForLeaderEpochResponse(msg.ref, msg.tp, REQUEST_TIMED_OUT)
-    if isinstance(msg, m.InitProducerIdRequest):
-        return m.InitProducerIdResponse(msg.ref, REQUEST_TIMED_OUT)
-    if isinstance(msg, m.CreateTopicsRequest):
-        return m.CreateTopicsResponse(msg.ref, tuple(m.CreateTopicResult(t.name, REQUEST_TIMED_OUT) for t in msg.topics))
-    if isinstance(msg, m.IncrementalAlterConfigsRequest):
-        return m.IncrementalAlterConfigsResponse(msg.ref, tuple(
-            m.AlterConfigsResult(r.resource_type, r.name, REQUEST_TIMED_OUT) for r in msg.resources))
-    if isinstance(msg, m.AlterPartitionReassignmentsRequest):
-        return m.AlterPartitionReassignmentsResponse(msg.ref, tuple(
-            m.ReassignmentResult(r.tp, REQUEST_TIMED_OUT) for r in msg.partitions))
-    if isinstance(msg, m.ListPartitionReassignmentsRequest):
-        return m.ListPartitionReassignmentsResponse(msg.ref, REQUEST_TIMED_OUT)
-    if isinstance(msg, m.UnregisterBrokerRequest):
-        return m.UnregisterBrokerResponse(msg.ref, REQUEST_TIMED_OUT)
-    return wire_groups.timed_out(msg)
-
-
 def translate(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     """Turn a decoded request into core messages. ``ref(i)`` makes the opaque
     ``ref`` for part ``i`` (the runtime routes replies with it)."""
@@ -240,26 +149,6 @@ def translate(d: Decoded, ref: Callable[[int], Any]) -> Pending:
     except (TypeError, AttributeError, ValueError, KeyError) as e:
         # null arrays or strings where Kafka's schema allows none, and the like
         raise ProtocolError(f"malformed api {d.api_key} v{d.api_version} request: {type(e).__name__}: {e}") from None
-
-
-# Field checks every request translator applies (here and in
-# :mod:`.wire_groups`): a decoded field the core cannot take is the client's
-# malformed request (ProtocolError), never a crash of the translator.
-
-
-def require_name(x: Any) -> str:
-    """A topic name as the core may see it (Kafka: legal names are non-empty)."""
-    if not isinstance(x, str) or not x:
-        raise ProtocolError("missing topic name")
-    return x
-
-
-def require_array(xs: Any) -> list[Any]:
-    """A request's array as a list; null (-1 on the wire) where the core
-    needs one is malformed."""
-    if xs is None:
-        raise ProtocolError("null array")
-    return list(xs)
 
 
 def _api_versions(d: Decoded, ref: Callable[[int], Any]) -> Pending:
@@ -795,8 +684,6 @@ _TRANSLATORS: dict[int, Callable[[Decoded, Callable[[int], Any]], Pending]] = {
     64: _unregister_broker,
 }
 
-# the consumer-group APIs live in their own module, which builds on this one
-from . import wire_groups  # noqa: E402
-
+# the consumer-group APIs live in their own module (both build on wire_base)
 APIS.update(wire_groups.APIS)
 _TRANSLATORS.update(wire_groups.TRANSLATORS)

@@ -37,7 +37,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from reference_impl.core.groups import messages as gm
 from reference_impl.core.messages import TopicPartition
 
-from .wire import REQUEST_TIMED_OUT, Decoded, Pending, ProtocolError, require_array, require_name
+from .wire_base import Decoded, Pending, ProtocolError, require_array, require_name
 
 APIS: dict[int, tuple[Any, Any, int, int]] = {
     8: (OffsetCommitRequest, OffsetCommitResponse, 2, 9),
@@ -222,7 +222,3 @@ TRANSLATORS: dict[int, Callable[[Decoded, Ref], Pending]] = {
     14: _sync_group,
 }
 
-
-def timed_out(msg: Any) -> Any:
-    """A group request the core never answered: REQUEST_TIMED_OUT (None: not a group request)."""
-    return gm.error_response(msg, REQUEST_TIMED_OUT)

@@ -29,6 +29,7 @@ from reference_impl.core.messages import (
 )
 
 from .endpoint import ClientConfig, Endpoint, MetadataCache, error_name
+from .network import ConnectionLost
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -176,7 +177,7 @@ class Consumer:
                     st.errors.add(error_name(pr.error))
                     self.meta.invalidate(tp)
         else:
-            st.errors.add("fetch-timeout")
+            st.errors.add(msg.error if isinstance(msg, ConnectionLost) else "fetch-timeout")
             for tp in st.tps:
                 self.meta.invalidate(tp)
         if st.outstanding > 0:

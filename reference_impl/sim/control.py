@@ -1,7 +1,7 @@
 """The simulator's implementation of the cluster contract (``nemesis.control``
-states it; a ``typing.Protocol`` is structural, so nothing is imported from
-above): node control, the network, clocks and what the glass box observes,
-all in virtual time.
+states it; a ``typing.Protocol`` is structural, so the simulator imports of
+it only the clients' pseudo-node :data:`CLIENT`): node control, the network,
+clocks and what the glass box observes, all in virtual time.
 
 Nodes are named as on every runtime: brokers ``n<id>``, controllers
 ``c<id - 100>``; the pseudo-node ``"client"`` in a link stands for every
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Final, Iterable
 
+from nemesis.control import CLIENT
 from reference_impl.core.messages import TopicPartition
 from reference_impl.core.storage import CLEAN_SHUTDOWN, CleanShutdown
 
@@ -23,12 +24,12 @@ from .host import DOWN, PAUSED
 from .network import LinkProfile
 from .simulation import CONTROLLER_BASE, Simulation, node_name
 
-#: the contract's pseudo-node for the test's clients
-CLIENT: Final = "client"
-
 #: a controlled shutdown that has not halted by then ends with a kill, as the
 #: real server's grace period (reference_impl/server/runtime.py) ends it
 SHUTDOWN_GRACE_MS: Final = 30_000
+
+#: what a cut does (``--net-cut``): packets dropped, TCP retransmits; or TCP reset
+NET_CUT_MODES: Final = ("drop", "reject")
 
 #: what the simulator can make (the contract's Capability values)
 CAPABILITIES: Final = frozenset({
@@ -141,11 +142,14 @@ class SimNetwork:
     """The contract's Network over the simulated network's grudge and link
     profiles. Added latency and loss sit on top of the default profile."""
 
-    def __init__(self, sim: Simulation, client_names: Callable[[], list[str]]) -> None:
+    def __init__(self, sim: Simulation, client_names: Callable[[], list[str]], mode: str = "drop") -> None:
+        if mode not in NET_CUT_MODES:
+            raise ValueError(f"unknown net cut mode {mode!r} (known: {', '.join(NET_CUT_MODES)})")
         self.sim = sim
         self.client_names = client_names
         self.extra_ms: dict[tuple[Any, Any], float] = {}
         self.loss: dict[tuple[Any, Any], float] = {}
+        sim.net.reject = mode == "reject"
 
     def _endpoints(self, name: str) -> list[Any]:
         return list(self.client_names()) if name == CLIENT else [node_id(name)]
@@ -154,9 +158,9 @@ class SimNetwork:
         return [(a, b) for src, dst in links for a in self._endpoints(src) for b in self._endpoints(dst)]
 
     def cut(self, pairs: Iterable[tuple[str, str]]) -> None:
-        grudge = self.sim.net.grudge
-        grudge.clear()
-        grudge.update(self._pairs(pairs))
+        """Exactly these links are cut from now on; what a healed link held
+        arrives at its next retransmission (``network.Network.set_cut``)."""
+        self.sim.net.set_cut(self._pairs(pairs))
 
     def set_latency(self, links: Iterable[tuple[str, str]], ms: float, jitter_ms: float) -> None:
         for p in self._pairs(links):
@@ -255,10 +259,11 @@ class SimCluster:
     runtime = "sim"
     capabilities = CAPABILITIES
 
-    def __init__(self, sim: Simulation, keys: list[str], client_names: Callable[[], list[str]]) -> None:
+    def __init__(self, sim: Simulation, keys: list[str], client_names: Callable[[], list[str]],
+                 net_cut: str = "drop") -> None:
         self.sim = sim
         self.nodes = SimNodes(sim)
-        self.net = SimNetwork(sim, client_names)
+        self.net = SimNetwork(sim, client_names, net_cut)
         self.clock = SimClock(sim)
         self.observer = SimObserver(sim, keys)
 

@@ -17,6 +17,7 @@ from reference_impl.core.groups.messages import GroupErrors
 from reference_impl.core.messages import Errors, MetadataRequest, MetadataResponse, TopicPartition
 
 from .events import TimeoutQueue
+from .network import TIMED_OUT, ConnectionLost
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -74,21 +75,36 @@ class ClientConfig:
 
 
 class Endpoint:
-    """A network endpoint that sends requests and matches replies by ref."""
+    """A network endpoint that sends requests and matches replies by ref.
+
+    Its connections behave as librdkafka's (``rdkafka_broker.c``): a request
+    that times out takes its connection to that node down
+    (``rd_kafka_broker_timeout_scan``, ``socket.max.fails`` 1), so the
+    network drops what the connection held (``Network.close``) and every
+    other request in flight to the node fails with ``_TIMED_OUT``
+    (``rd_kafka_broker_fail``); a connection the node ended (its process
+    died: its FIN arrives; or a reject cut reset it) fails them with
+    ``_TRANSPORT``. A handler gets the reply, None for its own timeout, or
+    a :class:`~reference_impl.sim.network.ConnectionLost`. The next request
+    to the node goes on a new connection."""
 
     def __init__(self, sim: "Simulation", name: str) -> None:
         self.sim = sim
         self.name = name
         self._rid = 0
         self._pending: dict[int, Callable[[Any], None]] = {}
+        #: rid -> the node the request went to (dict order is rid order)
+        self._dst: dict[int, Any] = {}
         # one queue per timeout length; see TimeoutQueue for why not loop.after
         self._timeouts: dict[int, TimeoutQueue] = {}
         sim.net.attach(name, self._receive)
+        sim.net.watch(name, self._in_flight_to, self._lost)
 
     def request(self, node: int, make: Callable[[Any], Any], on_reply: Callable[[Any], None], timeout_ms: int) -> None:
         self._rid += 1
         rid = self._rid
         self._pending[rid] = on_reply
+        self._dst[rid] = node
         self.sim.net.send(self.name, node, make((self.name, rid)))
         q = self._timeouts.get(timeout_ms)
         if q is None:
@@ -96,11 +112,30 @@ class Endpoint:
         q.add(rid)
 
     def _timeout(self, rid: int) -> None:
+        """Request ``rid`` timed out: its connection is closed first (a
+        request its handler sends goes on a new one), then it and every
+        other request in flight to that node fail."""
+        node = self._dst[rid]
+        self.sim.net.close(self.name, node)
+        others = [r for r, n in self._dst.items() if n == node and r != rid]
         self._answer(rid, None)
+        for r in others:
+            self._answer(r, ConnectionLost(TIMED_OUT))
+
+    def _in_flight_to(self, node: Any) -> bool:
+        return node in self._dst.values()
+
+    def _lost(self, node: Any, error: str) -> None:
+        """The connection to ``node`` ended: its requests fail with ``error``."""
+        lost = ConnectionLost(error)
+        for r in [r for r, n in self._dst.items() if n == node]:
+            self._answer(r, lost)
 
     def _receive(self, src: Any, msg: Any) -> None:
         ref = getattr(msg, "ref", None)
         if not isinstance(ref, tuple) or len(ref) != 2:
+            if isinstance(msg, ConnectionLost):  # the node's FIN
+                self._lost(src, msg.error)
             return
         self._answer(ref[1], msg)
 
@@ -112,10 +147,16 @@ class Endpoint:
         cb = pending.get(rid)
         if cb is not None:
             del pending[rid]
+            del self._dst[rid]
             cb(msg)
 
     def cancel_all(self) -> None:
+        """The client process is gone (a crash, the run's end): its requests
+        are forgotten and its connections closed, so what a cut held of them
+        is never delivered; a fresh process takes the same endpoint."""
         self._pending.clear()
+        self._dst.clear()
+        self.sim.net.endpoint_down(self.name)
 
 
 class MetadataCache:

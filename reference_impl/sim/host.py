@@ -92,12 +92,17 @@ class Host:
         self._call(lambda n, now, mono: n.start(now, mono))
 
     def kill(self) -> None:
-        """SIGKILL: the process is gone, its page cache is not."""
+        """SIGKILL: the process is gone, its page cache is not. Its kernel
+        closes its connections (``Network.endpoint_down``): what they held
+        is lost, and clients waiting on it hear the close."""
+        was = self.state
         self.state = DOWN
         self.node = None
         self.queued = []
         self.timers = set()
         self.incarnation += 1
+        if was != DOWN:
+            self.env.net.endpoint_down(self.node_id)
 
     def power_loss(self) -> dict[str, int]:
         self.kill()

@@ -31,6 +31,7 @@ from reference_impl.core.messages import (
 from workloads.outcome import REFRESH, RETRY, possibly_persisted, producer_action, send_outcome
 
 from .endpoint import ClientConfig, Endpoint, MetadataCache, error_name
+from .network import ConnectionLost
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -151,7 +152,8 @@ class Producer:
             self.seqs = {}
             self._attempt(gen)
             return
-        op.last_error = error_name(msg.error) if isinstance(msg, InitProducerIdResponse) else "init-timeout"
+        op.last_error = (error_name(msg.error) if isinstance(msg, InitProducerIdResponse)
+                         else msg.error if isinstance(msg, ConnectionLost) else "init-timeout")
         self.meta.invalidate(op.tp)
         self.sim.loop.after(self.cfg.retry_backoff_ms, self._attempt, gen)
 
@@ -169,9 +171,9 @@ class Producer:
         op = self._op
         if op is None or op.gen != gen:
             return
-        if msg is None or not isinstance(msg, ProduceResponse):
+        if not isinstance(msg, ProduceResponse):
             self.meta.invalidate(op.tp)
-            self._attempt_failed(gen, op, "request-timeout")
+            self._attempt_failed(gen, op, msg.error if isinstance(msg, ConnectionLost) else "request-timeout")
             return
         err = msg.error
         if err == Errors.NONE:

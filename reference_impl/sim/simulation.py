@@ -65,8 +65,9 @@ class Simulation(TraceSink):
         self.seed = seed
         self.rng = random.Random(seed)
         self.loop = EventLoop()
-        self.net = Network(self.loop, self.rng, link)
         self.config = config or ProtocolConfig()
+        self.net = Network(self.loop, self.rng, link, request_timeout_ms=self.config.request_timeout_ms,
+                           wall=self._wall_of)
         self.broker_ids = tuple(range(1, brokers + 1))
         self.controller_ids = tuple(CONTROLLER_BASE + i for i in range(1, controllers + 1))
         self.voters = self.controller_ids
@@ -100,6 +101,14 @@ class Simulation(TraceSink):
         settings, the rng that seeds its incarnations, and this simulation
         as the sink of its traces (and nothing else of it)."""
         return NodeEnv(nid, self.loop, self.net, self.config, self.voters, self.rng, self)
+
+    def _wall_of(self, endpoint: Endpoint) -> int:
+        """An endpoint's wall clock now: a node's (skewed by the clock
+        nemesis), the loop's for a client (librdkafka times its requests on
+        a monotonic clock)."""
+        if isinstance(endpoint, int) and endpoint in self.hosts:
+            return self.hosts[endpoint].now()
+        return self.loop.now
 
     # -- identities ---------------------------------------------------------------
     @property

@@ -11,7 +11,8 @@ import time
 from itertools import permutations
 from pathlib import Path
 
-CLIENT = "client"
+from nemesis.control import CLIENT
+
 PORT = 7000
 
 RECEIVER = """

@@ -17,7 +17,7 @@ import pytest
 
 from harness.runtimes import docker as kwdocker
 from harness.runtimes.net.iptables import IptablesNetwork
-from harness.rundir.state import alive
+from reference_impl.server.procs import alive
 
 from nemesis.control import Network, Remote
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.runtimes.net.netns import OWNER_DIR, list_namespaces
-from harness.rundir.state import RUN_ENV, alive
+from harness.rundir.state import RUN_ENV
+from reference_impl.server.procs import alive
 
 from .conftest import needs_root_net
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.runtimes.net.netns import list_namespaces
-from harness.rundir.state import alive
+from reference_impl.server.procs import alive
 from reference_impl.server.launcher import metadata_brokers
 
 from .conftest import needs_root_net

@@ -418,7 +418,7 @@ def test_a_client_partition_never_cuts_the_harness_from_a_host_whose_sshd_listen
 
     from harness.config import TestConfig
     from harness.dbs.reference.hosted import HostedReference
-    from harness.runtimes.net.iptables import CLIENT
+    from nemesis.control import CLIENT
     from harness.runtimes.throwaway import SSHD, _wait_port
 
     tag = _json.loads((hosts_dir / "fabric.json").read_text())["tag"]

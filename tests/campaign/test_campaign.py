@@ -1,7 +1,8 @@
-"""`kraftwerk campaign`: the matrix is validated before anything runs, every
-cell's seeds run through the same command a person would type, a re-run
-resumes, the cells are summed with intervals, and an invalid cell fails the
-campaign. The same table comes from the inline and the Spark aggregation."""
+"""`kraftwerk campaign`: the matrix is validated before anything runs (every
+cell's test configuration too), every cell's seeds run its configuration as
+a single run would, in a process of their own, a re-run resumes, the cells
+are summed with intervals, and an invalid cell fails the campaign. The same
+table comes from the inline and the Spark aggregation."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from harness.campaign.plan import cells, command, seed_ranges
+from harness.campaign.execute import isolated, run_unit
+from harness.campaign.plan import cells, replay_command, seed_ranges
 from harness.campaign.spec import parse_spec
 from harness.errors import UsageError
 
@@ -82,11 +85,53 @@ def test_cells_are_the_product_of_the_axes_in_file_order() -> None:
     cs = cells(spec)
     assert [c.id for c in cs] == ["variant=faithful,min_isr=1", "variant=faithful,min_isr=2",
                                   "variant=kip101=off,min_isr=1", "variant=kip101=off,min_isr=2"]
-    argv = command(cs[3], 3, 4, Path("/tmp/x"))
-    assert argv[3:6] == ["sim", "--seeds", "3..4"]
-    assert ["--min-isr", "2"] == argv[argv.index("--min-isr"):argv.index("--min-isr") + 2]
+    cfg = cs[3].config
+    assert (cfg.backend, cfg.min_isr, cfg.variants, cfg.acks, cfg.name) == ("sim", 2, {"kip101": False}, "all",
+                                                                           "cell003")
+    assert cs[0].config.min_isr == 1 and cs[0].config.variants == {}
+    argv = replay_command(cs[2], 7).split()
+    assert argv[:4] == ["kraftwerk", "sim", "--seed", "7"]
+    assert ["--min-isr", "1"] == argv[argv.index("--min-isr"):argv.index("--min-isr") + 2]
     assert ["--variant", "kip101=off"] == argv[argv.index("--variant"):argv.index("--variant") + 2]
-    assert ["--acks", "all"] == argv[argv.index("--acks"):argv.index("--acks") + 2]
+
+
+def test_a_cell_the_test_configuration_refuses_stops_the_campaign_before_it_runs(tmp_path: Path) -> None:
+    spec = parse_spec({"runtime": "sim", "matrix": {"min-isr": [2, 4]}})
+    with pytest.raises(UsageError, match="campaign: cell min_isr=4: --min-isr 4 exceeds --rf 3"):
+        cells(spec)
+    f = tmp_path / "c.yaml"
+    f.write_text("runtime: sim\nseeds: 2\nmatrix:\n  min-isr: [2, 4]\n")
+    r = kraftwerk("campaign", str(f), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "cell min_isr=4" in r.stderr
+    assert not (tmp_path / "out").exists()  # nothing started
+
+
+def _crash(code: int) -> None:
+    os._exit(code)
+
+
+def _hang() -> None:
+    time.sleep(60)
+
+
+def test_a_unit_whose_process_dies_or_hangs_is_an_error_line_not_the_campaigns_end() -> None:
+    assert isolated(sorted, ([3, 1, 2],), 60) == ([1, 2, 3], "")
+    assert isolated(_crash, (9,), 60) == (None, "the run's process died (exit 9)")
+    assert isolated(int, ("x",), 60)[1].startswith("ValueError: invalid literal")
+    value, err = isolated(_hang, (), 2)
+    assert value is None and "no answer after 2s" in err
+
+
+def test_a_unit_runs_the_cells_configuration_in_a_child_and_writes_its_run_directories(tmp_path: Path) -> None:
+    spec = parse_spec({"runtime": "sim", "time-limit": 2, "nemesis": "kill", "nemesis-interval": 1,
+                       "matrix": {"acks": ["1"]}})
+    (cell,) = cells(spec)
+    res = run_unit(cell, [5, 6], tmp_path)
+    assert res["error"] == "" and [r["seed"] for r in res["results"]] == [5, 6]
+    for r in res["results"]:
+        test = json.loads((Path(r["run_dir"]) / "test.json").read_text())
+        assert Path(r["run_dir"]).parent == tmp_path / "cell000"
+        assert (test["acks"], test["nemesis"], test["seed"]) == ("1", ["kill"], r["seed"])
 
 
 def test_seed_ranges_group_consecutive_seeds() -> None:

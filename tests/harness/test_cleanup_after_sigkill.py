@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.rundir.state import RUN_ENV, alive
+from harness.rundir.state import RUN_ENV
+from reference_impl.server.procs import alive
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

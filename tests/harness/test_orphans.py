@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness.rundir.lease import PARENT_ENV, RUN_ENV
-from harness.rundir.state import RunState, alive, proc_start_time, registry_dir
+from harness.rundir.state import RunState, registry_dir
+from reference_impl.server.procs import alive, proc_start_time
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]

@@ -29,9 +29,9 @@ def test_a_kafka_brokers_epoch_is_its_running_processes_registration(tmp_path):
                 break
             time.sleep(0.5)
         assert isinstance(before, int)
-        db.kill("n1")
+        db.nodes.kill("n1")
         assert obs.broker_epoch("n1") is None
-        db.start("n1")
+        db.nodes.start("n1")
         after = None
         for _ in range(240):
             after = obs.broker_epoch("n1")

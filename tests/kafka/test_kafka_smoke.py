@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.rundir.state import alive
+from reference_impl.server.procs import alive
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,9 +155,9 @@ def test_clock_offset_moves_the_brokers_wall_clock_while_it_runs(tmp_path):
             raise AssertionError("record not read back")
 
         assert abs(stamp_offset_s(b"before")) < 5
-        db.set_clock("n1", 600_000)
+        db.cluster.clock.set_offset("n1", 600_000)
         assert 590 < stamp_offset_s(b"bumped") < 610
-        db.set_clock("n1", 0)
+        db.cluster.clock.set_offset("n1", 0)
         assert abs(stamp_offset_s(b"reset")) < 5
     finally:
         db.teardown()

@@ -91,16 +91,16 @@ def lose_acknowledged_writes(tmp_path: Path, cfg: TestConfig, kind: str) -> tupl
         db.setup()
         topic = cfg.keys()[0].rpartition("-")[0]
         acked = produce(db.client_bootstrap(), topic, 0, N // 2)
-        db.disks.sync("n1")  # the first half reaches the disk, as the kernel's write-back would
+        db.nodes.disks.sync("n1")  # the first half reaches the disk, as the kernel's write-back would
         acked += produce(db.client_bootstrap(), topic, N // 2, N)
         fault = Fault(FaultSpec(kind, "all"), db.cluster, random.Random(3))
         value = fault.start()
-        assert value["nodes"] == ["n1"] and db.dead_nodes() == ["n1"]
+        assert value["nodes"] == ["n1"] and db.nodes.dead_nodes() == ["n1"]
         fault.stop()
         db.wait_ready(60)
         got = read_back(db.client_bootstrap(), topic)
-        if hasattr(db.disks, "mounted_points"):  # the node's own host holds the mount
-            assert db.disks.mounted_points("n1") == [db.disks.data_dir("n1")]
+        if hasattr(db.nodes.disks, "mounted_points"):  # the node's own host holds the mount
+            assert db.nodes.disks.mounted_points("n1") == [db.nodes.disks.data_dir("n1")]
     finally:
         db.teardown()
         state.remove()

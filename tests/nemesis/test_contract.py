@@ -1,6 +1,6 @@
 """Every fault kind x target against both implementations of the cluster
 contract: the simulator (``reference_impl.sim.control.SimCluster``) and real
-node processes on this machine (``harness.dbs.reference.local.LocalCluster``).
+node processes on this machine (``harness.dbs.reference.local.ProxiedCluster``).
 
 The faults are the nemesis's own (``nemesis.faults.Fault``), driven only
 through the contract; what each did is read back from the runtime itself
@@ -80,17 +80,17 @@ def _local_runtime(tmp_path_factory: pytest.TempPathFactory) -> Any:
     db = ReferenceDB(cfg, run_dir, state)
     try:
         db.setup()
-        c = db.cluster
-        assert c is not None and c.proxy is not None
+        c, proxy, status = db.cluster, db.local.proxy if db.local else None, db.endpoints.status if db.endpoints else None
+        assert c is not None and proxy is not None and status is not None
 
         def stats() -> dict[str, Any]:
-            return c.proxy.call(cmd="stats")
+            return proxy.call(cmd="stats")
 
         def delayed() -> set[tuple[str, str]]:
             return {tuple(name.split("->")) for name in stats()["delay"]}  # type: ignore[misc]
 
         def offset(n: str) -> int:
-            return int((c.status(n) or {}).get("clock_offset_ms", 0))
+            return int((status(n) or {}).get("clock_offset_ms", 0))
 
         yield Runtime("local", c, time.sleep, lambda: {tuple(p) for p in stats()["cut"]}, delayed, offset,
                       timings_of(reference.protocol_config(cfg)))

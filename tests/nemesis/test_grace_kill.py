@@ -13,7 +13,7 @@ import random
 from harness.lifecycle.runner import sim_run
 from harness.config import TestConfig
 from nemesis import partition as grudges
-from nemesis.faults import make_faults
+from nemesis.faults import expand, make_faults
 from reference_impl.sim.control import SHUTDOWN_GRACE_MS
 
 
@@ -27,7 +27,7 @@ def test_a_grace_kill_that_ends_a_stuck_clean_shutdown_counts_as_an_unclean_shut
     run = _cluster()
     try:
         c = run.cluster
-        fs = make_faults(["terminate:one", "lose-unfsynced:one"], c, random.Random(3))
+        fs = make_faults(expand(["terminate:one", "lose-unfsynced:one"]), c, random.Random(3))
         stuck = "n1"
         # cut from every controller, its controlled shutdown is never answered
         c.net.cut(grudges.complete_grudge([[stuck], c.nodes.controllers()]))
@@ -50,7 +50,7 @@ def test_a_clean_shutdown_that_wrote_its_marker_leaves_the_power_loss_budget_alo
     run = _cluster()
     try:
         c = run.cluster
-        fs = make_faults(["terminate:one", "lose-unfsynced:one"], c, random.Random(3))
+        fs = make_faults(expand(["terminate:one", "lose-unfsynced:one"]), c, random.Random(3))
         assert fs["terminate:one"]._signal("one", ["n1"])["nodes"] == ["n1"]
         waiting = fs["lose-unfsynced:one"]._signal("one", ["n2"])
         assert waiting["nodes"] == [] and "n1" in waiting["skipped"] and "grace" in waiting["skipped"]
@@ -68,7 +68,7 @@ def test_a_rolling_restarts_grace_kill_counts_as_an_unclean_shutdown_kip966():
     run = _cluster()
     try:
         c = run.cluster
-        fs = make_faults(["rolling-restart:brokers", "lose-unfsynced:one"], c, random.Random(3))
+        fs = make_faults(expand(["rolling-restart:brokers", "lose-unfsynced:one"]), c, random.Random(3))
         c.net.cut(grudges.complete_grudge([["n1"], c.nodes.controllers()]))
         fs["rolling-restart:brokers"].roll.start(["n1"])
         run.sim.run_for(SHUTDOWN_GRACE_MS + 1_000)

@@ -10,7 +10,7 @@ import random
 
 from harness.lifecycle.runner import sim_run
 from harness.config import TestConfig
-from nemesis.faults import make_faults
+from nemesis.faults import expand, make_faults
 
 
 def _cluster():
@@ -22,7 +22,7 @@ def _cluster():
 def test_a_power_loss_waits_until_an_earlier_kill_is_back_in_every_isr():
     run = _cluster()
     try:
-        fs = make_faults(["kill:primaries", "lose-unfsynced:one"], run.cluster, random.Random(3))
+        fs = make_faults(expand(["kill:primaries", "lose-unfsynced:one"]), run.cluster, random.Random(3))
         killed = fs["kill:primaries"].start()["nodes"]
         assert len(killed) == 1
         refused = fs["lose-unfsynced:one"].start()
@@ -40,7 +40,7 @@ def test_a_power_loss_waits_until_an_earlier_kill_is_back_in_every_isr():
 def test_a_power_loss_takes_a_majority_of_replicas_only_when_asked():
     run = _cluster()
     try:
-        fs = make_faults(["lose-unfsynced:isr-followers", "lose-unfsynced:majority"], run.cluster, random.Random(3))
+        fs = make_faults(expand(["lose-unfsynced:isr-followers", "lose-unfsynced:majority"]), run.cluster, random.Random(3))
         refused = fs["lose-unfsynced:isr-followers"].start()
         assert refused["nodes"] == [] and "majority" in refused["skipped"]
         assert len(fs["lose-unfsynced:majority"].start()["nodes"]) == 4
@@ -57,7 +57,7 @@ def test_a_clean_shutdown_may_not_leave_an_isr_to_a_broker_whose_power_loss_is_n
     one that leaves another in-sync member goes ahead."""
     run = _cluster()
     try:
-        fs = make_faults(["lose-unfsynced:one", "terminate:minority"], run.cluster, random.Random(3))
+        fs = make_faults(expand(["lose-unfsynced:one", "terminate:minority"]), run.cluster, random.Random(3))
         lost = "n1"
         assert fs["lose-unfsynced:one"]._signal("one", [lost])["nodes"] == [lost]
         fs["lose-unfsynced:one"].stop()

@@ -13,34 +13,39 @@ import pytest
 from harness.cli.options import config_from_flags
 from harness.config import TestConfig, build_config, load_yaml
 from harness.errors import UsageError
+from nemesis.faults import FaultSpec
 from reference_impl.core.config import ProtocolConfig
+
+
+def names(faults: tuple[FaultSpec, ...]) -> tuple[str, ...]:
+    return tuple(f.name for f in faults)
 
 
 def test_a_story_with_a_mix_joins_it_first_and_is_no_script():
     cfg = TestConfig(backend="sim", scenario="isr-crash", nemesis=["partition-leader"])
-    assert cfg.nemesis == ["partition:primaries"] and cfg.stories() == ("isr-crash",) and cfg.script() is None
+    assert names(cfg.nemesis) == ("partition:primaries",) and cfg.stories() == ("isr-crash",) and cfg.script() is None
     plan = cfg.nemesis_plan(ProtocolConfig())
-    assert plan.faults == ("story:isr-crash", "partition:primaries") and plan.scenario is None
+    assert names(plan.faults) == ("story:isr-crash", "partition:primaries") and plan.scenario is None
 
 
 def test_stories_alone_are_the_whole_mix_and_several_combine():
     cfg = TestConfig(backend="sim", scenario="expand-race,leader-churn")
-    assert cfg.nemesis == [] and cfg.fault_names() == ("story:expand-race", "story:leader-churn")
+    assert cfg.nemesis == [] and names(cfg.faults()) == ("story:expand-race", "story:leader-churn")
     assert cfg.has_nemesis()
 
 
 def test_last_replica_standing_alone_plays_its_script_and_with_a_mix_is_the_story():
     alone = TestConfig(backend="sim", scenario="last-replica-standing")
-    assert alone.script() == "last-replica-standing" and alone.fault_names() == ()
+    assert alone.script() == "last-replica-standing" and names(alone.faults()) == ()
     mixed = TestConfig(backend="sim", scenario="last-replica-standing", nemesis=["power-loss-one"])
-    assert mixed.script() is None and mixed.fault_names() == ("story:last-replica-standing", "lose-unfsynced:one")
+    assert mixed.script() is None and names(mixed.faults()) == ("story:last-replica-standing", "lose-unfsynced:one")
 
 
 def test_a_yaml_file_takes_the_same_rules(tmp_path: Path):
     good = tmp_path / "good.yaml"
     good.write_text("scenario: leader-churn\nnemesis: kill\n")
     cfg = build_config(load_yaml(good), {"backend": "sim"})
-    assert cfg.fault_names() == ("story:leader-churn", "kill")
+    assert names(cfg.faults()) == ("story:leader-churn", "kill")
     bad = tmp_path / "bad.yaml"
     bad.write_text("nemesis: leader-churn,kill\n")
     with pytest.raises(UsageError, match="leader-churn is a story composite: use --scenario leader-churn"):
@@ -54,6 +59,6 @@ def test_a_recorded_story_run_replays_its_story_from_the_schedule(tmp_path: Path
                      nemesis_interval=3, seed=1, out=str(tmp_path / "a"))
     first = Path(run_seed(cfg, 1, tmp_path / "a")["run_dir"])
     again = config_from_flags("sim", {"schedule": str(first / "test.json"), "out": str(tmp_path / "b")})
-    assert "story:isr-crash" in again.fault_names()
+    assert "story:isr-crash" in names(again.faults())
     rerun = Path(run_seed(again, again.seed, tmp_path / "b")["run_dir"])
     assert (rerun / "history.jsonl").read_bytes() == (first / "history.jsonl").read_bytes()

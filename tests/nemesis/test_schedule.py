@@ -6,7 +6,7 @@ import random
 
 import generator as g
 from nemesis import Nemesis, NemesisPlan, sequential
-from nemesis.faults import pick_nodes
+from nemesis.faults import expand, pick_nodes
 from nemesis.scenarios import SCENARIOS, duration, generator as scenario_generator
 
 
@@ -27,7 +27,7 @@ def ops_of(gen, n=40):
 
 
 def test_sequential_schedule_alternates_start_and_stop_of_the_same_fault_spaced_by_the_interval():
-    ops = ops_of(sequential(("partition", "kill", "clock", "leader-kill"), 2 * g.NS, seed=3), n=40)
+    ops = ops_of(sequential(expand(["partition", "kill", "clock", "leader-kill"]), 2 * g.NS, seed=3), n=40)
     nominal = [0] + [o["nominal_ms"] for o in ops]
     gaps = [b - a for a, b in zip(nominal, nominal[1:])]
     assert all(1000 <= gap < 3000 for gap in gaps)  # interval * [0.5, 1.5)
@@ -41,7 +41,7 @@ def test_sequential_schedule_is_drawn_from_the_seed_alone_not_from_the_clients_r
     nemesis is asked move nothing: the same seed gives the same faults at
     the same nominal times; a start's own draws (``_draw``) too."""
     def timetable(rng_seed: int, late_ns: int) -> list[tuple]:
-        gen, out = sequential(("partition", "kill", "clock"), g.NS, seed=11), []
+        gen, out = sequential(expand(["partition", "kill", "clock"]), g.NS, seed=11), []
         for _ in range(20):
             c = g.Context(time=late_ns + (out[-1][1] * 1_000_000 if out else 0), rng=random.Random(rng_seed),
                           free=frozenset(["nemesis"]), process_of={"nemesis": "nemesis"},
@@ -53,12 +53,12 @@ def test_sequential_schedule_is_drawn_from_the_seed_alone_not_from_the_clients_r
     assert timetable(1, 0) == timetable(2, 0) == timetable(3, 700_000_000)
     assert timetable(1, 0) != [(f, n, fault, d) for f, n, fault, d in
                                (lambda gen: [(o["f"], o["nominal_ms"], o["value"]["fault"], o.get("_draw"))
-                                             for o in ops_of(gen, 20)])(sequential(("partition", "kill", "clock"),
+                                             for o in ops_of(gen, 20)])(sequential(expand(["partition", "kill", "clock"]),
                                                                                    g.NS, seed=12))]
 
 
 def test_an_op_whose_nominal_time_passed_goes_at_once_and_keeps_its_nominal_time():
-    gen = sequential(("kill",), g.NS, seed=1)
+    gen = sequential(expand(["kill"]), g.NS, seed=1)
     early, _ = gen.op(ctx())
     late_ctx = g.Context(time=early["time"] + 5 * g.NS, rng=random.Random(1), free=frozenset(["nemesis"]),
                          process_of={"nemesis": "nemesis"}, threads=frozenset(["nemesis"]), state={})
@@ -67,12 +67,12 @@ def test_an_op_whose_nominal_time_passed_goes_at_once_and_keeps_its_nominal_time
 
 
 def test_leader_and_controller_kills_are_recorded_as_kills():
-    ops = ops_of(sequential(("leader-kill", "controller-kill"), g.NS, seed=1))
+    ops = ops_of(sequential(expand(["leader-kill", "controller-kill"]), g.NS, seed=1))
     assert {o["f"] for o in ops} == {"start-kill", "stop-kill"}
 
 
 def test_final_heals_each_fault_type_once():
-    plan = NemesisPlan(faults=("partition", "kill", "leader-kill", "pause"))
+    plan = NemesisPlan(faults=expand(["partition", "kill", "leader-kill", "pause"]))
     nem = Nemesis(plan, cluster=None, seed=1)
     fs = [o["f"] for o in ops_of(nem.final())]
     assert fs == ["stop-partition", "stop-kill", "stop-pause"]
@@ -95,7 +95,7 @@ def test_node_specs_one_minority_majority_all():
 def test_overlap_mode_runs_each_fault_group_on_its_own_timetable():
     from nemesis import overlapping
 
-    gen = overlapping(("partition", "kill", "leader-kill", "pause"), 2 * g.NS, seed=5)
+    gen = overlapping(expand(["partition", "kill", "leader-kill", "pause"]), 2 * g.NS, seed=5)
     c, ops = ctx(), []
     while len(ops) < 60:
         op, gen = gen.op(c)
@@ -120,7 +120,7 @@ def test_overlap_mode_runs_each_fault_group_on_its_own_timetable():
 def test_timed_cycle_is_pure_asking_later_does_not_move_the_next_op():
     from nemesis import TimedCycle
 
-    cyc = TimedCycle(("partition",), g.NS, seed=1)
+    cyc = TimedCycle(expand(["partition"]), g.NS, seed=1)
     a, _ = cyc.op(ctx())
     later = g.Context(time=10_000, rng=random.Random(2), free=frozenset(["nemesis"]),
                       process_of={"nemesis": "nemesis"}, threads=frozenset(["nemesis"]), state={})

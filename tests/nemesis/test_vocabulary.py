@@ -22,7 +22,7 @@ def test_aliases_name_kind_target_pairs():
 
 
 def test_expand_takes_groups_and_comma_lists_canonical_and_once():
-    assert expand(["kill,leader-kill", "kill:primaries", "none"]) == ("kill", "kill:primaries")
+    assert expand(["kill,leader-kill", "kill:primaries", "none"]) == (FaultSpec("kill"), FaultSpec("kill", "primaries"))
     assert expand(["all"]) == tuple(expand(list(GROUPS["all"])))
 
 
@@ -40,9 +40,9 @@ def test_every_kinds_history_name_is_a_documented_fault_interval():
 
 
 def test_a_fault_the_runtime_cannot_make_is_refused_with_its_reason():
-    check_supported(("loss", "kill:majority"), "sim", SIM)
+    check_supported(expand(("loss", "kill:majority")), "sim", SIM)
     with pytest.raises(Unsupported, match="loss needs loss, which the local runtime cannot make"):
-        check_supported(("kill", "loss"), "local", LOCAL)
+        check_supported(expand(("kill", "loss")), "local", LOCAL)
 
 
 def test_both_runtimes_make_every_kind_but_loss_and_torn_writes_and_the_simulator_loss_too():
@@ -51,8 +51,8 @@ def test_both_runtimes_make_every_kind_but_loss_and_torn_writes_and_the_simulato
     needs = {c for k in KINDS.values() for c in k.needs}
     assert needs - {Capability(c) for c in SIM} == {Capability.TORN_WRITE}
     assert needs - set(LOCAL) == {Capability.LOSS, Capability.TORN_WRITE}
-    check_supported(("reassign", "decommission"), "sim", SIM)
-    check_supported(("reassign", "decommission"), "local", LOCAL)
+    check_supported(expand(("reassign", "decommission")), "sim", SIM)
+    check_supported(expand(("reassign", "decommission")), "local", LOCAL)
 
 
 def test_decommission_is_made_on_db_kafka_too():
@@ -61,7 +61,7 @@ def test_decommission_is_made_on_db_kafka_too():
     from harness.config import TestConfig
     from harness.dbs.kafka.db import capabilities_for
 
-    check_supported(("decommission",), "local", capabilities_for(TestConfig(db="kafka", brokers=4)))
+    check_supported(expand(("decommission",)), "local", capabilities_for(TestConfig(db="kafka", brokers=4)))
 
 
 def test_a_torn_write_is_the_filesystems_and_refused_elsewhere_with_where_to_get_it():
@@ -76,10 +76,10 @@ def test_a_torn_write_is_the_filesystems_and_refused_elsewhere_with_where_to_get
     for runtime, have in (("sim", SIM), ("local", LOCAL),
                           ("netns", capabilities_for(TestConfig(backend="netns", storage="pagecache")))):
         with pytest.raises(Unsupported) as e:
-            check_supported(("torn-write:one",), runtime, have)
+            check_supported(expand(("torn-write:one",)), runtime, have)
         assert str(e.value).startswith(f"torn-write:one needs torn-write, which the {runtime} runtime cannot make")
         assert "--storage lazyfs" in str(e.value) and "\n" not in str(e.value)
-    check_supported(("torn-write", "lose-unfsynced"), "netns", capabilities_for(TestConfig(backend="netns",
+    check_supported(expand(("torn-write", "lose-unfsynced")), "netns", capabilities_for(TestConfig(backend="netns",
                                                                                           nemesis=["torn-write"])))
 
 

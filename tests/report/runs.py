@@ -1,12 +1,14 @@
-"""The history both report test modules render: two client processes
-sending to ``t0-0``, a partition from the 5th send to the 12th (one bare
-start/stop and one with a value), every fifth send indeterminate."""
+"""Histories the report tests render: two client processes sending to
+``t0-0``, a partition from the 5th send to the 12th (one bare start/stop
+and one with a value), every fifth send indeterminate; and a ring of
+transactions that is one G0 cycle through all of them."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from checkers.history.op import Op
+from checkers.queue.synth import HistoryBuilder
 
 
 def partitioned_sends(note: str, n_sends: int = 20, value: Callable[[int], Any] = lambda i: i,
@@ -35,3 +37,16 @@ def partitioned_sends(note: str, n_sends: int = 20, value: Callable[[int], Any] 
         add(type=typ, f="send", value=[["send", "t0-0", [i, v]]] if typ == "ok" else [["send", "t0-0", v]],
             process=i % 2, extra={"acks": "all"}, error=None if typ == "ok" else error)
     return ops
+
+
+def ring(n: int) -> HistoryBuilder:
+    """Transaction i writes keys i and i+1; each key's log puts transaction
+    i-1 first: a write cycle (G0) through all n operations and no shorter."""
+    b = HistoryBuilder()
+    keys = [f"t-{j}" for j in range(n)]
+    for i in range(n):
+        b.invoke(i, "txn", [["send", keys[i], 100 + i], ["send", keys[(i + 1) % n], 200 + i]])
+    for i in range(n):
+        b.complete(i, "ok", [["send", keys[i], [1, 100 + i]], ["send", keys[(i + 1) % n], [0, 200 + i]]])
+    b.poll(n, {k: [(0, 200 + (j - 1) % n), (1, 100 + j)] for j, k in enumerate(keys)})
+    return b

@@ -1,4 +1,4 @@
-"""index.html puts the verdict and its reasons first, one durability row per
+"""index.html puts the verdict and the story of a failure first, one durability row per
 acks level (acks=all first: its losses decide the verdict, seed 003's acks
 promise), and anomaly examples as readable fields, marked by whether they
 fail the run."""
@@ -24,7 +24,7 @@ def run_dir(d: Path, result: dict) -> Path:
 
 
 def verdict_box(html: str) -> str:
-    return re.search(r'<div id="verdict-box".*?</div>', html, re.S).group(0)
+    return re.search(r'<div id="verdict-box".*?<p class="summary">', html, re.S).group(0)
 
 
 def test_invalid_verdict_names_the_acks_all_loss_and_failing_types_at_the_top(tmp_path):
@@ -40,8 +40,8 @@ def test_invalid_verdict_names_the_acks_all_loss_and_failing_types_at_the_top(tm
     })).read_text()
     box = verdict_box(html)
     assert ">INVALID<" in box
-    assert "2 of 8 acknowledged acks=all writes lost (rate 25.000%)" in box
-    assert "queue checker: lost-write" in box
+    assert "2 of 8 acknowledged acks=all writes (25.00%)" in box
+    assert "failed: queue (lost-write)" in box
     rows = re.findall(r"<tr class=\"[^\"]*\"><td><strong>(acks=[^<]+)</strong>", html)
     assert rows == ["acks=all", "acks=1"]
     assert "7.000% – 59.000%" in html
@@ -59,7 +59,7 @@ def test_unknown_verdict_names_the_key_no_final_read_covered(tmp_path):
                                      "unverified_acked_writes": {"t-1": 4}}},
     })).read_text()
     box = verdict_box(html)
-    assert ">UNKNOWN<" in box and "final-reads checker could not decide" in box and "t-1" in box
+    assert ">UNKNOWN<" in box and "the final-reads checker could not decide" in box and "t-1" in box
 
 
 def test_valid_verdict_says_nothing_acknowledged_was_lost(tmp_path):

@@ -15,6 +15,7 @@ from checkers.history.jsonl import write_jsonl
 from tests.report.runs import partitioned_sends
 from checkers.history.op import Op
 from harness.report import render_report
+from harness.report.faults import KIND_COLOURS
 from harness.report.timeline import boxes, example_ops, segments
 
 # If this were markup it would run and rename the page; escaped, it is text.
@@ -58,10 +59,11 @@ def test_fault_interval_is_shaded_across_all_columns(tmp_path):
     d = build_run(tmp_path / "run")
     render_report(d)
     html = (d / "timeline.html").read_text()
-    shades = re.findall(r'<div class="shade (fault\d)" title="partition [^"]*" style="top: (\d+)px; height: (\d+)px; '
-                        r'left: (\d+)px; right: 0"', html)
+    shades = re.findall(r'<div class="shade" title="partition [^"]*" style="background: (#[0-9a-f]+); top: (\d+)px; '
+                        r'height: (\d+)px; left: (\d+)px; right: 0"', html)
     assert len(shades) == 1
-    _, top, height, _ = shades[0]
+    colour, top, height, _ = shades[0]
+    assert colour == KIND_COLOURS["partition"]
     # the partition runs from the start completion (row 12) to the stop completion (row 28)
     assert (int(top), int(height)) == (12 * 16, 17 * 16)
 
@@ -130,7 +132,7 @@ def test_timeline_renders_in_headless_chromium_with_boxes_shading_and_no_injecte
     dom = subprocess.run(base + ["--dump-dom", page], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-500:]
     assert len(re.findall(r'<div class="op (?:ok|info|fail|nemesis)', dom.stdout)) == 22
-    assert '<div class="shade fault0"' in dom.stdout
+    assert '<div class="shade" title="partition' in dom.stdout
     # had the hostile value become markup, its script would have renamed the page
     title = re.search(r"<title>([^<]*)</title>", dom.stdout).group(1)
     assert title.startswith("kraftwerk timeline") and "PWNED" not in title

@@ -46,17 +46,18 @@ def test_clock_fault_through_the_local_backend_jumping_the_active_controller_fen
         db.setup()
         c = db.cluster
         assert c is not None
-        wait_for(lambda: c.active_controller() is not None and all(c.leader_of(k) for k in c.keys()), 30,
+        obs, status = c.observer, db.endpoints.status
+        wait_for(lambda: obs.active_controller() is not None and all(obs.leader_of(k) for k in obs.keys()), 30,
               "an active controller and a leader for every key")
-        ctrl = c.active_controller()
+        ctrl = obs.active_controller()
         before = _fenced(run_dir)
         c.clock.set_offset(ctrl, 2 * session_ms)
         # a status read on a loaded machine may time out (None): ask again
-        wait_for(lambda: int((c.status(ctrl) or {}).get("clock_offset_ms", 0)) == 2 * session_ms, 10,
+        wait_for(lambda: int((status(ctrl) or {}).get("clock_offset_ms", 0)) == 2 * session_ms, 10,
               "the controller's clock offset")
         time.sleep(3 * session_ms / 1000)
         assert _fenced(run_dir) == before
-        wait_for(lambda: c.active_controller() == ctrl and all(c.leader_of(k) for k in c.keys()), 10,
+        wait_for(lambda: obs.active_controller() == ctrl and all(obs.leader_of(k) for k in obs.keys()), 10,
               "the same controller active and a leader for every key")
     finally:
         db.teardown()

@@ -24,7 +24,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from reference_impl.server.launcher import LocalCluster, pid_alive
+from reference_impl.server.launcher import LocalCluster
+from reference_impl.server.procs import alive
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +89,7 @@ def test_disk_full_fails_the_log_directory_and_loses_nothing_acknowledged(tmp_pa
 
         deadline = time.monotonic() + 60
         i = 0
-        while pid_alive(c.nodes[0].pid) and time.monotonic() < deadline:
+        while alive(c.nodes[0].pid) and time.monotonic() < deadline:
             p.produce("full", f"{i:08d}".encode() * 1000, callback=cb)
             i += 1
             p.poll(0.001 if i % 20 else 0.05)
@@ -97,7 +98,7 @@ def test_disk_full_fails_the_log_directory_and_loses_nothing_acknowledged(tmp_pa
         # in their answers or their connection's failure
         p.purge(in_queue=True, in_flight=False)
         p.flush(15)
-        assert not pid_alive(c.nodes[0].pid), "the node kept running on a full disk"
+        assert not alive(c.nodes[0].pid), "the node kept running on a full disk"
         assert len(acked) > 50
         trace = Path(c.nodes[0].log_dir) / "trace.jsonl"
         fails = [json.loads(x) for x in trace.read_text().splitlines() if '"log_dir_failure"' in x]

@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from reference_impl.server.launcher import ClusterError, LocalCluster, pid_alive
+from reference_impl.server.launcher import ClusterError, LocalCluster
+from reference_impl.server.procs import alive
 
 pytestmark = pytest.mark.integration
 
@@ -45,9 +46,9 @@ def _run(tmp_path, flush_every: str | None) -> tuple[int, int]:
         with pytest.raises(ClusterError):  # the process exits before it can answer
             c.control(n.node_id, "POST", "/power-loss")
         deadline = time.monotonic() + 10
-        while pid_alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not pid_alive(pid)
+        assert not alive(pid)
         c.start_node(n.node_id)
         c.wait_ready(60)
         assert c.control(n.node_id, "GET", "/status")["clean_start"] is False

@@ -1,10 +1,12 @@
-"""Internal RPC on real loopback sockets: one outbound connection per peer,
+"""Internal RPC on real loopback sockets, served by the node's own listener
+(reference_impl/server/listener.py): one outbound connection per peer,
 reconnect with backoff, queued messages delivered once connected, stale ones
 expired after the request timeout, malformed frames rejected."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import socket
 import struct
 import time
@@ -12,8 +14,10 @@ import time
 import pytest
 
 from reference_impl.core import messages as m
-from reference_impl.server.codec import REGISTRY, CodecError
-from reference_impl.server.rpc import MAGIC, Peer, read_frames
+from reference_impl.server.codec import REGISTRY
+from reference_impl.server.limits import Limits
+from reference_impl.server.listener import Listener
+from reference_impl.server.rpc import MAGIC, Peer, PeerInbound
 
 
 def _free_port() -> int:
@@ -22,18 +26,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _serve(port: int, got: list, hellos: list, errors: list) -> asyncio.AbstractServer:
-    async def on_conn(reader, writer):
-        assert await reader.readexactly(4) == MAGIC
-        try:
-            await read_frames(reader, lambda *h: hellos.append(h), lambda src, msg: got.append((src, msg)))
-        except CodecError as e:
-            errors.append(str(e))
-        except asyncio.CancelledError:
-            pass
-        writer.close()
+async def _serve(port: int, got: list, hellos: list, errors: list) -> Listener:
+    def no_clients(conn):
+        raise AssertionError("only peers connect here")
 
-    return await asyncio.start_server(on_conn, "127.0.0.1", port)
+    listener = Listener(Limits(), no_clients, lambda conn: PeerInbound(
+        lambda *h: hellos.append(h), lambda src, msg: got.append((src, msg)), errors.append), collections.Counter())
+    await listener.start(["127.0.0.1"], port)
+    return listener
 
 
 def test_peer_reconnects_when_the_listener_appears_and_delivers_queued_messages_in_order():

@@ -1,5 +1,5 @@
 """How a SIGTERM ended, on real node processes through the local backend
-(``LocalCluster.last_shutdown_clean``, what the nemesis's ledger of unclean
+(``LocalNodes.last_shutdown_clean``, what the nemesis's ledger of unclean
 shutdowns reads): the judgement is the clean-shutdown marker the broker left,
 and the restarted broker reads the same marker to tell the controller whether
 its shutdown was clean (KIP-966: the registration's previous broker epoch,
@@ -33,15 +33,16 @@ def _terminate_and_restart(tmp_path, cut_from_controller: bool, protocol: dict |
         db.setup()
         c = db.cluster
         assert c is not None
-        wait_for(lambda: c.broker_epoch("n1") is not None, 30, "n1 registered")
+        status = db.endpoints.status
+        wait_for(lambda: c.observer.broker_epoch("n1") is not None, 30, "n1 registered")
         if cut_from_controller:
-            c.net.cut(grudges.complete_grudge([["n1"], c.controllers()]))
-        c.terminate("n1")
-        judged = c.last_shutdown_clean("n1")
+            c.net.cut(grudges.complete_grudge([["n1"], c.nodes.controllers()]))
+        c.nodes.terminate("n1")
+        judged = c.nodes.last_shutdown_clean("n1")
         c.net.cut([])
-        c.start("n1")
-        wait_for(lambda: (c.status("n1") or {}).get("clean_start") is not None, 30, "n1's status after restart")
-        return judged, bool(c.status("n1")["clean_start"])
+        c.nodes.start("n1")
+        wait_for(lambda: (status("n1") or {}).get("clean_start") is not None, 30, "n1's status after restart")
+        return judged, bool(status("n1")["clean_start"])
     finally:
         db.teardown()
         state.remove()

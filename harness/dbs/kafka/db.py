@@ -43,33 +43,40 @@ at teardown.
 
 from __future__ import annotations
 
+import base64
 import os
+import shutil
 import signal
 import tempfile
 import time
 import uuid
-import base64
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Callable
 
-from harness.runtimes import collect_files
-from harness.runtimes.local import allocate_ports
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
 from harness.config import TestConfig
 from harness.dbs.external import ensure_topics
-from harness.dbs.admin import alter_partition_reassignment, unregister_broker
-from harness.dbs.signals import PausesBySignal
-from harness.errors import HarnessError
 from harness.dbs.kafka import dist, props
+from harness.dbs.kafka.observe import OBSERVER, MetadataPoller, quorum_leader, quorum_state
 from harness.dbs.kafka.props import NodePlan
+from harness.dbs.parts import ClusterParts, MetadataObserver, NoNetwork, RemoteNodes, SteppedClock, Topology
+from harness.errors import HarnessError
+from harness.lazyfs.nodes import for_hosts
 from harness.rundir.state import RunState
-from harness.rundir.timers import Timers
+from harness.runtimes import collect_files
+from harness.runtimes.local import LocalHosts, allocate_ports
+from harness.runtimes.net.iptables import IptablesNetwork
 
 #: BrokerLifecycleManager's line for an accepted registration
 REGISTERED = r"Successfully registered broker [0-9]+ with broker epoch [0-9]+"
 #: Kafka's clean-shutdown marker in each log directory (CleanShutdownFileHandler)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+#: how long Kafka's controlled shutdown may take before a SIGKILL ends it
+TERMINATE_GRACE_S = 30.0
 
 #: heaps for a shared 2-core machine: brokers 384 MiB, controllers 192 MiB,
 #: the serial collector and the client compiler only (start-up in ~3 s)
@@ -90,8 +97,6 @@ def new_cluster_id(seed: int) -> str:
 def preflight(cfg: TestConfig) -> None:
     """Before anything starts: the ports are free, java (and libfaketime for
     clock faults) is installed, and the Kafka release is fetched."""
-    import shutil
-
     if cfg.base_port:
         allocate_ports(2 * cfg.node_count(), cfg.base_port)
     if shutil.which("java") is None:
@@ -120,9 +125,7 @@ def wants_clock(cfg: TestConfig) -> bool:
     """Whether any fault of the run moves a clock (``clock``, ``clock-strobe``,
     with any target, from the mix or a replayed schedule): the JVMs then start
     under libfaketime, which is the only way their clocks move."""
-    from nemesis.faults import parse
-
-    return any(parse(n).kind in ("clock", "clock-strobe") for n in cfg.fault_names())
+    return any(s.kind in ("clock", "clock-strobe") for s in cfg.faults())
 
 
 def capabilities_for(cfg: TestConfig) -> frozenset[str]:
@@ -159,44 +162,46 @@ def plan(cfg: TestConfig, hosts: Any, ports: list[int] | None) -> list[NodePlan]
 
 
 @dataclass
-class KafkaDB(PausesBySignal):
+class KafkaDB:
+    """Kafka's JVMs on a backend's hosts; its cluster contract
+    (:attr:`cluster`) is in parts: signal-based node control over the hosts
+    (:class:`~harness.dbs.parts.RemoteNodes`), the iptables network (none on
+    the local backend), libfaketime clocks, and an observer reading Metadata,
+    the controllers' quorum-state files and each broker's registrations."""
+
     cfg: TestConfig
     run_dir: Path
     state: RunState
     hosts: Any = None
     kafka: dist.KafkaDist | None = field(default=None, init=False)
     plans: list[NodePlan] = field(default_factory=list, init=False)
-    paused: set[str] = field(default_factory=set, init=False)
-    #: how each node's latest SIGTERM ended (True: ``.kafka_cleanshutdown`` written)
-    shutdowns: dict[str, bool] = field(default_factory=dict, init=False)
-    #: per node: how many registrations its server.log held when its process started
-    registrations_before: dict[str, int] = field(default_factory=dict, init=False)
-    net: Any = field(default=None, init=False)  # a kernel Network (netns), None on local
-    disks: Any = field(default=None, init=False)  # storage lazyfs: each node's data/ through kraftwerk fs
+    #: a kernel Network (netns, docker, ssh); None on the local backend
+    net: IptablesNetwork | None = field(default=None, init=False)
     #: per node: (classpath, log4j config) as the node's host sees them
     on_host: dict[str, tuple[str, str]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
-        self.timers = Timers()
         if self.hosts is None:
-            from harness.runtimes.local import LocalHosts
-
             self.hosts = LocalHosts(self.state)
+        self.topo = Topology.of(self.cfg.layout())
         self.by_name: dict[str, NodePlan] = {}
-        self._keys = self.cfg.keys()
-        if self.runtime != "local":
-            from harness.runtimes.net.iptables import IptablesNetwork
-
-            names = self.cfg.node_names()
+        names = self.topo.node_names()
+        if self.hosts.runtime != "local":
             self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
                                        self._exec_for_net, mode=self.cfg.net_cut,
                                        exempt_ports=getattr(self.hosts, "control_ports", (22,)))
+        self.nodes = RemoteNodes(self.topo, self.hosts, self.client_bootstrap, self._launch,
+                                 lambda n: str(self.host_dir(n) / "data" / CLEAN_SHUTDOWN_FILE), TERMINATE_GRACE_S,
+                                 _no_unfsynced_loss)
+        self.registrations = Registrations(self.hosts, self.host_dir)
+        self.cluster = ClusterParts(
+            str(self.hosts.runtime), capabilities_for(self.cfg), self.nodes, self.net or NoNetwork(),
+            FaketimeClock(self.hosts, self.host_dir),
+            KafkaObserver(self.topo, self.client_bootstrap, self.cfg.keys(), self.nodes, self.registrations,
+                          self.host_dir))
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
-
-    def node_link_names(self) -> list[str]:
-        return [f"{a}->{b}" for a in self.node_names() for b in self.node_names() if a != b]
 
     # ------------------------------------------------------------ set-up
     def setup(self, ready_timeout: float = 90.0, topics: bool = True) -> None:
@@ -204,7 +209,7 @@ class KafkaDB(PausesBySignal):
         until every broker is registered (and the test's topics have leaders)."""
         cfg = self.cfg
         self.kafka = dist.ensure(cfg.kafka_version, cfg.kafka_home)
-        local = self.runtime == "local"
+        local = self.hosts.runtime == "local"
         self.plans = plan(cfg, self.hosts, allocate_ports(2 * cfg.node_count(), cfg.base_port) if local else None)
         self.by_name = {n.name: n for n in self.plans}
         if self.net is not None:
@@ -212,14 +217,14 @@ class KafkaDB(PausesBySignal):
         self._ship_kafka()
         cluster_id = new_cluster_id(cfg.seed or 0)
         if cfg.storage == "lazyfs":  # data/ through kraftwerk fs: power loss drops what Kafka did not fsync
-            self.disks = self.make_disks()
+            self.nodes.disks = self.make_disks()
             for n in self.plans:
-                self.disks.mount(n.name)
+                self.nodes.disks.mount(n.name)
         for n in self.plans:
             self._write_config(n)
             self._format(n, cluster_id)
         for n in self.plans:
-            self.start(n.name)
+            self.nodes.start(n.name)
         if topics:
             ensure_topics(self.client_bootstrap(), cfg, timeout=ready_timeout, expect_brokers=cfg.brokers,
                           check_rf=True, alive=self._check_alive)
@@ -230,21 +235,19 @@ class KafkaDB(PausesBySignal):
     def start_observer(self) -> None:
         """Poll leader, epochs, ISR, ELR and HW into ``nodes/observer/trace.jsonl``
         (``harness.dbs.kafka.observe``) while the run lasts."""
-        from harness.dbs.kafka.observe import OBSERVER, MetadataPoller
-
         self.observer_poller = MetadataPoller(self.client_bootstrap(), self.cfg.topic_names(),
                                               {n.node_id: n.name for n in self.plans},
                                               self.node_dir(OBSERVER) / "trace.jsonl")
         self.observer_poller.start()
 
     def wait_brokers(self, timeout: float) -> None:
-        from confluent_kafka import KafkaException
-
         deadline = time.monotonic() + timeout
         while True:
             self._check_alive()
             try:
-                if len(self._admin().list_topics(timeout=5).brokers) >= self.cfg.brokers:
+                admin = AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0,
+                                     "socket.timeout.ms": 3000})
+                if len(admin.list_topics(timeout=5).brokers) >= self.cfg.brokers:
                     return
             except KafkaException:
                 pass
@@ -257,8 +260,6 @@ class KafkaDB(PausesBySignal):
         writes it: here for namespaces (they share this machine's mount
         table), on the node's own host for containers and ssh hosts (a mount
         made here is never seen there, and a power loss would drop nothing)."""
-        from harness.lazyfs.nodes import for_hosts
-
         return for_hosts(self.hosts, self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
 
     def node_dir(self, name: str) -> Path:
@@ -322,248 +323,41 @@ class KafkaDB(PausesBySignal):
 
     def _check_alive(self) -> None:
         for n in self.plans:
-            if n.name not in self.paused and not self.hosts.running(n.name):
+            if n.name not in self.nodes.paused and not self.hosts.running(n.name):
                 self.collect()
                 raise HarnessError(f"Kafka node {n.name} exited at start-up: {_last_error(self.node_dir(n.name))}")
-
-    # ------------------------------------------------------------ topology
-    def node_names(self) -> list[str]:
-        return [n.name for n in self.plans] or self.cfg.node_names()
-
-    def brokers(self) -> list[str]:
-        return [n.name for n in self.plans if "broker" in n.roles]
-
-    def controllers(self) -> list[str]:
-        return [n.name for n in self.plans if "controller" in n.roles]
 
     def client_bootstrap(self) -> str:
         return ",".join(f"{n.host}:{n.port}" for n in self.plans if "broker" in n.roles)
 
-    def keys(self) -> list[str]:
-        return self._keys
-
     def version(self) -> str:
         return self.kafka.version if self.kafka else self.cfg.kafka_version
 
-    # ------------------------------------------------------------ processes
-    def start(self, name: str) -> None:
-        if self.hosts.running(name):
-            return
+    def _launch(self, name: str) -> None:
         n = self.by_name[name]
         d = self.host_dir(name)
         env = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(d / "faketime"),
                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-               "FAKETIME_FORCE_MONOTONIC_FIX": "0"} if self.cfg_wants_clock() else {}
-        self.registrations_before[name] = len(self._registrations(name))
+               "FAKETIME_FORCE_MONOTONIC_FIX": "0"} if wants_clock(self.cfg) else {}
+        self.registrations.started(name)
         self.hosts.start_daemon(name, self._java(n, "kafka.Kafka", str(d / "server.properties")),
                                 str(d / "stdout.log"), env)
-        self.paused.discard(name)
-
-    def _registrations(self, name: str) -> list[int]:
-        """The broker epochs the node's server.log records, oldest first
-        (BrokerLifecycleManager logs each accepted registration)."""
-        code, out, _ = self.hosts.exec(name, ["grep", "-a", "-o", "-E", REGISTERED, str(self.host_dir(name) / "server.log")],
-                                       timeout=10)
-        return [int(line.rsplit(" ", 1)[1]) for line in out.splitlines() if line.strip()] if code == 0 else []
-
-    def broker_epoch(self, name: str) -> int | None:
-        """The running process's broker epoch, from its own log line
-        ``Successfully registered broker N with broker epoch E`` (None while
-        it is down or has not registered since it started)."""
-        if not self.hosts.running(name) or name not in self.registrations_before:
-            return None
-        mine = self._registrations(name)[self.registrations_before[name]:]
-        return mine[-1] if mine else None
-
-    def cfg_wants_clock(self) -> bool:
-        return wants_clock(self.cfg)
-
-    def kill(self, name: str) -> None:
-        self.hosts.signal(name, signal.SIGCONT)
-        self.hosts.signal(name, signal.SIGKILL)
-        self.hosts.wait_exit(name, 10)
-        self.paused.discard(name)
-
-    def terminate(self, name: str, timeout: float = 30.0) -> None:
-        """SIGTERM: Kafka's controlled shutdown; SIGKILL if it takes too long.
-        How it ended is kept for :meth:`last_shutdown_clean`."""
-        self.shutdowns.pop(name, None)
-        self.hosts.signal(name, signal.SIGCONT)
-        self.hosts.signal(name, signal.SIGTERM)
-        if not self.hosts.wait_exit(name, timeout):
-            self.kill(name)
-        self.paused.discard(name)
-        marker = self.host_dir(name) / "data" / CLEAN_SHUTDOWN_FILE
-        self.shutdowns[name] = self.hosts.exec(name, ["test", "-e", str(marker)], timeout=30)[0] == 0
-
-    def last_shutdown_clean(self, name: str) -> bool | None:
-        """The contract's ShutdownOutcomes: whether the node's latest SIGTERM
-        left ``.kafka_cleanshutdown`` in its log directory (``LogManager.shutdown``
-        writes it with the broker epoch, KIP-966; a broker killed by the grace
-        before that has none and registers as an unclean shutdown)."""
-        return self.shutdowns.get(name)
-
-    def resume_all(self) -> list[str]:
-        out = sorted(self.paused)
-        for name in out:
-            self.resume(name)
-        return out
-
-    def alive(self, name: str) -> bool:
-        return self.hosts.running(name)
-
-    def dead_nodes(self) -> list[str]:
-        return [n for n in self.node_names() if not self.hosts.running(n)]
-
-    def paused_nodes(self) -> list[str]:
-        return sorted(self.paused)
-
-    def live_nodes(self) -> list[str]:
-        return [n for n in self.node_names() if self.hosts.running(n) and n not in self.paused]
-
-    def power_loss(self, name: str) -> None:
-        """SIGKILL, then the node's filesystem drops every write Kafka did not
-        fsync (storage lazyfs; the config refuses power loss otherwise)."""
-        if self.disks is None:
-            raise HarnessError("power loss on --db kafka needs --storage lazyfs (--backend netns, docker or ssh)")
-        self.kill(name)
-        self.disks.crash(name)
-
-    def torn_power_loss(self, name: str) -> None:
-        """SIGKILL, then a torn crash: each file keeps a seeded prefix of what
-        Kafka wrote after its last fsync (storage lazyfs)."""
-        if self.disks is None:
-            raise HarnessError("a torn write on --db kafka needs --storage lazyfs (--backend netns, docker or ssh)")
-        self.kill(name)
-        self.disks.crash(name, torn=True)
-
-    # ------------------------------------------------------------ clock (libfaketime)
-    def set_clock(self, name: str, offset_ms: int) -> None:
-        with tempfile.NamedTemporaryFile("w", delete=False) as f:
-            f.write(f"{offset_ms / 1000:+.3f}\n")
-        try:
-            self.hosts.upload(name, Path(f.name), str(self.host_dir(name) / "faketime"))
-        finally:
-            os.unlink(f.name)
-
-    set_offset = set_clock
-
-    def strobe(self, name: str, delta_ms: int, period_ms: int, duration_ms: int) -> None:
-        """Flip the node's offset between ``delta_ms`` and 0 every ``period_ms``
-        for ``duration_ms`` (libfaketime rereads the file on every call)."""
-        end = time.monotonic() + duration_ms / 1000
-        flip = False
-        while time.monotonic() < end:
-            flip = not flip
-            self.set_clock(name, delta_ms if flip else 0)
-            time.sleep(period_ms / 1000)
-        self.set_clock(name, 0)
-
-    def reset(self, name: str) -> None:
-        self.set_clock(name, 0)
-
-    # ------------------------------------------------------------ observation
-    def _admin(self) -> Any:
-        from confluent_kafka.admin import AdminClient
-
-        return AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0, "socket.timeout.ms": 3000})
-
-    def _partition(self, key: str) -> Any:
-        from confluent_kafka import KafkaException
-
-        topic, _, part = key.rpartition("-")
-        try:
-            return self._admin().list_topics(topic=topic, timeout=4).topics[topic].partitions[int(part)]
-        except (KafkaException, KeyError):
-            return None
-
-    def _name(self, node_id: int) -> str | None:
-        return next((n.name for n in self.plans if n.node_id == node_id), None)
-
-    def reassign(self, key: str, replicas: list[str]) -> None:
-        """AlterPartitionReassignments through the admin API
-        (:mod:`harness.dbs.admin`): the controller adds the new replicas,
-        waits for them to join the ISR, then drops the others."""
-        ids = {n.name: n.node_id for n in self.plans}
-        alter_partition_reassignment(self.client_bootstrap(), key, [ids[r] for r in replicas])
-
-    def unregister(self, node: str) -> None:
-        """UnregisterBroker (KIP-631) through a broker, which forwards it to
-        Kafka's active controller (:func:`harness.dbs.admin.unregister_broker`
-        frames it: no Python client sends it)."""
-        unregister_broker(self.client_bootstrap(), self.by_name[node].node_id)
-
-    def leader_of(self, key: str) -> str | None:
-        p = self._partition(key)
-        return self._name(p.leader) if p is not None and p.leader >= 0 else None
-
-    def isr_of(self, key: str) -> list[str]:
-        p = self._partition(key)
-        return [x for x in (self._name(i) for i in (p.isrs if p else [])) if x]
-
-    def replicas_of(self, key: str) -> list[str]:
-        deadline = time.monotonic() + 15
-        while True:
-            p = self._partition(key)
-            if p is not None and p.leader >= 0:
-                return [x for x in (self._name(r) for r in p.replicas) if x]
-            if time.monotonic() > deadline:
-                return []
-            time.sleep(0.3)
-
-    def active_controller(self) -> str | None:
-        """The KRaft leader, from the controllers' ``quorum-state`` files (the
-        highest epoch a live voter has recorded a leader for): Metadata names a
-        random broker as controller in KRaft mode, not the active one."""
-        from harness.dbs.kafka.observe import quorum_leader
-
-        return quorum_leader(self)
 
     # ------------------------------------------------------------ teardown
-    # ------------------------------------------------------------ the contract's parts
-    @property
-    def cluster(self) -> "KafkaDB":
-        """The cluster contract (``nemesis.control``) the nemesis drives."""
-        return self
-
-    @property
-    def runtime(self) -> str:
-        return self.cfg.backend
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        """What this db can make on its backend (:func:`capabilities_for`)."""
-        return capabilities_for(self.cfg)
-
-    @property
-    def nodes(self) -> "KafkaDB":
-        return self
-
-    @property
-    def clock(self) -> "KafkaDB":
-        return self
-
-    @property
-    def observer(self) -> "KafkaDB":
-        return self
-
-    def after(self, delay_ms: int, fn: Any) -> None:
-        self.timers.after(delay_ms, fn)
-
     def teardown(self) -> None:
-        self.timers.cancel_all()
+        self.cluster.timers.cancel_all()
         poller = getattr(self, "observer_poller", None)
         if poller is not None:
             poller.stop()
         try:
-            for n in self.node_names():
+            for n in self.topo.node_names():
                 self.hosts.signal(n, signal.SIGCONT)
                 self.hosts.signal(n, signal.SIGKILL)
-            for n in self.node_names():
+            for n in self.topo.node_names():
                 self.hosts.wait_exit(n, 10)
             self.collect()
-            if self.disks is not None:
-                self.disks.teardown()
+            if self.nodes.disks is not None:
+                self.nodes.disks.teardown()
         finally:
             try:
                 if self.net is not None and not getattr(self.hosts, "ephemeral_net", True):
@@ -574,7 +368,76 @@ class KafkaDB(PausesBySignal):
     def collect(self) -> None:
         """Bring each node's logs back to ``<run>/nodes/<name>/`` from a host
         that does not share this machine's filesystem (ssh)."""
-        collect_files(self.hosts, self.node_names(), COLLECT, lambda n: str(self.host_dir(n)), self.node_dir)
+        collect_files(self.hosts, self.topo.node_names(), COLLECT, lambda n: str(self.host_dir(n)), self.node_dir)
+
+
+def _no_unfsynced_loss(node: str) -> None:
+    raise HarnessError("power loss on --db kafka needs --storage lazyfs (--backend netns, docker or ssh)")
+
+
+class Registrations:
+    """Each broker's registrations, from its own ``server.log`` lines
+    ``Successfully registered broker N with broker epoch E``
+    (BrokerLifecycleManager), counted from the moment its process started."""
+
+    def __init__(self, hosts: Any, host_dir: Callable[[str], PurePosixPath]) -> None:
+        self.hosts, self.host_dir = hosts, host_dir
+        #: per node: how many registrations its server.log held when its process started
+        self.before: dict[str, int] = {}
+
+    def epochs(self, name: str) -> list[int]:
+        """The broker epochs the node's server.log records, oldest first."""
+        code, out, _ = self.hosts.exec(name, ["grep", "-a", "-o", "-E", REGISTERED,
+                                              str(self.host_dir(name) / "server.log")], timeout=10)
+        return [int(line.rsplit(" ", 1)[1]) for line in out.splitlines() if line.strip()] if code == 0 else []
+
+    def started(self, name: str) -> None:
+        self.before[name] = len(self.epochs(name))
+
+    def current(self, name: str) -> int | None:
+        """The running process's broker epoch (None while it is down or has
+        not registered since it started)."""
+        if not self.hosts.running(name) or name not in self.before:
+            return None
+        mine = self.epochs(name)[self.before[name]:]
+        return mine[-1] if mine else None
+
+
+class FaketimeClock(SteppedClock):
+    """A JVM's wall clock through libfaketime, which rereads the node's
+    ``faketime`` file on every call (``FAKETIME_NO_CACHE``)."""
+
+    def __init__(self, hosts: Any, host_dir: Callable[[str], PurePosixPath]) -> None:
+        self.hosts, self.host_dir = hosts, host_dir
+
+    def set_offset(self, node: str, ms: int) -> None:
+        with tempfile.NamedTemporaryFile("w", delete=False) as f:
+            f.write(f"{ms / 1000:+.3f}\n")
+        try:
+            self.hosts.upload(node, Path(f.name), str(self.host_dir(node) / "faketime"))
+        finally:
+            os.unlink(f.name)
+
+
+class KafkaObserver(MetadataObserver):
+    """Kafka's Observer: Metadata for partitions; the active controller from
+    the controllers' ``quorum-state`` files (Metadata names a random broker
+    as controller in KRaft mode, not the active one); each broker's epoch
+    from its registrations."""
+
+    def __init__(self, topo: Topology, bootstrap: Callable[[], str], keys: list[str], nodes: RemoteNodes,
+                 registrations: Registrations, host_dir: Callable[[str], PurePosixPath]) -> None:
+        super().__init__(topo, bootstrap, keys)
+        self.nodes, self.registrations, self.host_dir = nodes, registrations, host_dir
+
+    def broker_epoch(self, node: str) -> int | None:
+        return self.registrations.current(node)
+
+    def active_controller(self) -> str | None:
+        live = set(self.nodes.live_nodes())
+        voters = [n for n in self.topo.controllers() if n in live]
+        return quorum_leader({n: quorum_state(self.nodes.hosts, n, self.host_dir(n)) for n in voters},
+                             self.topo.name_of)
 
 
 def _last_error(d: Path) -> str:

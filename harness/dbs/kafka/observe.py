@@ -37,17 +37,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable
 
 import orjson
 
 OBSERVER = "observer"
 
 
-def quorum_state(db: Any, node: str) -> dict[str, Any] | None:
-    path = str(db.host_dir(node) / "data" / "__cluster_metadata-0" / "quorum-state")
-    code, out, _ = db.hosts.exec(node, ["cat", path], timeout=5)
+def quorum_state(hosts: Any, node: str, node_dir: PurePosixPath) -> dict[str, Any] | None:
+    """A controller's ``quorum-state`` file (KRaft's election state), read on its host."""
+    path = str(node_dir / "data" / "__cluster_metadata-0" / "quorum-state")
+    code, out, _ = hosts.exec(node, ["cat", path], timeout=5)
     if code != 0:
         return None
     try:
@@ -56,20 +57,16 @@ def quorum_state(db: Any, node: str) -> dict[str, Any] | None:
         return None
 
 
-def quorum_leader(db: Any) -> str | None:
-    """The KRaft leader from the quorum-state files: the highest epoch a live
-    voter has recorded a leader for."""
+def quorum_leader(states: dict[str, dict[str, Any] | None], name_of: Callable[[int], str | None]) -> str | None:
+    """The KRaft leader from the live voters' quorum-state files: the highest
+    epoch one of them has recorded a leader for."""
     best: tuple[int, int] | None = None
-    live = set(db.live_nodes())
-    for node in db.controllers():
-        if node not in live:
-            continue
-        st = quorum_state(db, node) or {}
-        leader, epoch = st.get("leaderId", -1), st.get("leaderEpoch", -1)
+    for st in states.values():
+        leader, epoch = (st or {}).get("leaderId", -1), (st or {}).get("leaderEpoch", -1)
         if isinstance(leader, int) and leader >= 0 and isinstance(epoch, int):
             if best is None or (epoch, leader) > best:
                 best = (epoch, leader)
-    return db._name(best[1]) if best else None
+    return name_of(best[1]) if best else None
 
 
 class MetadataPoller:
@@ -131,9 +128,7 @@ class MetadataPoller:
 
     def _client(self) -> Any:
         if self._admin is None:
-            from kafka.admin import KafkaAdminClient
-
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap.split(","), request_timeout_ms=3000,
+            self._admin = _kafka_python().admin.KafkaAdminClient(bootstrap_servers=self.bootstrap.split(","), request_timeout_ms=3000,
                                            client_id="kraftwerk-observer")
         return self._admin
 
@@ -178,13 +173,11 @@ class MetadataPoller:
                                {"epoch": epoch, "role": "leader", "leader": leader, "observed": True})
 
     def _watermarks(self, admin: Any) -> None:
-        from kafka import TopicPartition
-        from kafka.admin import OffsetSpec
-
+        kafka = _kafka_python()
         specs = {}
         for tp in self._last:
             topic, _, part = tp.rpartition("-")
-            specs[TopicPartition(topic, int(part))] = OffsetSpec.LATEST
+            specs[kafka.TopicPartition(topic, int(part))] = kafka.admin.OffsetSpec.LATEST
         if not specs:
             return
         got = admin.list_partition_offsets(specs)
@@ -195,3 +188,11 @@ class MetadataPoller:
                 self._hw[tp] = hw
                 leader, le = self._last[tp][0], self._last[tp][1]
                 self._emit("observed_hw", OBSERVER, {"tp": tp, "hw": hw, "leader": leader, "leader_epoch": le})
+
+
+def _kafka_python() -> Any:
+    """kafka-python, whose admin client asks what confluent-kafka's cannot
+    (DescribeTopicPartitions with the ELR, DescribeQuorum)."""
+    import kafka.admin  # late: kafka-python (0.25 s), for --db kafka's observer only
+
+    return kafka

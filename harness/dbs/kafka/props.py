@@ -3,8 +3,8 @@
 The settings the reference broker takes from the same config map one to one
 (min.insync.replicas, default.replication.factor, unclean.leader.election.enable,
 replica.lag.time.max.ms, the broker session and heartbeat, log.flush.*), with
-the same fast timings (``harness.dbs.reference.db.FAST_TIMINGS``), so a scenario
-means the same thing on both dbs. Variants map where Kafka has a setting:
+the same timings and group coordinator (``harness.config.timings``), so a
+scenario means the same thing on both dbs. Variants map where Kafka has a setting:
 ``unclean_election`` is ``unclean.leader.election.enable``; ``kip966`` is the
 ``eligible.leader.replicas.version`` feature, which is set when the storage
 is formatted (:func:`format_features`). The others exist only in the reference
@@ -17,28 +17,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.config.kafka import PROTOCOL_ONLY, parse_overrides
+from harness.config.timings import kafka_settings
 from harness.errors import UsageError
 
-#: the reference broker's fast timings, in Kafka's names
-FAST = {
-    "replica.lag.time.max.ms": "3000",
-    "broker.session.timeout.ms": "4000",
-    "broker.heartbeat.interval.ms": "500",
-    "replica.fetch.backoff.ms": "200",
-    "replica.socket.timeout.ms": "5000",
-    "controller.quorum.election.timeout.ms": "1000",
-    "controller.quorum.fetch.timeout.ms": "2000",
-}
-
-#: small machines: few threads, no auto-created topics, no rebalance delay
+#: small machines: few threads, no auto-created topics, one transaction log
+#: partition (the timings and the group coordinator are every db's:
+#: ``harness.config.timings``)
 SMALL = {
     "num.network.threads": "2",
     "num.io.threads": "2",
     "num.replica.fetchers": "1",
     "background.threads": "2",
     "auto.create.topics.enable": "false",
-    "group.initial.rebalance.delay.ms": "0",
-    "offsets.topic.num.partitions": "1",
     "transaction.state.log.num.partitions": "1",
     # Kafka's defaults: no fsync of its own, the page cache and replication
     # are the durability (the reference broker's default too)
@@ -106,13 +96,12 @@ def server_properties(node: NodePlan, nodes: list[NodePlan], data_dir: str, *, b
         "default.replication.factor": str(rf),
         "num.partitions": str(partitions),
         "unclean.leader.election.enable": "true" if variants.get("unclean_election") else "false",
-        "offsets.topic.replication.factor": internal_rf,
         "transaction.state.log.replication.factor": internal_rf,
         "transaction.state.log.min.isr": str(min(2, brokers)),
         "share.coordinator.state.topic.replication.factor": internal_rf,
         "share.coordinator.state.topic.min.isr": str(min(2, brokers)),
     })
-    p.update(FAST)
+    p.update(kafka_settings(brokers))
     p.update(SMALL)
     p.update(overrides)
     return p

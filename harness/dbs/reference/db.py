@@ -6,24 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.dbs.reference.local import LocalCluster, ports_needed
-from harness.runtimes.local import allocate_ports
 from harness.config import TestConfig
+from harness.config.timings import reference_settings
 from harness.dbs.external import ensure_topics
+from harness.dbs.parts import ClusterParts, ControlEndpoints, Topology
+from harness.dbs.reference.local import ProxiedCluster, contract, ports_needed
 from harness.errors import HarnessError
 from harness.rundir.state import RunState
+from harness.runtimes.local import allocate_ports
 from reference_impl.core.config import ProtocolConfig
-
-#: timings scaled for runs of tens of seconds (Kafka's defaults assume hours):
-#: a follower leaves the ISR after 3 s behind, a broker is fenced after 4 s
-#: without heartbeats, clients give up on a request after 5 s.
-FAST_TIMINGS = {
-    "replica.lag.time.max.ms": "3000",
-    "broker.session.timeout.ms": "4000",
-    "broker.heartbeat.interval.ms": "500",
-    "request.timeout.ms": "5000",
-    "replica.fetch.backoff.ms": "200",
-}
+from reference_impl.server.launcher import ClusterError
 
 
 def preflight(cfg: TestConfig) -> None:
@@ -31,59 +23,70 @@ def preflight(cfg: TestConfig) -> None:
     if cfg.base_port:
         allocate_ports(ports_needed(cfg.node_count()), cfg.base_port)
     try:
-        import reference_impl.server.runtime  # noqa: F401
+        import reference_impl.server.runtime  # noqa: F401  # late: the import is the check (0.4 s)
     except ImportError as e:
         raise HarnessError(f"the reference broker cannot be imported: {e}") from None
 
 
 def protocol_config(cfg: TestConfig) -> ProtocolConfig:
     """The settings the nodes run with (for what the nemesis waits on)."""
-    return ProtocolConfig.from_properties({**FAST_TIMINGS, **cfg.protocol})
+    return ProtocolConfig.from_properties({**reference_settings(cfg.brokers), **cfg.protocol})
 
 
-def node_settings(cfg: TestConfig) -> list[str]:
-    props = dict(FAST_TIMINGS)
+def node_config(cfg: TestConfig) -> dict[str, str]:
+    """Every node's settings (``--set`` values): the timing table, the test's
+    cluster settings, its protocol settings and variants."""
+    props = reference_settings(cfg.brokers)
     props["min.insync.replicas"] = str(cfg.min_isr)
     props["default.replication.factor"] = str(cfg.rf)
     props["num.partitions"] = str(cfg.partitions)
-    # the group coordinator as db kafka runs it (harness/dbs/kafka/props.py SMALL)
-    props["group.initial.rebalance.delay.ms"] = "0"
-    props["offsets.topic.num.partitions"] = "1"
-    props["offsets.topic.replication.factor"] = str(min(3, cfg.brokers))
     props.update({k.replace("_", "."): str(v) for k, v in cfg.protocol.items()})
     if cfg.flush_messages:
         props["log.flush.interval.messages"] = str(cfg.flush_messages)
     for name, on in sorted(cfg.variants.items()):
         props[f"variant.{name}"] = "on" if on else "off"
-    out: list[str] = []
-    for k, v in props.items():
-        out += ["--set", f"{k}={v}"]
-    return out
+    return props
+
+
+def node_settings(cfg: TestConfig) -> list[str]:
+    """:func:`node_config` as ``--set KEY=VALUE`` flags."""
+    return [x for k, v in node_config(cfg).items() for x in ("--set", f"{k}={v}")]
 
 
 @dataclass
 class ReferenceDB:
+    """The reference broker as local processes behind proxies: ``local``
+    (the processes, ports and proxy) and ``cluster`` (the contract the
+    nemesis drives, in parts)."""
+
     cfg: TestConfig
     run_dir: Path
     state: RunState
-    cluster: LocalCluster | None = field(default=None, init=False)
+    local: ProxiedCluster | None = field(default=None, init=False)
+    cluster: ClusterParts | None = field(default=None, init=False)
+    #: each node's control endpoint (``status``), for tests and tools
+    endpoints: ControlEndpoints | None = field(default=None, init=False)
 
     def setup(self) -> None:
         cfg = self.cfg
-        self.cluster = LocalCluster(
-            cfg.layout(), self.run_dir, self.state,
-            base_port=cfg.base_port, node_args=node_settings(cfg), seed=cfg.seed or 0,
-        )
-        self.cluster._keys = cfg.keys()
-        self.cluster.start_proxy()
-        self.cluster.start_all("memory-cache" if cfg.storage == "pagecache" else "os")
-        self.cluster.wait_ready(timeout=30)
-        ensure_topics(self.cluster.client_bootstrap(), cfg, timeout=60, expect_brokers=cfg.brokers, check_rf=True)
+        self.local = ProxiedCluster.for_run(cfg.layout(), self.run_dir, self.state, base_port=cfg.base_port,
+                                            config=node_config(cfg), seed=cfg.seed or 0,
+                                            storage_mode="memory-cache" if cfg.storage == "pagecache" else "os")
+        self.cluster, self.endpoints = contract(self.local, Topology.of(cfg.layout()), cfg.keys())
+        self.local.start_proxy()
+        self.local.start_all()
+        try:
+            self.local.wait_ready(timeout=30)
+        except ClusterError as e:
+            raise HarnessError(str(e)) from None
+        ensure_topics(self.local.client_bootstrap(), cfg, timeout=60, expect_brokers=cfg.brokers, check_rf=True)
 
     def client_bootstrap(self) -> str:
-        assert self.cluster is not None
-        return self.cluster.client_bootstrap()
+        assert self.local is not None
+        return self.local.client_bootstrap()
 
     def teardown(self) -> None:
         if self.cluster is not None:
-            self.cluster.teardown()
+            self.cluster.timers.cancel_all()
+        if self.local is not None:
+            self.local.teardown()

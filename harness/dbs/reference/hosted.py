@@ -16,30 +16,28 @@ power loss, status). Node data lives on the node's host
 
 from __future__ import annotations
 
-import json
 import signal
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness.runtimes import collect_files
 from harness.config import TestConfig
 from harness.dbs.external import ensure_topics
-from harness.dbs.admin import alter_partition_reassignment, unregister_broker
-from harness.dbs.signals import PausesBySignal
+from harness.dbs.parts import ClusterParts, ControlClock, ControlEndpoints, RemoteNodes, StatusObserver, Topology
 from harness.errors import HarnessError
-from harness.runtimes.net.iptables import CLIENT, IptablesNetwork
+from harness.lazyfs.nodes import for_hosts
 from harness.rundir.state import RunState
-from harness.rundir.timers import Timers
+from harness.runtimes import collect_files
+from harness.runtimes.net.iptables import IptablesNetwork
+from nemesis.control import Capability
 from reference_impl.core.storage import CLEAN_SHUTDOWN
 from reference_impl.server import auth
-from nemesis.control import Capability
 
 NODE_PORT = 9092
 CONTROL_PORT = 9093
+#: how long a SIGTERM may take before the node is killed (its own grace is 30 s)
+TERMINATE_GRACE_S = 40.0
 #: files of a node's data directory that come back to the run directory
 COLLECT = ("trace.jsonl", "node.log", "stderr.log")
 
@@ -61,9 +59,11 @@ def capabilities_for(cfg: TestConfig) -> frozenset[Capability]:
 
 
 @dataclass
-class HostedReference(PausesBySignal):
-    """The reference broker on the hosts of one real backend; also the
-    cluster contract's node control, clock and observer for its nemeses."""
+class HostedReference:
+    """The reference broker on the hosts of one real backend; its cluster
+    contract (:attr:`cluster`) is in parts: signal-based node control over
+    the hosts (:class:`~harness.dbs.parts.RemoteNodes`), the iptables network,
+    each node's control endpoint as its clock and its status as observer."""
 
     cfg: TestConfig
     run_dir: Path
@@ -71,32 +71,25 @@ class HostedReference(PausesBySignal):
     hosts: Any  # a Remote: NetnsHosts, DockerHosts or SshHosts
     node_args: list[str] = field(default_factory=list)
     net: IptablesNetwork = field(init=False)
-    paused: set[str] = field(default_factory=set, init=False)
-    #: how each node's latest SIGTERM ended (True: clean-shutdown marker written)
-    shutdowns: dict[str, bool] = field(default_factory=dict, init=False)
     secret: bytes | None = field(default=None, init=False)
     _storage_mode: str = field(default="os", init=False)
-    #: storage "lazyfs": each node's data directory through kraftwerk fs
-    disks: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self.timers = Timers()
-        names = self.cfg.node_names()
-        self.roles = {n: r for n, _, r in self.cfg.layout()}
-        self.ids = {n: i for n, i, _ in self.cfg.layout()}
+        self.topo = Topology.of(self.cfg.layout())
+        names = self.topo.node_names()
         self.net = IptablesNetwork(
             names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
             self._exec_for_net, mode=self.cfg.net_cut,
             exempt_ports=(CONTROL_PORT, *getattr(self.hosts, "control_ports", (22,))),
         )
-
-    @property
-    def runtime(self) -> str:
-        return str(self.hosts.runtime)
-
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        return capabilities_for(self.cfg)
+        self.endpoints = ControlEndpoints(lambda n: f"{self.hosts.address(n)}:{CONTROL_PORT}", lambda: self.secret,
+                                          lambda n: self.nodes.answering(n))
+        self.nodes = RemoteNodes(self.topo, self.hosts, self.client_bootstrap, self._launch,
+                                 lambda n: f"{self._dirs(n)[1]}/{CLEAN_SHUTDOWN}", TERMINATE_GRACE_S,
+                                 self._lose_unfsynced)
+        self.cluster = ClusterParts(
+            str(self.hosts.runtime), capabilities_for(self.cfg), self.nodes, self.net, ControlClock(self.endpoints),
+            StatusObserver(self.topo, self.client_bootstrap, self.cfg.keys(), self.endpoints, self.nodes.live_nodes))
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
@@ -104,16 +97,18 @@ class HostedReference(PausesBySignal):
     # ------------------------------------------------------------ set-up
     def node_argv(self, name: str, storage_mode: str) -> list[str]:
         addr = self.hosts.address(name)
-        voters = [n for n in self.node_names() if "controller" in self.roles[n]]
-        quorum = ",".join(f"{self.ids[v]}@{self.hosts.address(v)}:{NODE_PORT}" for v in voters)
+        node_id = self.topo.id_of(name)
+        quorum = ",".join(f"{self.topo.id_of(v)}@{self.hosts.address(v)}:{NODE_PORT}" for v in self.topo.controllers())
         return [
             *self.hosts.kraftwerk_argv(name), "node",
-            "--id", str(self.ids[name]), "--roles", ",".join(self.roles[name]),
+            "--id", str(node_id), "--roles", ",".join(self.topo.roles_of(name)),
             "--listen", f"{addr}:{NODE_PORT}", "--advertise", f"{addr}:{NODE_PORT}",
             "--controller-quorum", quorum, *self._dirs(name),
             "--control", f"{addr}:{CONTROL_PORT}", "--storage-mode", storage_mode,
-            "--seed", str((self.cfg.seed or 0) * 101 + self.ids[name]),
+            "--seed", str((self.cfg.seed or 0) * 101 + node_id),
             "--secret-file", self._remote_secret(name),
+            # a host's own address is not loopback: the node refuses it unless told
+            "--allow-non-loopback",
             *self.node_args,
         ]
 
@@ -128,16 +123,16 @@ class HostedReference(PausesBySignal):
         local = self.run_dir / "nodes" / "cluster.secret"
         local.parent.mkdir(parents=True, exist_ok=True)
         self.secret = auth.load_secret(auth.ensure_secret_file(str(local)))
-        for n in self.node_names():
+        for n in self.topo.node_names():
             remote = self._remote_secret(n)
             self.hosts.exec(n, ["mkdir", "-p", str(PurePosixPath(remote).parent)], 10.0)
             self.hosts.upload(n, local, remote)
             self.hosts.exec(n, ["chmod", "600", remote], 10.0)
 
     def _dirs(self, name: str) -> list[str]:
-        if self.disks is None:
+        if self.nodes.disks is None:
             return ["--data-dir", self.hosts.node_dir(name)]
-        return ["--data-dir", self.disks.data_dir(name), "--log-dir", self.hosts.node_dir(name)]
+        return ["--data-dir", self.nodes.disks.data_dir(name), "--log-dir", self.hosts.node_dir(name)]
 
     def setup(self) -> None:
         self.boot()
@@ -149,19 +144,18 @@ class HostedReference(PausesBySignal):
         self._ship_secret()
         self._storage_mode = "memory-cache" if self.cfg.storage == "pagecache" else "os"
         if self.cfg.storage == "lazyfs":
-            from harness.lazyfs.nodes import for_hosts
-
-            self.disks = for_hosts(self.hosts, self.run_dir, self.state, self.cfg.seed or 0, torn=self.cfg.torn_writes)
-            for n in self.node_names():
-                self.disks.mount(n)
-        for n in self.node_names():
-            self.start(n)
+            self.nodes.disks = for_hosts(self.hosts, self.run_dir, self.state, self.cfg.seed or 0,
+                                         torn=self.cfg.torn_writes)
+            for n in self.topo.node_names():
+                self.nodes.disks.mount(n)
+        for n in self.topo.node_names():
+            self.nodes.start(n)
         self.wait_ready(60)
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        for n in self.node_names():
-            while self.status(n, timeout=1.0) is None:
+        for n in self.topo.node_names():
+            while self.endpoints.status(n, timeout=1.0) is None:
                 if not self.hosts.running(n):
                     raise HarnessError(f"node {n} exited at start-up: {self._log_tail(n)}")
                 if time.monotonic() > deadline:
@@ -173,224 +167,36 @@ class HostedReference(PausesBySignal):
         return out.strip()[:300] or "(empty log)"
 
     def client_bootstrap(self) -> str:
-        return ",".join(f"{self.hosts.address(n)}:{NODE_PORT}" for n in self.brokers())
+        return ",".join(f"{self.hosts.address(n)}:{NODE_PORT}" for n in self.topo.brokers())
 
-    # ------------------------------------------------------------ NodeControl
-    def node_names(self) -> list[str]:
-        return self.cfg.node_names()
-
-    def brokers(self) -> list[str]:
-        return [n for n in self.node_names() if "broker" in self.roles[n]]
-
-    def controllers(self) -> list[str]:
-        return [n for n in self.node_names() if "controller" in self.roles[n]]
-
-    def start(self, node: str) -> None:
-        if self.hosts.running(node):
-            return
-        self.paused.discard(node)
+    def _launch(self, node: str) -> None:
         d = self.hosts.node_dir(node)
         self.hosts.exec(node, ["mkdir", "-p", d], 10.0)
         self.hosts.start_daemon(node, self.node_argv(node, self._storage_mode), f"{d}/stderr.log",
                                 {"PYTHONHASHSEED": "0"})
 
-    def kill(self, node: str) -> None:
-        self.hosts.signal(node, signal.SIGKILL)
-        self.hosts.wait_exit(node, 10)
-        self.paused.discard(node)
-
-    def terminate(self, node: str) -> None:
-        self.shutdowns.pop(node, None)
-        self.resume(node)
-        self.hosts.signal(node, signal.SIGTERM)
-        if not self.hosts.wait_exit(node, 40):
-            self.kill(node)
-        marker = f"{self._dirs(node)[1]}/{CLEAN_SHUTDOWN}"
-        self.shutdowns[node] = self.hosts.exec(node, ["test", "-e", marker], 30.0)[0] == 0
-
-    def last_shutdown_clean(self, node: str) -> bool | None:
-        """The contract's ShutdownOutcomes: whether the node's latest SIGTERM
-        left its clean-shutdown marker in its data directory (the grace's
-        kill, or the server's own halt when its controlled shutdown is
-        stuck, leave none); read as the process ended, before any restart."""
-        return self.shutdowns.get(node)
-
-    def resume_all(self) -> list[str]:
-        out = sorted(n for n in self.paused if self.hosts.running(n))
-        for n in sorted(self.paused):
-            self.resume(n)
-        return out
-
-    def power_loss(self, node: str) -> None:
-        """Revert unfsynced writes and die: with storage lazyfs the node is
-        SIGKILLed, then its filesystem crashes; otherwise the broker's own
-        memory-cache mode reverts them (the node exits 137 mid-request)."""
-        if self.disks is not None:
-            self.kill(node)
-            self.disks.crash(node)
-            return
+    def _lose_unfsynced(self, node: str) -> None:
+        """Without kraftwerk fs, the broker's own memory-cache mode reverts
+        its un-fsynced writes and the node exits 137 mid-request."""
         if not self.hosts.running(node):
             return
-        self.resume(node)
-        try:
-            self._http(node, "POST", "/power-loss", {}, timeout=3)
-        except (OSError, urllib.error.URLError, ValueError):
-            pass
+        self.nodes.resume(node)
+        self.endpoints.power_loss(node)
         if not self.hosts.wait_exit(node, 3):
-            self.kill(node)
-
-    def torn_power_loss(self, node: str) -> None:
-        """SIGKILL, then a torn crash of the node's filesystem: each file
-        keeps its fsynced bytes and a seeded prefix of the rest (storage
-        lazyfs; the runner refuses the fault otherwise)."""
-        if self.disks is None:
-            raise HarnessError("a torn write needs --storage lazyfs (kraftwerk fs under each node)")
-        self.kill(node)
-        self.disks.crash(node, torn=True)
-
-    def dead_nodes(self) -> list[str]:
-        return [n for n in self.node_names() if not self.hosts.running(n)]
-
-    def paused_nodes(self) -> list[str]:
-        return sorted(self.paused)
-
-    def live_nodes(self) -> list[str]:
-        return [n for n in self.node_names() if self.hosts.running(n) and n not in self.paused]
-
-    # ------------------------------------------------------------ Clock (the broker's injectable clock)
-    def _http(self, node: str, method: str, path: str, body: dict | None = None, timeout: float = 3.0) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {auth.HEADER: f"Bearer {auth.token(self.secret, auth.CONTROL)}"}
-        if data:
-            headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(f"http://{self.hosts.address(node)}:{CONTROL_PORT}{path}", data=data,
-                                     method=method, headers=headers)
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read() or b"null")
-
-    def status(self, node: str, timeout: float = 2.0) -> dict[str, Any] | None:
-        if not self.hosts.running(node) or node in self.paused:
-            return None
-        try:
-            return self._http(node, "GET", "/status", timeout=timeout)
-        except (OSError, urllib.error.URLError, ValueError):
-            return None
-
-    def set_clock(self, node: str, offset_ms: int) -> None:
-        if self.hosts.running(node) and node not in self.paused:
-            self._http(node, "POST", "/clock", {"offset_ms": int(offset_ms)})
-
-    set_offset = set_clock
-
-    def strobe(self, node: str, delta_ms: int, period_ms: int, duration_ms: int) -> None:
-        end = time.monotonic() + duration_ms / 1000
-        flip = False
-        while time.monotonic() < end:
-            flip = not flip
-            self.set_clock(node, delta_ms if flip else 0)
-            time.sleep(period_ms / 1000)
-        self.set_clock(node, 0)
-
-    def reset(self, node: str) -> None:
-        self.set_clock(node, 0)
-
-    # ------------------------------------------------------------ Observer
-    def keys(self) -> list[str]:
-        return self.cfg.keys()
-
-    def _partition(self, key: str) -> Any:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
-
-        topic, _, part = key.rpartition("-")
-        try:
-            md = AdminClient({"bootstrap.servers": self.client_bootstrap(), "log_level": 0,
-                              "socket.timeout.ms": 3000}).list_topics(topic=topic, timeout=4)
-            return md.topics[topic].partitions[int(part)]
-        except (KafkaException, KeyError):
-            return None
-
-    def _name(self, node_id: int) -> str | None:
-        return next((n for n, i in self.ids.items() if i == node_id), None)
-
-    def leader_of(self, key: str) -> str | None:
-        p = self._partition(key)
-        return self._name(p.leader) if p is not None else None
-
-    def isr_of(self, key: str) -> list[str]:
-        p = self._partition(key)
-        return [x for x in (self._name(i) for i in (p.isrs if p is not None else [])) if x]
-
-    def unregister(self, node: str) -> None:
-        """UnregisterBroker (KIP-631) through a broker to the reference
-        controller (:mod:`harness.dbs.admin`)."""
-        unregister_broker(self.client_bootstrap(), self.ids[node])
-
-    def reassign(self, key: str, replicas: list[str]) -> None:
-        """AlterPartitionReassignments (KIP-455) through a broker to the
-        reference controller (:mod:`harness.dbs.admin`)."""
-        alter_partition_reassignment(self.client_bootstrap(), key, [self.ids[r] for r in replicas])
-
-    def replicas_of(self, key: str) -> list[str]:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            p = self._partition(key)
-            if p is not None and p.leader >= 0:
-                return [x for x in (self._name(i) for i in p.replicas) if x]
-            time.sleep(0.3)
-        return []
-
-    def broker_epoch(self, name: str) -> int | None:
-        """The running incarnation's broker epoch, from its own status
-        (None: down, paused, not registered yet, or not answering)."""
-        epoch = (self.status(name) or {}).get("broker_epoch")
-        return int(epoch) if epoch is not None else None
-
-    def active_controller(self) -> str | None:
-        best: tuple[int, int] | None = None
-        for n in self.live_nodes():
-            raft = (self.status(n) or {}).get("raft") or {}
-            if raft.get("leader") is not None and raft.get("epoch") is not None:
-                cand = (int(raft["epoch"]), int(raft["leader"]))
-                best = cand if best is None or cand > best else best
-        return self._name(best[1]) if best else None
-
-    # ------------------------------------------------------------ the contract's parts
-    @property
-    def cluster(self) -> "HostedReference":
-        """The cluster contract (``nemesis.control``) the nemesis drives."""
-        return self
-
-    def after(self, delay_ms: int, fn: Any) -> None:
-        self.timers.after(delay_ms, fn)
-
-    @property
-    def nodes(self) -> "HostedReference":
-        return self
-
-    @property
-    def clock(self) -> "HostedReference":
-        return self
-
-    @property
-    def observer(self) -> "HostedReference":
-        return self
-
-    def node_link_names(self) -> list[str]:
-        return [f"{a}->{b}" for a in self.node_names() for b in self.node_names() if a != b]
+            self.nodes.kill(node)
 
     # ------------------------------------------------------------ teardown
     def teardown(self) -> None:
-        self.timers.cancel_all()
+        self.cluster.timers.cancel_all()
         try:
-            for n in self.node_names():
+            for n in self.topo.node_names():
                 self.hosts.signal(n, signal.SIGCONT)
                 self.hosts.signal(n, signal.SIGKILL)
-            for n in self.node_names():
+            for n in self.topo.node_names():
                 self.hosts.wait_exit(n, 10)
             self._collect()
-            if self.disks is not None:
-                self.disks.teardown()
+            if self.nodes.disks is not None:
+                self.nodes.disks.teardown()
         finally:
             try:
                 if not getattr(self.hosts, "ephemeral_net", True):  # hosts that outlive the run (ssh)
@@ -399,8 +205,8 @@ class HostedReference(PausesBySignal):
                 self.hosts.teardown()
 
     def _collect(self) -> None:
-        collect_files(self.hosts, self.node_names(), COLLECT, self.hosts.node_dir,
+        collect_files(self.hosts, self.topo.node_names(), COLLECT, self.hosts.node_dir,
                       lambda n: self.run_dir / "nodes" / n)
 
 
-__all__ = ["CLIENT", "CONTROL_PORT", "HostedReference", "NODE_PORT"]
+__all__ = ["CONTROL_PORT", "HostedReference", "NODE_PORT"]

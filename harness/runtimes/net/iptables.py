@@ -38,12 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-CLIENT = "client"
+from nemesis.control import CLIENT, Link
+
 CHAIN_IN = "kw-in"
 CHAIN_OUT = "kw-out"
 MODES = ("drop", "reject")
-
-Link = tuple[str, str]
 #: exec(node, argv, stdin) -> (exit status, stdout, stderr) on the node's host
 ExecFn = Callable[[str, Sequence[str], "str | None"], tuple[int, str, str]]
 

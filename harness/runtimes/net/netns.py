@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from harness.errors import HarnessError, UsageError
-from harness.rundir.state import alive, proc_start_time
+from reference_impl.server.procs import alive, proc_start_time
 
 PREFIX = "kw-"
 SUBNET_PREFIX = "10.213"
