@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import generator as g
@@ -25,87 +26,105 @@ from .stories import Record, Timings
 from . import replay, scenarios
 
 
-@dataclass(frozen=True)
-class Schedule(g.Gen):
-    """sleep ~interval, start a random fault, sleep ~interval, stop it, repeat.
-    One fault at a time, so every start has its stop before the next begins."""
+def draw_rng(seed: int, *path: object) -> random.Random:
+    """A generator of its own for one draw of the fault schedule, a pure
+    function of the test's seed and the draw's place (cycle, step): seeded
+    from a string, which CPython hashes with SHA-512, so the same on every
+    machine and under any PYTHONHASHSEED. Nothing else moves it: not the
+    clients' choices, not the pace of the run, not the protocol state a
+    fault's target was read from."""
+    return random.Random("/".join(str(x) for x in ("nemesis", seed, *path)))
 
-    faults: tuple[FaultSpec, ...]
-    interval_ns: int
-    phase: str = "sleep-before-start"
-    current: FaultSpec | None = None
 
-    def _sleep(self, ctx: g.Context, nxt: str, current: FaultSpec | None):
-        dt = int(self.interval_ns * (0.5 + ctx.rng.random()))
-        o, _ = g.Sleep(dt).op(ctx)
-        if o == g.PENDING:
-            return g.PENDING, self
-        return o, replace(self, phase=nxt, current=current)
+MS = 1_000_000
 
-    def op(self, ctx: g.Context):
-        if not ctx.free_threads():
-            return g.PENDING, self
-        if self.phase == "sleep-before-start":
-            return self._sleep(ctx, "start", None)
-        if self.phase == "start":
-            fault = ctx.rng.choice(self.faults)
-            return (
-                {"f": f"start-{fault.op_name}", "value": {"fault": fault.name}, "process": "nemesis", "time": ctx.time},
-                replace(self, phase="sleep-before-stop", current=fault),
-            )
-        if self.phase == "sleep-before-stop":
-            return self._sleep(ctx, "stop", self.current)
-        assert self.current is not None
-        return (
-            {"f": f"stop-{self.current.op_name}", "value": {"fault": self.current.name}, "process": "nemesis",
-             "time": ctx.time},
-            replace(self, phase="sleep-before-start", current=None),
-        )
+#: each fault's quiet gap before its start and its duration, as fractions of
+#: the interval: ``lo + span * u`` with u uniform in [0, 1)
+SEQUENTIAL_SPREAD = ((0.5, 1.0), (0.5, 1.0))
+OVERLAP_SPREAD = ((0.5, 1.0), (0.2, 1.8))
 
 
 @dataclass(frozen=True)
 class TimedCycle(g.Gen):
-    """start/stop cycles of one fault group on a timetable fixed by the seed:
-    each fault's quiet interval before it is ``interval * (0.5 + u_k)`` and
-    its duration ``interval * (0.2 + 1.8 u_k)``, with u_k from Random(seed,
-    k), so asking again never moves the next op (generators stay pure) and
-    a fault may end before or long after the protocol's timeouts (an ISR
-    shrinks only after replica.lag.time.max.ms). Several run side by side
-    under ``any_`` and their faults overlap, as with Jepsen's composed
-    nemesis packages."""
+    """start/stop cycles of one fault group on a timetable fixed by the seed
+    alone: step ``k`` (a start, then its stop, then the next start...) draws
+    from :func:`draw_rng` ``(seed, cycle, k)`` its gap after the previous
+    step's *nominal* time (a start's quiet gap ``interval * (0.5 + u)``; a
+    stop's duration ``interval * (0.2 + 1.8 u)`` in overlap mode,
+    ``interval * (0.5 + u)`` in sequential mode), a start's fault and the
+    seed of the draws its fault makes (its targets: ``_draw``, never
+    recorded). So asking again never moves the next op (generators stay
+    pure), the nominal times (``nominal_ms``, recorded beside the op's
+    actual time) are the same on every runtime and machine whatever the
+    clients do, and an op whose nominal time has passed while the nemesis
+    thread was busy goes at once. A fault may end before or long after the
+    protocol's timeouts (an ISR shrinks only after replica.lag.time.max.ms).
+    Several run side by side under ``any_`` and their faults overlap, as
+    with Jepsen's composed nemesis packages; one alone is the sequential
+    schedule (one fault at a time, each start followed by its stop)."""
 
     faults: tuple[FaultSpec, ...]
     interval_ns: int
     seed: int
     k: int = 0
+    #: the nominal time (ns from the start of the operations) of the last step
     at: int = 0
     current: FaultSpec | None = None
+    cycle: int = 0
+    spread: tuple[tuple[float, float], tuple[float, float]] = OVERLAP_SPREAD
+    #: no step is meant for this time or later (None: no end)
+    end: int | None = None
 
-    def op(self, ctx: g.Context):
-        rng = random.Random(self.seed * 1_000_003 + self.k)
-        u = rng.random()
-        spread = 0.5 + u if self.current is None else 0.2 + 1.8 * u
-        at = self.at + int(self.interval_ns * spread)
+    def _step(self) -> tuple[int, FaultSpec | None, dict[str, Any]]:
+        """Step k's draws: its nominal time, the fault it starts (None for
+        a stop) and the op. Drawn once per instance (memoised on it): the
+        generator is asked on every client op, and each answer builds the
+        successor, most of which are never asked."""
+        got = self.__dict__.get("_drawn")
+        if got is not None:
+            return got
+        rng = draw_rng(self.seed, self.cycle, self.k)
+        lo, span = self.spread[0 if self.current is None else 1]
+        # whole milliseconds: a nominal time both runtimes can keep exactly
+        nominal = self.at + int(self.interval_ns * (lo + span * rng.random())) // MS * MS
+        step: dict[str, Any]
         fault: FaultSpec | None
         if self.current is None:
             fault = rng.choice(self.faults)
-            op = {"f": f"start-{fault.op_name}", "value": {"fault": fault.name}}
+            step = {"f": f"start-{fault.op_name}", "value": {"fault": fault.name}, "_draw": rng.getrandbits(64)}
         else:
             fault = None
-            op = {"f": f"stop-{self.current.op_name}", "value": {"fault": self.current.name}}
+            step = {"f": f"stop-{self.current.op_name}", "value": {"fault": self.current.name}}
+        got = (nominal, fault, step)
+        object.__setattr__(self, "_drawn", got)
+        return got
+
+    def op(self, ctx: g.Context):
         if not ctx.free_threads():
             return g.PENDING, self
-        op.update(process="nemesis", time=max(at, ctx.time))
-        return op, replace(self, k=self.k + 1, at=op["time"], current=fault)
+        nominal, fault, step = self._step()
+        if self.end is not None and nominal >= self.end:
+            return None
+        op = {**step, "process": "nemesis", "time": max(nominal, ctx.time), "nominal_ms": nominal // MS}
+        return op, TimedCycle(self.faults, self.interval_ns, self.seed, self.k + 1, nominal, fault, self.cycle,
+                              self.spread, self.end)
 
 
-def overlapping(faults: tuple[FaultSpec, ...], interval_ns: int, seed: int) -> g.Gen:
+def sequential(faults: tuple[FaultSpec, ...], interval_ns: int, seed: int, end_ns: int | None = None) -> g.Gen:
+    """One fault at a time: a quiet gap of ``interval * (0.5..1.5)``, a
+    fault of the mix, held ``interval * (0.5..1.5)``, its stop; again
+    (until ``end_ns``, nominally)."""
+    return TimedCycle(tuple(faults), interval_ns, seed, spread=SEQUENTIAL_SPREAD, end=end_ns)
+
+
+def overlapping(faults: tuple[FaultSpec, ...], interval_ns: int, seed: int, end_ns: int | None = None) -> g.Gen:
     """One TimedCycle per history op name (kill, leader-kill and
     controller-kill share ``start-kill``/``stop-kill``, so they take turns)."""
     groups: dict[str, list[FaultSpec]] = {}
     for f in faults:
         groups.setdefault(f.op_name, []).append(f)
-    return g.any_(*[TimedCycle(tuple(fs), interval_ns, seed + i) for i, fs in enumerate(groups.values())])
+    return g.any_(*[TimedCycle(tuple(fs), interval_ns, seed, cycle=i, end=end_ns)
+                    for i, fs in enumerate(groups.values())])
 
 
 @dataclass(frozen=True)
@@ -129,28 +148,38 @@ class NemesisPlan:
 class Nemesis:
     """Dispatches nemesis ops to fault implementations."""
 
-    def __init__(self, plan: NemesisPlan, cluster: Cluster, rng: random.Random, record: Record | None = None) -> None:
-        """``record(f, value)`` writes a nemesis operation the faults make
-        on their own, a story's follow-up step, to the runtime's history."""
+    def __init__(self, plan: NemesisPlan, cluster: Cluster, seed: int, record: Record | None = None) -> None:
+        """``seed`` is the test's: the schedule and every draw a fault makes
+        come from it alone (:func:`draw_rng`), so both runtimes derive
+        them the same way. ``record(f, value)`` writes a nemesis operation
+        the faults make on their own, a story's follow-up step, to the
+        runtime's history."""
         self.plan = plan
         self.cluster = cluster
-        self.rng = rng
+        self.seed = seed
+        self.record = record
         timings = Timings(plan.lag_ms, plan.session_ms, int(plan.interval_s * 1000))
-        self.faults: dict[str, Fault] = make_faults(plan.faults, cluster, rng, timings, record)
+        self.faults: dict[str, Fault] = make_faults(plan.faults, cluster, draw_rng(seed, "faults"), timings, record)
         missing = [n for n in replay.fault_names(list(plan.schedule)) if n not in self.faults]
         if missing:
             raise ValueError(f"the schedule replays {', '.join(missing)}, which the plan's faults do not hold")
         self.script = scenarios.ScenarioRunner(plan.scenario, cluster) if plan.scenario else None
 
-    def schedule(self) -> g.Gen:
+    def schedule(self, end_ns: int | None = None) -> g.Gen:
+        """The nemesis's ops: a recorded schedule, a script, or the seed's
+        timetable; ``end_ns``: no op is meant for that time or later (the
+        test's time limit, judged on the nominal time, so where a schedule
+        ends does not hang on how busy the nemesis was; a replay's ops are
+        judged on their recorded times)."""
         if self.plan.schedule:
-            return replay.Replay(self.plan.schedule)
+            rep = replay.Replay(self.plan.schedule, self.seed)
+            return rep if end_ns is None else g.TimeLimit(end_ns, rep, end_ns)
         if self.plan.scenario:
             return scenarios.generator(self.plan.scenario)
         interval = int(self.plan.interval_s * g.NS)
         if self.plan.mode == "overlap":
-            return overlapping(self.plan.faults, interval, self.rng.randrange(1 << 30))
-        return Schedule(self.plan.faults, interval)
+            return overlapping(self.plan.faults, interval, self.seed, end_ns)
+        return sequential(self.plan.faults, interval, self.seed, end_ns)
 
     def _op_names(self) -> list[str]:
         if self.plan.scenario:
@@ -178,9 +207,9 @@ class Nemesis:
                 v = op.get("value") or {}
                 result = self.script.heal_all() if v.get("final") else self.script.run(int(v["step"]))
             elif action in ("start", "step") and "_replay" in op:
-                result = self.faults[fault_name].replay(op["_replay"])
+                result = self.faults[fault_name].replay(op["_replay"], _draws(op))
             elif action == "start":
-                result = self.faults[fault_name].start()
+                result = self.faults[fault_name].start(_draws(op))
             elif fault_name in self.faults:
                 result = self.faults[fault_name].stop()
             else:  # final heal: every fault with this op name
@@ -190,7 +219,20 @@ class Nemesis:
                         result[fn] = fault.stop()
         except Exception as e:
             return {"value": {**(op.get("value") or {}), "error": f"{type(e).__name__}: {e}"[:300]}}
+        finally:
+            for delay, step in op.get("_steps", ()):
+                self.cluster.after(delay, partial(self._replay_step, step))
         return {"value": {**(op.get("value") or {}), **result}}
+
+    def _replay_step(self, entry: dict[str, Any]) -> None:
+        """A recorded story step, applied as recorded and recorded again,
+        when its time comes (``nemesis.replay.steps_after``)."""
+        try:
+            done = self.faults[entry["fault"]].replay(entry)
+        except Exception as e:
+            done = {"error": f"{type(e).__name__}: {e}"[:300]}
+        if self.record is not None:
+            self.record(entry["f"], {"fault": entry["fault"], **done})
 
     def heal_all(self) -> None:
         if self.script is not None:
@@ -205,4 +247,13 @@ class Nemesis:
                 pass
 
 
-__all__ = ["Nemesis", "NemesisPlan", "Schedule"]
+def _draws(op: dict[str, Any]) -> random.Random | None:
+    """The generator a start's draws come from (its targets, a story's
+    steps): seeded by the schedule's ``_draw`` for that start, so a draw
+    that reads protocol state (a partition's leader) never moves the next
+    fault's."""
+    d = op.get("_draw")
+    return random.Random(d) if d is not None else None
+
+
+__all__ = ["Nemesis", "NemesisPlan", "TimedCycle", "draw_rng", "overlapping", "sequential"]

@@ -379,6 +379,10 @@ class UncleanLedger:
             self.powered.discard(n)
 
 
+#: a schedule entry's own fields (``nemesis.replay``), not what its fault did
+ENTRY_KEYS = frozenset(("at_ms", "nominal_ms", "f", "fault"))
+
+
 class Fault:
     """One fault of a mix, bound to a cluster: ``start()`` applies it and
     says what it did; ``stop()`` heals every fault of its kind (idempotent,
@@ -402,20 +406,31 @@ class Fault:
     def op_name(self) -> str:
         return self.spec.op_name
 
-    def start(self) -> dict[str, Any]:
+    def reseed(self, rng: random.Random | None) -> None:
+        """Draw this start's targets (and its story's steps) from ``rng``:
+        the schedule's own generator for the start (``nemesis.draw_rng``),
+        so what one start reads of the protocol's state never moves the
+        draws of the next."""
+        if rng is not None:
+            self.rng = self.story.rng = rng
+
+    def start(self, rng: random.Random | None = None) -> dict[str, Any]:
+        self.reseed(rng)
         target = self.rng.choice(self.spec.targets())
         return {"target": target, **_STARTS[self.spec.kind](self, target)}
 
     def stop(self) -> dict[str, Any]:
         return _STOPS[self.spec.kind](self)
 
-    def replay(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def replay(self, entry: dict[str, Any], rng: random.Random | None = None) -> dict[str, Any]:
         """Apply a recorded start (``nemesis.replay``) as it was: the same
         nodes, cut, offsets, not a new draw. A story's start and each of its
         steps (``step-partition``) apply their recorded cut and nodes; a
         story start recorded without its cut (an older schedule) is told
-        again from its start."""
-        done = {k: v for k, v in entry.items() if k not in ("at_ms", "f", "fault")}
+        again from its start. What is drawn anew (an entry with a target
+        alone) comes from ``rng``, the replay's generator for that entry."""
+        self.reseed(rng)
+        done = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
         kind, c = self.spec.kind, self.cluster
         if kind == "story" and ("cut" in entry or "step" in entry):
             return self.story.replay(entry)

@@ -4,13 +4,18 @@ the shared vocabulary, and played again on either runtime.
 A schedule is a list of entries, one per fault operation the nemesis
 completed (the final heal excluded: every run ends with one)::
 
-    {"at_ms": 3164, "f": "start-kill", "fault": "kill",
+    {"at_ms": 3164, "nominal_ms": 3164, "f": "start-kill", "fault": "kill",
      "target": "minority", "nodes": ["n2", "n3"]}
 
 and one per follow-up step of a story (``step-partition``, see
 ``nemesis.stories``).
 
-``at_ms`` counts from the start of the test's operations. A replay applies
+``at_ms`` counts from the start of the test's operations; ``nominal_ms``
+is when the schedule meant the op to happen (``nemesis.TimedCycle``: a
+pure function of the seed and the options, the same on every runtime and
+machine), ``at_ms`` when it did (later, if the nemesis was still busy with
+the op before). A story's steps and a scripted scenario's ops have no
+nominal time: they follow the cluster and the script. A replay applies
 each entry as recorded (the same nodes, the same cut, the same offsets),
 not a new draw: in the simulator at the same virtual millisecond, so the
 same seed and schedule give the same history; on real processes at about
@@ -20,6 +25,7 @@ the same time.
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -53,15 +59,18 @@ def schedule_of(ops: Iterable[Any], t0_ns: int = 0) -> list[dict[str, Any]]:
         value = comp.get("value") or {}
         if not isinstance(value, dict) or value.get("final") or "fault" not in value:
             continue
-        entry = {"at_ms": (int(comp["time"]) - t0_ns) // 1_000_000, "f": comp["f"], **value}
-        out.append(entry)
+        entry = {"at_ms": (int(comp["time"]) - t0_ns) // 1_000_000}
+        if comp.get("nominal_ms") is not None:
+            entry["nominal_ms"] = comp["nominal_ms"]
+        out.append({**entry, "f": comp["f"], **value})
     return out
 
 
 def _fields(op: Any) -> dict[str, Any]:
     if isinstance(op, dict):
         return op
-    return {"process": op.process, "time": op.time, "f": op.f, "value": op.value}
+    return {"process": op.process, "time": op.time, "f": op.f, "value": op.value,
+            "nominal_ms": op.extra.get("nominal_ms")}
 
 
 def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[FaultSpec, ...]]:
@@ -109,28 +118,57 @@ def fault_names(entries: list[dict[str, Any]]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(e["fault"] for e in entries))
 
 
+def steps_after(entries: tuple[dict[str, Any], ...]) -> tuple[tuple[dict[str, Any], tuple[dict[str, Any], ...]], ...]:
+    """The entries that are nemesis ops (starts and stops), each with the
+    story steps recorded after it and before the next op: on a replay the
+    steps act on the runtime's clock (``Cluster.after``) as the story's own
+    timers did, not as ops of the generator (which would ask the clients'
+    generator more often than the recorded run did, and move their
+    draws). Steps before the first op go with the first."""
+    out: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    lead: list[dict[str, Any]] = []
+    for e in sorted(entries, key=lambda e: e["at_ms"]):
+        if str(e["f"]).startswith("step-"):
+            (out[-1][1] if out else lead).append(e)
+        else:
+            out.append((e, []))
+    if out and lead:
+        out[0][1][:0] = lead
+    return tuple((e, tuple(steps)) for e, steps in out)
+
+
 @dataclass(frozen=True)
 class Replay(g.Gen):
-    """The entries as nemesis ops, each after a sleep until its time, so
-    the simulator places them as the recorded run did (a sleep, then the
-    op, on the nemesis thread). The entry rides along under ``_replay``
-    (never recorded): the history shows the ops as the first run did."""
+    """The entries as nemesis ops, each at its recorded time (``at_ms``, or
+    at once if the nemesis is busy past it), so the simulator places them
+    as the recorded run did. Nothing is drawn from the generator's rng, so
+    the clients' choices are the recorded run's too. The entry rides along
+    under ``_replay`` (never recorded), and the story steps that follow it
+    under ``_steps``, each with its delay from the op (:func:`steps_after`):
+    the history shows the ops as the first run did, each with its recorded
+    nominal time. What an entry leaves to be drawn (a search's new fault
+    names a target alone) is drawn from the test's ``seed`` and the entry's
+    place (``_draw``)."""
 
     entries: tuple[dict[str, Any], ...]
+    seed: int = 0
     i: int = 0
-    slept: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_ops", steps_after(self.entries))
 
     def op(self, ctx: g.Context):
-        if self.i >= len(self.entries):
+        ops = self._ops  # type: ignore[attr-defined]
+        if self.i >= len(ops):
             return None
         if not ctx.free_threads():
             return g.PENDING, self
-        e = self.entries[self.i]
-        if not self.slept:
-            dt = e["at_ms"] * 1_000_000 - ctx.time
-            o, _ = g.Sleep(max(0, dt)).op(ctx)
-            if o == g.PENDING:
-                return g.PENDING, self
-            return o, Replay(self.entries, self.i, True)
-        op = {"f": e["f"], "value": {"fault": e["fault"]}, "process": "nemesis", "time": ctx.time, "_replay": e}
-        return op, Replay(self.entries, self.i + 1, False)
+        e, steps = ops[self.i]
+        t = max(ctx.time, e["at_ms"] * 1_000_000)
+        op = {"f": e["f"], "value": {"fault": e["fault"]}, "process": "nemesis", "time": t, "_replay": e,
+              "_draw": random.Random(f"nemesis/{self.seed}/replay/{self.i}").getrandbits(64)}
+        if e.get("nominal_ms") is not None:
+            op["nominal_ms"] = e["nominal_ms"]
+        if steps:
+            op["_steps"] = tuple((max(0, s["at_ms"] - t // 1_000_000), s) for s in steps)
+        return op, Replay(self.entries, self.seed, self.i + 1)

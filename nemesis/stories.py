@@ -113,7 +113,7 @@ class Story:
         """A recorded start or step applied as it was (the same cut, the
         same nodes), with no follow-ups of its own: the schedule holds them."""
         self.token += 1
-        done = {k: v for k, v in entry.items() if k not in ("at_ms", "f", "fault")}
+        done = {k: v for k, v in entry.items() if k not in ("at_ms", "nominal_ms", "f", "fault")}
         self.name = str(entry.get("story", self.name))
         if "cut" in entry:
             self.cut = {(a, b) for a, b in entry["cut"]}

@@ -102,7 +102,7 @@ def test_a_server_module_imports_only_public_names_of_its_siblings():
 def test_the_simulated_clients_follow_the_workloads_outcome_rules():
     """The one crossing arrow is used: the simulated producer takes its
     ok / fail / info from workloads.outcome, not from rules of its own."""
-    assert "workloads.outcome" in imported_modules(ROOT / "reference_impl" / "sim" / "clients.py")
+    assert "workloads.outcome" in imported_modules(ROOT / "reference_impl" / "sim" / "producer.py")
     assert "workloads.outcome" in imported_modules(ROOT / "workloads" / "queue.py")
 
 
@@ -114,6 +114,7 @@ def test_one_history_recorder_for_both_runtimes():
     recorder = "checkers.history.recorder"
     assert recorder in imported_modules(ROOT / "harness" / "lifecycle" / "runner.py")
     assert recorder in imported_modules(ROOT / "harness" / "lifecycle" / "interpreter.py")
+    assert recorder in imported_modules(ROOT / "harness" / "lifecycle" / "virtual.py")
     assert recorder in imported_modules(ROOT / "reference_impl" / "sim" / "clients.py")
     assert not (ROOT / "harness" / "history.py").exists()
     assert not (ROOT / "reference_impl" / "sim" / "history.py").exists()

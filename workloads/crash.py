@@ -17,7 +17,7 @@ client, as after any ``info``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import generator as g
 
@@ -42,12 +42,16 @@ class CrashClients(g.Gen):
             return None
         o, g2 = r
         if o == g.PENDING or o.get("time", ctx.time) < self.next_ns:
-            return o, replace(self, gen=g2)
+            return o, CrashClients(g2, self.period_ns, self.next_ns)
         o = {**o, "crash": ctx.rng.randint(0, MAX_CRASH_MS)}
-        return o, replace(self, gen=g2, next_ns=self.next_ns + self.period_ns)
+        return o, CrashClients(g2, self.period_ns, self.next_ns + self.period_ns)
+
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
 
     def update(self, ctx: g.Context, event: dict) -> g.Gen:
-        return replace(self, gen=self.gen.update(ctx, event) if self.gen is not None else None)
+        g2 = self.gen.update(ctx, event) if self.gen is not None else None
+        return self if g2 is self.gen else CrashClients(g2, self.period_ns, self.next_ns)
 
 
 def crash_clients(gen: g.Gen, interval_s: float, concurrency: int) -> g.Gen:

@@ -40,7 +40,6 @@ Consumers use ``auto.offset.reset=error`` so a truncated log is *seen*
 
 from __future__ import annotations
 
-import itertools
 import re
 import threading
 import time
@@ -48,7 +47,6 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-import generator as g
 from workloads.outcome import send_outcome
 
 #: consumer errors meaning "your position is not in the log any more"
@@ -558,86 +556,6 @@ _silent_logger = _SilentLogger()
 
 
 # ---------------------------------------------------------------- generators
-#: with sub_via="subscribe", the share of polls that subscribe again instead
-#: (Jepsen's interleave-subscribes, whose default is 1/64 of all operations)
-SUBSCRIBE_SHARE = 1 / 16
-
-
-def workload_generator(keys: list[str], acks_for_thread, send_weight: int = 3,
-                       idempotent_for_thread=None, sub_via: str = "assign") -> g.Gen:
-    """Sends and polls mixed 3:1, unique increasing values, random keys.
-    Every send says whether its producer is idempotent (``idempotent``): the
-    checker judges a duplicated value by it (a non-idempotent producer's
-    internal retry may append a record twice). Subscribing consumers
-    sometimes subscribe again (:data:`SUBSCRIBE_SHARE` of the polls)."""
-    counter = itertools.count()
-
-    def send(ctx: g.Context) -> dict[str, Any] | None:
-        free = ctx.free_threads()
-        t = ctx.rng.choice(free)
-        k = ctx.rng.choice(keys)
-        return {
-            "f": "send",
-            "process": ctx.process_of[t],
-            "value": [["send", k, next(counter)]],
-            "acks": acks_for_thread(t),
-            "idempotent": bool(idempotent_for_thread(t)) if idempotent_for_thread else False,
-        }
-
-    def poll(ctx: g.Context) -> dict[str, Any]:
-        if sub_via == "subscribe" and ctx.rng.random() < SUBSCRIBE_SHARE:
-            return {"f": "subscribe", "value": list(keys)}
-        return {"f": "poll", "value": [["poll"]]}
-
-    return g.mix(*([send] * send_weight), poll)
-
-
-def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
-    """Keep the highest acknowledged offset per key (for the final reads):
-    the sends of ``ok`` send, txn and ctp operations (a ctp round's
-    sends are its outputs)."""
-    if op.get("f") not in ("send", "txn", "ctp") or op.get("type") != "ok":
-        return
-    acked = state.setdefault("acked", {})
-    for mop in op.get("value") or []:
-        if mop[0] == "send" and isinstance(mop[2], list):
-            key, off = mop[1], mop[2][0]
-            if off is not None and off > acked.get(key, -1):
-                acked[key] = off
-
-
-def final_generator(keys: list[str], concurrency: int, read_timeout: float = 30.0,
-                    output_keys: tuple[str, ...] = ()) -> g.Gen:
-    """Final reads, spread over the client threads (keys[t::concurrency] for
-    thread t). Each thread first records an ``assign`` of nothing — its own
-    consumer drops its positions — so the checkers see the read from offset 0
-    as a fresh start, not a poll going backwards; then one final read per key,
-    asking for coverage up to the highest offset acknowledged so far.
-    ``output_keys`` (consume-transform-produce's output topic) are read
-    the same way, those reads marked ``"output": true``: they are the
-    processing checker's, not the queue checker's."""
-    outputs = frozenset(output_keys)
-
-    def one(key: str) -> g.Gen:
-        def make(ctx: g.Context) -> dict[str, Any]:
-            return {
-                **({"output": True} if key in outputs else {}),
-                "f": "poll",
-                "value": [["poll"]],
-                "final": True,
-                "key": key,
-                "upto": ctx.state.get("acked", {}).get(key, -1),
-                "_timeout": read_timeout + 10,  # the read has its own deadline
-            }
-
-        return g.limit(1, make)
-
-    every = list(keys) + [k for k in output_keys if k not in keys]
-
-    def for_thread(t: Any) -> g.Gen | None:
-        mine = every[t::concurrency] if isinstance(t, int) else []
-        if not mine:
-            return None
-        return g.Seq((g.Once({"f": "assign", "value": [], "final": True}),) + tuple(one(k) for k in mine))
-
-    return g.clients(g.each_thread(for_thread))
+# the queue workload's generators are workloads.queue_gen's (no client
+# library there: the simulator runs them too, compiled)
+from workloads.queue_gen import SUBSCRIBE_SHARE, final_generator, observe, workload_generator  # noqa: E402,F401

@@ -164,6 +164,14 @@ class Recorder:
             self._flush_pending()
         return idx
 
+    def append_op(self, d: dict[str, Any]) -> Op:
+        """:meth:`record` of one operation given as a dict, at once and
+        without the live counters (the progress display's): the
+        simulator's interpreter, one thread, two operations a step.
+        Returns the Op."""
+        extra = {k: v for k, v in d.items() if k not in _SKIP and k[0] != "_"}
+        return self.append(d["process"], d["type"], d["f"], d.get("value"), d.get("error"), extra)
+
     def append(self, process: Any, type_: str, f: str, value: Any, error: Any = None,
                extra: dict[str, Any] | None = None) -> Op:
         """Record one operation given by its fields, at once (``background=False``,

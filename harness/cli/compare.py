@@ -4,11 +4,10 @@
 ``--test-count``; both configurations are validated before anything starts.
 Exit status: the worse of the two runs' (0 both valid, 1 anomalies, ...).
 
-A random schedule defaults to ``--nemesis-mode overlap``: its timetable (which
-fault starts and stops when) is fixed by the seed, so both dbs get the same
-one; the sequential schedule draws from the generator's rng, which client
-operations share, and two runs' fault sequences drift apart. Targets chosen
-by protocol state (a partition's leader) may still differ."""
+A random schedule's timetable (which fault starts and stops when, and the
+targets drawn rather than read from the cluster) is fixed by the seed alone,
+in either mode, so both dbs get the same one. Targets chosen by protocol
+state (a partition's leader) may still differ."""
 
 from __future__ import annotations
 
@@ -28,11 +27,6 @@ _SKIP = {"db", "test_count", "bootstrap", "as_json", "no_progress"}
 
 
 def _compare(as_json: bool, **flags: Any) -> int:
-    if flags.get("nemesis_mode") is None:
-        # the sequential schedule draws from the interpreter's generator rng,
-        # which client ops share, so two runs' fault sequences drift apart;
-        # the overlapping one is a timetable fixed by the seed alone
-        flags["nemesis_mode"] = "overlap"
     backend = flags.pop("backend", None)
     report = flags.pop("report", True)  # each side's HTML report, as kraftwerk run writes it
     cfgs = {db: config_from_flags(backend, {**flags, "db": db}) for db in compare.DBS}

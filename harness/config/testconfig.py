@@ -150,11 +150,8 @@ class TestConfig(BaseModel):
     scenario: str | None = None
     time_limit: float = 30.0
     rate: float = Field(50.0, gt=0)
-    #: client processes: worker threads (local), producer processes (sim)
+    #: client processes: worker threads, each sending and polling (both runtimes)
     concurrency: int = Field(4, ge=1, le=256)
-    #: the simulator's consumer processes beside its producers (a real run's
-    #: workers both send and poll)
-    consumers: int = Field(1, ge=0, le=256)
     seed: int | None = None
     test_count: int = Field(1, ge=1)
     out: str = "results"

@@ -167,7 +167,7 @@ class Interpreter:
         self.free.add(t)
         if t != "nemesis" and comp["type"] == "info":
             self.process_of[t] = self.process_of[t] + self.concurrency
-        if self.gen is not None:
+        if self.gen is not None and not self.gen.is_inert():
             self.gen = self.gen.update(self._ctx(), comp)
 
     def _wake(self) -> None:
@@ -254,7 +254,7 @@ class Interpreter:
         timeout = op.get("_timeout") or (self.nemesis_timeout if t == "nemesis" else self.op_timeout)
         w = self.workers[t]
         self.jobs[t] = _Job(inv, time.monotonic() + timeout, w)
-        if self.gen is not None:
+        if self.gen is not None and not self.gen.is_inert():
             self.gen = self.gen.update(self._ctx(), inv)
         w.inbox.put(inv)
 

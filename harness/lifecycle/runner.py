@@ -36,6 +36,7 @@ from harness.config import TestConfig
 from harness.errors import HarnessError, KraftwerkError, UsageError
 from checkers.history.recorder import Recorder
 from harness.lifecycle.interpreter import Interpreter
+from harness.lifecycle.virtual import VirtualInterpreter
 from harness.lifecycle.progress import Progress
 from harness.rundir.state import RunState
 from harness.rundir.summary import write_summary
@@ -111,18 +112,34 @@ def client_factory(cfg: TestConfig, bootstrap: str) -> Callable[[int, int], Any]
     return client
 
 
+def generator_rng(seed: int) -> random.Random:
+    """The generator's rng (the clients' choices: which thread, which key,
+    send or poll), derived from the seed alike on both runtimes. The fault
+    schedule never draws from it (``nemesis.draw_rng``)."""
+    return random.Random(f"generator/{seed}")
+
+
 def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
+    """The whole test as one generator, for both runtimes (Jepsen's
+    shape): the workload at ``rate`` (with crashed clients) beside the
+    nemesis schedule, both for ``time_limit``; then the final heal, a sleep
+    for the cluster to recover, and the final reads, each phase once every
+    operation of the one before has completed."""
     keys = cfg.keys()
     limit = cfg.time_limit
-    if cfg.scenario:  # clients keep writing for the whole script
-        limit = max(limit, scenario_duration(cfg.scenario))
+    script = cfg.script()  # a scripted scenario (stories are faults of a mix)
+    if script:  # clients keep writing for the whole script
+        limit = max(limit, scenario_duration(script))
     ops = g.rate(cfg.rate, workload_generator(cfg))
     if cfg.crash_clients:
         ops = crash_clients(ops, cfg.crash_client_interval, cfg.concurrency)
-    client_gen = g.clients(g.time_limit(limit, ops))
+    # the limit counts from the operations' start (time 0), not from the
+    # first op dispatched: so where the schedule ends is the seed's too
+    end = int(limit * g.NS)
+    client_gen = g.clients(g.TimeLimit(end, ops, end))
     main = client_gen
     if nem is not None:
-        sched = nem.schedule() if cfg.scenario else g.time_limit(limit, nem.schedule())
+        sched = nem.schedule() if script else nem.schedule(end)
         main = g.any_(client_gen, g.nemesis(sched))
     parts: list[Any] = [main]
     if nem is not None:
@@ -205,7 +222,6 @@ class ProcessRuntime:
         out = Path(cfg.out)
         state = RunState.create(out, self.run_id, self.run_dir)
         store.point_latest(out, self.run_dir)
-        rng = random.Random(cfg.seed)
         prog = Progress(self.rec, f"{cfg.name} seed {cfg.seed}", cfg.time_limit, enabled=self.progress)
         interp: Interpreter | None = None
         error: KraftwerkError | None = None
@@ -216,13 +232,12 @@ class ProcessRuntime:
             db.setup()
             nem = None
             if cfg.has_nemesis():
-                nem = Nemesis(cfg.nemesis_plan(protocol_config(cfg)), db.cluster, random.Random(rng.getrandbits(64)),
-                              record=step_recorder(self.rec))
+                nem = Nemesis(cfg.nemesis_plan(protocol_config(cfg)), db.cluster, cfg.seed, record=step_recorder(self.rec))
             prog.phase = "running"
             prog.restart_clock()
             interp = Interpreter(
                 build_generator(cfg, nem), self.rec, cfg.concurrency, client_factory(cfg, db.client_bootstrap()),
-                nem.invoke if nem is not None else None, random.Random(rng.getrandbits(64)),
+                nem.invoke if nem is not None else None, generator_rng(cfg.seed),
                 op_timeout=cfg.op_timeout + 2,  # clients bound their own calls; this catches hangs
                 state={}, observe=qw.observe, stop=self.stop,
             )
@@ -304,15 +319,39 @@ def summary_line(o: RunOutcome) -> str:
     return f"{o.run_dir}: " + "  ".join(parts)
 
 
+def drive_sim(run: SimRun) -> None:
+    """Play the test's generator (:func:`build_generator`, as for real
+    processes) on the simulator's loop with the virtual-time interpreter:
+    the simulated clients of each worker thread, the nemesis over the
+    simulated cluster, seeded as on real processes (the test's seed)."""
+    cfg = run.cfg
+    nem = None
+    if cfg.has_nemesis():
+        nem = Nemesis(cfg.nemesis_plan(run.sim.config), run.cluster, run.seed, record=run.record_step)
+    interp = VirtualInterpreter(
+        build_generator(cfg, nem), run.history, cfg.concurrency, run.client,
+        nem.invoke if nem is not None else None, generator_rng(run.seed),
+        op_timeout=cfg.op_timeout + 2, loop=run.sim.loop, t0_ms=run.sim.now, state={}, observe=qw.observe,
+    )
+    run.play(interp.start, interp.finished)
+
+
+def sim_run(cfg: TestConfig, seed: int, run_dir: Path | None = None) -> SimRun:
+    """One seed's simulated test, wired to play the test's generator
+    (:func:`drive_sim`); ``.run()`` plays it."""
+    return SimRun(cfg, seed, run_dir, driver=drive_sim)
+
+
 class SimRuntime:
     """The deterministic simulator (``harness.runtimes.sim.SimRun``): virtual
-    time, simulated network, disks and clients; the seed's simulation is
-    released once its results are taken."""
+    time, simulated network, disks and clients, the test's generator played
+    in virtual time; the seed's simulation is released once its results
+    are taken."""
 
     recorded = True
 
     def __init__(self, cfg: TestConfig, seed: int, run_dir: Path | None) -> None:
-        self.run = SimRun(cfg, seed, run_dir)
+        self.run = sim_run(cfg, seed, run_dir)
         self._results: dict[str, Any] = {}
 
     def test_json(self) -> dict[str, Any]:

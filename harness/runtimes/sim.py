@@ -1,37 +1,38 @@
 """The ``sim`` backend: one seed of a test in the deterministic simulator.
 
 The simulator (``reference_impl.sim``) brings what is its own: virtual time,
-the simulated network and disks, simulated clients (the workload's client
-protocol with librdkafka's outcome rules), and the cluster contract over
-them (``reference_impl.sim.control.SimCluster``). The harness brings the
-rest, as for real processes: the test configuration, the nemesis (the same
-fault vocabulary and schedule, ``nemesis``, driven here in virtual time by
-:class:`VirtualNemesis`), the checkers and the run directory.
+the simulated network and disks, simulated clients (the queue workload's
+client, one per worker thread, with librdkafka's outcome rules), and the
+cluster contract over them (``reference_impl.sim.control.SimCluster``). The
+harness brings the rest, as for real processes: the test configuration, the
+generator (``harness.lifecycle.runner.build_generator``: the workload, its
+rate, crashed clients, the nemesis schedule, the final heal, the recovery
+sleep, the final reads), played on the simulator's event loop by the
+virtual-time interpreter (``harness.lifecycle.virtual``), the checkers and
+the run directory. This module builds and wires the simulator's side
+(:class:`SimRun`); the lifecycle hands it the driver.
 
 The history holds virtual time only, so a seed replays byte for byte.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import generator as g
 from checkers.check import check_history
 from checkers.invariants import InvariantMonitor
 from harness.config import TestConfig
 from harness.config.timings import sim_settings
-from nemesis import Nemesis, replay
+from nemesis import replay
 from nemesis.stories import step_ops
 from reference_impl import accel
 from reference_impl.core.config import ProtocolConfig, Variants
 from reference_impl.core.messages import NewTopic, TopicPartition
-from reference_impl.sim.clients import Admin, Arrivals, ClientConfig, Consumer, GroupMember, Workload, sim_history
+from reference_impl.sim.clients import Admin, ClientConfig, ClientSettings, SimClient, Workload, sim_history
 from reference_impl.sim.control import SimCluster
 from reference_impl.sim.network import LinkProfile
 from reference_impl.sim.simulation import Simulation
@@ -43,69 +44,48 @@ def protocol_config(cfg: TestConfig) -> ProtocolConfig:
     return ProtocolConfig.from_properties(props, variants=Variants().with_overrides(dict(cfg.variants)))
 
 
-class VirtualNemesis:
-    """The nemesis thread of the interpreter, in virtual time: asks the
-    nemesis generator for its next op, waits (an event at the op's time, or
-    after a sleep) and invokes it, recording the invocation and the
-    completion as a real run does (both ``info``, the completion's value
-    holding what the fault did)."""
+#: how far past the workload a seed's loop may run before the run is called
+#: stuck (the final heal, recovery and final reads take well under this)
+STUCK_AFTER_MS = 3_600_000
 
-    def __init__(self, sim: Simulation, gen: g.Gen, invoke: Callable[[dict[str, Any]], dict[str, Any]],
-                 record: Callable[..., None], rng: random.Random, t0: int, end: int | None) -> None:
-        self.sim, self.gen, self.invoke, self.record = sim, gen, invoke, record
-        self.rng, self.t0, self.end = rng, t0, end
-        self.done = False
 
-    def _ctx(self) -> g.Context:
-        return g.Context(time=(self.sim.now - self.t0) * 1_000_000, rng=self.rng, free=frozenset({"nemesis"}),
-                         process_of={"nemesis": "nemesis"}, threads=frozenset({"nemesis"}))
+def client_config(o: TestConfig) -> ClientConfig:
+    """The simulated clients' settings, as the real queue client sets
+    librdkafka's (``workloads.queue.QueueClient``): the delivery timeout
+    (``message.timeout.ms``) a second under the op timeout, the request
+    timeout at most 5 s, the final read's deadline."""
+    delivery = max(1000, int(o.op_timeout * 1000) - 1000)
+    return ClientConfig(request_timeout_ms=min(delivery, 5000), delivery_timeout_ms=delivery,
+                        final_read_timeout_ms=int(o.final_read_timeout * 1000))
 
-    def step(self) -> None:
-        if self.done or (self.end is not None and self.sim.now >= self.end):
-            self.done = True
-            return
-        r = self.gen.op(self._ctx()) if self.gen is not None else None
-        if r is None or r[0] == g.PENDING:
-            self.done = True  # alone on its thread, a pending nemesis waits for nothing
-            return
-        op, gen2 = r
-        at = self.t0 + -(-op["time"] // 1_000_000)
-        if at > self.sim.now:
-            self.sim.at(at, self.step)
-            return
-        self.gen = gen2
-        if op.get("_sleep"):
-            self.sim.at(self.sim.now + int(op["_sleep"]) // 1_000_000, self.step)
-            return
-        self.play(op)
-        self.step()
 
-    def play(self, op: dict[str, Any]) -> None:
-        inv = {k: v for k, v in op.items() if k not in ("time", "process", "f", "value") and k[:1] != "_"}
-        self.record("nemesis", "info", op["f"], op.get("value"), **inv)
-        res = self.invoke(op)
-        self.record("nemesis", "info", op["f"], res.get("value"), **inv)
-        self.gen = self.gen.update(self._ctx(), {**op, "type": "info"}) if self.gen is not None else None
-
-    def run_to_end(self) -> None:
-        """Play the (finite) generator to its end at once (the final heal)."""
-        while True:
-            r = self.gen.op(self._ctx()) if self.gen is not None else None
-            if r is None or r[0] == g.PENDING:
-                return
-            op, self.gen = r
-            if not op.get("_sleep"):
-                self.play(op)
+def client_settings(o: TestConfig, seed: int, thread: int) -> ClientSettings:
+    """What thread ``thread``'s client is, as ``harness.lifecycle.runner.client_factory``
+    makes the real one: its acks and idempotence, its retries (``--retries``;
+    else none for a producer that is not idempotent, so NOT_ENOUGH_REPLICAS
+    is a definite failure, and librdkafka's default for one that is), the
+    run's group (``kraftwerk-<name>-<seed>``) with ``--sub-via subscribe``,
+    the thread's instance id with ``--static-members``."""
+    idem = o.idempotent_for_thread(thread)
+    retries = o.retries if o.retries is not None else (None if idem else 0)
+    group = f"kraftwerk-{o.name}-{seed}" if o.sub_via == "subscribe" else None
+    instance = f"kraftwerk-{o.name}-{seed}-t{thread}" if group is not None and o.static_members else None
+    return ClientSettings(o.acks_for_thread(thread), idem, retries, group, instance)
 
 
 @dataclass
 class SimRun:
-    """The pieces of one simulated test, built and wired; :meth:`run` plays it."""
+    """The pieces of one simulated test, built and wired: the simulated
+    cluster (the contract over it: :attr:`cluster`), the history, each
+    worker thread's simulated client (:meth:`client`). :meth:`run` sets the
+    cluster up and hands the loop to ``driver``, which plays the test's
+    generator on it (``harness.lifecycle.runner.sim_run`` wires the
+    virtual-time interpreter)."""
 
     cfg: TestConfig
     seed: int
     run_dir: Path | None = None
-    client_config: ClientConfig = field(default_factory=ClientConfig)
+    driver: Callable[["SimRun"], None] | None = None
 
     def __post_init__(self) -> None:
         o = self.cfg
@@ -118,33 +98,15 @@ class SimRun:
         )
         self.history = sim_history(self.sim, self.run_dir / "history.jsonl" if self.run_dir else None)
         self.tps = [TopicPartition(t, p) for t in o.topic_names() for p in range(o.partitions)]
-        if o.retries is not None:  # the simulator's producers retry as librdkafka's, by default without end
-            self.client_config = dataclasses.replace(self.client_config, retries=o.retries)
-        self.wl = Workload(self.sim, self.history, self.tps, self.client_config)
-        for i in range(o.concurrency):
-            acks = o.acks_for_thread(i)
-            self.wl.add_producer(acks, idempotent=o.idempotent_for_thread(i))
-        for _ in range(o.consumers):
-            if o.sub_via == "subscribe":  # one group, as the real workload's (kraftwerk-<name>-<seed>)
-                self.wl.add_group_member(f"kraftwerk-{o.name}-{self.seed}", static=o.static_members)
-            else:
-                self.wl.add_consumer()
-        self.cluster = SimCluster(self.sim, [str(tp) for tp in self.tps],
-                                  lambda: [c.ep.name for c in self.wl.producers + self.wl.consumers],
-                                  net_cut=o.net_cut)
-        self.nemesis: Nemesis | None = None
-        self.faults = 0
-        if o.has_nemesis():
-            rng = random.Random(self.sim.rng.getrandbits(64))
-            self.nemesis = Nemesis(o.nemesis_plan(self.sim.config), self.cluster, rng, record=self._record_step)
+        self.wl = Workload(self.sim, self.tps, client_config(o), threads=o.concurrency)
+        self._settings = [client_settings(o, self.seed, t) for t in range(o.concurrency)]
+        self.cluster = SimCluster(self.sim, [str(tp) for tp in self.tps], self.wl.endpoint_names, net_cut=o.net_cut)
         self.setup_ok = False
-        self.generating = False
-        self.arrivals = Arrivals(self.sim, self.wl.producers, o.rate)
-        self.final_readers: list[Consumer] = []
         self.t0 = 0
+        self.t_end = 0
+        self.stuck = False
         #: what the nemesis did (``nemesis.replay``), for test.json
         self.schedule: list[dict[str, Any]] = []
-        self.t_end = 0
 
     # -- phases ----------------------------------------------------------------------------------------
     def setup(self) -> bool:
@@ -162,77 +124,27 @@ class SimRun:
         self.setup_ok = sim.wait_for(ready, int(o.setup_timeout * 1000))
         return self.setup_ok
 
-    def start_workload(self) -> None:
-        o, sim = self.cfg, self.sim
-        self.t0 = sim.now
-        self.t_end = self.t0 + int(o.time_limit * 1000)
-        self.generating = True
-        if o.crash_clients:  # Jepsen's pace: each client about once per interval
-            period = max(1, int(o.crash_client_interval * 1000 / (o.concurrency + len(self.wl.consumers))))
-            self.wl.crash_period_ms, self.wl.next_crash_at = period, self.t0 + period
-        for c in self.wl.consumers:
-            if isinstance(c, GroupMember):
-                c.start()
-        self.arrivals.start()
-        for c in self.wl.consumers:
-            sim.at(self.t0 + sim.rng.randint(0, self.client_config.poll_interval_ms), self._consumer_loop, c)
-        if self.nemesis is not None:
-            rng = random.Random(sim.rng.getrandbits(64))
-            end = None if o.scenario else self.t_end
-            self.driver = VirtualNemesis(sim, self.nemesis.schedule(), self._invoke, self.wl.record, rng, self.t0, end)
-            sim.at(self.t0, self.driver.step)
-        sim.at(self.t_end, self._stop_generating)
+    def client(self, thread: int, process: int) -> SimClient:
+        """The client of worker thread ``thread`` as process ``process``."""
+        return self.wl.client(thread, process, self._settings[thread])
 
-    def _record_step(self, f: str, value: dict[str, Any]) -> None:
+    def record_step(self, f: str, value: dict[str, Any]) -> None:
         """A story's follow-up step, recorded at the virtual moment it acts
         (``nemesis.stories.step_ops``, as on real hosts)."""
         for v in step_ops(value):
-            self.wl.record("nemesis", "info", f, v)
+            self.history.append("nemesis", "info", f, v)
 
-    def _invoke(self, op: dict[str, Any]) -> dict[str, Any]:
-        assert self.nemesis is not None
-        if op["f"].startswith("start-"):
-            self.faults += 1
-        return self.nemesis.invoke(op)
-
-    def _consumer_loop(self, c: Consumer) -> None:
-        if not self.generating:
-            return
-        c.poll(done=lambda _got: self.sim.loop.after(self.client_config.poll_interval_ms, self._consumer_loop, c))
-
-    def _stop_generating(self) -> None:
-        self.generating = False
-        self.arrivals.stop()
-
-    def final_phase(self) -> None:
-        """Heal everything, restart the dead, wait, then final reads per key."""
+    def play(self, start: Callable[[], None], done: Callable[[], bool]) -> None:
+        """The test's operations from now (their time 0): ``start`` begins
+        them on the loop, which runs until ``done()`` (checked after every
+        event)."""
         o, sim = self.cfg, self.sim
-        if self.nemesis is not None:
-            self.driver.gen = None
-            final = VirtualNemesis(sim, self.nemesis.final(), self.nemesis.invoke, self.wl.record, self.driver.rng,
-                                   self.t0, None)
-            final.run_to_end()
-            sim.heal_everything()  # belt and braces, as a real run's heal_all
-            sim.run_for(int(self.nemesis.recovery_seconds() * 1000))
-            if self.cluster.nodes.dead_nodes():
-                # a controlled shutdown begun under the faults may complete
-                # only once they heal: the node halts after the heal, and is
-                # started again as an operator would
-                sim.heal_everything()
-                sim.run_for(int(self.nemesis.recovery_seconds() * 1000))
-        # phases synchronise, as the interpreter's do: the final reads begin
-        # once every operation in flight has completed (a send retried
-        # through the faults may be acknowledged up to its delivery timeout)
-        clients = self.wl.producers + self.wl.consumers
-        sim.wait_for(lambda: not any(c.busy for c in clients), self.client_config.delivery_timeout_ms
-                     + self.client_config.request_timeout_ms)
-        deadline = int(o.final_read_timeout * 1000)
-        for tp in self.tps:
-            r = self.wl.add_final_reader()
-            self.final_readers.append(r)
-            r.poll(tps=[tp], final=True, from_start=True, until=dict(self.wl.max_acked), deadline_ms=deadline)
-        sim.wait_for(lambda: not any(r.busy for r in self.final_readers), deadline + 2 * self.client_config.request_timeout_ms)
-        self.wl.finish()
+        self.t0 = sim.now
+        self.t_end = self.t0 + int(o.time_limit * 1000)
+        start()
+        if not done():
+            sim.loop.run_until(self.t_end + STUCK_AFTER_MS, done)
+        self.stuck = not done()
 
     def run(self, release: bool = False) -> dict[str, Any]:
         """Play the seed and return results.json (also written to the run
@@ -244,23 +156,22 @@ class SimRun:
         event loop: each time it came back between phases its first pass
         walked every object the run had made so far, and a released run
         leaves it little to find."""
+        if self.driver is None:
+            raise ValueError("SimRun has no driver: build it with harness.lifecycle.runner.sim_run")
         wall0 = time.perf_counter()
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             try:
                 if self.setup():
-                    self.start_workload()
-                    self.sim.run_until(self.t_end)
-                    self.final_phase()
-                else:
-                    self.wl.finish()
+                    self.driver(self)
             finally:
                 # whatever stopped the run, what was recorded reaches the disk
+                self.wl.stop()
                 self.history.close()
                 self.sim.close()
-            results = self.results(time.perf_counter() - wall0)
             self.schedule = replay.schedule_of(self.history.ops, self.t0 * 1_000_000)
+            results = self.results(time.perf_counter() - wall0)
             if release:
                 self.release()
         finally:
@@ -277,6 +188,7 @@ class SimRun:
         to back, against 0.4 s for release and collector together). The
         results (and the run directory) are unaffected."""
         self.history.ops.clear()
+        self.wl.clients.clear()
         self.sim.release()
 
     # -- verdict -------------------------------------------------------------------------------------------
@@ -297,6 +209,8 @@ class SimRun:
         inv = self.monitor.summary()
         out = check_history(ops, model="queue", engine="inline", test=self.test_json(), invariants=inv)
         error = None if self.setup_ok else "set-up failed: not every partition had a live leader in time"
+        if self.stuck:
+            error = f"the generator did not finish within {STUCK_AFTER_MS // 1000} s of virtual time after the workload"
         if error:
             out["valid"] = False if out["valid"] is False else "unknown"
             out["error"] = error
@@ -319,8 +233,7 @@ class SimRun:
             # same history either way, only the speed differs
             "accelerator": accel.status(),
             "messages": {"sent": sim.net.sent, "delivered": sim.net.delivered, "dropped": sim.net.dropped},
-            "faults": self.faults,
-            "skipped_arrivals": self.arrivals.skipped,
+            "faults": sum(1 for e in self.schedule if str(e.get("f", "")).startswith("start-")),
             "final_read_incomplete": list(fr.get("incomplete_keys", [])),
             "trace_events": dict(sorted(sim.trace_counts.items())),
             "node_crashes": [{"node": c.node, "t": c.t, "error": c.error} for c in sim.crashes[:10]],

@@ -42,8 +42,10 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: sans-IO core, the simulator's event loop, network, hosts and clients, the
 #: invariant monitor (it sees every trace event the simulator emits), the
 #: history recorder (two lines per simulated operation), the queue checker's
-#: line reader (every line of a history file) and the send outcome rules
-#: the simulated clients apply to every send.
+#: line reader (every line of a history file), the send outcome rules the
+#: simulated clients apply to every send, and the driver of a simulated test:
+#: the generator library, the queue workload's generators and the
+#: virtual-time interpreter (asked and updated on every operation).
 #: Scripting helpers and test kits stay Python (they are not hot, and tests
 #: patch them).
 MODULES: tuple[str, ...] = (
@@ -87,11 +89,18 @@ MODULES: tuple[str, ...] = (
     "reference_impl/sim/env.py",
     "reference_impl/sim/host.py",
     "reference_impl/sim/simulation.py",
+    "reference_impl/sim/endpoint.py",
+    "reference_impl/sim/producer.py",
+    "reference_impl/sim/consumer.py",
+    "reference_impl/sim/groups.py",
     "reference_impl/sim/clients.py",
     "checkers/history/recorder.py",
     "checkers/invariants.py",
     "checkers/queue/lines.py",
     "workloads/outcome.py",
+    "generator/core.py",
+    "workloads/queue_gen.py",
+    "harness/lifecycle/virtual.py",
 )
 
 _status = "pure: not installed"

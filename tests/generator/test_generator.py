@@ -107,3 +107,30 @@ def test_mix_is_seeded():
         return [o["f"] for o in drain(g.limit(30, g.mix({"f": "a"}, {"f": "b"}, lambda c: {"f": "c"})), ctx(seed=seed))]
 
     assert run(3) == run(3)
+
+
+def test_asking_a_mix_again_gives_the_same_op_whatever_the_rng_did():
+    """Jepsen's mix keeps the choice of the next op's generator in its
+    state (drawn as the op before it was given): an ask the interpreter
+    does not dispatch (an op for later) decides nothing about that op."""
+    gen = g.mix(*[(lambda i: lambda c: {"f": f"g{i}"})(i) for i in range(8)])
+    for _ in range(20):
+        c = ctx(seed=4)
+        a, gen2 = gen.op(c)
+        c.rng.random()  # something else drew meanwhile
+        assert gen.op(c)[0]["f"] == a["f"]  # the process is drawn among the free ones
+        gen = gen2
+
+
+def test_a_generator_that_says_it_is_inert_returns_itself_from_every_update():
+    """The interpreters skip updates of an inert generator, so is_inert must
+    never claim more than update does; routing ones (each_thread) are not."""
+    inert = [g.phases(g.any_(g.clients(g.time_limit(5, g.rate(10, g.mix({"f": "a"}, lambda c: {"f": "b"})))),
+                             g.nemesis(g.sleep(1))), g.clients(g.limit(2, {"f": "c"}))),
+             g.seq(g.delay(1, {"f": "x"}), g.repeat({"f": "y"}, 3))]
+    for gen in inert:
+        assert gen.is_inert()
+        for event in ({"process": 0, "type": "invoke", "f": "a"}, {"process": "nemesis", "type": "info", "f": "s"}):
+            assert gen.update(ctx(), event) is gen
+    each = g.clients(g.each_thread(lambda t: g.Once({"f": "r", "thread": t})))
+    assert not each.is_inert()

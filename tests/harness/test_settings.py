@@ -67,7 +67,7 @@ def test_a_replay_takes_the_recorded_settings_the_table_marks():
 
 
 @pytest.mark.parametrize("command,backend,settings", [
-    ("sim", "sim", {"nemesis": "leader-kill,pause", "min_isr": 1, "variants": {"kip101": False}, "consumers": 2,
+    ("sim", "sim", {"nemesis": "leader-kill,pause", "min_isr": 1, "variants": {"kip101": False}, "concurrency": 2,
                     "protocol": {"replica.lag.time.max.ms": "9000"}, "idempotent": True, "time_limit": 12.5}),
     ("run", "netns", {"combined": True, "acks": "mixed", "net_cut": "reject", "nemesis": "power-loss-one"}),
 ])

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
-from harness.runtimes.sim import SimRun
+from harness.lifecycle.runner import sim_run
 from harness.config import TestConfig
 from harness.dbs import reference
 from harness.dbs.reference.db import ReferenceDB
@@ -58,7 +58,7 @@ def timings_of(pc: ProtocolConfig) -> Timings:
 
 def _sim_runtime() -> Any:
     cfg = TestConfig(backend="sim", partitions=2, seed=1)
-    run = SimRun(cfg, 1)
+    run = sim_run(cfg, 1)
     assert run.setup()
     sim = run.sim
 
@@ -559,7 +559,7 @@ def test_a_scenario_runner_plays_each_step_on_the_runtime_and_heal_all_restores_
 # -- membership: a cluster with a broker to spare (RF 2 on 3 brokers) ----------------------
 def _spare_runtime(name: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     if name == "sim":
-        run = SimRun(TestConfig(backend="sim", partitions=2, rf=2, min_isr=1, seed=1), 1)
+        run = sim_run(TestConfig(backend="sim", partitions=2, rf=2, min_isr=1, seed=1), 1)
         assert run.setup()
         sim = run.sim
         yield Runtime("sim", run.cluster, lambda s: sim.run_for(int(s * 1000)), lambda: set(), lambda: set(),

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import random
 
-from harness.runtimes.sim import SimRun
+from harness.lifecycle.runner import sim_run
 from harness.config import TestConfig
 from nemesis.faults import expand, make_faults
 
 
 def _cluster():
-    run = SimRun(TestConfig(backend="sim", partitions=2, seed=1), 1)
+    run = sim_run(TestConfig(backend="sim", partitions=2, seed=1), 1)
     assert run.setup()
     return run
 

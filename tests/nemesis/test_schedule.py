@@ -1,11 +1,11 @@
 """Nemesis schedules: one fault at a time, every start followed by its stop,
-spaced by sleeps; the final generator heals every fault type in use; scripted
-scenarios are ordinary start/stop ops."""
+on a timetable drawn from the seed alone; the final generator heals every
+fault type in use; scripted scenarios are ordinary start/stop ops."""
 
 import random
 
 import generator as g
-from nemesis import Nemesis, NemesisPlan, Schedule
+from nemesis import Nemesis, NemesisPlan, sequential
 from nemesis.faults import expand, pick_nodes
 from nemesis.scenarios import SCENARIOS, duration, generator as scenario_generator
 
@@ -26,25 +26,54 @@ def ops_of(gen, n=40):
     return out
 
 
-def test_schedule_alternates_sleep_start_sleep_stop_of_the_same_fault():
-    ops = ops_of(Schedule(expand(["partition", "kill", "clock", "leader-kill"]), 2 * g.NS), n=40)
-    real = [o for o in ops if "_sleep" not in o]
-    sleeps = [o for o in ops if "_sleep" in o]
-    assert len(sleeps) == len(real)
-    assert all(g.NS <= s["_sleep"] <= 3 * g.NS for s in sleeps)  # interval * [0.5, 1.5)
-    for start, stop in zip(real[::2], real[1::2]):
+def test_sequential_schedule_alternates_start_and_stop_of_the_same_fault_spaced_by_the_interval():
+    ops = ops_of(sequential(expand(["partition", "kill", "clock", "leader-kill"]), 2 * g.NS, seed=3), n=40)
+    nominal = [0] + [o["nominal_ms"] for o in ops]
+    gaps = [b - a for a, b in zip(nominal, nominal[1:])]
+    assert all(1000 <= gap < 3000 for gap in gaps)  # interval * [0.5, 1.5)
+    for start, stop in zip(ops[::2], ops[1::2]):
         assert start["f"].startswith("start-") and stop["f"].startswith("stop-")
         assert start["f"][6:] == stop["f"][5:] and start["value"]["fault"] == stop["value"]["fault"]
 
 
+def test_sequential_schedule_is_drawn_from_the_seed_alone_not_from_the_clients_rng():
+    """The generator's rng (what the clients draw from) and how late the
+    nemesis is asked move nothing: the same seed gives the same faults at
+    the same nominal times; a start's own draws (``_draw``) too."""
+    def timetable(rng_seed: int, late_ns: int) -> list[tuple]:
+        gen, out = sequential(expand(["partition", "kill", "clock"]), g.NS, seed=11), []
+        for _ in range(20):
+            c = g.Context(time=late_ns + (out[-1][1] * 1_000_000 if out else 0), rng=random.Random(rng_seed),
+                          free=frozenset(["nemesis"]), process_of={"nemesis": "nemesis"},
+                          threads=frozenset(["nemesis"]), state={})
+            op, gen = gen.op(c)
+            out.append((op["f"], op["nominal_ms"], op["value"]["fault"], op.get("_draw")))
+        return out
+
+    assert timetable(1, 0) == timetable(2, 0) == timetable(3, 700_000_000)
+    assert timetable(1, 0) != [(f, n, fault, d) for f, n, fault, d in
+                               (lambda gen: [(o["f"], o["nominal_ms"], o["value"]["fault"], o.get("_draw"))
+                                             for o in ops_of(gen, 20)])(sequential(expand(["partition", "kill", "clock"]),
+                                                                                   g.NS, seed=12))]
+
+
+def test_an_op_whose_nominal_time_passed_goes_at_once_and_keeps_its_nominal_time():
+    gen = sequential(expand(["kill"]), g.NS, seed=1)
+    early, _ = gen.op(ctx())
+    late_ctx = g.Context(time=early["time"] + 5 * g.NS, rng=random.Random(1), free=frozenset(["nemesis"]),
+                         process_of={"nemesis": "nemesis"}, threads=frozenset(["nemesis"]), state={})
+    late, _ = gen.op(late_ctx)
+    assert late["time"] == late_ctx.time and late["nominal_ms"] == early["nominal_ms"] == early["time"] // 1_000_000
+
+
 def test_leader_and_controller_kills_are_recorded_as_kills():
-    ops = [o for o in ops_of(Schedule(expand(["leader-kill", "controller-kill"]), g.NS)) if "_sleep" not in o]
+    ops = ops_of(sequential(expand(["leader-kill", "controller-kill"]), g.NS, seed=1))
     assert {o["f"] for o in ops} == {"start-kill", "stop-kill"}
 
 
 def test_final_heals_each_fault_type_once():
     plan = NemesisPlan(faults=expand(["partition", "kill", "leader-kill", "pause"]))
-    nem = Nemesis(plan, cluster=None, rng=random.Random(1))
+    nem = Nemesis(plan, cluster=None, seed=1)
     fs = [o["f"] for o in ops_of(nem.final())]
     assert fs == ["stop-partition", "stop-kill", "stop-pause"]
 

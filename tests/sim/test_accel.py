@@ -103,10 +103,10 @@ def fresh_build() -> None:
 _SEED_RUN = """
 import json, sys
 from harness.config import TestConfig
-from harness.runtimes.sim import SimRun
+from harness.lifecycle.runner import sim_run
 import reference_impl.core.partition as p
 opts = TestConfig(backend="sim", time_limit=8, rate=200, nemesis=("partition", "kill"), nemesis_interval=2)
-res = SimRun(opts, 11).run()
+res = sim_run(opts, 11).run()
 st = res["stats"]
 print(json.dumps({"file": p.__file__, "accelerator": st["accelerator"], "digest": st["history_sha256"],
                   "valid": res["valid"], "steps": st["steps"], "messages": st["messages"], "faults": st["faults"]}))

@@ -1,15 +1,21 @@
-"""The simulated producers decide ok / fail / info like librdkafka
-(notes/kafka-wire.md, "Client behaviour that decides ok / fail / info")."""
+"""The simulated clients take the queue workload's operations and decide ok /
+fail / info like librdkafka (notes/kafka-wire.md, "Client behaviour that
+decides ok / fail / info"), answering with the fields a real client's
+``invoke`` returns; they record nothing (the interpreter does)."""
 
 from __future__ import annotations
 
 from reference_impl.core.messages import Errors
-from reference_impl.sim.clients import ClientConfig, Workload, sim_history
+from reference_impl.sim.clients import ClientConfig, ClientSettings, Workload
 from reference_impl.sim.script import Scenario
 
 
 def _workload(s: Scenario, tps: list, **cfg: int) -> Workload:
-    return Workload(s.sim, sim_history(s.sim), tps, ClientConfig(**cfg))
+    return Workload(s.sim, tps, ClientConfig(**cfg))
+
+
+def _send(key: str, value: int) -> dict:
+    return {"f": "send", "process": 0, "value": [["send", key, value]], "acks": "all"}
 
 
 def _leader_alone_in_isr(seed: int) -> tuple[Scenario, object]:
@@ -25,94 +31,84 @@ def _leader_alone_in_isr(seed: int) -> tuple[Scenario, object]:
 
 def test_not_enough_replicas_without_retries_is_a_definite_fail() -> None:
     s, tp = _leader_alone_in_isr(seed=11)
-    wl = _workload(s, [tp], retries=0)
-    p = wl.add_producer("all")
+    c = _workload(s, [tp]).client(0, 0, ClientSettings("all", retries=0))
     done: list = []
-    p.send(tp, 7, done=lambda t, v: done.append((t, v)))
+    c.invoke(_send(str(tp), 7), done.append)
     s.wait(lambda: bool(done), what="the send completing")
-    assert done == [("fail", "NOT_ENOUGH_REPLICAS")]
-    ops = wl.history.ops
-    assert [(o.type, o.f, o.extra["acks"]) for o in ops] == [("invoke", "send", "all"), ("fail", "send", "all")]
+    assert done == [{"type": "fail", "error": "NOT_ENOUGH_REPLICAS"}]
 
 
 def test_not_enough_replicas_retried_until_the_delivery_timeout_is_fail_when_never_ambiguous() -> None:
     s, tp = _leader_alone_in_isr(seed=12)
-    wl = _workload(s, [tp], retries=3)
-    p = wl.add_producer("all")
+    c = _workload(s, [tp]).client(0, 0, ClientSettings("all", retries=3))
     done: list = []
-    p.send(tp, 8, done=lambda t, v: done.append((t, v)))
+    c.invoke(_send(str(tp), 8), done.append)
     s.wait(lambda: bool(done), what="the send completing")
-    assert done == [("fail", "NOT_ENOUGH_REPLICAS")]
+    assert done == [{"type": "fail", "error": "NOT_ENOUGH_REPLICAS"}]
 
 
-def test_unreachable_cluster_ends_in_info_after_the_delivery_timeout_and_a_new_process() -> None:
+def test_unreachable_cluster_ends_in_info_after_the_delivery_timeout_and_a_new_process_starts_afresh() -> None:
     s = Scenario(seed=13)
     (tp,) = s.start(replicas=(1, 2, 3))
     wl = _workload(s, [tp], delivery_timeout_ms=4000, request_timeout_ms=1000)
-    p = wl.add_producer("all")
-    wl.add_consumer()
-    s.sim.cut({(p.name, b) for b in s.sim.broker_ids})
+    c = wl.client(0, 0, ClientSettings("all"))
+    s.sim.cut({(c.ep.name, b) for b in s.sim.broker_ids})
     done: list = []
     t0 = s.sim.now
-    p.send(tp, 9, done=lambda t, v: done.append((t, v)))
+    c.invoke(_send(str(tp), 9), done.append)
     s.wait(lambda: bool(done), what="the send completing")
-    assert done[0][0] == "info" and s.sim.now - t0 >= 4000
-    assert p.process == 2, "an info op retires the process id (stride = client slots)"
+    assert done[0]["type"] == "info" and s.sim.now - t0 >= 4000
     s.sim.heal()
+    again = wl.client(0, 4, ClientSettings("all"))  # the thread's next process
+    assert again is c and c.process == 4 and c.producer.meta.leaders == {}
     done.clear()
-    p.send(tp, 10, done=lambda t, v: done.append((t, v)))
+    c.invoke(_send(str(tp), 10), done.append)
     s.wait(lambda: bool(done), what="the next send")
-    assert done[0][0] == "ok" and wl.history.ops[-1].process == 2
+    assert done == [{"type": "ok", "value": [["send", str(tp), [0, 10]]]}]
 
 
-def test_acked_sends_are_read_back_by_a_final_read() -> None:
+def test_acked_sends_are_read_back_by_a_final_read_of_their_key() -> None:
     s = Scenario(seed=14)
     (tp,) = s.start(replicas=(1, 2, 3))
-    wl = _workload(s, [tp])
-    p = wl.add_producer("1")
+    c = _workload(s, [tp]).client(0, 0, ClientSettings("1"))
     for v in range(5):
         done: list = []
-        p.send(tp, v, done=lambda t, x: done.append(t))
+        c.invoke(_send(str(tp), v), done.append)
         s.wait(lambda: bool(done), what="send")
-        assert done == ["ok"]
-    r = wl.add_final_reader()
+        assert done[0]["type"] == "ok"
     got: list = []
-    r.poll(tps=[tp], final=True, from_start=True, until=dict(wl.max_acked), deadline_ms=5000, done=got.append)
+    c.invoke({"f": "poll", "value": [["poll"]], "final": True, "key": str(tp), "upto": 4}, got.append)
     s.wait(lambda: bool(got), what="final read")
-    assert [v for _, v in got[0][str(tp)]] == [0, 1, 2, 3, 4]
-    last = wl.history.ops[-1]
-    assert last.type == "ok" and last.extra == {"final": True} and last.process >= 1_000_000
+    assert got == [{"type": "ok", "value": [["poll", {str(tp): [[i, i] for i in range(5)]}]], "caught_up": True}]
 
 
-def test_an_arrival_goes_to_the_idle_producer_random_choice_would_pick() -> None:
-    """Arrivals picks among the idle producers without building their list;
-    the pick, and the generator's state after it, must be Random.choice's
-    over that list, or a seed's schedule would change."""
-    import random
-
-    from reference_impl.sim.clients import Arrivals
-
-    s = Scenario(seed=21)
+def test_a_poll_reads_onwards_from_the_processs_positions_and_an_assign_starts_again_from_zero() -> None:
+    s = Scenario(seed=15)
     (tp,) = s.start(replicas=(1, 2, 3))
-    wl = _workload(s, [tp])
-    producers = [wl.add_producer("all") for _ in range(23)]
-    arrivals = Arrivals(s.sim, producers, 100.0)
-    arrivals.running = True
-    mask = random.Random(5)
-    picks = 0
-    for _ in range(60):
-        for p in producers:  # a fresh mix of busy and idle producers
-            p.busy = mask.random() < 0.6
-        idle = [p for p in producers if not p.busy]
-        mirror = random.Random()
-        mirror.setstate(s.sim.rng.getstate())
-        want = mirror.choice(idle) if idle else None
-        before = {p.name for p in producers if p.busy}
-        arrivals._arrive()
-        got = [p for p in producers if p.busy and p.name not in before]
-        if want is None:
-            assert got == []
-        else:
-            assert [p.name for p in got] == [want.name]
-            picks += 1
-    assert picks > 40 and arrivals.skipped == 60 - picks
+    c = _workload(s, [tp]).client(0, 0, ClientSettings("all"))
+
+    def do(op: dict) -> dict:
+        out: list = []
+        c.invoke(op, out.append)
+        s.wait(lambda: bool(out), what=op["f"])
+        return out[0]
+
+    poll = {"f": "poll", "value": [["poll"]]}
+    for v in range(3):
+        assert do(_send(str(tp), v))["type"] == "ok"
+    assert do(poll)["value"] == [["poll", {str(tp): [[0, 0], [1, 1], [2, 2]]}]]
+    assert do(_send(str(tp), 3))["type"] == "ok"
+    assert do(poll)["value"] == [["poll", {str(tp): [[3, 3]]}]]
+    assert do({"f": "assign", "value": [str(tp)]}) == {"type": "ok", "value": [str(tp)]}
+    assert do(poll)["value"] == [["poll", {str(tp): [[0, 0], [1, 1], [2, 2], [3, 3]]}]]
+
+
+def test_a_send_marked_to_crash_is_info_crashed_and_its_client_is_dead() -> None:
+    s = Scenario(seed=16)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    c = _workload(s, [tp]).client(0, 0, ClientSettings("all"))
+    done: list = []
+    c.invoke({**_send(str(tp), 1), "crash": 0}, done.append)
+    s.wait(lambda: bool(done), what="the crash")
+    assert done == [{"type": "info", "error": "crashed"}]
+    assert not c.producer.busy and c.ep._pending == {}

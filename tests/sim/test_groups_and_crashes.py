@@ -1,16 +1,18 @@
 """Consumer groups and crashed clients in the simulator
 (``kraftwerk sim --sub-via subscribe --crash-clients``,
-reference_impl/sim/clients.py ``GroupMember`` and the crash marks).
+reference_impl/sim/groups.py ``GroupMember`` and the crash marks of
+workloads/crash.py).
 
 * Deterministic: the same seed gives a byte-identical history, in this
   process and in another with another hash seed.
 * Crash clients follow Jepsen's shape and the outcome rules
   (workloads/outcome.py): the invocation carries ``crash``, the operation
-  completes ``info`` with ``crashed`` whatever it got, and the client goes
-  on under a new process id.
-* The group: members subscribe, the coordinator hands out partitions
-  (``rebalance-log``), polls commit what they read; a crashed dynamic
-  member's replacement joins anew (a rebalance), a crashed static member's
+  completes ``info`` with ``crashed`` whatever it got, and the thread goes
+  on as a new process with a new client.
+* The group: every worker's consumer is a member, the coordinator hands
+  out partitions (``rebalance-log``), polls commit what they read, some
+  polls subscribe again; a crashed dynamic member leaves and its
+  replacement joins anew (a rebalance), a crashed static member's
   replacement (KIP-345) takes its place without one.
 """
 
@@ -26,7 +28,7 @@ from harness.config import TestConfig
 from harness.lifecycle.runner import run_seed
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTS = TestConfig(backend="sim", sub_via="subscribe", crash_clients=True, crash_client_interval=4, consumers=3,
+OPTS = TestConfig(backend="sim", sub_via="subscribe", crash_clients=True, crash_client_interval=4,
                   time_limit=12, nemesis=["kill"], nemesis_interval=3)
 
 
@@ -65,7 +67,7 @@ def test_crashed_operations_are_info_and_the_client_goes_on_as_a_new_process(tmp
 
 
 def test_members_are_assigned_partitions_and_commit_what_they_read(tmp_path: Path) -> None:
-    ops = _ops(run_seed(OPTS, 7, tmp_path))
+    ops = _ops(run_seed(OPTS, 8, tmp_path))
     assert any(o["f"] == "subscribe" and o["type"] == "ok" for o in ops)
     assigned = {k for o in ops for e in o.get("rebalance-log", ()) if e["event"] == "assigned" for k in e["keys"]}
     assert assigned == {"t0-0", "t0-1"}
@@ -74,7 +76,8 @@ def test_members_are_assigned_partitions_and_commit_what_they_read(tmp_path: Pat
 
 
 def test_a_crashed_static_members_replacement_takes_its_place_without_a_rebalance(tmp_path: Path) -> None:
-    """No faults but crashes: dynamic members' replacements join anew, so the
+    """No faults but crashes (each kills its process's producer and group
+    member): dynamic members leave and their replacements join anew, so the
     others are revoked; static ones rejoin under their instance id, and
     nobody is. Revocations are counted from the first member's crash on:
     before it the group forms, and a member that joined alone first is
@@ -82,12 +85,12 @@ def test_a_crashed_static_members_replacement_takes_its_place_without_a_rebalanc
     quiet = OPTS.model_copy(update={"nemesis": [], "time_limit": 12})
 
     def revoked(static: bool) -> tuple[int, int]:
-        ops = _ops(run_seed(quiet.model_copy(update={"static_members": static}), 3, tmp_path / str(static)))
-        crashed = [o for o in ops if o.get("error") == "crashed" and o["f"] == "poll"]
-        first = min((o["time"] for o in crashed), default=None)
-        revokes = sum(1 for o in ops if first is not None and o["time"] > first
-                      for e in o.get("rebalance-log", ()) if e["event"] == "revoked")
-        return len(crashed), revokes
+        """Crashes, and revocations after the first crash (the group forms
+        as the workers' first ops come, one by one, revoking as it grows)."""
+        ops = _ops(run_seed(quiet.model_copy(update={"static_members": static}), 4, tmp_path / str(static)))
+        crashed = [o["index"] for o in ops if o.get("error") == "crashed"]
+        return len(crashed), sum(1 for o in ops if o["index"] > crashed[0]
+                                 for e in o.get("rebalance-log", ()) if e["event"] == "revoked")
 
     crashes, revokes = revoked(True)
     assert crashes > 3 and revokes == 0
@@ -99,14 +102,14 @@ def test_the_cli_run_is_the_same_run_in_another_process_with_another_hash_seed(t
     """``kraftwerk sim --sub-via subscribe --crash-clients`` in a process of
     its own (PYTHONHASHSEED=1) writes the history this process writes."""
     flags = ["--seed", "5", "--time-limit", "6", "--sub-via", "subscribe", "--crash-clients",
-             "--crash-client-interval", "3", "--consumers", "2", "--nemesis", "kill"]
+             "--crash-client-interval", "3", "--nemesis", "kill"]
     p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "sim", *flags,
                         "--out", str(tmp_path / "cli"), "--json"], cwd=ROOT, env=dict(os.environ, PYTHONHASHSEED="1"),
                        capture_output=True, text=True, timeout=300)
     assert p.returncode in (0, 1, 3), p.stderr
     cli = (Path(json.loads(p.stdout)["run_dir"]) / "history.jsonl").read_bytes()
     here = run_seed(TestConfig(backend="sim", sub_via="subscribe", crash_clients=True, crash_client_interval=3,
-                               consumers=2, time_limit=6, nemesis=["kill"]), 5, tmp_path / "here")
+                               time_limit=6, nemesis=["kill"]), 5, tmp_path / "here")
     assert (Path(here["run_dir"]) / "history.jsonl").read_bytes() == cli
 
 

@@ -71,9 +71,9 @@ def test_both_ways_of_recording_write_the_same_bytes(tmp_path):
 
 def test_a_seeds_digest_is_that_of_its_operations_as_encode_line_spells_them():
     from checkers.history.jsonl import encode_line
-    from harness.runtimes.sim import SimRun
+    from harness.lifecycle.runner import sim_run
 
-    run = SimRun(TestConfig(backend="sim", time_limit=5, nemesis=("all",), nemesis_interval=2, rate=50), 3)
+    run = sim_run(TestConfig(backend="sim", time_limit=5, nemesis=("all",), nemesis_interval=2, rate=50), 3)
     res = run.run()
     want = "".join(encode_line(op) for op in run.history.ops)
     assert len(run.history.ops) > 100

@@ -200,10 +200,9 @@ def test_a_timeout_queue_keeps_only_its_oldest_entry_in_the_heap() -> None:
 
 
 def test_choose_draws_exactly_what_random_choice_draws() -> None:
-    """The producers pick partitions with a compiled copy of Random.choice;
-    a seed's schedule depends on it taking the same element and leaving the
-    generator in the same state. (Arrivals picks a producer with the same
-    draws, without a list: test_clients.)"""
+    """The clients pick brokers with a compiled copy of Random.choice; a
+    seed's history depends on it taking the same element and leaving the
+    generator in the same state."""
     for seed in range(20):
         ours, theirs = random.Random(seed), random.Random(seed)
         for n in list(range(1, 70)) + [127, 128, 129, 1000]:

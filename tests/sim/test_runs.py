@@ -15,7 +15,7 @@ import pytest
 from harness.cli import main
 from harness.config import TestConfig
 from harness.lifecycle.runner import run_seed
-from harness.runtimes.sim import SimRun
+from harness.lifecycle.runner import sim_run
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTS = TestConfig(backend="sim", time_limit=8, nemesis=("all",), nemesis_interval=2, rate=80,
@@ -103,9 +103,9 @@ def test_many_seeds_run_in_parallel_jobs_and_summarize(tmp_path: Path, capsys: p
 def test_a_run_stopped_by_an_exception_still_leaves_every_recorded_operation_on_disk(tmp_path: Path) -> None:
     """The simulator buffers history lines (a replay rebuilds them), so the
     runner closes the history whatever stops the run: nothing recorded is lost."""
-    from harness.runtimes.sim import SimRun
+    from harness.lifecycle.runner import sim_run
 
-    run = SimRun(TestConfig(backend="sim", time_limit=20, rate=200, nemesis=("none",)), 3, run_dir=tmp_path)
+    run = sim_run(TestConfig(backend="sim", time_limit=20, rate=200, nemesis=("none",)), 3, run_dir=tmp_path)
 
     def boom() -> None:
         raise RuntimeError("stop here")
@@ -129,7 +129,7 @@ def _cyclic_garbage_after(opts: TestConfig, seed: int, release: bool) -> tuple[d
     """A run's results, and how many objects the cyclic collector finds once
     the run object is dropped."""
     gc.collect()
-    run = SimRun(opts, seed)
+    run = sim_run(opts, seed)
     res = run.run(release=release)
     was = gc.isenabled()
     gc.disable()

@@ -11,7 +11,7 @@ from typing import Any
 from checkers.invariants import iter_trace_dir
 from reference_impl.core.messages import TopicPartition
 from harness.config import TestConfig
-from harness.runtimes.sim import SimRun
+from harness.lifecycle.runner import sim_run
 from reference_impl.trace_format import encode_trace_line, stamp
 
 
@@ -54,7 +54,7 @@ def test_sim_trace_files_reread_equal_the_events_the_monitor_saw_live(tmp_path: 
     event for event, in the same order."""
     opts = TestConfig(backend="sim", time_limit=6, nemesis=("all",), nemesis_interval=2, rate=60,
                       final_read_timeout=8, acks="mixed")
-    run = SimRun(opts, 4, run_dir=tmp_path)
+    run = sim_run(opts, 4, run_dir=tmp_path)
     live: list[dict[str, Any]] = []
     run.sim.add_trace_listener(lambda ev: live.append(json.loads(json.dumps(ev))))
     run.run()
@@ -68,7 +68,7 @@ def test_sim_trace_lines_lead_with_the_runtime_stamps(tmp_path: Path) -> None:
     t, seq, node, kind, then the event's data: the simulator stamps the
     event in place for the monitor but writes the stamps first."""
     opts = TestConfig(backend="sim", time_limit=3, nemesis=("none",), rate=60, final_read_timeout=4)
-    SimRun(opts, 2, run_dir=tmp_path).run()
+    sim_run(opts, 2, run_dir=tmp_path).run()
     lines = [json.loads(b) for f in sorted(tmp_path.glob("nodes/*/trace.jsonl")) for b in f.read_bytes().splitlines()]
     assert len(lines) > 100
     assert {e["kind"] for e in lines} >= {"append", "hw"}
@@ -86,9 +86,9 @@ def test_sim_unstamped_fast_path_writes_the_same_traces_and_verdict_as_the_stamp
     opts = TestConfig(backend="sim", time_limit=20, nemesis=("partition:primaries", "kill"), variants={"kip101": False}, final_read_timeout=6)
     (tmp_path / "fast").mkdir()
     (tmp_path / "slow").mkdir()
-    fast = SimRun(opts, 0, run_dir=tmp_path / "fast")
+    fast = sim_run(opts, 0, run_dir=tmp_path / "fast")
     fast_res = fast.run()
-    slow = SimRun(opts, 0, run_dir=tmp_path / "slow")
+    slow = sim_run(opts, 0, run_dir=tmp_path / "slow")
     slow.sim.add_trace_listener(lambda ev: None)
     slow_res = slow.run()
     files = sorted(p.relative_to(tmp_path / "fast") for p in (tmp_path / "fast").glob("nodes/*/trace.jsonl"))
@@ -105,7 +105,7 @@ def test_sim_hands_the_monitor_the_event_time_and_node_on_both_trace_paths() -> 
     and node as one found on a stamped event: the simulator passes its
     clock and the emitting node to the monitor on the fast path."""
     opts = TestConfig(backend="sim", time_limit=2, nemesis=("none",), rate=20)
-    run = SimRun(opts, 1)
+    run = sim_run(opts, 1)
     assert run.setup()
     sim = run.sim
     sim.run_until(sim.now + 1234)  # an odd time, so a wrong stamp shows

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from reference_impl.core.messages import Errors
-from reference_impl.sim.clients import ClientConfig, Workload, error_name, sim_history
+from reference_impl.sim.clients import ClientConfig, ClientSettings, Workload, error_name
 from reference_impl.sim.script import Scenario
 from workloads.outcome import (
     FATAL,
@@ -157,9 +157,8 @@ def test_simulated_client_a_request_the_broker_refuses_is_a_definite_fail():
     fail, with no retry."""
     s = Scenario(seed=31)
     (tp,) = s.start(replicas=(1, 2, 3))
-    wl = Workload(s.sim, sim_history(s.sim), [tp], ClientConfig())
-    p = wl.add_producer("2")
+    c = Workload(s.sim, [tp], ClientConfig()).client(0, 0, ClientSettings("2"))
     done: list = []
-    p.send(tp, 5, done=lambda t, v: done.append((t, v)))
+    c.invoke({"f": "send", "value": [["send", str(tp), 5]]}, done.append)
     s.wait(lambda: bool(done), what="the send completing")
-    assert done == [("fail", "INVALID_REQUEST")]
+    assert done == [{"type": "fail", "error": "INVALID_REQUEST"}]

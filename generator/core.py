@@ -1,0 +1,670 @@
+"""The generator library (``generator``'s one module, so the accelerator can
+compile it: reference_impl.accel). See the package's docstring."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Iterable
+
+try:  # the accelerator compiles this module (reference_impl.accel); then its
+    # Gen may still be subclassed by interpreted generators (nemesis, workloads)
+    from mypy_extensions import mypyc_attr
+except ImportError:  # pragma: no cover - mypy is optional (the accel extra)
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> Any:  # type: ignore[misc]
+        return lambda cls: cls
+
+PENDING = "pending"
+NS = 1_000_000_000
+
+
+#: memo of pure functions of frozensets the interpreters hand over again and
+#: again (the same objects while nothing changes, so their hash is cached):
+#: each ask of a generator restricts the threads and lists the free ones
+_MEMO: dict[Any, Any] = {}
+_MEMO_MAX = 4096
+
+
+def _remember(key: Any, value: Any) -> Any:
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[key] = value
+    return value
+
+
+def randbelow(rng: random.Random, n: int) -> int:
+    """``rng.randrange(n)`` (``n > 0``), drawn exactly as CPython draws it
+    (``_randbelow_with_getrandbits``), without its interpreted calls."""
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return r
+
+
+def _order(threads: frozenset[Any]) -> list[Any]:
+    """``threads`` sorted by name, as :meth:`Context.free_threads` lists them."""
+    got = _MEMO.get(threads)
+    if got is None:
+        got = _remember(threads, sorted(threads, key=str))
+    return got
+
+
+class Context:
+    """What a generator may look at: the time, which worker threads are free and
+    which process each runs. ``threads`` restricts the view (``clients`` /
+    ``nemesis`` wrappers narrow it). ``thread_of``, if the interpreter keeps
+    one, maps each process to its thread (else it is searched for).
+
+    A plain class with slots rather than a dataclass: every ask of a
+    generator builds a few (each ``clients``/``nemesis`` wrapper narrows
+    the view), and ``dataclasses.replace`` was a fifth of an ask."""
+
+    __slots__ = ("time", "rng", "free", "process_of", "threads", "state", "_thread_of", "_free_sorted")
+
+    def __init__(self, time: int, rng: random.Random, free: frozenset[Any], process_of: dict[Any, Any],
+                 threads: frozenset[Any], state: dict[str, Any] | None = None,
+                 thread_of: dict[Any, Any] | None = None) -> None:
+        self.time = time  # ns since the test began
+        self.rng = rng
+        self.free = free  # free thread ids (ints for clients, "nemesis")
+        self.process_of = process_of  # thread -> current process
+        self.threads = threads  # threads visible to this generator
+        self.state = state if state is not None else {}  # workload state shared with generators
+        self._thread_of = thread_of
+        self._free_sorted: list[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"Context(time={self.time}, free={sorted(self.free, key=str)}, threads={sorted(self.threads, key=str)})"
+
+    def with_threads(self, threads: frozenset[Any]) -> "Context":
+        return Context(self.time, self.rng, self.free, self.process_of, threads, self.state, self._thread_of)
+
+    def restrict(self, pred: Callable[[Any], bool]) -> "Context":
+        threads = self.threads
+        key = (threads, pred)
+        got = _MEMO.get(key)
+        if got is None:
+            got = _remember(key, frozenset(t for t in threads if pred(t)))
+        return Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of)
+
+    def free_threads(self) -> list[Any]:
+        """The free threads this view sees, sorted by name (the caller must
+        not change the list)."""
+        fs = self._free_sorted
+        if fs is None:
+            free = self.free
+            fs = self._free_sorted = [t for t in _order(self.threads) if t in free]
+        return fs
+
+    def some_free_process(self) -> Any | None:
+        ts = self.free_threads()
+        if not ts:
+            return None
+        return self.process_of[ts[randbelow(self.rng, len(ts))]]
+
+    def thread_of(self, process: Any) -> Any:
+        index = self._thread_of
+        if index is not None:
+            return index.get(process)
+        for t, p in self.process_of.items():
+            if p == process:
+                return t
+        return None
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class Gen:
+    """Base class: subclasses implement ``op``; ``update`` defaults to identity.
+
+    A generator is an immutable value by convention: the classes here set
+    their fields in ``__init__`` and never after. They are plain classes,
+    not frozen dataclasses: compiled (reference_impl.accel), constructing a
+    frozen dataclass cost ~5,000 instructions (its fields set through
+    ``object.__setattr__``), and an ask builds several generators."""
+
+    def op(self, ctx: Context) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def is_inert(self) -> bool:
+        """Whether :meth:`update` would return this generator whatever the
+        event (no generator below it looks at events): the interpreters
+        skip the update then (two walks of the tree per operation, each
+        building views of the context, for nothing). Subclasses whose
+        update does something say so."""
+        return True
+
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        return self
+
+
+def lift(x: Any) -> Gen | None:
+    """Turn plain values into generators: a dict is one op, a callable is an
+    infinite stream of ``fn(ctx)`` ops, a list is ``phases``-less sequence."""
+    if x is None or isinstance(x, Gen):
+        return x
+    if isinstance(x, dict):
+        return Once(x)
+    if callable(x):
+        return Fn(x)
+    if isinstance(x, (list, tuple)):
+        return Seq(tuple(lift(g) for g in x))
+    raise TypeError(f"cannot make a generator from {type(x).__name__}")
+
+
+def _fill(op: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
+    """Give an op a free process and a time, unless it names them already."""
+    op = dict(op)
+    if "process" not in op:
+        p = ctx.some_free_process()
+        if p is None:
+            return None
+        op["process"] = p
+    else:
+        t = ctx.thread_of(op["process"])
+        if t not in ctx.free or t not in ctx.threads:
+            return None
+    op.setdefault("time", ctx.time)
+    return op
+
+
+class Once(Gen):
+    """Exactly one operation."""
+
+    def __init__(self, template: dict[str, Any]) -> None:
+        self.template = template
+
+    def __repr__(self) -> str:
+        return f"Once({self.template!r})"
+
+    def op(self, ctx: Context):
+        o = _fill(self.template, ctx)
+        if o is None:
+            return PENDING, self
+        return o, None
+
+
+class Fn(Gen):
+    """An infinite stream: ``fn(ctx)`` builds each op (or returns None to stop)."""
+
+    def __init__(self, fn: Callable[[Context], dict[str, Any] | None]) -> None:
+        self.fn = fn
+
+    def __repr__(self) -> str:
+        return f"Fn({self.fn!r})"
+
+    def op(self, ctx: Context):
+        if not ctx.free_threads():
+            return PENDING, self
+        tmpl = self.fn(ctx)
+        if tmpl is None:
+            return None
+        o = _fill(tmpl, ctx)
+        if o is None:
+            return PENDING, self
+        return o, self
+
+
+class Seq(Gen):
+    """Generators one after another, without waiting for completions."""
+
+    def __init__(self, gens: tuple[Gen | None, ...]) -> None:
+        self.gens = gens
+
+    def __repr__(self) -> str:
+        return f"Seq({self.gens!r})"
+
+    def op(self, ctx: Context):
+        gens = self.gens
+        while gens:
+            g = gens[0]
+            r = g.op(ctx) if g is not None else None
+            if r is None:
+                gens = gens[1:]
+                continue
+            o, g2 = r
+            return o, Seq((g2,) + gens[1:])
+        return None
+
+    def is_inert(self) -> bool:
+        g = self.gens[0] if self.gens else None
+        return g is None or g.is_inert()
+
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        if not self.gens or self.gens[0] is None:
+            return self
+        g2 = self.gens[0].update(ctx, event)
+        return self if g2 is self.gens[0] else Seq((g2,) + self.gens[1:])
+
+
+def seq(*gens: Any) -> Gen:
+    return Seq(tuple(lift(g) for g in gens))
+
+
+class Limit(Gen):
+    """At most ``n`` operations."""
+
+    def __init__(self, n: int, gen: Gen | None) -> None:
+        self.n = n
+        self.gen = gen
+
+    def __repr__(self) -> str:
+        return f"Limit({self.n!r}, {self.gen!r})"
+
+    def op(self, ctx: Context) -> Any:
+        if self.n <= 0 or self.gen is None:
+            return None
+        r = self.gen.op(ctx)
+        if r is None:
+            return None
+        o, g2 = r
+        if o == PENDING:
+            return PENDING, Limit(self.n, g2)
+        return o, Limit(self.n - 1, g2)
+
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
+
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        if self.gen is None:
+            return self
+        g2 = self.gen.update(ctx, event)
+        return self if g2 is self.gen else Limit(self.n, g2)
+
+
+def limit(n: int, gen: Any) -> Gen:
+    return Limit(n, lift(gen))
+
+
+class Repeat(Gen):
+    """Repeat the first op of ``gen`` forever (or ``n`` times)."""
+
+    def __init__(self, gen: Gen | None, n: int = -1) -> None:
+        self.gen = gen
+        self.n = n
+
+    def __repr__(self) -> str:
+        return f"Repeat({self.gen!r}, {self.n!r})"
+
+    def op(self, ctx: Context) -> Any:
+        if self.n == 0 or self.gen is None:
+            return None
+        r = self.gen.op(ctx)
+        if r is None:
+            return None
+        o, _ = r
+        if o == PENDING:
+            return PENDING, self
+        return o, Repeat(self.gen, self.n - 1 if self.n > 0 else -1)
+
+
+def repeat(gen: Any, n: int = -1) -> Gen:
+    return Repeat(lift(gen), n)
+
+
+class TimeLimit(Gen):
+    """Stop emitting ops ``dt`` seconds after the first time it is asked."""
+
+    def __init__(self, dt_ns: int, gen: Gen | None, deadline: int | None = None) -> None:
+        self.dt_ns = dt_ns
+        self.gen = gen
+        self.deadline = deadline
+
+    def __repr__(self) -> str:
+        return f"TimeLimit({self.dt_ns!r}, {self.gen!r}, {self.deadline!r})"
+
+    def op(self, ctx: Context) -> Any:
+        if self.gen is None:
+            return None
+        deadline = self.deadline if self.deadline is not None else ctx.time + self.dt_ns
+        if ctx.time >= deadline:
+            return None
+        r = self.gen.op(ctx)
+        if r is None:
+            return None
+        o, g2 = r
+        if o != PENDING and o["time"] >= deadline:
+            return None
+        return o, TimeLimit(self.dt_ns, g2, deadline)
+
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
+
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        if self.gen is None:
+            return self
+        g2 = self.gen.update(ctx, event)
+        return self if g2 is self.gen else TimeLimit(self.dt_ns, g2, self.deadline)
+
+
+def time_limit(seconds: float, gen: Any) -> Gen:
+    return TimeLimit(int(seconds * NS), lift(gen))
+
+
+class Delay(Gen):
+    """Space ops at least ``dt`` apart (a rate limit: ``delay(1/rate, g)``)."""
+
+    def __init__(self, dt_ns: int, gen: Gen | None, next_time: int | None = None, jitter: bool = False) -> None:
+        self.dt_ns = dt_ns
+        self.gen = gen
+        self.next_time = next_time
+        self.jitter = jitter
+
+    def __repr__(self) -> str:
+        return f"Delay({self.dt_ns!r}, {self.gen!r}, {self.next_time!r}, {self.jitter!r})"
+
+    def op(self, ctx: Context) -> Any:
+        if self.gen is None:
+            return None
+        r = self.gen.op(ctx)
+        if r is None:
+            return None
+        o, g2 = r
+        if o == PENDING:
+            return PENDING, Delay(self.dt_ns, g2, self.next_time, self.jitter)
+        nt = self.next_time
+        if nt is None:
+            # the first op: a stagger's first gap is drawn as every other
+            # (from the start, as from an op), a plain delay's is none
+            nt = ctx.time + (int(ctx.rng.random() * 2 * self.dt_ns) if self.jitter else 0)
+        if o["time"] < nt:
+            o = dict(o)
+            o["time"] = nt
+        step = self.dt_ns
+        if self.jitter:  # stagger: uniform in [0, 2dt), mean dt
+            step = int(ctx.rng.random() * 2 * self.dt_ns)
+        return o, Delay(self.dt_ns, g2, o["time"] + step, self.jitter)
+
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
+
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        if self.gen is None:
+            return self
+        g2 = self.gen.update(ctx, event)
+        return self if g2 is self.gen else Delay(self.dt_ns, g2, self.next_time, self.jitter)
+
+
+def delay(seconds: float, gen: Any) -> Gen:
+    return Delay(int(seconds * NS), lift(gen))
+
+
+def stagger(seconds: float, gen: Any) -> Gen:
+    """Jepsen's stagger: random gaps with mean ``seconds`` (the first from
+    the start)."""
+    return Delay(int(seconds * NS), lift(gen), None, True)
+
+
+def rate(ops_per_second: float, gen: Any) -> Gen:
+    """Total rate limit across all processes, with jitter so processes don't lockstep."""
+    return stagger(1.0 / ops_per_second, gen)
+
+
+class Mix(Gen):
+    """Each op from a uniformly chosen generator (weights via repetition),
+    as Jepsen's ``mix``: the generator the next op comes from (``i``) is
+    drawn when an op is emitted and kept in the successor's state, so
+    asking again gives the same op whatever the rng did meanwhile (one draw
+    per ask, for the op after, where a shuffle per ask drew several); an
+    exhausted generator is dropped and another drawn. The first op comes
+    from the first."""
+
+    def __init__(self, gens: tuple[Gen | None, ...], i: int = 0) -> None:
+        self.gens = gens
+        self.i = i
+
+    def __repr__(self) -> str:
+        return f"Mix({self.gens!r}, {self.i!r})"
+
+    def op(self, ctx: Context) -> Any:
+        gens, i = self.gens, self.i
+        while gens:
+            g = gens[i]
+            r = g.op(ctx) if g is not None else None
+            if r is None:
+                gens = gens[:i] + gens[i + 1:]
+                if not gens:
+                    return None
+                i = randbelow(ctx.rng, len(gens))
+                continue
+            o, g2 = r
+            if o == PENDING:
+                return PENDING, (self if gens is self.gens else Mix(gens, i))
+            new = gens if g2 is g else gens[:i] + (g2,) + gens[i + 1:]
+            return o, Mix(new, randbelow(ctx.rng, len(new)))
+        return None
+
+
+def mix(*gens: Any) -> Gen:
+    return Mix(tuple(x for x in (lift(g) for g in gens) if x is not None))
+
+
+class Sleep(Gen):
+    """Occupy one free thread for ``dt`` seconds, recording nothing (Jepsen's
+    ``sleep``): on the nemesis thread it spaces faults; in a phase of its own it
+    gives the cluster time to recover."""
+
+    def __init__(self, dt_ns: int) -> None:
+        self.dt_ns = dt_ns
+
+    def __repr__(self) -> str:
+        return f"Sleep({self.dt_ns!r})"
+
+    def op(self, ctx: Context) -> Any:
+        p = ctx.some_free_process()
+        if p is None:
+            return PENDING, self
+        return {"f": "sleep", "process": p, "time": ctx.time, "_sleep": self.dt_ns}, None
+
+
+def sleep(seconds: float) -> Gen:
+    return Sleep(int(seconds * NS))
+
+
+class OnThreads(Gen):
+    """Restrict a generator to some threads (Jepsen's ``clients`` / ``nemesis``)."""
+
+    def __init__(self, pred: Callable[[Any], bool], gen: Gen | None) -> None:
+        self.pred = pred
+        self.gen = gen
+
+    def __repr__(self) -> str:
+        return f"OnThreads({self.pred!r}, {self.gen!r})"
+
+    def op(self, ctx: Context) -> Any:
+        if self.gen is None:
+            return None
+        r = self.gen.op(ctx.restrict(self.pred))
+        if r is None:
+            return None
+        o, g2 = r
+        return o, OnThreads(self.pred, g2)
+
+    def is_inert(self) -> bool:
+        return self.gen is None or self.gen.is_inert()
+
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        if self.gen is None:
+            return self
+        t = ctx.thread_of(event.get("process"))
+        if t is None and event.get("process") == "nemesis":
+            t = "nemesis"
+        if t is not None and not self.pred(t):
+            return self
+        g2 = self.gen.update(ctx.restrict(self.pred), event)
+        return self if g2 is self.gen else OnThreads(self.pred, g2)
+
+
+def _is_client(t: Any) -> bool:
+    return t != "nemesis"
+
+
+def _is_nemesis(t: Any) -> bool:
+    return t == "nemesis"
+
+
+def clients(gen: Any) -> Gen:
+    return OnThreads(_is_client, lift(gen))
+
+
+def nemesis(gen: Any) -> Gen:
+    return OnThreads(_is_nemesis, lift(gen))
+
+
+def _soonest(results: Iterable[tuple[int, Any]]) -> tuple[tuple[dict, int, Gen | None] | None, bool, set[int]]:
+    """Of children's ``op`` answers ``(index, answer)``: the soonest op as
+    ``(op, index, next generator)`` or None, whether any child is pending,
+    and the indices of exhausted children (answer None)."""
+    best = None
+    pending = False
+    done: set[int] = set()
+    for i, r in results:
+        if r is None:
+            done.add(i)
+            continue
+        o, g2 = r
+        if o == PENDING:
+            pending = True
+            continue
+        if best is None or o["time"] < best[0]["time"]:
+            best = (o, i, g2)
+    return best, pending, done
+
+
+class Any_(Gen):
+    """The soonest op of several generators (Jepsen's ``any``): used to
+    interleave the nemesis schedule with client operations."""
+
+    def __init__(self, gens: tuple[Gen | None, ...]) -> None:
+        self.gens = gens
+
+    def __repr__(self) -> str:
+        return f"Any_({self.gens!r})"
+
+    def op(self, ctx: Context) -> Any:
+        best, pending, done = _soonest((i, g.op(ctx)) for i, g in enumerate(self.gens) if g is not None)
+        if best is None:
+            # exhausted children are dropped so Any_ ends when all do (from
+            # this pass's answers: asking again would draw on ctx.rng twice)
+            live = tuple(g for i, g in enumerate(self.gens) if g is not None and i not in done)
+            return (PENDING, Any_(live)) if live else None
+        o, i, g2 = best
+        new = list(self.gens)
+        new[i] = g2
+        return o, Any_(tuple(new))
+
+    def is_inert(self) -> bool:
+        for g in self.gens:
+            if g is not None and not g.is_inert():
+                return False
+        return True
+
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        new: list[Gen | None] | None = None
+        for i, g in enumerate(self.gens):
+            if g is None:
+                continue
+            g2 = g.update(ctx, event)
+            if g2 is not g:
+                if new is None:
+                    new = list(self.gens)
+                new[i] = g2
+        return self if new is None else Any_(tuple(new))
+
+
+def any_(*gens: Any) -> Gen:
+    return Any_(tuple(lift(g) for g in gens))
+
+
+class Synchronize(Gen):
+    """Wait until every visible thread is free, then behave like ``gen``."""
+
+    def __init__(self, gen: Gen | None, started: bool = False) -> None:
+        self.gen = gen
+        self.started = started
+
+    def __repr__(self) -> str:
+        return f"Synchronize({self.gen!r}, {self.started!r})"
+
+    def op(self, ctx: Context) -> Any:
+        if self.gen is None:
+            return None
+        if not self.started:
+            if ctx.free >= ctx.threads:
+                return Synchronize(self.gen, True).op(ctx)
+            return PENDING, self
+        r = self.gen.op(ctx)
+        if r is None:
+            return None
+        o, g2 = r
+        return o, Synchronize(g2, True)
+
+    def is_inert(self) -> bool:
+        return not self.started or self.gen is None or self.gen.is_inert()
+
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        if self.gen is None or not self.started:
+            return self
+        g2 = self.gen.update(ctx, event)
+        return self if g2 is self.gen else Synchronize(g2, True)
+
+
+def phases(*gens: Any) -> Gen:
+    """Run generators one after another, each starting only once every
+    operation of the previous one has completed (Jepsen's ``phases``)."""
+    return Seq(tuple(Synchronize(lift(g)) for g in gens))
+
+
+class EachThread(Gen):
+    """An independent copy of a generator per thread (Jepsen's ``each-thread``):
+    e.g. every client does its own final read."""
+
+    def __init__(self, make: Callable[[Any], Gen | None], gens: tuple[tuple[Any, Gen | None], ...] | None = None) -> None:
+        self.make = make
+        self.gens = gens
+
+    def __repr__(self) -> str:
+        return f"EachThread({self.make!r}, {self.gens!r})"
+
+    def _init(self, ctx) -> tuple[tuple[Any, Gen | None], ...]:
+        if self.gens is not None:
+            return self.gens
+        return tuple((t, lift(self.make(t))) for t in sorted(ctx.threads, key=str))
+
+    def op(self, ctx: Context) -> Any:
+        gens = self._init(ctx)
+        best, pending, _ = _soonest(
+            (i, g.op(ctx.with_threads(frozenset([t])))) for i, (t, g) in enumerate(gens) if g is not None
+        )
+        if best is None:
+            return (PENDING, EachThread(self.make, gens)) if pending else None
+        o, i, g2 = best
+        new = list(gens)
+        new[i] = (new[i][0], g2)
+        return o, EachThread(self.make, tuple(new))
+
+    def is_inert(self) -> bool:
+        if self.gens is None:
+            return False  # its generators are made on the first look
+        for _, g in self.gens:
+            if g is not None and not g.is_inert():
+                return False
+        return True
+
+    def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
+        gens = self._init(ctx)
+        t = ctx.thread_of(event.get("process"))
+        out = []
+        for th, g in gens:
+            if g is not None and th == t:
+                g = g.update(ctx.with_threads(frozenset([th])), event)
+            out.append((th, g))
+        return EachThread(self.make, tuple(out))
+
+
+def each_thread(make: Callable[[Any], Any]) -> Gen:
+    return EachThread(make)
+
+
+def from_list(ops: Iterable[dict[str, Any]]) -> Gen:
+    return Seq(tuple(Once(o) for o in ops))
+

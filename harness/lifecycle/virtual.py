@@ -1,0 +1,277 @@
+"""The virtual-time interpreter: the generator driven on the simulator's
+event loop, as :mod:`harness.lifecycle.interpreter` drives it with worker
+threads in real time (the idea of Jepsen's ``jepsen.generator.test/simulate``:
+any generator played in virtual time against a completion function).
+
+The rules are the real interpreter's, so one generator means one load on
+both runtimes:
+
+* the generator is asked for an operation; one due later is asked for again
+  at its time (an event on the loop), unless a completion changed the world
+  first; ``PENDING`` waits for a completion or a sleeper's wake;
+* an invocation is recorded, the generator updated, and the op handed to the
+  thread's client, which completes it later, at a virtual time, with
+  Jepsen's ``ok``/``fail``/``info`` (the simulated clients follow the real
+  ones' outcome rules and timeouts);
+* an op still open after the op timeout (``_timeout`` if it names one) is
+  completed ``info`` with error ``timeout``, and its client's late answer is
+  dropped;
+* after an ``info`` the thread's process is ``p + concurrency`` and it gets a
+  new client (Jepsen's rule: a process that may have done something unknown
+  never issues another operation);
+* a ``sleep`` op occupies its thread until it wakes, recording nothing;
+* nemesis ops are applied at once (faults act in no virtual time), their
+  invocation and completion both ``info``.
+
+Nothing here reads a clock or draws from anything but the generator's rng,
+so a seed gives the same history on every replay.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import partial
+from typing import Any, Callable, Protocol
+
+from checkers.history.recorder import Recorder
+from generator.core import PENDING, Context, Gen
+from reference_impl.sim.events import EventLoop, TimeoutQueue
+
+NEMESIS = "nemesis"
+MS = 1_000_000
+
+
+class VirtualClient(Protocol):
+    """One process's client in virtual time: ``invoke`` returns at once and
+    calls ``done`` with the completion's fields when the op completes."""
+
+    def invoke(self, op: dict[str, Any], done: Callable[[dict[str, Any]], None]) -> None: ...
+
+
+#: the client of (thread, process); asked again whenever the thread's process changes
+VirtualClientFactory = Callable[[int, int], VirtualClient]
+
+
+class VirtualInterpreter:
+    """Plays ``gen`` on ``loop`` from virtual time ``t0_ms`` (the generator's
+    time 0) until it is exhausted and nothing is in flight (:attr:`done`)."""
+
+    def __init__(self, gen: Gen, recorder: Recorder, concurrency: int, client_factory: VirtualClientFactory,
+                 nemesis_invoke: Callable[[dict[str, Any]], dict[str, Any]] | None, rng: random.Random,
+                 op_timeout: float, loop: EventLoop, t0_ms: int, state: dict[str, Any] | None = None,
+                 observe: Callable[[dict[str, Any], dict[str, Any]], None] | None = None) -> None:
+        self.gen: Gen | None = gen
+        self.rec = recorder
+        self.concurrency = concurrency
+        self.client_factory = client_factory
+        self.nemesis_invoke = nemesis_invoke
+        self.rng = rng
+        self.loop = loop
+        self.t0_ms = t0_ms
+        self.op_timeout_ms = max(1, int(op_timeout * 1000))
+        self.state = state if state is not None else {}
+        self.observe = observe
+        threads: list[Any] = list(range(concurrency)) + ([NEMESIS] if nemesis_invoke is not None else [])
+        self.threads = frozenset(threads)
+        self.process_of: dict[Any, Any] = {t: t for t in threads}
+        #: process -> thread, kept beside process_of (a completion finds its thread at once)
+        self.thread_of: dict[Any, Any] = {p: t for t, p in self.process_of.items()}
+        self.free: set[Any] = set(threads)
+        #: thread -> the open op (its invocation, as recorded) and its job id
+        self.jobs: dict[Any, tuple[dict[str, Any], int]] = {}
+        self._job_ids = 0
+        #: job ids still open (a timeout finds its job by id)
+        self._open: dict[int, Any] = {}
+        self._timeouts: dict[int, TimeoutQueue] = {}
+        self.sleepers = 0
+        self.clients: dict[Any, tuple[Any, VirtualClient]] = {}
+        self.done = False
+        # the context's parts, rebuilt only when they change
+        self._free_fs: frozenset[Any] | None = None
+        self._proc_view: dict[Any, Any] | None = None
+        self._thread_view: dict[Any, Any] = {}
+        # the last answer for a later time, and whether the world changed since
+        self._ahead: tuple[dict[str, Any], Gen | None] | None = None
+        self._wake_ms = -1
+        self._stepping = False
+        self._again = False
+
+    # ------------------------------------------------------------------ time and context
+    def now_ns(self) -> int:
+        return (self.loop.now - self.t0_ms) * MS
+
+    def _ctx(self) -> Context:
+        free = self._free_fs
+        if free is None:
+            free = self._free_fs = frozenset(self.free)
+        procs = self._proc_view
+        if procs is None:
+            procs = self._proc_view = dict(self.process_of)
+            self._thread_view = dict(self.thread_of)
+        return Context(self.now_ns(), self.rng, free, procs, self.threads, self.state, self._thread_view)
+
+    def _changed(self) -> None:
+        """The world moved (a thread taken or freed, a process renamed): an
+        answer given for a later time is asked for again."""
+        self._free_fs = None
+        self._ahead = None
+
+    # ------------------------------------------------------------------ the loop
+    def start(self) -> None:
+        self._step()
+
+    def _step(self) -> None:
+        """Ask the generator for ops until it has none due now. Completions
+        that arrive while this runs (a client answering at once) ask again."""
+        if self._stepping:
+            self._again = True
+            return
+        self._stepping = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                self._advance()
+        finally:
+            self._stepping = False
+        if self.gen is None and not self.jobs:
+            self.done = True
+
+    def finished(self) -> bool:
+        """Whether the generator is exhausted and nothing is in flight: the
+        loop's stop condition (a compiled method, asked after every event)."""
+        return self.done
+
+    def _advance(self) -> None:
+        op: Any
+        gen2: Gen | None
+        while self.gen is not None:
+            ahead = self._ahead
+            if ahead is not None:
+                op, gen2 = ahead
+                self._ahead = None
+            else:
+                r = self.gen.op(self._ctx())
+                if r is None:
+                    self.gen = None
+                    return
+                op, gen2 = r
+                if isinstance(op, str) and op == PENDING:
+                    return  # the generator as it was is asked again (the real interpreter's rule)
+            t = op["time"]
+            if t > (self.loop.now - self.t0_ms) * MS:
+                self._ahead = (op, gen2)
+                self._wake_at(self.t0_ms - (-t // MS))
+                return
+            self.gen = gen2
+            if op.get("_sleep"):
+                self._sleep(op)
+            else:
+                self._dispatch(op)
+
+    def _wake_at(self, ms: int) -> None:
+        if 0 <= self._wake_ms <= ms:
+            return  # a wake no later is on the loop; it asks again
+        self._wake_ms = ms
+        self.loop.at(ms, self._wake)
+
+    def _wake(self) -> None:
+        if self.loop.now >= self._wake_ms:
+            self._wake_ms = -1
+        self._step()
+
+    def _sleep(self, op: dict[str, Any]) -> None:
+        t = self.thread_of[op["process"]]
+        self.free.discard(t)
+        self._changed()
+        self.sleepers += 1
+        self.loop.at(self.loop.now - (-int(op["_sleep"]) // MS), self._wake_sleeper, t)
+
+    def _wake_sleeper(self, t: Any) -> None:
+        self.sleepers -= 1
+        self.free.add(t)
+        self._changed()
+        self._step()
+
+    # ------------------------------------------------------------------ invocation
+    def _dispatch(self, op: dict[str, Any]) -> None:
+        t = self.thread_of.get(op["process"])
+        if t is None or t not in self.free:
+            raise RuntimeError(f"generator emitted op for busy or unknown process {op['process']!r}")
+        inv = dict(op)
+        del inv["time"]
+        nemesis = t == NEMESIS
+        inv["type"] = "info" if nemesis else "invoke"
+        self.rec.append_op(inv)
+        self.free.discard(t)
+        self._changed()
+        self._job_ids += 1
+        job = self._job_ids
+        self.jobs[t] = (inv, job)
+        gen = self.gen
+        if gen is not None and not gen.is_inert():
+            self.gen = gen.update(self._ctx(), inv)
+        if nemesis:
+            assert self.nemesis_invoke is not None
+            self._complete(t, job, self.nemesis_invoke(inv))
+            return
+        self._open[job] = t
+        self._arm_timeout(job, int(float(op.get("_timeout") or 0) * 1000) or self.op_timeout_ms)
+        self._client(t, op["process"]).invoke(inv, partial(self._complete, t, job))
+
+    def _client(self, t: Any, process: Any) -> VirtualClient:
+        cur = self.clients.get(t)
+        if cur is None or cur[0] != process:
+            cur = (process, self.client_factory(t, process))
+            self.clients[t] = cur
+        return cur[1]
+
+    def _arm_timeout(self, job: int, ms: int) -> None:
+        q = self._timeouts.get(ms)
+        if q is None:
+            q = self._timeouts[ms] = TimeoutQueue(self.loop, ms, self._timed_out, self._open)
+        q.add(job)
+
+    def _timed_out(self, job: int) -> None:
+        t = self._open.get(job)
+        if t is not None:
+            self._complete(t, job, {"type": "info", "error": "timeout"})
+
+    # ------------------------------------------------------------------ completion
+    def _complete(self, t: Any, job: int, res: dict[str, Any]) -> None:
+        cur = self.jobs.get(t)
+        if cur is None or cur[1] != job:
+            return  # a late answer to an op already timed out
+        del self.jobs[t]
+        self._open.pop(job, None)
+        comp = dict(cur[0])
+        comp.update(res)
+        if t == NEMESIS:
+            comp["type"] = "info"
+            comp["_completion"] = True
+        elif "type" not in comp or comp["type"] == "invoke":
+            comp["type"] = "ok"
+        self.rec.append_op(comp)
+        if self.observe is not None:
+            self.observe(self.state, comp)
+        self.free.add(t)
+        if t != NEMESIS and comp["type"] == "info":
+            old = self.process_of[t]
+            new = old + self.concurrency
+            self.process_of[t] = new
+            del self.thread_of[old]
+            self.thread_of[new] = t
+            self._proc_view = None
+        ahead, gen = self._ahead, self.gen
+        self._changed()
+        if gen is not None and not gen.is_inert():
+            self.gen = gen.update(self._ctx(), comp)
+        if ahead is not None and self.gen is gen and ahead[0]["process"] != NEMESIS:
+            # The answer for a later time stands: the generator took no
+            # notice of the completion, and a thread freed brings no client
+            # op sooner than the one due (client ops wait for the rate's
+            # next time, not for a thread, when one was free at the ask),
+            # nor any nemesis op (the nemesis waits on its timetable alone).
+            # Asking again would only draw anew which free process gets it.
+            self._ahead = ahead
+        self._step()

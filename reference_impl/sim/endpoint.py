@@ -1,0 +1,203 @@
+"""What every simulated client stands on: a network endpoint that matches
+replies to requests, a metadata cache, the clients' settings, and the error
+names a history records (Kafka's, as librdkafka reports them).
+
+Each client is a network endpoint (``"c3"``), so client <-> node links can
+be cut. Requests carry ``ref = (client name, request id)``; the runtime routes
+a node's ``Reply`` back by it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+
+from reference_impl.core.groups.messages import GroupErrors
+from reference_impl.core.messages import Errors, MetadataRequest, MetadataResponse, TopicPartition
+
+from .events import TimeoutQueue
+from .network import TIMED_OUT, ConnectionLost
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
+
+ERROR_NAMES = {v: k for k, v in vars(Errors).items() if isinstance(v, int) and not k.startswith("_") and k != "FENCED_EPOCH"}
+GROUP_ERROR_NAMES = {v: k for k, v in vars(GroupErrors).items() if isinstance(v, int) and not k.startswith("_")}
+
+_T = TypeVar("_T")
+
+
+def _randbelow(rng: random.Random, n: int) -> int:
+    """A random int in ``[0, n)``, ``n > 0``, drawn exactly as CPython's
+    ``Random._randbelow_with_getrandbits`` draws it (what ``choice`` uses)."""
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return r
+
+
+def choose(rng: random.Random, seq: Sequence[_T]) -> _T:
+    """``rng.choice(seq)``, compiled: the same draws from the generator as
+    CPython's ``Random.choice``, so the same element, without two interpreted
+    calls per operation."""
+    n = len(seq)
+    if n == 0:
+        raise IndexError("Cannot choose from an empty sequence")
+    return seq[_randbelow(rng, n)]
+
+
+def error_name(code: int) -> str:
+    return ERROR_NAMES.get(code, f"ERROR_{code}")
+
+
+def group_error_name(code: int) -> str:
+    return GROUP_ERROR_NAMES.get(code, f"ERROR_{code}")
+
+
+@dataclass
+class ClientConfig:
+    """The simulated clients' settings, in librdkafka's terms (ms). The
+    harness sets them from the test as the real clients are set
+    (``workloads.queue.QueueClient``): the delivery timeout
+    (``message.timeout.ms``) one second under the op timeout, the request
+    timeout at most 5 s, the final read's own deadline."""
+
+    request_timeout_ms: int = 5000
+    delivery_timeout_ms: int = 15000
+    #: a producer's retries unless it is given its own
+    retries: int = 1 << 30
+    retry_backoff_ms: int = 100
+    metadata_backoff_ms: int = 100
+    fetch_max_wait_ms: int = 100
+    final_read_timeout_ms: int = 30000
+
+
+class Endpoint:
+    """A network endpoint that sends requests and matches replies by ref.
+
+    Its connections behave as librdkafka's (``rdkafka_broker.c``): a request
+    that times out takes its connection to that node down
+    (``rd_kafka_broker_timeout_scan``, ``socket.max.fails`` 1), so the
+    network drops what the connection held (``Network.close``) and every
+    other request in flight to the node fails with ``_TIMED_OUT``
+    (``rd_kafka_broker_fail``); a connection the node ended (its process
+    died: its FIN arrives; or a reject cut reset it) fails them with
+    ``_TRANSPORT``. A handler gets the reply, None for its own timeout, or
+    a :class:`~reference_impl.sim.network.ConnectionLost`. The next request
+    to the node goes on a new connection."""
+
+    def __init__(self, sim: "Simulation", name: str) -> None:
+        self.sim = sim
+        self.name = name
+        self._rid = 0
+        self._pending: dict[int, Callable[[Any], None]] = {}
+        #: rid -> the node the request went to (dict order is rid order)
+        self._dst: dict[int, Any] = {}
+        # one queue per timeout length; see TimeoutQueue for why not loop.after
+        self._timeouts: dict[int, TimeoutQueue] = {}
+        sim.net.attach(name, self._receive)
+        sim.net.watch(name, self._in_flight_to, self._lost)
+
+    def request(self, node: int, make: Callable[[Any], Any], on_reply: Callable[[Any], None], timeout_ms: int) -> None:
+        self._rid += 1
+        rid = self._rid
+        self._pending[rid] = on_reply
+        self._dst[rid] = node
+        self.sim.net.send(self.name, node, make((self.name, rid)))
+        q = self._timeouts.get(timeout_ms)
+        if q is None:
+            q = self._timeouts[timeout_ms] = TimeoutQueue(self.sim.loop, timeout_ms, self._timeout, self._pending)
+        q.add(rid)
+
+    def _timeout(self, rid: int) -> None:
+        """Request ``rid`` timed out: its connection is closed first (a
+        request its handler sends goes on a new one), then it and every
+        other request in flight to that node fail."""
+        node = self._dst[rid]
+        self.sim.net.close(self.name, node)
+        others = [r for r, n in self._dst.items() if n == node and r != rid]
+        self._answer(rid, None)
+        for r in others:
+            self._answer(r, ConnectionLost(TIMED_OUT))
+
+    def _in_flight_to(self, node: Any) -> bool:
+        return node in self._dst.values()
+
+    def _lost(self, node: Any, error: str) -> None:
+        """The connection to ``node`` ended: its requests fail with ``error``."""
+        lost = ConnectionLost(error)
+        for r in [r for r, n in self._dst.items() if n == node]:
+            self._answer(r, lost)
+
+    def _receive(self, src: Any, msg: Any) -> None:
+        ref = getattr(msg, "ref", None)
+        if not isinstance(ref, tuple) or len(ref) != 2:
+            if isinstance(msg, ConnectionLost):  # the node's FIN
+                self._lost(src, msg.error)
+            return
+        self._answer(ref[1], msg)
+
+    def _answer(self, rid: Any, msg: Any) -> None:
+        """The reply (None: the timeout) to request ``rid``, if still awaited.
+        A lookup and a delete: compiled, ``dict.pop(k, None)`` is a method
+        call by name."""
+        pending = self._pending
+        cb = pending.get(rid)
+        if cb is not None:
+            del pending[rid]
+            del self._dst[rid]
+            cb(msg)
+
+    def cancel_all(self) -> None:
+        """The client process is gone (a crash, the run's end): its requests
+        are forgotten and its connections closed, so what a cut held of them
+        is never delivered; a fresh process takes the same endpoint."""
+        self._pending.clear()
+        self._dst.clear()
+        self.sim.net.endpoint_down(self.name)
+
+
+class MetadataCache:
+    """Leader per partition, refreshed from any reachable broker."""
+
+    def __init__(self, ep: Endpoint, topics: tuple[str, ...], cfg: ClientConfig) -> None:
+        self.ep = ep
+        self.topics = topics
+        self.cfg = cfg
+        self.leaders: dict[TopicPartition, tuple[int, int]] = {}
+        self._inflight = False
+        self._waiters: list[Callable[[], None]] = []
+
+    def leader(self, tp: TopicPartition) -> int:
+        cur = self.leaders.get(tp)
+        return -1 if cur is None else cur[0]
+
+    def invalidate(self, tp: TopicPartition) -> None:
+        self.leaders.pop(tp, None)
+
+    def refresh(self, then: Callable[[], None]) -> None:
+        self._waiters.append(then)
+        if self._inflight:
+            return
+        self._inflight = True
+        sim = self.ep.sim
+        broker = sim.rng.choice(sim.broker_ids)
+        self.ep.request(broker, lambda ref: MetadataRequest(ref, self.topics), self._on_reply, self.cfg.request_timeout_ms)
+
+    def _on_reply(self, msg: Any) -> None:
+        if isinstance(msg, MetadataResponse):
+            for t in msg.topics:
+                for p in t.partitions:
+                    if p.leader >= 0 and p.error == Errors.NONE:
+                        self.leaders[p.tp] = (p.leader, p.leader_epoch)
+                    else:
+                        self.leaders.pop(p.tp, None)
+            delay = 0
+        else:
+            delay = self.cfg.metadata_backoff_ms
+        waiters, self._waiters = self._waiters, []
+        self._inflight = False
+        for w in waiters:
+            self.ep.sim.loop.after(delay, w)

@@ -1,0 +1,110 @@
+"""The virtual-time interpreter keeps the real interpreter's rules on the
+simulator's event loop: one completion per invocation, in time order; an op
+past its timeout is info and its late answer dropped; an info gives the
+thread a new process and a new client; nemesis ops and sleeps interleave;
+the same generator and seed give the same history."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import generator as g
+from checkers.history.recorder import Recorder
+from harness.lifecycle.virtual import VirtualInterpreter
+from reference_impl.sim.clients import VirtualClock
+from reference_impl.sim.events import EventLoop
+
+
+class LogClient:
+    """An append-only log shared by the processes, answering after a delay
+    on the loop (a tiny system under test with latency, not a stand-in for
+    Kafka): ``hang`` never answers, ``boom`` answers info."""
+
+    def __init__(self, loop: EventLoop, log: list, made: list, thread: int, process: int) -> None:
+        self.loop, self.log = loop, log
+        made.append((thread, process))
+
+    def invoke(self, op: dict[str, Any], done: Callable[[dict[str, Any]], None]) -> None:
+        if op["f"] == "hang":
+            return
+        if op["f"] == "boom":
+            self.loop.after(3, done, {"type": "info", "error": "boom"})
+            return
+        self.log.append(op["value"])
+        self.loop.after(1 + op["value"] % 7, done, {"type": "ok", "value": [op["value"], len(self.log) - 1]})
+
+
+def play(gen: g.Gen, concurrency: int = 3, op_timeout: float = 5.0, nemesis: Any = None, seed: int = 1):
+    loop, log, made = EventLoop(), [], []
+    rec = Recorder(None, keep=True, clock=VirtualClock(loop), epoch=0, background=False)
+    it = VirtualInterpreter(gen, rec, concurrency, lambda t, p: LogClient(loop, log, made, t, p), nemesis,
+                            random.Random(seed), op_timeout, loop, t0_ms=0)
+    it.start()
+    loop.run_until(10**9, it.finished)
+    assert it.done
+    return rec.ops, made, it
+
+
+def test_every_invoke_has_one_completion_in_time_order():
+    ops, _, _ = play(g.clients(g.limit(30, lambda c: {"f": "w", "value": c.rng.randint(0, 99)})))
+    assert [o.index for o in ops] == list(range(60))
+    assert sum(o.type == "invoke" for o in ops) == sum(o.type == "ok" for o in ops) == 30
+    open_ = {}
+    for o in ops:
+        if o.type == "invoke":
+            assert o.process not in open_  # a process runs one op at a time
+            open_[o.process] = o
+        else:
+            assert open_.pop(o.process).f == o.f
+    assert all(a.time <= b.time for a, b in zip(ops, ops[1:]))
+
+
+def test_an_op_past_its_timeout_is_info_at_the_timeout_and_its_thread_gets_a_new_process_and_client():
+    gen = g.clients(g.seq(g.Once({"f": "hang", "process": 0}),
+                          g.limit(20, g.delay(0.05, lambda c: {"f": "w", "value": 1}))))
+    ops, made, _ = play(gen, concurrency=2, op_timeout=0.3)
+    hang = [o for o in ops if o.f == "hang"]
+    assert [(o.type, o.error) for o in hang] == [("invoke", None), ("info", "timeout")]
+    assert hang[1].time - hang[0].time == 300_000_000
+    assert 0 not in {o.process for o in ops if o.f == "w"}  # process 0 never reused
+    assert (0, 2) in made  # thread 0's new process has a client of its own
+
+
+def test_an_info_completion_retires_the_process():
+    gen = g.clients(g.seq(g.Once({"f": "boom", "process": 1}), g.limit(6, lambda c: {"f": "w", "value": 2})))
+    ops, _, it = play(gen, concurrency=2)
+    assert [o.type for o in ops if o.f == "boom"] == ["invoke", "info"]
+    assert 1 not in {o.process for o in ops if o.f == "w"} and it.process_of[1] == 3
+
+
+def test_nemesis_ops_are_info_pairs_at_their_time_and_sleeps_hold_a_thread():
+    faults: list = []
+
+    def nemesis(op: dict[str, Any]) -> dict[str, Any]:
+        faults.append(op["f"])
+        return {"value": {"did": op["f"]}}
+
+    nem = g.nemesis(g.seq({"f": "start-x", "time": 40_000_000}, g.sleep(0.05), {"f": "stop-x"}))
+    ops, _, _ = play(g.any_(g.clients(g.limit(20, g.delay(0.01, lambda c: {"f": "w", "value": 3}))), nem),
+                     nemesis=nemesis)
+    nem_ops = [(o.f, o.type, o.time // 1_000_000, o.value) for o in ops if o.process == "nemesis"]
+    assert nem_ops == [("start-x", "info", 40, None), ("start-x", "info", 40, {"did": "start-x"}),
+                       ("stop-x", "info", 90, None), ("stop-x", "info", 90, {"did": "stop-x"})]
+    assert faults == ["start-x", "stop-x"] and sum(o.f == "w" and o.type == "ok" for o in ops) == 20
+
+
+def test_phases_wait_for_every_op_in_flight():
+    gen = g.phases(g.clients(g.limit(9, lambda c: {"f": "w", "value": 6})), g.clients(g.Once({"f": "last", "value": 0})))
+    ops, _, _ = play(gen)
+    last = next(o for o in ops if o.f == "last")
+    assert all(o.time <= last.time for o in ops if o.f == "w" and o.type == "ok")
+
+
+def test_the_same_generator_and_seed_give_the_same_history():
+    def history(seed: int) -> list:
+        gen = g.clients(g.time_limit(2, g.rate(100, g.mix(lambda c: {"f": "w", "value": c.rng.randint(0, 99)},
+                                                           lambda c: {"f": "w", "value": 5}))))
+        return [o.to_dict() for o in play(gen, concurrency=4, seed=seed)[0]]
+
+    assert history(7) == history(7) != history(8)

@@ -1,0 +1,146 @@
+"""The queue workload's generators (``workloads.queue``'s client is the real
+one): what every run of the queue workload asks of its clients, on both
+runtimes. Sends and polls mixed 3:1 with unique increasing values to random
+keys, resubscriptions under ``sub_via=subscribe``, the final reads; and
+:func:`observe`, which keeps the highest acknowledged offset per key for
+them.
+
+No client library here, and the op builders are small classes rather than
+closures: the simulator asks for an op on every operation it plays, and
+this module is compiled with it (reference_impl.accel).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import generator as g
+from generator.core import randbelow
+
+#: with sub_via="subscribe", the share of polls that subscribe again instead
+#: (Jepsen's interleave-subscribes, whose default is 1/64 of all operations)
+SUBSCRIBE_SHARE = 1 / 16
+
+
+def _choose(rng: random.Random, seq: list[Any] | tuple[Any, ...]) -> Any:
+    """``rng.choice(seq)``, the same draws, compiled (``generator.core.randbelow``)."""
+    return seq[randbelow(rng, len(seq))]
+
+
+class Send:
+    """A send of the next value to a random key by a random free thread,
+    with that thread's acks and idempotence (``idempotent``: the checker
+    judges a duplicated value by it; a non-idempotent producer's internal
+    retry may append a record twice). The value counter is the one piece
+    of state a generator of this workload keeps outside its value, as the
+    real workload always has: a value asked for but never dispatched is
+    skipped, so values stay unique."""
+
+    def __init__(self, keys: list[str], acks_for_thread: Callable[[Any], str],
+                 idempotent_for_thread: Callable[[Any], bool] | None) -> None:
+        self.keys = tuple(keys)
+        self.acks_for_thread = acks_for_thread
+        self.idempotent_for_thread = idempotent_for_thread
+        self.next_value = 0
+        #: thread -> (acks, idempotent), asked of the test once per thread
+        self.of_thread: dict[Any, tuple[str, bool]] = {}
+
+    def _thread(self, t: Any) -> tuple[str, bool]:
+        got = self.of_thread.get(t)
+        if got is None:
+            idem = self.idempotent_for_thread
+            got = self.of_thread[t] = (self.acks_for_thread(t), bool(idem(t)) if idem is not None else False)
+        return got
+
+    def __call__(self, ctx: g.Context) -> dict[str, Any] | None:
+        t = _choose(ctx.rng, ctx.free_threads())
+        k = _choose(ctx.rng, self.keys)
+        v = self.next_value
+        self.next_value = v + 1
+        acks, idem = self._thread(t)
+        return {"f": "send", "process": ctx.process_of[t], "value": [["send", k, v]], "acks": acks,
+                "idempotent": idem}
+
+
+class Poll:
+    """A poll of the process's keys; under ``sub_via=subscribe`` a
+    :data:`SUBSCRIBE_SHARE` of them subscribe again instead."""
+
+    def __init__(self, keys: list[str], sub_via: str) -> None:
+        self.keys = list(keys)
+        self.subscribe = sub_via == "subscribe"
+
+    def __call__(self, ctx: g.Context) -> dict[str, Any] | None:
+        if self.subscribe and ctx.rng.random() < SUBSCRIBE_SHARE:
+            return {"f": "subscribe", "value": list(self.keys)}
+        return {"f": "poll", "value": [["poll"]]}
+
+
+def workload_generator(keys: list[str], acks_for_thread: Callable[[Any], str], send_weight: int = 3,
+                       idempotent_for_thread: Callable[[Any], bool] | None = None,
+                       sub_via: str = "assign") -> g.Gen:
+    """Sends and polls mixed ``send_weight``:1 (:class:`Send`, :class:`Poll`)."""
+    send = Send(keys, acks_for_thread, idempotent_for_thread)
+    return g.mix(*([send] * send_weight), Poll(keys, sub_via))
+
+
+def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
+    """Keep the highest acknowledged offset per key (for the final reads):
+    the sends of ``ok`` send, txn and ctp operations (a ctp round's
+    sends are its outputs)."""
+    if op.get("type") != "ok" or op.get("f") not in ("send", "txn", "ctp"):
+        return
+    acked = state.get("acked")
+    if acked is None:
+        acked = state["acked"] = {}
+    for mop in op.get("value") or []:
+        if mop[0] == "send" and isinstance(mop[2], list):
+            key, off = mop[1], mop[2][0]
+            if off is not None and off > acked.get(key, -1):
+                acked[key] = off
+
+
+class _FinalRead:
+    """One final read of ``key``, asking for coverage up to the highest
+    offset acknowledged so far."""
+
+    def __init__(self, key: str, output: bool, read_timeout: float) -> None:
+        self.key = key
+        self.output = output
+        self.read_timeout = read_timeout
+
+    def __call__(self, ctx: g.Context) -> dict[str, Any] | None:
+        op: dict[str, Any] = {"output": True} if self.output else {}
+        op.update({
+            "f": "poll",
+            "value": [["poll"]],
+            "final": True,
+            "key": self.key,
+            "upto": ctx.state.get("acked", {}).get(self.key, -1),
+            "_timeout": self.read_timeout + 10,  # the read has its own deadline
+        })
+        return op
+
+
+def final_generator(keys: list[str], concurrency: int, read_timeout: float = 30.0,
+                    output_keys: tuple[str, ...] = ()) -> g.Gen:
+    """Final reads, spread over the client threads (keys[t::concurrency] for
+    thread t). Each thread first records an ``assign`` of nothing — its own
+    consumer drops its positions — so the checkers see the read from offset 0
+    as a fresh start, not a poll going backwards; then one final read per key,
+    asking for coverage up to the highest offset acknowledged so far.
+    ``output_keys`` (consume-transform-produce's output topic) are read
+    the same way, those reads marked ``"output": true``: they are the
+    processing checker's, not the queue checker's."""
+    outputs = frozenset(output_keys)
+    every = list(keys) + [k for k in output_keys if k not in keys]
+
+    def for_thread(t: Any) -> g.Gen | None:
+        mine = every[t::concurrency] if isinstance(t, int) else []
+        if not mine:
+            return None
+        reads = tuple(g.limit(1, _FinalRead(k, k in outputs, read_timeout)) for k in mine)
+        return g.Seq((g.Once({"f": "assign", "value": [], "final": True}),) + reads)
+
+    return g.clients(g.each_thread(for_thread))
