@@ -129,12 +129,12 @@ def capabilities_for(cfg: TestConfig) -> frozenset[str]:
     """The faults db kafka can make on ``cfg.backend`` (``nemesis.control``'s
     Capability values), known before anything starts so the runner refuses
     the rest: signals, libfaketime clocks, reassignment and UnregisterBroker everywhere;
-    kernel partitions where each node is a host of its own (not local: a
-    broker advertises one address every peer dials); power loss and torn
-    writes only through kraftwerk fs (storage lazyfs)."""
+    kernel partitions, loss and latency where each node is a host of its own
+    (not local: a broker advertises one address every peer dials); power
+    loss and torn writes only through kraftwerk fs (storage lazyfs)."""
     caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign", "unregister"}
     if cfg.backend != "local":
-        caps |= {"partition", "partition-clients", "loss"}
+        caps |= {"partition", "partition-clients", "loss", "latency"}
     if cfg.storage == "lazyfs":
         caps |= {"power-loss", "lose-unfsynced", "torn-write"}
     return frozenset(caps)
@@ -186,11 +186,13 @@ class KafkaDB(PausesBySignal):
         self._keys = self.cfg.keys()
         if self.runtime != "local":
             from harness.runtimes.net.iptables import IptablesNetwork
+            from harness.runtimes.net.latency import Delayers
 
             names = self.cfg.node_names()
             self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
                                        self._exec_for_net, mode=self.cfg.net_cut,
-                                       exempt_ports=getattr(self.hosts, "control_ports", (22,)))
+                                       exempt_ports=getattr(self.hosts, "control_ports", (22,)),
+                                       delayers=Delayers(self.hosts))
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
