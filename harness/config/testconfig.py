@@ -286,9 +286,6 @@ class TestConfig(BaseModel):
         if self.backend != "local" and self.db == "external":
             raise ValueError(f"--backend {self.backend} runs the reference broker: drop --db {self.db}")
         kinds = {s.kind for s in self.nemesis}
-        if self.backend not in ("local", "sim") and "latency" in kinds:
-            raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
-                             "delay (not built): use --backend local")
         for k in ("reassign", "decommission"):
             if k in kinds and self.brokers <= self.rf:
                 raise ValueError(f"--nemesis {k} moves a replica to a broker outside the partition's replica set: "

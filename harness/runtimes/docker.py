@@ -220,6 +220,7 @@ class DockerHosts:
         self.containers: dict[str, Any] = {}
         self.addresses: dict[str, str] = {}
         self.daemons: dict[str, tuple[str, Any, int, int | None]] = {}  # exec id, socket, host pid, start
+        self.helpers: list[tuple[str, Any, int, int | None]] = []  # the same, beside the daemons
         self.network: Any = None
 
     @property
@@ -349,6 +350,18 @@ class DockerHosts:
 
     # ------------------------------------------------------------ the daemon
     def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
+        self.daemons[node] = self._spawn(node, argv, log, env, "node")
+        return self.daemons[node][2]
+
+    def start_helper(self, node: str, argv: Sequence[str], log: str) -> int:
+        """A process of the run beside the node's daemon (a packet delayer),
+        leased and registered like it; it goes with the container."""
+        h = self._spawn(node, argv, log, {}, "helper")
+        self.helpers.append(h)
+        return h[2]
+
+    def _spawn(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str],
+               role: str) -> tuple[str, Any, int, int | None]:
         run_id = self.state.run_id if self.state is not None else self.tag
         lease = {} if self.detached else {"KRAFTWERK_LEASE_FD": "0"}
         envs = {RUN_ENV: run_id, **lease, **env}
@@ -365,10 +378,9 @@ class DockerHosts:
             time.sleep(0.01 if not pid else 0)
         if not pid:
             raise HarnessError(f"{node}: daemon did not start in its container")
-        self.daemons[node] = (eid, sock, pid, proc_start_time(pid))
         if self.state is not None:
-            self.state.add_process(pid, "node", node)
-        return pid
+            self.state.add_process(pid, role, node)
+        return (eid, sock, pid, proc_start_time(pid))
 
     def running(self, node: str) -> bool:
         d = self.daemons.get(node)
@@ -397,6 +409,14 @@ class DockerHosts:
                 if self.daemons[node][1] is not None:
                     self.daemons[node][1].close()
             except OSError:
+                pass
+        for _, sock, pid, start in self.helpers:
+            try:
+                if alive(pid, start):
+                    os.kill(pid, _signal.SIGKILL)
+                if sock is not None:
+                    sock.close()
+            except OSError:  # gone already
                 pass
         for c in self.containers.values():
             try:

@@ -41,6 +41,7 @@ class NetnsHosts:
         self.state = state
         self.run_dir = run_dir
         self.procs: dict[str, subprocess.Popen] = {}
+        self.helpers: list[subprocess.Popen] = []  # beside the daemons: packet delayers
 
     @classmethod
     def create(cls, nodes: Sequence[str], state: RunState | None, run_dir: Path) -> "NetnsHosts":
@@ -89,6 +90,18 @@ class NetnsHosts:
 
     # ------------------------------------------------------------ the daemon
     def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
+        p = self._spawn(node, argv, log, env, "node")
+        self.procs[node] = p
+        return p.pid
+
+    def start_helper(self, node: str, argv: Sequence[str], log: str) -> int:
+        """A process of the run beside the node's daemon (a packet delayer):
+        leased and registered like it, killed at teardown."""
+        p = self._spawn(node, argv, log, {}, "helper")
+        self.helpers.append(p)
+        return p.pid
+
+    def _spawn(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str], role: str) -> subprocess.Popen:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
         opts: dict = self.state.spawn_options() if self.state is not None else {
             "env": dict(os.environ), "start_new_session": True}
@@ -97,9 +110,8 @@ class NetnsHosts:
             p = subprocess.Popen(self.fabric.exec_argv(node, argv), stdin=subprocess.DEVNULL, stdout=out,
                                  stderr=out, cwd=str(REPO_ROOT), **opts)
         if self.state is not None:
-            self.state.add_process(p.pid, "node", node)
-        self.procs[node] = p
-        return p.pid
+            self.state.add_process(p.pid, role, node)
+        return p
 
     def running(self, node: str) -> bool:
         p = self.procs.get(node)
@@ -130,6 +142,9 @@ class NetnsHosts:
             self.signal(node, _signal.SIGKILL)
         for node in list(self.procs):
             self.wait_exit(node, 10)
+        for p in self.helpers:
+            p.kill()
+            p.wait(10)
         self.fabric.destroy()
         if self.state is not None:
             self.state.remove_resource("netns", self.fabric.tag)

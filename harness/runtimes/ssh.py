@@ -220,6 +220,7 @@ class SshHosts:
         #: lease, their own session; the pid is all there is to hold
         self.detached = detached
         self.daemons: dict[str, tuple[Any, int]] = {}  # node -> (channel or None, pid)
+        self.helpers: list[tuple[str, Any, int]] = []  # (node, channel, pid) beside the daemons
         self._sftp: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.app: dict[str, str] = {}
@@ -397,6 +398,17 @@ class SshHosts:
     def start_daemon(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
         if self.detached:
             return self._start_detached(node, argv, log, env)
+        self.daemons[node] = self._start_leased(node, argv, log, env)
+        return self.daemons[node][1]
+
+    def start_helper(self, node: str, argv: Sequence[str], log: str) -> int:
+        """A process of the run beside the node's daemon (a packet delayer),
+        on a leased channel of its own like it; killed at teardown."""
+        chan, pid = self._start_leased(node, argv, log, {})
+        self.helpers.append((node, chan, pid))
+        return pid
+
+    def _start_leased(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> tuple[Any, int]:
         spec, client = self.hosts[node]
         envs = {RUN_ENV: self.run_id, "KRAFTWERK_LEASE_FD": "0", **env}
         cmd = _prefix(spec) + ["env", *[f"{k}={v}" for k, v in envs.items()], "sh", "-c", LEASED, log, *argv]
@@ -405,8 +417,7 @@ class SshHosts:
         line = chan.makefile("r").readline().strip()
         if not line.isdigit():
             raise HarnessError(f"host {spec.name}: daemon did not start ({line[:200] or 'no pid'})")
-        self.daemons[node] = (chan, int(line))
-        return int(line)
+        return chan, int(line)
 
     def _start_detached(self, node: str, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
         """A daemon in a session of its own on the host, with no lease:
@@ -461,6 +472,12 @@ class SshHosts:
         for node in list(self.daemons):
             self.signal(node, _signal.SIGCONT)
             self.signal(node, _signal.SIGKILL)
+        for node, chan, pid in self.helpers:
+            if not chan.exit_status_ready():
+                self.exec(node, ["kill", "-s", "KILL", str(pid)], 10)
+            chan.status_event.wait(10)
+            chan.close()
+        self.helpers.clear()
         for node, (chan, _) in list(self.daemons.items()):
             if chan is None:
                 self.wait_exit(node, 10)

@@ -32,7 +32,6 @@ def one_line(r, words):
 
 @pytest.mark.parametrize("args, words", [
     (["--backend", "vmware"], "'vmware' is not one of"),
-    (["--backend", "netns", "--nemesis", "latency"], "latency on --backend netns needs tc netem"),
     (["--backend", "ssh"], "--backend ssh needs --hosts"),
     (["--hosts", "h.yaml"], "--hosts is only for --backend ssh"),
     (["--backend", "netns", "--db", "external", "--bootstrap", "h:1"], "runs the reference broker"),

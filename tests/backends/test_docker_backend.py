@@ -8,6 +8,7 @@ stops it."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ import pytest
 
 from harness.runtimes import docker as kwdocker
 from harness.runtimes.net.iptables import IptablesNetwork
+from harness.runtimes.net.latency import Delayers
 from reference_impl.server.procs import alive
 
 from nemesis.control import Network, Remote
@@ -67,6 +69,41 @@ def test_a_grudge_inside_containers_cuts_exactly_its_links(engine, tmp_path):
     finally:
         hosts.teardown()
     assert labelled(engine, hosts.tag) == []
+
+
+def test_latency_inside_containers_delays_its_links_until_healed(engine, tmp_path):
+    """A delayer per container that holds a delayed link (the host's /usr,
+    the project mounted read-only, NET_ADMIN): a TCP connect over a link
+    with 200 ms asked takes at least 150 ms, under 50 ms once healed."""
+    from .test_netns_latency import CONNECT, LISTENER, PORT
+
+    hosts = kwdocker.DockerHosts.create(NODES, None, tmp_path, client=engine)
+    try:
+        net = IptablesNetwork(NODES, {n: hosts.address(n) for n in NODES}, hosts.client_address,
+                              lambda n, argv, stdin: hosts.exec(n, argv, 30, stdin=stdin), delayers=Delayers(hosts))
+        net.setup()
+        for n in NODES:
+            hosts.start_helper(n, [sys.executable, "-c", LISTENER, hosts.address(n), str(PORT)],
+                               f"{tmp_path}/nodes/{n}/listener.log")
+        time.sleep(0.5)
+
+        def connect_ms(src, dst):
+            rc, out, err = hosts.exec(src, [sys.executable, "-c", CONNECT, hosts.address(dst), str(PORT)], 20)
+            assert rc == 0, err
+            return float(out)
+
+        net.set_latency([("n1", "n2"), (CLIENT, "n3")], 200, 20)
+        assert connect_ms("n1", "n2") >= 150 and connect_ms("n3", "n1") < 50
+        t = time.perf_counter()
+        socket.create_connection((hosts.address("n3"), PORT), timeout=10).close()
+        assert time.perf_counter() - t >= 0.15
+        net.heal()
+        assert connect_ms("n1", "n2") < 50
+        pids = [h[2] for h in hosts.helpers]
+    finally:
+        hosts.teardown()
+    assert labelled(engine, hosts.tag) == []
+    assert not any(alive(p) for p in pids)
 
 
 def test_cleanup_after_harness_sigkill_removes_containers_networks_and_processes(engine, tmp_path):

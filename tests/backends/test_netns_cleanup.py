@@ -1,7 +1,8 @@
 """SIGKILL of the harness mid-run on the netns backend, then a plain
 ``kraftwerk cleanup``, leaves no kw- namespace of the run, no veth, no
-iptables rule (they lived in those namespaces) and no process; a second
-cleanup finds nothing (harness/runtimes/net/netns.py ``sweep``)."""
+iptables rule (they lived in those namespaces) and no process, the packet
+delayers of a latency fault included; a second cleanup finds nothing
+(harness/runtimes/net/netns.py ``sweep``)."""
 
 import json
 import os
@@ -51,29 +52,31 @@ def test_cleanup_after_harness_sigkill_removes_namespaces_and_processes(tmp_path
     registry = tmp_path / "registry"
     env = {**os.environ, "KRAFTWERK_RUNTIME_DIR": str(registry)}
     harness = subprocess.Popen(CLI + ["run", "--backend", "netns", "--out", str(out), "--time-limit", "60",
-                                      "--nemesis", "partition,pause", "--nemesis-interval", "1", "--seed", "5",
+                                      "--nemesis", "partition,pause,latency", "--nemesis-interval", "1", "--seed", "5",
                                       "--no-progress"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
         hist = None
-        while time.monotonic() < deadline and hist is None:
+        recorded: dict = {"processes": []}
+        while time.monotonic() < deadline and not any(p["role"] == "helper" for p in recorded["processes"]):
             runs = list(out.glob("queue/*/history.jsonl"))
             if runs and runs[0].stat().st_size > 3_000:
                 hist = runs[0]
+                (state,) = list(registry.glob("*.json"))
+                recorded = json.loads(state.read_text())
             time.sleep(0.5)
         assert hist is not None, "the run never got going"
+        assert any(p["role"] == "helper" for p in recorded["processes"]), "no latency fault started a delayer"
         tag = owned_by(harness.pid)
         assert tag is not None
-        (state,) = list(registry.glob("*.json"))
-        recorded = json.loads(state.read_text())
         assert [r["kind"] for r in recorded["resources"]] == ["netns"]
     finally:
         harness.send_signal(signal.SIGKILL)
         harness.wait()
     ours = [ns for ns in list_namespaces() if ns.startswith(f"kw-{tag}-")]
     assert len(ours) == 7  # six nodes and the bridge
-    procs = [p for p in recorded["processes"] if p["role"] == "node"]
-    assert len(procs) == 6  # they may already have ended on their own (harness.rundir.lease)
+    procs = [p for p in recorded["processes"] if p["role"] in ("node", "helper")]
+    assert len([p for p in procs if p["role"] == "node"]) == 6  # they may already have ended on their own (harness.rundir.lease)
 
     r = subprocess.run(CLI + ["cleanup", "--out", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr

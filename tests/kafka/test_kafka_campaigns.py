@@ -10,11 +10,14 @@ minutes, so they are ``slow``: ``bench/kafka_matrix.py --pytest`` runs them.
   invalid; with it off, valid;
 * power loss of every node (data directories through kraftwerk fs) under
   Kafka's default flush policy (never fsync) loses acknowledged acks=all
-  writes; with log.flush.interval.messages=1 it loses none.
+  writes; with log.flush.interval.messages=1 it loses none;
+* latency on every link (NFQUEUE and a delayer per namespace) is made, not
+  refused: the run is valid and its sends take longer while it is in force.
 """
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +81,38 @@ def test_power_loss_with_an_fsync_per_message_loses_nothing(tmp_path):
     code, res = run(tmp_path, "--nemesis", "lose-unfsynced", "--nemesis-interval", "5", "--time-limit", "25",
                     "--seed", "12", "--kafka-config", "log.flush.interval.messages=1")
     assert res["valid"] is True and res["durability"]["acks=all"]["lost"] == 0
+
+
+def send_latencies(history: Path) -> tuple[list[float], list[float]]:
+    """Ack latencies (ms) of the ok sends invoked while a latency fault was
+    in force, and of the rest."""
+    ops = [json.loads(line) for line in history.read_text().splitlines()]
+    windows, start = [], None
+    for o in ops:
+        if o["process"] == "nemesis" and isinstance(o.get("value"), dict) and "ms" in o["value"]:
+            start = o["time"]
+        elif o["process"] == "nemesis" and o["f"] == "stop-latency" and start is not None:
+            windows.append((start, o["time"]))
+            start = None
+    inside, outside, invoked = [], [], {}
+    for o in ops:
+        if o["f"] != "send":
+            continue
+        if o["type"] == "invoke":
+            invoked[o["process"]] = o["time"]
+        elif o["type"] == "ok" and o["process"] in invoked:
+            t0 = invoked.pop(o["process"])
+            (inside if any(a <= t0 <= b for a, b in windows) else outside).append((o["time"] - t0) / 1e6)
+    return inside, outside
+
+
+def test_latency_on_every_link_is_made_on_kafka_and_slows_its_acks(tmp_path):
+    code, res = run(tmp_path, "--nemesis", "latency", "--nemesis-interval", "5", "--time-limit", "30",
+                    "--seed", "4", "--acks", "all")
+    assert res["valid"] is True and code == 0, res["anomaly_types"]
+    run_dir = Path(res["run_dir"])
+    assert any("bound" in p.read_text() for p in run_dir.glob("nodes/*/delayer.log"))
+    inside, outside = send_latencies(run_dir / "history.jsonl")
+    assert inside and outside
+    assert statistics.median(inside) > 2 * statistics.median(outside), (statistics.median(inside),
+                                                                       statistics.median(outside))

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import build_config
+from harness.config import TestConfig, build_config
+from harness.dbs.kafka.db import capabilities_for as kafka_caps
+from harness.dbs.reference.hosted import capabilities_for as reference_caps
+from harness.lifecycle.runner import preflight as runner_preflight
 from harness.errors import UsageError
 from harness.dbs.kafka import dist, props
 from harness.dbs.kafka.props import NodePlan
@@ -135,6 +138,20 @@ def test_a_fault_db_kafka_cannot_make_on_its_backend_is_refused_before_anything_
 
     with pytest.raises(UsageError, match=words):
         preflight(TestConfig(db="kafka", **kw))
+
+
+@pytest.mark.parametrize("backend", ["netns", "docker", "ssh"])
+def test_latency_is_a_capability_of_both_dbs_on_every_kernel_backend(backend, tmp_path):
+    extra = {"hosts": str(tmp_path / "hosts.yaml")} if backend == "ssh" else {}
+    assert "latency" in kafka_caps(TestConfig(db="kafka", backend=backend, nemesis=["latency"], **extra))
+    assert "latency" in reference_caps(TestConfig(backend=backend, nemesis=["latency"], **extra))
+    assert "latency" not in kafka_caps(TestConfig(db="kafka", nemesis=["kill"]))  # local: one address per broker
+
+
+def test_a_kafka_run_with_latency_on_netns_passes_preflight():
+    if os.geteuid() != 0:
+        pytest.fail("the netns backend needs root (these tests run as root)")
+    runner_preflight(TestConfig(db="kafka", backend="netns", nemesis=["latency", "partition"]))
 
 
 @pytest.mark.parametrize("fault", ["clock", "clock:one", "clock:majority", "clock-strobe", "clock-strobe:primaries"])

@@ -69,6 +69,7 @@ from harness.rundir.state import RunState
 from harness.runtimes import collect_files
 from harness.runtimes.local import LocalHosts, allocate_ports
 from harness.runtimes.net.iptables import IptablesNetwork
+from harness.runtimes.net.latency import Delayers
 
 #: BrokerLifecycleManager's line for an accepted registration
 REGISTERED = r"Successfully registered broker [0-9]+ with broker epoch [0-9]+"
@@ -132,12 +133,12 @@ def capabilities_for(cfg: TestConfig) -> frozenset[str]:
     """The faults db kafka can make on ``cfg.backend`` (``nemesis.control``'s
     Capability values), known before anything starts so the runner refuses
     the rest: signals, libfaketime clocks, reassignment and UnregisterBroker everywhere;
-    kernel partitions where each node is a host of its own (not local: a
-    broker advertises one address every peer dials); power loss and torn
-    writes only through kraftwerk fs (storage lazyfs)."""
+    kernel partitions, loss and latency where each node is a host of its own
+    (not local: a broker advertises one address every peer dials); power
+    loss and torn writes only through kraftwerk fs (storage lazyfs)."""
     caps = {"kill", "terminate", "pause", "clock", "clock-strobe", "reassign", "unregister"}
     if cfg.backend != "local":
-        caps |= {"partition", "partition-clients", "loss"}
+        caps |= {"partition", "partition-clients", "loss", "latency"}
     if cfg.storage == "lazyfs":
         caps |= {"power-loss", "lose-unfsynced", "torn-write"}
     return frozenset(caps)
@@ -189,7 +190,8 @@ class KafkaDB:
         if self.hosts.runtime != "local":
             self.net = IptablesNetwork(names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
                                        self._exec_for_net, mode=self.cfg.net_cut,
-                                       exempt_ports=getattr(self.hosts, "control_ports", (22,)))
+                                       exempt_ports=getattr(self.hosts, "control_ports", (22,)),
+                                       delayers=Delayers(self.hosts))
         self.nodes = RemoteNodes(self.topo, self.hosts, self.client_bootstrap, self._launch,
                                  lambda n: str(self.host_dir(n) / "data" / CLEAN_SHUTDOWN_FILE), TERMINATE_GRACE_S,
                                  _no_unfsynced_loss)

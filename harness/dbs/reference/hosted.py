@@ -27,6 +27,7 @@ from harness.dbs.external import ensure_topics
 from harness.dbs.parts import ClusterParts, ControlClock, ControlEndpoints, RemoteNodes, StatusObserver, Topology
 from harness.errors import HarnessError
 from harness.lazyfs.nodes import for_hosts
+from harness.runtimes.net.latency import Delayers
 from harness.rundir.state import RunState
 from harness.runtimes import collect_files
 from harness.runtimes.net.iptables import IptablesNetwork
@@ -41,13 +42,13 @@ TERMINATE_GRACE_S = 40.0
 #: files of a node's data directory that come back to the run directory
 COLLECT = ("trace.jsonl", "node.log", "stderr.log")
 
-#: what the kernel backends make (no LATENCY: tc netem is not in this
-#: kernel and no NFQUEUE delay is built); LOSE_UNFSYNCED and TORN_WRITE are
+#: what the kernel backends make (LATENCY: NFQUEUE and a delayer per host,
+#: :mod:`harness.runtimes.net.latency`); LOSE_UNFSYNCED and TORN_WRITE are
 #: the FUSE layer's, with storage lazyfs (:func:`capabilities_for`)
 CAPABILITIES = frozenset({
     Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.POWER_LOSS, Capability.CLOCK,
     Capability.CLOCK_STROBE, Capability.PARTITION, Capability.PARTITION_CLIENTS, Capability.LOSS,
-    Capability.EXEC, Capability.FILES, Capability.REASSIGN, Capability.UNREGISTER,
+    Capability.LATENCY, Capability.EXEC, Capability.FILES, Capability.REASSIGN, Capability.UNREGISTER,
 })
 FS_CAPABILITIES = frozenset({Capability.LOSE_UNFSYNCED, Capability.TORN_WRITE})
 
@@ -81,6 +82,7 @@ class HostedReference:
             names, {n: self.hosts.address(n) for n in names}, self.hosts.client_address,
             self._exec_for_net, mode=self.cfg.net_cut,
             exempt_ports=(CONTROL_PORT, *getattr(self.hosts, "control_ports", (22,))),
+            delayers=Delayers(self.hosts),
         )
         self.endpoints = ControlEndpoints(lambda n: f"{self.hosts.address(n)}:{CONTROL_PORT}", lambda: self.secret,
                                           lambda n: self.nodes.answering(n))

@@ -26,9 +26,11 @@ Options:
   a node is never cut (the harness's own control path: the broker's control
   endpoint, sshd), so a client partition cuts the Kafka clients only.
 
-Latency is not made here: tc netem has no qdisc in this kernel, and an
-NFQUEUE delay would need a userspace queue per host. A runtime without it
-does not declare the latency capability.
+* latency: packets of a delayed link are marked with their delay and
+  queued (``-j NFQUEUE``) to a delayer process on that host, which holds
+  them FIFO per flow (:mod:`harness.runtimes.net.latency`: how and why);
+  the delayers are started on first use by the ``delayers`` the backend
+  hands over (without them, latency is refused).
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ from __future__ import annotations
 import ipaddress
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from harness.runtimes.net.latency import delay_rules, delayed_hosts, set_delays
 
 from nemesis.control import CLIENT, Link
 
@@ -49,10 +53,11 @@ ExecFn = Callable[[str, Sequence[str], "str | None"], tuple[int, str, str]]
 
 @dataclass(frozen=True)
 class LinkFaults:
-    """What the network should look like: a grudge and per-link loss."""
+    """What the network should look like: a grudge, per-link loss and delay."""
 
     cut: frozenset[Link] = frozenset()
     loss: Mapping[Link, float] = field(default_factory=dict)
+    delay: Mapping[Link, tuple[float, float]] = field(default_factory=dict)  # link -> (ms, jitter ms)
 
 
 def _drop(match: list[str], mode: str) -> list[list[str]]:
@@ -69,7 +74,7 @@ def node_rules(node: str, faults: LinkFaults, addresses: Mapping[str, str], clie
         return client_address if n == CLIENT else addresses[n]
 
     rules: list[list[str]] = []
-    if any(CLIENT in link for link in faults.cut | set(faults.loss)):
+    if any(CLIENT in link for link in faults.cut | set(faults.loss) | set(faults.delay)):
         for port in exempt_ports:
             rules.append(["-A", CHAIN_IN, "-s", client_address, "-p", "tcp", "--dport", str(port), "-j", "ACCEPT"])
             rules.append(["-A", CHAIN_OUT, "-d", client_address, "-p", "tcp", "--sport", str(port), "-j", "ACCEPT"])
@@ -86,6 +91,13 @@ def node_rules(node: str, faults: LinkFaults, addresses: Mapping[str, str], clie
             rules.append(["-A", CHAIN_IN, "-s", addr(a), *stat])
         elif a == node and b == CLIENT:
             rules.append(["-A", CHAIN_OUT, "-d", client_address, *stat])
+    for (a, b), (ms, jitter) in sorted(faults.delay.items()):
+        if (a, b) in faults.cut:
+            continue
+        if b == node:
+            rules += delay_rules(CHAIN_IN, ["-s", addr(a)], ms, jitter)
+        elif a == node and b == CLIENT:
+            rules += delay_rules(CHAIN_OUT, ["-d", client_address], ms, jitter)
     return rules
 
 
@@ -113,7 +125,8 @@ class IptablesNetwork:
     """The ``Network`` of the cluster contract on hosts with a kernel of their own."""
 
     def __init__(self, nodes: Sequence[str], addresses: Mapping[str, str], client_address: str,
-                 exec_fn: ExecFn, mode: str = "drop", exempt_ports: Sequence[int] = ()) -> None:
+                 exec_fn: ExecFn, mode: str = "drop", exempt_ports: Sequence[int] = (),
+                 delayers: Any = None) -> None:
         if mode not in MODES:
             raise ValueError(f"cut mode {mode!r} (known: {', '.join(MODES)})")
         for a in [*addresses.values(), client_address]:
@@ -124,6 +137,8 @@ class IptablesNetwork:
         self.exec_fn = exec_fn
         self.mode = mode
         self.exempt_ports = tuple(exempt_ports)
+        #: starts the packet delayers on demand (``latency.Delayers``); None: no latency here
+        self.delayers = delayers
         self.faults = LinkFaults()
         self._applied: dict[str, str] = {}
 
@@ -162,7 +177,7 @@ class IptablesNetwork:
 
     # ------------------------------------------------------------ the contract
     def cut(self, pairs: Iterable[Link]) -> None:
-        self._apply(LinkFaults(check_links(pairs, self.nodes), self.faults.loss))
+        self._apply(LinkFaults(check_links(pairs, self.nodes), self.faults.loss, self.faults.delay))
 
     def set_loss(self, links: Iterable[Link], probability: float) -> None:
         loss = dict(self.faults.loss)
@@ -171,11 +186,18 @@ class IptablesNetwork:
                 loss[link] = probability
             else:
                 loss.pop(link, None)
-        self._apply(LinkFaults(self.faults.cut, loss))
+        self._apply(LinkFaults(self.faults.cut, loss, self.faults.delay))
 
     def set_latency(self, links: Iterable[Link], ms: float, jitter_ms: float) -> None:
-        if ms > 0 or jitter_ms > 0:
-            raise NotImplementedError("added latency needs tc netem or an NFQUEUE delay; neither is built on this backend")
+        """Delay each of ``links`` by ``ms ± jitter_ms`` (0, 0: no delay):
+        the delayers of the hosts that need one first, then the rules."""
+        delay = set_delays(self.faults.delay, check_links(links, self.nodes), ms, jitter_ms)
+        hosts = delayed_hosts(delay, CLIENT)
+        if hosts:
+            if self.delayers is None:
+                raise NotImplementedError("added latency needs the backend's packet delayers; none were given")
+            self.delayers.ensure(hosts)
+        self._apply(LinkFaults(self.faults.cut, self.faults.loss, delay))
 
     def heal(self) -> None:
         self._apply(LinkFaults())
