@@ -61,6 +61,7 @@ from harness.dbs.admin import alter_partition_reassignment, unregister_broker
 from harness.dbs.signals import PausesBySignal
 from harness.errors import HarnessError
 from harness.dbs.kafka import dist, props, releases
+from harness.dbs.kafka.observe import OBSERVER, MetadataPoller, quorum_state
 from harness.dbs.kafka.props import NodePlan
 from harness.dbs.kafka.watch import QuorumWatch, SmallIsrSamples
 from harness.rundir.state import RunState
@@ -238,8 +239,6 @@ class KafkaDB(PausesBySignal):
     def start_observer(self) -> None:
         """Poll leader, epochs, ISR, ELR and HW into ``nodes/observer/trace.jsonl``
         (``harness.dbs.kafka.observe``) while the run lasts."""
-        from harness.dbs.kafka.observe import OBSERVER, MetadataPoller, quorum_state
-
         names = {n.node_id: n.name for n in self.plans}
         row = releases.release_for(self.version(), home=True)
         self.observer_poller = MetadataPoller(self.client_bootstrap(), self.cfg.topic_names(), names,

@@ -102,6 +102,7 @@ class MetadataPoller:
         self._admin: Any = None
         self.polls = 0
         self.errors = 0
+        self.stale_samples = 0
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -167,7 +168,10 @@ class MetadataPoller:
         for topic in res.get("topics", []):
             for p in topic.get("partitions", []):
                 self._partition(f"{topic['name']}-{p['partition_index']}", p)
-        self._quorum(admin)
+        try:
+            self._quorum(admin)
+        except Exception:  # DescribeQuorum forwarded to a controller out of reach: the watermarks still count
+            self.errors += 1
         self._watermarks(admin)
         if self.small_isr is not None:
             self.small_isr.after_poll(self._last, self._hw, self._emit)
@@ -176,6 +180,11 @@ class MetadataPoller:
         state = (p["leader_id"], p["leader_epoch"], tuple(p["replica_nodes"] or ()), tuple(p["isr_nodes"] or ()),
                  tuple(p.get("eligible_leader_replicas") or ()), tuple(p.get("last_known_elr") or ()))
         if self._last.get(tp) == state:
+            return
+        if tp in self._last and state[1] < self._last[tp][1]:
+            # a broker whose metadata lags (cut off, fenced) answered: not a regression
+            # of the controller's, which an outside reader of brokers' caches cannot see
+            self.stale_samples += 1
             return
         self._last[tp] = state
         self._versions[tp] = self._versions.get(tp, -1) + 1
