@@ -36,6 +36,10 @@ FLAGS: dict[str, str] = {
     "concurrency": "--concurrency",
     "db": "--db",
     "backend": "--backend",
+    "kafka_version": "--kafka-version",
+    "storage": "--storage",
+    "workload": "--workload",
+    "nemesis_mode": "--nemesis-mode",
 }
 
 
@@ -61,11 +65,16 @@ class Cell:
 
 
 def cells(spec: CampaignSpec) -> list[Cell]:
-    keys = list(spec.axes)
-    out = []
-    for i, combo in enumerate(itertools.product(*(spec.axes[k] for k in keys))):
-        params = dict(zip(keys, combo))
-        out.append(Cell(i, params, {**spec.fixed, **params}))
+    """The product of the matrix's axes; with ``cells:`` entries, that
+    product within each entry (its name first in the cell's parameters)."""
+    out: list[Cell] = []
+    for name, fixed, own in spec.groups or (("", {}, {}),):
+        axes = {**own, **spec.axes}
+        keys = list(axes)
+        for combo in itertools.product(*(axes[k] for k in keys)):
+            params = dict(zip(keys, combo))
+            out.append(Cell(len(out), {**({"cell": name} if name else {}), **params},
+                            {**spec.fixed, **fixed, **params}))
     return out
 
 
@@ -89,6 +98,12 @@ def cell_args(cell: Cell) -> list[str]:
             args += [flag, str(cell.settings[key])]
     if str(cell.settings.get("idempotent", "")).lower() in ("true", "on", "1", "yes"):
         args.append("--idempotent")
+    if "combined" in cell.settings:
+        on = str(cell.settings["combined"]).lower() in ("true", "on", "1", "yes")
+        args.append("--combined" if on else "--dedicated-controllers")
+    for kv in str(cell.settings.get("kafka_config", "")).split(";"):
+        if kv.strip():
+            args += ["--kafka-config", kv.strip()]
     return args + _variant_args(cell.settings)
 
 

@@ -163,8 +163,16 @@ class MetadataPoller:
 
     def poll_once(self) -> None:
         admin = self._client()
-        res = (admin.describe_topic_partitions(self.topics) if self.describe_partitions
-               else metadata_partitions(admin, self.topics))
+        res = None
+        if self.describe_partitions:
+            try:
+                res = admin.describe_topic_partitions(self.topics)
+            except Exception as e:  # kafka-python's, by name (it is loaded late, with the client)
+                if type(e).__name__ != "IncompatibleBrokerVersion":
+                    raise
+                self.describe_partitions = False  # a build without the API: Metadata from now on
+        if res is None:
+            res = metadata_partitions(admin, self.topics)
         for topic in res.get("topics", []):
             for p in topic.get("partitions", []):
                 self._partition(f"{topic['name']}-{p['partition_index']}", p)

@@ -50,7 +50,8 @@ class Release:
     ``uncleanLeaderElectionEnabledForTopic`` returns false, KAFKA-12670).
     ``share_coordinator``: the ``share.coordinator.*`` keys exist (4.0+).
     ``describe_partitions``: brokers answer DescribeTopicPartitions (API 75,
-    KIP-966's admin API, 3.7+); before, the observer reads Metadata.
+    KIP-966's admin API: 3.8+; 3.7.2's brokers do not list it in ApiVersions,
+    seen here); before, the observer reads Metadata.
     ``metadata_version``: what ``format`` writes by default.
     """
 
@@ -75,7 +76,7 @@ def _row(minor: str, last_patch: int, mv: str, *, java: int = 8) -> Release:
     elr = ELR_DEFAULT if v >= (4, 1) else ELR_OPT_IN if v == (4, 0) else ELR_NONE
     return Release(minor, tuple(f"{minor}.{p}" for p in range(last_patch + 1)), mv,
                    format_feature=v >= (3, 8), elr=elr, unclean_auto=v >= (3, 9),
-                   share_coordinator=v >= (4, 0), describe_partitions=v >= (3, 7), java=java)
+                   share_coordinator=v >= (4, 0), describe_partitions=v >= (3, 8), java=java)
 
 
 #: minor version -> its row; metadata versions from each release's own
