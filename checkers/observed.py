@@ -124,6 +124,39 @@ class SmallIsrHw:
                            f"leader epoch {b['leader_epoch']})"})
 
 
+def hw_under_min_isr_in_trace(events: Iterable[dict[str, Any]], min_isr: int) -> list[dict[str, Any]]:
+    """``hw-advanced-under-min-isr`` on a trace whose leaders report their
+    own state (the reference implementation's: ``isr`` events with the
+    committed ISR, ``hw`` events of role leader), exactly, without sampling:
+    a leader's HW rose while its committed ISR had fewer than ``min_isr``
+    members. Once per (node, partition, leader epoch). The model's switch
+    ``kip966=off`` does this on purpose (Kafka before 3.7.0), so the same
+    schedule can be compared on the model and on a release."""
+    isr: dict[tuple[Any, str], tuple[int, int]] = {}  # (node, tp) -> (ISR size, leader epoch)
+    hw: dict[tuple[Any, str], int] = {}
+    seen: set[tuple[Any, str, int]] = set()
+    found = []
+    for ev in events:
+        kind = ev.get("kind")
+        if kind == "isr" and ev.get("state", "committed") == "committed":
+            isr[(ev.get("node"), str(ev["tp"]))] = (len(ev.get("isr") or ()), int(ev.get("leader_epoch", -1)))
+        elif kind == "hw" and ev.get("role") == "leader":
+            key = (ev.get("node"), str(ev["tp"]))
+            new, old = int(ev["hw"]), hw.get(key)
+            hw[key] = new
+            size, le = isr.get(key, (min_isr, -1))
+            if old is not None and new > old and size < min_isr and (key[0], key[1], le) not in seen:
+                seen.add((key[0], key[1], le))
+                found.append({"kind": HW_UNDER_MIN_ISR, "node": key[0], "t": ev.get("t"), "tp": key[1], "step": 0,
+                              "message": f"{key[1]}: leader {key[0]}'s HW {old} -> {new} with a committed ISR of "
+                                         f"{size} below min ISR {min_isr} (leader epoch {le})"})
+        elif kind == "node_start":
+            node = ev.get("node")
+            for key in [k for k in hw if k[0] == node]:
+                hw.pop(key, None)
+    return found
+
+
 def check_observed(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Both rules over an observer's events in time order."""
     stale: StaleLeaders | None = None

@@ -154,3 +154,21 @@ def test_a_frozen_hw_under_a_small_isr_is_fine_and_gaps_between_polls_do_not_joi
     assert check_observed([START, sample(1, 10, [1]), sample(2, 10, [1]), sample(3, 10, [1])])["valid"]
     assert check_observed([START, sample(1, 10, [1]), sample(3, 15, [1]), sample(4, 15, [1])])["valid"]
     assert check_observed([START, sample(1, 10, [1]), sample(2, 15, [1], le=5), sample(3, 15, [1], le=5)])["valid"]
+
+
+# --- the same rule on a trace whose leaders report their own state (the model's) -----------------
+
+
+def leader_trace(isr_size: int) -> list[dict]:
+    isr = [2, 3, 1][:isr_size]
+    return [{"kind": "isr", "node": 2, "tp": "t0-1", "isr": isr, "state": "committed", "leader_epoch": 0, "t": 1},
+            {"kind": "hw", "node": 2, "tp": "t0-1", "hw": 5, "role": "leader", "t": 2},
+            {"kind": "hw", "node": 2, "tp": "t0-1", "hw": 9, "role": "leader", "t": 3}]
+
+
+def test_a_leaders_hw_rising_with_a_committed_isr_below_min_isr_is_found_in_its_own_trace() -> None:
+    from checkers.observed import hw_under_min_isr_in_trace
+
+    found = hw_under_min_isr_in_trace(leader_trace(1), min_isr=2)
+    assert [f["kind"] for f in found] == [HW_UNDER_MIN_ISR] and "HW 5 -> 9" in found[0]["message"]
+    assert hw_under_min_isr_in_trace(leader_trace(2), min_isr=2) == []

@@ -162,3 +162,51 @@ def applicable(version: str, props: dict[str, str]) -> dict[str, str]:
     if row.share_coordinator:
         return dict(props)
     return {k: v for k, v in props.items() if not k.startswith("share.coordinator.")}
+
+
+@dataclass(frozen=True)
+class Bug:
+    """A fixed bug of the KRaft era that kraftwerk finds again on the releases
+    that still have it (docs/kafka-releases.md has the evidence). ``affected``:
+    the minor versions whose latest patch has it; ``finds``: the findings it
+    explains; ``needs``: a fault kind without which those findings cannot
+    come from it (the run's faults must name one)."""
+
+    id: str
+    summary: str
+    affected: tuple[str, ...]
+    fixed_in: str
+    finds: tuple[str, ...]
+    needs: tuple[str, ...] = ()
+
+
+_3X_TO_36 = ("3.3", "3.4", "3.5", "3.6")
+
+#: the bugs the release campaigns catch (docs/kafka-releases.md, "Measured")
+BUGS: tuple[Bug, ...] = (
+    Bug("KAFKA-15583", "the high watermark advances while the ISR is below min.insync.replicas", _3X_TO_36,
+        "3.7.0", ("hw-advanced-under-min-isr", "lost-read")),
+    Bug("KAFKA-15489", "a KRaft leader cut from the other voters never resigns", _3X_TO_36, "3.7.0",
+        ("stale-raft-leader",)),
+    Bug("KIP-966", "the last replica standing loses its unflushed tail and is re-elected",
+        (*_3X_TO_36, "3.7", "3.8", "3.9"), "4.0.0 (ELR; on by default for new clusters from 4.1.0)",
+        ("lost-acked-write", "lost-write", "unseen", "lost-read", "committed-truncated", "inconsistent-offsets"),
+        needs=("lose-unfsynced", "torn-write", "story", "last-replica-standing")),
+)
+
+
+def explained(version: str, anomaly_types: list[str], faults: list[str]) -> tuple[list[str], list[str]]:
+    """(the findings no known bug of ``version`` explains, the bugs that
+    explain the rest), for a run whose faults are named in ``faults``
+    (the run's flags or fault names)."""
+    minor = release_for(version, home=True).minor
+    said = " ".join(faults)
+    left, bugs = [], []
+    for t in anomaly_types:
+        hit = [b.id for b in BUGS if minor in b.affected and t in b.finds
+               and (not b.needs or any(n in said for n in b.needs))]
+        if hit:
+            bugs += [b for b in hit if b not in bugs]
+        else:
+            left.append(t)
+    return left, bugs
