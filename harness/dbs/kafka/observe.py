@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from harness.dbs.kafka.watch import QuorumWatch, SmallIsrSamples, metadata_partitions
+from harness.dbs.kafka.watch import QuorumWatch, SmallIsrSamples, leader_views, metadata_partitions
 
 OBSERVER = "observer"
 
@@ -182,7 +182,7 @@ class MetadataPoller:
             self.errors += 1
         self._watermarks(admin)
         if self.small_isr is not None:
-            self.small_isr.after_poll(self._last, self._hw, self._emit)
+            self.small_isr.after_poll(self._last, self._hw, self._emit, lambda leaders: leader_views(admin, leaders))
 
     def _partition(self, tp: str, p: dict[str, Any]) -> None:
         state = (p["leader_id"], p["leader_epoch"], tuple(p["replica_nodes"] or ()), tuple(p["isr_nodes"] or ()),

@@ -11,13 +11,14 @@ for the checks that tell releases apart (``checkers.observed``).
   shows the file of its previous life until it writes a new one; its events
   say ``fresh: false`` until then, and the check ignores them.
 * :class:`SmallIsrSamples`: per poll, each partition whose ISR is below
-  ``min.insync.replicas``, with the HW the same poll read (``small_isr``
-  events, and one more when the ISR is back to size), so the check can see
-  a high watermark that advanced while the ISR stayed small (KAFKA-15583:
-  until 3.7.0 a leader advanced it whatever the ISR's size).
+  ``min.insync.replicas`` as its own leader answers (asked right after the
+  poll's HW read: :func:`leader_views`), with that HW (``small_isr`` events,
+  and one more when the ISR is back to size), so the check can see a high
+  watermark that advanced while the ISR stayed small (KAFKA-15583: until
+  3.7.0 a leader advanced it whatever the ISR's size).
 * :func:`metadata_partitions`: the partitions as Metadata lists them, in
-  DescribeTopicPartitions' shape, for releases before 3.7 that lack that API
-  (no ELR there).
+  DescribeTopicPartitions' shape, for releases before 3.8 whose brokers lack
+  that API (no ELR there).
 """
 
 from __future__ import annotations
@@ -81,22 +82,62 @@ def _int(x: Any) -> int:
     return x if isinstance(x, int) else -1
 
 
+def leader_views(admin: Any, leaders: dict[str, int]) -> dict[str, tuple[int, int, tuple[int, ...]]]:
+    """tp -> (leader, leader epoch, ISR) as each partition's own leader
+    answers Metadata: the broker whose HW the observer reads, and the first
+    to know of an ISR change it made (any other broker's metadata may lag by
+    seconds after a partition heals, and would show an ISR already grown
+    back as still small). kafka-python's admin client sends a request to a
+    chosen node only through its network manager."""
+    from kafka.protocol.metadata import MetadataRequest  # late: kafka-python, with the admin client
+
+    out: dict[str, tuple[int, int, tuple[int, ...]]] = {}
+    by_leader: dict[int, set[str]] = {}
+    for tp, leader in leaders.items():
+        by_leader.setdefault(leader, set()).add(tp)
+    for leader, tps in sorted(by_leader.items()):
+        topics = sorted({tp.rpartition("-")[0] for tp in tps})
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                                  allow_auto_topic_creation=False)
+
+        async def ask(req: Any = request, node: int = leader) -> Any:
+            return await admin._manager.send(req, node_id=node)
+
+        for t in admin._manager.run(ask).to_dict()["topics"]:
+            for p in t["partitions"]:
+                tp = f"{t['name']}-{p['partition_index']}"
+                if tp in tps and not p.get("error_code"):
+                    out[tp] = (p["leader_id"], p["leader_epoch"], tuple(p["isr_nodes"] or ()))
+    return out
+
+
 @dataclass
 class SmallIsrSamples:
     """Emits, per poll, a ``small_isr`` sample of every partition whose ISR
     is below ``min_isr`` (and one when it is back to size): the poll's
-    number, leader, leader epoch, ISR and the HW that poll read."""
+    number, and leader, leader epoch and ISR as the leader itself answered
+    (asked after the HW read) with the HW that poll read."""
 
     min_isr: int
     _small: set[str] = field(default_factory=set)
     polls: int = 0
 
-    def after_poll(self, state: dict[str, tuple], hws: dict[str, int], emit: Emit) -> None:
+    def after_poll(self, state: dict[str, tuple], hws: dict[str, int], emit: Emit,
+                   views: Callable[[dict[str, int]], dict[str, tuple]] | None = None) -> None:
         """``state``: tp -> (leader, leader epoch, replicas, ISR, ...) as the
-        poll saw it; ``hws``: tp -> the latest HW read."""
+        poll saw it; ``hws``: tp -> the latest HW read; ``views``: the
+        leaders' own (leader, leader epoch, ISR) of the partitions asked
+        (:func:`leader_views`), or None to take ``state``'s."""
         self.polls += 1
-        for tp, st in sorted(state.items()):
-            leader, le, isr = st[0], st[1], st[3]
+        asked = {tp: st[0] for tp, st in state.items()
+                 if st[0] >= 0 and (len(st[3]) < self.min_isr or tp in self._small)}
+        if not asked:
+            return
+        seen = views(asked) if views is not None else {tp: (state[tp][0], state[tp][1], state[tp][3]) for tp in asked}
+        for tp in sorted(asked):
+            if tp not in seen:
+                continue  # the leader did not answer for it: no sample, so no run of polls through here
+            leader, le, isr = seen[tp]
             small = len(isr) < self.min_isr
             if small or tp in self._small:
                 emit("small_isr", "observer", {"tp": tp, "poll": self.polls, "leader": leader, "leader_epoch": le,
