@@ -154,6 +154,7 @@ def trace_invariants(run_dir: Any, test: dict[str, Any] | None = None) -> dict[s
     traces (a bare history). ``seed`` and ``min_isr`` come from test.json."""
     from pathlib import Path
 
+    from checkers import observed
     from checkers.invariants import check_trace_dir
 
     nodes = Path(run_dir) / "nodes"
@@ -162,7 +163,9 @@ def trace_invariants(run_dir: Any, test: dict[str, Any] | None = None) -> dict[s
     test = test or {}
     nested = test.get("options") if isinstance(test.get("options"), dict) else {}
     min_isr = test.get("min_isr", nested.get("min_isr"))
-    return check_trace_dir(run_dir, seed=test.get("seed"), min_isr=min_isr)
+    summary = check_trace_dir(run_dir, seed=test.get("seed"), min_isr=min_isr)
+    # real Kafka's observer: the rules on what it saw from outside (checkers.observed)
+    return observed.merge(summary, observed.check_observer_trace(run_dir))
 
 
 def merge_invariants(res: dict[str, Any], inv: dict[str, Any]) -> dict[str, Any]:
@@ -277,7 +280,11 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
     processing = scan.processing.result()  # consume-transform-produce rounds, if any
     if processing is not None:
         anomalies.update(processing["anomalies"])
-    valid = combine([q["valid"], dur_valid, fr_valid, evidence] +
+    # a read_committed final read held below the HW to its deadline (checkers.final_reads)
+    stuck = (coverage or {}).get("lso_stuck") or []
+    if stuck:
+        anomalies["read-committed-stuck"] = stuck[:EXAMPLES]
+    valid = combine([q["valid"], dur_valid, fr_valid, evidence, not stuck] +
                     ([processing["valid"]] if processing is not None else []))
     q["seconds"] = {"project": round(t_proj, 3), "spark_start": round(t_spark, 3), "per_key": round(t_keys, 3),
                     "cross_key": round(t_cross, 3)}

@@ -47,6 +47,8 @@ class FinalReads:
         self.attempted: set[str] = set()
         self.complete: set[str] = set()
         self.any_final = False
+        #: read_committed final reads that ended below the HW (``lso_stuck``)
+        self.stuck: list[dict[str, Any]] = []
 
     def feed(self, op: Op) -> None:
         if op.f != "poll":
@@ -64,6 +66,9 @@ class FinalReads:
         self.attempted.update(returned)
         if op.type == "ok":
             self.complete.update(returned)
+            if isinstance(extra.get("lso_stuck"), dict):
+                self.stuck.append({"key": k if k is not None else (returned or [None])[0], "op": op.index,
+                                   **extra["lso_stuck"]})
 
     def result(self, keys: Iterable[str] | None = None, partial: bool = False) -> dict[str, Any] | None:
         attempted, complete = self.attempted, self.complete
@@ -81,6 +86,7 @@ class FinalReads:
             "incomplete_keys": incomplete,
             "failed_keys": failed,
             "unread_keys": unread,
+            "lso_stuck": list(self.stuck),
             "rule": RULE,
         }
 

@@ -40,6 +40,10 @@ MEANINGS: dict[str, str] = {
                        "output in the complete final reads of the output topic",
     "inconsistent-offsets": "one offset holds two or more different values",
     "G1a": "a successful poll returned a value whose send failed (aborted read)",
+    "lost-read": "a record a successful poll returned (so committed: consumers read below the high watermark) "
+                 "is absent from its key's complete final read",
+    "read-committed-stuck": "a read_committed final read stopped below the high watermark until its deadline: "
+                            "the last stable offset never moved past an open or hanging transaction",
     "precommitted-read": "an operation polled a record it sent itself (read-committed consumers never "
                          "see a transaction's own sends)",
     "poll-skip": "a consumer's next poll of a key skipped over records after its previous poll",
@@ -86,6 +90,11 @@ MEANINGS: dict[str, str] = {
     "partition-epoch-regressed": "a replica saw the partition epoch go backwards",
     "raft-hw-regressed": "a KRaft voter's metadata-log high watermark went backwards",
     "two-raft-leaders": "two KRaft controllers led the metadata quorum in the same epoch",
+    # the observer of real Kafka (checkers/observed.py)
+    "stale-raft-leader": "a KRaft controller kept naming itself leader of an epoch below another voter's leader "
+                         "longer than a leader cut from the quorum takes to resign",
+    "hw-advanced-under-min-isr": "a partition's high watermark rose while its ISR stayed below "
+                                 "min.insync.replicas",
 }
 
 _ACKS = {"-acks1": "acks=1", "-acks0": "acks=0"}

@@ -463,6 +463,7 @@ class QueueClient:
         reached_end = False
         deadline = time.monotonic() + self.final_read_timeout
         stable_since: float | None = None
+        behind_lso = 0  # the HW, while a read_committed read waits at an LSO below it
         try:
             c.assign([TopicPartition(topic, part, OFFSET_BEGINNING)])
             while time.monotonic() < deadline:
@@ -495,7 +496,10 @@ class QueueClient:
                     # little in case a leader is still catching up, then accept
                     stable_since = stable_since or time.monotonic()
                     if time.monotonic() - stable_since > min(5.0, self.final_read_timeout / 3):
-                        break
+                        # an LSO below the HW may still move (a transaction timing out): wait it out
+                        behind_lso = behind_lso or self._hw_past(topic, part, pos)
+                        if not behind_lso:
+                            break
                 else:
                     stable_since = None
         finally:
@@ -511,7 +515,24 @@ class QueueClient:
             res["error"] = "final-read-incomplete: partition unreadable until the deadline"
         if resets:
             res["resets"] = resets
+        if behind_lso and not caught_up and self._hw_past(topic, part, pos):
+            res["lso_stuck"] = {"position": pos, "hw": behind_lso}
         return res
+
+    def _hw_past(self, topic: str, part: int, pos: int) -> int:
+        """The high watermark when a read_committed read's end (the last
+        stable offset) is below it, else 0: records past an open transaction
+        that the read cannot reach until the transaction ends."""
+        if self.isolation_level != "read_committed":
+            return 0
+        c = Consumer({**self._consumer_conf(f"final-hw-{self.process}"), "isolation.level": "read_uncommitted"})
+        try:
+            _, high = c.get_watermark_offsets(TopicPartition(topic, part), timeout=2, cached=False)
+        except KafkaException:
+            return 0
+        finally:
+            _close_quietly(c)
+        return high if high > pos else 0
 
 
 def _position(c: Consumer, topic: str, part: int) -> int:

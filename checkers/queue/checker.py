@@ -99,7 +99,7 @@ class QueueOptions:
 
 #: every type the queue checkers can report
 KNOWN_ANOMALIES = frozenset(ANOMALY_TYPES) | {c[0] for c in CLASSES + RW_CLASSES} | {
-    "G2-item", "G2-item-process", "G2-item-realtime", "lost-acked-write"} | \
+    "G2-item", "G2-item-process", "G2-item-realtime", "lost-acked-write", "read-committed-stuck"} | \
     {spec[0] for spec in EXISTS_SPECS} | ACKS1_LOSS_TYPES | \
     ACKS0_LOSS_TYPES | {UNVERIFIED + t for t in ABSENCE_TYPES}
 

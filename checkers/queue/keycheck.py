@@ -101,7 +101,7 @@ def loss_type(base: str, acks: Any) -> str:
 
 ANOMALY_TYPES = (
     "duplicate", "duplicate-nonidempotent", "inconsistent-offsets", "lost-write", "unseen", *WEAK_LOSS_TYPES, "G1a",
-    "precommitted-read", "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
+    "precommitted-read", "lost-read", "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
     "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send",
 )
 
@@ -191,6 +191,7 @@ def _check_key(key: str, events: list, want_rw: bool, limit: int | None) -> dict
     duplicate_cases(ix, found)
     lost_write_cases(ix, found)
     aborted_read_cases(ix, found)
+    lost_read_cases(ix, found)
     precommitted_read_cases(ix, found)
     poll_order_cases(ix, found)
     send_order_cases(ix, found)
@@ -381,6 +382,33 @@ def aborted_read_cases(ix: KeyIndex, found: _Found) -> None:
             for _o, v in ev[4]:
                 if v in ix.failed_vals:
                     found.add("G1a", {"key": ix.key, "value": v, "writer": ix.writer.get(v), "op": ev[0]})
+
+
+def lost_read_cases(ix: KeyIndex, found: _Found) -> None:
+    """lost-read: a value an ``ok`` poll returned that the key's complete
+    final read (an ``ok`` poll with ``final``) does not hold. A consumer
+    reads only below the high watermark, so what it read was committed,
+    whatever its send's acks level or outcome, and a committed record must
+    never go (KAFKA-15583: before 3.7 a leader alone could commit, and lose,
+    records). A value whose send failed is G1a's, not counted here."""
+    final_vals: set[Any] = set()
+    final_seen = False
+    read_before: dict[Any, int] = {}
+    for ev in ix.reads:
+        if ev[2] != "ok":
+            continue
+        if ev[6]:
+            final_seen = True
+            final_vals.update(v for _o, v in ev[4])
+        else:
+            for _o, v in ev[4]:
+                read_before.setdefault(v, ev[0])
+    if not final_seen:
+        return
+    for v, op in read_before.items():
+        if v not in final_vals and v not in ix.failed_vals:
+            found.add("lost-read", {"key": ix.key, "value": v, "op": op, "writer": ix.writer.get(v),
+                                    "acks": ix.writer_acks.get(v)})
 
 
 def precommitted_read_cases(ix: KeyIndex, found: _Found) -> None:

@@ -52,6 +52,8 @@ class Cell:
         values: dict[str, Any] = {k: v if isinstance(v, bool) else str(v)
                                   for k, v in self.settings.items() if k not in CAMPAIGN_KEYS}
         backend = "sim" if self.runtime == "sim" else values.pop("backend", "local")
+        if "kafka_config" in values:  # one KEY=VALUE, or several separated by ';'
+            values["kafka_config"] = [kv.strip() for kv in str(values["kafka_config"]).split(";") if kv.strip()]
         try:
             return build_config(None, {**values, "variants": variants(self.settings), "backend": backend,
                                        "name": self.test_name})
@@ -75,14 +77,19 @@ def variants(settings: dict[str, Any]) -> dict[str, bool]:
 
 def cells(spec: CampaignSpec) -> list[Cell]:
     """The matrix's cells, in file order, each with its configuration
-    validated (so a bad cell stops the campaign before anything runs)."""
-    keys = list(spec.axes)
-    out = []
-    for i, combo in enumerate(itertools.product(*(spec.axes[k] for k in keys))):
-        params = dict(zip(keys, combo))
-        cell = Cell(i, params, {**spec.fixed, **params})
-        cell.config  # noqa: B018  validated now
-        out.append(cell)
+    validated (so a bad cell stops the campaign before anything runs); with
+    ``cells:`` entries, the product of the axes within each entry (its name
+    first in the cell's parameters)."""
+    out: list[Cell] = []
+    for name, fixed, own in spec.groups or (("", {}, {}),):
+        axes = {**own, **spec.axes}
+        keys = list(axes)
+        for combo in itertools.product(*(axes[k] for k in keys)):
+            params = dict(zip(keys, combo))
+            cell = Cell(len(out), {**({"cell": name} if name else {}), **params},
+                        {**spec.fixed, **fixed, **params})
+            cell.config  # noqa: B018  validated now
+            out.append(cell)
     return out
 
 

@@ -18,8 +18,13 @@ exists, Kafka's configuration key (``min.insync.replicas``,
 ``unclean.leader.election.enable``): any setting of the test
 (``harness.config.settings``) but those the campaign owns (the name, the
 output directory, the seeds), plus ``runtime``, ``variant`` and
-``unclean_election``. A name the campaign does not know is a one-line error
-that names it (exit 2), before anything runs.
+``unclean_election``. ``kafka_version`` makes the Kafka release an axis
+(``kafka_version: [3.6.2, 3.7.2]`` with ``db: kafka``); ``kafka_config``
+takes one ``KEY=VALUE`` or a ``;``-separated list of them. ``cells:`` (a list
+of mappings, each with a ``name``) holds groups of cells with settings of
+their own; a list value in an entry is an axis of that entry only, and the
+matrix applies to every entry. A name the campaign does not know is a
+one-line error that names it (exit 2), before anything runs.
 """
 
 from __future__ import annotations
@@ -105,9 +110,15 @@ class CampaignSpec:
     seeds: list[int]
     fixed: dict[str, Any] = field(default_factory=dict)
     axes: dict[str, list[Any]] = field(default_factory=dict)  # in file order
+    #: ``cells:`` entries: (name, their own fixed settings, their own axes);
+    #: the matrix's axes apply to each
+    groups: tuple[tuple[str, dict[str, Any], dict[str, list[Any]]], ...] = ()
 
     def runtimes(self) -> set[str]:
-        return set(map(str, self.axes.get("runtime", [self.fixed.get("runtime", "sim")])))
+        found = set(map(str, self.axes.get("runtime", [self.fixed.get("runtime", "sim")])))
+        for _name, fixed, axes in self.groups:
+            found |= set(map(str, axes.get("runtime", [fixed.get("runtime", self.fixed.get("runtime", "sim"))])))
+        return found
 
 
 def load_spec(path: str | Path) -> CampaignSpec:
@@ -131,6 +142,7 @@ def parse_spec(doc: Any, default_name: str = "campaign") -> CampaignSpec:
     if not _NAME.fullmatch(name):
         raise UsageError(f"campaign: name {name!r} must be letters, digits, '.', '_' or '-' (at most 100)")
     seeds = parse_seeds(doc.pop("seeds", 1))
+    doc_cells = doc.pop("cells", None)
     matrix = doc.pop("matrix", {}) or {}
     if not isinstance(matrix, dict):
         raise UsageError("campaign: matrix must be a mapping of setting -> list of values")
@@ -150,9 +162,50 @@ def parse_spec(doc: Any, default_name: str = "campaign") -> CampaignSpec:
             raise UsageError(f"campaign: {key!r} is both a matrix axis and a fixed setting")
         _check_value(str(key), value)
         fixed[k] = value
-    spec = CampaignSpec(name, seeds, fixed, axes)
+    groups = _groups(doc_cells, axes, fixed)
+    spec = CampaignSpec(name, seeds, fixed, axes, groups)
     for rt in spec.runtimes():
-        for k in list(fixed) + list(axes):
+        for k in list(fixed) + list(axes) + [k for _n, f, a in groups for k in (*f, *a)]:
             if rt not in KNOWN[k]:
                 raise UsageError(f"campaign: {k} has no meaning for runtime {rt}")
     return spec
+
+
+def _groups(entries: Any, axes: dict[str, list[Any]],
+            fixed: dict[str, Any]) -> tuple[tuple[str, dict[str, Any], dict[str, list[Any]]], ...]:
+    """``cells:``: a list of named groups of settings, each its own cells
+    (a list value is an axis of that group only), so one file holds runs
+    that differ in more than a product of axes (a bug's trigger on the
+    releases that have it and the one that fixed it, next to another's)."""
+    if entries is None:
+        return ()
+    if not isinstance(entries, list) or not entries:
+        raise UsageError("campaign: cells must be a non-empty list of mappings, each with a name")
+    out = []
+    names: set[str] = set()
+    for entry in entries:
+        if not isinstance(entry, dict) or not _NAME.fullmatch(str(entry.get("name", ""))):
+            raise UsageError(f"campaign: each of cells needs a name (letters, digits, '.', '_', '-'), not {entry!r}")
+        name = str(entry["name"])
+        if name in names:
+            raise UsageError(f"campaign: two cells entries are named {name!r}")
+        names.add(name)
+        own_fixed: dict[str, Any] = {}
+        own_axes: dict[str, list[Any]] = {}
+        for key, value in entry.items():
+            if key == "name":
+                continue
+            k = canonical(str(key))
+            if k in axes:
+                raise UsageError(f"campaign: {key!r} of cells entry {name!r} is also a matrix axis")
+            vals = value if isinstance(value, list) else [value]
+            if not vals:
+                raise UsageError(f"campaign: {key!r} of cells entry {name!r} has no values")
+            for v in vals:
+                _check_value(str(key), v)
+            if isinstance(value, list):
+                own_axes[k] = vals
+            else:
+                own_fixed[k] = value
+        out.append((name, own_fixed, own_axes))
+    return tuple(out)

@@ -59,8 +59,8 @@ def test_kafka_config_overrides_win():
 
 
 def test_kip966_variant_is_the_eligible_leader_replicas_feature():
-    assert props.format_features({}) == ["eligible.leader.replicas.version=1"]
-    assert props.format_features({"kip966": False}) == ["eligible.leader.replicas.version=0"]
+    assert props.format_features({}, dist.DEFAULT_VERSION) == ["eligible.leader.replicas.version=1"]
+    assert props.format_features({"kip966": False}, dist.DEFAULT_VERSION) == ["eligible.leader.replicas.version=0"]
 
 
 @pytest.mark.parametrize("variant", props.PROTOCOL_ONLY)

@@ -59,9 +59,10 @@ from confluent_kafka.admin import AdminClient
 
 from harness.config import TestConfig
 from harness.dbs.external import ensure_topics
-from harness.dbs.kafka import dist, props
+from harness.dbs.kafka import dist, props, releases
 from harness.dbs.kafka.observe import OBSERVER, MetadataPoller, quorum_leader, quorum_state
 from harness.dbs.kafka.props import NodePlan
+from harness.dbs.kafka.watch import QuorumWatch, SmallIsrSamples
 from harness.dbs.parts import ClusterParts, MetadataObserver, NoNetwork, RemoteNodes, SteppedClock, Topology
 from harness.errors import HarnessError
 from harness.lazyfs.nodes import for_hosts
@@ -104,7 +105,10 @@ def preflight(cfg: TestConfig) -> None:
         raise HarnessError("--db kafka needs java on PATH (scripts/bootstrap installs it)")
     if wants_clock(cfg) and not os.path.exists(LIBFAKETIME):
         raise HarnessError(f"clock faults on --db kafka need libfaketime ({LIBFAKETIME}; apt package faketime)")
-    dist.ensure(cfg.kafka_version, cfg.kafka_home)
+    if not cfg.kafka_home:  # the release's table row refuses before Maven is asked
+        releases.check_variants(dist.check_version(cfg.kafka_version), cfg.variants)
+    kafka = dist.ensure(cfg.kafka_version, cfg.kafka_home)
+    releases.check_variants(kafka.version, cfg.variants)
 
 
 def host_needs(cfg: TestConfig) -> list[tuple[list[str], str]]:
@@ -180,6 +184,10 @@ class KafkaDB:
     net: IptablesNetwork | None = field(default=None, init=False)
     #: per node: (classpath, log4j config) as the node's host sees them
     on_host: dict[str, tuple[str, str]] = field(default_factory=dict, init=False)
+    #: per node: how many times its process was started (the observer tells lives apart)
+    lives: dict[str, int] = field(default_factory=dict, init=False)
+    #: per node: the server.properties written
+    node_props: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if self.hosts is None:
@@ -237,10 +245,32 @@ class KafkaDB:
     def start_observer(self) -> None:
         """Poll leader, epochs, ISR, ELR and HW into ``nodes/observer/trace.jsonl``
         (``harness.dbs.kafka.observe``) while the run lasts."""
-        self.observer_poller = MetadataPoller(self.client_bootstrap(), self.cfg.topic_names(),
-                                              {n.node_id: n.name for n in self.plans},
-                                              self.node_dir(OBSERVER) / "trace.jsonl")
+        names = {n.node_id: n.name for n in self.plans}
+        row = releases.release_for(self.version(), home=True)
+        self.observer_poller = MetadataPoller(self.client_bootstrap(), self.cfg.topic_names(), names,
+                                              self.node_dir(OBSERVER) / "trace.jsonl",
+                                              describe_partitions=row.describe_partitions,
+                                              quorum=QuorumWatch(self._quorum_files, names),
+                                              small_isr=SmallIsrSamples(self.cfg.min_isr),
+                                              settings=self._observer_settings())
         self.observer_poller.start()
+
+    def _observer_settings(self) -> dict[str, Any]:
+        """What the checks of the observer's trace (``checkers.observed``)
+        need to know: the release and the quorum's timeouts as written."""
+        p = self.node_props.get(self.topo.controllers()[0], {}) if self.topo.controllers() else {}
+        keys = {"fetch_timeout_ms": "controller.quorum.fetch.timeout.ms",
+                "election_timeout_ms": "controller.quorum.election.timeout.ms"}
+        return {"kafka_version": self.version(), "min_isr": self.cfg.min_isr,
+                **{name: int(p[k]) for name, k in keys.items() if k in p}}
+
+    def _quorum_files(self) -> dict[str, tuple[int, dict[str, Any] | None]]:
+        """Each controller's process start count and quorum-state ({} while
+        the file is missing, None while the node is down or paused)."""
+        live = set(self.nodes.live_nodes())
+        return {c: (self.lives.get(c, 0), (quorum_state(self.nodes.hosts, c, self.host_dir(c)) or {})
+                    if c in live else None)
+                for c in self.topo.controllers()}
 
     def wait_brokers(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -299,6 +329,7 @@ class KafkaDB:
             partitions=self.cfg.partitions, variants=self.cfg.variants,
             overrides=props.parse_overrides(self.cfg.kafka_config),
         )
+        p = self.node_props[n.name] = releases.applicable(self.version(), p)
         with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
             f.write(props.render(p))
         try:
@@ -316,7 +347,7 @@ class KafkaDB:
     def _format(self, n: NodePlan, cluster_id: str) -> None:
         d = self.host_dir(n.name)
         argv = self._java(n, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(d / "server.properties"))
-        for feat in props.format_features(self.cfg.variants):
+        for feat in props.format_features(self.cfg.variants, self.version()):
             argv += ["--feature", feat]
         code, out, err = self.hosts.exec(n.name, argv, timeout=120)
         if code != 0:
@@ -342,6 +373,7 @@ class KafkaDB:
                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                "FAKETIME_FORCE_MONOTONIC_FIX": "0"} if wants_clock(self.cfg) else {}
         self.registrations.started(name)
+        self.lives[name] = self.lives.get(name, 0) + 1
         self.hosts.start_daemon(name, self._java(n, "kafka.Kafka", str(d / "server.properties")),
                                 str(d / "stdout.log"), env)
 

@@ -10,6 +10,12 @@ user already has (its ``libs/``), and nothing is fetched.
 
 A fetch writes into a temporary directory and renames it into place, under
 a lock, so two runs starting at once never see half a directory.
+
+A version outside the release table (:mod:`.releases`: not MAJOR.MINOR.PATCH,
+or a minor other than 3.3 .. 4.4) is refused before Maven is asked; a patch
+the table does not list is asked for, and Maven's "not found" is refused the
+same way (exit 2). Either leaves nothing in the cache: a fetch that fails
+removes the version's directory and any cache directory it made.
 """
 
 from __future__ import annotations
@@ -25,13 +31,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.dbs.kafka import releases
 from harness.errors import HarnessError, UsageError
 
 DEFAULT_VERSION = "4.4.0"
 POM = Path(__file__).with_name("pom.xml")
 LOG4J = Path(__file__).with_name("log4j2.properties")
-_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(-[A-Za-z0-9.]+)?$")
 _SERVER_JAR = re.compile(r"^kafka_2\.1[23]-(.+)\.jar$")
+#: Maven's words for an artifact Central does not have (first try, then cached)
+_NOT_FOUND = re.compile(r"Could not find artifact org\.apache\.kafka:kafka[-_.\w]*:jar:(\S+)"
+                        r"|org\.apache\.kafka:kafka[-_.\w]*:jar:(\S+) was not found")
 
 
 @dataclass(frozen=True)
@@ -50,8 +59,8 @@ def cache_root() -> Path:
 
 
 def check_version(version: str) -> str:
-    if not _VERSION_RE.match(version):
-        raise UsageError(f"--kafka-version must look like 4.4.0, got {version!r}")
+    """``version`` if the release table knows its minor (:func:`releases.release_for`)."""
+    releases.release_for(version)
     return version
 
 
@@ -70,6 +79,7 @@ def from_home(home: str | Path) -> KafkaDist:
     version = jar_version(libs) if libs.is_dir() else None
     if version is None:
         raise UsageError(f"--kafka-home {home}: no libs/kafka_2.13-*.jar there (not a Kafka binary distribution)")
+    releases.release_for(version, home=True)
     return KafkaDist(libs, version)
 
 
@@ -90,13 +100,18 @@ def ensure(version: str = DEFAULT_VERSION, home: str | Path | None = None, quiet
     if shutil.which("mvn") is None:
         raise HarnessError("Kafka is not cached and mvn is not installed (scripts/bootstrap installs maven)")
     base = cache_root() / "kafka" / version
+    made = [d for d in (base, base.parent, base.parent.parent) if not d.exists()]
     base.mkdir(parents=True, exist_ok=True)
-    with open(base / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        hit = cached(version)  # another run fetched it while we waited
-        if hit is not None:
-            return hit
-        _fetch(version, base, quiet)
+    try:
+        with open(base / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            hit = cached(version)  # another run fetched it while we waited
+            if hit is not None:
+                return hit
+            _fetch(version, base, quiet)
+    except (UsageError, HarnessError):
+        _remove_empty(base, made)
+        raise
     hit = cached(version)
     if hit is None:
         raise HarnessError(f"Kafka {version}: Maven resolved no kafka_2.13-{version}.jar")
@@ -116,12 +131,37 @@ def _fetch(version: str, base: Path, quiet: bool) -> None:
         raise HarnessError(f"Kafka {version}: Maven did not finish within 900 s") from None
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ERROR" in ln]
-        raise HarnessError(f"Kafka {version}: Maven failed: {(lines or ['exit %d' % proc.returncode])[0][:300]}")
+        raise maven_error(version, proc.stdout + proc.stderr, proc.returncode)
     final = base / "libs"
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
+
+
+def maven_error(version: str, output: str, code: int) -> Exception:
+    """One line for a failed fetch: a release Central does not have is the
+    user's (UsageError, exit 2); anything else, Maven's first error line
+    with the goal's boilerplate cut off (HarnessError, exit 4)."""
+    text = output.replace("\x1b[0m", "").replace("\x1b[1m", "")
+    if _NOT_FOUND.search(text):
+        return UsageError(f"--kafka-version {version}: Kafka {version} is not on Maven Central "
+                          f"(releases kraftwerk knows: {releases.known_range()})")
+    lines = [ln.strip() for ln in text.splitlines() if "ERROR" in ln and ln.strip() != "[ERROR]"]
+    first = lines[0] if lines else f"exit {code}"
+    first = re.sub(r"^\[ERROR\]\s*(Failed to execute goal[^:]*:\s*)?", "", first)
+    return HarnessError(f"Kafka {version}: Maven failed: {first[:400]}")
+
+
+def _remove_empty(base: Path, made: list[Path]) -> None:
+    """After a failed fetch: the version's directory unless a release landed
+    there after all, then the cache directories this fetch made, if empty."""
+    if jar_version(base / "libs") is None:
+        shutil.rmtree(base, ignore_errors=True)
+    for d in made[1:]:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
 
 
 def archive(kafka: KafkaDist) -> tuple[str, Path]:

@@ -42,6 +42,8 @@ from typing import Any, Callable
 
 import orjson
 
+from harness.dbs.kafka.watch import QuorumWatch, SmallIsrSamples, leader_views, metadata_partitions
+
 OBSERVER = "observer"
 
 
@@ -74,7 +76,15 @@ class MetadataPoller:
     thread of its own and appends what changed to a trace file."""
 
     def __init__(self, bootstrap: str, topics: list[str], names: dict[int, str], out: Path,
-                 interval: float = 0.25) -> None:
+                 interval: float = 0.25, describe_partitions: bool = True, quorum: QuorumWatch | None = None,
+                 small_isr: SmallIsrSamples | None = None, settings: dict[str, Any] | None = None) -> None:
+        #: DescribeTopicPartitions exists (3.7+); else Metadata (no ELR)
+        self.describe_partitions = describe_partitions
+        #: what harness.dbs.kafka.watch samples besides (quorum-state files, small ISRs)
+        self.quorum = quorum
+        self.small_isr = small_isr
+        #: the settings the checks on this trace need (``observer_start``)
+        self.settings = settings or {}
         self.bootstrap = bootstrap
         self.topics = topics
         self.names = names
@@ -89,11 +99,13 @@ class MetadataPoller:
         self._admin: Any = None
         self.polls = 0
         self.errors = 0
+        self.stale_samples = 0
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.out, "ab")
+        self._emit("observer_start", OBSERVER, {"interval_ms": int(self.interval * 1000), **self.settings})
         self._thread = threading.Thread(target=self._run, name="kafka-observer", daemon=True)
         self._thread.start()
 
@@ -111,6 +123,11 @@ class MetadataPoller:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
+            if self.quorum is not None:  # files, read whether or not a broker answers
+                try:
+                    self.quorum.poll(self._emit)
+                except Exception:
+                    self.errors += 1
             try:
                 self.poll_once()
                 self.polls += 1
@@ -141,17 +158,36 @@ class MetadataPoller:
 
     def poll_once(self) -> None:
         admin = self._client()
-        res = admin.describe_topic_partitions(self.topics)
+        res = None
+        if self.describe_partitions:
+            try:
+                res = admin.describe_topic_partitions(self.topics)
+            except Exception as e:  # kafka-python's, by name (it is loaded late, with the client)
+                if type(e).__name__ != "IncompatibleBrokerVersion":
+                    raise
+                self.describe_partitions = False  # a build without the API: Metadata from now on
+        if res is None:
+            res = metadata_partitions(admin, self.topics)
         for topic in res.get("topics", []):
             for p in topic.get("partitions", []):
                 self._partition(f"{topic['name']}-{p['partition_index']}", p)
-        self._quorum(admin)
+        try:
+            self._quorum(admin)
+        except Exception:  # DescribeQuorum forwarded to a controller out of reach: the watermarks still count
+            self.errors += 1
         self._watermarks(admin)
+        if self.small_isr is not None:
+            self.small_isr.after_poll(self._last, self._hw, self._emit, lambda leaders: leader_views(admin, leaders))
 
     def _partition(self, tp: str, p: dict[str, Any]) -> None:
         state = (p["leader_id"], p["leader_epoch"], tuple(p["replica_nodes"] or ()), tuple(p["isr_nodes"] or ()),
                  tuple(p.get("eligible_leader_replicas") or ()), tuple(p.get("last_known_elr") or ()))
         if self._last.get(tp) == state:
+            return
+        if tp in self._last and state[1] < self._last[tp][1]:
+            # a broker whose metadata lags (cut off, fenced) answered: not a regression
+            # of the controller's, which an outside reader of brokers' caches cannot see
+            self.stale_samples += 1
             return
         self._last[tp] = state
         self._versions[tp] = self._versions.get(tp, -1) + 1

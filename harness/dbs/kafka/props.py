@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from harness.config.kafka import PROTOCOL_ONLY, parse_overrides
 from harness.config.timings import kafka_settings
+from harness.dbs.kafka import releases
 from harness.errors import UsageError
 
 #: small machines: few threads, no auto-created topics, one transaction log
@@ -59,10 +60,11 @@ def refuse_protocol_only(variants: dict[str, bool]) -> None:
             )
 
 
-def format_features(variants: dict[str, bool]) -> list[str]:
-    """``kafka-storage format --feature`` values: KIP-966's ELR on unless
-    the kip966 variant is off (the reference's default is on)."""
-    return [f"eligible.leader.replicas.version={1 if variants.get('kip966', True) else 0}"]
+def format_features(variants: dict[str, bool], version: str) -> list[str]:
+    """``kafka-storage format --feature`` values for ``version``: KIP-966's
+    ELR on unless the kip966 variant is off (the reference's default is on),
+    where the release has the feature (:mod:`.releases`, from 4.0)."""
+    return releases.format_features(version, variants)
 
 
 def quorum_voters(nodes: list[NodePlan]) -> str:
