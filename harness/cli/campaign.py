@@ -17,6 +17,7 @@ from rich.table import Table
 from harness.campaign.execute import Progress, plan_units, run_units, summarise, verdict
 from harness.campaign.spec import load_spec, parse_spec
 from harness.errors import exit_code_for_valid
+from harness.rundir.trust import trusted_dir
 
 
 DEFAULT_CAMPAIGN = Path(__file__).resolve().parents[1] / "campaign" / "default.yaml"
@@ -69,8 +70,7 @@ def campaign_cmd(file: Path | None, name: str | None, out: Path, parallel: int |
     if name is not None:
         parse_spec({"name": name})  # the same name rule as in a file
         spec = replace(spec, name=name)
-    camp_dir = out / "campaigns" / spec.name
-    camp_dir.mkdir(parents=True, exist_ok=True)
+    camp_dir = trusted_dir(trusted_dir(out, "--out") / "campaigns" / spec.name, "--out")
     cs, units, already = plan_units(spec, camp_dir)
     # runs a cell still has to do (those already done from an earlier attempt are not counted)
     left = {c.index: sum(u.seeds for u in units if u.cell.index == c.index) for c in cs}

@@ -10,13 +10,13 @@ read never completed).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import click
 
 from harness.errors import HarnessError, UsageError, exit_code_for_valid
+from harness.rundir.trust import trusted_dir, write_file
 
 MODEL_CHOICES = ("queue", "cas-register", "register", "multi-register", "mutex", "set",
                  "fifo-queue", "kv", "kafka-log")
@@ -36,8 +36,8 @@ def _load(path: Path, warnings: list[str], model: str = "queue") -> tuple[Any, P
         raise UsageError(f"{path}: no such file or directory")
     run_dir = None
     if path.is_dir():
-        run_dir = path
-        path = path / "history.jsonl"
+        run_dir = trusted_dir(path, "kraftwerk check RUN_DIR", create=False)  # results.json goes there
+        path = run_dir / "history.jsonl"
         if not path.is_file():
             raise UsageError(f"{run_dir}: not a run directory (no history.jsonl)")
     suffix = path.suffix.lower()
@@ -295,10 +295,7 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     if partial:
         res["partial"] = True
     if run_dir is not None:
-        out = run_dir / "results.json"
-        tmp = out.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(res, indent=1, default=str) + "\n")
-        os.replace(tmp, out)
+        write_file(run_dir / "results.json", json.dumps(res, indent=1, default=str) + "\n")
     if as_json:
         click.echo(json.dumps(res, default=str))
     else:

@@ -17,6 +17,7 @@ import click
 from harness.cli.options import config_from_flags, test_options
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from harness.lifecycle.runner import preflight
+from harness.rundir.trust import trusted_dir
 from reference_impl.accel import ENV_PURE
 
 
@@ -53,7 +54,7 @@ def explore_cmd(budget: str, jobs: int | None, signal: str, as_json: bool, **fla
     jobs = default_jobs(1 << 10) if jobs is None else jobs
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {jobs})")
-    os.makedirs(cfg.out, exist_ok=True)
+    trusted_dir(cfg.out, "--out")
     if signal != "states":
         # the compiled accelerator runs the core as C, whose lines no tracer
         # sees: the workers (spawned with this environment) run pure Python

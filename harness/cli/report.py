@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from harness.errors import UsageError
 from harness.rundir.summary import write_summary
+from harness.rundir.trust import trusted_dir
 
 
 @click.command("report")
@@ -18,7 +17,7 @@ def report_cmd(run_dir: str, check: bool) -> int:
     """Regenerate a run's (or a campaign's) HTML report; prints the path of index.html."""
     from harness.report import render_report
 
-    d = Path(run_dir)
+    d = trusted_dir(run_dir, "kraftwerk report RUN_DIR", create=False)  # index.html and plots go there
     if (d / "campaign.json").is_file():  # a campaign directory: its page and heatmap
         from harness.report.campaign import CampaignError, render_campaign
 

@@ -20,6 +20,7 @@ import click
 
 from harness.cli.options import config_from_flags
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, UsageError
+from harness.rundir.trust import trusted_dir
 
 
 def _load(run_dir: Path) -> tuple[dict, dict]:
@@ -55,7 +56,7 @@ def shrink_cmd(run_dir: str, out: str | None, jobs: int | None) -> int:
     from harness.lifecycle.runner import run_seed
     from harness.search.shrink import Shrinker, signature, units
 
-    rd = Path(run_dir).resolve()
+    rd = trusted_dir(run_dir, "kraftwerk shrink RUN_DIR", create=False)  # shrunk-schedule.json goes there
     test, results = _load(rd)
     out = out or str(rd.parent.parent)
     cfg = config_from_flags("sim", {"schedule": str(rd / "test.json"), "out": out})

@@ -49,7 +49,7 @@ from typing import Any
 
 from harness.rundir.lease import LEASE_ENV, PARENT_ENV, PDEATHSIG_ENV, RUN_ENV, pids_with_run_id
 
-__all__ = ["RUN_ENV", "RunState", "alive", "cleanup", "kill_tree", "proc_start_time", "registry_dir"]
+__all__ = ["RUN_ENV", "RunState", "alive", "cleanup", "kill_tree", "proc_start_time", "registry_dir", "same_process"]
 
 REGISTRY_ENV = "KRAFTWERK_RUNTIME_DIR"
 
@@ -78,12 +78,20 @@ def _is_zombie(pid: int) -> bool:
 def alive(pid: int, start_time: int | None = None) -> bool:
     """The process ``pid`` runs and, given ``start_time``, is the one that
     started then (not a recycled pid)."""
-    if not isinstance(pid, int) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     st = proc_start_time(pid)
     if st is None or _is_zombie(pid):
         return False
     return start_time is None or st == start_time
+
+
+def same_process(pid: Any, start: Any) -> bool:
+    """``pid`` runs and is the process that started at ``start``: the check
+    before anything is signalled on a record's word. A record without a
+    start time (or with a forged one) names no process, so nothing is
+    signalled for it: an unrelated process that has the pid now is never hit."""
+    return isinstance(start, int) and not isinstance(start, bool) and alive(pid, start)
 
 
 def _private_dir(path: Path) -> Path | None:
@@ -256,7 +264,7 @@ def kill_tree(pid: int, start: int | None) -> bool:
     process and its session's group. Returns True if something was signalled.
     Nothing is signalled unless ``pid`` is still the process that started at
     ``start``."""
-    if not alive(pid, start):
+    if not same_process(pid, start):
         return False
     for sig in (signal.SIGCONT, signal.SIGKILL):
         try:

@@ -62,7 +62,7 @@ def _check(what: str, path: str, st: os.stat_result, final: bool, sticky_ok: boo
     owners = (me,) if final else (0, me)
     if st.st_uid not in owners:
         raise _refuse(what, path, f"owned by {_who(st.st_uid)}, not by {_who(me)}"
-                      + ("" if final else " or root"))
+                      + ("" if final or me == 0 else " or root"))
     if st.st_mode & 0o022:
         sticky = bool(st.st_mode & stat.S_ISVTX)
         if final or not sticky or not sticky_ok:
@@ -130,6 +130,17 @@ def trusted_dir(path: str | os.PathLike[str], what: str, create: bool = True, mo
         real = nxt
     _check(what, real, os.lstat(real), True, sticky_ok)
     return Path(real)
+
+
+def check_dir(path: str | os.PathLike[str], what: str, sticky_ok: bool = True) -> None:
+    """What :func:`trusted_dir` checks, making nothing: for a command that
+    refuses bad input before it starts anything (a missing directory passes
+    if what exists above it would let this user make it safely)."""
+    given = os.fspath(path)
+    absolute = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
+    real, missing = _walk(what, absolute, sticky_ok, 0)
+    if not missing:
+        _check(what, real, os.lstat(real), True, sticky_ok)
 
 
 def write_file(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644) -> None:

@@ -62,7 +62,10 @@ class NodeSpec:
     log_dir: str | None = None
 
     def running(self) -> bool:
-        return self.pid is not None and pid_alive(self.pid, self.start)
+        """The recorded process still runs: its pid *and* start time match
+        (a state file without a start time names no process, so ``down``
+        never signals whatever has that pid now)."""
+        return isinstance(self.pid, int) and isinstance(self.start, int) and pid_alive(self.pid, self.start)
 
     @property
     def is_broker(self) -> bool:
@@ -158,7 +161,10 @@ class LocalCluster:
             raise ClusterError(f"no cluster in {dir} (no {STATE_FILE})") from None
         except (OSError, ValueError) as e:
             raise ClusterError(f"cannot read {path}: {e}") from None
-        return cls(d["dir"], [NodeSpec(**n) for n in d["nodes"]], d.get("config", {}), d.get("storage_mode", "os"))
+        try:
+            return cls(d["dir"], [NodeSpec(**n) for n in d["nodes"]], d.get("config", {}), d.get("storage_mode", "os"))
+        except (KeyError, TypeError):
+            raise ClusterError(f"{path}: not a state file kraftwerk cluster up wrote") from None
 
     # -- processes --------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import UsageError
-from harness.rundir.trust import Untrusted, append_line, trusted_dir, write_file
+from harness.rundir.trust import Untrusted, append_line, check_dir, trusted_dir, write_file
 from tests.nobody import NOBODY_UID, need_root, public_dir, run_as_nobody  # noqa: F401 (fixture)
 
 
@@ -114,3 +114,13 @@ def test_append_line_never_follows_a_symlink_nor_writes_a_fifo(tmp_path):
     append_line(tmp_path / "new", "a\n")
     append_line(tmp_path / "new", "b\n")
     assert (tmp_path / "new").read_text() == "a\nb\n" and victim.read_text() == "root's"
+
+
+def test_check_dir_makes_nothing_and_refuses_what_trusted_dir_refuses(public_dir, tmp_path):
+    check_dir(tmp_path / "a" / "b", "--out")
+    assert not (tmp_path / "a").exists()
+    run_as_nobody(["mkdir", str(public_dir / "theirs")])
+    with pytest.raises(Untrusted, match="owned by nobody"):
+        check_dir(public_dir / "theirs", "--out")
+    with pytest.raises(Untrusted, match="owned by nobody"):
+        check_dir(public_dir / "theirs" / "below", "--out")
