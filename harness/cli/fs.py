@@ -100,6 +100,8 @@ def umount_cmd(mountpoint: str) -> int:
     """Unmount MOUNTPOINT: cleanly (synced) if its server answers, else lazily."""
     from harness.lazyfs import mounts
 
+    if os.geteuid() != 0:
+        raise UsageError("kraftwerk fs umount needs root (kraftwerk fs mounts are root's)")
     if not mounts.umount(mountpoint):
         raise UsageError(f"{os.path.abspath(mountpoint)}: nothing mounted or recorded there")
     click.echo(f"unmounted {os.path.abspath(mountpoint)}")
