@@ -268,8 +268,13 @@ class TestConfig(BaseModel):
             raise ValueError(f"--backend {self.backend} runs the reference broker: drop --db {self.db}")
         kinds = {parse(n).kind for n in self.nemesis}
         if self.backend not in ("local", "sim") and "latency" in kinds:
+            # where latency is made instead: the reference's per-link proxies (local) or the simulator; a
+            # Kafka broker advertises one address every peer dials, so no backend delays its links
+            elsewhere = ("no backend makes it for --db kafka (the local backend's per-link proxies cannot "
+                         "delay a broker that advertises one address)" if self.db == "kafka"
+                         else "use --backend local (per-link proxies) or kraftwerk sim")
             raise ValueError(f"latency on --backend {self.backend} needs tc netem (not in this kernel) or an NFQUEUE "
-                             "delay (not built): use --backend local")
+                             f"delay (not built): {elsewhere}")
         for k in ("reassign", "decommission"):
             if k in kinds and self.brokers <= self.rf:
                 raise ValueError(f"--nemesis {k} moves a replica to a broker outside the partition's replica set: "
