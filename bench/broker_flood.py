@@ -52,7 +52,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kafka.protocol.metadata import ApiVersionsRequest  # noqa: E402
 from wire_fuzz import mutate, seeds  # noqa: E402
 
-from reference_impl.server.launcher import LocalCluster, pid_alive  # noqa: E402
+from reference_impl.server.launcher import LocalCluster  # noqa: E402
+from reference_impl.server.procs import alive as pid_alive  # noqa: E402
 from reference_impl.server.rpc import MAGIC  # noqa: E402
 
 HOSTILE = ROOT / "tests" / "server" / "hostile.py"

@@ -20,12 +20,14 @@ so ``read_edn(write_edn(ops)) == ops``.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterable
 
 from .op import HistoryError, Op
+from .source import open_regular
 
 _TOKEN = re.compile(
     r"""
@@ -79,7 +81,10 @@ def _atom(tok: str) -> Any:
         if _INT.match(tok):
             return int(tok.rstrip("N"))
         if _FLOAT.match(tok):
-            return float(tok.rstrip("M"))
+            x = float(tok.rstrip("M"))
+            if not math.isfinite(x):
+                raise ValueError(f"{tok} overflows a double")
+            return x
         if _RATIO.match(tok):
             n, d = (int(x) for x in tok.split("/"))
             if d == 0:
@@ -90,7 +95,7 @@ def _atom(tok: str) -> Any:
                 raise ValueError(f"ratio {tok!r} is too large") from None
         raise ValueError(f"bad number {tok!r}")
     if tok in ("##Inf", "##-Inf", "##NaN"):
-        return float(tok[2:].replace("Inf", "inf").replace("NaN", "nan"))
+        raise ValueError(f"{tok} is not a number a history may hold")
     return tok  # a symbol: keep its name
 
 
@@ -134,11 +139,11 @@ def loads(text: str, where: str = "<string>", positions: list[list[int]] | None 
             continue
         if kind == "tag":
             if m.group() in ("##Inf", "##-Inf", "##NaN"):
-                val: Any = _atom(m.group())
-            else:
-                pending_tag += 1
-                continue
-        elif kind == "close":
+                raise fail(m.start(), f"{m.group()} is not a number a history may hold")
+            pending_tag += 1
+            continue
+        val: Any
+        if kind == "close":
             if not stack:
                 raise fail(m.start(), f"unbalanced {m.group()!r}")
             opener, parent, start = stack.pop()
@@ -146,15 +151,7 @@ def loads(text: str, where: str = "<string>", positions: list[list[int]] | None 
                 raise fail(m.start(), f"{m.group()!r} closes {opener!r} opened on line {line_of(start)}")
             items = cur
             cur = parent
-            if opener == "{":
-                if len(items) % 2:
-                    raise fail(start, "map literal with an odd number of forms")
-                try:
-                    val = {_hashable(items[i]): items[i + 1] for i in range(0, len(items), 2)}
-                except TypeError:
-                    raise fail(start, "unhashable map key") from None
-            else:
-                val = items
+            val = _map(items, lambda msg: fail(start, msg)) if opener == "{" else items
         elif kind == "str":
             val = _unescape(m.group()[1:-1])
         elif kind == "char":
@@ -180,6 +177,16 @@ def loads(text: str, where: str = "<string>", positions: list[list[int]] | None 
     return top
 
 
+def _map(items: list[Any], fail: Any) -> dict[Any, Any]:
+    """A map literal's forms as a dict; ``fail(msg)`` makes its error."""
+    if len(items) % 2:
+        raise fail("map literal with an odd number of forms")
+    try:
+        return {_hashable(items[i]): items[i + 1] for i in range(0, len(items), 2)}
+    except TypeError:
+        raise fail("unhashable map key") from None
+
+
 def _hashable(k: Any) -> Any:
     if isinstance(k, list):
         return tuple(_hashable(x) for x in k)
@@ -191,7 +198,8 @@ def read_edn(path: str | os.PathLike[str]) -> list[Op]:
     the maps at top level). Missing ``:index`` is filled in by position."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with open_regular(p) as f:
+            text = f.read().decode("utf-8")
     except UnicodeDecodeError as e:
         raise HistoryError(f"{p}:1: not UTF-8 text ({e.reason})") from None
     positions: list[list[int]] = []

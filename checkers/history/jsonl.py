@@ -4,6 +4,7 @@ that a crash of the writer loses at most the line it was writing."""
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import IO, Any, Iterable, Iterator
 import orjson
 
 from .op import OP_TYPES, HistoryError, Op
+from .source import MAX_LINE, finite, open_regular, refuse_constant
 
 #: compact JSON, non-string keys written as strings (as :mod:`json` does),
 #: and the newline appended by the encoder itself
@@ -147,11 +149,11 @@ def iter_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None,
     not (NaN, integers past 64 bits, lone surrogates) and words the error."""
     p = Path(path)
     n_ops = 0
-    with open(p, "r", encoding="utf-8", errors="replace") as f:
+    with io.TextIOWrapper(open_regular(p), encoding="utf-8", errors="replace") as f:
         i = 0
-        nxt = f.readline()
+        nxt = f.readline(MAX_LINE + 1)
         while nxt:
-            line, nxt = nxt, f.readline()
+            line, nxt = nxt, f.readline(MAX_LINE + 1)
             i += 1
             op = line_op(line, p, i, not nxt, warnings)
             if op is BLANK:
@@ -175,6 +177,8 @@ def line_op(line: str, p: Path, i: int, last: bool, warnings: list[str] | None) 
     reads it first, :mod:`json` what orjson refuses; :data:`BLANK` for a
     blank line, :data:`TORN` for a truncated last line (reported in
     ``warnings``); a bad line raises a one-line :class:`HistoryError`."""
+    if len(line) > MAX_LINE:
+        raise HistoryError(f"{p}:{i}: a line of more than {MAX_LINE} bytes is no operation")
     try:
         d = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -190,11 +194,13 @@ def line_op(line: str, p: Path, i: int, last: bool, warnings: list[str] | None) 
 
 def _json_fallback(line: str, p: Path, i: int, last: bool, warnings: list[str] | None) -> Any:
     """:mod:`json`'s reading of a line orjson refused: the value, or
-    :data:`TORN` for a torn last line (reported), or a one-line HistoryError."""
+    :data:`TORN` for a torn last line (reported), or a one-line HistoryError.
+    NaN, the infinities and floats past a double are refused
+    (:mod:`.source`)."""
     try:
-        return json.loads(line)
+        return json.loads(line, parse_constant=refuse_constant, parse_float=finite)
     except json.JSONDecodeError as e:
-        if last and not line.endswith("\n"):
+        if last and not line.endswith("\n") and _torn(line, e):
             if warnings is not None:
                 warnings.append(f"{p}:{i}: truncated last line ignored (writer crashed?)")
             return TORN
@@ -205,8 +211,18 @@ def _json_fallback(line: str, p: Path, i: int, last: bool, warnings: list[str] |
         raise HistoryError(f"{p}:{i}: {str(e).split(';')[0]}") from None
 
 
+def _torn(line: str, e: json.JSONDecodeError) -> bool:
+    """The line is an operation cut short (a writer killed mid-line), not
+    garbage: an object whose text stops inside a string, a literal or a
+    number, or after a complete token."""
+    rest = line[e.pos:].strip()
+    return line.lstrip().startswith("{") and (
+        e.msg.startswith("Unterminated string") or not rest or any(w.startswith(rest) for w in ("true", "false", "null"))
+        or all(c in "0123456789+-.eE" for c in rest))
+
+
 _OP_TYPES = frozenset(OP_TYPES)
-_UNHASHABLE = (list, dict)  # a process must name one: Op.from_dict refuses these
+_PROCESS_TYPES = (int, str)  # what names a process: anything else goes to Op.from_dict, which refuses it
 
 
 def op_from_json(d: dict, p: Path, i: int) -> Op:
@@ -218,7 +234,7 @@ def op_from_json(d: dict, p: Path, i: int) -> Op:
     tm = d.get("time", 0)
     ix = d.get("index", -1)
     if type(t) is str and t in _OP_TYPES and type(f) is str and type(tm) is int and type(ix) is int \
-            and type(d.get("process")) not in _UNHASHABLE:
+            and type(d.get("process")) in _PROCESS_TYPES:
         pop = d.pop
         pop("type")
         pop("f")

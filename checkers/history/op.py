@@ -84,18 +84,26 @@ class Op:
         except (KeyError, TypeError):
             raise HistoryError(f"{where}: operation needs 'type' and 'f'") from None
         if t not in OP_TYPES:
-            raise HistoryError(f"{where}: type {t!r} is not one of invoke/ok/fail/info")
+            raise HistoryError(f"{where}: type {_short(t)} is not one of invoke/ok/fail/info")
+        if type(f) is not str:
+            raise HistoryError(f"{where}: f {_short(f)} is not a name")
         process = d.get("process", 0)
-        if isinstance(process, (list, dict)):
+        if process is not None and type(process) not in (int, str):
             raise HistoryError(f"{where}: process {_short(process)} is not a number or a string")
+        time = d.get("time")
+        if type(time) is not int and time is not None:
+            raise HistoryError(f"{where}: time {_short(time)} is not an integer (nanoseconds)")
+        index = d.get("index")
+        if type(index) is not int and index is not None:
+            raise HistoryError(f"{where}: index {_short(index)} is not an integer")
         extra = {k: v for k, v in d.items() if k not in _CORE}
         return cls(
             type=t,
-            f=str(f),
+            f=f,
             value=d.get("value"),
             process=process,
-            time=int(d.get("time", 0) or 0),
-            index=int(d.get("index", -1) if d.get("index") is not None else -1),
+            time=time or 0,
+            index=-1 if index is None else index,
             error=d.get("error"),
             extra=extra,
         )

@@ -35,6 +35,7 @@ import numpy as np
 import orjson
 
 from checkers.history.op import HistoryError, Op
+from checkers.history.source import MAX_LINE, open_regular
 
 _I64 = 1 << 63
 _INT = {int}
@@ -103,7 +104,7 @@ def slow_ops(raw: bytes, p: Path, i: int, n_ops: int, last: bool,
 
     loads = orjson.loads
     d: Any = None
-    if b"\r" not in raw:
+    if b"\r" not in raw and len(raw) <= MAX_LINE:
         try:
             d = loads(raw)
         except orjson.JSONDecodeError:
@@ -242,7 +243,7 @@ class LineReader:
         inv_times, c_ix, c_proc, c_itime, c_tm = self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm
         c_meta, c_acks, e_c, e_kid, e_np = self.c_meta, self.c_acks, self.e_c, self.e_kid, self.e_np
         p_off, p_val = self.p_off, self.p_val
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             f.seek(pos)
             for raw in f:
                 if end is not None:
@@ -250,7 +251,7 @@ class LineReader:
                         break
                     pos += len(raw)
                 d: Any = None
-                if b"\r" not in raw:
+                if b"\r" not in raw and len(raw) <= MAX_LINE:  # a longer line is refused by the slow path
                     try:
                         d = loads(raw)
                     except JSONDecodeError:

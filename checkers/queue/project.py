@@ -156,13 +156,12 @@ class Projector:
             return
         if c.extra.get("output") or (inv is not None and inv.extra.get("output")):
             return  # a final read of consume-transform-produce's output: checkers.queue.processing
-        warnings = self.warnings
         value = c.value
         if value is None and inv is not None:
             value = inv.value
         if not isinstance(value, list):
             if value is not None:
-                warnings.append(f"op {c.index}: {f} value is not a list of micro-ops; ignored")
+                raise HistoryError(f"op {c.index}: {f} value {_short(value)} is not a list of micro-ops")
             return
         itime = inv.time if inv is not None else c.time
         idx = c.index
@@ -184,47 +183,27 @@ class Projector:
         final = bool(extra.get("final") or (inv is not None and inv.extra.get("final")))
         moved = _rebalanced(extra)
         key = self._key
-        if len(value) == 1:
-            # the common case: one micro-op, one key (sends)
-            mop = value[0]
-            if not isinstance(mop, list) or not mop:
-                warnings.append(f"op {idx}: malformed micro-op {mop!r}; ignored")
-                return
-            m0 = mop[0]
-            if m0 == "send" and len(mop) >= 3:
-                x = mop[2]
-                pr = (x[0], x[1]) if isinstance(x, list) and len(x) == 2 else (None, x)
-                key(str(mop[1])).add(idx, proc, ctype, "w", (pr,), ctime, acks, idem)
-                return
-            if m0 == "poll":
-                if len(mop) >= 2 and isinstance(mop[1], dict):
-                    for k, prs in mop[1].items():
-                        k = str(k)
-                        pairs = prs or ()
-                        if moved:
-                            key(k).add(idx, proc, ctype, "r", pairs, ctime, final, k in moved)
-                        else:
-                            key(k).add(idx, proc, ctype, "r", pairs, ctime, final)
-                return
-            if m0 != "send":
-                warnings.append(f"op {idx}: unknown micro-op {m0!r}; ignored")
-                return
+        if len(value) == 1 and self._emit_one(value[0], idx, proc, ctype, ctime, acks, idem, final, moved):
+            return
         # general case: a transaction mixing sends and polls over several keys
         writes: dict[str, list] = {}
         reads: dict[str, list] = {}
         for mop in value:
             if not isinstance(mop, list) or not mop:
-                warnings.append(f"op {idx}: malformed micro-op {mop!r}; ignored")
-                continue
+                raise HistoryError(f"op {idx}: malformed micro-op {_short(mop)}")
             m0 = mop[0]
             if m0 == "send" and len(mop) >= 3:
-                writes.setdefault(str(mop[1]), []).append(_pairs_of(mop[2]))
+                pr = _pairs_of(mop[2])
+                if pr[0] is not None and type(pr[0]) is not int:
+                    raise HistoryError(f"op {idx}: send offset {_short(pr[0])} is not an integer")
+                writes.setdefault(str(mop[1]), []).append(pr)
             elif m0 == "poll":
-                if len(mop) >= 2 and isinstance(mop[1], dict):
-                    for k, prs in mop[1].items():
-                        reads.setdefault(str(k), []).extend((p[0], p[1]) for p in (prs or ()))
+                for k, prs in _polled(mop, idx):
+                    reads.setdefault(str(k), []).extend((p[0], p[1]) for p in prs)
+            elif m0 == "send":
+                raise HistoryError(f"op {idx}: malformed micro-op {_short(mop)} (a send needs a key and a value)")
             else:
-                warnings.append(f"op {idx}: unknown micro-op {m0!r}; ignored")
+                self.warnings.append(f"op {idx}: unknown micro-op {m0!r}; ignored")
         for k, prs in writes.items():
             key(k).add(idx, proc, ctype, "w", prs, ctime, acks, idem)
         for k, prs in reads.items():
@@ -232,6 +211,53 @@ class Projector:
                 key(k).add(idx, proc, ctype, "r", prs, ctime, final, k in moved)
             else:
                 key(k).add(idx, proc, ctype, "r", prs, ctime, final)
+
+
+    def _emit_one(self, mop: Any, idx: int, proc: Any, ctype: str, ctime: int | None, acks: Any, idem: Any,
+                  final: bool, moved: frozenset[str]) -> bool:
+        """The common case, an operation of one micro-op (a send, a poll):
+        emitted, True; False for what the general case reads instead."""
+        if not isinstance(mop, list) or not mop:
+            raise HistoryError(f"op {idx}: malformed micro-op {_short(mop)}")
+        m0 = mop[0]
+        key = self._key
+        if m0 == "send" and len(mop) >= 3:
+            x = mop[2]
+            pr = (x[0], x[1]) if isinstance(x, list) and len(x) == 2 else (None, x)
+            if pr[0] is not None and type(pr[0]) is not int:
+                raise HistoryError(f"op {idx}: send offset {_short(pr[0])} is not an integer")
+            key(str(mop[1])).add(idx, proc, ctype, "w", (pr,), ctime, acks, idem)
+            return True
+        if m0 == "poll":
+            for k, pairs in _polled(mop, idx):
+                k = str(k)
+                if moved:
+                    key(k).add(idx, proc, ctype, "r", pairs, ctime, final, k in moved)
+                else:
+                    key(k).add(idx, proc, ctype, "r", pairs, ctime, final)
+            return True
+        if m0 != "send":  # another workload's micro-op (a register's read, say): not ours to read
+            self.warnings.append(f"op {idx}: unknown micro-op {m0!r}; ignored")
+            return True
+        return False
+
+
+def _polled(mop: list, idx: int) -> Any:
+    """(key, pairs) of a poll micro-op (``["poll"]``, as invoked, has
+    none): a map from keys to lists of ``[offset, value]`` whose offsets
+    are integers, else a one-line HistoryError."""
+    if len(mop) < 2 or mop[1] is None:
+        return ()
+    polled = mop[1]
+    if not isinstance(polled, dict):
+        raise HistoryError(f"op {idx}: poll result {_short(polled)} is not a map of keys to records")
+    for k, prs in polled.items():
+        if prs is None:
+            continue
+        if not isinstance(prs, list) or not all(type(p) is list and len(p) >= 2 and type(p[0]) is int for p in prs):
+            raise HistoryError(f"op {idx}: poll of {_short(k)} {_short(prs)} is not a list of [offset, value] "
+                               f"with integer offsets")
+    return [(k, prs or ()) for k, prs in polled.items()]
 
 
 def _rebalanced(extra: dict[str, Any]) -> frozenset[str]:

@@ -10,7 +10,6 @@ read never completed).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +23,36 @@ from checkers.glossary import describe
 from checkers.history.edn import read_edn
 from checkers.history.jsonl import is_partial, read_jsonl
 from checkers.history.op import HistoryError
+from checkers.history.source import MAX_BYTES, check_size
 from checkers.invariants import TraceError
 from checkers.queue.checker import KNOWN_ANOMALIES
 from checkers.queue.scan import MalformedOp, scan_jsonl
 from harness.cli.output import console
 from harness.errors import HarnessError, UsageError, exit_code_for_valid
+from harness.rundir.trust import trusted_dir, write_file
 
 MODEL_CHOICES = ("queue", "cas-register", "register", "multi-register", "mutex", "set",
                  "fifo-queue", "kv", "kafka-log")
 
 
-def _load(path: Path, warnings: list[str], model: str = "queue") -> tuple[Any, Path | None]:
+def _load(path: Path, warnings: list[str], model: str = "queue",
+          max_bytes: int | None = None) -> tuple[Any, Path | None]:
     """Read the history; returns (ops, run_dir or None). A JSONL history
     checked with the queue model is scanned line by line into columns
-    (:func:`checkers.queue.scan.scan_jsonl`), never held as operations."""
+    (:func:`checkers.queue.scan.scan_jsonl`), never held as operations.
+    Only a regular file of at most ``max_bytes`` is read
+    (:mod:`checkers.history.source`)."""
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     run_dir = None
     if path.is_dir():
-        run_dir = path
-        path = path / "history.jsonl"
+        run_dir = trusted_dir(path, "kraftwerk check RUN_DIR", create=False)  # results.json goes there
+        path = run_dir / "history.jsonl"
         if not path.is_file():
             raise UsageError(f"{run_dir}: not a run directory (no history.jsonl)")
     suffix = path.suffix.lower()
     try:
+        check_size(path, MAX_BYTES if max_bytes is None else max_bytes)
         if suffix == ".edn":
             ops = read_edn(path)
         elif suffix in (".jsonl", ".json"):
@@ -166,6 +171,31 @@ def _summary(res: dict[str, Any], where: str) -> None:
         con.print(f"[yellow]linearizability: unknown ({escape(str(lin.get('cause')))})[/]")
 
 
+def _read_test(run_dir: Path | None) -> dict[str, Any] | None:
+    """A run directory's test.json, if it has one that is an object."""
+    if run_dir is None or not (run_dir / "test.json").is_file():
+        return None
+    try:
+        test = json.loads((run_dir / "test.json").read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{run_dir / 'test.json'}: not valid JSON ({e})") from None
+    return test if isinstance(test, dict) else None
+
+
+def _queue_options(test: dict[str, Any] | None, sub_via: tuple[str, ...], txn: bool, also_allowed: tuple[str, ...],
+                   no_ww_deps: bool, strict_cycles: bool, all_errors: bool) -> Any:
+    """The queue checker's options: the run's (test.json), changed by the flags."""
+    unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
+    if unknown:
+        raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
+                         f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
+    base = queue_options_from_test(test or {})
+    return type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=txn or base.txn,
+                      also_allowed=frozenset(also_allowed), strict_acks1=base.strict_acks1,
+                      strict_duplicates=base.strict_duplicates, ww_deps=base.ww_deps and not no_ww_deps,
+                      strict_cycles=strict_cycles or base.strict_cycles, all_errors=all_errors or base.all_errors)
+
+
 @click.command("check")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--model", type=click.Choice(MODEL_CHOICES), default="queue", show_default=True,
@@ -202,18 +232,25 @@ def _summary(res: dict[str, Any], where: str) -> None:
 @click.option("--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
               help="Option for the linearizability model, VALUE as JSON when it parses "
                    "(repeatable), e.g. --model-option 'initial={\"x\":0,\"y\":0}'.")
+@click.option("--max-history-bytes", type=click.IntRange(min=1), default=None, metavar="BYTES",
+              help="Refuse a history file larger than this (default 2 GiB).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object on stdout.")
 def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
               time_budget: float | None, sub_via: tuple[str, ...], txn: bool | None,
               also_allowed: tuple[str, ...], strict_acks1: bool | None,
               strict_duplicates: bool | None, no_ww_deps: bool | None, strict_cycles: bool | None,
-              all_errors: bool | None, model_option: tuple[str, ...], as_json: bool) -> int:
+              all_errors: bool | None, model_option: tuple[str, ...], max_history_bytes: int | None,
+              as_json: bool) -> int:
     """Check a history: a run directory, a .jsonl or an .edn file.
 
     \b
     A run directory's results.json is (re)written; its node traces, when
     present, go through the invariant monitor (a violation is invalid).
     Exit codes: 0 valid, 1 anomalies, 2 bad input, 3 unknown (budget), 4 harness error.
+    Bad input is one line: not a regular file, larger than --max-history-bytes,
+    a line that is not an operation, a number that is not one (NaN,
+    Infinity, 1e999), a field or value of the wrong type. A run directory's
+    history cut short by a crash is checked as far as it is whole.
     """
     model_options = parse_model_options(model_option)
     if model_options and model == "queue":
@@ -221,37 +258,20 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
                          "(use --sub-via, --txn, --allow, --fail-on-acks1-loss, --fail-on-duplicates, "
                          "--no-ww-deps, --strict-cycles, --all-errors)")
     warnings: list[str] = []
-    ops, run_dir = _load(path, warnings, model)
+    ops, run_dir = _load(path, warnings, model, max_history_bytes)
     partial = _partial(path, run_dir, warnings)
     for w in warnings:
         click.echo(f"kraftwerk: warning: {w}", err=True)
     if engine is None:
         engine = "spark" if spark_master else "inline"
-    test = None
-    if run_dir is not None and (run_dir / "test.json").is_file():
-        try:
-            test = json.loads((run_dir / "test.json").read_text())
-        except (OSError, ValueError) as e:
-            raise UsageError(f"{run_dir / 'test.json'}: not valid JSON ({e})") from None
-        if not isinstance(test, dict):
-            test = None
+    test = _read_test(run_dir)
     if partial:
         # the run was meant to end in final reads: a key none covered is unverified, not lost
         test = {**(test or {}), "partial": True}
     queue_options = None
     if sub_via or txn or also_allowed or no_ww_deps or strict_cycles or all_errors:
-        unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
-        if unknown:
-            raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
-                             f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
-        base = queue_options_from_test(test or {})
-        queue_options = type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
-                                   also_allowed=frozenset(also_allowed),
-                                   strict_acks1=base.strict_acks1,
-                                   strict_duplicates=base.strict_duplicates,
-                                   ww_deps=base.ww_deps and not no_ww_deps,
-                                   strict_cycles=bool(strict_cycles) or base.strict_cycles,
-                                   all_errors=bool(all_errors) or base.all_errors)
+        queue_options = _queue_options(test, sub_via, bool(txn), also_allowed, bool(no_ww_deps),
+                                       bool(strict_cycles), bool(all_errors))
     invariants = None
     if run_dir is not None and model == "queue":
         try:
@@ -278,10 +298,7 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     if partial:
         res["partial"] = True
     if run_dir is not None:
-        out = run_dir / "results.json"
-        tmp = out.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(res, indent=1, default=str) + "\n")
-        os.replace(tmp, out)
+        write_file(run_dir / "results.json", json.dumps(res, indent=1, default=str) + "\n")
     if as_json:
         click.echo(json.dumps(res, default=str))
     else:

@@ -26,6 +26,7 @@ from harness.cli.node import build_options
 from harness.config import build_config
 from harness.dbs.kafka import db as kafka_db
 from harness.errors import HarnessError, UsageError
+from harness.rundir.trust import trusted_dir
 
 
 def register(group: click.Group) -> None:
@@ -55,6 +56,7 @@ def register(group: click.Group) -> None:
     def up(backend, hosts_file, ssh_accept_new, db, kafka_version, kafka_home, brokers, controllers, base_port, dir,
            combined, storage_mode, overrides, timeout, as_json):
         """Start the nodes and print the bootstrap servers."""
+        dir = str(trusted_dir(dir, "kraftwerk cluster up --dir"))  # state, secret and data go there
         if backend != "local":
             return _hosted_up(backend, db, {"hosts": hosts_file, "ssh_accept_new": ssh_accept_new,
                                             "kafka_version": kafka_version, "kafka_home": kafka_home},
@@ -81,6 +83,7 @@ def register(group: click.Group) -> None:
     @click.option("--timeout", type=float, default=40.0, show_default=True, help="grace period before SIGKILL")
     def down(dir, timeout):
         """Stop every node (controlled shutdown)."""
+        dir = str(trusted_dir(dir, "kraftwerk cluster down --dir", create=False))  # whose pids get signalled
         kind = handcluster.kind_of(dir)
         if kind == "hosted":
             res = handcluster.hosted.down(Path(dir), timeout)
@@ -96,6 +99,7 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True)
     def status(dir, as_json):
         """Show each node: pid, alive, partitions it leads, quorum role."""
+        dir = str(trusted_dir(dir, "kraftwerk cluster status --dir", create=False))  # the token goes to its ports
         nst = handcluster.hosted.load(Path(dir))
         if nst is not None and nst.get("provisional"):
             raise HarnessError(f"the cluster in {dir} never finished coming up; `kraftwerk cluster down --dir {dir}` "

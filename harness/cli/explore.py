@@ -19,6 +19,7 @@ from harness.cli.sim import default_jobs, make_pool
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from harness.lifecycle.runner import preflight
 from harness.search.explore import Search, parse_budget
+from harness.rundir.trust import trusted_dir
 from reference_impl.accel import ENV_PURE
 
 
@@ -52,7 +53,7 @@ def explore_cmd(budget: str, jobs: int | None, signal: str, as_json: bool, **fla
     jobs = default_jobs(1 << 10) if jobs is None else jobs
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {jobs})")
-    os.makedirs(cfg.out, exist_ok=True)
+    trusted_dir(cfg.out, "--out")
     if signal != "states":
         # the compiled accelerator runs the core as C, whose lines no tracer
         # sees: the workers (spawned with this environment) run pure Python

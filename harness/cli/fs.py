@@ -91,6 +91,8 @@ def status_cmd(mountpoint: str) -> int:
 @click.argument("mountpoint", type=click.Path(file_okay=False))
 def umount_cmd(mountpoint: str) -> int:
     """Unmount MOUNTPOINT: cleanly (synced) if its server answers, else lazily."""
+    if os.geteuid() != 0:
+        raise UsageError("kraftwerk fs umount needs root (kraftwerk fs mounts are root's)")
     if not mounts.umount(mountpoint):
         raise UsageError(f"{os.path.abspath(mountpoint)}: nothing mounted or recorded there")
     click.echo(f"unmounted {os.path.abspath(mountpoint)}")

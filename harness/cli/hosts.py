@@ -24,9 +24,9 @@ def register(group: click.Group) -> None:
 
         \b
         Example:
-          kraftwerk hosts up --count 6 --dir /tmp/kw-hosts
-          kraftwerk run --backend ssh --hosts /tmp/kw-hosts/hosts.yaml
-          kraftwerk hosts down --dir /tmp/kw-hosts
+          kraftwerk hosts up --count 6 --dir ~/kw-hosts
+          kraftwerk run --backend ssh --hosts ~/kw-hosts/hosts.yaml
+          kraftwerk hosts down --dir ~/kw-hosts
         """
         path = hosts_up(count, Path(dir))
         click.echo(str(path))

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from harness.errors import UsageError
@@ -12,6 +10,7 @@ from harness.lifecycle.checking import check_run
 from harness.report import render_report
 from harness.report.campaign import CampaignError, render_campaign
 from harness.rundir.summary import write_summary
+from harness.rundir.trust import trusted_dir
 
 
 @click.command("report")
@@ -19,7 +18,7 @@ from harness.rundir.summary import write_summary
 @click.option("--check/--no-check", default=False, help="Re-run the checkers first (rewrites results.json).")
 def report_cmd(run_dir: str, check: bool) -> int:
     """Regenerate a run's (or a campaign's) HTML report; prints the path of index.html."""
-    d = Path(run_dir)
+    d = trusted_dir(run_dir, "kraftwerk report RUN_DIR", create=False)  # index.html and plots go there
     if (d / "campaign.json").is_file():  # a campaign directory: its page and heatmap
         try:
             click.echo(str(render_campaign(d)))

@@ -23,6 +23,7 @@ from harness.cli.sim import default_jobs, make_pool
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, UsageError
 from harness.lifecycle.runner import run_seed
 from harness.search.shrink import Shrinker, signature, units
+from harness.rundir.trust import trusted_dir
 
 
 def _load(run_dir: Path) -> tuple[dict, dict]:
@@ -54,7 +55,7 @@ def shrink_cmd(run_dir: str, out: str | None, jobs: int | None) -> int:
     Example:
       kraftwerk shrink results/queue/latest
     """
-    rd = Path(run_dir).resolve()
+    rd = trusted_dir(run_dir, "kraftwerk shrink RUN_DIR", create=False)  # shrunk-schedule.json goes there
     test, results = _load(rd)
     out = out or str(rd.parent.parent)
     cfg = config_from_flags("sim", {"schedule": str(rd / "test.json"), "out": out})

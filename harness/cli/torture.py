@@ -16,6 +16,7 @@ from harness.campaign.torture import (Expectation, details, junit_xml, load_expe
                                      torture)
 from harness.errors import UsageError
 from harness.report.torture import render_torture
+from harness.rundir.trust import trusted_dir
 
 
 def _page_row(e: Expectation) -> dict[str, Any]:
@@ -62,8 +63,7 @@ def torture_cmd(budget: str, runtime: str, expect_file: Path | None, junit: Path
     seconds = parse_budget(budget)
     exps = load_expectations(expect_file, runtime)
     err = console(stderr=True)
-    base = out / "torture"
-    base.mkdir(parents=True, exist_ok=True)
+    base = trusted_dir(trusted_dir(out, "--out") / "torture", "--out")
     n = jobs or max(1, len(os.sched_getaffinity(0)))
     err.print(f"torture: {len(exps)} expectations, budget {seconds:.0f}s, {n} seeds at a time, runs in {escape(str(base))}")
     torture(exps, seconds, base, n, lambda e: err.print(escape(summary_line(e))), first_seed)

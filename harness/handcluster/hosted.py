@@ -36,7 +36,7 @@ from harness.dbs.kafka import db as kafka_db
 from harness.dbs.kafka.db import COLLECT as KAFKA_FILES, KafkaDB
 from harness.dbs.reference.hosted import COLLECT as REFERENCE_FILES, NODE_PORT, HostedReference
 from harness.errors import HarnessError, UsageError
-from reference_impl.server.procs import alive, proc_start_time
+from reference_impl.server.procs import alive, proc_start_time, same_process
 from harness.runtimes import collect_files
 from harness.runtimes.docker import DockerHosts
 from harness.runtimes.net.iptables import IptablesNetwork
@@ -165,7 +165,7 @@ def status(st: dict[str, Any]) -> list[dict[str, Any]]:
             return [{**n, "alive": hosts.running(n["name"])} for n in st["nodes"]]
         finally:
             hosts.close()
-    return [{**n, "alive": alive(n["pid"], n.get("start"))} for n in st["nodes"]]
+    return [{**n, "alive": same_process(n["pid"], n.get("start"))} for n in st["nodes"]]
 
 
 def _ssh_hosts(st: dict[str, Any]) -> Any:
@@ -203,16 +203,16 @@ def _stop_local_pids(st: dict[str, Any], timeout: float) -> dict[str, bool]:
     """Daemons whose pids are this machine's (namespaces, containers)."""
     result: dict[str, bool] = {}
     for group in _waves(st):
-        live = [n for n in group if alive(n["pid"], n.get("start"))]
+        live = [n for n in group if same_process(n["pid"], n.get("start"))]
         for n in live:
             for sig in (signal.SIGCONT, signal.SIGTERM):
                 with contextlib.suppress(ProcessLookupError):  # it may end between the check and the signal
                     os.kill(n["pid"], sig)
         deadline = time.monotonic() + timeout
         for n in live:
-            while alive(n["pid"], n.get("start")) and time.monotonic() < deadline:
+            while same_process(n["pid"], n.get("start")) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            result[n["name"]] = not alive(n["pid"], n.get("start"))
+            result[n["name"]] = not same_process(n["pid"], n.get("start"))
             if not result[n["name"]]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(n["pid"], signal.SIGKILL)

@@ -20,7 +20,7 @@ from typing import Any
 from harness.config import TestConfig
 from harness.dbs.kafka.db import KafkaDB
 from harness.errors import UsageError
-from reference_impl.server.procs import alive, proc_start_time
+from reference_impl.server.procs import alive, proc_start_time, same_process
 
 STATE = "kafka-cluster.json"
 
@@ -38,7 +38,7 @@ def load(dir: str | Path) -> dict[str, Any] | None:
 
 def running(dir: str | Path) -> bool:
     st = load(dir)
-    return bool(st) and any(alive(p["pid"], p.get("start")) for p in st.get("processes", []))
+    return bool(st) and any(same_process(p["pid"], p.get("start")) for p in st.get("processes", []))
 
 
 def up(cfg: TestConfig, dir: str | Path, timeout: float) -> dict[str, Any]:
@@ -93,7 +93,7 @@ def down(dir: str | Path, timeout: float) -> dict[str, bool]:
     if st is None:
         raise UsageError(f"no Kafka cluster state in {dir}")
     brokers = {n["name"] for n in st.get("nodes", []) if "broker" in n["roles"]}
-    procs = [p for p in st.get("processes", []) if alive(p["pid"], p.get("start"))]
+    procs = [p for p in st.get("processes", []) if same_process(p["pid"], p.get("start"))]
     deadline = time.monotonic() + timeout
     out: dict[str, bool] = {}
     for wave in ([p for p in procs if p["name"] in brokers], [p for p in procs if p["name"] not in brokers]):
@@ -101,9 +101,9 @@ def down(dir: str | Path, timeout: float) -> dict[str, bool]:
             _signal(p["pid"], signal.SIGCONT)
             _signal(p["pid"], signal.SIGTERM)
         for p in wave:
-            while alive(p["pid"], p.get("start")) and time.monotonic() < deadline:
+            while same_process(p["pid"], p.get("start")) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            out[p["name"]] = not alive(p["pid"], p.get("start"))
+            out[p["name"]] = not same_process(p["pid"], p.get("start"))
             if not out[p["name"]]:
                 _signal(p["pid"], signal.SIGKILL)
     state_path(dir).unlink(missing_ok=True)
@@ -118,7 +118,7 @@ def status(dir: str | Path) -> dict[str, Any]:
     rows = []
     for n in st.get("nodes", []):
         p = pids.get(n["name"]) or {}
-        rows.append({**n, "pid": p.get("pid"), "alive": bool(p) and alive(p["pid"], p.get("start"))})
+        rows.append({**n, "pid": p.get("pid"), "alive": bool(p) and same_process(p["pid"], p.get("start"))})
     return {"bootstrap": st.get("bootstrap"), "version": st.get("version"), "nodes": rows}
 
 

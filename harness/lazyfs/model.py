@@ -5,7 +5,8 @@ time (the server is single-threaded).
 
 The backing directory always holds exactly the durable state: names as of
 the last committed journal entry, file contents as of each file's last
-fsync. A file whose data was fsynced before its name was committed is kept
+fsync, each with its inode's owner and mode (the user who made it, as the
+kernel would record; :mod:`.backing` reaches it by names below its root only). A file whose data was fsynced before its name was committed is kept
 in a staging directory inside the backing directory until its ``create``
 commits; a crash empties that directory, as recovery frees orphan inodes.
 """
@@ -18,6 +19,8 @@ import random
 import stat
 import time
 from dataclasses import dataclass, field
+
+from .backing import Backing, set_owner
 
 PAGE = 4096
 #: durable contents whose names are not committed (hidden from the tree)
@@ -53,6 +56,8 @@ class Inode:
     #: data changes since the last fsync, in order: (offset, bytes) or (size,)
     wlog: list[tuple] = field(default_factory=list)
     opens: int = 0
+    #: owner or mode changed since the backing copy last got them
+    meta: bool = False
 
     @property
     def is_dir(self) -> bool:
@@ -76,6 +81,7 @@ class Tree:
 
     def __init__(self, backing: str, seed: int = 0) -> None:
         self.backing = os.path.abspath(backing)
+        self.disk = Backing(self.backing)
         self.rng = random.Random(seed)
         self.next_ino = 2
         self.crashes = 0
@@ -84,18 +90,16 @@ class Tree:
     # ------------------------------------------------------------ loading
     def load(self) -> None:
         """(Re)build the tree from the backing directory: the durable state."""
-        stage = os.path.join(self.backing, STAGE)
-        if os.path.isdir(stage):
-            for n in os.listdir(stage):
-                os.unlink(os.path.join(stage, n))
-        else:
-            os.makedirs(stage)
+        st = self.disk.lstat(STAGE)
+        if st is None:
+            self.disk.mkdir(STAGE, 0, 0, 0o700)
+        for name, _, _ in self.disk.listing(STAGE):
+            self.disk.unlink(f"{STAGE}/{name}")
         self.inodes: dict[int, Inode] = {}
         #: ino -> backing path (relative) of its durable contents
         self.durable: dict[int, str] = {}
         self.journal: list[tuple] = []
-        st = os.lstat(self.backing)
-        root = self._from_stat(1, st, 0, b"")
+        root = self._from_stat(1, os.fstat(self.disk.fd), 0, b"")
         self._load_dir(root, "")
 
     def _from_stat(self, ino: int, st: os.stat_result, parent: int, name: bytes) -> Inode:
@@ -106,24 +110,21 @@ class Tree:
 
     def _load_dir(self, node: Inode, rel: str) -> None:
         node.children = {}
-        with os.scandir(os.path.join(self.backing, rel) if rel else self.backing) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        for e in entries:
-            if not rel and e.name == STAGE:
+        for name, st, target in self.disk.listing(rel):
+            if not rel and name == STAGE:
                 continue
-            st = e.stat(follow_symlinks=False)
             if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
                 continue
-            child = self._from_stat(self._new_ino(), st, node.ino, os.fsencode(e.name))
+            child = self._from_stat(self._new_ino(), st, node.ino, os.fsencode(name))
             node.children[child.name] = child.ino
-            crel = f"{rel}/{e.name}" if rel else e.name
+            crel = f"{rel}/{name}" if rel else name
             if child.is_dir:
                 self._load_dir(child, crel)
             elif child.is_file:
                 child.size = child.clip = st.st_size
                 self.durable[child.ino] = crel
             else:
-                child.target = os.fsencode(os.readlink(e.path))
+                child.target = target
 
     def _new_ino(self) -> int:
         self.next_ino += 1
@@ -171,6 +172,8 @@ class Tree:
             raise FsError(errno.EEXIST)
         if len(name) > 255:
             raise FsError(errno.ENAMETOOLONG)
+        if d.ino == 1 and name == STAGE.encode():
+            raise FsError(errno.EACCES)  # the staging directory's name is the filesystem's own
         t = _now()
         node = Inode(self._new_ino(), mode, uid, gid, t, t, t, d.ino, name)
         self.inodes[node.ino] = node
@@ -181,14 +184,14 @@ class Tree:
     def create(self, parent: int, name: bytes, mode: int, uid: int = 0, gid: int = 0) -> Inode:
         d = self._dir(parent)
         node = self._link(d, name, stat.S_IFREG | (mode & 0o7777), uid, gid)
-        self.journal.append(("create", self.path(node), node.ino))
+        self.journal.append(("create", self.path(node), node.ino, node.mode, uid, gid))
         return node
 
     def mkdir(self, parent: int, name: bytes, mode: int, uid: int = 0, gid: int = 0) -> Inode:
         d = self._dir(parent)
         node = self._link(d, name, stat.S_IFDIR | (mode & 0o7777), uid, gid)
         node.children = {}
-        self.journal.append(("mkdir", self.path(node), mode & 0o7777))
+        self.journal.append(("mkdir", self.path(node), mode & 0o7777, uid, gid))
         return node
 
     def symlink(self, parent: int, name: bytes, target: bytes, uid: int = 0, gid: int = 0) -> Inode:
@@ -196,7 +199,7 @@ class Tree:
         node = self._link(d, name, stat.S_IFLNK | 0o777, uid, gid)
         node.target = target
         node.size = len(target)
-        self.journal.append(("symlink", self.path(node), target))
+        self.journal.append(("symlink", self.path(node), target, uid, gid))
         return node
 
     def unlink(self, parent: int, name: bytes) -> None:
@@ -229,6 +232,8 @@ class Tree:
         victim_ino = d_new.children.get(n_new)  # type: ignore[union-attr]
         if victim_ino == node.ino:
             return
+        if d_new.ino == 1 and n_new == STAGE.encode():
+            raise FsError(errno.EACCES)
         anc = d_new
         while node.is_dir:  # a directory cannot move below itself
             if anc.ino == node.ino:
@@ -264,7 +269,7 @@ class Tree:
         end = min(off + n, node.clip)
         data = b""
         if off < end:
-            fd = os.open(os.path.join(self.backing, self.durable[node.ino]), os.O_RDONLY)
+            fd = self.disk.open(self.durable[node.ino], os.O_RDONLY)
             try:
                 data = os.pread(fd, end - off, off)
             finally:
@@ -336,12 +341,13 @@ class Tree:
         return f"{STAGE}/{ino}"
 
     def fsync_file(self, ino: int) -> None:
-        """Make the file's data and size durable (fsync and fdatasync alike)."""
+        """Make the file's data and size durable (fsync and fdatasync alike),
+        and its owner and mode."""
         node = self.get(ino)
-        if not node.is_file or (not node.dirty and ino in self.durable):
+        if not node.is_file or (not node.dirty and not node.meta and ino in self.durable):
             return
         rel = self.durable.setdefault(ino, self._stage_path(ino))
-        fd = os.open(os.path.join(self.backing, rel), os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = self.disk.make_file(rel, node.uid, node.gid, node.mode, truncate=False)
         try:
             if os.fstat(fd).st_size > node.clip:
                 os.ftruncate(fd, node.clip)
@@ -350,26 +356,30 @@ class Tree:
                 if start < node.size:
                     os.pwrite(fd, node.pages[pno][: node.size - start], start)
             os.ftruncate(fd, node.size)
-            os.fchmod(fd, node.mode & 0o7777)
             os.fsync(fd)
         finally:
             os.close(fd)
         node.clip = node.size
         node.pages.clear()
         node.wlog.clear()
+        node.meta = False
 
     def fsync_dir(self) -> int:
-        """Commit the name journal, in order. Returns how many entries."""
+        """Commit the name journal, in order, and the owners and modes of
+        directories and symlinks changed since. Returns how many entries."""
         n = len(self.journal)
         for entry in self.journal:
             getattr(self, f"_commit_{entry[0]}")(*entry[1:])
         self.journal.clear()
+        for node in self.inodes.values():
+            if node.meta and not node.is_file and (node.parent or node.ino == 1):
+                if node.ino == 1:
+                    set_owner(self.disk.fd, node.uid, node.gid, node.mode)
+                else:
+                    self.disk.set_owner(self.path(node), node.uid, node.gid, node.mode)
+                node.meta = False
         if n:
-            fd = os.open(self.backing, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            os.fsync(self.disk.fd)
         return n
 
     def sync(self) -> None:
@@ -379,29 +389,25 @@ class Tree:
             if node.is_file and node.parent:
                 self.fsync_file(ino)
 
-    def _b(self, rel: str) -> str:
-        return os.path.join(self.backing, rel)
-
-    def _commit_create(self, path: str, ino: int) -> None:
+    def _commit_create(self, path: str, ino: int, mode: int, uid: int, gid: int) -> None:
         staged = self.durable.get(ino)
         if staged is not None and staged.startswith(STAGE + "/"):
-            os.rename(self._b(staged), self._b(path))
+            self.disk.rename(staged, path)
         else:
+            os.close(self.disk.make_file(path, uid, gid, mode))
             node = self.inodes.get(ino)
-            os.close(os.open(self._b(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                             (node.mode & 0o7777) if node else 0o644))
             if node is not None:
                 node.clip = 0  # the durable copy is empty: nothing of it is visible
         self.durable[ino] = path
 
-    def _commit_mkdir(self, path: str, mode: int) -> None:
-        os.mkdir(self._b(path), mode)
+    def _commit_mkdir(self, path: str, mode: int, uid: int, gid: int) -> None:
+        self.disk.mkdir(path, uid, gid, mode)
 
-    def _commit_symlink(self, path: str, target: bytes) -> None:
-        os.symlink(target, self._b(path))
+    def _commit_symlink(self, path: str, target: bytes, uid: int, gid: int) -> None:
+        self.disk.symlink(target, path, uid, gid)
 
     def _commit_rmdir(self, path: str) -> None:
-        os.rmdir(self._b(path))
+        self.disk.rmdir(path)
 
     def _commit_unlink(self, path: str, ino: int) -> None:
         self._drop_durable(ino, path)
@@ -410,20 +416,21 @@ class Tree:
         """A committed unlink: keep the contents staged while the file is open."""
         node = self.inodes.get(ino)
         if node is not None and node.is_file and node.opens > 0:
-            os.rename(self._b(path), self._b(self._stage_path(ino)))
+            self.disk.rename(path, self._stage_path(ino))
             self.durable[ino] = self._stage_path(ino)
         else:
-            os.unlink(self._b(path))
+            self.disk.unlink(path)
             self.durable.pop(ino, None)
 
     def _commit_rename(self, old: str, new: str, victim: int | None) -> None:
-        if victim is not None and os.path.lexists(self._b(new)) and not os.path.isdir(self._b(new)):
+        st = self.disk.lstat(new)
+        if victim is not None and st is not None and not stat.S_ISDIR(st.st_mode):
             vnode = self.inodes.get(victim)
             if vnode is not None and vnode.is_file and vnode.opens > 0:
                 self._drop_durable(victim, new)
             else:
                 self.durable.pop(victim, None)
-        os.rename(self._b(old), self._b(new))
+        self.disk.rename(old, new)
         for ino, rel in list(self.durable.items()):
             if rel == old or rel.startswith(old + "/"):
                 self.durable[ino] = new + rel[len(old):]
@@ -435,7 +442,7 @@ class Tree:
             return
         rel = self.durable.get(ino)
         if rel is not None and rel.startswith(STAGE + "/") and not self._journal_mentions(ino):
-            os.unlink(self._b(rel))
+            self.disk.unlink(rel)
             del self.durable[ino]
         if not self._journal_mentions(ino):
             del self.inodes[ino]
@@ -466,7 +473,7 @@ class Tree:
         total = sum(len(e[1]) for e in wlog if len(e) == 2)
         budget = rng.randint(0, total)
         kept = 0
-        fd = os.open(self._b(rel), os.O_WRONLY)
+        fd = self.disk.open(rel, os.O_WRONLY)
         try:
             for e in wlog:
                 if budget <= 0:  # the cut: nothing after it reached the disk

@@ -30,6 +30,7 @@ from typing import Any
 from harness.errors import HarnessError, UsageError
 from harness.rundir.state import registry_dir as run_registry
 from reference_impl.server.procs import alive, proc_start_time, proc_stat
+from harness.rundir.trust import trusted_dir
 
 #: how a mount shows in /proc/mounts: ``kraftwerk-fs:<registry tag> <dir> fuse.kraftwerk``
 #: (this module imports no FUSE binding: cleanup runs where none is installed)
@@ -132,8 +133,13 @@ def ancestor_named(comm: str | tuple[str, ...], pid: int | None = None) -> int |
 
 
 # ---------------------------------------------------------------- checks
-def check_can_mount(point: str, backing: str) -> None:
-    """Bad input as one line (UsageError, exit 2) before anything starts."""
+def check_can_mount(point: str, backing: str) -> tuple[str, str]:
+    """Bad input as one line (UsageError, exit 2) before anything starts;
+    the real paths of the mount point and the backing directory, both
+    directories safe for root to write in and mount over
+    (:func:`harness.rundir.trust.trusted_dir`: the server writes the backing
+    tree as root, and a mount point another user could swap for a symlink
+    would put the mount wherever they chose)."""
     if os.geteuid() != 0:
         raise UsageError("kraftwerk fs mount needs root (FUSE with allow_other)")
     if not os.path.exists("/dev/fuse"):
@@ -146,6 +152,8 @@ def check_can_mount(point: str, backing: str) -> None:
         raise UsageError(f"backing directory {backing} does not exist (or is not a directory)")
     if not os.path.isdir(point):
         raise UsageError(f"mount point {point} does not exist (or is not a directory)")
+    backing = str(trusted_dir(backing, "kraftwerk fs mount --backing", create=False))
+    point = str(trusted_dir(point, "kraftwerk fs mount MOUNTPOINT", create=False))
     if is_mounted(point):
         raise UsageError(f"mount point {point} is busy: something is already mounted there")
     if os.listdir(point):
@@ -153,14 +161,14 @@ def check_can_mount(point: str, backing: str) -> None:
     for a, b in ((point, backing), (backing, point)):
         if a == b or a.startswith(b.rstrip("/") + "/"):
             raise UsageError(f"mount point and backing directory must not contain each other: {point}, {backing}")
+    return point, backing
 
 
 # ---------------------------------------------------------------- mount
 def mount(point: str | Path, backing: str | Path, seed: int = 0, owner_pid: int | None = None,
           timeout: float = 15.0, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Start a server for ``point`` over ``backing`` and return once mounted."""
-    point, backing = os.path.abspath(point), os.path.abspath(backing)
-    check_can_mount(point, backing)
+    point, backing = check_can_mount(os.path.abspath(point), os.path.abspath(backing))
     if owner_pid is not None and not alive(owner_pid):
         raise UsageError(f"owner pid {owner_pid}: no such process")
     registry_dir().mkdir(parents=True, exist_ok=True)
@@ -278,8 +286,9 @@ def _read_record(path: Path) -> dict[str, Any] | None:
 def umount(point: str | Path, clean: bool = True, timeout: float = 10.0) -> bool:
     """Unmount ``point``: cleanly (sync, then the server exits) when its
     server answers, else lazily and forcibly. Returns whether anything was
-    mounted or recorded. Never hangs on a dead or paused server; the record
-    goes whatever happens."""
+    mounted or recorded. Never hangs on a dead or paused server. Raises
+    HarnessError (one line) if it is still mounted after all that (this
+    user may not unmount it); otherwise the record goes whatever happens."""
     point = os.path.abspath(point)
     path = _record_path(point)
     rec = _read_record(path)
@@ -287,10 +296,14 @@ def umount(point: str | Path, clean: bool = True, timeout: float = 10.0) -> bool
     try:
         _stop(point, rec, clean, timeout)
     finally:
-        for f in (rec or {}).get("socket"), (rec or {}).get("log"):
-            if f:
-                Path(f).unlink(missing_ok=True)
-        path.unlink(missing_ok=True)
+        if not is_mounted(point):
+            for f in (rec or {}).get("socket"), (rec or {}).get("log"):
+                if f:
+                    Path(f).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+    if is_mounted(point):
+        raise HarnessError(f"{point}: still mounted: it could not be unmounted"
+                           + ("" if os.geteuid() == 0 else " (it is root's: unmount it as root)"))
     return was
 
 
@@ -338,7 +351,10 @@ def cleanup(force: bool = False) -> list[str]:
         if force or owner_gone or server_gone:
             if rec.get("pid") is None and time.time() - rec.get("created", 0) < 30 and not force:
                 continue  # a mount being made right now
-            umount(point, clean=not server_gone)
+            try:
+                umount(point, clean=not server_gone)
+            except HarnessError:
+                continue  # not ours to unmount: the next mount is
             done.append(point)
     mine = fsname()
     for m in mountinfo():

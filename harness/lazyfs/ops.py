@@ -6,6 +6,15 @@ open file keeps its identity, and fsync/fsyncdir/fdatasync arrive as what
 they are. Handlers never await while they change the tree, so requests apply
 one at a time, in arrival order, even from concurrent writers.
 
+Permissions are the kernel's (``default_permissions``, :mod:`.server`): it
+checks every access against the modes and owners reported here, as on a
+disk. Owners are the requesting user's (the FUSE request's uid and gid),
+and the rules that keep a user from making a file more than its owner could
+are applied here as well, whatever the kernel sends: only root changes an
+owner, only a file's owner (or root) its mode, and a write, or a truncation
+on open, by anyone but root clears the set-user-ID bit (and set-group-ID
+with group execute), as the kernel does on a disk.
+
 The kernel is told to cache nothing about names or attributes (timeouts of
 0): after a crash the tree's inode numbers are new, so every path is looked
 up again and finds the durable state; a handle opened before the crash gets
@@ -17,6 +26,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import stat
 from typing import Any, Awaitable, Callable
 
 import pyfuse3
@@ -45,6 +55,7 @@ class LazyOps(pyfuse3.Operations):
         super().__init__()
         self.tree = tree
         self.handles: dict[int, int] = {}  # fh -> ino
+        self.openers: dict[int, int] = {}  # fh -> uid of the process that opened it
         self.next_fh = 1
 
     # ------------------------------------------------------------ attributes
@@ -75,14 +86,28 @@ class LazyOps(pyfuse3.Operations):
     @_errors
     async def setattr(self, inode: int, attr: Any, fields: Any, fh: Any, ctx: Any) -> pyfuse3.EntryAttributes:
         node = self.tree.get(inode)
+        if ctx.uid != 0:
+            if fields.update_uid and attr.st_uid != node.uid:
+                raise FsError(errno.EPERM)  # only root gives a file away
+            if fields.update_gid and ctx.uid != node.uid:
+                raise FsError(errno.EPERM)
+            if fields.update_mode and ctx.uid != node.uid and not _only_drops_setid(node.mode, attr.st_mode):
+                raise FsError(errno.EPERM)  # the kernel's own clearing, on a write, is the one exception
         if fields.update_size:
             self.tree.truncate(inode, attr.st_size)
+            if ctx.uid != 0:
+                kill_setid(node)
         if fields.update_mode:
             node.mode = (node.mode & ~0o7777) | (attr.st_mode & 0o7777)
-        if fields.update_uid:
-            node.uid = attr.st_uid
-        if fields.update_gid:
-            node.gid = attr.st_gid
+            node.meta = True
+        if fields.update_uid or fields.update_gid:
+            if fields.update_uid:
+                node.uid = attr.st_uid
+            if fields.update_gid:
+                node.gid = attr.st_gid
+            if node.is_file and not fields.update_mode:
+                kill_setid(node)  # chown clears them, root's too
+            node.meta = True
         if fields.update_atime:
             node.atime_ns = attr.st_atime_ns
         if fields.update_mtime:
@@ -154,10 +179,11 @@ class LazyOps(pyfuse3.Operations):
         raise pyfuse3.FUSEError(errno.EPERM)  # regular files, directories and symlinks only
 
     # ------------------------------------------------------------ files
-    def _open_handle(self, node: Inode) -> pyfuse3.FileInfo:
+    def _open_handle(self, node: Inode, uid: int) -> pyfuse3.FileInfo:
         fh = self.next_fh
         self.next_fh += 1
         self.handles[fh] = node.ino
+        self.openers[fh] = uid
         node.opens += 1
         return pyfuse3.FileInfo(fh=fh)
 
@@ -174,12 +200,14 @@ class LazyOps(pyfuse3.Operations):
             raise FsError(errno.EISDIR)
         if flags & os.O_TRUNC and node.size:
             self.tree.truncate(inode, 0)
-        return self._open_handle(node)
+            if ctx.uid != 0:
+                kill_setid(node)
+        return self._open_handle(node, ctx.uid)
 
     @_errors
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any) -> Any:
         node = self.tree.create(parent_inode, name, mode & ~ctx.umask, ctx.uid, ctx.gid)
-        return self._open_handle(node), self._attr(node)
+        return self._open_handle(node, ctx.uid), self._attr(node)
 
     @_errors
     async def read(self, fh: int, off: int, size: int) -> bytes:
@@ -187,7 +215,10 @@ class LazyOps(pyfuse3.Operations):
 
     @_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return self.tree.write(self._ino(fh), off, buf)
+        n = self.tree.write(self._ino(fh), off, buf)
+        if self.openers.get(fh, 0) != 0:
+            kill_setid(self.tree.get(self._ino(fh)))
+        return n
 
     async def flush(self, fh: int) -> None:
         return None
@@ -198,6 +229,7 @@ class LazyOps(pyfuse3.Operations):
 
     async def release(self, fh: int) -> None:
         ino = self.handles.pop(fh, None)
+        self.openers.pop(fh, None)
         node = self.tree.inodes.get(ino) if ino is not None else None
         if node is not None:
             node.opens -= 1
@@ -206,3 +238,22 @@ class LazyOps(pyfuse3.Operations):
 
     async def forget(self, inode_list: Any) -> None:
         return None
+
+
+def kill_setid(node: Inode) -> None:
+    """What the kernel does to a file written or given away by someone
+    without CAP_FSETID: set-user-ID goes, and set-group-ID when group
+    execute is set (without it, the bit means mandatory locking)."""
+    mode = node.mode & ~stat.S_ISUID
+    if mode & stat.S_IXGRP:
+        mode &= ~stat.S_ISGID
+    if mode != node.mode:
+        node.mode = mode
+        node.meta = True
+
+
+def _only_drops_setid(old: int, new: int) -> bool:
+    """``new`` is ``old`` less some set-ID bits (what the kernel asks for,
+    with the writer's credentials, when someone else writes a set-ID file)."""
+    setid = stat.S_ISUID | stat.S_ISGID
+    return (old & 0o7777 & ~setid) == (new & 0o7777 & ~setid) and not (new & setid & ~old)

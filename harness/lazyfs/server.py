@@ -38,6 +38,13 @@ from .mounts import FSNAME, SUBTYPE, umount
 from .ops import LazyOps
 
 
+#: the kernel checks permissions against the modes and owners we report
+#: (without it a FUSE mount with allow_other lets every user do anything),
+#: and set-ID bits and device files mean nothing on the mount: a user of it
+#: gets no more than the disk below would give them
+SAFE_OPTIONS = ("default_permissions", "nosuid", "nodev")
+
+
 def _is_int(word: str) -> bool:
     try:
         int(word)
@@ -135,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     tree = Tree(a.backing, a.seed)
     server = Server(tree, a.socket, (a.owner_pid, a.owner_start) if a.owner_pid else None)
-    options = set(pyfuse3.default_options) | {f"fsname={a.fsname}", f"subtype={SUBTYPE}", "allow_other"}
+    options = set(pyfuse3.default_options) | {f"fsname={a.fsname}", f"subtype={SUBTYPE}", "allow_other", *SAFE_OPTIONS}
     pyfuse3.init(LazyOps(tree), a.mount, options)
     try:
         trio.run(server.serve)

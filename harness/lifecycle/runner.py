@@ -30,6 +30,7 @@ from harness import dbs
 from harness.dbs.reference.db import protocol_config
 from harness.report import render_report
 from harness.runtimes.sim import SimRun
+from harness.rundir.trust import check_dir
 from harness.rundir import store
 from harness.lifecycle.checking import check_run, export_edn
 from harness.config import TestConfig
@@ -61,7 +62,10 @@ class RunOutcome:
 def preflight(cfg: TestConfig) -> Any:
     """Checks that need the machine but start nothing (faults the runtime
     can make, ports free, binaries present, the backend's hosts reachable);
-    returns what the backend checked."""
+    returns what the backend checked. The results directory is one this
+    user may write in (:func:`harness.rundir.trust.trusted_dir`; made with
+    the run directory, later) before any seed or node starts."""
+    check_dir(cfg.out, "--out")
     if cfg.backend != "sim":
         return dbs.preflight(cfg)
     try:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.rundir.lease import LEASE_ENV, PARENT_ENV, PDEATHSIG_ENV, RUN_ENV, pids_with_run_id
-from reference_impl.server.procs import alive, proc_start_time
+from reference_impl.server.procs import alive, proc_start_time, same_process
 
 __all__ = ["RUN_ENV", "RunState", "cleanup", "kill_tree", "registry_dir"]
 
@@ -226,7 +226,7 @@ def kill_tree(pid: int, start: int | None) -> bool:
     process and its session's group. Returns True if something was signalled.
     Nothing is signalled unless ``pid`` is still the process that started at
     ``start``."""
-    if not alive(pid, start):
+    if not same_process(pid, start):
         return False
     for sig in (signal.SIGCONT, signal.SIGKILL):
         try:

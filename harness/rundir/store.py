@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.rundir.trust import trusted_dir
+
 HISTORY = "history.jsonl"
 RESULTS = "results.json"
 TEST = "test.json"
@@ -33,7 +35,11 @@ def check_name(name: object, what: str = "test name") -> str:
 
 
 def new_run_dir(out: str | Path, name: str, seed: int) -> Path:
-    base = Path(out) / check_name(name)
+    """A fresh run directory under ``out``, which must be safe for this user
+    to write in (:func:`harness.rundir.trust.trusted_dir`: the run, its
+    ``latest`` link and every file the run writes land where they should)."""
+    check_name(name)
+    base = trusted_dir(Path(trusted_dir(out, "--out")) / name, "--out")
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     d = base / f"{stamp}-{seed}"
     n = 1

@@ -4,18 +4,25 @@ A host is assumed to have only Debian and Python 3.11 (``python3.11``), as
 the Vagrant VMs and the ``kraftwerk hosts up`` hosts do, and perhaps no
 network. The harness makes, once per content, one tar holding:
 
-* ``wheels/kraftwerk-*.whl``: the project, built with ``pip wheel --no-deps
-  --no-build-isolation`` from a copy of the sources (setuptools builds in
-  the source tree; the checkout stays clean);
+* ``wheels/kraftwerk-*.whl``: the project, a pure wheel written here from
+  its packages' files (:func:`_project_wheel`: no build backend, so it is
+  made alike from a checkout and from an installed copy, whatever
+  setuptools the harness's environment has);
 * ``wheels/<dist>-<version>-*.whl``: every distribution a node process or
   ``kraftwerk fs`` on the host imports (click, kafka-python's codecs,
   msgpack, orjson, crc32c, pyfuse3, trio and theirs: listed by importing
   them in a fresh interpreter, so the set follows the code) at the version
-  installed here, fetched once into the
+  requirements.lock pins, fetched once into the
   cache with ``pip download --no-deps --only-binary=:all:`` from this
   machine's package index, or built with ``pip wheel --no-deps`` where the
   index has no wheel;
 * ``pip-<version>-*.whl``: pip itself, which runs from its wheel file.
+
+Every one of them is pinned by hash, not only by version: what is fetched
+must match one of the SHA-256 hashes ``requirements.lock`` lists for that
+version (pip's ``--require-hashes``; for a wheel built here, the hash of
+the source archive it is built from), and a distribution the lock does
+not pin with hashes is refused in one line (exit 2).
 
 On the host (:func:`install_argvs`): ``python3.11 -m venv --without-pip
 <app>/venv`` (no ensurepip needed), then ``<app>/venv/bin/python
@@ -53,17 +60,19 @@ crash) ever sees half of either.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import importlib.metadata
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+import tomllib
+import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +84,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("reference_impl", "generator", "harness", "nemesis", "workloads", "checkers")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kraftwerk"
 WHEELS = CACHE / "wheels"
-LOCK = ROOT / "requirements.lock"
+#: the hash-checked lock (a link to the checkout's own; package data in an installed copy)
+LOCK = Path(__file__).with_name("requirements.lock")
 #: the venv's interpreter, relative to the unpacked bundle
 VENV_PYTHON = "venv/bin/python"
 #: run in a fresh interpreter: what a node process imports from site-packages
@@ -107,10 +117,12 @@ def node_deps() -> tuple[str, ...]:
 
 
 def node_dists() -> list[tuple[str, str]]:
-    """(distribution, installed version) of every package a node imports."""
+    """(distribution, version) of every package a node imports (the
+    project's own aside), at the version requirements.lock pins: a host
+    gets the lock's, hash-checked, whatever this environment installed."""
     by_module = importlib.metadata.packages_distributions()
-    dists = sorted({d for mod in node_deps() for d in by_module.get(mod, [])})
-    return [(d, importlib.metadata.version(d)) for d in dists]
+    dists = sorted({d for mod in node_deps() if mod not in PACKAGES for d in by_module.get(mod, [])})
+    return [(d, _locked_version(d)) for d in dists]
 
 
 #: run by the host's interpreter: what decides which wheels it can install
@@ -228,10 +240,44 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def lock_hashes(text: str | None = None) -> dict[tuple[str, str], list[str]]:
+    """(normalised name, version) -> the SHA-256 hashes requirements.lock
+    pins for it (pip-compile's ``name==version \\`` then ``--hash=sha256:``
+    lines)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    current: list[str] | None = None
+    for line in (LOCK.read_text() if text is None else text).splitlines():
+        m = re.match(r"^([A-Za-z0-9._-]+)==(\S+) \\$", line)
+        if m:
+            current = out.setdefault((_norm(m.group(1)), m.group(2)), [])
+            continue
+        h = re.match(r"^\s+--hash=sha256:([0-9a-f]{64})", line)
+        if h and current is not None:
+            current.append(h.group(1))
+        elif not line.startswith(" "):
+            current = None
+    return out
+
+
+def _pinned(dist: str, version: str, into: Path) -> Path:
+    """A requirements file naming ``dist==version`` with the lock's hashes
+    (for ``--require-hashes``); a distribution the lock does not pin is refused."""
+    hashes = lock_hashes().get((_norm(dist), version))
+    if not hashes:
+        raise UsageError(f"{dist}=={version} is not pinned with hashes in {LOCK.name}: a host is sent nothing "
+                         f"unpinned (regenerate the lock, see scripts/audit)")
+    req = into / "pinned.txt"
+    req.write_text(f"{dist}=={version} " + " ".join(f"--hash=sha256:{h}" for h in hashes) + "\n")
+    return req
+
+
 def _wheel(dist: str, version: str, target: Target) -> Path:
     """The cached wheel of ``dist==version`` for ``target``: downloaded for
-    it, else built here if what this interpreter builds fits it. Called with
-    the cache lock held; the wheel is renamed into the cache whole."""
+    it, else built here if what this interpreter builds fits it, either way
+    checked against the lock's hashes (module doc). A cached wheel is used
+    again if its own hash is the lock's, or if it was built here from a
+    source archive that was (its ``.built`` mark). Called with the cache
+    lock held; the wheel is renamed into the cache whole."""
     cache = WHEELS / target.key
     cache.mkdir(parents=True, exist_ok=True)
 
@@ -241,23 +287,44 @@ def _wheel(dist: str, version: str, target: Target) -> Path:
         return found[0] if found else None
 
     found = hit(cache)
-    if found is not None:
+    if found is not None and (_built_mark(found).exists()
+                              or _sha256(found) in lock_hashes().get((_norm(dist), version), ())):
         return found
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache) as tmp:
+        req = _pinned(dist, version, Path(tmp))
         got = subprocess.run([*pip, "download", "--no-deps", "--only-binary=:all:", *target.pip_args(),
-                              "-d", tmp, f"{dist}=={version}"], capture_output=True, text=True, timeout=600)
-        if got.returncode != 0:  # no wheel published for it: build one here
-            got = subprocess.run([*pip, "wheel", "--no-deps", "-w", tmp, f"{dist}=={version}"],
+                              "--require-hashes", "-d", tmp, "-r", str(req)],
+                             capture_output=True, text=True, timeout=600)
+        if got.returncode != 0:  # no wheel published for it: build one here, from the pinned sources
+            got = subprocess.run([*pip, "wheel", "--no-deps", "--require-hashes", "-w", tmp, "-r", str(req)],
                                  capture_output=True, text=True, timeout=900)
             if got.returncode == 0:
                 _fits_or_refuse(dist, version, list(Path(tmp).glob("*.whl")), target)
+                for w in Path(tmp).glob("*.whl"):
+                    _built_mark(w).write_text(f"built here from the source archive {LOCK.name} pins\n")
         made = hit(Path(tmp))
         if got.returncode != 0 or made is None:
             raise HarnessError(f"no wheel of {dist}=={version} for {target.key}: "
                                f"{(got.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+        if _built_mark(made).exists():
+            os.replace(_built_mark(made), _built_mark(cache / made.name))
+        else:
+            _built_mark(cache / made.name).unlink(missing_ok=True)
         os.replace(made, cache / made.name)
     return cache / made.name
+
+
+def _built_mark(wheel: Path) -> Path:
+    return wheel.with_name(wheel.name + ".built")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _fits_or_refuse(dist: str, version: str, built: list[Path], target: Target) -> None:
@@ -274,12 +341,33 @@ def _fits_or_refuse(dist: str, version: str, built: list[Path], target: Target) 
                      f"machine ({here.key}) builds ({names}) does not fit it")
 
 
+def _locked_version(dist: str) -> str:
+    """The version requirements.lock pins ``dist`` at (what a host gets,
+    whatever this environment has installed)."""
+    versions = [v for (name, v) in lock_hashes() if name == _norm(dist)]
+    if len(versions) != 1:
+        raise UsageError(f"{dist} is not pinned (once, with hashes) in {LOCK.name}: a host is sent nothing "
+                         f"unpinned (regenerate the lock, see scripts/audit)")
+    return versions[0]
+
+
+def _project_files() -> list[Path]:
+    """What the project's wheel holds: every file of its packages but
+    bytecode and the compiled accelerator (nodes on a host run the source)."""
+    return [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so")]
+
+
+def _project_version() -> str:
+    try:
+        return importlib.metadata.version("kraftwerk")
+    except importlib.metadata.PackageNotFoundError:  # a checkout nobody installed
+        return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
 def _sources_digest(pins: list[tuple[str, str]], target: Target) -> str:
-    h = hashlib.sha256(f"{target.key}\0".encode() + LOCK.read_bytes() + b"\0")
-    files = [ROOT / "pyproject.toml"] + [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*"))
-                                         if p.is_file() and "__pycache__" not in p.parts
-                                         and p.suffix not in (".pyc", ".so")]
-    for p in files:
+    h = hashlib.sha256(f"{target.key}\0{_project_version()}\0".encode() + LOCK.read_bytes() + b"\0")
+    for p in _project_files():
         h.update(str(p.relative_to(ROOT)).encode() + b"\0" + p.read_bytes() + b"\0")
     for dist, version in pins:
         h.update(f"{dist}=={version}\0".encode())
@@ -287,20 +375,32 @@ def _sources_digest(pins: list[tuple[str, str]], target: Target) -> str:
 
 
 def _project_wheel(out: Path) -> Path:
-    """``pip wheel --no-deps`` of a copy of the sources (setuptools writes
-    ``build/`` and ``*.egg-info`` next to them)."""
-    with tempfile.TemporaryDirectory(prefix="kw-wheel-") as work:
-        src = Path(work) / "src"
-        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-            ".git", ".venv", ".accel", "build", "results", "__pycache__", "*.egg-info", ".pytest_cache",
-            ".hypothesis", "tests", "bench"))
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(out), str(src)], capture_output=True, text=True, timeout=600, env=env)
-        if p.returncode != 0:
-            raise HarnessError(f"building the project's wheel failed: {(p.stderr.strip().splitlines() or ['?'])[-1][:200]}")
-    (wheel,) = out.glob("kraftwerk-*.whl")
-    return wheel
+    """The project as a pure wheel (PEP 427), written here from its
+    packages' files: no build backend runs, so it is made alike from a
+    checkout and from an installed copy (which has no pyproject.toml), and
+    whatever setuptools this environment has (a fresh virtualenv's is older
+    than the project's build needs) does not matter. A host installs it with
+    ``--no-deps``: its metadata names it, its version and its command."""
+    version = _project_version()
+    info = f"kraftwerk-{version}.dist-info"
+    path = out / f"kraftwerk-{version}-py3-none-any.whl"
+    records: list[str] = []
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        def add(arc: str, data: bytes) -> None:
+            zi = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
+            zi.compress_type, zi.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+            z.writestr(zi, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            records.append(f"{arc},sha256={digest},{len(data)}")
+
+        for p in _project_files():
+            add(p.relative_to(ROOT).as_posix(), p.read_bytes())
+        add(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: kraftwerk\nVersion: {version}\n".encode())
+        add(f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: kraftwerk\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        add(f"{info}/entry_points.txt", b"[console_scripts]\nkraftwerk = harness.cli:main\n")
+        records.append(f"{info}/RECORD,,")
+        z.writestr(f"{info}/RECORD", "\n".join(records) + "\n")
+    return path
 
 
 def build(target: Target) -> tuple[str, Path]:
@@ -308,7 +408,7 @@ def build(target: Target) -> tuple[str, Path]:
     content under the cache, with the cache's lock held (runs on one machine
     share the cache)."""
     pins = node_dists()
-    pip_pin = ("pip", importlib.metadata.version("pip"))
+    pip_pin = ("pip", _locked_version("pip"))
     digest = _sources_digest(pins + [pip_pin], target)
     path = CACHE / f"kw-bundle-{digest}.tar"
     with _locked(CACHE / "bundle.lock"):

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator
 
 from harness.config import TestConfig
 from harness.lifecycle.runner import run_seed
+from harness.rundir.trust import trusted_dir
 from harness.search.branches import Arcs
 from nemesis.faults import GENERIC, FaultSpec, expand, parse
 
@@ -181,8 +182,7 @@ def run_one(cfg: TestConfig, seed: int, schedule: Schedule | None, keep_dir: str
         recorded = json.loads((run_dir / "test.json").read_text()).get("schedule") or []
         kept = None
         if res.get("valid") is False:
-            dest = Path(keep_dir) / cfg.name
-            dest.mkdir(parents=True, exist_ok=True)
+            dest = trusted_dir(Path(keep_dir) / cfg.name, "--out")
             kept = str(shutil.move(str(run_dir), str(dest / run_dir.name)))
         return Outcome(seed, res.get("valid"), found, recorded, kept, list(res.get("anomaly_types") or []))
     finally:

@@ -19,14 +19,16 @@ none) and content sniffing.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import mimetypes
 import os
+import socket
 import tempfile
 import threading
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 from urllib.parse import quote, urlencode
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
@@ -39,7 +41,10 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from .paths import Refused, rel_of, safe_path
+from harness.errors import UsageError
+from harness.rundir.trust import trusted_dir
+
+from .paths import Refused, rel_of, safe_path, servable
 from .scan import RUN_MARKERS, Catalogue
 from harness.report import render_report
 from harness.report.campaign import (CampaignError, campaign_context, cell_dir, heatmap_png, live, load_campaign,
@@ -278,6 +283,10 @@ class Site:
         return self.file(index)
 
     def _render(self, run: Path) -> str | None:
+        try:
+            trusted_dir(run, "kraftwerk serve", create=False)  # the report is written into it
+        except UsageError as e:
+            return str(e)
         with self.render_lock(run):
             if not _stale(run):
                 return None  # another request rendered it meanwhile
@@ -317,7 +326,7 @@ class Site:
         rel = rel_of(self.root, d) if d != self.root else ""
         entries = []
         for e in sorted(os.scandir(d), key=lambda e: (not e.is_dir(), e.name)):
-            if e.name.startswith("."):
+            if e.name.startswith(".") or not (e.is_dir() or servable(Path(e.path))):
                 continue
             try:
                 st = e.stat()
@@ -353,18 +362,20 @@ class Site:
                             background=BackgroundTask(os.unlink, tmp))
 
     def _zip(self, d: Path) -> str:
-        """The run directory in a temporary zip; a symlink whose target is
+        """The run directory in a temporary zip, of what a reader may have
+        (:func:`harness.site.paths.servable`); a symlink whose target is
         outside the results directory is left out."""
         fd, tmp = tempfile.mkstemp(prefix="kraftwerk-zip-", suffix=".zip")
         os.close(fd)
         top = f"{d.parent.name}-{d.name}"
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=5) as z:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=5,
+                             strict_timestamps=False) as z:  # a file dated before 1980 is zipped as of 1980
             for dirpath, dirnames, filenames in os.walk(d):
                 dirnames[:] = [n for n in dirnames if not os.path.islink(os.path.join(dirpath, n))]
                 for n in sorted(filenames):
                     p = Path(dirpath) / n
                     real = p.resolve()
-                    if not real.is_relative_to(self.root) or not real.is_file():
+                    if not real.is_relative_to(self.root) or not servable(real):
                         continue
                     z.write(real, f"{top}/{p.relative_to(d).as_posix()}")
         return tmp
@@ -404,16 +415,45 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def allowed_hosts(host: str) -> list[str]:
-    """Host headers answered: on loopback only loopback names (a web page
-    elsewhere cannot rebind a name to 127.0.0.1 and read the results);
-    bound wider, any."""
-    if host in ("127.0.0.1", "localhost", "::1") or host.startswith("127."):
-        return ["127.0.0.1", "localhost", "[::1]", "::1", host]
-    return ["*"]
+def allowed_hosts(host: str, extra: Sequence[str] = ()) -> list[str]:
+    """Host headers answered: the names the site is bound to, never any
+    (a web page elsewhere cannot rebind a name of its own to one of our
+    addresses and read the results, DNS rebinding): loopback names; the
+    address ``host`` names and ``host`` itself; for a wildcard bind
+    (``0.0.0.0``, ``::``) this machine's name and every address of its
+    interfaces; and ``extra`` (``kraftwerk serve --allow-host``: a DNS name
+    the site is reached by)."""
+    names = {"127.0.0.1", "localhost", "[::1]", "::1", host.lower()}
+    try:
+        ips = {info[4][0] for info in socket.getaddrinfo(host.strip("[]"), None, proto=socket.IPPROTO_TCP)}
+    except (OSError, UnicodeError):
+        ips = set()
+    if ips & {"0.0.0.0", "::"}:
+        ips |= _local_addresses()
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    names |= {f"[{ip}]" if ":" in ip else ip for ip in ips}
+    names |= {h.lower() for h in extra}
+    return sorted(names)
 
 
-def build_app(out: str | Path, host: str = "127.0.0.1") -> Starlette:
+def _local_addresses() -> set[str]:
+    """Every address of this machine's interfaces (the kernel's tables:
+    IPv4 local routes, IPv6 interface addresses)."""
+    out: set[str] = set()
+    try:
+        lines = Path("/proc/net/fib_trie").read_text().splitlines()
+        out |= {prev.split()[-1] for prev, line in zip(lines, lines[1:]) if "/32 host LOCAL" in line}
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/net/if_inet6").read_text().splitlines():
+            out.add(str(ipaddress.IPv6Address(int(line.split()[0], 16))))
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def build_app(out: str | Path, host: str = "127.0.0.1", extra_hosts: Sequence[str] = ()) -> Starlette:
     site = Site(Path(out))
 
     async def index(request: Request) -> Response:
@@ -430,7 +470,8 @@ def build_app(out: str | Path, host: str = "127.0.0.1") -> Starlette:
         Route("/zip/{path:path}", site.zip, methods=methods),
         Route("/heatmap/{path:path}", site.heatmap, methods=methods),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host))])
+    app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware,
+                                                          allowed_hosts=allowed_hosts(host, extra_hosts))])
     app.state.site = site
     return app
 

@@ -36,7 +36,6 @@ from typing import IO, Any, Iterator
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from . import auth
 from .layout import layout
@@ -71,7 +70,10 @@ class NodeSpec:
     name: str = ""
 
     def running(self) -> bool:
-        if self.pid is None:
+        """The recorded process still runs: its pid *and* start time match
+        (a state file without a start time names no process, so ``down``
+        never signals whatever has that pid now)."""
+        if not isinstance(self.pid, int) or not isinstance(self.start, int):
             return False
         reap(self.pid)  # a node of ours that ended leaves no zombie
         return alive(self.pid, self.start)
@@ -180,7 +182,10 @@ class LocalCluster:
             raise ClusterError(f"no cluster in {dir} (no {STATE_FILE})") from None
         except (OSError, ValueError) as e:
             raise ClusterError(f"cannot read {path}: {e}") from None
-        return cls(d["dir"], [NodeSpec(**n) for n in d["nodes"]], d.get("config", {}), d.get("storage_mode", "os"))
+        try:
+            return cls(d["dir"], [NodeSpec(**n) for n in d["nodes"]], d.get("config", {}), d.get("storage_mode", "os"))
+        except (KeyError, TypeError):
+            raise ClusterError(f"{path}: not a state file kraftwerk cluster up wrote") from None
 
     # -- processes --------------------------------------------------------------
 

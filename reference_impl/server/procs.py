@@ -53,10 +53,19 @@ def proc_start_time(pid: int) -> int | None:
 def alive(pid: int | None, start_time: int | None = None) -> bool:
     """``pid`` runs (not a zombie) and, given ``start_time``, is the process
     that started then, not a recycled pid."""
-    if not isinstance(pid, int) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     st = proc_stat(pid)
     return st is not None and st.state != "Z" and (start_time is None or st.start_time == start_time)
+
+
+def same_process(pid: object, start: object) -> bool:
+    """``pid`` runs and is the process that started at ``start``: the check
+    before anything is signalled on a record's word. A record without a
+    start time (or with a forged one) names no process, so nothing is
+    signalled for it: an unrelated process that has the pid now is never hit."""
+    return (isinstance(pid, int) and not isinstance(pid, bool) and isinstance(start, int)
+            and not isinstance(start, bool) and alive(pid, start))
 
 
 def reap(pid: int) -> None:

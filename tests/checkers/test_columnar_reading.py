@@ -198,13 +198,13 @@ def test_a_bad_line_in_a_range_read_apart_is_the_same_error_naming_its_line_in_t
 
 
 def test_what_orjson_refuses_but_json_reads_is_read_the_same(tmp_path):
-    """NaN, integers past 64 bits and lone surrogates are valid for the
-    standard library's reader; the scan reads them as it does."""
+    """Integers past 64 bits and lone surrogates are valid for the standard
+    library's reader; the scan reads them as it does."""
     path = tmp_path / "h.jsonl"
     lines = ['{"type":"invoke","f":"send","process":0,"time":1,"value":[["send","t-0",%s]]}' % v
-             for v in ("NaN", str(2 ** 70), '"\\ud800"')]
+             for v in (str(2 ** 70), '"\\ud800"')]
     path.write_text("\n".join(lines) + "\n\n")
-    assert [o.value[0][2] for o in read_jsonl(path)][1:] == [2 ** 70, "\ud800"]
+    assert [o.value[0][2] for o in read_jsonl(path)] == [2 ** 70, "\ud800"]
     by_objects = check_history(read_jsonl(path))
     by_columns = check_history(scan_jsonl(path))
     assert _untimed(by_columns) == _untimed(by_objects)

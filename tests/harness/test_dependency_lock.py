@@ -1,4 +1,4 @@
-"""Every pin in pyproject.toml (runtime, test and accel) is the version the
+"""Every pin in pyproject.toml (runtime, test, accel and hosts) is the version the
 hash-checked requirements.lock installs, and every runtime dependency is
 imported somewhere: scripts/bootstrap installs only from the lock, so a pin
 changed without regenerating it (scripts/audit names the command) would be
@@ -17,7 +17,8 @@ MODULES = {"confluent-kafka": "confluent_kafka", "kafka-python": "kafka", "pyyam
 
 def _pins() -> dict[str, str]:
     proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = proj["dependencies"] + proj["optional-dependencies"]["test"] + proj["optional-dependencies"]["accel"]
+    extras = proj["optional-dependencies"]
+    reqs = proj["dependencies"] + extras["test"] + extras["accel"] + extras["hosts"]
     return dict(r.lower().split("==") for r in reqs)
 
 

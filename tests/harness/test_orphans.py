@@ -157,6 +157,34 @@ def test_cluster_down_never_signals_a_recycled_pid(tmp_path):
         other.wait()
 
 
+@pytest.mark.parametrize("start", [None, "123", True, 0.5])
+def test_cluster_down_never_signals_a_pid_recorded_without_its_start_time(tmp_path, start):
+    """A forged cluster.json with ``"start": null`` (or not a number) names no
+    process: `down` signals nothing, the local, Kafka and hosted kinds alike."""
+    from harness.handcluster import hosted, kafka
+    from reference_impl.server.launcher import LocalCluster
+
+    other = subprocess.Popen(["sleep", "300"])
+    try:
+        c = LocalCluster.plan(str(tmp_path / "c"), brokers=1, controllers=1, base_port=31500, combined=True)
+        c.nodes[0].pid, c.nodes[0].start = other.pid, start
+        c.save()
+        assert LocalCluster.load(str(tmp_path / "c")).down(timeout=1) == {}
+        (tmp_path / "k").mkdir()
+        kafka.state_path(tmp_path / "k").write_text(json.dumps(
+            {"nodes": [{"name": "n1", "roles": ["broker"]}],
+             "processes": [{"pid": other.pid, "start": start, "name": "n1", "role": "node"}]}))
+        assert kafka.down(tmp_path / "k", timeout=1) == {}
+        st = {"backend": "netns", "nodes": [{"name": "n1", "roles": ["broker"], "pid": other.pid, "start": start}]}
+        assert hosted._stop_local_pids(st, timeout=1) == {}
+        assert hosted.status(st)[0]["alive"] is False
+        time.sleep(0.2)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
 # -- SIGKILL of the harness --------------------------------------------------------
 
 def _moment_reached(out: Path, moment: str, t0: float) -> bool:
