@@ -184,16 +184,23 @@ def _pieces(pairs: list[Pair], model: Model, counts: dict[str, int], uf: _UnionF
     for ipos, iop, rpos, rop in pairs:
         if rop is None:
             crashed += 1
-        f = iop.f if rop is None else rop.f
+            f = iop.f
+            value = iop.value
+        else:
+            f = rop.f
+            value = rop.value if rop.value is not None else iop.value
         if type(f) is not str:
             f = str(_name(f))
-        value = rop.value if rop is not None and rop.value is not None else iop.value
         if keyed and ("key" in iop.extra or (rop is not None and "key" in rop.extra)):
             value = _with_key(iop, rop, value)
         try:
             parts = split(f, value)
         except ModelError as e:
             raise HistoryError(f"op {_index(iop, ipos)}: {e}") from None
+        ii = iop.index
+        if not isinstance(ii, int) or ii < 0:
+            ii = ipos
+        ri = None if rop is None or rpos is None else _index(rop, rpos)
         for key, pf, pv in parts:
             if is_noop(pf, pv) or (rpos is None and read_only(pf, pv)):
                 k0 = key[0] if uf is not None and key else key
@@ -201,8 +208,7 @@ def _pieces(pairs: list[Pair], model: Model, counts: dict[str, int], uf: _UnionF
                 continue
             if uf is not None:
                 uf.union(key)
-            pieces.append((key, LinOp(ipos, rpos, pf, pv, _index(iop, ipos),
-                                      None if rop is None else _index(rop, rpos))))
+            pieces.append((key, LinOp(ipos, rpos, pf, pv, ii, ri)))
     counts["crashed"] += crashed
     return pieces, dropped
 

@@ -270,7 +270,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     lifted = bytearray(len(nxt))
     st = _States(model, p.init_state)
     ahead = LookAhead(match, opkeys, p.read_only, model) if model.looks_ahead else None
-    la = ahead.start if ahead is not None else None
+    la: Any = ahead.start if ahead is not None else None
     cache: set = set()
     # The backtracking stack is a linked list of immutable frames
     # (entry, state, k, rel, cb, look-ahead frame, below): pushing and popping
@@ -363,7 +363,9 @@ class _DeadEnds:
     __slots__ = ("rank", "entry", "top")
 
     def __init__(self) -> None:
-        self.rank, self.entry, self.top = -1, -1, None
+        self.rank: int = -1
+        self.entry: int = -1
+        self.top: Any = None
 
     def note(self, rank: int, e: int, top: Any) -> None:
         if rank > self.rank:
