@@ -223,10 +223,10 @@ def read_edn(path: str | os.PathLike[str]) -> list[Op]:
     return ops
 
 
-#: a keyword name or a non-negative/negative decimal the flat reader takes
+#: a keyword name or a decimal integer (of up to 18 digits) the flat reader takes
 #: as is; anything else sends the file to the full reader
 _FLAT_NAME = re.compile(r"[A-Za-z*!_?<>=][\w*+!_?<>=.\-]*")
-_FLAT_INT = re.compile(r"-?[0-9]+")
+_FLAT_INT = re.compile(r"-?[0-9]{1,18}")  # longer: the full reader words the error
 _FLAT_CONST = {"nil": None, "true": True, "false": False}
 _OP_TYPES = frozenset(("invoke", "ok", "fail", "info"))
 

@@ -97,6 +97,7 @@ def test_edn_writer_keeps_non_keyword_strings_as_strings(tmp_path: Path) -> None
     '[{:type :ok, :f :read, :value true, :error false}] ; trailing',
     '[{:type :ok, :f :read, :x 1, :x 2, :type :info}]',        # repeated keys: last wins
     '{:type :ok, :f :read} {:type :ok, :f :write}',            # two maps on a line
+    '{:type :ok, :f :read, :value ' + '9' * 5000 + '}',        # past int()'s digit limit
     '[{:type :ok, :f :read}]\n[{:type :ok, :f :write}]',       # two vectors
 ])
 def test_edn_flat_lines_read_as_the_full_reader_reads_them(tmp_path: Path, text: str,
