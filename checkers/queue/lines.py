@@ -37,6 +37,8 @@ import orjson
 from checkers.history.jsonl import BLANK, TORN, line_op, op_from_json
 from checkers.history.op import HistoryError, Op
 
+from .spelling import ABSENT, INVOKE_SEND, OK_POLL, OK_SEND, Spelt, parse
+
 _I64 = 1 << 63
 _INT = {int}
 _LIST = {list}
@@ -51,6 +53,10 @@ POLL_META = 4
 RAW_ACKS = ("?", None, "all", "-1", "1", "0")
 _RAW_ACKS_CODE = {a: i for i, a in enumerate(RAW_ACKS)}
 NO_EXTRA: dict[str, Any] = {}
+#: the common lines read by their spelling (:mod:`.spelling`) when this
+#: module is compiled (reference_impl.accel; the two are built together):
+#: as Python, parsing them as JSON is the faster way
+SPELT = not __file__.endswith(".py")
 _NO_READS: list[Any] = []  # a poll that returned nothing (never appended to)
 
 
@@ -239,6 +245,10 @@ class LineReader:
                     if pos >= end:
                         break
                     pos += len(raw)
+                if SPELT:
+                    spelt = parse(raw)
+                    if spelt is not None and self._spelt(spelt):
+                        continue
                 d: Any = None
                 if 13 not in raw:  # no b"\r" (``bytes in bytes`` first tries it as an int: slower)
                     try:
@@ -284,11 +294,46 @@ class LineReader:
             extra = {"acks": d["acks"]}
         else:
             return False
+        self._add_invoke(ix, tm, proc, fn, d["value"], extra)
+        return True
+
+    def _add_invoke(self, ix: int, tm: int, proc: int, fn: str, value: Any, extra: Any) -> None:
         if proc not in self.touched:
             self.touched.add(proc)
             self.first_fast.add(proc)
-        self.open_[proc] = (ix, tm, fn, d["value"], extra)
+        self.open_[proc] = (ix, tm, fn, value, extra)
         self.inv_times.append(tm)
+
+    def _spelt(self, x: Spelt) -> bool:
+        """Take a line :func:`~.spelling.parse` read (True), as
+        :meth:`_fast` takes its JSON; False, with nothing changed, when
+        :meth:`_fast` would not take it either."""
+        proc, kind = x.proc, x.kind
+        if kind == OK_SEND or kind == OK_POLL:
+            inv = self.open_.get(proc)
+            if inv is None:
+                return False
+            if kind == OK_POLL:
+                del self.open_[proc]
+                self._add_poll(x.ix, x.tm, proc, inv, x.reads)
+            else:
+                acks: Any = None if x.acks == ABSENT else x.acks
+                if acks is None:
+                    acks = inv[4].get("acks")
+                code = ACKS_CODE.get(acks, 255) if type(acks) is str or acks is None else 255
+                if code == 255:
+                    return False
+                del self.open_[proc]
+                self._add_send(x.ix, x.tm, proc, inv, x.key, x.a, x.b, code, _RAW_ACKS_CODE[x.acks])
+        elif proc in self.open_ or proc in self.pending:
+            return False
+        elif kind == INVOKE_SEND:
+            extra: Any = NO_EXTRA if x.acks == ABSENT else {"acks": x.acks}
+            self._add_invoke(x.ix, x.tm, proc, _SEND, [[_SEND, x.key, x.a]], extra)
+        else:
+            self._add_invoke(x.ix, x.tm, proc, _POLL, [[_POLL]], NO_EXTRA)
+        self.i += 1
+        self.n_ops += 1
         return True
 
     def _complete(self, d: dict, ix: int, tm: int, proc: int) -> bool:
@@ -324,19 +369,23 @@ class LineReader:
         code = ACKS_CODE.get(acks, 255) if type(acks) is str or acks is None else 255
         if code == 255:
             return False
-        kid = self._key(mop[1])
+        self._add_send(ix, tm, proc, inv, mop[1], off, v, code, _RAW_ACKS_CODE[d.get("acks", ABSENT)])
+        return True
+
+    def _add_send(self, ix: int, tm: int, proc: int, inv: tuple, key: str, off: int, v: int,
+                  code: int, raw_code: int) -> None:
+        kid = self._key(key)
         c_tm = self.c_tm
         if not c_tm:
             self.inv_before = len(self.inv_times)
         self.e_c.append(len(c_tm))
-        self._row(ix, proc, inv[1], tm, code, _RAW_ACKS_CODE[d.get("acks", "?")])
+        self._row(ix, proc, inv[1], tm, code, raw_code)
         self.e_kid.append(kid)
         self.e_np.append(1)
         self.p_off.append(off)
         self.p_val.append(v)
         if len(c_tm) >= self.batch:
             self._emit_batch()
-        return True
 
     def _polled(self, mop: list, ix: int, tm: int, proc: int, inv: tuple) -> bool:
         if len(mop) != 2 or mop[0] != _POLL or type(mop[1]) is not dict:
@@ -344,6 +393,11 @@ class LineReader:
         reads = _poll_reads(mop[1]) if mop[1] else _NO_READS
         if reads is None:
             return False
+        self._add_poll(ix, tm, proc, inv, reads)
+        return True
+
+    def _add_poll(self, ix: int, tm: int, proc: int, inv: tuple,
+                  reads: list[tuple[str, list[int], list[int]]]) -> None:
         c_tm = self.c_tm
         if not c_tm:
             self.inv_before = len(self.inv_times)
@@ -357,7 +411,6 @@ class LineReader:
         self._row(ix, proc, inv[1], tm, POLL_META, 0)
         if len(c_tm) >= self.batch:
             self._emit_batch()
-        return True
 
     def _row(self, ix: Any, proc: Any, itime: Any, tm: Any, meta: int, acks: int) -> None:
         self.c_ix.append(ix)

@@ -42,7 +42,8 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: sans-IO core, the simulator's event loop, network, hosts and clients, the
 #: invariant monitor (it sees every trace event the simulator emits), the
 #: history recorder (two lines per simulated operation), the queue checker's
-#: line reader (every line of a history file), the EDN reader's line-by-line
+#: line reader and the spelling it reads most lines by (every line of a
+#: history file), the EDN reader's line-by-line
 #: path, the linearizability search with its look-ahead and the pairing
 #: that feeds it (about 1.5x faster on Porcupine's kv logs), and the send
 #: outcome rules the simulated clients apply to every send.
@@ -77,6 +78,7 @@ MODULES: tuple[str, ...] = (
     "checkers/history/recorder.py",
     "checkers/invariants.py",
     "checkers/queue/lines.py",
+    "checkers/queue/spelling.py",
     "checkers/history/edn.py",
     "checkers/linearizable/wgl.py",
     "checkers/linearizable/lookahead.py",

@@ -24,6 +24,7 @@ from checkers.check import check_history
 from checkers.history import Op, read_edn, read_jsonl, write_jsonl
 from checkers.history.op import HistoryError
 from checkers.linearizable import check as lin_check
+from checkers.queue import lines
 from checkers.queue.columns import KeyColumns, events_from_payload
 from checkers.queue.project import project
 from checkers.queue.scan import MalformedOp, scan_jsonl
@@ -32,6 +33,14 @@ from tests.checkers.test_queue_anomalies import CASES
 from tests.shared_data import KNOSSOS
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["json", "spelt"])
+def spelt(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here twice: the common lines parsed as JSON, and read by
+    their spelling (:mod:`checkers.queue.spelling`, what the compiled line
+    reader does)."""
+    monkeypatch.setattr(lines, "SPELT", request.param)
 
 
 def _untimed(res: dict[str, Any]) -> dict[str, Any]:
