@@ -249,3 +249,14 @@ def test_histories_check_to_the_same_results_with_the_compiled_linearizability_c
     (compiled_file, compiled), (pure_file, pure) = outs
     assert compiled_file.endswith(".so") and pure_file.endswith(".py")
     assert compiled == pure
+
+
+def test_the_checkers_the_harness_imports_early_bring_in_no_compiled_module():
+    """The harness imports ``checkers.check`` and ``checkers.history`` before
+    the loader in places (``kraftwerk check`` does): none of the build's
+    modules may come with them, or the whole build would stay unused."""
+    code = ("import sys, checkers.check, checkers.history\n"
+            "from reference_impl import accel\n"
+            "print(accel.status(), *[m for m in map(accel.module_name, accel.MODULES) if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True)
+    assert out.stdout.split()[1:] == []
