@@ -161,6 +161,13 @@ class LineReader:
     stopped: bool = False   # a bad or torn line ended the reading
     touched: set[Any] = field(default_factory=set)      # processes the range has had a line of
     first_fast: set[Any] = field(default_factory=set)   # ... whose first was read as a fast invocation
+    #: a process's first line in the range never read as a fast invocation
+    #: (:attr:`first_fast` stays empty): the range then reads as it would
+    #: after any state before it (see :func:`usable`)
+    first_slow: bool = False
+    #: where reading would go on after the items handed over so far (with
+    #: :attr:`i` and :attr:`n_ops` as they stand when an item is handed over)
+    at: int = 0
 
     def run(self) -> "LineReader":
         """Read the range, handing each item to ``emit`` as it is made."""
@@ -180,6 +187,7 @@ class LineReader:
         self.e_np: list[int] = []
         self.p_off: list[int] = []
         self.p_val: list[int] = []
+        self.at = self.start
         self._run()
         self._emit_batch()
         return self
@@ -201,12 +209,15 @@ class LineReader:
         self.inv_before = 0
         self.emit(batch)
 
-    def _slow(self, raw: bytes, last: bool) -> None:
+    def _slow(self, raw: bytes, last: bool, start: int, after: int) -> None:
         """Hand over a slow line, after the batch so far, with the fast
         invocations its operations' processes had open (the folds read it
         again, with the file's numbering, and make those pending first);
-        keep ``pending`` as the folds will."""
+        keep ``pending`` as the folds will. The line starts at ``start`` of
+        the file and the next one at ``after``."""
+        self.at = start
         self._emit_batch()
+        self.at = after
         item = Slow(raw, self.i, self.n_ops, last)
         try:
             ops, self.i, self.n_ops, torn = slow_ops(raw, self.path, self.i, self.n_ops, last, None)
@@ -237,29 +248,36 @@ class LineReader:
     def _run(self) -> None:
         end = self.end
         pos = self.start
+        batch = self.batch
         loads, bad_json = orjson.loads, orjson.JSONDecodeError
         with open(self.path, "rb") as f:
             f.seek(pos)
             for raw in f:
-                if end is not None:
-                    if pos >= end:
-                        break
-                    pos += len(raw)
+                if end is not None and pos >= end:
+                    break
+                start = pos
+                pos += len(raw)
+                taken = False
                 if SPELT:
                     spelt = parse(raw)
-                    if spelt is not None and self._spelt(spelt):
-                        continue
-                d: Any = None
-                if 13 not in raw:  # no b"\r" (``bytes in bytes`` first tries it as an int: slower)
-                    try:
-                        d = loads(raw)
-                    except bad_json:
-                        pass
-                if type(d) is dict and self._fast(d):
+                    taken = spelt is not None and self._spelt(spelt)
+                if not taken:
+                    d: Any = None
+                    if 13 not in raw:  # no b"\r" (``bytes in bytes`` first tries it as an int: slower)
+                        try:
+                            d = loads(raw)
+                        except bad_json:
+                            pass
+                    taken = type(d) is dict and self._fast(d)
+                if taken:
+                    if len(self.c_tm) >= batch:
+                        self.at = pos
+                        self._emit_batch()
                     continue
-                self._slow(raw, end is None and not f.peek(1))
+                self._slow(raw, end is None and not f.peek(1), start, pos)
                 if self.stopped:
                     return
+        self.at = pos
 
     def _fast(self, d: dict) -> bool:
         """Take a common line into the batch (True), or leave it to
@@ -294,15 +312,17 @@ class LineReader:
             extra = {"acks": d["acks"]}
         else:
             return False
-        self._add_invoke(ix, tm, proc, fn, d["value"], extra)
-        return True
+        return self._add_invoke(ix, tm, proc, fn, d["value"], extra)
 
-    def _add_invoke(self, ix: int, tm: int, proc: int, fn: str, value: Any, extra: Any) -> None:
+    def _add_invoke(self, ix: int, tm: int, proc: int, fn: str, value: Any, extra: Any) -> bool:
         if proc not in self.touched:
+            if self.first_slow:
+                return False
             self.touched.add(proc)
             self.first_fast.add(proc)
         self.open_[proc] = (ix, tm, fn, value, extra)
         self.inv_times.append(tm)
+        return True
 
     def _spelt(self, x: Spelt) -> bool:
         """Take a line :func:`~.spelling.parse` read (True), as
@@ -329,9 +349,10 @@ class LineReader:
             return False
         elif kind == INVOKE_SEND:
             extra: Any = NO_EXTRA if x.acks == ABSENT else {"acks": x.acks}
-            self._add_invoke(x.ix, x.tm, proc, _SEND, [[_SEND, x.key, x.a]], extra)
-        else:
-            self._add_invoke(x.ix, x.tm, proc, _POLL, [[_POLL]], NO_EXTRA)
+            if not self._add_invoke(x.ix, x.tm, proc, _SEND, [[_SEND, x.key, x.a]], extra):
+                return False
+        elif not self._add_invoke(x.ix, x.tm, proc, _POLL, [[_POLL]], NO_EXTRA):
+            return False
         self.i += 1
         self.n_ops += 1
         return True
@@ -384,8 +405,6 @@ class LineReader:
         self.e_np.append(1)
         self.p_off.append(off)
         self.p_val.append(v)
-        if len(c_tm) >= self.batch:
-            self._emit_batch()
 
     def _polled(self, mop: list, ix: int, tm: int, proc: int, inv: tuple) -> bool:
         if len(mop) != 2 or mop[0] != _POLL or type(mop[1]) is not dict:
@@ -409,8 +428,6 @@ class LineReader:
             self.p_off.extend(os_)
             self.p_val.extend(vs)
         self._row(ix, proc, inv[1], tm, POLL_META, 0)
-        if len(c_tm) >= self.batch:
-            self._emit_batch()
 
     def _row(self, ix: Any, proc: Any, itime: Any, tm: Any, meta: int, acks: int) -> None:
         self.c_ix.append(ix)
