@@ -155,14 +155,9 @@ def loads(text: str, where: str = "<string>", positions: list[list[int]] | None 
                     raise fail(start, "unhashable map key") from None
             else:
                 val = items
-        elif kind == "str":
-            val = _unescape(m.group()[1:-1])
-        elif kind == "char":
-            c = m.group()[1:]
-            val = _CHARS.get(c, chr(int(c[1:], 16)) if len(c) == 5 and c[0] == "u" else c)
         else:
             try:
-                val = _atom(m.group())
+                val = _scalar(kind, m.group())
             except ValueError as e:
                 raise fail(m.start(), str(e)) from None
         if pending_discard and pending_discard[-1] == len(stack):
@@ -178,6 +173,16 @@ def loads(text: str, where: str = "<string>", positions: list[list[int]] | None 
         opener, _, start = stack[-1]
         raise fail(start, f"{opener!r} is never closed (file truncated?)")
     return top
+
+
+def _scalar(kind: str | None, tok: str) -> Any:
+    """A string, character or atom token's value (ValueError: a bad atom)."""
+    if kind == "str":
+        return _unescape(tok[1:-1])
+    if kind == "char":
+        c = tok[1:]
+        return _CHARS.get(c, chr(int(c[1:], 16)) if len(c) == 5 and c[0] == "u" else c)
+    return _atom(tok)
 
 
 def _hashable(k: Any) -> Any:

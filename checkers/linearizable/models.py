@@ -27,6 +27,7 @@ and Porcupine's kv model for ``kv``; see each class.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Hashable
 
@@ -557,8 +558,6 @@ class KafkaLog(Model):
         return all(m[0] == "poll" for m in value)
 
     def refine(self, key: Any, ops: list) -> list:
-        from collections import Counter
-
         sent = Counter(m[2] for o in ops for m in o.value if m[0] == "send")
         seen: dict[Any, set] = {}
         for o in ops:
