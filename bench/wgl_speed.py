@@ -20,11 +20,16 @@ Porcupine's module at ``--porcupine-version`` with ``go mod download -json``
 (Go module proxy) into a temporary module cache, copies it to a temporary
 directory and runs Porcupine's own kv tests there (``go test -run Kv -v
 -short``: ``-short`` skips its two unpartitioned 10-client tests, which take
-minutes); everything goes with the temporary directory at the end. For each
-of ``test_data/kv/*.txt`` it prints kraftwerk's time (EDN parse included,
-the key read from its own field) to the verdict (stopping at the first
-failing key, as Porcupine stops at the first failing partition) and to every
-key decided, next to Porcupine's test time (its log parse included).
+minutes), with one more Go test written into that copy that times Porcupine's
+own kv parse and check (``parseKvLog``, then ``CheckEvents`` with
+``kvModel``, as its kv tests call them) ``--kv-repeat`` times per log;
+everything goes with the temporary directory at the end. For each of
+``test_data/kv/*.txt`` it prints kraftwerk's median time (EDN parse
+included, the key read from its own field) to the verdict (stopping at the
+first failing key, as Porcupine stops at the first failing partition), next
+to Porcupine's median (its log parse included) and the ratio of the two;
+then kraftwerk's time to every key decided, and the go test's own time for
+the log (one run, two decimals, compilation warm-up included).
 ``test_data/jepsen/etcd_*.log`` (Jepsen etcd cas-register logs, checked with
 Porcupine's etcd semantics: a nil read means "no value", a failed cas ran and
 saw another value) are timed on our side only.
@@ -46,10 +51,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from reference_impl import accel  # noqa: E402,F401  (installs the compiled checkers, as `kraftwerk` does)
 from checkers.history.edn import loads as edn_loads  # noqa: E402
 from checkers.history.edn import read_edn  # noqa: E402
 from checkers.history.op import Op  # noqa: E402
@@ -166,19 +173,65 @@ def _go_env(tmp: Path) -> dict[str, str]:
             "GOFLAGS": "-modcacherw", "GOTOOLCHAIN": "local"}
 
 
-def porcupine_kv_times(module: Path, tmp: Path) -> dict[str, tuple[str, float]]:
-    """Porcupine's own kv tests, timed by ``go test``: log name (and
-    ``-nopartition``) -> (PASS/FAIL/SKIP, seconds)."""
-    p = subprocess.run(["go", "test", "-run", "Kv", "-v", "-short", "."], cwd=module, env=_go_env(tmp),
-                       capture_output=True, text=True, timeout=1800)
-    out: dict[str, tuple[str, float]] = {}
+#: Go test written into the temporary copy of Porcupine: its own kv parse
+#: (``parseKvLog``) and check (``CheckEvents`` with ``kvModel``), as its kv
+#: tests call them, timed ``N`` times per log; median and fastest printed
+_TIMING_TEST = """package porcupine
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+)
+
+func TestKraftwerkTiming(t *testing.T) {
+	logs, _ := filepath.Glob("test_data/kv/*.txt")
+	for _, path := range logs {
+		var ds []float64
+		for i := 0; i < %d; i++ {
+			t0 := time.Now()
+			CheckEvents(kvModel, parseKvLog(path))
+			ds = append(ds, time.Since(t0).Seconds())
+		}
+		sort.Float64s(ds)
+		fmt.Printf("KRAFTWERK-TIMING %%s %%.6f %%.6f\\n", filepath.Base(path), ds[len(ds)/2], ds[0])
+	}
+}
+"""
+_TIMING_LINE = re.compile(r"^KRAFTWERK-TIMING (\S+)\.txt ([\d.]+) ([\d.]+)$")
+
+
+@dataclass
+class PorcupineTimes:
+    """Porcupine's figures per kv log: its go test's own time for the test
+    (two decimals, one run, compile warm-up included) and the median and
+    fastest of ``repeat`` runs of its parse and check."""
+
+    tests: dict[str, tuple[str, float]]
+    median: dict[str, float]
+    fastest: dict[str, float]
+
+
+def porcupine_kv_times(module: Path, tmp: Path, repeat: int) -> PorcupineTimes:
+    """Porcupine's own kv tests, timed by ``go test`` (log name and
+    ``-nopartition`` -> (PASS/FAIL/SKIP, seconds)), and its parse + check
+    timed ``repeat`` times per log by :data:`_TIMING_TEST`."""
+    (module / "kraftwerk_timing_test.go").write_text(_TIMING_TEST % repeat)
+    p = subprocess.run(["go", "test", "-run", "Kv|KraftwerkTiming", "-v", "-short", "."], cwd=module,
+                       env=_go_env(tmp), capture_output=True, text=True, timeout=1800)
+    out = PorcupineTimes({}, {}, {})
     for line in p.stdout.splitlines():
         m = _KV_TESTS.match(line)
         if m:
             status, nopart, clients, verdict, secs = m.groups()
             name = f"c{int(clients):02d}-{verdict.lower()}" + ("-nopartition" if nopart else "")
-            out[name] = (status, float(secs))
-    if not out:
+            out.tests[name] = (status, float(secs))
+        m = _TIMING_LINE.match(line)
+        if m:
+            out.median[m.group(1)], out.fastest[m.group(1)] = float(m.group(2)), float(m.group(3))
+    if not out.tests:
         raise RuntimeError(f"go test printed no kv results: {(p.stderr or p.stdout).strip()[-300:]}")
     return out
 
@@ -193,25 +246,36 @@ def check_kv_file(path: Path, stop_on_failure: bool, budget: float) -> tuple[flo
     return time.perf_counter() - t, time.process_time() - c, r
 
 
-def bench_porcupine_kv(module: Path, version: str, times: dict[str, tuple[str, float]],
-                       budget: float) -> bool:
+def bench_porcupine_kv(module: Path, version: str, times: PorcupineTimes, budget: float,
+                       repeat: int) -> bool:
     ok = True
-    print(f"Porcupine {version} kv logs: kraftwerk (parse + check) vs Porcupine's go test (parse + check)")
-    print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; kraftwerk: wall s / CPU s)")
-    print(f"{'log':12} {'entries':>7} {'keys':>4} {'to verdict s':>13} {'valid':>6} {'every key s':>13} "
-          f"{'decided':>7} {'porcupine s':>11} {'porcupine':>9}")
+    print(f"Porcupine {version} kv logs: kraftwerk (EDN parse + check) vs Porcupine (its log parse + "
+          f"check), to the verdict, median of {repeat} runs each, one after the other in this run")
+    print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; kraftwerk: wall s / CPU s; "
+          f"Porcupine checks its keys in parallel goroutines)")
+    print(f"{'log':12} {'entries':>7} {'keys':>4} {'to verdict s':>15} {'valid':>6} {'porcupine s':>11} "
+          f"{'ratio':>6} {'fastest k/p s':>15} {'every key s':>13} {'decided':>7} {'go test s':>9} {'':>4}")
     for path in sorted((module / "test_data" / "kv").glob("*.txt")):
         expected = not path.stem.endswith("bad")
-        t1, c1, r1 = check_kv_file(path, True, budget)
+        runs = [check_kv_file(path, True, budget) for _ in range(repeat)]
+        t1 = statistics.median(r[0] for r in runs)
+        c1 = statistics.median(r[1] for r in runs)
+        k_fast = min(r[0] for r in runs)
+        r1 = runs[-1][2]
         t2, c2, r2 = check_kv_file(path, False, budget)
         decided = sum(1 for k in r2["keys"].values() if k["valid"] != "unknown")
-        good = r1["valid"] is expected and r2["valid"] is expected and decided == len(r2["keys"])
+        good = (all(r[2]["valid"] is expected for r in runs) and r2["valid"] is expected
+                and decided == len(r2["keys"]))
         ok &= good
-        status, secs = times.get(path.stem, ("-", float("nan")))
-        print(f"{path.stem:12} {r2['stats']['history']['ops']:7d} {len(r2['keys']):4d} {t1:6.3f}/{c1:6.3f} "
-              f"{str(r1['valid']):>6} {t2:6.3f}/{c2:6.3f} {decided:3d}/{len(r2['keys']):<3d} {secs:11.2f} {status:>9}"
+        status, secs = times.tests.get(path.stem, ("-", float("nan")))
+        pm = times.median.get(path.stem, float("nan"))
+        p_fast = times.fastest.get(path.stem, float("nan"))
+        print(f"{path.stem:12} {r2['stats']['history']['ops']:7d} {len(r2['keys']):4d} {t1:7.4f}/{c1:7.4f} "
+              f"{str(r1['valid']):>6} {pm:11.4f} {t1 / pm if pm > 0 else float('nan'):5.2f}x "
+              f"{k_fast:7.4f}/{p_fast:7.4f} {t2:6.3f}/{c2:6.3f} "
+              f"{decided:3d}/{len(r2['keys']):<3d} {secs:9.2f} {status:>4}"
               f"{'' if good else '   <-- WRONG VERDICT OR UNDECIDED KEY'}")
-    for name, (status, secs) in sorted(times.items()):
+    for name, (status, secs) in sorted(times.tests.items()):
         if name.endswith("-nopartition"):
             print(f"  (Porcupine without partitioning, {name[:-12]}: {status} {secs:.2f} s)")
     return ok
@@ -237,16 +301,16 @@ def bench_porcupine_etcd(root: Path) -> bool:
     return unknown == 0
 
 
-def bench_porcupine(version: str, budget: float) -> bool:
+def bench_porcupine(version: str, budget: float, repeat: int) -> bool:
     with tempfile.TemporaryDirectory(prefix="kraftwerk-porcupine-") as d:
         tmp = Path(d)
         try:
             module = fetch_porcupine(version, tmp)
-            times = porcupine_kv_times(module, tmp)
+            times = porcupine_kv_times(module, tmp, repeat)
         except (OSError, RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
             print(f"Porcupine: not available ({e})", file=sys.stderr)
             return False
-        ok = bench_porcupine_kv(module, version, times, budget)
+        ok = bench_porcupine_kv(module, version, times, budget, repeat)
         ok &= bench_porcupine_etcd(module / "test_data")
         return ok
 
@@ -275,7 +339,9 @@ def run_soak() -> bool:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "knossos")
+    shared = Path(os.environ.get("KRAFTWERK_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    ap.add_argument("--corpus", type=Path, default=shared / "data" / "knossos",
+                    help="the Knossos corpus (default: $KRAFTWERK_SHARED/data/knossos, else ../shared beside the checkout)")
     ap.add_argument("--ops", type=int, default=10_000)
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--crash", type=float, nargs="*", default=[0.0, 0.01])
@@ -288,9 +354,12 @@ def main() -> int:
     ap.add_argument("--no-porcupine", action="store_true", help="skip the comparison with Porcupine")
     ap.add_argument("--kv-budget", type=float, default=60.0,
                     help="time budget per kv log, seconds")
+    ap.add_argument("--kv-repeat", type=int, default=15,
+                    help="runs per kv log on each side (the median is compared)")
     ap.add_argument("--soak", action="store_true",
                     help="also run the slow brute-force agreement tests")
     a = ap.parse_args()
+    print(f"checkers: {accel.status()} (reference_impl.accel: EDN reader, WGL search, look-ahead, prepare)")
     ok = bench_corpus(a.corpus, a.all, a.top, a.repeat)
     print()
     for c in a.crash:
@@ -299,7 +368,7 @@ def main() -> int:
         ok &= bench_kafka(a.ops, a.clients, c, a.seed)
     if not a.no_porcupine:
         print()
-        ok &= bench_porcupine(a.porcupine_version, a.kv_budget)
+        ok &= bench_porcupine(a.porcupine_version, a.kv_budget, a.kv_repeat)
     if a.soak:
         print()
         ok &= run_soak()

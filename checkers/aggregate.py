@@ -24,7 +24,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from checkers.check import check_history, trace_invariants
 from checkers.durability import wilson_interval
+from checkers.pipeline import get_spark
 
 ENGINES = ("inline", "spark")
 LEVELS = ("acks=all", "acks=1")
@@ -54,7 +56,7 @@ def run_row(cell: str, run_dir: str, recheck: bool = False) -> dict[str, Any]:
 def _recheck(d: Path) -> dict[str, Any]:
     """The run's history checked again here (inline, with its test.json and
     traces), without touching its results.json."""
-    from checkers.check import check_history, trace_invariants
+    # imported here: reference_impl.accel compiles it (see checkers/check.py)
     from checkers.queue.scan import scan_jsonl
 
     try:
@@ -78,8 +80,6 @@ def collect_rows(runs: Iterable[tuple[str, str]], engine: str = "inline", spark_
         return [run_row(c, d, recheck) for c, d in pairs]
     if engine != "spark":
         raise ValueError(f"engine must be one of {ENGINES}")
-    from checkers.pipeline import get_spark
-
     spark = get_spark(spark_master)
     rdd = spark.sparkContext.parallelize(pairs, max(1, min(len(pairs), 64)))
     return [json.loads(s) for s in rdd.mapPartitions(lambda it: _rows_partition(it, recheck)).collect()]
@@ -121,8 +121,6 @@ def write_parquet(rows: list[dict[str, Any]], cells: list[dict[str, Any]], out_d
                   spark_master: str | None = None) -> list[Path]:
     """runs.parquet (one row per run) and cells.parquet (one per cell), flat
     columns, written with Spark's own Parquet writer (single files)."""
-    from checkers.pipeline import get_spark
-
     spark = get_spark(spark_master)
     out = Path(out_dir)
     flat_runs = [{"cell": r["cell"], "run_dir": r["run_dir"], "valid": str(r["valid"]).lower(),

@@ -29,11 +29,22 @@ from __future__ import annotations
 
 import gc
 import time as _time
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from checkers import observed
+from checkers.durability import LOSS_ANOMALY, durability_verdict, merge_durability
 from checkers.history.op import Op
+from checkers.pipeline import PerKeyBudgetExceeded, get_spark, run_keys
+from checkers.queue.checker import QueueOptions, finish, merge_key_results
+from checkers.queue.keycheck import EXAMPLES
 from checkers.verdict import UNKNOWN, Verdict, combine
 
+# checkers.queue.scan, checkers.invariants and checkers.linearizable are
+# imported where they are used: reference_impl.accel compiles them, the
+# harness imports this module before the accelerator's loader, and a
+# compiled module imported before the loader leaves the whole build unused
 if TYPE_CHECKING:
     from checkers.queue.scan import QueueScan
 
@@ -107,20 +118,7 @@ def check_history(
         raise UnknownModel(f"model {model!r} checks a list of operations, not a queue scan")
     if model_options and model in QUEUE_MODELS:
         raise UnknownModel(f"model {model!r} takes no model options (got {', '.join(sorted(model_options))})")
-    if queue_options is None and test:
-        queue_options = queue_options_from_test(test)
-    if strict_acks1 is not None and model in QUEUE_MODELS:
-        from dataclasses import replace
-
-        from checkers.queue.checker import QueueOptions
-
-        queue_options = replace(queue_options or QueueOptions(), strict_acks1=bool(strict_acks1))
-    if strict_duplicates is not None and model in QUEUE_MODELS:
-        from dataclasses import replace
-
-        from checkers.queue.checker import QueueOptions
-
-        queue_options = replace(queue_options or QueueOptions(), strict_duplicates=bool(strict_duplicates))
+    queue_options = _queue_options(model, queue_options, test, strict_acks1, strict_duplicates)
     test_keys = (test or {}).get("keys")
     if not isinstance(test_keys, list):
         test_keys = None
@@ -148,13 +146,23 @@ def check_history(
     return res
 
 
+def _queue_options(model: str, queue_options: Any, test: dict[str, Any] | None,
+                   strict_acks1: bool | None, strict_duplicates: bool | None) -> Any:
+    """The queue options: given, else test.json's; ``strict_acks1`` and
+    ``strict_duplicates`` (when not None) override theirs."""
+    if queue_options is None and test:
+        queue_options = queue_options_from_test(test)
+    if strict_acks1 is not None and model in QUEUE_MODELS:
+        queue_options = replace(queue_options or QueueOptions(), strict_acks1=bool(strict_acks1))
+    if strict_duplicates is not None and model in QUEUE_MODELS:
+        queue_options = replace(queue_options or QueueOptions(), strict_duplicates=bool(strict_duplicates))
+    return queue_options
+
+
 def trace_invariants(run_dir: Any, test: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The invariant monitor over a run directory's ``nodes/*/trace.jsonl``
     (:func:`checkers.invariants.check_trace_dir`), or None when the run has no
     traces (a bare history). ``seed`` and ``min_isr`` come from test.json."""
-    from pathlib import Path
-
-    from checkers import observed
     from checkers.invariants import check_trace_dir
 
     nodes = Path(run_dir) / "nodes"
@@ -198,8 +206,6 @@ def queue_options_from_test(test: dict[str, Any]) -> Any:
     """Queue checker options from a run's test.json (``sub_via``, ``txn``,
     ``strict_acks1``, ``strict_duplicates``, ``ww_deps``, ``strict_cycles``,
     ``all_errors``, at top level or under ``options``)."""
-    from checkers.queue.checker import QueueOptions
-
     nested = test.get("options") if isinstance(test.get("options"), dict) else {}
 
     def opt(name: str, default: bool) -> bool:
@@ -215,10 +221,6 @@ def queue_options_from_test(test: dict[str, Any]) -> Any:
 
 def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | None, deadline: float,
                  queue_options: Any, test_keys: list[Any] | None = None, partial: bool = False) -> dict[str, Any]:
-    from checkers.durability import LOSS_ANOMALY, durability_verdict, merge_durability
-    from checkers.pipeline import PerKeyBudgetExceeded, run_keys
-    from checkers.queue.checker import QueueOptions, finish, merge_key_results
-    from checkers.queue.keycheck import EXAMPLES
     from checkers.queue.scan import QueueScan
 
     opts = queue_options or QueueOptions()
@@ -229,8 +231,6 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
     t_proj = _time.monotonic() - t
     t_spark = 0.0
     if engine == "spark" and proj.keys:
-        from checkers.pipeline import get_spark
-
         t = _time.monotonic()
         get_spark(spark_master)  # once per process; timed apart from the checks
         t_spark = _time.monotonic() - t
@@ -260,15 +260,7 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
     dur_valid: Verdict = False if dur_bad else (True if per_key_complete else UNKNOWN)
     anomalies = dict(q["anomalies"])
     anomalies.update(dur_anoms)
-    fr_valid: Verdict = True
-    if coverage is not None:
-        # acknowledged writes whose loss would count, in keys no final read covered
-        judged = ("all", "None") + (("1",) if opts.strict_acks1 else ())
-        at_stake = {k: sum(n for lv, n in acked.items() if lv in judged)
-                    for k, acked in merged["unverified_acked"].items()}
-        at_stake = {k: n for k, n in sorted(at_stake.items()) if n}
-        fr_valid = UNKNOWN if at_stake else True
-        coverage = {"valid": fr_valid, **coverage, "unverified_acked_writes": at_stake}
+    fr_valid, coverage = _final_reads_verdict(coverage, merged, opts)
     q["worst_realtime_lag"] = scan.lag.result()
     q["consume_counts"] = scan.consume.result()
     q["info_txn_causes"] = scan.causes.result()
@@ -297,22 +289,43 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
                   "warning_count": len(proj.warnings), "history": proj.counts},
         "checkers": {
             "queue": q,
-            "durability": {"valid": dur_valid,
-                           "complete": per_key_complete,
-                           "anomaly_types": sorted(dur_anoms),
-                           "bad_anomaly_types": dur_bad,
-                           # the whole count: the examples stop at EXAMPLES
-                           "counts": {name: durability[label]["lost"] for label, name in LOSS_ANOMALY.items()
-                                      if name in dur_anoms},
-                           "examples": dur_anoms,
-                           "strict_acks1": opts.strict_acks1,
-                           "rule": "acks=all acknowledged records must survive; "
-                                   "acks=1/0 losses are reported (lost-acks1-write, "
-                                   "lost-acks0-write), acks=1 ones invalid only with strict_acks1"},
+            "durability": _durability_checker(durability, dur_anoms, dur_bad, dur_valid, per_key_complete,
+                                              opts.strict_acks1),
             **({"final-reads": coverage} if coverage is not None else {}),
             **({"processing": processing} if processing is not None else {}),
         },
     }
+
+
+def _final_reads_verdict(coverage: dict[str, Any] | None, merged: dict[str, Any],
+                         opts: Any) -> tuple[Verdict, dict[str, Any] | None]:
+    """Unknown when a key no final read covered holds acknowledged writes
+    whose loss would count; the coverage with that verdict and those writes."""
+    if coverage is None:
+        return True, None
+    judged = ("all", "None") + (("1",) if opts.strict_acks1 else ())
+    at_stake = {k: sum(n for lv, n in acked.items() if lv in judged)
+                for k, acked in merged["unverified_acked"].items()}
+    at_stake = {k: n for k, n in sorted(at_stake.items()) if n}
+    fr_valid: Verdict = UNKNOWN if at_stake else True
+    return fr_valid, {"valid": fr_valid, **coverage, "unverified_acked_writes": at_stake}
+
+
+def _durability_checker(durability: dict[str, Any], anomalies: dict[str, Any], bad: list[str],
+                        valid: Verdict, complete: bool, strict_acks1: bool) -> dict[str, Any]:
+    """results.json's ``checkers.durability``."""
+    return {"valid": valid,
+            "complete": complete,
+            "anomaly_types": sorted(anomalies),
+            "bad_anomaly_types": bad,
+            # the whole count: the examples stop at EXAMPLES
+            "counts": {name: durability[label]["lost"] for label, name in LOSS_ANOMALY.items()
+                       if name in anomalies},
+            "examples": anomalies,
+            "strict_acks1": strict_acks1,
+            "rule": "acks=all acknowledged records must survive; "
+                    "acks=1/0 losses are reported (lost-acks1-write, "
+                    "lost-acks0-write), acks=1 ones invalid only with strict_acks1"}
 
 
 def _check_linearizable(ops: list[Op], model: str, budget: float,

@@ -39,6 +39,7 @@ import math
 from typing import Any, Iterable
 
 from checkers.history.op import Op
+from checkers.queue.project import project
 
 EXAMPLES = 32
 
@@ -196,8 +197,6 @@ def merge_durability(partials: Iterable[dict[str, dict[str, Any]]]) -> dict[str,
 def check_durability(ops: list[Op]) -> dict[str, dict[str, Any]]:
     """Durability accounting of a queue history: ``{"acks=all": {"acked",
     "lost", "lost_rate", "lost_rate_ci95", ...}, "acks=1": {...}, ...}``."""
-    from checkers.queue.project import project
-
     proj = project(ops)
     return merge_durability(key_durability(k, evs) for k, evs in proj.keys.items())
 

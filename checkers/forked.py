@@ -32,14 +32,19 @@ def can_fork() -> bool:
 class Forked:
     """``fn(out, *args)`` run in a forked process, ``out`` a binary file it
     writes its part to; :meth:`output` waits for it and gives the file to
-    read (None if the process failed), :meth:`close` ends it and removes
-    the file. A context manager."""
+    read (None if the process failed), or the part is read from ``file``
+    by position as it grows while :meth:`running`; :meth:`close` ends it
+    and removes the file. A context manager."""
 
     def __init__(self, fn: Callable[..., None], *args: Any) -> None:
         self.file = tempfile.TemporaryFile(prefix="kraftwerk-part-")
         ctx = multiprocessing.get_context("fork")  # it flushes this process's output before forking
         self.proc = ctx.Process(target=_run, args=(fn, args, self.file.fileno()), daemon=True)
         self.proc.start()
+
+    def running(self) -> bool:
+        """Whether the process has not ended yet (its output may still grow)."""
+        return self.proc.exitcode is None and self.proc.is_alive()
 
     def output(self) -> IO[bytes] | None:
         self.proc.join()

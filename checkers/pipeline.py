@@ -29,6 +29,7 @@ remote cluster needs nothing but Python and PySpark.
 from __future__ import annotations
 
 import atexit
+import gc
 import io
 from array import array
 import marshal
@@ -45,6 +46,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from checkers.forked import MIN_OPS, Forked, can_fork
+from checkers.queue.columns import KeyEvents, events_from_payload
+from checkers.queue.keycheck import check_key
+from checkers.queue.keyfast import check_clean_key
 
 ENGINES = ("inline", "spark")
 
@@ -129,7 +133,7 @@ def get_spark(master: str | None = None) -> Any:
         log4j = private / "log4j2.properties"
         if not log4j.exists():
             _create(log4j, _LOG4J.encode())
-        from pyspark.sql import SparkSession
+        from pyspark.sql import SparkSession  # here: a JVM-backed import of a second, only for Spark
 
         java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
         b = (SparkSession.builder.master(master).appName("kraftwerk-check")
@@ -176,10 +180,6 @@ def stop_spark() -> None:
 
 def _run_partition(rows: Iterator[Any], want_rw: bool, all_errors: bool = False) -> Iterator[bytes]:
     """Executor side: read each key's file and check the key."""
-    import gc
-
-    from checkers.queue.keycheck import check_key
-
     gc.disable()  # short-lived worker, acyclic data: skip collector passes
     try:
         for row in rows:
@@ -194,16 +194,12 @@ def _run_partition(rows: Iterator[Any], want_rw: bool, all_errors: bool = False)
 def _dump_key(keys: Mapping[str, list], key: str) -> bytes:
     """A key's file: its columns when the projection keeps them
     (:class:`checkers.queue.columns.KeyEvents`), else its events."""
-    from checkers.queue.columns import KeyEvents
-
     if isinstance(keys, KeyEvents):
         return marshal.dumps(("columns", keys.payload(key)))
     return marshal.dumps(("events", (key, keys[key])))
 
 
 def _load_key(b: bytes) -> tuple[str, list]:
-    from checkers.queue.columns import events_from_payload
-
     tag, payload = marshal.loads(b)
     return events_from_payload(payload) if tag == "columns" else payload
 
@@ -260,8 +256,6 @@ def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str
     ``release``: each key's columns are freed once handed over (the
     projection's keys are then names only), so the driver's memory does
     not hold the history and the results at once."""
-    from checkers.queue.columns import KeyEvents
-
     drop = keys.release if release and isinstance(keys, KeyEvents) else (lambda _k: None)
     if engine == "inline":
         names = list(keys)
@@ -277,7 +271,7 @@ def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str
     if not keys:
         return []
     spark = get_spark(spark_master)
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import StringType, StructField, StructType  # only for Spark (see get_spark)
 
     schema = StructType([StructField("key", StringType(), False),
                          StructField("path", StringType(), False)])
@@ -306,10 +300,6 @@ def _inline(keys: Mapping[str, list], names: list[str], want_rw: bool, deadline:
             all_errors: bool, drop: Callable[[str], None]) -> tuple[list[dict[str, Any]], bool]:
     """The per-key checks of ``names`` here, in order: the results, and
     whether every key was checked before ``deadline``."""
-    from checkers.queue.columns import KeyEvents
-    from checkers.queue.keycheck import check_key
-    from checkers.queue.keyfast import check_clean_key
-
     # a clean key of the plain shape is checked from its columns
     # (checkers.queue.keyfast), the same result; any other key as events
     columnar = isinstance(keys, KeyEvents) and not keys.assigns

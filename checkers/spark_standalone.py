@@ -18,6 +18,7 @@ and stopped (the whole process group) on exit.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -39,8 +40,6 @@ def _free_port() -> int:
 
 def _preexec() -> None:  # pragma: no cover - runs in the child
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass

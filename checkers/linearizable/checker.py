@@ -19,6 +19,7 @@ as Knossos answers; :func:`checkers.check.check_history` calls such a run
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Generator, Iterable
 
 from checkers.verdict import UNKNOWN, combine
@@ -90,8 +91,9 @@ def check(
     linearizable the verdict is settled, so the searches still running after
     that round are stopped (reported "unknown", cause ``"stopped"``) instead
     of spending the rest of the budget on them; every key still gets its
-    first slice, so small keys are decided either way. Pass False to search
-    every key to the end of the budget (all failing keys reported).
+    first turn (:data:`FIRST_TURN` steps), so small keys are decided either
+    way. Pass False to search every key to the end of the budget (all
+    failing keys reported). Later turns are ``slice_steps`` long.
 
     Returns a dict: ``valid`` (True / False / "unknown"), ``cause`` (when
     unknown), ``keys`` (per-key results, keyed by the key's name), for the
@@ -104,63 +106,88 @@ def check(
     t0 = time.monotonic()
     mdl = make_model(model, **model_options)
     subs, counts = prepare(ops, mdl)
-    deadline = t0 + max(0.0, float(time_budget))
-    mem_limit = float(memory_budget_mb) * 1024 * 1024
-
-    running: list[tuple[Any, SubHistory, Any, Any]] = []
-    results: dict[Any, dict[str, Any]] = {}
+    quantum = max(1, min(FIRST_TURN, slice_steps))
+    running = []
     for key, sub in subs.items():
         try:
             init = mdl.init_for(key)
         except (TypeError, ValueError) as e:
             raise ModelError(f"model {mdl.name}: bad initial state for key {key!r}: {e}") from None
         prob = compile_problem(sub.ops, mdl, init)
-        running.append((key, sub, prob, _key_search(sub, prob, mdl, slice_steps)))
-
+        running.append(_Key(key, sub, _key_search(sub, prob, mdl, quantum, slice_steps)))
     # Smallest sub-histories first: cheap verdicts land early.
-    running.sort(key=lambda r: len(r[1].ops))
-    progress: dict[Any, Any] = {}
-    cause = None
-    first_round = True
-    while running and (cause is None or first_round):
-        still = []
-        for item in running:
-            key, sub, prob, gen = item
-            # Every key gets at least one slice, so small keys are always
-            # decided even when a big one ate the budget first.
-            if cause is None or first_round:
-                try:
-                    progress[key] = next(gen)
-                except StopIteration as stop:
-                    results[key] = _key_result(sub, stop.value)
-                    progress.pop(key, None)
-                    if stop_on_failure and stop.value.valid is False:
-                        cause = "stopped"
-                    continue
-                except ModelError as e:
-                    raise ModelError(f"key {_key_name(key)}: {e}") from None
-                if cause is not None:
-                    pass
-                elif time.monotonic() >= deadline:
-                    cause = "timeout"
-                elif sum(p.mem_estimate for p in progress.values()) >= mem_limit:
-                    cause = "memory"
-            still.append(item)
-        running = still
-        first_round = False
-    for key, sub, prob, gen in running:
-        gen.close()
-        results[key] = _unknown_result(sub, progress.get(key), cause or "timeout")
-
-    return _assemble(mdl, subs, results, counts, time.monotonic() - t0, cause)
+    running.sort(key=lambda r: len(r.sub.ops))
+    sched = _Scheduler(t0 + max(0.0, float(time_budget)), float(memory_budget_mb) * 1024 * 1024,
+                       stop_on_failure)
+    results = sched.run(running, max(1, slice_steps // quantum))
+    return _assemble(mdl, subs, results, counts, time.monotonic() - t0, sched.cause)
 
 
-def _key_search(sub: SubHistory, prob: Any, mdl: Model, slice_steps: int
+#: steps of every key's first turn: enough for most keys to be decided, and
+#: small, so that with ``stop_on_failure`` the keys run after the first one
+#: found failing cost little
+FIRST_TURN = 100
+
+
+@dataclass
+class _Key:
+    key: Any
+    sub: SubHistory
+    gen: Generator[SearchResult, None, SearchResult]
+
+
+class _Scheduler:
+    """Round-robin turns over the keys' searches under one time and memory
+    budget: the first round one :data:`FIRST_TURN` each (every key gets it,
+    even past the budget), later ones ``slice_steps`` each until every key
+    is decided or the budget (or, with ``stop_on_failure``, a failing key)
+    ends the run."""
+
+    def __init__(self, deadline: float, mem_limit: float, stop_on_failure: bool) -> None:
+        self.deadline, self.mem_limit, self.stop_on_failure = deadline, mem_limit, stop_on_failure
+        self.cause: str | None = None
+        self.results: dict[Any, dict[str, Any]] = {}
+        self.progress: dict[Any, SearchResult] = {}
+
+    def run(self, running: list[_Key], turn: int) -> dict[Any, dict[str, Any]]:
+        """Every key's first turn, then turns of ``turn`` quanta until all
+        are decided or the run is over (the rest of that round is skipped)."""
+        running = [k for k in running if not self._turn(k, 1)]
+        while running and self.cause is None:
+            running = [k for k in running if self.cause is not None or not self._turn(k, turn)]
+        for k in running:
+            k.gen.close()
+            self.results[k.key] = _unknown_result(k.sub, self.progress.get(k.key), self.cause or "timeout")
+        return self.results
+
+    def _turn(self, k: _Key, quanta: int) -> bool:
+        """Run one key for ``quanta`` of its search; True when decided."""
+        try:
+            for _ in range(quanta):
+                self.progress[k.key] = next(k.gen)
+        except StopIteration as stop:
+            self.results[k.key] = _key_result(k.sub, stop.value)
+            self.progress.pop(k.key, None)
+            if self.stop_on_failure and stop.value.valid is False and self.cause is None:
+                self.cause = "stopped"
+            return True
+        except ModelError as e:
+            raise ModelError(f"key {_key_name(k.key)}: {e}") from None
+        if self.cause is None:
+            if time.monotonic() >= self.deadline:
+                self.cause = "timeout"
+            elif sum(p.mem_estimate for p in self.progress.values()) >= self.mem_limit:
+                self.cause = "memory"
+        return False
+
+
+def _key_search(sub: SubHistory, prob: Any, mdl: Model, quantum: int, slice_steps: int
                 ) -> Generator[SearchResult, None, SearchResult]:
-    """WGL over the whole key, with window refutation (:mod:`.windows`)
-    interleaved (:data:`WINDOW_SHARE` slices to one) when the model has a
+    """WGL over the whole key, yielding every ``quantum`` steps, with window
+    refutation (:mod:`.windows`) interleaved (:data:`WINDOW_SHARE` quanta to
+    one) once WGL has had ``slice_steps`` steps, when the model has a
     wildcard state: the first to decide answers (a window can only refute)."""
-    full = search(prob, mdl, slice_steps)
+    full = search(prob, mdl, quantum)
     windows: Any = None
     started = mdl.any_state() is None  # no wildcard: no windows
     while True:
@@ -170,11 +197,11 @@ def _key_search(sub: SubHistory, prob: Any, mdl: Model, slice_steps: int
             return stop.value
         # most keys are decided within WGL's first slice: windows join after
         # it, starting where that search keeps failing
-        if not started:
+        if not started and progress.steps >= slice_steps:
             started = True
-            windows = refute(sub.ops, mdl, slice_steps, focus=progress.frontier)
-        else:
-            for _ in range(WINDOW_SHARE if windows is not None else 0):
+            windows = refute(sub.ops, mdl, quantum, focus=progress.frontier)
+        elif windows is not None:
+            for _ in range(WINDOW_SHARE):
                 try:
                     next(windows)
                 except StopIteration as stop:

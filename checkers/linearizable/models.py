@@ -27,8 +27,11 @@ and Porcupine's kv model for ``kv``; see each class.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Hashable
+
+from .lookahead import PrefixIndex, ScanIndex
 
 __all__ = [
     "Model",
@@ -145,6 +148,32 @@ class Model:
         in a field of its own (``{"key": k, "value": v}``, Porcupine's and
         some Jepsen tests' shape) is then read as ``[k, v]``."""
         return False
+
+    #: whether the search looks ahead (:mod:`.lookahead`) with
+    #: :meth:`resets`, :meth:`reset_state`, :meth:`reaches`; off, it never asks
+    looks_ahead = False
+
+    def resets(self, f: str, value: Any) -> bool:
+        """Whether the op may take the state where :meth:`reaches` did not
+        foresee (kv: a put). Default: every op that is not read-only."""
+        return not self.read_only(f, value)
+
+    def reset_state(self, f: str, value: Any) -> Hashable | None:
+        """The state a resetting op leaves whatever the state before it
+        (kv: a put's value), or None when that depends on the state before."""
+        return None
+
+    def reaches(self, state: Hashable, f: str, value: Any) -> bool:
+        """Whether ops that do not :meth:`reset <resets>` can take ``state``
+        to one in which the read-only op ``(f, value)`` succeeds (no means no
+        linearization goes on from ``state`` while that read is to come with
+        no reset before it). Default: yes."""
+        return True
+
+    def observer_index(self, observed: list[tuple[str, Any]]) -> ScanIndex:
+        """Which of the read-only ops ``observed`` a state can reach, as a
+        bitset (see :mod:`.lookahead`); default: :meth:`reaches` on each."""
+        return ScanIndex(observed, self.reaches)
 
 
 def _independent_split(independent: bool, f: str, value: Any) -> list[tuple[Any, str, Any]]:
@@ -409,6 +438,31 @@ class KV(Model):
         ``suffix``" — what appends to an unknown value leave."""
         return (ANY, "")
 
+    looks_ahead = True
+
+    def resets(self, f: str, value: Any) -> bool:
+        return f == "put"
+
+    def reset_state(self, f: str, value: Any) -> Hashable | None:
+        return value if f == "put" else None
+
+    def reaches(self, state: Hashable, f: str, value: Any) -> bool:
+        """Appends only lengthen the string: a get still to come with no put
+        before it reads the state followed by what was appended (from a
+        wildcard: something, the suffix, then the appends)."""
+        if type(value) is not str:
+            return True
+        if type(state) is str:
+            return value.startswith(state)
+        if type(state) is tuple and type(state[1]) is str:
+            return state[1] in value
+        return True
+
+    def observer_index(self, observed: list[tuple[str, Any]]) -> ScanIndex:
+        if all(type(v) is str for _, v in observed):
+            return PrefixIndex(observed, self.reaches)
+        return ScanIndex(observed, self.reaches)
+
     def is_any(self, state: Hashable) -> bool:
         return type(state) is tuple
 
@@ -504,8 +558,6 @@ class KafkaLog(Model):
         return all(m[0] == "poll" for m in value)
 
     def refine(self, key: Any, ops: list) -> list:
-        from collections import Counter
-
         sent = Counter(m[2] for o in ops for m in o.value if m[0] == "send")
         seen: dict[Any, set] = {}
         for o in ops:

@@ -97,35 +97,61 @@ def _with_key(iop: Op, rop: Op | None, value: Any) -> Any:
     return value
 
 
+#: (invocation position, invocation, completion position or None, completion or None)
+Pair = tuple[int, Op, "int | None", "Op | None"]
+
+
 def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory], dict[str, int]]:
     """Pair, filter and partition ``history``. Returns ``(subs, counts)``
     where ``subs`` maps key -> :class:`SubHistory` (key ``None`` for an
     unpartitioned model) and ``counts`` says what was seen and dropped."""
-    pending: dict[Any, tuple[int, Op]] = {}
-    pairs: list[tuple[int, Op, int | None, Op | None]] = []
     counts = {"ops": 0, "ok": 0, "fail": 0, "info": 0, "crashed": 0, "skipped": 0}
-    pos = -1
+    pairs = _pairs(history, model, counts)
+    uf = _UnionFind() if model.joint_keys else None
+    pieces, dropped = _pieces(pairs, model, counts, uf)
+    subs = _group(pieces, uf, dropped)
+    for key, sub in subs.items():
+        n = len(sub.ops)
+        sub.ops = model.refine(key, sub.ops)
+        sub.dropped += n - len(sub.ops)
+        sub.ops.sort(key=_by_call)
+    return subs, counts
+
+
+def _by_call(o: LinOp) -> int:
+    return o.call
+
+
+def _pairs(history: Iterable[Any], model: Model, counts: dict[str, int]) -> list[Pair]:
+    """Invocations matched with their process's next completion, in
+    completion order (crashed ones last); ``fail`` completions the model
+    does not read as observations are dropped."""
+    pending: dict[Any, tuple[int, Op]] = {}
+    pairs: list[Pair] = []
+    n = skipped = 0
     for pos, raw in enumerate(history):
-        op = _as_op(raw, pos)
-        counts["ops"] += 1
-        if op.process == "nemesis" or _name(op.process) == "nemesis":
-            counts["skipped"] += 1
-            continue
-        t = _name(op.type)
+        op = raw if type(raw) is Op else _as_op(raw, pos)
+        n += 1
         p = op.process
         if type(p) is not int:
+            if p == "nemesis" or _name(p) == "nemesis":
+                skipped += 1
+                continue
             p = freeze(p)  # any JSON value may name a process; keys must hash
+        t = op.type
+        if type(t) is not str:
+            t = _name(t)
         if t == "invoke":
             prev = pending.pop(p, None)
             if prev is not None:
                 # The process moved on without completing: indeterminate.
                 pairs.append((prev[0], prev[1], None, None))
             pending[p] = (pos, op)
-        elif t in ("ok", "fail", "info"):
+        elif t == "ok" or t == "fail" or t == "info":
             inv = pending.pop(p, None)
             if inv is None:
                 if t == "info":
-                    counts["skipped"] += 1  # a bare info (no invocation) says nothing
+                    skipped += 1  # a bare info (no invocation) says nothing
                     continue
                 raise HistoryError(
                     f"op {_index(op, pos)}: {t} completion for process {p!r} without an invocation")
@@ -141,32 +167,57 @@ def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory]
             raise HistoryError(f"op {_index(op, pos)}: type {t!r} is not one of invoke/ok/fail/info")
     for ipos, iop in pending.values():
         pairs.append((ipos, iop, None, None))
+    counts["ops"] += n
+    counts["skipped"] += skipped
+    return pairs
 
-    subs: dict[Any, SubHistory] = {}
+
+def _pieces(pairs: list[Pair], model: Model, counts: dict[str, int], uf: _UnionFind | None
+            ) -> tuple[list[tuple[Any, LinOp]], dict[Any, int]]:
+    """Each pair split by the model into per-key ops; the sound reductions
+    (no-ops, crashed read-only ops) counted per key instead of kept."""
     keyed = model.keyed()
-    uf = _UnionFind() if model.joint_keys else None
+    split, is_noop, read_only = model.split, model.is_noop, model.read_only
     pieces: list[tuple[Any, LinOp]] = []
     dropped: dict[Any, int] = {}
+    crashed = 0
     for ipos, iop, rpos, rop in pairs:
         if rop is None:
-            counts["crashed"] += 1
-        f = str(_name(iop.f if rop is None else rop.f))
-        value = rop.value if rop is not None and rop.value is not None else iop.value
-        if keyed:
+            crashed += 1
+            f = iop.f
+            value = iop.value
+        else:
+            f = rop.f
+            value = rop.value if rop.value is not None else iop.value
+        if type(f) is not str:
+            f = str(_name(f))
+        if keyed and ("key" in iop.extra or (rop is not None and "key" in rop.extra)):
             value = _with_key(iop, rop, value)
         try:
-            split = model.split(f, value)
+            parts = split(f, value)
         except ModelError as e:
             raise HistoryError(f"op {_index(iop, ipos)}: {e}") from None
-        for key, pf, pv in split:
-            if model.is_noop(pf, pv) or (rpos is None and model.read_only(pf, pv)):
+        ii = iop.index
+        if not isinstance(ii, int) or ii < 0:
+            ii = ipos
+        ri = None if rop is None or rpos is None else _index(rop, rpos)
+        for key, pf, pv in parts:
+            if is_noop(pf, pv) or (rpos is None and read_only(pf, pv)):
                 k0 = key[0] if uf is not None and key else key
                 dropped[k0] = dropped.get(k0, 0) + 1
                 continue
             if uf is not None:
                 uf.union(key)
-            pieces.append((key, LinOp(ipos, rpos, pf, pv, _index(iop, ipos),
-                                      None if rop is None else _index(rop, rpos))))
+            pieces.append((key, LinOp(ipos, rpos, pf, pv, ii, ri)))
+    counts["crashed"] += crashed
+    return pieces, dropped
+
+
+def _group(pieces: list[tuple[Any, LinOp]], uf: _UnionFind | None,
+           dropped: dict[Any, int]) -> dict[Any, SubHistory]:
+    """Pieces gathered per key; with joint keys (union-find), per group of
+    keys, each named by its set of keys."""
+    subs: dict[Any, SubHistory] = {}
     for key, lop in pieces:
         if uf is not None:
             key = uf.find(key[0]) if key else None
@@ -174,24 +225,17 @@ def prepare(history: Iterable[Any], model: Model) -> tuple[dict[Any, SubHistory]
         if sub is None:
             sub = subs[key] = SubHistory(key)
         sub.ops.append(lop)
-    if uf is not None:
-        # Name each joint sub-history by its set of keys.
-        groups: dict[Any, set] = {}
-        for k in uf.parent:
-            groups.setdefault(uf.find(k), set()).add(k)
-        renamed: dict[Any, SubHistory] = {}
-        for root, sub in subs.items():
-            ks = frozenset(groups.get(root, {root})) if root is not None else frozenset()
-            sub.key = ks
-            renamed[ks] = sub
-        subs = renamed
-    else:
+    if uf is None:
         for k, n in dropped.items():
             if k in subs:
                 subs[k].dropped = n
-    for key, sub in subs.items():
-        n = len(sub.ops)
-        sub.ops = model.refine(key, sub.ops)
-        sub.dropped += n - len(sub.ops)
-        sub.ops.sort(key=lambda o: o.call)
-    return subs, counts
+        return subs
+    groups: dict[Any, set] = {}
+    for k in uf.parent:
+        groups.setdefault(uf.find(k), set()).add(k)
+    renamed: dict[Any, SubHistory] = {}
+    for root, sub in subs.items():
+        ks = frozenset(groups.get(root, {root})) if root is not None else frozenset()
+        sub.key = ks
+        renamed[ks] = sub
+    return renamed

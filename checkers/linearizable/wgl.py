@@ -32,6 +32,12 @@ away fails, the configuration fails: backtracking pops straight through it
 instead of trying to delay it. (Not from a wildcard state,
 :meth:`~.models.Model.is_any`: there a read narrows the state.)
 
+And, for models that know how their states grow (``Model.looks_ahead``,
+kv), a look-ahead (:mod:`.lookahead`): a new configuration whose state can
+no longer reach a read still to come, with no reset able to come first, is
+cached as explored and not lifted. Its dead end is noted at that read's
+return, where the walk would have died at the latest.
+
 Hot-loop representation, chosen for CPython: entries are ints indexing flat
 lists (``nxt``, ``prv``, ``match``); model states are interned to ints; each
 distinct op gets a transition memo ``{state_id: next_state_id or -1}`` shared
@@ -58,6 +64,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Generator
 
+from .lookahead import LookAhead
 from .models import Model
 from .prepare import LinOp
 
@@ -97,86 +104,97 @@ class SearchResult:
     blocked: int | None = None    # op number of the op that could not be linearized
     window: tuple[int, int] | None = None  # set when a window refuted (see .windows)
     frontier: int | None = None   # progress: op number of the latest return reached in a dead end
+    pruned: int = 0               # configurations the look-ahead ruled out (cached, never lifted)
     final_state: Any = None
 
 
 def compile_problem(ops: list[LinOp], model: Model, init_state: Any,
                     reads_first: bool = True) -> Problem:
-    """``reads_first=False`` turns the read-only pruning off altogether."""
+    """``ops`` sorted by call, as :func:`~.prepare.prepare` leaves them;
+    ``reads_first=False`` turns the read-only pruning off altogether."""
     n = len(ops)
-    # Events: (position, kind, op number); kind 0 call, 1 return. Positions
-    # are distinct history positions; crashed returns go after everything.
-    events: list[tuple[float, int, int]] = []
-    for i, o in enumerate(ops):
-        events.append((o.call, 0, i))
-    crashed: list[int] = []
-    for i, o in enumerate(ops):
-        if o.ret is None:
-            crashed.append(i)
-        else:
-            events.append((o.ret, 1, i))
-    events.sort()
     size = 2 * n + 2
-    nxt = list(range(1, size + 1))
-    nxt[-1] = -1
-    prv = list(range(-1, size - 1))
     match = [0] * size
     opno = [-1] * size
     num = [0] * size
     rows: list[Any] = [None] * size
     opkeys: list[Any] = [None] * size
     rank = [-1] * size
-    call_entry = [0] * n
-    memo: dict[Any, dict] = {}
-    e = 1
-    r = 0
-    for _, kind, i in events:
-        opno[e] = i
-        if kind == 0:
-            call_entry[i] = e
-            o = ops[i]
-            key = (o.f, o.value)
-            opkeys[e] = key
-            row = memo.get(key)
-            if row is None:
-                row = memo[key] = {}
-            rows[e] = row
-        else:
-            match[call_entry[i]] = e
-            match[e] = 0
-            rank[e] = r
-            r += 1
-        e += 1
-    gate = [0] * size
     read_only = bytearray(size)
-    for c in call_entry:
-        f, v = opkeys[c]
-        read_only[c] = 1 if reads_first and model.read_only(f, v) else 0
-    last_same: dict[Any, int] = {}
-    for i in crashed:
-        opno[e] = i
-        c = call_entry[i]
-        match[c] = e
-        match[e] = -1
-        e += 1
-    # Completed ops numbered in call order (ops are sorted by call), crashed
-    # ops likewise in their own numbering.
+    call_entry = _entries(ops, match, opno, rank)
+    memo: dict[Any, dict] = {}
+    reads: dict[Any, int] = {}
     n_ok = n_crashed = 0
     for i, o in enumerate(ops):
+        c = call_entry[i]
+        key = (o.f, o.value)
+        opkeys[c] = key
+        row = memo.get(key)
+        if row is None:
+            row = memo[key] = {}
+            reads[key] = 1 if reads_first and model.read_only(o.f, o.value) else 0
+        rows[c] = row
+        read_only[c] = reads[key]
+        # completed ops numbered in call order, crashed ops in their own numbering
         if o.ret is None:
-            num[call_entry[i]] = ~n_crashed
+            num[c] = ~n_crashed
             n_crashed += 1
         else:
-            num[call_entry[i]] = n_ok
+            num[c] = n_ok
             n_ok += 1
-    for i in sorted(crashed, key=lambda i: call_entry[i]):
-        c = call_entry[i]
-        gate[c] = last_same.get(opkeys[c], 0)
-        last_same[opkeys[c]] = c
-    assert e == size - 1
-    match[size - 1] = -1  # tail
-    return Problem(ops, nxt, prv, match, opno, num, rows, opkeys, rank, gate, read_only,
-                   init_state)
+    nxt = list(range(1, size + 1))
+    nxt[-1] = -1
+    prv = list(range(-1, size - 1))
+    return Problem(ops, nxt, prv, match, opno, num, rows, opkeys, rank,
+                   _gates(ops, call_entry, opkeys, size), read_only, init_state)
+
+
+def _entries(ops: list[LinOp], match: list[int], opno: list[int], rank: list[int]) -> list[int]:
+    """Number the entries in history order (calls and ok returns by their
+    positions, which are distinct; crashed returns after them, then the
+    tail), filling ``match``, ``opno`` and ``rank``; returns op -> its call
+    entry."""
+    width = 2 * len(ops)
+    codes = []
+    for i, o in enumerate(ops):
+        codes.append(o.call * width + 2 * i)
+        if o.ret is not None:
+            codes.append(o.ret * width + 2 * i + 1)
+    codes.sort()
+    call_entry = [0] * len(ops)
+    e = r = 0
+    for x in codes:
+        e += 1
+        code = x % width
+        i = code >> 1
+        opno[e] = i
+        if code & 1:
+            match[call_entry[i]] = e
+            rank[e] = r
+            r += 1
+        else:
+            call_entry[i] = e
+    for i, o in enumerate(ops):
+        if o.ret is None:
+            e += 1
+            opno[e] = i
+            match[call_entry[i]] = e
+            match[e] = -1
+    match[e + 1] = -1  # tail
+    return call_entry
+
+
+def _gates(ops: list[LinOp], call_entry: list[int], opkeys: list[Any], size: int) -> list[int]:
+    """Crashed call entry -> the previous crashed call (in call order) with
+    the same op, or 0 (see the symmetry pruning in the module doc)."""
+    gate = [0] * size
+    last_same: dict[Any, int] = {}
+    for i, o in enumerate(ops):
+        if o.ret is None:
+            c = call_entry[i]
+            gate[c] = last_same.get(opkeys[c], 0)
+            last_same[opkeys[c]] = c
+    return gate
 
 
 class _States:
@@ -243,21 +261,25 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     """Run WGL on ``p``; yields a progress :class:`SearchResult` every
     ``slice_steps`` steps and returns the final one. The loop is one walk
     over the linked entries: a call that applies and reaches a new
-    configuration is lifted (:func:`_lift`) and the walk restarts; a return
-    reached is a dead end (:func:`_backtrack`); the tail is success."""
+    configuration that the look-ahead (:mod:`.lookahead`, when the model
+    has one) does not rule out is lifted (:func:`_lift`) and the walk
+    restarts; a return reached is a dead end (:func:`_backtrack`); the
+    tail is success."""
     nxt, prv = p.nxt[:], p.prv[:]
     match, num, rows, opkeys, gate = p.match, p.num, p.rows, p.opkeys, p.gate
     lifted = bytearray(len(nxt))
     st = _States(model, p.init_state)
+    ahead = LookAhead(match, opkeys, p.read_only, model) if model.looks_ahead else None
+    la: Any = ahead.start if ahead is not None else None
     cache: set = set()
     # The backtracking stack is a linked list of immutable frames
-    # (entry, state, k, rel, cb, below): pushing and popping are O(1), and so
-    # is keeping a snapshot of the whole path for the failure report.
+    # (entry, state, k, rel, cb, look-ahead frame, below): pushing and popping
+    # are O(1), and so is keeping a snapshot of the path for the report.
     top: Any = None
     res = SearchResult(valid=None)
     s = k = rel = cb = 0   # state id; linearized set (see the module doc)
     e = nxt[0]
-    steps = 0              # lifts + backtracks; lifts == len(cache)
+    steps = 0              # lifts + backtracks
     budget = slice_steps
     dead = _DeadEnds()
     while True:
@@ -274,22 +296,27 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 key = (ns, nk, nrel, ncb)
                 if key not in cache:
                     cache.add(key)
-                    top = (e, s, k, rel, cb, top)
-                    s, k, rel, cb = ns, nk, nrel, ncb
-                    _lift(nxt, prv, e, m)
-                    lifted[e] = 1
-                    e = nxt[0]
-                    steps += 1
-                    if steps >= budget:
-                        budget += slice_steps
-                        yield _report(res, p, steps, cache, st, rel, cb, dead)
-                    continue
+                    nla = la if ahead is None else ahead.after(la, e)
+                    bad = 0 if ahead is None or (nla is la and ns == s) else ahead.doomed(nla, ns, st.states[ns])
+                    if not bad:
+                        top = (e, s, k, rel, cb, la, top)
+                        s, k, rel, cb, la = ns, nk, nrel, ncb, nla
+                        _lift(nxt, prv, e, m)
+                        lifted[e] = 1
+                        e = nxt[0]
+                        steps += 1
+                        if steps >= budget:
+                            budget += slice_steps
+                            yield _report(res, p, steps, cache, st, rel, cb, dead)
+                        continue
+                    res.pruned += 1
+                    _doomed(dead, ahead, bad, p.rank, (e, s, k, rel, cb, la, top))
             e = nxt[e]
         elif m == 0:
             dead.note(p.rank[e], e, top)
             if top is None:
                 break
-            e, s, k, rel, cb, top, n = _backtrack(top, nxt, prv, match, lifted, p.read_only, st.wild)
+            e, s, k, rel, cb, la, top, n = _backtrack(top, nxt, prv, match, lifted, p.read_only, st.wild)
             steps += n
             if e < 0:
                 break
@@ -299,16 +326,34 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
                 yield _report(res, p, steps, cache, st, rel, cb, dead)
         else:
             # A crashed op's return (or the tail): every completed op is in.
-            res.valid = True
-            res.longest = _path(p, top)
-            res.final_state = st.states[s]
-            break
-    if res.valid is None:
-        res.valid = False
-        res.blocked = p.opno[dead.entry] if dead.entry >= 0 else None
-        res.longest = _path(p, dead.top)
+            return _success(res, p, top, st.states[s], steps, cache, st, rel, cb, dead)
+    return _failure(res, p, steps, cache, st, rel, cb, dead)
+
+
+def _success(res: SearchResult, p: Problem, top: Any, state: Any, steps: int, cache: set,
+             st: _States, rel: int, cb: int, dead: _DeadEnds) -> SearchResult:
+    res.valid = True
+    res.longest = _path(p, top)
+    res.final_state = state
     res.max_depth = len(res.longest)
     return _report(res, p, steps, cache, st, rel, cb, dead)
+
+
+def _failure(res: SearchResult, p: Problem, steps: int, cache: set,
+             st: _States, rel: int, cb: int, dead: _DeadEnds) -> SearchResult:
+    res.valid = False
+    res.blocked = p.opno[dead.entry] if dead.entry >= 0 else None
+    res.longest = _path(p, dead.top)
+    res.max_depth = len(res.longest)
+    return _report(res, p, steps, cache, st, rel, cb, dead)
+
+
+def _doomed(dead: "_DeadEnds", ahead: Any, bad: int, rank: list[int], path: Any) -> None:
+    """A configuration the look-ahead ruled out is a dead end at the return
+    of the first observer it cannot reach (see :meth:`.LookAhead.first_return`)."""
+    m = ahead.first_return(bad, rank, dead.rank)
+    if m:
+        dead.note(rank[m], m, path)
 
 
 class _DeadEnds:
@@ -318,7 +363,9 @@ class _DeadEnds:
     __slots__ = ("rank", "entry", "top")
 
     def __init__(self) -> None:
-        self.rank, self.entry, self.top = -1, -1, None
+        self.rank: int = -1
+        self.entry: int = -1
+        self.top: Any = None
 
     def note(self, rank: int, e: int, top: Any) -> None:
         if rank > self.rank:
@@ -326,22 +373,22 @@ class _DeadEnds:
 
 
 def _backtrack(top: Any, nxt: list[int], prv: list[int], match: list[int], lifted: bytearray,
-               ro: bytearray, wild: bytearray) -> tuple[int, int, int, int, int, Any, int]:
+               ro: bytearray, wild: bytearray) -> tuple[int, int, int, int, int, Any, Any, int]:
     """Pop the stack and relink the popped call. A read-only op lifted as
     soon as it applied fails with the configuration it was lifted from (not
     from a wildcard state), so keep popping through those. Returns the
-    restored ``(entry, state, k, rel, cb, top)`` and the steps taken; entry
-    -1 when the initial configuration failed."""
+    restored ``(entry, state, k, rel, cb, look-ahead frame, top)`` and the
+    steps taken; entry -1 when the initial configuration failed."""
     n = 0
     while True:
-        e, s, k, rel, cb, top = top
+        e, s, k, rel, cb, la, top = top
         _unlift(nxt, prv, e, match[e])
         lifted[e] = 0
         n += 1
         if not ro[e] or wild[s]:
-            return e, s, k, rel, cb, top, n
+            return e, s, k, rel, cb, la, top, n
         if top is None:
-            return -1, s, k, rel, cb, top, n
+            return -1, s, k, rel, cb, la, top, n
 
 
 def _report(res: SearchResult, p: Problem, steps: int, cache: set, st: _States,
@@ -356,7 +403,7 @@ def _path(p: Problem, top: Any) -> list[int]:
     out = []
     while top is not None:
         out.append(p.opno[top[0]])
-        top = top[5]
+        top = top[6]
     out.reverse()
     return out
 
@@ -367,7 +414,8 @@ def _progress(res: SearchResult, steps: int, cached: int,
     plus its set slot), interned states (sized by the newest one — states of
     growing models, like kv strings or logs, grow), transition memo entries."""
     res.steps = steps
-    res.lifts, res.backtracks = cached, steps - cached
+    res.lifts = cached - res.pruned
+    res.backtracks = steps - res.lifts
     res.cache_size, res.states = cached, len(states)
     window = (rel.bit_length() + cb.bit_length()) >> 3
     res.mem_estimate = (cached * (150 + window)

@@ -52,6 +52,52 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
     :func:`checkers.queue.graph.find_cycles` would build, when it has no
     cycle; None when that is not shown here (a cycle, or a history whose op
     table is not all 64-bit integers)."""
+    times = _op_times(table)
+    if times is None:
+        return None
+    index, procs, inv_t, cmp_t, has_ct, is_ok = times
+    nodes = _nodes(index, is_ok, table, committed_info)
+    n = len(nodes)
+    ops_of = index[nodes]
+    # op index -> node (an op index twice: the full search's own rule decides)
+    if n and (int(ops_of.min()) < 0 or int(ops_of.max()) >= 4 * len(index) + 1024):
+        return None
+    # node ids in 32 bits while they fit (time points are at most one per
+    # node): the edge arrays are the bulk of the graph, and at 10M
+    # operations every int64 temporary of them is hundreds of megabytes
+    ids = np.int32 if 2 * n < (1 << 31) - 1 else np.int64
+    lookup = np.full(int(ops_of.max()) + 1 if n else 0, -1, dtype=ids)
+    lookup[ops_of] = np.arange(n, dtype=ids)
+    if int(np.count_nonzero(lookup >= 0)) != n:
+        return None
+    kinds = (["ww"] if ww else []) + ["wr"] + (["rw"] if rw else [])
+    edges = _key_edges(key_edges, kinds, lookup, ids)
+    del lookup
+    if edges is None:
+        return None
+    srcs, dsts = edges
+    # process order: consecutive nodes of each process, in table order
+    p_nodes = procs[nodes]
+    by_p = np.argsort(p_nodes, kind="stable").astype(ids)
+    same = p_nodes[by_p][1:] == p_nodes[by_p][:-1]
+    del p_nodes
+    srcs.append(by_p[:-1][same])
+    dsts.append(by_p[1:][same])
+    del by_p, same
+    rank, n_tp = _realtime(nodes, is_ok, has_ct, inv_t, cmp_t, ids, srcs, dsts)
+    src = np.concatenate(srcs)
+    del srcs
+    dst = np.concatenate(dsts)
+    del dsts
+    if not _relax(rank, src, dst, n + n_tp):
+        return None
+    return {"nodes": n, "time_points": n_tp, "edges": int(len(src))}
+
+
+def _op_times(table: OpTable) -> tuple[np.ndarray, ...] | None:
+    """The op table's index, process, invocation and completion time
+    columns, which completions have a time, and which ops are ok, as
+    arrays; None unless they are all 64-bit ints (times within 61 bits)."""
     index = _ints(table.index)
     procs = _ints(table.process)
     inv_t = _ints(table.invoke_time)
@@ -75,38 +121,37 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
                   or int(cmp_t.min()) < -(1 << 61) or int(cmp_t.max()) >= 1 << 61):
         return None
     codes = np.frombuffer(table.type.codes, dtype=np.uint8 if table.type.codes.typecode == "B" else np.uint32)
-    tbl = table.type.table
     is_ok = np.zeros(n_all, dtype=bool)
-    is_info = np.zeros(n_all, dtype=bool)
-    for c, name in enumerate(tbl):
+    for c, name in enumerate(table.type.table):
         if name == "ok":
             is_ok |= codes == c
-        elif name == "info":
-            is_info |= codes == c
-    node_mask = is_ok
-    if committed_info and is_info.any():
-        ci = np.fromiter((x for x in committed_info if type(x) is int and -(1 << 63) <= x < 1 << 63),
-                         dtype=np.int64)
-        node_mask = is_ok | (is_info & np.isin(index, ci))
-    nodes = np.flatnonzero(node_mask)
-    n = len(nodes)
-    ops_of = index[nodes]
-    # op index -> node (an op index twice: the full search's own rule decides)
-    if n and (int(ops_of.min()) < 0 or int(ops_of.max()) >= 4 * n_all + 1024):
-        return None
-    # node ids in 32 bits while they fit (time points are at most one per
-    # node): the edge arrays are the bulk of the graph, and at 10M
-    # operations every int64 temporary of them is hundreds of megabytes
-    ids = np.int32 if 2 * n < (1 << 31) - 1 else np.int64
-    lookup = np.full(int(ops_of.max()) + 1 if n else 0, -1, dtype=ids)
-    lookup[ops_of] = np.arange(n, dtype=ids)
-    if int(np.count_nonzero(lookup >= 0)) != n:
-        return None
+    return index, procs, inv_t, cmp_t, has_ct, is_ok
 
+
+def _nodes(index: np.ndarray, is_ok: np.ndarray, table: OpTable, committed_info: set[int]) -> np.ndarray:
+    """The graph's ops: ok ones, and info ones that must have committed."""
+    node_mask = is_ok
+    if committed_info:
+        codes = np.frombuffer(table.type.codes, dtype=np.uint8 if table.type.codes.typecode == "B" else np.uint32)
+        is_info = np.zeros(len(index), dtype=bool)
+        for c, name in enumerate(table.type.table):
+            if name == "info":
+                is_info |= codes == c
+        if is_info.any():
+            ci = np.fromiter((x for x in committed_info if type(x) is int and -(1 << 63) <= x < 1 << 63),
+                             dtype=np.int64)
+            node_mask = is_ok | (is_info & np.isin(index, ci))
+    return np.flatnonzero(node_mask)
+
+
+def _key_edges(key_edges: list[tuple[str, dict[str, list[int]]]], kinds: list[str], lookup: np.ndarray,
+               ids: Any) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+    """Each key's edges of ``kinds`` as node pairs (sources, destinations),
+    one key at a time (no copy of them all at once); None when one is not
+    a flat list of 64-bit ints."""
     srcs: list[np.ndarray] = []
     dsts: list[np.ndarray] = []
-    kinds = (["ww"] if ww else []) + ["wr"] + (["rw"] if rw else [])
-    for _key, edges in key_edges:  # one key's edges at a time: no copy of them all at once
+    for _key, edges in key_edges:
         for name in kinds:
             e = edges.get(name) or ()
             if len(e) % 2:
@@ -127,18 +172,18 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
             keep = (a >= 0) & (b >= 0) & (a != b)
             srcs.append(a[keep])
             dsts.append(b[keep])
-    del lookup
-    # process order: consecutive nodes of each process, in table order
-    p_nodes = procs[nodes]
-    by_p = np.argsort(p_nodes, kind="stable").astype(ids)
-    same = p_nodes[by_p][1:] == p_nodes[by_p][:-1]
-    del p_nodes
-    srcs.append(by_p[:-1][same])
-    dsts.append(by_p[1:][same])
-    del by_p, same
-    # real time: invocations (every node) and completions (ok nodes with a
-    # time), sorted by time, an invocation before a completion at the same
-    # time, then by position; see find_cycles
+    return srcs, dsts
+
+
+def _realtime(nodes: np.ndarray, is_ok: np.ndarray, has_ct: np.ndarray, inv_t: np.ndarray,
+              cmp_t: np.ndarray, ids: Any, srcs: list[np.ndarray],
+              dsts: list[np.ndarray]) -> tuple[np.ndarray, int]:
+    """Real time: invocations (every node) and completions (ok nodes with a
+    time), sorted by time, an invocation before a completion at the same
+    time, then by position (see find_cycles): their time points and edges
+    appended to ``srcs``/``dsts``; returns each node's and time point's
+    starting rank and the number of time points."""
+    n = len(nodes)
     with_c = np.flatnonzero(is_ok[nodes] & has_ct[nodes]).astype(ids)
     keys = np.concatenate([inv_t[nodes] * 2, cmp_t[nodes][with_c] * 2 + 1])
     seq = np.argsort(keys, kind="stable").astype(ids)
@@ -166,15 +211,10 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
     srcs.append((n + tp_of_inv[has_tp]).astype(ids))
     dsts.append(inv_nodes[has_tp])
     del inv_nodes, has_tp, tp_of_inv
-    total = n + n_tp
-    src = np.concatenate(srcs)
-    del srcs
-    dst = np.concatenate(dsts)
-    del dsts
     # ranks: an op at its completion's place in time order (its
     # invocation's when it has none), a time point just before the
     # invocation that made it
-    rank = np.zeros(total, dtype=np.int64)
+    rank = np.zeros(n + n_tp, dtype=np.int64)
     place = np.empty(len(seq), dtype=np.int64)
     place[seq] = np.arange(len(seq), dtype=np.int64)
     del seq
@@ -182,10 +222,7 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
     rank[with_c] = place[n:] * _GAP
     del place, with_c
     rank[n:] = inv_pos[makes_tp].astype(np.int64) * _GAP - _GAP // 2
-    del inv_pos, makes_tp
-    if not _relax(rank, src, dst, total):
-        return None
-    return {"nodes": n, "time_points": n_tp, "edges": int(len(src))}
+    return rank, n_tp
 
 
 def _relax(rank: np.ndarray, src: np.ndarray, dst: np.ndarray, total: int) -> bool:

@@ -128,9 +128,55 @@ def find_cycles(
         return {"anomalies": {}, "counts": {}, "stats": {**shown, "cyclic_nodes": 0,
                                                          "seconds": round(_time.monotonic() - t0, 3)}}
 
-    # --- nodes ------------------------------------------------------------
-    # flat arrays, not lists of ints: at 1M operations these hold millions
-    # of entries, and an int object per entry was most of the check's memory
+    kinds = ([("ww", WW)] if ww else []) + [("wr", WR)] + ([("rw", RW)] if rw else [])
+    node_of, ops_of, procs, inv, cmp, has_cmp = _graph_nodes(table, committed_info)
+    n_ops = len(ops_of)
+    src = array("q")
+    dst = array("q")
+    typ_ = array("b")
+    _dependency_edges(key_edges, kinds, node_of, src, dst, typ_)
+    check_time()
+    _process_edges(procs, src, dst, typ_)
+    del procs
+    n_nodes = _realtime_edges(inv, cmp, has_cmp, src, dst, typ_, check_time)
+    del inv, cmp
+    check_time()
+
+    # --- prune everything acyclic (Kahn, both directions) -----------------
+    remaining = _prune(n_nodes, src, dst, check_time)
+    stats = {"nodes": n_ops, "time_points": n_nodes - n_ops, "edges": len(src),
+             "cyclic_nodes": len(remaining)}
+    out: dict[str, Any] = {"anomalies": {}, "counts": {}, "stats": stats}
+    if not remaining:
+        stats["seconds"] = round(_time.monotonic() - t0, 3)
+        return out
+    if len(remaining) > max_cyclic_nodes:
+        # networkx needs ~1 KB per node and edge: past this, answer unknown
+        # rather than exhaust the machine's memory
+        raise BudgetExceeded(f"{len(remaining)} nodes on cycles (limit {max_cyclic_nodes})")
+    g = _cyclic_graph(src, dst, typ_, remaining)
+    check_time()
+    edge_keys = _edge_keys(key_edges, kinds, node_of, remaining)
+    try:
+        if not explain:
+            raise BudgetExceeded("not explained")
+        _explain_cycles(g, out, rw, n_ops, ops_of, edge_keys, check_time)
+    except BudgetExceeded as e:
+        out["cut_short"] = str(e) or "budget-exceeded"
+        for name, ex in cycle_exists_cases(g, n_ops, ops_of):
+            if name not in out["counts"]:
+                out["counts"][name] = 1
+                out["anomalies"][name] = [ex]
+    stats["seconds"] = round(_time.monotonic() - t0, 3)
+    return out
+
+
+def _graph_nodes(table: OpTable, committed_info: set[int]) -> tuple[Any, array, list[Any], Col, Col, bytearray]:
+    """The graph's ops (ok ones, and info ones that must have committed):
+    op index -> node, node -> op index, process, invocation time,
+    completion time and whether it has one. Flat arrays, not lists of
+    ints: at 1M operations these hold millions of entries, and an int
+    object per entry was most of the check's memory."""
     node_of = _NodeIndex(table.index)
     ops_of = array("q")
     procs: list[Any] = []
@@ -147,12 +193,12 @@ def find_cycles(
             ok = typ == "ok" and ct is not None
             cmp.append(ct if ok else 0)
             has_cmp.append(ok)
-    n_ops = len(ops_of)
+    return node_of, ops_of, procs, inv, cmp, has_cmp
 
-    src = array("q")
-    dst = array("q")
-    typ_ = array("b")
-    kinds = ([("ww", WW)] if ww else []) + [("wr", WR)] + ([("rw", RW)] if rw else [])
+
+def _dependency_edges(key_edges: list[tuple[str, dict[str, list[int]]]], kinds: list[tuple[str, int]],
+                      node_of: Any, src: array, dst: array, typ_: array) -> None:
+    """Each key's edges of ``kinds`` between graph nodes."""
     for _key, edges in key_edges:
         for name, t in kinds:
             e = edges.get(name) or ()
@@ -163,23 +209,30 @@ def find_cycles(
                     src.append(a)
                     dst.append(b)
                     typ_.append(t)
-    check_time()
 
-    # process order: consecutive ops of each process (table is in completion order)
+
+def _process_edges(procs: list[Any], src: array, dst: array, typ_: array) -> None:
+    """Process order: consecutive ops of each process (the table is in
+    completion order)."""
     last: dict[Any, int] = {}
-    for i in range(n_ops):
-        p = procs[i]
+    for i, p in enumerate(procs):
         j = last.get(p)
         if j is not None:
             src.append(j)
             dst.append(i)
             typ_.append(PROC)
         last[p] = i
-    del last, procs
 
-    # real-time order through time-point nodes: every invocation and
-    # completion time, sorted (stable: ties keep invocations in op order,
-    # then completions), each packed with its position as one integer
+
+def _realtime_edges(inv: Col, cmp: Col, has_cmp: bytearray, src: array, dst: array, typ_: array,
+                    check_time: Callable[[], None]) -> int:
+    """Real-time order through time-point nodes: every invocation and
+    completion time, sorted (stable: ties keep invocations in op order,
+    then completions), each packed with its position as one integer; the
+    completions since the last invocation lead to a new time point, which
+    leads to the next and to every invocation until then. Returns the
+    number of nodes, time points included."""
+    n_ops = len(has_cmp)
     cidx = array("q", (i for i in range(n_ops) if has_cmp[i]))
     n_inv = n_ops
     order = _time_order(inv, cmp, cidx)
@@ -208,25 +261,14 @@ def find_cycles(
                 typ_.append(RT)
         else:
             buffered.append(cidx[e - n_inv])
-    del order, inv, cmp, cidx
-    check_time()
+    return n_nodes
 
-    # --- prune everything acyclic (Kahn, both directions) -----------------
-    remaining = _prune(n_nodes, src, dst, check_time)
-    stats = {"nodes": n_ops, "time_points": n_nodes - n_ops, "edges": len(src),
-             "cyclic_nodes": len(remaining)}
-    out: dict[str, Any] = {"anomalies": {}, "counts": {}, "stats": stats}
-    if not remaining:
-        stats["seconds"] = round(_time.monotonic() - t0, 3)
-        return out
-    if len(remaining) > max_cyclic_nodes:
-        # networkx needs ~1 KB per node and edge: past this, answer unknown
-        # rather than exhaust the machine's memory
-        raise BudgetExceeded(f"{len(remaining)} nodes on cycles (limit {max_cyclic_nodes})")
 
-    # --- networkx on the remainder ------------------------------------------
-    # imported here, not at the top: only a graph with a cycle needs it, and
-    # its import is a good part of a valid history's check
+def _cyclic_graph(src: array, dst: array, typ_: array, remaining: Any) -> nx.DiGraph:
+    """The edges among the nodes left on cycles, as a networkx graph whose
+    edges carry their types."""
+    # networkx imported here, not at the top: only a graph with a cycle
+    # needs it, and its import is a good part of a valid history's check
     import networkx as nx
 
     g = nx.DiGraph()
@@ -236,7 +278,12 @@ def find_cycles(
                 g[a][b]["types"].add(t)
             else:
                 g.add_edge(a, b, types={t})
-    check_time()
+    return g
+
+
+def _edge_keys(key_edges: list[tuple[str, dict[str, list[int]]]], kinds: list[tuple[str, int]],
+               node_of: Any, remaining: Any) -> dict[tuple[int, int], str]:
+    """The first key of each dependency edge among the nodes on cycles."""
     edge_keys: dict[tuple[int, int], str] = {}
     for key, edges in key_edges:
         for name, _t in kinds:
@@ -246,19 +293,7 @@ def find_cycles(
                 b = node_of.get(e[j + 1])
                 if a in remaining and b in remaining:
                     edge_keys.setdefault((a, b), key)
-
-    try:
-        if not explain:
-            raise BudgetExceeded("not explained")
-        _explain_cycles(g, out, rw, n_ops, ops_of, edge_keys, check_time)
-    except BudgetExceeded as e:
-        out["cut_short"] = str(e) or "budget-exceeded"
-        for name, ex in cycle_exists_cases(g, n_ops, ops_of):
-            if name not in out["counts"]:
-                out["counts"][name] = 1
-                out["anomalies"][name] = [ex]
-    stats["seconds"] = round(_time.monotonic() - t0, 3)
-    return out
+    return edge_keys
 
 
 def _explain_cycles(g: nx.DiGraph, out: dict[str, Any], rw: bool, n_ops: int, ops_of: list[int],

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 from array import array
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -88,19 +89,106 @@ def _meet(a: np.ndarray, b: np.ndarray) -> bool:
     return bool((b[at] == a).any())
 
 
+@dataclass
+class _Plain:
+    """A key of the plain shape, as arrays: events (op, process, time,
+    write or not, first record, record count), the sends' and polls' event
+    numbers, each event's meta code and the meta table, the acks level of
+    its sends, and the records (offsets, values)."""
+
+    op: np.ndarray
+    proc: np.ndarray
+    tm: np.ndarray
+    is_w: np.ndarray
+    start: np.ndarray
+    cnt: np.ndarray
+    w_ev: np.ndarray
+    r_ev: np.ndarray
+    meta_c: np.ndarray
+    meta_t: list
+    acks: Any
+    offs: np.ndarray
+    vals: np.ndarray
+
+
 def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[str, Any] | None:
     """:func:`checkers.queue.keycheck.check_key`'s result for a key of the
     plain shape the module doc describes (its columns, no assigns in the
     history), or None for any other key."""
+    k = _plain(cols)
+    if k is None:
+        return None
+    w_ev, r_ev = k.w_ev, k.r_ev
+    # sends: one record each, values distinct
+    s_ix = k.start[w_ev]
+    s_off, s_val = k.offs[s_ix], k.vals[s_ix]
+    by_val = np.argsort(s_val, kind="stable")
+    s_sorted = s_val[by_val]
+    if bool((s_sorted[1:] == s_sorted[:-1]).any()):
+        return None
+    # polls' records, in event order
+    ev_of_pair = np.repeat(np.arange(len(k.op)), k.cnt)
+    r_pairs = np.flatnonzero(~k.is_w[ev_of_pair]) if len(ev_of_pair) else np.zeros(0, np.int64)
+    r_off, r_val, r_event = k.offs[r_pairs], k.vals[r_pairs], ev_of_pair[r_pairs]
+    log = _dense_log(r_off, r_val, s_off, s_val)
+    if log is None:
+        return None
+    log_off, log_val = log
+    uniq, first_at = np.unique(r_val, return_index=True)  # each polled value, where first polled
+    if len(s_val) and not _within(s_sorted, uniq):
+        return None  # a sent value no poll returned: lost-write or unseen
+    r_final = _final_polls(k)
+    if r_final.any():
+        final_ev = np.zeros(len(k.op), dtype=bool)
+        final_ev[r_ev[r_final]] = True
+        if len(s_val) and not _within(s_sorted, np.unique(r_val[final_ev[r_event]])):
+            return None  # the durability rule: a final read missed an acknowledged value
+    r_hi = _contiguous_polls(k, r_final, np.searchsorted(log_off, r_off), r_event,
+                             np.searchsorted(log_off, s_off))
+    if r_hi is None:
+        return None
+    # edges: the writer of each index of the log (-1: no send in this key)
+    writer = np.full(len(log_val), -1, np.int64)
+    if len(s_val):
+        at = np.searchsorted(s_sorted, log_val)
+        at_c = np.minimum(at, len(s_val) - 1)
+        hit = (at < len(s_val)) & (s_sorted[at_c] == log_val)
+        writer[hit] = k.op[w_ev][by_val][at_c][hit]
+    # durability: each send's delay until the first poll that returned it
+    durability: dict[Any, dict[str, Any]] = {}
+    if len(w_ev):
+        seen_t = k.tm[r_event[first_at]]
+        tv = seen_t[np.searchsorted(uniq, s_val)]
+        b = _bucket()
+        b["sent"] = b["acked"] = len(w_ev)
+        b["delays_ns"] = np.maximum(0, tv - k.tm[w_ev]).tolist()
+        durability[k.acks] = b
+    n_log = len(log_val)
+    return {
+        "key": key,
+        "acked": {str(k.acks): len(w_ev)} if len(w_ev) else {},
+        "pid": os.getpid(),
+        "counts": {},
+        "examples": {},
+        "edges": _edges(writer, k.op[r_ev], r_hi, want_rw),
+        "committed_info": [],
+        "durability": durability,
+        "stats": {"sends": len(w_ev), "polls": len(r_ev), "log_length": n_log,
+                  "max_offset": int(log_off[-1]) if n_log else None},
+    }
+
+
+def _plain(cols: KeyColumns) -> _Plain | None:
+    """The key's columns as arrays if it has the plain shape: every event
+    ok, one record per send at one acks level that is not weak, no op both
+    sending and polling it, no extra marks; else None."""
     op, proc, tm = _i64(cols.op), _i64(cols.proc), _i64(cols.time)
     offs, vals = _i64(cols.offs), _i64(cols.vals)
     if op is None or proc is None or tm is None or offs is None or vals is None:
         return None
-    n_ev = len(cols)
-    if n_ev == 0 or any(cols.type):
+    if len(cols) == 0 or any(cols.type):
         return None  # an event that did not complete ok
-    kind = np.frombuffer(bytes(cols.kind), dtype=np.uint8)
-    is_w = kind == 0
+    is_w = np.frombuffer(bytes(cols.kind), dtype=np.uint8) == 0
     end = np.frombuffer(cols.pair_end, dtype=np.int64)
     start = np.concatenate([np.zeros(1, np.int64), end[:-1]])
     cnt = end - start
@@ -118,54 +206,50 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[st
         return None
     if len(w_ev) and len(r_ev) and _meet(op[w_ev], op[r_ev]):
         return None  # an operation both sent to and polled the key
-    ext_t = cols.ext.table
-    if any(x is not None and x is not False and x is not True and x != _ABSENT for x in ext_t):
+    if any(x is not None and x is not False and x is not True and x != _ABSENT for x in cols.ext.table):
         return None
-    # sends: one record each, values distinct
-    s_ix = start[w_ev]
-    s_off, s_val = offs[s_ix], vals[s_ix]
-    by_val = np.argsort(s_val, kind="stable")
-    s_sorted = s_val[by_val]
-    if bool((s_sorted[1:] == s_sorted[:-1]).any()):
-        return None
-    # polls' records, in event order
-    ev_of_pair = np.repeat(np.arange(n_ev), cnt)
-    r_pairs = np.flatnonzero(~is_w[ev_of_pair]) if len(ev_of_pair) else np.zeros(0, np.int64)
-    r_off, r_val, r_event = offs[r_pairs], vals[r_pairs], ev_of_pair[r_pairs]
-    # the version order: one value per offset, one offset per value
+    return _Plain(op, proc, tm, is_w, start, cnt, w_ev, r_ev, meta_c, meta_t, acks, offs, vals)
+
+
+def _dense_log(r_off: np.ndarray, r_val: np.ndarray, s_off: np.ndarray,
+               s_val: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The version order: the distinct (offset, value) pairs polled or
+    sent, by offset, when there is one value per offset and one offset per
+    value; else None."""
     all_off, all_val = np.concatenate([r_off, s_off]), np.concatenate([r_val, s_val])
     pairs = np.lexsort((all_val, all_off))
     all_off, all_val = all_off[pairs], all_val[pairs]
     new = np.r_[True, (all_off[1:] != all_off[:-1]) | (all_val[1:] != all_val[:-1])] if len(pairs) \
         else np.zeros(0, bool)
-    log_off, log_val = all_off[new], all_val[new]  # the distinct pairs by offset: the dense order
+    log_off, log_val = all_off[new], all_val[new]
     if bool((log_off[1:] == log_off[:-1]).any()):
         return None
     v = np.sort(log_val)
     if bool((v[1:] == v[:-1]).any()):
         return None
-    uniq, first_at = np.unique(r_val, return_index=True)  # each polled value, where first polled
-    if len(s_val) and not _within(s_sorted, uniq):
-        return None  # a sent value no poll returned: lost-write or unseen
-    final_c = [c for c, x in enumerate(meta_t) if x is not None and not isinstance(x, str) and x]
-    if final_c:
-        is_final = np.zeros(len(meta_t), dtype=bool)
-        is_final[final_c] = True
-        r_final = is_final[meta_c[r_ev]]
-    else:
-        r_final = np.zeros(len(r_ev), dtype=bool)
-    if r_final.any():
-        final_ev = np.zeros(n_ev, dtype=bool)
-        final_ev[r_ev[r_final]] = True
-        if len(s_val) and not _within(s_sorted, np.unique(r_val[final_ev[r_event]])):
-            return None  # the durability rule: a final read missed an acknowledged value
-    # positions: each record at its offset's dense index
-    r_pos = np.searchsorted(log_off, r_off)
-    s_pos = np.searchsorted(log_off, s_off)
+    return log_off, log_val
+
+
+def _final_polls(k: _Plain) -> np.ndarray:
+    """Which of the key's polls are final reads."""
+    final_c = [c for c, x in enumerate(k.meta_t) if x is not None and not isinstance(x, str) and x]
+    if not final_c:
+        return np.zeros(len(k.r_ev), dtype=bool)
+    is_final = np.zeros(len(k.meta_t), dtype=bool)
+    is_final[final_c] = True
+    return is_final[k.meta_c[k.r_ev]]
+
+
+def _contiguous_polls(k: _Plain, r_final: np.ndarray, r_pos: np.ndarray, r_event: np.ndarray,
+                      s_pos: np.ndarray) -> np.ndarray | None:
+    """Each poll's highest dense index (-1 for an empty read), when every
+    poll reads a contiguous run, each process's polls (final reads aside)
+    go on where its last one ended and its sends go up; else None."""
     same_poll = r_event[1:] == r_event[:-1]
     if bool((np.diff(r_pos)[same_poll] != 1).any()):
         return None  # a gap or a step back inside one poll
-    r_cnt = cnt[r_ev]
+    r_ev = k.r_ev
+    r_cnt = k.cnt[r_ev]
     has = r_cnt > 0
     r_first = np.zeros(len(r_ev), np.int64)
     r_last = np.zeros(len(r_ev), np.int64)
@@ -176,22 +260,21 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[st
         r_last[has] = r_pos[seg + r_cnt[has] - 1]
         r_hi[has] = np.maximum.reduceat(r_pos, seg)
     nonfinal = ~r_final
-    if not _steps_up(proc[r_ev][nonfinal], r_first[nonfinal], r_last[nonfinal], has[nonfinal], exact=True):
+    if not _steps_up(k.proc[r_ev][nonfinal], r_first[nonfinal], r_last[nonfinal], has[nonfinal], exact=True):
         return None
-    if not _steps_up(proc[w_ev], s_pos, s_pos, np.ones(len(w_ev), dtype=bool), exact=False):
+    if not _steps_up(k.proc[k.w_ev], s_pos, s_pos, np.ones(len(k.w_ev), dtype=bool), exact=False):
         return None
-    # edges: the writer of each index of the log (-1: no send in this key)
-    n_log = len(log_val)
-    writer = np.full(n_log, -1, np.int64)
-    if len(s_val):
-        at = np.searchsorted(s_sorted, log_val)
-        at_c = np.minimum(at, len(s_val) - 1)
-        hit = (at < len(s_val)) & (s_sorted[at_c] == log_val)
-        writer[hit] = op[w_ev][by_val][at_c][hit]
+    return r_hi
+
+
+def _edges(writer: np.ndarray, r_op: np.ndarray, r_hi: np.ndarray, want_rw: bool) -> dict[str, array]:
+    """ww between the writers of consecutive log entries, wr from the
+    writer of each poll's highest read to the poll, rw from the poll to
+    the writer of the next entry (when asked), as flat pairs."""
+    n_log = len(writer)
     wk = writer[writer >= 0]
     step = wk[1:] != wk[:-1]
     ww = _flat(wk[:-1][step], wk[1:][step])
-    r_op = op[r_ev]
     w_hi = np.where(r_hi >= 0, writer[np.maximum(r_hi, 0)] if n_log else -1, -1)
     keep = (r_hi >= 0) & (w_hi >= 0) & (w_hi != r_op)
     wr = _flat(w_hi[keep], r_op[keep])
@@ -202,24 +285,4 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[st
         w2 = np.where(ok, writer[np.minimum(nxt, max(n_log - 1, 0))] if n_log else -1, -1)
         keep = ok & (w2 >= 0) & (w2 != r_op)
         rw = _flat(r_op[keep], w2[keep])
-    # durability: each send's delay until the first poll that returned it
-    durability: dict[Any, dict[str, Any]] = {}
-    if len(w_ev):
-        seen_t = tm[r_event[first_at]]
-        tv = seen_t[np.searchsorted(uniq, s_val)]
-        b = _bucket()
-        b["sent"] = b["acked"] = len(w_ev)
-        b["delays_ns"] = np.maximum(0, tv - tm[w_ev]).tolist()
-        durability[acks] = b
-    return {
-        "key": key,
-        "acked": {str(acks): len(w_ev)} if len(w_ev) else {},
-        "pid": os.getpid(),
-        "counts": {},
-        "examples": {},
-        "edges": {"ww": ww, "wr": wr, "rw": rw},
-        "committed_info": [],
-        "durability": durability,
-        "stats": {"sends": len(w_ev), "polls": len(r_ev), "log_length": n_log,
-                  "max_offset": int(log_off[-1]) if n_log else None},
-    }
+    return {"ww": ww, "wr": wr, "rw": rw}

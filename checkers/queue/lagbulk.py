@@ -100,8 +100,7 @@ def lag_in_bulk(lag: RealtimeLag, b: Batch, emax: np.ndarray) -> bool:
     poll_procs = list(dict.fromkeys(b.proc[pc].tolist()))
     if not _all_ints(lag, b, poll_procs):
         return False
-    expired, positions = lag.expired, lag.positions
-    span = len(b.tm) + 1
+    positions = lag.positions
     # keys by number: the batch's, then any other a polling process has a position in
     names = list(b.keys)
     number = {n: i for i, n in enumerate(names)}
@@ -110,41 +109,14 @@ def lag_in_bulk(lag: RealtimeLag, b: Batch, emax: np.ndarray) -> bool:
             if n not in number:
                 number[n] = len(names)
                 names.append(n)
-    nk = len(names)
-
-    # -- expired: each revealing event (an offset >= 0) extends its key's column
-    ev = np.flatnonzero(emax >= 0)
-    ev_c, ev_k, ev_o = b.ev_c[ev], b.ev_key[ev], emax[ev]
-    len_after = np.empty(len(ev), np.int64)   # the key's expired length after the event
-    len_before = np.zeros(nk, np.int64)       # before the batch
-    for kid, n in enumerate(names):
-        c = expired.get(n)
-        if c is not None:
-            len_before[kid] = len(c.data)
-    order = np.argsort(ev_k, kind="stable")
-    ks = ev_k[order]
-    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, np.int64)
-    ends = np.r_[starts[1:], len(ks)].astype(np.int64)
-    for g in np.argsort(order[starts], kind="stable"):  # keys in the order the batch first reveals them
-        sel = order[starts[g]:ends[g]]
-        kid = int(ks[starts[g]])
-        col = expired.get(names[kid])
-        if col is None:
-            col = expired[names[kid]] = Col()
-        l0 = int(len_before[kid])
-        run = np.maximum(np.maximum.accumulate(ev_o[sel]), l0 - 1)
-        grow = np.diff(run, prepend=l0 - 1)
-        col.data.frombytes(np.repeat(b.tm[ev_c[sel]], grow).tobytes())
-        len_after[sel] = run + 1
+    ev = _Reveals(lag, b, emax, names)
     if not len(pc):
         return True
-
-    # -- each polling process's keys, in the order the fold keeps them
     for p in poll_procs:
         if p not in positions:
             positions[p] = {}
-    pe = polls[ev_c]
-    r_c, r_k, r_o = ev_c[pe], ev_k[pe], ev_o[pe]   # reads that reveal offsets, in history order
+    pe = polls[ev.c]
+    r_c, r_k, r_o = ev.c[pe], ev.k[pe], ev.o[pe]   # reads that reveal offsets, in history order
     row_of = {p: i for i, p in enumerate(poll_procs)}
     r_row = np.array([row_of[p] for p in b.proc[r_c].tolist()], np.int64)
     keys_of: list[list[int]] = [[number[n] for n in positions[p]] for p in poll_procs]
@@ -155,19 +127,74 @@ def lag_in_bulk(lag: RealtimeLag, b: Batch, emax: np.ndarray) -> bool:
             keys_of[row].append(k)
     pc_row = np.array([row_of[p] for p in b.proc[pc].tolist()], np.int64)
     row_polls = [pc[pc_row == row] for row in range(len(poll_procs))]
+    nk = len(names)
     g_code = r_row * nk + r_k
     g_order = np.lexsort((r_c, g_code))
     heads = np.flatnonzero(np.r_[True, g_code[g_order][1:] != g_code[g_order][:-1]]) if len(g_order) \
         else np.zeros(0, np.int64)
     reads = {int(g_code[g_order[h]]): g_order[h:e] for h, e in zip(heads, np.r_[heads[1:], len(g_order)])}
-    k_events = {}  # key -> (its revealing events' completions, its length after each), in history order
-    for g in np.argsort(order[starts], kind="stable"):
-        sel = order[starts[g]:ends[g]]
-        k_events[int(ks[starts[g]])] = (ev_c[sel], len_after[sel])
+    best, final = _worst_pairs(lag, b, ev, names, poll_procs, row_polls, keys_of, joined, reads,
+                               (r_c, r_o), nk)
+    if best is not None:
+        worst = lag.worst
+        if worst is None or best[0] > worst["lag"]:
+            c = -best[1]
+            lag.worst = {"time": int(b.itime[c]), "process": b.proc[c].item(), "key": names[best[3]],
+                         "lag": best[0]}
+    # the positions after the batch (a new key joins its process's in the order first read)
+    for p, name, o in final:
+        positions[p][name] = o
+    return True
 
-    # -- per (process, key): its pairs are the process's polls from the one
-    # the key joined at; the lag at each, and the first largest
-    best: tuple | None = None   # (lag, poll, rank, key)
+
+class _Reveals:
+    """The batch's revealing events (an offset >= 0): each extends its
+    key's expired column, which this does, in the order the batch first
+    reveals the keys; ``c``/``k``/``o`` their completion, key number and
+    offset, ``len_before`` each key's column length before the batch,
+    ``by_key`` each key's events' completions and its length after each."""
+
+    def __init__(self, lag: RealtimeLag, b: Batch, emax: np.ndarray, names: list[str]) -> None:
+        expired = lag.expired
+        ev = np.flatnonzero(emax >= 0)
+        self.c, self.k, self.o = b.ev_c[ev], b.ev_key[ev], emax[ev]
+        len_after = np.empty(len(ev), np.int64)   # the key's expired length after the event
+        self.len_before = np.zeros(len(names), np.int64)
+        for kid, n in enumerate(names):
+            c = expired.get(n)
+            if c is not None:
+                self.len_before[kid] = len(c.data)
+        order = np.argsort(self.k, kind="stable")
+        ks = self.k[order]
+        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, np.int64)
+        ends = np.r_[starts[1:], len(ks)].astype(np.int64)
+        groups = []
+        for g in np.argsort(order[starts], kind="stable"):  # keys in the order the batch first reveals them
+            sel = order[starts[g]:ends[g]]
+            kid = int(ks[starts[g]])
+            col = expired.get(names[kid])
+            if col is None:
+                col = expired[names[kid]] = Col()
+            l0 = int(self.len_before[kid])
+            run = np.maximum(np.maximum.accumulate(self.o[sel]), l0 - 1)
+            grow = np.diff(run, prepend=l0 - 1)
+            col.data.frombytes(np.repeat(b.tm[self.c[sel]], grow).tobytes())
+            len_after[sel] = run + 1
+            groups.append((kid, sel))
+        self.by_key = {kid: (self.c[sel], len_after[sel]) for kid, sel in groups}
+
+
+def _worst_pairs(lag: RealtimeLag, b: Batch, ev: _Reveals, names: list[str], poll_procs: list[Any],
+                 row_polls: list[np.ndarray], keys_of: list[list[int]], joined: list[dict[int, int]],
+                 reads: dict[int, np.ndarray], r_co: tuple[np.ndarray, np.ndarray],
+                 nk: int) -> tuple[tuple | None, list[tuple[Any, str, int]]]:
+    """Per (process, key): its pairs are the process's polls from the one
+    the key joined at; the lag at each, and the first largest. Returns
+    ``(lag, -poll, -rank, key)`` of the worst (or None) and each process's
+    final position in each key it read."""
+    expired, positions = lag.expired, lag.positions
+    r_c, r_o = r_co
+    best: tuple | None = None
     final: list[tuple[Any, str, int]] = []
     for row, p in enumerate(poll_procs):
         polls_p = row_polls[row]
@@ -187,12 +214,12 @@ def lag_in_bulk(lag: RealtimeLag, b: Batch, emax: np.ndarray) -> bool:
                 final.append((p, names[k], int(P[-1])))
             else:
                 P = np.maximum.accumulate(P)
-            kc = k_events.get(k)
+            kc = ev.by_key.get(k)
             if kc is None:
-                L = np.full(len(tail), len_before[k], np.int64)
+                L = np.full(len(tail), ev.len_before[k], np.int64)
             else:
                 at = np.searchsorted(kc[0], tail, side="right") - 1
-                L = np.where(at >= 0, kc[1][np.maximum(at, 0)], len_before[k])
+                L = np.where(at >= 0, kc[1][np.maximum(at, 0)], ev.len_before[k])
             dt = np.zeros(len(tail), np.int64)
             seen = P + 1 < L
             if seen.any():
@@ -202,13 +229,4 @@ def lag_in_bulk(lag: RealtimeLag, b: Batch, emax: np.ndarray) -> bool:
             cand = (int(dt[j]), -int(tail[j]), -rank, k)
             if best is None or cand > best:
                 best = cand
-    if best is not None:
-        worst = lag.worst
-        if worst is None or best[0] > worst["lag"]:
-            c = -best[1]
-            lag.worst = {"time": int(b.itime[c]), "process": b.proc[c].item(), "key": names[best[3]],
-                         "lag": best[0]}
-    # the positions after the batch (a new key joins its process's in the order first read)
-    for p, name, o in final:
-        positions[p][name] = o
-    return True
+    return best, final

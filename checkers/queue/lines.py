@@ -34,8 +34,11 @@ from typing import Any, Callable
 import numpy as np
 import orjson
 
+from checkers.history.jsonl import BLANK, TORN, line_op, op_from_json
 from checkers.history.op import HistoryError, Op
 from checkers.history.source import MAX_LINE, open_regular
+
+from .spelling import ABSENT, INVOKE_SEND, OK_POLL, OK_SEND, Spelt, parse
 
 _I64 = 1 << 63
 _INT = {int}
@@ -51,6 +54,10 @@ POLL_META = 4
 RAW_ACKS = ("?", None, "all", "-1", "1", "0")
 _RAW_ACKS_CODE = {a: i for i, a in enumerate(RAW_ACKS)}
 NO_EXTRA: dict[str, Any] = {}
+#: the common lines read by their spelling (:mod:`.spelling`) when this
+#: module is compiled (reference_impl.accel; the two are built together):
+#: as Python, parsing them as JSON is the faster way
+SPELT = not __file__.endswith(".py")
 _NO_READS: list[Any] = []  # a poll that returned nothing (never appended to)
 
 
@@ -100,11 +107,9 @@ def slow_ops(raw: bytes, p: Path, i: int, n_ops: int, last: bool,
     ``i`` lines and ``n_ops`` operations: ``(ops, i, n_ops, torn)``, torn
     when it is a truncated last line (reported in ``warnings``). Raises
     the one-line :class:`HistoryError` of a bad line."""
-    from checkers.history.jsonl import BLANK, TORN, line_op, op_from_json
-
     loads = orjson.loads
     d: Any = None
-    if b"\r" not in raw and len(raw) <= MAX_LINE:
+    if 13 not in raw and len(raw) <= MAX_LINE:  # no b"\r" (see LineReader._run); a longer line is refused
         try:
             d = loads(raw)
         except orjson.JSONDecodeError:
@@ -157,6 +162,13 @@ class LineReader:
     stopped: bool = False   # a bad or torn line ended the reading
     touched: set[Any] = field(default_factory=set)      # processes the range has had a line of
     first_fast: set[Any] = field(default_factory=set)   # ... whose first was read as a fast invocation
+    #: a process's first line in the range never read as a fast invocation
+    #: (:attr:`first_fast` stays empty): the range then reads as it would
+    #: after any state before it (see :func:`usable`)
+    first_slow: bool = False
+    #: where reading would go on after the items handed over so far (with
+    #: :attr:`i` and :attr:`n_ops` as they stand when an item is handed over)
+    at: int = 0
 
     def run(self) -> "LineReader":
         """Read the range, handing each item to ``emit`` as it is made."""
@@ -176,6 +188,7 @@ class LineReader:
         self.e_np: list[int] = []
         self.p_off: list[int] = []
         self.p_val: list[int] = []
+        self.at = self.start
         self._run()
         self._emit_batch()
         return self
@@ -183,27 +196,29 @@ class LineReader:
     def _emit_batch(self) -> None:
         if not (self.c_tm or self.inv_times):
             return
-        i64 = np.int64
         cols = (self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm, self.c_meta, self.c_acks,
                 self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val)
         batch = Batch(
-            np.array(self.inv_times, i64), self.inv_before,
-            np.array(self.c_ix, i64), np.array(self.c_proc, i64), np.array(self.c_itime, i64),
-            np.array(self.c_tm, i64), np.frombuffer(bytes(self.c_meta), np.uint8),
+            _ints(self.inv_times), self.inv_before,
+            _ints(self.c_ix), _ints(self.c_proc), _ints(self.c_itime),
+            _ints(self.c_tm), np.frombuffer(bytes(self.c_meta), np.uint8),
             np.frombuffer(bytes(self.c_acks), np.uint8),
-            np.array(self.e_c, i64), np.array(self.e_kid, i64), np.array(self.e_np, i64),
-            np.array(self.p_off, i64), np.array(self.p_val, i64), list(self._kname))
+            _ints(self.e_c), _ints(self.e_kid), _ints(self.e_np),
+            _ints(self.p_off), _ints(self.p_val), list(self._kname))
         for col in cols:
             del col[:]
         self.inv_before = 0
         self.emit(batch)
 
-    def _slow(self, raw: bytes, last: bool) -> None:
+    def _slow(self, raw: bytes, last: bool, start: int, after: int) -> None:
         """Hand over a slow line, after the batch so far, with the fast
         invocations its operations' processes had open (the folds read it
         again, with the file's numbering, and make those pending first);
-        keep ``pending`` as the folds will."""
+        keep ``pending`` as the folds will. The line starts at ``start`` of
+        the file and the next one at ``after``."""
+        self.at = start
         self._emit_batch()
+        self.at = after
         item = Slow(raw, self.i, self.n_ops, last)
         try:
             ops, self.i, self.n_ops, torn = slow_ops(raw, self.path, self.i, self.n_ops, last, None)
@@ -232,134 +247,209 @@ class LineReader:
         self.emit(item)
 
     def _run(self) -> None:
-        open_, pending, touched, first_fast = self.open_, self.pending, self.touched, self.first_fast
-        kids, kname = self._kid, self._kname
-        batch = self.batch
-        loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
-        acks_code, raw_code = ACKS_CODE, _RAW_ACKS_CODE
         end = self.end
         pos = self.start
-        i, n_ops = self.i, self.n_ops
-        inv_times, c_ix, c_proc, c_itime, c_tm = self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm
-        c_meta, c_acks, e_c, e_kid, e_np = self.c_meta, self.c_acks, self.e_c, self.e_kid, self.e_np
-        p_off, p_val = self.p_off, self.p_val
+        batch = self.batch
+        loads, bad_json = orjson.loads, orjson.JSONDecodeError
         with open_regular(self.path) as f:
             f.seek(pos)
             for raw in f:
-                if end is not None:
-                    if pos >= end:
-                        break
-                    pos += len(raw)
-                d: Any = None
-                if b"\r" not in raw and len(raw) <= MAX_LINE:  # a longer line is refused by the slow path
-                    try:
-                        d = loads(raw)
-                    except JSONDecodeError:
-                        pass
-                if type(d) is not dict:
-                    self.i, self.n_ops = i, n_ops
-                    self._slow(raw, end is None and not f.peek(1))
-                    if self.stopped:
-                        return
-                    i, n_ops = self.i, self.n_ops
+                if end is not None and pos >= end:
+                    break
+                start = pos
+                pos += len(raw)
+                taken = False
+                if SPELT:
+                    spelt = parse(raw)
+                    taken = spelt is not None and self._spelt(spelt)
+                if not taken:
+                    d: Any = None
+                    # no b"\r" (``bytes in bytes`` first tries it as an int: slower); a longer line is refused
+                    if 13 not in raw and len(raw) <= MAX_LINE:
+                        try:
+                            d = loads(raw)
+                        except bad_json:
+                            pass
+                    taken = type(d) is dict and self._fast(d)
+                if taken:
+                    if len(self.c_tm) >= batch:
+                        self.at = pos
+                        self._emit_batch()
                     continue
-                i += 1
-                n_ops += 1
-                ix = d.get("index")
-                tm = d.get("time")
-                proc = d.get("process")
-                t = d.get("type")
-                fn = d.get("f")
-                nd = len(d)
-                if type(ix) is int and type(tm) is int and type(proc) is int and (ix | tm | proc) >= 0 \
-                        and (ix | tm | proc) < _I64 and "value" in d:
-                    if t == _INVOKE:
-                        if (fn == _SEND or fn == _POLL) and proc not in open_ and proc not in pending:
-                            if nd == 6:
-                                extra: Any = NO_EXTRA
-                            elif nd == 7 and "acks" in d:
-                                extra = {"acks": d["acks"]}
-                            else:
-                                extra = None
-                            if extra is not None:
-                                if proc not in touched:
-                                    touched.add(proc)
-                                    first_fast.add(proc)
-                                open_[proc] = (ix, tm, fn, d["value"], extra)
-                                inv_times.append(tm)
-                                continue
-                    elif t == _OK and (nd == 6 or (nd == 7 and fn == _SEND and "acks" in d)):
-                        inv = open_.pop(proc, None)
-                        if inv is not None:
-                            value = d["value"]
-                            mop = value[0] if type(value) is list and len(value) == 1 else None
-                            if type(mop) is not list:
-                                pass
-                            elif fn == _SEND:
-                                x = mop[2] if len(mop) == 3 and mop[0] == _SEND and type(mop[1]) is str else None
-                                if type(x) is list and len(x) == 2:
-                                    off, v = x
-                                    if type(off) is int and type(v) is int and (off | v) >= 0 \
-                                            and (off | v) < _I64:
-                                        acks = d.get("acks")
-                                        if acks is None:
-                                            acks = inv[4].get("acks")
-                                        code = acks_code.get(acks, 255) if type(acks) is str or acks is None \
-                                            else 255
-                                        if code != 255:
-                                            k = mop[1]
-                                            kid = kids.get(k)
-                                            if kid is None:
-                                                kid = kids[k] = len(kname)
-                                                kname.append(k)
-                                            if not c_tm:
-                                                self.inv_before = len(inv_times)
-                                            e_c.append(len(c_tm))
-                                            c_ix.append(ix)
-                                            c_proc.append(proc)
-                                            c_itime.append(inv[1])
-                                            c_tm.append(tm)
-                                            c_meta.append(code)
-                                            c_acks.append(raw_code[d.get("acks", "?")])
-                                            e_kid.append(kid)
-                                            e_np.append(1)
-                                            p_off.append(off)
-                                            p_val.append(v)
-                                            if len(c_tm) >= batch:
-                                                self._emit_batch()
-                                            continue
-                            elif fn == _POLL and len(mop) == 2 and mop[0] == _POLL and type(mop[1]) is dict:
-                                reads = _poll_reads(mop[1]) if mop[1] else _NO_READS
-                                if reads is not None:
-                                    if not c_tm:
-                                        self.inv_before = len(inv_times)
-                                    c = len(c_tm)
-                                    for k, os_, vs in reads:
-                                        kid = kids.get(k)
-                                        if kid is None:
-                                            kid = kids[k] = len(kname)
-                                            kname.append(k)
-                                        e_c.append(c)
-                                        e_kid.append(kid)
-                                        e_np.append(len(os_))
-                                        p_off.extend(os_)
-                                        p_val.extend(vs)
-                                    c_ix.append(ix)
-                                    c_proc.append(proc)
-                                    c_itime.append(inv[1])
-                                    c_tm.append(tm)
-                                    c_meta.append(POLL_META)
-                                    c_acks.append(0)
-                                    if len(c_tm) >= batch:
-                                        self._emit_batch()
-                                    continue
-                            open_[proc] = inv  # not a fast line after all
-                self.i, self.n_ops = i - 1, n_ops - 1
-                self._slow(raw, end is None and not f.peek(1))
+                self._slow(raw, end is None and not f.peek(1), start, pos)
                 if self.stopped:
                     return
-                i, n_ops = self.i, self.n_ops
-        self.i, self.n_ops = i, n_ops
+        self.at = pos
+
+    def _fast(self, d: dict) -> bool:
+        """Take a common line into the batch (True), or leave it to
+        :meth:`_slow` (False) with nothing changed."""
+        ix = d.get("index")
+        tm = d.get("time")
+        proc = d.get("process")
+        if type(ix) is not int or type(tm) is not int or type(proc) is not int or "value" not in d:
+            return False
+        if (ix | tm | proc) < 0 or (ix | tm | proc) >= _I64:
+            return False
+        t = d.get("type")
+        if t == _INVOKE:
+            taken = self._invoke(d, ix, tm, proc)
+        elif t == _OK:
+            taken = self._complete(d, ix, tm, proc)
+        else:
+            return False
+        if taken:
+            self.i += 1
+            self.n_ops += 1
+        return taken
+
+    def _invoke(self, d: dict, ix: int, tm: int, proc: int) -> bool:
+        fn = d.get("f")
+        if not (fn == _SEND or fn == _POLL) or proc in self.open_ or proc in self.pending:
+            return False
+        nd = len(d)
+        if nd == 6:
+            extra: Any = NO_EXTRA
+        elif nd == 7 and "acks" in d:
+            extra = {"acks": d["acks"]}
+        else:
+            return False
+        return self._add_invoke(ix, tm, proc, fn, d["value"], extra)
+
+    def _add_invoke(self, ix: int, tm: int, proc: int, fn: str, value: Any, extra: Any) -> bool:
+        if proc not in self.touched:
+            if self.first_slow:
+                return False
+            self.touched.add(proc)
+            self.first_fast.add(proc)
+        self.open_[proc] = (ix, tm, fn, value, extra)
+        self.inv_times.append(tm)
+        return True
+
+    def _spelt(self, x: Spelt) -> bool:
+        """Take a line :func:`~.spelling.parse` read (True), as
+        :meth:`_fast` takes its JSON; False, with nothing changed, when
+        :meth:`_fast` would not take it either."""
+        proc, kind = x.proc, x.kind
+        if kind == OK_SEND or kind == OK_POLL:
+            inv = self.open_.get(proc)
+            if inv is None:
+                return False
+            if kind == OK_POLL:
+                del self.open_[proc]
+                self._add_poll(x.ix, x.tm, proc, inv, x.reads)
+            else:
+                acks: Any = None if x.acks == ABSENT else x.acks
+                if acks is None:
+                    acks = inv[4].get("acks")
+                code = ACKS_CODE.get(acks, 255) if type(acks) is str or acks is None else 255
+                if code == 255:
+                    return False
+                del self.open_[proc]
+                self._add_send(x.ix, x.tm, proc, inv, x.key, x.a, x.b, code, _RAW_ACKS_CODE[x.acks])
+        elif proc in self.open_ or proc in self.pending:
+            return False
+        elif kind == INVOKE_SEND:
+            extra: Any = NO_EXTRA if x.acks == ABSENT else {"acks": x.acks}
+            if not self._add_invoke(x.ix, x.tm, proc, _SEND, [[_SEND, x.key, x.a]], extra):
+                return False
+        elif not self._add_invoke(x.ix, x.tm, proc, _POLL, [[_POLL]], NO_EXTRA):
+            return False
+        self.i += 1
+        self.n_ops += 1
+        return True
+
+    def _complete(self, d: dict, ix: int, tm: int, proc: int) -> bool:
+        fn = d.get("f")
+        nd = len(d)
+        if not (nd == 6 or (nd == 7 and fn == _SEND and "acks" in d)):
+            return False
+        open_ = self.open_
+        inv = open_.get(proc)
+        if inv is None:
+            return False
+        del open_[proc]
+        value = d["value"]
+        mop = value[0] if type(value) is list and len(value) == 1 else None
+        if type(mop) is list:
+            if fn == _SEND and self._sent(d, mop, ix, tm, proc, inv):
+                return True
+            if fn == _POLL and self._polled(mop, ix, tm, proc, inv):
+                return True
+        open_[proc] = inv  # not a fast line after all
+        return False
+
+    def _sent(self, d: dict, mop: list, ix: int, tm: int, proc: int, inv: tuple) -> bool:
+        x = mop[2] if len(mop) == 3 and mop[0] == _SEND and type(mop[1]) is str else None
+        if type(x) is not list or len(x) != 2:
+            return False
+        off, v = x
+        if type(off) is not int or type(v) is not int or (off | v) < 0 or (off | v) >= _I64:
+            return False
+        acks = d.get("acks")
+        if acks is None:
+            acks = inv[4].get("acks")
+        code = ACKS_CODE.get(acks, 255) if type(acks) is str or acks is None else 255
+        if code == 255:
+            return False
+        self._add_send(ix, tm, proc, inv, mop[1], off, v, code, _RAW_ACKS_CODE[d.get("acks", ABSENT)])
+        return True
+
+    def _add_send(self, ix: int, tm: int, proc: int, inv: tuple, key: str, off: int, v: int,
+                  code: int, raw_code: int) -> None:
+        kid = self._key(key)
+        c_tm = self.c_tm
+        if not c_tm:
+            self.inv_before = len(self.inv_times)
+        self.e_c.append(len(c_tm))
+        self._row(ix, proc, inv[1], tm, code, raw_code)
+        self.e_kid.append(kid)
+        self.e_np.append(1)
+        self.p_off.append(off)
+        self.p_val.append(v)
+
+    def _polled(self, mop: list, ix: int, tm: int, proc: int, inv: tuple) -> bool:
+        if len(mop) != 2 or mop[0] != _POLL or type(mop[1]) is not dict:
+            return False
+        reads = _poll_reads(mop[1]) if mop[1] else _NO_READS
+        if reads is None:
+            return False
+        self._add_poll(ix, tm, proc, inv, reads)
+        return True
+
+    def _add_poll(self, ix: int, tm: int, proc: int, inv: tuple,
+                  reads: list[tuple[str, list[int], list[int]]]) -> None:
+        c_tm = self.c_tm
+        if not c_tm:
+            self.inv_before = len(self.inv_times)
+        c = len(c_tm)
+        for k, os_, vs in reads:
+            self.e_c.append(c)
+            self.e_kid.append(self._key(k))
+            self.e_np.append(len(os_))
+            self.p_off.extend(os_)
+            self.p_val.extend(vs)
+        self._row(ix, proc, inv[1], tm, POLL_META, 0)
+
+    def _row(self, ix: Any, proc: Any, itime: Any, tm: Any, meta: int, acks: int) -> None:
+        self.c_ix.append(ix)
+        self.c_proc.append(proc)
+        self.c_itime.append(itime)
+        self.c_tm.append(tm)
+        self.c_meta.append(meta)
+        self.c_acks.append(acks)
+
+    def _key(self, k: str) -> int:
+        kid = self._kid.get(k)
+        if kid is None:
+            kid = self._kid[k] = len(self._kname)
+            self._kname.append(k)
+        return kid
+
+
+def _ints(col: list[int]) -> np.ndarray:
+    """A column of Python ints as int64 (fromiter: no dtype discovery)."""
+    return np.fromiter(col, np.int64, len(col))
 
 
 def _poll_reads(m: dict) -> list[tuple[str, list[int], list[int]]] | None:
@@ -370,17 +460,18 @@ def _poll_reads(m: dict) -> list[tuple[str, list[int], list[int]]] | None:
     for k, prs in m.items():
         if type(prs) is not list:
             return None
-        if prs:
-            if {*map(type, prs)} != _LIST or {*map(len, prs)} != _TWO:
+        os_: list[int] = []
+        vs: list[int] = []
+        for q in prs:
+            if type(q) is not list or len(q) != 2:
                 return None
-            os_ = [q[0] for q in prs]
-            vs = [q[1] for q in prs]
-            if {*map(type, os_), *map(type, vs)} != _INT or min(min(os_), min(vs)) < 0 \
-                    or max(max(os_), max(vs)) >= _I64:
+            o = q[0]
+            v = q[1]
+            if type(o) is not int or type(v) is not int or o < 0 or v < 0 or o >= _I64 or v >= _I64:
                 return None
-            reads.append((k, os_, vs))
-        else:
-            reads.append((k, [], []))
+            os_.append(o)
+            vs.append(v)
+        reads.append((k, os_, vs))
     return reads
 
 

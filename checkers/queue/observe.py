@@ -94,13 +94,13 @@ class RealtimeLag:
         if t_inv is None or op.type not in ("ok", "info"):
             return
         expired = self.expired
-        if op.f in QUEUE_FS:
-            for k, o in max_offsets(op.value).items():
-                exp = expired.get(k)
-                if exp is None:
-                    exp = expired[k] = Col()
-                if len(exp) <= o:
-                    exp.fill(o + 1 - len(exp), op.time)
+        offsets = max_offsets(op.value) if op.f in QUEUE_FS else {}
+        for k, o in offsets.items():
+            exp = expired.get(k)
+            if exp is None:
+                exp = expired[k] = Col()
+            if len(exp) <= o:
+                exp.fill(o + 1 - len(exp), op.time)
         if op.type != "ok":
             return
         positions = self.positions
@@ -112,7 +112,7 @@ class RealtimeLag:
             positions[op.process] = {}
         elif op.f in ("poll", "txn"):
             pos = positions.setdefault(op.process, {})
-            for k, o in max_offsets(op.value).items():
+            for k, o in offsets.items():
                 pos[k] = max(pos.get(k, -1), o)
             for k, o in pos.items():
                 exp = expired.get(k, ())

@@ -67,6 +67,15 @@ def _sends(value: Any) -> Iterable[tuple[str, Any, Any]]:
                 yield str(mop[1]), x[0], x[1]
 
 
+def _record(known: dict[int, Any], reads: Iterable[Any]) -> None:
+    """Final reads' ``[offset, value]`` records into ``known``, where no
+    round or earlier final read put one."""
+    for pairs in reads:
+        for p in pairs or ():
+            if isinstance(p, (list, tuple)) and len(p) == 2 and isinstance(p[0], int):
+                known.setdefault(p[0], p[1])
+
+
 class Processing:
     """The fold (:meth:`feed` every operation in order; :meth:`result`)."""
 
@@ -84,6 +93,9 @@ class Processing:
         self.outputs: dict[Any, set[tuple[str, Any]]] = {}
         self.out_attempted: set[str] = set()
         self.out_complete: set[str] = set()
+        #: input key -> the record lists of final reads of it made before any
+        #: round polled it (a history without rounds never indexes them)
+        self.later: dict[str, list[Any]] = {}
 
     def feed(self, op: Op) -> None:
         f = op.f
@@ -103,7 +115,10 @@ class Processing:
         if op.type == "fail":
             return
         for k, pairs in _polls(op.value):
-            known = self.inputs.setdefault(k, {})
+            known = self.inputs.get(k)
+            if known is None:
+                known = self.inputs[k] = {}
+                _record(known, self.later.pop(k, ()))
             for o, v in pairs:
                 if isinstance(o, int):
                     known[o] = v
@@ -116,19 +131,33 @@ class Processing:
                 self.acked.setdefault(v, (k, off, op.index))
 
     def _final(self, op: Op) -> None:
-        output = bool(op.extra.get("output"))
+        if not op.extra.get("output"):
+            if op.type == "ok":
+                self._final_input(op.value)
+            return
         for k, pairs in _polls(op.value):
-            if output:
-                self.out_attempted.add(k)
-                if op.type == "ok":
-                    self.out_complete.add(k)
-                for o, v in pairs:
-                    self.outputs.setdefault(v, set()).add((k, o))
-            elif op.type == "ok":
-                known = self.inputs.setdefault(k, {})
-                for o, v in pairs:
-                    if isinstance(o, int):
-                        known.setdefault(o, v)
+            self.out_attempted.add(k)
+            if op.type == "ok":
+                self.out_complete.add(k)
+            for o, v in pairs:
+                self.outputs.setdefault(v, set()).add((k, o))
+
+    def _final_input(self, value: Any) -> None:
+        """A final read of inputs: what it read fills the offsets no round
+        read (a round's value wins, the first final read's otherwise: so the
+        order of rounds and final reads does not matter, and a final read of
+        a key no round has polled yet waits in ``later``)."""
+        if not isinstance(value, list):
+            return
+        for mop in value:
+            if isinstance(mop, list) and len(mop) >= 2 and mop[0] == "poll" and isinstance(mop[1], dict):
+                for k, pairs in mop[1].items():
+                    k = str(k)
+                    known = self.inputs.get(k)
+                    if known is None:
+                        self.later.setdefault(k, []).append(pairs)
+                    else:
+                        _record(known, [pairs])
 
     # ------------------------------------------------------------ families
     def exactly_once(self) -> bool:

@@ -168,24 +168,18 @@ class Projector:
         proc = c.process
         self.table.add(idx, proc, ctype, itime, ctime)
         extra = c.extra
-        acks = extra.get("acks")
-        if acks is None and inv is not None:
-            acks = inv.extra.get("acks")
-        if acks is not None:
-            acks = str(acks)
-            if acks == "-1":  # the producer's own spelling of acks=all
-                acks = "all"
-        idem = extra.get("idempotent")
-        if idem is None and inv is not None:
-            idem = inv.extra.get("idempotent")
-        if idem is not None:
-            idem = bool(idem)
+        acks, idem = _acks_idempotent(extra, inv)
         final = bool(extra.get("final") or (inv is not None and inv.extra.get("final")))
         moved = _rebalanced(extra)
-        key = self._key
         if len(value) == 1 and self._emit_one(value[0], idx, proc, ctype, ctime, acks, idem, final, moved):
             return
-        # general case: a transaction mixing sends and polls over several keys
+        self._emit_txn(idx, proc, ctype, ctime, value, acks, idem, final, moved)
+
+    def _emit_txn(self, idx: Any, proc: Any, ctype: str, ctime: int | None, value: list, acks: Any,
+                  idem: Any, final: bool, moved: frozenset[str]) -> None:
+        """The general case: a transaction mixing sends and polls over
+        several keys, each key's sends and reads one event."""
+        key = self._key
         writes: dict[str, list] = {}
         reads: dict[str, list] = {}
         for mop in value:
@@ -211,6 +205,24 @@ class Projector:
                 key(k).add(idx, proc, ctype, "r", prs, ctime, final, k in moved)
             else:
                 key(k).add(idx, proc, ctype, "r", prs, ctime, final)
+
+
+def _acks_idempotent(extra: dict[str, Any], inv: Op | None) -> tuple[str | None, bool | None]:
+    """An op's acks level (``-1`` spelt ``all``) and idempotence, from its
+    completion or else its invocation (None: not said)."""
+    acks = extra.get("acks")
+    if acks is None and inv is not None:
+        acks = inv.extra.get("acks")
+    if acks is not None:
+        acks = str(acks)
+        if acks == "-1":  # the producer's own spelling of acks=all
+            acks = "all"
+    idem = extra.get("idempotent")
+    if idem is None and inv is not None:
+        idem = inv.extra.get("idempotent")
+    if idem is not None:
+        idem = bool(idem)
+    return acks, idem
 
 
     def _emit_one(self, mop: Any, idx: int, proc: Any, ctype: str, ctime: int | None, acks: Any, idem: Any,

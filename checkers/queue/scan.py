@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import time
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from checkers.history.op import HistoryError, Op
 
 from .columns import _ABSENT, Col, Interned, KeyColumns
 from .lagbulk import lag_in_bulk, lag_one_by_one
-from .lines import META, POLL_META, RAW_ACKS, Batch, LineReader, Slow, slow_ops, usable
+from .lines import META, POLL_META, RAW_ACKS, Batch, LineReader, Slow, slow_ops
 from .observe import ConsumeCounts, InfoTxnCauses, RealtimeLag
 from .processing import Processing
 from .project import Projection, Projector
@@ -183,9 +184,10 @@ def scan_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None,
 
 #: below this a history is read by one process: a second costs more than it saves
 PARALLEL_MIN_BYTES = 32 << 20
-#: the share of the lines the folding process reads itself (it also folds
-#: every batch, so the reader of the rest gets more)
-OWN_SHARE = 0.46
+#: the share of the lines the folding process reads itself: it also folds
+#: every batch, the other range's as they come, so the reader of the rest
+#: gets more (on the 1M-op bench history both then use about the same CPU)
+OWN_SHARE = 0.3
 
 
 def readers_for(path: Path) -> int:
@@ -216,11 +218,13 @@ def _cuts(path: Path, readers: int, own: float = OWN_SHARE) -> list[int]:
 def _read_ranges(feeder: "_Feeder", readers: int, cuts: list[int] | None = None) -> None:
     """Fold the history's lines in file order, reading the ranges after
     the first in forked processes while this one reads and folds the
-    first: each later range is folded from what its reader wrote, when it
-    read as it would have after the ranges before it
-    (:func:`checkers.queue.lines.usable`), and read again here otherwise
-    (or if its reader failed). ``cuts``: where the ranges start, if not
-    where :func:`_cuts` puts them."""
+    first, then folding each later range's items as its reader writes
+    them. A later range is read with a process's first line never a fast
+    invocation, so it reads as it would after the ranges before it
+    whatever they left open (:attr:`checkers.queue.lines.LineReader.first_slow`);
+    if its reader fails, this process reads on from after the last item
+    it folded. ``cuts``: where the ranges start, if not where
+    :func:`_cuts` puts them."""
     path = feeder.path
     if cuts is None:
         cuts = _cuts(path, readers) if readers > 1 else [0]
@@ -232,21 +236,30 @@ def _read_ranges(feeder: "_Feeder", readers: int, cuts: list[int] | None = None)
         for (a, b), other in zip(ranges[1:], elsewhere):
             if stopped:
                 break
-            done = other.result()
-            if done is not None and not done.stopped \
-                    and usable(done.first_fast, feeder.open, set(feeder.scan.projector.pending)):
-                for item in other.items():
-                    feeder.item(item, i, n_ops)
-                feeder.open.update(done.open_)
-                i, n_ops = i + done.i, n_ops + done.n_ops
-            else:
-                r = LineReader(path, feeder.item, a, b, feeder.batch, open_=feeder.open,
-                               pending=set(feeder.scan.projector.pending), i=i, n_ops=n_ops).run()
-                i, n_ops, stopped = r.i, r.n_ops, r.stopped
+            i, n_ops, stopped = _fold_range(feeder, other, a, b, i, n_ops)
     finally:
         for other in elsewhere:
             other.close()
     feeder.close()
+
+
+def _fold_range(feeder: "_Feeder", other: "_RangeReader", a: int, b: int | None, i: int,
+                n_ops: int) -> tuple[int, int, bool]:
+    """Fold range ``[a, b)`` from its reader's items as they come (``i``
+    lines and ``n_ops`` operations before it); read the rest here if the
+    reader stops short. Returns the counts after it and whether a bad line
+    stopped the reading."""
+    at, ri, rn, opened = a, 0, 0, {}
+    for x, at_, ri_, rn_, opened_ in other.records():
+        if type(x) is _Done:
+            feeder.open.update(x.open_)
+            return i + x.i, n_ops + x.n_ops, x.stopped
+        feeder.item(x, i, n_ops)
+        at, ri, rn, opened = at_, ri_, rn_, opened_
+    feeder.open.update(opened)  # the fast invocations the range had open there
+    r = LineReader(feeder.path, feeder.item, at, b, feeder.batch, open_=feeder.open,
+                   pending=set(feeder.scan.projector.pending), i=i + ri, n_ops=n_ops + rn).run()
+    return r.i, r.n_ops, r.stopped
 
 
 @dataclass
@@ -257,53 +270,85 @@ class _Done:
     i: int
     n_ops: int
     stopped: bool
-    first_fast: set[Any]
 
 
 class _RangeReader:
-    """One range of lines read in a forked process (:class:`checkers.forked.Forked`):
-    its items pickled one after another, then a :class:`_Done`."""
+    """One range of lines read in a forked process (:class:`checkers.forked.Forked`)
+    into records written one after another as it goes: an item with where
+    reading would go on after it and the fast invocations open there, then
+    a :class:`_Done`."""
 
     def __init__(self, path: Path, start: int, end: int | None, batch: int) -> None:
         self.forked = Forked(_read_range, path, start, end, batch)
-        self.file: Any = None
 
-    def result(self) -> _Done | None:
-        """The reader's end state, or None if it failed."""
-        self.file = self.forked.output()
-        if self.file is None:
-            return None
-        self.file.seek(int.from_bytes(self.file.read(8), "little"))
-        return pickle.load(self.file)
-
-    def items(self) -> Iterator[Any]:
-        self.file.seek(8)
-        load = pickle.load
+    def records(self) -> Iterator[tuple[Any, int, int, int, dict]]:
+        """``(item, at, i, n_ops, open)`` as they are written (``open``: the
+        fast invocations the range has open after the item), the reader's
+        :class:`_Done` last; they stop short if the reader failed."""
+        fd = self.forked.file.fileno()
+        pos = 0
         while True:
-            x = load(self.file)
-            if type(x) is _Done:
+            got = _record_at(fd, pos)
+            if got is None:
+                if self.forked.running():
+                    time.sleep(0.001)
+                    continue
+                got = _record_at(fd, pos)  # written just before it ended
+                if got is None:
+                    return
+            rec, pos = got
+            yield rec
+            if type(rec[0]) is _Done:
                 return
-            yield x
 
     def close(self) -> None:
         self.forked.close()
 
 
+def _record_at(fd: int, pos: int) -> tuple[Any, int] | None:
+    """The record written at ``pos`` of the file and where the next one
+    starts, or None while it is not all there. Read by position: the
+    writer shares the file's offset."""
+    size = os.fstat(fd).st_size
+    if size < pos + 8:
+        return None
+    n = int.from_bytes(os.pread(fd, 8, pos), "little")
+    if size < pos + 8 + n:
+        return None
+    data = b"".join(_pread_all(fd, n, pos + 8))
+    return pickle.loads(data), pos + 8 + n
+
+
+def _pread_all(fd: int, n: int, pos: int) -> Iterator[bytes]:
+    while n > 0:
+        chunk = os.pread(fd, n, pos)
+        if not chunk:
+            raise EOFError("history part cut short")
+        yield chunk
+        n -= len(chunk)
+        pos += len(chunk)
+
+
 def _read_range(out: Any, path: Path, start: int, end: int | None, batch: int) -> None:
-    """In the forked process: read ``[start, end)`` into ``out``."""
-    out.write(bytes(8))  # where the _Done starts, written last
-    dump = pickle.dump
+    """In the forked process: read ``[start, end)`` into records on ``out``."""
+    dumps = pickle.dumps
+
+    def write(rec: tuple) -> None:
+        data = dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(len(data).to_bytes(8, "little"))
+        out.write(data)
+        out.flush()
+
+    reader: LineReader
 
     def emit(x: Any) -> None:
         if type(x) is Slow:
             x.ops = None  # numbered within the range: the folds read it again
-        dump(x, out, protocol=pickle.HIGHEST_PROTOCOL)
+        write((x, reader.at, reader.i, reader.n_ops, reader.open_))
 
-    r = LineReader(path, emit, start, end, batch).run()
-    at = out.tell()
-    dump(_Done(r.open_, r.i, r.n_ops, r.stopped, r.first_fast), out, protocol=pickle.HIGHEST_PROTOCOL)
-    out.seek(0)
-    out.write(at.to_bytes(8, "little"))
+    reader = LineReader(path, emit, start, end, batch, first_slow=True)
+    reader.run()
+    write((_Done(reader.open_, reader.i, reader.n_ops, reader.stopped), reader.at, reader.i, reader.n_ops, {}))
 
 
 class _Feeder:

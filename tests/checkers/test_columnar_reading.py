@@ -24,6 +24,7 @@ from checkers.check import check_history
 from checkers.history import Op, read_edn, read_jsonl, write_jsonl
 from checkers.history.op import HistoryError
 from checkers.linearizable import check as lin_check
+from checkers.queue import lines
 from checkers.queue.columns import KeyColumns, events_from_payload
 from checkers.queue.project import project
 from checkers.queue.scan import MalformedOp, scan_jsonl
@@ -32,6 +33,14 @@ from tests.checkers.test_queue_anomalies import CASES
 from tests.shared_data import KNOSSOS
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["json", "spelt"])
+def spelt(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here twice: the common lines parsed as JSON, and read by
+    their spelling (:mod:`checkers.queue.spelling`, what the compiled line
+    reader does)."""
+    monkeypatch.setattr(lines, "SPELT", request.param)
 
 
 def _untimed(res: dict[str, Any]) -> dict[str, Any]:
@@ -468,3 +477,34 @@ def test_a_range_read_apart_folds_as_if_read_after_the_ranges_before_it(tmp_path
         LineReader(path, feeder.item, 0, starts[i], open_=feeder.open).run()
         refused += not usable(alone.first_fast, feeder.open, set(before.projector.pending))
     assert refused >= 1  # the cut before the second invocation
+
+
+@pytest.mark.parametrize("records", [0, 1, 7])
+def test_a_range_reader_that_dies_part_way_is_read_on_from_its_last_item(tmp_path, monkeypatch, records):
+    """The folds take a later range's items as its reader writes them; a
+    reader that dies after some of them (or before any) leaves this process
+    to read on from after the last one it folded: the same folds."""
+    import checkers.queue.scan as scan_mod
+
+    path = tmp_path / "h.jsonl"
+    write_jsonl(path, _spliced_history())
+    reference = _folds(scan_mod.QueueScan.of(read_jsonl(path, [])))
+    real = scan_mod._read_range
+
+    def dying(out: Any, *args: Any) -> None:
+        class Out:
+            written = 0
+
+            def write(self, b: bytes) -> None:
+                out.write(b)
+
+            def flush(self) -> None:
+                out.flush()
+                Out.written += 1
+                if Out.written > records:
+                    os._exit(1)
+
+        real(Out(), *args)
+
+    monkeypatch.setattr(scan_mod, "_read_range", dying)
+    _assert_same_folds(_scan(path, [], batch=5, readers=2), reference)

@@ -85,6 +85,50 @@ def test_edn_writer_keeps_non_keyword_strings_as_strings(tmp_path: Path) -> None
     assert read_edn(tmp_path / "h.edn")[0].to_dict() == op.to_dict()
 
 
+@pytest.mark.parametrize("text", [
+    '{:process 6, :type :invoke, :f :append, :key "0", :value "x 6 0 y"}\n'
+    '{:process 6, :type :ok, :f :append, :key "0", :value "x 6 0 y"}\n',
+    '; a comment\n[{:type :invoke, :f :read, :value nil, :process -3, :time 7}\n'
+    ' {:type :ok, :f :read, :value 12, :process -3, :time 9, :index 4, :acks "all"}]\n',
+    '[{:type :ok, :f :read, :value "a, :b c"}]',              # a string that looks like fields
+    '[{:type :ok, :f :read, :value "a \\"q\\" b"}]',      # escapes
+    '[{:type :ok, :f :read, :value [0 1]}]',                   # a vector value
+    '[{:type :ok, :f :read, :index nil}\n {:type :ok, :f :read, :time 2N}]',
+    '[{:type :ok, :f :read, :value true, :error false}] ; trailing',
+    '[{:type :ok, :f :read, :x 1, :x 2, :type :info}]',        # repeated keys: last wins
+    '{:type :ok, :f :read} {:type :ok, :f :write}',            # two maps on a line
+    '{:type :ok, :f :read, :value ' + '9' * 5000 + '}',        # past int()'s digit limit
+    '[{:type :ok, :f :read}]\n[{:type :ok, :f :write}]',       # two vectors
+])
+def test_edn_flat_lines_read_as_the_full_reader_reads_them(tmp_path: Path, text: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The line-by-line reader of the common layout gives the full
+    tokenizer's ops (or error), or leaves the file to it."""
+    from checkers.history import edn
+
+    p = tmp_path / "h.edn"
+    p.write_text(text)
+
+    def outcome() -> object:
+        try:
+            return read_edn(p)
+        except HistoryError as e:
+            return str(e)
+
+    with_flat = outcome()
+    monkeypatch.setattr(edn, "_read_flat", lambda text: None)
+    assert with_flat == outcome()
+
+
+def test_edn_flat_reader_takes_porcupine_and_jepsen_lines() -> None:
+    from checkers.history import edn
+
+    assert edn._read_flat('{:process 6, :type :invoke, :f :get, :key "9", :value nil}\n') is not None
+    assert edn._read_flat('[{:type :invoke, :f :read, :value nil, :process 0, :time 12, :index 0}\n'
+                          ' {:type :ok, :f :read, :value 3, :process 0, :time 15, :index 1}]\n') is not None
+    assert edn._read_flat('[{:type :ok, :f :read, :value [0 1]}]') is None
+
+
 @pytest.mark.parametrize("text,line", [
     ('[{:type :ok, :f :read}\n {:type :ok :f}\n]', 2),         # odd map
     ('[{:type :ok, :f :read}\n {:type :ok, :f :read]\n', 2),    # wrong closer

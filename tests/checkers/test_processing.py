@@ -116,6 +116,24 @@ def test_a_record_below_a_committed_offset_without_output_is_lost_processing() -
     assert [(x["offset"], x["value"], x["why"]) for x in lost] == [(0, 10, "committed"), (1, 11, "committed")]
 
 
+def test_a_final_read_of_inputs_before_the_round_reads_as_one_after_it() -> None:
+    """What a final read of an input key says counts where no round read
+    the offset, whether the final read comes before the round or after."""
+    def lost(final_first: bool) -> list:
+        h = _inputs(H())
+        if final_first:
+            h.final(9, "t0-0", [[0, 10], [1, 11], [2, 99]])
+        h.ctp(1, "ok", {"t0-0": [[2, 12]]}, [("tout-0", 0, 12)])
+        if not final_first:
+            h.final(9, "t0-0", [[0, 10], [1, 11], [2, 99]])
+        h.final(9, "t0-0", [[0, 77]]).final(9, "tout-0", [[0, 12]], output=True)
+        r = check_processing(h.ops)
+        assert r is not None
+        return [(x["offset"], x["value"]) for x in r["anomalies"]["lost-processing"]]
+
+    assert lost(final_first=True) == lost(final_first=False) == [(0, 10), (1, 11)]
+
+
 def test_an_acknowledged_output_missing_from_the_final_read_is_lost_processing() -> None:
     h = _inputs(H()).ctp(1, "ok", {"t0-0": [[0, 10]]}, [("tout-0", 0, 10)], **{"commit-error": "REBALANCE"})
     _final_inputs(h).final(9, "tout-0", [], output=True)

@@ -207,3 +207,56 @@ def test_a_history_is_read_to_the_same_folds_by_the_compiled_line_reader_and_the
     (compiled_file, *compiled), (pure_file, *pure) = outs
     assert compiled_file.endswith(".so") and pure_file.endswith(".py")
     assert compiled == pure and compiled[0] == compiled[1]
+
+
+_LINEARIZABLE = """
+import hashlib, json, sys
+from pathlib import Path
+import reference_impl
+import checkers.linearizable.wgl as wgl
+from checkers.history import read_edn
+from checkers.linearizable import check
+from checkers.linearizable.synth import register_history
+from tests.checkers.test_linearizable_windows import _appends_then_stale_get
+from tests.shared_data import KNOSSOS
+
+def digest(r):
+    r = json.loads(json.dumps(r, default=str))
+    r["stats"].pop("elapsed_s")
+    return r
+
+out = [digest(check(_appends_then_stale_get(40), model="kv")),
+       digest(check(register_history(3000, clients=6, seed=3, crash_p=0.02), model="cas-register", initial=0))]
+for path in sorted(KNOSSOS.glob("cas-register/*/*.edn"))[::4]:
+    ops = read_edn(path)
+    out.append([o.to_dict() for o in ops])
+    out.append(digest(check(ops, model="cas-register", initial=0)))
+print(wgl.__file__, hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest())
+"""
+
+
+def test_histories_check_to_the_same_results_with_the_compiled_linearizability_checker(fresh_build):
+    """The EDN reader and the WGL search with its look-ahead are in the
+    build: kv and register histories and Knossos files read and check to
+    the same results (verdicts, failing ops, search counts) compiled and pure."""
+    env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
+    outs = []
+    for pure in (False, True):
+        e = {**env, accel.ENV_PURE: "1"} if pure else env
+        out = subprocess.run([sys.executable, "-c", _LINEARIZABLE], cwd=ROOT, env=e,
+                             check=True, capture_output=True, text=True)
+        outs.append(out.stdout.split())
+    (compiled_file, compiled), (pure_file, pure) = outs
+    assert compiled_file.endswith(".so") and pure_file.endswith(".py")
+    assert compiled == pure
+
+
+def test_the_checkers_the_harness_imports_early_bring_in_no_compiled_module():
+    """The harness imports ``checkers.check`` and ``checkers.history`` before
+    the loader in places (``kraftwerk check`` does): none of the build's
+    modules may come with them, or the whole build would stay unused."""
+    code = ("import sys, checkers.check, checkers.history\n"
+            "from reference_impl import accel\n"
+            "print(accel.status(), *[m for m in map(accel.module_name, accel.MODULES) if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True)
+    assert out.stdout.split()[1:] == []
