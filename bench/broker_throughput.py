@@ -60,12 +60,15 @@ Why the former version printed seconds of acks=all latency on Kafka at
   once an acks=all request takes longer than the gap between sends the
   queue grows for the whole phase, so its p50 depends on how long the phase
   ran and how loaded the machine was (668 ms in one run, 3,609 ms in
-  another). After a 5 s warm-up (Kafka users profile) the plain producer
-  measured p50 6,233 ms at 1,000 msg/s and acks=all, the fixed-rate producer
-  (5 requests in flight, so the waiting messages share the next request)
-  281 ms; the reference, p50 3-4 ms for both. The fixed rates therefore run
-  at 100 msg/s as well, where no backlog forms, and the self-check compares
-  the two producers at each rate.
+  another). The former fixed-rate producer was that producer (linger.ms 0,
+  librdkafka's defaults otherwise, its callbacks served every millisecond).
+  In the run quoted in docs/architecture.md, after a 20 s warm-up with the
+  followers caught up, the plain producer measured Kafka's acks=all p50 at
+  1,000 msg/s as 5,706.97 ms and the bench's producer (5 requests in
+  flight, so the waiting messages share the next request) 43.79 ms; at
+  100 msg/s, where no backlog forms, 3.16 ms and 3.29 ms. The fixed rates
+  therefore run at 100 msg/s as well, and the self-check compares the two
+  producers at each rate.
 
 Where it stands: see docs/architecture.md (Performance) for the figures
 of the last full run.
