@@ -15,10 +15,10 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from harness.config import TestConfig
-from harness.dbs.kafka.db import KafkaDB
+from harness.dbs.kafka.db import KafkaDB, harness_jvm
 from harness.errors import UsageError
 from reference_impl.server.procs import alive, proc_start_time, same_process
 
@@ -41,8 +41,10 @@ def running(dir: str | Path) -> bool:
     return bool(st) and any(same_process(p["pid"], p.get("start")) for p in st.get("processes", []))
 
 
-def up(cfg: TestConfig, dir: str | Path, timeout: float) -> dict[str, Any]:
-    """Start the cluster, wait until it is ready, leave it running."""
+def up(cfg: TestConfig, dir: str | Path, timeout: float,
+       jvm_options: Callable[[tuple[str, ...]], list[str]] = harness_jvm) -> dict[str, Any]:
+    """Start the cluster, wait until it is ready, leave it running; its
+    servers' JVM options are ``jvm_options(roles)`` (a run's by default)."""
     d = Path(dir)
     if running(d):
         raise UsageError(f"a cluster is already running in {d}; run `kraftwerk cluster down --dir {d}` first")
@@ -50,7 +52,7 @@ def up(cfg: TestConfig, dir: str | Path, timeout: float) -> dict[str, Any]:
     d.mkdir(parents=True, exist_ok=True)
     st = HandState(state_path(d), {"db": "kafka", "processes": []})
     st._save()
-    db = KafkaDB(cfg, d, st)
+    db = KafkaDB(cfg, d, st, jvm_options=jvm_options)
     try:
         db.setup(ready_timeout=timeout, topics=False)
     except BaseException:

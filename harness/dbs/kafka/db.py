@@ -90,6 +90,12 @@ def heap_for(roles: tuple[str, ...]) -> str:
     return "-Xmx384m" if "broker" in roles else "-Xmx192m"
 
 
+def harness_jvm(roles: tuple[str, ...]) -> list[str]:
+    """The JVM options of a node with these roles as runs start it: the
+    small heap and :data:`JVM_FLAGS`."""
+    return [heap_for(roles), *JVM_FLAGS]
+
+
 def new_cluster_id(seed: int) -> str:
     """A Kafka cluster id (a UUID, URL-safe base64 without padding), from the seed."""
     raw = uuid.UUID(int=(seed * 0x9E3779B97F4A7C15 + 1) % (1 << 128)).bytes
@@ -188,6 +194,9 @@ class KafkaDB:
     lives: dict[str, int] = field(default_factory=dict, init=False)
     #: per node: the server.properties written
     node_props: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
+    #: the servers' JVM options by roles (the storage tool always runs with
+    #: :func:`harness_jvm`): a benchmark may start Kafka as its users do
+    jvm_options: Callable[[tuple[str, ...]], list[str]] = harness_jvm
 
     def __post_init__(self) -> None:
         if self.hosts is None:
@@ -339,9 +348,10 @@ class KafkaDB:
         finally:
             os.unlink(f.name)
 
-    def _java(self, n: NodePlan, main: str, *args: str) -> list[str]:
+    def _java(self, n: NodePlan, main: str, *args: str, server: bool = False) -> list[str]:
         classpath, log4j = self.on_host[n.name]
-        return ["java", heap_for(n.roles), *JVM_FLAGS, "-cp", classpath,
+        jvm = self.jvm_options(n.roles) if server else harness_jvm(n.roles)
+        return ["java", *jvm, "-cp", classpath,
                 f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={self.host_dir(n.name)}", main, *args]
 
     def _format(self, n: NodePlan, cluster_id: str) -> None:
@@ -374,7 +384,7 @@ class KafkaDB:
                "FAKETIME_FORCE_MONOTONIC_FIX": "0"} if wants_clock(self.cfg) else {}
         self.registrations.started(name)
         self.lives[name] = self.lives.get(name, 0) + 1
-        self.hosts.start_daemon(name, self._java(n, "kafka.Kafka", str(d / "server.properties")),
+        self.hosts.start_daemon(name, self._java(n, "kafka.Kafka", str(d / "server.properties"), server=True),
                                 str(d / "stdout.log"), env)
 
     # ------------------------------------------------------------ teardown
