@@ -204,7 +204,7 @@ def bulk(hosts: NetnsHosts, net: IptablesNetwork, args: argparse.Namespace) -> b
                               "--conns", str(args.conns)])
     net.set_latency([("n1", "n2"), ("n2", "n1")], 20, 0)
     pid_b = next(p.pid for p in hosts.helpers
-                 if hosts.fabric.ns("n2") in p.args and "harness.runtimes.net.delayer" in p.args)
+                 if hosts.fabric.ns("n2") in p.args and "harness.netdelay.delayer" in p.args)
     before = {n: delayers.stats(n) for n in ("n1", "n2")}
     cpu0 = cpu_s(pid_b)
     r = in_ns(hosts, "n1", ["--probe-bulk", hosts.address("n2"), "--seconds", str(args.seconds),
