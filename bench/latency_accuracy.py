@@ -1,6 +1,7 @@
 """How close the kernel backends' latency is to what was asked, and what it
 costs: the NFQUEUE delayer (harness/runtimes/net/latency.py) on a netns
-fabric of two nodes, a and b, plus the clients' end in the root namespace.
+fabric of two nodes, a and b, plus the clients' end in the root namespace
+(``--backend docker``: two containers, the clients' end on the host).
 
 Made as a run makes it (NetnsHosts, IptablesNetwork, Delayers, a RunState
 so every process is leased); an echo and a sink server run in b. For each
@@ -12,10 +13,11 @@ latency. Then a bulk case: ``--conns`` connections from a send to b's sink
 for ``--seconds`` with 20 ms asked both ways, reporting the rate, the
 packets the kernel queued (its own counter), drops and the delayer's CPU.
 
-    flock /tmp/kw-heavy.lock .venv/bin/python bench/latency_accuracy.py [--count 300]
+    flock /tmp/kw-heavy.lock .venv/bin/python bench/latency_accuracy.py [--count 300] [--backend docker]
 
 Exit 1 if asked 100 ms one way, the added round trip's p50 is off by more
-than 10%. Needs root (namespaces, iptables).
+than 10%. Needs root (namespaces, iptables; the Docker engine for docker,
+whose run skips the bulk case).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from harness.rundir.state import RunState  # noqa: E402
 from harness.runtimes.net.iptables import CLIENT, IptablesNetwork  # noqa: E402
 from harness.runtimes.net.latency import Delayers  # noqa: E402
+from harness.runtimes import docker as kwdocker  # noqa: E402
 from harness.runtimes.netns import NetnsHosts  # noqa: E402
 
 ECHO, SINK = 7000, 7001
@@ -102,12 +104,12 @@ def probe_bulk(host: str, seconds: float, conns: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the harness side
-def in_ns(hosts: NetnsHosts, node: str, args: list[str]) -> dict[str, Any]:
-    p = subprocess.run(hosts.fabric.exec_argv(node, [sys.executable, __file__, *args]), capture_output=True,
-                       text=True, timeout=600, cwd=str(ROOT))
-    if p.returncode != 0:
-        raise RuntimeError(f"probe in {node}: {p.stderr.strip()[-300:]}")
-    return json.loads(p.stdout)
+def in_ns(hosts: Any, node: str, args: list[str]) -> dict[str, Any]:
+    """This script with ``args`` on the node's host (its namespace or container)."""
+    rc, out, err = hosts.exec(node, [sys.executable, __file__, *args], 600.0)
+    if rc != 0:
+        raise RuntimeError(f"probe in {node}: {err.strip()[-300:]}")
+    return json.loads(out)
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -120,7 +122,7 @@ def cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rtt_case(hosts: NetnsHosts, client_side: bool, count: int) -> dict[str, Any]:
+def rtt_case(hosts: Any, client_side: bool, count: int) -> dict[str, Any]:
     b = hosts.address("n2")
     if client_side:
         return probe_rtt(b, count)
@@ -141,6 +143,7 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=300, help="round trips per case")
     ap.add_argument("--seconds", type=float, default=5.0, help="bulk case's length")
     ap.add_argument("--conns", type=int, default=8, help="bulk case's connections")
+    ap.add_argument("--backend", choices=("netns", "docker"), default="netns", help="where the two nodes run")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--probe-rtt", metavar="HOST", help=argparse.SUPPRESS)
     ap.add_argument("--probe-bulk", metavar="HOST", help=argparse.SUPPRESS)
@@ -162,15 +165,18 @@ def run(args: argparse.Namespace) -> int:
     state = RunState.create(out, "latency-bench", out)
     ok, hosts = True, None
     try:
-        hosts = NetnsHosts.create(["n1", "n2"], state, out)
+        if args.backend == "docker":
+            hosts = kwdocker.DockerHosts.create(["n1", "n2"], state, out, client=kwdocker.engine())
+        else:
+            hosts = NetnsHosts.create(["n1", "n2"], state, out)
         addresses = {n: hosts.address(n) for n in ("n1", "n2")}
         net = IptablesNetwork(["n1", "n2"], addresses, hosts.client_address,
                               lambda n, argv, stdin: hosts.exec(n, list(argv), 30.0, stdin=stdin),
                               delayers=Delayers(hosts))
         net.setup()
-        hosts.start_helper("n2", [sys.executable, __file__, "--serve"], str(out / "serve.log"))
+        hosts.start_helper("n2", [sys.executable, __file__, "--serve"], f"{hosts.node_dir('n2')}/serve.log")
         time.sleep(0.5)
-        print(f"netns fabric a={addresses['n1']} b={addresses['n2']} clients={hosts.client_address}; "
+        print(f"{args.backend}: a={addresses['n1']} b={addresses['n2']} clients={hosts.client_address}; "
               f"{args.count} round trips of 64 B per case (ms)")
         base_node = statistics.median(rtt_case(hosts, False, args.count)["rtts"])
         base_client = statistics.median(rtt_case(hosts, True, args.count)["rtts"])
@@ -190,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
                 ok = False
         healed = statistics.median(rtt_case(hosts, False, args.count)["rtts"])
         print(f"{'after heal':<28} node link rtt p50 {healed:.3f}")
-        ok &= bulk(hosts, net, args)
+        if args.backend == "netns":
+            ok &= bulk(hosts, net, args)
     finally:
         if hosts is not None:
             hosts.teardown()
@@ -204,7 +211,7 @@ def bulk(hosts: NetnsHosts, net: IptablesNetwork, args: argparse.Namespace) -> b
                               "--conns", str(args.conns)])
     net.set_latency([("n1", "n2"), ("n2", "n1")], 20, 0)
     pid_b = next(p.pid for p in hosts.helpers
-                 if hosts.fabric.ns("n2") in p.args and "harness.runtimes.net.delayer" in p.args)
+                 if hosts.fabric.ns("n2") in p.args and "harness.netdelay.delayer" in p.args)
     before = {n: delayers.stats(n) for n in ("n1", "n2")}
     cpu0 = cpu_s(pid_b)
     r = in_ns(hosts, "n1", ["--probe-bulk", hosts.address("n2"), "--seconds", str(args.seconds),

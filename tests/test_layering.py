@@ -283,9 +283,10 @@ def test_no_import_circle_anywhere():
 HARNESS_ROOMS: dict[str, set[str]] = {
     "errors": set(),
     "rundir": {"errors"},
+    "netdelay": {"rundir"},
     "config": {"errors", "rundir"},
     "lazyfs": {"errors", "rundir"},
-    "runtimes": {"errors", "rundir", "config"},
+    "runtimes": {"errors", "rundir", "config", "netdelay"},
     "dbs": {"errors", "rundir", "config", "lazyfs", "runtimes"},
     "report": {"errors", "rundir", "config"},
     "site": {"errors", "rundir", "report"},

@@ -25,6 +25,7 @@ from nemesis.control import Network, Remote
 
 from .conftest import needs_root_net
 from .probe import CLIENT, Prober, all_links
+from .test_netns_latency import CONNECT, LISTENER, PORT
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,8 +76,6 @@ def test_latency_inside_containers_delays_its_links_until_healed(engine, tmp_pat
     """A delayer per container that holds a delayed link (the host's /usr,
     the project mounted read-only, NET_ADMIN): a TCP connect over a link
     with 200 ms asked takes at least 150 ms, under 50 ms once healed."""
-    from .test_netns_latency import CONNECT, LISTENER, PORT
-
     hosts = kwdocker.DockerHosts.create(NODES, None, tmp_path, client=engine)
     try:
         net = IptablesNetwork(NODES, {n: hosts.address(n) for n in NODES}, hosts.client_address,

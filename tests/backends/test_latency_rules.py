@@ -1,7 +1,7 @@
 """Latency on the kernel backends without a kernel: the delay's mark, the
 rules a delayed link becomes, the netlink messages of the packet queue and
-the delayer's release schedule (harness/runtimes/net/latency.py, nfqueue.py,
-delayer.py)."""
+the delayer's release schedule (harness/runtimes/net/latency.py,
+harness/netdelay/)."""
 
 import random
 import socket
@@ -9,11 +9,11 @@ import struct
 
 import pytest
 
-from harness.runtimes.net import nfqueue
-from harness.runtimes.net.delayer import Scheduler
+from harness.netdelay import nfqueue
+from harness.netdelay.delayer import Scheduler
 from harness.runtimes.net.iptables import CHAIN_IN, CHAIN_OUT, IptablesNetwork, LinkFaults, node_rules
-from harness.runtimes.net.latency import (QUEUE, decode_mark, delayed_hosts, encode_mark, parse_queues,
-                                          set_delays)
+from harness.netdelay.mark import QUEUE, decode_mark, encode_mark
+from harness.runtimes.net.latency import delayed_hosts, parse_queues, set_delays
 
 ADDR = {"n1": "10.0.0.11", "n2": "10.0.0.12", "n3": "10.0.0.13"}
 CLIENT_ADDR = "10.0.0.1"

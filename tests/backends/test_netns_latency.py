@@ -1,6 +1,6 @@
 """The netns backend delays exactly the links it is asked to, node to node
 and client to node, and a heal takes the delay away; the delayers it starts
-end with the run (harness/runtimes/net/latency.py, delayer.py).
+end with the run (harness/runtimes/net/latency.py, harness/netdelay/delayer.py).
 
 Coarse bounds only (a round trip with 200 ms asked takes at least 150 ms,
 healed under 50 ms): bench/latency_accuracy.py measures the accuracy."""
@@ -15,7 +15,8 @@ import pytest
 
 from harness.rundir.state import alive
 from harness.runtimes.net.iptables import CLIENT, IptablesNetwork
-from harness.runtimes.net.latency import QUEUE, Delayers
+from harness.netdelay.mark import QUEUE
+from harness.runtimes.net.latency import Delayers
 from harness.runtimes.net.netns import list_namespaces
 from harness.runtimes.netns import NetnsHosts
 
@@ -69,7 +70,7 @@ def connect_ms(hosts, src, dst):
 
 
 def delayers(hosts):
-    return [p for p in hosts.helpers if "harness.runtimes.net.delayer" in p.args]
+    return [p for p in hosts.helpers if "harness.netdelay.delayer" in p.args]
 
 
 def test_a_delayed_link_adds_its_delay_to_a_round_trip_until_healed(fabric):

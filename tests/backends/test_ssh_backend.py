@@ -17,6 +17,7 @@ import yaml
 from harness.runtimes.ssh import SshHosts, preflight
 from harness.runtimes.throwaway import down, up
 from harness.runtimes.net.iptables import IptablesNetwork
+from harness.runtimes.net.latency import QUEUES_FILE, Delayers
 from harness.runtimes.net.netns import list_namespaces
 from nemesis.partition import shaped
 
@@ -24,6 +25,7 @@ from nemesis.control import Network, Remote
 
 from .conftest import needs_root_net
 from .probe import CLIENT, Prober, all_links
+from .test_netns_latency import CONNECT, LISTENER, PORT
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +74,48 @@ def test_a_grudge_made_over_ssh_cuts_exactly_its_links(hosts_dir, tmp_path):
         rc, out, _ = hosts.exec("n1", ["iptables", "-S"], 10)
         hosts.teardown()
     assert "kw-in" not in out and "kw-out" not in out  # hosts outlive the run: our chains do not
+
+
+def test_latency_over_ssh_is_made_by_a_delayer_from_the_hosts_bundle_and_healed(hosts_dir, tmp_path):
+    """The delayer runs from the project's wheel on the host (standard
+    library only: nothing else to install there), on a leased channel, and
+    ends with the hosts' teardown."""
+    checked = preflight(str(hosts_dir / "hosts.yaml"), NODES)
+    hosts = SshHosts.open(checked, NODES, None, tmp_path)
+    net = IptablesNetwork(NODES, {n: hosts.address(n) for n in NODES}, hosts.client_address,
+                          lambda n, argv, stdin: hosts.exec(n, argv, 30, stdin=stdin), exempt_ports=(22,),
+                          delayers=Delayers(hosts))
+
+    def connect_ms(src, dst):
+        rc, out, err = hosts.exec(src, ["python3.11", "-c", CONNECT, hosts.address(dst), str(PORT)], 20)
+        assert rc == 0, err
+        return float(out)
+
+    try:
+        net.setup()
+        for n in NODES:
+            hosts.exec(n, ["mkdir", "-p", hosts.node_dir(n)], 10)
+            hosts.start_helper(n, ["python3.11", "-c", LISTENER, hosts.address(n), str(PORT)],
+                               f"{hosts.node_dir(n)}/listener.log")
+        time.sleep(0.7)
+        net.set_latency([("n1", "n2")], 200, 0)
+        assert connect_ms("n1", "n2") >= 150 and connect_ms("n1", "n3") < 50
+        net.heal()
+        assert connect_ms("n1", "n2") < 50
+        pids = [(n, pid) for n, _, pid in hosts.helpers]
+        assert len(pids) == 4  # three listeners and n2's delayer
+    finally:
+        net.teardown()
+        hosts.teardown()
+    hosts = SshHosts(preflight(str(hosts_dir / "hosts.yaml"), NODES), None, "check")
+    try:
+        assert all(hosts.exec(n, ["kill", "-0", str(pid)], 10)[0] != 0 for n, pid in pids)
+        rules = hosts.exec("n2", ["iptables", "-S"], 10)[1]
+        queues = hosts.exec("n2", ["cat", QUEUES_FILE], 10)[1]
+    finally:
+        hosts.close()
+    assert "NFQUEUE" not in rules and "kw-in" not in rules  # hosts outlive the run: our rules do not
+    assert queues.strip() == ""  # nobody holds a queue on n2 any more
 
 
 def test_the_project_reaches_a_host_as_its_wheel_in_a_venv_built_from_uploaded_wheels(hosts_dir, tmp_path):

@@ -8,7 +8,7 @@ in our chain::
     -A kw-in -s ADDR(a) -j MARK --set-mark MARK(ms, jitter)
     -A kw-in -s ADDR(a) -j NFQUEUE --queue-num 7029 --queue-bypass
 
-and one process on that host (:mod:`harness.runtimes.net.delayer`) bound to
+and one process on that host (:mod:`harness.netdelay.delayer`) bound to
 queue 7029 holds each packet for the delay its mark names, FIFO per flow,
 then accepts it. The delay travels in the packet, so the rules are the
 whole state: a latency change is the same single ``iptables-restore`` as a
@@ -33,7 +33,7 @@ loadable modules; ``bench/latency_accuracy.py``):
 * NFQUEUE holds the real packets in the kernel, so addresses, ports, TCP
   state and the order within a flow are untouched; only the verdict waits.
   The delayer speaks nfnetlink_queue directly from the standard library
-  (:mod:`harness.runtimes.net.nfqueue`): no C library and no compiled
+  (:mod:`harness.netdelay.nfqueue`): no C library and no compiled
   package, so it runs unchanged in a namespace, in a container using the
   host's ``/usr``, and on an ssh host that has only the project's wheel.
   With the ``NetfilterQueue`` package instead, every ssh host would need
@@ -50,37 +50,20 @@ hosts).
 
 from __future__ import annotations
 
-import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from harness.errors import HarnessError
+from harness.netdelay.mark import QUEUE, encode_mark
 
-#: the NFQUEUE number the delayer binds (per network namespace; 7029 has no meaning)
-QUEUE = 7029
-MAX_MS = 0xFFFF
 #: where the kernel lists the queues bound in a namespace, one line each
 QUEUES_FILE = "/proc/net/netfilter/nfnetlink_queue"
 #: how long a delayer has to bind its queue once started
 START_TIMEOUT_S = 15.0
 
 Link = tuple[str, str]
-
-
-def encode_mark(ms: float, jitter_ms: float) -> int:
-    """The packet mark that asks the delayer for ``ms ± jitter_ms``."""
-    for what, v in (("latency", ms), ("jitter", jitter_ms)):
-        if not math.isfinite(v) or v < 0 or round(v) > MAX_MS:
-            raise ValueError(f"{what} {v} ms: a kernel backend delays a link by 0..{MAX_MS} ms "
-                             "(a link slower than that is a partition)")
-    return (round(ms) << 16) | round(jitter_ms)
-
-
-def decode_mark(mark: int) -> tuple[int, int]:
-    """(ms, jitter_ms) from a packet mark set by :func:`encode_mark`."""
-    return (mark >> 16) & 0xFFFF, mark & 0xFFFF
 
 
 def delay_rules(chain: str, match: list[str], ms: float, jitter_ms: float) -> list[list[str]]:
@@ -138,7 +121,7 @@ def parse_queues(text: str) -> dict[int, QueueStats]:
 
 
 def delayer_argv(python: str, queue: int = QUEUE) -> list[str]:
-    return [python, "-m", "harness.runtimes.net.delayer", "--queue", str(queue)]
+    return [python, "-m", "harness.netdelay.delayer", "--queue", str(queue)]
 
 
 class Delayers:

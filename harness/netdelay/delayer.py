@@ -1,7 +1,7 @@
 """The process that delays queued packets: one per node host, for the run.
 
-``python -m harness.runtimes.net.delayer --queue Q`` binds NFQUEUE number Q
-in its network namespace (:mod:`harness.runtimes.net.nfqueue`) and holds
+``python -m harness.netdelay.delayer --queue Q`` binds NFQUEUE number Q
+in its network namespace (:mod:`harness.netdelay.nfqueue`) and holds
 each packet an iptables rule of :mod:`harness.runtimes.net.latency` queues
 there for the delay written in the packet's mark (``decode_mark``: ms and
 jitter, set by the rule just before it), then accepts it.
@@ -37,8 +37,8 @@ import sys
 import time
 
 from harness.rundir import lease
-from harness.runtimes.net.latency import decode_mark
-from harness.runtimes.net.nfqueue import PacketQueue, QueueError, flow_of
+from harness.netdelay.mark import decode_mark
+from harness.netdelay.nfqueue import PacketQueue, QueueError, flow_of
 
 #: stale per-flow entries are dropped once the table holds this many
 FLOW_TABLE_PRUNE = 4096
