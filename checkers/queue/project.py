@@ -207,24 +207,6 @@ class Projector:
                 key(k).add(idx, proc, ctype, "r", prs, ctime, final)
 
 
-def _acks_idempotent(extra: dict[str, Any], inv: Op | None) -> tuple[str | None, bool | None]:
-    """An op's acks level (``-1`` spelt ``all``) and idempotence, from its
-    completion or else its invocation (None: not said)."""
-    acks = extra.get("acks")
-    if acks is None and inv is not None:
-        acks = inv.extra.get("acks")
-    if acks is not None:
-        acks = str(acks)
-        if acks == "-1":  # the producer's own spelling of acks=all
-            acks = "all"
-    idem = extra.get("idempotent")
-    if idem is None and inv is not None:
-        idem = inv.extra.get("idempotent")
-    if idem is not None:
-        idem = bool(idem)
-    return acks, idem
-
-
     def _emit_one(self, mop: Any, idx: int, proc: Any, ctype: str, ctime: int | None, acks: Any, idem: Any,
                   final: bool, moved: frozenset[str]) -> bool:
         """The common case, an operation of one micro-op (a send, a poll):
@@ -270,6 +252,24 @@ def _polled(mop: list, idx: int) -> Any:
             raise HistoryError(f"op {idx}: poll of {_short(k)} {_short(prs)} is not a list of [offset, value] "
                                f"with integer offsets")
     return [(k, prs or ()) for k, prs in polled.items()]
+
+
+def _acks_idempotent(extra: dict[str, Any], inv: Op | None) -> tuple[str | None, bool | None]:
+    """An op's acks level (``-1`` spelt ``all``) and idempotence, from its
+    completion or else its invocation (None: not said)."""
+    acks = extra.get("acks")
+    if acks is None and inv is not None:
+        acks = inv.extra.get("acks")
+    if acks is not None:
+        acks = str(acks)
+        if acks == "-1":  # the producer's own spelling of acks=all
+            acks = "all"
+    idem = extra.get("idempotent")
+    if idem is None and inv is not None:
+        idem = inv.extra.get("idempotent")
+    if idem is not None:
+        idem = bool(idem)
+    return acks, idem
 
 
 def _rebalanced(extra: dict[str, Any]) -> frozenset[str]:
