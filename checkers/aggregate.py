@@ -57,7 +57,7 @@ def _recheck(d: Path) -> dict[str, Any]:
     """The run's history checked again here (inline, with its test.json and
     traces), without touching its results.json."""
     # imported here: reference_impl.accel compiles it (see checkers/check.py)
-    from checkers.queue.scan import scan_jsonl
+    from checkers.queue.scan import scan_jsonl  # late: compiled (reference_impl.accel), loaded after the accelerator's loader
 
     try:
         test = json.loads((d / "test.json").read_text()) if (d / "test.json").is_file() else None

@@ -46,7 +46,7 @@ from checkers.verdict import UNKNOWN, Verdict, combine
 # harness imports this module before the accelerator's loader, and a
 # compiled module imported before the loader leaves the whole build unused
 if TYPE_CHECKING:
-    from checkers.queue.scan import QueueScan
+    from checkers.queue.scan import QueueScan  # late: its line reader is compiled; loaded after the accelerator's loader
 
 QUEUE_MODELS = ("queue",)
 LINEARIZABLE_MODELS = ("register", "cas-register", "multi-register", "mutex", "set",
@@ -60,7 +60,7 @@ class UnknownModel(ValueError):
 
 
 def _op_stats(ops: Any) -> dict[str, Any]:
-    from checkers.queue.scan import QueueScan, op_stats
+    from checkers.queue.scan import QueueScan, op_stats  # late: its line reader is compiled; loaded after the accelerator's loader
 
     return ops.stats.result() if isinstance(ops, QueueScan) else op_stats(ops)
 
@@ -112,7 +112,7 @@ def check_history(
         raise UnknownModel(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
     if engine not in ("inline", "spark"):
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
-    from checkers.queue.scan import QueueScan
+    from checkers.queue.scan import QueueScan  # late: its line reader is compiled; loaded after the accelerator's loader
 
     if isinstance(ops, QueueScan) and model not in QUEUE_MODELS:
         raise UnknownModel(f"model {model!r} checks a list of operations, not a queue scan")
@@ -163,7 +163,7 @@ def trace_invariants(run_dir: Any, test: dict[str, Any] | None = None) -> dict[s
     """The invariant monitor over a run directory's ``nodes/*/trace.jsonl``
     (:func:`checkers.invariants.check_trace_dir`), or None when the run has no
     traces (a bare history). ``seed`` and ``min_isr`` come from test.json."""
-    from checkers.invariants import check_trace_dir
+    from checkers.invariants import check_trace_dir  # late: compiled; loaded after the accelerator's loader
 
     nodes = Path(run_dir) / "nodes"
     if not nodes.is_dir() or not any(nodes.glob("*/trace.jsonl")):
@@ -221,7 +221,7 @@ def queue_options_from_test(test: dict[str, Any]) -> Any:
 
 def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | None, deadline: float,
                  queue_options: Any, test_keys: list[Any] | None = None, partial: bool = False) -> dict[str, Any]:
-    from checkers.queue.scan import QueueScan
+    from checkers.queue.scan import QueueScan  # late: its line reader is compiled; loaded after the accelerator's loader
 
     opts = queue_options or QueueOptions()
     t = _time.monotonic()
@@ -330,7 +330,7 @@ def _durability_checker(durability: dict[str, Any], anomalies: dict[str, Any], b
 
 def _check_linearizable(ops: list[Op], model: str, budget: float,
                         model_options: dict[str, Any]) -> dict[str, Any]:
-    import checkers.linearizable as lin
+    import checkers.linearizable as lin  # late: its WGL search is compiled; loaded after the accelerator's loader
 
     mdl: Any = model
     if model_options:

@@ -133,7 +133,7 @@ def get_spark(master: str | None = None) -> Any:
         log4j = private / "log4j2.properties"
         if not log4j.exists():
             _create(log4j, _LOG4J.encode())
-        from pyspark.sql import SparkSession  # here: a JVM-backed import of a second, only for Spark
+        from pyspark.sql import SparkSession  # late: pyspark (JVM-backed, a second to import), only for Spark
 
         java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
         b = (SparkSession.builder.master(master).appName("kraftwerk-check")
@@ -271,7 +271,7 @@ def run_keys(keys: Mapping[str, list], engine: str = "inline", spark_master: str
     if not keys:
         return []
     spark = get_spark(spark_master)
-    from pyspark.sql.types import StringType, StructField, StructType  # only for Spark (see get_spark)
+    from pyspark.sql.types import StringType, StructField, StructType  # late: only for Spark (see get_spark)
 
     schema = StructType([StructField("key", StringType(), False),
                          StructField("path", StringType(), False)])

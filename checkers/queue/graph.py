@@ -37,7 +37,7 @@ from .columns import Col
 from .project import OpTable
 
 if TYPE_CHECKING:
-    import networkx as nx
+    import networkx as nx  # late: networkx (0.3 s), only once a cycle search runs
 
 WW, WR, RW, PROC, RT = 0, 1, 2, 3, 4
 TYPE_NAMES = {WW: "ww", WR: "wr", RW: "rw", PROC: "process", RT: "realtime"}
@@ -269,7 +269,7 @@ def _cyclic_graph(src: array, dst: array, typ_: array, remaining: Any) -> nx.DiG
     edges carry their types."""
     # networkx imported here, not at the top: only a graph with a cycle
     # needs it, and its import is a good part of a valid history's check
-    import networkx as nx
+    import networkx as nx  # late: networkx (0.3 s), only once a cycle search runs
 
     g = nx.DiGraph()
     for a, b, t in zip(src, dst, typ_):
@@ -300,7 +300,7 @@ def _explain_cycles(g: nx.DiGraph, out: dict[str, Any], rw: bool, n_ops: int, op
                     edge_keys: dict[tuple[int, int], str], check_time: Callable[[], None]) -> None:
     """For each class, the shortest cycle of each SCC that the class
     explains, into ``out``'s counts and examples."""
-    import networkx as nx
+    import networkx as nx  # late: networkx (0.3 s), only once a cycle search runs
 
     classes = CLASSES + (RW_CLASSES if rw else [])
     seen_cycles: set[tuple[int, ...]] = set()
@@ -334,7 +334,7 @@ def cycle_exists_cases(g: nx.DiGraph, n_ops: int, ops_of: list[int]) -> list[tup
     :data:`EXISTS_SPECS` subgraph, weakest first, a nontrivial SCC proves a
     cycle of that kind exists. A stronger level is not reported once a
     weaker one (whose subgraph it contains) already is."""
-    import networkx as nx
+    import networkx as nx  # late: networkx (0.3 s), only once a cycle search runs
 
     out: list[tuple[str, dict[str, Any]]] = []
     for name, level, types in EXISTS_SPECS:
@@ -487,7 +487,7 @@ def _shortest_cycle(sub: nx.DiGraph, g: nx.DiGraph, name: str, allowed: frozense
     """Shortest cycle in one SCC whose weakest explanation is class ``name``,
     tried through a few edges of the most specific required type (up to
     ``_TRIES``; fewer in a giant component, where each try is a BFS over it)."""
-    import networkx as nx
+    import networkx as nx  # late: networkx (0.3 s), only once a cycle search runs
 
     tries = _TRIES if sub.number_of_nodes() <= 2000 else 8
     lead = (None if not required else

@@ -29,6 +29,7 @@ replaced whole) as a second net.
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 from pathlib import Path
 
@@ -44,10 +45,8 @@ class Untrusted(UsageError):
 
 def _who(uid: int) -> str:
     try:
-        import pwd
-
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except (KeyError, ImportError):
+    except KeyError:
         return f"uid {uid}"
 
 

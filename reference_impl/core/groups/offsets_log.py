@@ -98,7 +98,7 @@ def encode_group_value(sg: StoredGroup) -> bytes:
 
 def group_batch(group_id: str, sg: StoredGroup | None, timestamp: int) -> tuple[int, bytes]:
     """One v2 batch holding a group's metadata record (``None``: its tombstone)."""
-    from kafka.record import MemoryRecordsBuilder  # deferred: see commit_batch
+    from kafka.record import MemoryRecordsBuilder  # late: kafka-python's codecs, see commit_batch
 
     b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 24)
     b.append(timestamp=timestamp, key=encode_group_key(group_id),
@@ -111,7 +111,7 @@ def commit_batch(group_id: str, offsets: Iterable[CommittedOffset], timestamp: i
     """One v2 batch of a commit's records: (record count, bytes)."""
     # imported here: kafka-python's package imports its whole client, half a
     # second every simulator and CLI process would pay without a group
-    from kafka.record import MemoryRecordsBuilder
+    from kafka.record import MemoryRecordsBuilder  # late: kafka-python's codecs, see commit_batch
 
     b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 24)
     n = 0
@@ -217,7 +217,7 @@ def decode_log(payloads: Iterable[Any]) -> Iterator[Entry]:
     metadata as (group, None, stored group or None for a tombstone). A
     payload that is not a v2 batch (a simulated one) is skipped, and so is a
     record of a kind or version this does not read."""
-    from kafka.record import MemoryRecords  # deferred: see commit_batch
+    from kafka.record import MemoryRecords  # late: kafka-python's codecs, see commit_batch
 
     for payload in payloads:
         if not isinstance(payload, (bytes, bytearray)):
