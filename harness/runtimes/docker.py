@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.errors import HarnessError, UsageError
-from harness.runtimes.net.netns import NODE_HOST_BASE, SUBNET_PREFIX, allocate_subnet, release_subnet
+from harness.runtimes.net.netns import NODE_HOST_BASE, OWNER_DIR, SUBNET_PREFIX, allocate_subnet, release_subnet
 from harness.rundir.state import RUN_ENV, RunState, alive, proc_start_time
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -290,7 +290,8 @@ class DockerHosts:
             names = [f"kw-{self.tag}-{n}" for n in nodes]
             host = ["docker", "-H", getattr(self.client, "kw_url", f"unix://{SYSTEM_SOCK}")]
             self.state.add_resource("docker", f"kw-{self.tag}", undo=[[*host, "rm", "-f", *names],
-                                                                      [*host, "network", "rm", f"kw-{self.tag}"]])
+                                                                      [*host, "network", "rm", f"kw-{self.tag}"],
+                                                                      ["rm", "-f", str(OWNER_DIR / f"{self.tag}.json")]])
         (self.run_dir / "nodes").mkdir(parents=True, exist_ok=True)
         for i, n in enumerate(nodes):
             addr = f"{SUBNET_PREFIX}.{self.subnet}.{NODE_HOST_BASE + 1 + i}"
