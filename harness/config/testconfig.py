@@ -511,7 +511,7 @@ KAFKA_LOCAL_REFUSED = {
     "partition": "a Kafka broker advertises one address every peer dials, so the local backend's per-link "
                  "proxies cannot cut it link by link (partitions need kernel rules: a netns or docker backend)",
     "latency": "a Kafka broker advertises one address every peer dials, so the local backend's per-link "
-               "proxies cannot delay its links",
+               "proxies cannot delay its links (latency needs kernel rules: a netns, docker or ssh backend)",
     "lose-unfsynced": "losing un-fsynced writes of a JVM needs a filesystem that drops them (--storage lazyfs "
                       "on --backend netns)",
     "torn-write": "a torn write of a JVM's files needs a filesystem that tears them (--storage lazyfs on "

@@ -217,11 +217,20 @@ class ProcessRuntime:
         self.recorded = cfg.record_history
         self.rec = Recorder(run_dir / store.HISTORY if cfg.record_history else None, cfg.history_fsync_every)
         self.progress = progress
+        #: the run's wall time, set-up to teardown (the simulator's is its own: ``SimRun``)
+        self.wall_s: float | None = None
 
     def test_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, **self.cfg.test_json()}
 
     def play(self) -> None:
+        t0 = time.monotonic()
+        try:
+            self._play()
+        finally:
+            self.wall_s = time.monotonic() - t0
+
+    def _play(self) -> None:
         cfg = self.cfg
         out = Path(cfg.out)
         state = RunState.create(out, self.run_id, self.run_dir)
@@ -273,7 +282,10 @@ class ProcessRuntime:
     def results(self, run_dir: Path | None) -> dict[str, Any]:
         if run_dir is None:
             return {"valid": "unknown", "stats": dict(self.rec.counts)}
-        return check_run(run_dir, engine=self.cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
+        result = check_run(run_dir, engine=self.cfg.checker_engine, test=store.read_json(run_dir / store.TEST))
+        if self.wall_s is not None:
+            result.setdefault("stats", {})["wall_s"] = round(self.wall_s, 3)
+        return result
 
 
 def step_recorder(rec: Recorder) -> Callable[[str, dict[str, Any]], None]:

@@ -15,8 +15,10 @@ SIGKILL, the OOM killer, a CI timeout), with no ``kraftwerk cleanup`` needed:
 A paused (SIGSTOPped) process cannot run its own watcher, so whoever sees the
 lease end first SIGKILLs every process of the run (``KRAFTWERK_RUN_ID`` in its
 environment) and then itself. Each run also has a reaper
-(``python -m harness.rundir.lease --reap RUN_ID``, see ``harness.rundir.state``) doing only
-that, for children that cannot watch a pipe (a JVM). Processes of
+(``python -m harness.rundir.lease --reap RUN_ID``, see ``harness.rundir.state``) doing
+that, for children that cannot watch a pipe (a JVM), and, when the harness
+died, undoing the run's namespaces, containers, networks and mounts as
+``kraftwerk cleanup`` would (``state.reap``). Processes of
 ``kraftwerk cluster up`` get no lease: the user stops them.
 """
 
@@ -28,6 +30,7 @@ import os
 import signal
 import threading
 from pathlib import Path
+from typing import Callable
 
 RUN_ENV = "KRAFTWERK_RUN_ID"
 LEASE_ENV = "KRAFTWERK_LEASE_FD"
@@ -66,7 +69,7 @@ def _end_run(run_id: str | None = None) -> None:
     os.kill(me, signal.SIGKILL)
 
 
-def _watch(fd: int, run_id: str | None = None) -> None:
+def _watch(fd: int, run_id: str | None = None, end: Callable[[str | None], None] = _end_run) -> None:
     while True:
         try:
             data = os.read(fd, 1)
@@ -75,8 +78,22 @@ def _watch(fd: int, run_id: str | None = None) -> None:
         except OSError:
             data = b""
         if not data:
-            _end_run(run_id)
+            end(run_id)
             return
+
+
+def _reap(run_id: str | None) -> None:
+    """The reaper's end of a run: undo what the run made if its harness is
+    dead (``state.reap``), then SIGKILL what is left of it and itself."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the lease's end and the parent-death signal both lead here
+    try:
+        from harness.rundir import state  # here, not at the top: state imports this module
+
+        if run_id:
+            state.reap(run_id)
+    except Exception:  # noqa: BLE001 - an undo that fails must not keep the run's processes alive
+        pass
+    _end_run(run_id)
 
 
 def _set_pdeathsig(parent: int | None) -> None:
@@ -111,7 +128,8 @@ def arm() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The reaper: wait for the lease to end, then SIGKILL the run's processes."""
+    """The reaper: wait for the lease to end, then undo the run if its
+    harness died and SIGKILL the run's processes."""
     ap = argparse.ArgumentParser(description="kraftwerk run reaper")
     ap.add_argument("--reap", required=True, metavar="RUN_ID")
     args = ap.parse_args(argv)
@@ -124,10 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         except (OSError, AttributeError):
             pass
-        signal.signal(signal.SIGTERM, lambda *_: _end_run(args.reap))
+        signal.signal(signal.SIGTERM, lambda *_: _reap(args.reap))
         if parent.isdigit() and os.getppid() != int(parent):
-            _end_run(args.reap)
-    _watch(int(fd_text), args.reap)
+            _reap(args.reap)
+    _watch(int(fd_text), args.reap, _reap)
     return 0
 
 

@@ -29,7 +29,9 @@ each gets the read end of a pipe whose write end only the harness holds. A
 child that cannot watch it itself (a JVM, a shell) is covered by the run's
 reaper, a small process started with the first child, holding the same lease,
 that SIGKILLs every process carrying the run's ``KRAFTWERK_RUN_ID`` when the
-lease ends. That id is unique per run (run id plus the registry nonce), so
+lease ends and, if the harness is dead, undoes the run's resources as
+cleanup would (:func:`reap`): a SIGKILLed harness leaves no namespace,
+container or network behind either. That id is unique per run (run id plus the registry nonce), so
 two runs that share a name, seed and second never reap each other.
 """
 
@@ -54,6 +56,7 @@ from reference_impl.server.procs import alive, proc_start_time, same_process
 __all__ = ["RUN_ENV", "RunState", "cleanup", "kill_tree", "registry_dir"]
 
 REGISTRY_ENV = "KRAFTWERK_RUNTIME_DIR"
+_REAPER_LOCK = threading.Lock()
 
 
 def _private_dir(path: Path) -> Path | None:
@@ -149,6 +152,7 @@ class RunState:
         with self._lock:
             self.data["resources"].append({"kind": kind, "name": name, "undo": undo, **info})
             self._save()
+        self._start_reaper()  # a run whose nodes are not this machine's children (docker exec) needs it too
 
     def remove_resource(self, kind: str, name: str) -> None:
         """Forget a resource the backend removed itself."""
@@ -181,14 +185,17 @@ class RunState:
 
     def child_env(self) -> dict[str, str]:
         """The environment of any process this run starts; its reaper (started
-        here, once) ends it when the harness dies, even if it cannot watch
-        the lease itself."""
+        here or by the first resource registered, once) ends it when the
+        harness dies, even if it cannot watch the lease itself."""
         self._start_reaper()
         return {**os.environ, RUN_ENV: self.env_id}
 
     def _start_reaper(self) -> None:
-        if self._reaper is not None:
-            return
+        with _REAPER_LOCK:  # resources are registered from more than one thread
+            if self._reaper is None:
+                self._spawn_reaper()
+
+    def _spawn_reaper(self) -> None:
         fd = self.lease_read_fd()
         env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
         env.update({LEASE_ENV: str(fd), PARENT_ENV: str(os.getpid())})
@@ -284,9 +291,28 @@ def cleanup(out: str | Path | None = None, include_live_harness: bool = False) -
     return stopped
 
 
+def reap(env_id: str) -> list[dict[str, Any]]:
+    """The run reaper's last act (:mod:`harness.rundir.lease`), when its
+    run's lease ends: if the harness is dead (a SIGKILL, the OOM killer), do
+    what ``kraftwerk cleanup`` would for this run alone (stop its processes,
+    undo its namespaces, containers, networks, mounts and ssh hosts, forget
+    it), so nothing of it lingers until someone runs cleanup. A harness
+    that is alive ended the run itself and undid what it made: nothing."""
+    for f, data in _load_entries(None):
+        if str(data.get("env_id", data.get("run_id"))) != env_id:
+            continue
+        if alive(data.get("harness_pid", -1), data.get("harness_start")):
+            return []
+        stopped = _stop_run(data)
+        f.unlink(missing_ok=True)
+        return stopped
+    return []
+
+
 def _stop_run(data: dict[str, Any]) -> list[dict[str, Any]]:
     stopped: list[dict[str, Any]] = []
-    procs = [p for p in data.get("processes", []) if isinstance(p, dict) and isinstance(p.get("pid"), int)]
+    procs = [p for p in data.get("processes", []) if isinstance(p, dict) and isinstance(p.get("pid"), int)
+             and p["pid"] != os.getpid()]  # the reaper undoing its own run is one of them
     signalled: set[int] = set()
     for p in procs:
         if kill_tree(p["pid"], p.get("start")):

@@ -88,23 +88,30 @@ WHEELS = CACHE / "wheels"
 LOCK = Path(__file__).with_name("requirements.lock")
 #: the venv's interpreter, relative to the unpacked bundle
 VENV_PYTHON = "venv/bin/python"
-#: run in a fresh interpreter: what a node process imports from site-packages
+#: run in a fresh interpreter: what a node process imports from outside the standard library
 #: (found each time, so the bundle follows the code's imports)
 PROBE = """
-import sys, sysconfig
+import os, sys, sysconfig
 sys.argv = ["kraftwerk", "node"]
 import harness.cli, harness.cli.node, harness.rundir.lease
 import reference_impl.server.runtime, reference_impl.server.wire, reference_impl.server.rpc
 import reference_impl.server.control, reference_impl.server.disk, reference_impl.server.auth
 import harness.lazyfs.server  # kraftwerk fs on the host (storage lazyfs): pyfuse3, trio
-site = sysconfig.get_paths()["purelib"]
+base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})  # not the venv's
+std = {base[k] for k in ("stdlib", "platstdlib")}
+# every import root but the standard library's: site-packages, and a path a .pth file or a user site adds
+roots = sorted({os.path.abspath(p) for p in sys.path if os.path.isdir(p or ".")} - std, key=len, reverse=True)
 tops = set()
 for m in list(sys.modules.values()):
     f = getattr(m, "__file__", None) or ""
-    if f.startswith(site + "/"):
-        top = f[len(site) + 1:].split("/")[0]
-        if not top.startswith("__editable__"):
-            tops.add(top.removesuffix(".py").split(".")[0])
+    if not f or any(f.startswith(s + "/") for s in std):
+        continue
+    for r in roots:
+        if f.startswith(r + "/"):
+            top = f[len(r) + 1:].split("/")[0]
+            if not top.startswith("__editable__"):
+                tops.add(top.removesuffix(".py").split(".")[0])
+            break
 print(" ".join(sorted(tops)))
 """
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.errors import HarnessError, UsageError
-from harness.runtimes.net.netns import NODE_HOST_BASE, SUBNET_PREFIX, allocate_subnet, release_subnet
+from harness.runtimes.net.netns import NODE_HOST_BASE, OWNER_DIR, SUBNET_PREFIX, allocate_subnet, release_subnet
 from harness.rundir.state import RUN_ENV, RunState
 from reference_impl.server.procs import alive, proc_start_time
 
@@ -197,6 +197,26 @@ def ensure_image(client: Any) -> str:
     return ref
 
 
+def interpreter_paths() -> list[str]:
+    """The harness's own interpreter, for containers to run nodes with
+    (``sys.executable``): its environment (a virtualenv anywhere, with its
+    ``pyvenv.cfg`` and packages), the Python it was made from, and every
+    directory on its import path (a ``.pth`` entry, a user site), where
+    neither ``/usr`` nor the project directory (mounted already) holds
+    them; read-only, each at its own path, none inside another."""
+    exe_dir = os.path.dirname(os.path.realpath(sys.executable))
+    wanted = [sys.prefix, sys.base_prefix, exe_dir, *(e for e in sys.path if os.path.isabs(e))]
+    pairs = sorted({(os.path.realpath(p), p) for p in wanted if os.path.isdir(p)}, key=lambda rp: len(rp[0]))
+    out: list[str] = []
+    for real, p in pairs:
+        if real == "/" or any(real == b or real.startswith(b.rstrip("/") + "/") for b in ("/usr", str(REPO_ROOT), *out)):
+            continue
+        out.append(real)
+        if p != real and not any(p == b or p.startswith(b.rstrip("/") + "/") for b in out):
+            out.append(p)  # the path it is known by, if a link leads there
+    return out
+
+
 def _owner() -> str:
     return f"{os.getpid()}:{proc_start_time(os.getpid())}"
 
@@ -276,7 +296,8 @@ class DockerHosts:
             names = [f"kw-{self.tag}-{n}" for n in nodes]
             host = ["docker", "-H", getattr(self.client, "kw_url", f"unix://{SYSTEM_SOCK}")]
             self.state.add_resource("docker", f"kw-{self.tag}", undo=[[*host, "rm", "-f", *names],
-                                                                      [*host, "network", "rm", f"kw-{self.tag}"]])
+                                                                      [*host, "network", "rm", f"kw-{self.tag}"],
+                                                                      ["rm", "-f", str(OWNER_DIR / f"{self.tag}.json")]])
         (self.run_dir / "nodes").mkdir(parents=True, exist_ok=True)
         for i, n in enumerate(nodes):
             addr = f"{SUBNET_PREFIX}.{self.subnet}.{NODE_HOST_BASE + 1 + i}"
@@ -284,7 +305,7 @@ class DockerHosts:
             d.mkdir(parents=True, exist_ok=True)
             api = self.client.api
             binds = {"/usr": {"bind": "/usr", "mode": "ro"}, str(REPO_ROOT): {"bind": str(REPO_ROOT), "mode": "ro"},
-                     **{p: {"bind": p, "mode": "ro"} for p in ro_paths},
+                     **{p: {"bind": p, "mode": "ro"} for p in [*interpreter_paths(), *ro_paths]},
                      str(d): {"bind": str(d), "mode": "rw"}}
             made = api.create_container(
                 image, ["sleep", "infinity"], name=f"kw-{self.tag}-{n}", hostname=n,

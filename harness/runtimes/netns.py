@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from harness.errors import HarnessError
-from harness.runtimes.net.netns import Fabric, require_root
+from harness.runtimes.net.netns import OWNER_DIR, Fabric, require_root
 from harness.rundir.state import RunState
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -155,7 +155,8 @@ def register(state: RunState, fabric: Fabric) -> None:
     it, so cleanup removes it from the registry alone; ``sweep`` finds it by
     its ``kw-`` names as well."""
     undo = [["ip", "netns", "delete", fabric.ns(n)] for n in fabric.addresses]
-    undo += [["ip", "netns", "delete", fabric.bridge_ns], ["ip", "link", "delete", fabric.client_link]]
+    undo += [["ip", "netns", "delete", fabric.bridge_ns], ["ip", "link", "delete", fabric.client_link],
+             ["rm", "-f", str(OWNER_DIR / f"{fabric.tag}.json")]]  # its subnet's owner record last
     state.add_resource("netns", f"{fabric.tag}", undo=undo, subnet=f"10.213.{fabric.subnet}.0/24")
 
 
