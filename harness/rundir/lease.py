@@ -15,7 +15,7 @@ SIGKILL, the OOM killer, a CI timeout), with no ``kraftwerk cleanup`` needed:
 A paused (SIGSTOPped) process cannot run its own watcher, so whoever sees the
 lease end first SIGKILLs every process of the run (``KRAFTWERK_RUN_ID`` in its
 environment) and then itself. Each run also has a reaper
-(``python -m harness.rundir.lease --reap RUN_ID``, see ``harness.rundir.state``) doing
+(``python -m harness.rundir.reaper --reap RUN_ID``, see ``harness.rundir.state``) doing
 that, for children that cannot watch a pipe (a JVM), and, when the harness
 died, undoing the run's namespaces, containers, networks and mounts as
 ``kraftwerk cleanup`` would (``state.reap``). Processes of
@@ -24,7 +24,6 @@ died, undoing the run's namespaces, containers, networks and mounts as
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import signal
@@ -36,7 +35,7 @@ RUN_ENV = "KRAFTWERK_RUN_ID"
 LEASE_ENV = "KRAFTWERK_LEASE_FD"
 PARENT_ENV = "KRAFTWERK_PARENT_PID"
 PDEATHSIG_ENV = "KRAFTWERK_PDEATHSIG"
-_PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG = 1
 
 
 def pids_with_run_id(run_id: str) -> list[int]:
@@ -55,7 +54,7 @@ def pids_with_run_id(run_id: str) -> list[int]:
     return out
 
 
-def _end_run(run_id: str | None = None) -> None:
+def end_run(run_id: str | None = None) -> None:
     run_id = run_id or os.environ.get(RUN_ENV)
     me = os.getpid()
     if run_id:
@@ -69,7 +68,7 @@ def _end_run(run_id: str | None = None) -> None:
     os.kill(me, signal.SIGKILL)
 
 
-def _watch(fd: int, run_id: str | None = None, end: Callable[[str | None], None] = _end_run) -> None:
+def watch(fd: int, run_id: str | None = None, end: Callable[[str | None], None] = end_run) -> None:
     while True:
         try:
             data = os.read(fd, 1)
@@ -82,28 +81,14 @@ def _watch(fd: int, run_id: str | None = None, end: Callable[[str | None], None]
             return
 
 
-def _reap(run_id: str | None) -> None:
-    """The reaper's end of a run: undo what the run made if its harness is
-    dead (``state.reap``), then SIGKILL what is left of it and itself."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the lease's end and the parent-death signal both lead here
-    try:
-        from harness.rundir import state  # here, not at the top: state imports this module
-
-        if run_id:
-            state.reap(run_id)
-    except Exception:  # noqa: BLE001 - an undo that fails must not keep the run's processes alive
-        pass
-    _end_run(run_id)
-
-
 def _set_pdeathsig(parent: int | None) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):
         return
     if parent is not None and os.getppid() != parent:
-        _end_run()  # the parent died before the signal was armed
+        end_run()  # the parent died before the signal was armed
 
 
 def arm() -> bool:
@@ -121,33 +106,7 @@ def arm() -> bool:
         try:
             os.fstat(fd)
         except OSError:
-            _end_run()  # asked for a lease that is not there: the harness is gone
-        threading.Thread(target=_watch, args=(fd,), name="lease", daemon=True).start()
+            end_run()  # asked for a lease that is not there: the harness is gone
+        threading.Thread(target=watch, args=(fd,), name="lease", daemon=True).start()
         armed = True
     return armed
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The reaper: wait for the lease to end, then undo the run if its
-    harness died and SIGKILL the run's processes."""
-    ap = argparse.ArgumentParser(description="kraftwerk run reaper")
-    ap.add_argument("--reap", required=True, metavar="RUN_ID")
-    args = ap.parse_args(argv)
-    fd_text = os.environ.get(LEASE_ENV, "")
-    if not fd_text.isdigit():
-        return 2
-    if os.environ.get(PDEATHSIG_ENV) == "1":
-        parent = os.environ.get(PARENT_ENV, "")
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-        signal.signal(signal.SIGTERM, lambda *_: _reap(args.reap))
-        if parent.isdigit() and os.getppid() != int(parent):
-            _reap(args.reap)
-    _watch(int(fd_text), args.reap, _reap)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -202,7 +202,7 @@ class RunState:
         if threading.current_thread() is threading.main_thread():
             env[PDEATHSIG_ENV] = "1"
         self._reaper = subprocess.Popen(
-            [sys.executable, "-m", "harness.rundir.lease", "--reap", self.env_id], env=env, pass_fds=(fd,),
+            [sys.executable, "-m", "harness.rundir.reaper", "--reap", self.env_id], env=env, pass_fds=(fd,),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
             cwd=str(Path(__file__).resolve().parents[2]),
         )
@@ -292,7 +292,7 @@ def cleanup(out: str | Path | None = None, include_live_harness: bool = False) -
 
 
 def reap(env_id: str) -> list[dict[str, Any]]:
-    """The run reaper's last act (:mod:`harness.rundir.lease`), when its
+    """The run reaper's last act (:mod:`harness.rundir.reaper`), when its
     run's lease ends: if the harness is dead (a SIGKILL, the OOM killer), do
     what ``kraftwerk cleanup`` would for this run alone (stop its processes,
     undo its namespaces, containers, networks, mounts and ssh hosts, forget
