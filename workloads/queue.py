@@ -44,6 +44,7 @@ import itertools
 import re
 import threading
 import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -604,6 +605,82 @@ def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
             key, off = mop[1], mop[2][0]
             if off is not None and off > acked.get(key, -1):
                 acked[key] = off
+
+
+#: probe values start far above any value the workload's counter reaches, one
+#: range per thread, so every value of a history stays unique
+PROBE_BASE = 1 << 50
+PROBE_RANGE = 1 << 20
+#: pause between a failed probe and the next
+PROBE_PAUSE_S = 0.25
+
+
+@dataclass(frozen=True)
+class Probes(g.Gen):
+    """One thread's probe writes after the final heal (the availability
+    checker's evidence, :mod:`checkers.availability`): an acks=all send
+    (``probe: true``) to each of its keys in turn, one at a time, again
+    :data:`PROBE_PAUSE_S` after one that failed, until every key took one or
+    ``deadline_s`` passed since the first."""
+
+    keys: tuple[str, ...]
+    first_value: int
+    deadline_s: float
+    idempotent: bool = False
+    done: frozenset[str] = frozenset()
+    sent: int = 0
+    start: int | None = None
+    due: int = 0
+    inflight: str | None = None
+
+    def op(self, ctx: g.Context):
+        free = ctx.free_threads()
+        me = self
+        if self.inflight is not None:
+            if not free:
+                return g.PENDING, self
+            # it completed, and no word came: an ``info`` completion moves the
+            # thread to a new process, whose events reach no generator of the
+            # old one (a failed probe, to be sent again)
+            me = replace(self, inflight=None)
+        todo = [k for k in me.keys if k not in me.done]
+        if not todo:
+            return None
+        start = ctx.time if me.start is None else me.start
+        at = max(ctx.time, me.due)
+        if at >= start + int(me.deadline_s * g.NS):
+            return None
+        if not free:
+            return g.PENDING, me
+        key = todo[me.sent % len(todo)]
+        op = {"f": "send", "process": ctx.process_of[free[0]], "time": at, "probe": True, "acks": "all",
+              "idempotent": me.idempotent, "value": [["send", key, me.first_value + me.sent]]}
+        return op, replace(me, sent=me.sent + 1, start=start, inflight=key)
+
+    def update(self, ctx: g.Context, event: dict[str, Any]):
+        if self.inflight is None or event.get("type") == "invoke" or not event.get("probe"):
+            return self
+        done = self.done | {self.inflight} if event.get("type") == "ok" else self.done
+        return replace(self, done=done, inflight=None, due=ctx.time + int(PROBE_PAUSE_S * g.NS))
+
+
+def probe_generator(keys: list[str], threads: list[int], deadline_s: float,
+                    idempotent_for_thread=None) -> g.Gen | None:
+    """Probe writes after the final heal on the acks=all worker ``threads``
+    (keys spread over them, ``keys[i::len(threads)]`` for the i-th), until
+    each key took one or ``deadline_s`` passed (:class:`Probes`); None
+    without such threads."""
+    if not threads or not keys:
+        return None
+    mine = {t: tuple(keys[i::len(threads)]) for i, t in enumerate(threads)}
+
+    def for_thread(t: Any) -> g.Gen | None:
+        if not mine.get(t):
+            return None
+        idem = bool(idempotent_for_thread(t)) if idempotent_for_thread else False
+        return Probes(mine[t], PROBE_BASE + threads.index(t) * PROBE_RANGE, deadline_s, idem)
+
+    return g.clients(g.each_thread(for_thread))
 
 
 def final_generator(keys: list[str], concurrency: int, read_timeout: float = 30.0,

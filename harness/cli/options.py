@@ -104,6 +104,9 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--flush-messages", type=int,
                  help="log.flush.interval.messages: fsync every N messages (default 0: never)."),
     click.option("--op-timeout", type=float, help="Seconds before a client op is recorded as info (default 10)."),
+    click.option("--liveness", type=click.Choice(["auto", "strict", "report"]),
+                 help="A partition unavailable after the final heal fails the run when a replica that may lead "
+                      "ran (auto, default), always (strict) or never (report)."),
     click.option("--link-latency-ms", type=int, help="Simulator: each message's minimum delay (default 1)."),
     click.option("--link-jitter-ms", type=float, help="Simulator: mean extra delay, exponential (default 2)."),
     click.option("--clock-drift", type=float, help="Simulator: clocks drift by up to this fraction (default 0)."),
@@ -157,7 +160,7 @@ REPLAYED = ("name", "workload", "ctp_txn", "abort_probability", "max_txn_length"
             "auto_offset_reset", "safe", "crash_clients", "crash_client_interval", "sub_via", "static_members",
             "brokers", "controllers", "topics", "topic_prefix", "partitions", "rf", "min_isr", "acks",
             "idempotent", "variants", "protocol", "nemesis_interval", "time_limit", "rate", "concurrency", "seed",
-            "op_timeout", "final_read_timeout", "setup_timeout", "flush_messages")
+            "op_timeout", "final_read_timeout", "setup_timeout", "flush_messages", "liveness")
 
 
 def recorded_settings(path: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from checkers.availability import check_run_dir, merge_availability, set_cause
 from checkers.history.jsonl import read_jsonl
 from checkers.history.op import Op
 from harness.rundir import store
@@ -73,6 +74,7 @@ def check_run(run_dir: Path, engine: str = "inline", test: dict[str, Any] | None
 
         result = check_history(ops, model="queue", engine=engine, test=test,
                                invariants=trace_invariants(run_dir, test))
+        merge_availability(result, check_run_dir(run_dir, test))
     except Exception as e:  # a checker crash is an unknown verdict, with the reason
         result = _unknown(f"checker failed: {type(e).__name__}: {e}")
         result["checkers"]["harness"] = {"traceback": traceback.format_exc()[-4000:]}
@@ -89,6 +91,7 @@ def check_run(run_dir: Path, engine: str = "inline", test: dict[str, Any] | None
                      for f in faults]
     if warnings:
         result.setdefault("warnings", []).extend(warnings)
+    set_cause(result)
     store.write_json(run_dir / store.RESULTS, result)
     return result
 

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import generator as g
+from checkers.availability import FinalState, LivenessBound, check_availability, facts_of, liveness_bound, \
+    merge_availability, read_timeline
 from checkers.invariants import InvariantMonitor
 from harness.config import TestConfig
 from nemesis import Nemesis, replay
@@ -31,6 +33,7 @@ from reference_impl.core.config import ProtocolConfig, Variants
 from reference_impl.core.messages import NewTopic, TopicPartition
 from reference_impl.sim.clients import Admin, Arrivals, ClientConfig, Consumer, GroupMember, Workload, sim_history
 from reference_impl.sim.control import SimCluster
+from reference_impl.sim.inspect import cluster_state
 from reference_impl.sim.network import LinkProfile
 from reference_impl.sim.simulation import Simulation
 
@@ -59,6 +62,22 @@ def protocol_config(cfg: TestConfig) -> ProtocolConfig:
     props.setdefault("min_insync_replicas", cfg.min_isr)
     props.setdefault("default_replication_factor", cfg.rf)
     return ProtocolConfig.from_properties(props, variants=Variants().with_overrides(dict(cfg.variants)))
+
+
+def sim_bound(pc: ProtocolConfig, client: ClientConfig) -> LivenessBound:
+    """The liveness bound of a simulated run (``checkers.availability.bound``):
+    its protocol timings, no process start time, the simulated producers'
+    metadata backoff and request timeout."""
+    return liveness_bound({f.name: getattr(pc, f.name) for f in dataclasses.fields(pc) if f.name.endswith("_ms")},
+                          start_ms=0,
+                          client_refresh_ms=client.metadata_backoff_ms,
+                          client_request_timeout_ms=client.request_timeout_ms)
+
+
+def sim_rules(pc: ProtocolConfig) -> dict[str, Any]:
+    """The election rules the simulated controllers follow (for a cause)."""
+    return {"unclean_election": pc.unclean_allowed(), "elr": pc.elr_enabled(),
+            "recovery_strategy": pc.recovery_strategy_for()}
 
 
 class VirtualNemesis:
@@ -116,6 +135,40 @@ class VirtualNemesis:
                 self.play(op)
 
 
+class Probes:
+    """The final phase's probe writes in the simulator (as real runs'
+    ``workloads.queue.Probes``): one acks=all writer per partition sends from
+    the heal on, again :data:`PROBE_PAUSE_MS` after a send that failed,
+    until one is acknowledged or the liveness bound ran out. A send is
+    retried inside the producer until its delivery timeout, so the first
+    acknowledgement's time is when the partition took writes again."""
+
+    def __init__(self, sim: Simulation, wl: Workload, tps: list[TopicPartition], bound_ms: int) -> None:
+        self.sim, self.wl = sim, wl
+        self.deadline = sim.now + bound_ms
+        self.writers = {tp: wl.add_probe_writer() for tp in tps}
+        self.pausing: set[TopicPartition] = set()
+        for tp in tps:
+            self._send(tp)
+
+    def _send(self, tp: TopicPartition) -> None:
+        self.pausing.discard(tp)
+        if self.sim.now < self.deadline and not self.wl.stopped:
+            self.writers[tp].send(tp, self.wl.value(), done=lambda type_, _res, tp=tp: self._done(tp, type_))
+
+    def _done(self, tp: TopicPartition, type_: str) -> None:
+        if type_ != "ok":
+            self.pausing.add(tp)
+            self.sim.loop.after(PROBE_PAUSE_MS, self._send, tp)
+
+    def finished(self) -> bool:
+        return not self.pausing and not any(w.busy for w in self.writers.values())
+
+
+#: pause between a failed probe write and the next (workloads.queue.PROBE_PAUSE_S)
+PROBE_PAUSE_MS = 250
+
+
 @dataclass
 class SimRun:
     """The pieces of one simulated test, built and wired; :meth:`run` plays it."""
@@ -124,6 +177,9 @@ class SimRun:
     seed: int
     run_dir: Path | None = None
     client_config: ClientConfig = field(default_factory=ClientConfig)
+    #: called with this run right after the final heal (tests make a fault
+    #: there that the heal does not undo, e.g. pause the controllers)
+    after_heal: Callable[["SimRun"], None] | None = None
 
     def __post_init__(self) -> None:
         o = self.cfg
@@ -163,6 +219,10 @@ class SimRun:
         #: what the nemesis did (``nemesis.replay``), for test.json
         self.schedule: list[dict[str, Any]] = []
         self.t_end = 0
+        self.bound = sim_bound(self.sim.config, self.client_config)
+        #: the cluster's state when the bound after the heal ran out (the
+        #: cause of a partition still unavailable), else at the end
+        self.state: dict[str, Any] | None = None
 
     # -- phases ----------------------------------------------------------------------------------------
     def setup(self) -> bool:
@@ -231,6 +291,8 @@ class SimRun:
                                    self.t0, None)
             final.run_to_end()
             sim.heal_everything()  # belt and braces, as a real run's heal_all
+        probes = self._start_probes()
+        if self.nemesis is not None:
             sim.run_for(int(self.nemesis.recovery_seconds() * 1000))
             if self.cluster.nodes.dead_nodes():
                 # a controlled shutdown begun under the faults may complete
@@ -244,13 +306,30 @@ class SimRun:
         clients = self.wl.producers + self.wl.consumers
         sim.wait_for(lambda: not any(c.busy for c in clients), self.client_config.delivery_timeout_ms
                      + self.client_config.request_timeout_ms)
+        sim.wait_for(probes.finished, self.bound.total_ms + self.client_config.delivery_timeout_ms)
         deadline = int(o.final_read_timeout * 1000)
         for tp in self.tps:
             r = self.wl.add_final_reader()
             self.final_readers.append(r)
             r.poll(tps=[tp], final=True, from_start=True, until=dict(self.wl.max_acked), deadline_ms=deadline)
         sim.wait_for(lambda: not any(r.busy for r in self.final_readers), deadline + 2 * self.client_config.request_timeout_ms)
+        if self.state is None:
+            self._snapshot()
         self.wl.finish()
+
+    def _start_probes(self) -> "Probes":
+        """From the heal on: the test's fault after it, if any, then a probe
+        writer per partition (:class:`Probes`) and the state's snapshot
+        when the bound runs out."""
+        if self.after_heal is not None:
+            self.after_heal(self)
+        probes = Probes(self.sim, self.wl, self.tps, self.bound.total_ms)
+        self.sim.at(self.sim.now + self.bound.total_ms, self._snapshot)
+        return probes
+
+    def _snapshot(self) -> None:
+        self.state = cluster_state(self.sim, min_isr=self.cfg.min_isr, rules=sim_rules(self.sim.config),
+                                   t_ns=self.sim.now * 1_000_000)
 
     def run(self, release: bool = False) -> dict[str, Any]:
         """Play the seed and return results.json (also written to the run
@@ -300,8 +379,19 @@ class SimRun:
     # -- verdict -------------------------------------------------------------------------------------------
     def test_json(self) -> dict[str, Any]:
         """What the run directory's test.json says about the checking (the
-        options ``kraftwerk check`` reads back: keys, strict_*)."""
-        return self.cfg.model_copy(update={"seed": self.seed}).test_json()
+        options ``kraftwerk check`` reads back: keys, strict_*, liveness and
+        its bound)."""
+        return {**self.cfg.model_copy(update={"seed": self.seed}).test_json(), "liveness_bound": self.bound.as_dict()}
+
+    def availability(self, ops: list[Any]) -> dict[str, Any]:
+        """The availability checker (``checkers.availability``) on the
+        history, the traces (when the run has a directory) and the state
+        the final phase saw."""
+        timeline = read_timeline(self.run_dir) if self.run_dir is not None else None
+        return check_availability(facts_of(ops), [str(tp) for tp in self.tps], bound=self.bound,
+                                  timeline=timeline if timeline is not None and timeline.files else None,
+                                  state=FinalState.from_dict(self.state) if self.state else None,
+                                  policy=self.cfg.liveness)
 
     def results(self, wall_s: float) -> dict[str, Any]:
         """results.json: the checkers' verdict (:func:`checkers.check.check_history`,
@@ -320,6 +410,7 @@ class SimRun:
         if error:
             out["valid"] = False if out["valid"] is False else "unknown"
             out["error"] = error
+        merge_availability(out, self.availability(ops))
         sim = self.sim
         # completions per function and type: the checkers' own count of the
         # same operations (stats.by_f), not a second pass over the history

@@ -78,6 +78,12 @@ if TYPE_CHECKING:
     from .simulation import Simulation
 
 FINAL_READER_BASE: Final = 1_000_000
+#: the final phase's probe writers (the availability checker's acks=all
+#: writes after the heal) take process ids from here, outside the worker
+#: slots, :data:`PROBE_WRITER_SPACING` apart (a writer's id moves on by the
+#: worker stride after each ``info``)
+PROBE_WRITER_BASE: Final = 2_000_000
+PROBE_WRITER_SPACING: Final = 100_000
 #: a crashed client dies within this many ms of its operation's start
 #: (workloads/crash.py's MAX_CRASH_MS, which real runs use)
 MAX_CRASH_MS: Final = 100
@@ -287,6 +293,7 @@ class Workload:
         self.producers: list[Producer] = []
         self.consumers: list[Consumer] = []
         self.final_readers: list[Consumer] = []
+        self.probe_writers: list[Producer] = []
         self.n_processes = 0
         self.max_acked: dict[str, int] = {}
         self.stopped = False
@@ -341,6 +348,16 @@ class Workload:
         self.final_readers.append(c)
         return c
 
+    def add_probe_writer(self) -> "Producer":
+        """An acks=all producer for the final phase's probe writes, outside
+        the worker slots (ids from :data:`PROBE_WRITER_BASE`): its sends say
+        ``probe: true``."""
+        i = len(self.probe_writers)
+        p = Producer(self, f"probe{i}", PROBE_WRITER_BASE + i * PROBE_WRITER_SPACING, "all")
+        p.probe = True
+        self.probe_writers.append(p)
+        return p
+
     def n_processes_stride(self) -> int:
         """Process ids advance by the number of client slots after an ``info``."""
         return max(1, self.n_processes)
@@ -351,7 +368,7 @@ class Workload:
     def finish(self) -> None:
         """End of the run: every operation still in flight is indeterminate."""
         self.stopped = True
-        for p in self.producers:
+        for p in self.producers + self.probe_writers:
             p.abandon()
         for c in self.consumers + self.final_readers:
             c.abandon()
@@ -452,6 +469,8 @@ class Producer:
         self.busy = False
         self._op: _Send | None = None
         self._gen = 0
+        #: a probe writer's (``Workload.add_probe_writer``): its sends say ``probe: true``
+        self.probe = False
 
     @property
     def name(self) -> str:
@@ -476,6 +495,9 @@ class Producer:
             self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks,
                            idempotent=self.idempotent, crash=op.crash)
             self.sim.loop.after(op.crash, self._crash, self._gen)
+        elif self.probe:
+            self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks,
+                           idempotent=self.idempotent, probe=True)
         else:
             self.wl.record(self.process, "invoke", "send", [["send", key, value]], acks=self.acks,
                            idempotent=self.idempotent)
@@ -605,7 +627,11 @@ class Producer:
                 self.wl.max_acked[key] = offset
         else:
             value = [["send", key, op.value]]
-        self.wl.record(self.process, type_, "send", value, error, acks=self.acks, idempotent=self.idempotent)
+        if self.probe:
+            self.wl.record(self.process, type_, "send", value, error, acks=self.acks, idempotent=self.idempotent,
+                           probe=True)
+        else:
+            self.wl.record(self.process, type_, "send", value, error, acks=self.acks, idempotent=self.idempotent)
         if type_ == "info":
             self.process += self.wl.n_processes_stride()
         if crashed:

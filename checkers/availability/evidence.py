@@ -1,0 +1,99 @@
+"""Availability as evidence: for each fault change and for the final heal,
+how long each partition was without a leader and without an accepted
+acks=all write.
+
+A row covers the stretch from one fault change (a start or a stop) to the
+next, or to the final heal; the final heal's row runs to the end of the
+history. In a row, per partition:
+
+* ``leaderless_ms``: the time without a leader (the controllers' committed
+  metadata: the glass box's ``partition_metadata``, Kafka's observer); None
+  without traces;
+* ``no_write_ms``: the longest stretch without an acknowledged acks=all
+  write, while the workload was writing (from the row's start to the first
+  acknowledgement, between two, from the last to the row's end, the
+  workload's end at most); None in a run without acks=all writers.
+
+The final heal's row says instead how long until the first leader and the
+first acknowledged acks=all write after the heal (None: never).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Any
+
+from .facts import HistoryFacts
+from .leaders import Timeline
+
+#: rows kept in results.json (a long overlapping schedule has many changes)
+MAX_ROWS = 400
+
+
+def _gap_ms(acks: Any, start: int, end: int) -> float:
+    """The longest stretch within [start, end) with no time from ``acks``
+    (sorted ns), counting from ``start`` and to ``end``."""
+    if end <= start:
+        return 0.0
+    i = bisect_left(acks, start)
+    prev, worst = start, 0
+    while i < len(acks) and acks[i] < end:
+        worst = max(worst, acks[i] - prev)
+        prev = acks[i]
+        i += 1
+    return max(worst, end - prev) / 1e6
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def fault_rows(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) -> list[dict[str, Any]]:
+    """One row per fault change before the final heal (module docstring)."""
+    heal = facts.heal_ns
+    events = [e for e in facts.nemesis if not e.final]
+    rows = []
+    for i, e in enumerate(events):
+        end = events[i + 1].t_ns if i + 1 < len(events) else (heal if heal is not None else facts.end_ns)
+        write_end = min(end, facts.workload_end_ns) if facts.workload_end_ns else end
+        per: dict[str, Any] = {}
+        for k in keys:
+            acks = facts.acked_all.get(k, ())
+            per[k] = {
+                "leaderless_ms": _ms(timeline.leaderless_ms(k, e.t_ns, end)) if timeline is not None else None,
+                "no_write_ms": _ms(_gap_ms(acks, e.t_ns, write_end)) if facts.all_writers else None,
+            }
+        row: dict[str, Any] = {"t_s": round(e.t_ns / 1e9, 3), "until_s": round(end / 1e9, 3), "event": e.label(),
+                               "partitions": per}
+        if e.skipped:
+            row["skipped"] = e.skipped
+        rows.append(row)
+    return rows[:MAX_ROWS]
+
+
+def heal_row(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) -> dict[str, Any] | None:
+    """How long after the final heal until each partition had a leader and
+    took an acks=all write (None: never, in the run)."""
+    heal = facts.heal_ns
+    if heal is None:
+        return None
+    per: dict[str, Any] = {}
+    for k in keys:
+        acks = facts.acked_all.get(k, ())
+        i = bisect_left(acks, heal)
+        per[k] = {
+            "leader_after_ms": _ms(timeline.first_leader_ms(k, heal)) if timeline is not None else None,
+            "write_after_ms": _ms((acks[i] - heal) / 1e6) if i < len(acks) else None,
+        }
+    return {"t_s": round(heal / 1e9, 3), "event": "final heal", "partitions": per}
+
+
+def worst(rows: list[dict[str, Any]], field: str) -> tuple[float | None, str | None]:
+    """The largest ``field`` over a row's partitions, and which partition."""
+    best: tuple[float | None, str | None] = (None, None)
+    for row in rows:
+        for k, v in row.get("partitions", {}).items():
+            x = v.get(field)
+            if x is not None and (best[0] is None or x > best[0]):
+                best = (x, k)
+    return best
