@@ -45,8 +45,9 @@ class NemesisEvent:
     def label(self) -> str:
         """``start-kill n1, n2`` or ``stop-partition``: the fault and its targets."""
         v = self.value if isinstance(self.value, dict) else {}
-        nodes = v.get("nodes") or v.get("isolated")
-        what = self.f + (f" {v['fault']}" if v.get("fault") and v.get("fault") != "all" else "")
+        nodes = v.get("nodes") or v.get("isolated") or v.get("restarted")
+        fault = str(v.get("fault") or "")
+        what = self.f + (f" {fault}" if fault not in ("", "all", self.f.split("-", 1)[-1]) else "")
         if isinstance(nodes, list) and nodes:
             what += " " + ", ".join(map(str, nodes))
         return what
