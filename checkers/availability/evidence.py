@@ -14,8 +14,9 @@ history. In a row, per partition:
   acknowledgement, between two, from the last to the row's end, the
   workload's end at most); None in a run without acks=all writers.
 
-The final heal's row says instead how long until the first leader and the
-first acknowledged acks=all write after the heal (None: never).
+The final heal's row says instead how long until the partition had a leader
+for good (the end of its last leaderless stretch after the heal) and until
+its first acknowledged acks=all write after the heal (None: never).
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def fault_rows(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) 
 
 
 def heal_row(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) -> dict[str, Any] | None:
-    """How long after the final heal until each partition had a leader and
-    took an acks=all write (None: never, in the run)."""
+    """How long after the final heal until each partition had a leader for
+    good and took an acks=all write (None: never, in the run)."""
     heal = facts.heal_ns
     if heal is None:
         return None
@@ -82,7 +83,7 @@ def heal_row(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) ->
         acks = facts.acked_all.get(k, ())
         i = bisect_left(acks, heal)
         per[k] = {
-            "leader_after_ms": _ms(timeline.first_leader_ms(k, heal)) if timeline is not None else None,
+            "leader_after_ms": _ms(timeline.leader_for_good_ms(k, heal)) if timeline is not None else None,
             "write_after_ms": _ms((acks[i] - heal) / 1e6) if i < len(acks) else None,
         }
     return {"t_s": round(heal / 1e9, 3), "event": "final heal", "partitions": per}

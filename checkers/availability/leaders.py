@@ -91,16 +91,20 @@ class Timeline:
                 total += hi - lo
         return total / 1e6  # before the first state the partition is unknown, not leaderless
 
-    def first_leader_ms(self, key: str, from_ns: int) -> float | None:
-        """ms from ``from_ns`` until the partition had a leader (0 if it had
-        one then; None if never after)."""
-        st = self.state_at(key, from_ns)
-        if st is not None and st.leader >= 0:
-            return 0.0
-        for t, s in self.partitions.get(key, []):
-            if t > from_ns and s.leader >= 0:
-                return (t - from_ns) / 1e6
-        return None
+    def leader_for_good_ms(self, key: str, from_ns: int) -> float | None:
+        """ms from ``from_ns`` until the partition had a leader for good: the
+        end of its last leaderless stretch after ``from_ns`` (0 if it had
+        none; None if it ended leaderless, or no state is known)."""
+        entries = self.partitions.get(key)
+        if not entries:
+            return None
+        if entries[-1][1].leader < 0:
+            return None
+        last = 0.0
+        for i, (t, st) in enumerate(entries):
+            if st.leader < 0 and i + 1 < len(entries) and entries[i + 1][0] > from_ns:
+                last = max(last, (entries[i + 1][0] - from_ns) / 1e6)
+        return last
 
     def fenced_at(self, t_ns: int) -> dict[int, str]:
         """Each broker's last fencing state at ``t_ns`` (the controllers' view)."""
