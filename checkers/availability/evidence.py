@@ -3,16 +3,17 @@ how long each partition was without a leader and without an accepted
 acks=all write.
 
 A row covers the stretch from one fault change (a start or a stop) to the
-next, or to the final heal; the final heal's row runs to the end of the
-history. In a row, per partition:
+next, or to the final heal. In a row, per partition, the longer of the
+outage under way at the change, measured to its end wherever that falls
+(the workload's end at most), and the longest outage that began later in
+the row, up to the row's end (the next change has a row of its own):
 
-* ``leaderless_ms``: the time without a leader (the controllers' committed
-  metadata: the glass box's ``partition_metadata``, Kafka's observer); None
-  without traces;
-* ``no_write_ms``: the longest stretch without an acknowledged acks=all
-  write, while the workload was writing (from the row's start to the first
-  acknowledgement, between two, from the last to the row's end, the
-  workload's end at most); None in a run without acks=all writers.
+* ``leaderless_ms``: without a leader in the controllers' committed metadata
+  (the glass box's ``partition_metadata``, Kafka's observer); None without
+  traces. A leader that died stays the metadata's leader until the
+  controller fences it;
+* ``no_write_ms``: without an acknowledged acks=all write while the workload
+  wrote; None in a run without acks=all writers.
 
 The final heal's row says instead how long until the partition had a leader
 for good (the end of its last leaderless stretch after the heal) and until
@@ -31,13 +32,16 @@ from .leaders import Timeline
 MAX_ROWS = 400
 
 
-def _gap_ms(acks: Any, start: int, end: int) -> float:
-    """The longest stretch within [start, end) with no time from ``acks``
-    (sorted ns), counting from ``start`` and to ``end``."""
+def _gap_ms(acks: Any, start: int, end: int, stop: int) -> float:
+    """The row's outage without a time of ``acks`` (sorted ns), module
+    docstring: the one under way at ``start`` to the next ack (``stop`` at
+    most), or a longer one between acks within [start, end)."""
+    end = min(end, stop)
     if end <= start:
         return 0.0
     i = bisect_left(acks, start)
-    prev, worst = start, 0
+    worst = (min(acks[i], stop) if i < len(acks) else stop) - start
+    prev = start
     while i < len(acks) and acks[i] < end:
         worst = max(worst, acks[i] - prev)
         prev = acks[i]
@@ -56,13 +60,14 @@ def fault_rows(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) 
     rows = []
     for i, e in enumerate(events):
         end = events[i + 1].t_ns if i + 1 < len(events) else (heal if heal is not None else facts.end_ns)
-        write_end = min(end, facts.workload_end_ns) if facts.workload_end_ns else end
+        stop = facts.workload_end_ns or end
         per: dict[str, Any] = {}
         for k in keys:
             acks = facts.acked_all.get(k, ())
             per[k] = {
-                "leaderless_ms": _ms(timeline.leaderless_ms(k, e.t_ns, end)) if timeline is not None else None,
-                "no_write_ms": _ms(_gap_ms(acks, e.t_ns, write_end)) if facts.all_writers else None,
+                "leaderless_ms": _ms(timeline.leaderless_ms(k, e.t_ns, end, facts.end_ns))
+                if timeline is not None else None,
+                "no_write_ms": _ms(_gap_ms(acks, e.t_ns, end, stop)) if facts.all_writers else None,
             }
         row: dict[str, Any] = {"t_s": round(e.t_ns / 1e9, 3), "until_s": round(end / 1e9, 3), "event": e.label(),
                                "partitions": per}

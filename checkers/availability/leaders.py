@@ -77,19 +77,22 @@ class Timeline:
         i = bisect_right([t for t, _ in entries], t_ns)
         return entries[i - 1][1] if i else None
 
-    def leaderless_ms(self, key: str, start_ns: int, end_ns: int) -> float | None:
-        """How long within [start, end) the partition had no leader (None:
-        no state known for it)."""
+    def leaderless_ms(self, key: str, start_ns: int, end_ns: int, stop_ns: int) -> float | None:
+        """The longer of the leaderless stretch under way at ``start``
+        (measured to its end, ``stop`` at most) and the longest one that
+        began within (start, end), up to ``end``; None when no state is
+        known for the partition (before its first state it is unknown, not
+        leaderless)."""
         entries = self.partitions.get(key)
-        if not entries or end_ns <= start_ns:
-            return None if not entries else 0.0
-        total = 0
+        if not entries:
+            return None
+        worst = 0
         for i, (t, st) in enumerate(entries):
-            nxt = entries[i + 1][0] if i + 1 < len(entries) else end_ns
-            lo, hi = max(t, start_ns), min(nxt, end_ns)
-            if hi > lo and st.leader < 0:
-                total += hi - lo
-        return total / 1e6  # before the first state the partition is unknown, not leaderless
+            nxt = entries[i + 1][0] if i + 1 < len(entries) else stop_ns
+            if st.leader >= 0 or nxt <= start_ns or t >= end_ns:
+                continue
+            worst = max(worst, min(nxt, stop_ns) - start_ns if t <= start_ns else min(nxt, end_ns) - t)
+        return worst / 1e6
 
     def leader_for_good_ms(self, key: str, from_ns: int) -> float | None:
         """ms from ``from_ns`` until the partition had a leader for good: the

@@ -163,11 +163,13 @@ def test_an_acks1_send_after_the_heal_is_no_evidence_of_acks_all_availability() 
     assert av["partitions"]["t0-0"]["judged_by"] == "final read"
 
 
-def test_the_gap_without_writes_counts_from_the_window_start_between_acks_and_to_the_window_end() -> None:
+def test_a_rows_write_outage_is_the_one_under_way_at_the_change_to_its_end_or_a_longer_one_begun_in_the_row() -> None:
     acks = [2 * S, 3 * S, 7 * S]
-    assert _gap_ms(acks, 1 * S, 10 * S) == 4000.0
-    assert _gap_ms(acks, 1 * S, 8 * S) == 4000.0
-    assert _gap_ms([], 1 * S, 3 * S) == 2000.0
+    assert _gap_ms(acks, 1 * S, 10 * S, 12 * S) == 4000.0  # 3 s to 7 s, within the row
+    assert _gap_ms(acks, 4 * S, 5 * S, 12 * S) == 3000.0  # under way at 4 s, to the ack at 7 s
+    assert _gap_ms(acks, 2.5 * S, 3.5 * S, 12 * S) == 500.0  # the outage after 3 s belongs to its own row...
+    assert _gap_ms(acks, 3.5 * S, 8 * S, 6 * S) == 2500.0  # ...and the workload stopped writing at 6 s
+    assert _gap_ms([], 1 * S, 3 * S, 3 * S) == 2000.0
 
 
 def test_each_fault_change_gets_a_row_of_leaderless_time_and_write_gap_per_partition() -> None:
@@ -184,7 +186,7 @@ def test_each_fault_change_gets_a_row_of_leaderless_time_and_write_gap_per_parti
     av = check_availability(facts_of(h.ops), ["t0-0"], bound=BOUND, timeline=tl, state=state())
     start, stop = av["rows"]
     assert start["event"] == "start-kill n1" and start["partitions"]["t0-0"]["leaderless_ms"] == pytest.approx(1500)
-    assert start["partitions"]["t0-0"]["no_write_ms"] == pytest.approx(4000)
+    assert start["partitions"]["t0-0"]["no_write_ms"] == pytest.approx(4540)  # to the first ack after it, 7.05 s
     assert stop["partitions"]["t0-0"]["leaderless_ms"] == 0
     assert stop["partitions"]["t0-0"]["no_write_ms"] == pytest.approx(1000)  # acks a second apart; no writing after 9.05 s
     assert av["final"]["partitions"]["t0-0"]["write_after_ms"] == pytest.approx(290)
@@ -201,7 +203,7 @@ def test_a_restarted_controller_replaying_old_records_does_not_move_a_partitions
           {"kind": "partition_metadata", "t": 9001, "tp": "t0-0", "leader": -1, "partition_epoch": 2}]
     tl = timeline_of(ev)
     assert tl.state_at("t0-0", 9500 * 1_000_000).leader == 2
-    assert tl.leaderless_ms("t0-0", 0, 10_000 * 1_000_000) == 1000
+    assert tl.leaderless_ms("t0-0", 0, 10_000 * 1_000_000, 10_000 * 1_000_000) == 1000
 
 
 def test_the_bound_sums_the_timers_of_the_runs_own_settings() -> None:
