@@ -100,7 +100,8 @@ def liveness_bound(props: Mapping[str, Any], *, start_ms: int, client_refresh_ms
     fetch_round = _ms(props, "replica.fetch.backoff.ms") + _ms(props, "replica.fetch.wait.max.ms")
     return LivenessBound(
         start_ms=int(start_ms),
-        quorum_ms=(_ms(props, "controller.quorum.fetch.timeout.ms") + _ms(props, "controller.quorum.election.timeout.ms")
+        quorum_ms=(_ms(props, "controller.quorum.fetch.timeout.ms")
+                   + _ms(props, "controller.quorum.election.timeout.ms")
                    + _ms(props, "controller.quorum.election.backoff.max.ms")),
         session_ms=_ms(props, "broker.session.timeout.ms") + 2 * heartbeat,
         isr_ms=2 * fetch_round + heartbeat,

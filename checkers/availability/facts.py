@@ -102,7 +102,7 @@ class _Pass:
     def __init__(self) -> None:
         self.facts = HistoryFacts()
         self.open_nemesis: dict[str, int] = {}
-        self.open_sends: dict[Any, Attempt] = {}
+        self.open_sends: dict[Any, Attempt | None] = {}
         #: processes with a send of the workload proper in flight
         self.writing: set[Any] = set()
         self.healing = False
@@ -137,14 +137,14 @@ class _Pass:
                 self.writing.discard(process)
         if type_ == "invoke":
             if self.healing and acks in ALL_ACKS:
-                att = Attempt(t, probe=bool(extra.get("probe")))
-                self.open_sends[process] = att
+                attempt = Attempt(t, probe=bool(extra.get("probe")))
+                self.open_sends[process] = attempt
                 for key in _send_keys(value):
-                    facts.after_heal.setdefault(key, []).append(att)
+                    facts.after_heal.setdefault(key, []).append(attempt)
             return
-        att = self.open_sends.pop(process, None)
-        if att is not None:
-            att.ended_ns, att.type, att.error = t, type_, error
+        done = self.open_sends.pop(process, None)
+        if done is not None:
+            done.ended_ns, done.type, done.error = t, type_, error
         if type_ == "ok" and acks in ALL_ACKS:
             for key in _send_keys(value):
                 facts.acked_all.setdefault(key, array("q")).append(t)

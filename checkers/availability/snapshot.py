@@ -113,7 +113,7 @@ def check_run_dir(run_dir: str | Path, test: dict[str, Any] | None = None,
     heal = facts.heal_ns
     at = heal + bound.total_ms * 1_000_000 if heal is not None and bound is not None else None
     snap = _read(run_dir / FINAL_STATE)
-    state = state_from_snapshot(snap, timeline, at if at is not None else (timeline and facts.end_ns))
+    state = state_from_snapshot(snap, timeline, at if at is not None else facts.end_ns)
     keys = [str(k) for k in test.get("keys") or []]
     return check_availability(facts, keys, bound=bound, timeline=timeline, state=state,
                               policy=str(test.get("liveness") or "auto"))

@@ -241,34 +241,10 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         engine = "spark" if spark_master else "inline"
     from checkers.history.op import HistoryError
 
-    test = None
-    if run_dir is not None and (run_dir / "test.json").is_file():
-        try:
-            test = json.loads((run_dir / "test.json").read_text())
-        except (OSError, ValueError) as e:
-            raise UsageError(f"{run_dir / 'test.json'}: not valid JSON ({e})") from None
-        if not isinstance(test, dict):
-            test = None
-    if partial:
-        # the run was meant to end in final reads: a key none covered is unverified, not lost
-        test = {**(test or {}), "partial": True}
+    test = _test_json(run_dir, partial)
     queue_options = None
     if sub_via or txn or also_allowed or no_ww_deps or strict_cycles or all_errors:
-        from checkers.check import queue_options_from_test
-        from checkers.queue.checker import KNOWN_ANOMALIES
-
-        unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
-        if unknown:
-            raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
-                             f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
-        base = queue_options_from_test(test or {})
-        queue_options = type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
-                                   also_allowed=frozenset(also_allowed),
-                                   strict_acks1=base.strict_acks1,
-                                   strict_duplicates=base.strict_duplicates,
-                                   ww_deps=base.ww_deps and not no_ww_deps,
-                                   strict_cycles=bool(strict_cycles) or base.strict_cycles,
-                                   all_errors=bool(all_errors) or base.all_errors)
+        queue_options = _queue_options(test, sub_via, txn, also_allowed, no_ww_deps, strict_cycles, all_errors)
     invariants = None
     if run_dir is not None and model == "queue":
         from checkers.check import trace_invariants
@@ -311,6 +287,43 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     else:
         _summary(res, str(path))
     return exit_code_for_valid(res.get("valid"))
+
+
+def _test_json(run_dir: Path | None, partial: bool) -> dict[str, Any] | None:
+    """A run directory's test.json (None without one); a partial run's says so."""
+    test = None
+    if run_dir is not None and (run_dir / "test.json").is_file():
+        try:
+            test = json.loads((run_dir / "test.json").read_text())
+        except (OSError, ValueError) as e:
+            raise UsageError(f"{run_dir / 'test.json'}: not valid JSON ({e})") from None
+        if not isinstance(test, dict):
+            test = None
+    if partial:
+        # the run was meant to end in final reads: a key none covered is unverified, not lost
+        test = {**(test or {}), "partial": True}
+    return test
+
+
+def _queue_options(test: dict[str, Any] | None, sub_via: tuple[str, ...], txn: bool | None,
+                   also_allowed: tuple[str, ...], no_ww_deps: bool | None, strict_cycles: bool | None,
+                   all_errors: bool | None) -> Any:
+    """The queue checker's options: test.json's, with the flags over them."""
+    from checkers.check import queue_options_from_test
+    from checkers.queue.checker import KNOWN_ANOMALIES
+
+    unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
+    if unknown:
+        raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
+                         f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
+    base = queue_options_from_test(test or {})
+    return type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
+                      also_allowed=frozenset(also_allowed),
+                      strict_acks1=base.strict_acks1,
+                      strict_duplicates=base.strict_duplicates,
+                      ww_deps=base.ww_deps and not no_ww_deps,
+                      strict_cycles=bool(strict_cycles) or base.strict_cycles,
+                      all_errors=bool(all_errors) or base.all_errors)
 
 
 def register(group: click.Group) -> None:
