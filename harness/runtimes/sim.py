@@ -143,10 +143,11 @@ class Probes:
     retried inside the producer until its delivery timeout, so the first
     acknowledgement's time is when the partition took writes again."""
 
-    def __init__(self, sim: Simulation, wl: Workload, tps: list[TopicPartition], bound_ms: int) -> None:
+    def __init__(self, sim: Simulation, wl: Workload, tps: list[TopicPartition], bound_ms: int,
+                 idempotent: bool = False) -> None:
         self.sim, self.wl = sim, wl
         self.deadline = sim.now + bound_ms
-        self.writers = {tp: wl.add_probe_writer() for tp in tps}
+        self.writers = {tp: wl.add_probe_writer(idempotent) for tp in tps}
         self.pausing: set[TopicPartition] = set()
         for tp in tps:
             self._send(tp)
@@ -323,7 +324,7 @@ class SimRun:
         when the bound runs out."""
         if self.after_heal is not None:
             self.after_heal(self)
-        probes = Probes(self.sim, self.wl, self.tps, self.bound.total_ms)
+        probes = Probes(self.sim, self.wl, self.tps, self.bound.total_ms, idempotent=bool(self.cfg.idempotent))
         self.sim.at(self.sim.now + self.bound.total_ms, self._snapshot)
         return probes
 

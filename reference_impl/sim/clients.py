@@ -348,12 +348,12 @@ class Workload:
         self.final_readers.append(c)
         return c
 
-    def add_probe_writer(self) -> "Producer":
+    def add_probe_writer(self, idempotent: bool = False) -> "Producer":
         """An acks=all producer for the final phase's probe writes, outside
-        the worker slots (ids from :data:`PROBE_WRITER_BASE`): its sends say
-        ``probe: true``."""
+        the worker slots (ids from :data:`PROBE_WRITER_BASE`), idempotent as
+        the run's acks=all producers are: its sends say ``probe: true``."""
         i = len(self.probe_writers)
-        p = Producer(self, f"probe{i}", PROBE_WRITER_BASE + i * PROBE_WRITER_SPACING, "all")
+        p = Producer(self, f"probe{i}", PROBE_WRITER_BASE + i * PROBE_WRITER_SPACING, "all", idempotent)
         p.probe = True
         self.probe_writers.append(p)
         return p
