@@ -103,17 +103,30 @@ def merge_availability(res: dict[str, Any], av: dict[str, Any]) -> dict[str, Any
     and ``cause`` set (:func:`unknown_cause`)."""
     table = {k: av.get(k) for k in ("bound", "heal_s", "rows", "final")}
     res["availability"] = table
-    res.setdefault("checkers", {})["availability"] = {k: v for k, v in av.items() if k not in ("rows", "final")}
+    out = {k: v for k, v in av.items() if k not in ("rows", "final")}
+    res.setdefault("checkers", {})["availability"] = out
     down = av.get("unavailable") or []
     if down:
         anomalies = res.setdefault("anomalies", {})
+        counts: dict[str, int] = {}
         for d in down:
-            anomalies.setdefault(DESIGN if d.get("by_design") is True else STUCK, []).append(d)
-        res["anomaly_types"] = sorted(set(res.get("anomaly_types") or [])
-                                      | {DESIGN if d.get("by_design") is True else STUCK for d in down})
+            kind = DESIGN if d.get("by_design") is True else STUCK
+            anomalies.setdefault(kind, []).append(d)
+            counts[kind] = counts.get(kind, 0) + 1
+        failing = {k for k in counts if _fails(k, av.get("policy", "auto"))}
+        out.update(counts=counts, bad_anomaly_types=sorted(failing),
+                   allowed_anomaly_types=sorted(set(counts) - failing))
+        res["anomaly_types"] = sorted(set(res.get("anomaly_types") or []) | set(counts))
     res["valid"] = combine([res.get("valid"), av.get("valid")])
     set_cause(res)
     return res
+
+
+def _fails(kind: str, policy: str) -> bool:
+    """Whether unavailability of this kind fails the run under ``policy``
+    (a stuck one of undetermined cause makes it unknown, and is counted
+    with the stuck ones)."""
+    return policy == "strict" or (policy == "auto" and kind == STUCK)
 
 
 def set_cause(res: dict[str, Any]) -> dict[str, Any]:

@@ -37,3 +37,26 @@ def test_a_healthy_run_shows_each_partition_back_within_the_bound(tmp_path) -> N
     heal = re.search(r"<strong>final heal</strong></td>(.*?)</tr>", table).group(1)
     assert "never" not in heal and len(re.findall(r"\d+\.\d s", heal)) == 4
     assert "the run's bound: 16.0 s" in html and "unavailable after the heal" not in html
+
+
+def test_a_stuck_partition_fails_the_run_and_the_story_gives_its_cause(tmp_path) -> None:
+    from harness.rundir import store
+    from harness.runtimes.sim import SimRun
+
+    def stuck(run: SimRun) -> None:  # the controllers paused after the heal, the brokers restarted
+        for cid in run.sim.controller_ids:
+            run.sim.pause(cid)
+        for bid in run.sim.broker_ids:
+            run.sim.kill(bid)
+            run.sim.restart(bid)
+
+    d = tmp_path / "run"
+    (d / "nodes").mkdir(parents=True)
+    run = SimRun(TestConfig(backend="sim", nemesis=["kill"], time_limit=10, seed=3), 3, d, after_heal=stuck)
+    store.write_json(d / "test.json", run.test_json())
+    store.write_json(d / "results.json", run.run())
+    html = render_report(d, plots=False).read_text()
+    story = re.search(r'<dl id="story">.*?</dl>', html, re.S).group(0)
+    assert "failed: availability (unavailable)" in html
+    assert re.search(r"<dt>Cause</dt><dd>t0-0, t0-1 unavailable after the heal: the controller quorum had no leader "
+                     r"\(c1 paused, c2 paused, c3 paused\)", story)
