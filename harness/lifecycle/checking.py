@@ -4,9 +4,11 @@ The checkers (``checkers.check.check_history``) own the verdict — including
 which keys a final read covered (:mod:`checkers.final_reads`), so a real run
 and a simulated one are judged by the same code; this module only loads the
 history, calls them with what the run knows (test.json: sub_via, txn,
-strict_acks1, keys), adds the harness's own statistics, and makes sure a
-results.json exists even when a checker fails (then ``valid: "unknown"`` with
-the reason — never a silent pass).
+strict_acks1, keys), adds the availability checker over the run directory
+(``checkers.availability``: liveness after the final heal, the evidence
+table), adds the harness's own statistics, and makes sure a results.json
+exists even when a checker fails (then ``valid: "unknown"`` with the reason
+as its ``cause`` — never a silent pass).
 """
 
 from __future__ import annotations
