@@ -23,9 +23,10 @@ Each refusal is a one-line :class:`~checkers.history.op.HistoryError`.
 from __future__ import annotations
 
 import math
+import io
 import os
 import stat
-from typing import IO
+
 
 from .op import HistoryError
 
@@ -43,7 +44,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path: str | os.PathLike[str]) -> IO[bytes]:
+def open_regular(path: str | os.PathLike[str]) -> io.BufferedReader:
     """``path`` opened for binary reading if it is a regular file (symlinks
     followed); else a one-line HistoryError. Never blocks on a FIFO."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)

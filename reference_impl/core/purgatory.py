@@ -41,8 +41,8 @@ from .metadata import MetadataImage
 from .partition import Partition
 
 #: a delayed fetch of a follower (waits for the LEO) or of a consumer (for the HW)
-REPLICA: Final = "replica"
-CLIENT: Final = "client"
+FROM_FOLLOWER: Final = "replica"
+FROM_CONSUMER: Final = "client"
 
 
 @dataclass(slots=True, init=False)
@@ -231,7 +231,7 @@ class FetchPurgatory:
         for req in d.parts:
             if req.tp != tp:
                 continue
-            upto = p.log.leo if d.kind == REPLICA else p.log.hw
+            upto = p.log.leo if d.kind == FROM_FOLLOWER else p.log.hw
             if upto > req.fetch_offset:
                 return True
         return False
@@ -247,7 +247,7 @@ class FetchPurgatory:
                 s.discard(fid)
                 if not s:
                     del self.watch[req.tp]
-        if d.kind == CLIENT:
+        if d.kind == FROM_CONSUMER:
             return [Reply(ClientFetchResponse(
                 d.msg.ref, tuple(client_fetch_partition(self.partitions, self.image, req) for req in d.parts)))]
         msg = d.msg

@@ -83,7 +83,7 @@ from .messages import (
 )
 from .metadata import Delta, MetadataImage
 from .partition import Partition
-from .purgatory import CLIENT, REPLICA, DelayedProduce, FetchPurgatory, ProducePurgatory, client_fetch_partition, produce_done
+from .purgatory import FROM_CONSUMER, FROM_FOLLOWER, DelayedProduce, FetchPurgatory, ProducePurgatory, client_fetch_partition, produce_done
 from .raft import Rng
 from .replica_fetcher import ReplicaFetcherManager
 from .storage import (
@@ -482,7 +482,7 @@ class BrokerRole:
         if err != Errors.NONE or batch is None:
             return effects + produce_done(self.partitions, msg.ref, msg.tp, msg.acks, err, -1, msg.count)
         # new data on a leader: parked replica fetches may complete
-        effects += self.fetch_purgatory.check(msg.tp, now, only_kind=REPLICA)
+        effects += self.fetch_purgatory.check(msg.tp, now, only_kind=FROM_FOLLOWER)
         if hw_changed:
             effects += self.on_hw_changed(msg.tp, now)
         if msg.acks == -1:
@@ -532,7 +532,7 @@ class BrokerRole:
             any_data = any_data or bool(resp.batches)
             any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
-            self.fetch_purgatory.park(REPLICA, msg, src, self.context.mono + msg.max_wait_ms, msg.partitions)
+            self.fetch_purgatory.park(FROM_FOLLOWER, msg, src, self.context.mono + msg.max_wait_ms, msg.partitions)
             return effects
         effects.append(Send(src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
         return effects
@@ -542,7 +542,7 @@ class BrokerRole:
         any_data = any(r.batches for r in responses)
         any_error = any(r.error != Errors.NONE or r.diverging_epoch is not None for r in responses)
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
-            self.fetch_purgatory.park(CLIENT, msg, None, self.context.mono + msg.max_wait_ms, msg.partitions)
+            self.fetch_purgatory.park(FROM_CONSUMER, msg, None, self.context.mono + msg.max_wait_ms, msg.partitions)
             return []
         return [Reply(ClientFetchResponse(msg.ref, responses))]
 
