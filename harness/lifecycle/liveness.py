@@ -20,7 +20,7 @@ from checkers.availability import LivenessBound, liveness_bound
 from checkers.availability.snapshot import CLOCK, FINAL_STATE
 from harness.config import TestConfig
 from harness.config.kafka import parse_overrides
-from harness.dbs.kafka.props import FAST
+from harness.config.timings import kafka_settings
 from harness.dbs.reference.db import protocol_config
 from harness.rundir import store
 from harness.runtimes.sim import client_config, sim_bound
@@ -45,7 +45,7 @@ def bound_for(cfg: TestConfig) -> LivenessBound:
     if cfg.backend == "sim":
         return sim_bound(sim_protocol_config(cfg), client_config(cfg))
     if cfg.db == "kafka":
-        props: dict[str, Any] = {**FAST, **parse_overrides(cfg.kafka_config)}
+        props: dict[str, Any] = {**kafka_settings(cfg.brokers), **parse_overrides(cfg.kafka_config)}
     elif cfg.db == "reference":
         props = {f: getattr(protocol_config(cfg), f) for f in (
             "controller_quorum_fetch_timeout_ms", "controller_quorum_election_timeout_ms",

@@ -81,10 +81,10 @@ def _waits(sim: Simulation, bid: int, image: Any) -> list[str]:
         words.append("its KRaft observer knows no quorum leader (it fetches no metadata)")
     if image is not None and b.image.offset < image.offset:
         words.append(f"its metadata at offset {b.image.offset} of the controller's {image.offset}")
-    for leader, f in sorted(b.fetchers.items()):
+    for leader, f in sorted(b.fetcher.fetchers.items()):
         if f.inflight is not None:
             words.append(f"a replica fetch to {node_name(leader)} in flight for {(now - f.sent_at) / 1000:.1f} s "
-                         f"on its wall clock (given up after {b.fetch_timeout_ms / 1000:.0f} s)")
+                         f"on its wall clock (given up after {b.fetcher.fetch_timeout_ms / 1000:.0f} s)")
         elif f.backoff_until > now:
             words.append(f"its fetch from {node_name(leader)} backing off {(f.backoff_until - now) / 1000:.1f} s "
                          "more on its wall clock")

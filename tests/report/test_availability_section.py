@@ -10,8 +10,10 @@ import re
 from pathlib import Path
 
 from harness.config import TestConfig
-from harness.lifecycle.runner import run_seed
+from harness.lifecycle.runner import run_seed, sim_run
 from harness.report import render_report
+from harness.rundir import store
+from harness.runtimes.sim import SimRun
 
 
 def _page(tmp_path: Path, **cfg) -> str:
@@ -40,8 +42,6 @@ def test_a_healthy_run_shows_each_partition_back_within_the_bound(tmp_path) -> N
 
 
 def test_a_stuck_partition_fails_the_run_and_the_story_gives_its_cause(tmp_path) -> None:
-    from harness.rundir import store
-    from harness.runtimes.sim import SimRun
 
     def stuck(run: SimRun) -> None:  # the controllers paused after the heal, the brokers restarted
         for cid in run.sim.controller_ids:
@@ -52,7 +52,8 @@ def test_a_stuck_partition_fails_the_run_and_the_story_gives_its_cause(tmp_path)
 
     d = tmp_path / "run"
     (d / "nodes").mkdir(parents=True)
-    run = SimRun(TestConfig(backend="sim", nemesis=["kill"], time_limit=10, seed=3), 3, d, after_heal=stuck)
+    run = sim_run(TestConfig(backend="sim", nemesis=["kill"], time_limit=10, seed=3), 3, d)
+    run.after_heal = stuck
     store.write_json(d / "test.json", run.test_json())
     store.write_json(d / "results.json", run.run())
     html = render_report(d, plots=False).read_text()

@@ -6,6 +6,7 @@ bound, and the evidence table covers every fault change."""
 from __future__ import annotations
 
 from harness.config import TestConfig
+from harness.lifecycle.runner import sim_run
 from harness.runtimes.sim import SimRun
 
 
@@ -19,7 +20,7 @@ def _down_by_design(**extra) -> TestConfig:
 
 
 def test_a_partition_down_by_design_is_reported_with_its_rule_and_does_not_fail_the_run(tmp_path) -> None:
-    res = SimRun(_down_by_design(), 1, tmp_path).run()
+    res = sim_run(_down_by_design(), 1, tmp_path).run()
     av = res["checkers"]["availability"]
     assert res["valid"] == "unknown"  # its acknowledged writes cannot be read: unverified, not lost
     assert "unavailable-by-design" in res["anomaly_types"] and "unavailable" not in res["anomaly_types"]
@@ -30,7 +31,7 @@ def test_a_partition_down_by_design_is_reported_with_its_rule_and_does_not_fail_
 
 
 def test_liveness_strict_fails_a_partition_down_by_design() -> None:
-    res = SimRun(_down_by_design(liveness="strict"), 1, None).run()
+    res = sim_run(_down_by_design(liveness="strict"), 1, None).run()
     assert res["valid"] is False and "unavailable-by-design" in res["anomaly_types"]
 
 
@@ -45,9 +46,14 @@ def _pause_controllers_restart_brokers(run: SimRun) -> None:
         sim.restart(bid)
 
 
+def _with_after_heal(run: SimRun, fn) -> SimRun:
+    run.after_heal = fn
+    return run
+
+
 def test_controllers_paused_after_the_heal_leave_running_replicas_stuck_and_the_run_invalid() -> None:
     cfg = TestConfig(backend="sim", nemesis=["kill"], time_limit=10, seed=3)
-    res = SimRun(cfg, 3, None, after_heal=_pause_controllers_restart_brokers).run()
+    res = _with_after_heal(sim_run(cfg, 3, None), _pause_controllers_restart_brokers).run()
     assert res["valid"] is False and "unavailable" in res["anomaly_types"]
     kinds = {d["kind"] for d in res["checkers"]["availability"]["unavailable"]}
     assert kinds == {"quorum-leaderless"}
@@ -57,7 +63,7 @@ def test_controllers_paused_after_the_heal_leave_running_replicas_stuck_and_the_
 
 def test_a_healed_run_has_every_partition_take_a_probe_write_within_the_bound(tmp_path) -> None:
     cfg = TestConfig(backend="sim", nemesis=["kill", "partition"], nemesis_interval=3, time_limit=15, seed=2)
-    run = SimRun(cfg, 2, tmp_path)
+    run = sim_run(cfg, 2, tmp_path)
     res = run.run()
     av = res["checkers"]["availability"]
     assert av["valid"] is True and av["unavailable"] == [] and "cause" not in res
