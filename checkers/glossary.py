@@ -66,6 +66,12 @@ MEANINGS: dict[str, str] = {
                                 "strongly connected component) but the search for it was cut short",
     "strong-PL-2-cycle-exists": "a cycle of write-write, write-read, process and real-time order exists "
                                 "(proven by a strongly connected component) but the search for it was cut short",
+    # availability after the final heal (checkers/availability)
+    "unavailable": "after the final heal a partition took no acks=all write within the run's bound while a "
+                   "replica the election rules may elect was running (stuck), or why could not be told",
+    "unavailable-by-design": "after the final heal a partition took no acks=all write because no replica "
+                             "may lead by the election rules (no ISR, no ELR, unclean election off): "
+                             "reported, not a failure unless --liveness strict",
     # linearizability (checkers/linearizable)
     "nonlinearizable": "no order of the operations consistent with real time explains the results",
     # invariant monitor (checkers/invariants.py): rules of the seeds, checked on the nodes' traces

@@ -1,7 +1,9 @@
 """``kraftwerk check PATH``: check a history and print (and store) the verdict.
 
 PATH is a run directory (its ``history.jsonl`` is read and ``results.json``
-written next to it), a ``.jsonl`` history or a Jepsen ``.edn`` history.
+written next to it; a queue run's liveness after its final heal is judged
+too, ``checkers.availability``), a ``.jsonl`` history or a Jepsen ``.edn``
+history. An unknown verdict prints its cause.
 Exit codes: 0 valid, 1 anomalies, 2 bad input, 3 unknown (budget exhausted,
 or findings that cannot be judged, e.g. unseen records of a key whose final
 read never completed).
@@ -18,6 +20,7 @@ from rich.markup import escape  # every value from the history is data, never ma
 from rich.table import Table
 
 import reference_impl  # noqa: F401  its compiled line reader, when built (reference_impl.accel)
+from checkers.availability import check_run_dir, merge_availability, set_cause
 from checkers.check import anomaly_counts, check_history, queue_options_from_test, trace_invariants
 from checkers.glossary import describe
 from checkers.history.edn import read_edn
@@ -122,6 +125,8 @@ def _summary(res: dict[str, Any], where: str) -> None:
     con.print(f"[bold {colour}]{label}[/]  {escape(where)}  "
               f"(model {st.get('model')}, engine {st.get('engine')}, {st.get('ops', 0)} ops, "
               f"{st.get('check_seconds', 0)} s)")
+    if res.get("cause"):
+        con.print(f"cause: {escape(str(res['cause']))}")
     q = res.get("checkers", {}).get("queue")
     allowed = set((q or {}).get("allowed_anomaly_types", []))
     counts = anomaly_counts(res)
@@ -293,6 +298,9 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         if type(e).__name__ == "SparkUnavailable":
             raise HarnessError(str(e)) from None
         raise
+    if run_dir is not None and model == "queue":  # the run's liveness after its final heal, as the run judged it
+        merge_availability(res, check_run_dir(run_dir, test))
+    set_cause(res)
     if warnings:
         res.setdefault("warnings", []).extend(warnings)
     if partial:

@@ -68,6 +68,7 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
         "sim_speed": (r.get("stats") or {}).get("sim_speed"),
         "run_dir": r.get("run_dir"),
         **({"error": r["error"]} if r.get("error") else {}),
+        **({"cause": r["cause"]} if r.get("cause") else {}),
     }
 
 
@@ -176,7 +177,8 @@ class _Bar:
 def print_table(results: list[dict[str, Any]]) -> None:
     modes = sorted({str(r.get("stats", {}).get("accelerator", "?")) for r in results})
     t = Table(title=f"kraftwerk sim ({', '.join(modes)})")
-    for col in ("seed", "valid", "acks=all acked/lost", "acks=1 acked/lost", "violations", "faults", "x realtime", "anomalies"):
+    for col in ("seed", "valid", "acks=all acked/lost", "acks=1 acked/lost", "violations", "faults", "x realtime",
+                "anomalies", "cause"):
         t.add_column(col)
     for r in results:
         s = summarize(r)
@@ -185,8 +187,15 @@ def print_table(results: list[dict[str, Any]]) -> None:
         viol = sum((s["violations"] or {}).values())
         t.add_row(str(s["seed"]), vs, f"{s['acks_all']['acked']}/{s['acks_all']['lost']}",
                   f"{s['acks_1']['acked']}/{s['acks_1']['lost']}", str(viol), str(s["faults"]), str(s["sim_speed"]),
-                  escape(s.get("error") or ", ".join(s["anomaly_types"])))
+                  escape(s.get("error") or ", ".join(s["anomaly_types"])), escape(_short_cause(s.get("cause"))))
     console().print(t)
+
+
+def _short_cause(cause: str | None, width: int = 60) -> str:
+    """A verdict's cause for the table's column (whole on the line below it)."""
+    if not cause:
+        return ""
+    return cause if len(cause) <= width else cause[: width - 1] + "…"
 
 
 def print_where(results: list[dict[str, Any]], pages: bool) -> None:
@@ -201,6 +210,8 @@ def print_where(results: list[dict[str, Any]], pages: bool) -> None:
         page = Path(d) / "index.html"
         where = f"seed {r.get('seed')}: {verdict}: {d}" + (f"  (report {page})" if pages and page.is_file() else "")
         click.echo(where)
+        if r.get("cause"):
+            click.echo(f"  cause: {r['cause']}")
         if v is not True:
             try:
                 test = json.loads((Path(d) / "test.json").read_text())

@@ -134,6 +134,8 @@ TABLE: Final[tuple[Setting, ...]] = (
     S("torn_writes", "With --storage lazyfs: a power loss keeps a random prefix of each file's un-fsynced writes."),
     S("flush_messages", "log.flush.interval.messages: fsync every N messages (default 0: never).", replayed=True),
     S("op_timeout", "Seconds before a client op is recorded as info (default 10).", replayed=True),
+    S("liveness", "A partition unavailable after the final heal fails the run when a replica that may lead ran "
+                  "(auto, default), always (strict) or never (report).", replayed=True),
     S("final_read_timeout", replayed=True, flag=False),
     S("setup_timeout", replayed=True, flag=False),
     S("checker_engine", flag=False),

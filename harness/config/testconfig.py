@@ -172,6 +172,11 @@ class TestConfig(BaseModel):
     #: file's un-fsynced writes instead of none (torn writes)
     torn_writes: bool = False
     checker_engine: Literal["inline", "spark"] = "inline"
+    #: whether a partition still unavailable after the final heal fails the
+    #: run (checkers/availability): ``auto`` fails it when a replica the
+    #: election rules may elect was running (stuck) and reports one down by
+    #: design; ``strict`` fails both; ``report`` fails neither
+    liveness: Literal["auto", "strict", "report"] = "auto"
     history_fsync_every: int = Field(200, ge=1)
     record_history: bool = True
     #: seconds for the cluster to come up and every partition to have a leader

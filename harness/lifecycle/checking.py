@@ -4,9 +4,11 @@ The checkers (``checkers.check.check_history``) own the verdict — including
 which keys a final read covered (:mod:`checkers.final_reads`), so a real run
 and a simulated one are judged by the same code; this module only loads the
 history, calls them with what the run knows (test.json: sub_via, txn,
-strict_acks1, keys), adds the harness's own statistics, and makes sure a
-results.json exists even when a checker fails (then ``valid: "unknown"`` with
-the reason — never a silent pass).
+strict_acks1, keys), adds the availability checker over the run directory
+(``checkers.availability``: liveness after the final heal, the evidence
+table), adds the harness's own statistics, and makes sure a results.json
+exists even when a checker fails (then ``valid: "unknown"`` with the reason
+as its ``cause`` — never a silent pass).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import reference_impl  # noqa: F401  its compiled line reader, when built (reference_impl.accel)
+from checkers.availability import check_run_dir, merge_availability, set_cause
 from checkers.check import check_history, trace_invariants
 from checkers.history.jsonl import read_jsonl
 from checkers.history.op import Op
@@ -71,6 +74,7 @@ def check_run(run_dir: Path, engine: str = "inline", test: dict[str, Any] | None
     try:
         result = check_history(ops, model="queue", engine=engine, test=test,
                                invariants=trace_invariants(run_dir, test))
+        merge_availability(result, check_run_dir(run_dir, test))
     except Exception as e:  # a checker crash is an unknown verdict, with the reason
         result = _unknown(f"checker failed: {type(e).__name__}: {e}")
         result["checkers"]["harness"] = {"traceback": traceback.format_exc()[-4000:]}
@@ -87,6 +91,7 @@ def check_run(run_dir: Path, engine: str = "inline", test: dict[str, Any] | None
                      for f in faults]
     if warnings:
         result.setdefault("warnings", []).extend(warnings)
+    set_cause(result)
     store.write_json(run_dir / store.RESULTS, result)
     return result
 

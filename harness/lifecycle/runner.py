@@ -32,6 +32,7 @@ from harness.report import render_report
 from harness.runtimes.sim import SimRun
 from harness.rundir.trust import check_dir
 from harness.rundir import store
+from harness.lifecycle import liveness
 from harness.lifecycle.checking import check_run, export_edn
 from harness.config import TestConfig
 from harness.errors import HarnessError, KraftwerkError, UsageError
@@ -146,9 +147,12 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
         sched = nem.schedule() if script else nem.schedule(end)
         main = g.any_(client_gen, g.nemesis(sched))
     parts: list[Any] = [main]
+    probes = liveness.probes(cfg)  # acks=all writes from the heal on: the availability checker's evidence
     if nem is not None:
         parts.append(g.nemesis(nem.final()))
-        parts.append(g.sleep(nem.recovery_seconds()))
+        parts.append(g.any_(g.nemesis(g.sleep(nem.recovery_seconds())), probes))
+    elif probes is not None:
+        parts.append(probes)
     parts.append(qw.final_generator(keys, cfg.concurrency, cfg.final_read_timeout, tuple(cfg.output_keys())))
     return g.phases(*parts)
 
@@ -221,7 +225,7 @@ class ProcessRuntime:
         self.wall_s: float | None = None
 
     def test_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, **self.cfg.test_json()}
+        return {"run_id": self.run_id, **self.cfg.test_json(), "liveness_bound": liveness.bound_for(self.cfg).as_dict()}
 
     def play(self) -> None:
         t0 = time.monotonic()
@@ -255,7 +259,9 @@ class ProcessRuntime:
                 state={}, observe=qw.observe, stop=self.stop,
             )
             self.rec.restart_clock()
+            liveness.write_clock(self.run_dir, self.rec.now())
             interp.run()
+            liveness.write_final_state(self.run_dir, cfg, db, self.rec.now())
             if nem is not None:
                 nem.heal_all()  # belt and braces: nothing stays broken past the run
         except KraftwerkError as e:
@@ -332,6 +338,8 @@ def summary_line(o: RunOutcome) -> str:
             parts.append(f"{mode}: acked={d.get('acked')} lost={d.get('lost')}")
     if r.get("anomaly_types"):
         parts.append("anomalies=" + ",".join(map(str, r["anomaly_types"])))
+    if r.get("cause"):
+        parts.append(f"cause: {r['cause']}")
     return f"{o.run_dir}: " + "  ".join(parts)
 
 
@@ -344,9 +352,17 @@ def drive_sim(run: SimRun) -> None:
     nem = None
     if cfg.has_nemesis():
         nem = Nemesis(cfg.nemesis_plan(run.sim.config), run.cluster, run.seed, record=run.record_step)
+    invoke: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    if nem is not None:
+        def nemesis_invoke(op: dict[str, Any]) -> dict[str, Any]:
+            res = nem.invoke(op)
+            if (op.get("value") or {}).get("final"):
+                run.healed()  # the availability checker's bound counts from here
+            return res
+        invoke = nemesis_invoke
     interp = VirtualInterpreter(
         build_generator(cfg, nem), run.history, cfg.concurrency, run.client,
-        nem.invoke if nem is not None else None, generator_rng(run.seed),
+        invoke, generator_rng(run.seed),
         op_timeout=cfg.op_timeout + 2, loop=run.sim.loop, t0_ms=run.sim.now, state={}, observe=qw.observe,
     )
     run.play(interp.start, interp.finished)

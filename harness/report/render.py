@@ -16,6 +16,7 @@ from checkers.glossary import describe
 from checkers.history.jsonl import read_jsonl
 from harness.rundir import store
 
+from .availability import section as availability_section
 from .figures import draw_all, traces, undrawn
 from .faults import fault_intervals, legend
 from .story import build as build_story
@@ -27,7 +28,7 @@ MAX_EXAMPLE_CHARS = 600
 MAX_INTERVALS = 200
 #: bumped when the run page changes: ``kraftwerk serve`` renders again a
 #: report that does not carry it (a run made by an older kraftwerk)
-REPORT_VERSION = 3
+REPORT_VERSION = 4
 VERSION_MARK = f'<meta name="kraftwerk-report" content="{REPORT_VERSION}">'
 #: a summary page (no plots) carries this mark instead, so the site draws
 #: the whole report on first view
@@ -157,9 +158,10 @@ def _type_sets(result: dict[str, Any]) -> tuple[set[str], set[str]]:
 
 
 def _reasons(result: dict[str, Any]) -> list[str]:
-    """One line per reason the verdict is what it is, for the top of the page."""
+    """One line per reason the verdict is what it is, for the top of the page
+    (results.json's ``cause`` first)."""
     valid = result.get("valid")
-    out: list[str] = []
+    out: list[str] = [f"cause: {_short(result['cause'])}"] if result.get("cause") else []
     mentioned: set[str] = set()
     checkers = {k: c for k, c in (result.get("checkers") or {}).items() if isinstance(c, dict)}
     if valid is False:
@@ -316,6 +318,7 @@ def _render(run_dir: Path, plots: bool) -> Path:
             for iv in intervals[:MAX_INTERVALS]
         ],
         fault_legend=legend(intervals),
+        availability=availability_section(result),
         intervals_more=max(0, len(intervals) - MAX_INTERVALS),
         files=files,
         logs=_logs(run_dir),

@@ -342,6 +342,8 @@ def build(result: dict[str, Any], test: dict[str, Any], ops: list[Op], intervals
         else:
             other, other_when = other_lines(result, view, times, bad, told)
         lines += lost + cause + other
+        if result.get("cause"):  # results.json's own words on why (an unavailable partition's cause)
+            lines.append(Line("cause", "Cause", _plain(result["cause"])))
         starts = [e["acked_at"] for e in shown if e.get("acked_at") is not None] + other_when
         ends = when + other_when
         lines += fault_lines(intervals, min(starts, default=None), max(ends + starts, default=None))

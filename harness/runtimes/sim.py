@@ -17,12 +17,15 @@ The history holds virtual time only, so a seed replays byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from checkers.availability import FinalState, LivenessBound, check_availability, facts_of, liveness_bound, \
+    merge_availability, read_timeline
 from checkers.check import check_history
 from checkers.invariants import InvariantMonitor
 from harness.config import TestConfig
@@ -34,6 +37,7 @@ from reference_impl.core.config import ProtocolConfig, Variants
 from reference_impl.core.messages import NewTopic, TopicPartition
 from reference_impl.sim.clients import Admin, ClientConfig, ClientSettings, SimClient, Workload, sim_history
 from reference_impl.sim.control import SimCluster
+from reference_impl.sim.inspect import cluster_state
 from reference_impl.sim.network import LinkProfile
 from reference_impl.sim.simulation import Simulation
 
@@ -73,6 +77,22 @@ def client_settings(o: TestConfig, seed: int, thread: int) -> ClientSettings:
     return ClientSettings(o.acks_for_thread(thread), idem, retries, group, instance)
 
 
+def sim_bound(pc: ProtocolConfig, client: ClientConfig) -> LivenessBound:
+    """The liveness bound of a simulated run (``checkers.availability.bound``):
+    its protocol timings, no process start time, the simulated producers'
+    metadata backoff and request timeout."""
+    return liveness_bound({f.name: getattr(pc, f.name) for f in dataclasses.fields(pc) if f.name.endswith("_ms")},
+                          start_ms=0,
+                          client_refresh_ms=client.metadata_backoff_ms,
+                          client_request_timeout_ms=client.request_timeout_ms)
+
+
+def sim_rules(pc: ProtocolConfig) -> dict[str, Any]:
+    """The election rules the simulated controllers follow (for a cause)."""
+    return {"unclean_election": pc.unclean_allowed(), "elr": pc.elr_enabled(),
+            "recovery_strategy": pc.recovery_strategy_for()}
+
+
 @dataclass
 class SimRun:
     """The pieces of one simulated test, built and wired: the simulated
@@ -86,6 +106,9 @@ class SimRun:
     seed: int
     run_dir: Path | None = None
     driver: Callable[["SimRun"], None] | None = None
+    #: called with this run right after the final heal (tests make a fault
+    #: there that the heal does not undo, e.g. pause the controllers)
+    after_heal: Callable[["SimRun"], None] | None = None
 
     def __post_init__(self) -> None:
         o = self.cfg
@@ -107,6 +130,11 @@ class SimRun:
         self.stuck = False
         #: what the nemesis did (``nemesis.replay``), for test.json
         self.schedule: list[dict[str, Any]] = []
+        self.bound = sim_bound(self.sim.config, client_config(o))
+        #: the cluster's state when the bound after the final heal ran out
+        #: (the cause of a partition still unavailable), else at the end
+        self.state: dict[str, Any] | None = None
+        self._healed_at: int | None = None
 
     # -- phases ----------------------------------------------------------------------------------------
     def setup(self) -> bool:
@@ -146,6 +174,24 @@ class SimRun:
             sim.loop.run_until(self.t_end + STUCK_AFTER_MS, done)
         self.stuck = not done()
 
+    def healed(self) -> None:
+        """The final heal was made (the nemesis's last ``stop`` op): the
+        test's fault after it, if any, and the cluster's snapshot once the
+        liveness bound runs out from here (a later heal op moves it)."""
+        first = self._healed_at is None
+        self._healed_at = self.sim.now
+        if first and self.after_heal is not None:
+            self.after_heal(self)
+        self.sim.at(self.sim.now + self.bound.total_ms, self._bound_ran_out, self.sim.now)
+
+    def _bound_ran_out(self, healed_at: int) -> None:
+        if healed_at == self._healed_at and self.state is None:
+            self._snapshot()
+
+    def _snapshot(self) -> None:
+        self.state = cluster_state(self.sim, min_isr=self.cfg.min_isr, rules=sim_rules(self.sim.config),
+                                   t_ns=self.sim.now * 1_000_000)
+
     def run(self, release: bool = False) -> dict[str, Any]:
         """Play the seed and return results.json (also written to the run
         directory, if any). With ``release`` the simulation is let go of
@@ -165,6 +211,8 @@ class SimRun:
             try:
                 if self.setup():
                     self.driver(self)
+                    if self.state is None:
+                        self._snapshot()
             finally:
                 # whatever stopped the run, what was recorded reaches the disk
                 self.wl.stop()
@@ -194,8 +242,19 @@ class SimRun:
     # -- verdict -------------------------------------------------------------------------------------------
     def test_json(self) -> dict[str, Any]:
         """What the run directory's test.json says about the checking (the
-        options ``kraftwerk check`` reads back: keys, strict_*)."""
-        return self.cfg.model_copy(update={"seed": self.seed}).test_json()
+        options ``kraftwerk check`` reads back: keys, strict_*, liveness and
+        its bound)."""
+        return {**self.cfg.model_copy(update={"seed": self.seed}).test_json(), "liveness_bound": self.bound.as_dict()}
+
+    def availability(self, ops: list[Any]) -> dict[str, Any]:
+        """The availability checker (``checkers.availability``) on the
+        history, the traces (when the run has a directory) and the state
+        the final phase saw."""
+        timeline = read_timeline(self.run_dir) if self.run_dir is not None else None
+        return check_availability(facts_of(ops), [str(tp) for tp in self.tps], bound=self.bound,
+                                  timeline=timeline if timeline is not None and timeline.files else None,
+                                  state=FinalState.from_dict(self.state) if self.state else None,
+                                  policy=self.cfg.liveness)
 
     def results(self, wall_s: float) -> dict[str, Any]:
         """results.json: the checkers' verdict (:func:`checkers.check.check_history`,
@@ -214,6 +273,7 @@ class SimRun:
         if error:
             out["valid"] = False if out["valid"] is False else "unknown"
             out["error"] = error
+        merge_availability(out, self.availability(ops))
         sim = self.sim
         # completions per function and type: the checkers' own count of the
         # same operations (stats.by_f), not a second pass over the history

@@ -71,3 +71,9 @@ def test_unknown_names_have_no_meaning() -> None:
 
 def test_every_meaning_is_one_line() -> None:
     assert all("\n" not in m and m == m.strip() and m[0].islower() for m in MEANINGS.values())
+
+
+def test_every_availability_finding_is_described() -> None:
+    from checkers.availability import DESIGN, STUCK
+
+    assert "stuck" in describe(STUCK) and "by the election rules" in describe(DESIGN)
