@@ -18,6 +18,15 @@ and the faithful protocol's rate over the same seeds.
     .venv/bin/python bench/sim_soak.py baseline --seeds 2000 --jobs 2
     .venv/bin/python bench/sim_soak.py variants --max-seeds 200 --jobs 2
     .venv/bin/python bench/sim_soak.py detect --seeds 50 --explore-budget 300 --jobs 2
+
+Faithful: the protocol's defaults under every fault the simulator makes
+(``--nemesis all``, with ``--swarm`` each seed its own subset, interval,
+mode and rate), acks=all or mixed; one table row per batch and at the end:
+seeds, acknowledged and lost writes per acks level, invalid seeds, unknown
+seeds by cause, and partitions unavailable after the final heal by cause
+(``checkers.availability``: down by design, or stuck)::
+
+    .venv/bin/python bench/sim_soak.py faithful --seeds 10000 --swarm --acks all --jobs 2
 """
 
 from __future__ import annotations
@@ -104,6 +113,54 @@ def baseline(a: argparse.Namespace) -> int:
           f"invalid seeds {[r.get('seed') for r in bad][:50]}; unknown (final read incomplete) {unknown[:50]}; "
           f"harness errors {errors}")
     return 0 if not bad else 1
+
+
+def _causes(r: dict[str, Any]) -> list[str]:
+    """The availability checker's findings of a seed, as ``kind`` words
+    (``no-eligible-leader``, ``quorum-leaderless``, ...)."""
+    av = (r.get("checkers") or {}).get("availability") or {}
+    return [str(d.get("kind")) for d in av.get("unavailable") or () if isinstance(d, dict)]
+
+
+def faithful(a: argparse.Namespace) -> int:
+    opts = build_config({}, {"backend": "sim", "name": "soak-faithful", "nemesis": ["all"], "swarm": a.swarm,
+                             "acks": a.acks, "rf": 3, "min_isr": 2, "time_limit": a.time_limit})
+    seeds = list(range(a.start, a.start + a.seeds))
+    t0 = time.perf_counter()
+    acked = {"acks=all": 0, "acks=1": 0}
+    lost = {"acks=all": 0, "acks=1": 0}
+    invalid: list[int] = []
+    unknown: dict[str, list[int]] = {}
+    unavailable: dict[str, list[int]] = {}
+    pool = make_pool(a.jobs)
+    for i in range(0, len(seeds), a.chunk):
+        for r in run_seeds(opts, seeds[i:i + a.chunk], None, a.jobs, pool=pool):
+            for mode in acked:
+                d = (r.get("durability") or {}).get(mode) or {}
+                acked[mode] += d.get("acked") or 0
+                lost[mode] += d.get("lost") or 0
+            for kind in _causes(r):
+                unavailable.setdefault(kind, []).append(r.get("seed"))
+            if r.get("valid") is False or r.get("error"):
+                invalid.append(r.get("seed"))
+                print("INVALID " + _brief(r) + f" cause: {r.get('cause')}", flush=True)
+            elif r.get("valid") is not True:
+                unknown.setdefault(str(r.get("cause") or "no cause given")[:120], []).append(r.get("seed"))
+                print(f"UNKNOWN seed {r.get('seed')}: {r.get('cause')}", flush=True)
+        done = min(len(seeds), i + a.chunk)
+        print(f"{done}/{len(seeds)} seeds, {time.perf_counter() - t0:.0f}s wall: acks=all {acked['acks=all']} acked "
+              f"{lost['acks=all']} lost; acks=1 {acked['acks=1']} acked {lost['acks=1']} lost; invalid {len(invalid)}; "
+              f"unknown {sum(map(len, unknown.values()))}; unavailable "
+              f"{ {k: len(v) for k, v in unavailable.items()} }", flush=True)
+    pool.shutdown()
+    print(f"FAITHFUL: {len(seeds)} seeds (kraftwerk sim --nemesis all{' --swarm' if a.swarm else ''} --acks {a.acks} "
+          f"--rf 3 --min-isr 2 --time-limit {a.time_limit:g}): acks=all {acked['acks=all']} acked, "
+          f"{lost['acks=all']} lost; acks=1 {acked['acks=1']} acked, {lost['acks=1']} lost; invalid {invalid[:50]}")
+    for cause, ss in sorted(unknown.items(), key=lambda kv: -len(kv[1])):
+        print(f"  unknown x{len(ss)} (seeds {ss[:10]}): {cause}")
+    for kind, ss in sorted(unavailable.items(), key=lambda kv: -len(kv[1])):
+        print(f"  unavailable after the heal, {kind}: x{len(ss)} (seeds {ss[:10]})")
+    return 0 if not invalid else 1
 
 
 def variants(a: argparse.Namespace) -> int:
@@ -206,6 +263,14 @@ def main() -> None:
     d.add_argument("--explore-budget", type=float, default=300.0, help="wall seconds of explore per variant (0: none)")
     d.add_argument("--only", default="", help="comma list of variants: " + ",".join(DETECT))
     d.add_argument("--modes", default="all,swarm,explore", help="comma list of: all, swarm, explore")
+    f = sub.add_parser("faithful")
+    f.add_argument("--jobs", type=int, default=2)
+    f.add_argument("--seeds", type=int, default=10000)
+    f.add_argument("--start", type=int, default=1)
+    f.add_argument("--chunk", type=int, default=50)
+    f.add_argument("--swarm", action="store_true")
+    f.add_argument("--acks", choices=("all", "mixed"), default="all")
+    f.add_argument("--time-limit", type=float, default=30.0, help="simulated seconds of workload per seed")
     for name in ("baseline", "variants"):
         p = sub.add_parser(name)
         p.add_argument("--jobs", type=int, default=2)
@@ -231,7 +296,7 @@ def main() -> None:
         if getattr(a, name, 1) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(a, name)})")
     try:
-        sys.exit({"baseline": baseline, "variants": variants, "detect": detect}[a.cmd](a))
+        sys.exit({"baseline": baseline, "variants": variants, "detect": detect, "faithful": faithful}[a.cmd](a))
     except UsageError as e:  # the options, checked before any seed runs
         ap.error(str(e))
 
