@@ -167,7 +167,7 @@ def test_campaign_page_shows_its_heatmap_and_the_invalid_cell_first(page, base):
     assert page.locator("h1").inner_text() == "Campaign — unclean-matrix"
     assert page.locator("#heatmap").evaluate("i => i.complete && i.naturalWidth > 300")
     first = page.locator("#cells tr").nth(1)
-    assert "unclean_election on" in first.inner_text() and "isr-crash" in first.inner_text()
+    assert "unclean_election on" in first.inner_text() and "unclean-loss" in first.inner_text()
     first.locator("td.runs a").first.click()
     page.wait_for_load_state("networkidle")
     assert page.locator("#verdict").inner_text() == "INVALID"

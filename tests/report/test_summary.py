@@ -112,11 +112,11 @@ def test_a_campaign_file_of_another_format_is_one_line_error(tmp_path):
 def test_safe_path_refuses_dot_dot_hidden_and_symlinks_out(tmp_path):
     root = (tmp_path / "r").resolve()
     (root / "a").mkdir(parents=True)
-    (root / "a" / "f").write_text("x")
+    (root / "a" / "f.txt").write_text("x")
     os.symlink(root / "a", root / "inside")
     os.symlink("/etc", root / "out")
-    assert safe_path(root, "a/f") == root / "a" / "f"
-    assert safe_path(root, "inside/f") == root / "a" / "f"
+    assert safe_path(root, "a/f.txt") == root / "a" / "f.txt"
+    assert safe_path(root, "inside/f.txt") == root / "a" / "f.txt"
     for bad in ("../r/a/f", "a/../../x", ".hidden", "out/passwd", "out", "a\\..\\f", "missing"):
         with pytest.raises(Refused):
             safe_path(root, bad)
