@@ -94,8 +94,10 @@ class RealtimeLag:
         if t_inv is None or op.type not in ("ok", "info"):
             return
         expired = self.expired
+        maxes: dict[str, int] | None = None
         if op.f in QUEUE_FS:
-            for k, o in max_offsets(op.value).items():
+            maxes = max_offsets(op.value)  # reused below: a poll's value is read once
+            for k, o in maxes.items():
                 exp = expired.get(k)
                 if exp is None:
                     exp = expired[k] = Col()
@@ -112,7 +114,7 @@ class RealtimeLag:
             positions[op.process] = {}
         elif op.f in ("poll", "txn"):
             pos = positions.setdefault(op.process, {})
-            for k, o in max_offsets(op.value).items():
+            for k, o in (maxes if maxes is not None else max_offsets(op.value)).items():
                 pos[k] = max(pos.get(k, -1), o)
             for k, o in pos.items():
                 exp = expired.get(k, ())
