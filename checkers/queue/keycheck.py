@@ -157,13 +157,29 @@ class KeyIndex:
     retry_slots: set[int] = field(default_factory=set)          # later copies of a retry
 
     def positions(self, pairs: list) -> list:
-        """Dense index of each record: its own offset's, else its value's."""
+        """Dense index of each record: its own offset's, else its value's.
+        Kept per event (by the identity of its pairs, which :attr:`events`
+        holds): the poll-order and read-edge checks both ask it of every
+        ``ok`` poll, whose records are most of a history. The caller must
+        not change the list."""
+        memo = self._positions
+        got = memo.get(id(pairs))
+        if got is not None:
+            return got
         oi = self._offset_index
         ix = [oi.get(o) for o, _v in pairs]
         if None in ix:
             bv = self.by_value.get
             ix = [x if x is not None else bv(v) for x, (_o, v) in zip(ix, pairs)]
+        memo[id(pairs)] = ix
         return ix
+
+    @property
+    def _positions(self) -> dict[int, list]:
+        memo = self.__dict__.get("_pos")
+        if memo is None:
+            memo = self.__dict__["_pos"] = {}
+        return memo
 
     @property
     def _offset_index(self) -> dict[Any, int]:
