@@ -74,10 +74,16 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from checkers.durability import key_durability
 from checkers.history.op import HistoryError
+
+#: an event's offsets and values, taken in C (``map``) rather than by a
+#: Python loop over its pairs: a poll's records are most of a history
+_OFFSET = itemgetter(0)
+_VALUE = itemgetter(1)
 
 EXAMPLES = 32
 
@@ -167,7 +173,7 @@ class KeyIndex:
         if got is not None:
             return got
         oi = self._offset_index
-        ix = [oi.get(o) for o, _v in pairs]
+        ix = list(map(oi.get, map(_OFFSET, pairs)))
         if None in ix:
             bv = self.by_value.get
             ix = [x if x is not None else bv(v) for x, (_o, v) in zip(ix, pairs)]
@@ -266,7 +272,7 @@ def _writers_and_readers(ix: KeyIndex) -> None:
         elif kind == "r":
             ix.reads.append(ev)
             if ev[2] == "ok":
-                ix.read_ok.update(v for _off, v in ev[4])
+                ix.read_ok.update(map(_VALUE, ev[4]))
     for ev in ix.sends:
         if _send_committed(ev, ix.read_ok):
             ix.committed.update(v for _o, v in ev[4])
@@ -442,7 +448,7 @@ def poll_order_cases(ix: KeyIndex, found: _Found) -> None:
             continue
         if kind != "r":
             continue
-        vals = [v for _o, v in pairs]
+        vals = list(map(_VALUE, pairs))
         pos = ix.positions(pairs)
         n = len(pos)
         straight = n > 0 and None not in pos and pos == list(range(pos[0], pos[0] + n))
