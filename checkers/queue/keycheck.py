@@ -302,9 +302,14 @@ def _version_order(ix: KeyIndex) -> None:
             vs.append(v)
 
     for ev in ix.reads:
+        # place() inlined: this loop visits every record every poll read
         for off, v in ev[4]:
             if off is not None:
-                place(off, v)
+                vs = get(off)
+                if vs is None:
+                    log[off] = [v]
+                elif v not in vs:
+                    vs.append(v)
     for ev in ix.sends:
         # a weak (acks=1/0) acknowledgement's offset is not durable either
         # when its value was read: a retry's earlier copy can survive at
