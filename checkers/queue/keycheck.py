@@ -551,7 +551,9 @@ def read_edges(ix: KeyIndex, want_rw: bool) -> tuple[list[int], list[int]]:
         if ev[2] != "ok":
             continue
         idx = ev[0]
-        pos = [i for i in ix.positions(ev[4]) if i is not None and i not in slots]
+        pos = ix.positions(ev[4])
+        if slots or None in pos:  # else every record counts: no pass over them
+            pos = [i for i in pos if i is not None and i not in slots]
         hi = max(pos, default=-1)
         if hi < 0:
             continue
