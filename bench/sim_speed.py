@@ -40,10 +40,10 @@ the polls (fetching, recording and hashing ~100 records a poll). The figures
 below are of the old driver.
 
 Against the one driver's merge (``--before 923b026 --seeds 3 --time-limit 60``,
-one run, shared machine, CPU equal to wall), at a8c09d8: whole simulation
+one run, shared machine, CPU equal to wall), at 76cf9d7: whole simulation
 58.5x -> 58.0x (CPU 3.18 s -> 3.20 s: the same, within the run-to-run
 noise), checkers 3.95 -> 3.57 CPU s, each seed with its checkers 26.1x ->
-27.4x; ``--before 461013e`` in another run: whole simulation CPU 3.23 s ->
+27.4x; ``--before 7c14af7`` in another run: whole simulation CPU 3.23 s ->
 3.18 s (the generator's restrict, -1.7% of the event loop's instructions),
 checkers 3.76 -> 3.46 CPU s. Issue 35's targets (250x, 150x with checkers)
 are 4.3x and 5.5x away. Under callgrind,
