@@ -39,6 +39,28 @@ generator's asks were 47 M; the rest is the interpreter's bookkeeping and
 the polls (fetching, recording and hashing ~100 records a poll). The figures
 below are of the old driver.
 
+Against the one driver's merge (``--before 923b026 --seeds 3 --time-limit 60``,
+one run, shared machine, CPU equal to wall), at 76cf9d7: whole simulation
+58.5x -> 58.0x (CPU 3.18 s -> 3.20 s: the same, within the run-to-run
+noise), checkers 3.95 -> 3.57 CPU s, each seed with its checkers 26.1x ->
+27.4x; ``--before 7c14af7`` in another run: whole simulation CPU 3.23 s ->
+3.18 s (the generator's restrict, -1.7% of the event loop's instructions),
+checkers 3.76 -> 3.46 CPU s. Issue 35's targets (250x, 150x with checkers)
+are 4.3x and 5.5x away. Under callgrind,
+the event loop of a 10 s seed (with a 1 s seed run first in the process, as
+here) costs 1,123 M instructions, spread thin: the brokers' side of each
+message 37% (the core's handlers 24%, applying their effects 11%), the
+clients' side of each reply 31% and the interpreter's asks 30% (these two
+overlap: a completion records, updates the generator and asks again), the
+history recorder 18% (orjson 5%, its SHA-256 6%, the rest building the Op
+and the line's dict), the generator's asks 9%, the polls' records (a list
+and a boxed offset per record per consumer) 7%; two thirds of it is inside
+CPython's dict, allocation, reference counting and int boxing. The checkers
+of a 60 s seed cost 10.6 G instructions (13.3 G at 923b026), most of them per
+record read: each of the 32 consumers reads every record (~750k read pairs a seed)
+for the projection, the realtime lag, the version order, the positions and
+the durability accounting.
+
 Where it stood (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as

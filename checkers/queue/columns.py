@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import marshal
 from array import array
+from operator import itemgetter
 from typing import Any, Iterator, Mapping
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -30,6 +31,8 @@ _INT = {int}
 _SEQ = (list, tuple)
 _ABSENT = "\x00absent"  # an event without an 8th element (a poll without a rebalance-log)
 _ABSENT_KEY = object()  # no value appended yet
+_FIRST = itemgetter(0)    # p[0], mapped in C over a poll's records
+_SECOND = itemgetter(1)
 
 
 class Col:
@@ -212,8 +215,8 @@ class KeyColumns:
             offs.append(p[0])
             vals.append(p[1])
         elif pairs:
-            os_ = [p[0] for p in pairs]
-            vs = [p[1] for p in pairs]
+            os_ = list(map(_FIRST, pairs))
+            vs = list(map(_SECOND, pairs))
             od, vd = offs.data, vals.data
             if type(od) is array and type(vd) is array and {*map(type, os_), *map(type, vs)} == _INT:
                 n_o, n_v = len(od), len(vd)

@@ -74,10 +74,16 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from checkers.durability import key_durability
 from checkers.history.op import HistoryError
+
+#: an event's offsets and values, taken in C (``map``) rather than by a
+#: Python loop over its pairs: a poll's records are most of a history
+_OFFSET = itemgetter(0)
+_VALUE = itemgetter(1)
 
 EXAMPLES = 32
 
@@ -157,13 +163,29 @@ class KeyIndex:
     retry_slots: set[int] = field(default_factory=set)          # later copies of a retry
 
     def positions(self, pairs: list) -> list:
-        """Dense index of each record: its own offset's, else its value's."""
+        """Dense index of each record: its own offset's, else its value's.
+        Kept per event (by the identity of its pairs, which :attr:`events`
+        holds): the poll-order and read-edge checks both ask it of every
+        ``ok`` poll, whose records are most of a history. The caller must
+        not change the list."""
+        memo = self._positions
+        got = memo.get(id(pairs))
+        if got is not None:
+            return got
         oi = self._offset_index
-        ix = [oi.get(o) for o, _v in pairs]
+        ix = list(map(oi.get, map(_OFFSET, pairs)))
         if None in ix:
             bv = self.by_value.get
             ix = [x if x is not None else bv(v) for x, (_o, v) in zip(ix, pairs)]
+        memo[id(pairs)] = ix
         return ix
+
+    @property
+    def _positions(self) -> dict[int, list]:
+        memo = self.__dict__.get("_pos")
+        if memo is None:
+            memo = self.__dict__["_pos"] = {}
+        return memo
 
     @property
     def _offset_index(self) -> dict[Any, int]:
@@ -251,7 +273,7 @@ def _writers_and_readers(ix: KeyIndex) -> None:
         elif kind == "r":
             ix.reads.append(ev)
             if ev[2] == "ok":
-                ix.read_ok.update(v for _off, v in ev[4])
+                ix.read_ok.update(map(_VALUE, ev[4]))
     for ev in ix.sends:
         if _send_committed(ev, ix.read_ok):
             ix.committed.update(v for _o, v in ev[4])
@@ -281,9 +303,14 @@ def _version_order(ix: KeyIndex) -> None:
             vs.append(v)
 
     for ev in ix.reads:
+        # place() inlined: this loop visits every record every poll read
         for off, v in ev[4]:
             if off is not None:
-                place(off, v)
+                vs = get(off)
+                if vs is None:
+                    log[off] = [v]
+                elif v not in vs:
+                    vs.append(v)
     for ev in ix.sends:
         # a weak (acks=1/0) acknowledgement's offset is not durable either
         # when its value was read: a retry's earlier copy can survive at
@@ -454,7 +481,7 @@ def poll_order_cases(ix: KeyIndex, found: _Found) -> None:
             continue
         if kind != "r":
             continue
-        vals = [v for _o, v in pairs]
+        vals = list(map(_VALUE, pairs))
         pos = ix.positions(pairs)
         n = len(pos)
         straight = n > 0 and None not in pos and pos == list(range(pos[0], pos[0] + n))
@@ -552,7 +579,9 @@ def read_edges(ix: KeyIndex, want_rw: bool) -> tuple[list[int], list[int]]:
         if ev[2] != "ok":
             continue
         idx = ev[0]
-        pos = [i for i in ix.positions(ev[4]) if i is not None and i not in slots]
+        pos = ix.positions(ev[4])
+        if slots or None in pos:  # else every record counts: no pass over them
+            pos = [i for i in pos if i is not None and i not in slots]
         hi = max(pos, default=-1)
         if hi < 0:
             continue

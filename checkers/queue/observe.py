@@ -25,12 +25,28 @@ the same pass that projects it, never held whole.
 from __future__ import annotations
 
 import json
+from operator import itemgetter
 from typing import Any, Iterable
 
 from checkers.history.op import Op
 from checkers.queue.columns import Col
 
 QUEUE_FS = ("send", "poll", "txn")
+_PAIR_TYPES = frozenset((list, tuple))
+_INT = frozenset((int,))
+_FIRST = itemgetter(0)
+
+
+def _offsets(pairs: Any) -> list[Any]:
+    """The int offsets of a poll's pairs (list or tuple pairs whose first
+    element is an int; others are skipped). A list of non-empty lists of
+    plain ints, as every history spells a poll, is taken in C (``map``);
+    anything else pair by pair."""
+    if type(pairs) is list and _PAIR_TYPES.issuperset(map(type, pairs)) and all(pairs):
+        offs = list(map(_FIRST, pairs))
+        if _INT.issuperset(map(type, offs)):
+            return offs
+    return [p[0] for p in pairs or () if isinstance(p, (list, tuple)) and p and isinstance(p[0], int)]
 
 
 def max_offsets(value: Any) -> dict[str, int]:
@@ -41,8 +57,7 @@ def max_offsets(value: Any) -> dict[str, int]:
             continue
         if mop[0] == "poll" and len(mop) > 1 and isinstance(mop[1], dict):
             for k, pairs in mop[1].items():
-                offs = [p[0] for p in pairs or () if isinstance(p, (list, tuple)) and p and
-                        isinstance(p[0], int)]
+                offs = _offsets(pairs)
                 if offs:
                     k = str(k)
                     out[k] = max(out.get(k, -1), max(offs))
