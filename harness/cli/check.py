@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from checkers.history.jsonl import is_partial, read_jsonl
 from checkers.history.op import HistoryError
 from checkers.invariants import TraceError
 from checkers.queue.checker import KNOWN_ANOMALIES
+from checkers.queue.readings import JEPSEN, KRAFTWERK, declared_options
 from checkers.queue.scan import MalformedOp, scan_jsonl
 from harness.cli.output import console
 from harness.errors import HarnessError, UsageError, exit_code_for_valid
@@ -95,6 +97,29 @@ def parse_model_options(items: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+def _queue_options(path: Path, ops: Any, test: dict[str, Any] | None, sub_via: tuple[str, ...],
+                   txn: bool | None, also_allowed: tuple[str, ...], ww_deps: bool | None,
+                   jepsen: bool | None, strict_cycles: bool | None, all_errors: bool | None) -> Any:
+    """The queue checker's options: the flags, else test.json, else what a
+    Jepsen history declares by its own operations (its :assign/:subscribe
+    ops, its :txn ops), else the reading's defaults (``checkers.queue.readings``)."""
+    unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
+    if unknown:
+        raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
+                         f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
+    if jepsen is None:
+        jepsen = path.suffix.lower() == ".edn"
+    if jepsen and strict_cycles:
+        raise UsageError("--strict-cycles is kraftwerk's reading: drop it, or add --kraftwerk")
+    declared = declared_options(ops) if not test else {}
+    base = queue_options_from_test({**declared, **(test or {})}, JEPSEN if jepsen else KRAFTWERK)
+    return replace(base, sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
+                   also_allowed=frozenset(also_allowed),
+                   ww_deps=base.ww_deps if ww_deps is None else ww_deps,
+                   strict_cycles=bool(strict_cycles) or base.strict_cycles,
+                   all_errors=bool(all_errors) or base.all_errors)
+
+
 def _fmt_example(ex: Any) -> str:
     """One example on one line; cycles as ``op 2 -realtime-> op 4 -ww(t-1)-> ...``."""
     if isinstance(ex, dict) and ex.get("steps"):
@@ -118,6 +143,11 @@ def _summary(res: dict[str, Any], where: str) -> None:
               f"(model {st.get('model')}, engine {st.get('engine')}, {st.get('ops', 0)} ops, "
               f"{st.get('check_seconds', 0)} s)")
     q = res.get("checkers", {}).get("queue")
+    if q is not None:
+        o = q.get("options") or {}
+        con.print(escape(f"reading: {q.get('reading')} (sub-via {','.join(o.get('sub_via') or [])}, "
+                         f"ww-deps {'on' if o.get('ww_deps') else 'off'}, txn {'on' if o.get('txn') else 'off'}; "
+                         "--jepsen / --kraftwerk / --strict-cycles choose)"), highlight=False)
     allowed = set((q or {}).get("allowed_anomaly_types", []))
     counts = anomaly_counts(res)
     if res.get("anomaly_types"):
@@ -191,9 +221,15 @@ def _summary(res: dict[str, Any], where: str) -> None:
               help="Count duplicate-nonidempotent (a value appended twice by a non-idempotent "
                    "producer's retry: at-least-once, allowed by default) as an anomaly. "
                    "Default from test.json's strict_duplicates.")
-@click.option("--no-ww-deps", "no_ww_deps", is_flag=True, default=None,
-              help="Infer no write-write dependencies from offsets (queue; Jepsen's --no-ww-deps): "
-                   "no G0, and G1c cycles are no longer allowed.")
+@click.option("--ww-deps/--no-ww-deps", "ww_deps", default=None,
+              help="Infer write-write dependencies from offsets (queue; Jepsen's :ww-deps), which finds G0 "
+                   "and allows G1c. Default: on in kraftwerk's reading, off in Jepsen's (as Jepsen's), "
+                   "or test.json's ww_deps.")
+@click.option("--jepsen/--kraftwerk", "jepsen", default=None,
+              help="Which reading decides the verdict (queue): --jepsen is Jepsen's allowed-error-types for "
+                   "the options (--sub-via, --ww-deps; an EDN history's own :assign/:subscribe operations) "
+                   "and nothing else; --kraftwerk is kraftwerk's (acks-level promises, unverified keys "
+                   "unknown, ww deps on). Default: --jepsen for an .edn history, --kraftwerk otherwise.")
 @click.option("--strict-cycles", is_flag=True, default=None,
               help="kraftwerk's stricter reading (queue): G0/G1c cycles count unless --txn "
                    "(Jepsen allows G0 always and G1c with ww deps).")
@@ -206,8 +242,9 @@ def _summary(res: dict[str, Any], where: str) -> None:
 def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
               time_budget: float | None, sub_via: tuple[str, ...], txn: bool | None,
               also_allowed: tuple[str, ...], strict_acks1: bool | None,
-              strict_duplicates: bool | None, no_ww_deps: bool | None, strict_cycles: bool | None,
-              all_errors: bool | None, model_option: tuple[str, ...], as_json: bool) -> int:
+              strict_duplicates: bool | None, ww_deps: bool | None, jepsen: bool | None,
+              strict_cycles: bool | None, all_errors: bool | None, model_option: tuple[str, ...],
+              as_json: bool) -> int:
     """Check a history: a run directory, a .jsonl or an .edn file.
 
     \b
@@ -219,7 +256,7 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     if model_options and model == "queue":
         raise UsageError("--model-option: the queue model takes no options "
                          "(use --sub-via, --txn, --allow, --fail-on-acks1-loss, --fail-on-duplicates, "
-                         "--no-ww-deps, --strict-cycles, --all-errors)")
+                         "--ww-deps/--no-ww-deps, --jepsen/--kraftwerk, --strict-cycles, --all-errors)")
     warnings: list[str] = []
     ops, run_dir = _load(path, warnings, model)
     partial = _partial(path, run_dir, warnings)
@@ -239,19 +276,9 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         # the run was meant to end in final reads: a key none covered is unverified, not lost
         test = {**(test or {}), "partial": True}
     queue_options = None
-    if sub_via or txn or also_allowed or no_ww_deps or strict_cycles or all_errors:
-        unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
-        if unknown:
-            raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
-                             f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
-        base = queue_options_from_test(test or {})
-        queue_options = type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
-                                   also_allowed=frozenset(also_allowed),
-                                   strict_acks1=base.strict_acks1,
-                                   strict_duplicates=base.strict_duplicates,
-                                   ww_deps=base.ww_deps and not no_ww_deps,
-                                   strict_cycles=bool(strict_cycles) or base.strict_cycles,
-                                   all_errors=bool(all_errors) or base.all_errors)
+    if model == "queue":
+        queue_options = _queue_options(path, ops, test, sub_via, txn, also_allowed, ww_deps, jepsen,
+                                       strict_cycles, all_errors)
     invariants = None
     if run_dir is not None and model == "queue":
         try:
