@@ -81,7 +81,8 @@ class LeaderPartition(PartitionState):
         (variant ``min_isr_hw_gate`` on: KAFKA-15583, Kafka's
         Partition.maybeIncrementLeaderHW from 3.7.0, whose ``isUnderMinIsr``
         check does not depend on ELR; Partition.scala line 1151 in 3.7.0,
-        1175 in trunk of October 2024).
+        1175 in trunk of October 2024, 1011 in 4.4.0 by its class file's
+        line table).
         """
         if not self.is_leader:
             return [], False
