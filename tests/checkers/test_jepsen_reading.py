@@ -152,3 +152,15 @@ def test_jepsen_mode_on_a_jsonl_history_and_strict_cycles_is_kraftwerks_only(tmp
     assert kraftwerk_cli("check", str(p), "--jepsen").returncode == 1
     r = kraftwerk_cli("check", str(p), "--jepsen", "--strict-cycles")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--strict-cycles" in r.stderr
+
+
+def test_a_knossos_edn_history_under_a_register_model_is_judged_by_no_queue_reading() -> None:
+    """The readings are the queue checker's: an EDN history from
+    ../shared/data checked for linearizability keeps its verdict and names
+    no reading."""
+    from tests.shared_data import KNOSSOS
+
+    for path, code in (("cas-register/good/memstress3-4.edn", 0), ("cas-register/bad/rethink-fail-minimal.edn", 1)):
+        r = kraftwerk_cli("check", str(KNOSSOS / path), "--model", "cas-register", "--json")
+        assert r.returncode == code, r.stderr
+        assert "reading" not in json.loads(r.stdout)
