@@ -196,9 +196,6 @@ def _reasons(result: dict[str, Any]) -> list[str]:
                 out.append(f"{name} checker could not decide" + (f": {_short(why)}" if why else ""))
         if not out:
             out.append("no checker result" if not result.get("anomaly_types") else "the checkers could not decide")
-    if result.get("reading"):
-        # which anomaly types the verdict allowed (checkers/queue/readings.py)
-        out.append(f"judged by the {result['reading']} reading")
     return out
 
 
@@ -304,6 +301,8 @@ def _render(run_dir: Path, plots: bool) -> Path:
         verdict=label,
         verdict_class=css,
         reasons=_reasons(result),
+        # which anomaly types the verdict allowed (checkers/queue/readings.py)
+        reading=result.get("reading"),
         timeline=timeline.name,
         summary=_summary(ops, intervals),
         error=result.get("error"),
