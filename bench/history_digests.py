@@ -60,6 +60,7 @@ CASES: dict[str, list[str]] = {
     "stories": ["--scenario", "leader-churn,isr-crash,expand-race", "--nemesis", "partition,kill"],
     "kip101=off": ["--variant", "kip101=off", "--nemesis", "kill,partition,lose-unfsynced"],
     "kip966=off": ["--variant", "kip966=off", "--nemesis", "kill,partition,lose-unfsynced"],
+    "min_isr_hw_gate=off": ["--variant", "min_isr_hw_gate=off", "--nemesis", "kill,partition,pause"],
     "unclean_election=on": ["--variant", "unclean_election=on", "--nemesis", "kill,partition,lose-unfsynced"],
     "strict_isr_expand=off": ["--variant", "strict_isr_expand=off", "--nemesis", "kill,partition,pause"],
     "maximal_isr=off": ["--variant", "maximal_isr=off", "--nemesis", "kill,partition,pause"],

@@ -59,6 +59,7 @@ DETECT: dict[str, dict[str, bool]] = {
     "faithful": {},
     "kip101=off": {"kip101": False},
     "kip966=off": {"kip966": False},
+    "min_isr_hw_gate=off": {"min_isr_hw_gate": False},
     "unclean_election=on": {"unclean_election": True},
     "strict_isr_expand=off": {"strict_isr_expand": False},
     "maximal_isr=off": {"maximal_isr": False},

@@ -1,8 +1,11 @@
 """Jepsen's Kafka checker on kraftwerk histories: per-key checks merged,
 then the cross-key cycle search, then the verdict.
 
-Which anomaly types make a run invalid follows Jepsen's
-``allowed-error-types`` by default: ``int-send-skip`` is always allowed
+Which anomaly types make a run invalid depends on the reading
+(:mod:`.readings`): ``jepsen`` is exactly Jepsen's ``allowed-error-types``
+for the test's options (ww dependencies off unless set); ``kraftwerk``, the
+default for kraftwerk's own histories, is described here. It follows
+Jepsen's ``allowed-error-types``: ``int-send-skip`` is always allowed
 (producers' records interleave); so are G0 and its -process / -realtime forms
 and the cycle-exists fallback ``PL-1-cycle-exists`` / ``strong-PL-1-cycle-exists``
 (Kafka does not isolate writes); with ww dependencies inferred from offsets
@@ -51,6 +54,8 @@ from .project import Projection
 
 from .graph import CLASSES, EXISTS_SPECS, RW_CLASSES
 from .keycheck import ANOMALY_TYPES, WEAK_ACKS
+from .readings import G0_FAMILY, G1C_FAMILY, JEPSEN, KRAFTWERK, KRAFTWERK_STRICT, PL1_EXISTS, PL2_EXISTS, \
+    jepsen_allowed
 
 #: prefix of the findings moved out of judgement because their key's final
 #: read never completed (see :func:`merge_key_results`)
@@ -64,10 +69,6 @@ ACKS0_LOSS_TYPES = frozenset({"lost-write-acks0", "unseen-acks0", "lost-acks0-wr
 #: a value appended twice by a non-idempotent producer's retry
 NONIDEMPOTENT_DUPLICATE = "duplicate-nonidempotent"
 
-G0_FAMILY = ("G0", "G0-process", "G0-realtime")
-G1C_FAMILY = ("G1c", "G1c-process", "G1c-realtime")
-PL1_EXISTS = ("PL-1-cycle-exists", "strong-PL-1-cycle-exists")
-PL2_EXISTS = ("PL-2-cycle-exists", "strong-PL-2-cycle-exists")
 
 
 @dataclass
@@ -95,6 +96,17 @@ class QueueOptions:
     strict_cycles: bool = False
     #: keep every example (Jepsen's ``--all-errors``), else a sample
     all_errors: bool = False
+    #: ``jepsen``: Jepsen's allowed-error-types and nothing else (see
+    #: :mod:`.readings`); ``kraftwerk``: kraftwerk's reading, stricter on
+    #: cycles with ``strict_cycles``
+    reading: str = KRAFTWERK
+
+    @property
+    def reading_name(self) -> str:
+        """The reading a verdict names: jepsen, kraftwerk or kraftwerk-strict-cycles."""
+        if self.reading == JEPSEN:
+            return JEPSEN
+        return KRAFTWERK_STRICT if self.strict_cycles else KRAFTWERK
 
 
 #: every type the queue checkers can report
@@ -107,6 +119,8 @@ KNOWN_ANOMALIES = frozenset(ANOMALY_TYPES) | {c[0] for c in CLASSES + RW_CLASSES
 def allowed_anomalies(opts: QueueOptions) -> frozenset[str]:
     if opts.allowed is not None:
         return frozenset(opts.allowed) | opts.also_allowed
+    if opts.reading == JEPSEN:
+        return jepsen_allowed(opts.sub_via, opts.ww_deps) | opts.also_allowed
     a = {"int-send-skip"} | ACKS0_LOSS_TYPES
     if not opts.strict_acks1:
         a |= ACKS1_LOSS_TYPES
@@ -222,14 +236,20 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
         examples = {t: condense(t, exs) for t, exs in examples.items()}
     allowed = allowed_anomalies(opts)
     types = sorted(counts)
-    # an unverified finding would be bad if its key had been readable
-    inconclusive = [t for t in types if t.startswith(UNVERIFIED) and t[len(UNVERIFIED):] not in allowed]
-    bad = [t for t in types if t not in allowed and not t.startswith(UNVERIFIED)]
+    if opts.reading == JEPSEN:
+        # Jepsen has no unverified keys: an unseen record is unseen
+        inconclusive = []
+        bad = [t for t in types if t not in allowed and t.removeprefix(UNVERIFIED) not in allowed]
+    else:
+        # an unverified finding would be bad if its key had been readable
+        inconclusive = [t for t in types if t.startswith(UNVERIFIED) and t[len(UNVERIFIED):] not in allowed]
+        bad = [t for t in types if t not in allowed and not t.startswith(UNVERIFIED)]
     undecided = (cycles_state != "complete" and not (cycles_state.startswith("cut-short") and not opts.rw)) \
         or bool(inconclusive)
     valid = combine([not bad, UNKNOWN if undecided else True])
     return {
         "valid": valid,
+        "reading": opts.reading_name,
         "anomaly_types": types,
         "bad_anomaly_types": bad,
         "inconclusive_anomaly_types": inconclusive,
@@ -244,5 +264,6 @@ def finish(proj: Projection, merged: dict[str, Any], opts: QueueOptions,
         "options": {"sub_via": list(opts.sub_via), "txn": opts.txn, "rw": opts.rw,
                     "strict_acks1": opts.strict_acks1,
                     "strict_duplicates": opts.strict_duplicates, "ww_deps": opts.ww_deps,
-                    "strict_cycles": opts.strict_cycles, "all_errors": opts.all_errors},
+                    "strict_cycles": opts.strict_cycles, "all_errors": opts.all_errors,
+                    "reading": opts.reading},
     }

@@ -12,6 +12,8 @@ read never completed).
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from checkers.history.op import HistoryError
 from checkers.history.source import MAX_BYTES, check_size
 from checkers.invariants import TraceError
 from checkers.queue.checker import KNOWN_ANOMALIES
+from checkers.queue.readings import JEPSEN, KRAFTWERK, declared_options
 from checkers.queue.scan import MalformedOp, scan_jsonl
 from harness.cli.output import console
 from harness.errors import HarnessError, UsageError, exit_code_for_valid
@@ -103,6 +106,29 @@ def parse_model_options(items: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+def _queue_options(path: Path, ops: Any, test: dict[str, Any] | None, sub_via: tuple[str, ...],
+                   txn: bool | None, also_allowed: tuple[str, ...], ww_deps: bool | None,
+                   jepsen: bool | None, strict_cycles: bool | None, all_errors: bool | None) -> Any:
+    """The queue checker's options: the flags, else test.json, else what a
+    Jepsen history declares by its own operations (its :assign/:subscribe
+    ops, its :txn ops), else the reading's defaults (``checkers.queue.readings``)."""
+    unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
+    if unknown:
+        raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
+                         f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
+    if jepsen is None:
+        jepsen = path.suffix.lower() == ".edn"
+    if jepsen and strict_cycles:
+        raise UsageError("--strict-cycles is kraftwerk's reading: drop it, or add --kraftwerk")
+    declared = declared_options(ops) if not test else {}
+    base = queue_options_from_test({**declared, **(test or {})}, JEPSEN if jepsen else KRAFTWERK)
+    return replace(base, sub_via=tuple(sub_via) or base.sub_via, txn=bool(txn) or base.txn,
+                   also_allowed=frozenset(also_allowed),
+                   ww_deps=base.ww_deps if ww_deps is None else ww_deps,
+                   strict_cycles=bool(strict_cycles) or base.strict_cycles,
+                   all_errors=bool(all_errors) or base.all_errors)
+
+
 def _fmt_example(ex: Any) -> str:
     """One example on one line; cycles as ``op 2 -realtime-> op 4 -ww(t-1)-> ...``."""
     if isinstance(ex, dict) and ex.get("steps"):
@@ -128,6 +154,11 @@ def _summary(res: dict[str, Any], where: str) -> None:
     if res.get("cause"):
         con.print(f"cause: {escape(str(res['cause']))}")
     q = res.get("checkers", {}).get("queue")
+    if q is not None:
+        o = q.get("options") or {}
+        con.print(escape(f"reading: {q.get('reading')} (sub-via {','.join(o.get('sub_via') or [])}, "
+                         f"ww-deps {'on' if o.get('ww_deps') else 'off'}, txn {'on' if o.get('txn') else 'off'}; "
+                         "--jepsen / --kraftwerk / --strict-cycles choose)"), highlight=False)
     allowed = set((q or {}).get("allowed_anomaly_types", []))
     counts = anomaly_counts(res)
     if res.get("anomaly_types"):
@@ -187,20 +218,6 @@ def _read_test(run_dir: Path | None) -> dict[str, Any] | None:
     return test if isinstance(test, dict) else None
 
 
-def _queue_options(test: dict[str, Any] | None, sub_via: tuple[str, ...], txn: bool, also_allowed: tuple[str, ...],
-                   no_ww_deps: bool, strict_cycles: bool, all_errors: bool) -> Any:
-    """The queue checker's options: the run's (test.json), changed by the flags."""
-    unknown = [a for a in also_allowed if a not in KNOWN_ANOMALIES]
-    if unknown:
-        raise UsageError(f"--allow {unknown[0]}: not a queue anomaly type "
-                         f"(one of {', '.join(sorted(KNOWN_ANOMALIES))})")
-    base = queue_options_from_test(test or {})
-    return type(base)(sub_via=tuple(sub_via) or base.sub_via, txn=txn or base.txn,
-                      also_allowed=frozenset(also_allowed), strict_acks1=base.strict_acks1,
-                      strict_duplicates=base.strict_duplicates, ww_deps=base.ww_deps and not no_ww_deps,
-                      strict_cycles=strict_cycles or base.strict_cycles, all_errors=all_errors or base.all_errors)
-
-
 @click.command("check")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--model", type=click.Choice(MODEL_CHOICES), default="queue", show_default=True,
@@ -226,9 +243,15 @@ def _queue_options(test: dict[str, Any] | None, sub_via: tuple[str, ...], txn: b
               help="Count duplicate-nonidempotent (a value appended twice by a non-idempotent "
                    "producer's retry: at-least-once, allowed by default) as an anomaly. "
                    "Default from test.json's strict_duplicates.")
-@click.option("--no-ww-deps", "no_ww_deps", is_flag=True, default=None,
-              help="Infer no write-write dependencies from offsets (queue; Jepsen's --no-ww-deps): "
-                   "no G0, and G1c cycles are no longer allowed.")
+@click.option("--ww-deps/--no-ww-deps", "ww_deps", default=None,
+              help="Infer write-write dependencies from offsets (queue; Jepsen's :ww-deps), which finds G0 "
+                   "and allows G1c. Default: on in kraftwerk's reading, off in Jepsen's (as Jepsen's), "
+                   "or test.json's ww_deps.")
+@click.option("--jepsen/--kraftwerk", "jepsen", default=None,
+              help="Which reading decides the verdict (queue): --jepsen is Jepsen's allowed-error-types for "
+                   "the options (--sub-via, --ww-deps; an EDN history's own :assign/:subscribe operations) "
+                   "and nothing else; --kraftwerk is kraftwerk's (acks-level promises, unverified keys "
+                   "unknown, ww deps on). Default: --jepsen for an .edn history, --kraftwerk otherwise.")
 @click.option("--strict-cycles", is_flag=True, default=None,
               help="kraftwerk's stricter reading (queue): G0/G1c cycles count unless --txn "
                    "(Jepsen allows G0 always and G1c with ww deps).")
@@ -243,8 +266,9 @@ def _queue_options(test: dict[str, Any] | None, sub_via: tuple[str, ...], txn: b
 def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | None,
               time_budget: float | None, sub_via: tuple[str, ...], txn: bool | None,
               also_allowed: tuple[str, ...], strict_acks1: bool | None,
-              strict_duplicates: bool | None, no_ww_deps: bool | None, strict_cycles: bool | None,
-              all_errors: bool | None, model_option: tuple[str, ...], max_history_bytes: int | None,
+              strict_duplicates: bool | None, ww_deps: bool | None, jepsen: bool | None,
+              strict_cycles: bool | None, all_errors: bool | None, model_option: tuple[str, ...],
+              max_history_bytes: int | None,
               as_json: bool) -> int:
     """Check a history: a run directory, a .jsonl or an .edn file.
 
@@ -261,7 +285,7 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
     if model_options and model == "queue":
         raise UsageError("--model-option: the queue model takes no options "
                          "(use --sub-via, --txn, --allow, --fail-on-acks1-loss, --fail-on-duplicates, "
-                         "--no-ww-deps, --strict-cycles, --all-errors)")
+                         "--ww-deps/--no-ww-deps, --jepsen/--kraftwerk, --strict-cycles, --all-errors)")
     warnings: list[str] = []
     ops, run_dir = _load(path, warnings, model, max_history_bytes)
     partial = _partial(path, run_dir, warnings)
@@ -274,9 +298,9 @@ def check_cmd(path: Path, model: str, engine: str | None, spark_master: str | No
         # the run was meant to end in final reads: a key none covered is unverified, not lost
         test = {**(test or {}), "partial": True}
     queue_options = None
-    if sub_via or txn or also_allowed or no_ww_deps or strict_cycles or all_errors:
-        queue_options = _queue_options(test, sub_via, bool(txn), also_allowed, bool(no_ww_deps),
-                                       bool(strict_cycles), bool(all_errors))
+    if model == "queue":
+        queue_options = _queue_options(path, ops, test, sub_via, txn, also_allowed, ww_deps, jepsen,
+                                       strict_cycles, all_errors)
     invariants = None
     if run_dir is not None and model == "queue":
         try:

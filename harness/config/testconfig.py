@@ -22,7 +22,7 @@ import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr, ValidationError,
                       field_validator, model_validator)
 
-from harness.config.kafka import PROTOCOL_ONLY, parse_overrides
+from harness.config.kafka import check_variants, parse_overrides
 from harness.config.settings import SETTINGS, only_for
 from harness.errors import UsageError
 from harness.rundir.store import BadName, check_name
@@ -525,13 +525,11 @@ KAFKA_LOCAL_REFUSED = {
 
 
 def _kafka_consistent(cfg: "TestConfig") -> None:
-    """What --db kafka cannot do: protocol-only variants, and faults the
+    """What --db kafka cannot do: a variant setting the release cannot
+    behave as (``harness.config.kafka.check_variants``), and faults the
     backend cannot make for a JVM (one line each, exit 2)."""
-    for name in PROTOCOL_ONLY:
-        if name in cfg.variants:
-            raise ValueError(f"variant {name} exists only in the reference implementation (Kafka 4.4 always "
-                             f"behaves as {name}=on): drop it for --db kafka")
     try:
+        check_variants(cfg.variants, cfg.kafka_version)
         parse_overrides(cfg.kafka_config)
     except UsageError as e:
         raise ValueError(str(e)) from None

@@ -303,6 +303,8 @@ def _render(run_dir: Path, plots: bool) -> Path:
         verdict=label,
         verdict_class=css,
         reasons=_reasons(result),
+        # which anomaly types the verdict allowed (checkers/queue/readings.py)
+        reading=result.get("reading"),
         timeline=timeline.name,
         summary=_summary(ops, intervals),
         error=result.get("error"),

@@ -33,8 +33,10 @@ MAX_FAULTS = 4
 VARIANT_WORDS: dict[str, str] = {
     "kip101": "KIP-101 off: a follower truncates its log to its high watermark when it becomes a follower, "
               "rather than where its log diverges from the leader's, so it can drop acknowledged records",
-    "kip966": "KIP-966 off: no eligible leader replicas, and the high watermark advances while the ISR is "
-              "below min ISR",
+    "kip966": "KIP-966 off: no eligible leader replicas, so the last replica left in the ISR is re-elected "
+              "even after it lost its unflushed tail",
+    "min_isr_hw_gate": "min-ISR high-watermark gate off (before KAFKA-15583, Kafka 3.6 and earlier): the high "
+                       "watermark advances while the ISR is below min ISR",
     "unclean_election": "unclean leader election on: a replica outside the ISR may become leader, "
                         "missing acknowledged records",
     "strict_isr_expand": "strict ISR expansion off: a follower rejoins the ISR before it reaches the leader "

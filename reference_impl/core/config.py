@@ -9,9 +9,17 @@ Variants (ARCHITECTURE.md, principle 2). Each defaults to today's Kafka:
 
 * ``kip101`` on — epoch-based truncation. Off: a follower truncates to its HW
   when it becomes a follower (the pre-KIP-101 data loss of seed 003).
-* ``kip966`` on — ELR, and the HW does not advance while the ISR is under the
-  effective min ISR. Off: HW advances under min ISR, no ELR, so the
-  last-replica-standing loss of seed 002 is possible.
+* ``kip966`` on — ELR (eligible leader replicas, LastKnownELR, the
+  controller emptying the ISR, unclean-restart fencing at registration). Off:
+  no ELR, so the last-replica-standing loss of seed 002 is possible. What
+  Kafka 4.0+ does formatted with ``eligible.leader.replicas.version=0``, and
+  every release before 4.0; it does not touch the HW rule below.
+* ``min_isr_hw_gate`` on — the HW does not advance while the committed ISR is
+  smaller than the effective min ISR (KAFKA-15583, Kafka's
+  Partition.maybeIncrementLeaderHW since 3.7.0, whatever ELR's setting).
+  Off: the HW advances under min ISR, as Kafka 3.6 and earlier did, so an
+  acks=all produce to a shrunk ISR ends NOT_ENOUGH_REPLICAS_AFTER_APPEND
+  instead of waiting.
 * ``unclean_election`` off — when on, the controller may elect an out-of-sync
   replica when ISR (and ELR) are empty (overrides
   ``unclean.leader.election.enable`` for every topic).
@@ -36,8 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final, Mapping
 
-VARIANT_NAMES: Final = ("kip101", "kip966", "unclean_election", "strict_isr_expand", "maximal_isr",
-                         "producer_sequence_checks")
+VARIANT_NAMES: Final = ("kip101", "kip966", "min_isr_hw_gate", "unclean_election", "strict_isr_expand",
+                         "maximal_isr", "producer_sequence_checks")
 #: ``unclean.recovery.strategy`` values, Kafka's spelling (seed 002)
 RECOVERY_STRATEGIES: Final = ("Aggressive", "Balanced", "None")
 
@@ -50,6 +58,7 @@ class ConfigError(ValueError):
 class Variants:
     kip101: bool = True
     kip966: bool = True
+    min_isr_hw_gate: bool = True
     unclean_election: bool = False
     strict_isr_expand: bool = True
     maximal_isr: bool = True

@@ -73,16 +73,20 @@ class LeaderPartition(PartitionState):
         return r.broker_epoch == -1 or r.broker_epoch == b.broker_epoch
 
     def maybe_increment_leader_hw(self, now: int) -> tuple[list[Effect], bool]:
-        """maybeIncrementLeaderHW (seed 000 pseudo-code) plus the KIP-966 gate.
+        """maybeIncrementLeaderHW (seed 000 pseudo-code) plus the min-ISR gate.
 
         HW = min LEO over the maximal ISR, also held back by any replica that
         is caught up and ISR-eligible though not yet in the ISR; it never
         advances while the committed ISR is smaller than the effective min ISR
-        (variant ``kip966`` on).
+        (variant ``min_isr_hw_gate`` on: KAFKA-15583, Kafka's
+        Partition.maybeIncrementLeaderHW from 3.7.0, whose ``isUnderMinIsr``
+        check does not depend on ELR; Partition.scala line 1151 in 3.7.0,
+        1175 in trunk of October 2024, 1011 in 4.4.0 by its class file's
+        line table).
         """
         if not self.is_leader:
             return [], False
-        if self.config.variants.kip966 and self.is_under_min_isr():
+        if self.config.variants.min_isr_hw_gate and self.is_under_min_isr():
             return [], False
         leader_leo = self.log.leo
         new_hw = leader_leo

@@ -96,8 +96,8 @@ def test_acks_all_times_out_in_purgatory():
     assert produce_replies(b.tick(1001)) == [ProduceResponse("p", TP, Errors.REQUEST_TIMED_OUT, -1, 0)]
 
 
-def test_acks_all_not_enough_replicas_after_append_when_isr_shrank_kip966_off():
-    b, feed = leader(ProtocolConfig().with_variants(kip966=False), isr=(1, 2), configs=MIN2)
+def test_acks_all_not_enough_replicas_after_append_when_isr_shrank_min_isr_hw_gate_off():
+    b, feed = leader(ProtocolConfig().with_variants(min_isr_hw_gate=False), isr=(1, 2), configs=MIN2)
     produce(b, 1, timeout_ms=100_000)
     # the controller shrank the ISR; replica 2 (silent since the election) is no longer caught up
     effects = b.apply_committed(feed.change(isr=(1,)), 30_001)
@@ -105,11 +105,14 @@ def test_acks_all_not_enough_replicas_after_append_when_isr_shrank_kip966_off():
     assert r.error == Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
-def test_acks_all_under_min_isr_with_kip966_times_out_instead():
-    b, feed = leader(isr=(1, 2), configs=MIN2)
-    produce(b, 1, timeout_ms=500)
-    assert produce_replies(b.apply_committed(feed.change(isr=(1,)), 2)) == []
-    assert produce_replies(b.tick(501))[0].error == Errors.REQUEST_TIMED_OUT
+def test_acks_all_under_min_isr_with_the_min_isr_hw_gate_times_out_instead():
+    """The gate alone decides, ELR or not (kip966 off is Kafka 4.4 without
+    the ELR feature, which still holds the HW)."""
+    for cfg in (ProtocolConfig(), ProtocolConfig().with_variants(kip966=False)):
+        b, feed = leader(cfg, isr=(1, 2), configs=MIN2)
+        produce(b, 1, timeout_ms=500)
+        assert produce_replies(b.apply_committed(feed.change(isr=(1,)), 2)) == []
+        assert produce_replies(b.tick(501))[0].error == Errors.REQUEST_TIMED_OUT
 
 
 def test_parked_produce_fails_not_leader_after_losing_leadership():

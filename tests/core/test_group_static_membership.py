@@ -4,8 +4,9 @@ protocol, sans-IO (core/groups/group.py), as Kafka's ClassicGroup does it:
 * a static member joins without KIP-394's MEMBER_ID_REQUIRED round trip;
 * the same instance joining again without a member id (its process
   restarted) takes a new member id, keeps its assignment and, in a Stable
-  group with an unchanged subscription, gets its generation back with no
-  rebalance;
+  group whose selected protocol stays the same, gets its generation back with
+  no rebalance, even with a changed subscription (Kafka compares the
+  protocol only: GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin);
 * the old member id is fenced: FENCED_INSTANCE_ID on join, sync,
   heartbeat, commit and leave;
 * a static member that does not come back leaves by its session timeout
@@ -83,11 +84,45 @@ def test_the_old_member_id_of_a_replaced_instance_is_fenced():
     assert grp.commit_error("b2", 1, "ib") == 0 and grp.state == STABLE
 
 
-def test_a_changed_subscription_on_restart_rebalances():
+def test_a_restarted_static_member_with_a_changed_subscription_keeps_its_generation_without_a_rebalance():
+    """Kafka checks whether the group's selected protocol would change, not
+    the member's metadata: a restart with another subscription under the same
+    protocol gets generation 1 back, and the record stores the new metadata."""
     grp = ClassicGroup("g", initial_rebalance_delay_ms=DELAY)
     stable(grp)
-    assert join(grp, "", "ib", 5_000, fresh="b2", protocols=(("range", b"other"),)) == []
+    (_, resp), = join(grp, "", "ib", 5_000, fresh="b2", protocols=(("range", b"other"),))
+    assert resp.error == 0 and resp.member_id == "b2" and resp.generation_id == 1
+    assert grp.state == STABLE and grp.generation_id == 1 and "b" not in grp.members
+    assert grp.members["b2"].metadata_for("range") == b"other"
+    (_, synced), = sync(grp, SyncGroupRequest(("s", "b2"), "g", 1, "b2", (), "ib"), 5_000)
+    assert synced.error == 0 and synced.assignment == b"p1"
+
+
+def test_a_restart_that_changes_the_selected_protocol_rebalances():
+    """Both members prefer range; b comes back supporting only roundrobin, so
+    the next generation's protocol would change: Kafka rebalances."""
+    grp = ClassicGroup("g", initial_rebalance_delay_ms=DELAY)
+    both = (("range", b"r"), ("roundrobin", b"r"))
+    join(grp, "", "ia", 0, fresh="a", protocols=both)
+    join(grp, "", "ib", 0, fresh="b", protocols=both)
+    grp.expire(DELAY)
+    sync(grp, SyncGroupRequest(("s", "a"), "g", 1, "a", (("a", b"p0"), ("b", b"p1")), "ia"), DELAY)
+    assert grp.state == STABLE and grp.protocol_name == "range"
+    assert join(grp, "", "ib", 5_000, fresh="b2", protocols=(("roundrobin", b"r"),)) == []
     assert grp.state == PREPARING and "b2" in grp.members and "b" not in grp.members
+
+
+def test_a_restart_while_the_group_completes_a_rebalance_starts_another():
+    """In CompletingRebalance the leader may already be assigning to the old
+    member id, so the restarted member's join rebalances (Kafka's
+    COMPLETING_REBALANCE branch)."""
+    grp = ClassicGroup("g", initial_rebalance_delay_ms=DELAY)
+    join(grp, "", "ia", 0, fresh="a")
+    join(grp, "", "ib", 0, fresh="b")
+    grp.expire(DELAY)
+    assert grp.state != STABLE and grp.generation_id == 1
+    assert join(grp, "", "ib", DELAY + 1, fresh="b2") == []
+    assert grp.state == PREPARING and "b2" in grp.members
 
 
 def test_a_static_member_that_does_not_return_leaves_by_its_session_timeout():

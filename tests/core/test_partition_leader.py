@@ -63,16 +63,25 @@ def test_hw_waits_for_caught_up_eligible_replica_outside_isr():
     assert b.partitions[TP].log.hw == 10
 
 
-def test_hw_does_not_advance_under_min_isr_kip966():
+def test_hw_does_not_advance_under_min_isr_min_isr_hw_gate():
     b, _ = leader_with(isr=(1,), configs=(("min.insync.replicas", "2"),))
     produce(b, 5, 1)
     assert b.partitions[TP].log.hw == 0
 
 
-def test_hw_advances_under_min_isr_with_kip966_off():
-    b, _ = leader_with(ProtocolConfig().with_variants(kip966=False), isr=(1,), configs=(("min.insync.replicas", "2"),))
+def test_hw_advances_under_min_isr_with_min_isr_hw_gate_off():
+    b, _ = leader_with(ProtocolConfig().with_variants(min_isr_hw_gate=False), isr=(1,),
+                       configs=(("min.insync.replicas", "2"),))
     produce(b, 5, 1)
     assert b.partitions[TP].log.hw == 5
+
+
+def test_kip966_off_still_holds_the_hw_under_min_isr_as_kafka_does_without_elr():
+    """KAFKA-15583's rule (Kafka 3.7+) does not depend on ELR: a Kafka 4.4
+    formatted with eligible.leader.replicas.version=0 still holds the HW."""
+    b, _ = leader_with(ProtocolConfig().with_variants(kip966=False), isr=(1,), configs=(("min.insync.replicas", "2"),))
+    produce(b, 5, 1)
+    assert b.partitions[TP].log.hw == 0
 
 
 def test_effective_min_isr_is_capped_by_replication_factor():

@@ -70,3 +70,13 @@ def test_valid_verdict_says_nothing_acknowledged_was_lost(tmp_path):
     box = verdict_box(html)
     assert ">VALID<" in box and "none of the 3 acknowledged acks=all writes was lost" in box
     assert "send 1→p0@0 a1" in (tmp_path / "r" / "timeline.html").read_text()  # acks=1 sends are tagged
+
+
+def test_the_verdict_box_names_the_reading_that_judged_the_run(tmp_path):
+    """Which anomaly types were allowed depends on the reading (jepsen,
+    kraftwerk, kraftwerk-strict-cycles): the page says which one it was."""
+    html = render_report(run_dir(tmp_path / "r", {
+        "valid": False, "reading": "jepsen", "anomaly_types": ["G1c"], "anomalies": {},
+        "checkers": {"queue": {"valid": False, "reading": "jepsen", "bad_anomaly_types": ["G1c"]}},
+    })).read_text()
+    assert "judged by the jepsen reading" in verdict_box(html)

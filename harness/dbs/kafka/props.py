@@ -4,11 +4,12 @@ The settings the reference broker takes from the same config map one to one
 (min.insync.replicas, default.replication.factor, unclean.leader.election.enable,
 replica.lag.time.max.ms, the broker session and heartbeat, log.flush.*), with
 the same timings and group coordinator (``harness.config.timings``), so a
-scenario means the same thing on both dbs. Variants map where Kafka has a setting:
+scenario means the same thing on both dbs. Variants map where Kafka has a setting
+(the whole table, settings and releases: ``harness.config.kafka.VARIANT_MEANINGS``):
 ``unclean_election`` is ``unclean.leader.election.enable``; ``kip966`` is the
 ``eligible.leader.replicas.version`` feature, which is set when the storage
-is formatted (:func:`format_features`). The others exist only in the reference
-implementation and are refused (:func:`refuse_protocol_only`).
+is formatted (:func:`format_features`). A setting Kafka cannot behave as is
+refused before anything starts (``harness.config.kafka.check_variants``).
 ``--kafka-config KEY=VALUE`` overrides win over everything.
 """
 

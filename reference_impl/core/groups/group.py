@@ -21,9 +21,11 @@ Static membership (KIP-345, ``group.instance.id``): a member that names an
 instance id joins without KIP-394's round trip and is remembered by it.
 When that instance joins again without a member id (its process restarted)
 it takes a new member id in place of the old one, keeps the old one's
-assignment and, if the group is Stable and its subscription unchanged, gets
-them back at once: no rebalance, so a restart within the session timeout
-moves no partition. The old member id is fenced: any request naming the
+assignment and, if the group is Stable and the protocol the group would
+select is still the one it runs, gets them back at once: no rebalance, so a
+restart within the session timeout moves no partition, even when the
+member's subscription (its protocol metadata) changed (Kafka checks only the
+protocol). The old member id is fenced: any request naming the
 instance with another member id is answered FENCED_INSTANCE_ID. A static
 member that stops leaves by its session timeout (its client does not send
 LeaveGroup on close), or by a LeaveGroup naming the instance.
@@ -190,11 +192,21 @@ class ClassicGroup:
 
     def _replace_static(self, old: Member, new_id: str, req: JoinGroupRequest, mono: int) -> list[Answer]:
         """A known instance joined without a member id: its process restarted.
-        The new member id takes the old one's place and assignment; the old
-        id's parked requests are fenced. In a Stable group with the same
-        subscription the member gets its generation back without a
-        rebalance (KIP-345), answered once the new member id is appended;
-        otherwise the group rebalances as for a rejoin."""
+        The new member id takes the old one's place and assignment (with the
+        protocols it sent now); the old id's parked requests are fenced.
+
+        In a Stable group whose selected protocol would not change, the
+        member gets its generation back without a rebalance (KIP-345),
+        answered once the new member id is appended, whatever its
+        subscription: Kafka compares only the protocol name, not the
+        member's metadata (GroupMetadataManager
+        .updateStaticMemberThenRebalanceOrCompleteJoin, group-coordinator
+        module: lines 5124-5131 of trunk in October 2024, lines 8135-8141 of
+        4.4.0's class file by its line table). A changed subscription is the
+        member's own to act on (the consumer rejoins when its metadata
+        changes). In CompletingRebalance the group rebalances (the leader
+        may already have assigned to the old member id); in
+        PreparingRebalance the join goes on."""
         out: list[Answer] = []
         old_id = old.member_id
         if old.join_ref is not None:
@@ -209,11 +221,7 @@ class ClassicGroup:
         if self.leader == old_id:
             self.leader = new_id
         m.heard(mono)
-        proto = self.protocol_name or ""
-        if (self.state == STABLE and self._select_protocol() == proto
-                and old.metadata_for(proto) == m.metadata_for(proto)):
-            # the same subscription under the group's protocol (what a record
-            # keeps of it, so this holds on a new coordinator too)
+        if self.state == STABLE and self._select_protocol() == (self.protocol_name or ""):
             assignment = {mid: x.assignment for mid, x in self.members.items()}
             self.stores.append(Store("static", self.generation_id, self.snapshot(assignment), req.ref, old, new_id))
             return out
