@@ -249,14 +249,16 @@ class Hunt:
             f.write_text(json.dumps({**body, "schedule": c["schedule"]}, indent=1) + "\n")
         return f
 
-    def confirm(self) -> None:
+    def confirm(self, seconds: float | None = None) -> None:
         """Replay the ranked candidates on the real db while the budget
-        lasts (a run is not started unless the last one's time is left)."""
+        lasts, or ``seconds`` more of it (a batch of a campaign): a run is
+        not started unless the longest one so far fits in what is left."""
         st = self.state
         t0, base = time.monotonic(), st["spent_s"]
+        budget = self.budget_s if seconds is None else base + seconds
         per_run = 2 * self.real_cfg.time_limit + 30.0  # set-up, load, final reads, teardown: measured below
         for c in self.ranked():
-            left = self.budget_s - self.spent(t0, base)
+            left = budget - self.spent(t0, base)
             if left < per_run:
                 self.say(f"budget: {left:.0f}s left, a real run takes about {per_run:.0f}s; stopping")
                 break
@@ -274,7 +276,7 @@ class Hunt:
                      f"{_verdict(pair['real']['valid'])}  ({len(st['pairs'])} pairs, {st['spent_s']:.0f}s spent)")
             self.save()
         st["spent_s"] = self.spent(t0, base)
-        st["phase"] = "done"
+        st["phase"] = "done" if seconds is None or not self.ranked() else "confirm"
         self.save()
 
     def _real_run(self, c: dict[str, Any], cfg: TestConfig, f: Path) -> dict[str, Any]:
