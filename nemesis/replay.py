@@ -39,6 +39,7 @@ from typing import Any, Iterable
 
 import generator as g
 
+from .control import CLIENT
 from .faults import FaultSpec, UnknownFault, expand
 from .scenarios import SCENARIOS
 from .stories import STORIES
@@ -134,7 +135,7 @@ def named_nodes(entries: Iterable[dict[str, Any]]) -> set[str]:
 def check_nodes(entries: Iterable[dict[str, Any]], have: Iterable[str], path: str) -> None:
     """Refuse a schedule naming nodes the cluster lacks (the pseudo-node
     ``client`` stands for every client, on every cluster)."""
-    unknown = sorted(named_nodes(entries) - set(have) - {"client"})
+    unknown = sorted(named_nodes(entries) - set(have) - {CLIENT})
     if unknown:
         raise ScheduleError(f"schedule file {path} names nodes this cluster does not have: {', '.join(unknown)} "
                             f"(it has {', '.join(have)}): give the recorded run's --brokers/--controllers")
