@@ -1,5 +1,7 @@
 """Replay each finding of docs/analysis-kafka-4.4.md from its shipped
-schedule file (docs/findings/findings.json) on real Kafka, several times,
+schedule file (docs/findings/findings.json; a scripted scenario's finding
+from its command: the script names each step's nodes from the cluster's
+state, which a recorded schedule would pin) on real Kafka, several times,
 and print each finding's verdicts and its acknowledged / lost figures as a
 range: a finding reproduces when every replay gets its verdict class.
 
@@ -24,8 +26,8 @@ FINDINGS = ROOT / "docs" / "findings"
 
 def command(f: dict, backend: str) -> list[str]:
     """The finding's replay: its schedule file brings the settings and the faults."""
-    return ["kraftwerk", "run", "--db", "kafka", "--backend", backend, *f["flags"],
-            "--schedule", f"docs/findings/{f['file']}"]
+    sched = ["--schedule", f"docs/findings/{f['file']}"] if f["file"] else []  # else a scripted scenario
+    return ["kraftwerk", "run", "--db", "kafka", "--backend", backend, *f["flags"], *sched]
 
 
 def replay(f: dict, backend: str, out: str) -> dict:

@@ -9,6 +9,8 @@ verdict. Interrupted, it resumes with the same flags and ``--out``.
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,10 @@ def hunt_cmd(budget: str, explore_share: float, jobs: int, lock: str | None, as_
       kraftwerk hunt --db kafka --budget 30m
       kraftwerk hunt --db kafka --budget 10m --acks all --time-limit 15 --out results/hunt1
     """
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM stops a hunt like Ctrl-C: the real run tears its cluster
+        # down, the workers stop, hunt.json keeps what is done for a resume
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         budget_s = parse_budget(budget)
     except ValueError as e:
