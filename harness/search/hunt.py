@@ -53,19 +53,27 @@ CLASSES = ("both-invalid", "real-only", "model-only", "unknown", "both-valid")
 # -- what a simulated run shows -------------------------------------------------------------
 def near_misses(events: Iterator[dict[str, Any]]) -> set[str]:
     """States one fault away from losing acknowledged writes, from a
-    simulated run's traces: a leader alone in its ISR whose HW is behind
-    its log end (writes waiting on followers that left), an unclean or
-    last-known-leader election, a full truncation."""
+    simulated run's traces: a leader alone in its ISR that advances its HW
+    (it commits records no other replica holds: its loss loses them), an
+    unclean election, a full truncation. (A last-known-leader election,
+    KIP-966's recovery once every ISR member died, is common under kills
+    of a majority: not a near miss.)"""
     out: set[str] = set()
-    alone: set[tuple[int, str]] = set()  # (leader node, tp) whose ISR is itself
+    hw: dict[tuple[Any, str], int] = {}  # (node, tp): its last HW
+    alone: dict[tuple[Any, str], int] = {}  # (leader, tp) whose ISR is itself: its HW when it became so
     for e in events:
         kind, key = e.get("kind"), (e.get("node"), str(e.get("tp")))
         if kind == "isr":
-            (alone.add if len(e.get("isr") or ()) == 1 else alone.discard)(key)
-        elif kind == "hw" and e.get("role") == "leader" and key in alone and e.get("hw", 0) < e.get("leo", 0):
-            out.add("isr-of-one-hw-behind")
-        elif kind == "election" and e.get("data_kind") in ("unclean", "last-known-leader"):
-            out.add(f"election-{e.get('data_kind')}")
+            if len(e.get("isr") or ()) == 1:
+                alone.setdefault(key, hw.get(key, 0))
+            else:
+                alone.pop(key, None)
+        elif kind == "hw":
+            hw[key] = int(e.get("hw", 0))
+            if e.get("role") == "leader" and key in alone and hw[key] > alone[key]:
+                out.add("isr-of-one-commits")
+        elif kind == "election" and e.get("data_kind") == "unclean":
+            out.add("election-unclean")
         elif kind == "truncate" and e.get("reason") == "full":
             out.add("truncate-full")
     return out

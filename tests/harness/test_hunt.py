@@ -39,13 +39,15 @@ def test_each_pair_is_classed_by_the_two_verdicts():
     assert exit_code([{"class": "unknown"}, {"class": "model-only"}]) == 1
 
 
-def test_a_near_miss_is_a_leader_alone_in_its_isr_with_its_hw_behind():
-    lone = [{"kind": "isr", "node": 1, "tp": "t0-0", "isr": [1]},
-            {"kind": "hw", "node": 1, "tp": "t0-0", "role": "leader", "hw": 4, "leo": 9}]
-    assert near_misses(iter(lone)) == {"isr-of-one-hw-behind"}
-    rejoined = [lone[0], {"kind": "isr", "node": 1, "tp": "t0-0", "isr": [1, 2]}, lone[1]]
+def test_a_near_miss_is_a_leader_alone_in_its_isr_that_commits():
+    before = [{"kind": "hw", "node": 1, "tp": "t0-0", "role": "leader", "hw": 4, "leo": 4},
+              {"kind": "isr", "node": 1, "tp": "t0-0", "isr": [1]}]
+    commits = [*before, {"kind": "hw", "node": 1, "tp": "t0-0", "role": "leader", "hw": 9, "leo": 9}]
+    assert near_misses(iter(commits)) == {"isr-of-one-commits"}
+    rejoined = [*before, {"kind": "isr", "node": 1, "tp": "t0-0", "isr": [1, 2]}, commits[-1]]
     assert near_misses(iter(rejoined)) == set()
-    assert near_misses(iter([{"kind": "election", "data_kind": "unclean"}])) == {"election-unclean"}
+    assert near_misses(iter([{"kind": "election", "data_kind": "unclean"},
+                             {"kind": "election", "data_kind": "last-known-leader"}])) == {"election-unclean"}
 
 
 def test_the_model_runs_with_kafkas_timeouts():
