@@ -112,6 +112,22 @@ def score(c: dict[str, Any]) -> int:
         + 10 * len(c["new_states"])
 
 
+def late_ms(run_dir: Any) -> int | None:
+    """How late the real run's nemesis played its latest op against the
+    schedule's nominal time (``at_ms - nominal_ms``, ``nemesis.replay``):
+    a nemesis busy for long (an Observer call into a cluster that does not
+    answer) plays the rest of the schedule late, so the pair compares two
+    different schedules."""
+    if not run_dir:
+        return None
+    try:
+        sched = json.loads((Path(run_dir) / "test.json").read_text()).get("schedule") or []
+    except (OSError, ValueError):
+        return None
+    lates = [int(e["at_ms"]) - int(e["nominal_ms"]) for e in sched if e.get("nominal_ms") is not None]
+    return max(lates, default=0)
+
+
 def classify(sim_valid: Any, real_valid: Any) -> str:
     """A pair's class, from the two verdicts."""
     if sim_valid not in (True, False) or real_valid not in (True, False):
@@ -297,6 +313,7 @@ class Hunt:
         sim = c["sim"].get("summary") or {"valid": c["sim"]["valid"], "durability": {}, "anomaly_types": []}
         agree = compare.agreement(sim, real) if real.get("run_dir") and c["sim"].get("summary") else {}
         return {"id": c["id"], "seed": c["seed"], "score": c["score"], "near": c["near"],
+                "late_ms": late_ms(real.get("run_dir")),
                 "new_states": len(c["new_states"]), "schedule_file": str(f),
                 "command": f"kraftwerk run --db {cfg.db} --backend {cfg.backend} --schedule {f}",
                 "faults": sorted({e["fault"] for e in c["schedule"]}),

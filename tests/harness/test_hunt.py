@@ -95,7 +95,7 @@ def test_a_small_hunt_confirms_ranked_schedules_on_real_processes_and_resumes(tm
         assert p["class"] in CLASSES and p["class"] == classify(p["sim"]["valid"], p["real"]["valid"])
         sched = json.loads(Path(p["schedule_file"]).read_text())
         assert sched["seed"] == p["seed"] and sched["time_limit"] == 6 and "protocol" not in sched
-        assert Path(p["real"]["run_dir"], "results.json").exists()
+        assert Path(p["real"]["run_dir"], "results.json").exists() and p["late_ms"] >= 0
     assert [p["score"] for p in state["pairs"]] == sorted((p["score"] for p in state["pairs"]), reverse=True)
     page = (out / "index.html").read_text()
     assert "Hunt" in page and all(p["command"] in page for p in state["pairs"])
