@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -303,19 +304,40 @@ class MetadataObserver:
     The active controller and broker epochs come from the db's own
     sources: a subclass says how."""
 
+    #: how long one Metadata answer stands for "now": the looks of one
+    #: decision (a state target's ISR, leader and replicas of every
+    #: partition, the ledger's looks) share it instead of asking again, each
+    #: ask up to 4 s when brokers do not answer (a replay on Kafka played
+    #: its schedule 5 s late, and 63 s once, through these asks)
+    FRESH_S = 0.5
+
     def __init__(self, topo: Topology, bootstrap: Callable[[], str], keys: list[str]) -> None:
         self.topo, self.bootstrap, self._keys = topo, bootstrap, keys
+        self._seen: dict[str, tuple[float, Any]] = {}  # topic: (when asked, its metadata or None)
+        self._lock = threading.Lock()
 
     def keys(self) -> list[str]:
         return self._keys
 
+    def _topic(self, topic: str) -> Any:
+        with self._lock:
+            when, md = self._seen.get(topic, (-1e9, None))
+            if time.monotonic() - when < self.FRESH_S:
+                return md
+            try:
+                md = AdminClient({"bootstrap.servers": self.bootstrap(), "log_level": 0,
+                                  "socket.timeout.ms": 3000}).list_topics(topic=topic, timeout=4)
+            except KafkaException:
+                md = None
+            self._seen[topic] = (time.monotonic(), md)
+            return md
+
     def _partition(self, key: str) -> Any:
         topic, _, part = key.rpartition("-")
+        md = self._topic(topic)
         try:
-            md = AdminClient({"bootstrap.servers": self.bootstrap(), "log_level": 0,
-                              "socket.timeout.ms": 3000}).list_topics(topic=topic, timeout=4)
-            return md.topics[topic].partitions[int(part)]
-        except (KafkaException, KeyError):
+            return md.topics[topic].partitions[int(part)] if md is not None else None
+        except KeyError:
             return None
 
     def _names(self, ids: Iterable[int]) -> list[str]:
