@@ -157,8 +157,8 @@ class MetadataPoller:
         has fetched the records since): its answer with an older leader epoch
         is set aside, as Kafka's own clients do (``Metadata.updateLatestMetadata``
         keeps the last seen leader epoch and ignores metadata for an older
-        one, clients/src/main/java/org/apache/kafka/clients/Metadata.java:593
-        in the apache/kafka snapshot here, unchanged since KIP-320), and
+        one, clients/src/main/java/org/apache/kafka/clients/Metadata.java:594
+        in kafka-clients 4.4.0, by its line table; KIP-320), and
         recorded as ``observed_stale`` (tp, leader_epoch, newest), which the
         monitor ignores. Without it the monitor read such an answer as a
         controller's replay going back (``leader-epoch-regressed``)."""
