@@ -268,23 +268,54 @@ class NoNetwork:
 
 
 class SteppedClock:
-    """The contract's Clock by setting each node's offset; a strobe flips it
-    in the calling thread (the nemesis's), then leaves it at 0."""
+    """The contract's Clock by setting each node's offset. A strobe flips it
+    on a thread of its own, then leaves it at 0, as the simulator flips it
+    on its loop: the nemesis goes on at once and the nodes of one strobe
+    flip together (in the nemesis's thread, a strobe of four nodes held the
+    nemesis 5.7 s, and a replayed schedule ran that much late); a reset or
+    another strobe of the node ends it."""
 
     def set_offset(self, node: str, ms: int) -> None:
         raise NotImplementedError
 
+    def _guard(self) -> threading.Lock:
+        return self.__dict__.setdefault("_strobe_lock", threading.Lock())
+
+    def _next_strobe(self, node: str) -> int:
+        strobes: dict[str, int] = self.__dict__.setdefault("_strobes", {})
+        strobes[node] = strobes.get(node, 0) + 1
+        return strobes[node]
+
+    def _strobing(self, node: str, token: int) -> bool:
+        return self.__dict__.get("_strobes", {}).get(node) == token
+
     def reset(self, node: str) -> None:
-        self.set_offset(node, 0)
+        with self._guard():  # no flip of an ended strobe lands after it
+            self._next_strobe(node)
+            self.set_offset(node, 0)
 
     def strobe(self, node: str, delta_ms: int, period_ms: int, duration_ms: int) -> None:
+        with self._guard():
+            token = self._next_strobe(node)
+        threading.Thread(target=self._flip, args=(node, token, delta_ms, period_ms, duration_ms),
+                         name=f"strobe-{node}", daemon=True).start()
+
+    def _flip(self, node: str, token: int, delta_ms: int, period_ms: int, duration_ms: int) -> None:
         end = time.monotonic() + duration_ms / 1000
         flip = False
-        while time.monotonic() < end:
-            flip = not flip
-            self.set_offset(node, delta_ms if flip else 0)
-            time.sleep(period_ms / 1000)
-        self.set_offset(node, 0)
+        try:
+            while time.monotonic() < end:
+                flip = not flip
+                with self._guard():
+                    if not self._strobing(node, token):
+                        return
+                    self.set_offset(node, delta_ms if flip else 0)
+                time.sleep(period_ms / 1000)
+            with self._guard():
+                if self._strobing(node, token):
+                    self.set_offset(node, 0)
+        except Exception:  # noqa: BLE001 - the node went away (killed, torn down): its clock with it
+            return
 
 
 class ControlClock(SteppedClock):
