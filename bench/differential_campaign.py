@@ -57,7 +57,7 @@ def markdown(pairs: list[dict]) -> str:
         ok = sum(1 for p in pairs if (p.get("agree") or {}).get(m) is True)
         no = sum(1 for p in pairs if (p.get("agree") or {}).get(m) is False)
         lines.append(f"| {m.replace(' loss', '')} | {ok} | {no} |")
-    kinds = Counter(f.split(":")[0] for p in pairs for f in p["faults"])
+    kinds = Counter(k for p in pairs for k in {f.split(":")[0] for f in p["faults"]})
     lines += ["", "| fault kind | schedules with it | disagreements among them |", "| --- | --- | --- |"]
     for k, n in sorted(kinds.items()):
         bad = sum(1 for p in pairs if any(f.split(":")[0] == k for f in p["faults"])
