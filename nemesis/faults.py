@@ -86,6 +86,9 @@ C = Capability
 #: targets the protocol's state names when the fault starts (:func:`state_nodes`)
 STATE_TARGETS = ("sole-isr", "out-of-sync", "isr-followers", "busiest-leader")
 NODE_TARGETS = ("one", "minority", "majority", "all", "primaries", "controller", *STATE_TARGETS)
+#: targets named by the protocol's state when a fault starts, which a replay
+#: names again from the cluster as it is then (:meth:`Fault.replay`)
+STATE_NAMED = ("primaries", "controller", "clients", *STATE_TARGETS)
 #: the node sets a rolling restart goes through
 ROLL_TARGETS = ("brokers", "controllers", "all")
 
@@ -289,6 +292,37 @@ def resolve_nodes(target: str, cluster: Cluster, rng: random.Random) -> tuple[li
     return pick_nodes(cluster.nodes.node_names(), target, rng), {}
 
 
+def resolve_again(target: str, cluster: Cluster, rng: random.Random,
+                  key: str | None) -> tuple[list[str], dict[str, Any]]:
+    """The nodes a recorded state-named target names now, on a replay: the
+    leader of the recorded partition (``primaries``), the recorded
+    partition's nodes if it is still in that state (an ISR target), else
+    a new draw as a start makes (:func:`resolve_nodes`)."""
+    obs = cluster.observer
+    known = key is not None and key in obs.keys()
+    if target in ("primaries", "clients") and known:
+        leader = obs.leader_of(str(key))
+        return ([leader] if leader else []), {"key": key}
+    if target in STATE_TARGETS and target != "busiest-leader" and known:
+        nodes, desc = state_nodes(target, _OneKey(obs, str(key)), rng)
+        if nodes:
+            return nodes, desc
+    return resolve_nodes({"clients": "primaries"}.get(target, target), cluster, rng)
+
+
+class _OneKey:
+    """An observer that shows one partition only (:func:`resolve_again`)."""
+
+    def __init__(self, obs: Observer, key: str) -> None:
+        self.obs, self.key = obs, key
+
+    def keys(self) -> list[str]:
+        return [self.key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.obs, name)
+
+
 class UncleanLedger:
     """The brokers of unclean shutdowns (kills, power losses) not yet back
     in sync, shared by every fault of one nemesis. A broker is back once it
@@ -380,7 +414,7 @@ class UncleanLedger:
 
 
 #: a schedule entry's own fields (``nemesis.replay``), not what its fault did
-ENTRY_KEYS = frozenset(("at_ms", "nominal_ms", "f", "fault"))
+ENTRY_KEYS = frozenset(("at_ms", "nominal_ms", "f", "fault", "as_recorded"))
 
 
 class Fault:
@@ -450,6 +484,8 @@ class Fault:
             if entry.get("key") and entry.get("nodes"):
                 cast(Reassignments, c.nodes).reassign(entry["key"], list(entry["nodes"]))
             return done
+        if entry.get("target") in STATE_NAMED and "skipped" not in entry and not entry.get("as_recorded"):
+            return self._replay_state_named(entry, done)
         if kind == "partition":
             c.net.cut([(a, b) for a, b in entry.get("cut", [])])
         elif kind in ("kill", "terminate", "pause", "lose-unfsynced", "torn-write"):
@@ -463,13 +499,69 @@ class Fault:
             for n, ms in entry.get("offsets_ms", {}).items():
                 c.clock.set_offset(n, int(ms))
         elif kind == "clock-strobe":
-            for n in entry.get("nodes", []):
-                c.clock.strobe(n, entry["delta_ms"], entry["period_ms"], entry["duration_ms"])
+            self._strobe_nodes(entry, list(entry.get("nodes", [])))
         elif kind == "latency":
             c.net.set_latency(grudges.links(c.nodes.node_names()), entry["ms"], entry["jitter_ms"])
         elif kind == "loss":
             c.net.set_loss(grudges.links(c.nodes.node_names()), entry["probability"])
         return done
+
+    def _replay_state_named(self, entry: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
+        """A recorded start whose target the protocol's state names (a
+        leader, the active controller, :data:`STATE_TARGETS`): its nodes
+        are named again from the cluster as it is now (:func:`resolve_again`),
+        and the fault applied to them as recorded otherwise (the same
+        offsets, strobe, shape of cut). Where the nodes differ from the
+        recording the result says so (``recorded_nodes``): on real
+        processes the state a replay meets may not be the recorded one; in
+        the simulator an exact replay names the same nodes."""
+        kind, target = self.spec.kind, str(entry["target"])
+        recorded = list(entry.get("isolated", entry.get("nodes", [])))
+        nodes, desc = resolve_again(target, self.cluster, self.rng, entry.get("key"))
+        out = {**done, **{k: v for k, v in desc.items() if k != "skipped"}}
+        if not nodes:
+            out.update({"cut": []} if kind == "partition" else {"nodes": []})
+            out["skipped"] = desc.get("skipped", "no such node known")
+        elif kind == "partition":
+            cut = self._cut_around(target, nodes, entry, recorded)
+            self.cluster.net.cut(cut)
+            out.update(isolated=nodes, cut=grudges.as_lists(cut))
+        elif kind == "clock":
+            was = dict(entry.get("offsets_ms", {}))
+            offsets = list(was.values()) or [0]
+            out["offsets_ms"] = was if sorted(was) == sorted(nodes) else \
+                {n: int(offsets[i % len(offsets)]) for i, n in enumerate(nodes)}
+            for n, ms in out["offsets_ms"].items():
+                self.cluster.clock.set_offset(n, ms)
+            out["nodes"] = nodes
+        elif kind == "clock-strobe":
+            self._strobe_nodes(entry, nodes)
+            out["nodes"] = nodes
+        else:
+            res = self._signal(target, nodes)
+            out["nodes"] = res["nodes"]
+            if "skipped" in res:
+                out["skipped"] = res["skipped"]
+        if sorted(nodes) != sorted(recorded):
+            out["recorded_nodes"] = recorded
+        return out
+
+    def _cut_around(self, target: str, nodes: list[str], entry: dict[str, Any],
+                    recorded: list[str]) -> grudges.Cut:
+        """The cut a state-named partition makes around ``nodes``: the
+        recorded one if they are the recorded nodes, else the same shape."""
+        if sorted(nodes) == sorted(recorded) and entry.get("cut"):
+            return {(a, b) for a, b in entry["cut"]}
+        names = self.cluster.nodes.node_names()
+        if target in STATE_TARGETS:
+            return grudges.complete_grudge([nodes, [n for n in names if n not in nodes]])
+        if target == "clients":
+            return grudges.from_clients(nodes[0])
+        return grudges.isolate(nodes[0], names)
+
+    def _strobe_nodes(self, entry: dict[str, Any], nodes: list[str]) -> None:
+        for n in nodes:
+            self.cluster.clock.strobe(n, entry["delta_ms"], entry["period_ms"], entry["duration_ms"])
 
     # -- starts ------------------------------------------------------------------------
     def _partition(self, shape: str) -> dict[str, Any]:

@@ -10,6 +10,13 @@ completed (the final heal excluded: every run ends with one)::
 and one per follow-up step of a story (``step-partition``, see
 ``nemesis.stories``).
 
+A start whose target the protocol's state names (``primaries``,
+``controller``, ``clients``, the ISR targets) is named again when replayed,
+from the cluster as it is then (``nemesis.faults.Fault.replay``), and its
+completion keeps the recorded nodes as ``recorded_nodes`` where they
+differ; a file whose top level says ``"targets": "as-recorded"`` (a pinned
+regression schedule) replays the recorded nodes instead.
+
 ``at_ms`` counts from the start of the test's operations; ``nominal_ms``
 is when the schedule meant the op to happen (``nemesis.TimedCycle``: a
 pure function of the seed and the options, the same on every runtime and
@@ -32,6 +39,7 @@ from typing import Any, Iterable
 
 import generator as g
 
+from .control import CLIENT
 from .faults import FaultSpec, UnknownFault, expand
 from .scenarios import SCENARIOS
 from .stories import STORIES
@@ -91,6 +99,11 @@ def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[FaultSpec, ...]]
         if not (isinstance(e, dict) and isinstance(e.get("at_ms"), int) and isinstance(e.get("fault"), str)
                 and str(e.get("f", "")).startswith(("start-", "stop-", "step-"))):
             raise ScheduleError(f"schedule file {p}: entry {i} needs at_ms (int), f (start-/stop-/step-) and fault")
+    targets = data.get("targets", "resolve") if isinstance(data, dict) else "resolve"
+    if targets not in ("resolve", "as-recorded"):
+        raise ScheduleError(f"schedule file {p}: targets is 'resolve' (the default) or 'as-recorded', not {targets!r}")
+    if targets == "as-recorded":  # a pinned regression: the recorded nodes, whatever the state
+        entries = [{**e, "as_recorded": True} for e in entries]
     mix = data.get("nemesis") if isinstance(data, dict) else None
     mix = list(mix) if isinstance(mix, list) else []
     scenario = data.get("scenario") if isinstance(data, dict) else None
@@ -99,6 +112,33 @@ def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[FaultSpec, ...]]
         return entries, expand([*mix, *fault_names(entries)])
     except UnknownFault as e:
         raise ScheduleError(f"schedule file {p}: {e}") from None
+
+
+def named_nodes(entries: Iterable[dict[str, Any]]) -> set[str]:
+    """Every node a schedule's entries name (their nodes, cuts, clock
+    offsets): a replay on a cluster without one of them cannot be the
+    recorded run (a schedule from another layout)."""
+    out: set[str] = set()
+    for e in entries:
+        for k in ("nodes", "isolated", "recorded_nodes"):
+            v = e.get(k)
+            if isinstance(v, list):
+                out.update(str(n) for n in v)
+        for pair in e.get("cut") or ():
+            if isinstance(pair, (list, tuple)):
+                out.update(str(n) for n in pair)
+        if isinstance(e.get("offsets_ms"), dict):
+            out.update(map(str, e["offsets_ms"]))
+    return out
+
+
+def check_nodes(entries: Iterable[dict[str, Any]], have: Iterable[str], path: str) -> None:
+    """Refuse a schedule naming nodes the cluster lacks (the pseudo-node
+    ``client`` stands for every client, on every cluster)."""
+    unknown = sorted(named_nodes(entries) - set(have) - {CLIENT})
+    if unknown:
+        raise ScheduleError(f"schedule file {path} names nodes this cluster does not have: {', '.join(unknown)} "
+                            f"(it has {', '.join(have)}): give the recorded run's --brokers/--controllers")
 
 
 def told(scenario: str, with_mix: bool) -> tuple[str, ...]:

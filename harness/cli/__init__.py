@@ -17,7 +17,7 @@ import click
 from harness.errors import EXIT_HARNESS, EXIT_USAGE, KraftwerkError
 
 #: subcommand modules, in the order they are registered
-_COMMANDS = ("run", "compare", "sim", "explore", "shrink", "campaign", "torture", "check", "report", "serve", "node", "cluster", "cleanup", "fs", "hosts")
+_COMMANDS = ("run", "compare", "sim", "explore", "hunt", "shrink", "campaign", "torture", "check", "report", "serve", "node", "cluster", "cleanup", "fs", "hosts")
 
 
 @click.group(

@@ -358,6 +358,10 @@ class TestConfig(BaseModel):
             if self.nemesis or self.scenario:
                 raise ValueError("--schedule replays a recorded fault schedule: drop --nemesis and --scenario")
             self._replayed = load_schedule(self.schedule)
+            try:
+                replay.check_nodes(self._replayed[0], self.node_names(), self.schedule)
+            except replay.ScheduleError as e:
+                raise ValueError(str(e)) from None
 
     # ----------------------------------------------------------------- helpers
     def keys(self) -> list[str]:

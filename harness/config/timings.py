@@ -94,3 +94,14 @@ def sim_settings(brokers: int) -> dict[str, int]:
     broker's, but for :data:`SIM_DIFFERENCES`."""
     props = {**reference_settings(brokers), **{k: str(v) for k, (v, _) in SIM_DIFFERENCES.items()}}
     return {k.replace(".", "_"): int(v) for k, v in props.items()}
+
+
+def kafka_mapped(brokers: int) -> dict[str, int]:
+    """The simulator's protocol settings (``ProtocolConfig`` names) that
+    put Kafka's timeouts on the model: where the simulator runs another
+    value than the nodes on real processes (:data:`SIM_DIFFERENCES`), the
+    value db kafka runs (the reference's spelling: Kafka's follower fetch
+    timeout as the one request timeout), so a schedule searched on the
+    model meets the timeouts it will meet on Kafka (``kraftwerk hunt``)."""
+    ref = reference_settings(brokers)
+    return {k.replace(".", "_"): int(ref[k]) for k in SIM_DIFFERENCES if k in ref}

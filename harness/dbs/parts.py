@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -156,15 +157,25 @@ class RemoteNodes(Membership):
         self.paused.discard(node)
 
     def terminate(self, node: str) -> None:
-        """SIGTERM: the node's controlled shutdown; SIGKILL after the grace.
-        How it ended is kept for :meth:`last_shutdown_clean`."""
+        """SIGTERM: the node's controlled shutdown; SIGKILL after the grace,
+        on a thread of its own, as the simulator runs the grace on its loop:
+        the nemesis goes on at once (waiting here, a shutdown stuck without a
+        controller quorum held the nemesis 30 s and the rest of a replayed
+        schedule never ran). How it ended is kept for :meth:`last_shutdown_clean`
+        (None until then: the node is *stopping*)."""
         self.shutdowns.pop(node, None)
         self.hosts.signal(node, signal.SIGCONT)
         self.paused.discard(node)
         self.hosts.signal(node, signal.SIGTERM)
-        if not self.hosts.wait_exit(node, self.grace_s):
-            self.kill(node)
-        self.shutdowns[node] = self.hosts.exec(node, ["test", "-e", self.marker(node)], 30.0)[0] == 0
+        threading.Thread(target=self._grace, args=(node,), name=f"grace-{node}", daemon=True).start()
+
+    def _grace(self, node: str) -> None:
+        try:
+            if not self.hosts.wait_exit(node, self.grace_s):
+                self.kill(node)
+            self.shutdowns[node] = self.hosts.exec(node, ["test", "-e", self.marker(node)], 30.0)[0] == 0
+        except Exception:  # noqa: BLE001 - the run tore its hosts down meanwhile
+            return
 
     def last_shutdown_clean(self, node: str) -> bool | None:
         """Whether the node's latest SIGTERM left its clean-shutdown marker
@@ -267,23 +278,54 @@ class NoNetwork:
 
 
 class SteppedClock:
-    """The contract's Clock by setting each node's offset; a strobe flips it
-    in the calling thread (the nemesis's), then leaves it at 0."""
+    """The contract's Clock by setting each node's offset. A strobe flips it
+    on a thread of its own, then leaves it at 0, as the simulator flips it
+    on its loop: the nemesis goes on at once and the nodes of one strobe
+    flip together (in the nemesis's thread, a strobe of four nodes held the
+    nemesis 5.7 s, and a replayed schedule ran that much late); a reset or
+    another strobe of the node ends it."""
 
     def set_offset(self, node: str, ms: int) -> None:
         raise NotImplementedError
 
+    def _guard(self) -> threading.Lock:
+        return self.__dict__.setdefault("_strobe_lock", threading.Lock())
+
+    def _next_strobe(self, node: str) -> int:
+        strobes: dict[str, int] = self.__dict__.setdefault("_strobes", {})
+        strobes[node] = strobes.get(node, 0) + 1
+        return strobes[node]
+
+    def _strobing(self, node: str, token: int) -> bool:
+        return self.__dict__.get("_strobes", {}).get(node) == token
+
     def reset(self, node: str) -> None:
-        self.set_offset(node, 0)
+        with self._guard():  # no flip of an ended strobe lands after it
+            self._next_strobe(node)
+            self.set_offset(node, 0)
 
     def strobe(self, node: str, delta_ms: int, period_ms: int, duration_ms: int) -> None:
+        with self._guard():
+            token = self._next_strobe(node)
+        threading.Thread(target=self._flip, args=(node, token, delta_ms, period_ms, duration_ms),
+                         name=f"strobe-{node}", daemon=True).start()
+
+    def _flip(self, node: str, token: int, delta_ms: int, period_ms: int, duration_ms: int) -> None:
         end = time.monotonic() + duration_ms / 1000
         flip = False
-        while time.monotonic() < end:
-            flip = not flip
-            self.set_offset(node, delta_ms if flip else 0)
-            time.sleep(period_ms / 1000)
-        self.set_offset(node, 0)
+        try:
+            while time.monotonic() < end:
+                flip = not flip
+                with self._guard():
+                    if not self._strobing(node, token):
+                        return
+                    self.set_offset(node, delta_ms if flip else 0)
+                time.sleep(period_ms / 1000)
+            with self._guard():
+                if self._strobing(node, token):
+                    self.set_offset(node, 0)
+        except Exception:  # noqa: BLE001 - the node went away (killed, torn down): its clock with it
+            return
 
 
 class ControlClock(SteppedClock):
@@ -303,19 +345,41 @@ class MetadataObserver:
     The active controller and broker epochs come from the db's own
     sources: a subclass says how."""
 
+    #: how long one Metadata answer stands for "now": the looks of one
+    #: decision (a state target's ISR, leader and replicas of every
+    #: partition, the ledger's looks) share it instead of asking again, each
+    #: ask up to 4 s when brokers do not answer (a replay on Kafka played
+    #: its schedule 5 s late, and 63 s once, through these asks)
+    FRESH_S = 0.5
+
     def __init__(self, topo: Topology, bootstrap: Callable[[], str], keys: list[str]) -> None:
         self.topo, self.bootstrap, self._keys = topo, bootstrap, keys
+        self._seen: dict[str, tuple[float, Any]] = {}  # topic: (when asked, its metadata or None)
+        self._lock = threading.Lock()
 
     def keys(self) -> list[str]:
         return self._keys
 
-    def _partition(self, key: str) -> Any:
-        topic, _, part = key.rpartition("-")
-        try:
+    def _topic(self, topic: str) -> Any:
+        with self._lock:
+            when, md = self._seen.get(topic, (-1e9, None))
+        if time.monotonic() - when < self.FRESH_S:
+            return md
+        try:  # the ask outside the lock: a story's timer asks beside the nemesis
             md = AdminClient({"bootstrap.servers": self.bootstrap(), "log_level": 0,
                               "socket.timeout.ms": 3000}).list_topics(topic=topic, timeout=4)
-            return md.topics[topic].partitions[int(part)]
-        except (KafkaException, KeyError):
+        except KafkaException:
+            md = None
+        with self._lock:
+            self._seen[topic] = (time.monotonic(), md)
+        return md
+
+    def _partition(self, key: str) -> Any:
+        topic, _, part = key.rpartition("-")
+        md = self._topic(topic)
+        try:
+            return md.topics[topic].partitions[int(part)] if md is not None else None
+        except KeyError:
             return None
 
     def _names(self, ids: Iterable[int]) -> list[str]:

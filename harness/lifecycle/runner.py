@@ -41,7 +41,7 @@ from harness.lifecycle.interpreter import Interpreter
 from harness.lifecycle.virtual import VirtualInterpreter
 from harness.lifecycle.progress import Progress
 from harness.rundir.state import RunState
-from harness.rundir.summary import write_summary
+from harness.rundir.summary import differs_line, resolution_differs, write_summary
 from nemesis import Nemesis, replay
 from nemesis.control import Unsupported
 from nemesis.faults import check_supported
@@ -340,7 +340,16 @@ def summary_line(o: RunOutcome) -> str:
         parts.append("anomalies=" + ",".join(map(str, r["anomaly_types"])))
     if r.get("cause"):
         parts.append(f"cause: {r['cause']}")
-    return f"{o.run_dir}: " + "  ".join(parts)
+    line = f"{o.run_dir}: " + "  ".join(parts)
+    differs = resolution_differs(_test_schedule(o.run_dir))
+    return line + ("\n  " + differs_line(differs) if differs else "")
+
+
+def _test_schedule(run_dir: Path) -> Any:
+    try:
+        return json.loads((Path(run_dir) / store.TEST).read_text()).get("schedule")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def drive_sim(run: SimRun) -> None:

@@ -15,6 +15,7 @@ from checkers.check import anomaly_counts
 from checkers.glossary import describe
 from checkers.history.jsonl import read_jsonl
 from harness.rundir import store
+from harness.rundir.summary import differs_line, resolution_differs
 
 from .availability import section as availability_section
 from .figures import draw_all, traces, undrawn
@@ -278,6 +279,9 @@ def _render(run_dir: Path, plots: bool) -> Path:
     ops = read_jsonl(run_dir / store.HISTORY, warnings)
     test = store.read_json(run_dir / store.TEST) if (run_dir / store.TEST).exists() else {}
     result = store.read_json(run_dir / store.RESULTS) if (run_dir / store.RESULTS).exists() else {"valid": "unknown"}
+    differs = resolution_differs(test.get("schedule"))
+    if differs:  # a replay that met another cluster state than its recording
+        warnings.append(differs_line(differs))
     intervals = fault_intervals(ops)
     view = traces(run_dir, ops, test, warnings)
     bad, _ = _type_sets(result)

@@ -23,7 +23,7 @@ from typing import Any
 
 SUMMARY = "summary.json"
 #: bumped when a field is added or changes meaning; older files are rebuilt
-FORMAT = 1
+FORMAT = 2
 
 
 def _read(path: Path) -> Any:
@@ -83,6 +83,9 @@ def build_summary(run_dir: str | Path) -> dict[str, Any]:
     for mode, d in (res.get("durability") or {}).items():
         if isinstance(d, dict) and (d.get("sent") or d.get("acked")):
             durability[str(mode)] = {k: d.get(k) for k in ("sent", "acked", "lost", "lost_rate")}
+    differs = resolution_differs(test.get("schedule"))
+    if differs:
+        out["resolution_differs"] = differs
     out.update(
         state="done",
         valid=res.get("valid"),
@@ -94,6 +97,27 @@ def build_summary(run_dir: str | Path) -> dict[str, Any]:
         error=str(res["error"])[:300] if res.get("error") else None,
     )
     return out
+
+
+def resolution_differs(schedule: Any) -> list[dict[str, Any]]:
+    """The replayed starts whose state-named target (a leader, the
+    controller, an ISR state) named other nodes than the recorded run's
+    (``recorded_nodes``, ``nemesis.faults.Fault.replay``): where a replay
+    on real processes met another cluster state than the recording."""
+    out = []
+    for e in schedule if isinstance(schedule, list) else ():
+        if isinstance(e, dict) and isinstance(e.get("recorded_nodes"), list):
+            out.append({"at_ms": e.get("at_ms"), "fault": e.get("fault"), "recorded": e["recorded_nodes"],
+                        "now": e.get("isolated", e.get("nodes", []))})
+    return out
+
+
+def differs_line(differs: list[dict[str, Any]]) -> str:
+    """One line for a run's output: which targets resolved otherwise."""
+    each = "; ".join(f"{d['fault']} at {int(d['at_ms'] or 0) / 1000:.1f}s: recorded {','.join(d['recorded']) or '-'}"
+                     f", now {','.join(d['now']) or '-'}" for d in differs[:4])
+    more = f" (+{len(differs) - 4} more)" if len(differs) > 4 else ""
+    return f"replay: {len(differs)} state-named target(s) resolved differently from the recording: {each}{more}"
 
 
 def write_summary(run_dir: str | Path) -> dict[str, Any]:

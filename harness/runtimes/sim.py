@@ -45,6 +45,8 @@ def protocol_config(cfg: TestConfig) -> ProtocolConfig:
     props = {**sim_settings(cfg.brokers), **cfg.protocol}
     props.setdefault("min_insync_replicas", cfg.min_isr)
     props.setdefault("default_replication_factor", cfg.rf)
+    if cfg.flush_messages:  # --flush-messages, as the nodes on real processes take it (log.flush.interval.messages)
+        props.setdefault("log_flush_interval_messages", cfg.flush_messages)
     return ProtocolConfig.from_properties(props, variants=Variants().with_overrides(dict(cfg.variants)))
 
 

@@ -220,6 +220,8 @@ class Search:
     #: first such run's error: a search that saw them cannot say "all valid"
     unknown: int = 0
     first_error: str | None = None
+    #: what a mutation may add (a hunt's: the faults the real db can make too)
+    mix: tuple[FaultSpec, ...] = GENERIC_MIX
 
     def next_job(self) -> Schedule | None:
         """A new run: a random schedule while the corpus is small (the
@@ -229,7 +231,7 @@ class Search:
         parent = self.rng.choice(self.corpus)
         child = parent
         for _ in range(self.rng.randint(1, 3)):
-            child = mutate(child, self.rng, int(self.cfg.time_limit * 1000))
+            child = mutate(child, self.rng, int(self.cfg.time_limit * 1000), self.mix)
         return child
 
     def absorb(self, o: Outcome, t: float) -> bool:

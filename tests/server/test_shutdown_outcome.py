@@ -37,7 +37,8 @@ def _terminate_and_restart(tmp_path, cut_from_controller: bool, protocol: dict |
         wait_for(lambda: c.observer.broker_epoch("n1") is not None, 30, "n1 registered")
         if cut_from_controller:
             c.net.cut(grudges.complete_grudge([["n1"], c.nodes.controllers()]))
-        c.nodes.terminate("n1")
+        c.nodes.terminate("n1")  # returns at once; the grace runs beside (as in the simulator)
+        wait_for(lambda: c.nodes.last_shutdown_clean("n1") is not None, 45, "n1's shutdown judged")
         judged = c.nodes.last_shutdown_clean("n1")
         c.net.cut([])
         c.nodes.start("n1")

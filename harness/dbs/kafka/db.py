@@ -139,6 +139,15 @@ def wants_clock(cfg: TestConfig) -> bool:
     return any(s.kind in ("clock", "clock-strobe") for s in cfg.faults())
 
 
+def server_overrides(cfg: TestConfig) -> dict[str, str]:
+    """What the test sets over the generated ``server.properties``:
+    ``--flush-messages`` as ``log.flush.interval.messages`` (as the
+    reference's nodes and the simulator take it), then ``--kafka-config``,
+    which wins."""
+    flush = {"log.flush.interval.messages": str(cfg.flush_messages)} if cfg.flush_messages else {}
+    return {**flush, **props.parse_overrides(cfg.kafka_config)}
+
+
 def capabilities_for(cfg: TestConfig) -> frozenset[str]:
     """The faults db kafka can make on ``cfg.backend`` (``nemesis.control``'s
     Capability values), known before anything starts so the runner refuses
@@ -336,7 +345,7 @@ class KafkaDB:
         p = props.server_properties(
             n, self.plans, str(d / "data"), brokers=self.cfg.brokers, rf=self.cfg.rf, min_isr=self.cfg.min_isr,
             partitions=self.cfg.partitions, variants=self.cfg.variants,
-            overrides=props.parse_overrides(self.cfg.kafka_config),
+            overrides=server_overrides(self.cfg),
         )
         p = self.node_props[n.name] = releases.applicable(self.version(), p)
         with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:

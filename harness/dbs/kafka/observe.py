@@ -30,6 +30,8 @@ agreement check is vacuous for it while its leader-epoch monotonicity, ISR
 within replicas, leader within ISR and ELR checks apply), one ``raft_state``
 event (node = the leader's name, role ``leader``) per new quorum epoch, and
 ``observed_hw`` events (tp, hw, leader, leader_epoch) the monitor ignores.
+An answer with an older leader epoch than one seen before (a broker's stale
+image) is an ``observed_stale`` event, not a state (:meth:`MetadataPoller._partition`).
 """
 
 from __future__ import annotations
@@ -180,14 +182,27 @@ class MetadataPoller:
             self.small_isr.after_poll(self._last, self._hw, self._emit, lambda leaders: leader_views(admin, leaders))
 
     def _partition(self, tp: str, p: dict[str, Any]) -> None:
+        """A partition's state as one broker answered it. A broker's metadata
+        may be older than what another broker answered a moment before (one
+        resumed from a pause serves its image from before the pause until it
+        has fetched the records since): its answer with an older leader epoch
+        is set aside, as Kafka's own clients do (``Metadata.updateLatestMetadata``
+        keeps the last seen leader epoch and ignores metadata for an older
+        one, clients/src/main/java/org/apache/kafka/clients/Metadata.java:594
+        in kafka-clients 4.4.0, by its line table; KIP-320), and
+        recorded as ``observed_stale`` (tp, leader_epoch, newest), which the
+        monitor ignores. Without it the monitor read such an answer as a
+        controller's replay going back (``leader-epoch-regressed``)."""
         state = (p["leader_id"], p["leader_epoch"], tuple(p["replica_nodes"] or ()), tuple(p["isr_nodes"] or ()),
                  tuple(p.get("eligible_leader_replicas") or ()), tuple(p.get("last_known_elr") or ()))
         if self._last.get(tp) == state:
             return
-        if tp in self._last and state[1] < self._last[tp][1]:
+        newest = self._last[tp][1] if tp in self._last else -1
+        if 0 <= int(state[1]) < newest:
             # a broker whose metadata lags (cut off, fenced) answered: not a regression
             # of the controller's, which an outside reader of brokers' caches cannot see
             self.stale_samples += 1
+            self._emit("observed_stale", OBSERVER, {"tp": tp, "leader_epoch": state[1], "newest": newest})
             return
         self._last[tp] = state
         self._versions[tp] = self._versions.get(tp, -1) + 1

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -242,9 +243,17 @@ class LocalNodes(Membership):
         self.shutdowns.pop(node, None)
         n = self.cluster.by_name(node)
         self._signal(node, signal.SIGTERM)
-        if not wait_exit(n.pid, TERMINATE_GRACE_S, n.start):
-            self.kill(node)
-        self.shutdowns[node] = (Path(n.data_dir) / CLEAN_SHUTDOWN).exists()
+        # the grace on a thread of its own, as the simulator runs it on its
+        # loop: the nemesis goes on at once (harness.dbs.parts.RemoteNodes)
+        threading.Thread(target=self._grace, args=(node, n), name=f"grace-{node}", daemon=True).start()
+
+    def _grace(self, node: str, n: Any) -> None:
+        try:
+            if not wait_exit(n.pid, TERMINATE_GRACE_S, n.start):
+                self.kill(node)
+            self.shutdowns[node] = (Path(n.data_dir) / CLEAN_SHUTDOWN).exists()
+        except Exception:  # noqa: BLE001 - the run tore the cluster down meanwhile
+            return
 
     def last_shutdown_clean(self, node: str) -> bool | None:
         """The contract's ShutdownOutcomes: whether the node's latest SIGTERM

@@ -1,0 +1,96 @@
+"""A differential campaign: seeded fault schedules drawn on the model (the
+simulator with Kafka's timeouts, ``kraftwerk hunt``'s mapping), each
+replayed on real Kafka from its schedule file, every pair classified as a
+hunt classifies it (``harness.search.hunt``): both valid, both invalid,
+model only, Kafka only, and whether each acks level lost acknowledged
+writes on both sides.
+
+Unlike a hunt, nothing is ranked: seeds in order, over every generic fault
+both dbs make (netns: partitions of every shape and role, kill, terminate,
+pause, clock, clock strobe, leader, controller and ISR-state targets), at
+``--acks mixed`` (even worker threads acks=all, odd acks=1). Real clusters:
+run it under the machine's heavy lock, one batch at a time (``--batch``
+seconds of Kafka runs); each run resumes the campaign in ``--out``.
+
+    flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff --batch 780
+    .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff --table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.cli.hunt import both_make, sim_config  # noqa: E402
+from harness.config import build_config  # noqa: E402
+from harness.search.hunt import Hunt, sim_one, table  # noqa: E402
+
+
+def prepare(hunt: Hunt, seeds: range) -> None:
+    """Every seed simulated once, each a candidate in seed order."""
+    st = hunt.state
+    for i, seed in enumerate(seeds):
+        r = sim_one(hunt.sim_cfg, seed, None, str(hunt.out / "sim"))
+        c = {"id": i, "seed": seed, "near": r["near"], "new_states": [], "schedule": r["schedule"],
+             "sim": {"valid": r["valid"], "anomalies": r.get("anomalies") or [], "run_dir": r["run_dir"],
+                     "error": r.get("error"), "summary": r.get("summary")}}
+        c["score"] = 0 if r.get("error") else 1
+        st["candidates"].append(c)
+    st.update(phase="confirm", tried=len(seeds))
+    hunt.save()
+    print(f"simulated {len(seeds)} seeds: model " + ", ".join(
+        f"{k} {n}" for k, n in Counter(str(c["sim"]["valid"]) for c in st["candidates"]).items()), flush=True)
+
+
+def markdown(pairs: list[dict]) -> str:
+    """The agreement table: classes, then loss agreement per acks level and per fault kind."""
+    lines = ["| class | pairs |", "| --- | --- |"] + [f"| {k} | {n} |" for k, n in table(pairs).items()]
+    modes = sorted({m for p in pairs for m in p.get("agree") or {} if m != "verdict"})
+    lines += ["", "| acks level | loss agrees | disagrees |", "| --- | --- | --- |"]
+    for m in modes:
+        ok = sum(1 for p in pairs if (p.get("agree") or {}).get(m) is True)
+        no = sum(1 for p in pairs if (p.get("agree") or {}).get(m) is False)
+        lines.append(f"| {m.replace(' loss', '')} | {ok} | {no} |")
+    kinds = Counter(k for p in pairs for k in {f.split(":")[0] for f in p["faults"]})
+    lines += ["", "| fault kind | schedules with it | disagreements among them |", "| --- | --- | --- |"]
+    for k, n in sorted(kinds.items()):
+        bad = sum(1 for p in pairs if any(f.split(":")[0] == k for f in p["faults"])
+                  and (p["class"] in ("model-only", "real-only") or not all((p.get("agree") or {}).values())))
+        lines.append(f"| {k} | {n} | {bad} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seeds", type=int, default=120)
+    ap.add_argument("--first-seed", type=int, default=1000)
+    ap.add_argument("--time-limit", type=float, default=15)
+    ap.add_argument("--batch", type=float, default=780, help="seconds of real runs in this batch")
+    ap.add_argument("--table", action="store_true", help="print the agreement table and stop")
+    a = ap.parse_args()
+    out = Path(a.out)
+    if a.table:
+        pairs = json.loads((out / "hunt.json").read_text())["pairs"]
+        print(markdown(pairs))
+        return 0
+    real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": a.time_limit, "acks": "mixed",
+                             "nemesis_mode": "overlap", "out": str(out / "runs"), "name": "diff"})
+    real = real.model_copy(update={"nemesis": both_make(real)})
+    hunt = Hunt(sim_config(real), real, 86_400, out)
+    if not hunt.load():
+        prepare(hunt, range(a.first_seed, a.first_seed + a.seeds))
+    hunt.confirm(a.batch)
+    print("pairs so far: " + ", ".join(f"{k} {n}" for k, n in table(hunt.state["pairs"]).items())
+          + f"; {len(hunt.ranked())} schedules left", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
