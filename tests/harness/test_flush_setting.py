@@ -29,5 +29,7 @@ def test_an_fsync_per_message_keeps_every_acknowledged_write_through_power_losse
     base = dict(backend="sim", nemesis=["lose-unfsynced"], nemesis_interval=5, time_limit=25, seed=12)
     lost = run_seed(TestConfig(**base), 12, tmp_path / "a")["durability"]["acks=all"]
     kept = run_seed(TestConfig(**base, flush_messages=1), 12, tmp_path / "b")["durability"]["acks=all"]
-    assert lost["acked"] > 0 and lost["lost"] == lost["acked"]
+    # every write before the last power loss is lost; the final phase's probe
+    # writes (one per partition, after the heal) are not
+    assert lost["acked"] > 0 and lost["acked"] - 2 <= lost["lost"] < lost["acked"]
     assert kept["acked"] > 0 and kept["lost"] == 0
