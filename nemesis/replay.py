@@ -32,7 +32,9 @@ the same time.
 from __future__ import annotations
 
 import json
+import os
 import random
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -47,6 +49,29 @@ from .stories import STORIES
 
 class ScheduleError(ValueError):
     """A schedule file that cannot be replayed; the message is one line."""
+
+
+#: the most a schedule file may hold (a test.json of a long run is well under a megabyte)
+MAX_SCHEDULE_BYTES = 64 << 20
+
+
+def _read(p: Path) -> str:
+    """The text of the regular file ``p``, bounded: a FIFO is not waited on
+    and a device (``/dev/zero``) is not read without end."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ScheduleError(f"schedule file {p}: not a regular file")
+        if st.st_size > MAX_SCHEDULE_BYTES:
+            raise ScheduleError(f"schedule file {p}: {st.st_size} bytes, more than {MAX_SCHEDULE_BYTES}")
+        os.set_blocking(fd, True)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        return f.read(MAX_SCHEDULE_BYTES + 1).decode()
 
 
 def schedule_of(ops: Iterable[Any], t0_ns: int = 0) -> list[dict[str, Any]]:
@@ -81,17 +106,28 @@ def _fields(op: Any) -> dict[str, Any]:
             "nominal_ms": op.extra.get("nominal_ms")}
 
 
+def read_json(path: str | Path) -> Any:
+    """The JSON a schedule file holds (a regular file, bounded); a one-line
+    :class:`ScheduleError` for anything else."""
+    p = Path(path)
+    try:
+        return json.loads(_read(p))
+    except FileNotFoundError:
+        raise ScheduleError(f"schedule file {p} not found") from None
+    except ScheduleError:
+        raise
+    except RecursionError:
+        raise ScheduleError(f"schedule file {p}: nested too deeply") from None
+    except (OSError, ValueError) as e:
+        raise ScheduleError(f"schedule file {p}: not JSON ({(str(e).splitlines() or [type(e).__name__])[0]})") from None
+
+
 def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[FaultSpec, ...]]:
     """A schedule from a run's test.json (its ``schedule``, and the
     nemesis mix it was drawn from: the final heal's order) or a JSON list,
     with every fault it may start parsed: the mix's, then the entries'."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ScheduleError(f"schedule file {p} not found") from None
-    except (OSError, ValueError) as e:
-        raise ScheduleError(f"schedule file {p}: not JSON ({str(e).splitlines()[0]})") from None
+    data = read_json(p)
     entries = data.get("schedule") if isinstance(data, dict) else data
     if not isinstance(entries, list):
         raise ScheduleError(f"schedule file {p}: no schedule (a test.json with 'schedule', or a list)")
@@ -106,6 +142,8 @@ def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[FaultSpec, ...]]
         entries = [{**e, "as_recorded": True} for e in entries]
     mix = data.get("nemesis") if isinstance(data, dict) else None
     mix = list(mix) if isinstance(mix, list) else []
+    if not all(isinstance(m, str) for m in mix):
+        raise ScheduleError(f"schedule file {p}: nemesis must be a list of fault names")
     scenario = data.get("scenario") if isinstance(data, dict) else None
     mix = [f"story:{s}" for s in told(str(scenario or ""), bool(mix))] + mix
     try:

@@ -7,8 +7,6 @@ no use for is refused by the configuration, not missing from a command.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from types import UnionType
 from typing import Any, Callable, Literal, Union, get_args, get_origin
 
@@ -17,6 +15,7 @@ import click
 from harness.config import TestConfig, build_config, load_yaml, parse_variants
 from harness.config.settings import REPLAYED, TABLE, Setting
 from harness.errors import UsageError
+from nemesis import replay
 from nemesis.faults import FaultSpec
 
 
@@ -111,8 +110,8 @@ def recorded_settings(path: str) -> dict[str, Any]:
     plain list of entries): a replay runs the same test (flags and a YAML
     file still win)."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        data = replay.read_json(path)  # a regular file, bounded: never waits on a FIFO
+    except replay.ScheduleError:
         return {}  # the configuration's check of --schedule says what is wrong
     if not isinstance(data, dict):
         return {}

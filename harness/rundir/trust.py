@@ -89,6 +89,8 @@ def _walk(what: str, path: str, sticky_ok: bool, links: int) -> tuple[str, list[
             if ".." in parts[i:]:
                 raise _refuse(what, path, f"{nxt} does not exist") from None
             return cur, parts[i:]
+        except OSError as e:  # a directory above this user may not search (EACCES), a name too long, ...
+            raise _refuse(what, path, f"cannot reach {nxt}: {e.strerror}") from None
         if stat.S_ISLNK(st.st_mode):
             if st.st_uid not in (0, os.geteuid()):
                 raise _refuse(what, path, f"{nxt} is a symlink owned by {_who(st.st_uid)}")

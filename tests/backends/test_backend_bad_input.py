@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.runtimes.net.netns import list_namespaces
+from tests.nobody import NOBODY, NOBODY_GID, NOBODY_UID
 
 from .conftest import assert_no_orphans
 
@@ -49,16 +50,16 @@ def test_an_unknown_backend_in_yaml_is_one_line(tmp_path):
 
 
 def test_netns_without_root_is_refused_before_anything_starts(tmp_path):
-    out = tmp_path / "results"
-    tmp_path.chmod(0o777)
     before = set(list_namespaces())
-    home = tempfile.mkdtemp(prefix="kw-nobody-")  # a home the unprivileged user can reach
-    os.chmod(home, 0o777)
+    home = tempfile.mkdtemp(prefix="kw-nobody-")  # a home the unprivileged user owns (tmp_path is closed to it)
+    os.chmod(home, 0o755)
+    os.chown(home, NOBODY_UID, NOBODY_GID)
+    out = Path(home) / "results"
     try:
-        r = kraftwerk("run", "--backend", "netns", "--out", str(out),
-                      prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], home=home)
+        r = kraftwerk("run", "--backend", "netns", "--out", str(out), prefix=NOBODY, home=home)
+        made = out.exists()
     finally:
         shutil.rmtree(home, ignore_errors=True)
     one_line(r, "--backend netns needs root")
-    assert not out.exists()
+    assert not made
     assert_no_orphans(before)

@@ -18,7 +18,7 @@ import pytest
 
 from harness.runtimes.net.netns import list_namespaces
 from harness.runtimes.throwaway import authorized_keys, down, up
-from tests.nobody import NOBODY, public_dir, run_as_nobody  # noqa: F401 (fixture)
+from tests.nobody import ATTACKER, NOBODY, public_dir, run_as_nobody  # noqa: F401 (fixture)
 
 from .conftest import needs_root_net
 
@@ -35,7 +35,7 @@ def test_a_dir_another_user_made_first_is_refused_before_anything_starts(public_
     r = subprocess.run([*CLI, "hosts", "up", "--count", "1", "--dir", str(d)], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip().count("\n") == 0 and "owned by nobody" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and f"owned by {ATTACKER}" in r.stderr
     assert set(list_namespaces()) == before and os.listdir(d) == []
 
 

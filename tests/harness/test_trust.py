@@ -6,32 +6,33 @@ are followed; files are replaced, never written through a symlink."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness.errors import UsageError
 from harness.rundir.trust import Untrusted, append_line, check_dir, trusted_dir, write_file
-from tests.nobody import NOBODY_UID, need_root, public_dir, run_as_nobody  # noqa: F401 (fixture)
+from tests.nobody import ATTACKER, NOBODY_UID, need_root, public_dir, run_as_nobody  # noqa: F401 (fixture)
 
 
 def test_a_directory_another_user_made_first_is_refused(public_dir):
     """The hosts-up attack: nobody makes the path a README names first."""
     run_as_nobody(["mkdir", str(public_dir / "kw-hosts")])
-    with pytest.raises(Untrusted, match=r"kw-hosts: owned by nobody \(uid 65534\)"):
+    with pytest.raises(Untrusted, match=rf"kw-hosts: owned by {ATTACKER} \(uid {NOBODY_UID}\)"):
         trusted_dir(public_dir / "kw-hosts", "kraftwerk hosts up --dir")
 
 
 def test_a_directory_below_one_another_user_owns_is_refused(public_dir):
     run_as_nobody(["mkdir", "-p", str(public_dir / "theirs")])
-    with pytest.raises(Untrusted, match="theirs: owned by nobody"):
+    with pytest.raises(Untrusted, match=f"theirs: owned by {ATTACKER}"):
         trusted_dir(public_dir / "theirs" / "ours", "--out")
     assert not (public_dir / "theirs" / "ours").exists()
 
 
 def test_a_symlink_another_user_made_is_not_followed(public_dir, tmp_path):
     run_as_nobody(["ln", "-s", str(tmp_path), str(public_dir / "link")])
-    with pytest.raises(Untrusted, match="is a symlink owned by nobody"):
+    with pytest.raises(Untrusted, match=f"is a symlink owned by {ATTACKER}"):
         trusted_dir(public_dir / "link" / "out", "--out")
     assert not (tmp_path / "out").exists()
 
@@ -120,7 +121,18 @@ def test_check_dir_makes_nothing_and_refuses_what_trusted_dir_refuses(public_dir
     check_dir(tmp_path / "a" / "b", "--out")
     assert not (tmp_path / "a").exists()
     run_as_nobody(["mkdir", str(public_dir / "theirs")])
-    with pytest.raises(Untrusted, match="owned by nobody"):
+    with pytest.raises(Untrusted, match=f"owned by {ATTACKER}"):
         check_dir(public_dir / "theirs", "--out")
-    with pytest.raises(Untrusted, match="owned by nobody"):
+    with pytest.raises(Untrusted, match=f"owned by {ATTACKER}"):
         check_dir(public_dir / "theirs" / "below", "--out")
+
+
+def test_a_directory_this_user_cannot_reach_is_one_line_not_a_crash(tmp_path):
+    """An unprivileged user naming a path below a directory it may not search
+    (the suite's own tmp_path, 0700 root) gets the usage error, not EACCES."""
+    need_root()
+    code = ("import sys\nfrom harness.errors import UsageError\nfrom harness.rundir.trust import check_dir\n"
+            "try:\n    check_dir(sys.argv[1], '--out')\nexcept UsageError as e:\n    print(type(e).__name__, e)")
+    r = run_as_nobody([sys.executable, "-c", code, str(tmp_path / "a" / "out")])
+    assert r.stdout.startswith("Untrusted --out: refusing ") and "cannot reach" in r.stdout, (r.stdout, r.stderr)
+    assert "Permission denied" in r.stdout and r.stdout.count("\n") == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nobody import public_dir, run_as_nobody  # noqa: F401 (fixture)
+from tests.nobody import ATTACKER, public_dir, run_as_nobody  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
@@ -53,7 +53,7 @@ def test_a_directory_nobody_made_is_refused_before_anything_is_written(public_di
                        env={**os.environ, "KRAFTWERK_DEBUG": ""})
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "owned by nobody" in lines[0] and str(d) in lines[0], r.stderr
+    assert len(lines) == 1 and f"owned by {ATTACKER}" in lines[0] and str(d) in lines[0], r.stderr
     assert {p: p.stat().st_mtime_ns for p in d.rglob("*")} == before
 
 

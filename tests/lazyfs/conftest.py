@@ -37,10 +37,8 @@ def fs(tmp_path):
         assert not mounts.is_mounted(point)
 
 
-def kraftwerk(*args, user=None, home=None, prefix=()):
+def kraftwerk(*args, home=None, prefix=()):
     argv = [*prefix, sys.executable, "-c", "from harness.cli import main; main()", *args]
-    if user:
-        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
     env = {**os.environ, "KRAFTWERK_DEBUG": ""}
     if home:  # an unprivileged user has no writable home here (matplotlib warns without one)
         env.update(HOME=str(home), MPLCONFIGDIR=str(home))

@@ -14,6 +14,8 @@ import pytest
 
 from harness.lazyfs import mounts
 
+from tests.nobody import NOBODY, NOBODY_GID, NOBODY_UID
+
 from .conftest import kraftwerk
 
 
@@ -136,9 +138,9 @@ def test_not_root_is_refused(tmp_path):
     point, backing = tmp_path / "m", tmp_path / "b"
     point.mkdir(), backing.mkdir()
     home = tempfile.mkdtemp(prefix="kraftwerk-nobody-")  # the suite's tmp_path is closed to others
-    os.chown(home, 65534, 65534)
+    os.chown(home, NOBODY_UID, NOBODY_GID)
     try:
-        r = kraftwerk("fs", "mount", str(point), "--backing", str(backing), user="65534", home=home)
+        r = kraftwerk("fs", "mount", str(point), "--backing", str(backing), prefix=NOBODY, home=home)
     finally:
         shutil.rmtree(home)
     one_line_exit_2(r, "needs root")

@@ -4,7 +4,7 @@ kernel checks permissions (``default_permissions``); set-ID bits clear when
 someone else writes, and mean nothing on the mount (``nosuid``); a symlink a
 user plants in the backing tree never leads the root server outside it; and
 only root may mount or unmount (harness/lazyfs/backing.py, ops.py,
-server.py, mounts.py). Attacks made as ``nobody``, as a security review made
+server.py, mounts.py). Attacks made as a throwaway unprivileged user (tests/nobody.py), as a security review made
 them."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.lazyfs import mounts
-from tests.nobody import NOBODY_UID, need_root, public_dir, run_as_nobody  # noqa: F401 (fixture)
+from tests.nobody import ATTACKER, NOBODY, NOBODY_GID, NOBODY_UID, need_root, public_dir, run_as_nobody  # noqa: F401 (fixture)
 
 from .conftest import kraftwerk
 
@@ -53,7 +53,7 @@ def test_a_setuid_copy_made_by_nobody_is_nobodys_on_the_mount_and_in_the_backing
     mounts.control(point, "sync")
     for copy in (point / "pub" / "id", backing / "pub" / "id"):
         st = copy.stat()
-        assert (st.st_uid, st.st_gid) == (NOBODY_UID, NOBODY_UID), copy
+        assert (st.st_uid, st.st_gid) == (NOBODY_UID, NOBODY_GID), copy
     for copy in (point / "pub" / "id", backing / "pub" / "id"):
         out = run_as_nobody([str(copy)]).stdout
         assert "euid=0" not in out and out.startswith(f"uid={NOBODY_UID}"), out
@@ -104,7 +104,7 @@ def test_a_symlink_planted_in_the_backing_tree_is_never_followed_by_the_server(s
 def test_a_backing_directory_another_user_owns_is_refused(public_dir):
     run_as_nobody(["mkdir", str(public_dir / "b"), str(public_dir / "m")])
     r = kraftwerk("fs", "mount", str(public_dir / "m"), "--backing", str(public_dir / "b"))
-    assert r.returncode == 2 and "--backing: refusing" in r.stderr and "owned by nobody" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--backing: refusing" in r.stderr and f"owned by {ATTACKER}" in r.stderr, r.stderr
     os.mkdir(public_dir / "b2")
     r = kraftwerk("fs", "mount", str(public_dir / "m"), "--backing", str(public_dir / "b2"))
     assert r.returncode == 2 and "MOUNTPOINT: refusing" in r.stderr, r.stderr
@@ -114,9 +114,9 @@ def test_a_backing_directory_another_user_owns_is_refused(public_dir):
 def test_umount_by_a_user_who_may_not_fails_in_one_line_and_the_mount_stays(shared_fs):
     point, _ = shared_fs
     home = tempfile.mkdtemp(prefix="kraftwerk-nobody-")
-    os.chown(home, NOBODY_UID, NOBODY_UID)
+    os.chown(home, NOBODY_UID, NOBODY_GID)
     try:
-        r = kraftwerk("fs", "umount", str(point), user=str(NOBODY_UID), home=home)
+        r = kraftwerk("fs", "umount", str(point), prefix=NOBODY, home=home)
     finally:
         shutil.rmtree(home)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)

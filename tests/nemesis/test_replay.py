@@ -5,6 +5,7 @@ history, byte for byte)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from harness.config import TestConfig
 from harness.errors import UsageError
 from harness.cli.options import config_from_flags
 from harness.lifecycle.runner import run_seed
-from nemesis.replay import ScheduleError, load, schedule_of
+from nemesis.replay import MAX_SCHEDULE_BYTES, ScheduleError, load, schedule_of
 
 CFG = TestConfig(backend="sim", time_limit=8, nemesis=["kill", "partition", "clock", "pause"], nemesis_interval=1,
                  rate=60, seed=4)
@@ -87,10 +88,13 @@ def test_steps_are_paired_apart_from_the_nemesis_threads_ops():
     ("not json", "not JSON"),
     ('{"seed": 1}', "no schedule"),
     ('[{"at_ms": "soon", "f": "start-kill", "fault": "kill"}]', "entry 0 needs at_ms"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"schedule": [], "nemesis": [1]}', "list of fault names"),
+    (b"\xff\xfe[]", "not JSON"),
 ])
 def test_a_bad_schedule_file_is_one_line(tmp_path: Path, content: str, needle: str):
     f = tmp_path / "s.json"
-    f.write_text(content)
+    f.write_bytes(content) if isinstance(content, bytes) else f.write_text(content)
     with pytest.raises(ScheduleError, match=needle) as e:
         load(f)
     assert "\n" not in str(e.value)
@@ -106,3 +110,23 @@ def test_a_schedule_with_a_fault_the_runtime_cannot_make_is_refused(tmp_path: Pa
     with pytest.raises(SystemExit) as e:
         main(["run", "--schedule", str(f), "--out", str(tmp_path / "r")])
     assert e.value.code == 2 and "loss needs loss" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "huge"])
+def test_a_schedule_that_is_no_regular_file_or_too_big_is_one_line_at_once(tmp_path: Path, kind: str):
+    """A FIFO is not waited on, /dev/zero is not read without end."""
+    f = tmp_path / "s.json"
+    if kind == "fifo":
+        os.mkfifo(f)
+    elif kind == "device":
+        f.symlink_to("/dev/zero")
+    elif kind == "directory":
+        f.mkdir()
+    else:
+        with open(f, "wb") as out:
+            out.truncate(MAX_SCHEDULE_BYTES + 1)  # sparse: nothing is written
+    with pytest.raises(ScheduleError, match="bytes, more than" if kind == "huge" else "not a regular file") as e:
+        load(f)
+    assert "\n" not in str(e.value)
+    with pytest.raises(UsageError, match="bytes, more than" if kind == "huge" else "not a regular file"):
+        config_from_flags("sim", {"schedule": str(f)})  # the settings a replay takes over are read the same way

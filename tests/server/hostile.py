@@ -1,5 +1,5 @@
 """A hostile local user's connections, run as its own process (the tests and
-bench/broker_flood.py start it as ``nobody`` with setpriv).
+bench/broker_flood.py start it as an unprivileged user with setpriv).
 
 One JSON argument says what to do::
 

@@ -1,5 +1,5 @@
-"""What the connection-bound tests share: run tests/server/hostile.py as the
-unprivileged user ``nobody`` (as a security review attacks), read a node's
+"""What the connection-bound tests share: run tests/server/hostile.py as a
+throwaway unprivileged user (tests/nobody.py, as a security review attacks), read a node's
 RSS, and count a real confluent-kafka producer's acknowledgements."""
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.nobody import NOBODY
+
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = Path(__file__).with_name("hostile.py")
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def hostile_argv(spec: dict) -> list[str]:
-    """The command that runs ``spec`` as nobody (as root: setpriv drops to
-    nobody; as anyone else the suite is unprivileged already)."""
+    """The command that runs ``spec`` as the attacker (as root: setpriv drops
+    to it; as anyone else the suite is unprivileged already)."""
     argv = [sys.executable, str(HOSTILE), json.dumps(spec)]
     return NOBODY + argv if os.geteuid() == 0 else argv
 

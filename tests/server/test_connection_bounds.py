@@ -1,6 +1,6 @@
-"""A local user with no privileges (``nobody``) cannot take a node's
-connection slots or memory from everyone else: real node processes, attacked
-by tests/server/hostile.py as nobody from loopback addresses of its own
+"""A local user with no privileges (a throwaway one, tests/nobody.py) cannot
+take a node's connection slots or memory from everyone else: real node
+processes, attacked by tests/server/hostile.py as that user from loopback addresses of its own
 (127.0.0.2 and up: distinct peers to the node), while a real confluent-kafka
 producer on 127.0.0.1 keeps getting its acknowledgements.
 
