@@ -26,7 +26,7 @@ from harness.cli.node import build_options
 from harness.config import build_config
 from harness.dbs.kafka import db as kafka_db
 from harness.errors import HarnessError, UsageError
-from harness.rundir.trust import trusted_dir
+from harness.rundir.trust import check_dir, trusted_dir
 
 
 def register(group: click.Group) -> None:
@@ -56,7 +56,7 @@ def register(group: click.Group) -> None:
     def up(backend, hosts_file, ssh_accept_new, db, kafka_version, kafka_home, brokers, controllers, base_port, dir,
            combined, storage_mode, overrides, timeout, as_json):
         """Start the nodes and print the bootstrap servers."""
-        dir = str(trusted_dir(dir, "kraftwerk cluster up --dir"))  # state, secret and data go there
+        check_dir(dir, "kraftwerk cluster up --dir")  # made once the flags hold: bad input leaves nothing
         if backend != "local":
             return _hosted_up(backend, db, {"hosts": hosts_file, "ssh_accept_new": ssh_accept_new,
                                             "kafka_version": kafka_version, "kafka_home": kafka_home},
@@ -72,6 +72,7 @@ def register(group: click.Group) -> None:
         n0 = c.nodes[0]
         build_options(n0.node_id, ",".join(n0.roles), f"127.0.0.1:{n0.port}", c.quorum, n0.data_dir, None, None,
                       storage_mode, tuple(f"{k}={v}" for k, v in config.items()))
+        trusted_dir(dir, "kraftwerk cluster up --dir")  # state, secret and data go there
         handcluster.local.up(c, timeout)
         if as_json:
             click.echo(json.dumps({"bootstrap": c.bootstrap, "dir": c.dir, "nodes": c.status()}))
@@ -165,6 +166,7 @@ def _hosted_up(backend, db, extra, brokers, controllers, dir, combined, storage_
     else:
         settings["storage"] = "pagecache" if storage_mode == "memory-cache" else "file"
     cfg = build_config(None, settings)
+    dir = str(trusted_dir(dir, "kraftwerk cluster up --dir"))  # state, secret and data go there
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a timeout, a cancelled job) mid-up removes what up made so
         # far, like Ctrl-C: kept hosts are no run's, cleanup never takes them
@@ -182,6 +184,7 @@ def _kafka_up(version, home, brokers, controllers, base_port, dir, combined, ove
                               "combined": combined, "base_port": base_port, "rf": min(3, brokers),
                               "min_isr": min(2, brokers), "seed": 1})
     kafka_db.preflight(cfg)
+    dir = str(trusted_dir(dir, "kraftwerk cluster up --dir"))  # state, secret and data go there
     st = handcluster.kafka.up(cfg, dir, timeout)
     if as_json:
         click.echo(json.dumps({"bootstrap": st["bootstrap"], "dir": dir, "version": st["version"],
