@@ -18,7 +18,7 @@ from harness.campaign.execute import Progress, plan_units, run_units, summarise,
 from harness.campaign.spec import load_spec, parse_spec
 from harness.errors import exit_code_for_valid
 from harness.report.campaign import planned, write_campaign
-from harness.rundir.trust import trusted_dir
+from harness.rundir.trust import check_dir, trusted_dir
 
 
 DEFAULT_CAMPAIGN = Path(__file__).resolve().parents[1] / "campaign" / "default.yaml"
@@ -71,9 +71,10 @@ def campaign_cmd(file: Path | None, name: str | None, out: Path, parallel: int |
     if name is not None:
         parse_spec({"name": name})  # the same name rule as in a file
         spec = replace(spec, name=name)
+    check_dir(Path(out) / "campaigns" / spec.name, "--out")
+    # every cell's configuration validated before anything is made or started
+    cs, units, already = plan_units(spec, Path(out).resolve() / "campaigns" / spec.name)
     camp_dir = trusted_dir(trusted_dir(out, "--out") / "campaigns" / spec.name, "--out")
-    cs, units, already = plan_units(spec, camp_dir)  # every cell's configuration validated: nothing starts before
-    camp_dir.mkdir(parents=True, exist_ok=True)
     # the campaign is on the results site from its first run on (it counts
     # the runs on disk); the end replaces this file with the summed one
     write_campaign(camp_dir, planned(spec.name, list(spec.axes), [(c.params, c.test_name) for c in cs],

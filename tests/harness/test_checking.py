@@ -63,6 +63,7 @@ def test_check_run_scans_the_history_in_columns_with_the_same_results(tmp_path):
     """check_run reads history.jsonl as ``kraftwerk check`` does (one
     columnar scan, no operation list) and writes what checking the list of
     operations wrote: the same verdict, findings and statistics."""
+    from checkers.availability import check_run_dir, merge_availability, set_cause
     from checkers.check import check_history
     from checkers.history.jsonl import read_jsonl
     from checkers.queue.synth import valid_history
@@ -77,7 +78,9 @@ def test_check_run_scans_the_history_in_columns_with_the_same_results(tmp_path):
         (d / "test.json").write_text(json.dumps(test))
         listed = read_jsonl(d / "history.jsonl")
         want = check_history(listed, model="queue", test=test)
+        merge_availability(want, check_run_dir(d, test))  # as check_run judges a run directory's liveness too
         want["stats"] = {**history_stats(listed), **want["stats"]}
+        set_cause(want)
         got = check_run(d)
         assert _untimed(got) == _untimed(want)
         assert got["stats"]["nemesis_ops"] == history_stats(listed)["nemesis_ops"]
