@@ -74,7 +74,7 @@ def worker(cases: list[str], seeds: list[int], extra: list[str]) -> None:
     """Run the cases in this process (the tree on sys.path decides which
     code) and print one JSON line per (case, seed)."""
     sys.path.insert(0, os.getcwd())
-    from harness.backend.sim import SimRun  # noqa: E402 - the tree to test is chosen at run time
+    from harness.lifecycle.runner import sim_run  # noqa: E402 - the tree to test is chosen at run time
     from harness.cli.options import config_from_flags  # noqa: E402
     from harness.cli.sim import sim_cmd  # noqa: E402
     from reference_impl import accel  # noqa: E402
@@ -88,7 +88,7 @@ def worker(cases: list[str], seeds: list[int], extra: list[str]) -> None:
             flags.pop(k, None)
         for seed in seeds:
             cfg = config_from_flags("sim", {**flags, "seed": seed}).for_seed(seed)
-            run = SimRun(cfg, seed)
+            run = sim_run(cfg, seed, None)
             h = hashlib.sha256()
             run.sim.add_trace_listener(lambda ev, h=h: h.update(encode_trace_line(ev)))
             res = run.run(release=True)
