@@ -21,7 +21,7 @@ from typing import Any
 import generator as g
 
 from .control import Cluster
-from .faults import Fault, FaultSpec, make_faults
+from .faults import Fault, FaultSpec, clock_hold_ms, make_faults
 from .stories import Record, Timings
 from . import replay, scenarios
 
@@ -195,8 +195,12 @@ class Nemesis:
         )
 
     def recovery_seconds(self) -> float:
-        """Time to let elections, ISR expansion and catch-up happen after the heal."""
-        return max(5.0, min(15.0, self.plan.interval_s * 2))
+        """Time to let elections, ISR expansion and catch-up happen after the
+        heal, and before that for the wall-clock timers a clock reset set
+        back to catch up (:func:`nemesis.faults.clock_hold_ms`): else the
+        final reads may meet a broker whose stale metadata still makes it a
+        partition's leader, or an ISR a fetch backoff still keeps short."""
+        return max(5.0, min(15.0, self.plan.interval_s * 2)) + clock_hold_ms(self.plan.faults) / 1000.0
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         f: str = op["f"]

@@ -193,6 +193,26 @@ class FaultSpec:
         return (self.target,) if self.target is not None else KINDS[self.kind].usual
 
 
+#: the largest offset the clock fault sets (either way), and the largest step
+#: a strobe flips a clock by: so the largest backward step a heal's reset makes
+CLOCK_MAX_OFFSET_MS = 60_000
+STROBE_MAX_DELTA_MS = 5_000
+
+
+def clock_hold_ms(faults: tuple[FaultSpec, ...]) -> int:
+    """How long a mix's clock faults may hold a node's wall-clock timers
+    after the clocks are set right: a wall clock set back by D leaves every
+    timer Kafka keeps on it up to D late (Kafka's ``Timer.update`` keeps the
+    larger time, so a KRaft follower's fetch timeout waits for the clock to
+    catch up; the replica fetch backoff's due time and a request's send time
+    are wall times), and a clock the clock fault set ahead (by up to
+    :data:`CLOCK_MAX_OFFSET_MS`), a strobe on top of it (up to
+    :data:`STROBE_MAX_DELTA_MS`), goes back by as much when it is reset.
+    0 for a mix without clock faults."""
+    kinds = {f.kind for f in faults}
+    return (CLOCK_MAX_OFFSET_MS if "clock" in kinds else 0) + (STROBE_MAX_DELTA_MS if "clock-strobe" in kinds else 0)
+
+
 def known_names() -> list[str]:
     return [*KINDS, *(f"{k.name}:{t}" for k in KINDS.values() for t in k.targets), *ALIASES, *GROUPS]
 
@@ -662,14 +682,14 @@ class Fault:
 
     def _clock(self, target: str) -> dict[str, Any]:
         nodes, desc = resolve_nodes(target, self.cluster, self.rng)
-        offsets = {n: self.rng.choice((-1, 1)) * self.rng.randint(100, 60_000) for n in nodes}
+        offsets = {n: self.rng.choice((-1, 1)) * self.rng.randint(100, CLOCK_MAX_OFFSET_MS) for n in nodes}
         for n, ms in offsets.items():
             self.cluster.clock.set_offset(n, ms)
         return {**desc, "nodes": nodes, "offsets_ms": offsets}
 
     def _strobe(self, target: str) -> dict[str, Any]:
         nodes, desc = resolve_nodes(target, self.cluster, self.rng)
-        delta, period = self.rng.randint(50, 5_000), self.rng.choice((10, 50, 100))
+        delta, period = self.rng.randint(50, STROBE_MAX_DELTA_MS), self.rng.choice((10, 50, 100))
         duration = self.rng.randint(500, 2_000)
         for n in nodes:
             self.cluster.clock.strobe(n, delta, period, duration)

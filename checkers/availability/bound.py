@@ -6,6 +6,15 @@ reset. What still stands between a client and an acknowledged acks=all write
 is a chain of timers, each bounded by a setting the run chose; the bound is
 their sum, each term the worst case of one step:
 
+0. ``clock``: a clock the heal set back holds the timers a node keeps on
+   its wall clock until the clock has caught up with the latest time it
+   showed: a KRaft follower's fetch timeout (Kafka's ``Timer.update`` keeps
+   the larger time: ``Timer.java`` lines 155-156, which ``FollowerState``'s
+   ``hasFetchTimeoutExpired`` calls, lines 116-117), a replica fetch backoff
+   (``DelayedItem``'s due time is ``Time.SYSTEM.milliseconds`` plus the
+   delay, ``DelayedItem.scala`` line 28), a request's timeout (from its
+   send's wall time). The term is the largest backward step the run's clock
+   faults can make (``nemesis.faults.clock_hold_ms``), 0 without them.
 1. ``start``: the healed nodes' processes start (the runtime's allowance: 0
    in the simulator, a few seconds for a reference process, more for a JVM
    that recovers its logs after an unclean shutdown).
@@ -75,27 +84,31 @@ class LivenessBound:
     session_ms: int
     isr_ms: int
     client_ms: int
+    clock_ms: int = 0
 
     @property
     def total_ms(self) -> int:
-        return self.start_ms + self.quorum_ms + self.session_ms + self.isr_ms + self.client_ms
+        return self.clock_ms + self.start_ms + self.quorum_ms + self.session_ms + self.isr_ms + self.client_ms
 
     def as_dict(self) -> dict[str, int]:
-        return {"total_ms": self.total_ms, "start_ms": self.start_ms, "quorum_ms": self.quorum_ms,
-                "session_ms": self.session_ms, "isr_ms": self.isr_ms, "client_ms": self.client_ms}
+        return {"total_ms": self.total_ms, "clock_ms": self.clock_ms, "start_ms": self.start_ms,
+                "quorum_ms": self.quorum_ms, "session_ms": self.session_ms, "isr_ms": self.isr_ms,
+                "client_ms": self.client_ms}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LivenessBound":
-        return cls(*(int(d.get(k, 0)) for k in ("start_ms", "quorum_ms", "session_ms", "isr_ms", "client_ms")))
+        return cls(*(int(d.get(k, 0)) for k in ("start_ms", "quorum_ms", "session_ms", "isr_ms", "client_ms",
+                                                  "clock_ms")))
 
 
 def liveness_bound(props: Mapping[str, Any], *, start_ms: int, client_refresh_ms: int,
-                   client_request_timeout_ms: int) -> LivenessBound:
+                   client_request_timeout_ms: int, clock_ms: int = 0) -> LivenessBound:
     """The bound for a run whose brokers and controllers use ``props``
     (Kafka property names, Kafka's defaults for what is missing), whose
     nodes take ``start_ms`` to start, and whose producers refresh metadata
     every ``client_refresh_ms`` and give a request up after
-    ``client_request_timeout_ms``."""
+    ``client_request_timeout_ms``, and whose clock faults may set a clock
+    back by ``clock_ms``."""
     heartbeat = _ms(props, "broker.heartbeat.interval.ms")
     fetch_round = _ms(props, "replica.fetch.backoff.ms") + _ms(props, "replica.fetch.wait.max.ms")
     return LivenessBound(
@@ -106,4 +119,5 @@ def liveness_bound(props: Mapping[str, Any], *, start_ms: int, client_refresh_ms
         session_ms=_ms(props, "broker.session.timeout.ms") + 2 * heartbeat,
         isr_ms=2 * fetch_round + heartbeat,
         client_ms=int(client_refresh_ms) + int(client_request_timeout_ms),
+        clock_ms=int(clock_ms),
     )

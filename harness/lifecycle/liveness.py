@@ -25,6 +25,7 @@ from harness.dbs.reference.db import protocol_config
 from harness.rundir import store
 from harness.runtimes.sim import client_config, sim_bound
 from harness.runtimes.sim import protocol_config as sim_protocol_config
+from nemesis.faults import clock_hold_ms
 from workloads.probes import probe_generator
 
 #: how long a node's process takes to start, the bound's first term: a
@@ -43,7 +44,7 @@ def bound_for(cfg: TestConfig) -> LivenessBound:
     from the settings its nodes run with; a simulated run's from its
     protocol and simulated clients' settings (``harness.runtimes.sim``)."""
     if cfg.backend == "sim":
-        return sim_bound(sim_protocol_config(cfg), client_config(cfg))
+        return sim_bound(sim_protocol_config(cfg), client_config(cfg), clock_hold_ms(cfg.faults()))
     if cfg.db == "kafka":
         props: dict[str, Any] = {**kafka_settings(cfg.brokers), **parse_overrides(cfg.kafka_config)}
     elif cfg.db == "reference":
@@ -54,7 +55,8 @@ def bound_for(cfg: TestConfig) -> LivenessBound:
     else:
         props = {}
     return liveness_bound(props, start_ms=START_MS.get(cfg.db, 0), client_refresh_ms=CLIENT_REFRESH_MS,
-                          client_request_timeout_ms=CLIENT_REQUEST_TIMEOUT_MS)
+                          client_request_timeout_ms=CLIENT_REQUEST_TIMEOUT_MS,
+                          clock_ms=clock_hold_ms(cfg.faults()))
 
 
 def probes(cfg: TestConfig) -> g.Gen | None:

@@ -31,6 +31,7 @@ from checkers.invariants import InvariantMonitor
 from harness.config import TestConfig
 from harness.config.timings import sim_settings
 from nemesis import replay
+from nemesis.faults import clock_hold_ms
 from nemesis.stories import step_ops
 from reference_impl import accel
 from reference_impl.core.config import ProtocolConfig, Variants
@@ -79,14 +80,14 @@ def client_settings(o: TestConfig, seed: int, thread: int) -> ClientSettings:
     return ClientSettings(o.acks_for_thread(thread), idem, retries, group, instance)
 
 
-def sim_bound(pc: ProtocolConfig, client: ClientConfig) -> LivenessBound:
+def sim_bound(pc: ProtocolConfig, client: ClientConfig, clock_ms: int = 0) -> LivenessBound:
     """The liveness bound of a simulated run (``checkers.availability.bound``):
     its protocol timings, no process start time, the simulated producers'
-    metadata backoff and request timeout."""
+    metadata backoff and request timeout, its clock faults' hold."""
     return liveness_bound({f.name: getattr(pc, f.name) for f in dataclasses.fields(pc) if f.name.endswith("_ms")},
                           start_ms=0,
                           client_refresh_ms=client.metadata_backoff_ms,
-                          client_request_timeout_ms=client.request_timeout_ms)
+                          client_request_timeout_ms=client.request_timeout_ms, clock_ms=clock_ms)
 
 
 def sim_rules(pc: ProtocolConfig) -> dict[str, Any]:
@@ -132,7 +133,7 @@ class SimRun:
         self.stuck = False
         #: what the nemesis did (``nemesis.replay``), for test.json
         self.schedule: list[dict[str, Any]] = []
-        self.bound = sim_bound(self.sim.config, client_config(o))
+        self.bound = sim_bound(self.sim.config, client_config(o), clock_hold_ms(o.faults()))
         #: the cluster's state when the bound after the final heal ran out
         #: (the cause of a partition still unavailable), else at the end
         self.state: dict[str, Any] | None = None

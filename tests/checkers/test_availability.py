@@ -11,6 +11,7 @@ from checkers.availability import (DESIGN, STUCK, FinalState, LivenessBound, che
                                    liveness_bound, merge_availability, timeline_of, unknown_cause)
 from checkers.availability.evidence import _gap_ms
 from checkers.history.op import Op
+from nemesis.faults import CLOCK_MAX_OFFSET_MS, STROBE_MAX_DELTA_MS, clock_hold_ms, parse
 
 S = 1_000_000_000
 BOUND = LivenessBound(0, 4000, 5000, 1900, 5100)  # 16 s
@@ -210,8 +211,21 @@ def test_the_bound_sums_the_timers_of_the_runs_own_settings() -> None:
     b = liveness_bound({"broker.session.timeout.ms": 4000, "broker_heartbeat_interval_ms": 500,
                         "replica.fetch.backoff.ms": 200}, start_ms=3000, client_refresh_ms=2000,
                        client_request_timeout_ms=5000)
-    assert b.as_dict() == {"total_ms": 3000 + 4000 + 5000 + 1900 + 7000, "start_ms": 3000, "quorum_ms": 4000,
-                           "session_ms": 5000, "isr_ms": 1900, "client_ms": 7000}
+    assert b.as_dict() == {"total_ms": 3000 + 4000 + 5000 + 1900 + 7000, "clock_ms": 0, "start_ms": 3000,
+                           "quorum_ms": 4000, "session_ms": 5000, "isr_ms": 1900, "client_ms": 7000}
+
+
+def test_a_clock_the_heal_sets_back_holds_wall_clock_timers_so_the_bound_adds_the_largest_backward_step() -> None:
+    """Kafka's Timer.update keeps the larger time (a KRaft follower's fetch
+    timeout), a replica fetch backoff is due at a wall time: a clock set back
+    by D leaves them up to D late, so the mix's largest step back comes first."""
+    plain = liveness_bound({}, start_ms=0, client_refresh_ms=100, client_request_timeout_ms=5000)
+    held = liveness_bound({}, start_ms=0, client_refresh_ms=100, client_request_timeout_ms=5000,
+                          clock_ms=clock_hold_ms((parse("clock"), parse("clock-strobe:one"))))
+    assert held.clock_ms == CLOCK_MAX_OFFSET_MS + STROBE_MAX_DELTA_MS == 65_000
+    assert held.total_ms == plain.total_ms + 65_000
+    assert LivenessBound.from_dict(held.as_dict()) == held
+    assert clock_hold_ms((parse("kill"), parse("partition"))) == 0
 
 
 def test_merging_adds_the_table_the_anomaly_by_its_kind_and_the_cause() -> None:

@@ -74,3 +74,20 @@ def test_a_healed_run_has_every_partition_take_a_probe_write_within_the_bound(tm
     assert len(res["availability"]["rows"]) >= len(starts) - 1  # every change before the final heal
     assert all(set(r["partitions"]) == {"t0-0", "t0-1"} for r in res["availability"]["rows"])
     assert res["checkers"]["availability"]["traces"] > 0  # leaders from the run's trace files
+
+
+def test_the_final_reads_wait_out_a_clock_reset_so_a_stale_leader_serves_no_false_loss_seed_831() -> None:
+    """Seed 831 of ``--nemesis all --acks all``: clock faults set c1 and c2
+    tens of seconds ahead and back, so their KRaft fetch timeouts (Kafka's
+    Timer keeps the larger time) waited for their clocks to catch up; the
+    quorum leader c3 lost power meanwhile and no election ran, so n2, cut
+    off as t0-0's leader of epoch 1, kept its stale metadata past the heal.
+    With the final reads 15 s after the heal, one went to n2 and missed 51
+    writes acknowledged by n1 (epoch 2, ISR n1, n3): a stale read, not a
+    loss. The recovery sleep and the bound now add the mix's largest clock
+    step back (``nemesis.faults.clock_hold_ms``)."""
+    cfg = TestConfig(backend="sim", nemesis=["all"], acks="all", rf=3, min_isr=2, time_limit=30, seed=831)
+    res = sim_run(cfg, 831, None).run()
+    assert res["availability"]["bound"]["clock_ms"] == 65_000
+    assert res["durability"]["acks=all"]["lost"] == 0
+    assert res["valid"] is True, res["anomaly_types"]
