@@ -363,12 +363,12 @@ class KafkaDB:
         if code != 0:
             lines = [ln for ln in (err + out).splitlines() if ln.strip()]
             raise HarnessError(f"formatting {n.name}'s storage failed: {(lines or ['exit %d' % code])[-1][:300]}")
-        if self.disks is not None:
+        if self.nodes.disks is not None:
             # StorageTool does not fsync what it writes (seen on 3.9.2: a power loss
             # in the run dropped data/bootstrap.checkpoint and the node never started
             # again). A real cluster is formatted long before its first power loss,
             # and the kernel has written those pages back by then.
-            self.disks.sync(n.name)
+            self.nodes.disks.sync(n.name)
 
     def _check_alive(self) -> None:
         for n in self.plans:
