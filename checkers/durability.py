@@ -122,13 +122,10 @@ def key_durability(key: str, events: list) -> dict[str, dict[str, Any]]:
         b["sent"] += 1
         if typ == "ok":
             b["acked"] += 1
-            lost = False
-            if final_seen and v not in final_vals:
-                lost = True
-            elif v not in read_ok and off is not None:
-                if max_ok_off > off or off in offset_multi or offset_first.get(off, v) != v:
-                    lost = True
-            if lost:
+            # gone from a completed final read, or unread where later offsets (or another value) were read
+            if (final_seen and v not in final_vals) or (
+                    v not in read_ok and off is not None
+                    and (max_ok_off > off or off in offset_multi or offset_first.get(off, v) != v)):
                 b["lost"] += 1
                 if len(b["lost_examples"]) < EXAMPLES:
                     b["lost_examples"].append({"key": key, "value": v, "offset": off, "op": idx,
