@@ -58,4 +58,4 @@ def test_a_kip101_off_failure_shrinks_to_fewer_faults_that_replay_to_the_same_an
 
 def test_shrinking_a_valid_or_missing_run_is_a_usage_error(tmp_path):
     s = subprocess.run(CLI + ["shrink", str(tmp_path / "nope")], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert s.returncode == 2 and "not a run directory" in s.stderr and "Traceback" not in s.stderr
+    assert s.returncode == 2 and "does not exist" in s.stderr and "Traceback" not in s.stderr

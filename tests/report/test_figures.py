@@ -113,7 +113,7 @@ def test_nested_results_become_dotted_rows_of_plain_values():
 
 def test_a_simulator_runs_traces_are_read_onto_the_history_clock(tmp_path):
     r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "sim", "--seed", "5",
-                        "--time-limit", "20", "--nemesis-interval", "3", "--scenario", "isr-crash", "--nemesis", "partition-leader",
+                        "--time-limit", "20", "--scenario", "unclean-loss",
                         "--variant", "unclean_election=on", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 1, r.stderr[-500:]  # this seed loses acknowledged writes
