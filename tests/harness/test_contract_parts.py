@@ -88,6 +88,16 @@ def _sleepers(tmp_path: Path, state: RunState, marker_left: set[str]) -> tuple[R
     return nodes, hosts
 
 
+def _ended(nodes, node: str, timeout: float = 40.0):
+    """How a SIGTERM ended (``last_shutdown_clean``) once its grace thread
+    has seen the process end: ``terminate`` returns at once, the node is
+    stopping until then (None)."""
+    deadline = time.monotonic() + timeout
+    while nodes.last_shutdown_clean(node) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return nodes.last_shutdown_clean(node)
+
+
 def test_node_control_over_hosts_kills_pauses_and_judges_a_sigterm_by_its_marker(tmp_path):
     state = _state(tmp_path)
     nodes, hosts = _sleepers(tmp_path, state, marker_left={"n1"})
@@ -102,9 +112,9 @@ def test_node_control_over_hosts_kills_pauses_and_judges_a_sigterm_by_its_marker
         nodes.pause("n2")
         assert nodes.paused_nodes() == ["n2"] and nodes.live_nodes() == ["n1", "c1"]
         nodes.terminate("n2")  # a paused node is continued, so its SIGTERM is heard
-        assert nodes.last_shutdown_clean("n2") is False and nodes.paused_nodes() == [] and "n2" in nodes.dead_nodes()
+        assert _ended(nodes, "n2") is False and nodes.paused_nodes() == [] and "n2" in nodes.dead_nodes()
         nodes.terminate("n1")
-        assert nodes.last_shutdown_clean("n1") is True
+        assert _ended(nodes, "n1") is True
         nodes.kill("c1")
         assert nodes.dead_nodes() == ["n1", "n2", "c1"]
         nodes.start("c1")
