@@ -107,7 +107,27 @@ class Membership:
         unregister_broker(self.bootstrap(), self.topo.id_of(node))
 
 
-class RemoteNodes(Membership):
+class NodeSets:
+    """The contract's node sets, derived from each node's process state: one
+    definition for every node control (a host's daemons, local processes)."""
+
+    paused: set[str]
+
+    def node_names(self) -> list[str]: ...
+    def running(self, node: str) -> bool: ...
+    def answering(self, node: str) -> bool: ...
+
+    def dead_nodes(self) -> list[str]:
+        return [n for n in self.node_names() if not self.running(n)]
+
+    def paused_nodes(self) -> list[str]:
+        return sorted(n for n in self.paused if self.running(n))
+
+    def live_nodes(self) -> list[str]:
+        return [n for n in self.node_names() if self.answering(n)]
+
+
+class RemoteNodes(NodeSets, Membership):
     """Node control of one daemon per host of a backend (``Remote``): the
     contract's NodeControl, ShutdownOutcomes, TornWrites and Reassignments.
 
@@ -209,14 +229,6 @@ class RemoteNodes(Membership):
         self.kill(node)
         self.disks.crash(node, torn=True)
 
-    def dead_nodes(self) -> list[str]:
-        return [n for n in self.node_names() if not self.running(n)]
-
-    def paused_nodes(self) -> list[str]:
-        return sorted(n for n in self.paused if self.running(n))
-
-    def live_nodes(self) -> list[str]:
-        return [n for n in self.node_names() if self.answering(n)]
 
 
 class ControlEndpoints:

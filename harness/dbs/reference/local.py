@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.dbs.parts import (ClusterParts, ControlClock, ControlEndpoints, Membership, StatusObserver,
+from harness.dbs.parts import (ClusterParts, ControlClock, ControlEndpoints, Membership, NodeSets, StatusObserver,
                                Topology)
 from harness.errors import HarnessError
 from harness.rundir.state import RunState
@@ -179,7 +179,7 @@ class ProxiedCluster(LocalCluster):
                 self.proxy_proc.stdout.close()
 
 
-class LocalNodes(Membership):
+class LocalNodes(NodeSets, Membership):
     """The contract's node control of a :class:`ProxiedCluster`'s processes
     (with ShutdownOutcomes and Reassignments)."""
 
@@ -272,14 +272,6 @@ class LocalNodes(Membership):
         if not wait_exit(n.pid, 3.0, n.start):
             self.kill(node)
 
-    def dead_nodes(self) -> list[str]:
-        return [n for n in self.node_names() if not self.running(n)]
-
-    def paused_nodes(self) -> list[str]:
-        return sorted(n for n in self.paused if self.running(n))
-
-    def live_nodes(self) -> list[str]:
-        return [n for n in self.node_names() if self.answering(n)]
 
 
 class ProxyNetwork:
