@@ -21,6 +21,8 @@ from generator.core import randbelow
 #: with sub_via="subscribe", the share of polls that subscribe again instead
 #: (Jepsen's interleave-subscribes, whose default is 1/64 of all operations)
 SUBSCRIBE_SHARE = 1 / 16
+#: ... taken as every 16th poll, the first one included
+SUBSCRIBE_EVERY = round(1 / SUBSCRIBE_SHARE)
 
 
 def _choose(rng: random.Random, seq: list[Any] | tuple[Any, ...]) -> Any:
@@ -65,15 +67,22 @@ class Send:
 
 class Poll:
     """A poll of the process's keys; under ``sub_via=subscribe`` a
-    :data:`SUBSCRIBE_SHARE` of them subscribe again instead."""
+    :data:`SUBSCRIBE_SHARE` of them subscribe again instead: every
+    :data:`SUBSCRIBE_EVERY`-th, counted from the first, so a run that polls
+    at all resubscribes at least once however slowly its clients go (a
+    random draw left a short run on a busy machine without any)."""
 
     def __init__(self, keys: list[str], sub_via: str) -> None:
         self.keys = list(keys)
         self.subscribe = sub_via == "subscribe"
+        #: polls asked for so far (the count the resubscriptions follow)
+        self.asked = 0
 
     def __call__(self, ctx: g.Context) -> dict[str, Any] | None:
-        if self.subscribe and ctx.rng.random() < SUBSCRIBE_SHARE:
-            return {"f": "subscribe", "value": list(self.keys)}
+        if self.subscribe:
+            self.asked += 1
+            if self.asked % SUBSCRIBE_EVERY == 1:
+                return {"f": "subscribe", "value": list(self.keys)}
         return {"f": "poll", "value": [["poll"]]}
 
 

@@ -58,7 +58,8 @@ def test_crashed_operations_are_info_and_the_client_goes_on_as_a_new_process(tmp
             assert "crash" in invoked[o["process"]] and 0 <= invoked[o["process"]]["crash"] <= 100
             assert o["type"] == "info"
             crashed.append(o)
-    assert {o["f"] for o in crashed} == {"send", "poll"}
+    # a crash takes sends and consumer ops alike
+    assert {"send"} < {o["f"] for o in crashed} <= {"send", "poll", "subscribe"}
     marked = [o for o in ops if o["type"] == "invoke" and "crash" in o]
     assert len(marked) == len(crashed)
     for o in crashed:  # the crashed process never invokes again
