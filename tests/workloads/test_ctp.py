@@ -39,7 +39,8 @@ def test_a_ctp_run_under_kills_and_client_crashes_processes_every_committed_inpu
     res = json.loads(r.stdout)
     p = res["checkers"]["processing"]
     assert p["mode"] == "at-least-once" and p["valid"] is True, p
-    assert p["rounds_by_type"].get("ok", 0) > 20 and p["inputs_processed"] > 50
+    # about 40 rounds and 70 inputs on an idle machine; a busy one slows the clients, not the rule
+    assert p["rounds_by_type"].get("ok", 0) > 10 and p["inputs_processed"] > 20
     assert set(p["committed"]) == {f"t0-{i}" for i in range(4)}
     assert "lost-processing" not in res["anomaly_types"]
     ops = [json.loads(line) for line in open(Path(res["run_dir"]) / "history.jsonl")]
