@@ -475,6 +475,29 @@ def sleep(seconds: float) -> Gen:
     return Sleep(int(seconds * NS))
 
 
+class SleepFor(Gen):
+    """A :class:`Sleep` whose length is asked of ``seconds()`` when it
+    starts, not when the test is built: the recovery after the final heal
+    waits for what the faults of this run actually did (a clock set ahead
+    and reset holds timers for as long as it was ahead), which is known
+    only once they ran."""
+
+    def __init__(self, seconds: Callable[[], float]) -> None:
+        self.seconds = seconds
+
+    def __repr__(self) -> str:
+        return f"SleepFor({self.seconds!r})"
+
+    def op(self, ctx: Context) -> Any:
+        if ctx.some_free_process() is None:
+            return PENDING, self
+        return Sleep(int(self.seconds() * NS)).op(ctx)
+
+
+def sleep_for(seconds: Callable[[], float]) -> Gen:
+    return SleepFor(seconds)
+
+
 class OnThreads(Gen):
     """Restrict a generator to some threads (Jepsen's ``clients`` / ``nemesis``)."""
 

@@ -21,7 +21,7 @@ from typing import Any
 import generator as g
 
 from .control import Cluster
-from .faults import Fault, FaultSpec, clock_hold_ms, make_faults
+from .faults import Fault, FaultSpec, clock_held_ms, make_faults
 from .stories import Record, Timings
 from . import replay, scenarios
 
@@ -164,6 +164,9 @@ class Nemesis:
         if missing:
             raise ValueError(f"the schedule replays {', '.join(missing)}, which the plan's faults do not hold")
         self.script = scenarios.ScenarioRunner(plan.scenario, cluster) if plan.scenario else None
+        #: the longest a clock change of this run holds timers once reset
+        #: (:func:`nemesis.faults.clock_held_ms`), for the recovery wait
+        self.clock_held_ms = 0
 
     def schedule(self, end_ns: int | None = None) -> g.Gen:
         """The nemesis's ops: a recorded schedule, a script, or the seed's
@@ -197,10 +200,13 @@ class Nemesis:
     def recovery_seconds(self) -> float:
         """Time to let elections, ISR expansion and catch-up happen after the
         heal, and before that for the wall-clock timers a clock reset set
-        back to catch up (:func:`nemesis.faults.clock_hold_ms`): else the
-        final reads may meet a broker whose stale metadata still makes it a
-        partition's leader, or an ISR a fetch backoff still keeps short."""
-        return max(5.0, min(15.0, self.plan.interval_s * 2)) + clock_hold_ms(self.plan.faults) / 1000.0
+        back to catch up: else the final reads may meet a broker whose stale
+        metadata still makes it a partition's leader, or an ISR a fetch
+        backoff still keeps short. The clock term is what this run's clock
+        faults did (:attr:`clock_held_ms`), so it is asked when the wait
+        starts (``generator.sleep_for``); the availability checker's bound
+        keeps the most a mix can do (:func:`nemesis.faults.clock_hold_ms`)."""
+        return max(5.0, min(15.0, self.plan.interval_s * 2)) + self.clock_held_ms / 1000.0
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         f: str = op["f"]
@@ -226,6 +232,7 @@ class Nemesis:
         finally:
             for delay, step in op.get("_steps", ()):
                 self.cluster.after(delay, partial(self._replay_step, step))
+        self.clock_held_ms = max(self.clock_held_ms, clock_held_ms(result))
         return {"value": {**(op.get("value") or {}), **result}}
 
     def _replay_step(self, entry: dict[str, Any]) -> None:
@@ -235,6 +242,7 @@ class Nemesis:
             done = self.faults[entry["fault"]].replay(entry)
         except Exception as e:
             done = {"error": f"{type(e).__name__}: {e}"[:300]}
+        self.clock_held_ms = max(self.clock_held_ms, clock_held_ms(done))
         if self.record is not None:
             self.record(entry["f"], {"fault": entry["fault"], **done})
 

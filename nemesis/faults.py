@@ -213,6 +213,24 @@ def clock_hold_ms(faults: tuple[FaultSpec, ...]) -> int:
     return (CLOCK_MAX_OFFSET_MS if "clock" in kinds else 0) + (STROBE_MAX_DELTA_MS if "clock-strobe" in kinds else 0)
 
 
+def clock_held_ms(result: dict[str, Any]) -> int:
+    """How long the clock changes one nemesis result reports (a start's
+    ``offsets_ms`` or a strobe's ``delta_ms``, at its top or per fault of
+    a final heal) hold a node's wall-clock timers once reset: a clock set
+    ahead by D goes back by D (:func:`clock_hold_ms` says why), a clock set
+    back goes forward and holds nothing; a strobe may end up to its delta
+    ahead."""
+    held = 0
+    for v in (result, *(x for x in result.values() if isinstance(x, dict))):
+        offsets = v.get("offsets_ms")
+        if isinstance(offsets, dict):
+            held = max(held, *(int(ms) for ms in offsets.values() if isinstance(ms, (int, float))), 0)
+        delta = v.get("delta_ms")
+        if isinstance(delta, (int, float)):
+            held = max(held, int(delta))
+    return held
+
+
 def known_names() -> list[str]:
     return [*KINDS, *(f"{k.name}:{t}" for k in KINDS.values() for t in k.targets), *ALIASES, *GROUPS]
 

@@ -150,7 +150,7 @@ def build_generator(cfg: TestConfig, nem: Any | None) -> g.Gen:
     probes = liveness.probes(cfg)  # acks=all writes from the heal on: the availability checker's evidence
     if nem is not None:
         parts.append(g.nemesis(nem.final()))
-        parts.append(g.any_(g.nemesis(g.sleep(nem.recovery_seconds())), probes))
+        parts.append(g.any_(g.nemesis(g.sleep_for(nem.recovery_seconds)), probes))
     elif probes is not None:
         parts.append(probes)
     parts.append(qw.final_generator(keys, cfg.concurrency, cfg.final_read_timeout, tuple(cfg.output_keys())))
