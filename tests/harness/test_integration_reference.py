@@ -96,19 +96,28 @@ def test_acks1_loses_writes_under_leader_kills_while_acks_all_loses_none(tmp_pat
 def test_a_subscribe_campaign_with_rebalances_under_kills_is_valid(tmp_path):
     """Jepsen's sub-via subscribe: one consumer group, partitions handed out
     by the reference broker's group coordinator and moved by rebalances
-    (members joining, subscribing again, and the coordinator's broker being
-    killed); the poll skips and re-reads a rebalance explains are allowed,
-    nothing else is."""
+    (members crashing and their replacements joining, subscribing again, and
+    the coordinator's broker being killed); the poll skips and re-reads a
+    rebalance explains are allowed, nothing else is."""
     code, res = run(tmp_path, "--sub-via", "subscribe", "--nemesis", "kill", "--nemesis-interval", "3",
-                    "--time-limit", "10", "--partitions", "4", "--seed", "5")
+                    "--crash-clients", "--crash-client-interval", "3",
+                    "--time-limit", "15", "--partitions", "4", "--seed", "5")
     run_dir = Path(res["run_dir"])
     ops = [json.loads(l) for l in open(run_dir / "history.jsonl")]
     assert any(o["f"] == "start-kill" for o in ops), "no fault was injected"
     assert any(o["f"] == "subscribe" and o["type"] == "ok" for o in ops)
-    revoked = [o for o in ops for e in o.get("rebalance-log", ()) if e["event"] == "revoked"]
-    assert revoked, "no rebalance moved a partition"
+    # moved: revoked from a member, or handed to a second one (a crashed
+    # member records no revocation: its replacement's assignment shows it)
+    owners: dict[str, set] = {}
+    for o in ops:
+        for e in o.get("rebalance-log", ()):
+            if e["event"] == "assigned":
+                for k in e["keys"]:
+                    owners.setdefault(k, set()).add(o["process"])
+    revoked = [e for o in ops for e in o.get("rebalance-log", ()) if e["event"] == "revoked"]
+    assert revoked or any(len(ps) > 1 for ps in owners.values()), "no rebalance moved a partition"
     assert json.loads((run_dir / "test.json").read_text())["sub_via"] == "subscribe"
-    # about 60 acknowledged in 10 s on an idle machine; a busy one slows the clients, not the rule
+    # about 80 acknowledged in 15 s on an idle machine; a busy one slows the clients, not the rule
     assert res["durability"]["acks=all"]["acked"] > 20 and res["durability"]["acks=all"]["lost"] == 0
     assert {"poll-skip", "nonmonotonic-poll"} <= set(res["checkers"]["queue"]["allowed_anomaly_types"])
     assert res["valid"] is True, res["anomaly_types"]
