@@ -97,9 +97,11 @@ def test_a_subscribe_campaign_with_rebalances_under_kills_is_valid(tmp_path):
     """Jepsen's sub-via subscribe: one consumer group, partitions handed out
     by the reference broker's group coordinator and moved by rebalances
     (members crashing and their replacements joining, subscribing again, and
-    the coordinator's broker being killed); the poll skips and re-reads a
-    rebalance explains are allowed, nothing else is."""
-    code, res = run(tmp_path, "--sub-via", "subscribe", "--nemesis", "kill", "--nemesis-interval", "3",
+    one node at a time killed, the coordinator's broker among them); the poll
+    skips and re-reads a rebalance explains are allowed, nothing else is.
+    One node, not any number: seed 5's plain kill takes every node twice, and
+    on a busy machine the group never formed between the two."""
+    code, res = run(tmp_path, "--sub-via", "subscribe", "--nemesis", "kill:one", "--nemesis-interval", "3",
                     "--crash-clients", "--crash-client-interval", "3",
                     "--time-limit", "15", "--partitions", "4", "--seed", "5")
     run_dir = Path(res["run_dir"])
