@@ -231,7 +231,7 @@ class Nemesis:
             return {"value": {**(op.get("value") or {}), "error": f"{type(e).__name__}: {e}"[:300]}}
         finally:
             for delay, step in op.get("_steps", ()):
-                self.cluster.after(delay, partial(self._replay_step, step))
+                self.cluster.step_after(delay, partial(self._replay_step, step))
         self.clock_held_ms = max(self.clock_held_ms, clock_held_ms(result))
         return {"value": {**(op.get("value") or {}), **result}}
 

@@ -256,6 +256,18 @@ class Cluster(Protocol):
         (virtual time in the simulator): a fault's follow-up steps."""
         ...
 
+    def step_after(self, delay_ms: int, fn: Callable[[], None]) -> None:
+        """As :meth:`after`, for a story's timers: its looks at the cluster
+        and the steps they set (``nemesis.stories``), and a replay's
+        recorded steps (``nemesis.replay``). The simulator runs such a
+        timer ahead of the nodes' and clients' events of its millisecond,
+        whenever it was set (``EventLoop.first``): a replay sets a step
+        when its op starts, the told story when a look found its moment,
+        and both act at the same point, so a message due that millisecond
+        meets the same side of a cut. Real clocks have no such order: as
+        :meth:`after`."""
+        ...
+
     @property
     def nodes(self) -> NodeControl: ...
 

@@ -199,7 +199,7 @@ def fault_names(entries: list[dict[str, Any]]) -> tuple[str, ...]:
 def steps_after(entries: tuple[dict[str, Any], ...]) -> tuple[tuple[dict[str, Any], tuple[dict[str, Any], ...]], ...]:
     """The entries that are nemesis ops (starts and stops), each with the
     story steps recorded after it and before the next op: on a replay the
-    steps act on the runtime's clock (``Cluster.after``) as the story's own
+    steps act on the runtime's clock (``Cluster.step_after``) as the story's own
     timers did, not as ops of the generator (which would ask the clients'
     generator more often than the recorded run did, and move their
     draws). Steps before the first op go with the first."""

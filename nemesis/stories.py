@@ -3,7 +3,7 @@ at a random moment, so a seed search reaches them in tens, not thousands, of
 seeds. Each is a composition of the basic faults (cuts, kills, power loss)
 on roles the protocol's state names when the story starts (a partition's
 leader ``L``, its followers), with follow-up steps on the runtime's own
-clock (``Cluster.after``: virtual time in the simulator).
+clock (``Cluster.step_after``: virtual time in the simulator).
 
 ============================  ===============================================
 leader-churn                  isolate L; once a successor leads, isolate it
@@ -88,7 +88,7 @@ class Story:
         def run() -> None:
             if token == self.token:
                 fn()
-        self.cluster.after(delay_ms, run)
+        self.cluster.step_after(delay_ms, run)
 
     def _add_cut(self, pairs: set[tuple[str, str]]) -> None:
         self.cut |= pairs

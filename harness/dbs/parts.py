@@ -62,6 +62,10 @@ class ClusterParts:
     def after(self, delay_ms: int, fn: Callable[[], None]) -> None:
         self.timers.after(delay_ms, fn)
 
+    def step_after(self, delay_ms: int, fn: Callable[[], None]) -> None:
+        """Real clocks order no events within a millisecond: as :meth:`after`."""
+        self.timers.after(delay_ms, fn)
+
 
 @dataclass(frozen=True)
 class Topology:

@@ -16,9 +16,20 @@ calendar runs the benchmark seed in 7.8% fewer instructions.
 
 Invariant: each bucket is in ``seq`` order. :meth:`at` takes a fresh ``seq``,
 the largest yet, so it appends; only :meth:`place` (a :class:`TimeoutQueue`
-putting back an entry under the ``seq`` it took earlier) may insert in the
-middle, and then by bisection. So events run in exactly ``(time, seq)``
-order.
+putting back an entry under the ``seq`` it took earlier, or :meth:`first`)
+may insert in the middle, and then by bisection. So events run in exactly
+``(time, seq)`` order.
+
+Why :meth:`first`: where an ``at`` event runs within its millisecond depends
+on when it was set (after every event due then that was set before it). A
+fault's follow-up that a replay sets at a different moment than the run it
+replays (a story's recorded step, set when its op starts, where the told
+story set it after a chain of looks at the cluster) would act at another
+point of its millisecond, and a message due then would arrive on the other
+side of a cut. A ``first`` event runs ahead of the millisecond's ``at``
+events whenever it was set, so both act at the same point. Its ``seq`` comes
+from a counter of its own, below every ``at`` one, so it bisects into the
+bucket's head, after the ``first`` events set before it.
 """
 
 from __future__ import annotations
@@ -42,6 +53,11 @@ class EventLoop:
         #: heap of the milliseconds that have a bucket
         self._times: list[int] = []
         self.steps = 0
+        #: the seqs of :meth:`first` events: below every :meth:`at` seq, rising
+        #: (short ints when compiled: mypyc's are 63-bit)
+        self._first_seq = -(1 << 60)
+        #: a :meth:`first` event is running (so one it sets for now joins the head)
+        self._in_first = False
 
     def at(self, when: int, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` at virtual time ``when`` (never in the past)."""
@@ -58,6 +74,27 @@ class EventLoop:
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> None:
         self.at(self.now + max(0, int(delay)), fn, *args)
+
+    def first(self, when: int, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` at ``when`` ahead of the ``at`` events due then,
+        after the ``first`` events set for it before, whenever it was set
+        (see the module docstring). One set for the millisecond now running
+        by a ``first`` event runs next among the head; by any other event,
+        whose millisecond's head has run, after the events already due (as
+        ``at``)."""
+        when = int(max(when, self.now))
+        if when == self.now and not self._in_first:
+            self.at(when, fn, *args)
+            return
+        seq = self._first_seq = self._first_seq + 1
+        self.place(when, seq, self._run_first, (fn, args))
+
+    def _run_first(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self._in_first = True
+        try:
+            fn(*args)
+        finally:
+            self._in_first = False
 
     def place(self, when: int, seq: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """Schedule under a ``seq`` taken earlier (``when`` not in the past):

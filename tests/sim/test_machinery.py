@@ -131,6 +131,38 @@ def test_events_run_in_time_then_sequence_order_whoever_schedules_them(seed: int
     assert loop.pending() == 0
 
 
+def test_a_first_event_runs_ahead_of_its_milliseconds_other_events_whenever_it_was_set() -> None:
+    """Set long before (a replay's step, at its op) or just before (the
+    told story's step, after its looks), it acts at the same point: ahead
+    of the millisecond's ordinary events, after the first events set for
+    it before, though they were set later."""
+    for set_at in (0, 18):
+        loop = EventLoop()
+        seen: list[str] = []
+        loop.at(10, lambda: loop.at(20, seen.append, "set at 10"))
+        loop.at(19, lambda: loop.at(20, seen.append, "set at 19"))
+        loop.at(set_at, lambda: loop.first(20, seen.append, "first"))
+        loop.at(19, lambda: loop.first(20, seen.append, "first, set at 19"))
+        loop.run_until(30)
+        assert seen == ["first", "first, set at 19", "set at 10", "set at 19"], set_at
+
+
+def test_a_first_event_set_for_now_by_a_first_event_joins_the_head_and_by_any_other_runs_after_those_due() -> None:
+    """A story's look that finds its moment and acts at once (a delay of 0)
+    acts ahead of the millisecond's ordinary events, as a replay's step set
+    earlier for that millisecond does; an ordinary event, whose millisecond
+    has started, cannot go back to its head."""
+    loop = EventLoop()
+    seen: list[str] = []
+    loop.at(20, seen.append, "ordinary")
+    loop.at(20, lambda: loop.first(20, seen.append, "set by an ordinary event"))
+    loop.first(20, lambda: loop.first(20, seen.append, "set by a first event"))
+    loop.first(20, seen.append, "first, set earlier")
+    loop.run_until(30)
+    assert seen == ["first, set earlier", "set by a first event", "ordinary", "set by an ordinary event"]
+    assert loop.pending() == 0
+
+
 def _timeout_schedule(seed: int, lazy: bool) -> tuple[list[tuple[int, str]], int]:
     """A random mix of plain events and timeouts (most cancelled before they
     are due, some re-armed from inside a firing one), run with per-timeout
