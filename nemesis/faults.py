@@ -497,10 +497,12 @@ class Fault:
     def replay(self, entry: dict[str, Any], rng: random.Random | None = None) -> dict[str, Any]:
         """Apply a recorded start (``nemesis.replay``) as it was: the same
         nodes, cut, offsets, not a new draw. A story's start and each of its
-        steps (``step-partition``) apply their recorded cut and nodes; a
-        story start recorded without its cut (an older schedule) is told
-        again from its start. What is drawn anew (an entry with a target
-        alone) comes from ``rng``, the replay's generator for that entry."""
+        steps (``step-partition``) apply their recorded cut and nodes, one
+        recorded as skipped (no partition had a known leader) does nothing,
+        as recorded; a story start recorded without its cut (an older
+        schedule) is told again from its start. What is drawn anew (an
+        entry with a target alone) comes from ``rng``, the replay's
+        generator for that entry."""
         self.reseed(rng)
         done = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
         kind, c = self.spec.kind, self.cluster
@@ -509,6 +511,8 @@ class Fault:
         if not set(entry) & RESOLVED:  # a target alone (a search's new fault): resolved now
             target = entry.get("target") or self.rng.choice(self.spec.targets())
             return {"target": target, **_STARTS[kind](self, target)}
+        if kind == "story" and "skipped" in entry:
+            return done  # the recorded start found nothing to tell it on, and did nothing
         if kind == "story":
             return self.story.start(entry.get("story") or entry.get("target", ""))
         if kind == "rolling-restart":
