@@ -75,13 +75,14 @@ def test_kraftwerk_serve_prints_and_answers_on_the_address_it_checked(tmp_path):
                          stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         line = p.stderr.readline()
-        m = re.search(r" at http://127\.0\.0\.1:(\d+)/ \(Ctrl-C stops\)$", line.strip())
+        m = re.search(r" at (http://\S+:(\d+)/(?:, \S+)*) \(Ctrl-C stops\)$", line.strip())
         assert m, line
-        port = int(m.group(1))
+        port, ips = int(m.group(2)), bind_addresses("localhost", 0)
+        assert m.group(1).split(", ") == [f"http://{f'[{ip}]' if ':' in ip else ip}:{port}/" for ip in ips]
         deadline = time.monotonic() + 30
         while True:
             try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                c = http.client.HTTPConnection(ips[0], port, timeout=10)
                 c.request("GET", "/", headers={"Host": f"localhost:{port}"})
                 assert c.getresponse().status == 200
                 c.close()
@@ -89,7 +90,7 @@ def test_kraftwerk_serve_prints_and_answers_on_the_address_it_checked(tmp_path):
             except ConnectionRefusedError:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c = http.client.HTTPConnection(ips[0], port, timeout=10)
         c.request("GET", "/", headers={"Host": "attacker.example"})
         assert c.getresponse().status == 400
         c.close()
