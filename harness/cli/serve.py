@@ -4,31 +4,22 @@ Read-only and on loopback by default: it answers GET and HEAD, serves only
 files under ``--out`` (symlinks pointing out of it included: refused), and
 renders a run's report on first view if the run was made without one. An
 address other machines can reach needs ``--allow-non-loopback`` (the rule
-the reference broker's listeners follow, reference_impl/server/addresses.py),
-and requests naming a host the site is not bound to are refused (400), so a
-page elsewhere cannot reach it through a name of its own (DNS rebinding).
+the reference broker's listeners follow, reference_impl/server/addresses.py);
+``--host`` is resolved once and the addresses checked are the ones bound
+(harness/site/listen.py), and requests naming a host the site is not bound
+to are refused (400), so a page elsewhere cannot reach it through a name of
+its own (DNS rebinding). A run's zip is streamed, at most ``--zip-max-mib``
+of files (413 above it) and two at once (503 beyond).
 """
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import click
 
 from harness.errors import UsageError
 from reference_impl.server.addresses import FLAG, AddressError, checked_bind
-
-
-def _check_port(host: str, port: int) -> None:
-    """A port in use is a one-line usage error, before uvicorn logs its own."""
-    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(fam, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
 
 
 @click.command("serve")
@@ -40,28 +31,38 @@ def _check_port(host: str, port: int) -> None:
               help="Allow a --host other machines can reach: anyone who reaches it reads every run served.")
 @click.option("--allow-host", "allow_host", multiple=True, metavar="NAME",
               help="Also answer requests for this host name (a DNS name the site is reached by; repeatable).")
-def serve_cmd(out: str, host: str, port: int, allow_non_loopback: bool, allow_host: tuple[str, ...]) -> int:
+@click.option("--zip-max-mib", default=2048, show_default=True, type=click.IntRange(1, 1 << 30),
+              help="Largest run directory (MiB of files) served as a zip; larger ones are refused (413).")
+def serve_cmd(out: str, host: str, port: int, allow_non_loopback: bool, allow_host: tuple[str, ...],
+              zip_max_mib: int) -> int:
     """Serve an index of every run and campaign, their reports and files."""
     import uvicorn  # late: uvicorn (0.25 s), which only kraftwerk serve runs, not every command's --help
 
-    from harness.site import build_app  # late: FastAPI (0.3 s), likewise
+    from harness.site import build_app  # late: Starlette (0.3 s), likewise
+    from harness.site.listen import listen_sockets, urls
+    from harness.site.zipstream import MiB, ZipLimits
 
     root = Path(out)
     if not root.is_dir():
         raise UsageError(f"{out}: no such results directory")
     try:
-        _, far = checked_bind("--host", host, port, allow_non_loopback)
+        ips, far = checked_bind("--host", host, port, allow_non_loopback)
     except AddressError as e:
         raise UsageError(str(e)) from None
-    if port:
-        _check_port(host, port)
-    app = build_app(root, host=host, extra_hosts=allow_host)
-    shown = f"[{host}]" if ":" in host else host
-    if far:
-        click.echo(f"kraftwerk: warning: serving on {', '.join(far)}: anyone who can reach it reads every run "
-                   f"under {root.resolve()}", err=True)
-    click.echo(f"kraftwerk: serving {root.resolve()} at http://{shown}:{port}/ (Ctrl-C stops)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False)
+    socks = listen_sockets(ips, port)  # the addresses checked, bound once
+    try:
+        port = socks[0].getsockname()[1]
+        app = build_app(root, host=host, extra_hosts=allow_host, addresses=ips,
+                        zip_limits=ZipLimits(max_bytes=zip_max_mib * MiB))
+        if far:
+            click.echo(f"kraftwerk: warning: serving on {', '.join(far)}: anyone who can reach it reads every run "
+                       f"under {root.resolve()}", err=True)
+        click.echo(f"kraftwerk: serving {root.resolve()} at {urls(ips, port)} (Ctrl-C stops)", err=True)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False)
+        uvicorn.Server(config).run(sockets=socks)
+    finally:
+        for s in socks:
+            s.close()
     return 0
 
 

@@ -17,8 +17,11 @@ with iptables. Latency delays each chunk by a fixed time (+ jitter) per link,
 preserving order.
 
 Control: one JSON object per line on a localhost TCP port, answered with one
-JSON line; with ``--secret-file`` each must carry the cluster's proxy token
-(``"token"``, reference_impl/server/auth.py) or is refused: ``{"cmd": "cut", "pairs": [["n1","n2"], ...]}``, ``{"cmd": "heal"}``,
+JSON line. Any local user can reach that port, so each command must carry
+the run's proxy token (``"token"``, an HMAC of the 0600 cluster secret,
+reference_impl/server/auth.py) or is refused in one line and changes
+nothing; the proxy never starts without ``--secret-file`` (one JSON error
+line, exit 2): ``{"cmd": "cut", "pairs": [["n1","n2"], ...]}``, ``{"cmd": "heal"}``,
 ``{"cmd": "delay", "ms": 50, "jitter": 10, "links": ["n1->n2"]}`` (no links = all),
 ``{"cmd": "stats"}``, ``{"cmd": "ping"}``.
 """
@@ -68,7 +71,9 @@ class Faults:
 
 
 class ProxyServer:
-    def __init__(self, links: list[Link], seed: int = 0, max_held: int = MAX_HELD, secret: bytes | None = None) -> None:
+    def __init__(self, links: list[Link], secret: bytes, seed: int = 0, max_held: int = MAX_HELD) -> None:
+        if not secret:
+            raise ValueError("the link proxy needs the cluster secret: its control port is open to every local user")
         self.secret = secret
         self.links = links
         self.max_held = max_held
@@ -250,9 +255,9 @@ class ProxyServer:
             w.close()
 
 
-async def serve(links: list[Link], control_port: int, seed: int, ready: Any = None, max_held: int = MAX_HELD,
-                secret: bytes | None = None) -> None:
-    srv = ProxyServer(links, seed, max_held, secret)
+async def serve(links: list[Link], control_port: int, seed: int, secret: bytes, ready: Any = None,
+                max_held: int = MAX_HELD) -> None:
+    srv = ProxyServer(links, secret, seed, max_held)
     await srv.start()
     ctl = await asyncio.start_server(srv.control, "127.0.0.1", control_port, reuse_address=True)
     port = ctl.sockets[0].getsockname()[1]
@@ -306,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--control-port", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-held", type=int, default=MAX_HELD, help="bytes held per direction before a reset")
-    ap.add_argument("--secret-file", default=None, help="cluster secret (0600): control commands must carry its token")
+    ap.add_argument("--secret-file", default=None,
+                    help="cluster secret (0600, required): control commands must carry its token")
     args = ap.parse_args(argv)
     arm()  # end with the harness that started us
     links = [Link(**d) for d in json.loads(Path(args.links).read_text())]
@@ -314,9 +320,13 @@ def main(argv: list[str] | None = None) -> int:
     def ready(port: int) -> None:
         print(json.dumps({"control": port}), flush=True)
 
+    if not args.secret_file:
+        print(json.dumps({"error": "--secret-file is required: without it any local user could cut links"}),
+              flush=True)
+        return 2
     try:
-        secret = auth.load_secret(args.secret_file) if args.secret_file else None
-        asyncio.run(serve(links, args.control_port, args.seed, ready, args.max_held, secret))
+        secret = auth.load_secret(args.secret_file)
+        asyncio.run(serve(links, args.control_port, args.seed, secret, ready, args.max_held))
     except auth.SecretError as e:
         print(json.dumps({"error": str(e)}), flush=True)
         return 2

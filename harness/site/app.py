@@ -10,11 +10,15 @@ Routes (GET and HEAD only; anything else is 405):
   its report (``index.html``, rendered on first view for runs made without
   one), a campaign directory its page, any other directory a listing.
 - ``/ls/<path>``: a directory's listing (a run's files).
-- ``/zip/<path>``: a run directory as a zip.
+- ``/zip/<path>``: a run directory as a zip, streamed and bounded
+  (:mod:`harness.site.zipstream`).
 
 Every path goes through :func:`harness.site.paths.safe_path`; every page is
 Jinja2 with autoescaping, and every response forbids scripts (a report holds
-none) and content sniffing.
+none) and content sniffing. Every endpoint is a plain function, which
+Starlette runs in a worker thread: what a request reads from disk (a large
+report, a listing, a stat on a slow disk) holds that thread, never the event
+loop every other request waits on.
 """
 
 from __future__ import annotations
@@ -24,17 +28,13 @@ import math
 import mimetypes
 import os
 import socket
-import tempfile
 import threading
-import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import quote, urlencode
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -46,10 +46,12 @@ from harness.rundir.trust import trusted_dir
 
 from .paths import Refused, rel_of, safe_path, servable
 from .scan import RUN_MARKERS, Catalogue
+from .zipstream import TooLarge, ZipGate, ZipLimits, ZipResponse, manifest, zip_chunks
 from harness.report import render_report
 from harness.report.campaign import (CampaignError, campaign_context, cell_dir, heatmap_png, live, load_campaign,
                                      state)
 from harness.report.render import VERSION_MARK
+from reference_impl.server.addresses import bind_addresses
 
 PAGE = 100
 SORTS = ("started", "name", "duration", "db", "backend", "nemesis", "verdict", "lost")
@@ -135,8 +137,9 @@ class Site:
     """The results directory, its catalogue and the locks that keep two
     requests from rendering one run's report at once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, zip_limits: ZipLimits = ZipLimits()) -> None:
         self.shown_root = str(root)  # as the user named it
+        self.zips = ZipGate(zip_limits)
         self.root = root.resolve()
         self.catalogue = Catalogue(self.root)
         self._render_locks: dict[str, threading.Lock] = {}
@@ -234,7 +237,7 @@ class Site:
         return c["campaign"]
 
     # -- files ---------------------------------------------------------------------------------------------
-    async def files(self, request: Request) -> Response:
+    def files(self, request: Request) -> Response:
         rel = request.path_params.get("path", "")
         try:
             path = safe_path(self.root, rel)
@@ -244,9 +247,9 @@ class Site:
             if not request.url.path.endswith("/"):
                 return RedirectResponse(quote(f"/r/{rel}/"), status_code=308, headers=HEADERS)
             if (path / "campaign.json").is_file():
-                return await self.campaign(path)
+                return self.campaign(path)
             if any((path / m).is_file() for m in RUN_MARKERS):
-                return await self.run_page(path)
+                return self.run_page(path)
             if (path / "index.html").is_file():  # a page of its own (a torture run's)
                 return self.file(path / "index.html")
             return self.listing(path)
@@ -270,11 +273,11 @@ class Site:
             files=f"/ls/{quote(rel)}/" if rel else "/ls/")
         return text.replace(NAV_MARK, NAV_MARK + nav, 1)
 
-    async def run_page(self, run: Path) -> Response:
+    def run_page(self, run: Path) -> Response:
         index = run / "index.html"
         stale = _stale(run)
         if stale and (run / "history.jsonl").is_file():
-            err = await run_in_threadpool(self._render, run)
+            err = self._render(run)
             if err and not index.is_file():
                 return self.page("No report", f"This run has no report and it could not be rendered here: {err}. "
                                  f"Run `kraftwerk report {rel_of(self.root, run)}`.", 503, run)
@@ -296,9 +299,9 @@ class Site:
                 return f"{type(e).__name__}: {e}"
         return None
 
-    async def campaign(self, d: Path) -> Response:
+    def campaign(self, d: Path) -> Response:
         try:
-            c = await run_in_threadpool(self.live_campaign, d)
+            c = self.live_campaign(d)
         except CampaignError as e:
             return self.page("Campaign", str(e), 500, d)
         rel = rel_of(self.root, d)
@@ -307,18 +310,18 @@ class Site:
             **campaign_context(c))
         return HTMLResponse(self._with_nav(body, d / "index.html"), headers=HEADERS)
 
-    async def heatmap(self, request: Request) -> Response:
+    def heatmap(self, request: Request) -> Response:
         rel = request.path_params.get("path", "")
         try:
             d = safe_path(self.root, rel)
-            camp = await run_in_threadpool(self.live_campaign, d)
+            camp = self.live_campaign(d)
         except (Refused, OSError, CampaignError):
             return self.not_found(rel)
         # drawn again only when a cell's counts changed
         stamp = repr([(c.get("id"), c.get("runs"), c.get("invalid"), c.get("durability")) for c in camp["cells"]])
         cached = self._heatmaps.get(str(d))
         if cached is None or cached[0] != stamp:
-            png = await run_in_threadpool(heatmap_png, camp)
+            png = heatmap_png(camp)
             cached = self._heatmaps[str(d)] = (stamp, png)
         return Response(cached[1], media_type="image/png", headers=HEADERS)
 
@@ -339,7 +342,7 @@ class Site:
         body = _env.get_template("listing.html.j2").render(rel=rel or ".", entries=entries, parent=parent)
         return HTMLResponse(self._with_nav(body, d / "x"), headers=HEADERS)
 
-    async def ls(self, request: Request) -> Response:
+    def ls(self, request: Request) -> Response:
         rel = request.path_params.get("path", "")
         try:
             d = safe_path(self.root, rel)
@@ -348,7 +351,7 @@ class Site:
         return self.listing(d) if d.is_dir() else self.not_found(rel)
 
     # -- zip -----------------------------------------------------------------------------------------------
-    async def zip(self, request: Request) -> Response:
+    def zip(self, request: Request) -> Response:
         rel = request.path_params.get("path", "")
         try:
             d = safe_path(self.root, rel)
@@ -356,37 +359,31 @@ class Site:
             return self.not_found(rel)
         if not d.is_dir() or not any((d / m).is_file() for m in RUN_MARKERS):
             return self.not_found(rel)
-        tmp = await run_in_threadpool(self._zip, d)
+        if not self.zips.enter():
+            return self.page("Busy", f"{self.zips.limits.concurrent} zips are being made already; "
+                             "try again in a few seconds.", 503, None, {"Retry-After": "5"})
+        try:
+            entries = manifest(self.root, d, self.zips.limits)
+        except TooLarge as e:
+            self.zips.leave()
+            return self.page("Too large to zip", str(e), 413, None)
+        except BaseException:
+            self.zips.leave()
+            raise
         name = f"{d.parent.name}-{d.name}.zip"
-        return FileResponse(tmp, media_type="application/zip", filename=name, headers=HEADERS,
-                            background=BackgroundTask(os.unlink, tmp))
-
-    def _zip(self, d: Path) -> str:
-        """The run directory in a temporary zip, of what a reader may have
-        (:func:`harness.site.paths.servable`); a symlink whose target is
-        outside the results directory is left out."""
-        fd, tmp = tempfile.mkstemp(prefix="kraftwerk-zip-", suffix=".zip")
-        os.close(fd)
-        top = f"{d.parent.name}-{d.name}"
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=5,
-                             strict_timestamps=False) as z:  # a file dated before 1980 is zipped as of 1980
-            for dirpath, dirnames, filenames in os.walk(d):
-                dirnames[:] = [n for n in dirnames if not os.path.islink(os.path.join(dirpath, n))]
-                for n in sorted(filenames):
-                    p = Path(dirpath) / n
-                    real = p.resolve()
-                    if not real.is_relative_to(self.root) or not servable(real):
-                        continue
-                    z.write(real, f"{top}/{p.relative_to(d).as_posix()}")
-        return tmp
+        if request.method == "HEAD":  # what a GET would answer, without making the zip
+            self.zips.leave()
+            return Response(b"", media_type="application/zip", headers=HEADERS)
+        return ZipResponse(zip_chunks(entries), name, HEADERS, self.zips.leave)
 
     # -- errors --------------------------------------------------------------------------------------------
     def not_found(self, rel: str) -> Response:
         return self.page("Not found", f"Nothing to serve at {rel!r} under the results directory.", 404, None)
 
-    def page(self, title: str, message: str, status: int, d: Path | None) -> Response:
+    def page(self, title: str, message: str, status: int, d: Path | None,
+             extra: dict[str, str] | None = None) -> Response:
         body = _env.get_template("message.html.j2").render(title=title, message=message)
-        return HTMLResponse(body, status_code=status, headers=HEADERS)
+        return HTMLResponse(body, status_code=status, headers={**HEADERS, **(extra or {})})
 
 
 def _stale(run: Path) -> bool:
@@ -415,19 +412,17 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def allowed_hosts(host: str, extra: Sequence[str] = ()) -> list[str]:
+def allowed_hosts(host: str, addresses: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
     """Host headers answered: the names the site is bound to, never any
     (a web page elsewhere cannot rebind a name of its own to one of our
     addresses and read the results, DNS rebinding): loopback names; the
-    address ``host`` names and ``host`` itself; for a wildcard bind
-    (``0.0.0.0``, ``::``) this machine's name and every address of its
-    interfaces; and ``extra`` (``kraftwerk serve --allow-host``: a DNS name
-    the site is reached by)."""
+    ``addresses`` the site listens on (those ``host`` resolved to when it was
+    checked and bound: resolved once, never again here) and ``host`` itself;
+    for a wildcard bind (``0.0.0.0``, ``::``) this machine's name and every
+    address of its interfaces; and ``extra`` (``kraftwerk serve
+    --allow-host``: a DNS name the site is reached by)."""
     names = {"127.0.0.1", "localhost", "[::1]", "::1", host.lower()}
-    try:
-        ips = {info[4][0] for info in socket.getaddrinfo(host.strip("[]"), None, proto=socket.IPPROTO_TCP)}
-    except (OSError, UnicodeError):
-        ips = set()
+    ips = {ip.split("%", 1)[0] for ip in addresses}
     if ips & {"0.0.0.0", "::"}:
         ips |= _local_addresses()
         names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
@@ -453,16 +448,19 @@ def _local_addresses() -> set[str]:
     return out
 
 
-def build_app(out: str | Path, host: str = "127.0.0.1", extra_hosts: Sequence[str] = ()) -> Starlette:
-    site = Site(Path(out))
-
-    async def index(request: Request) -> Response:
-        return await run_in_threadpool(site.index, request)
-
+def build_app(out: str | Path, host: str = "127.0.0.1", extra_hosts: Sequence[str] = (),
+              addresses: Sequence[str] | None = None, zip_limits: ZipLimits = ZipLimits()) -> Starlette:
+    """The site over ``out``; ``addresses`` are those the server listens on
+    (``kraftwerk serve`` passes the ones it checked and bound; by default
+    ``host`` resolved as a listener resolves it). Every endpoint is a plain
+    function: Starlette runs each in a worker thread."""
+    site = Site(Path(out), zip_limits)
+    if addresses is None:
+        addresses = bind_addresses(host, 0)
     methods = ["GET", "HEAD"]
     routes = [
-        Route("/", index, methods=methods),
-        Route("/api/runs", index, methods=methods),
+        Route("/", site.index, methods=methods),
+        Route("/api/runs", site.index, methods=methods),
         Route("/r/", site.files, methods=methods),
         Route("/r/{path:path}", site.files, methods=methods),
         Route("/ls/", site.ls, methods=methods),
@@ -471,7 +469,7 @@ def build_app(out: str | Path, host: str = "127.0.0.1", extra_hosts: Sequence[st
         Route("/heatmap/{path:path}", site.heatmap, methods=methods),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware,
-                                                          allowed_hosts=allowed_hosts(host, extra_hosts))])
+                                                          allowed_hosts=allowed_hosts(host, addresses, extra_hosts))])
     app.state.site = site
     return app
 

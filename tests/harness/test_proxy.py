@@ -15,6 +15,7 @@ import pytest
 
 from harness.runtimes.local import allocate_ports
 from harness.runtimes.proxy import ProxyControl
+from reference_impl.server import auth
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,10 +66,11 @@ def proxy(tmp_path):
     ]
     f = tmp_path / "links.json"
     f.write_text(json.dumps(links))
-    p = subprocess.Popen([sys.executable, "-m", "harness.runtimes.proxy", "--links", str(f), "--control-port", str(ctl)],
-                         stdout=subprocess.PIPE, cwd=ROOT)
+    secret = auth.make_secret_file(str(tmp_path / "cluster.secret"))
+    p = subprocess.Popen([sys.executable, "-m", "harness.runtimes.proxy", "--links", str(f), "--control-port", str(ctl),
+                          "--secret-file", secret], stdout=subprocess.PIPE, cwd=ROOT)
     ready = json.loads(p.stdout.readline())
-    control = ProxyControl(ready["control"])
+    control = ProxyControl(ready["control"], secret=auth.load_secret(secret))
     yield {"a->b": la, "b->a": lb, "control": control, "echo_a": ea, "echo_b": eb}
     control.close()
     p.kill()

@@ -14,6 +14,7 @@ import pytest
 
 from harness.runtimes.local import allocate_ports
 from harness.runtimes.proxy import ProxyControl
+from reference_impl.server import auth
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,9 +28,10 @@ def link(tmp_path):
     la, ctl = allocate_ports(2)
     f = tmp_path / "links.json"
     f.write_text(json.dumps([{"src": "a", "dst": "b", "listen": la, "target": sink.getsockname()[1]}]))
+    secret = auth.make_secret_file(str(tmp_path / "cluster.secret"))
     p = subprocess.Popen([sys.executable, "-m", "harness.runtimes.proxy", "--links", str(f), "--control-port", str(ctl),
-                          "--max-held", str(1 << 20)], stdout=subprocess.PIPE, cwd=ROOT)
-    control = ProxyControl(json.loads(p.stdout.readline())["control"])
+                          "--max-held", str(1 << 20), "--secret-file", secret], stdout=subprocess.PIPE, cwd=ROOT)
+    control = ProxyControl(json.loads(p.stdout.readline())["control"], secret=auth.load_secret(secret))
     yield la, control, sink
     control.close()
     p.kill()
@@ -78,8 +80,6 @@ def test_delay_jitter_infinity_is_refused(link):
 
 def test_proxy_control_needs_the_cluster_token(tmp_path):
     """A forged cut/heal/delay from another local caller is refused."""
-    from reference_impl.server import auth
-
     secret_file = auth.make_secret_file(str(tmp_path / "secret"))
     la, ctl = allocate_ports(2)
     f = tmp_path / "links.json"

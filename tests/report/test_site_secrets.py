@@ -114,10 +114,10 @@ def test_a_host_the_site_is_not_bound_to_is_refused(site):
 
 
 def test_a_wildcard_bind_answers_this_machines_names_and_addresses_only():
-    names = allowed_hosts("0.0.0.0", ["kw.example.org"])
+    names = allowed_hosts("0.0.0.0", ["0.0.0.0"], ["kw.example.org"])
     assert "*" not in names and "attacker.example" not in names
     assert {"127.0.0.1", "localhost", socket.gethostname().lower(), "kw.example.org"} <= set(names)
-    assert "127.0.0.1" in allowed_hosts("127.0.0.1") and "*" not in allowed_hosts("127.0.0.1")
+    assert "127.0.0.1" in allowed_hosts("127.0.0.1", ["127.0.0.1"]) and "*" not in allowed_hosts("127.0.0.1", [])
 
 
 def test_a_non_loopback_bind_needs_the_flag_and_warns(tmp_path):
