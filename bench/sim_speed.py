@@ -61,6 +61,23 @@ record read: each of the 32 consumers reads every record (~750k read pairs a see
 for the projection, the realtime lag, the version order, the positions and
 the durability accounting.
 
+The reads' pairs shared (``RecordPairs``: one ``[offset, value]`` list per
+record for every consumer that reads it, where a pair was made per read) and
+the generator's started ``Synchronize`` out of the tree, at 2dd0057 against
+30cf9d7 (``--before 30cf9d7``, one run, shared machine; the before side ran
+busier, wall above CPU): workload phase CPU 3.04 s -> 2.82 s (59.3x ->
+63.9x), whole simulation CPU 3.41 s -> 3.05 s (54.5x -> 61.0x), checkers
+4.33 -> 4.12 CPU s, each seed with its checkers 18.5x -> 25.9x wall. Steadier,
+under callgrind the event loop of a 10 s seed (after a 1 s one) went 1,135.6 M
+-> 1,098.7 M instructions (-3.3%; the reads 75.1 M -> 52.7 M, the
+generator's asks 101.8 M -> 94.0 M); sampled with perf on a 20 s seed, the
+reads went from 10.1% to 5.0% of the event loop's samples (fewer
+allocations than the instruction count shows). What the seed spends is
+still the queue workload's: the 32 consumers read ~115k records per 10 s
+where the old driver's one poller read a twentieth of that, and each read
+is fetched, copied, recorded (the poll completions are 56% of the history's
+bytes) and checked.
+
 Where it stood (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as
