@@ -74,9 +74,24 @@ generator's asks 101.8 M -> 94.0 M); sampled with perf on a 20 s seed, the
 reads went from 10.1% to 5.0% of the event loop's samples (fewer
 allocations than the instruction count shows). What the seed spends is
 still the queue workload's: the 32 consumers read ~115k records per 10 s
-where the old driver's one poller read a twentieth of that, and each read
+where the old driver's one poller read ~10k, and each read
 is fetched, copied, recorded (the poll completions are 56% of the history's
-bytes) and checked.
+bytes) and checked. Against 54cd9c7 in instructions (callgrind, the event
+loop of one 10 s seed of seed 3 after a 1 s one, compiled): 765 M there
+(4,942 sends, one poller's 51 polls reading 9,851 records), 1,099 M here
+(3,604 sends, 1,229 polls reading 115,781 records). With the test's
+generator cut to sends alone (a script outside the tree, standing in for
+the old load: ``workload_generator`` replaced by ``mix(Send)``), the
+one driver costs 993 M for 4,842 sends; from two rates (250 and 500
+ops/s), a send costs 163k instructions here against 115k at 54cd9c7: the
+~48k more per operation is the driver's: about 18k the generator's ask
+(six generators deep: phases, clients, time limit, rate, mix and the op
+function's), about 19k the interpreter's own bookkeeping (the context, the
+recorded dicts, the job, its op timeout and wake), the rest the calls
+between them and the client. No slowdown against 54cd9c7 would need both the
+reads' load back (a workload change, not this bench's to make) and a
+driver that asks and dispatches in a few thousand instructions (say, the
+common ``rate(mix(...))`` under a time limit planned in one compiled step).
 
 Where it stood (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
