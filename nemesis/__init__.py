@@ -105,7 +105,17 @@ class TimedCycle(g.Gen):
         nominal, fault, step = self._step()
         if self.end is not None and nominal >= self.end:
             return None
-        op = {**step, "process": "nemesis", "time": max(nominal, ctx.time), "nominal_ms": nominal // MS}
+        if nominal >= ctx.time:
+            # the step waits for its time: the same answer on every ask until
+            # then, made once (callers copy an op before changing it, as the
+            # library's generators and both interpreters do)
+            waiting = self.__dict__.get("_waiting")
+            if waiting is None:
+                waiting = ({**step, "process": "nemesis", "time": nominal, "nominal_ms": nominal // MS},
+                           self._successor(nominal, fault))
+                object.__setattr__(self, "_waiting", waiting)
+            return waiting
+        op = {**step, "process": "nemesis", "time": ctx.time, "nominal_ms": nominal // MS}
         return op, self._successor(nominal, fault)
 
     def _successor(self, nominal: int, fault: FaultSpec | None) -> "TimedCycle":
