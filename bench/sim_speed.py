@@ -67,7 +67,11 @@ the generator's started ``Synchronize`` out of the tree, at 2dd0057 against
 30cf9d7 (``--before 30cf9d7``, one run, shared machine; the before side ran
 busier, wall above CPU): workload phase CPU 3.04 s -> 2.82 s (59.3x ->
 63.9x), whole simulation CPU 3.41 s -> 3.05 s (54.5x -> 61.0x), checkers
-4.33 -> 4.12 CPU s, each seed with its checkers 18.5x -> 25.9x wall. Steadier,
+4.33 -> 4.12 CPU s, each seed with its checkers 18.5x -> 25.9x wall; and
+``--before 54cd9c7`` in the next run (busier: wall up to twice the CPU):
+workload phase CPU 1.81 s -> 3.00 s (99.6x -> 59.9x), whole simulation
+2.06 s -> 3.27 s (91.9x -> 56.9x: 1.59x the CPU, where the figures above
+at the one driver's merge said 1.75x), checkers 1.08 -> 4.47 CPU s. Steadier,
 under callgrind the event loop of a 10 s seed (after a 1 s one) went 1,135.6 M
 -> 1,098.7 M instructions (-3.3%; the reads 75.1 M -> 52.7 M, the
 generator's asks 101.8 M -> 94.0 M); sampled with perf on a 20 s seed, the
