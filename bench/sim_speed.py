@@ -76,7 +76,7 @@ under callgrind the event loop of a 10 s seed (after a 1 s one) went 1,135.6 M
 -> 1,098.7 M instructions (-3.3%; the reads 75.1 M -> 52.7 M, the
 generator's asks 101.8 M -> 94.0 M); sampled with perf on a 20 s seed, the
 reads went from 10.1% to 5.0% of the event loop's samples (fewer
-allocations than the instruction count shows). What the seed spends is
+allocations than the instruction count shows). Part of what the seed spends is
 still the queue workload's: the 32 consumers read ~115k records per 10 s
 where the old driver's one poller read ~10k, and each read
 is fetched, copied, recorded (the poll completions are 56% of the history's
