@@ -61,6 +61,48 @@ record read: each of the 32 consumers reads every record (~750k read pairs a see
 for the projection, the realtime lag, the version order, the positions and
 the durability accounting.
 
+The reads' pairs shared (``RecordPairs``: one ``[offset, value]`` list per
+record for every consumer that reads it, where a pair was made per read) and
+the generator's started ``Synchronize`` out of the tree, at 2dd0057 against
+30cf9d7 (``--before 30cf9d7``, one run, shared machine; the before side ran
+busier, wall above CPU): workload phase CPU 3.04 s -> 2.82 s (59.3x ->
+63.9x), whole simulation CPU 3.41 s -> 3.05 s (54.5x -> 61.0x), checkers
+4.33 -> 4.12 CPU s, each seed with its checkers 18.5x -> 25.9x wall; and
+``--before 54cd9c7`` in the next run (busier: wall up to twice the CPU):
+workload phase CPU 1.81 s -> 3.00 s (99.6x -> 59.9x), whole simulation
+2.06 s -> 3.27 s (91.9x -> 56.9x: 1.59x the CPU, where the figures above
+at the one driver's merge said 1.75x), checkers 1.08 -> 4.47 CPU s. Steadier,
+under callgrind the event loop of a 10 s seed (after a 1 s one) went 1,135.6 M
+-> 1,098.7 M instructions (-3.3%; the reads 75.1 M -> 52.7 M, the
+generator's asks 101.8 M -> 94.0 M); sampled with perf on a 20 s seed, the
+reads went from 10.1% to 5.0% of the event loop's samples (fewer
+allocations than the instruction count shows). Part of what the seed spends is
+still the queue workload's: the 32 consumers read ~115k records per 10 s
+where the old driver's one poller read ~10k, and each read
+is fetched, copied, recorded (the poll completions are 56% of the history's
+bytes) and checked. Against 54cd9c7 in instructions (callgrind, the event
+loop of one 10 s seed of seed 3 after a 1 s one, compiled): 765 M there
+(4,942 sends, one poller's 51 polls reading 9,851 records), 1,099 M here
+(3,604 sends, 1,229 polls reading 115,781 records). With the test's
+generator cut to sends alone (a script outside the tree, standing in for
+the old load: ``workload_generator`` replaced by ``mix(Send)``), the
+one driver costs 993 M for 4,842 sends; from two rates (250 and 500
+ops/s), a send costs 163k instructions here against 115k at 54cd9c7: the
+~48k more per operation is the driver's: about 18k the generator's ask
+(six generators deep: phases, clients, time limit, rate, mix and the op
+function's), about 19k the interpreter's own bookkeeping (the context, the
+recorded dicts, the job, its op timeout and wake), the rest the calls
+between them and the client. No slowdown against 54cd9c7 would need both the
+reads' load back (a workload change, not this bench's to make) and a
+driver that asks and dispatches in a few thousand instructions (say, the
+common ``rate(mix(...))`` under a time limit planned in one compiled step).
+With faults the nemesis is asked beside the clients on every ask (under
+``any_``, each fault group's ``TimedCycle``, interpreted): its successor
+and, until the step's time, its answer made once per step instead of per
+ask took a 30 s seed of ``--nemesis all`` (seed 3, 112 simulated s,
+compiled, callgrind) from 2,676 M to 2,025 M instructions in the event loop
+(-24%; the generator's asks 1,012 M -> 366 M).
+
 Where it stood (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as

@@ -32,6 +32,13 @@ _MEMO_MAX = 4096
 _LAST_VIEW: dict[Any, tuple[frozenset[Any], frozenset[Any]]] = {}
 
 
+def _pending(o: Any) -> bool:
+    """Whether a generator's answer is ``PENDING`` (not an op): the type
+    first, as an op (a dict) compared with the string took the slow way
+    through both types' comparisons, at every level of every ask."""
+    return isinstance(o, str) and o == PENDING
+
+
 def _remember(key: Any, value: Any) -> Any:
     if len(_MEMO) >= _MEMO_MAX:
         _MEMO.clear()
@@ -272,7 +279,7 @@ class Limit(Gen):
         if r is None:
             return None
         o, g2 = r
-        if o == PENDING:
+        if _pending(o):
             return PENDING, Limit(self.n, g2)
         return o, Limit(self.n - 1, g2)
 
@@ -307,7 +314,7 @@ class Repeat(Gen):
         if r is None:
             return None
         o, _ = r
-        if o == PENDING:
+        if _pending(o):
             return PENDING, self
         return o, Repeat(self.gen, self.n - 1 if self.n > 0 else -1)
 
@@ -337,7 +344,7 @@ class TimeLimit(Gen):
         if r is None:
             return None
         o, g2 = r
-        if o != PENDING and o["time"] >= deadline:
+        if not _pending(o) and o["time"] >= deadline:
             return None
         return o, TimeLimit(self.dt_ns, g2, deadline)
 
@@ -374,7 +381,7 @@ class Delay(Gen):
         if r is None:
             return None
         o, g2 = r
-        if o == PENDING:
+        if _pending(o):
             return PENDING, Delay(self.dt_ns, g2, self.next_time, self.jitter)
         nt = self.next_time
         if nt is None:
@@ -442,7 +449,7 @@ class Mix(Gen):
                 i = randbelow(ctx.rng, len(gens))
                 continue
             o, g2 = r
-            if o == PENDING:
+            if _pending(o):
                 return PENDING, (self if gens is self.gens else Mix(gens, i))
             new = gens if g2 is g else gens[:i] + (g2,) + gens[i + 1:]
             return o, Mix(new, randbelow(ctx.rng, len(new)))
@@ -560,7 +567,7 @@ def _soonest(results: Iterable[tuple[int, Any]]) -> tuple[tuple[dict, int, Gen |
             done.add(i)
             continue
         o, g2 = r
-        if o == PENDING:
+        if _pending(o):
             pending = True
             continue
         if best is None or o["time"] < best[0]["time"]:
@@ -624,17 +631,16 @@ class Synchronize(Gen):
         return f"Synchronize({self.gen!r}, {self.started!r})"
 
     def op(self, ctx: Context) -> Any:
+        """Once every visible thread is free, the first op and, as the
+        generator after it, ``gen``'s own successor: a started
+        Synchronize is ``gen`` itself (it asks and updates ``gen`` alone),
+        so it leaves the tree rather than be rebuilt around every later op
+        of the phase."""
         if self.gen is None:
             return None
-        if not self.started:
-            if ctx.free >= ctx.threads:
-                return Synchronize(self.gen, True).op(ctx)
+        if not self.started and not ctx.free >= ctx.threads:
             return PENDING, self
-        r = self.gen.op(ctx)
-        if r is None:
-            return None
-        o, g2 = r
-        return o, Synchronize(g2, True)
+        return self.gen.op(ctx)
 
     def is_inert(self) -> bool:
         return not self.started or self.gen is None or self.gen.is_inert()

@@ -105,9 +105,31 @@ class TimedCycle(g.Gen):
         nominal, fault, step = self._step()
         if self.end is not None and nominal >= self.end:
             return None
-        op = {**step, "process": "nemesis", "time": max(nominal, ctx.time), "nominal_ms": nominal // MS}
-        return op, TimedCycle(self.faults, self.interval_ns, self.seed, self.k + 1, nominal, fault, self.cycle,
-                              self.spread, self.end)
+        if nominal >= ctx.time:
+            # the step waits for its time: the same answer on every ask until
+            # then, made once (callers copy an op before changing it, as the
+            # library's generators and both interpreters do)
+            waiting = self.__dict__.get("_waiting")
+            if waiting is None:
+                waiting = ({**step, "process": "nemesis", "time": nominal, "nominal_ms": nominal // MS},
+                           self._successor(nominal, fault))
+                object.__setattr__(self, "_waiting", waiting)
+            return waiting
+        op = {**step, "process": "nemesis", "time": ctx.time, "nominal_ms": nominal // MS}
+        return op, self._successor(nominal, fault)
+
+    def _successor(self, nominal: int, fault: FaultSpec | None) -> "TimedCycle":
+        """The cycle after this step, made once per instance (memoised on
+        it, as the draws): under ``any_`` the nemesis is asked beside the
+        clients on every ask while its next step waits for its time, and
+        building a frozen dataclass for each answer, thrown away unless the
+        step is due, was most of what a nemesis run's asks cost."""
+        got = self.__dict__.get("_next")
+        if got is None:
+            got = TimedCycle(self.faults, self.interval_ns, self.seed, self.k + 1, nominal, fault, self.cycle,
+                             self.spread, self.end)
+            object.__setattr__(self, "_next", got)
+        return got
 
 
 def sequential(faults: tuple[FaultSpec, ...], interval_ns: int, seed: int, end_ns: int | None = None) -> g.Gen:

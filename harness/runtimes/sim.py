@@ -240,6 +240,7 @@ class SimRun:
         results (and the run directory) are unaffected."""
         self.history.ops.clear()
         self.wl.clients.clear()
+        self.wl.pairs.clear()
         self.sim.release()
 
     # -- verdict -------------------------------------------------------------------------------------------

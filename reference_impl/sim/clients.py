@@ -38,7 +38,7 @@ from reference_impl.core.messages import (
 
 from checkers.history.recorder import Clock, Recorder
 
-from .consumer import Consumer
+from .consumer import Consumer, RecordPairs
 from .endpoint import ClientConfig, Endpoint, MetadataCache, choose, error_name, group_error_name
 from .events import EventLoop
 from .groups import GroupMember
@@ -98,6 +98,8 @@ class Workload:
         self.topics = tuple(sorted({tp.topic for tp in tps}))
         self.cfg = cfg or ClientConfig()
         self.by_key: dict[str, TopicPartition] = {str(tp): tp for tp in tps}
+        #: the records read, as pairs every client's consumer shares
+        self.pairs = RecordPairs()
         self.clients: dict[int, SimClient] = {}
         #: each worker thread's network endpoint (``c<thread>``), there from
         #: the start, so a cut of the clients covers a client not opened yet
@@ -150,9 +152,9 @@ class SimClient:
         wl, s = self.wl, self.settings
         c: Consumer
         if s.group_id is not None:
-            c = GroupMember(wl.sim, self.ep, wl.tps, wl.topics, wl.cfg, s.group_id, s.instance_id)
+            c = GroupMember(wl.sim, self.ep, wl.tps, wl.topics, wl.cfg, s.group_id, s.instance_id, wl.pairs)
         else:
-            c = Consumer(wl.sim, self.ep, wl.tps, wl.topics, wl.cfg)
+            c = Consumer(wl.sim, self.ep, wl.tps, wl.topics, wl.cfg, wl.pairs)
         c.on_crash = self.kill
         return c
 
@@ -213,7 +215,7 @@ class SimClient:
         keys = [str(k) for k in op.get("value") or []]
         if isinstance(self.consumer, GroupMember):
             self.consumer.leave()
-            self.consumer = Consumer(self.sim, self.ep, self.wl.tps, self.wl.topics, self.wl.cfg)
+            self.consumer = Consumer(self.sim, self.ep, self.wl.tps, self.wl.topics, self.wl.cfg, self.wl.pairs)
             self.consumer.on_crash = self.kill
         self.consumer.assign([self.wl.by_key[k] for k in keys])
         done({"type": "ok", "value": keys})

@@ -58,13 +58,65 @@ class _Poll:
         self.errors: set[str] = set()
 
 
+class RecordPairs:
+    """The ``[offset, value]`` pairs the consumers of a run read, one list
+    object per record of a partition, made when the first consumer reads
+    the record and shared by every later read of it (:meth:`take`).
+
+    Each of the queue workload's threads polls every key from its own
+    positions, so each record is read by every consumer (32 of them in
+    bench/sim_speed.py): a pair (a list and a boxed offset) made per read
+    was a tenth of the event loop. A shared pair is read only: nothing
+    downstream (the history recorder, the checkers) changes a poll's pairs.
+    A pair stands for its offset while a read finds the same value there;
+    an offset rewritten with another value (a truncated log written again)
+    gets a new pair, so what a poll records is what it read."""
+
+    def __init__(self) -> None:
+        #: partition -> pair by offset (None: not read yet)
+        self.by_tp: dict[TopicPartition, list[list[Any] | None]] = {}
+
+    def clear(self) -> None:
+        self.by_tp.clear()
+
+    def take(self, pr: FetchPartitionResponse, pos: int, out: list[list[Any]]) -> int:
+        """Append the records of a fetched partition at or past ``pos`` to
+        ``out``, each ``[offset, value]``; return the new position. Every
+        consumer reads every record, so the loop is kept lean (and typed: an
+        untyped ``pr`` made every attribute a generic lookup, ~2,000
+        instructions a record)."""
+        seen = self.by_tp.get(pr.tp)
+        if seen is None:
+            seen = self.by_tp[pr.tp] = []
+        for b in pr.batches:
+            payload = b.payload
+            base = b.base_offset
+            count = b.count
+            n = len(payload) if payload is not None else 0
+            end = base + count
+            if len(seen) < end:
+                seen.extend([None] * (end - len(seen)))
+            for i in range(pos - base if pos > base else 0, count):
+                v = payload[i] if i < n else None
+                p = seen[base + i]
+                if p is None or (p[1] is not v and p[1] != v):
+                    p = [base + i, v]
+                    seen[base + i] = p
+                out.append(p)
+            if end > pos:
+                pos = end
+        return pos
+
+
 class Consumer:
     """assign() + poll(): one fetch per leader, records below the HW."""
 
     def __init__(self, sim: "Simulation", ep: Endpoint, tps: list[TopicPartition], topics: tuple[str, ...],
-                 cfg: ClientConfig) -> None:
+                 cfg: ClientConfig, pairs: RecordPairs | None = None) -> None:
         self.sim = sim
         self.ep = ep
+        #: the run's shared record pairs (every consumer of a run reads the same records)
+        self.pairs = pairs if pairs is not None else RecordPairs()
         self.tps = tps
         self.topics = topics
         self.cfg = cfg
@@ -165,7 +217,7 @@ class Consumer:
             for pr in msg.partitions:
                 tp = pr.tp
                 if pr.error == Errors.NONE:
-                    self.positions[tp] = _take(pr, self.positions.get(tp, 0), st.got.setdefault(str(tp), []))
+                    self.positions[tp] = self.pairs.take(pr, self.positions.get(tp, 0), st.got.setdefault(str(tp), []))
                 elif pr.error == Errors.OFFSET_OUT_OF_RANGE:
                     # auto.offset.reset=error: the reset is recorded, and the
                     # position moves to the log's end (the real client's skip)
@@ -202,24 +254,7 @@ class Consumer:
 
     def final_read(self, tp: TopicPartition, upto: int, done: PollDone) -> None:
         """Read ``tp`` from offset 0 with a fresh consumer (:class:`FinalRead`)."""
-        FinalRead(self.sim, self.ep, self.topics, self.cfg, tp, upto, done).round()
-
-
-def _take(pr: FetchPartitionResponse, pos: int, out: list[list[Any]]) -> int:
-    """Append the records of a fetched partition at or past ``pos`` to
-    ``out``, each ``[offset, value]``; return the new position. A
-    consumer reads every record, so the loop is kept lean (and typed: an
-    untyped ``pr`` made every attribute a generic lookup, ~2,000
-    instructions a record)."""
-    for b in pr.batches:
-        payload = b.payload
-        base = b.base_offset
-        n = len(payload) if payload is not None else 0
-        for i in range(pos - base if pos > base else 0, b.count):
-            out.append([base + i, payload[i] if i < n else None])
-        if b.next_offset > pos:
-            pos = b.next_offset
-    return pos
+        FinalRead(self.sim, self.ep, self.topics, self.cfg, tp, upto, done, self.pairs).round()
 
 
 class FinalRead:
@@ -231,8 +266,9 @@ class FinalRead:
     from the log), ``info`` if the partition never answered."""
 
     def __init__(self, sim: "Simulation", ep: Endpoint, topics: tuple[str, ...], cfg: ClientConfig,
-                 tp: TopicPartition, upto: int, done: PollDone) -> None:
+                 tp: TopicPartition, upto: int, done: PollDone, pairs: RecordPairs | None = None) -> None:
         self.sim, self.ep, self.cfg, self.tp, self.upto, self.done = sim, ep, cfg, tp, upto, done
+        self.pairs = pairs if pairs is not None else RecordPairs()
         self.meta = MetadataCache(ep, topics, cfg)
         self.pos = 0
         self.reads: list[list[Any]] = []
@@ -282,7 +318,7 @@ class FinalRead:
             self.round()
             return
         got: list[list[Any]] = []
-        self.pos = _take(pr, self.pos, got)
+        self.pos = self.pairs.take(pr, self.pos, got)
         for rec in got:
             if rec[0] not in self.seen:
                 self.seen.add(rec[0])

@@ -25,7 +25,7 @@ from reference_impl.core.groups.messages import (
 )
 from reference_impl.core.messages import TopicPartition
 
-from .consumer import Consumer, _Poll
+from .consumer import Consumer, RecordPairs, _Poll
 from .endpoint import ClientConfig, Endpoint, choose, group_error_name
 
 if TYPE_CHECKING:
@@ -58,8 +58,9 @@ class GroupMember(Consumer):
     HEARTBEAT_MS: Final = 500
 
     def __init__(self, sim: "Simulation", ep: Endpoint, tps: list[TopicPartition], topics: tuple[str, ...],
-                 cfg: ClientConfig, group_id: str, instance_id: str | None = None) -> None:
-        super().__init__(sim, ep, tps, topics, cfg)
+                 cfg: ClientConfig, group_id: str, instance_id: str | None = None,
+                 pairs: RecordPairs | None = None) -> None:
+        super().__init__(sim, ep, tps, topics, cfg, pairs)
         self.by_key: dict[str, TopicPartition] = {str(tp): tp for tp in tps}
         self.group_id = group_id
         self.instance_id = instance_id

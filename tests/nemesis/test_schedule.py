@@ -66,6 +66,20 @@ def test_an_op_whose_nominal_time_passed_goes_at_once_and_keeps_its_nominal_time
     assert late["time"] == late_ctx.time and late["nominal_ms"] == early["nominal_ms"] == early["time"] // 1_000_000
 
 
+def test_a_step_waiting_for_its_time_answers_every_ask_alike_and_builds_its_successor_once():
+    """Under any_ the nemesis is asked on every client op while its step
+    waits: each ask before the step's nominal time gets the same op and
+    the same successor, made once."""
+    gen = sequential(expand(["kill", "partition"]), g.NS, seed=5)
+    first = gen.op(ctx())
+    op, nxt = first
+    again = gen.op(g.Context(time=op["time"], rng=random.Random(9), free=frozenset(["nemesis"]),
+                             process_of={"nemesis": "nemesis"}, threads=frozenset(["nemesis"]), state={}))
+    assert again is first and again[1] is nxt
+    assert op["time"] == op["nominal_ms"] * 1_000_000 and op["process"] == "nemesis"
+    assert nxt.op(ctx())[0]["nominal_ms"] > op["nominal_ms"]
+
+
 def test_leader_and_controller_kills_are_recorded_as_kills():
     ops = ops_of(sequential(expand(["leader-kill", "controller-kill"]), g.NS, seed=1))
     assert {o["f"] for o in ops} == {"start-kill", "stop-kill"}
