@@ -182,6 +182,45 @@ def line(r: dict[str, Any]) -> str:
             f"{sum(1 for n in r['shifted'].values() if n)} of {len(r['shifted'])} | {r['verdict']} |")
 
 
+#: the model's side of a pair from the command line: the simulator with Kafka's timeouts (``kraftwerk hunt``'s mapping)
+SIM = ("kraftwerk sim --schedule {f} --seeds {seed} --protocol replica.lag.time.max.ms=3000 "
+       "--protocol request.timeout.ms=5000")
+KAFKA = "kraftwerk run --db kafka --backend netns --schedule {f}"
+
+
+def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaign: Path, dest: Path) -> None:
+    """Each triaged pair as files anyone can replay: the campaign's schedule
+    (on Kafka and on the model) and Kafka's played schedule with the model's
+    roles (on the model: what reproduces Kafka's outcome), with a summary."""
+    dest.mkdir(parents=True, exist_ok=True)
+    summary = []
+    for r in rows:
+        pair = pairs[r["id"]]
+        src = Path(pair["schedule_file"])
+        if not src.is_absolute() or not src.exists():
+            src = campaign / "schedules" / src.name
+        settings = json.loads(src.read_text())
+        own = dest / f"{r['id']:04d}-seed{r['seed']}.json"
+        own.write_text(json.dumps(settings, indent=1) + "\n")
+        played = json.loads((Path(pair["real"]["run_dir"]) / "test.json").read_text()).get("schedule") or []
+        as_played = dest / f"{r['id']:04d}-seed{r['seed']}-as-kafka-played.json"
+        as_played.write_text(json.dumps({**settings, "schedule": rename(played, {**r["renaming"]})}, indent=1) + "\n")
+        rel = Path("docs/findings") / dest.name
+        summary.append({
+            "id": r["id"], "seed": r["seed"], "acks=1 lost": r["lost"], "late_ms": r["late_ms"],
+            "controller": {k: v["controller"] for k, v in r["roles"].items()},
+            "first leaders": {k: {tp: reps[0] for tp, reps in v["replicas"].items()} for k, v in r["roles"].items()},
+            "kafka to model names": r["renaming"],
+            "model, as Kafka played it, model's roles": lost_of(r["model_roles"]),
+            "model, moved -300..300 ms, runs that lose": f"{sum(1 for n in r['shifted'].values() if n)} of {len(r['shifted'])}",
+            "cause": r["verdict"],
+            "kafka": KAFKA.format(f=rel / own.name),
+            "model": SIM.format(f=rel / own.name, seed=r["seed"]),
+            "model as kafka played": SIM.format(f=rel / as_played.name, seed=r["seed"]),
+        })
+    (dest / "triage.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--campaign", required=True, help="the campaign's --out (its hunt.json)")
@@ -189,6 +228,7 @@ def main() -> int:
     ap.add_argument("--ids", default="", help="only these pair ids (comma-separated)")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--keep", default=None, help="keep the model's run directories here (default: removed)")
+    ap.add_argument("--export", default=None, help="write each pair's schedule files and triage.json here")
     a = ap.parse_args()
     pairs = json.loads((Path(a.campaign) / "hunt.json").read_text())["pairs"]
     ids = {int(i) for i in a.ids.split(",") if i}
@@ -207,6 +247,8 @@ def main() -> int:
         for p in pick:
             rows.append(triage(p, sim_cfg, out))
             print(line(rows[-1]), flush=True)
+    if a.export:
+        export(rows, {p["id"]: p for p in pairs}, Path(a.campaign), Path(a.export))
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1, default=str))
     print(", ".join(f"{k} {n}" for k, n in Counter(r["verdict"] for r in rows).items()))
