@@ -190,8 +190,9 @@ KAFKA = "kraftwerk run --db kafka --backend netns --schedule {f}"
 
 def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaign: Path, dest: Path) -> None:
     """Each triaged pair as files anyone can replay: the campaign's schedule
-    (on Kafka and on the model) and Kafka's played schedule with the model's
-    roles (on the model: what reproduces Kafka's outcome), with a summary."""
+    (on Kafka and on the model), and Kafka's played schedule as Kafka did it
+    and with the model's roles (on the model: what reproduces Kafka's
+    outcome), with a summary."""
     dest.mkdir(parents=True, exist_ok=True)
     summary = []
     for r in rows:
@@ -203,20 +204,24 @@ def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaig
         own = dest / f"{r['id']:04d}-seed{r['seed']}.json"
         own.write_text(json.dumps(settings, indent=1) + "\n")
         played = json.loads((Path(pair["real"]["run_dir"]) / "test.json").read_text()).get("schedule") or []
-        as_played = dest / f"{r['id']:04d}-seed{r['seed']}-as-kafka-played.json"
-        as_played.write_text(json.dumps({**settings, "schedule": rename(played, {**r["renaming"]})}, indent=1) + "\n")
+        as_kafka = dest / f"{r['id']:04d}-seed{r['seed']}-kafka-played.json"
+        as_kafka.write_text(json.dumps({**settings, "targets": "as-recorded", "schedule": played}, indent=1) + "\n")
+        as_roles = dest / f"{r['id']:04d}-seed{r['seed']}-kafka-played-model-roles.json"
+        as_roles.write_text(json.dumps({**settings, "schedule": rename(played, r["renaming"])}, indent=1) + "\n")
         rel = Path("docs/findings") / dest.name
         summary.append({
             "id": r["id"], "seed": r["seed"], "acks=1 lost": r["lost"], "late_ms": r["late_ms"],
             "controller": {k: v["controller"] for k, v in r["roles"].items()},
             "first leaders": {k: {tp: reps[0] for tp, reps in v["replicas"].items()} for k, v in r["roles"].items()},
             "kafka to model names": r["renaming"],
+            "model, as Kafka played it": lost_of(r["kafka_names"]),
             "model, as Kafka played it, model's roles": lost_of(r["model_roles"]),
             "model, moved -300..300 ms, runs that lose": f"{sum(1 for n in r['shifted'].values() if n)} of {len(r['shifted'])}",
             "cause": r["verdict"],
             "kafka": KAFKA.format(f=rel / own.name),
             "model": SIM.format(f=rel / own.name, seed=r["seed"]),
-            "model as kafka played": SIM.format(f=rel / as_played.name, seed=r["seed"]),
+            "model as kafka played": SIM.format(f=rel / as_kafka.name, seed=r["seed"]),
+            "model as kafka played, model's roles": SIM.format(f=rel / as_roles.name, seed=r["seed"]),
         })
     (dest / "triage.json").write_text(json.dumps(summary, indent=1) + "\n")
 
