@@ -235,8 +235,14 @@ def main() -> int:
     ap.add_argument("--keep", default=None, help="keep the model's run directories here (default: removed)")
     ap.add_argument("--export", default=None, help="write each pair's schedule files and triage.json here")
     a = ap.parse_args()
-    pairs = json.loads((Path(a.campaign) / "hunt.json").read_text())["pairs"]
-    ids = {int(i) for i in a.ids.split(",") if i}
+    try:
+        pairs = json.loads((Path(a.campaign) / "hunt.json").read_text())["pairs"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        ap.error(f"--campaign {a.campaign}: no campaign's hunt.json there ({type(e).__name__})")
+    try:
+        ids = {int(i) for i in a.ids.split(",") if i}
+    except ValueError:
+        ap.error(f"--ids wants pair ids separated by commas, not {a.ids!r}")
     pick = [p for p in pairs if (a.all or (p.get("agree") or {}).get("acks=1 loss") is False)
             and (not ids or p["id"] in ids) and (p.get("real") or {}).get("run_dir")]
     real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": 15, "acks": "mixed",
