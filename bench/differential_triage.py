@@ -11,15 +11,16 @@ a partition leader on one side and a follower on the other, and only the
 first loses acks=1 writes.
 
 For each pair this replays on the model (no real cluster, no lock) the
-schedule *as Kafka played it* (its test.json: Kafka's times) twice: as
-Kafka did it (Kafka's node names, its targets as it resolved them), and
-with every pinned node renamed to the model's node of the same first role
-(the first active controller to the model's, each broker to the model's
-broker of the same replica position) and the targets the protocol's state
-names (the controller, a leader, the ISR targets) named again from the
-model's state. If a replay loses acks=1 writes exactly when Kafka did, the
-schedule as Kafka played it, or the roles, explain the disagreement; if
-neither does, the model or a timer does, and the pair is read by hand.
+schedule *as Kafka played it* (its test.json: Kafka's times): as Kafka did
+it (Kafka's node names, its targets as it resolved them); with every
+pinned node renamed to the model's node of the same first role (the first
+active controller to the model's, each broker to the model's broker of
+the same replica position) and the targets the protocol's state names
+(the controller, a leader, the ISR targets) named again from the model's
+state; that moved by up to 300 ms; and that with each restarted process
+coming up as late as Kafka's did here (``start_delay_ms``). If a replay
+loses acks=1 writes exactly when Kafka did, it explains the disagreement;
+if none does, the pair is read by hand.
 
     .venv/bin/python bench/differential_triage.py --campaign /tmp/kdiff [--all] [--json OUT]
 """
@@ -140,9 +141,16 @@ def triage(pair: dict[str, Any], sim_cfg: Any, out: Path) -> dict[str, Any]:
     row["model_roles"] = replay(sim_cfg, pair["seed"], renamed, out, "model-roles", "resolve")
     row["shifted"] = {d: lost_of(replay(sim_cfg, pair["seed"], shifted(renamed, d), out, f"shift{d}", "resolve"))
                       for d in SHIFTS_MS if d}
+    slow = sim_cfg.model_copy(update={"start_delay_ms": START_DELAY_MS})
+    row["slow_start"] = replay(slow, pair["seed"], renamed, out, "slow-start", "resolve")
     row["verdict"] = cause(lost["kafka"], row)
     return row
 
+
+#: how long a Kafka broker or controller took to start again on this
+#: machine (the median of the campaign's measured restarts, ms): the
+#: model's ``start_delay_ms`` in replay 4
+START_DELAY_MS = 6400
 
 #: how far the renamed schedule is moved, every fault at once: the
 #: millisecond race an acks=1 loss is decided by, tried on the model itself
@@ -160,7 +168,8 @@ def lost_of(r: dict[str, Any]) -> int:
 def cause(kafka_lost: int, row: dict[str, Any]) -> str:
     """What the replays say: ``played`` (the model agrees with Kafka once it
     plays the faults when and on what Kafka did), ``roles`` (and once each
-    pinned node has the model's role of Kafka's), ``race`` (neither, but the
+    pinned node has the model's role of Kafka's), ``start-time`` (and once
+    a restarted process comes up as late as Kafka's did), ``race`` (none, but the
     model itself goes both ways when every fault moves by up to 300 ms: a
     race of milliseconds decides it on both runtimes), or ``open`` (the
     model disagrees however the faults move: a model rule or a timer, read
@@ -169,6 +178,8 @@ def cause(kafka_lost: int, row: dict[str, Any]) -> str:
         return "played"
     if (lost_of(row["model_roles"]) > 0) == (kafka_lost > 0):
         return "roles"
+    if (lost_of(row["slow_start"]) > 0) == (kafka_lost > 0):
+        return "start-time"
     outcomes = {n > 0 for n in [lost_of(row["model_roles"]), *row["shifted"].values()]}
     return "race" if len(outcomes) == 2 else "open"
 
@@ -179,7 +190,8 @@ def line(r: dict[str, Any]) -> str:
     return (f"| {r['id']} | {r['seed']} | {r['lost']['model']} | {r['lost']['kafka']} | {r['late_ms']} | "
             f"{r['roles']['model']['controller']} / {r['roles']['kafka']['controller']} | {ren} | "
             f"{a.get('lost')} / {a.get('acked')} | {b.get('lost')} / {b.get('acked')} | "
-            f"{sum(1 for n in r['shifted'].values() if n)} of {len(r['shifted'])} | {r['verdict']} |")
+            f"{sum(1 for n in r['shifted'].values() if n)} of {len(r['shifted'])} | "
+            f"{lost_of(r['slow_start'])} | {r['verdict']} |")
 
 
 #: the model's side of a pair from the command line: the simulator with Kafka's timeouts (``kraftwerk hunt``'s mapping)
@@ -217,11 +229,14 @@ def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaig
             "model, as Kafka played it": lost_of(r["kafka_names"]),
             "model, as Kafka played it, model's roles": lost_of(r["model_roles"]),
             "model, moved -300..300 ms, runs that lose": f"{sum(1 for n in r['shifted'].values() if n)} of {len(r['shifted'])}",
+            "model, model's roles, restarts 6.4 s late": lost_of(r["slow_start"]),
             "cause": r["verdict"],
             "kafka": KAFKA.format(f=rel / own.name),
             "model": SIM.format(f=rel / own.name, seed=r["seed"]),
             "model as kafka played": SIM.format(f=rel / as_kafka.name, seed=r["seed"]),
             "model as kafka played, model's roles": SIM.format(f=rel / as_roles.name, seed=r["seed"]),
+            "model as kafka played, model's roles, slow restarts":
+                SIM.format(f=rel / as_roles.name, seed=r["seed"]) + f" --start-delay-ms {START_DELAY_MS}",
         })
     (dest / "triage.json").write_text(json.dumps(summary, indent=1) + "\n")
 
@@ -249,8 +264,8 @@ def main() -> int:
                              "nemesis_mode": "overlap", "name": "diff"})
     sim_cfg = sim_config(real.model_copy(update={"nemesis": both_make(real)}))
     print("| id | seed | model lost | Kafka lost | late ms | controller model / Kafka | Kafka -> model names "
-          "| model, Kafka's schedule: lost / acked | same, roles renamed | shifted runs that lose | cause |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| model, Kafka's schedule: lost / acked | same, roles renamed | shifted runs that lose | roles, restarts 6.4 s late: lost | cause |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     rows = []
     with tempfile.TemporaryDirectory(prefix="kw-triage-") as tmp:
         out = Path(a.keep or tmp)

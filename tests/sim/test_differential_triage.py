@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from differential_triage import relabel, rename  # noqa: E402
+from differential_triage import START_DELAY_MS, relabel, rename  # noqa: E402
 
 from harness.cli.hunt import sim_config  # noqa: E402
 from harness.config import build_config  # noqa: E402
@@ -41,24 +41,29 @@ def test_renaming_reaches_every_node_an_entry_names_and_nothing_else() -> None:
     assert got == {**e, "cut": [["n3", "c1"]], "offsets_ms": {"n3": -30}, "nodes": ["n3"]}
 
 
-def _lost(file: Path, seed: int, tmp: Path) -> int:
+def _lost(file: Path, seed: int, tmp: Path, start_delay_ms: int = 0) -> int:
     real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": 15, "acks": "mixed"})
-    res = run_seed(sim_config(real).replaying(str(file)), seed, tmp)
+    cfg = sim_config(real).model_copy(update={"start_delay_ms": start_delay_ms})
+    res = run_seed(cfg.replaying(str(file)), seed, tmp)
     return int(res["durability"]["acks=1"]["lost"])
 
 
-def _shipped() -> list[tuple[str, int, int]]:
+def _shipped() -> list[tuple[str, int, int, int]]:
+    """(file, seed, Kafka's acks=1 losses, the model's start delay) of each
+    pair the triage explains on the model."""
     rows = json.loads((SHIPPED / "triage.json").read_text())
-    out = [(f"{r['id']:04d}-seed{r['seed']}-kafka-played-model-roles.json", r["seed"], r["acks=1 lost"]["kafka"])
-           for r in rows if r["cause"] == "roles"]
-    out += [(r["file"], r["seed"], r["acks=1 lost"]["kafka"]) for r in json.loads((SHIPPED / "by-hand.json").read_text())]
+    files = {"played": "kafka-played", "roles": "kafka-played-model-roles", "start-time": "kafka-played-model-roles"}
+    out = [(f"{r['id']:04d}-seed{r['seed']}-{files[r['cause']]}.json", r["seed"], r["acks=1 lost"]["kafka"],
+            START_DELAY_MS if r["cause"] == "start-time" else 0) for r in rows if r["cause"] in files]
+    out += [(r["file"], r["seed"], r["acks=1 lost"]["kafka"], 0)
+            for r in json.loads((SHIPPED / "by-hand.json").read_text())]
     return out
 
 
-@pytest.mark.parametrize("name,seed,kafka_lost", _shipped())
+@pytest.mark.parametrize("name,seed,kafka_lost,start_delay_ms", _shipped())
 def test_each_explained_pair_makes_the_model_lose_acks1_writes_when_kafka_did(
-        tmp_path: Path, name: str, seed: int, kafka_lost: int) -> None:
-    assert (_lost(SHIPPED / name, seed, tmp_path) > 0) == (kafka_lost > 0)
+        tmp_path: Path, name: str, seed: int, kafka_lost: int, start_delay_ms: int) -> None:
+    assert (_lost(SHIPPED / name, seed, tmp_path, start_delay_ms) > 0) == (kafka_lost > 0)
 
 
 def test_a_missing_campaign_is_one_line_and_exit_2(tmp_path: Path) -> None:
