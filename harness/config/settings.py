@@ -144,6 +144,8 @@ TABLE: Final[tuple[Setting, ...]] = (
     S("link_latency_ms", "Simulator: each message's minimum delay (default 1).", runtimes=SIM),
     S("link_jitter_ms", "Simulator: mean extra delay, exponential (default 2).", runtimes=SIM),
     S("clock_drift", "Simulator: clocks drift by up to this fraction (default 0).", runtimes=SIM),
+    S("start_delay_ms", "Simulator: a restarted node's process comes up this many ms later, as a JVM's start "
+                        "does on real hosts (default 0: at once).", runtimes=SIM),
     S("backend", "Where nodes run: local processes behind proxies (default), network namespaces, containers, or "
                  "ssh hosts.", runtimes=REAL, commands=("run",), choices=("local", "netns", "docker", "ssh")),
     S("test_count", "Run the test N times with seeds seed, seed+1, ...", commands=("run",), campaign=False),

@@ -190,6 +190,9 @@ class TestConfig(BaseModel):
     link_jitter_ms: float = Field(2.0, ge=0)
     #: the simulator's clocks drift by up to this fraction
     clock_drift: float = Field(0.0, ge=0, lt=1)
+    #: the simulator's restarted process comes up this long after the
+    #: nemesis asks (a JVM's start, log loading; 0: at once)
+    start_delay_ms: int = Field(0, ge=0, le=600_000)
     #: replay this fault schedule (a run's test.json, or its ``schedule``
     #: list) instead of drawing one
     schedule: str | None = None

@@ -44,7 +44,7 @@ def bound_for(cfg: TestConfig) -> LivenessBound:
     from the settings its nodes run with; a simulated run's from its
     protocol and simulated clients' settings (``harness.runtimes.sim``)."""
     if cfg.backend == "sim":
-        return sim_bound(sim_protocol_config(cfg), client_config(cfg), clock_hold_ms(cfg.faults()))
+        return sim_bound(sim_protocol_config(cfg), client_config(cfg), clock_hold_ms(cfg.faults()), cfg.start_delay_ms)
     if cfg.db == "kafka":
         props: dict[str, Any] = {**kafka_settings(cfg.brokers), **parse_overrides(cfg.kafka_config)}
     elif cfg.db == "reference":

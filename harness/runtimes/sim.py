@@ -80,12 +80,13 @@ def client_settings(o: TestConfig, seed: int, thread: int) -> ClientSettings:
     return ClientSettings(o.acks_for_thread(thread), idem, retries, group, instance)
 
 
-def sim_bound(pc: ProtocolConfig, client: ClientConfig, clock_ms: int = 0) -> LivenessBound:
+def sim_bound(pc: ProtocolConfig, client: ClientConfig, clock_ms: int = 0, start_ms: int = 0) -> LivenessBound:
     """The liveness bound of a simulated run (``checkers.availability.bound``):
-    its protocol timings, no process start time, the simulated producers'
-    metadata backoff and request timeout, its clock faults' hold."""
+    its protocol timings, its process start time (``start_delay_ms``, none by
+    default), the simulated producers' metadata backoff and request timeout,
+    its clock faults' hold."""
     return liveness_bound({f.name: getattr(pc, f.name) for f in dataclasses.fields(pc) if f.name.endswith("_ms")},
-                          start_ms=0,
+                          start_ms=start_ms,
                           client_refresh_ms=client.metadata_backoff_ms,
                           client_request_timeout_ms=client.request_timeout_ms, clock_ms=clock_ms)
 
@@ -120,7 +121,7 @@ class SimRun:
             self.seed, o.brokers, o.controllers, protocol_config(o),
             link=LinkProfile(o.link_latency_ms, o.link_jitter_ms),
             trace_dir=(self.run_dir / "nodes") if self.run_dir else None,
-            monitor=self.monitor, clock_drift=o.clock_drift,
+            monitor=self.monitor, clock_drift=o.clock_drift, start_delay_ms=o.start_delay_ms,
         )
         self.history = sim_history(self.sim, self.run_dir / "history.jsonl" if self.run_dir else None)
         self.tps = [TopicPartition(t, p) for t in o.topic_names() for p in range(o.partitions)]
@@ -133,7 +134,7 @@ class SimRun:
         self.stuck = False
         #: what the nemesis did (``nemesis.replay``), for test.json
         self.schedule: list[dict[str, Any]] = []
-        self.bound = sim_bound(self.sim.config, client_config(o), clock_hold_ms(o.faults()))
+        self.bound = sim_bound(self.sim.config, client_config(o), clock_hold_ms(o.faults()), o.start_delay_ms)
         #: the cluster's state when the bound after the final heal ran out
         #: (the cause of a partition still unavailable), else at the end
         self.state: dict[str, Any] | None = None

@@ -61,6 +61,7 @@ class Simulation(TraceSink):
         monitor: InvariantMonitor | None = None,
         clock_drift: float = 0.0,
         max_clock_offset_ms: int = 0,
+        start_delay_ms: int = 0,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -83,6 +84,10 @@ class Simulation(TraceSink):
                 h.clock.offset_ms = self.rng.randint(-max_clock_offset_ms, max_clock_offset_ms)
             self.net.attach(nid, h.deliver)
         self.monitor = monitor
+        #: how long a restarted process takes to come up (a JVM's start on a
+        #: real host is seconds: the differential campaign measured 5-12 s)
+        self.start_delay_ms = start_delay_ms
+        self._starting: set[int] = set()
         self.crashes: list[NodeCrash] = []
         self.trace_counts: dict[str, int] = {}
         self._trace_seq = 0
@@ -174,9 +179,22 @@ class Simulation(TraceSink):
         return lost
 
     def restart(self, nid: int) -> None:
+        """Start a dead node's process again: at once, or ``start_delay_ms``
+        later (down meanwhile, as a process that is still starting serves
+        nothing; a second restart meanwhile changes nothing)."""
         h = self.hosts[nid]
-        if h.state == DOWN:
+        if h.state != DOWN or nid in self._starting:
+            return
+        if self.start_delay_ms <= 0:
             h.start("restart")
+            return
+        self._starting.add(nid)
+        self.loop.after(self.start_delay_ms, self._started, nid)
+
+    def _started(self, nid: int) -> None:
+        self._starting.discard(nid)
+        if self.hosts[nid].state == DOWN:
+            self.hosts[nid].start("restart")
 
     def pause(self, nid: int) -> None:
         self.hosts[nid].pause()

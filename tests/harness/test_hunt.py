@@ -19,7 +19,7 @@ import pytest
 from harness.cli import main
 from harness.config import TestConfig
 from harness.config.timings import kafka_mapped
-from harness.search.hunt import CLASSES, classify, exit_code, near_misses
+from harness.search.hunt import CLASSES, classify, exit_code, near_misses, same_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 HUNT = ["hunt", "--db", "reference", "--backend", "local", "--time-limit", "6", "--explore-share", "0.25"]
@@ -108,3 +108,14 @@ def test_a_small_hunt_confirms_ranked_schedules_on_real_processes_and_resumes(tm
     assert "resuming" in again.stdout and "explore " not in again.stdout
     resumed = json.loads((out / "hunt.json").read_text())
     assert resumed["tried"] == state["tried"] and resumed["pairs"] and resumed["phase"] == "done"
+
+
+def test_a_setting_added_since_the_state_was_saved_resumes_at_its_default_only():
+    now = {"real": TestConfig(db="kafka", time_limit=15).model_dump(mode="json"), "budget_s": 60}
+    saved = json.loads(json.dumps(now))
+    del saved["real"]["liveness"]
+    assert same_settings(saved, now)
+    assert not same_settings(saved, {**now, "real": {**now["real"], "liveness": "strict"}})
+    assert not same_settings(saved, {**now, "real": {**now["real"], "time_limit": 16.0}})
+    assert not same_settings({**saved, "real": {**saved["real"], "gone": 1}}, now)
+    assert not same_settings({**saved, "budget_s": 61}, now)

@@ -1,0 +1,73 @@
+"""bench/differential_triage.py: the renaming that gives each of Kafka's
+nodes the model's node of the same role, and the shipped triage of the
+differential campaign (docs/findings/differential/): each pair's schedule
+as Kafka played it, with the model's roles or the edit by-hand.json names,
+makes the model lose acks=1 writes exactly when Kafka did."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from differential_triage import START_DELAY_MS, relabel, rename  # noqa: E402
+
+from harness.cli.hunt import sim_config  # noqa: E402
+from harness.config import build_config  # noqa: E402
+from harness.lifecycle.runner import run_seed  # noqa: E402
+
+SHIPPED = ROOT / "docs" / "findings" / "differential"
+
+
+def test_kafkas_nodes_are_renamed_to_the_model_node_of_the_same_role() -> None:
+    kafka = {"controller": "c2", "replicas": {"t0-0": ["n3", "n1", "n2"], "t0-1": ["n1", "n2", "n3"]}}
+    model = {"controller": "c3", "replicas": {"t0-0": ["n1", "n2", "n3"], "t0-1": ["n2", "n3", "n1"]}}
+    m, exact = relabel(kafka, model)
+    assert exact
+    assert {k: m[k] for k in ("n1", "n2", "n3")} == {"n3": "n1", "n1": "n2", "n2": "n3"}
+    assert m["c2"] == "c3" and sorted(m.values()) == ["c1", "c2", "c3", "n1", "n2", "n3"]
+
+
+def test_renaming_reaches_every_node_an_entry_names_and_nothing_else() -> None:
+    e = {"at_ms": 5, "fault": "partition:halves", "target": "halves", "key": "t0-0", "cut": [["n1", "c2"]],
+         "offsets_ms": {"n1": -30}, "nodes": ["n1"]}
+    got = rename(e, {"n1": "n3", "c2": "c1"})
+    assert got == {**e, "cut": [["n3", "c1"]], "offsets_ms": {"n3": -30}, "nodes": ["n3"]}
+
+
+def _lost(file: Path, seed: int, tmp: Path, start_delay_ms: int = 0) -> int:
+    real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": 15, "acks": "mixed"})
+    cfg = sim_config(real).model_copy(update={"start_delay_ms": start_delay_ms})
+    res = run_seed(cfg.replaying(str(file)), seed, tmp)
+    return int(res["durability"]["acks=1"]["lost"])
+
+
+def _shipped() -> list[tuple[str, int, int, int]]:
+    """(file, seed, Kafka's acks=1 losses, the model's start delay) of each
+    pair the triage explains on the model."""
+    rows = json.loads((SHIPPED / "triage.json").read_text())
+    files = {"played": "kafka-played", "roles": "kafka-played-model-roles", "start-time": "kafka-played-model-roles"}
+    out = [(f"{r['id']:04d}-seed{r['seed']}-{files[r['cause']]}.json", r["seed"], r["acks=1 lost"]["kafka"],
+            START_DELAY_MS if r["cause"] == "start-time" else 0) for r in rows if r["cause"] in files]
+    out += [(r["file"], r["seed"], r["acks=1 lost"]["kafka"], 0)
+            for r in json.loads((SHIPPED / "by-hand.json").read_text())]
+    return out
+
+
+@pytest.mark.parametrize("name,seed,kafka_lost,start_delay_ms", _shipped())
+def test_each_explained_pair_makes_the_model_lose_acks1_writes_when_kafka_did(
+        tmp_path: Path, name: str, seed: int, kafka_lost: int, start_delay_ms: int) -> None:
+    assert (_lost(SHIPPED / name, seed, tmp_path, start_delay_ms) > 0) == (kafka_lost > 0)
+
+
+def test_a_missing_campaign_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "differential_triage.py"), "--campaign",
+                        str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "no campaign's hunt.json" in p.stderr.strip().splitlines()[-1]
