@@ -39,8 +39,8 @@ def serve_cmd(out: str, host: str, port: int, allow_non_loopback: bool, allow_ho
     import uvicorn  # late: uvicorn (0.25 s), which only kraftwerk serve runs, not every command's --help
 
     from harness.site import build_app  # late: Starlette (0.3 s), likewise
-    from harness.site.listen import listen_sockets, urls
-    from harness.site.zipstream import MiB, ZipLimits
+    from harness.site.listen import listen_sockets, urls  # late: likewise (the harness.site package loads Starlette)
+    from harness.site.zipstream import MiB, ZipLimits  # late: likewise
 
     root = Path(out)
     if not root.is_dir():
