@@ -29,7 +29,21 @@ Invariants (with the seed text they come from):
 * ``leader-completeness``: a new leader holds every batch committed (below the
   highest HW any leader reached) in earlier epochs (seed 003, "if the current
   Leader fails and a new Leader is elected from the ISR, the new Leader is
-  guaranteed to have all messages below HW").
+  guaranteed to have all messages below HW"). A violation is marked
+  ``by_design`` when Kafka 4.4 breaks the promise itself: the leader was
+  elected as the *last known leader* (no ISR or ELR member left; Kafka's
+  ``PartitionChangeBuilder.electAnyLeader`` returns
+  ``ElectionResult(lastKnownElr[0], unclean=true)`` when
+  ``canElectLastKnownLeader`` holds: 4.4.0's class file, lines 269-270 and
+  287-315 by its line table, the same as trunk's source of October 2024),
+  and it lacks the batches because it lost power since, dropping what it had
+  not fsynced, and has not rejoined the ISR from another leader since (so
+  nothing but the power loss took them). Kafka elects it all the same,
+  after an unclean shutdown too: ``handleBrokerUncleanShutdown`` takes the
+  broker out of ISR and ELR only (ReplicationControlManager), not out of
+  LastKnownELR, and its unfencing elects it (``handleBrokerUnfenced``).
+  Still a violation (acknowledged writes are gone); ``by_design`` says Kafka
+  does the same (:mod:`checkers.expected_loss`).
 * ``log-matching``: below its own HW a replica agrees with the committed prefix
   (same offset and epoch => same batch); a committed prefix never changes.
 * ``committed-truncated``: a replica never truncates committed entries it
@@ -72,6 +86,13 @@ class Violation:
     step: int
     seed: Any = None
     tp: str | None = None
+    #: leader-completeness: the election kind that made the leader, the
+    #: committed offsets it lacked ([from, to)), and whether Kafka 4.4 makes
+    #: the same loss (with why, in words)
+    election: str | None = None
+    lost_range: list[int] | None = None
+    by_design: bool = False
+    why: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,15 +178,27 @@ class InvariantMonitor:
         self._meta_at_epoch: dict[tuple[str, int], tuple[Any, ...]] = {}
         self._raft_leaders: dict[int, Any] = {}
         self._raft_hw: dict[Any, int] = {}
+        # what makes a leader-completeness violation by design: the election
+        # kind of each (partition, leader epoch) as the first controller told
+        # it, each node's last power loss that dropped entries (t, count),
+        # and the (node, partition)s that rejoined the ISR under another
+        # leader since that power loss (the newest partition epoch's ISR)
+        self._elections: dict[tuple[str, int], str] = {}
+        self._power_lost: dict[Any, tuple[Any, int]] = {}
+        self._rejoined: set[tuple[Any, str]] = set()
+        self._newest_isr: dict[str, tuple[int, tuple[int, ...]]] = {}
+        self.by_design: dict[str, int] = {}
 
     # -- helpers -----------------------------------------------------------------------------
-    def _violate(self, kind: str, ev: dict[str, Any], msg: str, tp: str | None = None) -> None:
-        self._violate_at(kind, ev.get("node"), ev.get("t", -1), msg, tp)
+    def _violate(self, kind: str, ev: dict[str, Any], msg: str, tp: str | None = None) -> Violation:
+        return self._violate_at(kind, ev.get("node"), ev.get("t", -1), msg, tp)
 
-    def _violate_at(self, kind: str, node: Any, t: Any, msg: str, tp: str | None = None) -> None:
+    def _violate_at(self, kind: str, node: Any, t: Any, msg: str, tp: str | None = None) -> Violation:
         self.counts[kind] = self.counts.get(kind, 0) + 1
+        v = Violation(kind, msg, t, node, self.step, self.seed, tp)
         if self.counts[kind] <= MAX_EXAMPLES_PER_KIND:
-            self.violations.append(Violation(kind, msg, t, node, self.step, self.seed, tp))
+            self.violations.append(v)
+        return v
 
     def min_isr(self, tp: str) -> Any:
         m = self._min_isr
@@ -197,6 +230,7 @@ class InvariantMonitor:
             "steps": self.step,
             "counts": dict(sorted(self.counts.items())),
             "violations": [v.to_dict() for v in self.violations],
+            **({"by_design": dict(sorted(self.by_design.items()))} if self.by_design else {}),
         }
 
     # -- the stream ------------------------------------------------------------------------------
@@ -242,6 +276,20 @@ class InvariantMonitor:
         for key in [k for k in self._ctrl if k[0] == node]:
             del self._ctrl[key]
         self._raft_hw.pop(node, None)
+
+    def _on_node_stop(self, ev: dict[str, Any]) -> None:
+        """A power loss that dropped entries (the simulator's ``lost_entries``)
+        is remembered until the node rejoins an ISR it was out of."""
+        node = ev.get("node")
+        lost = int(ev.get("lost_entries", 0) or 0)
+        if ev.get("reason") == "power-loss" and lost > 0:
+            self._power_lost[node] = (ev.get("t", -1), lost)
+            self._rejoined = {k for k in self._rejoined if k[0] != node}
+
+    def _on_election(self, ev: dict[str, Any]) -> None:
+        key = (str(ev["tp"]), int(ev.get("leader_epoch", -1)))
+        if key not in self._elections:
+            self._elections[key] = str(ev.get("data_kind"))
 
     # -- partition logs ------------------------------------------------------------------------------
     def _on_loaded(self, ev: dict[str, Any]) -> None:
@@ -361,12 +409,29 @@ class InvariantMonitor:
             d = first_disagreement(r.runs, c.runs, min(leo, c.hw))
             if leo < c.hw or d is not None:
                 lost_from = d if d is not None else leo
-                self._violate("leader-completeness", ev,
-                              f"new leader (epoch {ev.get('leader_epoch')}) lacks committed offsets "
-                              f"[{lost_from}, {c.hw}) (its LEO {leo})", tp)
+                v = self._violate("leader-completeness", ev,
+                                  f"new leader (epoch {ev.get('leader_epoch')}) lacks committed offsets "
+                                  f"[{lost_from}, {c.hw}) (its LEO {leo})", tp)
+                self._judge_completeness(v, node, tp, int(ev.get("leader_epoch", -1)), lost_from, c.hw)
                 # rebase: what this leader holds is the partition's history from now on
                 c.hw = lost_from
                 c.runs = clip(c.runs, lost_from)
+
+    def _judge_completeness(self, v: Violation, node: Any, tp: str, leader_epoch: int, lost_from: int,
+                            hw: int) -> None:
+        """Mark a leader-completeness violation by design when Kafka 4.4
+        loses the same batches (the module docstring says when)."""
+        v.election = self._elections.get((tp, leader_epoch))
+        v.lost_range = [lost_from, hw]
+        power = self._power_lost.get(node)
+        if v.election != "last-known-leader" or power is None or (node, tp) in self._rejoined:
+            return
+        v.by_design = True
+        self.by_design[v.kind] = self.by_design.get(v.kind, 0) + 1
+        t, lost = power
+        at = f"{t / 1000:.1f} s" if isinstance(t, (int, float)) else f"t={t}"
+        v.why = (f"broker {node} lost power at {at} ({lost} log entries not fsynced) and, with no ISR or ELR "
+                 f"member left, was elected {tp}'s last known leader without committed offsets [{lost_from}, {hw})")
 
     def _on_become_follower(self, ev: dict[str, Any]) -> None:
         tp = str(ev["tp"])
@@ -434,6 +499,7 @@ class InvariantMonitor:
         m = self.min_isr(tp)
         if elr and m is not None and len(isr) >= m:
             self._violate("elr-with-isr-at-min", ev, f"ELR {list(elr)} non-empty while ISR {list(isr)} >= min ISR {m}", tp)
+        self._note_rejoins(tp, pe, leader, isr)
         state = (leader, le, isr, elr, reps)
         key = (tp, pe)
         seen = self._meta_at_epoch.get(key)
@@ -442,6 +508,20 @@ class InvariantMonitor:
         elif seen != state:
             self._violate("metadata-divergence", ev,
                           f"partition epoch {pe}: (leader, leader epoch, ISR, ELR, replicas) = {state} here, {seen} elsewhere", tp)
+
+    def _note_rejoins(self, tp: str, pe: int, leader: int, isr: tuple[int, ...]) -> None:
+        """A node that lost power and joins the ISR of the newest partition
+        epoch under another leader (an AlterPartition expansion: it caught
+        up) holds the committed log again; an election that puts the
+        elected node alone in the ISR is no such proof."""
+        newest = self._newest_isr.get(tp)
+        if newest is not None and pe <= newest[0]:
+            return
+        before = newest[1] if newest is not None else ()
+        for n in isr:
+            if n not in before and n != leader and n in self._power_lost:
+                self._rejoined.add((n, tp))
+        self._newest_isr[tp] = (pe, isr)
 
     def _on_raft_state(self, ev: dict[str, Any]) -> None:
         if ev.get("role") != "leader":
@@ -471,6 +551,8 @@ class InvariantMonitor:
 #: by Any: a kind read from a trace file may be anything
 _HANDLERS: dict[Any, Callable[[InvariantMonitor, dict[str, Any]], None]] = {
     "node_start": InvariantMonitor._on_node_start,
+    "node_stop": InvariantMonitor._on_node_stop,
+    "election": InvariantMonitor._on_election,
     "loaded": InvariantMonitor._on_loaded,
     "truncate": InvariantMonitor._on_truncate,
     "become_leader": InvariantMonitor._on_become_leader,

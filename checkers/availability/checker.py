@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from checkers import expected_loss
 from checkers.verdict import UNKNOWN, Verdict, combine
 
 from .bound import LivenessBound
@@ -131,11 +132,22 @@ def _fails(kind: str, policy: str) -> bool:
 
 def set_cause(res: dict[str, Any]) -> dict[str, Any]:
     """``cause`` beside the verdict: why it is unknown, or, when a partition
-    was unavailable after the heal, why (in place)."""
+    was unavailable after the heal, why; and when acknowledged writes were
+    lost the way Kafka 4.4 loses them, that too (``loss_by_design``,
+    :mod:`checkers.expected_loss`), in place. Every way of checking a run
+    ends here, so the judgement sees every checker's verdict."""
     cause = unknown_cause(res) if res.get("valid") not in (True, False) else None
     av = (res.get("checkers") or {}).get("availability") or {}
     if cause is None and av.get("cause"):
         cause = av["cause"]
+    lost = expected_loss.judge(res)
+    if lost is not None:
+        res["loss_by_design"] = lost
+    else:
+        res.pop("loss_by_design", None)
+    words = expected_loss.cause_words(res)
+    if words:
+        cause = f"{cause}; {words}" if cause else words
     if cause:
         res["cause"] = cause
     else:

@@ -83,12 +83,28 @@ def _waits(sim: Simulation, bid: int, image: Any) -> list[str]:
         words.append(f"its metadata at offset {b.image.offset} of the controller's {image.offset}")
     for leader, f in sorted(b.fetcher.fetchers.items()):
         if f.inflight is not None:
-            words.append(f"a replica fetch to {node_name(leader)} in flight for {(now - f.sent_at) / 1000:.1f} s "
-                         f"on its wall clock (given up after {b.fetcher.fetch_timeout_ms / 1000:.0f} s)")
+            words.append(fetch_in_flight_words(node_name(leader), f.sent_at, now, b.fetcher.fetch_timeout_ms))
         elif f.backoff_until > now:
             words.append(f"its fetch from {node_name(leader)} backing off {(f.backoff_until - now) / 1000:.1f} s "
                          "more on its wall clock")
     return words
+
+
+def fetch_in_flight_words(leader: str, sent_at: int, now: int, timeout_ms: int) -> str:
+    """A replica fetch in flight, in words. The fetcher stamps a fetch and
+    gives it up on the broker's wall clock (as Kafka's NetworkClient times a
+    request out on ``time.milliseconds()``), so a clock set back after the
+    send leaves the stamp in the clock's future: the fetch has then waited
+    no time at all by that clock, and is given up only once the clock has
+    caught up with the stamp plus the timeout. Said so, not as a negative
+    time in flight."""
+    ahead = sent_at - now
+    if ahead <= 0:
+        return (f"a replica fetch to {leader} in flight for {-ahead / 1000:.1f} s on its wall clock "
+                f"(given up after {timeout_ms / 1000:g} s)")
+    return (f"a replica fetch to {leader} in flight, sent when its wall clock read {ahead / 1000:.1f} s later than "
+            f"it does now (the clock was set back since): given up after {timeout_ms / 1000:g} s on that clock, "
+            f"{(ahead + timeout_ms) / 1000:.1f} s from now")
 
 
 def cluster_state(sim: Simulation, *, min_isr: int, rules: dict[str, Any], t_ns: int | None = None) -> dict[str, Any]:

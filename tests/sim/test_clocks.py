@@ -25,6 +25,8 @@ Node ids: brokers 1, 2, 3; controllers 101, 102, 103.
 
 from __future__ import annotations
 
+import re
+
 from reference_impl.core.messages import Errors
 from reference_impl.core.storage import HW_CHECKPOINT, OffsetCheckpoint
 from reference_impl.sim.script import SCENARIO_CONFIG, Scenario
@@ -137,3 +139,28 @@ def test_backward_wall_jump_does_not_delay_the_hw_checkpoint() -> None:
 
     s.wait(lambda: checkpointed() == 3, timeout_ms=interval + 500, what="HW 3 checkpointed")
     assert s.kinds() == {}
+
+
+def test_a_fetch_sent_before_a_backward_jump_is_said_to_wait_for_the_clock_not_in_flight_for_negative_time() -> None:
+    """The replica fetcher stamps a fetch on the broker's wall clock: sent
+    while the clock ran 20 s ahead and then set back, the stamp is in the
+    clock's future. The availability checker's words for it
+    (``inspect.cluster_state``) say the fetch waits for the clock to catch
+    up with the stamp plus the timeout, never "in flight for -20.0 s"."""
+    from reference_impl.sim.inspect import cluster_state
+
+    s = Scenario(seed=1)
+    s.start()
+    s.sim.set_clock(2, 20_000)
+    s.sim.run_for(1_000)
+    s.isolate(2, [1])  # the fetch in flight to leader 1 gets no answer
+    s.sim.run_for(200)
+    s.sim.set_clock(2, 0)
+    detail = cluster_state(s.sim, min_isr=2, rules={})["brokers"]["2"]["detail"]
+    assert "in flight for -" not in detail
+    m = re.search(r"a replica fetch to n1 in flight, sent when its wall clock read ([0-9.]+) s later than it does "
+                  r"now \(the clock was set back since\): given up after ([0-9.]+) s on that clock, ([0-9.]+) s from now",
+                  detail)
+    assert m is not None, detail
+    ahead, timeout, left = (float(g) for g in m.groups())
+    assert 18.8 <= ahead <= 20.0 and abs(left - (ahead + timeout)) <= 0.11

@@ -215,3 +215,56 @@ def test_unstamped_events_get_the_same_checks_and_violation_records_as_stamped_o
                                    "log-matching", "committed-truncated"}
     assert unstamped.counts == stamped.counts and unstamped.step == stamped.step == len(evs)
     assert [v.to_dict() for v in unstamped.violations] == [v.to_dict() for v in stamped.violations]
+
+
+def _sole_isr_power_loss(rejoin: bool = False, election: str = "last-known-leader") -> list[dict[str, Any]]:
+    """Leader 1 commits 6 offsets with 2 and 3; the ISR shrinks to [1]; 1
+    loses power with its unfsynced log and comes back empty; it is elected
+    again (``election``: how the controller says it chose it). With
+    ``rejoin`` it first leaves the ISR and joins it again under leader 2
+    (it caught up), so a later hole in its log is not the power loss's
+    doing (the synthetic log does not show the catching up: only the
+    metadata matters here)."""
+    evs = replicated(6)
+    evs += [ev(10, 101, "partition_metadata", tp=TP, leader=1, leader_epoch=0, partition_epoch=3, isr=[1],
+               elr=[], replicas=[1, 2, 3]),
+            ev(11, 1, "node_stop", reason="power-loss", lost_entries=6),
+            ev(12, 1, "node_start", incarnation=2, reason="restart"),
+            ev(12, 1, "loaded", tp=TP, leo=0, hw=0, log_start=0, epochs=[])]
+    if rejoin:  # out of the ISR under leader 2, then back in: it caught up
+        evs += [ev(13, 101, "partition_metadata", tp=TP, leader=2, leader_epoch=1, partition_epoch=4, isr=[2],
+                   elr=[], replicas=[1, 2, 3]),
+                ev(13, 101, "partition_metadata", tp=TP, leader=2, leader_epoch=1, partition_epoch=5, isr=[2, 1],
+                   elr=[], replicas=[1, 2, 3])]
+    evs += [ev(14, 101, "partition_metadata", tp=TP, leader=1, leader_epoch=2, partition_epoch=6, isr=[1],
+               elr=[], replicas=[1, 2, 3]),
+            ev(14, 101, "election", tp=TP, data_kind=election, leader=1, leader_epoch=2),
+            ev(15, 1, "become_leader", tp=TP, leader_epoch=2, partition_epoch=6, isr=[1], leo=0, hw=0)]
+    return evs
+
+
+def test_last_known_leader_elected_after_its_power_loss_breaks_leader_completeness_by_design_as_kafka_does() -> None:
+    m = InvariantMonitor(seed=1626).observe_all(_sole_isr_power_loss())
+    (v,) = m.violations
+    assert m.counts == {"leader-completeness": 1} and m.summary()["by_design"] == {"leader-completeness": 1}
+    assert v.by_design and v.election == "last-known-leader" and v.lost_range == [0, 6]
+    assert v.why is not None and "broker 1 lost power at 0.0 s (6 log entries not fsynced)" in v.why
+    assert "last known leader without committed offsets [0, 6)" in v.why
+
+
+def test_a_clean_or_elr_election_missing_committed_offsets_is_never_by_design() -> None:
+    for kind in ("clean", "elr", "unclean"):
+        m = InvariantMonitor().observe_all(_sole_isr_power_loss(election=kind))
+        assert m.counts == {"leader-completeness": 1} and not m.violations[0].by_design, kind
+        assert "by_design" not in m.summary()
+
+
+def test_a_node_that_rejoined_the_isr_after_its_power_loss_loses_committed_offsets_not_by_design() -> None:
+    m = InvariantMonitor().observe_all(_sole_isr_power_loss(rejoin=True))
+    assert m.counts == {"leader-completeness": 1} and not m.violations[0].by_design
+
+
+def test_a_last_known_leader_without_a_power_loss_that_lacks_committed_offsets_is_not_by_design() -> None:
+    evs = [e for e in _sole_isr_power_loss() if e["kind"] != "node_stop"]
+    m = InvariantMonitor().observe_all(evs)
+    assert m.counts == {"leader-completeness": 1} and not m.violations[0].by_design
