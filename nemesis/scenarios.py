@@ -153,8 +153,8 @@ class Rebinding:
 
     def recast(self, entry: dict[str, Any]) -> dict[str, Any]:
         """``entry`` with its cut and nodes renamed by role, the roles now
-        in place of the recorded ones, and ``recorded_roles`` and
-        ``recorded_nodes`` where those differ. If no leader is known to
+        in place of the recorded ones, and ``recorded_roles``,
+        ``recorded_nodes`` and ``recorded_cut`` where those differ. If no leader is known to
         bind from, the recorded nodes are kept and ``unbound`` says why."""
         was = entry.get("roles")
         if not isinstance(was, dict) or not all(isinstance(was.get(r), str) for r in (*ROLES, "key")):
@@ -172,9 +172,10 @@ class Rebinding:
             out["nodes"] = [rename.get(n, n) for n in entry["nodes"]]
         if any(rename[n] != n for n in rename):
             out["recorded_roles"] = dict(was)
-            recorded = entry.get("nodes") or sorted({n for pair in entry.get("cut", ()) for n in pair})
-            if recorded:
-                out["recorded_nodes"] = list(recorded)
+        if out.get("nodes") != entry.get("nodes"):
+            out["recorded_nodes"] = list(entry["nodes"])
+        if {tuple(p) for p in out.get("cut", ())} != {tuple(p) for p in entry.get("cut", ())}:
+            out["recorded_cut"] = [list(p) for p in entry["cut"]]
         return out
 
     @staticmethod

@@ -117,7 +117,7 @@ def test_a_scripted_scenarios_schedule_replays_as_faults_of_the_shared_vocabular
                                               "lose-unfsynced"]
     for was, now in zip(_starts(first), _starts(again)):
         assert (now.get("cut"), now.get("nodes"), now["roles"]) == (was.get("cut"), was.get("nodes"), was["roles"])
-        assert "recorded_nodes" not in now
+        assert "recorded_nodes" not in now and "recorded_cut" not in now
     assert "resolution_differs" not in json.loads((again / "summary.json").read_text())
 
 
@@ -148,6 +148,8 @@ def test_a_replayed_scenario_cuts_and_powers_off_the_leader_the_replay_finds(tmp
     assert power["nodes"] == [now["L"]] and power["recorded_nodes"] == ["n9"]
     differs = json.loads((run / "summary.json").read_text())["resolution_differs"]
     assert {"at_ms": power["at_ms"], "fault": "lose-unfsynced", "recorded": ["n9"], "now": [now["L"]]} in differs
+    assert {"at_ms": cut2["at_ms"], "fault": "partition", "recorded": ["n7-n9", "n8-n9"],
+            "now": sorted("-".join(sorted((now["L"], x))) for x in (now["F"], now["G"]))} in differs
 
 
 def test_the_kip966_findings_schedule_loads_for_a_kafka_replay():
