@@ -79,6 +79,7 @@ from . import partition as grudges
 from .control import Capability, Cluster, Observer, Reassignments, ShutdownOutcomes, TornWrites, require
 from .membership import Decommission, replica_table, settled_replicas
 from .rolling import POLL_MS, SHUTDOWN_GRACE_MS, Roll, in_sync
+from .scenarios import Rebinding
 from .stories import STORIES, Record, Story, Timings
 
 C = Capability
@@ -461,7 +462,8 @@ class Fault:
     so the final heal can always run)."""
 
     def __init__(self, spec: FaultSpec, cluster: Cluster, rng: random.Random, timings: Timings = Timings(),
-                 ledger: UncleanLedger | None = None, record: Record | None = None) -> None:
+                 ledger: UncleanLedger | None = None, record: Record | None = None,
+                 roles: Rebinding | None = None) -> None:
         self.spec = spec
         self.cluster = cluster
         self.rng = rng
@@ -469,6 +471,8 @@ class Fault:
         self.timings = timings
         #: unclean shutdowns not yet back in sync, shared by the nemesis's faults
         self.ledger = UncleanLedger() if ledger is None else ledger
+        #: a replayed scripted scenario's roles, shared by the nemesis's faults
+        self.roles = Rebinding(cluster) if roles is None else roles
         self.roll = Roll(cluster, lambda n: self.ledger.terminating(cluster, [n]))
         self.decommission = Decommission(cluster)
         #: nodes this fault shut down cleanly, until its stop brings them back
@@ -502,8 +506,11 @@ class Fault:
         as recorded; a story start recorded without its cut (an older
         schedule) is told again from its start. What is drawn anew (an
         entry with a target alone) comes from ``rng``, the replay's
-        generator for that entry."""
+        generator for that entry. A scripted scenario's step names its
+        nodes by role, bound again now (:class:`~nemesis.scenarios.Rebinding`)."""
         self.reseed(rng)
+        if "roles" in entry and not entry.get("as_recorded"):
+            entry = self.roles.recast(entry)
         done = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
         kind, c = self.spec.kind, self.cluster
         if kind == "story" and ("cut" in entry or "step" in entry):
@@ -851,9 +858,9 @@ _STOPS: dict[str, Callable[[Fault], dict[str, Any]]] = {
 def make_faults(specs: Iterable[FaultSpec], cluster: Cluster, rng: random.Random,
                 timings: Timings = Timings(), record: Record | None = None) -> dict[str, Fault]:
     """One bound fault per spec of the mix, by its name, each with its own
-    seeded rng (and one record of unclean shutdowns not yet back in sync,
-    for them all); ``record`` writes a story's follow-up steps to the
-    history."""
-    ledger = UncleanLedger()
-    return {s.name: Fault(s, cluster, random.Random(rng.getrandbits(64)), timings, ledger, record)
+    seeded rng (and, for them all, one record of unclean shutdowns not yet
+    back in sync and one binding of a replayed scenario's roles);
+    ``record`` writes a story's follow-up steps to the history."""
+    ledger, roles = UncleanLedger(), Rebinding(cluster)
+    return {s.name: Fault(s, cluster, random.Random(rng.getrandbits(64)), timings, ledger, record, roles)
             for s in specs}

@@ -15,7 +15,10 @@ A start whose target the protocol's state names (``primaries``,
 from the cluster as it is then (``nemesis.faults.Fault.replay``), and its
 completion keeps the recorded nodes as ``recorded_nodes`` where they
 differ; a file whose top level says ``"targets": "as-recorded"`` (a pinned
-regression schedule) replays the recorded nodes instead.
+regression schedule) replays the recorded nodes instead. A scripted
+scenario's steps (``"fault": "scenario"``) are read as the faults of the
+shared vocabulary they are (``nemesis.scenarios.as_fault``), and their
+nodes renamed by the roles the replay binds (``nemesis.scenarios.Rebinding``).
 
 ``at_ms`` counts from the start of the test's operations; ``nominal_ms``
 is when the schedule meant the op to happen (``nemesis.TimedCycle``: a
@@ -43,6 +46,7 @@ import generator as g
 
 from .control import CLIENT
 from .faults import FaultSpec, UnknownFault, expand
+from . import scenarios
 from .scenarios import SCENARIOS
 from .stories import STORIES
 
@@ -135,6 +139,8 @@ def load(path: str | Path) -> tuple[list[dict[str, Any]], tuple[FaultSpec, ...]]
         if not (isinstance(e, dict) and isinstance(e.get("at_ms"), int) and isinstance(e.get("fault"), str)
                 and str(e.get("f", "")).startswith(("start-", "stop-", "step-"))):
             raise ScheduleError(f"schedule file {p}: entry {i} needs at_ms (int), f (start-/stop-/step-) and fault")
+    # a scripted scenario's steps: faults of the shared vocabulary (roles bound again when replayed)
+    entries = [scenarios.as_fault(e) if scenarios.is_step(e) else e for e in entries]
     targets = data.get("targets", "resolve") if isinstance(data, dict) else "resolve"
     if targets not in ("resolve", "as-recorded"):
         raise ScheduleError(f"schedule file {p}: targets is 'resolve' (the default) or 'as-recorded', not {targets!r}")

@@ -101,15 +101,24 @@ def build_summary(run_dir: str | Path) -> dict[str, Any]:
 
 def resolution_differs(schedule: Any) -> list[dict[str, Any]]:
     """The replayed starts whose state-named target (a leader, the
-    controller, an ISR state) named other nodes than the recorded run's
-    (``recorded_nodes``, ``nemesis.faults.Fault.replay``): where a replay
-    on real processes met another cluster state than the recording."""
+    controller, an ISR state, a scripted scenario's roles) named other
+    nodes than the recorded run's (``recorded_nodes``, or a scenario's
+    ``recorded_cut``; ``nemesis.faults.Fault.replay``): where a replay on
+    real processes met another cluster state than the recording."""
     out = []
     for e in schedule if isinstance(schedule, list) else ():
         if isinstance(e, dict) and isinstance(e.get("recorded_nodes"), list):
             out.append({"at_ms": e.get("at_ms"), "fault": e.get("fault"), "recorded": e["recorded_nodes"],
                         "now": e.get("isolated", e.get("nodes", []))})
+        elif isinstance(e, dict) and isinstance(e.get("recorded_cut"), list):  # a scenario's cut, renamed by role
+            out.append({"at_ms": e.get("at_ms"), "fault": e.get("fault"), "recorded": _links(e["recorded_cut"]),
+                        "now": _links(e.get("cut") or [])})
     return out
+
+
+def _links(cut: list[Any]) -> list[str]:
+    """A cut's links, each once, as ``a-b`` (``a`` before ``b``)."""
+    return sorted({"-".join(sorted(map(str, pair))) for pair in cut if isinstance(pair, (list, tuple))})
 
 
 def differs_line(differs: list[dict[str, Any]]) -> str:
