@@ -27,6 +27,8 @@ from nemesis.control import Network, Remote
 
 from .conftest import needs_root_net
 from .probe import CLIENT, Prober, all_links
+from tests.docker_engine import shared_engine
+
 from .test_netns_latency import CONNECT, LISTENER, PORT
 
 pytestmark = pytest.mark.integration
@@ -38,11 +40,8 @@ NODES = ["n1", "n2", "n3"]
 @pytest.fixture(scope="module")
 def engine():
     needs_root_net()
-    had = kwdocker.engine(start=False)
-    client = had or kwdocker.engine()
-    yield client
-    if had is None:
-        assert kwdocker.stop_own_dockerd()
+    with shared_engine() as client:
+        yield client
 
 
 def labelled(client, tag):

@@ -141,13 +141,10 @@ def test_netns_an_acknowledged_unfsynced_write_is_lost_by_the_filesystem(tmp_pat
 
 @pytest.fixture(scope="module")
 def docker_engine():
-    from harness.runtimes import docker as kwdocker
+    from tests.docker_engine import shared_engine  # late: the Docker SDK, for the docker cases only
 
-    had = kwdocker.engine(start=False)
-    client = had or kwdocker.engine()
-    yield client
-    if had is None:
-        assert kwdocker.stop_own_dockerd()
+    with shared_engine() as client:
+        yield client
 
 
 @pytest.mark.parametrize("kind", ["lose-unfsynced", "torn-write"])

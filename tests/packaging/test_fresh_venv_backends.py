@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from harness.runtimes import bundle
-from harness.runtimes import docker as kwdocker
 from harness.runtimes.throwaway import down, up
+from tests.docker_engine import shared_engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,14 +81,8 @@ def test_an_installed_kraftwerk_runs_on_a_backend_of_this_machine(venv, tmp_path
 
 
 def test_an_installed_kraftwerk_runs_in_containers_with_its_own_interpreter(venv, tmp_path):
-    had = kwdocker.engine(start=False)
-    if had is None:
-        kwdocker.engine()
-    try:
+    with shared_engine():
         assert _run(venv, tmp_path, "docker")["valid"] is True
-    finally:
-        if had is None:
-            assert kwdocker.stop_own_dockerd()
 
 
 def test_an_installed_kraftwerk_runs_on_throwaway_ssh_hosts(venv, tmp_path):
