@@ -57,28 +57,29 @@ def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:
                              "--control-port", str(ctl), *extra], stdout=subprocess.PIPE, text=True, cwd=ROOT)
 
 
-def test_the_proxy_refuses_to_start_without_the_run_secret(tmp_path):
-    p = _start(tmp_path)
+def _refusal(run_dir, *extra: str) -> tuple[int, str]:
+    """Start the proxy expecting a refusal: its exit code and its one error line."""
+    p = _start(run_dir, *extra)
     try:
         out, _ = p.communicate(timeout=60)
     finally:
         p.kill()
-    assert p.returncode == 2
     (line,) = out.strip().splitlines()
-    assert "--secret-file is required" in json.loads(line)["error"]
+    return p.returncode, json.loads(line)["error"]
+
+
+def test_the_proxy_refuses_to_start_without_the_run_secret(tmp_path):
+    code, error = _refusal(tmp_path)
+    assert code == 2
+    assert "--secret-file is required" in error
 
 
 def test_a_secret_others_can_read_is_refused_at_start(tmp_path):
     secret = auth.make_secret_file(str(tmp_path / "cluster.secret"))
     os.chmod(secret, 0o644)
-    p = _start(tmp_path, "--secret-file", secret)
-    try:
-        out, _ = p.communicate(timeout=60)
-    finally:
-        p.kill()
-    assert p.returncode == 2
-    (line,) = out.strip().splitlines()
-    assert "mode 0600" in json.loads(line)["error"]
+    code, error = _refusal(tmp_path, "--secret-file", secret)
+    assert code == 2
+    assert "mode 0600" in error
 
 
 def test_another_local_user_can_neither_read_the_secret_nor_control_the_links(public_dir):

@@ -19,9 +19,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from harness.site import build_app
+from tests.report.served import served
 from harness.site.paths import servable
 from harness.site.zipstream import MiB, ZipLimits, manifest, zip_chunks
 
@@ -70,20 +70,8 @@ def results(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def port(results):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        free = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_app(results, zip_limits=LIMITS), host="127.0.0.1", port=free,
-                                           log_level="warning"))
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield free
-    server.should_exit = True
-    t.join(timeout=20)
+    with served(build_app(results, zip_limits=LIMITS)) as p:
+        yield p
 
 
 def _message(body: bytes) -> str:

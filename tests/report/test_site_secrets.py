@@ -13,28 +13,21 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from harness.report.render import VERSION_MARK
 from harness.site import build_app
 from harness.site.app import allowed_hosts
+from tests.report.served import free_port, served
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 SECRET = b"7f3a-the-cluster-secret-bytes"
 RUN = "queue/20260101T000000-1"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(port: int, path: str, host: str = "127.0.0.1") -> tuple[int, bytes]:
@@ -66,17 +59,8 @@ def site(tmp_path_factory):
     _file(run / "nodes" / "n1" / "private.log", SECRET, 0o600)
     _file(run / "nodes" / "id_ed25519", SECRET, 0o644)  # readable, but no reader of results needs it
     _file(run / "nodes" / "readable.secret", SECRET, 0o644)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(build_app(root), host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield port
-    server.should_exit = True
-    t.join(timeout=20)
+    with served(build_app(root)) as port:
+        yield port
 
 
 @pytest.mark.parametrize("rel", ["nodes/cluster.secret", "nodes/n1/private.log", "nodes/id_ed25519",
@@ -125,7 +109,7 @@ def test_a_non_loopback_bind_needs_the_flag_and_warns(tmp_path):
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and "--allow-non-loopback" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    port = _free_port()
+    port = free_port()
     p = subprocess.Popen(CLI + ["serve", "--out", str(tmp_path), "--host", "0.0.0.0", "--port", str(port),
                                 "--allow-non-loopback"], stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:

@@ -1,0 +1,36 @@
+"""A report site served in-process on a free loopback port, for the tests
+that talk to it over HTTP."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import uvicorn
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def served(app: Any) -> Iterator[int]:
+    """Serve ``app`` until the ``with`` ends; yields its port."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        t.join(timeout=20)
