@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 
 from harness.errors import UsageError
 from harness.rundir.state import RunState
+from reference_impl.server.ports import free_ports
 
 HOST = "127.0.0.1"
 
@@ -125,7 +126,8 @@ def _port_free(port: int) -> bool:
 
 def allocate_ports(count: int, base: int = 0) -> list[int]:
     """``count`` ports on 127.0.0.1: consecutive from ``base`` (each checked, a
-    port in use is bad input) or, with base 0, ports the kernel says are free."""
+    port in use is bad input) or, with base 0, free ports outside the
+    kernel's ephemeral range (:mod:`reference_impl.server.ports` says why)."""
     if base:
         ports = list(range(base, base + count))
         if ports[-1] > 65535:
@@ -134,13 +136,4 @@ def allocate_ports(count: int, base: int = 0) -> list[int]:
             if not _port_free(p):
                 raise UsageError(f"port {p} on {HOST} is in use (--base-port {base} needs {base}..{base + count - 1})")
         return ports
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    return free_ports(count)

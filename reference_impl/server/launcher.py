@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import socket
 import struct
@@ -39,11 +38,11 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from . import auth
 from .layout import layout
+from .ports import HOST, free_ports, port_in_use
 from .procs import alive, proc_start_time, reap, wait_exit
 
 STATE_FILE = "cluster.json"
 SECRET_FILE = "cluster.secret"
-HOST = "127.0.0.1"
 #: a harness run's variables (harness/rundir/lease.py) that a `cluster up` node must not inherit
 _HARNESS_ENV = frozenset({"KRAFTWERK_RUN_ID", "KRAFTWERK_LEASE_FD", "KRAFTWERK_PARENT_PID", "KRAFTWERK_PDEATHSIG"})
 #: the repository root, which every node process must be able to import from
@@ -431,65 +430,6 @@ def _tail(path: str, n: int = 300) -> str:
     except OSError:
         return "(no log)"
     return (lines[-1] if lines else "(empty log)")[:n]
-
-
-#: where :func:`free_ports` looks, less the kernel's ephemeral range
-PORT_POOL = range(10_000, 65_536)
-
-
-def ephemeral_range() -> tuple[int, int]:
-    """The ports the kernel hands out for ``bind(0)`` and as connections'
-    source ports (Linux's ``ip_local_port_range``)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo, hi = map(int, f.read().split())
-        return lo, hi
-    except (OSError, ValueError):
-        return 32768, 60999  # Linux's default
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports free now, outside the kernel's
-    ephemeral range (all bound at once, so no two are the same, then
-    released). A port the kernel hands out itself could be taken by any
-    process between this choice and the node's bind, a node of this very
-    cluster among them (as the source port of its connection to another);
-    one outside that range only by a process that names it. ``up`` checks
-    each again before it starts a node, so a port taken in between is a
-    clear error rather than a node that cannot bind."""
-    lo, hi = ephemeral_range()
-    pool = [p for p in PORT_POOL if not lo <= p <= hi]
-    rng = random.SystemRandom()
-    socks: list[socket.socket] = []
-    try:
-        for port in rng.sample(pool, min(len(pool), 50 * count)):
-            if len(socks) == count:
-                break
-            s = socket.socket()
-            try:
-                s.bind((HOST, port))
-            except OSError:
-                s.close()
-                continue
-            socks.append(s)
-        while len(socks) < count:  # no room outside the ephemeral range: the kernel's choice
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def port_in_use(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return True
-    return False
 
 
 def metadata_brokers(host: str, port: int, timeout: float = 2.0) -> list[int]:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from harness.config import TestConfig
 from harness.dbs.reference.hosted import HostedReference
@@ -52,21 +52,31 @@ def produce(bootstrap: str, topic: str, first: int, end: int) -> list[bytes]:
     return acked
 
 
-def read_back(bootstrap: str, topic: str, timeout: float = 60) -> list[tuple[int, bytes]]:
+def watermarks(bootstrap: str, topic: str, deadline: float) -> tuple[int, int]:
+    """The partition's offsets once its restarted leader serves it.
+
+    Each try uses a new consumer: a restarted broker answers Metadata before
+    it has replayed the topic (UNKNOWN_TOPIC_OR_PARTITION), and librdkafka
+    keeps that answer for a consumer's life rather than asking again."""
+    while True:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify"})
+        try:
+            return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+        finally:
+            c.close()
+
+
+def read_back(bootstrap: str, topic: str, timeout: float = 90) -> list[tuple[int, bytes]]:
     """Everything the partition serves once it has a leader again."""
+    deadline = time.monotonic() + timeout
+    lo, hi = watermarks(bootstrap, topic, deadline)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "enable.partition.eof": True})
-    tp = TopicPartition(topic, 0)
-    deadline = time.monotonic() + timeout
     try:
-        while True:
-            try:
-                lo, hi = c.get_watermark_offsets(tp, timeout=5)
-                break
-            except Exception:  # noqa: BLE001 - no leader yet after the restart
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
         c.assign([TopicPartition(topic, 0, lo)])
         got: list[tuple[int, bytes]] = []
         while (not got or got[-1][0] < hi - 1) and hi > lo and time.monotonic() < deadline:

@@ -117,10 +117,14 @@ def test_a_sigkilled_harness_leaves_no_mount_behind(tmp_path):
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
-    deadline = time.monotonic() + 20
+    # each server notices within 0.5 s, then syncs its tree and unmounts; six
+    # of them at once on a machine two other test workers keep busy took
+    # more than 20 s once, so the window is generous (the promise is that no
+    # mount stays, not how fast they go)
+    deadline = time.monotonic() + 90
     while [m for m in mounts.mountinfo() if m["point"].startswith(str(tmp_path))] and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not [m for m in mounts.mountinfo() if m["point"].startswith(str(tmp_path))]
+    assert not [m["point"] for m in mounts.mountinfo() if m["point"].startswith(str(tmp_path))]
     assert not [r for r in mounts.records() if r["mountpoint"].startswith(str(tmp_path))]
     subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "cleanup"],
                    capture_output=True, timeout=120, cwd=ROOT)  # the namespaces and node processes

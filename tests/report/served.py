@@ -3,7 +3,6 @@ that talk to it over HTTP."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -11,17 +10,13 @@ from typing import Any, Iterator
 
 import uvicorn
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from reference_impl.server.ports import free_ports
 
 
 @contextmanager
 def served(app: Any) -> Iterator[int]:
     """Serve ``app`` until the ``with`` ends; yields its port."""
-    port = free_port()
+    port = free_ports(1)[0]
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     t = threading.Thread(target=server.run, daemon=True)
     t.start()

@@ -27,13 +27,7 @@ import uvicorn
 from harness.site import build_app
 from tests.needs import need_program
 from tests.report.site_fixtures import EVIL_NAME, ROOT, build_results, chromium_context
-
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from reference_impl.server.ports import free_ports
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +46,7 @@ def results(workdir) -> Path:
 
 @pytest.fixture(scope="module")
 def base(results):
-    port = _free_port()
+    port = free_ports(1)[0]
     server = uvicorn.Server(uvicorn.Config(build_app(results), host="127.0.0.1", port=port, log_level="warning"))
     t = threading.Thread(target=server.run, daemon=True)
     t.start()

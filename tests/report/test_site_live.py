@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from harness.site import build_app
 from harness.site.scan import Catalogue
 from tests.needs import need_program
 from tests.report.site_fixtures import ROOT, chromium_context
+from reference_impl.server.ports import free_ports
 
 CAMPAIGN = """name: live-matrix
 runtime: sim
@@ -63,17 +63,11 @@ def test_a_planned_campaign_counts_the_runs_on_disk():
     assert (c1["runs"], c1["valid"]) == (1, 1)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def served():
     d = Path(tempfile.mkdtemp(prefix="kraftwerk-live-test-"))
     (d / "results").mkdir()
-    port = _free_port()
+    port = free_ports(1)[0]
     server = uvicorn.Server(uvicorn.Config(build_app(d / "results"), host="127.0.0.1", port=port,
                                            log_level="warning"))
     t = threading.Thread(target=server.run, daemon=True)

@@ -22,7 +22,8 @@ import pytest
 from harness.report.render import VERSION_MARK
 from harness.site import build_app
 from harness.site.app import allowed_hosts
-from tests.report.served import free_port, served
+from reference_impl.server.ports import free_ports
+from tests.report.served import served
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
@@ -109,7 +110,7 @@ def test_a_non_loopback_bind_needs_the_flag_and_warns(tmp_path):
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and "--allow-non-loopback" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    port = free_port()
+    port = free_ports(1)[0]
     p = subprocess.Popen(CLI + ["serve", "--out", str(tmp_path), "--host", "0.0.0.0", "--port", str(port),
                                 "--allow-non-loopback"], stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:

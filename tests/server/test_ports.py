@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 
-from reference_impl.server.launcher import HOST, ephemeral_range, free_ports, port_in_use
+from reference_impl.server.ports import HOST, ephemeral_range, free_ports, port_in_use
 
 
 def test_free_ports_are_distinct_bindable_and_outside_the_kernels_ephemeral_range():

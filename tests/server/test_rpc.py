@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import socket
 import struct
 import time
 
@@ -18,12 +17,7 @@ from reference_impl.server.codec import REGISTRY
 from reference_impl.server.limits import Limits
 from reference_impl.server.listener import Listener
 from reference_impl.server.rpc import MAGIC, Peer, PeerInbound
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from reference_impl.server.ports import free_ports
 
 
 async def _serve(port: int, got: list, hellos: list, errors: list) -> Listener:
@@ -38,7 +32,7 @@ async def _serve(port: int, got: list, hellos: list, errors: list) -> Listener:
 
 def test_peer_reconnects_when_the_listener_appears_and_delivers_queued_messages_in_order():
     async def main():
-        port = _free_port()
+        port = free_ports(1)[0]
         got: list = []
         hellos: list = []
         peer = Peer(7, ("127.0.0.1", 1), 9, lambda nid: ("127.0.0.1", port), request_timeout_ms=30000)
@@ -62,7 +56,7 @@ def test_peer_reconnects_when_the_listener_appears_and_delivers_queued_messages_
 
 def test_messages_waiting_longer_than_the_request_timeout_are_dropped():
     async def main():
-        port = _free_port()
+        port = free_ports(1)[0]
         got: list = []
         peer = Peer(1, ("127.0.0.1", 1), 2, lambda nid: ("127.0.0.1", port), request_timeout_ms=100)
         peer.start()
@@ -96,7 +90,7 @@ def test_messages_waiting_longer_than_the_request_timeout_are_dropped():
 )
 def test_malformed_peer_frames_are_rejected_not_crashing(payload):
     async def main():
-        port = _free_port()
+        port = free_ports(1)[0]
         errors: list = []
         server = await _serve(port, [], [], errors)
         r, w = await asyncio.open_connection("127.0.0.1", port)

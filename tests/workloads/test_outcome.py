@@ -5,8 +5,6 @@ machine can make the error without a cluster, on both clients themselves."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from confluent_kafka import KafkaError
 
@@ -26,6 +24,7 @@ from workloads.outcome import (
     send_outcome,
 )
 from workloads.queue import QueueClient
+from reference_impl.server.ports import free_ports
 
 
 def rd(code: int) -> str:
@@ -136,14 +135,8 @@ def test_real_client_a_record_larger_than_allowed_is_a_fail_it_was_never_sent():
     assert r == {"type": "fail", "error": "MSG_SIZE_TOO_LARGE"}
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_real_client_no_broker_until_the_delivery_timeout_is_info():
-    c = QueueClient(f"127.0.0.1:{_closed_port()}", ["t0-0"], "all", 0, op_timeout=2.5)
+    c = QueueClient(f"127.0.0.1:{free_ports(1)[0]}", ["t0-0"], "all", 0, op_timeout=2.5)
     c.open()
     try:
         r = c.invoke({"f": "send", "value": [["send", "t0-0", 1]]})
