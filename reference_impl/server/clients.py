@@ -9,6 +9,15 @@ while its one request is in flight); the listener stops reading one whose
 answers it does not read. A request the core has not answered well past its
 own timeout is answered REQUEST_TIMED_OUT by :meth:`Clients.expire_overdue`,
 so one lost reply cannot wedge a connection's queue.
+
+No client request is served before the broker has caught up with the
+metadata log (its own current registration replayed): Kafka's BrokerServer
+(4.4, ``startup``) waits for the initial catch-up before
+``socketServer.enableRequestProcessing`` starts its acceptors. A broker that
+answered first would tell a client a topic it has not replayed yet does not
+exist (UNKNOWN_TOPIC_OR_PARTITION), and librdkafka keeps that answer. Until
+then a client's first frame is kept and its connection read no further
+(:meth:`Clients.serve_waiting` takes them up).
 """
 
 from __future__ import annotations
@@ -28,12 +37,13 @@ log = logging.getLogger("kraftwerk.clients")
 MAX_QUEUED_PER_CONNECTION = 1000
 #: why a connection is held back (listener.Connection.hold)
 _FULL = "answers owed"
+_CATCHING_UP = "broker catching up"
 
 
 class ClientSession:
     """One Kafka client connection and its in-order answer queue."""
 
-    __slots__ = ("cid", "conn", "clients", "pending", "by_seq", "seq", "closed")
+    __slots__ = ("cid", "conn", "clients", "pending", "by_seq", "seq", "closed", "early")
     #: a client's bytes always count against queued.max.request.bytes
     trusted = False
 
@@ -45,6 +55,8 @@ class ClientSession:
         self.by_seq: dict[int, wire.Pending] = {}
         self.seq = 0
         self.closed = False
+        #: the frame read before the broker caught up, served once it has
+        self.early: bytes | bytearray | None = None
 
     def accept_size(self, size: int) -> bool:
         if 8 <= size <= self.clients.max_request_bytes:  # socket.request.max.bytes
@@ -74,6 +86,7 @@ class Clients:
         halted: Callable[[], bool],
         request_timeout_ms: int,
         max_request_bytes: int,
+        caught_up: Callable[[], bool] = lambda: True,
     ) -> None:
         self.deliver = deliver
         self.counters = counters
@@ -83,6 +96,10 @@ class Clients:
         self.sessions: dict[int, ClientSession] = {}
         self.errors = 0
         self._next_cid = 0
+        self._caught_up = caught_up
+        #: latched: once the broker has caught up it serves for the rest of its life
+        self.serving = False
+        self._waiting: list[ClientSession] = []
 
     def open(self, conn: Connection) -> ClientSession:
         self._next_cid += 1
@@ -92,6 +109,11 @@ class Clients:
 
     def on_request(self, s: ClientSession, frame: bytes | bytearray) -> bool:
         """Handle one request frame; False closes the connection."""
+        if not self.serving and not self._start_serving():
+            s.early = frame
+            s.conn.hold(_CATCHING_UP)
+            self._waiting.append(s)
+            return True
         try:
             d = wire.decode_request(frame)
         except wire.UnsupportedVersion as e:
@@ -133,6 +155,25 @@ class Clients:
             self.deliver(msg)
         self._flush(s)
         return True
+
+    def _start_serving(self) -> bool:
+        self.serving = self._caught_up()
+        return self.serving
+
+    def serve_waiting(self) -> None:
+        """Once the broker has caught up, take up the connections that
+        waited: each one's first frame, then what it sent meanwhile."""
+        if not self._waiting or not self._start_serving():
+            return
+        waiting, self._waiting = self._waiting, []
+        for s in waiting:
+            frame, s.early = s.early, None
+            if s.closed or frame is None:
+                continue
+            if not self.on_request(s, frame):
+                s.conn.close("refused frame", abort=False)
+                continue
+            s.conn.release(_CATCHING_UP)
 
     def reply(self, msg: Any) -> None:
         """A core reply: its ``ref`` names the session, request and part."""

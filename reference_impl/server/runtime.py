@@ -104,7 +104,7 @@ class NodeRuntime:
         self.peers: dict[int, Peer] = {}
         self.counters: collections.Counter = collections.Counter()
         self.clients = Clients(lambda msg: self.deliver(msg, None), self.counters, self._halted_now,
-                               opts.config.request_timeout_ms, opts.limits.max_request_bytes)
+                               opts.config.request_timeout_ms, opts.limits.max_request_bytes, self._caught_up)
         self.listener = Listener(opts.limits, self.clients.open, self._open_peer, self.counters)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
@@ -239,6 +239,8 @@ class NodeRuntime:
                     for entry in e.entries:
                         self._sniff(entry)
         self._flush_trace()
+        if not self.clients.serving:
+            self.clients.serve_waiting()
 
     def _log_dir_failure(self, effect: str, ex: OSError) -> None:
         """A disk that fails under the log cannot be trusted: Kafka's
@@ -419,6 +421,12 @@ class NodeRuntime:
             "connections": self.listener.status(),
             "shutting_down": self._shutting_down,
         }
+
+    def _caught_up(self) -> bool:
+        """Whether client requests are served yet (clients.py says why):
+        a node with no broker role has nothing to catch up on."""
+        broker = getattr(self.node, "broker", None)
+        return broker is None or broker.metadata_caught_up
 
     def _broker_epoch(self) -> int | None:
         broker = getattr(self.node, "broker", None)
