@@ -246,7 +246,10 @@ class QueueClient:
 
     def close(self) -> None:
         if self.consumer is not None:
-            self._close_consumer()
+            if self.sub_via == "subscribe":
+                self._abandon_consumer()  # the run is over: nobody waits for its group to rebalance
+            else:
+                self._close_consumer()
         if self.producer is not None:
             try:
                 self.producer.purge()
@@ -295,7 +298,24 @@ class QueueClient:
                 p.purge(True, True)
             except Exception:
                 pass
-        self._close_consumer()
+        self._abandon_consumer()
+
+    def _abandon_consumer(self) -> None:
+        """Drop the consumer as a killed process does: no LeaveGroup, no
+        revocation; its group expires the member after its session timeout.
+
+        The last reference goes on a thread of its own: confluent-kafka's
+        dealloc destroys the handle with ``RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE``
+        and without the GIL, so no rebalance callback runs. ``close()`` is
+        not safe here: it runs the revocation through confluent-kafka's
+        rebalance callback, whose fallback ``rd_kafka_assign`` waits on
+        librdkafka's main thread *while holding the GIL*; with every broker
+        killed that wait never ended once, and it froze every thread of the
+        harness (a timed ``join`` cannot return without the GIL)."""
+        holder, self.consumer = [self.consumer], None
+        if holder[0] is not None:  # no other reference is left when the thread drops it
+            threading.Thread(target=_drop, args=(holder,), name="consumer-drop", daemon=True).start()
+        del holder
 
     def _subscribe_op(self, op: dict[str, Any]) -> dict[str, Any]:
         """Subscribe again to the topics of ``value`` (keys; default all)."""
@@ -549,6 +569,12 @@ def _position(c: Consumer, topic: str, part: int) -> int:
 
 #: seconds a subscribed consumer's close may take before it is left behind
 GROUP_CLOSE_WAIT_S = 10.0
+
+
+def _drop(holder: list[Consumer]) -> None:
+    """Release the last reference to a consumer on this thread (see
+    :meth:`QueueClient._abandon_consumer`)."""
+    holder.clear()
 
 
 def _close_quietly(c: Consumer) -> None:

@@ -135,7 +135,22 @@ def stop_own_dockerd() -> bool:
     deadline = time.monotonic() + 20
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
+    if not alive(pid):
+        _unmount_data_root()
     return True
+
+
+def _unmount_data_root() -> None:
+    """dockerd mounts its data root over itself (private propagation) and a
+    clean exit undoes it, but not every exit is clean: one left behind is
+    taken off once the engine is gone, so the engine leaves no mount."""
+    try:
+        with open("/proc/self/mounts") as f:
+            points = [line.split()[1] for line in f]
+    except OSError:
+        return
+    if str(DATA_ROOT) in points:
+        subprocess.run(["umount", "-l", str(DATA_ROOT)], capture_output=True, timeout=30)
 
 
 def preflight() -> Any:

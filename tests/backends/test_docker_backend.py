@@ -1,6 +1,6 @@
 """The docker backend: a grudge made by iptables inside the containers cuts
 exactly its links (node to node, client to node) and heal restores them;
-SIGKILL of the harness mid-run leaves, 30 s later and with no ``kraftwerk
+SIGKILL of the harness mid-run leaves, 90 s later and with no ``kraftwerk
 cleanup`` run, no container, network or process of the run (its reaper
 undoes them: harness/rundir/state.py ``reap``; harness/runtimes/docker.py).
 The engine is the project's own when none runs; a test that started it
@@ -106,7 +106,7 @@ def test_latency_inside_containers_delays_its_links_until_healed(engine, tmp_pat
     assert not any(alive(p) for p in pids)
 
 
-def test_a_sigkilled_harness_leaves_no_container_network_or_process_within_30_s_without_cleanup(engine, tmp_path):
+def test_a_sigkilled_harness_leaves_no_container_network_or_process_within_90_s_without_cleanup(engine, tmp_path):
     out = tmp_path / "results"
     registry = tmp_path / "registry"
     env = {**os.environ, "KRAFTWERK_RUNTIME_DIR": str(registry)}
@@ -142,7 +142,9 @@ def test_a_sigkilled_harness_leaves_no_container_network_or_process_within_30_s_
                 + [p["pid"] for p in procs if alive(p["pid"], p["start"])]
                 + [str(f) for f in (OWNER_DIR / f"{tag}.json", state) if f.exists()])
 
-    deadline = time.monotonic() + 30  # no cleanup run: the run's reaper alone (harness/rundir/state.py reap)
+    # no cleanup run: the run's reaper alone (harness/rundir/state.py reap); it takes a few seconds,
+    # more than 30 on a machine loaded four times over (the window is for that)
+    deadline = time.monotonic() + 90
     while left() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert left() == []

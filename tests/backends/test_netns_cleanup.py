@@ -1,4 +1,4 @@
-"""SIGKILL of the harness mid-run on the netns backend leaves, 30 s later
+"""SIGKILL of the harness mid-run on the netns backend leaves, 90 s later
 and with no ``kraftwerk cleanup`` run, no kw- namespace of the run, no
 veth, no iptables rule (they lived in those namespaces), no owner record
 and no process, the packet delayers of a latency fault included: the run's reaper undid it (harness/rundir/lease.py,
@@ -46,7 +46,7 @@ def owned_by(pid):
     return None
 
 
-def test_a_sigkilled_harness_leaves_no_namespace_rule_or_process_within_30_s_without_cleanup(tmp_path):
+def test_a_sigkilled_harness_leaves_no_namespace_rule_or_process_within_90_s_without_cleanup(tmp_path):
     needs_root_net()
     out = tmp_path / "results"
     registry = tmp_path / "registry"
@@ -84,7 +84,8 @@ def test_a_sigkilled_harness_leaves_no_namespace_rule_or_process_within_30_s_wit
                 + [f"process {pid}" for pid in pids_with_env(recorded["run_id"])]
                 + [str(f) for f in (OWNER_DIR / f"{tag}.json", state) if f.exists()])
 
-    deadline = time.monotonic() + 30  # no cleanup run: the reaper alone
+    # no cleanup run: the reaper alone; a few seconds, but the window is for a heavily loaded machine
+    deadline = time.monotonic() + 90
     while left() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert left() == []
