@@ -214,7 +214,7 @@ class SimClient:
         leaves its group and the process goes on assigning."""
         keys = [str(k) for k in op.get("value") or []]
         if isinstance(self.consumer, GroupMember):
-            self.consumer.leave()
+            self.consumer.close()  # the real client closes its group consumer here
             self.consumer = Consumer(self.sim, self.ep, self.wl.tps, self.wl.topics, self.wl.cfg, self.wl.pairs)
             self.consumer.on_crash = self.kill
         self.consumer.assign([self.wl.by_key[k] for k in keys])

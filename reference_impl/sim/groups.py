@@ -78,13 +78,20 @@ class GroupMember(Consumer):
         self.epoch = 0
 
     def reset(self) -> None:
-        """The process's consumer is closed (its process died, or a new one
-        takes the thread, as the real client's close): a dynamic member
-        leaves the group (LeaveGroup, not waited for), so the group
-        rebalances at once; a static one does not (KIP-345: its replacement
-        takes its place under the same instance id). :meth:`start` joins
-        the next process's member."""
+        """The process died (a crash, or an ``info`` that gave its thread a
+        new process): its member sends nothing more, and its place is left
+        to its session timeout (a static one's to its replacement under the
+        same instance id, KIP-345), as the real client's consumer is dropped
+        without a close (workloads/queue.py ``_abandon_consumer``).
+        :meth:`start` joins the next process's member."""
         super().reset()
+        self.leave()
+
+    def close(self) -> None:
+        """The consumer is closed on purpose (an ``assign`` op takes the
+        process out of its group): a dynamic member leaves the group
+        (LeaveGroup, not waited for), so the group rebalances at once; a
+        static one does not (KIP-345)."""
         if self.instance_id is None and self.member_id and self.coordinator >= 0 and not self.stopped:
             group, member = self.group_id, self.member_id
             self.ep.request(self.coordinator, lambda ref: LeaveGroupRequest(ref, group, (member,)), _ignore,

@@ -11,9 +11,9 @@ workloads/crash.py).
   on as a new process with a new client.
 * The group: every worker's consumer is a member, the coordinator hands
   out partitions (``rebalance-log``), polls commit what they read, some
-  polls subscribe again; a crashed dynamic member leaves and its
-  replacement joins anew (a rebalance), a crashed static member's
-  replacement (KIP-345) takes its place without one.
+  polls subscribe again; a crashed dynamic member sends nothing more (its
+  session expires) and its replacement joins anew (a rebalance), a crashed
+  static member's replacement (KIP-345) takes its place without one.
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ def test_members_are_assigned_partitions_and_commit_what_they_read(tmp_path: Pat
     assigned = {k for o in ops for e in o.get("rebalance-log", ()) if e["event"] == "assigned" for k in e["keys"]}
     assert assigned == {"t0-0", "t0-1"}
     reads = [o for o in ops if o["f"] == "poll" and o["type"] == "ok" and not o.get("final") and o["value"][0][1]]
-    assert len(reads) > 10 and any("commit-error" not in o for o in reads)
+    # a crashed member holds its partitions until its session ends (no
+    # LeaveGroup from a dead process), so a crash a second leaves fewer reads
+    assert len(reads) >= 5 and any("commit-error" not in o for o in reads)
 
 
 def test_a_crashed_static_members_replacement_takes_its_place_without_a_rebalance(tmp_path: Path) -> None:
