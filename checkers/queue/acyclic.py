@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .project import OpTable
+from .uniq import unique_sorted
 
 #: rank units between two consecutive events in time order: raising a
 #: target by one stays below the next event's rank for this many hops
@@ -238,7 +239,7 @@ def _relax(rank: np.ndarray, src: np.ndarray, dst: np.ndarray, total: int) -> bo
             return True
         s, d = src[bad], dst[bad]
         np.maximum.at(rank, d, rank[s] + 1)
-        raised = np.unique(d)
+        raised = unique_sorted(d)
         lo, hi = first[raised], first[raised + 1]
         cnt = hi - lo
         m = int(cnt.sum())
