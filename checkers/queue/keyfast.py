@@ -37,7 +37,7 @@ from checkers.durability import _bucket
 
 from .columns import _ABSENT, KeyColumns
 from .keycheck import WEAK_ACKS
-from .uniq import unique_sorted
+from .intsort import stable_argsort, unique_sorted
 
 
 def _i64(col: Any) -> np.ndarray | None:
@@ -64,7 +64,7 @@ def _steps_up(group: np.ndarray, first: np.ndarray, last: np.ndarray, has: np.nd
     anywhere after (not ``exact``) where the previous one ended."""
     if len(group) < 2:
         return True
-    order = np.argsort(group, kind="stable")
+    order = stable_argsort(group)  # process numbers: by radix when they are small
     g, f, la, h = group[order], first[order], last[order], has[order]
     both = (g[1:] == g[:-1]) & h[1:] & h[:-1]
     step = f[1:][both] - la[:-1][both]
