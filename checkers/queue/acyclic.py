@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .project import OpTable
+from .intsort import stable_argsort, unique_sorted
 
 #: rank units between two consecutive events in time order: raising a
 #: target by one stays below the next event's rank for this many hops
@@ -78,7 +79,7 @@ def prove_acyclic(table: OpTable, key_edges: list[tuple[str, dict[str, list[int]
     srcs, dsts = edges
     # process order: consecutive nodes of each process, in table order
     p_nodes = procs[nodes]
-    by_p = np.argsort(p_nodes, kind="stable").astype(ids)
+    by_p = stable_argsort(p_nodes).astype(ids)  # process numbers: by radix when they are small
     same = p_nodes[by_p][1:] == p_nodes[by_p][:-1]
     del p_nodes
     srcs.append(by_p[:-1][same])
@@ -238,7 +239,7 @@ def _relax(rank: np.ndarray, src: np.ndarray, dst: np.ndarray, total: int) -> bo
             return True
         s, d = src[bad], dst[bad]
         np.maximum.at(rank, d, rank[s] + 1)
-        raised = np.unique(d)
+        raised = unique_sorted(d)
         lo, hi = first[raised], first[raised + 1]
         cnt = hi - lo
         m = int(cnt.sum())

@@ -37,6 +37,7 @@ from checkers.durability import _bucket
 
 from .columns import _ABSENT, KeyColumns
 from .keycheck import WEAK_ACKS
+from .intsort import stable_argsort, unique_sorted
 
 
 def _i64(col: Any) -> np.ndarray | None:
@@ -63,7 +64,7 @@ def _steps_up(group: np.ndarray, first: np.ndarray, last: np.ndarray, has: np.nd
     anywhere after (not ``exact``) where the previous one ended."""
     if len(group) < 2:
         return True
-    order = np.argsort(group, kind="stable")
+    order = stable_argsort(group)  # process numbers: by radix when they are small
     g, f, la, h = group[order], first[order], last[order], has[order]
     both = (g[1:] == g[:-1]) & h[1:] & h[:-1]
     step = f[1:][both] - la[:-1][both]
@@ -84,7 +85,7 @@ def _meet(a: np.ndarray, b: np.ndarray) -> bool:
     if not (a[1:] > a[:-1]).all():
         a = np.sort(a)
     if not (b[1:] > b[:-1]).all():
-        b = np.unique(b)
+        b = unique_sorted(b)
     at = np.minimum(np.searchsorted(b, a), len(b) - 1)
     return bool((b[at] == a).any())
 
@@ -141,7 +142,7 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[st
     if r_final.any():
         final_ev = np.zeros(len(k.op), dtype=bool)
         final_ev[r_ev[r_final]] = True
-        if len(s_val) and not _within(s_sorted, np.unique(r_val[final_ev[r_event]])):
+        if len(s_val) and not _within(s_sorted, unique_sorted(r_val[final_ev[r_event]])):
             return None  # the durability rule: a final read missed an acknowledged value
     r_hi = _contiguous_polls(k, r_final, np.searchsorted(log_off, r_off), r_event,
                              np.searchsorted(log_off, s_off))

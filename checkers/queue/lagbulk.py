@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .columns import Col
+from .intsort import stable_argsort
 from .lines import POLL_META, Batch
 from .observe import RealtimeLag
 
@@ -117,21 +118,22 @@ def lag_in_bulk(lag: RealtimeLag, b: Batch, emax: np.ndarray) -> bool:
             positions[p] = {}
     pe = polls[ev.c]
     r_c, r_k, r_o = ev.c[pe], ev.k[pe], ev.o[pe]   # reads that reveal offsets, in history order
-    row_of = {p: i for i, p in enumerate(poll_procs)}
-    r_row = np.array([row_of[p] for p in b.proc[r_c].tolist()], np.int64)
-    keys_of: list[list[int]] = [[number[n] for n in positions[p]] for p in poll_procs]
-    joined: list[dict[int, int]] = [dict.fromkeys(ks_, -1) for ks_ in keys_of]  # key -> poll it joined at
-    for row, k, c in zip(r_row.tolist(), r_k.tolist(), r_c.tolist()):
-        if k not in joined[row]:
-            joined[row][k] = c
-            keys_of[row].append(k)
-    pc_row = np.array([row_of[p] for p in b.proc[pc].tolist()], np.int64)
+    r_row = _rows(b.proc[r_c], poll_procs)
+    pc_row = _rows(b.proc[pc], poll_procs)
     row_polls = [pc[pc_row == row] for row in range(len(poll_procs))]
     nk = len(names)
     g_code = r_row * nk + r_k
-    g_order = np.lexsort((r_c, g_code))
+    # by (process, key), each group's reads in history order (r_c never goes down)
+    g_order = stable_argsort(g_code, len(poll_procs) * nk)
     heads = np.flatnonzero(np.r_[True, g_code[g_order][1:] != g_code[g_order][:-1]]) if len(g_order) \
         else np.zeros(0, np.int64)
+    keys_of: list[list[int]] = [[number[n] for n in positions[p]] for p in poll_procs]
+    joined: list[dict[int, int]] = [dict.fromkeys(ks_, -1) for ks_ in keys_of]  # key -> poll it joined at
+    firsts = np.sort(g_order[heads])  # each (process, key)'s first read, in history order
+    for row, k, c in zip(r_row[firsts].tolist(), r_k[firsts].tolist(), r_c[firsts].tolist()):
+        if k not in joined[row]:
+            joined[row][k] = c
+            keys_of[row].append(k)
     reads = {int(g_code[g_order[h]]): g_order[h:e] for h, e in zip(heads, np.r_[heads[1:], len(g_order)])}
     best, final = _worst_pairs(lag, b, ev, names, poll_procs, row_polls, keys_of, joined, reads,
                                (r_c, r_o), nk)
@@ -145,6 +147,13 @@ def lag_in_bulk(lag: RealtimeLag, b: Batch, emax: np.ndarray) -> bool:
     for p, name, o in final:
         positions[p][name] = o
     return True
+
+
+def _rows(procs: np.ndarray, poll_procs: list[Any]) -> np.ndarray:
+    """Each of ``procs``' row: its index in ``poll_procs`` (distinct ints, every one of ``procs`` among them)."""
+    pp = np.array(poll_procs, np.int64)
+    by = np.argsort(pp)
+    return by[np.searchsorted(pp[by], procs)]
 
 
 class _Reveals:
@@ -164,7 +173,7 @@ class _Reveals:
             c = expired.get(n)
             if c is not None:
                 self.len_before[kid] = len(c.data)
-        order = np.argsort(self.k, kind="stable")
+        order = stable_argsort(self.k, len(names))  # key numbers: sorted by radix
         ks = self.k[order]
         starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, np.int64)
         ends = np.r_[starts[1:], len(ks)].astype(np.int64)

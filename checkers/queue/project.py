@@ -35,6 +35,7 @@ An event is a tuple ``(op, process, type, kind, pairs, time, meta)``:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Iterable, Mapping
 
 from checkers.history.op import HistoryError, Op
@@ -248,10 +249,24 @@ def _polled(mop: list, idx: int) -> Any:
     for k, prs in polled.items():
         if prs is None:
             continue
-        if not isinstance(prs, list) or not all(type(p) is list and len(p) >= 2 and type(p[0]) is int for p in prs):
+        if not isinstance(prs, list) or not _pairs(prs):
             raise HistoryError(f"op {idx}: poll of {_short(k)} {_short(prs)} is not a list of [offset, value] "
                                f"with integer offsets")
     return [(k, prs or ()) for k, prs in polled.items()]
+
+
+def _pairs(prs: list[Any]) -> bool:
+    """Every element of ``prs`` is a list of at least two whose first is an
+    int (not a bool), tested a pass at a time in C (a final read returns
+    every record of its key: a generator per record took 0.17 s on the 1M-op
+    bench history)."""
+    if not prs:
+        return True
+    return set(map(type, prs)) == _LIST_T and min(map(len, prs)) >= 2 \
+        and set(map(type, map(_FIRST, prs))) == _INT_T
+
+
+_LIST_T, _INT_T, _FIRST = {list}, {int}, itemgetter(0)
 
 
 def _acks_idempotent(extra: dict[str, Any], inv: Op | None) -> tuple[str | None, bool | None]:

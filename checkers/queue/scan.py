@@ -30,6 +30,7 @@ from checkers.forked import Forked, can_fork
 from checkers.history.op import HistoryError, Op
 
 from .columns import _ABSENT, Col, Interned, KeyColumns
+from .intsort import stable_argsort
 from .lagbulk import lag_in_bulk, lag_one_by_one
 from .lines import META, POLL_META, RAW_ACKS, Batch, LineReader, Slow, slow_ops
 from .observe import ConsumeCounts, InfoTxnCauses, RealtimeLag
@@ -516,12 +517,13 @@ class _Feeder:
             self._add_events(b, range(n), starts)
             return
         E_c, E_k, E_n = b.ev_c, b.ev_key, b.ev_n
-        order = np.argsort(E_k, kind="stable")
+        nk = len(b.keys)  # every key number is below it: sorted by radix
+        order = stable_argsort(E_k, nk)
         ks = E_k[order]
         first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
         last = np.r_[first[1:], n]
         pk = np.repeat(E_k, E_n)
-        porder = np.argsort(pk, kind="stable")
+        porder = stable_argsort(pk, nk)
         pks = pk[porder]
         P_off, P_val = b.off[porder], b.val[porder]
         for g in np.argsort(order[first], kind="stable"):  # keys in order of first appearance

@@ -41,6 +41,7 @@ _SHAPES: Final = (
     (b',"type":"invoke","f":"send","value":[["send","', INVOKE_SEND),
     (b',"type":"invoke","f":"poll","value":[["poll"]]', INVOKE_POLL),
 )
+_PREFIX: Final = {kind: prefix for prefix, kind in _SHAPES}
 _ACKS: Final = b',"acks":"'
 _ACKS_SPELT: Final = {b"all": "all", b"-1": "-1", b"1": "1", b"0": "0"}
 _DIGITS: Final = 18
@@ -78,15 +79,24 @@ def parse(raw: bytes) -> Spelt | None:
     proc, i = _uint(raw, i + len(_PROCESS))
     if proc < 0:
         return None
-    for prefix, kind in _SHAPES:
-        if _at(raw, i, prefix):
-            i += len(prefix)
-            if kind == OK_POLL:
-                return _poll(raw, i, ix, tm, proc)
-            if kind == INVOKE_POLL:
-                return Spelt(kind, ix, tm, proc, "", 0, 0, ABSENT, _NO_READS) if _ends(raw, i) else None
-            return _send(raw, i, kind, ix, tm, proc)
-    return None
+    # the shape by two bytes (``"type":"o`` or ``i``, then ``"f":"s`` or
+    # ``p``), then that one prefix compared whole
+    t = _byte(raw, i + 9)
+    if t == 111:
+        kind = OK_SEND if _byte(raw, i + 18) == 115 else OK_POLL
+    elif t == 105:
+        kind = INVOKE_SEND if _byte(raw, i + 22) == 115 else INVOKE_POLL
+    else:
+        return None
+    prefix = _PREFIX[kind]
+    if not _at(raw, i, prefix):
+        return None
+    i += len(prefix)
+    if kind == OK_POLL:
+        return _poll(raw, i, ix, tm, proc)
+    if kind == INVOKE_POLL:
+        return Spelt(kind, ix, tm, proc, "", 0, 0, ABSENT, _NO_READS) if _ends(raw, i) else None
+    return _send(raw, i, kind, ix, tm, proc)
 
 
 def _send(raw: bytes, i: int, kind: int, ix: int, tm: int, proc: int) -> Spelt | None:

@@ -3,10 +3,12 @@ promise), Wilson intervals, unacknowledged-but-visible sends, visibility delay."
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from checkers.check import check_history
-from checkers.durability import check_durability, wilson_interval
+from checkers.durability import _bucket, check_durability, merge_durability, wilson_interval
 from checkers.queue.synth import HistoryBuilder, valid_history
 
 K = "t-0"
@@ -129,3 +131,23 @@ def test_acks_levels_are_accounted_separately() -> None:
     b.poll(1, {K: [(0, 1), (1, 2), (2, 3)]}, final=True)
     d = check_durability(b.ops)
     assert [d[k]["acked"] for k in ("acks=all", "acks=1", "acks=0")] == [1, 1, 1]
+
+
+def _partial(delays: list) -> dict:
+    b = _bucket()  # the per-key bucket the checkers fill
+    b["sent"] = b["acked"] = len(delays)
+    b["delays_ns"] = delays
+    return {"all": b}
+
+
+def test_merged_delays_are_pythons_sorted_int_over_float_for_int64_and_larger_ints() -> None:
+    rnd = random.Random(3)
+    parts = [[rnd.randrange(0, 1 << 62) for _ in range(rnd.randrange(0, 50))] for _ in range(20)]
+    for extra in ([], [[1 << 70, 7]]):  # beyond int64: the Python path
+        every = sorted(d for p in parts + extra for d in p)
+        ms = [d / 1e6 for d in every]
+        got = merge_durability(_partial(p) for p in parts + extra)["acks=all"]["visibility_delay_ms"]
+        assert got["count"] == len(ms)
+        assert got["mean"] == sum(ms) / len(ms)
+        assert got["max"] == ms[-1]
+        assert got["p50"] == ms[max(0, -(-len(ms) // 2) - 1)]

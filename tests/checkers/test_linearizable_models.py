@@ -13,7 +13,7 @@ import pytest
 
 from checkers.history.op import Op
 from checkers.linearizable import check
-from checkers.linearizable.models import CASRegister, KafkaLog, MultiRegister
+from checkers.linearizable.models import KV, CASRegister, KafkaLog, MultiRegister, freeze
 
 
 def H(*rows: tuple) -> list[Op]:
@@ -413,3 +413,10 @@ def test_kafka_log_states_reached_by_different_paths_are_equal():
     assert a2 == b2 and hash(a2) == hash(b2) and a2 is not b2
     _, c2 = m.step(a, ("txn", (("send", 2, "b"),)))
     assert c2 != a2
+
+
+def test_kv_split_of_plain_and_nested_values_is_the_frozen_value() -> None:
+    kv = KV()
+    for value in (["k", "x 0 0 y"], ["k", None], [1, 2.5], ["k", ["a", 1]], ["k", {"a": 1}], ("k", "v")):
+        fv = freeze(value)
+        assert kv.split("append", value) == [(fv[0], "append", fv[1])]
