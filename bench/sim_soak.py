@@ -26,8 +26,10 @@ seeds, acknowledged and lost writes per acks level, invalid seeds split into
 losses by design (every failing anomaly follows from an election Kafka 4.4
 makes the same way: results.json ``loss_by_design``, ``checkers.expected_loss``)
 and the rest (model bugs until shown otherwise; they alone fail the soak),
-unknown seeds by cause, and partitions unavailable after the final heal by
-cause (``checkers.availability``: down by design, or stuck)::
+unknown seeds by cause, partitions unavailable after the final heal by
+cause (``checkers.availability``: down by design, or stuck), and the seed
+whose slowest partition took its first acks=all write after the heal
+closest to the run's availability bound (how much room the bound left)::
 
     .venv/bin/python bench/sim_soak.py faithful --seeds 10000 --swarm --acks all --jobs 2
 """
@@ -126,6 +128,20 @@ def _causes(r: dict[str, Any]) -> list[str]:
     return [str(d.get("kind")) for d in av.get("unavailable") or () if isinstance(d, dict)]
 
 
+def _slowest(r: dict[str, Any]) -> tuple[float, int, int] | None:
+    """The seed's slowest partition after the final heal as (share of the
+    bound, first acks=all write after the heal in ms, the bound in ms): how
+    close an available run came to being called unavailable. None when no
+    partition took a write after the heal or the run had no bound."""
+    av = (r.get("checkers") or {}).get("availability") or {}
+    bound = (av.get("bound") or {}).get("total_ms")
+    waits = [p.get("write_after_ms") for p in (av.get("partitions") or {}).values() if isinstance(p, dict)]
+    waits = [w for w in waits if isinstance(w, (int, float))]
+    if not bound or not waits:
+        return None
+    return max(waits) / bound, int(max(waits)), int(bound)
+
+
 def faithful(a: argparse.Namespace) -> int:
     opts = build_config({}, {"backend": "sim", "name": "soak-faithful", "nemesis": ["all"], "swarm": a.swarm,
                              "acks": a.acks, "rf": 3, "min_isr": 2, "time_limit": a.time_limit})
@@ -137,9 +153,13 @@ def faithful(a: argparse.Namespace) -> int:
     by_design: list[int] = []
     unknown: dict[str, list[int]] = {}
     unavailable: dict[str, list[int]] = {}
+    closest: tuple[float, int, int, int] = (0.0, 0, 0, 0)  # share of the bound, wait ms, bound ms, seed
     pool = make_pool(a.jobs)
     for i in range(0, len(seeds), a.chunk):
         for r in run_seeds(opts, seeds[i:i + a.chunk], None, a.jobs, pool=pool):
+            slow = _slowest(r)
+            if slow is not None and slow[0] > closest[0]:
+                closest = (*slow, int(r.get("seed") or 0))
             for mode in acked:
                 d = (r.get("durability") or {}).get(mode) or {}
                 acked[mode] += d.get("acked") or 0
@@ -169,6 +189,8 @@ def faithful(a: argparse.Namespace) -> int:
         print(f"  unknown x{len(ss)} (seeds {ss[:10]}): {cause}")
     for kind, ss in sorted(unavailable.items(), key=lambda kv: -len(kv[1])):
         print(f"  unavailable after the heal, {kind}: x{len(ss)} (seeds {ss[:10]})")
+    print(f"  closest to the availability bound: seed {closest[3]}, first acks=all write {closest[1] / 1000:.1f} s "
+          f"after the heal of a bound of {closest[2] / 1000:.1f} s ({100 * closest[0]:.0f}%)")
     return 0 if not invalid else 1
 
 

@@ -48,3 +48,14 @@ def test_sim_speed_prints_the_workload_phase_the_whole_simulation_and_the_seed_w
     assert workload and whole and "TOTAL, each seed with its checkers" in p.stdout, p.stdout
     # the workload phase is the --time-limit, the whole run adds the cluster's start and the final phase
     assert float(workload.group(1)) == 3.0 and float(whole.group(1)) > 3.0 and float(workload.group(2)) > 0
+
+
+def test_the_faithful_soak_names_the_seed_whose_post_heal_write_came_closest_to_the_availability_bound() -> None:
+    p = _run("sim_soak.py", "faithful", "--seeds", "2", "--chunk", "2", "--jobs", "1", "--time-limit", "5")
+    assert p.returncode == 0, p.stderr
+    m = re.search(r"closest to the availability bound: seed (\d+), first acks=all write ([\d.]+) s after the heal "
+                  r"of a bound of ([\d.]+) s \((\d+)%\)", p.stdout)
+    assert m, p.stdout
+    seed, wait, bound, share = int(m.group(1)), float(m.group(2)), float(m.group(3)), int(m.group(4))
+    # a seed of the run, judged available: its slowest partition wrote within the bound
+    assert seed in (1, 2) and bound > 0 and wait <= bound and abs(share - 100 * wait / bound) <= 1
