@@ -4,7 +4,7 @@ compile it: reference_impl.accel). See the package's docstring."""
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional, Tuple
 
 try:  # the accelerator compiles this module (reference_impl.accel); then its
     # Gen may still be subclassed by interpreted generators (nemesis, workloads)
@@ -15,6 +15,11 @@ except ImportError:  # pragma: no cover - mypy is optional (the accel extra)
 
 PENDING = "pending"
 NS = 1_000_000_000
+
+#: what ``Gen.op`` answers: None (exhausted), ``(PENDING, gen)`` or ``(op,
+#: gen2)``. Typed as a tuple, not Any: compiled, taking apart an untyped
+#: answer went through Python's iterator protocol at every level of every ask
+Answer = Optional[Tuple[Any, Optional["Gen"]]]
 
 
 #: memo of pure functions of frozensets the interpreters hand over again and
@@ -72,13 +77,19 @@ class Context:
 
     A plain class with slots rather than a dataclass: every ask of a
     generator builds a few (each ``clients``/``nemesis`` wrapper narrows
-    the view), and ``dataclasses.replace`` was a fifth of an ask."""
+    the view), and ``dataclasses.replace`` was a fifth of an ask.
 
-    __slots__ = ("time", "rng", "free", "process_of", "threads", "state", "_thread_of", "_free_sorted")
+    ``free_sorted``, if the interpreter keeps one, is :meth:`free_threads`
+    of this view made already (the interpreter keeps it up to date as
+    threads are taken and freed, where listing it anew took a test of every
+    thread on every ask); it must not change after it is handed over."""
+
+    __slots__ = ("time", "rng", "free", "process_of", "threads", "state", "_thread_of", "_free_sorted",
+                 "_wider_sorted")
 
     def __init__(self, time: int, rng: random.Random, free: frozenset[Any], process_of: dict[Any, Any],
                  threads: frozenset[Any], state: dict[str, Any] | None = None,
-                 thread_of: dict[Any, Any] | None = None) -> None:
+                 thread_of: dict[Any, Any] | None = None, free_sorted: list[Any] | None = None) -> None:
         self.time = time  # ns since the test began
         self.rng = rng
         self.free = free  # free thread ids (ints for clients, "nemesis")
@@ -86,7 +97,9 @@ class Context:
         self.threads = threads  # threads visible to this generator
         self.state = state if state is not None else {}  # workload state shared with generators
         self._thread_of = thread_of
-        self._free_sorted: list[Any] | None = None
+        self._free_sorted: list[Any] | None = free_sorted
+        #: the free threads of a wider view, sorted (a restricted view's are among them)
+        self._wider_sorted: list[Any] | None = None
 
     def __repr__(self) -> str:
         return f"Context(time={self.time}, free={sorted(self.free, key=str)}, threads={sorted(self.threads, key=str)})"
@@ -95,6 +108,8 @@ class Context:
         return Context(self.time, self.rng, self.free, self.process_of, threads, self.state, self._thread_of)
 
     def restrict(self, pred: Callable[[Any], bool]) -> "Context":
+        """The view of the threads ``pred`` keeps. A view that keeps every
+        thread is the same set of threads (and the same free list)."""
         threads = self.threads
         last = _LAST_VIEW.get(pred)
         got: frozenset[Any]
@@ -103,19 +118,33 @@ class Context:
         else:
             key = (threads, pred)
             memo = _MEMO.get(key)
-            got = memo if memo is not None else _remember(key, frozenset(t for t in threads if pred(t)))
+            if memo is None:
+                memo = _remember(key, frozenset(t for t in threads if pred(t)))
+            # all kept: this very set (a memo made by an earlier run holds an equal one)
+            got = threads if len(memo) == len(threads) else memo
             if len(_LAST_VIEW) >= 64:  # preds made on the fly (lambdas) must not pile up
                 _LAST_VIEW.clear()
             _LAST_VIEW[pred] = (threads, got)
-        return Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of)
+        if got is threads:
+            return Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of,
+                           self._free_sorted)
+        view = Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of)
+        view._wider_sorted = self._free_sorted if self._free_sorted is not None else self._wider_sorted
+        return view
 
     def free_threads(self) -> list[Any]:
         """The free threads this view sees, sorted by name (the caller must
         not change the list)."""
         fs = self._free_sorted
         if fs is None:
-            free = self.free
-            fs = self._free_sorted = [t for t in _order(self.threads) if t in free]
+            threads = self.threads
+            wider = self._wider_sorted
+            if wider is not None and len(wider) < len(threads):
+                fs = [t for t in wider if t in threads]
+            else:
+                free = self.free
+                fs = [t for t in _order(threads) if t in free]
+            self._free_sorted = fs
         return fs
 
     def some_free_process(self) -> Any | None:
@@ -144,7 +173,7 @@ class Gen:
     frozen dataclass cost ~5,000 instructions (its fields set through
     ``object.__setattr__``), and an ask builds several generators."""
 
-    def op(self, ctx: Context) -> Any:  # pragma: no cover - abstract
+    def op(self, ctx: Context) -> Answer:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def is_inert(self) -> bool:
@@ -198,7 +227,7 @@ class Once(Gen):
     def __repr__(self) -> str:
         return f"Once({self.template!r})"
 
-    def op(self, ctx: Context):
+    def op(self, ctx: Context) -> Answer:
         o = _fill(self.template, ctx)
         if o is None:
             return PENDING, self
@@ -214,7 +243,7 @@ class Fn(Gen):
     def __repr__(self) -> str:
         return f"Fn({self.fn!r})"
 
-    def op(self, ctx: Context):
+    def op(self, ctx: Context) -> Answer:
         if not ctx.free_threads():
             return PENDING, self
         tmpl = self.fn(ctx)
@@ -235,7 +264,7 @@ class Seq(Gen):
     def __repr__(self) -> str:
         return f"Seq({self.gens!r})"
 
-    def op(self, ctx: Context):
+    def op(self, ctx: Context) -> Answer:
         gens = self.gens
         while gens:
             g = gens[0]
@@ -272,7 +301,7 @@ class Limit(Gen):
     def __repr__(self) -> str:
         return f"Limit({self.n!r}, {self.gen!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.n <= 0 or self.gen is None:
             return None
         r = self.gen.op(ctx)
@@ -307,7 +336,7 @@ class Repeat(Gen):
     def __repr__(self) -> str:
         return f"Repeat({self.gen!r}, {self.n!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.n == 0 or self.gen is None:
             return None
         r = self.gen.op(ctx)
@@ -334,7 +363,7 @@ class TimeLimit(Gen):
     def __repr__(self) -> str:
         return f"TimeLimit({self.dt_ns!r}, {self.gen!r}, {self.deadline!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.gen is None:
             return None
         deadline = self.deadline if self.deadline is not None else ctx.time + self.dt_ns
@@ -374,7 +403,7 @@ class Delay(Gen):
     def __repr__(self) -> str:
         return f"Delay({self.dt_ns!r}, {self.gen!r}, {self.next_time!r}, {self.jitter!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.gen is None:
             return None
         r = self.gen.op(ctx)
@@ -437,7 +466,7 @@ class Mix(Gen):
     def __repr__(self) -> str:
         return f"Mix({self.gens!r}, {self.i!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         gens, i = self.gens, self.i
         while gens:
             g = gens[i]
@@ -471,7 +500,7 @@ class Sleep(Gen):
     def __repr__(self) -> str:
         return f"Sleep({self.dt_ns!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         p = ctx.some_free_process()
         if p is None:
             return PENDING, self
@@ -495,7 +524,7 @@ class SleepFor(Gen):
     def __repr__(self) -> str:
         return f"SleepFor({self.seconds!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if ctx.some_free_process() is None:
             return PENDING, self
         return Sleep(int(self.seconds() * NS)).op(ctx)
@@ -515,7 +544,7 @@ class OnThreads(Gen):
     def __repr__(self) -> str:
         return f"OnThreads({self.pred!r}, {self.gen!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.gen is None:
             return None
         r = self.gen.op(ctx.restrict(self.pred))
@@ -585,7 +614,7 @@ class Any_(Gen):
     def __repr__(self) -> str:
         return f"Any_({self.gens!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         best, pending, done = _soonest((i, g.op(ctx)) for i, g in enumerate(self.gens) if g is not None)
         if best is None:
             # exhausted children are dropped so Any_ ends when all do (from
@@ -630,7 +659,7 @@ class Synchronize(Gen):
     def __repr__(self) -> str:
         return f"Synchronize({self.gen!r}, {self.started!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         """Once every visible thread is free, the first op and, as the
         generator after it, ``gen``'s own successor: a started
         Synchronize is ``gen`` itself (it asks and updates ``gen`` alone),
@@ -674,7 +703,7 @@ class EachThread(Gen):
             return self.gens
         return tuple((t, lift(self.make(t))) for t in sorted(ctx.threads, key=str))
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         gens = self._init(ctx)
         best, pending, _ = _soonest(
             (i, g.op(ctx.with_threads(frozenset([t])))) for i, (t, g) in enumerate(gens) if g is not None

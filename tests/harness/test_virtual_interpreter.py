@@ -108,3 +108,32 @@ def test_the_same_generator_and_seed_give_the_same_history():
         return [o.to_dict() for o in play(gen, concurrency=4, seed=seed)[0]]
 
     assert history(7) == history(7) != history(8)
+
+
+class SeenFree(g.Gen):
+    """Ops one at a time, each noting the free threads its ask was shown
+    (listed by the interpreter) beside those listed anew from the free set,
+    for the whole view and for the clients' view."""
+
+    def __init__(self, seen: list, n: int) -> None:
+        self.seen, self.n = seen, n
+
+    def op(self, ctx):
+        if self.n == 0:
+            return None
+        anew = [t for t in sorted(ctx.threads, key=str) if t in ctx.free]
+        view = ctx.restrict(lambda t: t != "nemesis" and t != 1)
+        view_anew = [t for t in sorted(view.threads, key=str) if t in view.free]
+        self.seen.append((list(ctx.free_threads()), anew, list(view.free_threads()), view_anew))
+        if not ctx.free_threads():
+            return g.PENDING, self
+        t = ctx.free_threads()[ctx.rng.randrange(len(ctx.free_threads()))]
+        return {"f": "w", "value": self.n, "process": ctx.process_of[t], "time": ctx.time}, SeenFree(self.seen, self.n - 1)
+
+
+def test_the_free_threads_the_interpreter_lists_are_those_of_the_free_set_sorted_by_name():
+    seen: list = []
+    play(g.seq(SeenFree(seen, 40)), concurrency=12)  # 10, 11 sort before 2
+    assert len(seen) >= 40 and any(len(s[0]) < 12 for s in seen)
+    for shown, anew, view_shown, view_anew in seen:
+        assert shown == anew and view_shown == view_anew
