@@ -435,14 +435,27 @@ class Delay(Gen):
         return self if g2 is self.gen else Delay(self.dt_ns, g2, self.next_time, self.jitter)
 
 
+def _delay(dt_ns: int, gen: Gen | None, jitter: bool) -> Gen:
+    """``Delay(dt_ns, gen, None, jitter)``, as one :class:`DelayedFns` when
+    ``gen`` is a mix of op functions (the workloads' common shape)."""
+    if type(gen) is Mix:
+        fns: list[Callable[[Context], dict[str, Any] | None]] = []
+        for x in gen.gens:
+            if type(x) is not Fn:
+                return Delay(dt_ns, gen, None, jitter)
+            fns.append(x.fn)
+        return DelayedFns(dt_ns, tuple(fns), gen.i, None, jitter)
+    return Delay(dt_ns, gen, None, jitter)
+
+
 def delay(seconds: float, gen: Any) -> Gen:
-    return Delay(int(seconds * NS), lift(gen))
+    return _delay(int(seconds * NS), lift(gen), False)
 
 
 def stagger(seconds: float, gen: Any) -> Gen:
     """Jepsen's stagger: random gaps with mean ``seconds`` (the first from
     the start)."""
-    return Delay(int(seconds * NS), lift(gen), None, True)
+    return _delay(int(seconds * NS), lift(gen), True)
 
 
 def rate(ops_per_second: float, gen: Any) -> Gen:
@@ -487,6 +500,60 @@ class Mix(Gen):
 
 def mix(*gens: Any) -> Gen:
     return Mix(tuple(x for x in (lift(g) for g in gens) if x is not None))
+
+
+class DelayedFns(Gen):
+    """``Delay(dt_ns, Mix(tuple(Fn(f) for f in fns), i), next_time, jitter)``
+    answered in one step: the same answers and the same draws from
+    ``ctx.rng`` in the same order (the op function's, the mix's draw of the
+    next function, the delay's gaps), without the two generators between
+    (each ask built a Mix and a Delay and answered through three levels)
+    or the delay's copy of an op that is already the ask's own (``_fill``
+    made it). :func:`delay` and :func:`stagger` build it for a mix of op
+    functions, what every workload's rate-limited load is."""
+
+    def __init__(self, dt_ns: int, fns: tuple[Callable[[Context], dict[str, Any] | None], ...], i: int,
+                 next_time: int | None, jitter: bool) -> None:
+        self.dt_ns = dt_ns
+        self.fns = fns
+        self.i = i
+        self.next_time = next_time
+        self.jitter = jitter
+
+    def __repr__(self) -> str:
+        return f"DelayedFns({self.dt_ns!r}, {self.fns!r}, {self.i!r}, {self.next_time!r}, {self.jitter!r})"
+
+    def _with(self, fns: tuple[Callable[[Context], dict[str, Any] | None], ...], i: int) -> "DelayedFns":
+        return self if fns is self.fns else DelayedFns(self.dt_ns, fns, i, self.next_time, self.jitter)
+
+    def op(self, ctx: Context) -> Answer:
+        fns, i = self.fns, self.i
+        while fns:
+            if not ctx.free_threads():
+                return PENDING, self._with(fns, i)  # Fn's answer with no free thread
+            tmpl = fns[i](ctx)
+            if tmpl is None:  # that function is exhausted: the mix drops it and draws again
+                fns = fns[:i] + fns[i + 1:]
+                if not fns:
+                    return None
+                i = randbelow(ctx.rng, len(fns))
+                continue
+            o = _fill(tmpl, ctx)
+            if o is None:
+                return PENDING, self._with(fns, i)
+            rng = ctx.rng
+            nxt = randbelow(rng, len(fns))  # the mix's next function
+            dt = self.dt_ns
+            nt = self.next_time
+            if nt is None:
+                nt = ctx.time + (int(rng.random() * 2 * dt) if self.jitter else 0)
+            t: int = o["time"]
+            if t < nt:
+                t = nt
+                o["time"] = t
+            step = int(rng.random() * 2 * dt) if self.jitter else dt
+            return o, DelayedFns(dt, fns, nxt, t + step, self.jitter)
+        return None
 
 
 class Sleep(Gen):
