@@ -29,12 +29,12 @@ _MEMO: dict[Any, Any] = {}
 _MEMO_MAX = 4096
 
 
-#: pred -> (threads, the threads it keeps) of the last :meth:`Context.restrict`,
+#: pred -> (threads, the threads it keeps, those it leaves out) of the last :meth:`Context.restrict`,
 #: matched by identity: the interpreter hands the same frozenset on every ask,
 #: but a memo entry made by an earlier run in the process (an earlier seed)
 #: holds an equal, not identical, one, and comparing the two element by
 #: element cost ~3,000 instructions an ask
-_LAST_VIEW: dict[Any, tuple[frozenset[Any], frozenset[Any]]] = {}
+_LAST_VIEW: dict[Any, tuple[frozenset[Any], frozenset[Any], frozenset[Any]]] = {}
 
 
 def _pending(o: Any) -> bool:
@@ -59,6 +59,28 @@ def randbelow(rng: random.Random, n: int) -> int:
     while r >= n:
         r = rng.getrandbits(k)
     return r
+
+
+def _free_of_view(wider: list[Any], out: frozenset[Any], free: frozenset[Any]) -> list[Any] | None:
+    """The free threads of a view from those of a wider one (``wider``,
+    sorted), where ``out`` are the wider view's threads this one leaves
+    out: ``wider`` itself when none of them is free, ``wider`` less its
+    last entries when the free ones are all there (the clients' view of a
+    run with faults: the nemesis thread sorts after every client's), else
+    None (listed when asked)."""
+    m = 0
+    for t in out:
+        if t in free:
+            m += 1
+    if m == 0:
+        return wider
+    n = len(wider)
+    if m > n:
+        return None
+    for j in range(n - m, n):
+        if wider[j] not in out:
+            return None
+    return wider[:n - m]
 
 
 def _order(threads: frozenset[Any]) -> list[Any]:
@@ -113,8 +135,9 @@ class Context:
         threads = self.threads
         last = _LAST_VIEW.get(pred)
         got: frozenset[Any]
+        out: frozenset[Any]
         if last is not None and last[0] is threads:
-            got = last[1]
+            got, out = last[1], last[2]
         else:
             key = (threads, pred)
             memo = _MEMO.get(key)
@@ -122,14 +145,19 @@ class Context:
                 memo = _remember(key, frozenset(t for t in threads if pred(t)))
             # all kept: this very set (a memo made by an earlier run holds an equal one)
             got = threads if len(memo) == len(threads) else memo
+            out = threads - got
             if len(_LAST_VIEW) >= 64:  # preds made on the fly (lambdas) must not pile up
                 _LAST_VIEW.clear()
-            _LAST_VIEW[pred] = (threads, got)
+            _LAST_VIEW[pred] = (threads, got, out)
         if got is threads:
             return Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of,
                            self._free_sorted)
         view = Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of)
-        view._wider_sorted = self._free_sorted if self._free_sorted is not None else self._wider_sorted
+        wider = self._free_sorted
+        if wider is not None and len(out) < len(wider):  # else listing anew costs less
+            view._free_sorted = _free_of_view(wider, out, self.free)
+        if view._free_sorted is None:
+            view._wider_sorted = wider if wider is not None else self._wider_sorted
         return view
 
     def free_threads(self) -> list[Any]:
@@ -682,16 +710,33 @@ class Any_(Gen):
         return f"Any_({self.gens!r})"
 
     def op(self, ctx: Context) -> Answer:
-        best, pending, done = _soonest((i, g.op(ctx)) for i, g in enumerate(self.gens) if g is not None)
+        """:func:`_soonest` of the children's answers, as a plain loop (it
+        is asked on every operation of a run with faults, twice: clients
+        beside the nemesis, and the nemesis's fault groups)."""
+        gens = self.gens
+        best: dict[str, Any] | None = None
+        best_i = -1
+        best_next: Gen | None = None
+        answers: list[Answer] = []
+        for i in range(len(gens)):
+            g = gens[i]
+            r = g.op(ctx) if g is not None else None
+            answers.append(r)
+            if r is None:
+                continue
+            o = r[0]
+            if _pending(o):
+                continue
+            if best is None or o["time"] < best["time"]:
+                best, best_i, best_next = o, i, r[1]
         if best is None:
             # exhausted children are dropped so Any_ ends when all do (from
             # this pass's answers: asking again would draw on ctx.rng twice)
-            live = tuple(g for i, g in enumerate(self.gens) if g is not None and i not in done)
+            live = tuple(g for g, r in zip(gens, answers) if g is not None and r is not None)
             return (PENDING, Any_(live)) if live else None
-        o, i, g2 = best
-        new = list(self.gens)
-        new[i] = g2
-        return o, Any_(tuple(new))
+        new = list(gens)
+        new[best_i] = best_next
+        return best, Any_(tuple(new))
 
     def is_inert(self) -> bool:
         for g in self.gens:

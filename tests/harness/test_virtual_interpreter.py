@@ -121,19 +121,23 @@ class SeenFree(g.Gen):
     def op(self, ctx):
         if self.n == 0:
             return None
-        anew = [t for t in sorted(ctx.threads, key=str) if t in ctx.free]
-        view = ctx.restrict(lambda t: t != "nemesis" and t != 1)
-        view_anew = [t for t in sorted(view.threads, key=str) if t in view.free]
-        self.seen.append((list(ctx.free_threads()), anew, list(view.free_threads()), view_anew))
-        if not ctx.free_threads():
+        def listed(c):
+            return list(c.free_threads()), [t for t in sorted(c.threads, key=str) if t in c.free]
+
+        clients = ctx.restrict(lambda t: t != "nemesis")
+        self.seen += [listed(ctx), listed(clients), listed(ctx.restrict(lambda t: t != "nemesis" and t != 1)),
+                      listed(clients.restrict(lambda t: t != 1)), listed(ctx.restrict(lambda t: t == "nemesis"))]
+        free = clients.free_threads()
+        if not free:
             return g.PENDING, self
-        t = ctx.free_threads()[ctx.rng.randrange(len(ctx.free_threads()))]
+        t = free[ctx.rng.randrange(len(free))]
         return {"f": "w", "value": self.n, "process": ctx.process_of[t], "time": ctx.time}, SeenFree(self.seen, self.n - 1)
 
 
 def test_the_free_threads_the_interpreter_lists_are_those_of_the_free_set_sorted_by_name():
-    seen: list = []
-    play(g.seq(SeenFree(seen, 40)), concurrency=12)  # 10, 11 sort before 2
-    assert len(seen) >= 40 and any(len(s[0]) < 12 for s in seen)
-    for shown, anew, view_shown, view_anew in seen:
-        assert shown == anew and view_shown == view_anew
+    for nemesis in (None, lambda op: {"type": "info"}):
+        seen: list = []
+        play(g.seq(SeenFree(seen, 40)), concurrency=12, nemesis=nemesis)  # 10, 11 sort before 2
+        assert len(seen) >= 200 and any(len(s[0]) < 12 for s in seen)
+        for shown, anew in seen:
+            assert shown == anew
