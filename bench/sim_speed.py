@@ -117,7 +117,10 @@ lines (~18k each, of which the SHA-256 and orjson ~11k, proportional to
 the bytes: a poll's completion carries every record it read). ``--before
 54cd9c7`` at 953ef03 (one run, shared machine: wall up to 2.5x the CPU):
 workload phase CPU 1.72 s -> 2.81 s (104.8x -> 64.0x), whole simulation
-1.95 s -> 3.05 s (96.8x -> 61.1x: 1.56x), checkers 1.06 -> 4.30 CPU s. No
+1.95 s -> 3.05 s (96.8x -> 61.1x: 1.56x), checkers 1.06 -> 4.30 CPU s;
+``--before d7ec246`` in a later, quieter run (CPU equal to wall): workload
+phase CPU 2.94 s -> 2.71 s (61.2x -> 66.4x), whole simulation 3.21 s ->
+2.96 s (58.0x -> 62.9x), checkers 4.21 -> 4.24 CPU s. No
 slowdown against 54cd9c7 is out of the driver's reach alone: in the 5 s
 seed the generator's asks and the interpreter's own work are ~94 M of the
 587 M (16%), the recorder's lines ~104 M (18%), and the rest is the
