@@ -103,6 +103,30 @@ ask took a 30 s seed of ``--nemesis all`` (seed 3, 112 simulated s,
 compiled, callgrind) from 2,676 M to 2,025 M instructions in the event loop
 (-24%; the generator's asks 1,012 M -> 366 M).
 
+The ask shortened (the interpreter's free-thread list handed to the
+context, answers typed as tuples, ``DelayedFns`` for the rate over the
+mix of op functions, ``any_`` in a plain loop), at 953ef03 against d7ec246
+under callgrind with ``PYTHONHASHSEED=0`` (the event loop of one seed after
+a 1 s one, compiled): a 5 s seed 606.0 M -> 586.7 M instructions (-3.2%;
+the generator's asks 51.6 M -> 29.4 M, the context 6.2 M -> 15.0 M as the
+free list moved there), a 10 s ``--nemesis all`` seed 569.0 M -> 549.9 M
+(-3.4%; the asks 89.6 M -> 71.8 M). Per operation the ask is now ~10k
+instructions and its context ~5k; the rest of the driver is the
+interpreter's dispatch and completion (~5k and ~7k) and the recorder's two
+lines (~18k each, of which the SHA-256 and orjson ~11k, proportional to
+the bytes: a poll's completion carries every record it read). ``--before
+54cd9c7`` at 953ef03 (one run, shared machine: wall up to 2.5x the CPU):
+workload phase CPU 1.72 s -> 2.81 s (104.8x -> 64.0x), whole simulation
+1.95 s -> 3.05 s (96.8x -> 61.1x: 1.56x), checkers 1.06 -> 4.30 CPU s;
+``--before d7ec246`` in a later, quieter run (CPU equal to wall): workload
+phase CPU 2.94 s -> 2.71 s (61.2x -> 66.4x), whole simulation 3.21 s ->
+2.96 s (58.0x -> 62.9x), checkers 4.21 -> 4.24 CPU s. No
+slowdown against 54cd9c7 is out of the driver's reach alone: in the 5 s
+seed the generator's asks and the interpreter's own work are ~94 M of the
+587 M (16%), the recorder's lines ~104 M (18%), and the rest is the
+cluster and the clients carrying the queue workload's load (32 consumers
+each reading every record).
+
 Where it stood (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as

@@ -4,7 +4,7 @@ compile it: reference_impl.accel). See the package's docstring."""
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional, Tuple
 
 try:  # the accelerator compiles this module (reference_impl.accel); then its
     # Gen may still be subclassed by interpreted generators (nemesis, workloads)
@@ -16,6 +16,11 @@ except ImportError:  # pragma: no cover - mypy is optional (the accel extra)
 PENDING = "pending"
 NS = 1_000_000_000
 
+#: what ``Gen.op`` answers: None (exhausted), ``(PENDING, gen)`` or ``(op,
+#: gen2)``. Typed as a tuple, not Any: compiled, taking apart an untyped
+#: answer went through Python's iterator protocol at every level of every ask
+Answer = Optional[Tuple[Any, Optional["Gen"]]]
+
 
 #: memo of pure functions of frozensets the interpreters hand over again and
 #: again (the same objects while nothing changes, so their hash is cached):
@@ -24,12 +29,12 @@ _MEMO: dict[Any, Any] = {}
 _MEMO_MAX = 4096
 
 
-#: pred -> (threads, the threads it keeps) of the last :meth:`Context.restrict`,
+#: pred -> (threads, the threads it keeps, those it leaves out) of the last :meth:`Context.restrict`,
 #: matched by identity: the interpreter hands the same frozenset on every ask,
 #: but a memo entry made by an earlier run in the process (an earlier seed)
 #: holds an equal, not identical, one, and comparing the two element by
 #: element cost ~3,000 instructions an ask
-_LAST_VIEW: dict[Any, tuple[frozenset[Any], frozenset[Any]]] = {}
+_LAST_VIEW: dict[Any, tuple[frozenset[Any], frozenset[Any], frozenset[Any]]] = {}
 
 
 def _pending(o: Any) -> bool:
@@ -56,6 +61,28 @@ def randbelow(rng: random.Random, n: int) -> int:
     return r
 
 
+def _free_of_view(wider: list[Any], out: frozenset[Any], free: frozenset[Any]) -> list[Any] | None:
+    """The free threads of a view from those of a wider one (``wider``,
+    sorted), where ``out`` are the wider view's threads this one leaves
+    out: ``wider`` itself when none of them is free, ``wider`` less its
+    last entries when the free ones are all there (the clients' view of a
+    run with faults: the nemesis thread sorts after every client's), else
+    None (listed when asked)."""
+    m = 0
+    for t in out:
+        if t in free:
+            m += 1
+    if m == 0:
+        return wider
+    n = len(wider)
+    if m > n:
+        return None
+    for j in range(n - m, n):
+        if wider[j] not in out:
+            return None
+    return wider[:n - m]
+
+
 def _order(threads: frozenset[Any]) -> list[Any]:
     """``threads`` sorted by name, as :meth:`Context.free_threads` lists them."""
     got = _MEMO.get(threads)
@@ -72,13 +99,19 @@ class Context:
 
     A plain class with slots rather than a dataclass: every ask of a
     generator builds a few (each ``clients``/``nemesis`` wrapper narrows
-    the view), and ``dataclasses.replace`` was a fifth of an ask."""
+    the view), and ``dataclasses.replace`` was a fifth of an ask.
 
-    __slots__ = ("time", "rng", "free", "process_of", "threads", "state", "_thread_of", "_free_sorted")
+    ``free_sorted``, if the interpreter keeps one, is :meth:`free_threads`
+    of this view made already (the interpreter keeps it up to date as
+    threads are taken and freed, where listing it anew took a test of every
+    thread on every ask); it must not change after it is handed over."""
+
+    __slots__ = ("time", "rng", "free", "process_of", "threads", "state", "_thread_of", "_free_sorted",
+                 "_wider_sorted")
 
     def __init__(self, time: int, rng: random.Random, free: frozenset[Any], process_of: dict[Any, Any],
                  threads: frozenset[Any], state: dict[str, Any] | None = None,
-                 thread_of: dict[Any, Any] | None = None) -> None:
+                 thread_of: dict[Any, Any] | None = None, free_sorted: list[Any] | None = None) -> None:
         self.time = time  # ns since the test began
         self.rng = rng
         self.free = free  # free thread ids (ints for clients, "nemesis")
@@ -86,7 +119,9 @@ class Context:
         self.threads = threads  # threads visible to this generator
         self.state = state if state is not None else {}  # workload state shared with generators
         self._thread_of = thread_of
-        self._free_sorted: list[Any] | None = None
+        self._free_sorted: list[Any] | None = free_sorted
+        #: the free threads of a wider view, sorted (a restricted view's are among them)
+        self._wider_sorted: list[Any] | None = None
 
     def __repr__(self) -> str:
         return f"Context(time={self.time}, free={sorted(self.free, key=str)}, threads={sorted(self.threads, key=str)})"
@@ -95,27 +130,49 @@ class Context:
         return Context(self.time, self.rng, self.free, self.process_of, threads, self.state, self._thread_of)
 
     def restrict(self, pred: Callable[[Any], bool]) -> "Context":
+        """The view of the threads ``pred`` keeps. A view that keeps every
+        thread is the same set of threads (and the same free list)."""
         threads = self.threads
         last = _LAST_VIEW.get(pred)
         got: frozenset[Any]
+        out: frozenset[Any]
         if last is not None and last[0] is threads:
-            got = last[1]
+            got, out = last[1], last[2]
         else:
             key = (threads, pred)
             memo = _MEMO.get(key)
-            got = memo if memo is not None else _remember(key, frozenset(t for t in threads if pred(t)))
+            if memo is None:
+                memo = _remember(key, frozenset(t for t in threads if pred(t)))
+            # all kept: this very set (a memo made by an earlier run holds an equal one)
+            got = threads if len(memo) == len(threads) else memo
+            out = threads - got
             if len(_LAST_VIEW) >= 64:  # preds made on the fly (lambdas) must not pile up
                 _LAST_VIEW.clear()
-            _LAST_VIEW[pred] = (threads, got)
-        return Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of)
+            _LAST_VIEW[pred] = (threads, got, out)
+        if got is threads:
+            return Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of,
+                           self._free_sorted)
+        view = Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of)
+        wider = self._free_sorted
+        if wider is not None and len(out) < len(wider):  # else listing anew costs less
+            view._free_sorted = _free_of_view(wider, out, self.free)
+        if view._free_sorted is None:
+            view._wider_sorted = wider if wider is not None else self._wider_sorted
+        return view
 
     def free_threads(self) -> list[Any]:
         """The free threads this view sees, sorted by name (the caller must
         not change the list)."""
         fs = self._free_sorted
         if fs is None:
-            free = self.free
-            fs = self._free_sorted = [t for t in _order(self.threads) if t in free]
+            threads = self.threads
+            wider = self._wider_sorted
+            if wider is not None and len(wider) < len(threads):
+                fs = [t for t in wider if t in threads]
+            else:
+                free = self.free
+                fs = [t for t in _order(threads) if t in free]
+            self._free_sorted = fs
         return fs
 
     def some_free_process(self) -> Any | None:
@@ -144,7 +201,7 @@ class Gen:
     frozen dataclass cost ~5,000 instructions (its fields set through
     ``object.__setattr__``), and an ask builds several generators."""
 
-    def op(self, ctx: Context) -> Any:  # pragma: no cover - abstract
+    def op(self, ctx: Context) -> Answer:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def is_inert(self) -> bool:
@@ -198,7 +255,7 @@ class Once(Gen):
     def __repr__(self) -> str:
         return f"Once({self.template!r})"
 
-    def op(self, ctx: Context):
+    def op(self, ctx: Context) -> Answer:
         o = _fill(self.template, ctx)
         if o is None:
             return PENDING, self
@@ -214,7 +271,7 @@ class Fn(Gen):
     def __repr__(self) -> str:
         return f"Fn({self.fn!r})"
 
-    def op(self, ctx: Context):
+    def op(self, ctx: Context) -> Answer:
         if not ctx.free_threads():
             return PENDING, self
         tmpl = self.fn(ctx)
@@ -235,7 +292,7 @@ class Seq(Gen):
     def __repr__(self) -> str:
         return f"Seq({self.gens!r})"
 
-    def op(self, ctx: Context):
+    def op(self, ctx: Context) -> Answer:
         gens = self.gens
         while gens:
             g = gens[0]
@@ -272,7 +329,7 @@ class Limit(Gen):
     def __repr__(self) -> str:
         return f"Limit({self.n!r}, {self.gen!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.n <= 0 or self.gen is None:
             return None
         r = self.gen.op(ctx)
@@ -307,7 +364,7 @@ class Repeat(Gen):
     def __repr__(self) -> str:
         return f"Repeat({self.gen!r}, {self.n!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.n == 0 or self.gen is None:
             return None
         r = self.gen.op(ctx)
@@ -334,7 +391,7 @@ class TimeLimit(Gen):
     def __repr__(self) -> str:
         return f"TimeLimit({self.dt_ns!r}, {self.gen!r}, {self.deadline!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.gen is None:
             return None
         deadline = self.deadline if self.deadline is not None else ctx.time + self.dt_ns
@@ -374,7 +431,7 @@ class Delay(Gen):
     def __repr__(self) -> str:
         return f"Delay({self.dt_ns!r}, {self.gen!r}, {self.next_time!r}, {self.jitter!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.gen is None:
             return None
         r = self.gen.op(ctx)
@@ -406,14 +463,27 @@ class Delay(Gen):
         return self if g2 is self.gen else Delay(self.dt_ns, g2, self.next_time, self.jitter)
 
 
+def _delay(dt_ns: int, gen: Gen | None, jitter: bool) -> Gen:
+    """``Delay(dt_ns, gen, None, jitter)``, as one :class:`DelayedFns` when
+    ``gen`` is a mix of op functions (the workloads' common shape)."""
+    if type(gen) is Mix:
+        fns: list[Callable[[Context], dict[str, Any] | None]] = []
+        for x in gen.gens:
+            if type(x) is not Fn:
+                return Delay(dt_ns, gen, None, jitter)
+            fns.append(x.fn)
+        return DelayedFns(dt_ns, tuple(fns), gen.i, None, jitter)
+    return Delay(dt_ns, gen, None, jitter)
+
+
 def delay(seconds: float, gen: Any) -> Gen:
-    return Delay(int(seconds * NS), lift(gen))
+    return _delay(int(seconds * NS), lift(gen), False)
 
 
 def stagger(seconds: float, gen: Any) -> Gen:
     """Jepsen's stagger: random gaps with mean ``seconds`` (the first from
     the start)."""
-    return Delay(int(seconds * NS), lift(gen), None, True)
+    return _delay(int(seconds * NS), lift(gen), True)
 
 
 def rate(ops_per_second: float, gen: Any) -> Gen:
@@ -437,7 +507,7 @@ class Mix(Gen):
     def __repr__(self) -> str:
         return f"Mix({self.gens!r}, {self.i!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         gens, i = self.gens, self.i
         while gens:
             g = gens[i]
@@ -460,6 +530,60 @@ def mix(*gens: Any) -> Gen:
     return Mix(tuple(x for x in (lift(g) for g in gens) if x is not None))
 
 
+class DelayedFns(Gen):
+    """``Delay(dt_ns, Mix(tuple(Fn(f) for f in fns), i), next_time, jitter)``
+    answered in one step: the same answers and the same draws from
+    ``ctx.rng`` in the same order (the op function's, the mix's draw of the
+    next function, the delay's gaps), without the two generators between
+    (each ask built a Mix and a Delay and answered through three levels)
+    or the delay's copy of an op that is already the ask's own (``_fill``
+    made it). :func:`delay` and :func:`stagger` build it for a mix of op
+    functions, what every workload's rate-limited load is."""
+
+    def __init__(self, dt_ns: int, fns: tuple[Callable[[Context], dict[str, Any] | None], ...], i: int,
+                 next_time: int | None, jitter: bool) -> None:
+        self.dt_ns = dt_ns
+        self.fns = fns
+        self.i = i
+        self.next_time = next_time
+        self.jitter = jitter
+
+    def __repr__(self) -> str:
+        return f"DelayedFns({self.dt_ns!r}, {self.fns!r}, {self.i!r}, {self.next_time!r}, {self.jitter!r})"
+
+    def _with(self, fns: tuple[Callable[[Context], dict[str, Any] | None], ...], i: int) -> "DelayedFns":
+        return self if fns is self.fns else DelayedFns(self.dt_ns, fns, i, self.next_time, self.jitter)
+
+    def op(self, ctx: Context) -> Answer:
+        fns, i = self.fns, self.i
+        while fns:
+            if not ctx.free_threads():
+                return PENDING, self._with(fns, i)  # Fn's answer with no free thread
+            tmpl = fns[i](ctx)
+            if tmpl is None:  # that function is exhausted: the mix drops it and draws again
+                fns = fns[:i] + fns[i + 1:]
+                if not fns:
+                    return None
+                i = randbelow(ctx.rng, len(fns))
+                continue
+            o = _fill(tmpl, ctx)
+            if o is None:
+                return PENDING, self._with(fns, i)
+            rng = ctx.rng
+            nxt = randbelow(rng, len(fns))  # the mix's next function
+            dt = self.dt_ns
+            nt = self.next_time
+            if nt is None:
+                nt = ctx.time + (int(rng.random() * 2 * dt) if self.jitter else 0)
+            t: int = o["time"]
+            if t < nt:
+                t = nt
+                o["time"] = t
+            step = int(rng.random() * 2 * dt) if self.jitter else dt
+            return o, DelayedFns(dt, fns, nxt, t + step, self.jitter)
+        return None
+
+
 class Sleep(Gen):
     """Occupy one free thread for ``dt`` seconds, recording nothing (Jepsen's
     ``sleep``): on the nemesis thread it spaces faults; in a phase of its own it
@@ -471,7 +595,7 @@ class Sleep(Gen):
     def __repr__(self) -> str:
         return f"Sleep({self.dt_ns!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         p = ctx.some_free_process()
         if p is None:
             return PENDING, self
@@ -495,7 +619,7 @@ class SleepFor(Gen):
     def __repr__(self) -> str:
         return f"SleepFor({self.seconds!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if ctx.some_free_process() is None:
             return PENDING, self
         return Sleep(int(self.seconds() * NS)).op(ctx)
@@ -515,7 +639,7 @@ class OnThreads(Gen):
     def __repr__(self) -> str:
         return f"OnThreads({self.pred!r}, {self.gen!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         if self.gen is None:
             return None
         r = self.gen.op(ctx.restrict(self.pred))
@@ -585,17 +709,34 @@ class Any_(Gen):
     def __repr__(self) -> str:
         return f"Any_({self.gens!r})"
 
-    def op(self, ctx: Context) -> Any:
-        best, pending, done = _soonest((i, g.op(ctx)) for i, g in enumerate(self.gens) if g is not None)
+    def op(self, ctx: Context) -> Answer:
+        """:func:`_soonest` of the children's answers, as a plain loop (it
+        is asked on every operation of a run with faults, twice: clients
+        beside the nemesis, and the nemesis's fault groups)."""
+        gens = self.gens
+        best: dict[str, Any] | None = None
+        best_i = -1
+        best_next: Gen | None = None
+        answers: list[Answer] = []
+        for i in range(len(gens)):
+            g = gens[i]
+            r = g.op(ctx) if g is not None else None
+            answers.append(r)
+            if r is None:
+                continue
+            o = r[0]
+            if _pending(o):
+                continue
+            if best is None or o["time"] < best["time"]:
+                best, best_i, best_next = o, i, r[1]
         if best is None:
             # exhausted children are dropped so Any_ ends when all do (from
             # this pass's answers: asking again would draw on ctx.rng twice)
-            live = tuple(g for i, g in enumerate(self.gens) if g is not None and i not in done)
+            live = tuple(g for g, r in zip(gens, answers) if g is not None and r is not None)
             return (PENDING, Any_(live)) if live else None
-        o, i, g2 = best
-        new = list(self.gens)
-        new[i] = g2
-        return o, Any_(tuple(new))
+        new = list(gens)
+        new[best_i] = best_next
+        return best, Any_(tuple(new))
 
     def is_inert(self) -> bool:
         for g in self.gens:
@@ -630,7 +771,7 @@ class Synchronize(Gen):
     def __repr__(self) -> str:
         return f"Synchronize({self.gen!r}, {self.started!r})"
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         """Once every visible thread is free, the first op and, as the
         generator after it, ``gen``'s own successor: a started
         Synchronize is ``gen`` itself (it asks and updates ``gen`` alone),
@@ -674,7 +815,7 @@ class EachThread(Gen):
             return self.gens
         return tuple((t, lift(self.make(t))) for t in sorted(ctx.threads, key=str))
 
-    def op(self, ctx: Context) -> Any:
+    def op(self, ctx: Context) -> Answer:
         gens = self._init(ctx)
         best, pending, _ = _soonest(
             (i, g.op(ctx.with_threads(frozenset([t])))) for i, (t, g) in enumerate(gens) if g is not None

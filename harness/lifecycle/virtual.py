@@ -77,6 +77,15 @@ class VirtualInterpreter:
         #: process -> thread, kept beside process_of (a completion finds its thread at once)
         self.thread_of: dict[Any, Any] = {p: t for t, p in self.process_of.items()}
         self.free: set[Any] = set(threads)
+        #: the threads sorted by name (as Context lists free threads), each
+        #: thread's place there, and whether the thread at each place is
+        #: free: the context's free threads are listed from these once per
+        #: change, where a test of each thread against the free set on every
+        #: ask cost more than the rest of the ask's context
+        self._order: list[Any] = sorted(threads, key=str)
+        self._rank: dict[Any, int] = {t: i for i, t in enumerate(self._order)}
+        self._is_free: list[bool] = [True] * len(self._order)
+        self._free_list: list[Any] | None = None
         #: thread -> the open op (its invocation, as recorded) and its job id
         self.jobs: dict[Any, tuple[dict[str, Any], int]] = {}
         self._job_ids = 0
@@ -102,18 +111,37 @@ class VirtualInterpreter:
 
     def _ctx(self) -> Context:
         free = self._free_fs
-        if free is None:
-            free = self._free_fs = frozenset(self.free)
+        fl = self._free_list
+        if free is None or fl is None:
+            fl = self._free_list = self._list_free()
+            free = self._free_fs = frozenset(self.free)  # from the set: a copy of its table
         procs = self._proc_view
         if procs is None:
             procs = self._proc_view = dict(self.process_of)
             self._thread_view = dict(self.thread_of)
-        return Context(self.now_ns(), self.rng, free, procs, self.threads, self.state, self._thread_view)
+        return Context(self.now_ns(), self.rng, free, procs, self.threads, self.state, self._thread_view, fl)
+
+    def _list_free(self) -> list[Any]:
+        """The free threads sorted by name (a new list: a context given the
+        last one may still hold it)."""
+        order, is_free = self._order, self._is_free
+        return [order[i] for i in range(len(order)) if is_free[i]]
+
+    def _take(self, t: Any) -> None:
+        """Thread ``t`` is busy from now (the caller says the world changed)."""
+        self.free.discard(t)
+        self._is_free[self._rank[t]] = False
+
+    def _give(self, t: Any) -> None:
+        """Thread ``t`` is free from now (the caller says the world changed)."""
+        self.free.add(t)
+        self._is_free[self._rank[t]] = True
 
     def _changed(self) -> None:
         """The world moved (a thread taken or freed, a process renamed): an
         answer given for a later time is asked for again."""
         self._free_fs = None
+        self._free_list = None
         self._ahead = None
 
     # ------------------------------------------------------------------ the loop
@@ -158,7 +186,7 @@ class VirtualInterpreter:
                 op, gen2 = r
                 if isinstance(op, str) and op == PENDING:
                     return  # the generator as it was is asked again (the real interpreter's rule)
-            t = op["time"]
+            t: int = op["time"]  # typed: the comparison and division below are native
             if t > (self.loop.now - self.t0_ms) * MS:
                 self._ahead = (op, gen2)
                 self._wake_at(self.t0_ms - (-t // MS))
@@ -182,14 +210,14 @@ class VirtualInterpreter:
 
     def _sleep(self, op: dict[str, Any]) -> None:
         t = self.thread_of[op["process"]]
-        self.free.discard(t)
+        self._take(t)
         self._changed()
         self.sleepers += 1
         self.loop.at(self.loop.now - (-int(op["_sleep"]) // MS), self._wake_sleeper, t)
 
     def _wake_sleeper(self, t: Any) -> None:
         self.sleepers -= 1
-        self.free.add(t)
+        self._give(t)
         self._changed()
         self._step()
 
@@ -203,7 +231,7 @@ class VirtualInterpreter:
         nemesis = t == NEMESIS
         inv["type"] = "info" if nemesis else "invoke"
         self.rec.append_op(inv)
-        self.free.discard(t)
+        self._take(t)
         self._changed()
         self._job_ids += 1
         job = self._job_ids
@@ -254,7 +282,7 @@ class VirtualInterpreter:
         self.rec.append_op(comp)
         if self.observe is not None:
             self.observe(self.state, comp)
-        self.free.add(t)
+        self._give(t)
         if t != NEMESIS and comp["type"] == "info":
             old = self.process_of[t]
             new = old + self.concurrency

@@ -134,3 +134,48 @@ def test_a_generator_that_says_it_is_inert_returns_itself_from_every_update():
             assert gen.update(ctx(), event) is gen
     each = g.clients(g.each_thread(lambda t: g.Once({"f": "r", "thread": t})))
     assert not each.is_inert()
+
+
+def _busy_walk(gen, seed, n=60):
+    """Ask ``gen`` n times with a changing set of free threads (some asks
+    find none), dispatching what is due: the ops, the PENDINGs and the
+    rng's state after each ask."""
+    rng = random.Random(seed)
+    c = ctx(seed=seed)
+    out = []
+    for k in range(n):
+        free = [t for t in (0, 1, 2) if (k * 7 + t) % 4] if k % 5 else []
+        c = g.Context(time=c.time + 1_000_000, rng=c.rng, free=frozenset(free), process_of=c.process_of,
+                      threads=frozenset((0, 1, 2)), state={})
+        r = gen.op(c)
+        if r is None:
+            out.append(None)
+            break
+        op, nxt = r
+        out.append((op, c.rng.random(), rng.random()))
+        if op != g.PENDING:
+            gen = nxt
+    return out
+
+
+def test_a_stagger_over_a_mix_of_op_functions_answers_and_draws_as_the_generators_it_stands_for():
+    def make():
+        left = [3]
+
+        def few(c):  # exhausted after three ops
+            left[0] -= 1
+            return {"f": "few", "value": left[0]} if left[0] >= 0 else None
+
+        return few
+
+    def send(c):
+        return {"f": "send", "value": c.rng.randrange(100)}
+
+    for seed in range(4):
+        fused = g.stagger(0.003, g.mix(send, make(), send))
+        assert type(fused).__name__ == "DelayedFns"
+        plain = g.Delay(3_000_000, g.Mix((g.Fn(send), g.Fn(make()), g.Fn(send))), None, True)
+        assert _busy_walk(fused, seed) == _busy_walk(plain, seed)
+    fused = g.delay(0.002, g.mix(make()))
+    plain = g.Delay(2_000_000, g.Mix((g.Fn(make()),)), None, False)
+    assert _busy_walk(fused, 9) == _busy_walk(plain, 9)

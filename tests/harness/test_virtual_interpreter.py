@@ -108,3 +108,36 @@ def test_the_same_generator_and_seed_give_the_same_history():
         return [o.to_dict() for o in play(gen, concurrency=4, seed=seed)[0]]
 
     assert history(7) == history(7) != history(8)
+
+
+class SeenFree(g.Gen):
+    """Ops one at a time, each noting the free threads its ask was shown
+    (listed by the interpreter) beside those listed anew from the free set,
+    for the whole view and for the clients' view."""
+
+    def __init__(self, seen: list, n: int) -> None:
+        self.seen, self.n = seen, n
+
+    def op(self, ctx):
+        if self.n == 0:
+            return None
+        def listed(c):
+            return list(c.free_threads()), [t for t in sorted(c.threads, key=str) if t in c.free]
+
+        clients = ctx.restrict(lambda t: t != "nemesis")
+        self.seen += [listed(ctx), listed(clients), listed(ctx.restrict(lambda t: t != "nemesis" and t != 1)),
+                      listed(clients.restrict(lambda t: t != 1)), listed(ctx.restrict(lambda t: t == "nemesis"))]
+        free = clients.free_threads()
+        if not free:
+            return g.PENDING, self
+        t = free[ctx.rng.randrange(len(free))]
+        return {"f": "w", "value": self.n, "process": ctx.process_of[t], "time": ctx.time}, SeenFree(self.seen, self.n - 1)
+
+
+def test_the_free_threads_the_interpreter_lists_are_those_of_the_free_set_sorted_by_name():
+    for nemesis in (None, lambda op: {"type": "info"}):
+        seen: list = []
+        play(g.seq(SeenFree(seen, 40)), concurrency=12, nemesis=nemesis)  # 10, 11 sort before 2
+        assert len(seen) >= 200 and any(len(s[0]) < 12 for s in seen)
+        for shown, anew in seen:
+            assert shown == anew
