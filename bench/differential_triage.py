@@ -204,7 +204,7 @@ def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaig
     """Each triaged pair as files anyone can replay: the campaign's schedule
     (on Kafka and on the model), and Kafka's played schedule as Kafka did it
     and with the model's roles (on the model: what reproduces Kafka's
-    outcome), with a summary."""
+    outcome), with a summary merged into ``dest``'s triage.json by pair id."""
     dest.mkdir(parents=True, exist_ok=True)
     summary = []
     for r in rows:
@@ -238,7 +238,14 @@ def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaig
             "model as kafka played, model's roles, slow restarts":
                 SIM.format(f=rel / as_roles.name, seed=r["seed"]) + f" --start-delay-ms {START_DELAY_MS}",
         })
-    (dest / "triage.json").write_text(json.dumps(summary, indent=1) + "\n")
+    merged = {r["id"]: r for r in _prior(dest / "triage.json")} | {r["id"]: r for r in summary}
+    (dest / "triage.json").write_text(json.dumps([merged[i] for i in sorted(merged)], indent=1) + "\n")
+
+
+def _prior(f: Path) -> list[dict[str, Any]]:
+    """The rows an earlier export wrote: a later batch's pairs (``--ids``)
+    are added to them, a pair triaged again replaces its row."""
+    return json.loads(f.read_text()) if f.exists() else []
 
 
 def main() -> int:

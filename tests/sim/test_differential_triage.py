@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from differential_triage import START_DELAY_MS, relabel, rename  # noqa: E402
+from differential_triage import START_DELAY_MS, export, relabel, rename  # noqa: E402
 
 from harness.cli.hunt import sim_config  # noqa: E402
 from harness.config import build_config  # noqa: E402
@@ -71,3 +71,32 @@ def test_a_missing_campaign_is_one_line_and_exit_2(tmp_path: Path) -> None:
                         str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "no campaign's hunt.json" in p.stderr.strip().splitlines()[-1]
+
+
+def _row(pair_id: int, seed: int) -> dict:
+    """A triage row as ``triage()`` makes it, with the figures an export reads."""
+    none = {"acks=1": {"lost": 0, "acked": 1}}
+    return {"id": pair_id, "seed": seed, "lost": {"model": 1, "kafka": 0}, "late_ms": 0,
+            "roles": {"model": {"controller": "c1", "replicas": {}}, "kafka": {"controller": "c2", "replicas": {}}},
+            "renaming": {"c2": "c1"}, "kafka_names": none, "model_roles": none, "shifted": {50: 0},
+            "slow_start": none, "verdict": "played"}
+
+
+def test_an_export_of_later_pairs_keeps_the_rows_of_earlier_ones(tmp_path: Path) -> None:
+    pairs = {}
+    for i in (1, 2):
+        run = tmp_path / f"run{i}"
+        run.mkdir()
+        (run / "test.json").write_text(json.dumps({"schedule": [{"at_ms": 5, "fault": "kill:one", "nodes": ["c2"]}]}))
+        sched = tmp_path / f"s{i}.json"
+        sched.write_text(json.dumps({"time_limit": 15, "schedule": []}))
+        pairs[i] = {"id": i, "schedule_file": str(sched), "real": {"run_dir": str(run)}}
+    dest = tmp_path / "differential"
+    export([_row(1, 1001)], pairs, tmp_path, dest)
+    export([_row(2, 1002)], pairs, tmp_path, dest)
+    rows = json.loads((dest / "triage.json").read_text())
+    assert [(r["id"], r["seed"]) for r in rows] == [(1, 1001), (2, 1002)]
+    export([{**_row(1, 1001), "verdict": "roles"}], pairs, tmp_path, dest)
+    assert [r["cause"] for r in json.loads((dest / "triage.json").read_text())] == ["roles", "played"]
+    played = json.loads((dest / "0002-seed1002-kafka-played-model-roles.json").read_text())
+    assert played["schedule"][0]["nodes"] == ["c1"]
