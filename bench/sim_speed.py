@@ -45,7 +45,7 @@ one run, shared machine, CPU equal to wall), at 76cf9d7: whole simulation
 noise), checkers 3.95 -> 3.57 CPU s, each seed with its checkers 26.1x ->
 27.4x; ``--before 7c14af7`` in another run: whole simulation CPU 3.23 s ->
 3.18 s (the generator's restrict, -1.7% of the event loop's instructions),
-checkers 3.76 -> 3.46 CPU s. Issue 35's targets (250x, 150x with checkers)
+checkers 3.76 -> 3.46 CPU s. The targets (250x, 150x with checkers)
 are 4.3x and 5.5x away. Under callgrind,
 the event loop of a 10 s seed (with a 1 s seed run first in the process, as
 here) costs 1,123 M instructions, spread thin: the brokers' side of each
