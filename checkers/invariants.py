@@ -151,6 +151,7 @@ class _Replica:
     partition_epoch: int = -1
     epoch_start: int | None = None  # leader-epoch start offset (leader role)
     maximal: tuple[int, ...] = ()  # the leader's last (maximal) ISR
+    leo_t: Any = None  # when the LEO was last set (a violation names it)
 
 
 @dataclass
@@ -297,7 +298,7 @@ class InvariantMonitor:
         r = _Replica()
         self._replicas.setdefault(ev.get("node"), {})[tp] = r
         leo = int(ev.get("leo", 0))
-        r.leo = leo
+        r.leo, r.leo_t = leo, ev.get("t")
         r.hw = int(ev.get("hw", -1))
         epochs = ev.get("epochs") or []
         r.runs = [(int(s), int(e)) for e, s in epochs if int(s) < leo]
@@ -313,7 +314,7 @@ class InvariantMonitor:
         if not gap and r.runs and (not epochs or len(epochs) == 1):
             # the common case: one more batch of the log's last epoch, at its LEO
             if r.runs[-1][1] == (_int(epochs[0][0]) if epochs else epoch):
-                r.leo = _int(ev.get("leo", base + count))
+                r.leo, r.leo_t = _int(ev.get("leo", base + count)), t
                 return
         if gap:
             self._violate_at("append-not-at-leo", node, t, f"batch at {base} appended to a log whose LEO is {r.leo}", tp)
@@ -328,7 +329,7 @@ class InvariantMonitor:
             if r.runs and r.runs[-1][1] > e:
                 self._violate_at("epoch-regressed-in-log", node, t, f"batch of epoch {e} appended after epoch {r.runs[-1][1]}", tp)
             r.runs.append((s, e))
-        r.leo = _int(ev.get("leo", base + count))
+        r.leo, r.leo_t = _int(ev.get("leo", base + count)), t
 
     def _on_truncate(self, ev: dict[str, Any]) -> None:
         tp = str(ev["tp"])
@@ -343,7 +344,7 @@ class InvariantMonitor:
                               f"truncation ({ev.get('reason')}) to {to} removed committed offsets [{to}, {held_end}) "
                               f"it held (committed HW {c.hw})", tp)
         r.runs = [] if ev.get("reason") == "full" else clip(r.runs, to)
-        r.leo = to
+        r.leo, r.leo_t = to, ev.get("t")
         if r.hw > to:
             r.hw = to
 
@@ -353,7 +354,7 @@ class InvariantMonitor:
         hw = _int(ev["hw"])
         leo = ev.get("leo")
         if leo is not None:
-            r.leo = _int(leo)
+            r.leo, r.leo_t = _int(leo), t
         if r.leo is not None and hw > r.leo:
             self._violate_at("hw-above-leo", node, t, f"HW {hw} > LEO {r.leo}", tp)
         role = ev.get("role", r.role)
@@ -395,7 +396,7 @@ class InvariantMonitor:
         r = self._rep(node, tp)
         self._epochs(ev, r, tp)
         if "leo" in ev:
-            r.leo = int(ev["leo"])
+            r.leo, r.leo_t = int(ev["leo"]), ev.get("t")
         isr = [int(x) for x in ev.get("isr", [])]
         if isr and node not in isr:
             self._violate("leader-not-in-isr", ev, f"became leader with ISR {isr}", tp)
@@ -466,7 +467,8 @@ class InvariantMonitor:
                                   f"offset {lr.epoch_start} (epoch {ev.get('leader_epoch')})", tp)
                 elif f.leo < lr.hw:
                     self._violate("isr-expanded-early", ev,
-                                  f"replica {m} joined the ISR at LEO {f.leo}, below the leader's HW {lr.hw}", tp)
+                                  f"replica {m} joined the ISR at LEO {f.leo}, below the leader's HW {lr.hw} "
+                                  f"(its LEO last moved at t={f.leo_t})", tp)
             lr.maximal = tuple(maximal)
 
     # -- controllers --------------------------------------------------------------------------------------

@@ -190,6 +190,24 @@ def test_isr_expansion_below_the_leader_epoch_start_offset_is_reported() -> None
     assert kinds(_expansion(8)) == {"isr-expanded-early": 1}
 
 
+def test_an_isr_expansion_below_the_leaders_hw_names_when_the_followers_leo_last_moved() -> None:
+    """Follower 3's LEO (15) is past the leader's epoch start (10) but
+    below its HW (18): the violation says when that LEO was set, so a
+    reader can tell a follower whose appends were never seen (set long
+    before) from one whose events merged late."""
+    evs = [ev(0, 3, "loaded", tp=TP, leo=15, hw=9, log_start=0, epochs=[[0, 0]]),
+           ev(0, 2, "loaded", tp=TP, leo=10, hw=9, log_start=0, epochs=[[0, 0]]),
+           ev(1, 2, "become_leader", tp=TP, leader_epoch=1, partition_epoch=4, isr=[2], leo=10, hw=9),
+           ev(2, 2, "append", tp=TP, base=10, count=10, epoch=1, leo=20, role="leader"),
+           ev(3, 2, "hw", tp=TP, hw=18, leo=20, role="leader"),
+           ev(4, 2, "isr", tp=TP, isr=[2], maximal_isr=[2, 3], state="pending-expand", partition_epoch=4,
+              leader_epoch=1)]
+    m = InvariantMonitor(seed=42).observe_all(evs)
+    assert m.counts == {"isr-expanded-early": 1}
+    assert m.violations[0].message == ("replica 3 joined the ISR at LEO 15, below the leader's HW 18 "
+                                       "(its LEO last moved at t=0)")
+
+
 def test_unstamped_events_get_the_same_checks_and_violation_records_as_stamped_ones() -> None:
     """observe_data (the simulator's path for appends, HWs and produces,
     node and time given apart) reaches the verdicts observe reaches on the
