@@ -16,14 +16,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal as sig_mod
-import socket
 import subprocess
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from harness.errors import UsageError
 from harness.rundir.state import RunState
-from reference_impl.server.ports import free_ports
+from reference_impl.server.ports import free_ports, port_in_use
 
 HOST = "127.0.0.1"
 
@@ -113,17 +112,6 @@ class LocalHosts:
                 pass
 
 
-def _port_free(port: int) -> bool:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((HOST, port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
 def allocate_ports(count: int, base: int = 0) -> list[int]:
     """``count`` ports on 127.0.0.1: consecutive from ``base`` (each checked, a
     port in use is bad input) or, with base 0, free ports outside the
@@ -133,7 +121,7 @@ def allocate_ports(count: int, base: int = 0) -> list[int]:
         if ports[-1] > 65535:
             raise UsageError(f"--base-port {base}: needs {count} ports, runs past 65535")
         for p in ports:
-            if not _port_free(p):
+            if port_in_use(p):
                 raise UsageError(f"port {p} on {HOST} is in use (--base-port {base} needs {base}..{base + count - 1})")
         return ports
     return free_ports(count)

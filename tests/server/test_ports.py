@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 
+from harness.runtimes.local import allocate_ports
 from reference_impl.server.ports import HOST, ephemeral_range, free_ports, port_in_use
 
 
@@ -35,3 +36,13 @@ def test_source_ports_of_many_connections_never_land_on_a_port_the_launcher_chos
         for c in clients:
             c.close()
         server.close()
+
+
+def test_the_harness_allocates_its_proxies_and_nodes_ports_outside_the_ephemeral_range_too():
+    """harness.runtimes.local.allocate_ports (local nodes, partition
+    proxies) draws from the same pool: with bind(0) a proxy's port was
+    taken by another worker's connection before it bound ("proxy failed to
+    start: address already in use")."""
+    lo, hi = ephemeral_range()
+    ports = allocate_ports(30)
+    assert len(set(ports)) == 30 and not any(lo <= p <= hi for p in ports)
