@@ -247,7 +247,7 @@ class QueueClient:
     def close(self) -> None:
         if self.consumer is not None:
             if self.sub_via == "subscribe":
-                self._abandon_consumer()  # the run is over: nobody waits for its group to rebalance
+                self._abandon_consumer()  # a process that ends (run over, or replaced after an info) leaves as a killed one does
             else:
                 self._close_consumer()
         if self.producer is not None:
