@@ -127,6 +127,30 @@ seed the generator's asks and the interpreter's own work are ~94 M of the
 cluster and the clients carrying the queue workload's load (32 consumers
 each reading every record).
 
+The polls' pairs taken by batch object (``RecordPairs``: a one-record
+batch read again, the same object of the leader's log, takes the pair it
+left without comparing values) and the simulator's history written as the
+digest's blocks (no per-line decode and write; only runs with a directory
+write, so this bench does not see it), at a7bd2c0. Under callgrind
+(``PYTHONHASHSEED=0``, the event loops of a 1 s seed and then a 10 s seed
+of seed 3, compiled, twice each, the same counts): 1,059.1 M -> 1,038.5 M
+instructions (-1.9%; ``RecordPairs.take`` 52.2 M -> 31.6 M). The recorder
+is the largest single part left: ``Recorder.append`` 176 M inclusive (17%:
+~18k instructions a line, its SHA-256 70 M of it under valgrind, which
+hides the CPU's SHA extensions; ~2.5% of the samples natively), then, in
+py-spy's native samples of four 60 s seeds at 080a60a, ``Network.send``
+6.7% of the event loop's own time, the event loop 4.3%, the interpreter's
+own work ~9% spread over a dozen methods, nothing else over 2%. Side by
+side (one run each, shared machine): ``--before 54cd9c7``: workload phase
+CPU 1.58 s -> 2.37 s (113.6x -> 76.0x), whole simulation 1.82 s -> 2.58 s
+(103.7x -> 72.0x: 1.42x the CPU, where a busier run at 953ef03 said
+1.56x), checkers 0.99 -> 3.89 CPU s; ``--before 080a60a`` in a quiet run
+(CPU equal to wall): whole simulation 2.61 s -> 2.61 s, workload phase
+2.39 s -> 2.40 s (the 1.9% is below this bench's noise, and 080a60a was
+itself ~1.43x 54cd9c7's CPU here). No slowdown against 54cd9c7 is still
+~30% of the simulation's CPU away (the 1.42x above), the queue
+workload's reads and driver included.
+
 Where it stood (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as

@@ -8,7 +8,7 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, TextIO
 
 import orjson
 
@@ -72,7 +72,7 @@ class JsonlWriter:
 
     def __init__(self, path: str | os.PathLike[str], fsync_every: int = 200, flush_every: int = 1) -> None:
         self.path = Path(path)
-        self._f: IO[str] = open(self.path, "a", encoding="utf-8")
+        self._f: TextIO = open(self.path, "a", encoding="utf-8")
         self._fsync_every = max(1, fsync_every)
         self._flush_every = max(1, flush_every)
         self._pending = 0
@@ -99,6 +99,15 @@ class JsonlWriter:
         if text:
             self._f.write(text)
             self._f.flush()
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write lines already joined and encoded (UTF-8), and flush them to
+        the OS at once: the simulator's recorder, whose lines are bytes
+        (orjson's) and would otherwise be decoded only to be encoded again."""
+        if data:
+            self._f.flush()  # whatever the text layer holds goes first
+            self._f.buffer.write(data)
+            self._f.buffer.flush()
 
     def close(self) -> None:
         if not self._f.closed:

@@ -20,9 +20,11 @@ How the lines reach the file is the runtime's too:
   throughput (bench/harness_overhead.py). A ``.recording`` marker beside
   the file says, until :meth:`Recorder.close`, that it may be partial.
 * ``background=False`` (the simulator, one thread): each operation is
-  encoded as it is recorded, and lines are written ``flush_every`` at a
-  time and never fsynced: a seed's history is a pure function of the seed,
-  so a killed simulator loses nothing a replay cannot rebuild.
+  encoded as it is recorded, and lines are written :data:`FLUSH_EVERY` at
+  a time, as the bytes the digest is fed (one join, one write and no
+  decoding per block), and fsynced once, on close: a seed's history is a
+  pure function of the seed, so a killed simulator loses nothing a replay
+  cannot rebuild.
 
 Either way a line is encoded once, as :func:`~checkers.history.jsonl.encode_line`
 spells the operation (orjson, with ``encode_fields``' fallbacks; a test
@@ -96,7 +98,7 @@ class Recorder:
 
     def __init__(self, path: str | Path | None, fsync_every: int = 200, keep: bool = False, *,
                  clock: Clock | None = None, epoch: int | None = None,
-                 background: bool = True, flush_every: int = FLUSH_EVERY) -> None:
+                 background: bool = True) -> None:
         self._lock = threading.Lock()
         self._wlock = threading.Lock()  # one drainer at a time keeps file order
         self._clock: Clock = clock if clock is not None else MonotonicClock()
@@ -128,7 +130,8 @@ class Recorder:
                 self._drainer = threading.Thread(target=self._drain_loop, name="history-writer", daemon=True)
                 self._drainer.start()
             else:
-                self._writer = JsonlWriter(self.path, fsync_every=1 << 30, flush_every=flush_every)
+                # written a block at a time by _hash_pending, fsynced on close
+                self._writer = JsonlWriter(self.path, fsync_every=1 << 62, flush_every=1 << 62)
 
     # -- time ------------------------------------------------------------------------------------
     def restart_clock(self) -> None:
@@ -200,8 +203,6 @@ class Recorder:
         unhashed.append(line)
         if len(unhashed) >= FLUSH_EVERY:
             self._hash_pending()
-        if self._writer is not None:
-            self._writer.write_line(line.decode())
         return op
 
     def _count(self, d: dict[str, Any]) -> None:
@@ -298,10 +299,17 @@ class Recorder:
     def flush(self) -> None:
         """Write everything recorded so far (tests, and before reading the file)."""
         self._flush_pending()
+        if not self._background:
+            self._hash_pending()
 
     def _hash_pending(self) -> None:
-        self._sha.update(b"".join(self._unhashed))
+        """Feed the lines not yet hashed to the digest; recording inline,
+        they reach the file too, as the same block of bytes."""
+        block = b"".join(self._unhashed)
         self._unhashed.clear()
+        self._sha.update(block)
+        if not self._background and self._writer is not None:
+            self._writer.write_bytes(block)
 
     def digest(self) -> str:
         """SHA-256 of the history exactly as ``history.jsonl`` spells it (replay checks)."""
@@ -319,6 +327,8 @@ class Recorder:
         if self._drainer is not None:
             self._drainer.join(timeout=5)
         self._flush_pending()
+        if not self._background:
+            self._hash_pending()  # the last block reaches the file
         if self._writer is not None:
             self._writer.close()  # flush + fsync
             self._writer = None

@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from reference_impl.core.messages import (
+    Batch,
     ClientFetchRequest,
     ClientFetchResponse,
     Errors,
@@ -75,37 +76,73 @@ class RecordPairs:
     def __init__(self) -> None:
         #: partition -> pair by offset (None: not read yet)
         self.by_tp: dict[TopicPartition, list[list[Any] | None]] = {}
+        #: partition -> by offset, the batch whose value the pair there was
+        #: last checked against (None: not yet): a batch read again (the
+        #: same object, as a leader's log hands it out) finds its pair
+        #: without comparing values
+        self.checked: dict[TopicPartition, list[Batch | None]] = {}
 
     def clear(self) -> None:
         self.by_tp.clear()
+        self.checked.clear()
 
     def take(self, pr: FetchPartitionResponse, pos: int, out: list[list[Any]]) -> int:
         """Append the records of a fetched partition at or past ``pos`` to
         ``out``, each ``[offset, value]``; return the new position. Every
         consumer reads every record, so the loop is kept lean (and typed: an
         untyped ``pr`` made every attribute a generic lookup, ~2,000
-        instructions a record)."""
-        seen = self.by_tp.get(pr.tp)
+        instructions a record).
+
+        The simulated producer sends one record a batch, and each of the
+        run's consumers reads each batch object of the leader's log: a
+        one-record batch whose pair was last checked against this very
+        batch (a batch is never changed once made) is taken as it is. Any
+        other batch is checked record by record against the pairs, which
+        then note it (a pair a batch of another value replaced notes that
+        batch instead, so a stale note never stands for it)."""
+        tp = pr.tp
+        seen = self.by_tp.get(tp)
         if seen is None:
-            seen = self.by_tp[pr.tp] = []
+            seen = self.by_tp[tp] = []
+            checked = self.checked[tp] = []
+        else:
+            checked = self.checked[tp]
         for b in pr.batches:
-            payload = b.payload
             base = b.base_offset
             count = b.count
-            n = len(payload) if payload is not None else 0
             end = base + count
-            if len(seen) < end:
-                seen.extend([None] * (end - len(seen)))
-            for i in range(pos - base if pos > base else 0, count):
-                v = payload[i] if i < n else None
-                p = seen[base + i]
-                if p is None or (p[1] is not v and p[1] != v):
-                    p = [base + i, v]
-                    seen[base + i] = p
+            if count == 1 and pos <= base and base < len(checked) and checked[base] is b:
+                p = seen[base]
+                assert p is not None  # a batch is noted only where it left a pair
                 out.append(p)
+            elif end > pos:
+                self._check(b, seen, checked, pos, out)
             if end > pos:
                 pos = end
         return pos
+
+    @staticmethod
+    def _check(b: Batch, seen: list[list[Any] | None], checked: list[Batch | None], pos: int,
+               out: list[list[Any]]) -> None:
+        """The records of ``b`` at or past ``pos``, each checked against its
+        pair (made anew if missing or of another value) and appended to
+        ``out``; each offset notes ``b`` as the batch its pair was checked against."""
+        payload = b.payload
+        base = b.base_offset
+        count = b.count
+        n = len(payload) if payload is not None else 0
+        end = base + count
+        if len(seen) < end:
+            seen.extend([None] * (end - len(seen)))
+            checked.extend([None] * (end - len(checked)))
+        for i in range(pos - base if pos > base else 0, count):
+            v = payload[i] if i < n else None
+            p = seen[base + i]
+            if p is None or (p[1] is not v and p[1] != v):
+                p = [base + i, v]
+                seen[base + i] = p
+            checked[base + i] = b
+            out.append(p)
 
 
 class Consumer:

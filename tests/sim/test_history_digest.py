@@ -78,3 +78,29 @@ def test_a_seeds_digest_is_that_of_its_operations_as_encode_line_spells_them():
     want = "".join(encode_line(op) for op in run.history.ops)
     assert len(run.history.ops) > 100
     assert res["stats"]["history_sha256"] == hashlib.sha256(want.encode()).hexdigest()
+
+
+def test_an_inline_recorder_writes_whole_blocks_and_flush_writes_the_rest(tmp_path):
+    """Recording inline (the simulator), the file holds whole blocks of
+    FLUSH_EVERY lines, the very bytes the digest was fed, until flush() or
+    close() writes the rest; a text line written after stays in order."""
+    from checkers.history.jsonl import encode_line
+    from checkers.history.recorder import FLUSH_EVERY, Recorder
+    from reference_impl.sim.clients import VirtualClock
+    from reference_impl.sim.events import EventLoop
+
+    loop = EventLoop()
+    path = tmp_path / "h.jsonl"
+    r = Recorder(path, keep=True, clock=VirtualClock(loop), epoch=0, background=False)
+    for i in range(FLUSH_EVERY + 3):
+        loop.now = i
+        r.append(i % 4, "ok", "send", [["send", "k", [i, "é"]]], None, {"acks": "all"})
+    assert r.ops is not None
+    assert path.read_text() == "".join(encode_line(op) for op in r.ops[:FLUSH_EVERY])
+    r.flush()
+    assert path.read_text() == "".join(encode_line(op) for op in r.ops)
+    r.append("nemesis", "info", "start-kill", None)
+    r.close()
+    want = "".join(encode_line(op) for op in r.ops)
+    assert path.read_text() == want
+    assert r.digest() == hashlib.sha256(want.encode()).hexdigest()

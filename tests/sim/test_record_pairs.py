@@ -51,3 +51,49 @@ def test_records_a_batch_holds_no_value_for_read_as_none() -> None:
     got: list = []
     assert RecordPairs().take(fetched(Batch(4, 1, 2, None)), 0, got) == 6
     assert got == [[4, None], [5, None]]
+
+
+def test_a_batch_read_again_gets_its_pairs_and_a_rewrite_between_reads_is_seen() -> None:
+    """The same one-record batch object read again is taken without
+    comparing values; after another leader's batch rewrote the offset, the
+    old batch (an old leader's log, still read) gets its own value back,
+    not the note it left before the rewrite."""
+    pairs = RecordPairs()
+    old = Batch(0, 1, 1, (10,))
+    new = Batch(0, 2, 1, (99,))
+    a: list = []
+    b: list = []
+    pairs.take(fetched(old), 0, a)
+    pairs.take(fetched(old), 0, b)
+    assert a == b == [[0, 10]] and a[0] is b[0]
+    c: list = []
+    pairs.take(fetched(new), 0, c)
+    assert c == [[0, 99]]
+    d: list = []
+    pairs.take(fetched(old), 0, d)
+    assert d == [[0, 10]]
+    e: list = []
+    pairs.take(fetched(new), 0, e)
+    assert e == [[0, 99]]
+
+
+def test_an_equal_batch_of_another_leader_shares_the_pair_it_left() -> None:
+    pairs = RecordPairs()
+    first: list = []
+    second: list = []
+    pairs.take(fetched(Batch(0, 1, 1, (10,))), 0, first)
+    pairs.take(fetched(Batch(0, 1, 1, (10,))), 0, second)  # a follower's copy, now the leader's
+    assert first == second == [[0, 10]] and first[0] is second[0]
+
+
+def test_a_read_past_a_batch_skips_it_and_a_cleared_run_forgets_its_notes() -> None:
+    pairs = RecordPairs()
+    b0, b1 = Batch(0, 1, 1, (10,)), Batch(1, 1, 1, (11,))
+    got: list = []
+    assert pairs.take(fetched(b0, b1), 1, got) == 2
+    assert got == [[1, 11]]
+    pairs.clear()
+    assert pairs.by_tp == {} and pairs.checked == {}
+    again: list = []
+    assert pairs.take(fetched(b0, b1), 0, again) == 2
+    assert again == [[0, 10], [1, 11]]
