@@ -36,7 +36,9 @@ And, for models that know how their states grow (``Model.looks_ahead``,
 kv), a look-ahead (:mod:`.lookahead`): a new configuration whose state can
 no longer reach a read still to come, with no reset able to come first, is
 cached as explored and not lifted. Its dead end is noted at that read's
-return, where the walk would have died at the latest.
+return, where the walk would have died at the latest. Not on a sequential
+sub-history (every op returns before the next is called): there the walk
+has one op to try at each step, so there is nothing to rule out.
 
 Hot-loop representation, chosen for CPython: entries are ints indexing flat
 lists (``nxt``, ``prv``, ``match``); model states are interned to ints; each
@@ -88,6 +90,7 @@ class Problem:
     gate: list[int]       # crashed call entry -> previous crashed call with the same op, or 0
     read_only: bytearray  # call entry -> 1 if its op never changes any state
     init_state: Any
+    overlaps: bool = True  # some op's call comes before the return of an op called earlier
 
 
 @dataclass
@@ -145,8 +148,10 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any,
     nxt = list(range(1, size + 1))
     nxt[-1] = -1
     prv = list(range(-1, size - 1))
+    # every op returned before the next was called: a sequential history
+    overlaps = any(match[c] != c + 1 for c in call_entry)
     return Problem(ops, nxt, prv, match, opno, num, rows, opkeys, rank,
-                   _gates(ops, call_entry, opkeys, size), read_only, init_state)
+                   _gates(ops, call_entry, opkeys, size), read_only, init_state, overlaps)
 
 
 def _entries(ops: list[LinOp], match: list[int], opno: list[int], rank: list[int]) -> list[int]:
@@ -269,7 +274,9 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     match, num, rows, opkeys, gate = p.match, p.num, p.rows, p.opkeys, p.gate
     lifted = bytearray(len(nxt))
     st = _States(model, p.init_state)
-    ahead = LookAhead(match, opkeys, p.read_only, model) if model.looks_ahead else None
+    # a sequential history leaves the walk one op to try at each step: nothing
+    # for the look-ahead to rule out (Porcupine's one-client kv logs)
+    ahead = LookAhead(match, opkeys, p.read_only, model) if model.looks_ahead and p.overlaps else None
     la: Any = ahead.start if ahead is not None else None
     cache: set = set()
     # The backtracking stack is a linked list of immutable frames
