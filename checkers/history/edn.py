@@ -240,10 +240,9 @@ def _read_flat(text: str) -> list[Op] | None:
     """The common one-map-per-line layout read without the tokenizer
     (:func:`checkers.history.flat.read_flat`), or None: the full reader
     reads the file (and words any error), so both give the same ops."""
-    # late: reference_impl.accel compiles the flat reader, the harness imports
-    # this package before the accelerator's loader, and a compiled module
-    # imported before the loader leaves the whole build unused
-    from .flat import read_flat
+    # the harness imports this package before the accelerator's loader, and a
+    # compiled module imported before the loader leaves the whole build unused
+    from .flat import read_flat  # late: compiled (reference_impl.accel), loaded after the accelerator's loader
 
     return read_flat(text)
 
