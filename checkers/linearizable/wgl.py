@@ -70,7 +70,7 @@ from .lookahead import LookAhead
 from .models import Model
 from .prepare import LinOp
 
-__all__ = ["Problem", "SearchResult", "compile_problem", "search"]
+__all__ = ["Problem", "SearchResult", "compile_problem", "search", "sequential"]
 
 
 @dataclass
@@ -90,7 +90,6 @@ class Problem:
     gate: list[int]       # crashed call entry -> previous crashed call with the same op, or 0
     read_only: bytearray  # call entry -> 1 if its op never changes any state
     init_state: Any
-    overlaps: bool = True  # some op's call comes before the return of an op called earlier
 
 
 @dataclass
@@ -148,10 +147,8 @@ def compile_problem(ops: list[LinOp], model: Model, init_state: Any,
     nxt = list(range(1, size + 1))
     nxt[-1] = -1
     prv = list(range(-1, size - 1))
-    # every op returned before the next was called: a sequential history
-    overlaps = any(match[c] != c + 1 for c in call_entry)
     return Problem(ops, nxt, prv, match, opno, num, rows, opkeys, rank,
-                   _gates(ops, call_entry, opkeys, size), read_only, init_state, overlaps)
+                   _gates(ops, call_entry, opkeys, size), read_only, init_state)
 
 
 def _entries(ops: list[LinOp], match: list[int], opno: list[int], rank: list[int]) -> list[int]:
@@ -187,6 +184,17 @@ def _entries(ops: list[LinOp], match: list[int], opno: list[int], rank: list[int
             match[e] = -1
     match[e + 1] = -1  # tail
     return call_entry
+
+
+def sequential(p: Problem) -> bool:
+    """Every op returns before the next one is called (no op crashed, or
+    only the last one called): each call entry is followed by its return."""
+    match = p.match
+    for e in range(1, len(match) - 1):
+        m = match[e]
+        if m > 0 and m != e + 1:
+            return False
+    return True
 
 
 def _gates(ops: list[LinOp], call_entry: list[int], opkeys: list[Any], size: int) -> list[int]:
@@ -276,7 +284,7 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     st = _States(model, p.init_state)
     # a sequential history leaves the walk one op to try at each step: nothing
     # for the look-ahead to rule out (Porcupine's one-client kv logs)
-    ahead = LookAhead(match, opkeys, p.read_only, model) if model.looks_ahead and p.overlaps else None
+    ahead = LookAhead(match, opkeys, p.read_only, model) if model.looks_ahead and not sequential(p) else None
     la: Any = ahead.start if ahead is not None else None
     cache: set = set()
     # The backtracking stack is a linked list of immutable frames

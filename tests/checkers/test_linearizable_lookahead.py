@@ -14,7 +14,7 @@ from checkers.linearizable import check
 from checkers.linearizable.lookahead import PrefixIndex, ScanIndex
 from checkers.linearizable.models import KV
 from checkers.linearizable.prepare import prepare
-from checkers.linearizable.wgl import compile_problem, search
+from checkers.linearizable.wgl import compile_problem, search, sequential
 
 
 class _KVBlind(KV):
@@ -156,8 +156,8 @@ def test_a_sequential_key_is_searched_without_the_look_ahead() -> None:
     model = KV()
     (seq,) = prepare(_sequential_then_a_bad_get(False), model)[0].values()
     (conc,) = prepare(_sequential_then_a_bad_get(True), model)[0].values()
-    assert compile_problem(seq.ops, model, "").overlaps is False
-    assert compile_problem(conc.ops, model, "").overlaps is True
+    assert sequential(compile_problem(seq.ops, model, "")) is True
+    assert sequential(compile_problem(conc.ops, model, "")) is False
     (plain,), (ahead,) = _run(_sequential_then_a_bad_get(False), model), _run(_sequential_then_a_bad_get(True), model)
     assert plain.valid is ahead.valid is False
     assert plain.pruned == 0 and ahead.pruned == 1
@@ -170,5 +170,5 @@ def test_an_op_that_crashed_makes_the_key_overlap() -> None:
            Op("invoke", "get", ["k", None], 1, 2), Op("ok", "get", ["k", "a"], 1, 3)]
     model = KV()
     (sub,) = prepare(ops, model)[0].values()
-    assert compile_problem(sub.ops, model, "").overlaps is True
+    assert sequential(compile_problem(sub.ops, model, "")) is False
     assert check(ops, model="kv")["valid"] is True
