@@ -253,8 +253,8 @@ def bench_porcupine_kv(module: Path, version: str, times: PorcupineTimes, budget
           f"check), to the verdict, median of {repeat} runs each, one after the other in this run")
     print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; kraftwerk: wall s / CPU s; "
           f"Porcupine checks its keys in parallel goroutines)")
-    print(f"{'log':12} {'entries':>7} {'keys':>4} {'to verdict s':>15} {'valid':>6} {'porcupine s':>11} "
-          f"{'ratio':>6} {'fastest k/p s':>15} {'every key s':>13} {'decided':>7} {'go test s':>9} {'':>4}")
+    print(f"{'log':12} {'entries':>7} {'keys':>4} {'to verdict s':>17} {'valid':>6} {'porcupine s':>11} "
+          f"{'ratio':>6} {'fastest k/p s':>17} {'every key s':>13} {'decided':>7} {'go test s':>9} {'':>4}")
     for path in sorted((module / "test_data" / "kv").glob("*.txt")):
         expected = not path.stem.endswith("bad")
         runs = [check_kv_file(path, True, budget) for _ in range(repeat)]
@@ -270,9 +270,9 @@ def bench_porcupine_kv(module: Path, version: str, times: PorcupineTimes, budget
         status, secs = times.tests.get(path.stem, ("-", float("nan")))
         pm = times.median.get(path.stem, float("nan"))
         p_fast = times.fastest.get(path.stem, float("nan"))
-        print(f"{path.stem:12} {r2['stats']['history']['ops']:7d} {len(r2['keys']):4d} {t1:7.4f}/{c1:7.4f} "
-              f"{str(r1['valid']):>6} {pm:11.4f} {t1 / pm if pm > 0 else float('nan'):5.2f}x "
-              f"{k_fast:7.4f}/{p_fast:7.4f} {t2:6.3f}/{c2:6.3f} "
+        print(f"{path.stem:12} {r2['stats']['history']['ops']:7d} {len(r2['keys']):4d} {t1:8.5f}/{c1:8.5f} "
+              f"{str(r1['valid']):>6} {pm:11.5f} {t1 / pm if pm > 0 else float('nan'):5.2f}x "
+              f"{k_fast:8.5f}/{p_fast:8.5f} {t2:6.3f}/{c2:6.3f} "
               f"{decided:3d}/{len(r2['keys']):<3d} {secs:9.2f} {status:>4}"
               f"{'' if good else '   <-- WRONG VERDICT OR UNDECIDED KEY'}")
     for name, (status, secs) in sorted(times.tests.items()):

@@ -138,8 +138,9 @@ def test_the_clients_pseudo_node_is_named_once():
 
 
 #: at most this many imports inside functions in the six rooms: each a heavy
-#: library loaded late on purpose, with its reason on the line (``# late:``)
-IN_FUNCTION_IMPORTS_AT_MOST = 30
+#: library or a compiled module loaded late on purpose, with its reason on
+#: the line (``# late:``); the EDN reader's compiled flat-line reader is the 31st
+IN_FUNCTION_IMPORTS_AT_MOST = 31
 
 #: rooms whose imports are being moved to the top by work of their own: their
 #: in-function imports count towards the limit but need no reason yet (drop a

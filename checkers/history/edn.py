@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .op import HistoryError, Op
-from .source import open_regular
+from .source import read_regular
 
 _TOKEN = re.compile(
     r"""
@@ -201,15 +201,15 @@ def _hashable(k: Any) -> Any:
 def read_edn(path: str | os.PathLike[str]) -> list[Op]:
     """Read a Jepsen/Knossos EDN history: one vector or list of op maps (or
     the maps at top level). Missing ``:index`` is filled in by position."""
-    p = Path(path)
+    data = read_regular(path)
     try:
-        with open_regular(p) as f:
-            text = f.read().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise HistoryError(f"{p}:1: not UTF-8 text ({e.reason})") from None
+        raise HistoryError(f"{Path(path)}:1: not UTF-8 text ({e.reason})") from None
     fast = _read_flat(text)
     if fast is not None:
         return fast
+    p = Path(path)
     positions: list[list[int]] = []
     forms = loads(text, str(p), positions)
     if len(forms) == 1 and isinstance(forms[0], list):
@@ -236,91 +236,15 @@ def read_edn(path: str | os.PathLike[str]) -> list[Op]:
     return ops
 
 
-#: a keyword name or a decimal integer (of up to 18 digits) the flat reader takes
-#: as is; anything else sends the file to the full reader
-_FLAT_NAME = re.compile(r"[A-Za-z*!_?<>=][\w*+!_?<>=.\-]*")
-_FLAT_INT = re.compile(r"-?[0-9]{1,18}")  # longer: the full reader words the error
-_FLAT_CONST = {"nil": None, "true": True, "false": False}
-_OP_TYPES = frozenset(("invoke", "ok", "fail", "info"))
-
-
 def _read_flat(text: str) -> list[Op] | None:
-    """The common layout, read line by line without the tokenizer: one map
-    per line (``{:k v, :k v}``, Jepsen's and Porcupine's), in an optional
-    vector, ``;`` comment lines, values that are keywords, strings without
-    quotes or backslashes, decimal integers, nil, true or false, and ops
-    with ``:type``/``:f`` and integer ``:time``/``:index`` when present. On
-    anything else it returns None and the full reader reads the file (which
-    then also words any error), so both give the same ops."""
-    lines = text.split("\n")
-    ops: list[Op] = []
-    seen: dict[str, Any] = {}
-    opened = closed = False
-    for raw in lines:
-        line = raw.strip()
-        if not line or line[0] == ";":
-            continue
-        if closed:
-            return None
-        if not ops and not opened and line[0] == "[":
-            opened = True
-            line = line[1:].lstrip()
-            if not line:
-                continue
-        if opened and line[-1] == "]":
-            closed = True
-            line = line[:-1].rstrip()
-            if not line:
-                continue
-        op = _flat_op(line, seen, len(ops))
-        if op is None:
-            return None
-        ops.append(op)
-    return ops if ops and opened == closed else None
+    """The common one-map-per-line layout read without the tokenizer
+    (:func:`checkers.history.flat.read_flat`), or None: the full reader
+    reads the file (and words any error), so both give the same ops."""
+    # the harness imports this package before the accelerator's loader, and a
+    # compiled module imported before the loader leaves the whole build unused
+    from .flat import read_flat  # late: compiled (reference_impl.accel), loaded after the accelerator's loader
 
-
-def _flat_op(line: str, seen: dict[str, Any], pos: int) -> Op | None:
-    """One ``{:k v, ...}`` line as the full reader plus ``Op.from_dict``
-    would make it, or None when the line is not of the flat shape. Fields
-    repeat from line to line (``type :invoke``), so each distinct one is
-    read once (``seen``)."""
-    if line[:2] != "{:" or line[-1] != "}":
-        return None
-    d: dict[str, Any] = {}
-    for field in line[2:-1].split(", :"):
-        kx = seen.get(field)
-        if kx is None:
-            kx = seen[field] = _flat_field(field)
-            if kx is None:
-                return None
-        d[kx[0]] = kx[1]
-    t = d.pop("type", None)
-    f = d.pop("f", None)
-    time = d.pop("time", 0)
-    index = d.pop("index", -1)
-    if t not in _OP_TYPES or type(f) is not str or type(time) is not int or type(index) is not int:
-        return None
-    return Op(t, f, d.pop("value", None), d.pop("process", 0), time, index if index >= 0 else pos,
-              d.pop("error", None), d)
-
-
-def _flat_field(field: str) -> tuple[str, Any] | None:
-    """``k v`` (a map entry without its colon) as (name, value), or None."""
-    k, _, v = field.partition(" ")
-    if not v or _FLAT_NAME.fullmatch(k) is None:
-        return None
-    c = v[0]
-    if c == '"':
-        if len(v) < 2 or v[-1] != '"' or '"' in v[1:-1] or "\\" in v:
-            return None
-        return k, v[1:-1]
-    if c == ":":
-        return (k, v[1:]) if _FLAT_NAME.fullmatch(v, 1) else None
-    if v in _FLAT_CONST:
-        return k, _FLAT_CONST[v]
-    if _FLAT_INT.fullmatch(v):
-        return k, int(v)
-    return None
+    return read_flat(text)
 
 
 _KEYWORD = re.compile(r"^[A-Za-z*!_?<>=][A-Za-z0-9*+!_?<>=.\-]*(/[A-Za-z0-9*+!_?<>=.\-]+)?$")

@@ -36,7 +36,9 @@ And, for models that know how their states grow (``Model.looks_ahead``,
 kv), a look-ahead (:mod:`.lookahead`): a new configuration whose state can
 no longer reach a read still to come, with no reset able to come first, is
 cached as explored and not lifted. Its dead end is noted at that read's
-return, where the walk would have died at the latest.
+return, where the walk would have died at the latest. Not on a sequential
+sub-history (every op returns before the next is called): there the walk
+has one op to try at each step, so there is nothing to rule out.
 
 Hot-loop representation, chosen for CPython: entries are ints indexing flat
 lists (``nxt``, ``prv``, ``match``); model states are interned to ints; each
@@ -68,7 +70,7 @@ from .lookahead import LookAhead
 from .models import Model
 from .prepare import LinOp
 
-__all__ = ["Problem", "SearchResult", "compile_problem", "search"]
+__all__ = ["Problem", "SearchResult", "compile_problem", "search", "sequential"]
 
 
 @dataclass
@@ -184,6 +186,17 @@ def _entries(ops: list[LinOp], match: list[int], opno: list[int], rank: list[int
     return call_entry
 
 
+def sequential(p: Problem) -> bool:
+    """Every op returns before the next one is called (no op crashed, or
+    only the last one called): each call entry is followed by its return."""
+    match = p.match
+    for e in range(1, len(match) - 1):
+        m = match[e]
+        if m > 0 and m != e + 1:
+            return False
+    return True
+
+
 def _gates(ops: list[LinOp], call_entry: list[int], opkeys: list[Any], size: int) -> list[int]:
     """Crashed call entry -> the previous crashed call (in call order) with
     the same op, or 0 (see the symmetry pruning in the module doc)."""
@@ -269,7 +282,9 @@ def search(p: Problem, model: Model, slice_steps: int = 20000
     match, num, rows, opkeys, gate = p.match, p.num, p.rows, p.opkeys, p.gate
     lifted = bytearray(len(nxt))
     st = _States(model, p.init_state)
-    ahead = LookAhead(match, opkeys, p.read_only, model) if model.looks_ahead else None
+    # a sequential history leaves the walk one op to try at each step: nothing
+    # for the look-ahead to rule out (Porcupine's one-client kv logs)
+    ahead = LookAhead(match, opkeys, p.read_only, model) if model.looks_ahead and not sequential(p) else None
     la: Any = ahead.start if ahead is not None else None
     cache: set = set()
     # The backtracking stack is a linked list of immutable frames

@@ -101,6 +101,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/sim/groups.py",
     "reference_impl/sim/clients.py",
     "checkers/history/recorder.py",
+    "checkers/history/flat.py",
     "checkers/invariants.py",
     "checkers/queue/lines.py",
     "checkers/queue/spelling.py",

@@ -4,6 +4,7 @@ invocations with completions, and bad input named by file:line."""
 from __future__ import annotations
 
 import glob
+import os
 from pathlib import Path
 
 import edn_format
@@ -127,6 +128,26 @@ def test_edn_flat_reader_takes_porcupine_and_jepsen_lines() -> None:
     assert edn._read_flat('[{:type :invoke, :f :read, :value nil, :process 0, :time 12, :index 0}\n'
                           ' {:type :ok, :f :read, :value 3, :process 0, :time 15, :index 1}]\n') is not None
     assert edn._read_flat('[{:type :ok, :f :read, :value [0 1]}]') is None
+
+
+def _fifo(p: Path) -> None:
+    os.mkfifo(p)
+
+
+@pytest.mark.parametrize("make,words", [
+    (_fifo, "a FIFO, not a history file"),
+    (lambda p: p.symlink_to("/dev/zero"), "a device, not a history file"),
+    (lambda p: p.mkdir(), "a directory, not a history file"),
+])
+def test_an_edn_history_that_is_no_regular_file_is_refused_at_once(tmp_path: Path, make: object,
+                                                                   words: str) -> None:
+    """read_edn reads the file with plain os.read calls: a FIFO without a
+    writer, a device that never ends or a directory is refused before any
+    read, in one line."""
+    p = tmp_path / "h.edn"
+    make(p)  # type: ignore[operator]
+    with pytest.raises(HistoryError, match=f"h.edn: {words}$"):
+        read_edn(p)
 
 
 @pytest.mark.parametrize("text,line", [

@@ -14,7 +14,7 @@ from checkers.linearizable import check
 from checkers.linearizable.lookahead import PrefixIndex, ScanIndex
 from checkers.linearizable.models import KV
 from checkers.linearizable.prepare import prepare
-from checkers.linearizable.wgl import compile_problem, search
+from checkers.linearizable.wgl import compile_problem, search, sequential
 
 
 class _KVBlind(KV):
@@ -137,3 +137,38 @@ def test_prefix_index_finds_the_values_a_string_grows_into() -> None:
         assert {i for i in range(len(observed)) if got >> fast.positions[i] & 1} == want
         slow_got = slow.reachable(state)
         assert {i for i in range(len(observed)) if slow_got >> i & 1} == want
+
+
+def _sequential_then_a_bad_get(overlap: bool) -> list[Op]:
+    """append a, then a get of "b" (no linearization); with ``overlap`` the
+    get is called before the append returns."""
+    inv_a, ok_a = Op("invoke", "append", ["k", "a"], 0, 0), Op("ok", "append", ["k", "a"], 0, 0)
+    inv_g, ok_g = Op("invoke", "get", ["k", None], 1, 0), Op("ok", "get", ["k", "b"], 1, 0)
+    ops = [inv_a, inv_g, ok_a, ok_g] if overlap else [inv_a, ok_a, inv_g, ok_g]
+    for i, o in enumerate(ops):
+        o.index = i
+    return ops
+
+
+def test_a_sequential_key_is_searched_without_the_look_ahead() -> None:
+    # one op to try at each step: nothing to rule out, so no look-ahead is
+    # built; the same ops overlapping get it (the append is ruled out as made)
+    model = KV()
+    (seq,) = prepare(_sequential_then_a_bad_get(False), model)[0].values()
+    (conc,) = prepare(_sequential_then_a_bad_get(True), model)[0].values()
+    assert sequential(compile_problem(seq.ops, model, "")) is True
+    assert sequential(compile_problem(conc.ops, model, "")) is False
+    (plain,), (ahead,) = _run(_sequential_then_a_bad_get(False), model), _run(_sequential_then_a_bad_get(True), model)
+    assert plain.valid is ahead.valid is False
+    assert plain.pruned == 0 and ahead.pruned == 1
+    assert plain.blocked == ahead.blocked == 1  # the get, in either case
+
+
+def test_an_op_that_crashed_makes_the_key_overlap() -> None:
+    # its return is at infinity: every op called after it runs beside it
+    ops = [Op("invoke", "append", ["k", "a"], 0, 0), Op("info", "append", ["k", "a"], 0, 1),
+           Op("invoke", "get", ["k", None], 1, 2), Op("ok", "get", ["k", "a"], 1, 3)]
+    model = KV()
+    (sub,) = prepare(ops, model)[0].values()
+    assert sequential(compile_problem(sub.ops, model, "")) is False
+    assert check(ops, model="kv")["valid"] is True

@@ -210,11 +210,11 @@ def test_a_history_is_read_to_the_same_folds_by_the_compiled_line_reader_and_the
 
 
 _LINEARIZABLE = """
-import hashlib, json, sys
+import hashlib, json, sys, tempfile
 from pathlib import Path
 import reference_impl
 import checkers.linearizable.wgl as wgl
-from checkers.history import read_edn
+from checkers.history import edn, read_edn
 from checkers.linearizable import check
 from checkers.linearizable.synth import register_history
 from tests.checkers.test_linearizable_windows import _appends_then_stale_get
@@ -227,18 +227,30 @@ def digest(r):
 
 out = [digest(check(_appends_then_stale_get(40), model="kv")),
        digest(check(register_history(3000, clients=6, seed=3, crash_p=0.02), model="cas-register", initial=0))]
+with tempfile.TemporaryDirectory() as d:
+    # one map per line, the key in a field of its own (Porcupine's kv logs): the flat reader's layout
+    flat = Path(d) / "kv.edn"
+    flat.write_text("".join('{:process %d, :type :%s, :f :%s, :key "k", :value %s}\\n'
+                            % (o.process, o.type, o.f, "nil" if o.value[1] is None else '"%s"' % o.value[1])
+                            for o in _appends_then_stale_get(40)))
+    assert edn._read_flat(flat.read_text()) is not None
+    ops = read_edn(flat)
+    out.append([o.to_dict() for o in ops])
+    out.append(digest(check(ops, model="kv")))
 for path in sorted(KNOSSOS.glob("cas-register/*/*.edn"))[::4]:
     ops = read_edn(path)
     out.append([o.to_dict() for o in ops])
     out.append(digest(check(ops, model="cas-register", initial=0)))
-print(wgl.__file__, hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest())
+import checkers.history.flat as flat_reader
+print(wgl.__file__, flat_reader.__file__, hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest())
 """
 
 
 def test_histories_check_to_the_same_results_with_the_compiled_linearizability_checker(fresh_build):
-    """The EDN reader and the WGL search with its look-ahead are in the
-    build: kv and register histories and Knossos files read and check to
-    the same results (verdicts, failing ops, search counts) compiled and pure."""
+    """The EDN reader's flat-line path and the WGL search with its
+    look-ahead are in the build: kv and register histories, a kv log of
+    Porcupine's layout and Knossos files read and check to the same results
+    (verdicts, failing ops, search counts) compiled and pure."""
     env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
     outs = []
     for pure in (False, True):
@@ -246,8 +258,9 @@ def test_histories_check_to_the_same_results_with_the_compiled_linearizability_c
         out = subprocess.run([sys.executable, "-c", _LINEARIZABLE], cwd=ROOT, env=e,
                              check=True, capture_output=True, text=True)
         outs.append(out.stdout.split())
-    (compiled_file, compiled), (pure_file, pure) = outs
+    (compiled_file, compiled_flat, compiled), (pure_file, pure_flat, pure) = outs
     assert compiled_file.endswith(".so") and pure_file.endswith(".py")
+    assert compiled_flat.endswith(".so") and pure_flat.endswith(".py")
     assert compiled == pure
 
 
