@@ -20,7 +20,9 @@ the same replica position) and the targets the protocol's state names
 state; that moved by up to 300 ms; and that with each restarted process
 coming up as late as Kafka's did here (``start_delay_ms``). If a replay
 loses acks=1 writes exactly when Kafka did, it explains the disagreement;
-if none does, the pair is read by hand.
+if none does but the moved replays go both ways (a race), the export ships
+the smallest move that loses exactly when Kafka did; otherwise the pair is
+read by hand.
 
     .venv/bin/python bench/differential_triage.py --campaign /tmp/kdiff [--all] [--json OUT]
 """
@@ -144,7 +146,16 @@ def triage(pair: dict[str, Any], sim_cfg: Any, out: Path) -> dict[str, Any]:
     slow = sim_cfg.model_copy(update={"start_delay_ms": START_DELAY_MS})
     row["slow_start"] = replay(slow, pair["seed"], renamed, out, "slow-start", "resolve")
     row["verdict"] = cause(lost["kafka"], row)
+    row["moved_ms"] = agreeing_shift(lost["kafka"], row["shifted"]) if row["verdict"] == "race" else None
     return row
+
+
+def agreeing_shift(kafka_lost: int, moved: dict[Any, int]) -> int | None:
+    """The smallest move (ms) of the renamed schedule at which the model
+    loses acks=1 writes exactly when Kafka did: a race's replay that
+    reproduces Kafka's outcome (the earlier move on a tie)."""
+    agree = [int(d) for d, n in moved.items() if (n > 0) == (kafka_lost > 0)]
+    return min(agree, key=lambda d: (abs(d), d)) if agree else None
 
 
 #: how long a Kafka broker or controller took to start again on this
@@ -221,6 +232,14 @@ def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaig
         as_roles = dest / f"{r['id']:04d}-seed{r['seed']}-kafka-played-model-roles.json"
         as_roles.write_text(json.dumps({**settings, "schedule": rename(played, r["renaming"])}, indent=1) + "\n")
         rel = Path("docs/findings") / dest.name
+        moved = r.get("moved_ms")
+        extra: dict[str, Any] = {}
+        if moved is not None:  # a race: the move at which the model's outcome is Kafka's
+            as_moved = dest / f"{r['id']:04d}-seed{r['seed']}-kafka-played-model-roles-moved{moved}.json"
+            as_moved.write_text(json.dumps({**settings, "schedule": shifted(rename(played, r["renaming"]), moved)},
+                                           indent=1) + "\n")
+            extra = {"moved_ms": moved, "model as kafka played, model's roles, moved":
+                     SIM.format(f=rel / as_moved.name, seed=r["seed"])}
         summary.append({
             "id": r["id"], "seed": r["seed"], "acks=1 lost": r["lost"], "late_ms": r["late_ms"],
             "controller": {k: v["controller"] for k, v in r["roles"].items()},
@@ -237,6 +256,7 @@ def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaig
             "model as kafka played, model's roles": SIM.format(f=rel / as_roles.name, seed=r["seed"]),
             "model as kafka played, model's roles, slow restarts":
                 SIM.format(f=rel / as_roles.name, seed=r["seed"]) + f" --start-delay-ms {START_DELAY_MS}",
+            **extra,
         })
     merged = {r["id"]: r for r in _prior(dest / "triage.json")} | {r["id"]: r for r in summary}
     (dest / "triage.json").write_text(json.dumps([merged[i] for i in sorted(merged)], indent=1) + "\n")

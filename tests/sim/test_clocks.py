@@ -74,6 +74,27 @@ def test_forward_wall_jump_on_the_quorum_leader_resigns_it_by_check_quorum_as_ka
     assert s.kinds() == {}
 
 
+def test_a_leader_resigned_by_check_quorum_sends_end_quorum_epoch_so_the_next_leader_comes_at_once() -> None:
+    """Kafka 4.4 resigns an expired check quorum through ``transitionToResigned``
+    and ``pollResigned`` sends EndQuorumEpoch (KafkaRaftClient.java:3177-3179,
+    3143-3148): the followers stand after a rank-ordered backoff, not their
+    2 s fetch timeout. On Kafka here a controller resigned by a clock reset
+    was followed 63 ms later (pair 82 of the differential campaign)."""
+    s = Scenario(seed=12)
+    s.start(replicas=(1, 2, 3))
+    ctrl = s.sim.active_controller()
+    epoch = max(e["epoch"] for e in s.events if e["kind"] == "raft_state" and e["node"] == ctrl)
+    t0 = s.sim.now
+    s.sim.bump_clock(ctrl, 2 * SESSION_MS)
+    s.wait(lambda: any(e["node"] == ctrl and e["role"] != "leader" for e in _after(s, "raft_state", t0)),
+           timeout_ms=1000, what="the jumped quorum leader resigning")
+    resigned = min(e["t"] for e in _after(s, "raft_state", t0) if e["node"] == ctrl and e["role"] != "leader")
+    s.wait(lambda: any(e["role"] == "leader" and e["epoch"] > epoch for e in _after(s, "raft_state", t0)),
+           timeout_ms=10_000, what="a leader in a later epoch")
+    led = min(e["t"] for e in _after(s, "raft_state", t0) if e["role"] == "leader" and e["epoch"] > epoch)
+    assert led - resigned < 500  # the fetch timeout is 2000 ms
+
+
 def test_backward_wall_jump_on_a_broker_keeps_its_heartbeats_so_it_is_not_fenced() -> None:
     """BrokerLifecycleManager schedules heartbeats on ``time.nanoseconds()``:
     a broker whose wall clock goes back by 10 session timeouts heartbeats on."""

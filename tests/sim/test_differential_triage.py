@@ -1,7 +1,8 @@
 """bench/differential_triage.py: the renaming that gives each of Kafka's
 nodes the model's node of the same role, and the shipped triage of the
 differential campaign (docs/findings/differential/): each pair's schedule
-as Kafka played it, with the model's roles or the edit by-hand.json names,
+as Kafka played it, with the model's roles (moved, for a race) or the edit
+by-hand.json names,
 makes the model lose acks=1 writes exactly when Kafka did."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from differential_triage import START_DELAY_MS, export, relabel, rename  # noqa: E402
+from differential_triage import START_DELAY_MS, agreeing_shift, export, relabel, rename  # noqa: E402
 
 from harness.cli.hunt import sim_config  # noqa: E402
 from harness.config import build_config  # noqa: E402
@@ -41,6 +42,13 @@ def test_renaming_reaches_every_node_an_entry_names_and_nothing_else() -> None:
     assert got == {**e, "cut": [["n3", "c1"]], "offsets_ms": {"n3": -30}, "nodes": ["n3"]}
 
 
+def test_a_race_ships_the_smallest_move_at_which_the_model_agrees_with_kafka() -> None:
+    moved = {"-300": 0, "-100": 0, "-50": 1, "50": 2, "200": 1}
+    assert agreeing_shift(3, moved) == -50
+    assert agreeing_shift(0, moved) == -100
+    assert agreeing_shift(3, {"50": 0, "100": 0}) is None
+
+
 def _lost(file: Path, seed: int, tmp: Path, start_delay_ms: int = 0) -> int:
     real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": 15, "acks": "mixed"})
     cfg = sim_config(real).model_copy(update={"start_delay_ms": start_delay_ms})
@@ -55,6 +63,8 @@ def _shipped() -> list[tuple[str, int, int, int]]:
     files = {"played": "kafka-played", "roles": "kafka-played-model-roles", "start-time": "kafka-played-model-roles"}
     out = [(f"{r['id']:04d}-seed{r['seed']}-{files[r['cause']]}.json", r["seed"], r["acks=1 lost"]["kafka"],
             START_DELAY_MS if r["cause"] == "start-time" else 0) for r in rows if r["cause"] in files]
+    out += [(f"{r['id']:04d}-seed{r['seed']}-kafka-played-model-roles-moved{r['moved_ms']}.json", r["seed"],
+             r["acks=1 lost"]["kafka"], 0) for r in rows if r["cause"] == "race" and r.get("moved_ms") is not None]
     out += [(r["file"], r["seed"], r["acks=1 lost"]["kafka"], 0)
             for r in json.loads((SHIPPED / "by-hand.json").read_text())]
     return out

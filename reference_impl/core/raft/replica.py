@@ -68,7 +68,10 @@ What is implemented, with the rule each piece enforces:
   itself with ``BeginQuorumEpochRequest`` to voters that went quiet.
 * **Check quorum.** A leader that has not heard from a majority of voters for
   ``1.5 * controller_quorum_fetch_timeout_ms`` resigns, so a partitioned
-  controller stops acting as the active controller.
+  controller stops acting as the active controller. It resigns as a
+  controlled shutdown does, with ``EndQuorumEpochRequest`` to the other
+  voters, so those it still reaches (a leader resigned by a wall-clock jump
+  reaches all) elect a successor at once rather than after their fetch timeout.
 * **Observers** learn the leader from any voter: every fetch answer carries
   ``leader_id`` and ``epoch``. With no leader known an observer tries the
   voters in turn.
@@ -408,11 +411,21 @@ class RaftReplica(QuorumMember):
         out: list[Effect] = []
         if self.role != LEADER:
             return self._finish(out)
-        successors = tuple(sorted((v for v in self.voters if v != self.node_id), key=lambda v: -self._voter_offsets.get(v, -1)))
-        for v in successors:
-            out.append(Send(v, EndQuorumEpochRequest(self.node_id, self.epoch, successors)))
-        out += self._become_unattached(self.epoch, now, to=RESIGNED)
+        out += self._resign_and_end_epoch(now)
         return self._finish(out)
+
+    def _resign_and_end_epoch(self, now: int) -> list[Effect]:
+        """Resign and tell the other voters to elect now, the furthest
+        caught-up first (Kafka 4.4 ``KafkaRaftClient.transitionToResigned``
+        with ``nonLeaderVotersByDescendingFetchOffset``, then
+        ``pollResigned`` sends EndQuorumEpoch: KafkaRaftClient.java:751-757,
+        3143-3148 by kafka-raft 4.4.0's line table). A voter that hears it
+        stands after a short rank-ordered backoff instead of waiting out its
+        fetch timeout."""
+        successors = tuple(sorted((v for v in self.voters if v != self.node_id), key=lambda v: -self._voter_offsets.get(v, -1)))
+        out: list[Effect] = [Send(v, EndQuorumEpochRequest(self.node_id, self.epoch, successors)) for v in successors]
+        out += self._become_unattached(self.epoch, now, to=RESIGNED)
+        return out
 
     # ------------------------------------------------------------------
     # fetch: leader side
@@ -478,7 +491,10 @@ class RaftReplica(QuorumMember):
         limit = self.config.controller_quorum_fetch_timeout_ms * 3 // 2
         heard = sum(1 for v in self.voters if v == self.node_id or now - self._last_heard.get(v, now) < limit)
         if heard < self.majority:
-            out += self._become_unattached(self.epoch, now, to=RESIGNED)
+            # Kafka 4.4 pollLeader: an expired check quorum resigns as a
+            # controlled shutdown does, EndQuorumEpoch included
+            # (KafkaRaftClient.java:3177-3179)
+            out += self._resign_and_end_epoch(now)
         return out
 
     # ------------------------------------------------------------------
