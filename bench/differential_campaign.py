@@ -13,6 +13,7 @@ run it under the machine's heavy lock, one batch at a time (``--batch``
 seconds of Kafka runs); each run resumes the campaign in ``--out``.
 
     flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff --batch 780
+    flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff-pl --storage lazyfs --first-seed 2000 --seeds 20 --batch 780
     .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff --table
 """
 
@@ -74,6 +75,8 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=15)
     ap.add_argument("--batch", type=float, default=780, help="seconds of real runs in this batch")
     ap.add_argument("--table", action="store_true", help="print the agreement table and stop")
+    ap.add_argument("--storage", choices=["os", "lazyfs"], default=None,
+                    help="lazyfs: Kafka's logs on kraftwerk fs, so power loss (lose-unfsynced) joins the faults")
     a = ap.parse_args()
     out = Path(a.out)
     if a.table:
@@ -81,7 +84,8 @@ def main() -> int:
         print(markdown(pairs))
         return 0
     real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": a.time_limit, "acks": "mixed",
-                             "nemesis_mode": "overlap", "out": str(out / "runs"), "name": "diff"})
+                             "nemesis_mode": "overlap", "out": str(out / "runs"), "name": "diff",
+                             **({"storage": a.storage} if a.storage else {})})
     real = real.model_copy(update={"nemesis": both_make(real)})
     hunt = Hunt(sim_config(real), real, 86_400, out)
     if not hunt.load():
