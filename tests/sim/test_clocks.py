@@ -26,6 +26,7 @@ Node ids: brokers 1, 2, 3; controllers 101, 102, 103.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from reference_impl.core.messages import Errors
 from reference_impl.core.storage import HW_CHECKPOINT, OffsetCheckpoint
@@ -54,11 +55,10 @@ def test_forward_wall_jump_of_twice_the_session_timeout_on_the_active_controller
     assert s.kinds() == {}
 
 
-def test_forward_wall_jump_on_the_quorum_leader_resigns_it_by_check_quorum_as_kafka_raft_does() -> None:
-    """KafkaRaftClient reads ``time.milliseconds()`` for its check-quorum
-    timer: past 1.5 x controller.quorum.fetch.timeout.ms without a majority of
-    fetches on the (jumped) wall clock, the leader resigns and the quorum
-    elects a leader in a later epoch; the brokers keep their sessions."""
+def _jumped_quorum_leader_resigned() -> tuple[Scenario, Any, int, int]:
+    """A cluster whose quorum leader's wall clock jumped two sessions ahead,
+    run until that leader resigned: the scenario, the leader, its epoch and
+    the time of the jump."""
     s = Scenario(seed=12)
     s.start(replicas=(1, 2, 3))
     ctrl = s.sim.active_controller()
@@ -67,6 +67,15 @@ def test_forward_wall_jump_on_the_quorum_leader_resigns_it_by_check_quorum_as_ka
     s.sim.bump_clock(ctrl, 2 * SESSION_MS)
     s.wait(lambda: any(e["node"] == ctrl and e["role"] != "leader" for e in _after(s, "raft_state", t0)),
            timeout_ms=1000, what="the jumped quorum leader resigning")
+    return s, ctrl, epoch, t0
+
+
+def test_forward_wall_jump_on_the_quorum_leader_resigns_it_by_check_quorum_as_kafka_raft_does() -> None:
+    """KafkaRaftClient reads ``time.milliseconds()`` for its check-quorum
+    timer: past 1.5 x controller.quorum.fetch.timeout.ms without a majority of
+    fetches on the (jumped) wall clock, the leader resigns and the quorum
+    elects a leader in a later epoch; the brokers keep their sessions."""
+    s, ctrl, epoch, t0 = _jumped_quorum_leader_resigned()
     s.wait(lambda: any(e["role"] == "leader" and e["epoch"] > epoch for e in _after(s, "raft_state", t0)),
            timeout_ms=10_000, what="a leader in a later epoch")
     s.sim.run_for(2 * SESSION_MS)
@@ -80,14 +89,7 @@ def test_a_leader_resigned_by_check_quorum_sends_end_quorum_epoch_so_the_next_le
     3143-3148): the followers stand after a rank-ordered backoff, not their
     2 s fetch timeout. On Kafka here a controller resigned by a clock reset
     was followed 63 ms later (pair 82 of the differential campaign)."""
-    s = Scenario(seed=12)
-    s.start(replicas=(1, 2, 3))
-    ctrl = s.sim.active_controller()
-    epoch = max(e["epoch"] for e in s.events if e["kind"] == "raft_state" and e["node"] == ctrl)
-    t0 = s.sim.now
-    s.sim.bump_clock(ctrl, 2 * SESSION_MS)
-    s.wait(lambda: any(e["node"] == ctrl and e["role"] != "leader" for e in _after(s, "raft_state", t0)),
-           timeout_ms=1000, what="the jumped quorum leader resigning")
+    s, ctrl, epoch, t0 = _jumped_quorum_leader_resigned()
     resigned = min(e["t"] for e in _after(s, "raft_state", t0) if e["node"] == ctrl and e["role"] != "leader")
     s.wait(lambda: any(e["role"] == "leader" and e["epoch"] > epoch for e in _after(s, "raft_state", t0)),
            timeout_ms=10_000, what="a leader in a later epoch")
