@@ -161,9 +161,13 @@ class RunState:
             self._save()
 
     def remove(self) -> None:
-        """The run is over: end the lease (the reaper then stops anything of
-        the run still running) and forget the run."""
+        """The run is over: say so in the record (the reaper must not take a
+        lease ended here for a harness that died), end the lease (the reaper
+        then stops anything of the run still running) and forget the run."""
         if self._lease is not None:
+            with self._lock:
+                self.data["ended"] = True
+                self._save()
             os.close(self._lease[1])
             os.close(self._lease[0])
             self._lease = None
@@ -297,16 +301,40 @@ def reap(env_id: str) -> list[dict[str, Any]]:
     what ``kraftwerk cleanup`` would for this run alone (stop its processes,
     undo its namespaces, containers, networks, mounts and ssh hosts, forget
     it), so nothing of it lingers until someone runs cleanup. A harness
-    that is alive ended the run itself and undid what it made: nothing."""
+    that ended the run itself (``ended`` in its record, written before it
+    closed the lease) undid what it made: nothing.
+
+    A lease that ends without that mark ended because the harness is dying:
+    the kernel closes its files before the process turns into a zombie, so
+    for a moment it still looks alive. That moment is waited out (a few
+    seconds at most); only a harness still running after it, whose reaper
+    was signalled by someone else, is left alone."""
     for f, data in _load_entries(None):
         if str(data.get("env_id", data.get("run_id"))) != env_id:
             continue
-        if alive(data.get("harness_pid", -1), data.get("harness_start")):
+        deadline = time.monotonic() + _DYING_HARNESS_S
+        while not data.get("ended") and alive(data.get("harness_pid", -1), data.get("harness_start")):
+            if time.monotonic() > deadline:
+                return []
+            time.sleep(0.02)
+            data = _reread(f, data)
+        if data.get("ended"):
             return []
         stopped = _stop_run(data)
         f.unlink(missing_ok=True)
         return stopped
     return []
+
+
+_DYING_HARNESS_S = 5.0
+
+
+def _reread(f: Path, data: dict[str, Any]) -> dict[str, Any]:
+    try:
+        new = json.loads(f.read_text())
+    except (OSError, ValueError):
+        return data
+    return new if isinstance(new, dict) else data
 
 
 def _stop_run(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -267,3 +268,48 @@ def test_a_child_that_cannot_watch_the_lease_is_reaped(tmp_path, registry):
     while alive(pid, start) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(pid, start)
+
+
+def test_a_lease_that_ends_while_the_harness_is_still_exiting_is_reaped(registry, tmp_path):
+    """The kernel closes a dying harness's lease before the harness turns
+    into a zombie: the reaper must not take that moment for a live harness
+    that ended the run itself (it once left the record behind, and on a
+    quiet machine the namespaces too)."""
+    from harness.rundir.state import reap
+
+    st = RunState.create(tmp_path / "out", "dying-1", tmp_path / "out" / "r")
+    node = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    dying = subprocess.Popen(["sleep", "0.5"])  # a harness that is on its way out
+    try:
+        st.add_process(node.pid, "node", "n1")
+        st.data["harness_pid"] = dying.pid
+        st.data["harness_start"] = proc_start_time(dying.pid)
+        st._save()
+        threading.Thread(target=dying.wait, daemon=True).start()  # reaped as init would
+        stopped = reap(st.env_id)
+        assert [p["pid"] for p in stopped] == [node.pid]
+        assert node.wait(timeout=5) == -signal.SIGKILL
+        assert not st.path.exists()
+    finally:
+        for p in (node, dying):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_run_its_harness_ended_is_left_to_the_harness(registry, tmp_path):
+    """``ended`` in the record (written by RunState.remove before the lease
+    closes) means the harness undid the run: the reaper signals nothing."""
+    from harness.rundir.state import reap
+
+    st = RunState.create(tmp_path / "out", "ended-1", tmp_path / "out" / "r")
+    node = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        st.add_process(node.pid, "node", "n1")
+        st.data["ended"] = True
+        st._save()
+        assert reap(st.env_id) == []
+        assert node.poll() is None
+    finally:
+        node.kill()
+        node.wait()
