@@ -368,8 +368,12 @@ class MetadataObserver:
     #: its schedule 5 s late, and 63 s once, through these asks)
     FRESH_S = 0.5
 
-    def __init__(self, topo: Topology, bootstrap: Callable[[], str], keys: list[str]) -> None:
+    def __init__(self, topo: Topology, bootstrap: Callable[[], str], keys: list[str],
+                 listener: Callable[[str], str] | None = None) -> None:
         self.topo, self.bootstrap, self._keys = topo, bootstrap, keys
+        #: a broker's own client listener (``host:port``), where the db's
+        #: brokers answer only once caught up to their registration (Kafka)
+        self.listener = listener
         self._seen: dict[str, tuple[float, Any]] = {}  # topic: (when asked, its metadata or None)
         self._lock = threading.Lock()
 
@@ -420,6 +424,28 @@ class MetadataObserver:
             if time.monotonic() > deadline:
                 return []
             time.sleep(0.3)
+
+    def own_isrs(self, node: str) -> dict[str, list[str]] | None:
+        """The ISRs one broker lists, asked of it alone (None without a
+        :attr:`listener`; ``{}`` if it does not answer, or another broker
+        did). The answer says which broker gave it (``orig_broker_id``)."""
+        if self.listener is None:
+            return None
+        try:
+            md = AdminClient({"bootstrap.servers": self.listener(node), "log_level": 0,
+                              "socket.timeout.ms": 2000}).list_topics(timeout=2)
+        except KafkaException:
+            return {}
+        if self.topo.name_of(md.orig_broker_id) != node:
+            return {}
+        out: dict[str, list[str]] = {}
+        for key in self._keys:
+            topic, _, part = key.rpartition("-")
+            t = md.topics.get(topic)
+            p = t.partitions.get(int(part)) if t is not None else None
+            if p is not None:
+                out[key] = self._names(p.isrs)
+        return out
 
     def active_controller(self) -> str | None:
         raise NotImplementedError
