@@ -42,13 +42,13 @@ def back_in_sync(cluster: Cluster, node: str) -> bool | None:
     and ELR after an unclean shutdown (KIP-966), so only the leader's later
     expansion, once it caught up, can have put it back. None where the
     runtime cannot ask one broker alone (:func:`in_sync` then, twice)."""
-    if node in cluster.nodes.dead_nodes():
-        return False
     obs = cluster.observer
+    if node in cluster.nodes.dead_nodes() or obs.broker_epoch(node) is None:
+        return False  # (asked first: a starting broker does not answer, and the ask waits)
     own = obs.own_isrs(node)
     if own is None:
         return None
-    if not own or obs.broker_epoch(node) is None:
+    if not own:
         return False
     return all(node in own.get(k, ()) for k in obs.keys() if node in obs.replicas_of(k))
 

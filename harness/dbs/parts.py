@@ -354,6 +354,11 @@ class ControlClock(SteppedClock):
         self.endpoints.set_clock(node, ms)
 
 
+#: how many times :meth:`MetadataObserver.own_isrs` asks before it gives up
+#: on an answer from the broker itself (each ask takes about 50 ms here)
+OWN_ASKS = 6
+
+
 class MetadataObserver:
     """The contract's Observer: leaders, ISRs and replicas as a Metadata
     response lists them (any broker answers; during a reassignment the
@@ -427,17 +432,25 @@ class MetadataObserver:
 
     def own_isrs(self, node: str) -> dict[str, list[str]] | None:
         """The ISRs one broker lists, asked of it alone (None without a
-        :attr:`listener`; ``{}`` if it does not answer, or another broker
-        did). The answer says which broker gave it (``orig_broker_id``)."""
+        :attr:`listener`; ``{}`` if it does not answer). librdkafka sends a
+        request to whichever broker it knows, the bootstrap's answer having
+        named them all, and says which answered (``orig_broker_id``, or the
+        bootstrap connection by name): only the node's own answer counts,
+        asked again up to :data:`OWN_ASKS` times."""
         if self.listener is None:
             return None
-        try:
-            md = AdminClient({"bootstrap.servers": self.listener(node), "log_level": 0,
-                              "socket.timeout.ms": 2000}).list_topics(timeout=2)
-        except KafkaException:
-            return {}
-        if self.topo.name_of(md.orig_broker_id) != node:
-            return {}
+        where = self.listener(node)
+        for _ in range(OWN_ASKS):
+            try:
+                md = AdminClient({"bootstrap.servers": where, "log_level": 0,
+                                  "socket.timeout.ms": 2000}).list_topics(timeout=2)
+            except KafkaException:
+                return {}
+            if self.topo.name_of(md.orig_broker_id) == node or md.orig_broker_name == f"{where}/bootstrap":
+                return self._isrs(md)
+        return {}
+
+    def _isrs(self, md: Any) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for key in self._keys:
             topic, _, part = key.rpartition("-")
