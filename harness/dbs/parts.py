@@ -149,6 +149,9 @@ class RemoteNodes(NodeSets, Membership):
         self.paused: set[str] = set()
         #: how each node's latest SIGTERM ended (True: its clean-shutdown marker was written)
         self.shutdowns: dict[str, bool] = {}
+        #: nodes sent a SIGTERM whose process has not been started again
+        #: since (shutting down, or down after it): the observer says so
+        self.sigtermed: set[str] = set()
         #: storage lazyfs: each node's data directory through kraftwerk fs
         self.disks: Any = None
 
@@ -172,6 +175,7 @@ class RemoteNodes(NodeSets, Membership):
         if self.running(node):
             return
         self.paused.discard(node)
+        self.sigtermed.discard(node)
         self.launch(node)
 
     def kill(self, node: str) -> None:
@@ -188,6 +192,7 @@ class RemoteNodes(NodeSets, Membership):
         schedule never ran). How it ended is kept for :meth:`last_shutdown_clean`
         (None until then: the node is *stopping*)."""
         self.shutdowns.pop(node, None)
+        self.sigtermed.add(node)
         self.hosts.signal(node, signal.SIGCONT)
         self.paused.discard(node)
         self.hosts.signal(node, signal.SIGTERM)

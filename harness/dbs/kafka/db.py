@@ -282,12 +282,13 @@ class KafkaDB:
         return {"kafka_version": self.version(), "min_isr": self.cfg.min_isr,
                 **{name: int(p[k]) for name, k in keys.items() if k in p}}
 
-    def _quorum_files(self) -> dict[str, tuple[int, dict[str, Any] | None]]:
-        """Each controller's process start count and quorum-state ({} while
-        the file is missing, None while the node is down or paused)."""
+    def _quorum_files(self) -> dict[str, tuple[int, dict[str, Any] | None, bool]]:
+        """Each controller's process start count, quorum-state ({} while
+        the file is missing, None while the node is down or paused), and
+        whether that process was sent a SIGTERM (shutting down)."""
         live = set(self.nodes.live_nodes())
         return {c: (self.lives.get(c, 0), (quorum_state(self.nodes.hosts, c, self.host_dir(c)) or {})
-                    if c in live else None)
+                    if c in live else None, c in self.nodes.sigtermed)
                 for c in self.topo.controllers()}
 
     def wait_brokers(self, timeout: float) -> None:
