@@ -10,7 +10,9 @@ both dbs make (netns: partitions of every shape and role, kill, terminate,
 pause, clock, clock strobe, leader, controller and ISR-state targets), at
 ``--acks mixed`` (even worker threads acks=all, odd acks=1). Real clusters:
 run it under the machine's heavy lock, one batch at a time (``--batch``
-seconds of Kafka runs); each run resumes the campaign in ``--out``.
+seconds of Kafka runs); each run resumes the campaign in ``--out``, and a
+larger ``--seeds`` than it was started with draws the further seeds on the
+model first (``--batch 0`` draws them without a real run, outside the lock).
 
     flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff --batch 780
     flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff-pl --storage lazyfs --first-seed 2000 --seeds 20 --batch 780
@@ -33,17 +35,18 @@ from harness.config import build_config  # noqa: E402
 from harness.search.hunt import Hunt, sim_one, table  # noqa: E402
 
 
-def prepare(hunt: Hunt, seeds: range) -> None:
-    """Every seed simulated once, each a candidate in seed order."""
+def prepare(hunt: Hunt, seeds: range, first_id: int = 0) -> None:
+    """Every seed simulated once, each a candidate in seed order (ids from
+    ``first_id``: a resumed campaign grown by ``--seeds``)."""
     st = hunt.state
-    for i, seed in enumerate(seeds):
+    for i, seed in enumerate(seeds, start=first_id):
         r = sim_one(hunt.sim_cfg, seed, None, str(hunt.out / "sim"))
         c = {"id": i, "seed": seed, "near": r["near"], "new_states": [], "schedule": r["schedule"],
              "sim": {"valid": r["valid"], "anomalies": r.get("anomalies") or [], "run_dir": r["run_dir"],
                      "error": r.get("error"), "summary": r.get("summary")}}
         c["score"] = 0 if r.get("error") else 1
         st["candidates"].append(c)
-    st.update(phase="confirm", tried=len(seeds))
+    st.update(phase="confirm", tried=len(st["candidates"]))
     hunt.save()
     print(f"simulated {len(seeds)} seeds: model " + ", ".join(
         f"{k} {n}" for k, n in Counter(str(c["sim"]["valid"]) for c in st["candidates"]).items()), flush=True)
@@ -90,6 +93,9 @@ def main() -> int:
     hunt = Hunt(sim_config(real), real, 86_400, out)
     if not hunt.load():
         prepare(hunt, range(a.first_seed, a.first_seed + a.seeds))
+    elif len(hunt.state["candidates"]) < a.seeds:  # grown: the seeds after those drawn, on the model as it is now
+        drawn = len(hunt.state["candidates"])
+        prepare(hunt, range(a.first_seed + drawn, a.first_seed + a.seeds), first_id=drawn)
     hunt.confirm(a.batch)
     print("pairs so far: " + ", ".join(f"{k} {n}" for k, n in table(hunt.state["pairs"]).items())
           + f"; {len(hunt.ranked())} schedules left", flush=True)
