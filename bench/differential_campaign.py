@@ -70,6 +70,38 @@ def markdown(pairs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _reason(entry: dict) -> str:
+    """A power-loss start's outcome: applied, or why it was skipped (its
+    sentence up to the colon that names nodes)."""
+    return "applied" if entry.get("nodes") and "skipped" not in entry else str(entry.get("skipped", "no node")).split(":")[0]
+
+
+def power_draws(state: dict) -> str:
+    """Power-loss starts (``lose-unfsynced``) on each side, applied or
+    skipped and why: the model's from each schedule as drawn, Kafka's from
+    each run's history as it played the schedule (``--ids`` of pairs)."""
+    model: Counter = Counter()
+    kafka: Counter = Counter()
+    paired = {p["id"]: p for p in state["pairs"]}
+    for c in state["candidates"]:
+        if c["id"] not in paired:
+            continue
+        model.update(_reason(e) for e in c["schedule"] if e.get("f") == "start-lose-unfsynced")
+        run = (paired[c["id"]].get("real") or {}).get("run_dir")
+        hist = Path(run) / "history.jsonl" if run else None
+        if hist is not None and hist.exists():
+            for line in hist.open():
+                if '"start-lose-unfsynced"' in line:
+                    op = json.loads(line)
+                    if op.get("process") == "nemesis" and "target" in (op.get("value") or {}):
+                        kafka[_reason(op["value"])] += 1
+    keys = ["applied"] + sorted((set(model) | set(kafka)) - {"applied"})
+    lines = ["| power-loss draw | model | Kafka |", "| --- | --- | --- |"]
+    lines += [f"| {k} | {model[k]} | {kafka[k]} |" for k in keys]
+    lines.append(f"| all | {sum(model.values())} | {sum(kafka.values())} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -78,13 +110,26 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=15)
     ap.add_argument("--batch", type=float, default=780, help="seconds of real runs in this batch")
     ap.add_argument("--table", action="store_true", help="print the agreement table and stop")
+    ap.add_argument("--ids", default="", help="with --table: only these pairs (first-last)")
     ap.add_argument("--storage", choices=["os", "lazyfs"], default=None,
                     help="lazyfs: Kafka's logs on kraftwerk fs, so power loss (lose-unfsynced) joins the faults")
     a = ap.parse_args()
     out = Path(a.out)
     if a.table:
-        pairs = json.loads((out / "hunt.json").read_text())["pairs"]
-        print(markdown(pairs))
+        try:
+            state = json.loads((out / "hunt.json").read_text())
+        except (OSError, ValueError) as e:
+            ap.error(f"--out {out}: no campaign's hunt.json there ({type(e).__name__})")
+        if a.ids:
+            try:
+                lo, _, hi = a.ids.partition("-")
+                keep = range(int(lo), int(hi or lo) + 1)
+            except ValueError:
+                ap.error(f"--ids wants FIRST-LAST, not {a.ids!r}")
+            state["pairs"] = [p for p in state["pairs"] if p["id"] in keep]
+        print(markdown(state["pairs"]))
+        if any(e.get("f") == "start-lose-unfsynced" for c in state["candidates"] for e in c["schedule"]):
+            print("\n" + power_draws(state))
         return 0
     real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": a.time_limit, "acks": "mixed",
                              "nemesis_mode": "overlap", "out": str(out / "runs"), "name": "diff",
