@@ -10,7 +10,9 @@ both dbs make (netns: partitions of every shape and role, kill, terminate,
 pause, clock, clock strobe, leader, controller and ISR-state targets), at
 ``--acks mixed`` (even worker threads acks=all, odd acks=1). Real clusters:
 run it under the machine's heavy lock, one batch at a time (``--batch``
-seconds of Kafka runs); each run resumes the campaign in ``--out``.
+seconds of Kafka runs); each run resumes the campaign in ``--out``, and a
+larger ``--seeds`` than it was started with draws the further seeds on the
+model first (``--batch 0`` draws them without a real run, outside the lock).
 
     flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff --batch 780
     flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff-pl --storage lazyfs --first-seed 2000 --seeds 20 --batch 780
@@ -33,17 +35,18 @@ from harness.config import build_config  # noqa: E402
 from harness.search.hunt import Hunt, sim_one, table  # noqa: E402
 
 
-def prepare(hunt: Hunt, seeds: range) -> None:
-    """Every seed simulated once, each a candidate in seed order."""
+def prepare(hunt: Hunt, seeds: range, first_id: int = 0) -> None:
+    """Every seed simulated once, each a candidate in seed order (ids from
+    ``first_id``: a resumed campaign grown by ``--seeds``)."""
     st = hunt.state
-    for i, seed in enumerate(seeds):
+    for i, seed in enumerate(seeds, start=first_id):
         r = sim_one(hunt.sim_cfg, seed, None, str(hunt.out / "sim"))
         c = {"id": i, "seed": seed, "near": r["near"], "new_states": [], "schedule": r["schedule"],
              "sim": {"valid": r["valid"], "anomalies": r.get("anomalies") or [], "run_dir": r["run_dir"],
                      "error": r.get("error"), "summary": r.get("summary")}}
         c["score"] = 0 if r.get("error") else 1
         st["candidates"].append(c)
-    st.update(phase="confirm", tried=len(seeds))
+    st.update(phase="confirm", tried=len(st["candidates"]))
     hunt.save()
     print(f"simulated {len(seeds)} seeds: model " + ", ".join(
         f"{k} {n}" for k, n in Counter(str(c["sim"]["valid"]) for c in st["candidates"]).items()), flush=True)
@@ -67,6 +70,38 @@ def markdown(pairs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _reason(entry: dict) -> str:
+    """A power-loss start's outcome: applied, or why it was skipped (its
+    sentence up to the colon that names nodes)."""
+    return "applied" if entry.get("nodes") and "skipped" not in entry else str(entry.get("skipped", "no node")).split(":")[0]
+
+
+def power_draws(state: dict) -> str:
+    """Power-loss starts (``lose-unfsynced``) on each side, applied or
+    skipped and why: the model's from each schedule as drawn, Kafka's from
+    each run's history as it played the schedule (``--ids`` of pairs)."""
+    model: Counter = Counter()
+    kafka: Counter = Counter()
+    paired = {p["id"]: p for p in state["pairs"]}
+    for c in state["candidates"]:
+        if c["id"] not in paired:
+            continue
+        model.update(_reason(e) for e in c["schedule"] if e.get("f") == "start-lose-unfsynced")
+        run = (paired[c["id"]].get("real") or {}).get("run_dir")
+        hist = Path(run) / "history.jsonl" if run else None
+        if hist is not None and hist.exists():
+            for line in hist.open():
+                if '"start-lose-unfsynced"' in line:
+                    op = json.loads(line)
+                    if op.get("process") == "nemesis" and "target" in (op.get("value") or {}):
+                        kafka[_reason(op["value"])] += 1
+    keys = ["applied"] + sorted((set(model) | set(kafka)) - {"applied"})
+    lines = ["| power-loss draw | model | Kafka |", "| --- | --- | --- |"]
+    lines += [f"| {k} | {model[k]} | {kafka[k]} |" for k in keys]
+    lines.append(f"| all | {sum(model.values())} | {sum(kafka.values())} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -75,13 +110,26 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=15)
     ap.add_argument("--batch", type=float, default=780, help="seconds of real runs in this batch")
     ap.add_argument("--table", action="store_true", help="print the agreement table and stop")
+    ap.add_argument("--ids", default="", help="with --table: only these pairs (first-last)")
     ap.add_argument("--storage", choices=["os", "lazyfs"], default=None,
                     help="lazyfs: Kafka's logs on kraftwerk fs, so power loss (lose-unfsynced) joins the faults")
     a = ap.parse_args()
     out = Path(a.out)
     if a.table:
-        pairs = json.loads((out / "hunt.json").read_text())["pairs"]
-        print(markdown(pairs))
+        try:
+            state = json.loads((out / "hunt.json").read_text())
+        except (OSError, ValueError) as e:
+            ap.error(f"--out {out}: no campaign's hunt.json there ({type(e).__name__})")
+        if a.ids:
+            try:
+                lo, _, hi = a.ids.partition("-")
+                keep = range(int(lo), int(hi or lo) + 1)
+            except ValueError:
+                ap.error(f"--ids wants FIRST-LAST, not {a.ids!r}")
+            state["pairs"] = [p for p in state["pairs"] if p["id"] in keep]
+        print(markdown(state["pairs"]))
+        if any(e.get("f") == "start-lose-unfsynced" for c in state["candidates"] for e in c["schedule"]):
+            print("\n" + power_draws(state))
         return 0
     real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": a.time_limit, "acks": "mixed",
                              "nemesis_mode": "overlap", "out": str(out / "runs"), "name": "diff",
@@ -90,6 +138,9 @@ def main() -> int:
     hunt = Hunt(sim_config(real), real, 86_400, out)
     if not hunt.load():
         prepare(hunt, range(a.first_seed, a.first_seed + a.seeds))
+    elif len(hunt.state["candidates"]) < a.seeds:  # grown: the seeds after those drawn, on the model as it is now
+        drawn = len(hunt.state["candidates"])
+        prepare(hunt, range(a.first_seed + drawn, a.first_seed + a.seeds), first_id=drawn)
     hunt.confirm(a.batch)
     print("pairs so far: " + ", ".join(f"{k} {n}" for k, n in table(hunt.state["pairs"]).items())
           + f"; {len(hunt.ranked())} schedules left", flush=True)

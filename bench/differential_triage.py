@@ -211,7 +211,8 @@ SIM = ("kraftwerk sim --schedule {f} --seeds {seed} --protocol replica.lag.time.
 KAFKA = "kraftwerk run --db kafka --backend netns --schedule {f}"
 
 
-def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaign: Path, dest: Path) -> None:
+def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaign: Path, dest: Path,
+           storage: str | None = None) -> None:
     """Each triaged pair as files anyone can replay: the campaign's schedule
     (on Kafka and on the model), and Kafka's played schedule as Kafka did it
     and with the model's roles (on the model: what reproduces Kafka's
@@ -250,7 +251,7 @@ def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaig
             "model, moved -300..300 ms, runs that lose": f"{sum(1 for n in r['shifted'].values() if n)} of {len(r['shifted'])}",
             "model, model's roles, restarts 6.4 s late": lost_of(r["slow_start"]),
             "cause": r["verdict"],
-            "kafka": KAFKA.format(f=rel / own.name),
+            "kafka": KAFKA.format(f=rel / own.name) + (f" --storage {storage}" if storage else ""),
             "model": SIM.format(f=rel / own.name, seed=r["seed"]),
             "model as kafka played": SIM.format(f=rel / as_kafka.name, seed=r["seed"]),
             "model as kafka played, model's roles": SIM.format(f=rel / as_roles.name, seed=r["seed"]),
@@ -276,6 +277,8 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--keep", default=None, help="keep the model's run directories here (default: removed)")
     ap.add_argument("--export", default=None, help="write each pair's schedule files and triage.json here")
+    ap.add_argument("--storage", choices=["os", "lazyfs"], default=None,
+                    help="the campaign's --storage: the exported Kafka commands say it (lazyfs: power loss)")
     a = ap.parse_args()
     try:
         pairs = json.loads((Path(a.campaign) / "hunt.json").read_text())["pairs"]
@@ -301,7 +304,7 @@ def main() -> int:
             rows.append(triage(p, sim_cfg, out))
             print(line(rows[-1]), flush=True)
     if a.export:
-        export(rows, {p["id"]: p for p in pairs}, Path(a.campaign), Path(a.export))
+        export(rows, {p["id"]: p for p in pairs}, Path(a.campaign), Path(a.export), a.storage)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1, default=str))
     print(", ".join(f"{k} {n}" for k, n in Counter(r["verdict"] for r in rows).items()))

@@ -13,7 +13,15 @@ bugs whose effect is a state, not a lost record.
   cut from the other voters never resigned. Only the file of the process
   that wrote it counts: a node restarted shows its previous life's file
   until it writes its own (``fresh`` false), and a node down or paused is not
-  a leader.
+  a leader. Nor is a process shutting down (``stopping``: sent a SIGTERM):
+  Kafka 4.4's graceful shutdown of the raft client (up to 5 s,
+  ``KafkaRaftClientDriver.initiateShutdown``) keeps a Resigned leader
+  Resigned (``KafkaRaftClient.pollResigned`` only waits for the shutdown,
+  lines 3154-3157, where otherwise its election timeout would write epoch
+  + 1 unattached, lines 3158-3165), and Resigned is never written down
+  (``QuorumState.transitionToResigned``: a memory-only transition); its
+  claim counts until the SIGTERM, so a leader stale for longer than the
+  bound before it is still found.
 * ``hw-advanced-under-min-isr``: three consecutive polls saw a partition's
   ISR below ``min.insync.replicas`` (one leader, one leader epoch) and its
   high watermark rose between the first two. The third poll rules out an
@@ -55,6 +63,7 @@ class _Voter:
     leader: Any = None
     epoch: int = -1
     fresh: bool = True
+    stopping: bool = False
 
 
 @dataclass
@@ -72,10 +81,11 @@ class StaleLeaders:
         if ev.get("alive") is False:
             self.voters[node] = _Voter()
         else:
-            self.voters[node] = _Voter(True, ev.get("leader"), int(ev.get("epoch", -1)), bool(ev.get("fresh", True)))
+            self.voters[node] = _Voter(True, ev.get("leader"), int(ev.get("epoch", -1)), bool(ev.get("fresh", True)),
+                                       bool(ev.get("stopping", False)))
         top = max((v.epoch for v in self.voters.values() if v.alive and v.leader is not None), default=-1)
         for name, v in self.voters.items():
-            claims = v.alive and v.fresh and v.leader == name
+            claims = v.alive and v.fresh and not v.stopping and v.leader == name
             if claims and v.epoch < top:
                 self.open.setdefault(name, (t, v.epoch, top))
             elif name in self.open:

@@ -230,6 +230,17 @@ class Observer(Protocol):
     def isr_of(self, key: str) -> list[str]:
         ...
 
+    def own_isrs(self, node: str) -> dict[str, list[str]] | None:
+        """Each partition's ISR as the broker ``node`` itself lists it,
+        by key (``{}``: it is down or does not answer; None: this runtime
+        cannot ask one broker alone). A broker answers only once its
+        metadata holds its own running incarnation's registration (Kafka
+        opens its listeners after the controller says it caught up to its
+        ``RegisterBrokerRecord``), so an ISR that lists it there was
+        changed after that registration: never the previous incarnation's,
+        which :meth:`isr_of` may still show from a lagging broker."""
+        ...
+
     def active_controller(self) -> str | None:
         ...
 

@@ -78,7 +78,7 @@ from typing import Any, Callable, Iterable, cast
 from . import partition as grudges
 from .control import Capability, Cluster, Observer, Reassignments, ShutdownOutcomes, TornWrites, require
 from .membership import Decommission, replica_table, settled_replicas
-from .rolling import POLL_MS, SHUTDOWN_GRACE_MS, Roll, in_sync
+from .rolling import POLL_MS, SHUTDOWN_GRACE_MS, Roll, back_in_sync, in_sync
 from .scenarios import Rebinding
 from .stories import STORIES, Record, Story, Timings
 
@@ -364,10 +364,12 @@ class _OneKey:
 
 class UncleanLedger:
     """The brokers of unclean shutdowns (kills, power losses) not yet back
-    in sync, shared by every fault of one nemesis. A broker is back once it
-    runs and sits in the ISR of every partition it replicates on two looks
-    ``settle_ms`` apart (the first may be metadata from before the crash,
-    and a restarted broker's registration may still be on its way).
+    in sync, shared by every fault of one nemesis. A broker is back once
+    its own metadata, which holds its new registration, lists it in the
+    ISR of every partition it replicates (:func:`back_in_sync`: any other
+    broker's may be from before the crash); where a runtime cannot ask one
+    broker alone, once any broker's metadata does on two looks ``settle_ms``
+    apart.
 
     A power loss waits until the ledger is empty, and a kill until no
     broker that lost power is left in it: otherwise either joins an
@@ -437,10 +439,16 @@ class UncleanLedger:
 
     def pending(self, cluster: Cluster, settle_ms: int, power_only: bool = False) -> list[str]:
         """The brokers still out of sync (with ``power_only``, those that
-        lost power); those in sync now get their second look."""
+        lost power). A broker its own metadata shows back in every ISR is
+        back now (:func:`back_in_sync`); where the runtime cannot ask one
+        broker alone, one in sync by any broker's metadata gets its second
+        look ``settle_ms`` later."""
         self.settle(cluster)
         for n in sorted(self.unclean - self.looking):
-            if self._in_sync(cluster, n):
+            own = back_in_sync(cluster, n)
+            if own:
+                self._back(n)
+            elif own is None and self._in_sync(cluster, n):
                 self.looking.add(n)
                 cluster.after(settle_ms, lambda n=n, gen=self.generation[n]: self._confirm(cluster, n, gen))
         return sorted(self.powered if power_only else self.unclean)
@@ -448,8 +456,11 @@ class UncleanLedger:
     def _confirm(self, cluster: Cluster, n: str, gen: int) -> None:
         self.looking.discard(n)
         if self.generation.get(n) == gen and self._in_sync(cluster, n):
-            self.unclean.discard(n)
-            self.powered.discard(n)
+            self._back(n)
+
+    def _back(self, n: str) -> None:
+        self.unclean.discard(n)
+        self.powered.discard(n)
 
 
 #: a schedule entry's own fields (``nemesis.replay``), not what its fault did

@@ -34,6 +34,25 @@ def in_sync(cluster: Cluster, node: str) -> bool:
             and all(node in obs.isr_of(k) for k in obs.keys() if node in obs.replicas_of(k)))
 
 
+def back_in_sync(cluster: Cluster, node: str) -> bool | None:
+    """In sync by the broker's own metadata (:meth:`Observer.own_isrs`):
+    it runs, has registered, and its own metadata lists it in the ISR of
+    every partition it replicates. One look is enough: its metadata holds
+    its registration, which took the previous incarnation out of every ISR
+    and ELR after an unclean shutdown (KIP-966), so only the leader's later
+    expansion, once it caught up, can have put it back. None where the
+    runtime cannot ask one broker alone (:func:`in_sync` then, twice)."""
+    obs = cluster.observer
+    if node in cluster.nodes.dead_nodes() or obs.broker_epoch(node) is None:
+        return False  # (asked first: a starting broker does not answer, and the ask waits)
+    own = obs.own_isrs(node)
+    if own is None:
+        return None
+    if not own:
+        return False
+    return all(node in own.get(k, ()) for k in obs.keys() if node in obs.replicas_of(k))
+
+
 class Roll:
     """One rolling restart at a time; ``stop`` abandons the rest of it."""
 

@@ -149,6 +149,9 @@ class RemoteNodes(NodeSets, Membership):
         self.paused: set[str] = set()
         #: how each node's latest SIGTERM ended (True: its clean-shutdown marker was written)
         self.shutdowns: dict[str, bool] = {}
+        #: nodes sent a SIGTERM whose process has not been started again
+        #: since (shutting down, or down after it): the observer says so
+        self.sigtermed: set[str] = set()
         #: storage lazyfs: each node's data directory through kraftwerk fs
         self.disks: Any = None
 
@@ -172,6 +175,7 @@ class RemoteNodes(NodeSets, Membership):
         if self.running(node):
             return
         self.paused.discard(node)
+        self.sigtermed.discard(node)
         self.launch(node)
 
     def kill(self, node: str) -> None:
@@ -188,6 +192,7 @@ class RemoteNodes(NodeSets, Membership):
         schedule never ran). How it ended is kept for :meth:`last_shutdown_clean`
         (None until then: the node is *stopping*)."""
         self.shutdowns.pop(node, None)
+        self.sigtermed.add(node)
         self.hosts.signal(node, signal.SIGCONT)
         self.paused.discard(node)
         self.hosts.signal(node, signal.SIGTERM)
@@ -354,6 +359,11 @@ class ControlClock(SteppedClock):
         self.endpoints.set_clock(node, ms)
 
 
+#: how many times :meth:`MetadataObserver.own_isrs` asks before it gives up
+#: on an answer from the broker itself (each ask takes about 50 ms here)
+OWN_ASKS = 6
+
+
 class MetadataObserver:
     """The contract's Observer: leaders, ISRs and replicas as a Metadata
     response lists them (any broker answers; during a reassignment the
@@ -368,8 +378,12 @@ class MetadataObserver:
     #: its schedule 5 s late, and 63 s once, through these asks)
     FRESH_S = 0.5
 
-    def __init__(self, topo: Topology, bootstrap: Callable[[], str], keys: list[str]) -> None:
+    def __init__(self, topo: Topology, bootstrap: Callable[[], str], keys: list[str],
+                 listener: Callable[[str], str] | None = None) -> None:
         self.topo, self.bootstrap, self._keys = topo, bootstrap, keys
+        #: a broker's own client listener (``host:port``), where the db's
+        #: brokers answer only once caught up to their registration (Kafka)
+        self.listener = listener
         self._seen: dict[str, tuple[float, Any]] = {}  # topic: (when asked, its metadata or None)
         self._lock = threading.Lock()
 
@@ -420,6 +434,36 @@ class MetadataObserver:
             if time.monotonic() > deadline:
                 return []
             time.sleep(0.3)
+
+    def own_isrs(self, node: str) -> dict[str, list[str]] | None:
+        """The ISRs one broker lists, asked of it alone (None without a
+        :attr:`listener`; ``{}`` if it does not answer). librdkafka sends a
+        request to whichever broker it knows, the bootstrap's answer having
+        named them all, and says which answered (``orig_broker_id``, or the
+        bootstrap connection by name): only the node's own answer counts,
+        asked again up to :data:`OWN_ASKS` times."""
+        if self.listener is None:
+            return None
+        where = self.listener(node)
+        for _ in range(OWN_ASKS):
+            try:
+                md = AdminClient({"bootstrap.servers": where, "log_level": 0,
+                                  "socket.timeout.ms": 2000}).list_topics(timeout=2)
+            except KafkaException:
+                return {}
+            if self.topo.name_of(md.orig_broker_id) == node or md.orig_broker_name == f"{where}/bootstrap":
+                return self._isrs(md)
+        return {}
+
+    def _isrs(self, md: Any) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for key in self._keys:
+            topic, _, part = key.rpartition("-")
+            t = md.topics.get(topic)
+            p = t.partitions.get(int(part)) if t is not None else None
+            if p is not None:
+                out[key] = self._names(p.isrs)
+        return out
 
     def active_controller(self) -> str | None:
         raise NotImplementedError

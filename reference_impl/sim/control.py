@@ -243,6 +243,24 @@ class SimObserver:
     def isr_of(self, key: str) -> list[str]:
         return self._meta(key, "isr")
 
+    def own_isrs(self, node: str) -> dict[str, list[str]]:
+        """The ISRs in the broker's own metadata image, once that image holds
+        the running incarnation's registration (a Kafka broker answers no
+        request before it caught up to its ``RegisterBrokerRecord``); ``{}``
+        while it is down, paused or behind its registration."""
+        nid = node_id(node)
+        host = self.sim.hosts.get(nid)
+        if host is None or host.node is None or host.state in (DOWN, PAUSED):
+            return {}
+        broker = getattr(host.node, "broker", None)
+        if broker is None or broker.broker_epoch < 0:
+            return {}
+        img = broker.image
+        mine = img.brokers.get(nid)
+        if mine is None or mine.broker_epoch != broker.broker_epoch:
+            return {}
+        return {str(tp): [node_name(int(r)) for r in p.isr] for tp, p in img.partitions.items()}
+
     def broker_epoch(self, node: str) -> int | None:
         nid = node_id(node)
         host = self.sim.hosts.get(nid)

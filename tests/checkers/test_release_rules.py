@@ -125,6 +125,23 @@ def test_a_restarted_nodes_old_file_is_not_a_claim() -> None:
     assert check_observed(isolated_leader(None, fresh=False))["valid"] is True
 
 
+def test_a_leader_shutting_down_claims_nothing_from_its_sigterm_but_stale_before_it_is_still_found() -> None:
+    """Seed 2003 of the power-loss campaign on Kafka 4.4: c3, cut off,
+    resigned (in memory) and was sent a SIGTERM 0.3 s after another voter
+    led a higher epoch; its graceful shutdown (5 s) makes no election, so
+    its file named it leader of epoch 1 until it was restarted 6.2 s later.
+    A leader already stale for longer than the bound when the SIGTERM came
+    is still a stale leader."""
+    shut = isolated_leader(None)[:-1] + [
+        {**qs(3300, "c1", "c1", 1), "stopping": True}, qs(9200, "c1", "c1", 1, fresh=False)]
+    assert check_observed(shut)["valid"] is True
+    late = isolated_leader(None)[:-1] + [
+        {**qs(8000, "c1", "c1", 1), "stopping": True}, qs(14000, "c1", "c1", 1, fresh=False)]
+    res = check_observed(late)
+    assert res["counts"] == {STALE_RAFT_LEADER: 1}
+    assert "for 5000 ms" in res["violations"][0]["message"]
+
+
 def test_a_node_down_claims_nothing() -> None:
     evs = isolated_leader(None)[:-1] + [qs(3100, "c1", None, -1, alive=False), qs(20_000, "c1", "c2", 2)]
     assert check_observed(evs)["valid"] is True

@@ -160,14 +160,16 @@ def test_quorum_watch_emits_changes_and_marks_a_restarted_nodes_old_file_not_fre
         {"c1": (2, {"leaderId": 101, "leaderEpoch": 1, "votedId": -1})},   # back, old file
         {"c1": (2, {"leaderId": 102, "leaderEpoch": 2, "votedId": -1})},   # its own write
         {"c1": (3, {"leaderId": 102, "leaderEpoch": 2, "votedId": -1})},   # restarted unseen, same file
+        {"c1": (3, {"leaderId": 102, "leaderEpoch": 2, "votedId": -1}, True)},  # sent a SIGTERM
     ])
     out: list[tuple[str, str, dict]] = []
     w = QuorumWatch(lambda: next(reads), {101: "c1", 102: "c2"})
-    for _ in range(6):
+    for _ in range(7):
         w.poll(lambda kind, node, data: out.append((kind, node, data)))
     got = [(d.get("alive"), d.get("leader"), d.get("epoch"), d.get("fresh")) for _k, _n, d in out]
     assert got == [(True, "c1", 1, True), (False, None, None, None), (True, "c1", 1, False),
-                   (True, "c2", 2, True), (True, "c2", 2, False)]
+                   (True, "c2", 2, True), (True, "c2", 2, False), (True, "c2", 2, False)]
+    assert [d.get("stopping") for _k, _n, d in out] == [None] * 5 + [True]
 
 
 def test_small_isr_samples_cover_every_poll_while_small_and_the_first_after() -> None:

@@ -28,11 +28,32 @@ def test_a_power_loss_waits_until_an_earlier_kill_is_back_in_every_isr():
         refused = fs["lose-unfsynced:one"].start()
         assert refused["nodes"] == [] and killed[0] in refused["skipped"]
         fs["kill:primaries"].stop()
-        run.sim.run_for(30_000)  # back in every ISR, on two looks 8 s apart
-        fs["lose-unfsynced:one"].start()
-        run.sim.run_for(9_000)
+        run.sim.run_for(30_000)
         again = fs["lose-unfsynced:one"].start()
         assert "skipped" not in again and len(again["nodes"]) == 1
+    finally:
+        run.release()
+
+
+def test_a_power_loss_applies_as_soon_as_the_killed_broker_s_own_metadata_has_it_back_in_every_isr():
+    """One look, at the restarted broker's own metadata: no second look a
+    few session timeouts later, which in a 15 s run refused every power
+    loss drawn after a kill. Before the broker is back it is refused."""
+    run = _cluster()
+    try:
+        fs = make_faults(expand(["kill:primaries", "lose-unfsynced:one"]), run.cluster, random.Random(3))
+        (killed,) = fs["kill:primaries"].start()["nodes"]
+        run.sim.run_for(1_000)
+        fs["kill:primaries"].stop()
+        obs, waited = run.cluster.observer, 0
+        early = fs["lose-unfsynced:one"].start()
+        assert early["nodes"] == [] and killed in early["skipped"]
+        while not all(killed in isr for isr in (obs.own_isrs(killed) or {"-": []}).values()):
+            run.sim.run_for(100)
+            waited += 100
+            assert waited < 30_000, "the restarted broker never rejoined its ISRs"
+        on_time = fs["lose-unfsynced:one"].start()
+        assert "skipped" not in on_time and len(on_time["nodes"]) == 1
     finally:
         run.release()
 

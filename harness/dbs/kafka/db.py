@@ -226,7 +226,7 @@ class KafkaDB:
             str(self.hosts.runtime), capabilities_for(self.cfg), self.nodes, self.net or NoNetwork(),
             FaketimeClock(self.hosts, self.host_dir),
             KafkaObserver(self.topo, self.client_bootstrap, self.cfg.keys(), self.nodes, self.registrations,
-                          self.host_dir))
+                          self.host_dir, self.listener))
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)
@@ -282,12 +282,13 @@ class KafkaDB:
         return {"kafka_version": self.version(), "min_isr": self.cfg.min_isr,
                 **{name: int(p[k]) for name, k in keys.items() if k in p}}
 
-    def _quorum_files(self) -> dict[str, tuple[int, dict[str, Any] | None]]:
-        """Each controller's process start count and quorum-state ({} while
-        the file is missing, None while the node is down or paused)."""
+    def _quorum_files(self) -> dict[str, tuple[int, dict[str, Any] | None, bool]]:
+        """Each controller's process start count, quorum-state ({} while
+        the file is missing, None while the node is down or paused), and
+        whether that process was sent a SIGTERM (shutting down)."""
         live = set(self.nodes.live_nodes())
         return {c: (self.lives.get(c, 0), (quorum_state(self.nodes.hosts, c, self.host_dir(c)) or {})
-                    if c in live else None)
+                    if c in live else None, c in self.nodes.sigtermed)
                 for c in self.topo.controllers()}
 
     def wait_brokers(self, timeout: float) -> None:
@@ -388,6 +389,11 @@ class KafkaDB:
     def client_bootstrap(self) -> str:
         return ",".join(f"{n.host}:{n.port}" for n in self.plans if "broker" in n.roles)
 
+    def listener(self, name: str) -> str:
+        """One broker's client listener, ``host:port``."""
+        n = self.by_name[name]
+        return f"{n.host}:{n.port}"
+
     def version(self) -> str:
         return self.kafka.version if self.kafka else self.cfg.kafka_version
 
@@ -485,8 +491,9 @@ class KafkaObserver(MetadataObserver):
     from its registrations."""
 
     def __init__(self, topo: Topology, bootstrap: Callable[[], str], keys: list[str], nodes: RemoteNodes,
-                 registrations: Registrations, host_dir: Callable[[str], PurePosixPath]) -> None:
-        super().__init__(topo, bootstrap, keys)
+                 registrations: Registrations, host_dir: Callable[[str], PurePosixPath],
+                 listener: Callable[[str], str] | None = None) -> None:
+        super().__init__(topo, bootstrap, keys, listener)
         self.nodes, self.registrations, self.host_dir = nodes, registrations, host_dir
 
     def broker_epoch(self, node: str) -> int | None:

@@ -40,9 +40,13 @@ def metadata_partitions(admin: Any, topics: list[str]) -> dict[str, Any]:
 class QuorumWatch:
     """``read()`` -> {controller: (its process's start count, its
     quorum-state dict, {} before the file exists, or None while the node is
-    down or paused)}; ``names``: node.id -> node name."""
+    down or paused[, whether the process was sent a SIGTERM])}; ``names``:
+    node.id -> node name. A shutting-down process's events say
+    ``stopping``: Kafka's graceful shutdown of the raft client (5 s at most)
+    makes no election, so a leader that resigned just before it keeps a
+    file naming itself (``checkers.observed``)."""
 
-    read: Callable[[], dict[str, tuple[int, dict[str, Any] | None]]]
+    read: Callable[[], dict[str, tuple[Any, ...]]]
     names: dict[int, str]
     _life: dict[str, int] = field(default_factory=dict)
     #: the last state read while the node was up (in whichever life)
@@ -51,7 +55,8 @@ class QuorumWatch:
     _emitted: dict[str, tuple] = field(default_factory=dict)
 
     def poll(self, emit: Emit) -> None:
-        for node, (life, st) in sorted(self.read().items()):
+        for node, (life, st, *more) in sorted(self.read().items()):
+            stopping = bool(more and more[0])
             if st is None:
                 if self._emitted.get(node) != DOWN:
                     self._emitted[node] = DOWN
@@ -65,14 +70,15 @@ class QuorumWatch:
             elif state != self._state.get(node):
                 self._fresh[node] = True
             self._life[node], self._state[node] = life, state
-            out = (state, self._fresh[node])
+            out = (state, self._fresh[node], stopping)
             if self._emitted.get(node) == out:
                 continue
             self._emitted[node] = out
             leader, epoch, voted = state
             emit("quorum_state", node, {"alive": True, "leader": self.names.get(leader) if leader >= 0 else None,
                                         "epoch": epoch, "voted": self.names.get(voted) if voted >= 0 else None,
-                                        "fresh": self._fresh[node], "observed": True})
+                                        "fresh": self._fresh[node], "observed": True,
+                                        **({"stopping": True} if stopping else {})})
 
 
 DOWN = ("down",)
