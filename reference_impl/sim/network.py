@@ -32,10 +32,22 @@ reads its answer on the requester's connection. Kafka's brokers use a
 client of their own for the KRaft quorum (``KafkaRaftManager`` builds a
 ``NetworkClient`` for ``KafkaNetworkChannel``) and others for the rest, so
 the quorum's messages (the core's ``RAFT_MESSAGES``) are the :data:`RAFT`
-channel and everything else (replica fetches, heartbeats, client requests)
-the :data:`RPC` channel. Held or not, delivery stays FIFO per directed link
-(the reference server's internal RPC, ``reference_impl/server/rpc.py``,
-keeps one connection per peer).
+channel. The broker lifecycle's registrations and heartbeats are the
+:data:`LIFECYCLE` channel: Kafka 4.4.0's ``BrokerServer.startup`` gives the
+``BrokerLifecycleManager`` a ``NodeToControllerChannelManager`` of its own
+("heartbeat", ``BrokerServer.scala`` lines 442-457 of
+``kafka_2.13-4.4.0.jar``) whose retry timeout is
+``broker.heartbeat.interval.ms`` (line 449), and
+``NodeToControllerChannelManagerImpl.buildNetworkClient`` makes that the
+``NetworkClient``'s request timeout (the smaller of it and
+``controller.socket.timeout.ms``, ``NodeToControllerChannelManagerImpl.java``
+line 126 of ``kafka-server-4.4.0.jar``), so a heartbeat held by a cut is
+given up, with its connection, a heartbeat interval later, and the first
+heartbeat after the heal goes on a new connection. Everything else (replica
+fetches, AlterPartition, client requests) is the :data:`RPC` channel. Held
+or not, delivery stays FIFO per directed link (the reference server's
+internal RPC, ``reference_impl/server/rpc.py``, keeps one connection per
+peer).
 
 A connection dies when its owner gives up on a request on it: Kafka
 4.4.0's ``NetworkClient.handleTimedOutRequests``
@@ -54,9 +66,9 @@ What the dead connection held is never delivered. The core's nodes cannot
 be told of a disconnect (a lost request is theirs to time out on their own
 timers), so for them the network applies the channel's request timeout
 itself (:attr:`Network.lifetime_ms`: the core's raft resend timeout, on
-which it gives a fetch up and sends another, and the nodes'
-``request.timeout.ms``): a held connection whose oldest message waited
-longer is gone, with all it held, and what was sent on the link after that
+which it gives a fetch up and sends another, the heartbeat interval on
+the lifecycle's channel, and the nodes' ``request.timeout.ms``): a held
+connection whose oldest message waited longer is gone, with all it held, and what was sent on the link after that
 went on a new connection. The timeout runs on the wall clock of the
 connection's owner (the endpoint that sent the request; an answer travels on
 the connection of the endpoint it answers), as ``NetworkClient.poll`` and
@@ -90,6 +102,12 @@ from typing import Any, Callable, Final, Hashable, Iterable
 from heapq import heappush
 from math import log as _log
 
+from reference_impl.core.messages import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
 from reference_impl.core.raft.replica import FETCH_RESEND_MS, RAFT_MESSAGES
 
 from .events import EventLoop
@@ -101,10 +119,13 @@ Endpoint = Hashable
 RTO_MIN_MS: Final = 200
 RTO_MAX_MS: Final = 120_000
 
-#: the two channels a message can travel on (see the module docstring)
+#: the channels a message can travel on (see the module docstring)
 RAFT: Final = 0
 RPC: Final = 1
+LIFECYCLE: Final = 2
 _RAFT_TYPES: Final = frozenset(RAFT_MESSAGES)
+_LIFECYCLE_TYPES: Final = frozenset({BrokerRegistrationRequest, BrokerRegistrationResponse,
+                                     BrokerHeartbeatRequest, BrokerHeartbeatResponse})
 
 #: librdkafka's names for a connection's end, as a request's handler sees
 #: them (``rd_kafka_broker_fail``'s error): the peer reset or closed it, or
@@ -177,7 +198,8 @@ HeldKey = tuple[Endpoint, Endpoint, int, Endpoint]
 
 class Network:
     def __init__(self, loop: EventLoop, rng: random.Random, default: LinkProfile | None = None,
-                 request_timeout_ms: int = 30_000, wall: Callable[[Endpoint], int] | None = None) -> None:
+                 request_timeout_ms: int = 30_000, wall: Callable[[Endpoint], int] | None = None,
+                 heartbeat_interval_ms: int = 2000) -> None:
         self.loop = loop
         self.rng = rng
         self.default = default or LinkProfile()
@@ -186,8 +208,10 @@ class Network:
         #: ``--net-cut reject``: a cut resets the connection instead of holding it
         self.reject = False
         #: a held connection outlives no request timeout of its channel (the
-        #: module docstring): the raft client's, and the nodes' request.timeout.ms
-        self.lifetime_ms: dict[int, int] = {RAFT: FETCH_RESEND_MS, RPC: request_timeout_ms}
+        #: module docstring): the raft client's, the lifecycle's (its heartbeat
+        #: interval), and the nodes' request.timeout.ms
+        self.lifetime_ms: dict[int, int] = {RAFT: FETCH_RESEND_MS, RPC: request_timeout_ms,
+                                            LIFECYCLE: heartbeat_interval_ms}
         #: an endpoint's wall clock now, on which its request timeouts run
         #: (None: the loop's time, as for every endpoint without a clock)
         self._wall = wall
@@ -289,7 +313,8 @@ class Network:
         t = type(msg)
         kind = self._kinds.get(t)
         if kind is None:
-            kind = self._kinds[t] = (RAFT if t in _RAFT_TYPES else RPC, t.__name__.endswith("Response"))
+            chan = RAFT if t in _RAFT_TYPES else LIFECYCLE if t in _LIFECYCLE_TYPES else RPC
+            kind = self._kinds[t] = (chan, t.__name__.endswith("Response"))
         return kind
 
     # -- delivery ------------------------------------------------------------

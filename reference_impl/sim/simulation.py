@@ -68,7 +68,7 @@ class Simulation(TraceSink):
         self.loop = EventLoop()
         self.config = config or ProtocolConfig()
         self.net = Network(self.loop, self.rng, link, request_timeout_ms=self.config.request_timeout_ms,
-                           wall=self._wall_of)
+                           wall=self._wall_of, heartbeat_interval_ms=self.config.broker_heartbeat_interval_ms)
         self.broker_ids = tuple(range(1, brokers + 1))
         self.controller_ids = tuple(CONTROLLER_BASE + i for i in range(1, controllers + 1))
         self.voters = self.controller_ids

@@ -154,6 +154,10 @@ def test_a_terminates_stop_starts_a_broker_still_in_its_controlled_shutdown_once
         {"at_ms": stop["at_ms"] + 400, "f": "stop-partition", "fault": "partition:isr-followers", "healed": True},
     ]
     test["schedule"].sort(key=lambda e: e["at_ms"])
+    # the halts come about 2.5 s after the heal (a KRaft fetch timeout, then the
+    # shutdown's heartbeats), past the recorded 30 s of load: 10 s more keep the
+    # stop's restarts well before the final heal
+    test["time_limit"] = 40.0
     (tmp_path / "schedule.json").write_text(json.dumps(test))
     cfg = config_from_flags("sim", {"schedule": str(tmp_path / "schedule.json"), "out": str(tmp_path)})
     res = run_seed(cfg, cfg.seed, tmp_path)

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import random
 
-from reference_impl.core.messages import Errors, ProduceResponse, RaftFetchRequest, RaftFetchResponse
+from reference_impl.core.messages import (
+    BrokerHeartbeatRequest,
+    Errors,
+    ProduceResponse,
+    RaftFetchRequest,
+    RaftFetchResponse,
+)
 from reference_impl.core.raft.replica import FETCH_RESEND_MS
 from reference_impl.sim.events import EventLoop
 from reference_impl.sim.network import (
@@ -90,6 +96,32 @@ def test_a_connection_held_past_its_request_timeout_loses_what_it_held_and_later
     loop.run_until(60_000)
     assert [m if isinstance(m, str) else m.correlation_id for m in inbox[2]] == [2, "rpc"]
     assert net.dropped == 1
+
+
+def test_a_heartbeat_held_by_a_cut_is_given_up_after_the_heartbeat_interval_so_the_first_one_after_the_heal_arrives_at_once():
+    """Kafka's broker sends registrations and heartbeats on a connection of
+    their own whose request timeout is ``broker.heartbeat.interval.ms``
+    (Kafka 4.4.0: ``BrokerServer.scala`` line 449,
+    ``NodeToControllerChannelManagerImpl.java`` line 126): every heartbeat
+    of a 15 s cut is gone with its connection, and the first one sent after
+    the heal arrives at the link's latency, while an RPC message held as
+    long waits for its connection's next retransmission (1 + 25,400)."""
+    loop = EventLoop()
+    net = Network(loop, random.Random(1), LinkProfile(1, 0.0), heartbeat_interval_ms=500)
+    inbox: list = []
+    net.attach(2, lambda src, msg: inbox.append(msg))
+    net.cut({(1, 2)})
+    net.send(1, 2, "rpc")
+    for t in range(0, 15_000, 1000):
+        loop.run_until(t)
+        net.send(1, 2, BrokerHeartbeatRequest(1, 7, t))
+    loop.run_until(15_000)
+    net.heal()
+    net.send(1, 2, BrokerHeartbeatRequest(1, 7, 15_000))
+    loop.run_until(15_001)
+    assert inbox == [BrokerHeartbeatRequest(1, 7, 15_000)] and net.dropped == 15
+    loop.run_until(1 + 25_400 + 1)
+    assert inbox[-1] == "rpc" and net.held() == 0
 
 
 def test_a_connection_whose_request_timeout_comes_before_its_retransmission_ends_after_the_heal():
