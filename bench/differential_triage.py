@@ -278,7 +278,8 @@ def main() -> int:
     ap.add_argument("--export", default=None, help="write each pair's schedule files and triage.json here")
     a = ap.parse_args()
     try:
-        pairs = json.loads((Path(a.campaign) / "hunt.json").read_text())["pairs"]
+        state = json.loads((Path(a.campaign) / "hunt.json").read_text())
+        pairs, brokers = state["pairs"], int(state["settings"]["real"].get("brokers", 3))
     except (OSError, ValueError, KeyError, TypeError) as e:
         ap.error(f"--campaign {a.campaign}: no campaign's hunt.json there ({type(e).__name__})")
     try:
@@ -287,8 +288,9 @@ def main() -> int:
         ap.error(f"--ids wants pair ids separated by commas, not {a.ids!r}")
     pick = [p for p in pairs if (a.all or (p.get("agree") or {}).get("acks=1 loss") is False)
             and (not ids or p["id"] in ids) and (p.get("real") or {}).get("run_dir")]
+    # the campaign's cluster: a schedule names its brokers (a 4th one for reassign and decommission)
     real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": 15, "acks": "mixed",
-                             "nemesis_mode": "overlap", "name": "diff"})
+                             "nemesis_mode": "overlap", "name": "diff", "brokers": brokers})
     sim_cfg = sim_config(real.model_copy(update={"nemesis": both_make(real)}))
     print("| id | seed | model lost | Kafka lost | late ms | controller model / Kafka | Kafka -> model names "
           "| model, Kafka's schedule: lost / acked | same, roles renamed | shifted runs that lose | roles, restarts 6.4 s late: lost | cause |")

@@ -154,6 +154,12 @@ GENERIC = (
     "clock", "clock-strobe",
 )
 
+#: the membership faults, generic too but drawn only where the cluster has a
+#: broker to move a replica to (more brokers than the replication factor:
+#: ``harness.cli.hunt.both_make``); ``all`` leaves them out, as a cluster of
+#: as many brokers as the replication factor cannot make them
+MEMBERSHIP = ("reassign", "decommission")
+
 #: names for several faults at once
 GROUPS = {
     "none": (),
