@@ -24,8 +24,8 @@ from harness.config import build_config  # noqa: E402
 from harness.lifecycle.runner import run_seed  # noqa: E402
 
 SHIPPED = ROOT / "docs" / "findings" / "differential"
-#: every exported triage: the main campaign's, and the reassign/decommission batch's (ids of its own campaign)
-TRIAGES = [d for d in (SHIPPED, ROOT / "docs" / "findings" / "differential-rd") if (d / "triage.json").exists()]
+#: every exported triage: the main campaign's, and each later campaign's (its ids its own: differential-rd, ...)
+TRIAGES = sorted(d for d in (ROOT / "docs" / "findings").glob("differential*") if (d / "triage.json").exists())
 
 
 def test_kafkas_nodes_are_renamed_to_the_model_node_of_the_same_role() -> None:
