@@ -37,18 +37,17 @@ def alter_partition_reassignment(bootstrap: str, key: str, broker_ids: list[int]
     forward, or the connection), and the next one is asked; so one dead or
     isolated broker neither drops the fault nor holds the nemesis for a
     whole request timeout per fault."""
-    from kafka.protocol.admin import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
-    from kafka.protocol.parser import KafkaProtocol  # late: kafka-python (0.25 s), for the membership faults only
+    from kafka.protocol import admin as kadmin, parser  # late: kafka-python (0.25 s), for the membership faults only
 
     topic, _, part = key.rpartition("-")
-    R = AlterPartitionReassignmentsRequest[0]
+    R = kadmin.AlterPartitionReassignmentsRequest[0]
     T = R.ReassignableTopic
     req = R(timeout_ms=timeout_ms, topics=[T(name=topic, partitions=[
         T.ReassignablePartition(partition_index=int(part), replicas=list(broker_ids))])])
     tried: list[str] = []
     for addr in bootstrap.split(","):
         host, _, port = addr.rpartition(":")
-        proto = KafkaProtocol(client_id="kraftwerk")
+        proto = parser.KafkaProtocol(client_id="kraftwerk")
         proto.send_request(req)
         try:
             with socket.create_connection((host, int(port)), timeout=timeout_ms / 1000 + 1) as s:
@@ -63,7 +62,7 @@ def alter_partition_reassignment(bootstrap: str, key: str, broker_ids: list[int]
             tried.append(f"{addr}: {type(e).__name__}")
             continue
         resp = got[0][1]
-        if not isinstance(resp, AlterPartitionReassignmentsResponse):
+        if not isinstance(resp, kadmin.AlterPartitionReassignmentsResponse):
             raise ReassignmentRefused(f"{key}: {addr} answered {type(resp).__name__}")
         codes = [resp.error_code] + [pr.error_code for t in resp.responses for pr in t.partitions]
         bad = next((c for c in codes if c), 0)
