@@ -8,7 +8,11 @@ stretch from a start, before the node first knew one, is not counted; one
 still open when the log ends is not either, as in
 ``tests/sim/test_found_schedules.py``) and, given ``--after`` (a nemesis
 op of the run, e.g. ``stop-clock``, the first clock reset), how long after
-it the stretch under way then ended (0: none was).
+it the stretch under way then ended (0: none was) and, on Kafka, how long
+after it the node first applied a metadata change to its partitions (a
+``state.change.logger`` line: its metadata flowing again, which a Kafka 4.4
+observer's KRaft state does not show, as it keeps its leader past the fetch
+timeout).
 
 Kafka writes its log lines with the node's clock, which a clock fault
 moves (libfaketime): each line's time is put back on the run's clock with
@@ -99,13 +103,16 @@ def after_time(results: list[tuple[int, dict[str, Any]]], spec: str) -> int:
     return times[k - 1]
 
 
-def kafka_events(log: Path, zero_ms: float, changes: list[tuple[int, int]]) -> Iterator[tuple[int, bool | None]]:
-    """(run time ms, knows a leader) per completed transition, each line's
-    clock time less the offset in force then; a transition from null is
-    the node's start."""
+#: any line of Kafka's log4j output: its time and the rest
+ANY_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] (.*)")
+
+
+def kafka_lines(log: Path, zero_ms: float, changes: list[tuple[int, int]]) -> Iterator[tuple[int, str]]:
+    """(run time ms, line) of each log line: its clock time less the
+    offset in force then, chosen so that the times never go backwards."""
     i, prev = 0, -1 << 60
     for line in log.read_text(errors="replace").splitlines():
-        m = KAFKA_LINE.match(line)
+        m = ANY_LINE.match(line)
         if not m:
             continue
         wall = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc).timestamp() * 1000
@@ -118,13 +125,28 @@ def kafka_events(log: Path, zero_ms: float, changes: list[tuple[int, int]]) -> I
                 break
         t = int(at - changes[i][1])
         prev = max(prev, t)
-        if "Completed" not in line:
+        yield t, line
+
+
+def kafka_events(log: Path, zero_ms: float, changes: list[tuple[int, int]]) -> Iterator[tuple[int, bool | None]]:
+    """(run time ms, knows a leader) per completed transition; a transition
+    from null is the node's start."""
+    for t, line in kafka_lines(log, zero_ms, changes):
+        m = KAFKA_LINE.match(line)
+        if not m or "Completed" not in line:
             continue
         state, rest = m[2], m[3]
         if rest.endswith("from null (org.apache.kafka.raft.QuorumState)"):
             yield t, None
-        knows = state in ("FollowerState", "Leader") or bool(re.search(r"leaderId=OptionalInt\[\d+\]", rest))
-        yield t, knows
+        yield t, state in ("FollowerState", "Leader") or bool(re.search(r"leaderId=OptionalInt\[\d+\]", rest))
+
+
+def first_change_after(log: Path, zero_ms: float, changes: list[tuple[int, int]], after_ms: int) -> int | None:
+    """How long after ``after_ms`` a Kafka broker first applied a metadata
+    change to its partitions (a ``state.change.logger`` line): when its
+    metadata flowed again, whatever its KRaft state says."""
+    return next((t - after_ms for t, line in kafka_lines(log, zero_ms, changes)
+                 if t > after_ms and "(state.change.logger)" in line), None)
 
 
 def measure(run_dir: Path, after: str | None) -> tuple[int | None, dict[str, dict[str, Any]]]:
@@ -148,6 +170,8 @@ def measure(run_dir: Path, after: str | None) -> tuple[int | None, dict[str, dic
                                "stretches": got}
         if after_ms is not None:
             row["ended_after_ms"] = max((b - after_ms for a, b in got if a <= after_ms < b), default=0)
+            if (d / "server.log").exists() and zero is not None:
+                row["applied_after_ms"] = first_change_after(d / "server.log", zero, changes, after_ms)
         out[d.name] = row
     return after_ms, out
 
@@ -168,6 +192,8 @@ def main() -> int:
         print(f"{rd}:" + (f" {a.after} at {at} ms" if at is not None else ""))
         for n, r in rows.items():
             tail = f"; the stretch under way then ended {r['ended_after_ms']} ms after it" if at is not None else ""
+            if r.get("applied_after_ms") is not None:
+                tail += f"; first metadata change applied {r['applied_after_ms']} ms after it"
             print(f"  {n}: longest without a KRaft leader {r['longest_ms']} ms{tail}"
                   + (" (clock strobed: its times are off by up to the strobe's delta)" if r["strobed"] else ""))
     return 0
