@@ -8,7 +8,10 @@ writes on both sides.
 Unlike a hunt, nothing is ranked: seeds in order, over every generic fault
 both dbs make (netns: partitions of every shape and role, kill, terminate,
 pause, clock, clock strobe, leader, controller and ISR-state targets), at
-``--acks mixed`` (even worker threads acks=all, odd acks=1). Real clusters:
+``--acks mixed`` (even worker threads acks=all, odd acks=1); with
+``--brokers`` above the replication factor, reassign and decommission too
+(a broker to move a replica to), and ``--kinds`` keeps only the faults of
+the kinds it names. Real clusters:
 run it under the machine's heavy lock, one batch at a time (``--batch``
 seconds of Kafka runs); each run resumes the campaign in ``--out``, and a
 larger ``--seeds`` than it was started with draws the further seeds on the
@@ -16,6 +19,7 @@ model first (``--batch 0`` draws them without a real run, outside the lock).
 
     flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff --batch 780
     flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff-pl --storage lazyfs --first-seed 2000 --seeds 20 --batch 780
+    flock /tmp/kw-heavy.lock .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff-rd --brokers 4 --kinds reassign,decommission,partition,kill --first-seed 3000 --seeds 20 --batch 600
     .venv/bin/python bench/differential_campaign.py --out /tmp/kdiff --table
 """
 
@@ -31,8 +35,30 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.cli.hunt import both_make, sim_config  # noqa: E402
-from harness.config import build_config  # noqa: E402
+from harness.config import TestConfig, build_config  # noqa: E402
+from harness.errors import UsageError  # noqa: E402
 from harness.search.hunt import Hunt, sim_one, table  # noqa: E402
+from nemesis.faults import KINDS, MEMBERSHIP, FaultSpec  # noqa: E402
+
+
+def campaign_mix(real: TestConfig, kinds: str | None) -> list[FaultSpec]:
+    """The faults both dbs make on this cluster (``both_make``), only those
+    of ``kinds`` if given; a kind neither makes here is refused (why: the
+    kind is unknown, or it needs a capability or a spare broker)."""
+    mix = both_make(real)
+    if kinds is None:
+        return mix
+    want = [k.strip() for k in kinds.split(",") if k.strip()]
+    made = {s.kind for s in mix}
+    for k in want:
+        if k not in KINDS:
+            raise UsageError(f"--kinds: unknown fault kind {k!r} (kinds: {', '.join(KINDS)})")
+        if k not in made:
+            spare = " (it needs more --brokers than --rf)" if k in MEMBERSHIP else ""
+            raise UsageError(f"--kinds: {k} is not a fault both dbs make on this cluster{spare}")
+    if not want:
+        raise UsageError("--kinds names no fault kind")
+    return [s for s in mix if s.kind in want]
 
 
 def prepare(hunt: Hunt, seeds: range, first_id: int = 0) -> None:
@@ -113,6 +139,10 @@ def main() -> int:
     ap.add_argument("--ids", default="", help="with --table: only these pairs (first-last)")
     ap.add_argument("--storage", choices=["os", "lazyfs"], default=None,
                     help="lazyfs: Kafka's logs on kraftwerk fs, so power loss (lose-unfsynced) joins the faults")
+    ap.add_argument("--brokers", type=int, default=None,
+                    help="brokers (default 3); above --rf 3, reassign and decommission join the faults")
+    ap.add_argument("--kinds", default=None,
+                    help="only the faults of these kinds, comma-separated (e.g. reassign,decommission,partition,kill)")
     a = ap.parse_args()
     out = Path(a.out)
     if a.table:
@@ -131,10 +161,14 @@ def main() -> int:
         if any(e.get("f") == "start-lose-unfsynced" for c in state["candidates"] for e in c["schedule"]):
             print("\n" + power_draws(state))
         return 0
-    real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": a.time_limit, "acks": "mixed",
-                             "nemesis_mode": "overlap", "out": str(out / "runs"), "name": "diff",
-                             **({"storage": a.storage} if a.storage else {})})
-    real = real.model_copy(update={"nemesis": both_make(real)})
+    try:
+        real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": a.time_limit, "acks": "mixed",
+                                 "nemesis_mode": "overlap", "out": str(out / "runs"), "name": "diff",
+                                 **({"storage": a.storage} if a.storage else {}),
+                                 **({"brokers": a.brokers} if a.brokers is not None else {})})
+        real = real.model_copy(update={"nemesis": campaign_mix(real, a.kinds)})
+    except (UsageError, ValueError) as e:
+        ap.error(str(e).splitlines()[0])
     hunt = Hunt(sim_config(real), real, 86_400, out)
     if not hunt.load():
         prepare(hunt, range(a.first_seed, a.first_seed + a.seeds))

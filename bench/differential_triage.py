@@ -1,5 +1,6 @@
 """Triage of a differential campaign's acks=1 disagreements: was it the
-roles, or the model?
+roles, or the model? (And of its verdict disagreements: what only one side
+showed.)
 
 A schedule names nodes (``n2``, a ring of six, halves), but which node is
 the active controller and which broker leads which partition is not in the
@@ -145,9 +146,34 @@ def triage(pair: dict[str, Any], sim_cfg: Any, out: Path) -> dict[str, Any]:
                       for d in SHIFTS_MS if d}
     slow = sim_cfg.model_copy(update={"start_delay_ms": START_DELAY_MS})
     row["slow_start"] = replay(slow, pair["seed"], renamed, out, "slow-start", "resolve")
-    row["verdict"] = cause(lost["kafka"], row)
+    row["only"] = only_one_side(pair)
+    acks1_differs = (lost["model"] > 0) != (lost["kafka"] > 0)
+    row["verdict"] = cause(lost["kafka"], row) if acks1_differs else verdict_cause(row["only"])
     row["moved_ms"] = agreeing_shift(lost["kafka"], row["shifted"]) if row["verdict"] == "race" else None
     return row
+
+
+def only_one_side(pair: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """The anomaly types one side showed and the other did not: trace
+    invariants (the model's glass-box trace, Kafka's observer) apart from
+    what the clients' history shows."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for side, other in (("sim", "real"), ("real", "sim")):
+        a, b = pair[side], pair[other]
+        hist = set(a.get("history_anomalies", a.get("anomaly_types") or []))
+        types = set(a.get("anomaly_types") or []) - set(b.get("anomaly_types") or [])
+        out["model" if side == "sim" else "kafka"] = {"history": sorted(types & hist),
+                                                       "invariants": sorted(types - hist)}
+    return out
+
+
+def verdict_cause(only: dict[str, dict[str, list[str]]]) -> str:
+    """A pair whose verdicts differ while acks=1 loss agrees: ``invariant``
+    when what only one side showed is trace invariants alone (a rule of the
+    protocol's state the two implementations keep differently: read by
+    hand against Kafka's source), else ``open``."""
+    shown = [v for side in only.values() for v in side["history"]]
+    return "invariant" if not shown and any(side["invariants"] for side in only.values()) else "open"
 
 
 def agreeing_shift(kafka_lost: int, moved: dict[Any, int]) -> int | None:
@@ -251,6 +277,7 @@ def export(rows: list[dict[str, Any]], pairs: dict[int, dict[str, Any]], campaig
             "model, moved -300..300 ms, runs that lose": f"{sum(1 for n in r['shifted'].values() if n)} of {len(r['shifted'])}",
             "model, model's roles, restarts 6.4 s late": lost_of(r["slow_start"]),
             "cause": r["verdict"],
+            **({"only one side showed": r["only"]} if r.get("only") and r["verdict"] == "invariant" else {}),
             "kafka": KAFKA.format(f=rel / own.name) + (f" --storage {storage}" if storage else ""),
             "model": SIM.format(f=rel / own.name, seed=r["seed"]),
             "model as kafka played": SIM.format(f=rel / as_kafka.name, seed=r["seed"]),
@@ -281,17 +308,20 @@ def main() -> int:
                     help="the campaign's --storage: the exported Kafka commands say it (lazyfs: power loss)")
     a = ap.parse_args()
     try:
-        pairs = json.loads((Path(a.campaign) / "hunt.json").read_text())["pairs"]
+        state = json.loads((Path(a.campaign) / "hunt.json").read_text())
+        pairs, brokers = state["pairs"], int(state["settings"]["real"].get("brokers", 3))
     except (OSError, ValueError, KeyError, TypeError) as e:
         ap.error(f"--campaign {a.campaign}: no campaign's hunt.json there ({type(e).__name__})")
     try:
         ids = {int(i) for i in a.ids.split(",") if i}
     except ValueError:
         ap.error(f"--ids wants pair ids separated by commas, not {a.ids!r}")
-    pick = [p for p in pairs if (a.all or (p.get("agree") or {}).get("acks=1 loss") is False)
+    pick = [p for p in pairs if (a.all or (p.get("agree") or {}).get("acks=1 loss") is False
+                                 or p["class"] in ("real-only", "model-only"))
             and (not ids or p["id"] in ids) and (p.get("real") or {}).get("run_dir")]
+    # the campaign's cluster: a schedule names its brokers (a 4th one for reassign and decommission)
     real = build_config({}, {"db": "kafka", "backend": "netns", "time_limit": 15, "acks": "mixed",
-                             "nemesis_mode": "overlap", "name": "diff"})
+                             "nemesis_mode": "overlap", "name": "diff", "brokers": brokers})
     sim_cfg = sim_config(real.model_copy(update={"nemesis": both_make(real)}))
     print("| id | seed | model lost | Kafka lost | late ms | controller model / Kafka | Kafka -> model names "
           "| model, Kafka's schedule: lost / acked | same, roles renamed | shifted runs that lose | roles, restarts 6.4 s late: lost | cause |")

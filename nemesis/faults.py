@@ -154,6 +154,12 @@ GENERIC = (
     "clock", "clock-strobe",
 )
 
+#: the membership faults, generic too but drawn only where the cluster has a
+#: broker to move a replica to (more brokers than the replication factor:
+#: ``harness.cli.hunt.both_make``); ``all`` leaves them out, as a cluster of
+#: as many brokers as the replication factor cannot make them
+MEMBERSHIP = ("reassign", "decommission")
+
 #: names for several faults at once
 GROUPS = {
     "none": (),
@@ -537,13 +543,9 @@ class Fault:
             self.roll.start(list(entry.get("nodes", [])))
             return done
         if kind == "decommission":
-            if entry.get("nodes"):
-                self.decommission.start(entry["nodes"][0], dict(entry.get("moves", {})))
-            return done
+            return self._replay_decommission(entry, done)
         if kind == "reassign":
-            if entry.get("key") and entry.get("nodes"):
-                cast(Reassignments, c.nodes).reassign(entry["key"], list(entry["nodes"]))
-            return done
+            return self._replay_reassign(entry, done)
         if entry.get("target") in STATE_NAMED and "skipped" not in entry and not entry.get("as_recorded"):
             return self._replay_state_named(entry, done)
         if kind == "partition":
@@ -564,6 +566,50 @@ class Fault:
             c.net.set_latency(grudges.links(c.nodes.node_names()), entry["ms"], entry["jitter_ms"])
         elif kind == "loss":
             c.net.set_loss(grudges.links(c.nodes.node_names()), entry["probability"])
+        return done
+
+    def _replay_reassign(self, entry: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
+        """A recorded swap, replayed: the recorded replica list if the
+        partition's replicas are still the recorded ``from`` (an exact
+        replay), else the same swap on the replicas as they are now (a
+        runtime that placed them otherwise: Kafka starts its round-robin
+        at a random broker): the recorded leaving broker out if it is a
+        replica (else one drawn), the recorded arriving one in if it is not
+        (else a spare drawn); the recorded lists kept beside."""
+        key, after, before = entry.get("key"), list(entry.get("nodes") or []), list(entry.get("from") or [])
+        if not key or not after:
+            return done
+        now = replica_table(self.cluster.observer).get(str(key)) or []
+        if before and now and now != before and len(now) == len(before):
+            out = next((r for r in before if r not in after and r in now), None) or self.rng.choice(now)
+            spare = sorted(set(self.cluster.nodes.brokers()) - set(now))
+            new = next((r for r in after if r not in before and r not in now), None) or \
+                (self.rng.choice(spare) if spare else None)
+            if new is None:
+                return {**done, "from": now, "nodes": [], "skipped": "no broker outside the replica set",
+                        "recorded_nodes": after}
+            done = {**done, "from": now, "nodes": [new if r == out else r for r in now], "recorded_nodes": after,
+                    "recorded_from": before}
+            after = done["nodes"]
+        cast(Reassignments, self.cluster.nodes).reassign(str(key), after)
+        return done
+
+    def _replay_decommission(self, entry: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
+        """A recorded decommission, replayed on the same broker: its
+        recorded moves if they remove it from the replicas as they are now
+        (an exact replay), else moves planned afresh for that broker, the
+        recorded ones kept beside (``recorded_moves``)."""
+        nodes = list(entry.get("nodes") or [])
+        if not nodes:
+            return done
+        node, moves = nodes[0], dict(entry.get("moves") or {})
+        if not self.decommission.fits(node, moves):
+            fresh, why = self.decommission.moves_for(node, self.rng)
+            if fresh is None:
+                return {**done, "nodes": [], "skipped": why, "recorded_nodes": nodes}
+            done = {**done, "moves": fresh, "recorded_moves": moves}
+            moves = fresh
+        self.decommission.start(node, moves)
         return done
 
     def _replay_state_named(self, entry: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:

@@ -76,26 +76,46 @@ class Decommission:
     def plan(self, rng: random.Random) -> tuple[str | None, dict[str, list[str]], str]:
         """The broker to remove and, per partition it replicates, its new
         replica list; (None, {}, why) when no broker can go."""
+        nodes = self.cluster.nodes
+        down = set(nodes.dead_nodes())
+        live = sorted(b for b in nodes.brokers() if b not in down)
+        for node in rng.sample(live, len(live)):
+            moves, _ = self.moves_for(node, rng)
+            if moves is not None:
+                return node, moves, ""
+        return None, {}, "no broker whose every partition has a broker to move to"
+
+    def moves_for(self, node: str, rng: random.Random) -> tuple[dict[str, list[str]] | None, str]:
+        """Per partition ``node`` replicates now, its replica list with
+        ``node`` swapped for a live broker outside it; (None, why) when a
+        move of one of them is under way or one has no broker to move to."""
         nodes, obs = self.cluster.nodes, self.cluster.observer
         down = set(nodes.dead_nodes())
         live = sorted(b for b in nodes.brokers() if b not in down)
         every = replica_table(obs)
         settled = settled_replicas(every)
-        for node in rng.sample(live, len(live)):
-            if any(node in r and k not in settled for k, r in every.items()):
-                continue  # a move of one of its partitions is still under way
-            moves: dict[str, list[str]] = {}
-            for k in sorted(settled):
-                reps = settled[k]
-                if node not in reps:
-                    continue
-                spare = [b for b in live if b != node and b not in reps]
-                if not spare:
-                    break
-                moves[k] = [rng.choice(spare) if r == node else r for r in reps]
-            else:
-                return node, moves, ""
-        return None, {}, "no broker whose every partition has a broker to move to"
+        if any(node in r and k not in settled for k, r in every.items()):
+            return None, f"a move of a partition of {node} is under way"
+        moves: dict[str, list[str]] = {}
+        for k in sorted(settled):
+            reps = settled[k]
+            if node not in reps:
+                continue
+            spare = [b for b in live if b != node and b not in reps]
+            if not spare:
+                return None, f"{k} has no broker to move {node}'s replica to"
+            moves[k] = [rng.choice(spare) if r == node else r for r in reps]
+        return moves, ""
+
+    def fits(self, node: str, moves: dict[str, list[str]]) -> bool:
+        """Whether recorded ``moves`` remove ``node`` from the replicas as
+        they are now: one move per partition listing it, each swapping it
+        alone for a broker outside the set (a replay on a runtime that
+        placed the replicas otherwise does not fit)."""
+        now = {k: r for k, r in replica_table(self.cluster.observer).items() if node in r}
+        return set(now) == set(moves) and all(
+            len(moves[k]) == len(r) and set(r) - set(moves[k]) == {node} and node not in moves[k]
+            for k, r in now.items())
 
     def start(self, node: str, moves: dict[str, list[str]]) -> None:
         self.token += 1

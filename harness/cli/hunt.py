@@ -25,14 +25,17 @@ from harness.config.timings import kafka_mapped
 from harness.errors import UsageError
 from harness.search.explore import parse_budget
 from harness.search.hunt import Hunt, table
-from nemesis.faults import GENERIC, KINDS, FaultSpec, expand
+from nemesis.faults import GENERIC, KINDS, MEMBERSHIP, FaultSpec, expand
 
 
 def both_make(cfg: TestConfig) -> list[FaultSpec]:
     """The generic faults the real db can make on its backend (the
-    simulator makes them all)."""
+    simulator makes them all), reassign and decommission among them where
+    a partition's replica can move to a broker outside its set (more
+    brokers than ``--rf``; with as many, the configuration refuses them)."""
     have = dbs.capabilities(cfg)
-    return [s for s in expand(GENERIC) if have is None or all(n in have for n in KINDS[s.kind].needs)]
+    names = (*GENERIC, *(MEMBERSHIP if cfg.brokers > cfg.rf else ()))
+    return [s for s in expand(names) if have is None or all(n in have for n in KINDS[s.kind].needs)]
 
 
 def sim_config(real: TestConfig) -> TestConfig:

@@ -2,10 +2,11 @@
 
 AlterPartitionReassignments (KIP-455), for ``reassign`` and ``decommission``
 on every real runtime (Kafka's controller and the reference controller
-answer the same request), through kafka-python's KafkaAdminClient
-(confluent-kafka 2.16's AdminClient has no call for it): the request goes to
-the broker Metadata names as controller, which forwards it to the active
-controller. UnregisterBroker (KIP-631), for ``decommission``, which no
+answer the same request), framed with kafka-python's protocol classes
+(confluent-kafka 2.16's AdminClient has no call for it) and sent to each
+broker in turn, which forwards it to the active controller (KafkaAdminClient
+would send it to the one broker Metadata names as controller, a random one
+under KRaft, and fail with it when that broker is down or cut off). UnregisterBroker (KIP-631), for ``decommission``, which no
 Python client sends: :func:`unregister_broker` frames it itself."""
 
 from __future__ import annotations
@@ -20,21 +21,58 @@ class ReassignmentRefused(RuntimeError):
     """The controller refused the partition's reassignment (its error's name)."""
 
 
-def alter_partition_reassignment(bootstrap: str, key: str, broker_ids: list[int], timeout_ms: int = 10_000) -> None:
+#: the controller's answers after which the next broker is asked (the broker
+#: forwarded to a controller that lost its leadership, or could not reach one)
+RETRIED = {41: "NOT_CONTROLLER", 7: "REQUEST_TIMED_OUT"}
+
+
+def alter_partition_reassignment(bootstrap: str, key: str, broker_ids: list[int], timeout_ms: int = 3_000) -> None:
     """Ask the controller to move ``key`` (``<topic>-<partition>``) to exactly
     ``broker_ids``; returns once the controller has accepted (the move itself
-    goes on: new replicas catch up, join the ISR, then the others leave)."""
-    import kafka  # late: kafka-python (0.25 s), which only the membership faults use
+    goes on: new replicas catch up, join the ISR, then the others leave).
+
+    Through each broker of ``bootstrap`` in turn, as the simulator's admin
+    endpoint tries the next broker on each attempt: a broker that is down
+    refuses the connection, one cut from every controller times out (its
+    forward, or the connection), and the next one is asked; so one dead or
+    isolated broker neither drops the fault nor holds the nemesis for a
+    whole request timeout per fault."""
+    from kafka.protocol import admin as kadmin, parser  # late: kafka-python (0.25 s), for the membership faults only
 
     topic, _, part = key.rpartition("-")
-    tp = kafka.TopicPartition(topic, int(part))
-    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
-    try:
-        err = admin.alter_partition_reassignments({tp: list(broker_ids)}, timeout_ms=timeout_ms).get(tp)
-    finally:
-        admin.close()
-    if err is not None:
-        raise ReassignmentRefused(f"{key}: {getattr(err, '__name__', err)}")
+    R = kadmin.AlterPartitionReassignmentsRequest[0]
+    T = R.ReassignableTopic
+    req = R(timeout_ms=timeout_ms, topics=[T(name=topic, partitions=[
+        T.ReassignablePartition(partition_index=int(part), replicas=list(broker_ids))])])
+    tried: list[str] = []
+    for addr in bootstrap.split(","):
+        host, _, port = addr.rpartition(":")
+        proto = parser.KafkaProtocol(client_id="kraftwerk")
+        proto.send_request(req)
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_ms / 1000 + 1) as s:
+                s.sendall(bytes(proto.send_bytes()))
+                got: list = []
+                while not got:
+                    data = s.recv(65536)
+                    if not data:
+                        raise OSError("connection closed")
+                    got = proto.receive_bytes(data)
+        except OSError as e:
+            tried.append(f"{addr}: {type(e).__name__}")
+            continue
+        resp = got[0][1]
+        if not isinstance(resp, kadmin.AlterPartitionReassignmentsResponse):
+            raise ReassignmentRefused(f"{key}: {addr} answered {type(resp).__name__}")
+        codes = [resp.error_code] + [pr.error_code for t in resp.responses for pr in t.partitions]
+        bad = next((c for c in codes if c), 0)
+        if bad in RETRIED:
+            tried.append(f"{addr}: {RETRIED[bad]}")
+            continue
+        if bad:
+            raise ReassignmentRefused(f"{key}: error {bad}")
+        return
+    raise ReassignmentRefused(f"{key}: no broker got it to the controller ({'; '.join(tried)})")
 
 
 class UnregisterRefused(RuntimeError):

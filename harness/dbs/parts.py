@@ -105,7 +105,21 @@ class Membership:
     bootstrap: Callable[[], str]
 
     def reassign(self, key: str, replicas: list[str]) -> None:
-        alter_partition_reassignment(self.bootstrap(), key, [self.topo.id_of(r) for r in replicas])
+        """Asked on a thread of its own, as the simulator's admin endpoint
+        asks on its loop: the nemesis goes on at once (waiting here, a
+        cluster without a controller quorum held it for every broker's
+        timeout and the rest of a replayed schedule played late). The
+        outcome is kept in :attr:`reassigned` (key -> None or the error)."""
+        ids, boot = [self.topo.id_of(r) for r in replicas], self.bootstrap()
+        threading.Thread(target=self._reassign, args=(boot, key, ids), name=f"reassign-{key}", daemon=True).start()
+
+    def _reassign(self, bootstrap: str, key: str, ids: list[int]) -> None:
+        done = self.__dict__.setdefault("reassigned", {})
+        try:
+            alter_partition_reassignment(bootstrap, key, ids)
+            done[key] = None
+        except Exception as e:  # noqa: BLE001 - refused, or the run tore its hosts down meanwhile
+            done[key] = f"{type(e).__name__}: {e}"[:300]
 
     def unregister(self, node: str) -> None:
         unregister_broker(self.bootstrap(), self.topo.id_of(node))

@@ -80,12 +80,15 @@ live in one place:
   reassignment sets the replica list to the union of the target and the
   replicas leaving (target order first), with ``adding_replicas`` (target
   minus current) and ``removing_replicas`` (current minus target). Every
-  build first tries to complete it (``maybeCompleteReassignment``): once the
-  ISR without the removing replicas is not empty and holds every target
-  replica, the replica list becomes the target, the removing replicas leave
-  the ISR and both lists are cleared, all in the same record; the election
-  that follows then moves the leadership if the leader was removed. ELR and
-  LastKnownELR keep only replicas of the final list.
+  build first tries to complete it (``maybeCompleteReassignment``, as Kafka
+  4.4 has it): once the ISR without the removing replicas is not empty and
+  holds every adding replica (and every target replica, for a move that
+  lowers the replication factor), the replica list becomes the target, the
+  removing replicas leave the ISR and both lists are cleared, all in the
+  same record; the election that follows then moves the leadership if the
+  leader was removed. ELR and LastKnownELR keep only replicas of the final
+  list (Kafka 4.4 does not filter them: a removed ISR member can enter its
+  ELR, ``tests/core/test_partition_change.py``).
 
 * **Epochs**: the record is applied with ``PartitionRegistration.merge``,
   which bumps the partition epoch on every change and the leader epoch on a
@@ -384,17 +387,25 @@ def reassignment_replicas(
 def complete_reassignment(
     replicas: Iterable[NodeId], adding: Iterable[NodeId], removing: Iterable[NodeId], isr: Iterable[NodeId]
 ) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...]] | None:
-    """Kafka's ``PartitionReassignmentReplicas.maybeCompleteReassignment``:
+    """Kafka 4.4's ``PartitionReassignmentReplicas.maybeCompleteReassignment``
+    (kafka-metadata-4.4.0.jar, lines 99-132 by its class file's line table):
     with a reassignment in progress, the (replicas, ISR) it ends with once
     the ISR without the removing replicas is not empty and holds every
-    replica that stays; None while a target replica is still catching up
-    (or no reassignment is in progress)."""
+    replica being added, and, for a move that lowers the replication
+    factor (fewer adding than removing), every replica that stays; None
+    while an adding replica is still catching up (or no reassignment is in
+    progress). A replica that stays need not be in the ISR for a move that
+    keeps the replication factor: the move completes with it outside, as
+    it would have been without the move (Kafka 4.0 still asked for every
+    replica that stays; 4.4 asks for the adding ones)."""
     adding, removing, isr = tuple(adding), tuple(removing), tuple(isr)
     if not adding and not removing:
         return None
     new_isr = tuple(r for r in isr if r not in removing)
     new_replicas = tuple(r for r in replicas if r not in removing)
-    if not new_isr or not new_replicas or not set(new_replicas) <= set(new_isr):
+    if not new_isr or not new_replicas or not set(adding) <= set(new_isr):
+        return None
+    if len(adding) < len(removing) and not set(new_replicas) <= set(new_isr):
         return None
     return new_replicas, new_isr
 

@@ -140,3 +140,21 @@ def test_fencing_last_isr_member_with_elr_empties_isr_and_keeps_it_electable():
 
 def test_no_change_builds_no_record():
     assert builder(part([0, 1, 2], 0)).set_target_isr([0, 1, 2]).build() is None
+
+
+
+def test_a_change_that_drops_a_replica_below_min_isr_keeps_it_out_of_the_elr():
+    """The ELR holds replicas only (KIP-966): a broker the change takes off
+    the replica list does not join it, though it was in the ISR. Kafka 4.4
+    differs: PartitionChangeBuilder.maybePopulateTargetElr unions the ELR
+    with the ISR from before the change and filters out only the target ISR
+    and unclean shutdowns, never the brokers the new replica list dropped
+    (kafka-metadata-4.4.0.jar, lines 533-563 by its line table; build() calls
+    it after completeReassignmentIfNeeded, lines 427-451). Kafka answered
+    DescribeTopicPartitions with ELR [3] beside replicas [1, 2, 4] after a
+    reassignment and a decommission moved broker 3 off the partition (the
+    reassign/decommission batch of the differential campaign, pair 3)."""
+    p = part([1, 3], 1, replicas=(1, 2, 3))
+    ch = builder(p, alive=(1, 2, 3)).set_target_replicas((1, 2)).set_target_isr([1]).build()
+    assert ch.after.replicas == (1, 2) and ch.after.isr == (1,)
+    assert ch.after.elr == ()  # Kafka's rule would make it [3]

@@ -53,10 +53,19 @@ def test_kip455_reassignment_replicas_are_target_then_removing_partition_reassig
     assert reassignment_replicas((0, 1), (0, 1, 2, 3)) == ((0, 1, 2, 3), (2, 3), ())
 
 
-def test_kip455_reassignment_completes_only_when_the_isr_holds_every_target_replica_maybe_complete_reassignment():
+def test_kip455_reassignment_completes_once_the_isr_holds_every_adding_replica_maybe_complete_reassignment():
+    """Kafka 4.4's rule (PartitionReassignmentReplicas, kafka-metadata-4.4.0.jar
+    lines 99-132): the adding replicas in the ISR, and every staying one only
+    when the move lowers the replication factor."""
     # replicas 3,1,2 + removing 0: 3 still catching up
     assert complete_reassignment((3, 1, 2, 0), (3,), (0,), (0, 1, 2)) is None
     assert complete_reassignment((3, 1, 2, 0), (3,), (0,), (0, 1, 2, 3)) == ((3, 1, 2), (1, 2, 3))
+    # 3 caught up while 1 and 2 are out of the ISR: done, with the ISR it has
+    # (as Kafka did in the reassign batch: replicas [4, 1, 3], ISR [3])
+    assert complete_reassignment((3, 1, 2, 0), (3,), (0,), (0, 3)) == ((3, 1, 2), (3,))
+    # a move that lowers the replication factor waits for every staying replica
+    assert complete_reassignment((1, 2, 0), (), (0,), (0, 1)) is None
+    assert complete_reassignment((1, 2, 0), (), (0,), (0, 1, 2)) == ((1, 2), (1, 2))
     # nothing in progress: nothing to complete
     assert complete_reassignment((0, 1, 2), (), (), (0, 1, 2)) is None
     # the ISR without the removing replicas must not be empty

@@ -58,6 +58,14 @@ def test_the_model_runs_with_kafkas_timeouts():
     assert (sim.backend, sim.db, sim.protocol, [f.name for f in sim.nemesis]) == ("sim", "reference", mapped, ["kill"])
 
 
+def test_reassign_and_decommission_join_the_mix_only_where_a_replica_has_a_broker_to_move_to():
+    from harness.cli.hunt import both_make
+    three = {f.kind for f in both_make(TestConfig(db="kafka", backend="netns", brokers=3, rf=3))}
+    four = {f.kind for f in both_make(TestConfig(db="kafka", backend="netns", brokers=4, rf=3))}
+    assert not three & {"reassign", "decommission"}
+    assert four - three == {"reassign", "decommission"}
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--budget", "0"], "must be positive"),
     (["--budget", "soon"], "want seconds"),

@@ -20,6 +20,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import NoReassignmentInProgressError
 from kafka.structs import TopicPartition as KTP
 
+from harness.dbs.admin import ReassignmentRefused, alter_partition_reassignment
 from reference_impl.server.launcher import LocalCluster
 from tests.server.test_integration import FAST, create_topic, wait_for
 
@@ -116,3 +117,18 @@ def _unregistered(c: LocalCluster, broker: int) -> bool:
             if e["kind"] == "broker_unregistered" and e["broker"] == broker:
                 return True
     return False
+
+
+def test_the_membership_faults_reassignment_asks_the_next_broker_when_one_refuses_the_connection(four):
+    """The nemesis's own request (``harness.dbs.admin``), as the simulator's
+    admin endpoint sends it: a broker that is down (nothing listens on port
+    1) is passed over, the next one forwards it, the move completes."""
+    topic = "via-next"
+    create_topic(four, topic, rf=3, min_isr=2)
+    _, before, _ = _replicas(four, topic)
+    spare = next(b for b in (1, 2, 3, 4) if b not in before)
+    target = [spare if r == before[-1] else r for r in before]
+    alter_partition_reassignment("127.0.0.1:1," + four.bootstrap, f"{topic}-0", target)
+    wait_for(lambda: _replicas(four, topic)[1] == target, 30, "the move")
+    with pytest.raises(ReassignmentRefused, match="no broker got it to the controller"):
+        alter_partition_reassignment("127.0.0.1:1", f"{topic}-0", before)

@@ -30,6 +30,10 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     ("sim_soak.py", ["variants", "--only", "bogus"], "unknown variant hunt 'bogus'"),
     ("sim_soak.py", ["variants", "--mix", "bogus", "--max-seeds", "1"], "unknown nemesis 'bogus'"),
     ("sim_soak.py", ["detect", "--only", "bogus"], "unknown variant 'bogus'"),
+    ("differential_campaign.py", ["--out", "/nonexistent/kw", "--kinds", "bogus"], "unknown fault kind 'bogus'"),
+    ("differential_campaign.py", ["--out", "/nonexistent/kw", "--kinds", "reassign,kill"],
+     "reassign is not a fault both dbs make on this cluster (it needs more --brokers than --rf)"),
+    ("differential_campaign.py", ["--out", "/nonexistent/kw", "--brokers", "2"], "--rf 3 exceeds --brokers 2"),
 ])
 def test_bench_scripts_answer_bad_arguments_with_one_line_and_exit_2(script: str, args: list[str], says: str) -> None:
     p = _run(script, *args)
