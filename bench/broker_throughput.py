@@ -53,9 +53,10 @@ how many single-message requests one connection is served a second.
 Why the unbounded producer backs up for seconds at 1,000 msg/s acks=all on
 Kafka (found 2026-12-06 on the shared 2-core machine; a plain producer
 against ``kraftwerk cluster up`` had measured 1.1-2.5 ms at about 900 msg/s
-by hand): Kafka serves one request per connection at a time (SocketServer
-mutes a channel from a request's receipt until its response is sent,
-Kafka 4.0 ``Processor.processCompletedReceives``), an acks=all produce is
+by hand): Kafka serves one request per connection at a time (``kafka.network.Processor``
+mutes a channel when a request is received, ``Selector.mute`` with
+``REQUEST_RECEIVED``, and unmutes it on ``RESPONSE_SENT``: Kafka 4.4.0's
+``kafka_2.13-4.4.0.jar``, read with javap), an acks=all produce is
 answered only when both followers have fetched it and fetched again (the
 second fetch moves the high watermark), and with ``linger.ms`` 0 and no
 bound on requests in flight librdkafka sends every message as its own
@@ -175,9 +176,10 @@ WHY = {
 }
 
 #: the fixed-rate producers (the bench's and the plain one of the
-#: self-check): no lingering, the Java producer's bound on requests in
-#: flight (see the module's docstring)
-FIXED_PRODUCER = {"linger.ms": 0, "max.in.flight.requests.per.connection": 5}
+#: self-check): no lingering, and as Kafka's Java producer connects: at most
+#: 5 requests in flight, Nagle's algorithm off (its ``Selector`` sets
+#: TCP_NODELAY on every connection; librdkafka leaves Nagle on by default)
+FIXED_PRODUCER = {"linger.ms": 0, "max.in.flight.requests.per.connection": 5, "socket.nagle.disable": True}
 
 #: the db's processes count as idle below this many cores each, averaged
 #: over :data:`SETTLE_WINDOW` seconds (Kafka's 6 JVMs idle at 0.02-0.05
@@ -620,8 +622,8 @@ def print_settings(results: dict, a: argparse.Namespace) -> None:
           "log_flush_interval_messages 0); both fsync their metadata files (epochs, checkpoints) as Kafka does")
     print(f"producers (librdkafka {confluent_kafka.libversion()[0]}): full speed {a.producers} processes, librdkafka's "
           f"defaults (linger.ms 5, batch.size 1000000, max.in.flight 1000000, no idempotence); fixed rate 1 "
-          f"producer, linger.ms 0, max.in.flight 5 (the Java producer's default), the bench's and the plain one "
-          f"alike; unbounded: librdkafka's defaults but linger.ms 0 (max.in.flight 1000000); one at a time: "
+          f"producer, linger.ms 0, max.in.flight 5 and socket.nagle.disable true (as the Java producer connects), the "
+          f"bench's and the plain one alike; unbounded: librdkafka's defaults but linger.ms 0 (max.in.flight 1000000); one at a time: "
           f"linger.ms 0, max.in.flight 1, each send after the previous ack")
     if "kafka" in results:
         k = results["kafka"]
