@@ -105,6 +105,7 @@ import multiprocessing as mp
 import os
 import queue
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -673,7 +674,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
+def terminated(signum: int, frame: Any) -> None:
+    """SIGTERM (a timeout, a kill by pid) ends the bench as a harness error:
+    the clusters' own sessions would outlive it otherwise, so the raise
+    lets each ``finally`` take its cluster down."""
+    raise HarnessError(f"terminated by signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, terminated)
     try:
         a = parse_args(argv)
         results: dict = {"cluster": "3 combined nodes" if a.combined else "3 brokers + 3 controllers"}
