@@ -10,9 +10,10 @@ min.insync.replicas 2, ``--partitions`` 3: a leader on every broker) and runs:
    producer (a JVM compiles its hot paths under load: tens of seconds, not
    tens of thousands of messages); not reported;
 2. fixed rates (``--phases fixed``): at each of ``--rates`` msg/s, acks=all
-   then acks=1, for ``--rate-seconds`` each, one after the other: the
-   bench's producer, the plain producer (the self-check) and the unbounded
-   producer; then the one-at-a-time probe at acks=all and acks=1;
+   then acks=1: the bench's producer and the plain producer (the
+   self-check), ``--rate-seconds`` each in :data:`SLICES` alternating
+   slices so both meet the same machine, then the unbounded producer for
+   ``--rate-seconds``; then the one-at-a-time probe at acks=all and acks=1;
 3. full speed (``--phases full``): ``--messages`` split over
    ``--producers`` processes, each its own librdkafka instance (no GIL
    shared), acks=all then acks=1, the pair ``--repeats`` times; msg/s, p50
@@ -21,8 +22,10 @@ min.insync.replicas 2, ``--partitions`` 3: a leader on every broker) and runs:
 Before every phase the followers have caught up (every partition's ISR
 holds all its replicas and the high watermarks add up to every message
 acknowledged so far: an ISR alone says nothing of how far behind a member
-is) and the db has settled: its processes together use under
-:data:`IDLE_CORES_PER_NODE` cores per node over a second (or
+is) and the db has settled: the page cache's dirty pages are written out
+(os.sync(): otherwise the kernel writes a full-speed phase's gigabytes 30 s
+later, in the middle of another phase) and its processes together use
+under :data:`IDLE_CORES_PER_NODE` cores per node over a second (or
 :data:`SETTLE_TIMEOUT` passed; the longest wait and the busiest idle are
 printed). ``--phases fixed`` runs the warm-up and the fixed rates alone.
 
@@ -36,8 +39,12 @@ from Kafka's defaults is printed with its reason, and so are the JVM
 options and every producer's settings.
 
 The fixed-rate producers. The bench's producer and the plain one share
-their client settings: ``linger.ms`` 0 (every message is sent at once) and
-at most 5 requests in flight per connection (the Java producer's default).
+their client settings: ``linger.ms`` 0 (every message is sent at once), at
+most 5 requests in flight per connection and Nagle's algorithm off, as
+Kafka's Java producer connects (its default in-flight bound; its
+``org.apache.kafka.common.network.Selector`` sets TCP_NODELAY, Kafka
+4.4.0's ``kafka-clients-4.4.0.jar`` read with javap; librdkafka's
+``socket.nagle.disable`` is false by default).
 They differ in how they measure: the bench's takes librdkafka's own
 latency (``msg.latency()``) and paces each send against a fixed schedule;
 the plain producer is what anyone would write, a wall-clock stamp before
@@ -189,6 +196,9 @@ IDLE_CORES_PER_NODE = 0.05
 SETTLE_WINDOW = 1.0
 SETTLE_TIMEOUT = 20.0
 
+#: alternating slices of the bench's and the plain producer (:func:`run_pair`)
+SLICES = 4
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -307,67 +317,91 @@ def serve_until(p: Producer, due: float) -> None:
         p.poll(left)
 
 
-def run_fixed(bootstrap: str, acks: str, rate: int, a: argparse.Namespace) -> dict:
-    """``rate`` msg/s for ``a.rate_seconds`` from one producer: message i
-    is due at start + i/rate (a late send never shifts the later ones), the
-    producer sleeps until then; latency is librdkafka's, produce() to ack."""
-    lat = array("d")
-    errors = [0]
+class BenchSender:
+    """The bench's fixed-rate producer: message i of a slice is due at
+    start + i/rate (a late send never shifts the later ones), it waits in
+    poll() until then; latency is librdkafka's own, produce() to ack."""
 
-    def delivered(err: Any, msg: Any) -> None:
+    def __init__(self, bootstrap: str, acks: str, a: argparse.Namespace) -> None:
+        self.lat, self.late, self.errors, self.value = array("d"), array("d"), 0, b"y" * a.size
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": acks, **FIXED_PRODUCER, "on_delivery": self.delivered})
+        self.p.list_topics(TOPIC, timeout=30)
+
+    def delivered(self, err: Any, msg: Any) -> None:
         if err is None:
-            lat.append(msg.latency())
+            self.lat.append(msg.latency())
         else:
-            errors[0] += 1
+            self.errors += 1
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, **FIXED_PRODUCER, "on_delivery": delivered})
-    p.list_topics(TOPIC, timeout=30)
-    value = b"y" * a.size
-    n = int(rate * a.rate_seconds)
-    late = array("d")
-    start = time.monotonic()
-    for i in range(n):
-        due = start + i / rate
-        serve_until(p, due)
-        late.append(time.monotonic() - due)
-        p.produce(TOPIC, value)
-        p.poll(0)
-    errors[0] += p.flush(120)
-    return {"acks": acks, "rate": rate, "messages": len(lat), "errors": errors[0],
-            "sent_late_p99_ms": round(pct(sorted(late), 99) * 1000, 2), **summary(lat)}
+    def send_for(self, rate: int, seconds: float) -> None:
+        start = time.monotonic()
+        for i in range(int(rate * seconds)):
+            due = start + i / rate
+            serve_until(self.p, due)
+            self.late.append(time.monotonic() - due)
+            self.p.produce(TOPIC, self.value)
+            self.p.poll(0)
+        self.errors += self.p.flush(120)
+
+    def result(self, acks: str, rate: int) -> dict:
+        return {"acks": acks, "rate": rate, "messages": len(self.lat), "errors": self.errors,
+                "sent_late_p99_ms": round(pct(sorted(self.late), 99) * 1000, 2), **summary(self.lat)}
 
 
-def run_plain(bootstrap: str, acks: str, rate: int, a: argparse.Namespace, bounded: bool = True) -> dict:
+class PlainSender:
     """The self-check: what anyone would write to time acks at a fixed rate
     (wait in poll() between sends, time each ack by the wall clock in its
     own callback), with the bench's client settings (``bounded``) or
     librdkafka's defaults but ``linger.ms`` 0 (unbounded requests in
     flight: each message its own request, see the module's docstring)."""
-    conf = FIXED_PRODUCER if bounded else {"linger.ms": 0}
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, **conf})
-    p.list_topics(TOPIC, timeout=30)
-    lat: list[float] = []
-    errors = [0]
-    value = b"z" * a.size
-    t_next = time.monotonic()
-    for _ in range(int(rate * a.rate_seconds)):
-        serve_until(p, t_next)
-        t0 = time.monotonic()
 
-        def delivered(err: Any, msg: Any, t0: float = t0) -> None:
-            if err is None:
-                lat.append(time.monotonic() - t0)
-            else:
-                errors[0] += 1
+    def __init__(self, bootstrap: str, acks: str, a: argparse.Namespace, bounded: bool = True) -> None:
+        self.lat: list[float] = []
+        self.errors, self.value = 0, b"z" * a.size
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": acks,
+                           **(FIXED_PRODUCER if bounded else {"linger.ms": 0})})
+        self.p.list_topics(TOPIC, timeout=30)
 
-        p.produce(TOPIC, value, on_delivery=delivered)
-        p.poll(0)
-        t_next += 1.0 / rate
-    errors[0] += p.flush(120)
-    return {"acks": acks, "rate": rate, "messages": len(lat), "errors": errors[0], **summary(lat)}
+    def send_for(self, rate: int, seconds: float) -> None:
+        t_next = time.monotonic()
+        for _ in range(int(rate * seconds)):
+            serve_until(self.p, t_next)
+            t0 = time.monotonic()
+
+            def delivered(err: Any, msg: Any, t0: float = t0) -> None:
+                if err is None:
+                    self.lat.append(time.monotonic() - t0)
+                else:
+                    self.errors += 1
+
+            self.p.produce(TOPIC, self.value, on_delivery=delivered)
+            self.p.poll(0)
+            t_next += 1.0 / rate
+        self.errors += self.p.flush(120)
+
+    def result(self, acks: str, rate: int) -> dict:
+        return {"acks": acks, "rate": rate, "messages": len(self.lat), "errors": self.errors, **summary(self.lat)}
 
 
-def run_one_at_a_time(bootstrap: str, acks: str, a: argparse.Namespace) -> dict:
+def run_pair(bootstrap: str, acks: str, rate: int, a: argparse.Namespace) -> dict[str, dict]:
+    """The bench's producer and the plain one, ``a.rate_seconds`` each, in
+    :data:`SLICES` alternating slices (each drained before the next starts),
+    so both see the same machine: a shared 2-core host changes from one
+    6-second phase to the next."""
+    bench, plain = BenchSender(bootstrap, acks, a), PlainSender(bootstrap, acks, a)
+    for i in range(SLICES):
+        for sender in ((bench, plain) if i % 2 == 0 else (plain, bench)):
+            sender.send_for(rate, a.rate_seconds / SLICES)
+    return {f"fixed acks={acks} @{rate}": bench.result(acks, rate), f"plain acks={acks} @{rate}": plain.result(acks, rate)}
+
+
+def run_unbounded(bootstrap: str, acks: str, rate: int, a: argparse.Namespace) -> dict[str, dict]:
+    sender = PlainSender(bootstrap, acks, a, bounded=False)
+    sender.send_for(rate, a.rate_seconds)
+    return {f"unbounded acks={acks} @{rate}": sender.result(acks, rate)}
+
+
+def run_one_at_a_time(bootstrap: str, acks: str, a: argparse.Namespace) -> dict[str, dict]:
     """How many single-message requests one connection gets served a
     second: send, wait for the ack, send the next, for ``a.rate_seconds``.
     A broker serves one request per connection at a time, so a producer
@@ -388,7 +422,8 @@ def run_one_at_a_time(bootstrap: str, acks: str, a: argparse.Namespace) -> dict:
             raise HarnessError(f"a one-at-a-time message failed: {acked[0]}")
         lat.append(time.monotonic() - t0)
     wall = time.monotonic() - start
-    return {"acks": acks, "messages": len(lat), "requests_per_s": round(len(lat) / wall, 1), **summary(lat)}
+    return {f"one-at-a-time acks={acks}": {"acks": acks, "messages": len(lat),
+                                           "requests_per_s": round(len(lat) / wall, 1), **summary(lat)}}
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -404,10 +439,15 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def settle(pids: list[int]) -> tuple[float, float]:
-    """Until the db's processes are idle (:data:`IDLE_CORES_PER_NODE` each
-    over :data:`SETTLE_WINDOW`) or :data:`SETTLE_TIMEOUT` passed: returns
-    the seconds waited and the cores they used in the last window."""
+    """Write the dirty page cache out, then wait until the db's processes
+    are idle (:data:`IDLE_CORES_PER_NODE` each over :data:`SETTLE_WINDOW`)
+    or :data:`SETTLE_TIMEOUT` passed: returns the seconds waited and the
+    cores they used in the last window. Neither db fsyncs its appends, so
+    a full-speed phase leaves gigabytes of dirty pages that the kernel
+    writes out 30 s later (``vm.dirty_expire_centisecs`` 3000), in the
+    middle of a later phase; os.sync() writes them now, between phases."""
     t0 = time.monotonic()
+    os.sync()
     while True:
         c0 = cpu_seconds(pids)
         time.sleep(SETTLE_WINDOW)
@@ -444,47 +484,51 @@ def wait_caught_up(bootstrap: str, acked: int, timeout: float = 180.0) -> float:
         time.sleep(0.2)
 
 
-def fixed_phases(bootstrap: str, a: argparse.Namespace) -> list[tuple[str, Callable[[], dict]]]:
-    """At each rate and acks: the bench's producer, the plain producer with
-    the same client settings (the self-check) and the plain producer with
+Phase = tuple[str, Callable[[], dict[str, dict]]]
+
+
+def fixed_phases(bootstrap: str, a: argparse.Namespace) -> list[Phase]:
+    """At each rate and acks: the bench's producer beside the plain one with
+    the same client settings (the self-check), then the plain producer with
     librdkafka's unbounded requests in flight; then one request at a time,
     the single-message rate one connection is served at."""
-    phases: list[tuple[str, Callable[[], dict]]] = []
+    phases: list[Phase] = []
     for rate in a.rates:
         for acks in ("all", "1"):
-            phases += [(f"fixed acks={acks} @{rate}", partial(run_fixed, bootstrap, acks, rate, a)),
-                       (f"plain acks={acks} @{rate}", partial(run_plain, bootstrap, acks, rate, a)),
-                       (f"unbounded acks={acks} @{rate}", partial(run_plain, bootstrap, acks, rate, a, bounded=False))]
+            phases += [(f"fixed and plain acks={acks} @{rate}", partial(run_pair, bootstrap, acks, rate, a)),
+                       (f"unbounded acks={acks} @{rate}", partial(run_unbounded, bootstrap, acks, rate, a))]
     for acks in ("all", "1"):
         phases.append((f"one-at-a-time acks={acks}", partial(run_one_at_a_time, bootstrap, acks, a)))
     return phases
 
 
+def full_round(bootstrap: str, acks: str, a: argparse.Namespace) -> dict[str, dict]:
+    return {f"acks={acks}": run_full_speed(bootstrap, acks, a.messages, 0, a)}
+
+
 def measure(bootstrap: str, pids: list[int], a: argparse.Namespace) -> dict:
     """The phases, in order, on one cluster (the module's docstring); every
-    phase starts with the followers caught up and the db's processes
-    (``pids``) idle."""
+    phase starts with the followers caught up and the db settled (its
+    processes, ``pids``, idle)."""
     create_topic(bootstrap, a.partitions)
-    out: dict = {"caught_up_s": {}, "settled": {}, "rounds": {"acks=all": [], "acks=1": []}}
+    out: dict = {"caught_up_s": {}, "settled": {}}
+    rounds: dict[str, list[dict]] = {"acks=all": [], "acks=1": []}
     warm = run_full_speed(bootstrap, "all", 10**12, a.warmup_seconds, a)
     out["warm-up"] = {k: warm[k] for k in ("messages", "seconds", "msgs_per_s", "errors")}
     acked = warm["messages"]
     phases = fixed_phases(bootstrap, a) if "fixed" in a.phases else []
     for i in range(a.repeats if "full" in a.phases else 0):
-        for acks in ("all", "1"):
-            phases.append((f"acks={acks} #{i + 1}", partial(run_full_speed, bootstrap, acks, a.messages, 0, a)))
+        phases += [(f"acks={acks} #{i + 1}", partial(full_round, bootstrap, acks, a)) for acks in ("all", "1")]
     for name, run in phases:
         out["caught_up_s"][name] = wait_caught_up(bootstrap, acked)
         out["settled"][name] = settle(pids)
-        r = run()
-        acked += r["messages"]
-        if "#" in name:
-            out["rounds"][name.split(" #")[0]].append(r)
-        else:
-            out[name] = r
-    for k, rounds in out["rounds"].items():
-        if rounds:
-            out[k] = medians(rounds)
+        for key, r in run().items():
+            acked += r["messages"]
+            if key in rounds:
+                rounds[key].append(r)
+            else:
+                out[key] = r
+    out.update({k: medians(rs) for k, rs in rounds.items() if rs})
     return out
 
 
