@@ -60,34 +60,44 @@ how many single-message requests one connection is served a second.
 Why the unbounded producer backs up for seconds at 1,000 msg/s acks=all on
 Kafka (found 2026-12-06 on the shared 2-core machine; a plain producer
 against ``kraftwerk cluster up`` had measured 1.1-2.5 ms at about 900 msg/s
-by hand): Kafka serves one request per connection at a time (``kafka.network.Processor``
-mutes a channel when a request is received, ``Selector.mute`` with
-``REQUEST_RECEIVED``, and unmutes it on ``RESPONSE_SENT``: Kafka 4.4.0's
-``kafka_2.13-4.4.0.jar``, read with javap), an acks=all produce is
-answered only when both followers have fetched it and fetched again (the
-second fetch moves the high watermark), and with ``linger.ms`` 0 and no
-bound on requests in flight librdkafka sends every message as its own
-request. A connection therefore carries at most the one-at-a-time rate of
-single-message requests; above it the queue grows for the whole phase
-(its p50 then depends on how long the phase ran), below it latency stays
-at milliseconds. Capped at 5 in flight, the messages that wait go together
-in the next request, which is why the bench's producer stays at tens of
-milliseconds. Measured by hand on that machine (load average 9 to 17 from
-other work, 3 brokers + 3 controllers, users profile): one at a time,
-acks=all, 78 requests/s (p50 9.03 ms) on a cluster not warmed up, 380/s
-(p50 0.98 ms) right after a 20 s warm-up and 641/s (p50 1.01 ms) 30 s
-later; unbounded at 1,000 msg/s, p50 5,115 ms on the cold cluster and
-302 ms on the warm one, against 48.09 ms and 4.51 ms with 5 in flight. The
-brokers were idle (0.1-0.15 cores for all six JVMs) within 2 s of the
-followers catching up after the warm-up, so Kafka was not still busy with
-it. The hand measurement most likely stayed just under the one-at-a-time
-rate of a quieter machine at 900 msg/s (not re-run here); 1,000 msg/s on
-this loaded one is above it. The
-hypotheses measured and ruled out: a topic or partition count (one
-connection carries the rate either way: spreading messages over the three
+by hand). Kafka serves one request per connection at a time
+(``kafka.network.Processor`` mutes a channel when a request is received,
+``Selector.mute`` with ``REQUEST_RECEIVED``, and unmutes it on
+``RESPONSE_SENT``: Kafka 4.4.0's ``kafka_2.13-4.4.0.jar``, read with
+javap); an acks=all produce is answered only when both followers have
+fetched it and fetched again (the second fetch moves the high watermark);
+with ``linger.ms`` 0 and no bound on requests in flight librdkafka sends
+every message as its own request. So one connection carries at most the
+one-at-a-time rate of single-message requests, and whenever the brokers
+stall for longer than the gap between sends (a 6-JVM cluster on 2 shared
+cores) the queue grows and drains only at the difference between that
+rate and the sending rate. Capped at 5 in flight, the messages that wait
+go together in the next request and the queue cannot grow.
+
+Measured that day, load average 4 to 17 from other work, 3 brokers + 3
+controllers, users profile. Not Kafka still busy after the warm-up: its 6
+JVMs were idle (0.1-0.15 cores together) within 2 s of the followers
+catching up. But a JVM not warmed up: one at a time, acks=all, 78
+requests/s (p50 9.03 ms) on a fresh cluster, 380/s right after a 20 s
+warm-up, 641/s 30 s later and 1,331-1,684/s in later runs (p50 0.53-0.67
+ms). At 1,000 msg/s, 0.6 to 0.75 of that rate, the unbounded producer's
+p50 ran from 0.66 ms to 5,091 ms from one 6 s phase to the next on the
+same warm cluster, with the bounded producers at 0.61-61 ms: the figure
+is the machine's stalls in those seconds. Two stalls the bench now keeps
+out of its phases: the kernel writing out a full-speed phase's 1.5-2 GB
+of dirty pages 30 s later (seen in /proc/meminfo during a run), and the
+bench's and the plain producer meeting different machines one after the
+other (a run's self-check at 1,000 msg/s acks=all: bench 28.27 ms, its
+sends late by up to 48.51 ms, then plain 10.0 ms). Measured and not the
+cause: the topic's partition count (spreading messages over the three
 leaders, ``sticky.partitioning.linger.ms`` 0, still backed up, p50
-3,264 ms), a process or GIL shared with the producer (the producer runs
-alone in the bench's process; callbacks are served inside poll()).
+3,264 ms); a process or GIL shared with the producer (each runs alone in
+the bench's process and is served inside poll()). Nagle's algorithm
+(librdkafka's default) did not decide it either way: with it on, acks=all
+at 1,000 msg/s p50 61.48 ms then 0.61 ms in two passes, with it off
+0.95 ms then 0.94 ms; the fixed-rate producers turn it off because the
+Java producer does. The hand measurement most likely ran in a quieter
+minute (not re-run here).
 
 Earlier versions also timed each ack at the next send (a producer that
 sleeps between sends runs its callbacks only at the next poll(): on the
