@@ -354,6 +354,11 @@ class BenchSender:
         self.errors += self.p.flush(120)
 
     def result(self, acks: str, rate: int) -> dict:
+        """The figures; the producer is done with and goes now (it holds
+        this object through its delivery callback: a cycle that keeps its
+        connections open until the cyclic collector happens to run, seen
+        as disconnect lines when a cluster stops)."""
+        del self.p
         return {"acks": acks, "rate": rate, "messages": len(self.lat), "errors": self.errors,
                 "sent_late_p99_ms": round(pct(sorted(self.late), 99) * 1000, 2), **summary(self.lat)}
 
