@@ -419,8 +419,9 @@ def run_unbounded(bootstrap: str, acks: str, rate: int, a: argparse.Namespace) -
 def run_one_at_a_time(bootstrap: str, acks: str, a: argparse.Namespace) -> dict[str, dict]:
     """How many single-message requests one connection gets served a
     second: send, wait for the ack, send the next, for ``a.rate_seconds``.
-    A broker serves one request per connection at a time, so a producer
-    that sends each message as its own request faster than this backs up."""
+    Kafka serves one request per connection at a time, so a producer that
+    sends each message as its own request faster than this backs up there
+    (the reference reads the next request while one waits for followers)."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
                   "max.in.flight.requests.per.connection": 1})
     p.list_topics(TOPIC, timeout=30)
