@@ -9,72 +9,105 @@ min.insync.replicas 2, ``--partitions`` 3: a leader on every broker) and runs:
 1. a warm-up, ``--warmup-seconds`` at full speed and acks=all from every
    producer (a JVM compiles its hot paths under load: tens of seconds, not
    tens of thousands of messages); not reported;
-2. fixed rates: at each of ``--rates`` msg/s, one producer for
-   ``--rate-seconds``, acks=all then acks=1, each followed by the plain
-   producer's self-check at the same rate;
-3. full speed: ``--messages`` split over ``--producers`` processes, each its
-   own librdkafka instance (no GIL shared), acks=all then acks=1, the pair
-   ``--repeats`` times; msg/s, p50 and p99 printed as the rounds' medians.
+2. fixed rates (``--phases fixed``): at each of ``--rates`` msg/s, acks=all
+   then acks=1: the bench's producer and the plain producer (the
+   self-check), ``--rate-seconds`` each in :data:`SLICES` alternating
+   slices so both meet the same machine, then the unbounded producer for
+   ``--rate-seconds``; then the one-at-a-time probe at acks=all and acks=1;
+3. full speed (``--phases full``): ``--messages`` split over
+   ``--producers`` processes, each its own librdkafka instance (no GIL
+   shared), acks=all then acks=1, the pair ``--repeats`` times; msg/s, p50
+   and p99 printed as the rounds' medians.
 
-Before every phase the followers have caught up: every partition's ISR holds
-all its replicas and the high watermarks add up to every message
-acknowledged so far (the followers hold the leader's whole log, seen from
-outside; an ISR alone says nothing of how far behind a member is).
+Before every phase the followers have caught up (every partition's ISR
+holds all its replicas and the high watermarks add up to every message
+acknowledged so far: an ISR alone says nothing of how far behind a member
+is) and the db has settled: the page cache's dirty pages are written out
+(os.sync(): otherwise the kernel writes a full-speed phase's gigabytes 30 s
+later, in the middle of another phase) and its processes together use
+under :data:`IDLE_CORES_PER_NODE` cores per node over a second (or
+:data:`SETTLE_TIMEOUT` passed; the longest wait and the busiest idle are
+printed). ``--phases fixed`` runs the warm-up and the fixed rates alone.
 
 Kafka runs as its users run it (``--kafka-profile users``, the default):
 the JVM options of Kafka's own start scripts (1 GiB heaps, G1, the
 optimising compiler) and Kafka's defaults for the threads and timeouts that
 db kafka shortens for tests; ``--kafka-profile harness`` runs it as runs do
 (384 MiB heaps, serial GC, client compiler only, 2 network and 2 I/O
-threads, 3 s replica lag). The settings that differ from Kafka's defaults
-are printed with the figures, and so are the producers'.
+threads, 3 s replica lag). Every server.properties value that still differs
+from Kafka's defaults is printed with its reason, and so are the JVM
+options and every producer's settings.
 
-The fixed-rate producer sends one message per request (``linger.ms`` 0)
-with at most 5 requests in flight per connection (the Java producer's
-default). librdkafka's default is 1,000,000: Kafka serves one request per
-connection at a time (SocketServer.scala mutes a channel from the request's
-receipt until its response is sent, Kafka 4.0 ``Processor.processCompletedReceives``),
-so once an acks=all round trip (append, a follower's fetch, the next fetch
-that advances the HW) takes longer than the gap between two messages, every
-further message waits behind all earlier ones and the latency grows through
-the phase without bound; capped, the waiting messages go together in the
-next request. The plain producer (``linger.ms`` 0 and librdkafka's defaults,
-sleeping between sends, timing each ack by its callback) is printed beside
-the bench's figure as a self-check.
+The fixed-rate producers. The bench's producer and the plain one share
+their client settings: ``linger.ms`` 0 (every message is sent at once), at
+most 5 requests in flight per connection and Nagle's algorithm off, as
+Kafka's Java producer connects (its default in-flight bound; its
+``org.apache.kafka.common.network.Selector`` sets TCP_NODELAY, Kafka
+4.4.0's ``kafka-clients-4.4.0.jar`` read with javap; librdkafka's
+``socket.nagle.disable`` is false by default).
+They differ in how they measure: the bench's takes librdkafka's own
+latency (``msg.latency()``) and paces each send against a fixed schedule;
+the plain producer is what anyone would write, a wall-clock stamp before
+produce() and another in a callback of its own. Both wait in poll(), which
+runs each delivery callback as its ack arrives (:func:`serve_until`). The
+self-check compares their p50s: within 2x, the bench's measurement is not
+the figure's cause. The unbounded producer is the plain one with
+librdkafka's default of 1,000,000 requests in flight, printed beside them
+because it is what the former self-check ran and what a user gets. The
+one-at-a-time probe (1 in flight, each send after the previous ack) prints
+how many single-message requests one connection is served a second.
 
-Why the former version printed seconds of acks=all latency on Kafka at
-1,000 msg/s (found 2026-12-06 on the shared 2-core machine):
+Why the unbounded producer backs up for seconds at 1,000 msg/s acks=all on
+Kafka (found 2026-12-06 on the shared 2-core machine; a plain producer
+against ``kraftwerk cluster up`` had measured 1.1-2.5 ms at about 900 msg/s
+by hand). Kafka serves one request per connection at a time
+(``kafka.network.Processor`` mutes a channel when a request is received,
+``Selector.mute`` with ``REQUEST_RECEIVED``, and unmutes it on
+``RESPONSE_SENT``: Kafka 4.4.0's ``kafka_2.13-4.4.0.jar``, read with
+javap); an acks=all produce is answered only when both followers have
+fetched it and fetched again (the second fetch moves the high watermark);
+with ``linger.ms`` 0 and no bound on requests in flight librdkafka sends
+every message as its own request. So one connection carries at most the
+one-at-a-time rate of single-message requests, and whenever the brokers
+stall for longer than the gap between sends (a 6-JVM cluster on 2 shared
+cores) the queue grows and drains only at the difference between that
+rate and the sending rate. Capped at 5 in flight, the messages that wait
+go together in the next request and the queue cannot grow.
 
-- its plain-producer comparison, and any producer that sleeps between
-  sends, timed the gap between sends, not the ack: a delivery callback runs
-  only inside poll(), so an ack that arrives during time.sleep() is timed at
-  the next send. On the reference, paced by sleep, both producers printed
-  p50 10.02 ms at 100 msg/s and 2.01 ms at 500 msg/s (exactly 1/rate);
-  paced inside poll(), 1.62 ms and 5.22 ms at 100 and 1,000 msg/s. The
-  milliseconds quoted for a plain producer against Kafka (1.1-2.5 ms at
-  about 900 msg/s, under 10 ms at 100 msg/s) match those gaps (1.1 ms and
-  10 ms) and were most likely bounded by them (not re-run here); the
-  producers here wait in poll() (:func:`serve_until`);
-- the seconds themselves are a backlog, not a slow ack: with linger.ms 0
-  and librdkafka's unbounded requests in flight, each message is its own
-  ProduceRequest and Kafka serves one request per connection at a time;
-  once an acks=all request takes longer than the gap between sends the
-  queue grows for the whole phase, so its p50 depends on how long the phase
-  ran and how loaded the machine was (668 ms in one run, 3,609 ms in
-  another). The former fixed-rate producer was that producer (linger.ms 0,
-  librdkafka's defaults otherwise, its callbacks served every millisecond).
-  In the run quoted in docs/architecture.md, after a 20 s warm-up with the
-  followers caught up, the plain producer measured Kafka's acks=all p50 at
-  1,000 msg/s as 5,706.97 ms and the bench's producer (5 requests in
-  flight, so the waiting messages share the next request) 43.79 ms; at
-  100 msg/s, where no backlog forms, 3.16 ms and 3.29 ms. The fixed rates
-  therefore run at 100 msg/s as well, and the self-check compares the two
-  producers at each rate.
+Measured that day, load average 4 to 17 from other work, 3 brokers + 3
+controllers, users profile. Not Kafka still busy after the warm-up: its 6
+JVMs were idle (0.1-0.15 cores together) within 2 s of the followers
+catching up. But a JVM not warmed up: one at a time, acks=all, 78
+requests/s (p50 9.03 ms) on a fresh cluster, 380/s right after a 20 s
+warm-up, 641/s 30 s later and 1,331-1,684/s in later runs (p50 0.53-0.67
+ms). At 1,000 msg/s, 0.6 to 0.75 of that rate, the unbounded producer's
+p50 ran from 0.66 ms to 5,091 ms from one 6 s phase to the next on the
+same warm cluster, with the bounded producers at 0.61-61 ms: the figure
+is the machine's stalls in those seconds. Two stalls the bench now keeps
+out of its phases: the kernel writing out a full-speed phase's 1.5-2 GB
+of dirty pages 30 s later (seen in /proc/meminfo during a run), and the
+bench's and the plain producer meeting different machines one after the
+other (a run's self-check at 1,000 msg/s acks=all: bench 28.27 ms, its
+sends late by up to 48.51 ms, then plain 10.0 ms). Measured and not the
+cause: the topic's partition count (spreading messages over the three
+leaders, ``sticky.partitioning.linger.ms`` 0, still backed up, p50
+3,264 ms); a process or GIL shared with the producer (each runs alone in
+the bench's process and is served inside poll()). Nagle's algorithm
+(librdkafka's default) did not decide it either way: with it on, acks=all
+at 1,000 msg/s p50 61.48 ms then 0.61 ms in two passes, with it off
+0.95 ms then 0.94 ms; the fixed-rate producers turn it off because the
+Java producer does. The hand measurement most likely ran in a quieter
+minute (not re-run here).
+
+Earlier versions also timed each ack at the next send (a producer that
+sleeps between sends runs its callbacks only at the next poll(): on the
+reference both producers printed exactly 1/rate, 10.02 ms at 100 msg/s).
 
 Where it stands: see docs/architecture.md (Performance) for the figures
 of the last full run.
 
     .venv/bin/python bench/broker_throughput.py [--db both] [--messages 1000000] [--producers 3] [--repeats 3]
+    .venv/bin/python bench/broker_throughput.py --db kafka --phases fixed   # the fixed rates alone
 
 Exit 0 with figures, 2 on bad flags, 4 when a cluster, a producer or the
 catch-up fails (one line). Never asserted in tests.
@@ -89,12 +122,14 @@ import multiprocessing as mp
 import os
 import queue
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
 import time
 from array import array
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -158,9 +193,23 @@ WHY = {
     "background.threads": "db kafka's: sized for many JVMs on 2 shared cores",
 }
 
-#: the fixed-rate producer: one message per request, the Java producer's
-#: bound on requests in flight (see the module's docstring)
-FIXED_PRODUCER = {"linger.ms": 0, "max.in.flight.requests.per.connection": 5}
+#: the fixed-rate producers (the bench's and the plain one of the
+#: self-check): no lingering, and as Kafka's Java producer connects: at most
+#: 5 requests in flight, Nagle's algorithm off (its ``Selector`` sets
+#: TCP_NODELAY on every connection; librdkafka leaves Nagle on by default)
+FIXED_PRODUCER = {"linger.ms": 0, "max.in.flight.requests.per.connection": 5, "socket.nagle.disable": True}
+
+#: the db's processes count as idle below this many cores each, averaged
+#: over :data:`SETTLE_WINDOW` seconds (Kafka's 6 JVMs idle at 0.02-0.05
+#: each here; a JVM still compiling or a follower still fetching is above)
+IDLE_CORES_PER_NODE = 0.05
+SETTLE_WINDOW = 1.0
+SETTLE_TIMEOUT = 20.0
+
+#: alternating slices of the bench's and the plain producer (:func:`run_pair`)
+SLICES = 4
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def pct(xs: Any, p: float) -> float:
@@ -278,60 +327,149 @@ def serve_until(p: Producer, due: float) -> None:
         p.poll(left)
 
 
-def run_fixed(bootstrap: str, acks: str, rate: int, a: argparse.Namespace) -> dict:
-    """``rate`` msg/s for ``a.rate_seconds`` from one producer: message i
-    is due at start + i/rate (a late send never shifts the later ones), the
-    producer sleeps until then; latency is librdkafka's, produce() to ack."""
-    lat = array("d")
-    errors = [0]
+class BenchSender:
+    """The bench's fixed-rate producer: message i of a slice is due at
+    start + i/rate (a late send never shifts the later ones), it waits in
+    poll() until then; latency is librdkafka's own, produce() to ack."""
 
-    def delivered(err: Any, msg: Any) -> None:
+    def __init__(self, bootstrap: str, acks: str, a: argparse.Namespace) -> None:
+        self.lat, self.late, self.errors, self.value = array("d"), array("d"), 0, b"y" * a.size
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": acks, **FIXED_PRODUCER, "on_delivery": self.delivered})
+        self.p.list_topics(TOPIC, timeout=30)
+
+    def delivered(self, err: Any, msg: Any) -> None:
         if err is None:
-            lat.append(msg.latency())
+            self.lat.append(msg.latency())
         else:
-            errors[0] += 1
+            self.errors += 1
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, **FIXED_PRODUCER, "on_delivery": delivered})
-    p.list_topics(TOPIC, timeout=30)
-    value = b"y" * a.size
-    n = int(rate * a.rate_seconds)
-    late = array("d")
-    start = time.monotonic()
-    for i in range(n):
-        due = start + i / rate
-        serve_until(p, due)
-        late.append(time.monotonic() - due)
-        p.produce(TOPIC, value)
-        p.poll(0)
-    errors[0] += p.flush(120)
-    return {"acks": acks, "rate": rate, "messages": len(lat), "errors": errors[0],
-            "sent_late_p99_ms": round(pct(sorted(late), 99) * 1000, 2), **summary(lat)}
+    def send_for(self, rate: int, seconds: float) -> None:
+        start = time.monotonic()
+        for i in range(int(rate * seconds)):
+            due = start + i / rate
+            serve_until(self.p, due)
+            self.late.append(time.monotonic() - due)
+            self.p.produce(TOPIC, self.value)
+            self.p.poll(0)
+        self.errors += self.p.flush(120)
+
+    def result(self, acks: str, rate: int) -> dict:
+        """The figures; the producer is done with and goes now (it holds
+        this object through its delivery callback: a cycle that keeps its
+        connections open until the cyclic collector happens to run, seen
+        as disconnect lines when a cluster stops)."""
+        del self.p
+        return {"acks": acks, "rate": rate, "messages": len(self.lat), "errors": self.errors,
+                "sent_late_p99_ms": round(pct(sorted(self.late), 99) * 1000, 2), **summary(self.lat)}
 
 
-def run_plain(bootstrap: str, acks: str, rate: int, a: argparse.Namespace) -> dict:
+class PlainSender:
     """The self-check: what anyone would write to time acks at a fixed rate
-    (librdkafka's defaults but ``linger.ms`` 0, wait in poll() between
-    sends, time each ack by the wall clock in its callback)."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
-    lat: list[float] = []
-    errors = [0]
-    value = b"z" * a.size
-    t_next = time.monotonic()
-    for _ in range(int(rate * a.rate_seconds)):
-        serve_until(p, t_next)
-        t0 = time.monotonic()
+    (wait in poll() between sends, time each ack by the wall clock in its
+    own callback), with the bench's client settings (``bounded``) or
+    librdkafka's defaults but ``linger.ms`` 0 (unbounded requests in
+    flight: each message its own request, see the module's docstring)."""
 
-        def delivered(err: Any, msg: Any, t0: float = t0) -> None:
-            if err is None:
-                lat.append(time.monotonic() - t0)
-            else:
-                errors[0] += 1
+    def __init__(self, bootstrap: str, acks: str, a: argparse.Namespace, bounded: bool = True) -> None:
+        self.lat: list[float] = []
+        self.errors, self.value = 0, b"z" * a.size
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": acks,
+                           **(FIXED_PRODUCER if bounded else {"linger.ms": 0})})
+        self.p.list_topics(TOPIC, timeout=30)
 
-        p.produce(TOPIC, value, on_delivery=delivered)
-        p.poll(0)
-        t_next += 1.0 / rate
-    errors[0] += p.flush(120)
-    return {"acks": acks, "rate": rate, "messages": len(lat), "errors": errors[0], **summary(lat)}
+    def send_for(self, rate: int, seconds: float) -> None:
+        t_next = time.monotonic()
+        for _ in range(int(rate * seconds)):
+            serve_until(self.p, t_next)
+            t0 = time.monotonic()
+
+            def delivered(err: Any, msg: Any, t0: float = t0) -> None:
+                if err is None:
+                    self.lat.append(time.monotonic() - t0)
+                else:
+                    self.errors += 1
+
+            self.p.produce(TOPIC, self.value, on_delivery=delivered)
+            self.p.poll(0)
+            t_next += 1.0 / rate
+        self.errors += self.p.flush(120)
+
+    def result(self, acks: str, rate: int) -> dict:
+        return {"acks": acks, "rate": rate, "messages": len(self.lat), "errors": self.errors, **summary(self.lat)}
+
+
+def run_pair(bootstrap: str, acks: str, rate: int, a: argparse.Namespace) -> dict[str, dict]:
+    """The bench's producer and the plain one, ``a.rate_seconds`` each, in
+    :data:`SLICES` alternating slices (each drained before the next starts),
+    so both see the same machine: a shared 2-core host changes from one
+    6-second phase to the next."""
+    bench, plain = BenchSender(bootstrap, acks, a), PlainSender(bootstrap, acks, a)
+    for i in range(SLICES):
+        for sender in ((bench, plain) if i % 2 == 0 else (plain, bench)):
+            sender.send_for(rate, a.rate_seconds / SLICES)
+    return {f"fixed acks={acks} @{rate}": bench.result(acks, rate), f"plain acks={acks} @{rate}": plain.result(acks, rate)}
+
+
+def run_unbounded(bootstrap: str, acks: str, rate: int, a: argparse.Namespace) -> dict[str, dict]:
+    sender = PlainSender(bootstrap, acks, a, bounded=False)
+    sender.send_for(rate, a.rate_seconds)
+    return {f"unbounded acks={acks} @{rate}": sender.result(acks, rate)}
+
+
+def run_one_at_a_time(bootstrap: str, acks: str, a: argparse.Namespace) -> dict[str, dict]:
+    """How many single-message requests one connection gets served a
+    second: send, wait for the ack, send the next, for ``a.rate_seconds``.
+    Kafka serves one request per connection at a time, so a producer that
+    sends each message as its own request faster than this backs up there
+    (the reference reads the next request while one waits for followers)."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
+                  "max.in.flight.requests.per.connection": 1})
+    p.list_topics(TOPIC, timeout=30)
+    lat = array("d")
+    acked: list[Any] = []
+    value = b"w" * a.size
+    start = time.monotonic()
+    while (t0 := time.monotonic()) - start < a.rate_seconds:
+        acked.clear()
+        p.produce(TOPIC, value, on_delivery=lambda err, msg: acked.append(err))
+        while not acked:
+            p.poll(0.05)
+        if acked[0] is not None:
+            raise HarnessError(f"a one-at-a-time message failed: {acked[0]}")
+        lat.append(time.monotonic() - t0)
+    wall = time.monotonic() - start
+    return {f"one-at-a-time acks={acks}": {"acks": acks, "messages": len(lat),
+                                           "requests_per_s": round(len(lat) / wall, 1), **summary(lat)}}
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User plus system CPU the processes have used (/proc/<pid>/stat)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+def settle(pids: list[int]) -> tuple[float, float]:
+    """Write the dirty page cache out, then wait until the db's processes
+    are idle (:data:`IDLE_CORES_PER_NODE` each over :data:`SETTLE_WINDOW`)
+    or :data:`SETTLE_TIMEOUT` passed: returns the seconds waited and the
+    cores they used in the last window. Neither db fsyncs its appends, so
+    a full-speed phase leaves gigabytes of dirty pages that the kernel
+    writes out 30 s later (``vm.dirty_expire_centisecs`` 3000), in the
+    middle of a later phase; os.sync() writes them now, between phases."""
+    t0 = time.monotonic()
+    os.sync()
+    while True:
+        c0 = cpu_seconds(pids)
+        time.sleep(SETTLE_WINDOW)
+        cores = (cpu_seconds(pids) - c0) / SETTLE_WINDOW
+        if cores < IDLE_CORES_PER_NODE * len(pids) or time.monotonic() - t0 > SETTLE_TIMEOUT:
+            return round(time.monotonic() - t0, 1), round(cores, 2)
 
 
 # ---------------------------------------------------------------- the topic
@@ -347,7 +485,7 @@ def wait_caught_up(bootstrap: str, acked: int, timeout: float = 180.0) -> float:
     """Until every partition's ISR holds all its replicas and the high
     watermarks add up to ``acked``: every follower then holds every
     acknowledged message. Returns the seconds it took."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 5})  # no info lines at its end
     t0 = time.monotonic()
     while True:
         parts = admin.list_topics(topic=TOPIC, timeout=10).topics[TOPIC].partitions
@@ -362,33 +500,51 @@ def wait_caught_up(bootstrap: str, acked: int, timeout: float = 180.0) -> float:
         time.sleep(0.2)
 
 
-def measure(bootstrap: str, a: argparse.Namespace) -> dict:
+Phase = tuple[str, Callable[[], dict[str, dict]]]
+
+
+def fixed_phases(bootstrap: str, a: argparse.Namespace) -> list[Phase]:
+    """At each rate and acks: the bench's producer beside the plain one with
+    the same client settings (the self-check), then the plain producer with
+    librdkafka's unbounded requests in flight; then one request at a time,
+    the single-message rate one connection is served at."""
+    phases: list[Phase] = []
+    for rate in a.rates:
+        for acks in ("all", "1"):
+            phases += [(f"fixed and plain acks={acks} @{rate}", partial(run_pair, bootstrap, acks, rate, a)),
+                       (f"unbounded acks={acks} @{rate}", partial(run_unbounded, bootstrap, acks, rate, a))]
+    for acks in ("all", "1"):
+        phases.append((f"one-at-a-time acks={acks}", partial(run_one_at_a_time, bootstrap, acks, a)))
+    return phases
+
+
+def full_round(bootstrap: str, acks: str, a: argparse.Namespace) -> dict[str, dict]:
+    return {f"acks={acks}": run_full_speed(bootstrap, acks, a.messages, 0, a)}
+
+
+def measure(bootstrap: str, pids: list[int], a: argparse.Namespace) -> dict:
     """The phases, in order, on one cluster (the module's docstring); every
-    phase starts with the followers caught up."""
+    phase starts with the followers caught up and the db settled (its
+    processes, ``pids``, idle)."""
     create_topic(bootstrap, a.partitions)
-    out: dict = {"caught_up_s": {}, "rounds": {"acks=all": [], "acks=1": []}}
+    out: dict = {"caught_up_s": {}, "settled": {}}
+    rounds: dict[str, list[dict]] = {"acks=all": [], "acks=1": []}
     warm = run_full_speed(bootstrap, "all", 10**12, a.warmup_seconds, a)
     out["warm-up"] = {k: warm[k] for k in ("messages", "seconds", "msgs_per_s", "errors")}
     acked = warm["messages"]
-    phases: list[tuple[str, Callable[[], dict]]] = []
-    for rate in a.rates:
-        for acks in ("all", "1"):
-            phases += [(f"fixed acks={acks} @{rate}", lambda acks=acks, rate=rate: run_fixed(bootstrap, acks, rate, a)),
-                       (f"plain acks={acks} @{rate}", lambda acks=acks, rate=rate: run_plain(bootstrap, acks, rate, a))]
-    for i in range(a.repeats):
-        for acks in ("all", "1"):
-            phases.append((f"acks={acks} #{i + 1}",
-                           lambda acks=acks: run_full_speed(bootstrap, acks, a.messages, 0, a)))
+    phases = fixed_phases(bootstrap, a) if "fixed" in a.phases else []
+    for i in range(a.repeats if "full" in a.phases else 0):
+        phases += [(f"acks={acks} #{i + 1}", partial(full_round, bootstrap, acks, a)) for acks in ("all", "1")]
     for name, run in phases:
         out["caught_up_s"][name] = wait_caught_up(bootstrap, acked)
-        r = run()
-        acked += r["messages"]
-        if "#" in name:
-            out["rounds"][name.split(" #")[0]].append(r)
-        else:
-            out[name] = r
-    for k, rounds in out["rounds"].items():
-        out[k] = medians(rounds)
+        out["settled"][name] = settle(pids)
+        for key, r in run().items():
+            acked += r["messages"]
+            if key in rounds:
+                rounds[key].append(r)
+            else:
+                out[key] = r
+    out.update({k: medians(rs) for k, rs in rounds.items() if rs})
     return out
 
 
@@ -407,7 +563,7 @@ def bench_reference(a: argparse.Namespace) -> dict:
     c = LocalCluster.plan(d, 3, 3, 0, combined=a.combined, config=config)
     try:
         c.up(90)
-        results = measure(c.bootstrap, a)
+        results = measure(c.bootstrap, [n.pid for n in c.nodes if n.pid is not None], a)
         results["node_errors"] = {n.node_id: c.control(n.node_id, "GET", "/status")["errors"] for n in c.nodes}
         results["settings"] = config or "its defaults (Kafka's timeouts)"
     finally:
@@ -440,7 +596,7 @@ def bench_kafka(a: argparse.Namespace) -> dict:
     d = tempfile.mkdtemp(prefix="kw-bench-kafka-")
     try:
         st = handcluster.up(cfg, d, 180, jvm_options=jvm)
-        results = measure(st["bootstrap"], a)
+        results = measure(st["bootstrap"], [p["pid"] for p in st["processes"]], a)
         broker = next(n["name"] for n in st["nodes"] if "broker" in n["roles"])
         results.update(version=st["version"], profile=a.kafka_profile, jvm=jvm(("broker",)),
                        differences=kafka_differences(os.path.join(d, "nodes", broker)))
@@ -452,28 +608,38 @@ def bench_kafka(a: argparse.Namespace) -> dict:
 
 
 # ---------------------------------------------------------------- output
+KINDS = ("fixed", "plain", "unbounded")
+
+
 def fixed_names(a: argparse.Namespace) -> list[str]:
     """The fixed-rate phases' names, in the order they run."""
-    return [f"{kind} acks={acks} @{rate}" for rate in a.rates for acks in ("all", "1") for kind in ("fixed", "plain")]
+    if "fixed" not in a.phases:
+        return []
+    return [f"{kind} acks={acks} @{rate}" for rate in a.rates for acks in ("all", "1") for kind in KINDS]
+
+
+def full_names(a: argparse.Namespace) -> list[str]:
+    return ["acks=all", "acks=1"] if "full" in a.phases else []
 
 
 def ratios(ref: dict, kafka: dict, a: argparse.Namespace) -> dict:
     """reference/Kafka: msg/s (below 1: the reference is slower) and
-    latency (above 1: the reference is slower)."""
+    latency (above 1: the reference is slower), the bench's producers."""
     out = {}
-    for k in ("acks=all", "acks=1"):
+    for k in full_names(a):
         out[f"{k} msg/s"] = round(ref[k]["msgs_per_s"] / kafka[k]["msgs_per_s"], 3)
-    for k in ["acks=all", "acks=1", *(n for n in fixed_names(a) if n.startswith("fixed"))]:
+    for k in [*full_names(a), *(n for n in fixed_names(a) if n.startswith("fixed"))]:
         for q in ("p50_ms", "p99_ms"):
             out[f"{k} {q[:3]}"] = round(ref[k][q] / kafka[k][q], 3) if kafka[k][q] else None
     return out
 
 
 def self_check(r: dict, a: argparse.Namespace) -> dict:
-    """The bench's fixed-rate p50 against the plain producer's, same db,
-    same rate, the one right after the other: within 2x either way or not."""
+    """The bench's fixed-rate p50 against the plain producer's (same client
+    settings, its own pacing and timing), same db, same rate, the one right
+    after the other: within 2x either way or not."""
     out = {}
-    for rate in a.rates:
+    for rate in a.rates if "fixed" in a.phases else []:
         for acks in ("all", "1"):
             b, p = r[f"fixed acks={acks} @{rate}"]["p50_ms"], r[f"plain acks={acks} @{rate}"]["p50_ms"]
             out[f"acks={acks} @{rate}"] = {"bench_p50_ms": b, "plain_p50_ms": p,
@@ -483,9 +649,12 @@ def self_check(r: dict, a: argparse.Namespace) -> dict:
 
 def print_db(name: str, r: dict, a: argparse.Namespace) -> None:
     w = r["warm-up"]
+    waits = r["settled"].values()
     print(f"{name}: warm-up {w['messages']:,} msgs in {w['seconds']} s ({w['msgs_per_s']:,.0f} msg/s); "
-          f"longest catch-up wait before a phase {max(r['caught_up_s'].values())} s")
-    for k in ("acks=all", "acks=1"):
+          f"before each phase: longest catch-up wait {max(r['caught_up_s'].values(), default=0)} s, longest "
+          f"settle {max((s for s, _ in waits), default=0)} s, busiest idle {max((c for _, c in waits), default=0)} "
+          f"cores (all nodes)")
+    for k in full_names(a):
         x = r[k]
         print(f"  full speed {k:8s} {x['msgs_per_s']:>10,.0f} msg/s  p50 {x['p50_ms']} ms  p99 {x['p99_ms']} ms"
               f"  (medians of {len(x['each_msgs_per_s'])} rounds of {x['messages']:,} msgs, {x['producers']} "
@@ -493,8 +662,14 @@ def print_db(name: str, r: dict, a: argparse.Namespace) -> None:
     for k in fixed_names(a):
         x = r[k]
         late = f", sends late p99 {x['sent_late_p99_ms']} ms" if "sent_late_p99_ms" in x else ""
-        print(f"  {k.split(' @')[0]:16s} at {x['rate']:,} msg/s: p50 {x['p50_ms']} ms  p99 {x['p99_ms']} ms  "
+        print(f"  {k.split(' @')[0]:20s} at {x['rate']:,} msg/s: p50 {x['p50_ms']} ms  p99 {x['p99_ms']} ms  "
               f"mean {x['mean_ms']} ms  ({x['messages']:,} msgs, errors {x['errors']}{late})")
+    for acks in ("all", "1") if "fixed" in a.phases else ():
+        x = r[f"one-at-a-time acks={acks}"]
+        load = ", ".join(f"{rate:,} msg/s {rate / x['requests_per_s']:.2f}" for rate in a.rates)
+        print(f"  one at a time acks={acks}: {x['requests_per_s']:,} requests/s on one connection, p50 {x['p50_ms']} "
+              f"ms, mean {x['mean_ms']} ms; the unbounded producer's share of it: {load} (near 1 or above, "
+              f"its single-message requests queue)")
     for k, c in r["self_check"].items():
         print(f"  self-check {k} msg/s: bench p50 {c['bench_p50_ms']} ms, plain producer p50 {c['plain_p50_ms']} ms: "
               f"{'within' if c['within_2x'] else 'NOT within'} 2x")
@@ -508,7 +683,9 @@ def print_settings(results: dict, a: argparse.Namespace) -> None:
           "log_flush_interval_messages 0); both fsync their metadata files (epochs, checkpoints) as Kafka does")
     print(f"producers (librdkafka {confluent_kafka.libversion()[0]}): full speed {a.producers} processes, librdkafka's "
           f"defaults (linger.ms 5, batch.size 1000000, max.in.flight 1000000, no idempotence); fixed rate 1 "
-          f"producer, linger.ms 0, max.in.flight 5 (the Java producer's default); plain: defaults but linger.ms 0")
+          f"producer, linger.ms 0, max.in.flight 5 and socket.nagle.disable true (as the Java producer connects), the "
+          f"bench's and the plain one alike; unbounded: librdkafka's defaults but linger.ms 0 (max.in.flight 1000000); one at a time: "
+          f"linger.ms 0, max.in.flight 1, each send after the previous ack")
     if "kafka" in results:
         k = results["kafka"]
         print(f"kafka {k['version']}, profile {k['profile']}: JVM {' '.join(k['jvm'])}")
@@ -536,6 +713,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3, help="rounds of each full-speed phase (medians printed)")
     ap.add_argument("--rate-seconds", type=float, default=10.0)
     ap.add_argument("--combined", action="store_true", help="3 combined broker+controller nodes")
+    ap.add_argument("--phases", default="fixed,full",
+                    help="after the warm-up: fixed (the fixed rates), full (full speed) or both, comma-separated")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     try:
@@ -544,6 +723,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         raise UsageError(f"--rates must be integers separated by commas, not {a.rates!r}") from None
     if min(a.rates) < 1:
         raise UsageError("--rates must be at least 1 msg/s each")
+    a.phases = a.phases.split(",")
+    if not a.phases or not set(a.phases) <= {"fixed", "full"}:
+        raise UsageError(f"--phases takes fixed, full or both, comma-separated, not {','.join(a.phases)!r}")
     for name in ("messages", "producers", "partitions", "size", "repeats"):
         if getattr(a, name) < 1:
             raise UsageError(f"--{name} must be at least 1")
@@ -552,7 +734,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
+def terminated(signum: int, frame: Any) -> None:
+    """SIGTERM (a timeout, a kill by pid) ends the bench as a harness error:
+    the clusters' own sessions would outlive it otherwise, so the raise
+    lets each ``finally`` take its cluster down."""
+    raise HarnessError(f"terminated by signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, terminated)
     try:
         a = parse_args(argv)
         results: dict = {"cluster": "3 combined nodes" if a.combined else "3 brokers + 3 controllers"}

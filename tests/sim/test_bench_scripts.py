@@ -1,6 +1,8 @@
 """The simulator's bench scripts (bench/sim_speed.py, bench/sim_soak.py):
 bad arguments get argparse's one-line error and exit 2, never a traceback;
-a short speed run prints the figures the notes quote."""
+a short speed run prints the figures the notes quote. The broker bench
+(bench/broker_throughput.py) refuses bad flags the same way before it
+starts any cluster."""
 
 from __future__ import annotations
 
@@ -41,6 +43,21 @@ def test_bench_scripts_answer_bad_arguments_with_one_line_and_exit_2(script: str
     assert "Traceback" not in p.stderr
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith(f"{script}: error: ") and says in last
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--phases", "fixed,bogus"], "--phases takes fixed, full or both"),
+    (["--phases", ""], "--phases takes fixed, full or both"),
+    (["--rates", "100,x"], "--rates must be integers"),
+    (["--rates", "0"], "--rates must be at least 1 msg/s"),
+    (["--rate-seconds", "0"], "the durations positive"),
+])
+def test_the_broker_bench_refuses_bad_flags_with_one_line_and_exit_2_before_any_cluster(args: list[str],
+                                                                                         says: str) -> None:
+    p = _run("broker_throughput.py", *args)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()] and says in p.stderr
 
 
 def test_sim_speed_prints_the_workload_phase_the_whole_simulation_and_the_seed_with_its_checkers() -> None:
