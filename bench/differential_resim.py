@@ -62,7 +62,7 @@ def main() -> int:
                       + f"; now valid={r['valid']} lost "
                       + ", ".join(f"{m} {d.get('lost', 0)}/{d.get('acked', 0)}" for m, d in s["durability"].items())
                       + "; agrees with Kafka on " + ", ".join(k for k, v in agree.items() if v), flush=True)
-    print(f"| agreement with the recorded Kafka runs | recorded model | current model |")
+    print("| agreement with the recorded Kafka runs | recorded model | current model |")
     print("| --- | --- | --- |")
     for key in sorted({k for k, _ in was} | {k for k, _ in now}):
         print(f"| {key} | {was[(key, True)]} of {was[(key, True)] + was[(key, False)]} "
