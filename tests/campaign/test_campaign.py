@@ -156,7 +156,7 @@ def test_a_campaign_runs_every_cell_and_an_invalid_cell_fails_it(finished) -> No
     assert faithful["params"] == {"variant": "faithful"} and broken["params"] == {"variant": "kip101=off"}
     assert faithful["runs"] == broken["runs"] == 2
     assert faithful["valid"] == 2 and faithful["durability"]["acks=all"]["lost"] == 0
-    assert faithful["durability"]["acks=all"]["acked"] > 500
+    assert faithful["durability"]["acks=all"]["acked"] > 400  # enough for the bound below (0 of n: about 3.7/n)
     lo, hi = faithful["durability"]["acks=all"]["lost_rate_ci95"]
     assert lo == 0.0 and 0 < hi < 0.01  # zero lost of hundreds acknowledged: a tight upper bound
     assert broken["invalid"] >= 1 and broken["invalid_runs"]
