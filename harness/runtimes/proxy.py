@@ -330,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     except auth.SecretError as e:
         print(json.dumps({"error": str(e)}), flush=True)
         return 2
-    except OSError as e:
-        print(json.dumps({"error": str(e)}), flush=True)
+    except OSError as e:  # errno lets the harness tell a port taken meanwhile from other failures
+        print(json.dumps({"error": str(e), "errno": e.errno}), flush=True)
         return 4
     return 0
 

@@ -10,12 +10,15 @@ from harness.config import TestConfig
 from harness.config.timings import reference_settings
 from harness.dbs.external import ensure_topics
 from harness.dbs.parts import ClusterParts, ControlEndpoints, Topology
-from harness.dbs.reference.local import ProxiedCluster, contract, ports_needed
+from harness.dbs.reference.local import PortTaken, ProxiedCluster, contract, ports_needed
 from harness.errors import HarnessError
 from harness.rundir.state import RunState
 from harness.runtimes.local import allocate_ports
 from reference_impl.core.config import ProtocolConfig
 from reference_impl.server.launcher import ClusterError
+
+#: how many times a run plans its ports afresh when a parallel run took one first
+PLAN_ATTEMPTS = 3
 
 
 def preflight(cfg: TestConfig) -> None:
@@ -69,11 +72,18 @@ class ReferenceDB:
 
     def setup(self) -> None:
         cfg = self.cfg
-        self.local = ProxiedCluster.for_run(cfg.layout(), self.run_dir, self.state, base_port=cfg.base_port,
-                                            config=node_config(cfg), seed=cfg.seed or 0,
-                                            storage_mode="memory-cache" if cfg.storage == "pagecache" else "os")
-        self.cluster, self.endpoints = contract(self.local, Topology.of(cfg.layout()), cfg.keys())
-        self.local.start_proxy()
+        for attempt in range(PLAN_ATTEMPTS):
+            self.local = ProxiedCluster.for_run(cfg.layout(), self.run_dir, self.state, base_port=cfg.base_port,
+                                                config=node_config(cfg), seed=cfg.seed or 0,
+                                                storage_mode="memory-cache" if cfg.storage == "pagecache" else "os")
+            self.cluster, self.endpoints = contract(self.local, Topology.of(cfg.layout()), cfg.keys())
+            try:
+                self.local.start_proxy()
+                break
+            except PortTaken:
+                # ports named by --base-port are the user's: a clash there is theirs to see
+                if cfg.base_port or attempt == PLAN_ATTEMPTS - 1:
+                    raise
         self.local.start_all()
         try:
             self.local.wait_ready(timeout=30)

@@ -25,6 +25,7 @@ a status observer; :func:`contract` bundles them.
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
 import threading
@@ -56,6 +57,14 @@ CAPABILITIES = frozenset({
 
 #: how long a SIGTERM may take before the node is killed (its own grace is 30 s)
 TERMINATE_GRACE_S = 35.0
+
+
+class PortTaken(HarnessError):
+    """A port chosen for the run was bound by another process before the
+    run's proxy bound it. Ports are chosen free and outside the kernel's
+    ephemeral range (:mod:`reference_impl.server.ports`), but a cluster
+    planned at the same moment by a parallel run may choose the same free
+    port; the run then plans again with fresh ports."""
 
 
 def ports_needed(n: int) -> int:
@@ -154,6 +163,9 @@ class ProxiedCluster(LocalCluster):
         except json.JSONDecodeError:
             msg = {"error": line}
         if "control" not in msg:
+            self.proxy_proc.wait(timeout=10)
+            if msg.get("errno") == errno.EADDRINUSE:
+                raise PortTaken(f"proxy failed to start: {msg.get('error')}")
             raise HarnessError(f"proxy failed to start: {msg.get('error')}")
         self.proxy = ProxyControl(int(msg["control"]), secret=auth.load_secret(self.secret_path))
 
