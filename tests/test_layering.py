@@ -328,3 +328,34 @@ def test_a_harness_room_imports_only_the_rooms_below_it(path):
             else:
                 reached.add(harness_room(node.module))
     assert reached - {None, room} <= HARNESS_ROOMS[room]
+
+
+#: rooms held to the size rule, and its bounds (issue "the house, second pass")
+SIZED_ROOMS = ("reference_impl/core", "checkers")
+MAX_CLASS_LINES, MAX_FUNCTION_LINES = 500, 80
+
+
+def oversized(path: Path) -> list[str]:
+    """Classes over MAX_CLASS_LINES and functions (methods and nested ones
+    included) over MAX_FUNCTION_LINES in the file, by their source span."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        lines = (node.end_lineno or node.lineno) - node.lineno + 1 if hasattr(node, "lineno") else 0
+        if isinstance(node, ast.ClassDef) and lines > MAX_CLASS_LINES:
+            out.append(f"class {node.name}: {lines} lines")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and lines > MAX_FUNCTION_LINES:
+            out.append(f"def {node.name}: {lines} lines")
+    return out
+
+
+def test_no_class_over_500_lines_and_no_function_over_80_in_the_core_and_the_checkers():
+    found = {str(p.relative_to(ROOT)): o for room in SIZED_ROOMS for p in sorted((ROOT / room).rglob("*.py"))
+             if (o := oversized(p))}
+    assert found == {}
+
+
+def test_the_size_rule_sees_a_long_method(tmp_path):
+    body = "\n".join(f"        x{i} = {i}" for i in range(81))
+    f = tmp_path / "m.py"
+    f.write_text(f"class C:\n    def m(self):\n{body}\n")
+    assert oversized(f) == ["def m: 82 lines"]
