@@ -174,7 +174,11 @@ CPU 1.94 s -> 2.85 s, whole simulation 2.20 s -> 3.11 s (86.0x -> 59.9x:
 1.41x the CPU), checkers 1.14 -> 4.64 CPU s, each seed with its checkers
 48.9x -> 17.1x wall; ``--before 88908c5`` in the next run: whole
 simulation CPU 2.99 s -> 3.10 s, workload phase 2.75 s -> 2.84 s (the
-1.7% is below this bench's noise, here the other way). No slowdown
+1.7% is below this bench's noise, here the other way); ``--before
+54cd9c7`` again in a quieter run (wall within 10% of the CPU): workload
+phase CPU 1.78 s -> 2.82 s (101.2x -> 63.7x), whole simulation 2.02 s ->
+3.08 s (93.3x -> 60.4x: 1.52x the CPU), checkers 1.05 -> 4.32 CPU s, each
+seed with its checkers 58.1x -> 24.7x wall. No slowdown
 against 54cd9c7 is not in the driver's reach: all of the driver's own
 work above, recorder included, is ~31% of the event loop, and what 54cd9c7
 did not do is mostly the queue workload's load (32 consumers each reading
