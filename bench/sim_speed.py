@@ -151,6 +151,39 @@ itself ~1.43x 54cd9c7's CPU here). No slowdown against 54cd9c7 is still
 ~30% of the simulation's CPU away (the 1.42x above), the queue
 workload's reads and driver included.
 
+The driver's own work per operation cut again (a TimeLimit over the rate
+hands its limit down to the rate's ``DelayedFns`` and leaves the tree; a
+completion's extra fields copied from its invocation's instead of sorted
+out of the merged dict again; the interpreter's free threads kept in name
+order as they change, where a context listed them by a test of every
+thread; ``observe`` typed), at 04408b2 against 88908c5 under callgrind
+(``PYTHONHASHSEED=0``, the event loop of a 10 s seed of seed 3 after a
+1 s one, compiled): 1,037.6 M -> 1,019.8 M instructions (-1.7%), every
+history digest unchanged. What the driver still costs there, ~59k
+instructions an operation (5,273 of them): the recorder's two lines
+176 M (17%: SHA-256 70 M under valgrind, ~1% natively with the CPU's SHA
+extensions; orjson 57 M; the Op and its line's dict ~49 M), the asks 49 M
+(the op functions and their draws from the rng ~20 M, ``_fill``
+8 M), the contexts 13 M, the dispatches' and completions' own work
+~35 M and ~40 M, each spread over a dozen dict and call operations of a
+few hundred instructions. The lines' bytes (orjson and the digest,
+~24k an operation) are the history's: a poll's completion carries every
+record it read. Side by side, in runs on a machine busy with other
+builds (wall up to 1.5x the CPU): ``--before 54cd9c7``: workload phase
+CPU 1.94 s -> 2.85 s, whole simulation 2.20 s -> 3.11 s (86.0x -> 59.9x:
+1.41x the CPU), checkers 1.14 -> 4.64 CPU s, each seed with its checkers
+48.9x -> 17.1x wall; ``--before 88908c5`` in the next run: whole
+simulation CPU 2.99 s -> 3.10 s, workload phase 2.75 s -> 2.84 s (the
+1.7% is below this bench's noise, here the other way); ``--before
+54cd9c7`` again in a quieter run (wall within 10% of the CPU): workload
+phase CPU 1.78 s -> 2.82 s (101.2x -> 63.7x), whole simulation 2.02 s ->
+3.08 s (93.3x -> 60.4x: 1.52x the CPU), checkers 1.05 -> 4.32 CPU s, each
+seed with its checkers 58.1x -> 24.7x wall. No slowdown
+against 54cd9c7 is not in the driver's reach: all of the driver's own
+work above, recorder included, is ~31% of the event loop, and what 54cd9c7
+did not do is mostly the queue workload's load (32 consumers each reading
+every record, and each read fetched, recorded, hashed and checked).
+
 Where it stood (2-core shared machine, Debian's Python 3.11, compiled with
 reference_impl.accel, after one untimed warm-up seed so the process's
 one-off imports are not charged to a seed; each seed released when done, as

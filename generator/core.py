@@ -397,7 +397,13 @@ class TimeLimit(Gen):
         deadline = self.deadline if self.deadline is not None else ctx.time + self.dt_ns
         if ctx.time >= deadline:
             return None
-        r = self.gen.op(ctx)
+        gen = self.gen
+        if type(gen) is DelayedFns and gen.deadline is None:
+            # the limit handed down: the rate's own generator answers as
+            # this one would, and the tree is a level shorter for every
+            # later ask (a TimeLimit and its answer built per op, for nothing)
+            return gen.limited(deadline).op(ctx)
+        r = gen.op(ctx)
         if r is None:
             return None
         o, g2 = r
@@ -538,23 +544,40 @@ class DelayedFns(Gen):
     (each ask built a Mix and a Delay and answered through three levels)
     or the delay's copy of an op that is already the ask's own (``_fill``
     made it). :func:`delay` and :func:`stagger` build it for a mix of op
-    functions, what every workload's rate-limited load is."""
+    functions, what every workload's rate-limited load is.
+
+    With a ``deadline`` (ns) it is also ``TimeLimit``'s generator under
+    that deadline, already started: no op at or after it (asked at or
+    after it, or due then), exhausted from then on. A TimeLimit over it
+    hands its limit down (:meth:`limited`) and leaves the tree: the
+    checks are the TimeLimit's, made at the same points of the ask, so
+    the answers and the rng's draws are the same."""
 
     def __init__(self, dt_ns: int, fns: tuple[Callable[[Context], dict[str, Any] | None], ...], i: int,
-                 next_time: int | None, jitter: bool) -> None:
+                 next_time: int | None, jitter: bool, deadline: int | None = None) -> None:
         self.dt_ns = dt_ns
         self.fns = fns
         self.i = i
         self.next_time = next_time
         self.jitter = jitter
+        self.deadline = deadline
 
     def __repr__(self) -> str:
-        return f"DelayedFns({self.dt_ns!r}, {self.fns!r}, {self.i!r}, {self.next_time!r}, {self.jitter!r})"
+        return (f"DelayedFns({self.dt_ns!r}, {self.fns!r}, {self.i!r}, {self.next_time!r}, {self.jitter!r}, "
+                f"{self.deadline!r})")
+
+    def limited(self, deadline: int) -> "DelayedFns":
+        """This generator under a time limit ending at ``deadline``."""
+        return DelayedFns(self.dt_ns, self.fns, self.i, self.next_time, self.jitter, deadline)
 
     def _with(self, fns: tuple[Callable[[Context], dict[str, Any] | None], ...], i: int) -> "DelayedFns":
-        return self if fns is self.fns else DelayedFns(self.dt_ns, fns, i, self.next_time, self.jitter)
+        return self if fns is self.fns else DelayedFns(self.dt_ns, fns, i, self.next_time, self.jitter,
+                                                       self.deadline)
 
     def op(self, ctx: Context) -> Answer:
+        deadline = self.deadline
+        if deadline is not None and ctx.time >= deadline:
+            return None
         fns, i = self.fns, self.i
         while fns:
             if not ctx.free_threads():
@@ -580,7 +603,9 @@ class DelayedFns(Gen):
                 t = nt
                 o["time"] = t
             step = int(rng.random() * 2 * dt) if self.jitter else dt
-            return o, DelayedFns(dt, fns, nxt, t + step, self.jitter)
+            if deadline is not None and t >= deadline:
+                return None
+            return o, DelayedFns(dt, fns, nxt, t + step, self.jitter, deadline)
         return None
 
 

@@ -98,16 +98,26 @@ def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
     """Keep the highest acknowledged offset per key (for the final reads):
     the sends of ``ok`` send, txn and ctp operations (a ctp round's
     sends are its outputs)."""
-    if op.get("type") != "ok" or op.get("f") not in ("send", "txn", "ctp"):
+    if op.get("type") != "ok":
         return
-    acked = state.get("acked")
+    f = op.get("f")
+    if f != "send" and f != "txn" and f != "ctp":
+        return
+    acked: dict[Any, Any] | None = state.get("acked")
     if acked is None:
         acked = state["acked"] = {}
-    for mop in op.get("value") or []:
-        if mop[0] == "send" and isinstance(mop[2], list):
-            key, off = mop[1], mop[2][0]
-            if off is not None and off > acked.get(key, -1):
-                acked[key] = off
+    mops = op.get("value")
+    if not mops:
+        return
+    for mop in mops:
+        if mop[0] == "send":
+            sent = mop[2]
+            if isinstance(sent, list):
+                off = sent[0]
+                if off is not None:
+                    key = mop[1]
+                    if off > acked.get(key, -1):
+                        acked[key] = off
 
 
 class _FinalRead:

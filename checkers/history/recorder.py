@@ -72,6 +72,25 @@ def encode_op(fields: dict[str, Any]) -> bytes:
         return encode_fields(fields).encode()
 
 
+def op_extra(d: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an operation given as a dict that its Op keeps in
+    ``extra``: all but its own attributes and the keys starting with ``_``
+    (the interpreter's: ``_timeout``, ``_sleep``, ``_completion``)."""
+    return {k: v for k, v in d.items() if k not in _SKIP and k[0] != "_"}
+
+
+def completion_extra(extra: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
+    """``op_extra`` of an invocation's fields updated by a completion's
+    (``res``), from the invocation's own ``extra``: the completion's extra
+    fields in the same order, without going over the invocation's fields
+    again (a new dict: an Op's ``extra`` is its own)."""
+    out = dict(extra)
+    for k, v in res.items():
+        if k not in _SKIP and k[0] != "_":
+            out[k] = v
+    return out
+
+
 class Clock:
     """A runtime's time as the recorder reads it, in nanoseconds. A compiled
     base class, so the simulator's clock is a native call on every
@@ -169,11 +188,8 @@ class Recorder:
 
     def append_op(self, d: dict[str, Any]) -> Op:
         """:meth:`record` of one operation given as a dict, at once and
-        without the live counters (the progress display's): the
-        simulator's interpreter, one thread, two operations a step.
-        Returns the Op."""
-        extra = {k: v for k, v in d.items() if k not in _SKIP and k[0] != "_"}
-        return self.append(d["process"], d["type"], d["f"], d.get("value"), d.get("error"), extra)
+        without the live counters (the progress display's). Returns the Op."""
+        return self.append(d["process"], d["type"], d["f"], d.get("value"), d.get("error"), op_extra(d))
 
     def append(self, process: Any, type_: str, f: str, value: Any, error: Any = None,
                extra: dict[str, Any] | None = None) -> Op:

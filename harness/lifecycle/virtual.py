@@ -33,12 +33,26 @@ import random
 from functools import partial
 from typing import Any, Callable, Protocol
 
-from checkers.history.recorder import Recorder
+from checkers.history.recorder import Recorder, completion_extra, op_extra
 from generator.core import PENDING, Context, Gen
 from reference_impl.sim.events import EventLoop, TimeoutQueue
 
 NEMESIS = "nemesis"
 MS = 1_000_000
+
+
+def _place(ranks: list[int], r: int) -> int:
+    """Where ``r`` is or would go in the sorted ``ranks`` (``bisect_left``
+    compiled on native ints: the library's, called from compiled code,
+    cost more than the search)."""
+    lo, hi = 0, len(ranks)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ranks[mid] < r:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class VirtualClient(Protocol):
@@ -77,17 +91,22 @@ class VirtualInterpreter:
         #: process -> thread, kept beside process_of (a completion finds its thread at once)
         self.thread_of: dict[Any, Any] = {p: t for t, p in self.process_of.items()}
         self.free: set[Any] = set(threads)
-        #: the threads sorted by name (as Context lists free threads), each
-        #: thread's place there, and whether the thread at each place is
-        #: free: the context's free threads are listed from these once per
-        #: change, where a test of each thread against the free set on every
-        #: ask cost more than the rest of the ask's context
-        self._order: list[Any] = sorted(threads, key=str)
-        self._rank: dict[Any, int] = {t: i for i, t in enumerate(self._order)}
-        self._is_free: list[bool] = [True] * len(self._order)
+        #: the threads sorted by name (as Context lists free threads) and
+        #: each thread's place there; the free ones in that order, with
+        #: their places beside them, kept up to date as threads are taken
+        #: and freed (a bisection and a C-level insert or delete each): a
+        #: context gets a copy, where listing the free threads anew by a
+        #: test of every thread cost ~3,000 instructions an ask
+        order: list[Any] = sorted(threads, key=str)
+        self._rank: dict[Any, int] = {t: i for i, t in enumerate(order)}
+        self._free_live: list[Any] = list(order)
+        self._free_ranks: list[int] = list(range(len(order)))
         self._free_list: list[Any] | None = None
-        #: thread -> the open op (its invocation, as recorded) and its job id
-        self.jobs: dict[Any, tuple[dict[str, Any], int]] = {}
+        #: thread -> the open op (its invocation, as recorded), its job id
+        #: and its recorded extra fields (the completion's start from them)
+        self.jobs: dict[Any, tuple[dict[str, Any], int, dict[str, Any]]] = {}
+        #: bound once: a completion callback per op is a partial of it
+        self._complete_fn: Callable[[Any, int, dict[str, Any]], None] = self._complete
         self._job_ids = 0
         #: job ids still open (a timeout finds its job by id)
         self._open: dict[int, Any] = {}
@@ -124,18 +143,27 @@ class VirtualInterpreter:
     def _list_free(self) -> list[Any]:
         """The free threads sorted by name (a new list: a context given the
         last one may still hold it)."""
-        order, is_free = self._order, self._is_free
-        return [order[i] for i in range(len(order)) if is_free[i]]
+        return self._free_live.copy()
 
     def _take(self, t: Any) -> None:
         """Thread ``t`` is busy from now (the caller says the world changed)."""
         self.free.discard(t)
-        self._is_free[self._rank[t]] = False
+        r = self._rank[t]
+        ranks = self._free_ranks
+        i = _place(ranks, r)
+        if i < len(ranks) and ranks[i] == r:
+            del ranks[i]
+            del self._free_live[i]
 
     def _give(self, t: Any) -> None:
         """Thread ``t`` is free from now (the caller says the world changed)."""
         self.free.add(t)
-        self._is_free[self._rank[t]] = True
+        r = self._rank[t]
+        ranks = self._free_ranks
+        i = _place(ranks, r)
+        if i == len(ranks) or ranks[i] != r:
+            ranks.insert(i, r)
+            self._free_live.insert(i, t)
 
     def _changed(self) -> None:
         """The world moved (a thread taken or freed, a process renamed): an
@@ -229,13 +257,15 @@ class VirtualInterpreter:
         inv = dict(op)
         del inv["time"]
         nemesis = t == NEMESIS
-        inv["type"] = "info" if nemesis else "invoke"
-        self.rec.append_op(inv)
+        type_ = "info" if nemesis else "invoke"
+        inv["type"] = type_
+        extra = op_extra(inv)
+        self.rec.append(inv["process"], type_, inv["f"], inv.get("value"), inv.get("error"), extra)
         self._take(t)
         self._changed()
         self._job_ids += 1
         job = self._job_ids
-        self.jobs[t] = (inv, job)
+        self.jobs[t] = (inv, job, extra)
         gen = self.gen
         if gen is not None and not gen.is_inert():
             self.gen = gen.update(self._ctx(), inv)
@@ -244,8 +274,10 @@ class VirtualInterpreter:
             self._complete(t, job, self.nemesis_invoke(inv))
             return
         self._open[job] = t
-        self._arm_timeout(job, int(float(op.get("_timeout") or 0) * 1000) or self.op_timeout_ms)
-        self._client(t, op["process"]).invoke(inv, partial(self._complete, t, job))
+        timeout = op.get("_timeout")
+        ms = self.op_timeout_ms if not timeout else int(float(timeout) * 1000) or self.op_timeout_ms
+        self._arm_timeout(job, ms)
+        self._client(t, op["process"]).invoke(inv, partial(self._complete_fn, t, job))
 
     def _client(self, t: Any, process: Any) -> VirtualClient:
         cur = self.clients.get(t)
@@ -279,7 +311,8 @@ class VirtualInterpreter:
             comp["_completion"] = True
         elif "type" not in comp or comp["type"] == "invoke":
             comp["type"] = "ok"
-        self.rec.append_op(comp)
+        self.rec.append(comp["process"], comp["type"], comp["f"], comp.get("value"), comp.get("error"),
+                        completion_extra(cur[2], res))
         if self.observe is not None:
             self.observe(self.state, comp)
         self._give(t)

@@ -238,3 +238,27 @@ def test_writer_flushes_every_line_by_default_and_every_n_lines_when_asked(tmp_p
     every.close()
     assert (tmp_path / "b.jsonl").read_text() == "".join(encode_line(o) for o in ops)
 
+
+
+def test_a_completions_extra_fields_built_from_its_invocations_are_those_of_the_merged_dict():
+    """completion_extra(op_extra(inv), res) is op_extra of inv updated by
+    res: the same fields, in the same order (the line's bytes follow it),
+    in a dict of its own."""
+    from checkers.history.recorder import completion_extra, op_extra
+
+    invs = [{"f": "send", "process": 3, "value": [["send", "t-0", 1]], "acks": "all", "idempotent": False,
+             "type": "invoke"},
+            {"f": "poll", "process": 1, "value": [["poll"]], "final": True, "key": "t-1", "upto": 4,
+             "_timeout": 40.0, "type": "invoke"},
+            {"f": "start-kill", "process": "nemesis", "value": None, "type": "info", "node": 2}]
+    results = [{}, {"type": "ok", "value": [["send", "t-0", [7, 1]]]}, {"type": "info", "error": "timeout"},
+               {"type": "ok", "caught_up": True, "resets": ["t-1@3"], "upto": 9, "_completion": True},
+               {"acks": "1", "index": 5, "time": 9, "error": "x", "new": 1}]
+    for inv in invs:
+        for res in results:
+            merged = dict(inv)
+            merged.update(res)
+            extra = op_extra(inv)
+            got = completion_extra(extra, res)
+            assert list(got.items()) == list(op_extra(merged).items())
+            assert got is not extra

@@ -179,3 +179,26 @@ def test_a_stagger_over_a_mix_of_op_functions_answers_and_draws_as_the_generator
     fused = g.delay(0.002, g.mix(make()))
     plain = g.Delay(2_000_000, g.Mix((g.Fn(make()),)), None, False)
     assert _busy_walk(fused, 9) == _busy_walk(plain, 9)
+
+
+def test_a_time_limit_over_a_rate_hands_its_limit_down_and_answers_and_draws_as_before():
+    """TimeLimit over a DelayedFns leaves the tree after its first ask; the
+    ops, the PENDINGs, the end and the rng's draws are those of the
+    TimeLimit over the generators the DelayedFns stands for."""
+    def send(c):
+        return {"f": "send", "value": c.rng.randrange(100)}
+
+    def poll(c):
+        return {"f": "poll"}
+
+    for seed in range(4):
+        for deadline in (None, 9_000_000, 40_000_000):
+            fused = g.TimeLimit(30_000_000, g.stagger(0.003, g.mix(send, send, poll)), deadline)
+            plain = g.TimeLimit(30_000_000, g.Delay(3_000_000, g.Mix((g.Fn(send), g.Fn(send), g.Fn(poll))),
+                                                    None, True), deadline)
+            walked = _busy_walk(fused, seed, n=80)
+            assert walked == _busy_walk(plain, seed, n=80)
+            assert walked[-1] is None  # the limit ended both
+    c = ctx()
+    _, nxt = g.TimeLimit(5_000_000, g.rate(100, g.mix(send)), None).op(c)
+    assert type(nxt).__name__ == "DelayedFns" and nxt.deadline == c.time + 5_000_000

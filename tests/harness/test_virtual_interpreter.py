@@ -141,3 +141,17 @@ def test_the_free_threads_the_interpreter_lists_are_those_of_the_free_set_sorted
         assert len(seen) >= 200 and any(len(s[0]) < 12 for s in seen)
         for shown, anew in seen:
             assert shown == anew
+
+
+def test_the_contexts_free_threads_are_the_free_ones_sorted_by_name_however_taken_and_freed():
+    loop = EventLoop()
+    rec = Recorder(None, keep=True, clock=VirtualClock(loop), epoch=0, background=False)
+    it = VirtualInterpreter(g.clients(g.limit(1, {"f": "w", "value": 1})), rec, 12, lambda t, p: None,
+                            lambda op: {}, random.Random(0), 5.0, loop, t0_ms=0)
+    rng = random.Random(7)
+    threads = list(range(12)) + ["nemesis"]
+    for _ in range(300):
+        t = rng.choice(threads)
+        (it._take if rng.random() < 0.5 else it._give)(t)  # taking a busy thread or freeing a free one changes nothing
+        it._changed()
+        assert it._ctx().free_threads() == sorted(it.free, key=str)
