@@ -116,8 +116,9 @@ def new_topic(cfg: TestConfig, topic: str, brokers: int) -> NewTopic:
     config = {"min.insync.replicas": str(cfg.min_isr)}
     if cfg.placement is not None and topic in cfg.topic_names()[:cfg.topics]:
         ids = {n: i for n, i, _ in cfg.layout()}
-        return NewTopic(topic, replica_assignment=assignment(cfg.placement, topic, cfg.partitions, ids),
-                        config=config)
+        # librdkafka wants the partition count beside an assignment, and no replication factor
+        return NewTopic(topic, num_partitions=cfg.partitions,
+                        replica_assignment=assignment(cfg.placement, topic, cfg.partitions, ids), config=config)
     return NewTopic(topic, num_partitions=cfg.partitions, replication_factor=min(cfg.rf, max(1, brokers)),
                     config=config)
 
