@@ -36,6 +36,7 @@ from nemesis.faults import clock_hold_ms
 from nemesis.stories import step_ops
 from reference_impl import accel
 from reference_impl.core.config import ProtocolConfig, Variants
+from reference_impl.core.controller.replication_control import round_robin
 from reference_impl.core.messages import NewTopic, TopicPartition
 from reference_impl.sim.clients import Admin, ClientConfig, ClientSettings, SimClient, Workload, sim_history
 from reference_impl.sim.control import SimCluster
@@ -98,13 +99,32 @@ def sim_rules(pc: ProtocolConfig) -> dict[str, Any]:
             "recovery_strategy": pc.recovery_strategy_for()}
 
 
+def the_models_own(o: TestConfig) -> bool:
+    """Whether the pinned placement is the one the model's round-robin
+    gives with every broker up (``round_robin`` from n1, the topics in
+    order): such a pin is not sent, so a replay of a simulated run asks
+    the controller exactly what the run asked and plays the same history
+    (a manual assignment is taken as soon as its brokers registered, the
+    round-robin only once ``rf`` of them are unfenced)."""
+    if o.placement is None:
+        return True
+    ids = {n: i for n, i, _ in o.layout()}
+    brokers = sorted(i for _, i, roles in o.layout() if "broker" in roles)
+    for k, topic in enumerate(o.topic_names()[:o.topics]):
+        own = round_robin(brokers, o.partitions, o.rf, k * o.partitions)
+        if own != [tuple(ids[n] for n in o.placement[f"{topic}-{p}"]) for p in range(o.partitions)]:
+            return False
+    return True
+
+
 def sim_topic(o: TestConfig, topic: str) -> NewTopic:
     """The CreateTopics entry of one of the test's topics: with a pinned
-    placement (an input topic) its replica assignment by node id, which
-    the model's controller takes as a manual assignment, else the partition
-    count and replication factor for its round-robin from n1."""
+    placement other than the model's own (an input topic) its replica
+    assignment by node id, which the model's controller takes as a manual
+    assignment, else the partition count and replication factor for its
+    round-robin from n1."""
     configs = (("min.insync.replicas", str(o.min_isr)),)
-    if o.placement is not None and topic in o.topic_names()[:o.topics]:
+    if o.placement is not None and topic in o.topic_names()[:o.topics] and not the_models_own(o):
         ids = {n: i for n, i, _ in o.layout()}
         replicas = assignment(o.placement, topic, o.partitions, ids)
         return NewTopic(topic, o.partitions, o.rf, configs, tuple(tuple(r) for r in replicas))
