@@ -21,7 +21,13 @@ bugs whose effect is a state, not a lost record.
   + 1 unattached, lines 3158-3165), and Resigned is never written down
   (``QuorumState.transitionToResigned``: a memory-only transition); its
   claim counts until the SIGTERM, so a leader stale for longer than the
-  bound before it is still found.
+  bound before it is still found. A claim lasts from the first look that
+  found it stale to the last look that still did (``quorum_poll`` events
+  mark each look at the files; a trace without them counts to the look
+  that found it over): a gap in the observer's looks is not evidence (seed
+  2003 on Kafka: the looks stalled 6.3 s behind the poll's asks to brokers
+  out of reach, and c1's claim, seen once and over 0.8 s later by its own
+  log, was counted for the whole gap).
 * ``hw-advanced-under-min-isr``: three consecutive polls saw a partition's
   ISR below ``min.insync.replicas`` (one leader, one leader epoch) and its
   high watermark rose between the first two. The third poll rules out an
@@ -75,6 +81,16 @@ class StaleLeaders:
     #: node -> (since, its epoch, the higher epoch) while it is stale
     open: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     found: list[dict[str, Any]] = field(default_factory=list)
+    #: node -> the last look (``quorum_poll``) that found its open claim still stale
+    seen: dict[str, int] = field(default_factory=dict)
+    #: the trace marks each look at the files (``quorum_poll``)
+    looks: bool = False
+
+    def looked(self, t: int) -> None:
+        """A look at every file ended at ``t``: each open claim was still stale then."""
+        self.looks = True
+        for node in self.open:
+            self.seen[node] = t
 
     def feed(self, ev: dict[str, Any]) -> None:
         node, t = str(ev.get("node")), int(ev["t"])
@@ -93,6 +109,8 @@ class StaleLeaders:
 
     def _close(self, node: str, t: int) -> None:
         since, epoch, top = self.open.pop(node)
+        last = self.seen.pop(node, since)
+        t = max(last, since) if self.looks else t
         if t - since > self.bound_ms:
             self.found.append({"kind": STALE_RAFT_LEADER, "node": node, "t": since, "step": 0, "tp": None,
                                "message": f"{node} named itself leader of quorum epoch {epoch} for {t - since} ms while "
@@ -181,6 +199,9 @@ def check_observed(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
         elif kind == "quorum_state":
             stale = stale or StaleLeaders(stale_bound_ms({}))
             stale.feed(ev)
+        elif kind == "quorum_poll":
+            stale = stale or StaleLeaders(stale_bound_ms({}))
+            stale.looked(int(ev["t"]))
         elif kind == "small_isr":
             small = small or SmallIsrHw(None)
             small.feed(ev)

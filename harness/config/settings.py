@@ -79,6 +79,8 @@ TABLE: Final[tuple[Setting, ...]] = (
     S("topics", "Topic count (default 1).", replayed=True),
     S("topic_prefix", replayed=True, flag=False),
     S("partitions", "Partitions per topic (default 2).", replayed=True, aliases=("num.partitions",)),
+    S("placement", "Each partition's replicas as created (a replay pins the recorded run's).", replayed=True,
+      flag=False, campaign=False),
     S("rf", "Replication factor (default 3).", replayed=True,
       aliases=("replication.factor", "default.replication.factor")),
     S("min_isr", "min.insync.replicas (default 2).", replayed=True, aliases=("min.insync.replicas",)),

@@ -23,6 +23,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
                       field_validator, model_validator)
 
 from harness.config.kafka import check_variants, parse_overrides
+from harness.config.placement import placement_error
 from harness.config.settings import SETTINGS, only_for
 from harness.errors import UsageError
 from harness.rundir.store import BadName, check_name
@@ -118,6 +119,11 @@ class TestConfig(BaseModel):
     topics: int = Field(1, ge=1, le=50)
     topic_prefix: str = Field("t", pattern=r"^[A-Za-z0-9._-]{1,100}$")
     partitions: int = Field(2, ge=1, le=64)
+    #: each input partition's replicas by broker name, the first the
+    #: preferred leader: the topics are created with this assignment
+    #: instead of the db's own placement (``harness.config.placement``; a
+    #: replay takes the recorded run's, so its moves meet the same replicas)
+    placement: dict[str, list[str]] | None = None
     rf: int = Field(3, ge=1)
     min_isr: int = Field(2, ge=1)
     acks: Literal["all", "1", "0", "mixed"] = "all"
@@ -270,6 +276,17 @@ class TestConfig(BaseModel):
             if k not in VARIANTS:
                 raise ValueError(f"unknown variant {k!r} (known: {', '.join(VARIANTS)})")
         return v
+
+    @model_validator(mode="after")
+    def _placement_fits(self) -> "TestConfig":
+        """A pinned placement names every input partition, ``rf`` distinct
+        brokers of this cluster each (one line, exit 2, otherwise)."""
+        if self.placement is not None:
+            brokers = [n for n, _, roles in self.layout() if "broker" in roles]
+            why = placement_error(self.placement, self.keys(), brokers, self.rf)
+            if why:
+                raise ValueError(why)
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> "TestConfig":

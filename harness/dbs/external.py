@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.config import TestConfig
+from harness.config.placement import assignment, differs
 from harness.errors import HarnessError
 
 
@@ -65,19 +66,8 @@ def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float, expect_broker
         md = admin.list_topics(timeout=min(10, timeout))
         missing = [t for t in want if t not in md.topics or md.topics[t].error is not None]
     if missing:
-        futs = admin.create_topics(
-            [
-                NewTopic(
-                    t,
-                    num_partitions=cfg.partitions,
-                    replication_factor=min(cfg.rf, max(1, len(md.brokers))),
-                    config={"min.insync.replicas": str(cfg.min_isr)},
-                )
-                for t in missing
-            ],
-            operation_timeout=10,
-            request_timeout=15,
-        )
+        futs = admin.create_topics([new_topic(cfg, t, len(md.brokers)) for t in missing],
+                                   operation_timeout=10, request_timeout=15)
         for t, fut in futs.items():
             try:
                 fut.result(timeout=20)
@@ -104,6 +94,8 @@ def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float, expect_broker
                 break
             if check_rf and any(len(p.replicas) != cfg.rf for p in tm.partitions.values()):
                 raise HarnessError(f"topic {t} exists with a replication factor other than {cfg.rf}")
+            if check_rf and cfg.placement is not None and t in cfg.topic_names()[:cfg.topics]:
+                pinned_as_asked(cfg, t, tm)
         if ok:
             return
         for t in want if not check_rf else ():  # a metadata request auto-creates where allowed
@@ -113,3 +105,31 @@ def ensure_topics(bootstrap: str, cfg: TestConfig, timeout: float, expect_broker
                 pass
         time.sleep(0.5)
     raise HarnessError(f"topics not ready on {bootstrap} after {timeout:.0f}s ({last})")
+
+
+def new_topic(cfg: TestConfig, topic: str, brokers: int) -> NewTopic:
+    """The CreateTopics entry of one of the test's topics: the pinned
+    placement's replica assignment where the test pins one (an input
+    topic), else the partition count and replication factor for the db to
+    place (no more replicas than brokers registered: an external cluster's
+    size is its own)."""
+    config = {"min.insync.replicas": str(cfg.min_isr)}
+    if cfg.placement is not None and topic in cfg.topic_names()[:cfg.topics]:
+        ids = {n: i for n, i, _ in cfg.layout()}
+        # librdkafka wants the partition count beside an assignment, and no replication factor
+        return NewTopic(topic, num_partitions=cfg.partitions,
+                        replica_assignment=assignment(cfg.placement, topic, cfg.partitions, ids), config=config)
+    return NewTopic(topic, num_partitions=cfg.partitions, replication_factor=min(cfg.rf, max(1, brokers)),
+                    config=config)
+
+
+def pinned_as_asked(cfg: TestConfig, topic: str, tm: Any) -> None:
+    """Refuse a topic whose replicas are not the pinned placement's (one
+    left from before, or a db that ignored the assignment): the replay
+    would re-plan every move it makes."""
+    names = {i: n for n, i, _ in cfg.layout()}
+    created = {f"{topic}-{p}": [names.get(r, str(r)) for r in pm.replicas] for p, pm in tm.partitions.items()}
+    pinned = {k: v for k, v in (cfg.placement or {}).items() if k in created}
+    wrong = differs(pinned, created)
+    if wrong:
+        raise HarnessError(f"topic {topic} has other replicas than the pinned placement: {'; '.join(wrong)}")

@@ -35,6 +35,7 @@ from harness.rundir import store
 from harness.lifecycle import liveness
 from harness.lifecycle.checking import check_run, export_edn
 from harness.config import TestConfig
+from harness.config.placement import as_created
 from harness.errors import HarnessError, KraftwerkError, UsageError
 from checkers.history.recorder import Recorder
 from harness.lifecycle.interpreter import Interpreter
@@ -177,6 +178,10 @@ class Runtime(Protocol):
     def schedule(self) -> list[dict[str, Any]]:
         """What the nemesis did, in the shared vocabulary (``nemesis.replay``)."""
 
+    def placement(self) -> dict[str, list[str]]:
+        """Each input partition's replicas as the topics were created
+        (``harness.config.placement``): a replay pins them."""
+
     def results(self, run_dir: Path | None) -> dict[str, Any]:
         """The checkers' verdict on the history (results.json)."""
 
@@ -199,7 +204,7 @@ def run_lifecycle(rt: Runtime, run_dir: Path | None, report: bool) -> dict[str, 
         raise
     if run_dir is None or not rt.recorded:
         return rt.results(None)
-    record_schedule(run_dir, rt.schedule())
+    record_schedule(run_dir, rt.schedule(), rt.placement())
     result = rt.results(run_dir)
     store.write_json(run_dir / store.RESULTS, result)
     export_edn(run_dir)
@@ -223,6 +228,8 @@ class ProcessRuntime:
         self.progress = progress
         #: the run's wall time, set-up to teardown (the simulator's is its own: ``SimRun``)
         self.wall_s: float | None = None
+        #: each input partition's replicas once the topics were created (``placed``)
+        self._placed: dict[str, list[str]] = {}
 
     def test_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, **self.cfg.test_json(), "liveness_bound": liveness.bound_for(self.cfg).as_dict()}
@@ -247,6 +254,7 @@ class ProcessRuntime:
             prog.start()
             db = dbs.open_db(cfg, self.run_dir, state, self.checked)
             db.setup()
+            self._placed = placed(cfg, db)
             nem = None
             if cfg.has_nemesis():
                 nem = Nemesis(cfg.nemesis_plan(protocol_config(cfg)), db.cluster, cfg.seed, record=step_recorder(self.rec))
@@ -285,6 +293,9 @@ class ProcessRuntime:
     def schedule(self) -> list[dict[str, Any]]:
         return replay.schedule_of(read_jsonl(self.run_dir / store.HISTORY))
 
+    def placement(self) -> dict[str, list[str]]:
+        return self._placed
+
     def results(self, run_dir: Path | None) -> dict[str, Any]:
         if run_dir is None:
             return {"valid": "unknown", "stats": dict(self.rec.counts)}
@@ -292,6 +303,17 @@ class ProcessRuntime:
         if self.wall_s is not None:
             result.setdefault("stats", {})["wall_s"] = round(self.wall_s, 3)
         return result
+
+
+def placed(cfg: TestConfig, db: Any) -> dict[str, list[str]]:
+    """Each input partition's replicas as the db's observer reads them
+    right after set-up (none for a db the harness does not run: it has no
+    observer, and an external cluster's topics are its own)."""
+    cluster = getattr(db, "cluster", None)
+    obs = getattr(cluster, "observer", None)
+    if obs is None:
+        return {}
+    return as_created((k, obs.replicas_of(k)) for k in cfg.keys())
 
 
 def step_recorder(rec: Recorder) -> Callable[[str, dict[str, Any]], None]:
@@ -322,11 +344,13 @@ def run_test(cfg: TestConfig, progress: bool | None = None, stop: threading.Even
                                              report=report))
 
 
-def record_schedule(run_dir: Path, schedule: list[dict[str, Any]]) -> None:
+def record_schedule(run_dir: Path, schedule: list[dict[str, Any]], placement: dict[str, list[str]]) -> None:
     """Add what the nemesis did to test.json, in the shared vocabulary, for
-    ``--schedule`` (``nemesis.replay``)."""
+    ``--schedule`` (``nemesis.replay``), and the replicas each partition
+    was created with, which a replay pins (kept as given when the run
+    could not read them)."""
     test = store.read_json(run_dir / store.TEST)
-    store.write_json(run_dir / store.TEST, {**test, "schedule": schedule})
+    store.write_json(run_dir / store.TEST, {**test, "schedule": schedule, "placement": placement or test.get("placement")})
 
 
 def summary_line(o: RunOutcome) -> str:
@@ -403,6 +427,9 @@ class SimRuntime:
 
     def schedule(self) -> list[dict[str, Any]]:
         return self.run.schedule
+
+    def placement(self) -> dict[str, list[str]]:
+        return self.run.placement
 
     def results(self, run_dir: Path | None) -> dict[str, Any]:
         return self._results

@@ -103,17 +103,28 @@ def resolution_differs(schedule: Any) -> list[dict[str, Any]]:
     """The replayed starts whose state-named target (a leader, the
     controller, an ISR state, a scripted scenario's roles) named other
     nodes than the recorded run's (``recorded_nodes``, or a scenario's
-    ``recorded_cut``; ``nemesis.faults.Fault.replay``): where a replay on
-    real processes met another cluster state than the recording."""
+    ``recorded_cut``; ``nemesis.faults.Fault.replay``), and the
+    decommissions whose recorded moves did not fit the replicas as they
+    were (``recorded_moves``): where a replay on real processes met
+    another cluster state than the recording."""
     out = []
     for e in schedule if isinstance(schedule, list) else ():
         if isinstance(e, dict) and isinstance(e.get("recorded_nodes"), list):
             out.append({"at_ms": e.get("at_ms"), "fault": e.get("fault"), "recorded": e["recorded_nodes"],
                         "now": e.get("isolated", e.get("nodes", []))})
+        elif isinstance(e, dict) and isinstance(e.get("recorded_moves"), dict):  # a decommission planned again
+            out.append({"at_ms": e.get("at_ms"), "fault": e.get("fault"), "recorded": _moves(e["recorded_moves"]),
+                        "now": _moves(e.get("moves") or {})})
         elif isinstance(e, dict) and isinstance(e.get("recorded_cut"), list):  # a scenario's cut, renamed by role
             out.append({"at_ms": e.get("at_ms"), "fault": e.get("fault"), "recorded": _links(e["recorded_cut"]),
                         "now": _links(e.get("cut") or [])})
     return out
+
+
+def _moves(moves: Any) -> list[str]:
+    """A decommission's moves, each as ``key>replicas`` (``t0-1>n2/n3/n1``)."""
+    return [f"{k}>{'/'.join(map(str, v))}" for k, v in sorted(moves.items()) if isinstance(v, list)] \
+        if isinstance(moves, dict) else []
 
 
 def _links(cut: list[Any]) -> list[str]:
@@ -126,7 +137,7 @@ def differs_line(differs: list[dict[str, Any]]) -> str:
     each = "; ".join(f"{d['fault']} at {int(d['at_ms'] or 0) / 1000:.1f}s: recorded {','.join(d['recorded']) or '-'}"
                      f", now {','.join(d['now']) or '-'}" for d in differs[:4])
     more = f" (+{len(differs) - 4} more)" if len(differs) > 4 else ""
-    return f"replay: {len(differs)} state-named target(s) resolved differently from the recording: {each}{more}"
+    return f"replay: {len(differs)} target(s) resolved differently from the recording: {each}{more}"
 
 
 def write_summary(run_dir: str | Path) -> dict[str, Any]:

@@ -29,12 +29,14 @@ from checkers.availability import FinalState, LivenessBound, check_availability,
 from checkers.check import check_history
 from checkers.invariants import InvariantMonitor
 from harness.config import TestConfig
+from harness.config.placement import Placement, as_created, assignment
 from harness.config.timings import sim_settings
 from nemesis import replay
 from nemesis.faults import clock_hold_ms
 from nemesis.stories import step_ops
 from reference_impl import accel
 from reference_impl.core.config import ProtocolConfig, Variants
+from reference_impl.core.controller.replication_control import round_robin
 from reference_impl.core.messages import NewTopic, TopicPartition
 from reference_impl.sim.clients import Admin, ClientConfig, ClientSettings, SimClient, Workload, sim_history
 from reference_impl.sim.control import SimCluster
@@ -97,6 +99,38 @@ def sim_rules(pc: ProtocolConfig) -> dict[str, Any]:
             "recovery_strategy": pc.recovery_strategy_for()}
 
 
+def the_models_own(o: TestConfig) -> bool:
+    """Whether the pinned placement is the one the model's round-robin
+    gives with every broker up (``round_robin`` from n1, the topics in
+    order): such a pin is not sent, so a replay of a simulated run asks
+    the controller exactly what the run asked and plays the same history
+    (a manual assignment is taken as soon as its brokers registered, the
+    round-robin only once ``rf`` of them are unfenced)."""
+    if o.placement is None:
+        return True
+    ids = {n: i for n, i, _ in o.layout()}
+    brokers = sorted(i for _, i, roles in o.layout() if "broker" in roles)
+    for k, topic in enumerate(o.topic_names()[:o.topics]):
+        own = round_robin(brokers, o.partitions, o.rf, k * o.partitions)
+        if own != [tuple(ids[n] for n in o.placement[f"{topic}-{p}"]) for p in range(o.partitions)]:
+            return False
+    return True
+
+
+def sim_topic(o: TestConfig, topic: str) -> NewTopic:
+    """The CreateTopics entry of one of the test's topics: with a pinned
+    placement other than the model's own (an input topic) its replica
+    assignment by node id, which the model's controller takes as a manual
+    assignment, else the partition count and replication factor for its
+    round-robin from n1."""
+    configs = (("min.insync.replicas", str(o.min_isr)),)
+    if o.placement is not None and topic in o.topic_names()[:o.topics] and not the_models_own(o):
+        ids = {n: i for n, i, _ in o.layout()}
+        replicas = assignment(o.placement, topic, o.partitions, ids)
+        return NewTopic(topic, o.partitions, o.rf, configs, tuple(tuple(r) for r in replicas))
+    return NewTopic(topic, o.partitions, o.rf, configs=configs)
+
+
 @dataclass
 class SimRun:
     """The pieces of one simulated test, built and wired: the simulated
@@ -134,6 +168,8 @@ class SimRun:
         self.stuck = False
         #: what the nemesis did (``nemesis.replay``), for test.json
         self.schedule: list[dict[str, Any]] = []
+        #: each input partition's replicas once the topics were created, for test.json
+        self.placement: Placement = {}
         self.bound = sim_bound(self.sim.config, client_config(o), clock_hold_ms(o.faults()), o.start_delay_ms)
         #: the cluster's state when the bound after the final heal ran out
         #: (the cause of a partition still unavailable), else at the end
@@ -146,14 +182,15 @@ class SimRun:
         o, sim = self.cfg, self.sim
         sim.start()
         admin = Admin(sim)
-        topics = tuple(NewTopic(t, o.partitions, o.rf, configs=(("min.insync.replicas", str(o.min_isr)),))
-                       for t in o.topic_names())
+        topics = tuple(sim_topic(o, t) for t in o.topic_names())
         sim.at(sim.now + 100, admin.create_topics, topics)
 
         def ready() -> bool:
             return admin.created and all(sim.leader_of(tp) in sim.hosts and sim.is_up(sim.leader_of(tp)) for tp in self.tps)
 
         self.setup_ok = sim.wait_for(ready, int(o.setup_timeout * 1000))
+        obs = self.cluster.observer
+        self.placement = as_created((k, obs.replicas_of(k)) for k in o.keys())
         return self.setup_ok
 
     def client(self, thread: int, process: int) -> SimClient:

@@ -147,6 +147,33 @@ def test_a_node_down_claims_nothing() -> None:
     assert check_observed(evs)["valid"] is True
 
 
+def looks(first: int, last: int, every: int = 250) -> list[dict]:
+    return [{"kind": "quorum_poll", "t": t, "node": "observer"} for t in range(first, last + 1, every)]
+
+
+def _by_time(evs: list[dict]) -> list[dict]:
+    return sorted(evs, key=lambda e: (e["t"], e["kind"] == "quorum_poll"))  # a look's changes, then its mark
+
+
+def test_a_claim_lasts_only_to_the_last_look_that_saw_it_so_a_gap_in_the_looks_is_no_evidence() -> None:
+    """Seed 2003's second replay on Kafka 4.4: c1 (cut off) was seen naming
+    itself leader of epoch 3 by the look that first saw epoch 4, then the
+    looks stalled for 6.3 s; c1 wrote its unattached state 0.8 s into the
+    gap, and the next look found it. Counted to that look the claim was
+    6.3 s, over the bound; counted to the last look that saw it, none."""
+    evs = isolated_leader(6300)
+    gap = _by_time(evs + looks(0, 3000) + looks(9300, 12_000))
+    assert check_observed(gap)["valid"] is True
+    assert check_observed(evs)["valid"] is False  # a trace without looks: counted to the look that found it over
+
+
+def test_a_leader_still_seen_stale_by_every_look_is_found_with_the_looks() -> None:
+    evs = _by_time(isolated_leader(None) + looks(0, 20_000))
+    res = check_observed(evs)
+    assert res["counts"] == {STALE_RAFT_LEADER: 1}
+    assert "for 16750 ms" in res["violations"][0]["message"]  # 3000 ms to the last look before 20 s that saw it
+
+
 # --- hw-advanced-under-min-isr ------------------------------------------------------------
 
 

@@ -166,6 +166,8 @@ def test_quorum_watch_emits_changes_and_marks_a_restarted_nodes_old_file_not_fre
     w = QuorumWatch(lambda: next(reads), {101: "c1", 102: "c2"})
     for _ in range(7):
         w.poll(lambda kind, node, data: out.append((kind, node, data)))
+    assert [k for k, _n, _d in out].count("quorum_poll") == 7  # every look marked, changed or not
+    out = [o for o in out if o[0] == "quorum_state"]
     got = [(d.get("alive"), d.get("leader"), d.get("epoch"), d.get("fresh")) for _k, _n, d in out]
     assert got == [(True, "c1", 1, True), (False, None, None, None), (True, "c1", 1, False),
                    (True, "c2", 2, True), (True, "c2", 2, False), (True, "c2", 2, False)]

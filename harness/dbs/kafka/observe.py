@@ -94,6 +94,9 @@ class MetadataPoller:
         self.interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._quorum_thread: threading.Thread | None = None
+        #: both threads append to the trace
+        self._write = threading.Lock()
         self._last: dict[str, tuple] = {}
         self._versions: dict[str, int] = {}
         self._hw: dict[str, int] = {}
@@ -110,11 +113,15 @@ class MetadataPoller:
         self._emit("observer_start", OBSERVER, {"interval_ms": int(self.interval * 1000), **self.settings})
         self._thread = threading.Thread(target=self._run, name="kafka-observer", daemon=True)
         self._thread.start()
+        if self.quorum is not None:
+            self._quorum_thread = threading.Thread(target=self._run_quorum, name="kafka-observer-quorum", daemon=True)
+            self._quorum_thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
+        for th in (self._thread, self._quorum_thread):
+            if th is not None:
+                th.join(timeout=15)
         if self._admin is not None:
             try:
                 self._admin.close()
@@ -123,13 +130,20 @@ class MetadataPoller:
         if getattr(self, "_file", None) is not None:
             self._file.close()
 
+    def _run_quorum(self) -> None:
+        """The controllers' files, read on a thread of their own whether or
+        not a broker answers: a poll's asks wait up to their timeouts for
+        brokers out of reach (6.3 s once, seed 2003), which the looks at the
+        files must not wait behind."""
+        assert self.quorum is not None
+        while not self._stop.wait(self.interval):
+            try:
+                self.quorum.poll(self._emit)
+            except Exception:
+                self.errors += 1
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            if self.quorum is not None:  # files, read whether or not a broker answers
-                try:
-                    self.quorum.poll(self._emit)
-                except Exception:
-                    self.errors += 1
             try:
                 self.poll_once()
                 self.polls += 1
@@ -153,10 +167,11 @@ class MetadataPoller:
 
     # -- one poll --------------------------------------------------------------------------------
     def _emit(self, kind: str, node: str, data: dict[str, Any]) -> None:
-        now = time.time()
-        line = {"t": int(now * 1000), "t_us": int(now * 1_000_000), "node": node, "kind": kind, **data}
-        self._file.write(orjson.dumps(line) + b"\n")
-        self._file.flush()
+        with self._write:  # stamped under the lock: the file stays in time order
+            now = time.time()
+            line = {"t": int(now * 1000), "t_us": int(now * 1_000_000), "node": node, "kind": kind, **data}
+            self._file.write(orjson.dumps(line) + b"\n")
+            self._file.flush()
 
     def poll_once(self) -> None:
         admin = self._client()

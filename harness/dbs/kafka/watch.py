@@ -9,7 +9,9 @@ for the checks that tell releases apart (``checkers.observed``).
   another voter's leader is a stale leader (KAFKA-15489: until 3.7.0 a leader
   cut from the other voters never resigned). A node just (re)started still
   shows the file of its previous life until it writes a new one; its events
-  say ``fresh: false`` until then, and the check ignores them.
+  say ``fresh: false`` until then, and the check ignores them. Each look
+  ends with a ``quorum_poll`` event, so the check counts a claim only
+  between looks that saw it (a look delayed is no evidence).
 * :class:`SmallIsrSamples`: per poll, each partition whose ISR is below
   ``min.insync.replicas`` as its own leader answers (asked right after the
   poll's HW read: :func:`leader_views`), with that HW (``small_isr`` events,
@@ -79,6 +81,7 @@ class QuorumWatch:
                                         "epoch": epoch, "voted": self.names.get(voted) if voted >= 0 else None,
                                         "fresh": self._fresh[node], "observed": True,
                                         **({"stopping": True} if stopping else {})})
+        emit("quorum_poll", "observer", {})  # the look ended: what it did not change still held
 
 
 DOWN = ("down",)

@@ -69,6 +69,16 @@ from .writer import MetadataWriter, addressed
 TOO_MANY_PARTITIONS: Final = "Excessively large number of partitions per request."
 TOO_MANY_RECORDS: Final = "Unable to perform excessively large batch operation."
 
+
+def round_robin(brokers: list[NodeId], partitions: int, rf: int, start: int) -> list[tuple[NodeId, ...]]:
+    """The model's placement of a new topic's partitions: partition ``p``'s
+    replicas are ``rf`` consecutive brokers of the sorted unfenced ones from
+    ``start + p`` (the controller's cursor, which every topic placed this way
+    advances by its partition count; Kafka's StripedReplicaPlacer starts at
+    a random broker instead). The harness reads it to tell a pinned
+    placement that is the model's own from one that is not."""
+    return [tuple(brokers[(start + p + i) % len(brokers)] for i in range(rf)) for p in range(partitions)]
+
 class ReplicationControlManager:
     def __init__(self, writer: MetadataWriter, recovery: UncleanRecoveryManager) -> None:
         self.w = writer
@@ -319,7 +329,7 @@ class ReplicationControlManager:
             return Errors.INVALID_REPLICATION_FACTOR, f"replication factor {rf} with {len(live)} unfenced brokers", []
         start = self._assign_cursor
         self._assign_cursor += n
-        return Errors.NONE, "", [tuple(live[(start + p + i) % len(live)] for i in range(rf)) for p in range(n)]
+        return Errors.NONE, "", round_robin(live, n, rf, start)
 
     def check_assignment(self, replicas: tuple[NodeId, ...], rf: int, partition: int) -> str:
         """Why a manually assigned replica list is refused ("" if it is not),
