@@ -50,6 +50,13 @@ def test_the_nightly_workflow_is_scheduled_and_keeps_junit_and_reports() -> None
     assert uploads and "junit.xml" in uploads[0]["with"]["path"]
 
 
+def test_the_nightly_workflow_replays_every_finding_on_kafka_to_its_verdict_class() -> None:
+    """Issue: every finding ships its schedule, and the nightly run replays each."""
+    runs = [run for _, run in run_steps(ROOT / ".github" / "workflows" / "nightly.yml")]
+    replays = [r for r in runs if "tests/kafka/test_findings_slow.py" in r]
+    assert replays and "-m slow" in replays[0]
+
+
 def test_the_ci_workflow_runs_the_readme_test_command_on_push() -> None:
     ci = ROOT / ".github" / "workflows" / "ci.yml"
     doc = yaml.safe_load(ci.read_text())
