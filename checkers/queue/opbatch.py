@@ -239,7 +239,7 @@ def _poll_reads(m: dict) -> list[tuple[str, list[int], list[int]]] | None:
     values)``, or None unless every key is a string and every record a
     two-element list of 64-bit non-negative ints; each test a pass in C
     over the key's records."""
-    reads = []
+    reads: list[tuple[str, list[int], list[int]]] = []
     for k, prs in m.items():
         if type(k) is not str or type(prs) is not list:
             return None
