@@ -184,6 +184,10 @@ def main() -> int:
     missing = [str(p) for p in a.paths if not p.exists()]
     if missing:
         ap.error(f"no such path: {', '.join(missing)}")
+    known = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{a.before}^{{commit}}"],
+                           capture_output=True, text=True)
+    if known.returncode != 0:
+        ap.error(f"--before {a.before}: no such commit")
     jobs = jobs_of([p.resolve() for p in a.paths])
     if not jobs:
         ap.error("no history found under the paths given")
