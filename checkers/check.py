@@ -228,11 +228,11 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
                  queue_options: Any, test_keys: list[Any] | None = None,
                  partial: bool = False) -> "tuple[dict[str, Any], QueueScan]":
     """The queue checks' results, and the scan of the history they read."""
-    from checkers.queue.scan import QueueScan  # late: its line reader is compiled; loaded after the accelerator's loader
+    from checkers.queue.scan import QueueScan, scan_ops  # late: its line reader is compiled; loaded after the accelerator's loader
 
     opts = queue_options or QueueOptions()
     t = _time.monotonic()
-    scan = ops if isinstance(ops, QueueScan) else QueueScan.of(ops)
+    scan = ops if isinstance(ops, QueueScan) else scan_ops(ops)
     proj = scan.finish().projection
     assert proj is not None
     t_proj = _time.monotonic() - t

@@ -302,13 +302,14 @@ def _inline(keys: Mapping[str, list], names: list[str], want_rw: bool, deadline:
     whether every key was checked before ``deadline``."""
     # a clean key of the plain shape is checked from its columns
     # (checkers.queue.keyfast), the same result; any other key as events
-    columnar = isinstance(keys, KeyEvents) and not keys.assigns
+    columnar = isinstance(keys, KeyEvents)
+    assigns = keys.assigns if columnar else ()  # type: ignore[attr-defined]
     out: list[dict[str, Any]] = []
     for k in names:
         if deadline is not None and time.monotonic() > deadline:
             return out, False
         cols = keys.columns.get(k) if columnar else None  # type: ignore[attr-defined]
-        r = check_clean_key(k, cols, want_rw) if cols is not None else None
+        r = check_clean_key(k, cols, want_rw, assigns) if cols is not None else None
         if r is not None:
             drop(k)
             out.append(_compact(r))

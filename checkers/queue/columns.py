@@ -183,17 +183,18 @@ class KeyColumns:
         self._add_pairs(pairs)
 
     def add_ok(self, idx: int, proc: int, kind: int, offs: list[int], vals: list[int], ctime: int,
-               meta: Any) -> None:
+               meta: Any, ext: Any = _ABSENT_KEY) -> None:
         """:meth:`add` of an ``ok`` event whose fields are all 64-bit ints
-        (the reader has checked them), with no 8th element for a poll
-        and ``idempotent`` unknown (None) for a send: the bulk of a
-        history, appended without :class:`Col`'s checks while the columns
-        are arrays."""
+        (the reader has checked them), with ``ext`` its 8th element
+        (default: none for a poll, ``idempotent`` unknown (None) for a
+        send): the bulk of a history, appended without :class:`Col`'s
+        checks while the columns are arrays."""
+        if ext is _ABSENT_KEY:
+            ext = None if kind == 0 else _ABSENT
         op, pr, tm, od, vd = self.op.data, self.proc.data, self.time.data, self.offs.data, self.vals.data
         if type(op) is not array or type(pr) is not array or type(tm) is not array \
                 or type(od) is not array or type(vd) is not array:
-            self.add(idx, proc, "ok", "r" if kind else "w", list(zip(offs, vals)), ctime, meta,
-                     None if kind == 0 else _ABSENT)
+            self.add(idx, proc, "ok", "r" if kind else "w", list(zip(offs, vals)), ctime, meta, ext)
             return
         op.append(idx)
         pr.append(proc)
@@ -201,7 +202,7 @@ class KeyColumns:
         self.kind.append(kind)
         tm.append(ctime)
         self.meta.append(meta)
-        self.ext.append(None if kind == 0 else _ABSENT)
+        self.ext.append(ext)
         od.extend(offs)
         vd.extend(vals)
         self.pair_end.append(len(od))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from array import array
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -110,13 +110,18 @@ class _Plain:
     acks: Any
     offs: np.ndarray
     vals: np.ndarray
+    #: each event's process, told apart from itself across an assign that
+    #: dropped the key (the process then starts afresh): a group number
+    session: np.ndarray
 
 
-def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[str, Any] | None:
+def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True,
+                    assigns: Sequence[tuple] = ()) -> dict[str, Any] | None:
     """:func:`checkers.queue.keycheck.check_key`'s result for a key of the
-    plain shape the module doc describes (its columns, no assigns in the
-    history), or None for any other key."""
-    k = _plain(cols)
+    plain shape the module doc describes (its columns and the history's
+    assigns and subscribes, :attr:`checkers.queue.project.Projector.assigns`),
+    or None for any other key."""
+    k = _plain(cols, key, assigns)
     if k is None:
         return None
     w_ev, r_ev = k.w_ev, k.r_ev
@@ -179,10 +184,11 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True) -> dict[st
     }
 
 
-def _plain(cols: KeyColumns) -> _Plain | None:
+def _plain(cols: KeyColumns, key: str, assigns: Sequence[tuple] = ()) -> _Plain | None:
     """The key's columns as arrays if it has the plain shape: every event
     ok, one record per send at one acks level that is not weak, no op both
-    sending and polling it, no extra marks; else None."""
+    sending and polling it, no extra marks, and its events in op order
+    when the history has assigns; else None."""
     op, proc, tm = _i64(cols.op), _i64(cols.proc), _i64(cols.time)
     offs, vals = _i64(cols.offs), _i64(cols.vals)
     if op is None or proc is None or tm is None or offs is None or vals is None:
@@ -209,7 +215,44 @@ def _plain(cols: KeyColumns) -> _Plain | None:
         return None  # an operation both sent to and polled the key
     if any(x is not None and x is not False and x is not True and x != _ABSENT for x in cols.ext.table):
         return None
-    return _Plain(op, proc, tm, is_w, start, cnt, w_ev, r_ev, meta_c, meta_t, acks, offs, vals)
+    session = _sessions(op, proc, key, assigns)
+    if session is None:
+        return None
+    return _Plain(op, proc, tm, is_w, start, cnt, w_ev, r_ev, meta_c, meta_t, acks, offs, vals, session)
+
+
+def _sessions(op: np.ndarray, proc: np.ndarray, key: str, assigns: Sequence[tuple]) -> np.ndarray | None:
+    """Each event's process, renumbered after every assign or subscribe
+    of that process that leaves ``key`` out: ``check_key`` sees the
+    assigns merged among the events by op index (an event before an assign
+    of the same index) and forgets the process's last poll and send of the
+    key at each. None when that order is not the columns' (ops out of
+    order) or a dropping assign's process is not an int (whose equality
+    with the events' processes is Python's, not numpy's)."""
+    if not assigns:
+        return proc
+    if len(op) > 1 and not bool((op[1:] >= op[:-1]).all()):
+        return None  # merge_assigns sorts the events by op: another order than the columns'
+    drops: dict[int, list[int]] = {}
+    for idx, p, _t, ks in assigns:
+        if key in ks:
+            continue
+        if type(p) is not int or type(idx) is not int:
+            return None
+        drops.setdefault(p, []).append(idx)
+    if not drops:
+        return proc
+    epoch = np.zeros(len(op), np.int64)
+    for p, idxs in drops.items():
+        mine = np.flatnonzero(proc == p)
+        if len(mine):
+            epoch[mine] = np.searchsorted(np.sort(np.array(idxs, np.int64)), op[mine], side="left")
+    pairs = np.lexsort((epoch, proc))
+    p_s, e_s = proc[pairs], epoch[pairs]
+    new = np.r_[True, (p_s[1:] != p_s[:-1]) | (e_s[1:] != e_s[:-1])] if len(pairs) else np.zeros(0, bool)
+    session = np.empty(len(op), np.int64)
+    session[pairs] = np.cumsum(new) - 1
+    return session
 
 
 def _dense_log(r_off: np.ndarray, r_val: np.ndarray, s_off: np.ndarray,
@@ -261,9 +304,9 @@ def _contiguous_polls(k: _Plain, r_final: np.ndarray, r_pos: np.ndarray, r_event
         r_last[has] = r_pos[seg + r_cnt[has] - 1]
         r_hi[has] = np.maximum.reduceat(r_pos, seg)
     nonfinal = ~r_final
-    if not _steps_up(k.proc[r_ev][nonfinal], r_first[nonfinal], r_last[nonfinal], has[nonfinal], exact=True):
+    if not _steps_up(k.session[r_ev][nonfinal], r_first[nonfinal], r_last[nonfinal], has[nonfinal], exact=True):
         return None
-    if not _steps_up(k.proc[k.w_ev], s_pos, s_pos, np.ones(len(k.w_ev), dtype=bool), exact=False):
+    if not _steps_up(k.session[k.w_ev], s_pos, s_pos, np.ones(len(k.w_ev), dtype=bool), exact=False):
         return None
     return r_hi
 

@@ -86,6 +86,11 @@ class Batch:
     off: np.ndarray
     val: np.ndarray
     keys: list[str]
+    #: uint8 per completion, an index into :data:`checkers.queue.scan.EXT`:
+    #: the event's 8th element as the projection keeps it (a send's
+    #: idempotence, a poll's none); None: a line's send, whose idempotence
+    #: is unknown, and a poll's none
+    ext: np.ndarray | None = None
 
 
 @dataclass

@@ -34,6 +34,7 @@ from .intsort import stable_argsort
 from .lagbulk import lag_in_bulk, lag_one_by_one
 from .lines import META, POLL_META, RAW_ACKS, Batch, LineReader, Slow, slow_ops
 from .observe import ConsumeCounts, InfoTxnCauses, RealtimeLag
+from .opbatch import OpBatches
 from .processing import Processing
 from .project import Projection, Projector
 
@@ -157,6 +158,27 @@ class QueueScan:
             if was:
                 gc.enable()
         return scan.finish()
+
+
+def scan_ops(ops: Iterable[Op], batch: int = 1 << 16, small: int = 256) -> QueueScan:
+    """Scan a list of operations (or any iterable of them) as
+    :meth:`QueueScan.of` does, with the same folds as a result, the common
+    operations read into batches of flat columns
+    (:class:`checkers.queue.opbatch.OpBatches`) and folded a batch at a
+    time as :func:`scan_jsonl` folds a file's common lines: a simulated
+    seed's history, whose polls' records are most of what its checkers
+    read, is checked this way."""
+    scan = QueueScan()
+    feeder = _Feeder(scan, None, None, batch, small)
+    was = gc.isenabled()
+    gc.disable()  # acyclic, short-lived objects: no collector passes
+    try:
+        OpBatches(feeder.item, batch, open_=feeder.open).run(ops)
+        feeder.close()
+    finally:
+        if was:
+            gc.enable()
+    return scan.finish()
 
 
 def scan_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None,
@@ -364,7 +386,7 @@ class _Feeder:
     sees the same operations in the same order as :meth:`QueueScan.of`
     would have fed it."""
 
-    def __init__(self, scan: QueueScan, path: Path, warnings: list[str] | None,
+    def __init__(self, scan: QueueScan, path: Path | None, warnings: list[str] | None,
                  batch: int = 1 << 16, small: int = 256) -> None:
         self.scan = scan
         self.path = path
@@ -498,13 +520,15 @@ class _Feeder:
         e_c, e_kid, e_np = b.ev_c.tolist(), b.ev_key.tolist(), b.ev_n.tolist()
         ix, proc, tm, meta = b.ix.tolist(), b.proc.tolist(), b.tm.tolist(), b.meta.tolist()
         offs, vals = b.off.tolist(), b.val.tolist()
+        ext = b.ext.tolist() if b.ext is not None else None
         for j in evs:
             c = e_c[j]
             a = starts[j]
             e = a + e_np[j]
             m = meta[c]
-            self._key(b.keys[e_kid[j]]).add_ok(ix[c], proc[c], 1 if m == POLL_META else 0, offs[a:e],
-                                               vals[a:e], tm[c], META[m])
+            kind = 1 if m == POLL_META else 0
+            self._key(b.keys[e_kid[j]]).add_ok(ix[c], proc[c], kind, offs[a:e], vals[a:e], tm[c], META[m],
+                                               EXT[ext[c] if ext is not None else kind])
 
     def _flush_keys(self, b: Batch) -> None:
         """Each key's events appended to its columns, in history order;
@@ -545,7 +569,7 @@ class _Feeder:
             poll = m == POLL_META
             cols.kind.extend(poll.astype(np.uint8).tobytes())
             _intern_bulk(cols.meta, m, META)
-            _intern_bulk(cols.ext, poll.astype(np.uint8), _EXT)
+            _intern_bulk(cols.ext, poll.astype(np.uint8) if b.ext is None else b.ext[csel], EXT)
             pa, pb = np.searchsorted(pks, [kid, kid + 1])
             base = len(od)
             od.frombytes(P_off[pa:pb].tobytes())
@@ -601,4 +625,7 @@ def _intern_bulk(col: Interned, gids: np.ndarray, values: tuple) -> None:
 _OK, _INVOKE, _SEND, _POLL = "ok", "invoke", "send", "poll"
 _F_OK = {_SEND: "send:ok", _POLL: "poll:ok"}
 _ACKS_OK = {a: f"acks={a}:ok" for a in ("all", "1", "0", "-1", "?")}
-_EXT = (None, _ABSENT)
+#: a fast completion's ext (:attr:`checkers.queue.lines.Batch.ext`): unknown
+#: idempotence, a poll's absent 8th element, a non-idempotent and an
+#: idempotent send
+EXT: tuple[Any, ...] = (None, _ABSENT, False, True)

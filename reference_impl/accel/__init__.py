@@ -43,7 +43,8 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: invariant monitor (it sees every trace event the simulator emits), the
 #: history recorder (two lines per simulated operation), the queue checker's
 #: line reader and the spelling it reads most lines by (every line of a
-#: history file), the linearizability search with its look-ahead and the
+#: history file) and its reader of a list of operations into the same
+#: batches (every operation of a simulated seed's history), the linearizability search with its look-ahead and the
 #: pairing that feeds it (about 1.5x faster on Porcupine's kv logs), the
 #: send outcome rules the simulated clients apply to every send, and the
 #: driver of a simulated test: the generator library, the queue workload's
@@ -104,6 +105,7 @@ MODULES: tuple[str, ...] = (
     "checkers/history/flat.py",
     "checkers/invariants.py",
     "checkers/queue/lines.py",
+    "checkers/queue/opbatch.py",
     "checkers/queue/spelling.py",
     "checkers/linearizable/wgl.py",
     "checkers/linearizable/lookahead.py",

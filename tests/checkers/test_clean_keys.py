@@ -5,21 +5,23 @@ is not clean is left to it.
 Every key of many histories — generated valid ones (acks all or unknown,
 with and without final reads, polls of several records), every anomaly
 builder's clean and bad twins, messy histories with indefinite and
-unfinished operations — is checked both ways; where the columnar check
-answers, the answers are equal, and on each anomaly builder's bad twin it
-stands aside for the key the anomaly is in.
+unfinished operations, histories with assigns that drop and take back a
+key — is checked both ways; where the columnar check answers, the answers
+are equal, and on each anomaly builder's bad twin it stands aside for the
+key the anomaly is in.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from checkers.history.op import Op
 from checkers.pipeline import _compact
 from checkers.queue.keycheck import check_key
-from checkers.queue.keyfast import check_clean_key
+from checkers.queue.keyfast import _sessions, check_clean_key
 from checkers.queue.project import project
-from checkers.queue.synth import valid_history
+from checkers.queue.synth import HistoryBuilder, valid_history
 from tests.checkers.test_acyclic_proof import _messy
 from tests.checkers.test_queue_anomalies import CASES
 
@@ -30,7 +32,7 @@ def _compare(ops: list[Op]) -> tuple[int, int]:
     answered = 0
     for k in proj.keys:
         for rw in (True, False):
-            quick = check_clean_key(k, proj.keys.columns[k], rw) if not proj.keys.assigns else None
+            quick = check_clean_key(k, proj.keys.columns[k], rw, proj.keys.assigns)
             if quick is None:
                 continue
             full = _compact(check_key(k, proj.keys[k], rw))
@@ -66,3 +68,62 @@ def test_anomaly_builders_keys_get_check_keys_result_or_are_left_to_it(name, bui
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_messy_histories_keys_get_check_keys_result_or_are_left_to_it(seed):
     _compare(_messy(seed))
+
+
+def _rewind(drop: bool, f: str = "assign") -> list[Op]:
+    """Process 1 reads t-0 and sends to it, is assigned away from t-0
+    (``drop``) or not, then back, and reads and sends from the start
+    again; process 2 reads and sends straight through."""
+    b = HistoryBuilder()
+    b.assign(1, ["t-0", "t-1"], f=f)
+    for i in range(4):
+        b.send(2, "t-0", i, i)
+    b.poll(1, {"t-0": [(0, 0), (1, 1), (2, 2)]})
+    b.send(1, "t-0", 10, 4)
+    b.assign(1, ["t-1"] if drop else ["t-0", "t-1"], f=f)
+    b.assign(1, ["t-0", "t-1"], f=f)
+    b.poll(1, {"t-0": [(0, 0), (1, 1)]})
+    b.send(2, "t-0", 11, 5)
+    b.send(1, "t-0", 12, 6)
+    b.poll(2, {"t-0": [(i, v) for i, v in enumerate((0, 1, 2, 3, 10, 11, 12))]})
+    b.poll(3, {"t-0": [(i, v) for i, v in enumerate((0, 1, 2, 3, 10, 11, 12))]}, final=True)
+    return b.ops
+
+
+@pytest.mark.parametrize("f", ["assign", "subscribe"])
+def test_an_assign_that_drops_a_key_starts_its_process_afresh_in_the_clean_check(f):
+    ops = _rewind(drop=True, f=f)
+    proj = project(ops)
+    assert proj.keys.assigns
+    quick = check_clean_key("t-0", proj.keys.columns["t-0"], True, proj.keys.assigns)
+    assert quick is not None and quick == _compact(check_key("t-0", proj.keys["t-0"], True))
+    assert _compare(ops) == (1, 1)
+
+
+def test_without_the_dropping_assign_a_rewind_is_left_to_check_key():
+    ops = _rewind(drop=False)
+    proj = project(ops)
+    full = check_key("t-0", proj.keys["t-0"], True)
+    assert full["counts"] == {"nonmonotonic-poll": 1}
+    assert check_clean_key("t-0", proj.keys.columns["t-0"], True, proj.keys.assigns) is None
+
+
+def test_events_out_of_op_order_with_assigns_are_left_to_check_key():
+    """merge_assigns sorts a key's events by op index: events added in
+    another order are not the clean check's to number."""
+    op = np.array([5, 3, 9], np.int64)
+    proc = np.array([1, 1, 1], np.int64)
+    drop = [(4, 1, "ok", frozenset(["t-1"]))]
+    assert _sessions(op, proc, "t-0", drop) is None
+    assert _sessions(np.sort(op), proc, "t-0", drop).tolist() == [0, 1, 1]
+    assert _sessions(op, proc, "t-0", ()).tolist() == [1, 1, 1]  # no assigns: the order is the columns'
+
+
+def test_a_dropping_assign_numbers_its_process_afresh_from_the_next_op():
+    """An event at the assign's own index comes before it (merge_assigns
+    puts events first); other processes keep their number."""
+    op = np.array([1, 4, 5, 6, 7], np.int64)
+    proc = np.array([1, 1, 2, 1, 1], np.int64)
+    drop = [(4, 1, "ok", frozenset()), (6, 1, "info", frozenset(["t-1"])), (5, 2, "ok", frozenset(["t-0"]))]
+    s = _sessions(op, proc, "t-0", drop).tolist()
+    assert s[0] == s[1] and len({s[0], s[3], s[4], s[2]}) == 4

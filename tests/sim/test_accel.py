@@ -209,6 +209,38 @@ def test_a_history_is_read_to_the_same_folds_by_the_compiled_line_reader_and_the
     assert compiled == pure and compiled[0] == compiled[1]
 
 
+_OPS = """
+import hashlib, sys
+import reference_impl
+import checkers.queue.opbatch as opbatch
+from checkers.queue.scan import QueueScan, scan_ops
+from checkers.queue.synth import valid_history
+from tests.checkers.test_columnar_reading import _folds, _spliced_history
+from tests.checkers.test_op_batches import _with_send_fields
+histories = [_spliced_history(), _with_send_fields(valid_history(2000, 3, 8, seed=1, max_poll=20), 1)]
+digests = [hashlib.sha256(repr(_folds(f(h))).encode()).hexdigest() for h in histories
+           for f in (QueueScan.of, scan_ops, lambda h: scan_ops(h, 5, 0))]
+print(opbatch.__file__, *digests)
+"""
+
+
+def test_a_list_of_operations_is_batched_to_the_same_folds_compiled_and_pure(fresh_build):
+    """The batches a list of operations is read into (checkers/queue/opbatch.py,
+    a simulated seed's checkers) are in the build: compiled and pure, in
+    batches of any size, every fold is the one-at-a-time fold's."""
+    env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
+    outs = []
+    for pure in (False, True):
+        e = {**env, accel.ENV_PURE: "1"} if pure else env
+        out = subprocess.run([sys.executable, "-c", _OPS], cwd=ROOT, env=e, check=True, capture_output=True,
+                             text=True)
+        outs.append(out.stdout.split())
+    (compiled_file, *compiled), (pure_file, *pure) = outs
+    assert compiled_file.endswith(".so") and pure_file.endswith(".py")
+    assert compiled == pure
+    assert compiled[0] == compiled[1] == compiled[2] and compiled[3] == compiled[4] == compiled[5]
+
+
 _LINEARIZABLE = """
 import hashlib, json, sys, tempfile
 from pathlib import Path

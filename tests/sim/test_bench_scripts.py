@@ -37,6 +37,11 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
      "reassign is not a fault both dbs make on this cluster (it needs more --brokers than --rf)"),
     ("differential_campaign.py", ["--out", "/nonexistent/kw", "--brokers", "2"], "--rf 3 exceeds --brokers 2"),
     ("differential_resim.py", ["--campaign", "/nonexistent/kw"], "no campaign's hunt.json there"),
+    ("results_diff.py", ["--before", "HEAD", "/nonexistent/kw"], "no such path: /nonexistent/kw"),
+    ("results_diff.py", ["--before", "no-such-commit-kw", str(ROOT / "tests" / "sim" / "schedules")],
+     "--before no-such-commit-kw: no such commit"),
+    ("results_diff.py", ["--before", "HEAD", str(ROOT / "tests" / "sim" / "schedules")],
+     "no history found under the paths given"),
 ])
 def test_bench_scripts_answer_bad_arguments_with_one_line_and_exit_2(script: str, args: list[str], says: str) -> None:
     p = _run(script, *args)

@@ -1,0 +1,161 @@
+"""A list of operations scanned in batches folds as fed one at a time.
+
+``check_history`` given a list (a simulated seed's checkers) reads the
+common operations into batches of flat columns
+(:func:`checkers.queue.scan.scan_ops`, :mod:`checkers.queue.opbatch`)
+rather than feeding every fold each operation
+(:meth:`checkers.queue.scan.QueueScan.of`). These tests hold the batches
+to the operation-at-a-time fold: every fold's state (key order, each key's
+events, the op table, the lag, consume counts, statistics) and the whole
+results.json (timings aside) the same, whatever the batch size, on
+histories with every unusual operation spliced between common ones, every
+anomaly builder's, messy ones, and the fields a simulated seed's sends
+carry (``idempotent``, the acks spellings).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from checkers.check import check_history
+from checkers.history.op import Op
+from checkers.queue.scan import MalformedOp, QueueScan, scan_ops
+from checkers.queue.synth import HistoryBuilder, valid_history
+from tests.checkers.test_acyclic_proof import _messy
+from tests.checkers.test_columnar_reading import _folds, _spliced_history, _untimed, every_field
+from tests.checkers.test_queue_anomalies import CASES
+
+SIZES = [(1 << 16, 256), (5, 0), (64, 1 << 30), (997, 0)]
+
+
+def _with_send_fields(ops: list[Op], seed: int) -> list[Op]:
+    """``ops`` with the fields a simulated seed's sends carry, varied:
+    ``idempotent`` true, false or absent on the invocation and sometimes on
+    the completion, acks spelt all, -1, 1, 0 or not at all."""
+    out = []
+    spellings = ("all", "-1", "1", "0", None)
+    for i, op in enumerate(ops):
+        extra = dict(op.extra)
+        if op.f == "send" and op.type == "invoke":
+            j = (op.process * 7 + seed) % 5
+            if spellings[j] is None:
+                extra.pop("acks", None)
+            else:
+                extra["acks"] = spellings[j]
+            if (op.process + seed) % 3:
+                extra["idempotent"] = bool((op.process + seed) % 2)
+        elif op.f == "send" and op.type == "ok" and (i + seed) % 4 == 0:
+            extra["idempotent"] = bool(i % 3)
+        out.append(Op(op.type, op.f, op.value, op.process, op.time, op.index, op.error, extra))
+    return out
+
+
+def _same(ops: list[Op]) -> None:
+    reference = _folds(QueueScan.of(ops))
+    for batch, small in SIZES:
+        got = _folds(scan_ops(ops, batch, small))
+        for part in reference:  # repr: True is not 1 there, nor 2.0 2
+            assert repr(got[part]) == repr(reference[part]), (part, batch, small)
+    for kw in ({}, {"test": {"sub_via": ["subscribe"]}}):
+        by_ops = json.dumps(_untimed(check_history(ops, **kw)))
+        by_one = json.dumps(_untimed(check_history(QueueScan.of(ops), **kw)))
+        assert by_ops == by_one
+
+
+def test_a_history_with_every_unusual_operation_spliced_in_folds_the_same_in_batches():
+    _same(_spliced_history())
+
+
+def test_every_field_the_projection_reads_folds_the_same_in_batches():
+    _same(every_field())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_fields_of_a_simulated_seeds_sends_fold_the_same_in_batches(seed):
+    ops = _with_send_fields(valid_history(2000, 3, 8, seed=seed, max_poll=20), seed)
+    _same(ops)
+    assert any(op.extra.get("idempotent") is False for op in ops)
+    assert any(op.extra.get("idempotent") is True for op in ops)
+
+
+@pytest.mark.parametrize("name,build,expected", CASES, ids=[c[0] for c in CASES])
+def test_anomaly_builders_fold_the_same_in_batches(name, build, expected):
+    _same(build(False).ops)
+    _same(build(True).ops)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_messy_histories_fold_the_same_in_batches(seed):
+    _same(_messy(seed))
+
+
+def _odd(case: str) -> list[Op]:
+    """Common-looking operations but for one value the batches must not
+    take (``case``), after a few common ones."""
+    b = HistoryBuilder()
+    for i in range(4):
+        b.send(0, "t-0", i, i)
+    b.poll(1, {"t-0": [[0, 0], [1, 1]]})
+    polls: dict[str, Any] = {"bool-value": {"t-0": [[2, True]]}, "bool-offset": {"t-0": [[False, 2]]},
+                             "float": {"t-0": [[2, 2.0]]}, "past-64-bits": {"t-0": [[2, 1 << 64]]},
+                             "three-elements": {"t-0": [[2, 2, 0]]}, "tuple-record": {"t-0": [(2, 2)]},
+                             "no-records": {"t-0": None}, "int-key": {0: [[2, 2]]},
+                             "negative": {"t-0": [[2, -2]]}}
+    if case in polls:
+        b.invoke(1, "poll", [["poll"]])
+        b.complete(1, "ok", [["poll", polls[case]]])
+    elif case == "unhashable-idempotent":
+        b.invoke(2, "send", [["send", "t-0", 7]], acks="all", idempotent=[1])
+        b.complete(2, "ok", [["send", "t-0", [4, 7]]])
+    elif case == "idempotent-on-a-poll":
+        b.invoke(1, "poll", [["poll"]], idempotent=True)
+        b.complete(1, "ok", [["poll", {"t-0": [[2, 2]]}]])
+    elif case == "acks-as-a-number":
+        b.invoke(2, "send", [["send", "t-0", 8]], acks=-1)
+        b.complete(2, "ok", [["send", "t-0", [4, 8]]])
+    elif case == "unknown-acks":
+        b.invoke(2, "send", [["send", "t-0", 11]])
+        b.complete(2, "ok", [["send", "t-0", [4, 11]]], acks="2")
+    elif case == "error":
+        b.invoke(3, "poll", [["poll"]])
+        b.ops.append(Op("ok", "poll", [["poll", {"t-0": [[0, 0]]}]], 3, b.t + 1, len(b.ops), error="odd"))
+    else:
+        raise AssertionError(case)
+    b.send(0, "t-0", 9, 5)
+    b.poll(1, {"t-0": [[3, 3], [4, 9]]})
+    return b.ops
+
+
+ODD = ["bool-value", "bool-offset", "float", "past-64-bits", "three-elements", "tuple-record", "no-records",
+       "int-key", "negative", "unhashable-idempotent", "idempotent-on-a-poll", "acks-as-a-number",
+       "unknown-acks", "error"]
+
+
+@pytest.mark.parametrize("case", ODD)
+def test_values_the_batches_cannot_hold_are_folded_one_at_a_time_the_same(case):
+    ops = _odd(case)
+    try:
+        reference: Any = repr(_folds(QueueScan.of(ops)))
+    except MalformedOp as e:
+        reference = str(e)
+    for batch, small in SIZES:
+        try:
+            got: Any = repr(_folds(scan_ops(ops, batch, small)))
+        except MalformedOp as e:
+            got = str(e)
+        assert got == reference
+
+
+def test_a_malformed_operation_is_the_same_one_line_error_in_batches():
+    b = HistoryBuilder()
+    b.send(0, "t-0", 1, 0)
+    b.invoke(1, "poll", [["poll"]])
+    b.complete(1, "ok", [["poll", {"t-0": [[True, 1]]}]])
+    with pytest.raises(MalformedOp) as one:
+        QueueScan.of(b.ops)
+    with pytest.raises(MalformedOp) as batched:
+        scan_ops(b.ops)
+    assert str(one.value) == str(batched.value)
