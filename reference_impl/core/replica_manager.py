@@ -494,18 +494,14 @@ class BrokerRole:
         self.fetch_purgatory.check_into(msg.tp, now, effects, FROM_FOLLOWER)
         if hw_changed:
             self.hw_changed_into(msg.tp, now, effects)
-        if msg.acks == -1:
-            done, derr = p.check_enough_replicas_reach_offset(required)
+        if msg.acks == -1:  # err is NONE here, and stays so for acks 0 and 1
+            done, err = p.check_enough_replicas_reach_offset(required)
             if not done:
                 self.produce_purgatory.park(DelayedProduce(
                     msg.ref, msg.tp, msg.acks, batch.base_offset, batch.count, required,
                     self.context.mono + msg.timeout_ms))  # the purgatory's timer is monotonic
                 return effects
-            produce_done_into(effects, self.partitions, msg.ref, msg.tp, msg.acks, derr, batch.base_offset,
-                              batch.count)
-            return effects
-        produce_done_into(effects, self.partitions, msg.ref, msg.tp, msg.acks, Errors.NONE, batch.base_offset,
-                          batch.count)
+        produce_done_into(effects, self.partitions, msg.ref, msg.tp, msg.acks, err, batch.base_offset, batch.count)
         return effects
 
     def on_hw_changed(self, tp: TopicPartition, now: int) -> list[Effect]:
@@ -515,9 +511,7 @@ class BrokerRole:
         return effects
 
     def hw_changed_into(self, tp: TopicPartition, now: int, effects: list[Effect]) -> None:
-        """:meth:`on_hw_changed`, appended to ``effects`` (a follower's fetch
-        or a produce that moved the HW adds its answers to the effects it
-        holds, making no list to concatenate)."""
+        """:meth:`on_hw_changed`, appended to the effects in hand (no list to concatenate)."""
         self.produce_purgatory.complete_into(tp, effects)
         self.fetch_purgatory.check_into(tp, now, effects)
 
