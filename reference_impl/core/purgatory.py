@@ -96,12 +96,22 @@ def _required_offset(d: DelayedProduce) -> int:
 def produce_done(partitions: dict[TopicPartition, Partition], ref: Any, tp: TopicPartition, acks: int,
                  error: int, base: int, count: int) -> list[Effect]:
     """A produce's end: its trace event, and its answer (none for acks=0)."""
-    trace = TraceEvent("produce", {"tp": str(tp), "acks": acks, "error": error, "base": base, "count": count})
+    out: list[Effect] = []
+    produce_done_into(out, partitions, ref, tp, acks, error, base, count)
+    return out
+
+
+def produce_done_into(out: list[Effect], partitions: dict[TopicPartition, Partition], ref: Any, tp: TopicPartition,
+                      acks: int, error: int, base: int, count: int) -> None:
+    """:func:`produce_done`, appended to ``out``: the hot paths (an acks=all
+    produce settled by the HW) add to the effects they already hold rather
+    than make a list to concatenate."""
+    out.append(TraceEvent("produce", {"tp": str(tp), "acks": acks, "error": error, "base": base, "count": count}))
     if acks == 0:
-        return [trace]  # Kafka sends no response to acks=0
+        return  # Kafka sends no response to acks=0
     p = partitions.get(tp)
     log_start = p.log.log_start_offset if p is not None else -1
-    return [trace, Reply(ProduceResponse(ref, tp, error, base if error == Errors.NONE else -1, log_start))]
+    out.append(Reply(ProduceResponse(ref, tp, error, base if error == Errors.NONE else -1, log_start)))
 
 
 def client_fetch_partition(partitions: dict[TopicPartition, Partition], image: MetadataImage,
@@ -138,11 +148,16 @@ class ProducePurgatory:
 
     def complete(self, tp: TopicPartition) -> list[Effect]:
         """The HW moved or the leadership did: answer every produce it settles."""
+        effects: list[Effect] = []
+        self.complete_into(tp, effects)
+        return effects
+
+    def complete_into(self, tp: TopicPartition, effects: list[Effect]) -> None:
+        """:meth:`complete`, appended to ``effects``."""
         waiting = self.waiting.get(tp)
         if not waiting:
-            return []
+            return
         p = self.partitions.get(tp)
-        effects: list[Effect] = []
         if p is None or not p.is_leader:
             n = len(waiting)
         else:
@@ -156,12 +171,11 @@ class ProducePurgatory:
                 err = Errors.NOT_LEADER_OR_FOLLOWER
             else:
                 _, err = p.check_enough_replicas_reach_offset(d.required_offset)
-            effects += produce_done(self.partitions, d.ref, tp, d.acks, err, d.base_offset, d.count)
+            produce_done_into(effects, self.partitions, d.ref, tp, d.acks, err, d.base_offset, d.count)
         if n == len(waiting):
             del self.waiting[tp]
         elif n:
             del waiting[:n]
-        return effects
 
     def expire(self, mono: int) -> list[Effect]:
         """REQUEST_TIMED_OUT for every produce whose deadline passed."""
@@ -209,10 +223,16 @@ class FetchPurgatory:
     def check(self, tp: TopicPartition, now: int, only_kind: str | None = None) -> list[Effect]:
         """Answer the parked fetches of ``tp`` that can now return something
         (or whose partition stopped being led here)."""
+        effects: list[Effect] = []
+        self.check_into(tp, now, effects, only_kind)
+        return effects
+
+    def check_into(self, tp: TopicPartition, now: int, effects: list[Effect], only_kind: str | None = None) -> None:
+        """:meth:`check`, appended to ``effects``: every append and HW move
+        on a leader asks, so no list is made to be concatenated."""
         ids = self.watch.get(tp)
         if not ids:
-            return []
-        effects: list[Effect] = []
+            return
         p = self.partitions.get(tp)
         for fid in list(ids):
             d = self.delayed.get(fid)
@@ -221,8 +241,7 @@ class FetchPurgatory:
             if only_kind is not None and d.kind != only_kind:
                 continue
             if self._ready(d, tp, p):
-                effects += self.complete(fid, now)
-        return effects
+                self.complete_into(fid, now, effects)
 
     @staticmethod
     def _ready(d: DelayedFetch, tp: TopicPartition, p: Partition | None) -> bool:
@@ -238,9 +257,15 @@ class FetchPurgatory:
 
     def complete(self, fid: int, now: int) -> list[Effect]:
         """Answer one parked fetch with what its partitions hold now."""
+        effects: list[Effect] = []
+        self.complete_into(fid, now, effects)
+        return effects
+
+    def complete_into(self, fid: int, now: int, effects: list[Effect]) -> None:
+        """:meth:`complete`, appended to ``effects``."""
         d = self.delayed.pop(fid, None)
         if d is None:
-            return []
+            return
         for req in d.parts:
             s = self.watch.get(req.tp)
             if s is not None:
@@ -248,13 +273,13 @@ class FetchPurgatory:
                 if not s:
                     del self.watch[req.tp]
         if d.kind == FROM_CONSUMER:
-            return [Reply(ClientFetchResponse(
-                d.msg.ref, tuple(client_fetch_partition(self.partitions, self.image, req) for req in d.parts)))]
+            effects.append(Reply(ClientFetchResponse(
+                d.msg.ref, tuple(client_fetch_partition(self.partitions, self.image, req) for req in d.parts))))
+            return
         msg = d.msg
         # parked by handle_replica_fetch, which answers peers only; the
         # isinstance also lets the compiled code read msg's fields natively
         assert d.src is not None and isinstance(msg, ReplicaFetchRequest)
-        effects: list[Effect] = []
         responses = []
         for req in d.parts:
             p = self.partitions.get(req.tp)
@@ -265,12 +290,11 @@ class FetchPurgatory:
             effects += e
             responses.append(resp)
         effects.append(Send(d.src, ReplicaFetchResponse(self.ctx.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
-        return effects
 
     def expire(self, mono: int, now: int) -> list[Effect]:
         """Answer every parked fetch whose monotonic deadline passed."""
         effects: list[Effect] = []
         for fid, parked in list(self.delayed.items()):
             if mono >= parked.deadline:
-                effects += self.complete(fid, now)
+                self.complete_into(fid, now, effects)
         return effects

@@ -125,8 +125,14 @@ class ReplicaFetcherManager:
     def maybe_fetch(self, now: int, only_leader: NodeId | None = None) -> list[Effect]:
         """Send a fetch to every leader we follow (or just ``only_leader``)
         that has no fetch in flight, for the partitions ready to fetch."""
-        leaders = self._following if only_leader is None else (only_leader,)
         effects: list[Effect] = []
+        self.fetch_into(now, effects, only_leader)
+        return effects
+
+    def fetch_into(self, now: int, effects: list[Effect], only_leader: NodeId | None = None) -> None:
+        """:meth:`maybe_fetch`, appended to ``effects``: a fetch answered is
+        followed by the next one, so no list is made to be concatenated."""
+        leaders = self._following if only_leader is None else (only_leader,)
         for leader in leaders:
             members = self._following.get(leader)
             if not members:
@@ -144,29 +150,26 @@ class ReplicaFetcherManager:
             if len(parts) > 1:
                 parts.sort(key=_partition_tp)
             if parts:
-                effects += self._send_fetch(f, parts, now)
-        return effects
+                effects.append(self._send_fetch(f, parts, now))
 
-    def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> list[Effect]:
+    def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> Send:
         ctx = self.ctx
         corr = ctx.next_correlation_id()
         f.inflight = corr
         f.sent_at = now
         f.epochs = {p.tp: p.leader_epoch for p in parts}
         ctx.note_deadline(now + self.fetch_timeout_ms)
-        return [
-            Send(
-                f.leader,
-                ReplicaFetchRequest(
-                    replica_id=ctx.node_id,
-                    broker_epoch=ctx.broker_epoch,
-                    correlation_id=corr,
-                    partitions=tuple(p.fetch_request() for p in parts),
-                    max_wait_ms=self.config.replica_fetch_wait_max_ms,
-                    min_bytes=self.config.replica_fetch_min_bytes,
-                ),
-            )
-        ]
+        return Send(
+            f.leader,
+            ReplicaFetchRequest(
+                replica_id=ctx.node_id,
+                broker_epoch=ctx.broker_epoch,
+                correlation_id=corr,
+                partitions=tuple(p.fetch_request() for p in parts),
+                max_wait_ms=self.config.replica_fetch_wait_max_ms,
+                min_bytes=self.config.replica_fetch_min_bytes,
+            ),
+        )
 
     def handle_response(self, msg: ReplicaFetchResponse, now: int) -> list[Effect]:
         f = self.fetchers.get(msg.leader_id)
@@ -183,14 +186,15 @@ class ReplicaFetcherManager:
             if p is None or p.role != FOLLOWER or p.leader_id != msg.leader_id or f.epochs.get(resp.tp) != p.leader_epoch:
                 continue  # the partition moved on while the fetch was out
             e, follow_up = p.handle_fetch_response(resp, now)
-            effects += e
+            if e:
+                effects += e
             if follow_up == "offsets_for_leader_epoch":
                 self._attention.add(p.tp)
                 effects += self._send_offsets_for_leader_epoch(p, now)
             elif follow_up == "backoff":
                 self._attention.add(p.tp)
                 self.ctx.note_deadline(p.fetch_backoff_until)
-        effects += self.maybe_fetch(now, msg.leader_id)
+        self.fetch_into(now, effects, msg.leader_id)
         return effects
 
     def _send_offsets_for_leader_epoch(self, p: Partition, now: int) -> list[Effect]:

@@ -83,7 +83,16 @@ from .messages import (
 )
 from .metadata import Delta, MetadataImage
 from .partition import Partition
-from .purgatory import FROM_CONSUMER, FROM_FOLLOWER, DelayedProduce, FetchPurgatory, ProducePurgatory, client_fetch_partition, produce_done
+from .purgatory import (
+    FROM_CONSUMER,
+    FROM_FOLLOWER,
+    DelayedProduce,
+    FetchPurgatory,
+    ProducePurgatory,
+    client_fetch_partition,
+    produce_done,
+    produce_done_into,
+)
 from .raft import Rng
 from .replica_fetcher import ReplicaFetcherManager
 from .storage import (
@@ -482,26 +491,29 @@ class BrokerRole:
         if err != Errors.NONE or batch is None:
             return effects + produce_done(self.partitions, msg.ref, msg.tp, msg.acks, err, -1, msg.count)
         # new data on a leader: parked replica fetches may complete
-        effects += self.fetch_purgatory.check(msg.tp, now, only_kind=FROM_FOLLOWER)
+        self.fetch_purgatory.check_into(msg.tp, now, effects, FROM_FOLLOWER)
         if hw_changed:
-            effects += self.on_hw_changed(msg.tp, now)
-        if msg.acks == -1:
-            done, derr = p.check_enough_replicas_reach_offset(required)
+            self.hw_changed_into(msg.tp, now, effects)
+        if msg.acks == -1:  # err is NONE here, and stays so for acks 0 and 1
+            done, err = p.check_enough_replicas_reach_offset(required)
             if not done:
                 self.produce_purgatory.park(DelayedProduce(
                     msg.ref, msg.tp, msg.acks, batch.base_offset, batch.count, required,
                     self.context.mono + msg.timeout_ms))  # the purgatory's timer is monotonic
                 return effects
-            return effects + produce_done(self.partitions, msg.ref, msg.tp, msg.acks, derr, batch.base_offset,
-                                          batch.count)
-        return effects + produce_done(self.partitions, msg.ref, msg.tp, msg.acks, Errors.NONE, batch.base_offset,
-                                      batch.count)
+        produce_done_into(effects, self.partitions, msg.ref, msg.tp, msg.acks, err, batch.base_offset, batch.count)
+        return effects
 
     def on_hw_changed(self, tp: TopicPartition, now: int) -> list[Effect]:
         """HW moved: complete acks=all produces and consumer long polls."""
-        effects = self.produce_purgatory.complete(tp)
-        effects += self.fetch_purgatory.check(tp, now)
+        effects: list[Effect] = []
+        self.hw_changed_into(tp, now, effects)
         return effects
+
+    def hw_changed_into(self, tp: TopicPartition, now: int, effects: list[Effect]) -> None:
+        """:meth:`on_hw_changed`, appended to the effects in hand (no list to concatenate)."""
+        self.produce_purgatory.complete_into(tp, effects)
+        self.fetch_purgatory.check_into(tp, now, effects)
 
     def _complete_delayed(self, tp: TopicPartition, now: int) -> list[Effect]:
         """Role change: parked produces finish (NOT_LEADER_OR_FOLLOWER once
@@ -525,9 +537,10 @@ class BrokerRole:
                 resp = FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER)
             else:
                 resp, e, hw_changed = p.serve_replica_fetch(req, msg.replica_id, msg.broker_epoch, now)
-                effects += e
+                if e:
+                    effects += e
                 if hw_changed:
-                    effects += self.on_hw_changed(req.tp, now)
+                    self.hw_changed_into(req.tp, now, effects)
             responses.append(resp)
             any_data = any_data or bool(resp.batches)
             any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None

@@ -192,6 +192,13 @@ class _Held:
         self.due = -1
 
 
+class _Fifo:
+    """One directed link's delivery order: when its last message arrives."""
+
+    def __init__(self) -> None:
+        self.last: int = 0
+
+
 #: (src, dst, channel, owner): one connection's messages in one direction
 HeldKey = tuple[Endpoint, Endpoint, int, Endpoint]
 
@@ -219,10 +226,12 @@ class Network:
         self._held: dict[HeldKey, _Held] = {}
         #: message type -> (channel, whether it answers a request), looked up once per type
         self._kinds: dict[type, tuple[int, bool]] = {}
-        #: src -> dst -> when its last message arrives (FIFO per link). Two
-        #: lookups by endpoint, not one by ``(src, dst)``: a tuple key is a
-        #: tuple to make and hash and, when found, to compare item by item
-        self._last_arrival: dict[Endpoint, dict[Endpoint, int]] = {}
+        #: src -> dst -> the link's FIFO state (when its last message
+        #: arrives). Two lookups by endpoint, not one by ``(src, dst)``: a
+        #: tuple key is a tuple to make and hash and, when found, to compare
+        #: item by item; and a mutable object per link, not an int per link
+        #: in the dict, so a send stores an unboxed field, not a dict entry
+        self._last_arrival: dict[Endpoint, dict[Endpoint, _Fifo]] = {}
         self._receivers: dict[Endpoint, Callable[[Endpoint, Any], None]] = {}
         #: endpoints that hear of their connections' end: endpoint -> "have
         #: I a request in flight to this peer" and "my connection to it reset"
@@ -339,10 +348,12 @@ class Network:
         last_arrival = self._last_arrival.get(src)
         if last_arrival is None:
             last_arrival = self._last_arrival[src] = {}
-        last = last_arrival.get(dst, 0)
-        if arrive < last:
-            arrive = last  # FIFO per link, like one TCP connection
-        last_arrival[dst] = arrive
+        fifo = last_arrival.get(dst)
+        if fifo is None:
+            fifo = last_arrival[dst] = _Fifo()
+        if arrive < fifo.last:
+            arrive = fifo.last  # FIFO per link, like one TCP connection
+        fifo.last = arrive
         # EventLoop.at, inlined: arrive is never in the past
         seq = loop._seq = loop._seq + 1
         bucket = loop._buckets.get(arrive)

@@ -89,7 +89,12 @@ class Simulation(TraceSink):
         self.start_delay_ms = start_delay_ms
         self._starting: set[int] = set()
         self.crashes: list[NodeCrash] = []
-        self.trace_counts: dict[str, int] = {}
+        #: trace events by kind (see :attr:`trace_counts`): the three the core
+        #: emits most (~90% of a seed's) counted in plain ints, the rest by name
+        self._appends = 0
+        self._hws = 0
+        self._produces = 0
+        self._other_counts: dict[str, int] = {}
         self._trace_seq = 0
         self._trace_dir = Path(trace_dir) if trace_dir is not None else None
         self._trace_files: dict[int, Any] = {}
@@ -238,6 +243,15 @@ class Simulation(TraceSink):
     def add_trace_listener(self, fn: Callable[[dict[str, Any]], None]) -> None:
         self._trace_listeners.append(fn)
 
+    @property
+    def trace_counts(self) -> dict[str, int]:
+        """How many trace events of each kind the nodes emitted so far."""
+        counts = dict(self._other_counts)
+        for kind, n in (("append", self._appends), ("hw", self._hws), ("produce", self._produces)):
+            if n:
+                counts[kind] = n
+        return counts
+
     def trace(self, nid: int, kind: str, data: dict[str, Any]) -> None:
         """Hand a node's trace event to the trackers, the invariant monitor,
         the listeners and the node's trace file. ``data`` becomes the event,
@@ -251,9 +265,22 @@ class Simulation(TraceSink):
         self._trace_seq += 1
         seq = self._trace_seq
         now = self.loop.now
-        counts = self.trace_counts
-        counts[kind] = counts.get(kind, 0) + 1
-        if (kind == "append" or kind == "hw" or kind == "produce") and not self._trace_listeners:
+        # counted without a dict update for the three frequent kinds (one
+        # lookup and one store per event were ~0.7% of a seed's loop)
+        if kind == "append":
+            self._appends += 1
+            hot = True
+        elif kind == "hw":
+            self._hws += 1
+            hot = True
+        elif kind == "produce":
+            self._produces += 1
+            hot = True
+        else:
+            counts = self._other_counts
+            counts[kind] = counts.get(kind, 0) + 1
+            hot = False
+        if hot and not self._trace_listeners:
             # The core's most frequent events (~90% of a seed's), whose data
             # never holds a stamp key and which no tracker follows: with no
             # listener to hand a stamped dict to, they go unstamped to the
