@@ -68,7 +68,7 @@ def prepare(hunt: Hunt, seeds: range, first_id: int = 0) -> None:
     for i, seed in enumerate(seeds, start=first_id):
         r = sim_one(hunt.sim_cfg, seed, None, str(hunt.out / "sim"))
         c = {"id": i, "seed": seed, "near": r["near"], "new_states": [], "schedule": r["schedule"],
-             "sim": {"valid": r["valid"], "anomalies": r.get("anomalies") or [], "run_dir": r["run_dir"],
+             "placement": r.get("placement") or {}, "sim": {"valid": r["valid"], "anomalies": r.get("anomalies") or [], "run_dir": r["run_dir"],
                      "error": r.get("error"), "summary": r.get("summary")}}
         c["score"] = 0 if r.get("error") else 1
         st["candidates"].append(c)

@@ -281,12 +281,18 @@ class TestConfig(BaseModel):
     def _placement_fits(self) -> "TestConfig":
         """A pinned placement names every input partition, ``rf`` distinct
         brokers of this cluster each (one line, exit 2, otherwise)."""
-        if self.placement is not None:
-            brokers = [n for n, _, roles in self.layout() if "broker" in roles]
-            why = placement_error(self.placement, self.keys(), brokers, self.rf)
-            if why:
-                raise ValueError(why)
+        why = self.placement_problem()
+        if why:
+            raise ValueError(why)
         return self
+
+    def placement_problem(self) -> str | None:
+        """Why the pinned placement cannot be this test's (None if it can,
+        or none is pinned): one line (``harness.config.placement``)."""
+        if self.placement is None:
+            return None
+        brokers = [n for n, _, roles in self.layout() if "broker" in roles]
+        return placement_error(self.placement, self.keys(), brokers, self.rf)
 
     @model_validator(mode="after")
     def _consistent(self) -> "TestConfig":
@@ -456,6 +462,9 @@ class TestConfig(BaseModel):
             out._replayed = load_schedule(path)
         except ValueError as e:
             raise UsageError(str(e)) from None
+        why = out.placement_problem()  # a copy is not validated: a pin given in ``update`` is checked here
+        if why:
+            raise UsageError(why)
         return out
 
     def test_json(self) -> dict[str, Any]:

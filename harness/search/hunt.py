@@ -93,13 +93,32 @@ def sim_one(cfg: TestConfig, seed: int, schedule: list[dict[str, Any]] | None, d
         res = run_seed(cfg, seed, out)
     except Exception as e:  # a harness bug: this run is unknown, the hunt goes on
         return {"seed": seed, "valid": "unknown", "error": f"{type(e).__name__}: {e}", "states": [],
-                "near": [], "schedule": schedule or [], "run_dir": None}
+                "near": [], "schedule": schedule or [], "placement": {}, "run_dir": None}
     run_dir = Path(res["run_dir"])
     test = json.loads((run_dir / "test.json").read_text())
     return {"seed": seed, "valid": res.get("valid"), "anomalies": list(res.get("anomaly_types") or []),
             "states": sorted(states(_trace_events(run_dir))), "near": sorted(near_misses(_trace_events(run_dir))),
-            "schedule": test.get("schedule") or [], "run_dir": str(run_dir),
+            "schedule": test.get("schedule") or [], "placement": test.get("placement") or {},
+            "run_dir": str(run_dir),
             "summary": compare.summarize(run_dir, res)}
+
+
+def model_placement(c: dict[str, Any]) -> dict[str, list[str]] | None:
+    """The replicas the candidate's topics had on the model (None if it
+    has none recorded): the candidate's own, else its simulated run's
+    test.json (a hunt saved before candidates carried it). The real run
+    creates its topics with them, so a reassignment's or decommission's
+    recorded moves fit the replicas they were drawn on."""
+    if c.get("placement"):
+        return dict(c["placement"])
+    run_dir = (c.get("sim") or {}).get("run_dir")
+    if not run_dir:
+        return None
+    try:
+        test = json.loads((Path(run_dir) / "test.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return (test.get("placement") or None) if isinstance(test, dict) else None
 
 
 def score(c: dict[str, Any]) -> int:
@@ -266,7 +285,7 @@ class Hunt:
         search.absorb(Outcome(r["seed"], r["valid"], set(r["states"]), r["schedule"], r["run_dir"],
                               r.get("anomalies") or [], r.get("error")), 0.0)
         c = {"seed": r["seed"], "near": r["near"], "new_states": new, "schedule": r["schedule"],
-             "sim": {"valid": r["valid"], "anomalies": r.get("anomalies") or [], "run_dir": r["run_dir"],
+             "placement": r.get("placement") or {}, "sim": {"valid": r["valid"], "anomalies": r.get("anomalies") or [], "run_dir": r["run_dir"],
                      "error": r.get("error"), "summary": r.get("summary")}}
         if score(c) > 0:
             c["id"], c["score"] = len(self.state["candidates"]), score(c)
@@ -283,10 +302,13 @@ class Hunt:
     def schedule_file(self, c: dict[str, Any]) -> Path:
         """The candidate's schedule file: its settings (those a replay
         takes) and fault schedule, replayable by ``kraftwerk run --schedule``
-        on either db, and by ``kraftwerk sim --schedule``."""
+        on either db, and by ``kraftwerk sim --schedule``. Its placement is
+        the model's (:func:`model_placement`): a replay on Kafka creates
+        the topics with those replicas instead of Kafka's own."""
         f = self.out / "schedules" / f"{c['id']:04d}-seed{c['seed']}.json"
         if not f.exists():
-            test = self.real_cfg.model_copy(update={"seed": c["seed"]}).model_dump(mode="json")
+            test = self.real_cfg.model_copy(update={"seed": c["seed"], "placement": model_placement(c)}) \
+                .model_dump(mode="json")
             body = {k: test[k] for k in REPLAYED if k in test and k not in ("protocol", "name")}
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(json.dumps({**body, "schedule": c["schedule"]}, indent=1) + "\n")
@@ -306,7 +328,8 @@ class Hunt:
                 self.say(f"budget: {left:.0f}s left, a real run takes about {per_run:.0f}s; stopping")
                 break
             f = self.schedule_file(c)
-            cfg = self.real_cfg.model_copy(update={"seed": c["seed"], "name": f"hunt-{c['id']:04d}"}).replaying(str(f))
+            cfg = self.real_cfg.model_copy(update={"seed": c["seed"], "name": f"hunt-{c['id']:04d}"}) \
+                .replaying(str(f), placement=recorded_placement(f))
             self.say(f"confirm #{c['id']} seed {c['seed']} (score {c['score']}, model "
                      f"{_verdict(c['sim']['valid'])}) on {cfg.db} {cfg.backend}")
             started = time.monotonic()
@@ -350,6 +373,16 @@ class Hunt:
         if self.state["phase"] == "confirm":
             self.confirm()
         return exit_code(self.state["pairs"])
+
+
+def recorded_placement(f: Path) -> dict[str, list[str]] | None:
+    """The placement a schedule file pins (None: the db places the
+    replicas itself), as ``kraftwerk run --schedule`` takes it."""
+    try:
+        body = json.loads(f.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{f}: not a schedule file ({type(e).__name__})") from None
+    return (body.get("placement") or None) if isinstance(body, dict) else None
 
 
 def _verdict(v: Any) -> str:

@@ -103,6 +103,10 @@ def test_a_small_hunt_confirms_ranked_schedules_on_real_processes_and_resumes(tm
         assert p["class"] in CLASSES and p["class"] == classify(p["sim"]["valid"], p["real"]["valid"])
         sched = json.loads(Path(p["schedule_file"]).read_text())
         assert sched["seed"] == p["seed"] and sched["time_limit"] == 6 and "protocol" not in sched
+        # the model's placement, pinned: the real run created its topics with the replicas the model had
+        modelled = json.loads(Path(p["sim"]["run_dir"], "test.json").read_text())["placement"]
+        assert sched["placement"] == modelled and len(modelled) == 2
+        assert json.loads(Path(p["real"]["run_dir"], "test.json").read_text())["placement"] == modelled
         assert Path(p["real"]["run_dir"], "results.json").exists() and p["late_ms"] >= 0
     assert [p["score"] for p in state["pairs"]] == sorted((p["score"] for p in state["pairs"]), reverse=True)
     page = (out / "index.html").read_text()
