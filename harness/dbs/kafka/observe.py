@@ -32,6 +32,13 @@ event (node = the leader's name, role ``leader``) per new quorum epoch, and
 ``observed_hw`` events (tp, hw, leader, leader_epoch) the monitor ignores.
 An answer with an older leader epoch than one seen before (a broker's stale
 image) is an ``observed_stale`` event, not a state (:meth:`MetadataPoller._partition`).
+
+The poll's parts (partition metadata; watermarks and small ISRs; the quorum)
+look on threads and admin clients of their own, each ask bounded by
+``PART_TIMEOUT_MS``, and each look ends with an ``observer_poll`` event
+(``part``, ``poll``, ``began_us``, ``ok``). Between two metadata marks with
+no ``partition_metadata`` the state held as last seen (if ``ok``); where the
+marks stop, the observer did not look and the trace is no evidence.
 """
 
 from __future__ import annotations
