@@ -32,6 +32,13 @@ event (node = the leader's name, role ``leader``) per new quorum epoch, and
 ``observed_hw`` events (tp, hw, leader, leader_epoch) the monitor ignores.
 An answer with an older leader epoch than one seen before (a broker's stale
 image) is an ``observed_stale`` event, not a state (:meth:`MetadataPoller._partition`).
+
+The poll's parts (partition metadata; watermarks and small ISRs; the quorum)
+look on threads and admin clients of their own, each ask bounded by
+``PART_TIMEOUT_MS``, and each look ends with an ``observer_poll`` event
+(``part``, ``poll``, ``began_us``, ``ok``). Between two metadata marks with
+no ``partition_metadata`` the state held as last seen (if ``ok``); where the
+marks stop, the observer did not look and the trace is no evidence.
 """
 
 from __future__ import annotations
@@ -47,6 +54,18 @@ import orjson
 from harness.dbs.kafka.watch import QuorumWatch, SmallIsrSamples, leader_views, metadata_partitions
 
 OBSERVER = "observer"
+#: how long one part of a poll waits for its answers: a broker that answers
+#: does so in milliseconds, one cut off or dead never does
+PART_TIMEOUT_MS = 1500
+#: no part has had an answer for this long: a new admin client
+REBUILD_S = 10.0
+#: kafka-python's admin client: a request to a broker that does not answer
+#: fails after PART_TIMEOUT_MS (its connection closed, so the next ask goes
+#: to another), a bootstrap gives up within two parts' time, and a broker
+#: back from a fault is tried again within 2 s (the default backoff grows
+#: to 30 s)
+ADMIN_CONFIG = {"request_timeout_ms": PART_TIMEOUT_MS, "bootstrap_timeout_ms": 2 * PART_TIMEOUT_MS,
+                "reconnect_backoff_max_ms": 2000}
 
 
 def quorum_state(hosts: Any, node: str, node_dir: PurePosixPath) -> dict[str, Any] | None:
@@ -93,15 +112,25 @@ class MetadataPoller:
         self.out = out
         self.interval = interval
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._quorum_thread: threading.Thread | None = None
-        #: both threads append to the trace
+        self._threads: list[threading.Thread] = []
+        #: every part's thread appends to the trace
         self._write = threading.Lock()
+        #: the metadata part writes what it saw, the watermarks part reads it
+        self._state = threading.Lock()
+        self._admin_lock = threading.Lock()
+        #: part -> its own admin client: kafka-python closes a connection
+        #: whose request timed out, with every other request in flight on
+        #: it, so a DescribeQuorum a broker holds for a controller out of
+        #: reach must not share the connection the metadata asks go by
+        self._admins: dict[str, Any] = {}
+        #: the broker that answered the last DescribeTopicPartitions
+        self._answering: int | None = None
+        #: part -> when it last had an answer (monotonic)
+        self._answered: dict[str, float] = {}
         self._last: dict[str, tuple] = {}
         self._versions: dict[str, int] = {}
         self._hw: dict[str, int] = {}
         self._raft_epoch = -1
-        self._admin: Any = None
         self.polls = 0
         self.errors = 0
         self.stale_samples = 0
@@ -110,23 +139,22 @@ class MetadataPoller:
     def start(self) -> None:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.out, "ab")
-        self._emit("observer_start", OBSERVER, {"interval_ms": int(self.interval * 1000), **self.settings})
-        self._thread = threading.Thread(target=self._run, name="kafka-observer", daemon=True)
-        self._thread.start()
+        self._emit("observer_start", OBSERVER, {"interval_ms": int(self.interval * 1000),
+                                                "part_timeout_ms": PART_TIMEOUT_MS, **self.settings})
+        parts = [("metadata", self._poll_metadata), ("hw", self._poll_hw), ("raft", self._poll_raft)]
+        self._threads = [threading.Thread(target=self._run, args=part, name=f"kafka-observer-{part[0]}", daemon=True)
+                         for part in parts]
         if self.quorum is not None:
-            self._quorum_thread = threading.Thread(target=self._run_quorum, name="kafka-observer-quorum", daemon=True)
-            self._quorum_thread.start()
+            self._threads.append(threading.Thread(target=self._run_quorum, name="kafka-observer-quorum", daemon=True))
+        for th in self._threads:
+            th.start()
 
     def stop(self) -> None:
         self._stop.set()
-        for th in (self._thread, self._quorum_thread):
-            if th is not None:
-                th.join(timeout=15)
-        if self._admin is not None:
-            try:
-                self._admin.close()
-            except Exception:
-                pass
+        for th in self._threads:
+            th.join(timeout=15)
+        for part in list(self._admins):
+            self._close_admin(part)
         if getattr(self, "_file", None) is not None:
             self._file.close()
 
@@ -142,30 +170,62 @@ class MetadataPoller:
             except Exception:
                 self.errors += 1
 
-    def _run(self) -> None:
+    def _run(self, part: str, poll: Callable[[Any], None]) -> None:
+        """One part of the poll (the partitions' metadata, their watermarks,
+        the KRaft quorum) on a thread of its own, each ask bounded by
+        ``PART_TIMEOUT_MS``: a part waiting on a broker out of reach holds up
+        neither the others nor its own next look for longer than that. Each
+        look ends with an ``observer_poll`` mark (``part``, its count, when
+        it began, whether it got an answer), so a reader of the trace knows
+        where the observer looked and saw nothing new, and where it did not
+        look at all."""
+        count = 0
         while not self._stop.wait(self.interval):
+            began, ok = time.time(), True
             try:
-                self.poll_once()
-                self.polls += 1
+                poll(self._client(part))
+                self._answered[part] = time.monotonic()
             except Exception:  # a cluster in flux: brokers down, leaders moving
+                ok = False
                 self.errors += 1
-                self._close_admin()
+                self._maybe_rebuild(part)
+            count += 1
+            if part == "metadata":
+                self.polls += 1
+            self._emit("observer_poll", OBSERVER, {"part": part, "poll": count, "began_us": int(began * 1_000_000),
+                                                   "ok": ok})
 
-    def _close_admin(self) -> None:
-        if self._admin is not None:
+    def _maybe_rebuild(self, part: str) -> None:
+        """A new admin client for a part once it has had no answer for
+        ``REBUILD_S``: kafka-python's own client reconnects and refreshes its
+        metadata by itself, so a failed ask alone is no reason to throw away
+        its connections to the brokers that do answer (a rebuilt client
+        bootstraps again, from a broker that may be the one out of reach)."""
+        now = time.monotonic()
+        if now - self._answered.setdefault(part, now) > REBUILD_S:
+            self._answered[part] = now
+            self._close_admin(part)
+
+    def _close_admin(self, part: str) -> None:
+        with self._admin_lock:
+            admin = self._admins.pop(part, None)
+        if admin is not None:
             try:
-                self._admin.close()
+                admin.close()
             except Exception:
                 pass
-        self._admin = None
 
-    def _client(self) -> Any:
-        if self._admin is None:
-            self._admin = _kafka_python().admin.KafkaAdminClient(bootstrap_servers=self.bootstrap.split(","), request_timeout_ms=3000,
-                                           client_id="kraftwerk-observer")
-        return self._admin
+    def _client(self, part: str) -> Any:
+        with self._admin_lock:
+            admin = self._admins.get(part)
+        if admin is None:  # built outside the lock: a bootstrap takes up to two parts' time
+            admin = _kafka_python().admin.KafkaAdminClient(
+                bootstrap_servers=self.bootstrap.split(","), client_id=f"kraftwerk-observer-{part}", **ADMIN_CONFIG)
+            with self._admin_lock:
+                self._admins[part] = admin
+        return admin
 
-    # -- one poll --------------------------------------------------------------------------------
+    # -- one look per part -----------------------------------------------------------------------
     def _emit(self, kind: str, node: str, data: dict[str, Any]) -> None:
         with self._write:  # stamped under the lock: the file stays in time order
             now = time.time()
@@ -174,27 +234,65 @@ class MetadataPoller:
             self._file.flush()
 
     def poll_once(self) -> None:
-        admin = self._client()
+        """Every part once, one after another (for a caller without the threads)."""
+        admin = self._client("metadata")
+        self._poll_metadata(admin)
+        self._poll_raft(admin)
+        self._poll_hw(admin)
+
+    def _poll_metadata(self, admin: Any) -> None:
         res = None
         if self.describe_partitions:
             try:
-                res = admin.describe_topic_partitions(self.topics)
+                res = self._describe_partitions(admin)
             except Exception as e:  # kafka-python's, by name (it is loaded late, with the client)
                 if type(e).__name__ != "IncompatibleBrokerVersion":
                     raise
                 self.describe_partitions = False  # a build without the API: Metadata from now on
         if res is None:
-            res = metadata_partitions(admin, self.topics)
-        for topic in res.get("topics", []):
-            for p in topic.get("partitions", []):
-                self._partition(f"{topic['name']}-{p['partition_index']}", p)
-        try:
-            self._quorum(admin)
-        except Exception:  # DescribeQuorum forwarded to a controller out of reach: the watermarks still count
-            self.errors += 1
-        self._watermarks(admin)
+            res = metadata_partitions(admin, self.topics, lambda *a: within(admin, *a))
+        with self._state:
+            for topic in res.get("topics", []):
+                for p in topic.get("partitions", []):
+                    self._partition(f"{topic['name']}-{p['partition_index']}", p)
+
+    def _describe_partitions(self, admin: Any) -> dict[str, Any]:
+        """DescribeTopicPartitions, asked of the broker that answered the
+        last one while it is still connected, else of kafka-python's least
+        loaded node: that one may be a broker cut off or paused whenever the
+        one that answers has a request of another part in flight (with no
+        request in flight, a connection being set up to a dead broker
+        counts as less loaded), and the ask would then wait out its timeout."""
+        manager = admin._manager
+        request = _describe_partitions_request(self.topics)
+
+        async def ask() -> Any:
+            conn = manager._conns.get(self._answering)
+            node = self._answering if conn is not None and conn.connected else manager.least_loaded_node()
+            try:
+                answer = await manager.wait_for(manager.send(request, node_id=node, request_timeout_ms=PART_TIMEOUT_MS),
+                                                PART_TIMEOUT_MS)
+            except Exception:
+                self._answering = None
+                raise
+            self._answering = node
+            return answer
+        return {"topics": manager.run(ask).to_dict()["topics"]}
+
+    def _poll_hw(self, admin: Any) -> None:
+        """The watermarks, then the small ISRs' leaders: in this order, on one
+        thread, so a ``small_isr`` sample's HW was read before its ISR
+        (``harness.dbs.kafka.watch.SmallIsrSamples``); the partitions and
+        their leaders are the metadata part's latest."""
+        with self._state:
+            last = dict(self._last)
+        self._watermarks(admin, last)
         if self.small_isr is not None:
-            self.small_isr.after_poll(self._last, self._hw, self._emit, lambda leaders: leader_views(admin, leaders))
+            self.small_isr.after_poll(last, dict(self._hw), self._emit,
+                                      lambda leaders: leader_views(admin, leaders, PART_TIMEOUT_MS))
+
+    def _poll_raft(self, admin: Any) -> None:
+        self._quorum(within(admin, admin._async_describe_quorum, "__cluster_metadata", 0))
 
     def _partition(self, tp: str, p: dict[str, Any]) -> None:
         """A partition's state as one broker answered it. A broker's metadata
@@ -228,8 +326,7 @@ class MetadataPoller:
             "observed": True,
         })
 
-    def _quorum(self, admin: Any) -> None:
-        q = admin.describe_metadata_quorum()
+    def _quorum(self, q: dict[str, Any]) -> None:
         for t in q.get("topics", []):
             for p in t.get("partitions", []):
                 epoch, leader = int(p.get("leader_epoch", -1)), int(p.get("leader_id", -1))
@@ -238,22 +335,59 @@ class MetadataPoller:
                     self._emit("raft_state", self.names.get(leader, str(leader)),
                                {"epoch": epoch, "role": "leader", "leader": leader, "observed": True})
 
-    def _watermarks(self, admin: Any) -> None:
+    def _watermarks(self, admin: Any, last: dict[str, tuple]) -> None:
+        """The HW of every partition with a leader, one ask per leader as the
+        metadata part last saw it: kafka-python's ``list_partition_offsets``
+        fails as a whole when one partition has no leader (it sends that
+        one's request to node -1: ``UnknownBrokerIdError``; all but 3 of 338
+        reads failed in a replay of finding 12, t0-1 leaderless), and
+        a leader out of reach then holds up only its own partitions. Raises
+        when no leader answered."""
         kafka = _kafka_python()
-        specs = {}
-        for tp in self._last:
-            topic, _, part = tp.rpartition("-")
-            specs[kafka.TopicPartition(topic, int(part))] = kafka.admin.OffsetSpec.LATEST
-        if not specs:
-            return
-        got = admin.list_partition_offsets(specs)
-        for tp_obj, info in got.items():
-            tp = f"{tp_obj.topic}-{tp_obj.partition}"
-            hw = int(getattr(info, "offset", -1))
-            if hw >= 0 and self._hw.get(tp) != hw:
-                self._hw[tp] = hw
-                leader, le = self._last[tp][0], self._last[tp][1]
-                self._emit("observed_hw", OBSERVER, {"tp": tp, "hw": hw, "leader": leader, "leader_epoch": le})
+        by_leader: dict[int, dict[Any, Any]] = {}
+        for tp, state in last.items():
+            if state[0] >= 0:
+                topic, _, part = tp.rpartition("-")
+                by_leader.setdefault(state[0], {})[kafka.TopicPartition(topic, int(part))] = kafka.admin.OffsetSpec.LATEST
+        failed: Exception | None = None
+        answered = 0
+        for specs in by_leader.values():
+            try:
+                got = within(admin, admin._async_list_partition_offsets, specs, 0, PART_TIMEOUT_MS)
+            except Exception as e:  # that leader out of reach or moved: the next poll asks again
+                failed = e
+                continue
+            answered += 1
+            for tp_obj, info in got.items():
+                tp = f"{tp_obj.topic}-{tp_obj.partition}"
+                hw = int(getattr(info, "offset", -1))
+                if hw >= 0 and self._hw.get(tp) != hw:
+                    self._hw[tp] = hw
+                    leader, le = last[tp][0], last[tp][1]
+                    self._emit("observed_hw", OBSERVER, {"tp": tp, "hw": hw, "leader": leader, "leader_epoch": le})
+        if failed is not None and not answered:
+            raise failed
+
+
+def within(admin: Any, ask: Callable[..., Any], *args: Any, timeout_ms: int = PART_TIMEOUT_MS) -> Any:
+    """One of the admin client's asks (an ``_async_`` method of kafka-python's
+    ``KafkaAdminClient``) given up after ``timeout_ms``, whatever it waits on:
+    the public methods wait out a connection's set-up to a broker out of
+    reach (10 s by default, not configurable on the admin client) or a
+    bootstrap. The ask goes on in kafka-python's IO thread and its answer is
+    dropped."""
+    manager = admin._manager
+    pending = manager.call_soon(ask, *args)
+
+    async def bounded() -> Any:
+        return await manager.wait_for(pending, timeout_ms)
+    return manager.run(bounded)
+
+
+def _describe_partitions_request(topics: list[str]) -> Any:
+    DescribeTopicPartitionsRequest = _kafka_python().protocol.admin.DescribeTopicPartitionsRequest  # loaded with kafka.admin
+    return DescribeTopicPartitionsRequest(topics=[DescribeTopicPartitionsRequest.TopicRequest(name=t) for t in topics],
+                                          response_partition_limit=2000, cursor=None)
 
 
 def _kafka_python() -> Any:

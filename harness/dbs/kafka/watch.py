@@ -31,11 +31,13 @@ from typing import Any, Callable
 Emit = Callable[[str, str, dict[str, Any]], None]
 
 
-def metadata_partitions(admin: Any, topics: list[str]) -> dict[str, Any]:
+def metadata_partitions(admin: Any, topics: list[str], run: Callable[..., Any] | None = None) -> dict[str, Any]:
     """``describe_topic_partitions``' answer built from a Metadata request
     (kafka-python's ``describe_topics``): leader, leader epoch, replicas
-    and ISR per partition; no ELR fields (the release has none)."""
-    return {"topics": [t for t in admin.describe_topics(topics) if not t.get("error_code")]}
+    and ISR per partition; no ELR fields (the release has none). ``run``
+    runs the admin client's ask (``observe.within``: with a deadline)."""
+    metadata = (run or admin._manager.run)(admin._get_cluster_metadata, topics)
+    return {"topics": [t for t in metadata["topics"] if not t.get("error_code")]}
 
 
 @dataclass
@@ -91,13 +93,14 @@ def _int(x: Any) -> int:
     return x if isinstance(x, int) else -1
 
 
-def leader_views(admin: Any, leaders: dict[str, int]) -> dict[str, tuple[int, int, tuple[int, ...]]]:
+def leader_views(admin: Any, leaders: dict[str, int], timeout_ms: int = 30000) -> dict[str, tuple[int, int, tuple[int, ...]]]:
     """tp -> (leader, leader epoch, ISR) as each partition's own leader
     answers Metadata: the broker whose HW the observer reads, and the first
     to know of an ISR change it made (any other broker's metadata may lag by
     seconds after a partition heals, and would show an ISR already grown
     back as still small). kafka-python's admin client sends a request to a
-    chosen node only through its network manager."""
+    chosen node only through its network manager. A leader that does not
+    answer within ``timeout_ms`` is left out (no sample), the others kept."""
     from kafka.protocol.metadata import MetadataRequest  # late: kafka-python, with the admin client
 
     out: dict[str, tuple[int, int, tuple[int, ...]]] = {}
@@ -110,9 +113,14 @@ def leader_views(admin: Any, leaders: dict[str, int]) -> dict[str, tuple[int, in
                                   allow_auto_topic_creation=False)
 
         async def ask(req: Any = request, node: int = leader) -> Any:
-            return await admin._manager.send(req, node_id=node)
+            return await admin._manager.wait_for(admin._manager.send(req, node_id=node, request_timeout_ms=timeout_ms),
+                                                 timeout_ms)
 
-        for t in admin._manager.run(ask).to_dict()["topics"]:
+        try:
+            answer = admin._manager.run(ask).to_dict()
+        except Exception:  # that leader out of reach: the next one may answer
+            continue
+        for t in answer["topics"]:
             for p in t["partitions"]:
                 tp = f"{t['name']}-{p['partition_index']}"
                 if tp in tps and not p.get("error_code"):
