@@ -62,6 +62,10 @@ def check_availability(facts: HistoryFacts, keys: list[str], *, bound: LivenessB
                            "state": state.source if state is not None else None,
                            "traces": timeline.files if timeline is not None else 0,
                            "rows": rows, "final": final}
+    blind = timeline.blind_stretches(facts.end_ns) if timeline is not None and timeline.looks else None
+    if blind is not None:
+        out["observer_blind"] = [{"from_s": round(a / 1e9, 3), "to_s": round(b / 1e9, 3), "why": why}
+                                 for a, b, why in blind]
     if final is None:
         out.update(valid=True, partitions={}, unavailable=[], note="no final phase in the history: not judged")
         return out
@@ -73,6 +77,7 @@ def check_availability(facts: HistoryFacts, keys: list[str], *, bound: LivenessB
             late = p.get("write_after_ms")
             if late is not None:
                 c.text = f"its first acks=all write was accepted {late / 1000:.1f} s after the heal: " + c.text
+            c.text += _stale_words(blind, state)
             p["cause"] = c.as_dict()
             down.append({"key": k, **c.as_dict()})
     out["partitions"] = parts
@@ -84,6 +89,22 @@ def check_availability(facts: HistoryFacts, keys: list[str], *, bound: LivenessB
             by_text.setdefault(d["text"], []).append(d["key"])
         out["cause"] = "; ".join(f"{', '.join(ks)} unavailable after the heal: {t}" for t, ks in by_text.items())
     return out
+
+
+def _stale_words(blind: list[tuple[int, int, str]] | None, state: FinalState | None) -> str:
+    """Words for a cause read from traced state taken inside a blind stretch
+    of Kafka's observer: the state is the last one seen before it, which
+    may be stale. Words only: the verdict stays what the cause makes it,
+    since the state is still the last evidence there is and the snapshot
+    after the final reads (``final-state.json``) does not rest on the
+    observer; the unknown path is for a cause that cannot be told at all."""
+    if not blind or state is None or state.t_ns is None or "traces" not in state.source:
+        return ""
+    for a, b, why in blind:
+        if a <= state.t_ns <= b:
+            return (f" (the observer was blind {a / 1e9:.1f}-{b / 1e9:.1f} s, {why}: the partitions' state at "
+                    f"{state.t_ns / 1e9:.1f} s is the last it saw, at {a / 1e9:.1f} s)")
+    return ""
 
 
 def _verdict(down: list[dict[str, Any]], policy: str) -> Verdict:
@@ -103,8 +124,10 @@ def merge_availability(res: dict[str, Any], av: dict[str, Any]) -> dict[str, Any
     (``unavailable``, or ``unavailable-by-design``), ``valid`` combined,
     and ``cause`` set (:func:`unknown_cause`)."""
     table = {k: av.get(k) for k in ("bound", "heal_s", "rows", "final")}
+    if "observer_blind" in av:
+        table["observer_blind"] = av["observer_blind"]
     res["availability"] = table
-    out = {k: v for k, v in av.items() if k not in ("rows", "final")}
+    out = {k: v for k, v in av.items() if k not in ("rows", "final", "observer_blind")}
     res.setdefault("checkers", {})["availability"] = out
     down = av.get("unavailable") or []
     if down:

@@ -18,6 +18,15 @@ the row, up to the row's end (the next change has a row of its own):
 The final heal's row says instead how long until the partition had a leader
 for good (the end of its last leaderless stretch after the heal) and until
 its first acknowledged acks=all write after the heal (None: never).
+
+Where Kafka's observer marks its looks (``observer_poll``), the stretches in
+which it was blind (:meth:`Timeline.blind_stretches`) are named beside the
+figures they touch: a row, or the final heal's row, that overlaps one gets
+``observer_blind`` ([from_s, to_s] pairs) and a ``note``, and a partition
+whose leaderless stretch overlaps one gets them too ("leaderless 12.1-30.4
+s; the observer was blind 20.3-30.1 s"): a leader lost and regained within
+such a stretch is not seen, and a stretch's end may lie anywhere in it.
+A trace without marks adds nothing.
 """
 
 from __future__ import annotations
@@ -53,9 +62,44 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
 
 
+Blind = list[tuple[int, int, str]]
+
+
+def _overlap(blind: Blind, lo: int, hi: int) -> Blind:
+    """The blind stretches that overlap [lo, hi], clipped to it."""
+    return [(max(a, lo), min(b, hi), why) for a, b, why in blind if a < hi and b > lo]
+
+
+def _span_words(spans: Blind) -> str:
+    return ", ".join(f"{a / 1e9:.1f}-{b / 1e9:.1f} s ({why})" for a, b, why in spans)
+
+
+def _mark_blind(out: dict[str, Any], blind: Blind, lo: int, hi: int, what: str) -> None:
+    """``observer_blind`` and a ``note`` on ``out`` where a blind stretch
+    overlaps [lo, hi] (module docstring); nothing where none does."""
+    spans = _overlap(blind, lo, hi)
+    if spans:
+        out["observer_blind"] = [[round(a / 1e9, 3), round(b / 1e9, 3)] for a, b, _ in spans]
+        out["note"] = f"{what}; the observer was blind {_span_words(spans)}"
+
+
+def _mark_partition(per: dict[str, Any], blind: Blind, leaderless: list[tuple[int, int]]) -> None:
+    """Each leaderless stretch of a partition that a blind stretch overlaps."""
+    notes, seen = [], []
+    for a, b in leaderless:
+        spans = _overlap(blind, a, b)
+        if spans:
+            notes.append(f"leaderless {a / 1e9:.1f}-{b / 1e9:.1f} s; the observer was blind {_span_words(spans)}")
+            seen += [[round(x / 1e9, 3), round(y / 1e9, 3)] for x, y, _ in spans]
+    if notes:
+        per["observer_blind"] = seen
+        per["note"] = "; ".join(notes)
+
+
 def fault_rows(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) -> list[dict[str, Any]]:
     """One row per fault change before the final heal (module docstring)."""
     heal = facts.heal_ns
+    blind = timeline.blind_stretches(facts.end_ns) if timeline is not None else []
     events = [e for e in facts.nemesis if not e.final]
     rows = []
     for i, e in enumerate(events):
@@ -69,8 +113,11 @@ def fault_rows(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) 
                 if timeline is not None else None,
                 "no_write_ms": _ms(_gap_ms(acks, e.t_ns, end, stop)) if facts.all_writers else None,
             }
+            if blind:
+                _mark_partition(per[k], blind, timeline.leaderless_spans(k, e.t_ns, end, facts.end_ns))
         row: dict[str, Any] = {"t_s": round(e.t_ns / 1e9, 3), "until_s": round(end / 1e9, 3), "event": e.label(),
                                "partitions": per}
+        _mark_blind(row, blind, e.t_ns, end, f"{e.label()} {e.t_ns / 1e9:.1f}-{end / 1e9:.1f} s")
         if e.skipped:
             row["skipped"] = e.skipped
         rows.append(row)
@@ -83,6 +130,7 @@ def heal_row(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) ->
     heal = facts.heal_ns
     if heal is None:
         return None
+    blind = timeline.blind_stretches(facts.end_ns) if timeline is not None else []
     per: dict[str, Any] = {}
     for k in keys:
         acks = facts.acked_all.get(k, ())
@@ -91,7 +139,11 @@ def heal_row(facts: HistoryFacts, keys: list[str], timeline: Timeline | None) ->
             "leader_after_ms": _ms(timeline.leader_for_good_ms(k, heal)) if timeline is not None else None,
             "write_after_ms": _ms((acks[i] - heal) / 1e6) if i < len(acks) else None,
         }
-    return {"t_s": round(heal / 1e9, 3), "event": "final heal", "partitions": per}
+        if blind:
+            _mark_partition(per[k], blind, timeline.leaderless_spans(k, heal, facts.end_ns, facts.end_ns))
+    row = {"t_s": round(heal / 1e9, 3), "event": "final heal", "partitions": per}
+    _mark_blind(row, blind, heal, facts.end_ns, f"after the final heal {heal / 1e9:.1f}-{facts.end_ns / 1e9:.1f} s")
+    return row
 
 
 def worst(rows: list[dict[str, Any]], field: str) -> tuple[float | None, str | None]:

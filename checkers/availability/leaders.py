@@ -11,6 +11,15 @@ node traced it; in partition-epoch order they are the partition's history.
 ``broker_fenced``/``broker_unfenced``/``broker_unregistered`` say the
 controller's view of each broker, ``node_start``/``node_stop``/``node_crash``
 its process (reference nodes only), ``raft_state`` the quorum.
+
+Kafka's observer ends each look at the partitions' metadata with an
+``observer_poll`` mark (``part`` "metadata", ``ok``: whether a broker
+answered). Between two answered looks the state held as last seen; where
+no look was answered for longer than :data:`BLIND_GAP_MS` (no broker
+answered, or the observer did not look) the timeline is no evidence:
+:meth:`Timeline.blind_stretches`. A trace without marks (the reference
+controllers', which trace every committed record; an older run's observer)
+has none.
 """
 
 from __future__ import annotations
@@ -25,7 +34,11 @@ import orjson
 #: the kinds read; every other line (appends, HWs, produces: most of a
 #: trace) is skipped without being parsed
 KINDS = (b'"partition_metadata"', b'"broker_fenced"', b'"broker_unfenced"', b'"broker_unregistered"',
-         b'"node_start"', b'"node_stop"', b'"node_crash"', b'"raft_state"')
+         b'"node_start"', b'"node_stop"', b'"node_crash"', b'"raft_state"', b'"observer_poll"')
+#: no answered metadata look for longer than this: the observer was blind
+#: (it looks every few hundred ms and gives an ask up after 1.5 s,
+#: ``harness.dbs.kafka.observe.PART_TIMEOUT_MS``)
+BLIND_GAP_MS = 2000
 
 
 @dataclass
@@ -67,7 +80,48 @@ class Timeline:
     lifecycle: list[tuple[int, str, str]] = field(default_factory=list)
     #: (t_ns, raft epoch, node, role)
     raft: list[tuple[int, int, Any, str]] = field(default_factory=list)
+    #: Kafka's observer's metadata looks: (t_ns, answered), in time order
+    #: (empty: a trace without marks, complete by itself)
+    looks: list[tuple[int, bool]] = field(default_factory=list)
     files: int = 0
+
+    def blind_stretches(self, end_ns: int | None = None,
+                        gap_ms: float = BLIND_GAP_MS) -> list[tuple[int, int, str]]:
+        """The stretches (from_ns, to_ns, why) longer than ``gap_ms`` with no
+        answered metadata look, from the first look to the last (or to
+        ``end_ns``, the history's end, when later): between them the
+        timeline holds the last state seen, which may be stale. ``why`` is
+        "no broker answered" when the observer looked in the stretch and got
+        no answer, "no look made" when it made no look at all.
+        No stretch in a trace without marks."""
+        if not self.looks:
+            return []
+        gap = int(gap_ms * 1_000_000)
+        out: list[tuple[int, int, str]] = []
+        prev, failed = self.looks[0][0], False
+        for t, ok in self.looks:
+            if not ok:
+                failed = True
+                continue
+            if t - prev > gap:
+                out.append((prev, t, "no broker answered" if failed else "no look made"))
+            prev, failed = t, False
+        last = max(self.looks[-1][0], end_ns if end_ns is not None else 0)
+        if last - prev > gap:
+            out.append((prev, last, "no broker answered" if failed else "no look made"))
+        return out
+
+    def leaderless_spans(self, key: str, start_ns: int, end_ns: int, stop_ns: int) -> list[tuple[int, int]]:
+        """The leaderless stretches :meth:`leaderless_ms` measures, whole:
+        the one under way at ``start`` and those begun within (start, end),
+        each to its end (``stop`` at most)."""
+        entries = self.partitions.get(key) or []
+        out = []
+        for i, (t, st) in enumerate(entries):
+            nxt = entries[i + 1][0] if i + 1 < len(entries) else stop_ns
+            if st.leader < 0 and nxt > start_ns and t < end_ns:
+                out.append((t, min(nxt, stop_ns)))
+        return out
 
     def state_at(self, key: str, t_ns: int) -> PartitionState | None:
         """The partition's registration at ``t_ns`` (None before the first)."""
@@ -172,6 +226,8 @@ def read_timeline(run_dir: str | Path, offset_ms: float = 0.0) -> Timeline:
         except orjson.JSONDecodeError:
             continue  # a killed node's torn last line
         if isinstance(e, dict) and isinstance(e.get("t"), (int, float)):
+            if e.get("kind") == "observer_poll" and e.get("part") != "metadata":
+                continue  # the watermarks' and the quorum's looks say nothing of the leaders
             e["_name"] = name
             events.append(e)
     tl = timeline_of(events, offset_ms)
@@ -205,6 +261,8 @@ def timeline_of(events: Iterable[dict[str, Any]], offset_ms: float = 0.0) -> Tim
             tl.lifecycle.append((t, str(e.get("_name", e.get("node"))), kind.split("_", 1)[1]))
         elif kind == "raft_state":
             tl.raft.append((t, int(e.get("epoch", -1)), e.get("node"), str(e.get("role"))))
+        elif kind == "observer_poll" and e.get("part") == "metadata":
+            tl.looks.append((t, e.get("ok") is True))
     for (tp, _epoch), (t, st) in sorted(first.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         tl.partitions.setdefault(tp, []).append((t, st))
     for tp, entries in tl.partitions.items():
@@ -217,4 +275,5 @@ def timeline_of(events: Iterable[dict[str, Any]], offset_ms: float = 0.0) -> Tim
     tl.fencing = sorted((t, b, what, ep) for (b, ep, what), t in seen_fencing.items())
     tl.lifecycle.sort()
     tl.raft.sort(key=lambda r: (r[0], r[1]))
+    tl.looks.sort()
     return tl

@@ -5,10 +5,13 @@ verdict."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from checkers.availability import (DESIGN, STUCK, FinalState, LivenessBound, check_availability, facts_of,
-                                   liveness_bound, merge_availability, timeline_of, unknown_cause)
+                                   liveness_bound, merge_availability, read_timeline, timeline_of,
+                                   unknown_cause)
 from checkers.availability.evidence import _gap_ms
 from checkers.history.op import Op
 from nemesis.faults import CLOCK_MAX_OFFSET_MS, STROBE_MAX_DELTA_MS, clock_hold_ms, parse
@@ -254,3 +257,96 @@ def test_an_unknown_verdict_names_its_cause(checkers, words) -> None:
 
 def test_a_set_up_failure_is_its_own_cause() -> None:
     assert unknown_cause({"valid": "unknown", "error": "set-up failed", "checkers": {}}) == "set-up failed"
+
+
+def _looks(times_ok: list[tuple[float, bool]]) -> list[dict]:
+    """Kafka's observer's metadata marks (and a watermarks mark, which says nothing of the leaders)."""
+    return ([{"kind": "observer_poll", "t": t * 1000, "part": "metadata", "ok": ok} for t, ok in times_ok]
+            + [{"kind": "observer_poll", "t": 500, "part": "hw", "ok": False}])
+
+
+def _leaderless_12_to_30() -> tuple[History, list[dict]]:
+    h = History().send("t0-0", 1, 1.1).nemesis("start-kill", 12, nodes=["n1"]).nemesis("stop-kill", 25)
+    h.send("t0-0", 31, 31.1).heal(34).send("t0-0", 34.1, 34.3, probe=True).final_read("t0-0", 36)
+    meta = [{"kind": "partition_metadata", "t": 12_100, "tp": "t0-0", "leader": -1, "partition_epoch": 2},
+            {"kind": "partition_metadata", "t": 30_400, "tp": "t0-0", "leader": 2, "partition_epoch": 3}]
+    return h, meta
+
+
+def test_a_stretch_without_an_answered_metadata_look_is_blind_and_says_why() -> None:
+    looks = [(t / 2, True) for t in range(0, 41)]  # every 0.5 s to 20.0 s
+    looks += [(20.5, False), (22.5, False)] + [(30.1 + t / 2, True) for t in range(0, 14)]  # none 22.5-30.1 s
+    tl = timeline_of(_looks(looks))
+    assert tl.blind_stretches() == [(20 * S, int(30.1 * S), "no broker answered")]
+    silent = timeline_of(_looks([(1, True), (1.5, True), (9, True)]))
+    assert silent.blind_stretches() == [(int(1.5 * S), 9 * S, "no look made")]
+    assert silent.blind_stretches(end_ns=12 * S)[-1] == (9 * S, 12 * S, "no look made")
+
+
+def test_a_leaderless_stretch_overlapping_a_blind_one_is_reported_beside_its_figure() -> None:
+    h, meta = _leaderless_12_to_30()
+    looks = [(t / 2, True) for t in range(0, 41)] + [(20.5, False)] + [(30.1 + t / 2, True) for t in range(0, 14)]
+    tl = timeline_of(meta + _looks(looks))
+    av = check_availability(facts_of(h.ops), ["t0-0"], bound=BOUND, timeline=tl, state=state(2, [2, 3]))
+    start = av["rows"][0]
+    cell = start["partitions"]["t0-0"]
+    assert cell["leaderless_ms"] == pytest.approx(12910)  # the figure itself stands: 12.1 s to the row's end, 25.01 s
+    assert cell["note"] == "leaderless 12.1-30.4 s; the observer was blind 20.0-30.1 s (no broker answered)"
+    assert cell["observer_blind"] == [[20.0, 30.1]] and start["observer_blind"] == [[20.0, 25.01]]
+    assert av["rows"][1]["observer_blind"] == [[25.01, 30.1]]
+    assert av["observer_blind"] == [{"from_s": 20.0, "to_s": 30.1, "why": "no broker answered"}]
+    assert "observer_blind" not in av["final"] and av["valid"] is True
+    res = merge_availability({"valid": True, "checkers": {}}, av)
+    assert res["availability"]["observer_blind"] == av["observer_blind"]
+
+
+def test_answered_looks_without_state_changes_are_not_blind() -> None:
+    h, meta = _leaderless_12_to_30()
+    tl = timeline_of(meta + _looks([(t / 2, True) for t in range(0, 80)]))
+    assert tl.blind_stretches(end_ns=39 * S) == []
+    av = check_availability(facts_of(h.ops), ["t0-0"], bound=BOUND, timeline=tl, state=state(2, [2, 3]))
+    assert av["observer_blind"] == []
+    assert all("observer_blind" not in r and "note" not in r["partitions"]["t0-0"] for r in av["rows"])
+
+
+def test_a_trace_without_marks_is_complete_and_its_results_unchanged() -> None:
+    h, meta = _leaderless_12_to_30()
+    with_hw_marks = timeline_of(meta + [{"kind": "observer_poll", "t": 500, "part": "hw", "ok": False}])
+    plain = check_availability(facts_of(h.ops), ["t0-0"], bound=BOUND, timeline=timeline_of(meta),
+                               state=state(2, [2, 3]))
+    assert "observer_blind" not in plain and all("observer_blind" not in r for r in plain["rows"])
+    assert check_availability(facts_of(h.ops), ["t0-0"], bound=BOUND, timeline=with_hw_marks,
+                              state=state(2, [2, 3])) == plain
+    assert set(merge_availability({"valid": True, "checkers": {}}, plain)["availability"]) == {
+        "bound", "heal_s", "rows", "final"}
+
+
+def test_a_cause_read_inside_a_blind_stretch_says_its_state_may_be_stale_and_keeps_its_verdict() -> None:
+    h = healed_then(None)
+    tl = timeline_of([{"kind": "partition_metadata", "t": 3000, "tp": "t0-0", "leader": -1, "isr": [2],
+                       "replicas": [1, 2, 3], "partition_epoch": 2}]
+                     + _looks([(t / 2, True) for t in range(0, 24)] + [(31, True)]))
+    fs = state(-1, isr=[2])
+    fs.t_ns, fs.source = 26 * S, "final-state.json and traces"
+    blind = check_availability(facts_of(h.ops), ["t0-0"], bound=BOUND, timeline=tl, state=fs)
+    seen = check_availability(facts_of(h.ops), ["t0-0"], bound=BOUND, timeline=timeline_of([]), state=fs)
+    assert blind["valid"] is seen["valid"] is False
+    assert blind["cause"] == seen["cause"] + (" (the observer was blind 11.5-31.0 s, no look made: the "
+                                              "partitions' state at 26.0 s is the last it saw, at 11.5 s)")
+
+
+def test_the_observers_metadata_marks_are_read_from_its_trace_file_and_the_other_parts_skipped(tmp_path) -> None:
+    """The marks as harness/dbs/kafka/observe.py writes them, on the wall
+    clock (clock.json's offset): only the metadata part's are looks."""
+    (tmp_path / "nodes" / "observer").mkdir(parents=True)
+    zero = 1_700_000_000_000
+    lines = [{"t": zero + 1000, "node": "observer", "kind": "observer_poll", "part": "metadata", "poll": 1, "ok": True},
+             {"t": zero + 1200, "node": "observer", "kind": "observer_poll", "part": "hw", "poll": 1, "ok": True},
+             {"t": zero + 1300, "node": "observer", "kind": "partition_metadata", "tp": "t0-0", "leader": 1,
+              "partition_epoch": 1},
+             {"t": zero + 2000, "node": "observer", "kind": "observer_poll", "part": "metadata", "poll": 2, "ok": False},
+             {"t": zero + 6000, "node": "observer", "kind": "observer_poll", "part": "metadata", "poll": 3, "ok": True}]
+    (tmp_path / "nodes" / "observer" / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    tl = read_timeline(tmp_path, offset_ms=zero)
+    assert tl.looks == [(1 * S, True), (2 * S, False), (6 * S, True)]
+    assert tl.blind_stretches() == [(1 * S, 6 * S, "no broker answered")]
