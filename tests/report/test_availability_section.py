@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.config import TestConfig
 from harness.lifecycle.runner import run_seed, sim_run
 from harness.report import render_report
+from harness.report.availability import section as availability_section
 from harness.rundir import store
 from harness.runtimes.sim import SimRun
 
@@ -61,3 +62,17 @@ def test_a_stuck_partition_fails_the_run_and_the_story_gives_its_cause(tmp_path)
     assert "failed: availability (unavailable)" in html
     assert re.search(r"<dt>Cause</dt><dd>t0-0, t0-1 unavailable after the heal: the controller quorum had no leader "
                      r"\(c1 paused, c2 paused, c3 paused\)", story)
+
+
+def test_where_kafkas_observer_was_blind_the_section_names_the_stretch_and_the_figures_it_touches() -> None:
+    cell = {"leaderless_ms": 12910.0, "no_write_ms": 19090.0, "observer_blind": [[20.0, 30.1]],
+            "note": "leaderless 12.1-30.4 s; the observer was blind 20.0-30.1 s (no broker answered)"}
+    av = {"rows": [{"t_s": 12.0, "event": "start-kill n1", "partitions": {"t0-0": cell, "t0-1": {}}},
+                   {"t_s": 25.0, "event": "stop-kill", "partitions": {"t0-0": cell}}],
+          "final": {"t_s": 34.0, "partitions": {"t0-0": {"leader_after_ms": 0.0, "write_after_ms": 300.0}}},
+          "observer_blind": [{"from_s": 20.0, "to_s": 30.1, "why": "no broker answered"}]}
+    sec = availability_section({"availability": av})
+    assert sec["blind"] == ["20.0-30.1 s (no broker answered)",
+                            "t0-0: leaderless 12.1-30.4 s; the observer was blind 20.0-30.1 s (no broker answered)"]
+    del av["observer_blind"], av["rows"][0]["partitions"]["t0-0"]["note"]
+    assert availability_section({"availability": av})["blind"] == []
