@@ -344,7 +344,8 @@ def test_the_observers_metadata_marks_are_read_from_its_trace_file_and_the_other
              {"t": zero + 1200, "node": "observer", "kind": "observer_poll", "part": "hw", "poll": 1, "ok": True},
              {"t": zero + 1300, "node": "observer", "kind": "partition_metadata", "tp": "t0-0", "leader": 1,
               "partition_epoch": 1},
-             {"t": zero + 2000, "node": "observer", "kind": "observer_poll", "part": "metadata", "poll": 2, "ok": False},
+             {"t": zero + 2000, "node": "observer", "kind": "observer_poll", "part": "metadata", "poll": 2,
+              "ok": False},
              {"t": zero + 6000, "node": "observer", "kind": "observer_poll", "part": "metadata", "poll": 3, "ok": True}]
     (tmp_path / "nodes" / "observer" / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
     tl = read_timeline(tmp_path, offset_ms=zero)
