@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import TestConfig
+from harness.config.settings import SETTINGS
 from nemesis.faults import GROUPS, expand
 from reference_impl.core.config import Variants
 
 #: settings no flag carries, or that a replay must not repeat (the
 #: recorded schedule, the results directory, a swarm's own draw marks)
-NOT_FLAGS = frozenset({"swarm", "swarm_of", "schedule", "out", "test_count", "checker_engine",
-                       "history_fsync_every", "record_history", "final_read_timeout", "setup_timeout",
-                       "topic_prefix", "seed", "backend"})
+NOT_FLAGS = frozenset({"swarm", "swarm_of", "schedule", "out", "test_count", "seed", "backend"}
+                      | {name for name, s in SETTINGS.items() if not s.flag})
 #: a real replay's settings beside the ones its recorded schedule brings
 REAL_ONLY = ("db", "kafka_version", "kafka_home", "kafka_config", "hosts", "net_cut", "storage", "torn_writes")
 #: boolean settings given as a bare flag (on) or left out (off)

@@ -66,3 +66,15 @@ def test_a_real_run_replays_its_recorded_faults_and_settings():
     test = {**TestConfig(backend="netns", db="kafka", seed=4).test_json(), "schedule": []}
     assert replay_command(test, "results/queue/x") == \
         "kraftwerk run --schedule results/queue/x/test.json --backend netns --seed 4 --db kafka"
+
+
+def test_the_replay_names_no_setting_that_has_no_flag_such_as_the_recorded_placement():
+    """A run records its placement (and other YAML-only settings); the
+    command a person types must parse, and a seed's simulator run places
+    its replicas the same way again."""
+    test = {**recorded(CASES["all"], 3), "placement": {"t0-0": ["n1", "n2", "n3"], "t0-1": ["n2", "n3", "n1"]},
+            "final_read_timeout": 99.0}
+    args = replay_args(test)
+    assert "--placement" not in args and "--final-read-timeout" not in args
+    assert replay_command(test) == "kraftwerk sim --seed 3 --nemesis all --time-limit 60"
+    parsed(args)  # the flags parse
