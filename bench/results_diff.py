@@ -33,9 +33,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from history_digests import checkout, remove_checkout  # the sibling bench's temporary worktree at a commit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,17 +164,6 @@ def run_side(tree: Path, jobs: list[dict[str, str]], pure: bool) -> dict[tuple[s
     return out
 
 
-def before_tree(commit: str, tmp: Path, build: bool) -> Path:
-    """A temporary worktree at ``commit``, its accelerator built if asked."""
-    tree = tmp / "tree"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit],
-                   check=True, capture_output=True, text=True)
-    if build:
-        subprocess.run([sys.executable, "-m", "reference_impl.accel", "build"], cwd=tree, check=True,
-                       capture_output=True, text=True)
-    return tree
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", type=Path)
@@ -195,13 +185,11 @@ def main() -> int:
     from reference_impl import accel  # late: this tree's, after its root is on the path
 
     build = not a.pure and accel.status().startswith("compiled")
-    with tempfile.TemporaryDirectory(prefix="kraftwerk-before-") as tmp:
-        try:
-            tree = before_tree(a.before, Path(tmp), build)
-            theirs = run_side(tree, jobs, a.pure)
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(Path(tmp) / "tree")],
-                           capture_output=True)
+    tree = checkout(a.before, build)
+    try:
+        theirs = run_side(tree, jobs, a.pure)
+    finally:
+        remove_checkout(tree)
     ours = run_side(ROOT, jobs, a.pure)
     differ = 0
     for key in sorted(set(ours) | set(theirs)):

@@ -29,7 +29,7 @@ import numpy as np
 
 from checkers.history.op import Op
 
-from .lines import ACKS_CODE, POLL_META, RAW_ACKS, Batch, Slow
+from .lines import ACKS_CODE, POLL_META, RAW_ACKS, Batch, Slow, _ints
 
 _I64 = 1 << 63
 _OK, _INVOKE, _SEND, _POLL = "ok", "invoke", "send", "poll"
@@ -240,10 +240,6 @@ class OpBatches:
             kid = self._kid[k] = len(self._kname)
             self._kname.append(k)
         return kid
-
-
-def _ints(col: list[int]) -> np.ndarray:
-    return np.fromiter(col, np.int64, len(col))
 
 
 def _q(col: array) -> np.ndarray:
