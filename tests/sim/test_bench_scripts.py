@@ -77,6 +77,17 @@ def test_sim_speed_prints_the_workload_phase_the_whole_simulation_and_the_seed_w
     assert float(workload.group(1)) == 3.0 and float(whole.group(1)) > 3.0 and float(workload.group(2)) > 0
 
 
+def test_sim_speed_measures_a_workload_that_ends_before_its_time_limit_to_its_end() -> None:
+    # at 1 op/s the generator knows no operation fits in the last stretch
+    # and ends early, as Jepsen's time-limit does: the loop stops before
+    # the time-limit mark, and the bench says so instead of failing
+    p = _run("sim_speed.py", "--seeds", "1", "--time-limit", "10", "--rate", "1")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "note: seeds [0] ended their workload and final reads before the 10 s time limit" in p.stdout
+    workload = re.search(r"TOTAL, workload phase at 1 ops/s, one process: ([\d.]+) simulated s", p.stdout)
+    assert workload and 0 < float(workload.group(1)) < 10.0, p.stdout
+
+
 def test_the_faithful_soak_names_the_seed_whose_post_heal_write_came_closest_to_the_availability_bound() -> None:
     p = _run("sim_soak.py", "faithful", "--seeds", "2", "--chunk", "2", "--jobs", "1", "--time-limit", "5")
     assert p.returncode == 0, p.stderr
