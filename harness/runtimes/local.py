@@ -22,12 +22,13 @@ from typing import Mapping, Sequence
 
 from harness.errors import UsageError
 from harness.rundir.state import RunState
+from harness.runtimes.children import ChildDaemons
 from reference_impl.server.ports import free_ports, port_in_use
 
 HOST = "127.0.0.1"
 
 
-class LocalHosts:
+class LocalHosts(ChildDaemons):
     """Node hosts that are all 127.0.0.1; one daemon per node."""
 
     runtime = "local"
@@ -72,30 +73,6 @@ class LocalHosts:
         self.state.add_process(p.pid, "node", node)
         self.procs[node] = p
         return p.pid
-
-    def running(self, node: str) -> bool:
-        p = self.procs.get(node)
-        return p is not None and p.poll() is None
-
-    def signal(self, node: str, sig: int) -> None:
-        p = self.procs.get(node)
-        if p is None or p.poll() is not None:
-            return
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def wait_exit(self, node: str, timeout: float) -> bool:
-        """Whether the node's daemon has exited within ``timeout`` seconds."""
-        p = self.procs.get(node)
-        if p is None:
-            return True
-        try:
-            p.wait(timeout=timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
 
     def teardown(self) -> None:
         for node, p in self.procs.items():

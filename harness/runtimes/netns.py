@@ -26,11 +26,12 @@ from typing import Mapping, Sequence
 from harness.errors import HarnessError
 from harness.runtimes.net.netns import OWNER_DIR, Fabric, require_root
 from harness.rundir.state import RunState
+from harness.runtimes.children import ChildDaemons
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-class NetnsHosts:
+class NetnsHosts(ChildDaemons):
     """The host contract (``Remote``) over namespaces of one fabric."""
 
     runtime = "netns"
@@ -112,29 +113,6 @@ class NetnsHosts:
         if self.state is not None:
             self.state.add_process(p.pid, role, node)
         return p
-
-    def running(self, node: str) -> bool:
-        p = self.procs.get(node)
-        return p is not None and p.poll() is None
-
-    def signal(self, node: str, sig: int) -> None:
-        p = self.procs.get(node)
-        if p is None or p.poll() is not None:
-            return
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def wait_exit(self, node: str, timeout: float) -> bool:
-        p = self.procs.get(node)
-        if p is None:
-            return True
-        try:
-            p.wait(timeout=timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
 
     def teardown(self) -> None:
         for node in list(self.procs):
