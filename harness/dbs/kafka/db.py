@@ -46,7 +46,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import signal
 import tempfile
 import time
 import uuid
@@ -415,11 +414,7 @@ class KafkaDB:
         if poller is not None:
             poller.stop()
         try:
-            for n in self.topo.node_names():
-                self.hosts.signal(n, signal.SIGCONT)
-                self.hosts.signal(n, signal.SIGKILL)
-            for n in self.topo.node_names():
-                self.hosts.wait_exit(n, 10)
+            self.nodes.kill_all()
             self.collect()
             if self.nodes.disks is not None:
                 self.nodes.disks.teardown()

@@ -16,7 +16,6 @@ power loss, status). Node data lives on the node's host
 
 from __future__ import annotations
 
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -191,11 +190,7 @@ class HostedReference:
     def teardown(self) -> None:
         self.cluster.timers.cancel_all()
         try:
-            for n in self.topo.node_names():
-                self.hosts.signal(n, signal.SIGCONT)
-                self.hosts.signal(n, signal.SIGKILL)
-            for n in self.topo.node_names():
-                self.hosts.wait_exit(n, 10)
+            self.nodes.kill_all()
             self._collect()
             if self.nodes.disks is not None:
                 self.nodes.disks.teardown()
