@@ -155,13 +155,20 @@ def get_spark(master: str | None = None) -> Any:
                 os.dup2(logf.fileno(), 2)
                 s = b.getOrCreate()
         except Exception as e:
+            # the JVM's last error goes into the message; its whole log stays
+            # only for a user who asked for the details (nothing else a
+            # failed start makes outlives the process)
+            keep = bool(os.environ.get("KRAFTWERK_DEBUG"))
+            if not keep:
+                atexit.register(_remove_dir, private)
+            where = f"log: {log_path}" if keep else "KRAFTWERK_DEBUG=1 keeps Spark's log"
             raise SparkUnavailable(
-                f"cannot start Spark (master {master}): {_last_error(log_path) or e} (log: {log_path})"
+                f"cannot start Spark (master {master}): {_last_error(log_path) or e} ({where})"
             ) from None
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-        atexit.register(_remove_dir, private)  # kept only when start-up failed
+        atexit.register(_remove_dir, private)
         s.sparkContext.setLogLevel("ERROR")
         s.sparkContext.addPyFile(_package_zip())
         _sessions[master] = s

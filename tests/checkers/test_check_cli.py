@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 KNOSSOS = KNOSSOS_DIR
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def run(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
     env.pop("KRAFTWERK_DEBUG", None)
     return subprocess.run(KRAFTWERK + list(args), capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=120)
@@ -209,11 +209,17 @@ def test_run_directory_test_json_subscribe_allows_poll_skip(tmp_path: Path) -> N
 
 
 @pytest.mark.spark
-def test_unusable_spark_master_is_one_line_harness_error(files) -> None:
-    p = run("check", str(files["run"]), "--spark-master", "bogus://nowhere")
+def test_unusable_spark_master_is_one_line_harness_error_and_leaves_no_files(files, tmp_path: Path) -> None:
+    # the check's private Spark directory is made under TMPDIR: point it at
+    # an empty one and see nothing left there once the command has failed
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = run("check", str(files["run"]), "--spark-master", "bogus://nowhere", env_extra={"TMPDIR": str(tmp)})
     assert p.returncode == 4
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and "cannot start Spark" in err[0] and "Master must" in err[0]
+    assert "KRAFTWERK_DEBUG=1 keeps Spark's log" in err[0]
+    assert list(tmp.iterdir()) == []
 
 
 def test_cli_flags_configure_allowed_anomalies(tmp_path: Path) -> None:
