@@ -223,8 +223,15 @@ class SimObserver:
         return list(self._keys)
 
     def leader_of(self, key: str) -> str | None:
-        n = self.sim.leader_of(key)
-        return node_name(n) if n in self.sim.hosts and self.sim.is_up(n) else None
+        """The leader as Metadata names it: the committed partition record,
+        as the brokers serve it. A paused or killed leader stays named
+        until the controller moves the leadership (fences it when its
+        session expires), as Kafka's Metadata names it and as the real
+        runtimes' observers read it (``harness.dbs.parts.MetadataObserver``),
+        so a state-named target resolves to the same node on both."""
+        meta = self.sim.partition_meta.get(key)
+        n = meta.get("leader", -1) if meta is not None else -1
+        return node_name(n) if n in self.sim.hosts else None
 
     def active_controller(self) -> str | None:
         n = self.sim.active_controller()
