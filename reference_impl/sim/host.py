@@ -7,18 +7,21 @@ with ``Halt``), and restart (a fresh ``Node`` built from what the disk holds).
 Every incarnation has its own number so that timers armed by a dead process
 never fire into its successor.
 
-A broker serves no client before its initial metadata catch-up: Kafka 4.4's
-``BrokerServer.startup`` enables request processing only once the broker has
-replayed past its own registration (``BrokerServer.scala`` lines 548-551,
-587), and the reference server holds a client's frames until then
-(``server/clients.py``). The host does the same: a client's request (its
-source a client endpoint's name, not a node id) that reaches a broker still
-catching up (``BrokerRole.metadata_caught_up``) is held, in arrival order,
-and handed over once a step of the node finds it caught up; the process
-dying loses what it held, as its connections die with it, and a client that
-closes its connection takes its held requests back. Catching up is latched
-for the incarnation, as the server's ``serving`` is, so a caught-up broker
-pays one flag test per client message.
+A restarted broker serves no client before its initial metadata catch-up:
+Kafka 4.4's ``BrokerServer.startup`` enables request processing only once
+the broker has replayed past its own registration (``BrokerServer.scala``
+lines 548-551, 587), and the reference server holds a client's frames until
+then (``server/clients.py``). The host does the same: a client's request
+(its source a client endpoint's name, not a node id) that reaches a broker
+still catching up (``BrokerRole.metadata_caught_up``) is held, in arrival
+order, and handed over once a step of the node finds it caught up; the
+process dying loses what it held, as its connections die with it, and a
+client that closes its connection takes its held requests back. Catching up
+is latched for the incarnation, as the server's ``serving`` is, so a
+caught-up broker pays one flag test per client message. A first start
+holds nothing: the harness sends clients nothing before its setup found
+every partition led, and holding the setup's own CreateTopics would only
+move every seed's setup, faults or none.
 """
 
 from __future__ import annotations

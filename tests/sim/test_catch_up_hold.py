@@ -131,6 +131,26 @@ def test_a_client_that_gave_up_on_a_held_request_is_never_answered_for_it():
     assert isinstance(meta[0][0], MetadataResponse)
 
 
+def test_a_client_process_that_dies_takes_its_held_requests_with_it():
+    """``--crash-clients``: its connections die with it, so the broker never
+    handles what it held of them, though the fresh process is served."""
+    s, tp = _restarted_without_controllers()
+    to_client = s.tap_messages(lambda src, dst, m: src == BROKER and dst == "script")
+    _ask(s, _produce(tp, 7))
+    s.sim.run_for(500)
+    assert len(s.sim.host(BROKER).held) == 1
+    s.client.cancel_all()
+    assert s.sim.host(BROKER).held == []
+
+    _controllers_return(s)
+    s.wait(lambda: _caught_up(s), 30_000, "broker 2 caught up")
+    s.sim.run_for(5000)
+    assert to_client == []
+    meta = _ask(s, lambda ref: MetadataRequest(ref, None))
+    s.wait(lambda: bool(meta), 1000, "the fresh process's answer")
+    assert isinstance(meta[0][0], MetadataResponse)
+
+
 def test_a_paused_broker_behind_its_registration_still_holds_what_it_queued():
     """SIGSTOP/SIGCONT: the kernel queues the request while paused; resumed
     and still not caught up, the broker holds it rather than answering."""
