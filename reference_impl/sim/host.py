@@ -6,6 +6,22 @@ until resume), controlled shutdown (the node runs its own shutdown and ends
 with ``Halt``), and restart (a fresh ``Node`` built from what the disk holds).
 Every incarnation has its own number so that timers armed by a dead process
 never fire into its successor.
+
+A restarted broker serves no client before its initial metadata catch-up:
+Kafka 4.4's ``BrokerServer.startup`` enables request processing only once
+the broker has replayed past its own registration (``BrokerServer.scala``
+lines 548-551, 587), and the reference server holds a client's frames until
+then (``server/clients.py``). The host does the same: a client's request
+(its source a client endpoint's name, not a node id) that reaches a broker
+still catching up (``BrokerRole.metadata_caught_up``) is held, in arrival
+order, and handed over once a step of the node finds it caught up; the
+process dying loses what it held, as its connections die with it, and a
+client that closes its connection takes its held requests back. Catching up
+is latched for the incarnation, as the server's ``serving`` is, so a
+caught-up broker pays one flag test per client message. A first start
+holds nothing: the harness sends clients nothing before its setup found
+every partition led, and holding the setup's own CreateTopics would only
+move every seed's setup, faults or none.
 """
 
 from __future__ import annotations
@@ -39,6 +55,9 @@ UP: Final = "up"
 PAUSED: Final = "paused"
 DOWN: Final = "down"
 
+#: the reason ``Simulation.start`` gives each node's first start
+FIRST_START: Final = "start"
+
 
 class Host:
     """One simulated machine: a node process (or none), its clock and its disk."""
@@ -55,6 +74,10 @@ class Host:
         # typed, so the compiled host calls the node's methods natively
         self.node: Node | None = None
         self.queued: list[tuple[str, Any, Any]] = []
+        #: True while this incarnation is a broker that has not caught up
+        #: (so holds client requests in ``held``, in arrival order)
+        self.holding = False
+        self.held: list[tuple[Any, Any]] = []
         self.timers: set[int] = set()
         self.halted = False
         self._on_timer_fn: Callable[[int, int], None] = self.on_timer  # bound once
@@ -69,7 +92,7 @@ class Host:
         return self.clock.mono_time(self.env.loop.now)
 
     # -- lifecycle ---------------------------------------------------------------
-    def start(self, reason: str = "start") -> None:
+    def start(self, reason: str = FIRST_START) -> None:
         """Start a fresh process from whatever the disk holds."""
         env = self.env
         self.incarnation += 1
@@ -87,6 +110,11 @@ class Host:
             incarnation_id=f"{self.node_id}-{self.incarnation}",
             endpoint=env.endpoint,
         )
+        self.held = []
+        # a restarted broker holds its clients until caught up; the first
+        # start does not: the harness sends clients nothing before its setup
+        # found every partition led (module docstring)
+        self.holding = self.node.broker is not None and reason != FIRST_START
         self.state = UP
         env.sink.trace(self.node_id, "node_start", {"incarnation": self.incarnation, "reason": reason})
         self._call(lambda n, now, mono: n.start(now, mono))
@@ -99,6 +127,8 @@ class Host:
         self.state = DOWN
         self.node = None
         self.queued = []
+        self.held = []  # the process's connections die with it
+        self.holding = False
         self.timers = set()
         self.incarnation += 1
         if was != DOWN:
@@ -121,7 +151,7 @@ class Host:
             if self.state != UP:
                 break
             if kind == "msg":
-                self._deliver_now(a, b)
+                self.deliver(a, b)
             else:
                 self._tick()
         if self.state == UP:
@@ -135,6 +165,9 @@ class Host:
     def deliver(self, src: Any, msg: Any) -> None:
         state = self.state
         if state == UP:
+            if self.holding and not isinstance(src, int):
+                self.held.append((src, msg))  # a client's, before catch-up
+                return
             self._deliver_now(src, msg)
         elif state == PAUSED:
             self.queued.append(("msg", src, msg))
@@ -154,6 +187,32 @@ class Host:
             return
         if effects:
             self.apply(effects)
+        if self.holding:
+            self._serve_if_caught_up()
+
+    def client_closed(self, client: Any) -> None:
+        """``client`` closed its connection to this node (its request timed
+        out, a reset, its process died): the requests it left held are never
+        handled, as the server skips a closed connection's frames."""
+        if self.held:
+            self.held = [m for m in self.held if m[0] != client]
+
+    def _serve_if_caught_up(self) -> None:
+        """After a step of a broker still holding clients: once it has
+        replayed its own registration, hand over what it held, in order."""
+        node = self.node
+        if self.state != UP or node is None:
+            return
+        broker = node.broker
+        if broker is not None and not broker.metadata_caught_up:
+            return
+        self.holding = False
+        held, self.held = self.held, []
+        inc = self.incarnation
+        for src, msg in held:
+            if self.incarnation != inc or self.state != UP:
+                return  # it died (a crash, a halt) on the way: the rest is lost
+            self._deliver_now(src, msg)
 
     def on_timer(self, incarnation: int, vt: int) -> None:
         if incarnation != self.incarnation:
@@ -175,6 +234,8 @@ class Host:
             self._crashed(e)
             return
         self.apply(effects)
+        if self.holding:
+            self._serve_if_caught_up()
 
     def _crashed(self, e: Exception) -> None:
         """Record the node's exception (called in the ``except`` block, so
@@ -191,6 +252,8 @@ class Host:
             self._crashed(e)
             return
         self.apply(effects)
+        if self.holding:
+            self._serve_if_caught_up()
 
     def apply(self, effects: list[Any]) -> None:
         if not effects:

@@ -236,6 +236,10 @@ class Network:
         #: endpoints that hear of their connections' end: endpoint -> "have
         #: I a request in flight to this peer" and "my connection to it reset"
         self._watchers: dict[Endpoint, tuple[Callable[[Endpoint], bool], Callable[[Endpoint, str], None]]] = {}
+        #: endpoints that keep what their peers sent (a broker holding clients
+        #: until it has caught up, ``host.py``): told when a peer's
+        #: connection to them ends, so they drop what it left
+        self._keepers: dict[Endpoint, Callable[[Endpoint], None]] = {}
         self.taps: list[Callable[[Endpoint, Endpoint, Any], None]] = []
         self.sent = 0
         self.dropped = 0
@@ -256,6 +260,12 @@ class Network:
         peer's FIN reaches it (as a :class:`ConnectionLost` message) if it has
         a request in flight to that peer, and a reject cut's reset at once."""
         self._watchers[endpoint] = (in_flight_to, reset)
+
+    def keeps(self, endpoint: Endpoint, closed: Callable[[Endpoint], None]) -> None:
+        """``endpoint`` keeps requests it has not handled yet: ``closed(peer)``
+        is called when ``peer``'s connection to it ends (a close, a reset,
+        the peer's process dying), so it forgets what that peer sent."""
+        self._keepers[endpoint] = closed
 
     def set_link(self, src: Endpoint, dst: Endpoint, profile: LinkProfile) -> None:
         self.links[(src, dst)] = profile
@@ -296,6 +306,12 @@ class Network:
         if self._held:
             for key in [k for k in self._held if (k[0] == a and k[1] == b) or (k[0] == b and k[1] == a)]:
                 self._drop(key)
+        keepers = self._keepers
+        if keepers:
+            for x, peer in ((b, a), (a, b)):
+                closed = keepers.get(x)
+                if closed is not None:
+                    closed(peer)
 
     def endpoint_down(self, x: Endpoint) -> None:
         """``x``'s process died (a kill, a power loss, a halt): its connections
@@ -303,6 +319,9 @@ class Network:
         ``x`` is sent x's FIN, after whatever x sent it before."""
         for key in [k for k in self._held if k[0] == x or k[1] == x]:
             self._drop(key)
+        for k, closed in self._keepers.items():
+            if k != x:
+                closed(x)
         for w, (in_flight_to, _reset) in self._watchers.items():
             if w != x and in_flight_to(x):
                 self.send(x, w, ConnectionLost(TRANSPORT))
