@@ -190,10 +190,11 @@ def _realtime(nodes: np.ndarray, is_ok: np.ndarray, has_ct: np.ndarray, inv_t: n
     seq = np.argsort(keys, kind="stable").astype(ids)
     del keys
     is_c = seq >= n
-    # completions seen before each event; a time point is made at an
+    # completions seen before each event (before the k-th invocation, at
+    # position p, come p - k of them); a time point is made at an
     # invocation when completions came since the previous invocation
     inv_pos = np.flatnonzero(~is_c).astype(ids)
-    c_at_inv = (np.cumsum(is_c, dtype=np.int64) - is_c)[inv_pos]
+    c_at_inv = inv_pos - np.arange(len(inv_pos), dtype=ids)
     makes_tp = c_at_inv > np.concatenate([[0], c_at_inv[:-1]])
     del c_at_inv
     n_tp = int(np.count_nonzero(makes_tp))
@@ -201,8 +202,9 @@ def _realtime(nodes: np.ndarray, is_ok: np.ndarray, has_ct: np.ndarray, inv_t: n
     inv_nodes = seq[inv_pos]
     has_tp = tp_of_inv >= 0
     # each completion links to the time point the next invocation makes
+    # (the k-th completion, at position p, has p - k invocations before it)
     cmp_pos = np.flatnonzero(is_c)
-    nxt_inv = np.searchsorted(inv_pos, cmp_pos)
+    nxt_inv = cmp_pos - np.arange(len(cmp_pos))
     flushed = nxt_inv < len(inv_pos)
     srcs.append(with_c[seq[cmp_pos[flushed]] - n])
     dsts.append((n + tp_of_inv[nxt_inv[flushed]]).astype(ids))

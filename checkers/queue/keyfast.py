@@ -261,17 +261,35 @@ def _dense_log(r_off: np.ndarray, r_val: np.ndarray, s_off: np.ndarray,
     sent, by offset, when there is one value per offset and one offset per
     value; else None."""
     all_off, all_val = np.concatenate([r_off, s_off]), np.concatenate([r_val, s_val])
-    pairs = np.lexsort((all_val, all_off))
-    all_off, all_val = all_off[pairs], all_val[pairs]
-    new = np.r_[True, (all_off[1:] != all_off[:-1]) | (all_val[1:] != all_val[:-1])] if len(pairs) \
-        else np.zeros(0, bool)
-    log_off, log_val = all_off[new], all_val[new]
+    log = _distinct_pairs(all_off, all_val)
+    if log is None:
+        pairs = np.lexsort((all_val, all_off))
+        all_off, all_val = all_off[pairs], all_val[pairs]
+        new = np.r_[True, (all_off[1:] != all_off[:-1]) | (all_val[1:] != all_val[:-1])] if len(pairs) \
+            else np.zeros(0, bool)
+        log = all_off[new], all_val[new]
+    log_off, log_val = log
     if bool((log_off[1:] == log_off[:-1]).any()):
         return None
     v = np.sort(log_val)
     if bool((v[1:] == v[:-1]).any()):
         return None
     return log_off, log_val
+
+
+def _distinct_pairs(off: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct (offset, value) pairs by offset, then value, as one
+    sort of ``offset * (highest value + 1) + value`` (a lexsort of the two
+    columns takes several times as long); None when a pair is negative or
+    that number would pass 63 bits."""
+    if not len(off):
+        return off, val
+    width = int(val.max()) + 1
+    if int(off.min()) < 0 or int(val.min()) < 0 or int(off.max()) >= ((1 << 63) - 1) // width - 1:
+        return None
+    c = np.sort(off * width + val)
+    c = c[np.r_[True, c[1:] != c[:-1]]]
+    return c // width, c % width
 
 
 def _final_polls(k: _Plain) -> np.ndarray:
