@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 import orjson
+from librt.strings import BytesWriter, write_i64_le
 
 from checkers.history.jsonl import BLANK, TORN, line_op, op_from_json
 from checkers.history.op import HistoryError, Op
@@ -64,9 +65,6 @@ _ACKS_EXTRA: dict[str, dict[str, Any]] = {a: {"acks": a} for a in ("all", "-1", 
 #: as Python, parsing them as JSON is the faster way
 SPELT = not __file__.endswith(".py")
 _NO_READS: list[Any] = []  # a poll that returned nothing (never appended to)
-#: rows (completions, pairs or invocations) read into lists before they are
-#: turned into arrays (:meth:`LineReader._chunk`); a batch is many chunks
-CHUNK = 1024
 
 
 @dataclass
@@ -189,59 +187,39 @@ class LineReader:
         self._kname: list[str] = []
         self._kid_b: dict[bytes, int] = {}     # a key's spelling -> its number (:meth:`_key_at`)
         self._names_b: dict[bytes, str] = {}   # a name's spelling -> the name (:meth:`_name_at`)
-        # the batch being read (kept as these lists, emptied in place once handed over)
-        self.inv_times: list[int] = []
+        # the batch being read: each column's 64-bit ints (one byte for meta
+        # and acks) written as they are read, and how many rows each has
+        self.w_inv, self.w_ix, self.w_proc, self.w_itime, self.w_tm = (BytesWriter(), BytesWriter(),
+                                                                       BytesWriter(), BytesWriter(),
+                                                                       BytesWriter())
+        self.w_meta, self.w_acks = BytesWriter(), BytesWriter()
+        self.w_ec, self.w_ekid, self.w_enp, self.w_off, self.w_val = (BytesWriter(), BytesWriter(),
+                                                                      BytesWriter(), BytesWriter(),
+                                                                      BytesWriter())
+        self.n_inv = 0      # invocations
+        self.n_rows = 0     # completions
+        self.n_ev = 0       # (completion, key) events
+        self.n_pairs = 0    # their (offset, value) pairs
         self.inv_before = 0
-        self.c_ix: list[int] = []
-        self.c_proc: list[int] = []
-        self.c_itime: list[int] = []
-        self.c_tm: list[int] = []
-        self.c_meta: list[int] = []   # lists, not bytearrays: a list's append is compiled, a bytearray's a method call
-        self.c_acks: list[int] = []
-        self.e_c: list[int] = []
-        self.e_kid: list[int] = []
-        self.e_np: list[int] = []
-        self.p_off: list[int] = []
-        self.p_val: list[int] = []
-        # the batch's earlier chunks, as arrays (:meth:`_chunk`), and how many
-        # completions and invocations they hold
-        self._chunks: list[tuple[np.ndarray, ...]] = []
-        self._done_rows = 0
-        self._done_inv = 0
         self.at = self.start
         self._run()
         self._emit_batch()
         return self
 
-    def _chunk(self) -> None:
-        """Turn the lists read so far into arrays kept for the batch, and
-        empty them. Done every :data:`CHUNK` rows: the ints of a short list
-        are still in the cache when they are copied out and freed, where a
-        whole batch's (millions of objects) are not (a third of the
-        reader's time on the 1M-op bench history went to those misses)."""
-        cols = (self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm, self.c_meta, self.c_acks,
-                self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val)
-        self._chunks.append((
-            _ints(self.inv_times), _ints(self.c_ix), _ints(self.c_proc), _ints(self.c_itime),
-            _ints(self.c_tm), np.frombuffer(bytes(self.c_meta), np.uint8),
-            np.frombuffer(bytes(self.c_acks), np.uint8),
-            _ints(self.e_c), _ints(self.e_kid), _ints(self.e_np), _ints(self.p_off), _ints(self.p_val)))
-        self._done_rows += len(self.c_tm)
-        self._done_inv += len(self.inv_times)
-        for col in cols:
-            del col[:]
-
     def _emit_batch(self) -> None:
-        if not (self.c_tm or self.inv_times or self._chunks):
+        """Hand the batch read so far over as arrays, and start the next.
+        (The columns are written as bytes, not kept as lists of ints: no
+        int object is made per value and none turned back into an int64.)"""
+        if not (self.n_rows or self.n_inv):
             return
-        self._chunk()
-        chunks = self._chunks
-        c = [x[0] if len(chunks) == 1 else np.concatenate(x) for x in zip(*chunks)]
-        batch = Batch(c[0], self.inv_before, c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9],
-                      c[10], c[11], list(self._kname))
-        self._chunks = []
-        self._done_rows = 0
-        self._done_inv = 0
+        batch = Batch(_i64(self.w_inv), self.inv_before, _i64(self.w_ix), _i64(self.w_proc),
+                      _i64(self.w_itime), _i64(self.w_tm), _u8(self.w_meta), _u8(self.w_acks),
+                      _i64(self.w_ec), _i64(self.w_ekid), _i64(self.w_enp), _i64(self.w_off),
+                      _i64(self.w_val), list(self._kname))
+        for w in (self.w_inv, self.w_ix, self.w_proc, self.w_itime, self.w_tm, self.w_meta, self.w_acks,
+                  self.w_ec, self.w_ekid, self.w_enp, self.w_off, self.w_val):
+            w.truncate(0)
+        self.n_inv = self.n_rows = self.n_ev = self.n_pairs = 0
         self.inv_before = 0
         self.emit(batch)
 
@@ -306,11 +284,9 @@ class LineReader:
                             pass
                     taken = type(d) is dict and self._fast(d)
                 if taken:
-                    if len(self.c_tm) >= CHUNK or len(self.p_off) >= CHUNK or len(self.inv_times) >= CHUNK:
-                        self._chunk()
-                        if self._done_rows >= batch:
-                            self.at = pos
-                            self._emit_batch()
+                    if self.n_rows >= batch:
+                        self.at = pos
+                        self._emit_batch()
                     continue
                 self._slow(raw, end is None and not f.peek(1), start, pos)
                 if self.stopped:
@@ -359,7 +335,8 @@ class LineReader:
             self.touched.add(proc)
             self.first_fast.add(proc)
         self.open_[proc] = (ix, tm, fn, value, extra)
-        self.inv_times.append(tm)
+        write_i64_le(self.w_inv, tm)
+        self.n_inv += 1
         return True
 
     def _spelt(self, raw: bytes) -> bool:
@@ -402,14 +379,14 @@ class LineReader:
 
     def _spelt_poll(self, raw: bytes, i: int, ix: int, tm: int, proc: int) -> bool:
         """A poll's completion spelt ``{"key":[[O,V],...],...}]]}`` from
-        ``i``: its events and pairs appended as they are read, and taken
+        ``i``: its events and pairs written as they are read, and taken
         back if the line turns out spelt otherwise."""
         inv = self.open_.get(proc)
         if inv is None:
             return False
-        e_c, e_kid, e_np, p_off, p_val = self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val
-        e0, p0, k0 = len(e_c), len(p_off), len(self._kname)
-        c = self._done_rows + len(self.c_tm)
+        w_off = self.w_off
+        e0, p0, k0 = self.n_ev, len(w_off), len(self._kname)
+        kids: list[int] = []
         ok = True
         if _byte(raw, i) == 125:
             i += 1
@@ -420,17 +397,16 @@ class LineReader:
                     ok = False
                     break
                 kid = self._key_at(raw, i + 1, j)
-                if kid in e_kid[e0:]:
+                if kid in kids:
                     ok = False  # a repeated key: JSON keeps the last, leave it to the parser
                     break
-                n0 = len(p_off)
-                i = records(raw, j + 3, p_off, p_val)
+                kids.append(kid)
+                n0 = len(w_off)
+                i = records(raw, j + 3, w_off, self.w_val)
                 if i < 0:
                     ok = False
                     break
-                e_c.append(c)
-                e_kid.append(kid)
-                e_np.append(len(p_off) - n0)
+                self._event(kid, (len(w_off) - n0) >> 3)
                 t = _byte(raw, i)
                 i += 1
                 if t == 125:
@@ -439,16 +415,26 @@ class LineReader:
                     ok = False
                     break
         if not ok or not poll_ends(raw, i):
-            del e_c[e0:], e_kid[e0:], e_np[e0:], p_off[p0:], p_val[p0:]
+            for w in (self.w_ec, self.w_ekid, self.w_enp):
+                w.truncate(e0 << 3)
+            w_off.truncate(p0)
+            self.w_val.truncate(p0)
+            self.n_ev = e0
             self._forget_keys(k0)
             return False
+        self.n_pairs += (len(w_off) - p0) >> 3
         del self.open_[proc]
-        if not self.c_tm and not self._done_rows:
-            self.inv_before = self._done_inv + len(self.inv_times)
         self._row(ix, proc, inv[1], tm, POLL_META, 0)
         self.i += 1
         self.n_ops += 1
         return True
+
+    def _event(self, kid: int, n: int) -> None:
+        """An event of key ``kid`` with ``n`` pairs, of the completion being read."""
+        write_i64_le(self.w_ec, self.n_rows)
+        write_i64_le(self.w_ekid, kid)
+        write_i64_le(self.w_enp, n)
+        self.n_ev += 1
 
     def _key_at(self, raw: bytes, i: int, j: int) -> int:
         """The number of the key spelt ``raw[i:j]`` (known by its bytes: no
@@ -513,15 +499,11 @@ class LineReader:
 
     def _add_send(self, ix: int, tm: int, proc: int, inv: tuple, kid: int, off: int, v: int,
                   code: int, raw_code: int) -> None:
-        c_tm = self.c_tm
-        if not c_tm and not self._done_rows:
-            self.inv_before = self._done_inv + len(self.inv_times)
-        self.e_c.append(self._done_rows + len(c_tm))
+        self._event(kid, 1)
+        write_i64_le(self.w_off, off)
+        write_i64_le(self.w_val, v)
+        self.n_pairs += 1
         self._row(ix, proc, inv[1], tm, code, raw_code)
-        self.e_kid.append(kid)
-        self.e_np.append(1)
-        self.p_off.append(off)
-        self.p_val.append(v)
 
     def _polled(self, mop: list, ix: int, tm: int, proc: int, inv: tuple) -> bool:
         if len(mop) != 2 or mop[0] != _POLL or type(mop[1]) is not dict:
@@ -534,25 +516,27 @@ class LineReader:
 
     def _add_poll(self, ix: int, tm: int, proc: int, inv: tuple,
                   reads: list[tuple[str, list[int], list[int]]]) -> None:
-        c_tm = self.c_tm
-        if not c_tm and not self._done_rows:
-            self.inv_before = self._done_inv + len(self.inv_times)
-        c = self._done_rows + len(c_tm)
+        w_off, w_val = self.w_off, self.w_val
         for k, os_, vs in reads:
-            self.e_c.append(c)
-            self.e_kid.append(self._key(k))
-            self.e_np.append(len(os_))
-            self.p_off.extend(os_)
-            self.p_val.extend(vs)
+            self._event(self._key(k), len(os_))
+            for o in os_:
+                write_i64_le(w_off, o)
+            for v in vs:
+                write_i64_le(w_val, v)
+            self.n_pairs += len(os_)
         self._row(ix, proc, inv[1], tm, POLL_META, 0)
 
-    def _row(self, ix: Any, proc: Any, itime: Any, tm: Any, meta: int, acks: int) -> None:
-        self.c_ix.append(ix)
-        self.c_proc.append(proc)
-        self.c_itime.append(itime)
-        self.c_tm.append(tm)
-        self.c_meta.append(meta)
-        self.c_acks.append(acks)
+    def _row(self, ix: int, proc: int, itime: int, tm: int, meta: int, acks: int) -> None:
+        """A completion's row, after its events."""
+        if not self.n_rows:
+            self.inv_before = self.n_inv
+        write_i64_le(self.w_ix, ix)
+        write_i64_le(self.w_proc, proc)
+        write_i64_le(self.w_itime, itime)
+        write_i64_le(self.w_tm, tm)
+        self.w_meta.append(meta)
+        self.w_acks.append(acks)
+        self.n_rows += 1
 
     def _key(self, k: str) -> int:
         kid = self._kid.get(k)
@@ -560,6 +544,16 @@ class LineReader:
             kid = self._kid[k] = len(self._kname)
             self._kname.append(k)
         return kid
+
+
+def _i64(w: BytesWriter) -> np.ndarray:
+    """A column written as 64-bit little-endian ints, as an array."""
+    return np.frombuffer(w.getvalue(), "<i8")
+
+
+def _u8(w: BytesWriter) -> np.ndarray:
+    """A column written as bytes, as an array."""
+    return np.frombuffer(w.getvalue(), np.uint8)
 
 
 def _ints(col: list[int]) -> np.ndarray:

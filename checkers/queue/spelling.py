@@ -21,7 +21,10 @@ reader takes the same line the same way.
 
 from __future__ import annotations
 
+import struct
 from typing import Final
+
+from librt.strings import BytesWriter, write_i64_le
 
 __all__ = ["Spelt", "parse", "head", "send_fields", "poll_key", "records", "poll_ends", "INVOKE_SEND", "INVOKE_POLL", "OK_SEND", "OK_POLL", "ABSENT"]
 
@@ -176,12 +179,11 @@ def _poll(raw: bytes, i: int, ix: int, tm: int, proc: int) -> Spelt | None:
             for k, _, _ in reads:
                 if k == key:
                     return None  # a repeated key: JSON keeps the last, leave it to the parser
-            offs: list[int] = []
-            vals: list[int] = []
+            offs, vals = BytesWriter(), BytesWriter()
             i = records(raw, j + 3, offs, vals)
             if i < 0:
                 return None
-            reads.append((key, offs, vals))
+            reads.append((key, _ints(offs), _ints(vals)))
             if _byte(raw, i) == 125:
                 i += 1
                 break
@@ -193,14 +195,20 @@ def _poll(raw: bytes, i: int, ix: int, tm: int, proc: int) -> Spelt | None:
     return Spelt(OK_POLL, ix, tm, proc, "", 0, 0, ABSENT, reads if reads else _NO_READS)
 
 
+def _ints(w: BytesWriter) -> list[int]:
+    """What :func:`records` wrote, as ints."""
+    return [x for (x,) in struct.iter_unpack("<q", w.getvalue())]
+
+
 def poll_ends(raw: bytes, i: int) -> bool:
     """Whether ``raw[i:]`` is ``]]}`` with or without the newline."""
     return _byte(raw, i) == 93 and _byte(raw, i + 1) == 93 and _ends(raw, i + 2)
 
 
-def records(raw: bytes, i: int, offs: list[int], vals: list[int]) -> int:
-    """``[O,V],[O,V]]`` (or ``]``) into ``offs``/``vals``; the position after
-    the closing bracket, or -1."""
+def records(raw: bytes, i: int, offs: BytesWriter, vals: BytesWriter) -> int:
+    """``[O,V],[O,V]]`` (or ``]``) written to ``offs``/``vals`` as 64-bit
+    little-endian ints; the position after the closing bracket, or -1
+    (with what was written of them left for the caller to take back)."""
     if _byte(raw, i) == 93:
         return i + 1
     while True:
@@ -212,8 +220,8 @@ def records(raw: bytes, i: int, offs: list[int], vals: list[int]) -> int:
         v, i = _uint(raw, i + 1)
         if v < 0 or not _byte(raw, i) == 93:
             return -1
-        offs.append(o)
-        vals.append(v)
+        write_i64_le(offs, o)
+        write_i64_le(vals, v)
         i += 1
         if _byte(raw, i) == 93:
             return i + 1
