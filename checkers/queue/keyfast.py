@@ -149,8 +149,7 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True,
         final_ev[r_ev[r_final]] = True
         if len(s_val) and not _within(s_sorted, unique_sorted(r_val[final_ev[r_event]])):
             return None  # the durability rule: a final read missed an acknowledged value
-    r_hi = _contiguous_polls(k, r_final, np.searchsorted(log_off, r_off), r_event,
-                             np.searchsorted(log_off, s_off))
+    r_hi = _contiguous_polls(k, r_final, _positions(log_off, r_off), r_event, _positions(log_off, s_off))
     if r_hi is None:
         return None
     # edges: the writer of each index of the log (-1: no send in this key)
@@ -290,6 +289,15 @@ def _distinct_pairs(off: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.nd
     c = np.sort(off * width + val)
     c = c[np.r_[True, c[1:] != c[:-1]]]
     return c // width, c % width
+
+
+def _positions(log_off: np.ndarray, offs: np.ndarray) -> np.ndarray:
+    """Where each of ``offs`` (every one in ``log_off``, sorted and
+    distinct) is in ``log_off``: by subtraction when the log's offsets
+    have no gap (the usual log), else by binary search."""
+    if len(log_off) and int(log_off[-1]) - int(log_off[0]) == len(log_off) - 1:
+        return offs - log_off[0]
+    return np.searchsorted(log_off, offs)
 
 
 def _final_polls(k: _Plain) -> np.ndarray:
