@@ -230,7 +230,7 @@ def _realtime(nodes: np.ndarray, is_ok: np.ndarray, has_ct: np.ndarray, inv_t: n
 
 def _relax(rank: np.ndarray, src: np.ndarray, dst: np.ndarray, total: int) -> bool:
     """Raise ranks until every edge goes up (True), or give up (False)."""
-    bad = np.flatnonzero(rank[src] >= rank[dst])
+    bad = _down_edges(rank, src, dst)
     if not len(bad):
         return True
     by_src = np.argsort(src, kind="stable").astype(src.dtype)
@@ -254,3 +254,17 @@ def _relax(rank: np.ndarray, src: np.ndarray, dst: np.ndarray, total: int) -> bo
         cand = by_src[starts + np.arange(m)]
         bad = cand[rank[src[cand]] >= rank[dst[cand]]]
     return False
+
+
+#: edges compared a slice at a time (:func:`_down_edges`): the ranks of a
+#: whole 1M-op history's sources and targets at once are two int64 arrays
+#: of 18 MB each, at the moment the check's memory peaks
+_SLICE = 1 << 18
+
+
+def _down_edges(rank: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The edges that do not go up (their positions), a slice at a time."""
+    if len(src) <= _SLICE:
+        return np.flatnonzero(rank[src] >= rank[dst])
+    return np.concatenate([lo + np.flatnonzero(rank[src[lo:lo + _SLICE]] >= rank[dst[lo:lo + _SLICE]])
+                           for lo in range(0, len(src), _SLICE)])
