@@ -16,7 +16,11 @@ one of ``all``, ``-1``, ``1``, ``0``, a poll's keys each once) straight
 from the bytes, in a few passes of compiled code instead of a JSON parse and
 a dict per line; anything else is None and the line reader parses it as
 JSON. What it returns is what the JSON of the line says, so either way the
-reader takes the same line the same way.
+reader takes the same line the same way. The compiled line reader calls
+the pieces :func:`parse` is made of itself (:func:`head`, then
+:func:`send_fields` or :func:`poll_key`, :func:`records` and
+:func:`poll_ends`), writing what they read straight into its columns
+with no :class:`Spelt` made.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from typing import Final
 
 from librt.strings import BytesWriter, write_i64_le
 
-__all__ = ["Spelt", "parse", "head", "send_fields", "poll_key", "records", "poll_ends", "INVOKE_SEND", "INVOKE_POLL", "OK_SEND", "OK_POLL", "ABSENT"]
+__all__ = ["Spelt", "parse", "head", "send_fields", "poll_key", "records", "poll_ends", "INVOKE_SEND",
+           "INVOKE_POLL", "OK_SEND", "OK_POLL", "ABSENT"]
 
 INVOKE_SEND: Final = 1
 INVOKE_POLL: Final = 2
