@@ -15,8 +15,9 @@ a parse-only baseline of the same file in the same run (orjson over every
 line). Prints wall time, CPU time (user + system: on a shared machine the
 fairer figure) and peak memory: the checking process's own peak
 (VmHWM), and on Spark also the largest of its child processes (the JVM).
-Targets: inline 1M within 4x the parse-only time and under 500 MiB; the
-driver under 2 GiB at 10M.
+Targets: inline 1M within 2x the parse-only wall time and under 250 MiB
+(with one core as with two: ``taskset -c 0`` shows the one-process
+figure); the driver under 2 GiB at 10M.
 
     .venv/bin/python bench/checker_speed.py --big 1000000,10000000 [--no-spark] [--no-standalone]
         [--standalone-max OPS] [--dir DIR]

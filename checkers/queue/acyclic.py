@@ -190,10 +190,11 @@ def _realtime(nodes: np.ndarray, is_ok: np.ndarray, has_ct: np.ndarray, inv_t: n
     seq = np.argsort(keys, kind="stable").astype(ids)
     del keys
     is_c = seq >= n
-    # completions seen before each event; a time point is made at an
+    # completions seen before each event (before the k-th invocation, at
+    # position p, come p - k of them); a time point is made at an
     # invocation when completions came since the previous invocation
     inv_pos = np.flatnonzero(~is_c).astype(ids)
-    c_at_inv = (np.cumsum(is_c, dtype=np.int64) - is_c)[inv_pos]
+    c_at_inv = inv_pos - np.arange(len(inv_pos), dtype=ids)
     makes_tp = c_at_inv > np.concatenate([[0], c_at_inv[:-1]])
     del c_at_inv
     n_tp = int(np.count_nonzero(makes_tp))
@@ -201,8 +202,9 @@ def _realtime(nodes: np.ndarray, is_ok: np.ndarray, has_ct: np.ndarray, inv_t: n
     inv_nodes = seq[inv_pos]
     has_tp = tp_of_inv >= 0
     # each completion links to the time point the next invocation makes
+    # (the k-th completion, at position p, has p - k invocations before it)
     cmp_pos = np.flatnonzero(is_c)
-    nxt_inv = np.searchsorted(inv_pos, cmp_pos)
+    nxt_inv = cmp_pos - np.arange(len(cmp_pos))
     flushed = nxt_inv < len(inv_pos)
     srcs.append(with_c[seq[cmp_pos[flushed]] - n])
     dsts.append((n + tp_of_inv[nxt_inv[flushed]]).astype(ids))
@@ -228,7 +230,7 @@ def _realtime(nodes: np.ndarray, is_ok: np.ndarray, has_ct: np.ndarray, inv_t: n
 
 def _relax(rank: np.ndarray, src: np.ndarray, dst: np.ndarray, total: int) -> bool:
     """Raise ranks until every edge goes up (True), or give up (False)."""
-    bad = np.flatnonzero(rank[src] >= rank[dst])
+    bad = _down_edges(rank, src, dst)
     if not len(bad):
         return True
     by_src = np.argsort(src, kind="stable").astype(src.dtype)
@@ -252,3 +254,17 @@ def _relax(rank: np.ndarray, src: np.ndarray, dst: np.ndarray, total: int) -> bo
         cand = by_src[starts + np.arange(m)]
         bad = cand[rank[src[cand]] >= rank[dst[cand]]]
     return False
+
+
+#: edges compared a slice at a time (:func:`_down_edges`): the ranks of a
+#: whole 1M-op history's sources and targets at once are two int64 arrays
+#: of 18 MB each, at the moment the check's memory peaks
+_SLICE = 1 << 18
+
+
+def _down_edges(rank: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The edges that do not go up (their positions), a slice at a time."""
+    if len(src) <= _SLICE:
+        return np.flatnonzero(rank[src] >= rank[dst])
+    return np.concatenate([lo + np.flatnonzero(rank[src[lo:lo + _SLICE]] >= rank[dst[lo:lo + _SLICE]])
+                           for lo in range(0, len(src), _SLICE)])

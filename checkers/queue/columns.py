@@ -123,6 +123,10 @@ class Interned:
             self.table.append(x)
         return c
 
+    def known(self, x: Any) -> int | None:
+        """``x``'s code if it has one (nothing added)."""
+        return self._code.get((type(x), x))
+
     def values(self) -> list[Any]:
         t = self.table
         return [t[c] for c in self.codes]

@@ -149,8 +149,7 @@ def check_clean_key(key: str, cols: KeyColumns, want_rw: bool = True,
         final_ev[r_ev[r_final]] = True
         if len(s_val) and not _within(s_sorted, unique_sorted(r_val[final_ev[r_event]])):
             return None  # the durability rule: a final read missed an acknowledged value
-    r_hi = _contiguous_polls(k, r_final, np.searchsorted(log_off, r_off), r_event,
-                             np.searchsorted(log_off, s_off))
+    r_hi = _contiguous_polls(k, r_final, _positions(log_off, r_off), r_event, _positions(log_off, s_off))
     if r_hi is None:
         return None
     # edges: the writer of each index of the log (-1: no send in this key)
@@ -261,17 +260,44 @@ def _dense_log(r_off: np.ndarray, r_val: np.ndarray, s_off: np.ndarray,
     sent, by offset, when there is one value per offset and one offset per
     value; else None."""
     all_off, all_val = np.concatenate([r_off, s_off]), np.concatenate([r_val, s_val])
-    pairs = np.lexsort((all_val, all_off))
-    all_off, all_val = all_off[pairs], all_val[pairs]
-    new = np.r_[True, (all_off[1:] != all_off[:-1]) | (all_val[1:] != all_val[:-1])] if len(pairs) \
-        else np.zeros(0, bool)
-    log_off, log_val = all_off[new], all_val[new]
+    log = _distinct_pairs(all_off, all_val)
+    if log is None:
+        pairs = np.lexsort((all_val, all_off))
+        all_off, all_val = all_off[pairs], all_val[pairs]
+        new = np.r_[True, (all_off[1:] != all_off[:-1]) | (all_val[1:] != all_val[:-1])] if len(pairs) \
+            else np.zeros(0, bool)
+        log = all_off[new], all_val[new]
+    log_off, log_val = log
     if bool((log_off[1:] == log_off[:-1]).any()):
         return None
     v = np.sort(log_val)
     if bool((v[1:] == v[:-1]).any()):
         return None
     return log_off, log_val
+
+
+def _distinct_pairs(off: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct (offset, value) pairs by offset, then value, as one
+    sort of ``offset * (highest value + 1) + value`` (a lexsort of the two
+    columns takes several times as long); None when a pair is negative or
+    that number would pass 63 bits."""
+    if not len(off):
+        return off, val
+    width = int(val.max()) + 1
+    if int(off.min()) < 0 or int(val.min()) < 0 or int(off.max()) >= ((1 << 63) - 1) // width - 1:
+        return None
+    c = np.sort(off * width + val)
+    c = c[np.r_[True, c[1:] != c[:-1]]]
+    return c // width, c % width
+
+
+def _positions(log_off: np.ndarray, offs: np.ndarray) -> np.ndarray:
+    """Where each of ``offs`` (every one in ``log_off``, sorted and
+    distinct) is in ``log_off``: by subtraction when the log's offsets
+    have no gap (the usual log), else by binary search."""
+    if len(log_off) and int(log_off[-1]) - int(log_off[0]) == len(log_off) - 1:
+        return offs - log_off[0]
+    return np.searchsorted(log_off, offs)
 
 
 def _final_polls(k: _Plain) -> np.ndarray:

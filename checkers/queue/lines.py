@@ -27,18 +27,21 @@ open, the range is read again with the true state (:func:`usable`).
 from __future__ import annotations
 
 import io
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import orjson
+from librt.strings import BytesWriter, write_i64_le
 
 from checkers.history.jsonl import BLANK, TORN, line_op, op_from_json
 from checkers.history.op import HistoryError, Op
 from checkers.history.source import MAX_LINE, open_regular
 
-from .spelling import ABSENT, INVOKE_SEND, OK_POLL, OK_SEND, Spelt, parse
+from .spelling import (ABSENT, INVOKE_POLL, OK_POLL, OK_SEND, _byte, _ends, head, poll_ends, poll_key, records,
+                       send_fields)
 
 _I64 = 1 << 63
 _INT = {int}
@@ -54,14 +57,14 @@ POLL_META = 4
 RAW_ACKS = ("?", None, "all", "-1", "1", "0")
 _RAW_ACKS_CODE = {a: i for i, a in enumerate(RAW_ACKS)}
 NO_EXTRA: dict[str, Any] = {}
+#: a spelt send invocation's extra fields, one dict per acks level (shared:
+#: never changed, copied where an operation is made of it)
+_ACKS_EXTRA: dict[str, dict[str, Any]] = {a: {"acks": a} for a in ("all", "-1", "1", "0")}
 #: the common lines read by their spelling (:mod:`.spelling`) when this
 #: module is compiled (reference_impl.accel; the two are built together):
 #: as Python, parsing them as JSON is the faster way
 SPELT = not __file__.endswith(".py")
 _NO_READS: list[Any] = []  # a poll that returned nothing (never appended to)
-#: rows (completions, pairs or invocations) read into lists before they are
-#: turned into arrays (:meth:`LineReader._chunk`); a batch is many chunks
-CHUNK = 1024
 
 
 @dataclass
@@ -182,59 +185,41 @@ class LineReader:
         """Read the range, handing each item to ``emit`` as it is made."""
         self._kid: dict[str, int] = {}
         self._kname: list[str] = []
-        # the batch being read (kept as these lists, emptied in place once handed over)
-        self.inv_times: list[int] = []
+        self._kid_b: dict[bytes, int] = {}     # a key's spelling -> its number (:meth:`_key_at`)
+        self._names_b: dict[bytes, str] = {}   # a name's spelling -> the name (:meth:`_name_at`)
+        # the batch being read: each column's 64-bit ints (one byte for meta
+        # and acks) written as they are read, and how many rows each has
+        self.w_inv, self.w_ix, self.w_proc, self.w_itime, self.w_tm = (BytesWriter(), BytesWriter(),
+                                                                       BytesWriter(), BytesWriter(),
+                                                                       BytesWriter())
+        self.w_meta, self.w_acks = BytesWriter(), BytesWriter()
+        self.w_ec, self.w_ekid, self.w_enp, self.w_off, self.w_val = (BytesWriter(), BytesWriter(),
+                                                                      BytesWriter(), BytesWriter(),
+                                                                      BytesWriter())
+        self.n_inv = 0      # invocations
+        self.n_rows = 0     # completions
+        self.n_ev = 0       # (completion, key) events
+        self.n_pairs = 0    # their (offset, value) pairs
         self.inv_before = 0
-        self.c_ix: list[int] = []
-        self.c_proc: list[int] = []
-        self.c_itime: list[int] = []
-        self.c_tm: list[int] = []
-        self.c_meta = bytearray()
-        self.c_acks = bytearray()
-        self.e_c: list[int] = []
-        self.e_kid: list[int] = []
-        self.e_np: list[int] = []
-        self.p_off: list[int] = []
-        self.p_val: list[int] = []
-        # the batch's earlier chunks, as arrays (:meth:`_chunk`), and how many
-        # completions and invocations they hold
-        self._chunks: list[tuple[np.ndarray, ...]] = []
-        self._done_rows = 0
-        self._done_inv = 0
         self.at = self.start
         self._run()
         self._emit_batch()
         return self
 
-    def _chunk(self) -> None:
-        """Turn the lists read so far into arrays kept for the batch, and
-        empty them. Done every :data:`CHUNK` rows: the ints of a short list
-        are still in the cache when they are copied out and freed, where a
-        whole batch's (millions of objects) are not (a third of the
-        reader's time on the 1M-op bench history went to those misses)."""
-        cols = (self.inv_times, self.c_ix, self.c_proc, self.c_itime, self.c_tm, self.c_meta, self.c_acks,
-                self.e_c, self.e_kid, self.e_np, self.p_off, self.p_val)
-        self._chunks.append((
-            _ints(self.inv_times), _ints(self.c_ix), _ints(self.c_proc), _ints(self.c_itime),
-            _ints(self.c_tm), np.frombuffer(bytes(self.c_meta), np.uint8),
-            np.frombuffer(bytes(self.c_acks), np.uint8),
-            _ints(self.e_c), _ints(self.e_kid), _ints(self.e_np), _ints(self.p_off), _ints(self.p_val)))
-        self._done_rows += len(self.c_tm)
-        self._done_inv += len(self.inv_times)
-        for col in cols:
-            del col[:]
-
     def _emit_batch(self) -> None:
-        if not (self.c_tm or self.inv_times or self._chunks):
+        """Hand the batch read so far over as arrays, and start the next.
+        (The columns are written as bytes, not kept as lists of ints: no
+        int object is made per value and none turned back into an int64.)"""
+        if not (self.n_rows or self.n_inv):
             return
-        self._chunk()
-        chunks = self._chunks
-        c = [x[0] if len(chunks) == 1 else np.concatenate(x) for x in zip(*chunks)]
-        batch = Batch(c[0], self.inv_before, c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9],
-                      c[10], c[11], list(self._kname))
-        self._chunks = []
-        self._done_rows = 0
-        self._done_inv = 0
+        batch = Batch(_i64(self.w_inv), self.inv_before, _i64(self.w_ix), _i64(self.w_proc),
+                      _i64(self.w_itime), _i64(self.w_tm), _u8(self.w_meta), _u8(self.w_acks),
+                      _i64(self.w_ec), _i64(self.w_ekid), _i64(self.w_enp), _i64(self.w_off),
+                      _i64(self.w_val), list(self._kname))
+        for w in (self.w_inv, self.w_ix, self.w_proc, self.w_itime, self.w_tm, self.w_meta, self.w_acks,
+                  self.w_ec, self.w_ekid, self.w_enp, self.w_off, self.w_val):
+            w.truncate(0)
+        self.n_inv = self.n_rows = self.n_ev = self.n_pairs = 0
         self.inv_before = 0
         self.emit(batch)
 
@@ -288,8 +273,7 @@ class LineReader:
                 pos += len(raw)
                 taken = False
                 if SPELT:
-                    spelt = parse(raw)
-                    taken = spelt is not None and self._spelt(spelt)
+                    taken = self._spelt(raw)
                 if not taken:
                     d: Any = None
                     # no b"\r" (``bytes in bytes`` first tries it as an int: slower); a longer line is refused
@@ -300,11 +284,9 @@ class LineReader:
                             pass
                     taken = type(d) is dict and self._fast(d)
                 if taken:
-                    if len(self.c_tm) >= CHUNK or len(self.p_off) >= CHUNK or len(self.inv_times) >= CHUNK:
-                        self._chunk()
-                        if self._done_rows >= batch:
-                            self.at = pos
-                            self._emit_batch()
+                    if self.n_rows >= batch:
+                        self.at = pos
+                        self._emit_batch()
                     continue
                 self._slow(raw, end is None and not f.peek(1), start, pos)
                 if self.stopped:
@@ -353,41 +335,131 @@ class LineReader:
             self.touched.add(proc)
             self.first_fast.add(proc)
         self.open_[proc] = (ix, tm, fn, value, extra)
-        self.inv_times.append(tm)
+        write_i64_le(self.w_inv, tm)
+        self.n_inv += 1
         return True
 
-    def _spelt(self, x: Spelt) -> bool:
-        """Take a line :func:`~.spelling.parse` read (True), as
-        :meth:`_fast` takes its JSON; False, with nothing changed, when
-        :meth:`_fast` would not take it either."""
-        proc, kind = x.proc, x.kind
-        if kind == OK_SEND or kind == OK_POLL:
-            inv = self.open_.get(proc)
-            if inv is None:
+    def _spelt(self, raw: bytes) -> bool:
+        """Take a line spelt as one of :mod:`.spelling`'s four shapes
+        (True), read straight into the batch's columns, as :meth:`_fast`
+        takes its JSON; False, with nothing changed, when the line is
+        spelt otherwise or :meth:`_fast` would not take it either."""
+        kind, ix, tm, proc, i = head(raw)
+        if kind == 0:
+            return False
+        if kind == OK_POLL:
+            return self._spelt_poll(raw, i, ix, tm, proc)
+        if kind == INVOKE_POLL:
+            if not _ends(raw, i) or proc in self.open_ or proc in self.pending \
+                    or not self._add_invoke(ix, tm, proc, _POLL, [[_POLL]], NO_EXTRA):
                 return False
-            if kind == OK_POLL:
-                del self.open_[proc]
-                self._add_poll(x.ix, x.tm, proc, inv, x.reads)
-            else:
-                acks: Any = None if x.acks == ABSENT else x.acks
-                if acks is None:
-                    acks = inv[4].get("acks")
-                code = ACKS_CODE.get(acks, 255) if type(acks) is str or acks is None else 255
+        else:
+            j, a, b, acks = send_fields(raw, i, kind)
+            if j < 0:
+                return False
+            if kind == OK_SEND:
+                inv = self.open_.get(proc)
+                if inv is None:
+                    return False
+                given: Any = None if acks == ABSENT else acks
+                if given is None:
+                    given = inv[4].get("acks")
+                code = ACKS_CODE.get(given, 255) if type(given) is str or given is None else 255
                 if code == 255:
                     return False
                 del self.open_[proc]
-                self._add_send(x.ix, x.tm, proc, inv, x.key, x.a, x.b, code, _RAW_ACKS_CODE[x.acks])
-        elif proc in self.open_ or proc in self.pending:
-            return False
-        elif kind == INVOKE_SEND:
-            extra: Any = NO_EXTRA if x.acks == ABSENT else {"acks": x.acks}
-            if not self._add_invoke(x.ix, x.tm, proc, _SEND, [[_SEND, x.key, x.a]], extra):
+                self._add_send(ix, tm, proc, inv, self._key_at(raw, i, j), a, b, code, _RAW_ACKS_CODE[acks])
+            elif proc in self.open_ or proc in self.pending or not self._add_invoke(
+                    ix, tm, proc, _SEND, [[_SEND, self._name_at(raw, i, j), a]],
+                    NO_EXTRA if acks == ABSENT else _ACKS_EXTRA[acks]):
                 return False
-        elif not self._add_invoke(x.ix, x.tm, proc, _POLL, [[_POLL]], NO_EXTRA):
-            return False
         self.i += 1
         self.n_ops += 1
         return True
+
+    def _spelt_poll(self, raw: bytes, i: int, ix: int, tm: int, proc: int) -> bool:
+        """A poll's completion spelt ``{"key":[[O,V],...],...}]]}`` from
+        ``i``: its events and pairs written as they are read, and taken
+        back if the line turns out spelt otherwise."""
+        inv = self.open_.get(proc)
+        if inv is None:
+            return False
+        w_off = self.w_off
+        e0, p0, k0 = self.n_ev, len(w_off), len(self._kname)
+        kids: list[int] = []
+        ok = True
+        if _byte(raw, i) == 125:
+            i += 1
+        else:
+            while True:
+                j = poll_key(raw, i)
+                if j < 0:
+                    ok = False
+                    break
+                kid = self._key_at(raw, i + 1, j)
+                if kid in kids:
+                    ok = False  # a repeated key: JSON keeps the last, leave it to the parser
+                    break
+                kids.append(kid)
+                n0 = len(w_off)
+                i = records(raw, j + 3, w_off, self.w_val)
+                if i < 0:
+                    ok = False
+                    break
+                self._event(kid, (len(w_off) - n0) >> 3)
+                t = _byte(raw, i)
+                i += 1
+                if t == 125:
+                    break
+                if t != 44:
+                    ok = False
+                    break
+        if not ok or not poll_ends(raw, i):
+            for w in (self.w_ec, self.w_ekid, self.w_enp):
+                w.truncate(e0 << 3)
+            w_off.truncate(p0)
+            self.w_val.truncate(p0)
+            self.n_ev = e0
+            self._forget_keys(k0)
+            return False
+        self.n_pairs += (len(w_off) - p0) >> 3
+        del self.open_[proc]
+        self._row(ix, proc, inv[1], tm, POLL_META, 0)
+        self.i += 1
+        self.n_ops += 1
+        return True
+
+    def _event(self, kid: int, n: int) -> None:
+        """An event of key ``kid`` with ``n`` pairs, of the completion being read."""
+        write_i64_le(self.w_ec, self.n_rows)
+        write_i64_le(self.w_ekid, kid)
+        write_i64_le(self.w_enp, n)
+        self.n_ev += 1
+
+    def _key_at(self, raw: bytes, i: int, j: int) -> int:
+        """The number of the key spelt ``raw[i:j]`` (known by its bytes: no
+        name decoded for a key seen before)."""
+        kb = raw[i:j]
+        kid = self._kid_b.get(kb)
+        if kid is None:
+            kid = self._kid_b[kb] = self._key(kb.decode("ascii"))
+        return kid
+
+    def _name_at(self, raw: bytes, i: int, j: int) -> str:
+        """The name spelt ``raw[i:j]`` (one string for each name)."""
+        kb = raw[i:j]
+        name = self._names_b.get(kb)
+        if name is None:
+            name = self._names_b[kb] = kb.decode("ascii")
+        return name
+
+    def _forget_keys(self, k0: int) -> None:
+        """Key numbers from ``k0`` on were given to a line not taken after all."""
+        if len(self._kname) > k0:
+            for name in self._kname[k0:]:
+                del self._kid[name]
+            del self._kname[k0:]
+            self._kid_b = {kb: kid for kb, kid in self._kid_b.items() if kid < k0}
 
     def _complete(self, d: dict, ix: int, tm: int, proc: int) -> bool:
         fn = d.get("f")
@@ -422,21 +494,16 @@ class LineReader:
         code = ACKS_CODE.get(acks, 255) if type(acks) is str or acks is None else 255
         if code == 255:
             return False
-        self._add_send(ix, tm, proc, inv, mop[1], off, v, code, _RAW_ACKS_CODE[d.get("acks", ABSENT)])
+        self._add_send(ix, tm, proc, inv, self._key(mop[1]), off, v, code, _RAW_ACKS_CODE[d.get("acks", ABSENT)])
         return True
 
-    def _add_send(self, ix: int, tm: int, proc: int, inv: tuple, key: str, off: int, v: int,
+    def _add_send(self, ix: int, tm: int, proc: int, inv: tuple, kid: int, off: int, v: int,
                   code: int, raw_code: int) -> None:
-        kid = self._key(key)
-        c_tm = self.c_tm
-        if not c_tm and not self._done_rows:
-            self.inv_before = self._done_inv + len(self.inv_times)
-        self.e_c.append(self._done_rows + len(c_tm))
+        self._event(kid, 1)
+        write_i64_le(self.w_off, off)
+        write_i64_le(self.w_val, v)
+        self.n_pairs += 1
         self._row(ix, proc, inv[1], tm, code, raw_code)
-        self.e_kid.append(kid)
-        self.e_np.append(1)
-        self.p_off.append(off)
-        self.p_val.append(v)
 
     def _polled(self, mop: list, ix: int, tm: int, proc: int, inv: tuple) -> bool:
         if len(mop) != 2 or mop[0] != _POLL or type(mop[1]) is not dict:
@@ -449,25 +516,27 @@ class LineReader:
 
     def _add_poll(self, ix: int, tm: int, proc: int, inv: tuple,
                   reads: list[tuple[str, list[int], list[int]]]) -> None:
-        c_tm = self.c_tm
-        if not c_tm and not self._done_rows:
-            self.inv_before = self._done_inv + len(self.inv_times)
-        c = self._done_rows + len(c_tm)
+        w_off, w_val = self.w_off, self.w_val
         for k, os_, vs in reads:
-            self.e_c.append(c)
-            self.e_kid.append(self._key(k))
-            self.e_np.append(len(os_))
-            self.p_off.extend(os_)
-            self.p_val.extend(vs)
+            self._event(self._key(k), len(os_))
+            for o in os_:
+                write_i64_le(w_off, o)
+            for v in vs:
+                write_i64_le(w_val, v)
+            self.n_pairs += len(os_)
         self._row(ix, proc, inv[1], tm, POLL_META, 0)
 
-    def _row(self, ix: Any, proc: Any, itime: Any, tm: Any, meta: int, acks: int) -> None:
-        self.c_ix.append(ix)
-        self.c_proc.append(proc)
-        self.c_itime.append(itime)
-        self.c_tm.append(tm)
-        self.c_meta.append(meta)
-        self.c_acks.append(acks)
+    def _row(self, ix: int, proc: int, itime: int, tm: int, meta: int, acks: int) -> None:
+        """A completion's row, after its events."""
+        if not self.n_rows:
+            self.inv_before = self.n_inv
+        write_i64_le(self.w_ix, ix)
+        write_i64_le(self.w_proc, proc)
+        write_i64_le(self.w_itime, itime)
+        write_i64_le(self.w_tm, tm)
+        self.w_meta.append(meta)
+        self.w_acks.append(acks)
+        self.n_rows += 1
 
     def _key(self, k: str) -> int:
         kid = self._kid.get(k)
@@ -477,9 +546,21 @@ class LineReader:
         return kid
 
 
+def _i64(w: BytesWriter) -> np.ndarray:
+    """A column written as 64-bit little-endian ints, as an array."""
+    return np.frombuffer(w.getvalue(), "<i8")
+
+
+def _u8(w: BytesWriter) -> np.ndarray:
+    """A column written as bytes, as an array."""
+    return np.frombuffer(w.getvalue(), np.uint8)
+
+
 def _ints(col: list[int]) -> np.ndarray:
-    """A column of Python ints as int64 (fromiter: no dtype discovery)."""
-    return np.fromiter(col, np.int64, len(col))
+    """A column of Python ints as int64: copied into an ``array('q')`` (one
+    C loop, about 16 ns an int against ``np.fromiter``'s 27) that the array
+    then reads in place."""
+    return np.frombuffer(array("q", col), np.int64)
 
 
 def _poll_reads(m: dict) -> list[tuple[str, list[int], list[int]]] | None:

@@ -205,6 +205,11 @@ def scan_jsonl(path: str | os.PathLike[str], warnings: list[str] | None = None,
     return scan.finish()
 
 
+#: completions per batch of a file's lines: each batch costs a loop over its
+#: keys (and, for the realtime lag, over each polling process's keys), so
+#: fewer, larger batches cost less (on the 1M-op bench history 2^17 folds
+#: about 0.02 s faster than 2^16; the batch's arrays are a few MB)
+FILE_BATCH = 1 << 17
 #: below this a history is read by one process: a second costs more than it saves
 PARALLEL_MIN_BYTES = 32 << 20
 #: the share of the lines the folding process reads itself: it also folds
@@ -387,7 +392,7 @@ class _Feeder:
     would have fed it."""
 
     def __init__(self, scan: QueueScan, path: Path | None, warnings: list[str] | None,
-                 batch: int = 1 << 16, small: int = 256) -> None:
+                 batch: int = FILE_BATCH, small: int = 256) -> None:
         self.scan = scan
         self.path = path
         self.warnings = warnings
@@ -532,49 +537,29 @@ class _Feeder:
 
     def _flush_keys(self, b: Batch) -> None:
         """Each key's events appended to its columns, in history order;
-        keys new to the projection created in the order they first appear."""
+        keys new to the projection created in the order they first appear.
+        The batch's columns are put in key order once (:class:`_ByKey`), so
+        each key appends contiguous slices of them."""
         n = len(b.ev_c)
         if not n:
             return
-        starts = np.concatenate(([0], np.cumsum(b.ev_n))).tolist()
         if n < self.small:
-            self._add_events(b, range(n), starts)
+            self._add_events(b, range(n), _pair_starts(b))
             return
-        E_c, E_k, E_n = b.ev_c, b.ev_key, b.ev_n
         nk = len(b.keys)  # every key number is below it: sorted by radix
-        order = stable_argsort(E_k, nk)
-        ks = E_k[order]
-        first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-        last = np.r_[first[1:], n]
-        pk = np.repeat(E_k, E_n)
-        porder = stable_argsort(pk, nk)
-        pks = pk[porder]
-        P_off, P_val = b.off[porder], b.val[porder]
-        for g in np.argsort(order[first], kind="stable"):  # keys in order of first appearance
-            a, e = int(first[g]), int(last[g])
-            sel = order[a:e]
-            kid = int(ks[a])
-            cols = self._key(b.keys[kid])
+        order = stable_argsort(b.ev_key, nk)
+        by_key = _ByKey(b, order)
+        starts: list[int] | None = None
+        for g in np.argsort(order[by_key.first], kind="stable").tolist():  # keys in order of first appearance
+            cols = self._key(b.keys[by_key.kids[g]])
             od, vd = cols.offs.data, cols.vals.data
             if not all(type(x) is array for x in (cols.op.data, cols.proc.data, cols.time.data, od, vd)) \
                     or cols.meta.codes.typecode != "B" or cols.ext.codes.typecode != "B":
-                self._add_events(b, sel.tolist(), starts)
+                if starts is None:
+                    starts = _pair_starts(b)
+                self._add_events(b, order[by_key.bounds[g]:by_key.bounds[g + 1]].tolist(), starts)
                 continue
-            csel = E_c[sel]
-            m = b.meta[csel]
-            cols.op.data.frombytes(b.ix[csel].tobytes())
-            cols.proc.data.frombytes(b.proc[csel].tobytes())
-            cols.time.data.frombytes(b.tm[csel].tobytes())
-            cols.type.extend(bytes(e - a))
-            poll = m == POLL_META
-            cols.kind.extend(poll.astype(np.uint8).tobytes())
-            _intern_bulk(cols.meta, m, META)
-            _intern_bulk(cols.ext, poll.astype(np.uint8) if b.ext is None else b.ext[csel], EXT)
-            pa, pb = np.searchsorted(pks, [kid, kid + 1])
-            base = len(od)
-            od.frombytes(P_off[pa:pb].tobytes())
-            vd.frombytes(P_val[pa:pb].tobytes())
-            cols.pair_end.frombytes((base + np.cumsum(E_n[sel])).tobytes())
+            by_key.append(cols, g)
 
     def _flush_observers(self, b: Batch) -> None:
         """RealtimeLag and ConsumeCounts: what their ``feed`` does with
@@ -607,6 +592,99 @@ class _Feeder:
                     k = names[ekey[e]]
                     for v in vals[ps[e]:ps[e + 1]]:
                         cc[(p, k, v)] = cc.get((p, k, v), 0) + 1
+
+
+def _pair_starts(b: Batch) -> list[int]:
+    """Where each event's pairs start in the batch's ``off``/``val`` (and the end)."""
+    return np.concatenate(([0], np.cumsum(b.ev_n))).tolist()
+
+
+class _ByKey:
+    """A batch's events and pairs in key order (a stable sort by key
+    number keeps each key's events, and their pairs, in history order):
+    group ``g`` is key number ``kids[g]``, events ``bounds[g]`` to
+    ``bounds[g + 1]``; :meth:`append` adds a group to its key's columns."""
+
+    def __init__(self, b: Batch, order: np.ndarray) -> None:
+        n = len(order)
+        ks = b.ev_key[order]
+        self.first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        self.bounds: list[int] = np.r_[self.first, n].tolist()
+        self.kids: list[int] = ks[self.first].tolist()
+        c = b.ev_c[order]
+        self.ix, self.proc, self.tm = b.ix[c], b.proc[c], b.tm[c]
+        self.meta = b.meta[c]
+        self.poll = (self.meta == POLL_META).view(np.uint8)
+        self.ext = self.poll if b.ext is None else b.ext[c]
+        n_s = b.ev_n[order]
+        self.pair_end = np.cumsum(n_s)  # each event's pairs' end, in key order
+        pk = np.repeat(b.ev_key, b.ev_n)
+        porder = stable_argsort(pk, len(b.keys))
+        self.off, self.val = b.off[porder], b.val[porder]
+        self._ks = ks
+        #: per interned column, the values the batch holds and (when needed) each group's in first-seen order
+        self._present = {"meta": _present(self.meta, len(META)), "ext": _present(self.ext, len(EXT))}
+        self._firsts: dict[str, list[list[int]]] = {}
+
+    def append(self, cols: KeyColumns, g: int) -> None:
+        """Group ``g``'s events onto ``cols`` (its columns all arrays, its
+        interned codes bytes)."""
+        a, e = self.bounds[g], self.bounds[g + 1]
+        cols.op.data.frombytes(self.ix[a:e].view(np.uint8))
+        cols.proc.data.frombytes(self.proc[a:e].view(np.uint8))
+        cols.time.data.frombytes(self.tm[a:e].view(np.uint8))
+        cols.type.extend(bytes(e - a))
+        cols.kind.extend(self.poll[a:e])
+        self._intern("meta", cols.meta, self.meta, META, g, a, e)
+        self._intern("ext", cols.ext, self.ext, EXT, g, a, e)
+        pa = int(self.pair_end[a - 1]) if a else 0
+        pb = int(self.pair_end[e - 1])
+        od = cols.offs.data
+        base = len(od)
+        od.frombytes(self.off[pa:pb].view(np.uint8))
+        cols.vals.data.frombytes(self.val[pa:pb].view(np.uint8))
+        cols.pair_end.frombytes((self.pair_end[a:e] + (base - pa)).view(np.uint8))
+
+    def _intern(self, name: str, col: Interned, gids: np.ndarray, values: tuple, g: int, a: int, e: int) -> None:
+        """``col.append(values[x])`` for each ``x`` of ``gids[a:e]``. When
+        the column has a code for every value the batch holds, those are
+        the codes; else a value new to it gets its code in the order the
+        group first shows it, as appending one by one would give."""
+        lut = np.zeros(len(values), np.int64)
+        for x in self._present[name]:
+            c = col.known(values[x])
+            if c is None:
+                break
+            lut[x] = c
+        else:
+            x = -1
+        if x >= 0:
+            firsts = self._firsts.get(name)
+            if firsts is None:
+                firsts = self._firsts[name] = _firsts(self._ks, gids, len(values), self.first)
+            for x in firsts[g]:
+                lut[x] = col.code(values[x])
+        codes = lut[gids[a:e]]
+        col.codes.frombytes(codes.astype(np.uint8 if col.codes.typecode == "B" else np.uint32).view(np.uint8))
+        col._last, col._last_code = values[int(gids[e - 1])], int(codes[-1])
+
+
+def _present(gids: np.ndarray, width: int) -> list[int]:
+    """The distinct values of ``gids`` (each below ``width``)."""
+    return np.flatnonzero(np.bincount(gids, minlength=width)).tolist()
+
+
+def _firsts(ks: np.ndarray, gids: np.ndarray, width: int, first: np.ndarray) -> list[list[int]]:
+    """Per group of the key-sorted ``ks`` (starting at ``first``), the
+    distinct ``gids`` (each below ``width``) in the order the group first
+    shows them."""
+    n = len(gids)
+    pos = np.arange(n)
+    at = np.empty((len(first), width), np.int64)  # each group's first of each value (n: none)
+    for x in range(width):
+        at[:, x] = np.minimum.reduceat(np.where(gids == x, pos, n), first)
+    by = np.argsort(at, axis=1, kind="stable")
+    return [[x for x in row if a_[x] < n] for row, a_ in zip(by.tolist(), at.tolist())]
 
 
 def _intern_bulk(col: Interned, gids: np.ndarray, values: tuple) -> None:

@@ -16,14 +16,22 @@ one of ``all``, ``-1``, ``1``, ``0``, a poll's keys each once) straight
 from the bytes, in a few passes of compiled code instead of a JSON parse and
 a dict per line; anything else is None and the line reader parses it as
 JSON. What it returns is what the JSON of the line says, so either way the
-reader takes the same line the same way.
+reader takes the same line the same way. The compiled line reader calls
+the pieces :func:`parse` is made of itself (:func:`head`, then
+:func:`send_fields` or :func:`poll_key`, :func:`records` and
+:func:`poll_ends`), writing what they read straight into its columns
+with no :class:`Spelt` made.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Final
 
-__all__ = ["Spelt", "parse", "INVOKE_SEND", "INVOKE_POLL", "OK_SEND", "OK_POLL", "ABSENT"]
+from librt.strings import BytesWriter, write_i64_le
+
+__all__ = ["Spelt", "parse", "head", "send_fields", "poll_key", "records", "poll_ends", "INVOKE_SEND",
+           "INVOKE_POLL", "OK_SEND", "OK_POLL", "ABSENT"]
 
 INVOKE_SEND: Final = 1
 INVOKE_POLL: Final = 2
@@ -68,17 +76,35 @@ _NO_READS: Final[list[tuple[str, list[int], list[int]]]] = []
 def parse(raw: bytes) -> Spelt | None:
     """The line ``raw`` (with or without its newline) if spelt as one of the
     four shapes, else None."""
-    if not raw.startswith(_INDEX):
+    kind, ix, tm, proc, i = head(raw)
+    if kind == 0:
         return None
+    if kind == OK_POLL:
+        return _poll(raw, i, ix, tm, proc)
+    if kind == INVOKE_POLL:
+        return Spelt(kind, ix, tm, proc, "", 0, 0, ABSENT, _NO_READS) if _ends(raw, i) else None
+    j, a, b, acks = send_fields(raw, i, kind)
+    if j < 0:
+        return None
+    return Spelt(kind, ix, tm, proc, raw[i:j].decode("ascii"), a, b, acks, _NO_READS)
+
+
+def head(raw: bytes) -> tuple[int, int, int, int, int]:
+    """``(kind, index, time, process, i)`` of a line spelt as one of the four
+    shapes up to the end of its shape's prefix (at ``i``), what follows
+    unread; kind 0 (and the rest 0) for any other line. (The line reader
+    reads on from there into its columns, with no :class:`Spelt` made.)"""
+    if not raw.startswith(_INDEX):
+        return 0, 0, 0, 0, 0
     ix, i = _uint(raw, len(_INDEX))
     if ix < 0 or not _at(raw, i, _TIME):
-        return None
+        return 0, 0, 0, 0, 0
     tm, i = _uint(raw, i + len(_TIME))
     if tm < 0 or not _at(raw, i, _PROCESS):
-        return None
+        return 0, 0, 0, 0, 0
     proc, i = _uint(raw, i + len(_PROCESS))
     if proc < 0:
-        return None
+        return 0, 0, 0, 0, 0
     # the shape by two bytes (``"type":"o`` or ``i``, then ``"f":"s`` or
     # ``p``), then that one prefix compared whole
     t = _byte(raw, i + 9)
@@ -87,53 +113,61 @@ def parse(raw: bytes) -> Spelt | None:
     elif t == 105:
         kind = INVOKE_SEND if _byte(raw, i + 22) == 115 else INVOKE_POLL
     else:
-        return None
+        return 0, 0, 0, 0, 0
     prefix = _PREFIX[kind]
     if not _at(raw, i, prefix):
-        return None
-    i += len(prefix)
-    if kind == OK_POLL:
-        return _poll(raw, i, ix, tm, proc)
-    if kind == INVOKE_POLL:
-        return Spelt(kind, ix, tm, proc, "", 0, 0, ABSENT, _NO_READS) if _ends(raw, i) else None
-    return _send(raw, i, kind, ix, tm, proc)
+        return 0, 0, 0, 0, 0
+    return kind, ix, tm, proc, i + len(prefix)
 
 
-def _send(raw: bytes, i: int, kind: int, ix: int, tm: int, proc: int) -> Spelt | None:
-    """``key",V]]`` (an invocation) or ``key",[O,V]]]`` (a completion),
-    then the end of the line with or without ``acks``."""
+def send_fields(raw: bytes, i: int, kind: int) -> tuple[int, int, int, str]:
+    """A send's ``key",V]]`` (an invocation) or ``key",[O,V]]]`` (a
+    completion) from ``i``, then the end of the line with or without
+    ``acks``: ``(j, a, b, acks)``, the key being ``raw[i:j]`` (j -1: not so
+    spelt), ``a`` the value (an invocation) or offset, ``b`` the value (a
+    completion), ``acks`` :data:`ABSENT` without the field."""
     j = _name_end(raw, i)
     if j < 0:
-        return None
-    key = raw[i:j].decode("ascii")
+        return -1, 0, 0, ABSENT
     b = 0
     if kind == OK_SEND:
-        if not _at(raw, j, b'",['):
-            return None
+        if not (_byte(raw, j + 1) == 44 and _byte(raw, j + 2) == 91):  # ",[
+            return -1, 0, 0, ABSENT
         a, i = _uint(raw, j + 3)
         if a < 0 or not _byte(raw, i) == 44:
-            return None
+            return -1, 0, 0, ABSENT
         b, i = _uint(raw, i + 1)
-        if b < 0 or not _at(raw, i, b"]]]"):
-            return None
+        if b < 0 or not (_byte(raw, i) == 93 and _byte(raw, i + 1) == 93 and _byte(raw, i + 2) == 93):
+            return -1, 0, 0, ABSENT
         i += 3
     else:
-        if not _at(raw, j, b'",'):
-            return None
+        if not _byte(raw, j + 1) == 44:  # ",
+            return -1, 0, 0, ABSENT
         a, i = _uint(raw, j + 2)
-        if a < 0 or not _at(raw, i, b"]]"):
-            return None
+        if a < 0 or not (_byte(raw, i) == 93 and _byte(raw, i + 1) == 93):
+            return -1, 0, 0, ABSENT
         i += 2
     if _ends(raw, i):
-        return Spelt(kind, ix, tm, proc, key, a, b, ABSENT, _NO_READS)
+        return j, a, b, ABSENT
     if not _at(raw, i, _ACKS):
-        return None
+        return -1, 0, 0, ABSENT
     i += len(_ACKS)
-    j = _name_end(raw, i)
-    acks = _ACKS_SPELT.get(raw[i:j]) if j > 0 else None
-    if acks is None or not _ends(raw, j + 1):
-        return None
-    return Spelt(kind, ix, tm, proc, key, a, b, acks, _NO_READS)
+    k = _name_end(raw, i)
+    acks = _ACKS_SPELT.get(raw[i:k]) if k > 0 else None
+    if acks is None or not _ends(raw, k + 1):
+        return -1, 0, 0, ABSENT
+    return j, a, b, acks
+
+
+def poll_key(raw: bytes, i: int) -> int:
+    """Where the name ends of a poll's key spelt ``"key":[`` at ``i`` (the
+    name is ``raw[i + 1:j]``, its records start at ``j + 3``); -1 if not so."""
+    if not _byte(raw, i) == 34:
+        return -1
+    j = _name_end(raw, i + 1)
+    if j < 0 or not (_byte(raw, j + 1) == 58 and _byte(raw, j + 2) == 91):  # ":[
+        return -1
+    return j
 
 
 def _poll(raw: bytes, i: int, ix: int, tm: int, proc: int) -> Spelt | None:
@@ -143,35 +177,43 @@ def _poll(raw: bytes, i: int, ix: int, tm: int, proc: int) -> Spelt | None:
         i += 1
     else:
         while True:
-            if not _byte(raw, i) == 34:
-                return None
-            j = _name_end(raw, i + 1)
-            if j < 0 or not _at(raw, j, b'":['):
+            j = poll_key(raw, i)
+            if j < 0:
                 return None
             key = raw[i + 1:j].decode("ascii")
             for k, _, _ in reads:
                 if k == key:
                     return None  # a repeated key: JSON keeps the last, leave it to the parser
-            offs: list[int] = []
-            vals: list[int] = []
-            i = _records(raw, j + 3, offs, vals)
+            offs, vals = BytesWriter(), BytesWriter()
+            i = records(raw, j + 3, offs, vals)
             if i < 0:
                 return None
-            reads.append((key, offs, vals))
+            reads.append((key, _ints(offs), _ints(vals)))
             if _byte(raw, i) == 125:
                 i += 1
                 break
             if not _byte(raw, i) == 44:
                 return None
             i += 1
-    if not _at(raw, i, b"]]") or not _ends(raw, i + 2):
+    if not poll_ends(raw, i):
         return None
     return Spelt(OK_POLL, ix, tm, proc, "", 0, 0, ABSENT, reads if reads else _NO_READS)
 
 
-def _records(raw: bytes, i: int, offs: list[int], vals: list[int]) -> int:
-    """``[O,V],[O,V]]`` (or ``]``) into ``offs``/``vals``; the position after
-    the closing bracket, or -1."""
+def _ints(w: BytesWriter) -> list[int]:
+    """What :func:`records` wrote, as ints."""
+    return [x for (x,) in struct.iter_unpack("<q", w.getvalue())]
+
+
+def poll_ends(raw: bytes, i: int) -> bool:
+    """Whether ``raw[i:]`` is ``]]}`` with or without the newline."""
+    return _byte(raw, i) == 93 and _byte(raw, i + 1) == 93 and _ends(raw, i + 2)
+
+
+def records(raw: bytes, i: int, offs: BytesWriter, vals: BytesWriter) -> int:
+    """``[O,V],[O,V]]`` (or ``]``) written to ``offs``/``vals`` as 64-bit
+    little-endian ints; the position after the closing bracket, or -1
+    (with what was written of them left for the caller to take back)."""
     if _byte(raw, i) == 93:
         return i + 1
     while True:
@@ -183,8 +225,8 @@ def _records(raw: bytes, i: int, offs: list[int], vals: list[int]) -> int:
         v, i = _uint(raw, i + 1)
         if v < 0 or not _byte(raw, i) == 93:
             return -1
-        offs.append(o)
-        vals.append(v)
+        write_i64_le(offs, o)
+        write_i64_le(vals, v)
         i += 1
         if _byte(raw, i) == 93:
             return i + 1

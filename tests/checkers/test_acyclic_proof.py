@@ -102,3 +102,18 @@ def test_quick_proof_repairs_edges_that_go_against_real_time():
     assert _relax(rank, src, dst, 4) and bool((rank[src] < rank[dst]).all())
     cyc = np.array([0, 1, 2], np.int32), np.array([1, 2, 0], np.int32)
     assert not _relax(np.array([0, 1, 2], np.int64), *cyc, 3)
+
+
+def test_edges_against_the_ranks_found_a_slice_at_a_time_are_those_found_at_once():
+    import numpy as np
+
+    from checkers.queue.acyclic import _SLICE, _down_edges
+
+    rng = np.random.default_rng(7)
+    n_nodes, n_edges = 5_000, 3 * _SLICE + 12_345  # several slices and a short last one
+    rank = rng.integers(0, 1_000, n_nodes)
+    src = rng.integers(0, n_nodes, n_edges).astype(np.int32)
+    dst = rng.integers(0, n_nodes, n_edges).astype(np.int32)
+    got = _down_edges(rank, src, dst)
+    assert np.array_equal(got, np.flatnonzero(rank[src] >= rank[dst]))
+    assert 0 < len(got) < n_edges
