@@ -61,6 +61,18 @@ def _produce(tp: TopicPartition, value: int) -> Any:
     return lambda ref: ProduceRequest(ref, tp, 1, 1, (value,), timeout_ms=5000)
 
 
+
+def _answers_nothing_held_then_serves(s: Scenario, to_client: list[Any]) -> None:
+    """Once the controllers return and the broker has caught up, what it
+    dropped stays unanswered, and a new request is served."""
+    _controllers_return(s)
+    s.wait(lambda: _caught_up(s), 30_000, "broker 2 caught up")
+    s.sim.run_for(5000)
+    assert to_client == []
+    meta = _ask(s, lambda ref: MetadataRequest(ref, None))
+    s.wait(lambda: bool(meta), 1000, "a metadata answer once caught up")
+    assert isinstance(meta[0][0], MetadataResponse)
+
 def test_a_restarted_broker_answers_no_client_request_before_it_has_replayed_its_own_registration():
     s, tp = _restarted_without_controllers()
     meta = _ask(s, lambda ref: MetadataRequest(ref, None))
@@ -121,14 +133,7 @@ def test_a_client_that_gave_up_on_a_held_request_is_never_answered_for_it():
     s.wait(lambda: bool(prod), 3000, "the request's timeout")
     assert prod == [(None, False)] and s.sim.host(BROKER).held == []
 
-    _controllers_return(s)
-    s.wait(lambda: _caught_up(s), 30_000, "broker 2 caught up")
-    s.sim.run_for(5000)
-    assert to_client == []
-    # and the broker serves its clients once caught up
-    meta = _ask(s, lambda ref: MetadataRequest(ref, None))
-    s.wait(lambda: bool(meta), 1000, "a metadata answer")
-    assert isinstance(meta[0][0], MetadataResponse)
+    _answers_nothing_held_then_serves(s, to_client)
 
 
 def test_a_client_process_that_dies_takes_its_held_requests_with_it():
@@ -142,13 +147,7 @@ def test_a_client_process_that_dies_takes_its_held_requests_with_it():
     s.client.cancel_all()
     assert s.sim.host(BROKER).held == []
 
-    _controllers_return(s)
-    s.wait(lambda: _caught_up(s), 30_000, "broker 2 caught up")
-    s.sim.run_for(5000)
-    assert to_client == []
-    meta = _ask(s, lambda ref: MetadataRequest(ref, None))
-    s.wait(lambda: bool(meta), 1000, "the fresh process's answer")
-    assert isinstance(meta[0][0], MetadataResponse)
+    _answers_nothing_held_then_serves(s, to_client)
 
 
 def test_a_paused_broker_behind_its_registration_still_holds_what_it_queued():
