@@ -91,3 +91,16 @@ def test_a_reassign_asked_while_the_first_broker_asked_is_down_reaches_the_contr
              for e in map(json.loads, trace.read_text().splitlines())
              if e["kind"] == "partition_metadata" and e["tp"] == "t0-1" and e.get("adding_replicas") == [1]]
     assert taken and min(taken) - asked_ms < 500, (asked_ms, taken)
+
+
+def test_a_reassign_whose_recorded_request_failed_moves_nothing_on_replay(tmp_path: Path) -> None:
+    """Kafka's played schedule records a reassign whose request was refused
+    (an older admin path, ECONNREFUSED from one broker): nothing moved
+    there, so nothing moves here, rather than a swap drawn anew."""
+    failed = {"at_ms": 3000, "f": "start-reassign", "fault": "reassign",
+              "error": "KafkaConnectionError: KafkaConnectionError: 111 ECONNREFUSED"}
+    res, ops = _replay(tmp_path, [failed, {"at_ms": 9000, "f": "stop-reassign", "fault": "reassign"}])
+    start = next(o["value"] for o in ops if o["f"] == "start-reassign")
+    assert start.get("error") == failed["error"] and "nodes" not in start
+    assert _replicas(res["run_dir"], "t0-0") == ["n1", "n2", "n3"]
+    assert _replicas(res["run_dir"], "t0-1") == ["n2", "n3", "n4"]
