@@ -77,8 +77,8 @@ def test_an_exact_replay_plays_the_recorded_lists(tmp_path: Path) -> None:
 def test_a_reassign_asked_while_the_first_broker_asked_is_down_reaches_the_controller_at_once(tmp_path: Path) -> None:
     """The admin endpoint asks t0-1's move through n2 first; n2's process is
     down, so its host refuses the connection and n3 is asked at once, as
-    ``harness.dbs.admin`` meets ECONNREFUSED on Kafka (which took such a
-    move within 0.2 s). Waiting out the request timeout on the dead broker
+    ``harness.dbs.admin`` meets ECONNREFUSED on Kafka (whose observer listed such a
+    move within 0.3 s). Waiting out the request timeout on the dead broker
     held the move 6 s or more, and the model's later moves were recorded
     against replicas Kafka no longer had."""
     kill = {"at_ms": 2000, "f": "start-kill", "fault": "kill:one", "target": "one", "nodes": ["n2"]}
