@@ -159,6 +159,7 @@ def test_a_reassignment_the_harness_asks_makes_the_observers_cached_replicas_sta
     asks.reassign(f"{topic}-0", target)
     wait_for(lambda: f"{topic}-0" in getattr(asks, "reassigned", {}), 15, "the controller's answer")
     assert asks.reassigned[f"{topic}-0"] is None
-    wait_for(lambda: _replicas(four, topic)[1][:3] == target, 15, "the brokers' metadata listing the move")
+    ids = [topo.id_of(n) for n in target]
+    wait_for(lambda: _replicas(four, topic)[1][:3] == ids, 15, "the brokers' metadata listing the move")
     time.sleep(0.5)  # every broker's metadata, not only the one that answered
     assert obs.replicas_of(f"{topic}-0")[:3] == target
