@@ -170,9 +170,6 @@ GROUPS = {
 #: what a recorded start says it did; an entry with none of these is
 #: resolved when replayed (:meth:`Fault.replay`)
 RESOLVED = frozenset({"nodes", "cut", "offsets_ms", "ms", "probability", "story", "skipped"})
-#: the faults whose start is a request to the controller, which a played
-#: schedule may record as failed (``error``, no replicas named)
-MEMBERSHIP = frozenset({"reassign", "decommission"})
 
 
 class UnknownFault(ValueError):
