@@ -532,6 +532,8 @@ class Fault:
         kind, c = self.spec.kind, self.cluster
         if kind == "story" and ("cut" in entry or "step" in entry):
             return self.story.replay(entry)
+        if kind in MEMBERSHIP and "error" in entry and not set(entry) & RESOLVED:
+            return done  # the recorded request failed (refused, timed out): nothing moved there, nor here
         if not set(entry) & RESOLVED:  # a target alone (a search's new fault): resolved now
             target = entry.get("target") or self.rng.choice(self.spec.targets())
             return {"target": target, **_STARTS[kind](self, target)}

@@ -129,11 +129,27 @@ class Decommission:
         self.token += 1
         node, done = self.node, list(self.done)
         self.node, self.done = None, []
-        added = []
+        added: list[str] = []
+        out: dict[str, Any] = {"steps": done, "added": added}
         if node is not None and node in self.cluster.nodes.dead_nodes():
             self.cluster.nodes.start(node)
             added.append(node)
-        return {"steps": done, "added": added}
+        elif node is not None and "moved" in done and "shut-down" not in done:
+            # told to shut down and not down yet: started again once down, so
+            # the broker comes back after the stop on every runtime (Kafka's
+            # controlled shutdown outlasted the stop by seconds where the
+            # model's was over, and the broker stayed down until a later heal)
+            token = self.token
+            self._later(token, lambda: self._start_when_down(token, node, 0))
+            out["starts_when_down"] = node
+        return out
+
+    def _start_when_down(self, token: int, node: str, waited: int) -> None:
+        nodes = self.cluster.nodes
+        if node in nodes.dead_nodes():
+            nodes.start(node)
+        elif waited < SHUTDOWN_GRACE_MS:
+            self._later(token, lambda: self._start_when_down(token, node, waited + POLL_MS))
 
     def _later(self, token: int, fn: Callable[[], None]) -> None:
         def run() -> None:

@@ -109,9 +109,25 @@ class Membership:
         asks on its loop: the nemesis goes on at once (waiting here, a
         cluster without a controller quorum held it for every broker's
         timeout and the rest of a replayed schedule played late). The
-        outcome is kept in :attr:`reassigned` (key -> None or the error)."""
+        outcome is kept in :attr:`reassigned` (key -> None or the error).
+
+        Whoever reads the partition's metadata through a cache is told
+        (:meth:`on_move`) when the move is asked and again when the
+        controller has taken it: an answer read before either no longer
+        stands for "now" (a replay's next move, 0.36 s after a
+        decommission's, read the replicas as they were before it)."""
         ids, boot = [self.topo.id_of(r) for r in replicas], self.bootstrap()
+        self._moved(key)
         threading.Thread(target=self._reassign, args=(boot, key, ids), name=f"reassign-{key}", daemon=True).start()
+
+    def on_move(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(key)`` when a reassignment of ``key`` is asked and when
+        the controller has accepted it."""
+        self.__dict__.setdefault("move_listeners", []).append(fn)
+
+    def _moved(self, key: str) -> None:
+        for fn in self.__dict__.get("move_listeners", []):
+            fn(key)
 
     def _reassign(self, bootstrap: str, key: str, ids: list[int]) -> None:
         done = self.__dict__.setdefault("reassigned", {})
@@ -120,6 +136,7 @@ class Membership:
             done[key] = None
         except Exception as e:  # noqa: BLE001 - refused, or the run tore its hosts down meanwhile
             done[key] = f"{type(e).__name__}: {e}"[:300]
+        self._moved(key)
 
     def unregister(self, node: str) -> None:
         unregister_broker(self.bootstrap(), self.topo.id_of(node))
@@ -410,23 +427,36 @@ class MetadataObserver:
         #: brokers answer only once caught up to their registration (Kafka)
         self.listener = listener
         self._seen: dict[str, tuple[float, Any]] = {}  # topic: (when asked, its metadata or None)
+        #: topic: when the harness last changed it (:meth:`forget`); an ask
+        #: begun before that, answered after, is not kept
+        self._changed: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def keys(self) -> list[str]:
         return self._keys
+
+    def forget(self, key: str) -> None:
+        """The cluster changed ``key``'s partition (a reassignment asked or
+        accepted): the next look asks again, however fresh the last answer."""
+        topic = key.rpartition("-")[0]
+        with self._lock:
+            self._seen.pop(topic, None)
+            self._changed[topic] = time.monotonic()
 
     def _topic(self, topic: str) -> Any:
         with self._lock:
             when, md = self._seen.get(topic, (-1e9, None))
         if time.monotonic() - when < self.FRESH_S:
             return md
+        asked = time.monotonic()
         try:  # the ask outside the lock: a story's timer asks beside the nemesis
             md = AdminClient({"bootstrap.servers": self.bootstrap(), "log_level": 0,
                               "socket.timeout.ms": 3000}).list_topics(topic=topic, timeout=4)
         except KafkaException:
             md = None
         with self._lock:
-            self._seen[topic] = (time.monotonic(), md)
+            if self._changed.get(topic, -1e9) < asked:
+                self._seen[topic] = (time.monotonic(), md)
         return md
 
     def _partition(self, key: str) -> Any:

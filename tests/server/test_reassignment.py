@@ -21,6 +21,7 @@ from kafka.errors import NoReassignmentInProgressError
 from kafka.structs import TopicPartition as KTP
 
 from harness.dbs.admin import ReassignmentRefused, alter_partition_reassignment
+from harness.dbs.parts import Membership, MetadataObserver, Topology
 from reference_impl.server.launcher import LocalCluster
 from tests.server.test_integration import FAST, create_topic, wait_for
 
@@ -132,3 +133,33 @@ def test_the_membership_faults_reassignment_asks_the_next_broker_when_one_refuse
     wait_for(lambda: _replicas(four, topic)[1] == target, 30, "the move")
     with pytest.raises(ReassignmentRefused, match="no broker got it to the controller"):
         alter_partition_reassignment("127.0.0.1:1", f"{topic}-0", before)
+
+
+class _Asks(Membership):
+    def __init__(self, topo: Topology, bootstrap: str) -> None:
+        self.topo, self.bootstrap = topo, lambda: bootstrap
+
+
+def test_a_reassignment_the_harness_asks_makes_the_observers_cached_replicas_stale(four):
+    """The observer keeps one Metadata answer for a while (``FRESH_S``; a
+    minute here, so only the rule can end it): a move the harness asks and
+    the controller takes makes the next look ask again. Kept, a replayed
+    schedule's move 0.36 s after a decommission's on Kafka read the
+    replicas from before the decommission and was played on them."""
+    topic = "observed-move"
+    create_topic(four, topic, rf=3, min_isr=2)
+    topo = Topology.of((f"n{i}", i, ("broker",)) for i in (1, 2, 3, 4))
+    obs = MetadataObserver(topo, lambda: four.bootstrap, [f"{topic}-0"])
+    obs.FRESH_S = 60.0
+    asks = _Asks(topo, four.bootstrap)
+    asks.on_move(obs.forget)
+    before = obs.replicas_of(f"{topic}-0")
+    spare = next(f"n{b}" for b in (1, 2, 3, 4) if f"n{b}" not in before)
+    target = [spare if r == before[-1] else r for r in before]
+    asks.reassign(f"{topic}-0", target)
+    wait_for(lambda: f"{topic}-0" in getattr(asks, "reassigned", {}), 15, "the controller's answer")
+    assert asks.reassigned[f"{topic}-0"] is None
+    ids = [topo.id_of(n) for n in target]
+    wait_for(lambda: _replicas(four, topic)[1][:3] == ids, 15, "the brokers' metadata listing the move")
+    time.sleep(0.5)  # every broker's metadata, not only the one that answered
+    assert obs.replicas_of(f"{topic}-0")[:3] == target

@@ -221,11 +221,12 @@ class KafkaDB:
                                  lambda n: str(self.host_dir(n) / "data" / CLEAN_SHUTDOWN_FILE), TERMINATE_GRACE_S,
                                  _no_unfsynced_loss)
         self.registrations = Registrations(self.hosts, self.host_dir)
+        observer = KafkaObserver(self.topo, self.client_bootstrap, self.cfg.keys(), self.nodes, self.registrations,
+                                 self.host_dir, self.listener)
+        self.nodes.on_move(observer.forget)
         self.cluster = ClusterParts(
             str(self.hosts.runtime), capabilities_for(self.cfg), self.nodes, self.net or NoNetwork(),
-            FaketimeClock(self.hosts, self.host_dir),
-            KafkaObserver(self.topo, self.client_bootstrap, self.cfg.keys(), self.nodes, self.registrations,
-                          self.host_dir, self.listener))
+            FaketimeClock(self.hosts, self.host_dir), observer)
 
     def _exec_for_net(self, node: str, argv: Any, stdin: str | None) -> tuple[int, str, str]:
         return self.hosts.exec(node, list(argv), 30.0, stdin=stdin)

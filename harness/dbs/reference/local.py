@@ -317,5 +317,6 @@ def contract(cluster: ProxiedCluster, topo: Topology, keys: list[str]) -> tuple[
                                  lambda: auth.load_secret(cluster.secret_path), lambda n: nodes.answering(n))
     nodes = LocalNodes(cluster, topo, endpoints)
     observer = StatusObserver(topo, cluster.client_bootstrap, keys, endpoints, nodes.live_nodes)
+    nodes.on_move(observer.forget)
     parts = ClusterParts("local", CAPABILITIES, nodes, ProxyNetwork(cluster), ControlClock(endpoints), observer)
     return parts, endpoints
