@@ -9,7 +9,6 @@ stops it."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from .conftest import needs_root_net
 from .probe import CLIENT, Prober, all_links
 from tests.docker_engine import shared_engine
 
-from .test_netns_latency import CONNECT, LISTENER, PORT
+from .test_netns_latency import LISTENER, PORT, connect_ms, undelayed
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +75,8 @@ def test_a_grudge_inside_containers_cuts_exactly_its_links(engine, tmp_path):
 def test_latency_inside_containers_delays_its_links_until_healed(engine, tmp_path):
     """A delayer per container that holds a delayed link (the host's /usr,
     the project mounted read-only, NET_ADMIN): a TCP connect over a link
-    with 200 ms asked takes at least 150 ms, under 50 ms once healed."""
+    with 200 ms asked takes at least 150 ms; once healed its fastest of a few
+    connects is under 100 ms (tests/backends/test_netns_latency.py ``undelayed``)."""
     hosts = kwdocker.DockerHosts.create(NODES, None, tmp_path, client=engine)
     try:
         net = IptablesNetwork(NODES, {n: hosts.address(n) for n in NODES}, hosts.client_address,
@@ -87,18 +87,11 @@ def test_latency_inside_containers_delays_its_links_until_healed(engine, tmp_pat
                                f"{tmp_path}/nodes/{n}/listener.log")
         time.sleep(0.5)
 
-        def connect_ms(src, dst):
-            rc, out, err = hosts.exec(src, [sys.executable, "-c", CONNECT, hosts.address(dst), str(PORT)], 20)
-            assert rc == 0, err
-            return float(out)
-
         net.set_latency([("n1", "n2"), (CLIENT, "n3")], 200, 20)
-        assert connect_ms("n1", "n2") >= 150 and connect_ms("n3", "n1") < 50
-        t = time.perf_counter()
-        socket.create_connection((hosts.address("n3"), PORT), timeout=10).close()
-        assert time.perf_counter() - t >= 0.15
+        assert connect_ms(hosts, "n1", "n2") >= 150 and undelayed(hosts, "n3", "n1")
+        assert connect_ms(hosts, CLIENT, "n3") >= 150
         net.heal()
-        assert connect_ms("n1", "n2") < 50
+        assert undelayed(hosts, "n1", "n2")
         pids = [h[2] for h in hosts.helpers]
     finally:
         hosts.teardown()

@@ -69,6 +69,17 @@ def connect_ms(hosts, src, dst):
     return float(out)
 
 
+UNDELAYED_MS = 100
+
+
+def undelayed(hosts, src, dst, tries=3):
+    """Whether the link src -> dst carries no asked delay: its fastest of a few
+    connects is under half the 200 ms the tests ask. One connect on a busy
+    machine can take 80 ms of scheduling alone, so one slow try proves nothing;
+    a delayed link cannot beat 150 ms on any try, so the fastest decides."""
+    return any(connect_ms(hosts, src, dst) < UNDELAYED_MS for _ in range(tries))
+
+
 def delayers(hosts):
     return [p for p in hosts.helpers if "harness.netdelay.delayer" in p.args]
 
@@ -79,10 +90,10 @@ def test_a_delayed_link_adds_its_delay_to_a_round_trip_until_healed(fabric):
     assert connect_ms(hosts, "n1", "n2") >= 150
     assert connect_ms(hosts, CLIENT, "n3") >= 150
     assert connect_ms(hosts, "n2", "n1") >= 150  # its SYN-ACK goes n1 -> n2
-    assert connect_ms(hosts, "n1", "n3") < 50 and connect_ms(hosts, CLIENT, "n2") < 50
+    assert undelayed(hosts, "n1", "n3") and undelayed(hosts, CLIENT, "n2")
     assert len(delayers(hosts)) == 2  # on the hosts that see the delayed packets: n2 and n3
     net.heal()
-    assert connect_ms(hosts, "n1", "n2") < 50 and connect_ms(hosts, CLIENT, "n3") < 50
+    assert undelayed(hosts, "n1", "n2") and undelayed(hosts, CLIENT, "n3")
     _, out, _ = hosts.exec("n2", ["iptables", "-S", "kw-in"], 10)
     assert "NFQUEUE" not in out
 
@@ -94,7 +105,7 @@ def test_a_node_to_client_delay_is_made_on_its_way_out(fabric):
     _, out, _ = hosts.exec("n2", ["iptables", "-S", "kw-out"], 10)
     assert f"--queue-num {QUEUE}" in out
     net.set_latency([("n2", CLIENT)], 0, 0)
-    assert connect_ms(hosts, CLIENT, "n2") < 50
+    assert undelayed(hosts, CLIENT, "n2")
 
 
 def test_a_delayer_that_died_is_started_again_by_the_next_change(fabric):
@@ -103,7 +114,7 @@ def test_a_delayer_that_died_is_started_again_by_the_next_change(fabric):
     first = delayers(hosts)[0]
     os.kill(first.pid, signal.SIGKILL)
     first.wait(10)
-    assert connect_ms(hosts, "n1", "n2") < 50  # --queue-bypass: nobody holds the queue, nothing is lost
+    assert undelayed(hosts, "n1", "n2")  # --queue-bypass: nobody holds the queue, nothing is lost
     net.set_latency([("n1", "n2")], 200, 0)
     assert len(delayers(hosts)) == 2 and alive(delayers(hosts)[1].pid)
     assert connect_ms(hosts, "n1", "n2") >= 150
