@@ -12,8 +12,10 @@ shutdowns).
 * Heartbeats keep the session alive (judged on the monotonic clock), unfence
   a broker once it has caught up with its own registration, fence one that
   asks, and run controlled shutdown.
-* A session that expires fences the broker; UnregisterBroker (KIP-631)
-  removes a registration.
+* A session that expires fences the broker, one broker per pass and 10 ms
+  between passes, in the order of Kafka 4.4's heartbeat tracker
+  (:mod:`.heartbeat_tracker`); UnregisterBroker (KIP-631) removes a
+  registration.
 
 Kafka processes heartbeats in ReplicationControlManager.processBrokerHeartbeat
 (it changes partitions); here the broker's side of each flow lives in this
@@ -37,6 +39,7 @@ from ..messages import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
 )
+from .heartbeat_tracker import IMMEDIATE_PERIOD_MS, BrokerHeartbeatTracker, timeline_hash_map_order
 from .replication_control import ReplicationControlManager
 from .writer import MetadataWriter, addressed
 
@@ -45,8 +48,12 @@ class ClusterControlManager:
     def __init__(self, writer: MetadataWriter, replication: ReplicationControlManager) -> None:
         self.w = writer
         self.replication = replication
-        #: broker -> monotonic time its session expires (BrokerHeartbeatManager)
-        self.sessions: dict[NodeId, int] = {}
+        #: (broker, broker epoch) -> monotonic time its session expires, kept
+        #: in the order Kafka's BrokerHeartbeatTracker iterates them
+        self.sessions = BrokerHeartbeatTracker()
+        #: no expiry pass before this monotonic time: after a pass that took
+        #: a session, Kafka's fencing task runs again 10 ms later
+        self._next_pass = 0
         #: the metadata offset each broker last reported in a heartbeat, and
         #: for a broker in controlled shutdown the offset of the last record
         #: that moved its leaderships (BrokerHeartbeatManager; in memory only)
@@ -59,41 +66,62 @@ class ClusterControlManager:
 
     def activate(self) -> None:
         """Every live broker gets a fresh session: a new active controller
-        cannot know when it last heartbeated."""
+        cannot know when it last heartbeated. Kafka 4.4's
+        ``ClusterControlManager.activate`` (ClusterControlManager.java:315-326)
+        puts every unfenced registration into the tracker with one contact
+        time, in the iteration order of its ``brokerRegistrations``: that
+        order places brokers that share a bin of the tracker's map."""
         w = self.w
-        self.sessions = {
-            b: w.mono + w.config.broker_session_timeout_ms
-            for b, reg in w.image.brokers.items()
-            if not reg.fenced
-        }
+        self.sessions = BrokerHeartbeatTracker()
+        self._next_pass = 0
+        deadline = w.mono + w.config.broker_session_timeout_ms
+        for b in timeline_hash_map_order(w.image.brokers):
+            reg = w.image.brokers[b]
+            if not reg.fenced:
+                self.sessions.touch((b, reg.broker_epoch), deadline)
 
     def deactivate(self) -> None:
-        self.sessions.clear()
+        self.sessions = BrokerHeartbeatTracker()
+        self._next_pass = 0
         self._metadata_offsets.clear()
         self._shutdown_offsets.clear()
 
     def next_session_deadline(self) -> int | None:
-        """The monotonic time the first session expires (a wake-up)."""
-        return min(self.sessions.values()) if self.sessions else None
+        """The monotonic time of the next expiry pass (a wake-up): the first
+        session's deadline, but no sooner than 10 ms after the last pass
+        that took a session."""
+        first = self.sessions.next_deadline()
+        return None if first is None else max(first, self._next_pass)
 
     def expire_sessions(self, mono_now: int) -> bool:
-        """Fence every unfenced broker whose session is over (seed 001
-        §1.2.2: no heartbeat within the session timeout) and forget the
-        expired sessions. True if a broker was fenced.
+        """One pass of Kafka 4.4's fencing task
+        (``ReplicationControlManager.maybeFenceOneStaleBroker``,
+        ReplicationControlManager.java:1769-1795): take the first expired
+        session in the tracker's order (``BrokerHeartbeatTracker.maybeRemoveExpired``,
+        BrokerHeartbeatTracker.java:111-117; seed 001 §1.2.2: no heartbeat
+        within the session timeout) and fence its broker if the session is
+        its current epoch's; an unknown broker's or an earlier epoch's
+        session is only dropped. Either way the next pass comes 10 ms later
+        (``PeriodicTask.DEFAULT_IMMEDIATE_PERIOD_NS``), so brokers whose
+        sessions expire together are fenced one by one, 10 ms apart, in the
+        hash order of (id, epoch) (:mod:`.heartbeat_tracker`), and the
+        partitions change between them. True if a session was taken.
 
         BrokerHeartbeatManager: a session is judged on the monotonic clock,
         so a wall-clock jump on the controller fences no broker."""
         work = self.w.work
         assert work is not None
-        expired = sorted(
-            b for b, deadline in self.sessions.items()
-            if deadline <= mono_now and b in work.brokers and not work.brokers[b].fenced
-        )
-        for b in expired:
+        if mono_now < self._next_pass:
+            return False
+        key = self.sessions.remove_expired(mono_now)
+        if key is None:
+            return False
+        self._next_pass = mono_now + IMMEDIATE_PERIOD_MS
+        b, epoch = key
+        reg = work.brokers.get(b)
+        if reg is not None and reg.broker_epoch == epoch and not reg.fenced:
             self.fence(b, "session expired")
-        for b in [b for b, d in self.sessions.items() if d <= mono_now]:
-            del self.sessions[b]
-        return bool(expired)
+        return True
 
     def fence(self, broker: NodeId, reason: str) -> None:
         work = self.w.work
@@ -119,7 +147,7 @@ class ClusterControlManager:
             w.answer_after_commit(dst, BrokerRegistrationResponse(Errors.NONE, existing.broker_epoch), failover)
             return []
         if existing is not None and not existing.fenced:
-            if self.sessions.get(req.broker_id, w.mono) > w.mono:
+            if self.sessions.has_valid_session((req.broker_id, existing.broker_epoch), w.mono):
                 # ClusterControlManager.registerBroker: another incarnation
                 # still holds a live session (a broker restarted within the
                 # session timeout, or a second process with the same id); it
@@ -138,7 +166,9 @@ class ClusterControlManager:
                 req.broker_id, epoch, req.incarnation_id, req.endpoint, fenced=True, unclean_shutdown=unclean
             )
         )
-        self.sessions[req.broker_id] = w.mono + w.config.broker_session_timeout_ms
+        # no session yet: Kafka tracks a broker from its heartbeats, not its
+        # registration (ClusterControlManager.registerBroker puts nothing in
+        # the tracker; QuorumController.java:1990 does, per heartbeat)
         w.answer_after_commit(dst, BrokerRegistrationResponse(Errors.NONE, epoch), failover)
         return []
 
@@ -161,7 +191,9 @@ class ClusterControlManager:
                 req.ref, Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {bid} is not currently registered"))]
         self.replication.handle_broker_unregistered(bid)
         w.write(UnregisterBrokerRecord(bid, reg.broker_epoch))
-        self.sessions.pop(bid, None)
+        # its session stays in the tracker until it expires, as in Kafka
+        # (replay(UnregisterBrokerRecord) forgets the broker's heartbeat state,
+        # not its tracker entry; an expiry pass then drops it)
         self._metadata_offsets.pop(bid, None)
         self._shutdown_offsets.pop(bid, None)
         w.answer_after_commit(src, UnregisterBrokerResponse(req.ref, Errors.NONE),
@@ -177,12 +209,15 @@ class ClusterControlManager:
         dst = src if src is not None else req.broker_id
         if w.work is None:
             return [addressed(dst, BrokerHeartbeatResponse(Errors.NOT_CONTROLLER))]
+        # QuorumController.processBrokerHeartbeat (QuorumController.java:1990)
+        # tracks the contact under the request's id and epoch before the event
+        # checks them: a new key joins the tracker's map here
+        self.sessions.touch((req.broker_id, req.broker_epoch), w.mono + w.config.broker_session_timeout_ms)
         reg = w.work.brokers.get(req.broker_id)
         if reg is None:
             return [addressed(dst, BrokerHeartbeatResponse(Errors.BROKER_ID_NOT_REGISTERED))]
         if reg.broker_epoch != req.broker_epoch:
             return [addressed(dst, BrokerHeartbeatResponse(Errors.STALE_BROKER_EPOCH))]
-        self.sessions[req.broker_id] = w.mono + w.config.broker_session_timeout_ms
         self._metadata_offsets[req.broker_id] = req.metadata_offset
         committed = w.image.brokers.get(req.broker_id)
         registered = committed is not None and committed.broker_epoch == reg.broker_epoch

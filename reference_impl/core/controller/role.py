@@ -33,7 +33,8 @@ The managers, one module each, as Kafka's QuorumController delegates:
 
 * :mod:`.cluster_control` — registration, heartbeats, sessions, fencing,
   controlled shutdown, unregistration (ClusterControlManager,
-  BrokerHeartbeatManager);
+  BrokerHeartbeatManager), with :mod:`.heartbeat_tracker` (the sessions in
+  BrokerHeartbeatTracker's order, which decides the order of fencing);
 * :mod:`.replication_control` — topic creation, AlterPartition, and the
   partition changes and elections a broker's state change makes
   (ReplicationControlManager);
