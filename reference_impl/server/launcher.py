@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -51,6 +52,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 class ClusterError(RuntimeError):
     pass
+
+
+class PortTaken(ClusterError):
+    """A node's port was bound by another process before the node bound it:
+    checked free at ``up``, or taken between that check and the node's own
+    bind (the node exits with "address already in use")."""
 
 
 @dataclass
@@ -95,8 +102,15 @@ class LocalCluster:
     #: each node's --seed is seed * 101 + its id (None: the node draws its own)
     seed: int | None = None
 
+    #: the ports were chosen free (``plan`` with base port 0), not named by
+    #: the user: one taken by another process before its node binds it is
+    #: replaced by ``up`` rather than fatal
+    movable_ports: bool = False
+
     #: each node's output, in its log directory (or its data directory)
     LOG_NAME = "stdout.log"
+    #: how many times ``up`` plans fresh ports when chosen ones were taken
+    PORT_ATTEMPTS = 4
 
     # -- layout -------------------------------------------------------------
 
@@ -120,7 +134,9 @@ class LocalCluster:
             ports: Iterator[int] = iter(free_ports(2 * len(nodes)))
         else:
             ports = iter(p for i in range(len(nodes)) for p in (base_port + i, base_port + 100 + i))
-        return cls.from_layout(dir, nodes, ports, config, storage_mode)
+        c = cls.from_layout(dir, nodes, ports, config, storage_mode)
+        c.movable_ports = base_port == 0
+        return c
 
     @classmethod
     def from_layout(cls, dir: str, nodes: list[tuple[str, int, list[str]]], ports: Iterator[int],
@@ -277,13 +293,42 @@ class LocalCluster:
         return p.pid
 
     def up(self, timeout: float = 60.0) -> None:
+        """Start every node and wait until all are ready. Ports chosen free
+        (:attr:`movable_ports`) can still be taken by another process before
+        a node binds one (free-port choices of parallel clusters, outside the
+        kernel's ephemeral range, are rare but do meet, as parallel test
+        workers showed): a first start that fails so is undone, its data
+        removed, and tried again on fresh ports. A cluster started before
+        (its data directories exist) keeps its ports: its quorum lives in
+        its data."""
         os.makedirs(self.dir, exist_ok=True)
         for n in self.nodes:
             if n.running():
                 raise ClusterError(f"node {n.node_id} is already running (pid {n.pid}); run down first")
+        first_start = not any(os.path.exists(n.data_dir) for n in self.nodes)
+        for attempt in range(1, self.PORT_ATTEMPTS + 1):
+            try:
+                return self._up_once(timeout)
+            except PortTaken:
+                if not (self.movable_ports and first_start) or attempt == self.PORT_ATTEMPTS:
+                    raise
+                self._forget_first_start()
+                ports = iter(free_ports(2 * len(self.nodes)))
+                for n in self.nodes:
+                    n.port, n.control_port = next(ports), next(ports)
+
+    def _forget_first_start(self) -> None:
+        """Remove what a failed first start left (every node is down)."""
+        for n in self.nodes:
+            for d in (n.data_dir, n.log_dir):
+                if d:
+                    shutil.rmtree(d, ignore_errors=True)
+            n.pid = n.start = None
+
+    def _up_once(self, timeout: float) -> None:
         for n in self.nodes:
             if port_in_use(n.port) or port_in_use(n.control_port):
-                raise ClusterError(f"port {n.port} or {n.control_port} for node {n.node_id} is already in use")
+                raise PortTaken(f"port {n.port} or {n.control_port} for node {n.node_id} is already in use")
         self.save()
         try:
             for n in self.nodes:
@@ -301,7 +346,9 @@ class LocalCluster:
         for n in want:
             while True:
                 if n.pid is not None and not n.running():
-                    raise ClusterError(f"node {n.name or n.node_id} exited during start-up: {_tail(self.log_path(n))}")
+                    why = _tail(self.log_path(n))
+                    error = PortTaken if "address already in use" in why else ClusterError
+                    raise error(f"node {n.name or n.node_id} exited during start-up: {why}")
                 try:
                     self.control(n.node_id, "GET", "/status", timeout=1.0)
                     break
