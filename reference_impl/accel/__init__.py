@@ -63,6 +63,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/core/config.py",
     "reference_impl/core/controller/cluster_control.py",
     "reference_impl/core/controller/configuration_control.py",
+    "reference_impl/core/controller/fencing_task.py",
     "reference_impl/core/controller/heartbeat_tracker.py",
     "reference_impl/core/controller/producer_ids.py",
     "reference_impl/core/controller/reassignment.py",

@@ -12,8 +12,10 @@ shutdowns).
 * Heartbeats keep the session alive (judged on the monotonic clock), unfence
   a broker once it has caught up with its own registration, fence one that
   asks, and run controlled shutdown.
-* A session that expires fences the broker, one broker per pass and 10 ms
-  between passes, in the order of Kafka 4.4's heartbeat tracker
+* A session that expires fences the broker at the next run of Kafka 4.4's
+  periodic fencing task (every eighth of the session timeout,
+  :mod:`.fencing_task`), one broker per run and 10 ms between runs that
+  fence, in the order of Kafka 4.4's heartbeat tracker
   (:mod:`.heartbeat_tracker`); UnregisterBroker (KIP-631) removes a
   registration.
 
@@ -39,7 +41,8 @@ from ..messages import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
 )
-from .heartbeat_tracker import IMMEDIATE_PERIOD_MS, BrokerHeartbeatTracker, timeline_hash_map_order
+from .fencing_task import FencingTaskSchedule, fence_stale_broker_period_ms
+from .heartbeat_tracker import BrokerHeartbeatTracker, timeline_hash_map_order
 from .replication_control import ReplicationControlManager
 from .writer import MetadataWriter, addressed
 
@@ -51,9 +54,10 @@ class ClusterControlManager:
         #: (broker, broker epoch) -> monotonic time its session expires, kept
         #: in the order Kafka's BrokerHeartbeatTracker iterates them
         self.sessions = BrokerHeartbeatTracker()
-        #: no expiry pass before this monotonic time: after a pass that took
-        #: a session, Kafka's fencing task runs again 10 ms later
-        self._next_pass = 0
+        #: when Kafka's periodic fencing task runs next (monotonic time; None
+        #: while inactive): a period after activation, then a period after a
+        #: run that found nothing, 10 ms after one that took a session
+        self.fencing = FencingTaskSchedule(fence_stale_broker_period_ms(writer.config.broker_session_timeout_ms))
         #: the metadata offset each broker last reported in a heartbeat, and
         #: for a broker in controlled shutdown the offset of the last record
         #: that moved its leaderships (BrokerHeartbeatManager; in memory only)
@@ -70,10 +74,12 @@ class ClusterControlManager:
         ``ClusterControlManager.activate`` (ClusterControlManager.java:315-326)
         puts every unfenced registration into the tracker with one contact
         time, in the iteration order of its ``brokerRegistrations``: that
-        order places brokers that share a bin of the tracker's map."""
+        order places brokers that share a bin of the tracker's map. The
+        fencing task's schedule starts afresh, its first run a period later
+        (:meth:`.FencingTaskSchedule.activate`)."""
         w = self.w
         self.sessions = BrokerHeartbeatTracker()
-        self._next_pass = 0
+        self.fencing.activate(w.mono)
         deadline = w.mono + w.config.broker_session_timeout_ms
         for b in timeline_hash_map_order(w.image.brokers):
             reg = w.image.brokers[b]
@@ -82,26 +88,29 @@ class ClusterControlManager:
 
     def deactivate(self) -> None:
         self.sessions = BrokerHeartbeatTracker()
-        self._next_pass = 0
+        self.fencing.deactivate()
         self._metadata_offsets.clear()
         self._shutdown_offsets.clear()
 
-    def next_session_deadline(self) -> int | None:
-        """The monotonic time of the next expiry pass (a wake-up): the first
-        session's deadline, but no sooner than 10 ms after the last pass
-        that took a session."""
+    def next_fencing_run(self) -> int | None:
+        """The monotonic time of the fencing task's run that will first find
+        an expired session, if no heartbeat comes first (a wake-up): not the
+        first session's deadline, but the first run at or after it."""
         first = self.sessions.next_deadline()
-        return None if first is None else max(first, self._next_pass)
+        return None if first is None else self.fencing.first_run_at_or_after(first)
 
     def expire_sessions(self, mono_now: int) -> bool:
-        """One pass of Kafka 4.4's fencing task
-        (``ReplicationControlManager.maybeFenceOneStaleBroker``,
+        """A run of Kafka 4.4's fencing task, if one is due
+        (``QuorumController``'s periodic ``maybeFenceStaleBroker``, every
+        eighth of the session timeout: :mod:`.fencing_task`), so a session
+        is fenced at the first run after its deadline, up to a period late.
+        The run (``ReplicationControlManager.maybeFenceOneStaleBroker``,
         ReplicationControlManager.java:1769-1795): take the first expired
         session in the tracker's order (``BrokerHeartbeatTracker.maybeRemoveExpired``,
         BrokerHeartbeatTracker.java:111-117; seed 001 §1.2.2: no heartbeat
         within the session timeout) and fence its broker if the session is
         its current epoch's; an unknown broker's or an earlier epoch's
-        session is only dropped. Either way the next pass comes 10 ms later
+        session is only dropped. Either way the next run comes 10 ms later
         (``PeriodicTask.DEFAULT_IMMEDIATE_PERIOD_NS``), so brokers whose
         sessions expire together are fenced one by one, 10 ms apart, in the
         hash order of (id, epoch) (:mod:`.heartbeat_tracker`), and the
@@ -111,12 +120,21 @@ class ClusterControlManager:
         so a wall-clock jump on the controller fences no broker."""
         work = self.w.work
         assert work is not None
-        if mono_now < self._next_pass:
+        if not self.fencing.due(mono_now):
             return False
+        first = self.sessions.next_deadline()
+        run = None if first is None else self.fencing.first_run_at_or_after(first)
+        if run is None or run > mono_now:
+            # the runs due by now found nothing: the model did not wake for
+            # them, and their only effect is the next run's time
+            self.fencing.skip_idle_runs(mono_now)
+            return False
+        # the run at ``run`` finds the session expired: on time, this is it;
+        # on a node that wakes late (paused), the one late run, as Kafka's
+        # deferred event runs once when its thread gets to it
         key = self.sessions.remove_expired(mono_now)
-        if key is None:
-            return False
-        self._next_pass = mono_now + IMMEDIATE_PERIOD_MS
+        assert key is not None
+        self.fencing.ran(mono_now, took_session=True)
         b, epoch = key
         reg = work.brokers.get(b)
         if reg is not None and reg.broker_epoch == epoch and not reg.fenced:

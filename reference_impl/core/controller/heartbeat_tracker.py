@@ -28,7 +28,9 @@ Kafka 4.4 (kafka-metadata 4.4.0, lines by the jar's line tables):
   after ``PeriodicTask.DEFAULT_IMMEDIATE_PERIOD_NS`` (10 ms) instead of its
   period (``PeriodicTaskControlManager.nextDelayTimeNs``;
   ``QuorumController.java:1689, 1701-1705``). Simultaneous expiries are
-  fenced one per event, 10 ms apart, in the map's iteration order.
+  fenced one per event, 10 ms apart, in the map's iteration order. When the
+  task runs at all (every eighth of the session timeout, not at a
+  session's deadline) is :mod:`.fencing_task`'s.
 
 Java's ``ConcurrentHashMap`` (JDK 17) iterates bin by bin, bin
 ``spread(hash) & (n - 1)`` with ``spread(h) = (h ^ (h >>> 16)) & 0x7fffffff``,
@@ -54,12 +56,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from .fencing_task import IMMEDIATE_PERIOD_MS  # re-exported: the 10 ms between fences
+
 #: a broker's session key: (broker id, broker epoch)
 IdAndEpoch = tuple[int, int]
 
-#: PeriodicTask.DEFAULT_IMMEDIATE_PERIOD_NS: the delay before the fencing
-#: task runs again after it removed an entry
-IMMEDIATE_PERIOD_MS = 10
 
 _CHM_INITIAL_TABLE = 16  # ConcurrentHashMap.DEFAULT_CAPACITY
 _TIMELINE_MIN_CAPACITY = 2  # BaseHashTable.MIN_CAPACITY, TimelineHashMap(registry, 0)
@@ -199,8 +200,11 @@ class BrokerHeartbeatTracker:
 
     def remove_expired(self, mono_now: int) -> IdAndEpoch | None:
         """``maybeRemoveExpired``: remove and return the first expired entry
-        in the map's iteration order, or None. (The model's session expires
-        at its deadline; Kafka's a nanosecond after.)"""
+        in the map's iteration order, or None. Kafka's test is strict
+        (``contact + timeout < now``, ``BrokerHeartbeatTracker.java:132``);
+        the model's run at a whole millisecond stands for one an instant
+        after it, so a deadline equal to the run's time has passed
+        (:mod:`.fencing_task`)."""
         for key in self.order:
             if self.deadlines[key] <= mono_now:
                 self.order.remove(key)

@@ -247,7 +247,7 @@ class ControllerRole:
             w.outbox = []
         if w.work is not None:
             # Timer takes wall time: a monotonic deadline is moved by the skew
-            session = self.cluster.next_session_deadline()
+            session = self.cluster.next_fencing_run()
             if session is not None:
                 out.append(Timer(session + w.skew))
             recovery = self.recovery.next_deadline()
