@@ -11,6 +11,7 @@ import pytest
 
 from reference_impl.core.config import ProtocolConfig
 from reference_impl.core.controller import ControllerRole
+from reference_impl.core.controller.fencing_task import fence_stale_broker_period_ms
 from reference_impl.core.messages import (
     NO_LEADER,
     AllocateProducerIdsRequest,
@@ -91,7 +92,10 @@ class Cluster:
             reg = self.active.image.brokers.get(b)
             if reg is not None and not reg.fenced:
                 others = [o for o, r in self.active.image.brokers.items() if o != b and not r.fenced]
-                self.keep_alive(self.config.broker_session_timeout_ms + 1000, alive=others)
+                # the session ends at its deadline, and the fencing task that
+                # sees it runs up to one period later (fencing_task.py)
+                period = fence_stale_broker_period_ms(self.config.broker_session_timeout_ms)
+                self.keep_alive(self.config.broker_session_timeout_ms + period + 1000, alive=others)
                 assert self.active.image.brokers[b].fenced
         prev = self.epochs.get(b, -1) if previous is None else previous
         resp = self.ask(

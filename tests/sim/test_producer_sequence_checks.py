@@ -4,13 +4,13 @@ offsets; without it (a broker without idempotence) the retry is appended
 again, and the checker reports the copy as ``duplicate``: idempotent
 producers promised exactly one append.
 
-Seed 7 of this test (clients cut from the brokers and partition leaders
+Seed 2 of this test (clients cut from the brokers and partition leaders
 killed, every 2 s for 30 s) loses answers to produce requests the leader
 had appended, so the simulated librdkafka producer retries with the same
 producer id and sequence (seed 1 did under the simulator's driver of old,
-seed 8 with the core's atomic CreateTopics batches; since a restarted
-broker holds its clients until it has caught up, every history shifts
-after the first restart, and 7 and 10 of seeds 1..12 do)."""
+seed 8 with the core's atomic CreateTopics batches, seed 7 until the
+controller fenced an expired session at its fencing task's next run, as
+Kafka does, instead of at the deadline; now 2, 3 and 5 of seeds 1..12 do)."""
 
 from harness.config import build_config
 from harness.lifecycle.runner import run_seed
@@ -21,7 +21,7 @@ OPTS = {"backend": "sim", "idempotent": True, "nemesis": "partition:clients,kill
 
 def _run(checks: bool) -> dict:
     cfg = build_config(None, {**OPTS, "variants": {"producer_sequence_checks": checks}})
-    return run_seed(cfg, 7)
+    return run_seed(cfg, 2)
 
 
 def test_idempotent_retries_are_appended_once_with_sequence_checks() -> None:
