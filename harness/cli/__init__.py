@@ -8,8 +8,10 @@ the documented exit codes (0 valid, 1 anomalies, 2 usage/config error,
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import os
+import signal
 import sys
 
 import click
@@ -54,7 +56,13 @@ _register_all()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: never a traceback unless KRAFTWERK_DEBUG=1."""
+    """Console-script entry point: never a traceback unless KRAFTWERK_DEBUG=1.
+
+    ``kill -USR1 <pid>`` makes any kraftwerk command print every thread's
+    stack to its stderr and go on: where a run that seems stuck is waiting
+    (a client library's call, a fault's command, a lock), without stopping
+    it or losing its history."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         rv = app.main(args=argv, prog_name="kraftwerk", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as e:

@@ -8,12 +8,12 @@ is tests/kafka/test_kafka_ctp.py (slow)."""
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.stuck import run_or_dump
 from workloads.ctp import output_key, output_keys
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,11 +38,11 @@ def test_a_ctp_run_under_kills_and_client_crashes_processes_every_committed_inpu
     every 2 s would keep it rebalancing all run (tests/workloads/
     test_crash_group.py proves that rule). A static member's replacement
     takes its place under the same group.instance.id instead."""
-    r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "run", "--workload", "ctp",
+    r = run_or_dump([sys.executable, "-c", "from harness.cli import main; main()", "run", "--workload", "ctp",
                         "--static-members", "--nemesis", "kill:one", "--nemesis-interval", "4", "--crash-clients",
                         "--crash-client-interval", "8", "--time-limit", "16", "--partitions", "4", "--seed", "5",
                         "--out", str(tmp_path), "--json", "--no-progress", "--no-report"],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "KRAFTWERK_DEBUG": ""})
+                    timeout=300, cwd=ROOT, env={**os.environ, "KRAFTWERK_DEBUG": ""})
     assert r.returncode == 0, r.stderr[-800:]
     res = json.loads(r.stdout)
     p = res["checkers"]["processing"]
