@@ -55,6 +55,18 @@ def _register_all() -> None:
 _register_all()
 
 
+def _stacks_on_usr1() -> None:
+    """SIGUSR1 prints every thread's stack to the process's own stderr
+    (file descriptor 2: ``sys.stderr`` may be a test runner's buffer with no
+    descriptor), where it has one."""
+    err = sys.__stderr__
+    try:
+        if err is not None:
+            faulthandler.register(signal.SIGUSR1, file=err, all_threads=True)
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is both OSError and ValueError
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: never a traceback unless KRAFTWERK_DEBUG=1.
 
@@ -62,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     stack to its stderr and go on: where a run that seems stuck is waiting
     (a client library's call, a fault's command, a lock), without stopping
     it or losing its history."""
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    _stacks_on_usr1()
     try:
         rv = app.main(args=argv, prog_name="kraftwerk", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as e:
