@@ -10,8 +10,8 @@ expected orders below were also read off the 4.4.0 jars' own classes
 from __future__ import annotations
 
 from reference_impl.core.config import ProtocolConfig
+from reference_impl.core.controller.fencing_task import IMMEDIATE_PERIOD_MS
 from reference_impl.core.controller.heartbeat_tracker import (
-    IMMEDIATE_PERIOD_MS,
     BrokerHeartbeatTracker,
     broker_id_and_epoch_hash,
     chm_spread,

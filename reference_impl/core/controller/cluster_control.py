@@ -122,8 +122,7 @@ class ClusterControlManager:
         assert work is not None
         if not self.fencing.due(mono_now):
             return False
-        first = self.sessions.next_deadline()
-        run = None if first is None else self.fencing.first_run_at_or_after(first)
+        run = self.next_fencing_run()
         if run is None or run > mono_now:
             # the runs due by now found nothing: the model did not wake for
             # them, and their only effect is the next run's time

@@ -56,8 +56,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .fencing_task import IMMEDIATE_PERIOD_MS  # re-exported: the 10 ms between fences
-
 #: a broker's session key: (broker id, broker epoch)
 IdAndEpoch = tuple[int, int]
 
@@ -215,12 +213,8 @@ class BrokerHeartbeatTracker:
     def next_deadline(self) -> int | None:
         return min(self.deadlines.values()) if self.deadlines else None
 
-    def ids(self) -> set[int]:
-        return {b for b, _e in self.deadlines}
-
 
 __all__ = [
-    "IMMEDIATE_PERIOD_MS",
     "BrokerHeartbeatTracker",
     "JavaConcurrentHashMapOrder",
     "broker_id_and_epoch_hash",
