@@ -13,3 +13,14 @@ def _private_run_registry(tmp_path_factory):
     test's `kraftwerk cleanup` never touches runs outside the suite."""
     os.environ.setdefault("KRAFTWERK_RUNTIME_DIR", str(tmp_path_factory.mktemp("run-registry")))
     yield
+
+
+def pytest_sessionfinish(session):
+    """The suite's Docker bookkeeping (tests/docker_engine.py) goes when the
+    whole run is done: in the controlling process only, since pytest-xdist's
+    workers finish one by one."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from tests.docker_engine import remove_home  # late: it imports the Docker SDK
+
+    remove_home()

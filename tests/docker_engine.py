@@ -64,3 +64,21 @@ def shared_engine() -> Iterator[Any]:
             if not users:
                 for t in HOME.glob("*.user"):
                     t.unlink(missing_ok=True)
+
+
+def remove_home() -> bool:
+    """Remove the suite's bookkeeping directory once no test process uses
+    the engine (called when the whole suite is done: a run leaves nothing
+    behind in /tmp). Returns whether it was removed. A directory with a live
+    user, or an engine the suite started and has not stopped, is left."""
+    if not HOME.is_dir():
+        return False
+    with _locked():
+        if STARTED.exists() or any(_alive(t) for t in HOME.glob("*.user")):
+            return False
+        for p in HOME.iterdir():
+            p.unlink(missing_ok=True)
+        # the lock file goes last, while it is still held: a process that
+        # comes later makes the directory and its lock again
+        HOME.rmdir()
+    return True
