@@ -36,7 +36,7 @@ def test_the_docker_bookkeeping_stays_while_a_process_uses_the_engine(monkeypatc
 
 
 def test_the_docker_bookkeeping_stays_while_the_suites_engine_runs(monkeypatch, tmp_path):
-    home = _home(monkeypatch, tmp_path)
+    _home(monkeypatch, tmp_path)
     with docker_engine._locked():
         docker_engine.STARTED.touch()
     assert not docker_engine.remove_home()
