@@ -196,17 +196,24 @@ class KeyColumns:
         if ext is _ABSENT_KEY:
             ext = None if kind == 0 else _ABSENT
         op, pr, tm, od, vd = self.op.data, self.proc.data, self.time.data, self.offs.data, self.vals.data
-        if type(op) is not array or type(pr) is not array or type(tm) is not array \
-                or type(od) is not array or type(vd) is not array:
-            self.add(idx, proc, "ok", "r" if kind else "w", list(zip(offs, vals)), ctime, meta, ext)
-            return
-        op.append(idx)
-        pr.append(proc)
-        self.type.append(0)
-        self.kind.append(kind)
-        tm.append(ctime)
+        if type(op) is not array or type(pr) is not array or type(tm) is not array:
+            # what add() does with these fields: each Col appends as it is
+            self.op.append(idx)
+            self.proc.append(proc)
+            self.type.append(0)
+            self.kind.append(kind)
+            self.time.append(ctime)
+        else:
+            op.append(idx)
+            pr.append(proc)
+            self.type.append(0)
+            self.kind.append(kind)
+            tm.append(ctime)
         self.meta.append(meta)
         self.ext.append(ext)
+        # 64-bit ints: an array column takes them as they are, and a column
+        # that turned into a list (a send without an offset before, under
+        # faults) as Col.append would one by one, so extended in bulk either way
         od.extend(offs)
         vd.extend(vals)
         self.pair_end.append(len(od))

@@ -572,7 +572,10 @@ class _Feeder:
         if nonempty.any():
             emax[nonempty] = np.maximum.reduceat(b.off, pstart[:-1][nonempty])
         subscribed = scan.consume.subscribed
-        bulk = lag_in_bulk(scan.lag, b, emax)
+        # a small batch (under faults every failed send and nemesis record
+        # ends one: ~25 completions each in a --nemesis all seed) costs the
+        # arrays' fixed cost per (process, key), more than the fold's loop
+        bulk = len(b.ev_c) >= self.small and lag_in_bulk(scan.lag, b, emax)
         if bulk and not subscribed:
             return
         ev_first = np.searchsorted(b.ev_c, np.arange(len(b.tm) + 1))  # each completion's first event

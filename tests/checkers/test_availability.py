@@ -351,3 +351,66 @@ def test_the_observers_metadata_marks_are_read_from_its_trace_file_and_the_other
     tl = read_timeline(tmp_path, offset_ms=zero)
     assert tl.looks == [(1 * S, True), (2 * S, False), (6 * S, True)]
     assert tl.blind_stretches() == [(1 * S, 6 * S, "no broker answered")]
+
+
+def _facts_fed_one_by_one(ops: list[Op]):
+    """The facts as :meth:`checkers.availability.facts._Pass.feed` makes
+    them from every operation in turn (what ``facts_of`` did before it
+    skipped the workload's other operations itself)."""
+    from checkers.availability.facts import _Pass
+
+    p = _Pass()
+    for op in ops:
+        p.feed(op.process, op.type, op.f, op.value, op.time, op.error, op.extra)
+    return p.facts
+
+
+def _workload_poll(h: History, t: float, process: int = 3, **extra) -> History:
+    h._add("invoke", "poll", [["poll"]], process, t, **extra)
+    h._add("ok", "poll", [["poll", {"t0-0": [[0, 7]]}]], process, t + 0.01, **extra)
+    return h
+
+
+@pytest.mark.parametrize("nemesis", [True, False])
+def test_the_facts_of_a_list_are_those_of_feeding_every_operation_and_of_its_file(tmp_path, nemesis) -> None:
+    """``facts_of`` moves only the history's end for a client's operation
+    that is neither a send nor of the final phase (checkers/availability/facts.py
+    ``facts_of``): the facts, the end included (here a workload poll is the
+    history's last operation), are those of feeding every operation, and
+    those ``facts_of_jsonl`` reads from the history's file (but for the
+    end: that reads only the lines naming a send, the nemesis or the final
+    phase, so its end is the last of those)."""
+    from checkers.availability import facts_of_jsonl
+
+    h = History().send("t0-0", 1, 1.1).send("t0-1", 1.2, 1.3, acks="1", process=1)
+    _workload_poll(h, 1.5)
+    h._add("invoke", "assign", [["assign", ["t0-0"]]], 4, 1.6)
+    h.send("t0-0", 2, 2.5, ok=False, process=2)
+    if nemesis:
+        h.nemesis("start-kill", 3, nodes=["n1"]).heal(10)
+    _workload_poll(h, 9.5, acks="all")
+    h._add("invoke", "send", [["send", "t0-1", 98]], 8, 9.7, acks="all")  # in flight when the final phase begins
+    probe_poll = len(h.ops)
+    h._add("invoke", "poll", [["poll"]], 7, 9.8, probe=True)  # which a probe of any kind begins
+    h._add("ok", "send", [["send", "t0-1", [5, 98]]], 8, 10.1, acks="all")
+    h.send("t0-0", 10.02, 11, probe=True).send("t0-1", 10.05, 26, ok=False, probe=True, process=1)
+    h._add("invoke", "send", [["send", "t0-0", 99]], 5, 10.5, acks="all")  # left open
+    h.final_read("t0-0", 30).final_read("t0-1", 30.5, ok=False)
+    h._add("ok", "poll", [["poll", {"t0-0": []}]], 9, 31.7, final=True, key="t0-0", incomplete=["t0-0"])
+    _workload_poll(h, 40, process=6)  # the history's last operation
+    got = facts_of(h.ops)
+    assert got.end_ns == 40_010_000_000
+    # without a nemesis the probe poll began the final phase, a send in flight
+    assert got.workload_end_ns == (2_500_000_000 if nemesis else 9_800_000_000)
+    assert repr(got) == repr(_facts_fed_one_by_one(h.ops))
+    # the file's reading skips a line naming no send, nemesis or final phase,
+    # the probe poll too: compared without it
+    ops = h.ops[:probe_poll] + h.ops[probe_poll + 1:]
+    got = facts_of(ops)
+    assert repr(got) == repr(_facts_fed_one_by_one(ops))
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(op.to_dict()) + "\n" for op in ops))
+    from_file = facts_of_jsonl(path)
+    assert from_file.end_ns == 31_700_000_000
+    from_file.end_ns = got.end_ns
+    assert repr(got) == repr(from_file)

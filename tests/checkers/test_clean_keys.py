@@ -127,3 +127,25 @@ def test_a_dropping_assign_numbers_its_process_afresh_from_the_next_op():
     drop = [(4, 1, "ok", frozenset()), (6, 1, "info", frozenset(["t-1"])), (5, 2, "ok", frozenset(["t-0"]))]
     s = _sessions(op, proc, "t-0", drop).tolist()
     assert s[0] == s[1] and len({s[0], s[3], s[4], s[2]}) == 4
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_first_read_of_each_value_found_by_log_place_is_np_uniques(seed):
+    """``_first_reads`` finds each polled value and its first read from the
+    reads' places in a dense log (checkers/queue/keyfast.py; one value per
+    offset and one offset per value) as ``np.unique(r_val,
+    return_index=True)`` does from the values: same values, same first
+    reads, for logs whose values are out of offset order, with gaps in
+    what was read, a place read once, and no reads at all."""
+    from checkers.queue.keyfast import _first_reads
+
+    rng = np.random.default_rng(seed)
+    n_log = [0, 1, 7, 300, 70_000, 2_000][seed]
+    log_val = rng.permutation(n_log * 3)[:n_log].astype(np.int64)  # distinct, not in offset order
+    n_reads = [0, 3, 50, 5_000, 100_000, 1][seed]
+    places = rng.integers(0, max(1, n_log // 2 if seed == 3 else n_log), n_reads) if n_log else np.zeros(0, np.int64)
+    r_val = log_val[places]
+    want = np.unique(r_val, return_index=True)
+    got = _first_reads(places.astype(np.int64), log_val)
+    for w, g in zip(want, got):
+        assert g.dtype == w.dtype and np.array_equal(g, w)

@@ -103,7 +103,14 @@ def _odd(case: str) -> list[Op]:
                              "float": {"t-0": [[2, 2.0]]}, "past-64-bits": {"t-0": [[2, 1 << 64]]},
                              "three-elements": {"t-0": [[2, 2, 0]]}, "tuple-record": {"t-0": [(2, 2)]},
                              "no-records": {"t-0": None}, "int-key": {0: [[2, 2]]},
-                             "negative": {"t-0": [[2, -2]]}}
+                             "negative": {"t-0": [[2, -2]]},
+                             # refused after a record or a key written: what was
+                             # written of the poll is cut back (checkers.queue.opbatch._polled)
+                             "2^63-after-a-record": {"t-0": [[2, 2], [3, 1 << 63]]},
+                             "negative-in-a-second-key": {"t-0": [[2, 2]], "t-1": [[0, -1]]},
+                             "2^64-in-a-second-key": {"t-0": [[2, 2], [3, 3]], "t-1": [[0, 1 << 64]]},
+                             # the largest value the batch holds, taken
+                             "2^63-1": {"t-0": [[2, (1 << 63) - 1]]}}
     if case in polls:
         b.invoke(1, "poll", [["poll"]])
         b.complete(1, "ok", [["poll", polls[case]]])
@@ -130,7 +137,8 @@ def _odd(case: str) -> list[Op]:
 
 
 ODD = ["bool-value", "bool-offset", "float", "past-64-bits", "three-elements", "tuple-record", "no-records",
-       "int-key", "negative", "unhashable-idempotent", "idempotent-on-a-poll", "acks-as-a-number",
+       "int-key", "negative", "2^63-after-a-record", "negative-in-a-second-key", "2^64-in-a-second-key",
+       "2^63-1", "unhashable-idempotent", "idempotent-on-a-poll", "acks-as-a-number",
        "unknown-acks", "error"]
 
 
