@@ -5,7 +5,7 @@ Why a sequence number: two events due at the same millisecond run in the order
 they were scheduled, never in an order that depends on comparing callbacks, so
 one seed always yields one schedule (the property every replay relies on).
 
-How they are kept: a calendar of buckets, one list of ``(seq, fn, args)`` per
+How they are kept: a calendar of buckets, one list of :class:`Event` per
 millisecond that has events, and a heap of those milliseconds. Time is whole
 milliseconds and a busy seed has a few events per millisecond, so most events
 are one dict lookup and one list append to schedule and one list index to
@@ -13,6 +13,12 @@ run; only the first event of a millisecond touches the heap, and the heap
 compares plain ints. A single heap of ``(time, seq, fn, args)`` tuples
 compared tuples on every push and pop (~90 entries in a busy seed): the
 calendar runs the benchmark seed in 7.8% fewer instructions.
+
+An entry is a native object, not a ``(seq, fn, args)`` tuple: a
+:class:`Call` for any callback, or a subclass whose :meth:`Event.run` calls
+its target natively (the network's message arrivals, one per message sent:
+one object in place of two tuples, and a native call where the loop made a
+generic call through a bound method that parsed its arguments again).
 
 Invariant: each bucket is in ``seq`` order. :meth:`at` takes a fresh ``seq``,
 the largest yet, so it appends; only :meth:`place` (a :class:`TimeoutQueue`
@@ -40,8 +46,34 @@ from heapq import heappop, heappush
 from collections import deque
 from typing import Any, Callable, Container
 
-#: one scheduled callback: its sequence number, the callable, its arguments
-Entry = tuple[int, Callable[..., Any], tuple[Any, ...]]
+
+class Event:
+    """One entry of the calendar: its sequence number, and what it runs
+    (:meth:`run`, overridden)."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+
+class Call(Event):
+    """``fn(*args)``, the entry :meth:`EventLoop.at` makes."""
+
+    def __init__(self, seq: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.seq = seq
+        self.fn = fn
+        self.args = args
+
+    def run(self) -> None:
+        self.fn(*self.args)
+
+
+def _seq_of(e: Event) -> int:
+    """The sort key of a bucket (a module function: a lambda in a method
+    makes the compiled method allocate a closure on every call)."""
+    return e.seq
 
 
 class EventLoop:
@@ -49,7 +81,7 @@ class EventLoop:
         self.now: int = 0
         self._seq = 0
         #: due millisecond -> its entries in seq order (see the module docstring)
-        self._buckets: dict[int, list[Entry]] = {}
+        self._buckets: dict[int, list[Event]] = {}
         #: heap of the milliseconds that have a bucket
         self._times: list[int] = []
         self.steps = 0
@@ -65,12 +97,23 @@ class EventLoop:
             when = self.now
         when = int(when)
         seq = self._seq = self._seq + 1
+        self.push(when, Call(seq, fn, args))
+
+    def next_seq(self) -> int:
+        """A fresh ``seq``, the largest yet (for an entry :meth:`push` schedules)."""
+        seq = self._seq = self._seq + 1
+        return seq
+
+    def push(self, when: int, entry: Event) -> None:
+        """Schedule ``entry``, whose ``seq`` is the largest yet (from
+        :meth:`next_seq`), at ``when`` (not in the past): it runs last of
+        what is due then so far, as an :meth:`at` would."""
         bucket = self._buckets.get(when)
         if bucket is None:
-            self._buckets[when] = [(seq, fn, args)]
+            self._buckets[when] = [entry]
             heappush(self._times, when)
         else:
-            bucket.append((seq, fn, args))
+            bucket.append(entry)
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> None:
         self.at(self.now + max(0, int(delay)), fn, *args)
@@ -99,15 +142,16 @@ class EventLoop:
     def place(self, when: int, seq: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """Schedule under a ``seq`` taken earlier (``when`` not in the past):
         the entry runs where an :meth:`at` made when ``seq`` was taken would."""
+        entry = Call(seq, fn, args)
         bucket = self._buckets.get(when)
         if bucket is None:
-            self._buckets[when] = [(seq, fn, args)]
+            self._buckets[when] = [entry]
             heappush(self._times, when)
-        elif seq > bucket[-1][0]:
-            bucket.append((seq, fn, args))
+        elif seq > bucket[-1].seq:
+            bucket.append(entry)
         else:
-            # seqs are unique, so the tuples compare by seq alone
-            insort(bucket, (seq, fn, args))
+            # seqs are unique: after every entry of a smaller seq
+            insort(bucket, entry, key=_seq_of)
 
     def run_until(self, until: int, stop: Callable[[], bool] | None = None) -> None:
         """Run every event due at or before ``until``; then time is ``until``.
@@ -135,7 +179,7 @@ class EventLoop:
         buckets = self._buckets
         times = self._times
         steps = self.steps
-        bucket: list[Entry] = []
+        bucket: list[Event] = []
         i = 0
         try:
             while times and times[0] <= until:
@@ -149,7 +193,7 @@ class EventLoop:
                     entry = bucket[i]
                     i += 1
                     steps += 1
-                    entry[1](*entry[2])
+                    entry.run()
                     if stop is not None and stop():
                         return
                 del buckets[t]

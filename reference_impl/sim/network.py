@@ -110,7 +110,7 @@ from reference_impl.core.messages import (
 )
 from reference_impl.core.raft.replica import FETCH_RESEND_MS, RAFT_MESSAGES
 
-from .events import EventLoop
+from .events import Event, EventLoop
 
 Endpoint = Hashable
 
@@ -203,6 +203,22 @@ class _Fifo:
 HeldKey = tuple[Endpoint, Endpoint, int, Endpoint]
 
 
+class _Arrival(Event):
+    """A message's arrival on the loop's calendar: ``net._arrive(src, dst,
+    msg)`` as a native call (see ``events.py``: one object per message,
+    where a generic entry was two tuples and a generic call)."""
+
+    def __init__(self, seq: int, net: "Network", src: Endpoint, dst: Endpoint, msg: Any) -> None:
+        self.seq = seq
+        self.net = net
+        self.src = src
+        self.dst = dst
+        self.msg = msg
+
+    def run(self) -> None:
+        self.net._arrive(self.src, self.dst, self.msg)
+
+
 class Network:
     def __init__(self, loop: EventLoop, rng: random.Random, default: LinkProfile | None = None,
                  request_timeout_ms: int = 30_000, wall: Callable[[Endpoint], int] | None = None,
@@ -244,9 +260,6 @@ class Network:
         self.sent = 0
         self.dropped = 0
         self.delivered = 0
-        # the arrival callback, bound once: taking ``self._arrive`` per
-        # message made a bound-method object each time
-        self._arrive_fn: Callable[[Endpoint, Endpoint, Any], None] = self._arrive
         # the generator's draw, bound once: ``rng.random()`` looked the method
         # up by name on every message
         self._random: Callable[[], float] = rng.random
@@ -375,12 +388,13 @@ class Network:
         fifo.last = arrive
         # EventLoop.at, inlined: arrive is never in the past
         seq = loop._seq = loop._seq + 1
+        entry = _Arrival(seq, self, src, dst, msg)
         bucket = loop._buckets.get(arrive)
         if bucket is None:
-            loop._buckets[arrive] = [(seq, self._arrive_fn, (src, dst, msg))]
+            loop._buckets[arrive] = [entry]
             heappush(loop._times, arrive)
         else:
-            bucket.append((seq, self._arrive_fn, (src, dst, msg)))
+            bucket.append(entry)
 
     def _arrive(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         if (self.grudge or self._held) and self._stopped(src, dst, msg):
