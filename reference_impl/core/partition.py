@@ -228,17 +228,8 @@ class Partition(LeaderPartition):
                 for b in fresh:
                     self.producers.record(b)
                 last = fresh[-1]
-                effects.append(
-                    self._trace(
-                        "append",
-                        base=first.base_offset,
-                        count=last.next_offset - first.base_offset,
-                        epoch=last.leader_epoch,
-                        epochs=epoch_runs(fresh),
-                        leo=self.log.leo,
-                        role=FOLLOWER,
-                    )
-                )
+                effects.append(self._append_trace(first.base_offset, last.next_offset - first.base_offset,
+                                                  last.leader_epoch, epoch_runs(fresh), FOLLOWER))
             if resp.high_watermark >= 0 and self.log.set_follower_hw(resp.high_watermark):
                 effects.append(self._hw_trace())
             return effects, None

@@ -412,17 +412,8 @@ class LeaderPartition(PartitionState):
             self.leader_epoch, count, payload, producer_id, producer_epoch, base_sequence, max_timestamp
         )
         self.producers.record(batch)
-        effects.append(
-            self._trace(
-                "append",
-                base=batch.base_offset,
-                count=batch.count,
-                epoch=batch.leader_epoch,
-                epochs=[[batch.leader_epoch, batch.base_offset]],
-                leo=self.log.leo,
-                role=LEADER,
-            )
-        )
+        effects.append(self._append_trace(batch.base_offset, batch.count, batch.leader_epoch,
+                                          [[batch.leader_epoch, batch.base_offset]], LEADER))
         hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
         return Errors.NONE, batch, batch.next_offset, effects + hw_effects, hw_changed
 

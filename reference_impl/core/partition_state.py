@@ -191,6 +191,9 @@ class PartitionState:
         self.producers.rebuild(self.log.batches)
         self._min_isr: int | None = None
         self._fetch_req: FetchPartitionRequest | None = None
+        #: ``str(self.tp)``, spelt once: every trace event names its partition
+        #: (compiled, ``str()`` of a native object is a generic call)
+        self._tp_name: str = str(self.tp)
 
     # -- small helpers ---------------------------------------------------
 
@@ -217,11 +220,22 @@ class PartitionState:
         return len(self.state.isr) < self.effective_min_isr()
 
     def _trace(self, kind: str, **data) -> TraceEvent:
-        data["tp"] = str(self.tp)
+        data["tp"] = self._tp_name
         return TraceEvent(kind, data)
 
     def _hw_trace(self) -> TraceEvent:
-        return self._trace("hw", hw=self.log.hw, leo=self.log.leo, role=self.role)
+        # the dict spelt out, in _trace's key order (its keywords, then "tp"):
+        # a keyword call builds a dict of its own first, and every HW move on
+        # every replica makes one of these
+        log = self.log
+        return TraceEvent("hw", {"hw": log.hw, "leo": log.leo, "role": self.role, "tp": self._tp_name})
+
+    def _append_trace(self, base: int, count: int, epoch: int, epochs: list[list[int]], role: str) -> TraceEvent:
+        """The ``append`` event of a leader's or a follower's append: the dict
+        spelt out in :meth:`_trace`'s key order, as :meth:`_hw_trace` (one
+        per batch appended on every replica)."""
+        return TraceEvent("append", {"base": base, "count": count, "epoch": epoch, "epochs": epochs,
+                                     "leo": self.log.leo, "role": role, "tp": self._tp_name})
 
     def _isr_trace(self) -> TraceEvent:
         return self._trace(
