@@ -229,6 +229,8 @@ class PartitionLog:
         elif fresh[0].base_offset < leo:
             # a batch straddling our LEO: our tail diverged mid-batch; drop it
             effects += self.truncate_to(fresh[0].base_offset)
+        if not effects:
+            return self._append(fresh)  # the common case: no list made to concatenate
         return effects + self._append(fresh)
 
     def _append(self, batches: tuple[Batch, ...]) -> list[Effect]:

@@ -84,10 +84,17 @@ class LeaderPartition(PartitionState):
         1175 in trunk of October 2024, 1011 in 4.4.0 by its class file's
         line table).
         """
+        effects: list[Effect] = []
+        return effects, self.maybe_increment_leader_hw_into(now, effects)
+
+    def maybe_increment_leader_hw_into(self, now: int, effects: list[Effect]) -> bool:
+        """:meth:`maybe_increment_leader_hw`, its HW event appended to
+        ``effects``; returns whether the HW moved. Every follower fetch and
+        every append on a leader asks: no list and no tuple made to answer."""
         if not self.is_leader:
-            return [], False
+            return False
         if self.config.variants.min_isr_hw_gate and self.is_under_min_isr():
-            return [], False
+            return False
         leader_leo = self.log.leo
         new_hw = leader_leo
         lag = self.config.replica_lag_time_max_ms
@@ -98,8 +105,9 @@ class LeaderPartition(PartitionState):
             ):
                 new_hw = r.leo
         if self.log.maybe_increment_hw(new_hw):
-            return [self._hw_trace()], True
-        return [], False
+            effects.append(self._hw_trace())
+            return True
+        return False
 
     def _set_state(self, state: IsrState) -> list[Effect]:
         self.state = state
@@ -310,8 +318,7 @@ class LeaderPartition(PartitionState):
             if expanded:
                 effects += expanded
             if r.leo != leo_before or expanded:
-                hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
-                effects += hw_effects
+                hw_changed = self.maybe_increment_leader_hw_into(now, effects)
         batches = self.log.read(req.fetch_offset, self.log.leo, self._max_batches(req.max_bytes))
         return self._response(Errors.NONE, batches=batches), effects, hw_changed
 
@@ -414,8 +421,8 @@ class LeaderPartition(PartitionState):
         self.producers.record(batch)
         effects.append(self._append_trace(batch.base_offset, batch.count, batch.leader_epoch,
                                           [[batch.leader_epoch, batch.base_offset]], LEADER))
-        hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
-        return Errors.NONE, batch, batch.next_offset, effects + hw_effects, hw_changed
+        hw_changed = self.maybe_increment_leader_hw_into(now, effects)
+        return Errors.NONE, batch, batch.next_offset, effects, hw_changed
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
         """checkEnoughReplicasReachOffset: (done, error) for a parked acks=all produce."""

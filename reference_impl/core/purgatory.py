@@ -214,8 +214,13 @@ class FetchPurgatory:
         fid = self._ids
         self.delayed[fid] = DelayedFetch(kind, msg, src, deadline, parts)
         self.ctx.note_deadline(deadline + self.ctx.skew)
+        watch = self.watch
         for req in parts:
-            self.watch.setdefault(req.tp, set()).add(fid)
+            # not setdefault(tp, set()): that makes a set on every park
+            ids = watch.get(req.tp)
+            if ids is None:
+                ids = watch[req.tp] = set()
+            ids.add(fid)
 
     def deadlines(self) -> list[int]:
         return [d.deadline for d in self.delayed.values()]

@@ -185,9 +185,7 @@ class ReplicaFetcherManager:
             p = self.partitions.get(resp.tp)
             if p is None or p.role != FOLLOWER or p.leader_id != msg.leader_id or f.epochs.get(resp.tp) != p.leader_epoch:
                 continue  # the partition moved on while the fetch was out
-            e, follow_up = p.handle_fetch_response(resp, now)
-            if e:
-                effects += e
+            follow_up = p.handle_fetch_response_into(resp, now, effects)
             if follow_up == "offsets_for_leader_epoch":
                 self._attention.add(p.tp)
                 effects += self._send_offsets_for_leader_epoch(p, now)
