@@ -128,14 +128,18 @@ class ProducePurgatory:
     def __init__(self, partitions: dict[TopicPartition, Partition], ctx: BrokerContext) -> None:
         self.partitions = partitions
         self.ctx = ctx
-        #: per partition, ordered by required offset
+        #: per partition, ordered by required offset (a partition's list goes
+        #: when emptied: ``expire`` answers in the order they were made)
         self.waiting: dict[TopicPartition, list[DelayedProduce]] = {}
 
     def park(self, d: DelayedProduce) -> None:
         """Wait for the HW (the deadline is monotonic, as the purgatory's timer)."""
         # kept ordered by required offset (appends arrive in offset order;
         # a duplicate may need an earlier one), so completion pops a prefix
-        waiting = self.waiting.setdefault(d.tp, [])
+        # not setdefault(tp, []): that makes a list on every park
+        waiting = self.waiting.get(d.tp)
+        if waiting is None:
+            waiting = self.waiting[d.tp] = []
         if waiting and waiting[-1].required_offset > d.required_offset:
             insort(waiting, d, key=_required_offset)
         else:

@@ -132,25 +132,35 @@ class ReplicaFetcherManager:
     def fetch_into(self, now: int, effects: list[Effect], only_leader: NodeId | None = None) -> None:
         """:meth:`maybe_fetch`, appended to ``effects``: a fetch answered is
         followed by the next one, so no list is made to be concatenated."""
-        leaders = self._following if only_leader is None else (only_leader,)
-        for leader in leaders:
-            members = self._following.get(leader)
-            if not members:
-                continue
-            f = self.fetchers.get(leader)
-            if f is None:
-                f = self.fetchers[leader] = Fetcher(leader)
-            if f.inflight is not None or now < f.backoff_until:
-                continue
-            parts: list[Partition] = []
-            for tp in members:
-                p = self.partitions[tp]
-                if p.wants_fetch(now):
-                    parts.append(p)
-            if len(parts) > 1:
-                parts.sort(key=_partition_tp)
-            if parts:
-                effects.append(self._send_fetch(f, parts, now))
+        if only_leader is not None:
+            # an answered fetch's next one (every replica fetch round trip):
+            # the one leader, with no generic loop over a tuple or a dict
+            self._fetch_from(only_leader, now, effects)
+            return
+        for leader in list(self._following):
+            self._fetch_from(leader, now, effects)
+
+    def _fetch_from(self, leader: NodeId, now: int, effects: list[Effect]) -> None:
+        """Send ``leader``'s fetcher's next fetch, if it is free and any
+        partition it serves is ready."""
+        members = self._following.get(leader)
+        if not members:
+            return
+        f = self.fetchers.get(leader)
+        if f is None:
+            f = self.fetchers[leader] = Fetcher(leader)
+        if f.inflight is not None or now < f.backoff_until:
+            return
+        parts: list[Partition] = []
+        partitions = self.partitions
+        for tp in members:
+            p = partitions[tp]
+            if p.wants_fetch(now):
+                parts.append(p)
+        if len(parts) > 1:
+            parts.sort(key=_partition_tp)
+        if parts:
+            effects.append(self._send_fetch(f, parts, now))
 
     def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> Send:
         ctx = self.ctx
