@@ -99,7 +99,6 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Hashable, Iterable
 
-from heapq import heappush
 from math import log as _log
 
 from reference_impl.core.messages import (
@@ -386,15 +385,9 @@ class Network:
         if arrive < fifo.last:
             arrive = fifo.last  # FIFO per link, like one TCP connection
         fifo.last = arrive
-        # EventLoop.at, inlined: arrive is never in the past
+        # EventLoop.at, in two native calls' worth: arrive is never in the past
         seq = loop._seq = loop._seq + 1
-        entry = _Arrival(seq, self, src, dst, msg)
-        bucket = loop._buckets.get(arrive)
-        if bucket is None:
-            loop._buckets[arrive] = [entry]
-            heappush(loop._times, arrive)
-        else:
-            bucket.append(entry)
+        loop.push(arrive, _Arrival(seq, self, src, dst, msg))
 
     def _arrive(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         if (self.grudge or self._held) and self._stopped(src, dst, msg):
