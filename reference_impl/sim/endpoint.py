@@ -98,6 +98,8 @@ class Endpoint:
         # one queue per timeout length; see TimeoutQueue for why not loop.after
         self._timeouts: dict[int, TimeoutQueue] = {}
         sim.net.attach(name, self._receive)
+        #: this endpoint's links' FIFO states (``Network.fifos``), for ``send_from``
+        self._fifos = sim.net.fifos(name)
         sim.net.watch(name, self._in_flight_to, self._lost)
 
     def request(self, node: int, make: Callable[[Any], Any], on_reply: Callable[[Any], None], timeout_ms: int) -> None:
@@ -105,7 +107,7 @@ class Endpoint:
         rid = self._rid
         self._pending[rid] = on_reply
         self._dst[rid] = node
-        self.sim.net.send(self.name, node, make((self.name, rid)))
+        self.sim.net.send_from(self._fifos, self.name, node, make((self.name, rid)))
         q = self._timeouts.get(timeout_ms)
         if q is None:
             q = self._timeouts[timeout_ms] = TimeoutQueue(self.sim.loop, timeout_ms, self._timeout, self._pending)
