@@ -63,6 +63,12 @@ class Event:
     def run(self) -> None:
         raise NotImplementedError
 
+    def done(self) -> None:
+        """Called once its millisecond has run to the end (not when a run
+        stops inside it): an entry kept for reuse goes back to its pool here,
+        never earlier, so a bucket's entries keep their seqs (and the
+        bucket its order) while it runs."""
+
 
 class Call(Event):
     """``fn(*args)``, the entry :meth:`EventLoop.at` makes."""
@@ -274,6 +280,8 @@ class EventLoop:
                 wheel[slot] = None
                 self._filled -= 1
                 inside = False
+                for entry in bucket:
+                    entry.done()
         finally:
             self.steps = steps
             if inside and i:
