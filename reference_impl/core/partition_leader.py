@@ -60,14 +60,14 @@ class LeaderPartition(PartitionState):
         leader has no previous fetch to compare with. A fenced or unknown
         broker has no live epoch to compare with (Kafka's
         getAliveBrokerEpoch), and -1 bypasses the check."""
-        b = self.ctx.image.brokers.get(replica_id)
+        b = self._image.brokers.get(replica_id)
         return b is not None and not b.fenced and b.broker_epoch > broker_epoch
 
     def _is_replica_isr_eligible(self, r: ReplicaState) -> bool:
         """isReplicaIsrEligible: broker registered, not fenced, not in
         controlled shutdown, and the broker epoch of its fetch matches the one
         the metadata knows (a fetch that sent -1 bypasses the check)."""
-        b = self.ctx.image.brokers.get(r.broker_id)
+        b = self._image.brokers.get(r.broker_id)
         if b is None or b.fenced or b.in_controlled_shutdown:
             return False
         return r.broker_epoch == -1 or r.broker_epoch == b.broker_epoch

@@ -188,6 +188,9 @@ class PartitionState:
         # the broker's config, kept: ``ctx`` is a Protocol, so compiled,
         # ``self.ctx.config`` is a lookup by name (read on most fetches)
         self._config: ProtocolConfig = self.ctx.config
+        # and its metadata image (one object for the broker's life), likewise:
+        # a follower's fetch checks its broker epoch against it
+        self._image: MetadataImage = self.ctx.image
         self.producers.rebuild(self.log.batches)
         self._min_isr: int | None = None
         self._fetch_req: FetchPartitionRequest | None = None
@@ -209,7 +212,7 @@ class PartitionState:
         """min(min.insync.replicas, replication factor) (Partition.scala:246-248).
         Cached: it changes only with the assignment or the topic config."""
         if self._min_isr is None:
-            topic_cfg = self.ctx.image.topics.get(self.tp.topic)
+            topic_cfg = self._image.topics.get(self.tp.topic)
             self._min_isr = max(1, min(self.config.min_isr_for(topic_cfg), max(1, len(self.replicas))))
         return self._min_isr
 
