@@ -14,7 +14,7 @@ from reference_impl.core.storage import QuorumState
 from reference_impl.sim.clients import choose
 from reference_impl.sim.clock import NodeClock
 from reference_impl.sim.disk import Disk
-from reference_impl.sim.events import _WHEEL, Event, EventLoop, TimeoutQueue
+from reference_impl.sim.events import _WHEEL, EventLoop, TimeoutQueue
 from nemesis.partition import complete_grudge, isolate, majorities_ring
 from reference_impl.sim.network import LinkProfile, Network
 
@@ -181,35 +181,29 @@ def test_events_near_and_far_across_the_wheels_span_run_in_time_then_sequence_or
     assert loop.pending() == 0 and loop.now == 50 * _WHEEL
 
 
-class _Rec(Event):
-    """An entry that records its run and its ``done``."""
-
-    def __init__(self, seq: int, log: list[tuple[str, int]]) -> None:
-        self.seq = seq
-        self.log = log
-
-    def run(self) -> None:
-        self.log.append(("run", self.seq))
-
-    def done(self) -> None:
-        self.log.append(("done", self.seq))
-
-
-def test_an_entry_is_done_only_once_its_millisecond_has_run_to_the_end() -> None:
-    """``Event.done`` (where the network takes an arrival back for reuse)
-    comes after every entry of the millisecond has run, never while it runs
-    (its seq must not change under a bisection), and not for the entries a
-    stopped run left behind it: they are gone from the calendar."""
+def test_an_arrival_is_reused_only_once_its_millisecond_has_run_to_the_end() -> None:
+    """The network takes a message's arrival entry back for the next message
+    (``Event.done``) only after every entry of its millisecond has run,
+    never while it runs (its seq must not change under a bisection), and not
+    the entries a stopped run left behind it (they are gone from the
+    calendar); a reused entry delivers its new message, from its sender."""
     loop = EventLoop()
-    log: list[tuple[str, int]] = []
-    for when in (5, 5, 5, 6, 3 * _WHEEL):
-        loop.push(when, _Rec(loop.next_seq(), log))
-    loop.run_until(100, stop=lambda: len(log) >= 2)
-    assert log == [("run", 1), ("run", 2)] and loop.pending() == 3
+    net = Network(loop, random.Random(1), LinkProfile(min_ms=5, jitter_ms=0.0))
+    got: list[tuple[object, str]] = []
+    net.attach(2, lambda src, msg: got.append((src, msg)))
+    net.attach("c1", lambda src, msg: got.append((src, msg)))
+    for m in ("a", "b", "c"):
+        net.send(1, 2, m)  # all due at 5 ms
+    loop.run_until(100, stop=lambda: len(got) >= 2)
+    assert got == [(1, "a"), (1, "b")] and net._spares == []
+    net.send(1, 2, "d")  # a new entry: none is spare
     loop.run_until(100)
-    assert log == [("run", 1), ("run", 2), ("run", 3), ("done", 3), ("run", 4), ("done", 4)]
-    loop.run_until(4 * _WHEEL)
-    assert log[-2:] == [("run", 5), ("done", 5)] and loop.pending() == 0
+    assert got[2:] == [(1, "c"), (1, "d")] and len(net._spares) == 2  # "c"'s and "d"'s
+    net.send(2, "c1", "e")
+    net.send(1, 2, "f")
+    assert net._spares == []
+    loop.run_until(200)
+    assert got[4:] == [(2, "e"), (1, "f")] and len(net._spares) == 2
 
 
 def test_a_first_event_runs_ahead_of_its_milliseconds_other_events_whenever_it_was_set() -> None:
