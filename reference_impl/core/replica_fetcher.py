@@ -59,6 +59,11 @@ class ReplicaFetcherManager:
         #: leader -> partitions this broker follows from it (the fetcher's members)
         self._following: dict[NodeId, set[TopicPartition]] = {}
         self._follow_of: dict[TopicPartition, NodeId] = {}
+        #: leader -> those partitions, sorted by partition (the order a fetch
+        #: names them in), kept with ``_following``: a fetch answered is
+        #: followed by the next one, which walked the set, looked each
+        #: partition up and sorted them every time
+        self._members: dict[NodeId, list[Partition]] = {}
 
     @property
     def fetch_timeout_ms(self) -> int:
@@ -78,9 +83,19 @@ class ReplicaFetcherManager:
                 members.discard(p.tp)
                 if not members:
                     del self._following[old]
+            self._sort_members(old)
         if p.role == FOLLOWER and p.leader_id != NO_LEADER:
             self._follow_of[p.tp] = p.leader_id
             self._following.setdefault(p.leader_id, set()).add(p.tp)
+            self._sort_members(p.leader_id)
+
+    def _sort_members(self, leader: NodeId) -> None:
+        """Rebuild ``leader``'s sorted partitions from its members."""
+        members = self._following.get(leader)
+        if members:
+            self._members[leader] = sorted((self.partitions[tp] for tp in members), key=_partition_tp)
+        else:
+            self._members.pop(leader, None)
 
     def deadlines(self, now: int) -> list[int]:
         """When the fetchers next need the broker: an unanswered fetch's
@@ -143,7 +158,7 @@ class ReplicaFetcherManager:
     def _fetch_from(self, leader: NodeId, now: int, effects: list[Effect]) -> None:
         """Send ``leader``'s fetcher's next fetch, if it is free and any
         partition it serves is ready."""
-        members = self._following.get(leader)
+        members = self._members.get(leader)
         if not members:
             return
         f = self.fetchers.get(leader)
@@ -152,13 +167,9 @@ class ReplicaFetcherManager:
         if f.inflight is not None or now < f.backoff_until:
             return
         parts: list[Partition] = []
-        partitions = self.partitions
-        for tp in members:
-            p = partitions[tp]
+        for p in members:  # sorted by partition already
             if p.wants_fetch(now):
                 parts.append(p)
-        if len(parts) > 1:
-            parts.sort(key=_partition_tp)
         if parts:
             effects.append(self._send_fetch(f, parts, now))
 
