@@ -272,9 +272,12 @@ class FetchPurgatory:
 
     def complete_into(self, fid: int, now: int, effects: list[Effect]) -> None:
         """:meth:`complete`, appended to ``effects``."""
-        d = self.delayed.pop(fid, None)
+        # a lookup and a delete: compiled, dict.pop(k, None) is a method call by name
+        delayed = self.delayed
+        d = delayed.get(fid)
         if d is None:
             return
+        del delayed[fid]
         for req in d.parts:
             s = self.watch.get(req.tp)
             if s is not None:
