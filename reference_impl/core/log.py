@@ -44,6 +44,32 @@ def epoch_runs(batches: Iterable[Batch]) -> list[list[int]]:
     return runs
 
 
+def last_at_or_before(bases: list[int], x: int) -> int:
+    """``bisect_right(bases, x) - 1`` over ascending ``bases``: the last
+    index whose value is at or before ``x`` (-1: none). Looked for from the
+    tail first: a follower reads a batch or a few behind the LEO and a
+    consumer up to the HW, a batch or a few behind it (a bisection over a
+    long log, by generic comparisons, was ~2% of a busy seed); further back,
+    a bisection over the ints natively (``bisect_right`` is a generic call
+    comparing boxed ints)."""
+    i = len(bases) - 1
+    stop = i - 8
+    while i >= 0 and bases[i] > x:
+        i -= 1
+        if i == stop:
+            # bases[i + 1:] are all past x: bisect [0, i + 1)
+            lo = 0
+            hi = i + 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if x < bases[mid]:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo - 1
+    return i
+
+
 @dataclass
 class PartitionLog:
     tp: TopicPartition
@@ -129,18 +155,7 @@ class PartitionLog:
 
     def batch_index(self, offset: int) -> int:
         """Index of the first batch holding an offset >= ``offset``."""
-        bases = self.bases
-        # bisect_right(bases, offset) - 1, the last batch starting at or
-        # before offset, looked for from the tail first: a follower reads a
-        # batch or a few behind the LEO (a bisection over a long log, by
-        # generic comparisons, was ~2% of a busy seed); further back, bisect
-        i = len(bases) - 1
-        stop = i - 8
-        while i >= 0 and bases[i] > offset:
-            i -= 1
-            if i == stop:
-                i = bisect_right(bases, offset) - 1
-                break
+        i = last_at_or_before(self.bases, offset)
         if i < 0:
             return 0
         b = self.batches[i]
@@ -157,7 +172,7 @@ class PartitionLog:
         if upto >= self.leo:
             j = len(self.batches)  # the common case: read to the end
         else:
-            k = bisect_right(self.bases, upto - 1) - 1
+            k = last_at_or_before(self.bases, upto - 1)
             if k < 0:
                 return ()
             bk = self.batches[k]
@@ -229,6 +244,8 @@ class PartitionLog:
         elif fresh[0].base_offset < leo:
             # a batch straddling our LEO: our tail diverged mid-batch; drop it
             effects += self.truncate_to(fresh[0].base_offset)
+        if not effects:
+            return self._append(fresh)  # the common case: no list made to concatenate
         return effects + self._append(fresh)
 
     def _append(self, batches: tuple[Batch, ...]) -> list[Effect]:

@@ -199,14 +199,21 @@ class Partition(LeaderPartition):
         Returns (effects, follow_up) where follow_up is None, ``"offsets_for_leader_epoch"``
         (ask the leader for the end of its current epoch) or ``"backoff"``.
         """
-        if self.role != FOLLOWER:
-            return [], None
         effects: list[Effect] = []
+        return effects, self.handle_fetch_response_into(resp, now, effects)
+
+    def handle_fetch_response_into(self, resp: FetchPartitionResponse, now: int, effects: list[Effect]) -> str | None:
+        """:meth:`handle_fetch_response`, its effects appended to ``effects``
+        (the fetcher's, for the whole response); returns the follow-up.
+        Every partition of every replica fetch answered: no list and no
+        tuple made per partition."""
+        if self.role != FOLLOWER:
+            return None
         if resp.error == Errors.NONE:
             if resp.diverging_epoch is not None:
                 epoch, end = resp.diverging_epoch
                 effects += self._truncate(self.truncation_offset(epoch, end), "diverging-epoch")
-                return effects, None
+                return None
             leo = self.log.leo
             batches = resp.batches
             fresh = batches if batches and batches[0].base_offset == leo else tuple(
@@ -223,39 +230,30 @@ class Partition(LeaderPartition):
                     # leader's boundary the next fetch (from the new LEO) retries.
                     effects += self._truncate(first.base_offset, "diverging-epoch")
                     if self.log.leo != first.base_offset:
-                        return effects, None
+                        return None
                 effects += self.log.append_as_follower(fresh)
                 for b in fresh:
                     self.producers.record(b)
                 last = fresh[-1]
-                effects.append(
-                    self._trace(
-                        "append",
-                        base=first.base_offset,
-                        count=last.next_offset - first.base_offset,
-                        epoch=last.leader_epoch,
-                        epochs=epoch_runs(fresh),
-                        leo=self.log.leo,
-                        role=FOLLOWER,
-                    )
-                )
+                effects.append(self._append_trace(first.base_offset, last.next_offset - first.base_offset,
+                                                  last.leader_epoch, epoch_runs(fresh), FOLLOWER))
             if resp.high_watermark >= 0 and self.log.set_follower_hw(resp.high_watermark):
                 effects.append(self._hw_trace())
-            return effects, None
+            return None
         if resp.error == Errors.OFFSET_OUT_OF_RANGE:
             if resp.log_start_offset > self.log.leo:
                 # behind the leader's log start: restart our log there
                 effects += self._truncate_fully(resp.log_start_offset)
-                return effects, None
+                return None
             self.fetch_state = TRUNCATING
             self.truncation_request_at = now
-            return effects, "offsets_for_leader_epoch"
+            return "offsets_for_leader_epoch"
         if resp.error == Errors.FENCED_LEADER_EPOCH:
             # the leader is in a newer epoch than we know: wait for metadata
             self.fetch_state = FENCED
-            return effects, None
+            return None
         self.fetch_backoff_until = now + self.config.replica_fetch_backoff_ms
-        return effects, "backoff"
+        return "backoff"
 
     def handle_offset_for_leader_epoch_response(self, error: int, epoch: int, end_offset: int, now: int) -> list[Effect]:
         """Truncate to the leader's answer, then resume fetching."""

@@ -60,14 +60,14 @@ class LeaderPartition(PartitionState):
         leader has no previous fetch to compare with. A fenced or unknown
         broker has no live epoch to compare with (Kafka's
         getAliveBrokerEpoch), and -1 bypasses the check."""
-        b = self.ctx.image.brokers.get(replica_id)
+        b = self._image.brokers.get(replica_id)
         return b is not None and not b.fenced and b.broker_epoch > broker_epoch
 
     def _is_replica_isr_eligible(self, r: ReplicaState) -> bool:
         """isReplicaIsrEligible: broker registered, not fenced, not in
         controlled shutdown, and the broker epoch of its fetch matches the one
         the metadata knows (a fetch that sent -1 bypasses the check)."""
-        b = self.ctx.image.brokers.get(r.broker_id)
+        b = self._image.brokers.get(r.broker_id)
         if b is None or b.fenced or b.in_controlled_shutdown:
             return False
         return r.broker_epoch == -1 or r.broker_epoch == b.broker_epoch
@@ -84,10 +84,17 @@ class LeaderPartition(PartitionState):
         1175 in trunk of October 2024, 1011 in 4.4.0 by its class file's
         line table).
         """
+        effects: list[Effect] = []
+        return effects, self.maybe_increment_leader_hw_into(now, effects)
+
+    def maybe_increment_leader_hw_into(self, now: int, effects: list[Effect]) -> bool:
+        """:meth:`maybe_increment_leader_hw`, its HW event appended to
+        ``effects``; returns whether the HW moved. Every follower fetch and
+        every append on a leader asks: no list and no tuple made to answer."""
         if not self.is_leader:
-            return [], False
+            return False
         if self.config.variants.min_isr_hw_gate and self.is_under_min_isr():
-            return [], False
+            return False
         leader_leo = self.log.leo
         new_hw = leader_leo
         lag = self.config.replica_lag_time_max_ms
@@ -98,8 +105,9 @@ class LeaderPartition(PartitionState):
             ):
                 new_hw = r.leo
         if self.log.maybe_increment_hw(new_hw):
-            return [self._hw_trace()], True
-        return [], False
+            effects.append(self._hw_trace())
+            return True
+        return False
 
     def _set_state(self, state: IsrState) -> list[Effect]:
         self.state = state
@@ -310,8 +318,7 @@ class LeaderPartition(PartitionState):
             if expanded:
                 effects += expanded
             if r.leo != leo_before or expanded:
-                hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
-                effects += hw_effects
+                hw_changed = self.maybe_increment_leader_hw_into(now, effects)
         batches = self.log.read(req.fetch_offset, self.log.leo, self._max_batches(req.max_bytes))
         return self._response(Errors.NONE, batches=batches), effects, hw_changed
 
@@ -412,19 +419,10 @@ class LeaderPartition(PartitionState):
             self.leader_epoch, count, payload, producer_id, producer_epoch, base_sequence, max_timestamp
         )
         self.producers.record(batch)
-        effects.append(
-            self._trace(
-                "append",
-                base=batch.base_offset,
-                count=batch.count,
-                epoch=batch.leader_epoch,
-                epochs=[[batch.leader_epoch, batch.base_offset]],
-                leo=self.log.leo,
-                role=LEADER,
-            )
-        )
-        hw_effects, hw_changed = self.maybe_increment_leader_hw(now)
-        return Errors.NONE, batch, batch.next_offset, effects + hw_effects, hw_changed
+        effects.append(self._append_trace(batch.base_offset, batch.count, batch.leader_epoch,
+                                          [[batch.leader_epoch, batch.base_offset]], LEADER))
+        hw_changed = self.maybe_increment_leader_hw_into(now, effects)
+        return Errors.NONE, batch, batch.next_offset, effects, hw_changed
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
         """checkEnoughReplicasReachOffset: (done, error) for a parked acks=all produce."""

@@ -188,9 +188,15 @@ class PartitionState:
         # the broker's config, kept: ``ctx`` is a Protocol, so compiled,
         # ``self.ctx.config`` is a lookup by name (read on most fetches)
         self._config: ProtocolConfig = self.ctx.config
+        # and its metadata image (one object for the broker's life), likewise:
+        # a follower's fetch checks its broker epoch against it
+        self._image: MetadataImage = self.ctx.image
         self.producers.rebuild(self.log.batches)
         self._min_isr: int | None = None
         self._fetch_req: FetchPartitionRequest | None = None
+        #: ``str(self.tp)``, spelt once: every trace event names its partition
+        #: (compiled, ``str()`` of a native object is a generic call)
+        self._tp_name: str = str(self.tp)
 
     # -- small helpers ---------------------------------------------------
 
@@ -206,7 +212,7 @@ class PartitionState:
         """min(min.insync.replicas, replication factor) (Partition.scala:246-248).
         Cached: it changes only with the assignment or the topic config."""
         if self._min_isr is None:
-            topic_cfg = self.ctx.image.topics.get(self.tp.topic)
+            topic_cfg = self._image.topics.get(self.tp.topic)
             self._min_isr = max(1, min(self.config.min_isr_for(topic_cfg), max(1, len(self.replicas))))
         return self._min_isr
 
@@ -217,11 +223,22 @@ class PartitionState:
         return len(self.state.isr) < self.effective_min_isr()
 
     def _trace(self, kind: str, **data) -> TraceEvent:
-        data["tp"] = str(self.tp)
+        data["tp"] = self._tp_name
         return TraceEvent(kind, data)
 
     def _hw_trace(self) -> TraceEvent:
-        return self._trace("hw", hw=self.log.hw, leo=self.log.leo, role=self.role)
+        # the dict spelt out, in _trace's key order (its keywords, then "tp"):
+        # a keyword call builds a dict of its own first, and every HW move on
+        # every replica makes one of these
+        log = self.log
+        return TraceEvent("hw", {"hw": log.hw, "leo": log.leo, "role": self.role, "tp": self._tp_name})
+
+    def _append_trace(self, base: int, count: int, epoch: int, epochs: list[list[int]], role: str) -> TraceEvent:
+        """The ``append`` event of a leader's or a follower's append: the dict
+        spelt out in :meth:`_trace`'s key order, as :meth:`_hw_trace` (one
+        per batch appended on every replica)."""
+        return TraceEvent("append", {"base": base, "count": count, "epoch": epoch, "epochs": epochs,
+                                     "leo": self.log.leo, "role": role, "tp": self._tp_name})
 
     def _isr_trace(self) -> TraceEvent:
         return self._trace(

@@ -128,14 +128,18 @@ class ProducePurgatory:
     def __init__(self, partitions: dict[TopicPartition, Partition], ctx: BrokerContext) -> None:
         self.partitions = partitions
         self.ctx = ctx
-        #: per partition, ordered by required offset
+        #: per partition, ordered by required offset (a partition's list goes
+        #: when emptied: ``expire`` answers in the order they were made)
         self.waiting: dict[TopicPartition, list[DelayedProduce]] = {}
 
     def park(self, d: DelayedProduce) -> None:
         """Wait for the HW (the deadline is monotonic, as the purgatory's timer)."""
         # kept ordered by required offset (appends arrive in offset order;
         # a duplicate may need an earlier one), so completion pops a prefix
-        waiting = self.waiting.setdefault(d.tp, [])
+        # not setdefault(tp, []): that makes a list on every park
+        waiting = self.waiting.get(d.tp)
+        if waiting is None:
+            waiting = self.waiting[d.tp] = []
         if waiting and waiting[-1].required_offset > d.required_offset:
             insort(waiting, d, key=_required_offset)
         else:
@@ -214,8 +218,13 @@ class FetchPurgatory:
         fid = self._ids
         self.delayed[fid] = DelayedFetch(kind, msg, src, deadline, parts)
         self.ctx.note_deadline(deadline + self.ctx.skew)
+        watch = self.watch
         for req in parts:
-            self.watch.setdefault(req.tp, set()).add(fid)
+            # not setdefault(tp, set()): that makes a set on every park
+            ids = watch.get(req.tp)
+            if ids is None:
+                ids = watch[req.tp] = set()
+            ids.add(fid)
 
     def deadlines(self) -> list[int]:
         return [d.deadline for d in self.delayed.values()]
@@ -263,9 +272,12 @@ class FetchPurgatory:
 
     def complete_into(self, fid: int, now: int, effects: list[Effect]) -> None:
         """:meth:`complete`, appended to ``effects``."""
-        d = self.delayed.pop(fid, None)
+        # a lookup and a delete: compiled, dict.pop(k, None) is a method call by name
+        delayed = self.delayed
+        d = delayed.get(fid)
         if d is None:
             return
+        del delayed[fid]
         for req in d.parts:
             s = self.watch.get(req.tp)
             if s is not None:

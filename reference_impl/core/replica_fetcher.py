@@ -59,6 +59,11 @@ class ReplicaFetcherManager:
         #: leader -> partitions this broker follows from it (the fetcher's members)
         self._following: dict[NodeId, set[TopicPartition]] = {}
         self._follow_of: dict[TopicPartition, NodeId] = {}
+        #: leader -> those partitions, sorted by partition (the order a fetch
+        #: names them in), kept with ``_following``: a fetch answered is
+        #: followed by the next one, which walked the set, looked each
+        #: partition up and sorted them every time
+        self._members: dict[NodeId, list[Partition]] = {}
 
     @property
     def fetch_timeout_ms(self) -> int:
@@ -78,9 +83,19 @@ class ReplicaFetcherManager:
                 members.discard(p.tp)
                 if not members:
                     del self._following[old]
+            self._sort_members(old)
         if p.role == FOLLOWER and p.leader_id != NO_LEADER:
             self._follow_of[p.tp] = p.leader_id
             self._following.setdefault(p.leader_id, set()).add(p.tp)
+            self._sort_members(p.leader_id)
+
+    def _sort_members(self, leader: NodeId) -> None:
+        """Rebuild ``leader``'s sorted partitions from its members."""
+        members = self._following.get(leader)
+        if members:
+            self._members[leader] = sorted((self.partitions[tp] for tp in members), key=_partition_tp)
+        else:
+            self._members.pop(leader, None)
 
     def deadlines(self, now: int) -> list[int]:
         """When the fetchers next need the broker: an unanswered fetch's
@@ -132,25 +147,31 @@ class ReplicaFetcherManager:
     def fetch_into(self, now: int, effects: list[Effect], only_leader: NodeId | None = None) -> None:
         """:meth:`maybe_fetch`, appended to ``effects``: a fetch answered is
         followed by the next one, so no list is made to be concatenated."""
-        leaders = self._following if only_leader is None else (only_leader,)
-        for leader in leaders:
-            members = self._following.get(leader)
-            if not members:
-                continue
-            f = self.fetchers.get(leader)
-            if f is None:
-                f = self.fetchers[leader] = Fetcher(leader)
-            if f.inflight is not None or now < f.backoff_until:
-                continue
-            parts: list[Partition] = []
-            for tp in members:
-                p = self.partitions[tp]
-                if p.wants_fetch(now):
-                    parts.append(p)
-            if len(parts) > 1:
-                parts.sort(key=_partition_tp)
-            if parts:
-                effects.append(self._send_fetch(f, parts, now))
+        if only_leader is not None:
+            # an answered fetch's next one (every replica fetch round trip):
+            # the one leader, with no generic loop over a tuple or a dict
+            self._fetch_from(only_leader, now, effects)
+            return
+        for leader in list(self._following):
+            self._fetch_from(leader, now, effects)
+
+    def _fetch_from(self, leader: NodeId, now: int, effects: list[Effect]) -> None:
+        """Send ``leader``'s fetcher's next fetch, if it is free and any
+        partition it serves is ready."""
+        members = self._members.get(leader)
+        if not members:
+            return
+        f = self.fetchers.get(leader)
+        if f is None:
+            f = self.fetchers[leader] = Fetcher(leader)
+        if f.inflight is not None or now < f.backoff_until:
+            return
+        parts: list[Partition] = []
+        for p in members:  # sorted by partition already
+            if p.wants_fetch(now):
+                parts.append(p)
+        if parts:
+            effects.append(self._send_fetch(f, parts, now))
 
     def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> Send:
         ctx = self.ctx
@@ -185,9 +206,7 @@ class ReplicaFetcherManager:
             p = self.partitions.get(resp.tp)
             if p is None or p.role != FOLLOWER or p.leader_id != msg.leader_id or f.epochs.get(resp.tp) != p.leader_epoch:
                 continue  # the partition moved on while the fetch was out
-            e, follow_up = p.handle_fetch_response(resp, now)
-            if e:
-                effects += e
+            follow_up = p.handle_fetch_response_into(resp, now, effects)
             if follow_up == "offsets_for_leader_epoch":
                 self._attention.add(p.tp)
                 effects += self._send_offsets_for_leader_epoch(p, now)

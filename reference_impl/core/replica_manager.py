@@ -198,8 +198,8 @@ class BrokerRole:
         if self.halted:
             return []
         self.context.set_clock(now, mono)
-        # the three messages of every replicated write are dispatched here,
-        # directly (compiled, a type test and a native call; the table's
+        # the three messages of every replicated write, and the consumers'
+        # fetches, are dispatched here, directly (compiled, a type test and a native call; the table's
         # lambdas go through generic Python calls); the rest by the table
         kind = type(msg)
         if kind is ReplicaFetchRequest:
@@ -208,6 +208,9 @@ class BrokerRole:
             effects = self.fetcher.handle_response(msg, now)
         elif kind is ProduceRequest:
             effects = self.handle_produce(msg, now)
+        elif kind is ClientFetchRequest:
+            # every consumer poll: a native call, not the table's lambda
+            effects = self.handle_client_fetch(msg, now)
         else:
             handler = self._HANDLERS.get(kind)
             if handler is None:
@@ -551,9 +554,18 @@ class BrokerRole:
         return effects
 
     def handle_client_fetch(self, msg: ClientFetchRequest, now: int) -> list[Effect]:
-        responses = tuple(client_fetch_partition(self.partitions, self.image, req) for req in msg.partitions)
-        any_data = any(r.batches for r in responses)
-        any_error = any(r.error != Errors.NONE or r.diverging_epoch is not None for r in responses)
+        # one loop, where a generator into a tuple and two any() over it each
+        # made a generator object per poll (compiled)
+        answered: list[FetchPartitionResponse] = []
+        any_data = any_error = False
+        for req in msg.partitions:
+            r = client_fetch_partition(self.partitions, self.image, req)
+            answered.append(r)
+            if r.batches:
+                any_data = True
+            if r.error != Errors.NONE or r.diverging_epoch is not None:
+                any_error = True
+        responses = tuple(answered)
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
             self.fetch_purgatory.park(FROM_CONSUMER, msg, None, self.context.mono + msg.max_wait_ms, msg.partitions)
             return []

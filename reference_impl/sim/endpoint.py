@@ -97,7 +97,11 @@ class Endpoint:
         self._dst: dict[int, Any] = {}
         # one queue per timeout length; see TimeoutQueue for why not loop.after
         self._timeouts: dict[int, TimeoutQueue] = {}
+        self._last_q: TimeoutQueue | None = None
+        self._last_timeout_ms = 0
         sim.net.attach(name, self._receive)
+        #: this endpoint's links' FIFO states (``Network.fifos``), for ``send_from``
+        self._fifos = sim.net.fifos(name)
         sim.net.watch(name, self._in_flight_to, self._lost)
 
     def request(self, node: int, make: Callable[[Any], Any], on_reply: Callable[[Any], None], timeout_ms: int) -> None:
@@ -105,10 +109,16 @@ class Endpoint:
         rid = self._rid
         self._pending[rid] = on_reply
         self._dst[rid] = node
-        self.sim.net.send(self.name, node, make((self.name, rid)))
-        q = self._timeouts.get(timeout_ms)
-        if q is None:
-            q = self._timeouts[timeout_ms] = TimeoutQueue(self.sim.loop, timeout_ms, self._timeout, self._pending)
+        self.sim.net.send_from(self._fifos, self.name, node, make((self.name, rid)))
+        q = self._last_q
+        if q is None or timeout_ms != self._last_timeout_ms:
+            # nearly every request has the client's one timeout: the last
+            # queue is kept, not looked up by its delay every time
+            q = self._timeouts.get(timeout_ms)
+            if q is None:
+                q = self._timeouts[timeout_ms] = TimeoutQueue(self.sim.loop, timeout_ms, self._timeout, self._pending)
+            self._last_q = q
+            self._last_timeout_ms = timeout_ms
         q.add(rid)
 
     def _timeout(self, rid: int) -> None:

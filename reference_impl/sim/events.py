@@ -5,14 +5,26 @@ Why a sequence number: two events due at the same millisecond run in the order
 they were scheduled, never in an order that depends on comparing callbacks, so
 one seed always yields one schedule (the property every replay relies on).
 
-How they are kept: a calendar of buckets, one list of ``(seq, fn, args)`` per
-millisecond that has events, and a heap of those milliseconds. Time is whole
-milliseconds and a busy seed has a few events per millisecond, so most events
-are one dict lookup and one list append to schedule and one list index to
-run; only the first event of a millisecond touches the heap, and the heap
-compares plain ints. A single heap of ``(time, seq, fn, args)`` tuples
-compared tuples on every push and pop (~90 entries in a busy seed): the
-calendar runs the benchmark seed in 7.8% fewer instructions.
+How they are kept: a calendar of buckets, one list of :class:`Event` per
+millisecond that has events. Time is whole milliseconds and a busy seed has a
+few events per millisecond, nearly all due within a second or two. So the
+near calendar is a wheel: a list of ``_WHEEL`` slots, the bucket of time
+``t`` (less than ``_WHEEL`` ms ahead of ``now``) in slot ``t & _MASK``;
+scheduling is a list index and an append, and the next time is found by
+looking at the slots from ``now`` on (no more than ``_WHEEL`` of them, as
+every filled slot is less than that ahead). A time further ahead goes to the
+far calendar, a dict of buckets and a heap of their times; when that time
+comes its bucket joins the slot's, in ``seq`` order (an entry scheduled for
+it later went to the slot). Before the wheel, every millisecond's bucket was
+a dict entry keyed by a boxed int, looked up on every event scheduled and
+pushed onto and popped off the heap once (and before that, a single heap of
+``(time, seq, fn, args)`` tuples compared tuples on every push and pop).
+
+An entry is a native object, not a ``(seq, fn, args)`` tuple: a
+:class:`Call` for any callback, or a subclass whose :meth:`Event.run` calls
+its target natively (the network's message arrivals, one per message sent:
+one object in place of two tuples, and a native call where the loop made a
+generic call through a bound method that parsed its arguments again).
 
 Invariant: each bucket is in ``seq`` order. :meth:`at` takes a fresh ``seq``,
 the largest yet, so it appends; only :meth:`place` (a :class:`TimeoutQueue`
@@ -38,19 +50,63 @@ import gc
 from bisect import insort
 from heapq import heappop, heappush
 from collections import deque
-from typing import Any, Callable, Container
+from typing import Any, Callable, Container, Final
 
-#: one scheduled callback: its sequence number, the callable, its arguments
-Entry = tuple[int, Callable[..., Any], tuple[Any, ...]]
+
+class Event:
+    """One entry of the calendar: its sequence number, and what it runs
+    (:meth:`run`, overridden)."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def done(self) -> None:
+        """Called once its millisecond has run to the end (not when a run
+        stops inside it): an entry kept for reuse goes back to its pool here,
+        never earlier, so a bucket's entries keep their seqs (and the
+        bucket its order) while it runs."""
+
+
+class Call(Event):
+    """``fn(*args)``, the entry :meth:`EventLoop.at` makes."""
+
+    def __init__(self, seq: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.seq = seq
+        self.fn = fn
+        self.args = args
+
+    def run(self) -> None:
+        self.fn(*self.args)
+
+
+def _seq_of(e: Event) -> int:
+    """The sort key of a bucket (a module function: a lambda in a method
+    makes the compiled method allocate a closure on every call)."""
+    return e.seq
+
+
+#: the wheel's span in milliseconds (a power of two): a time less than this
+#: ahead of ``now`` has its slot, ``time & _MASK``
+_WHEEL: Final = 2048
+_MASK: Final = _WHEEL - 1
 
 
 class EventLoop:
     def __init__(self) -> None:
         self.now: int = 0
         self._seq = 0
-        #: due millisecond -> its entries in seq order (see the module docstring)
-        self._buckets: dict[int, list[Entry]] = {}
-        #: heap of the milliseconds that have a bucket
+        #: the near calendar: the bucket of each millisecond in
+        #: ``[now, now + _WHEEL)`` that has one, in slot ``t & _MASK`` (see
+        #: the module docstring); ``_filled`` counts the slots in use
+        self._wheel: list[list[Event] | None] = [None] * _WHEEL
+        self._filled = 0
+        #: the far calendar: due millisecond -> its entries in seq order, for
+        #: a time ``_WHEEL`` or more ahead when it was scheduled
+        self._buckets: dict[int, list[Event]] = {}
+        #: heap of the milliseconds that have a far bucket
         self._times: list[int] = []
         self.steps = 0
         #: the seqs of :meth:`first` events: below every :meth:`at` seq, rising
@@ -65,12 +121,33 @@ class EventLoop:
             when = self.now
         when = int(when)
         seq = self._seq = self._seq + 1
+        self.push(when, Call(seq, fn, args))
+
+    def next_seq(self) -> int:
+        """A fresh ``seq``, the largest yet (for an entry :meth:`push` schedules)."""
+        seq = self._seq = self._seq + 1
+        return seq
+
+    def push(self, when: int, entry: Event) -> None:
+        """Schedule ``entry``, whose ``seq`` is the largest yet (from
+        :meth:`next_seq`), at ``when`` (not in the past): it runs last of
+        what is due then so far, as an :meth:`at` would."""
+        if when - self.now < _WHEEL:
+            wheel = self._wheel
+            slot = when & _MASK
+            near = wheel[slot]
+            if near is None:
+                wheel[slot] = [entry]
+                self._filled += 1
+            else:
+                near.append(entry)
+            return
         bucket = self._buckets.get(when)
         if bucket is None:
-            self._buckets[when] = [(seq, fn, args)]
+            self._buckets[when] = [entry]
             heappush(self._times, when)
         else:
-            bucket.append((seq, fn, args))
+            bucket.append(entry)
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> None:
         self.at(self.now + max(0, int(delay)), fn, *args)
@@ -99,15 +176,26 @@ class EventLoop:
     def place(self, when: int, seq: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """Schedule under a ``seq`` taken earlier (``when`` not in the past):
         the entry runs where an :meth:`at` made when ``seq`` was taken would."""
-        bucket = self._buckets.get(when)
-        if bucket is None:
-            self._buckets[when] = [(seq, fn, args)]
-            heappush(self._times, when)
-        elif seq > bucket[-1][0]:
-            bucket.append((seq, fn, args))
+        entry = Call(seq, fn, args)
+        if when - self.now < _WHEEL:
+            wheel = self._wheel
+            slot = when & _MASK
+            bucket = wheel[slot]
+            if bucket is None:
+                wheel[slot] = [entry]
+                self._filled += 1
+                return
         else:
-            # seqs are unique, so the tuples compare by seq alone
-            insort(bucket, (seq, fn, args))
+            bucket = self._buckets.get(when)
+            if bucket is None:
+                self._buckets[when] = [entry]
+                heappush(self._times, when)
+                return
+        if not bucket or seq > bucket[-1].seq:
+            bucket.append(entry)
+        else:
+            # seqs are unique: after every entry of a smaller seq
+            insort(bucket, entry, key=_seq_of)
 
     def run_until(self, until: int, stop: Callable[[], bool] | None = None) -> None:
         """Run every event due at or before ``until``; then time is ``until``.
@@ -131,34 +219,72 @@ class EventLoop:
             if was_enabled:
                 gc.enable()
 
-    def _run(self, until: int, stop: Callable[[], bool] | None) -> None:
-        buckets = self._buckets
+    def _next(self, until: int) -> int:
+        """The next millisecond with a bucket, at or before ``until`` (-1:
+        none): the near calendar's first filled slot from now, or the far
+        calendar's first time if that comes first (or the same)."""
         times = self._times
+        far = times[0] if times else -1
+        limit = until if far < 0 or far > until else far
+        if self._filled:
+            wheel = self._wheel
+            t = self.now
+            # a filled slot is less than _WHEEL ahead: the scan is short
+            while t <= limit:
+                if wheel[t & _MASK] is not None:
+                    return t
+                t += 1
+        return far if 0 <= far <= until else -1
+
+    def _run(self, until: int, stop: Callable[[], bool] | None) -> None:
+        wheel = self._wheel
         steps = self.steps
-        bucket: list[Entry] = []
+        bucket: list[Event] = []
         i = 0
+        inside = False
         try:
-            while times and times[0] <= until:
-                t = times[0]
+            while True:
+                t = self._next(until)
+                if t < 0:
+                    break
                 self.now = t
-                bucket = buckets[t]
+                slot = t & _MASK
+                near = wheel[slot]
+                times = self._times
+                if times and times[0] == t:
+                    # the far bucket's time has come: its entries join the
+                    # slot's, in seq order
+                    heappop(times)
+                    far = self._buckets[t]
+                    del self._buckets[t]
+                    if near is None:
+                        near = far
+                        wheel[slot] = near
+                        self._filled += 1
+                    else:
+                        near[:0] = far
+                        near.sort(key=_seq_of)
+                assert near is not None
+                bucket = near
+                inside = True
                 i = 0
-                # the bucket may grow while it runs (events due now); it stays
-                # in the calendar, and its time at the heap's top, until done
+                # the bucket may grow while it runs (events due now join it
+                # in its slot); it stays there until done
                 while i < len(bucket):
                     entry = bucket[i]
                     i += 1
                     steps += 1
-                    entry[1](*entry[2])
+                    entry.run()
                     if stop is not None and stop():
                         return
-                del buckets[t]
-                heappop(times)
-                bucket = []
-                i = 0
+                wheel[slot] = None
+                self._filled -= 1
+                inside = False
+                for entry in bucket:
+                    entry.done()
         finally:
             self.steps = steps
-            if i:
+            if inside and i:
                 # stopped (or raised) inside a bucket: what ran leaves it, so
                 # the next run starts at the first entry that has not run
                 del bucket[:i]
@@ -166,10 +292,16 @@ class EventLoop:
             self.now = until
 
     def pending(self) -> int:
-        return sum(len(b) for b in self._buckets.values())
+        near = 0
+        for b in self._wheel:
+            if b is not None:
+                near += len(b)
+        return near + sum(len(b) for b in self._buckets.values())
 
     def clear(self) -> None:
         """Drop every pending event (a finished run's: see ``Simulation.release``)."""
+        self._wheel = [None] * _WHEEL
+        self._filled = 0
         self._buckets.clear()
         self._times.clear()
 

@@ -81,6 +81,8 @@ class Host:
         self.timers: set[int] = set()
         self.halted = False
         self._on_timer_fn: Callable[[int, int], None] = self.on_timer  # bound once
+        #: this node's links' FIFO states (``Network.fifos``), for ``send_from``
+        self._fifos = env.net.fifos(self.node_id)
 
     # -- time ------------------------------------------------------------------
     def now(self) -> int:
@@ -262,11 +264,13 @@ class Host:
         sink = env.sink
         me = self.node_id
         inc = self.incarnation
+        net = env.net
+        fifos = self._fifos
         for eff in effects:
             # isinstance, not type(eff) is ...: it narrows the type, so the
             # compiled code reads the effect's fields natively, not by name
             if isinstance(eff, Send):
-                env.net.send(me, eff.dst, eff.msg)
+                net.send_from(fifos, me, eff.dst, eff.msg)
                 continue
             if isinstance(eff, TraceEvent):
                 sink.trace(me, eff.kind, eff.data)
@@ -285,7 +289,7 @@ class Host:
                 msg = eff.msg
                 ref = getattr(msg, "ref", None)
                 if isinstance(ref, tuple) and ref:
-                    env.net.send(me, ref[0], msg)
+                    net.send_from(fifos, me, ref[0], msg)
             elif t in _DISK_EFFECTS:
                 self.disk.apply(eff)
             elif t is Halt:

@@ -150,6 +150,34 @@ def test_a_read_starts_at_the_batch_holding_the_offset_near_the_tail_or_far_from
             assert log.batch_index(offset) == want, (n, offset)
 
 
+def test_last_at_or_before_is_bisect_right_minus_one_near_the_tail_and_far_from_it():
+    """The log's lookup of a batch by offset (the tail walk, then its own
+    bisection over the ints) answers what ``bisect_right(bases, x) - 1``
+    does, for every x around every base of short and long logs."""
+    import random
+    from bisect import bisect_right
+
+    from reference_impl.core.log import last_at_or_before
+
+    rng = random.Random(11)
+    for n in (0, 1, 2, 8, 9, 10, 17, 100, 1000):
+        bases, off = [], rng.randrange(3)
+        for _ in range(n):
+            bases.append(off)
+            off += rng.choice((1, 2, 5))
+        for x in range(-2, off + 2):
+            assert last_at_or_before(bases, x) == bisect_right(bases, x) - 1, (n, x)
+
+
+def test_a_read_up_to_the_hw_far_behind_the_leo_ends_at_the_last_whole_batch_below_it():
+    """A consumer's read ends at the HW; with the HW far behind the LEO the
+    last batch is found by bisection, not by the walk back from the tail."""
+    log = log_with(*[(0, 2)] * 50)
+    batches = log.read(10, 61)
+    assert batches[0].base_offset == 10 and batches[-1].next_offset == 60
+    assert log.read(10, 12)[-1].next_offset == 12 and log.read(10, 11) == ()
+
+
 def test_load_keeps_only_the_contiguous_prefix():
     log, _ = PartitionLog.load(TP, [Batch(0, 0, 2, None), Batch(2, 0, 2, None), Batch(7, 0, 1, None)], 0, None, None)
     assert log.leo == 4 and len(log.batches) == 2

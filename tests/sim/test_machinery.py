@@ -14,7 +14,7 @@ from reference_impl.core.storage import QuorumState
 from reference_impl.sim.clients import choose
 from reference_impl.sim.clock import NodeClock
 from reference_impl.sim.disk import Disk
-from reference_impl.sim.events import EventLoop, TimeoutQueue
+from reference_impl.sim.events import _WHEEL, EventLoop, TimeoutQueue
 from nemesis.partition import complete_grudge, isolate, majorities_ring
 from reference_impl.sim.network import LinkProfile, Network
 
@@ -129,6 +129,81 @@ def test_events_run_in_time_then_sequence_order_whoever_schedules_them(seed: int
     assert len(ran) > 100 and placed_early
     assert ran == [s for _, s in sorted(expected)]
     assert loop.pending() == 0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_events_near_and_far_across_the_wheels_span_run_in_time_then_sequence_order(seed: int) -> None:
+    """The calendar's two parts (``events.py``: the wheel of ``_WHEEL`` ms
+    slots, and the far buckets for times further ahead) against the order it
+    promises, ``(time, seq)``: events set just inside, at and beyond the
+    span, some put back under a sequence number taken earlier into either
+    part, a far time's later events set once it is near (they share its
+    millisecond), and the run stopped and resumed."""
+    rng = random.Random(seed)
+    loop = EventLoop()
+    ran: list[int] = []
+    expected: list[tuple[int, int]] = []
+    held: list[tuple[int, int]] = []
+    spans = (0, 1, 5, _WHEEL - 1, _WHEEL, _WHEEL + 3, 2 * _WHEEL + 1, 3 * _WHEEL)
+
+    def schedule(when: int) -> None:
+        loop.at(when, event, loop._seq + 1)
+        expected.append((max(when, loop.now), loop._seq))
+
+    def event(seq: int) -> None:
+        ran.append(seq)
+        if len(ran) > 300:
+            return
+        for _ in range(rng.choice((1, 2, 2, 3))):
+            r = rng.random()
+            if r < 0.45:
+                schedule(loop.now + rng.choice(spans))
+            elif r < 0.6:
+                # a far time already scheduled, now within the span or not
+                far = [t for t, _ in expected if t >= loop.now]
+                schedule(rng.choice(far) if far else loop.now)
+            elif r < 0.8:
+                loop._seq += 1  # taken now, placed later
+                held.append((loop.now + rng.choice(spans), loop._seq))
+            elif held:
+                when, s = held.pop(rng.randrange(len(held)))
+                if (when, s) > (loop.now, seq):
+                    loop.place(when, s, event, (s,))
+                    expected.append((when, s))
+
+    for _ in range(8):
+        schedule(rng.choice(spans))
+    loop.run_until(50 * _WHEEL, stop=lambda: len(ran) >= 41)
+    loop.run_until(50 * _WHEEL, stop=lambda: len(ran) >= 90)
+    loop.run_until(50 * _WHEEL)
+    assert len(ran) > 100 and max(t for t, _ in expected) > 2 * _WHEEL
+    assert ran == [s for _, s in sorted(expected)]
+    assert loop.pending() == 0 and loop.now == 50 * _WHEEL
+
+
+def test_an_arrival_is_reused_only_once_its_millisecond_has_run_to_the_end() -> None:
+    """The network takes a message's arrival entry back for the next message
+    (``Event.done``) only after every entry of its millisecond has run,
+    never while it runs (its seq must not change under a bisection), and not
+    the entries a stopped run left behind it (they are gone from the
+    calendar); a reused entry delivers its new message, from its sender."""
+    loop = EventLoop()
+    net = Network(loop, random.Random(1), LinkProfile(min_ms=5, jitter_ms=0.0))
+    got: list[tuple[object, str]] = []
+    net.attach(2, lambda src, msg: got.append((src, msg)))
+    net.attach("c1", lambda src, msg: got.append((src, msg)))
+    for m in ("a", "b", "c"):
+        net.send(1, 2, m)  # all due at 5 ms
+    loop.run_until(100, stop=lambda: len(got) >= 2)
+    assert got == [(1, "a"), (1, "b")] and net._spares == []
+    net.send(1, 2, "d")  # a new entry: none is spare
+    loop.run_until(100)
+    assert got[2:] == [(1, "c"), (1, "d")] and len(net._spares) == 2  # "c"'s and "d"'s
+    net.send(2, "c1", "e")
+    net.send(1, 2, "f")
+    assert net._spares == []
+    loop.run_until(200)
+    assert got[4:] == [(2, "e"), (1, "f")] and len(net._spares) == 2
 
 
 def test_a_first_event_runs_ahead_of_its_milliseconds_other_events_whenever_it_was_set() -> None:
