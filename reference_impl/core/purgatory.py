@@ -124,6 +124,22 @@ def client_fetch_partition(partitions: dict[TopicPartition, Partition], image: M
     return p.serve_client_fetch(req)
 
 
+def client_fetch_answers(partitions: dict[TopicPartition, Partition], image: MetadataImage,
+                         reqs: tuple[FetchPartitionRequest, ...]) -> tuple[tuple[FetchPartitionResponse, ...], bool]:
+    """Every partition of a consumer fetch as the leader reads it, and
+    whether the fetch is answered now (some data, or an error or a diverging
+    epoch to report) rather than parked. One loop: a generator into a tuple
+    and two ``any()`` over it made three generator objects a poll."""
+    answered: list[FetchPartitionResponse] = []
+    now = False
+    for req in reqs:
+        r = client_fetch_partition(partitions, image, req)
+        answered.append(r)
+        if r.batches or r.error != Errors.NONE or r.diverging_epoch is not None:
+            now = True
+    return tuple(answered), now
+
+
 class ProducePurgatory:
     def __init__(self, partitions: dict[TopicPartition, Partition], ctx: BrokerContext) -> None:
         self.partitions = partitions

@@ -89,7 +89,7 @@ from .purgatory import (
     DelayedProduce,
     FetchPurgatory,
     ProducePurgatory,
-    client_fetch_partition,
+    client_fetch_answers,
     produce_done,
     produce_done_into,
 )
@@ -554,19 +554,8 @@ class BrokerRole:
         return effects
 
     def handle_client_fetch(self, msg: ClientFetchRequest, now: int) -> list[Effect]:
-        # one loop, where a generator into a tuple and two any() over it each
-        # made a generator object per poll (compiled)
-        answered: list[FetchPartitionResponse] = []
-        any_data = any_error = False
-        for req in msg.partitions:
-            r = client_fetch_partition(self.partitions, self.image, req)
-            answered.append(r)
-            if r.batches:
-                any_data = True
-            if r.error != Errors.NONE or r.diverging_epoch is not None:
-                any_error = True
-        responses = tuple(answered)
-        if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
+        responses, answer_now = client_fetch_answers(self.partitions, self.image, msg.partitions)
+        if not answer_now and msg.max_wait_ms > 0 and responses:
             self.fetch_purgatory.park(FROM_CONSUMER, msg, None, self.context.mono + msg.max_wait_ms, msg.partitions)
             return []
         return [Reply(ClientFetchResponse(msg.ref, responses))]
