@@ -31,14 +31,16 @@ from __future__ import annotations
 
 import random
 from functools import partial
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Final, Protocol
 
 from checkers.history.recorder import Recorder, completion_extra, op_extra
 from generator.core import PENDING, Context, Gen
 from reference_impl.sim.events import EventLoop, TimeoutQueue
 
-NEMESIS = "nemesis"
-MS = 1_000_000
+#: Final: compiled, a constant is a static, where a plain global was a
+#: lookup in the module's dict at every use (several per operation)
+NEMESIS: Final = "nemesis"
+MS: Final = 1_000_000
 
 
 def _place(ranks: list[int], r: int) -> int:
@@ -53,6 +55,13 @@ def _place(ranks: list[int], r: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def _is_nemesis(t: Any) -> bool:
+    """Whether thread (or process) ``t`` is the nemesis: the type first, as
+    a client's int compared with the string took the slow way through both
+    types' comparisons, several times an operation."""
+    return isinstance(t, str) and t == NEMESIS
 
 
 class VirtualClient(Protocol):
@@ -115,7 +124,6 @@ class VirtualInterpreter:
         self.clients: dict[Any, tuple[Any, VirtualClient]] = {}
         self.done = False
         # the context's parts, rebuilt only when they change
-        self._free_fs: frozenset[Any] | None = None
         self._proc_view: dict[Any, Any] | None = None
         self._thread_view: dict[Any, Any] = {}
         # the last answer for a later time, and whether the world changed since
@@ -129,16 +137,18 @@ class VirtualInterpreter:
         return (self.loop.now - self.t0_ms) * MS
 
     def _ctx(self) -> Context:
-        free = self._free_fs
+        """The context of one ask or update. It is handed the live free set
+        (``Context``'s rule: no thread is taken or freed before it answers),
+        where a frozen copy per ask cost ~1,700 instructions an operation;
+        the sorted list a context may keep a reference to is copied."""
         fl = self._free_list
-        if free is None or fl is None:
+        if fl is None:
             fl = self._free_list = self._list_free()
-            free = self._free_fs = frozenset(self.free)  # from the set: a copy of its table
         procs = self._proc_view
         if procs is None:
             procs = self._proc_view = dict(self.process_of)
             self._thread_view = dict(self.thread_of)
-        return Context(self.now_ns(), self.rng, free, procs, self.threads, self.state, self._thread_view, fl)
+        return Context(self.now_ns(), self.rng, self.free, procs, self.threads, self.state, self._thread_view, fl)
 
     def _list_free(self) -> list[Any]:
         """The free threads sorted by name (a new list: a context given the
@@ -168,7 +178,6 @@ class VirtualInterpreter:
     def _changed(self) -> None:
         """The world moved (a thread taken or freed, a process renamed): an
         answer given for a later time is asked for again."""
-        self._free_fs = None
         self._free_list = None
         self._ahead = None
 
@@ -251,16 +260,17 @@ class VirtualInterpreter:
 
     # ------------------------------------------------------------------ invocation
     def _dispatch(self, op: dict[str, Any]) -> None:
-        t = self.thread_of.get(op["process"])
+        process = op["process"]
+        t = self.thread_of.get(process)
         if t is None or t not in self.free:
-            raise RuntimeError(f"generator emitted op for busy or unknown process {op['process']!r}")
+            raise RuntimeError(f"generator emitted op for busy or unknown process {process!r}")
         inv = dict(op)
         del inv["time"]
-        nemesis = t == NEMESIS
+        nemesis = _is_nemesis(t)
         type_ = "info" if nemesis else "invoke"
         inv["type"] = type_
         extra = op_extra(inv)
-        self.rec.append(inv["process"], type_, inv["f"], inv.get("value"), inv.get("error"), extra)
+        self.rec.append(process, type_, inv["f"], inv.get("value"), inv.get("error"), extra)
         self._take(t)
         self._changed()
         self._job_ids += 1
@@ -277,7 +287,7 @@ class VirtualInterpreter:
         timeout = op.get("_timeout")
         ms = self.op_timeout_ms if not timeout else int(float(timeout) * 1000) or self.op_timeout_ms
         self._arm_timeout(job, ms)
-        self._client(t, op["process"]).invoke(inv, partial(self._complete_fn, t, job))
+        self._client(t, process).invoke(inv, partial(self._complete_fn, t, job))
 
     def _client(self, t: Any, process: Any) -> VirtualClient:
         cur = self.clients.get(t)
@@ -306,17 +316,21 @@ class VirtualInterpreter:
         self._open.pop(job, None)
         comp = dict(cur[0])
         comp.update(res)
-        if t == NEMESIS:
-            comp["type"] = "info"
+        nemesis = _is_nemesis(t)
+        type_: Any
+        if nemesis:
+            type_ = comp["type"] = "info"
             comp["_completion"] = True
-        elif "type" not in comp or comp["type"] == "invoke":
-            comp["type"] = "ok"
-        self.rec.append(comp["process"], comp["type"], comp["f"], comp.get("value"), comp.get("error"),
+        else:
+            type_ = comp.get("type")
+            if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
+                type_ = comp["type"] = "ok"
+        self.rec.append(comp["process"], type_, comp["f"], comp.get("value"), comp.get("error"),
                         completion_extra(cur[2], res))
         if self.observe is not None:
             self.observe(self.state, comp)
         self._give(t)
-        if t != NEMESIS and comp["type"] == "info":
+        if not nemesis and isinstance(type_, str) and type_ == "info":
             old = self.process_of[t]
             new = old + self.concurrency
             self.process_of[t] = new
@@ -327,7 +341,7 @@ class VirtualInterpreter:
         self._changed()
         if gen is not None and not gen.is_inert():
             self.gen = gen.update(self._ctx(), comp)
-        if ahead is not None and self.gen is gen and ahead[0]["process"] != NEMESIS:
+        if ahead is not None and self.gen is gen and not _is_nemesis(ahead[0]["process"]):
             # The answer for a later time stands: the generator took no
             # notice of the completion, and a thread freed brings no client
             # op sooner than the one due (client ops wait for the rate's
