@@ -30,7 +30,6 @@ so a seed gives the same history on every replay.
 from __future__ import annotations
 
 import random
-from functools import partial
 from typing import Any, Callable, Final, Protocol
 
 from checkers.history.recorder import Recorder, completion_extra, op_extra
@@ -62,6 +61,20 @@ def _is_nemesis(t: Any) -> bool:
     a client's int compared with the string took the slow way through both
     types' comparisons, several times an operation."""
     return isinstance(t, str) and t == NEMESIS
+
+
+class _Done:
+    """The completion callback of one op (job ``job`` of thread ``t``) that
+    its client calls with the completion's fields: a native callable, where
+    a partial of a bound method took a generic call and an argument parse."""
+
+    def __init__(self, it: "VirtualInterpreter", t: Any, job: int) -> None:
+        self.it = it
+        self.t = t
+        self.job = job
+
+    def __call__(self, res: dict[str, Any]) -> None:
+        self.it._complete(self.t, self.job, res)
 
 
 class VirtualClient(Protocol):
@@ -114,8 +127,6 @@ class VirtualInterpreter:
         #: thread -> the open op (its invocation, as recorded), its job id
         #: and its recorded extra fields (the completion's start from them)
         self.jobs: dict[Any, tuple[dict[str, Any], int, dict[str, Any]]] = {}
-        #: bound once: a completion callback per op is a partial of it
-        self._complete_fn: Callable[[Any, int, dict[str, Any]], None] = self._complete
         self._job_ids = 0
         #: job ids still open (a timeout finds its job by id)
         self._open: dict[int, Any] = {}
@@ -208,7 +219,7 @@ class VirtualInterpreter:
         return self.done
 
     def _advance(self) -> None:
-        op: Any
+        op: dict[str, Any]  # typed: its lookups below are the dict's own, not Python's protocol
         gen2: Gen | None
         while self.gen is not None:
             ahead = self._ahead
@@ -220,9 +231,10 @@ class VirtualInterpreter:
                 if r is None:
                     self.gen = None
                     return
-                op, gen2 = r
-                if isinstance(op, str) and op == PENDING:
+                answer, gen2 = r
+                if isinstance(answer, str) and answer == PENDING:
                     return  # the generator as it was is asked again (the real interpreter's rule)
+                op = answer
             t: int = op["time"]  # typed: the comparison and division below are native
             if t > (self.loop.now - self.t0_ms) * MS:
                 self._ahead = (op, gen2)
@@ -287,7 +299,7 @@ class VirtualInterpreter:
         timeout = op.get("_timeout")
         ms = self.op_timeout_ms if not timeout else int(float(timeout) * 1000) or self.op_timeout_ms
         self._arm_timeout(job, ms)
-        self._client(t, process).invoke(inv, partial(self._complete_fn, t, job))
+        self._client(t, process).invoke(inv, _Done(self, t, job))
 
     def _client(self, t: Any, process: Any) -> VirtualClient:
         cur = self.clients.get(t)
