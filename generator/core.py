@@ -4,7 +4,7 @@ compile it: reference_impl.accel). See the package's docstring."""
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Iterable, Optional, Tuple
+from typing import AbstractSet, Any, Callable, Final, Iterable, Optional, Tuple
 
 try:  # the accelerator compiles this module (reference_impl.accel); then its
     # Gen may still be subclassed by interpreted generators (nemesis, workloads)
@@ -13,8 +13,10 @@ except ImportError:  # pragma: no cover - mypy is optional (the accel extra)
     def mypyc_attr(*attrs: str, **kwattrs: object) -> Any:  # type: ignore[misc]
         return lambda cls: cls
 
-PENDING = "pending"
-NS = 1_000_000_000
+#: Final: compiled, a constant is a static, where a plain global was a
+#: lookup in the module's dict at every use (every level of every ask)
+PENDING: Final = "pending"
+NS: Final = 1_000_000_000
 
 #: what ``Gen.op`` answers: None (exhausted), ``(PENDING, gen)`` or ``(op,
 #: gen2)``. Typed as a tuple, not Any: compiled, taking apart an untyped
@@ -26,7 +28,7 @@ Answer = Optional[Tuple[Any, Optional["Gen"]]]
 #: again (the same objects while nothing changes, so their hash is cached):
 #: each ask of a generator restricts the threads and lists the free ones
 _MEMO: dict[Any, Any] = {}
-_MEMO_MAX = 4096
+_MEMO_MAX: Final = 4096
 
 
 #: pred -> (threads, the threads it keeps, those it leaves out) of the last :meth:`Context.restrict`,
@@ -61,7 +63,7 @@ def randbelow(rng: random.Random, n: int) -> int:
     return r
 
 
-def _free_of_view(wider: list[Any], out: frozenset[Any], free: frozenset[Any]) -> list[Any] | None:
+def _free_of_view(wider: list[Any], out: frozenset[Any], free: AbstractSet[Any]) -> list[Any] | None:
     """The free threads of a view from those of a wider one (``wider``,
     sorted), where ``out`` are the wider view's threads this one leaves
     out: ``wider`` itself when none of them is free, ``wider`` less its
@@ -104,12 +106,18 @@ class Context:
     ``free_sorted``, if the interpreter keeps one, is :meth:`free_threads`
     of this view made already (the interpreter keeps it up to date as
     threads are taken and freed, where listing it anew took a test of every
-    thread on every ask); it must not change after it is handed over."""
+    thread on every ask); it must not change after it is handed over.
+
+    ``free`` is a set of thread ids, read only. The interpreters hand a
+    context to one ask (or one update) and take or free no thread until it
+    has answered, so the virtual-time interpreter hands its own live set:
+    a frozen copy of it per ask was ~1,700 instructions an operation. A
+    generator must not keep a context (or its ``free``) past its answer."""
 
     __slots__ = ("time", "rng", "free", "process_of", "threads", "state", "_thread_of", "_free_sorted",
                  "_wider_sorted")
 
-    def __init__(self, time: int, rng: random.Random, free: frozenset[Any], process_of: dict[Any, Any],
+    def __init__(self, time: int, rng: random.Random, free: AbstractSet[Any], process_of: dict[Any, Any],
                  threads: frozenset[Any], state: dict[str, Any] | None = None,
                  thread_of: dict[Any, Any] | None = None, free_sorted: list[Any] | None = None) -> None:
         self.time = time  # ns since the test began
@@ -131,7 +139,9 @@ class Context:
 
     def restrict(self, pred: Callable[[Any], bool]) -> "Context":
         """The view of the threads ``pred`` keeps. A view that keeps every
-        thread is the same set of threads (and the same free list)."""
+        thread is this context itself (the clients' view of a run without
+        faults, asked on every operation: a copy of it cost an allocation
+        and nine fields)."""
         threads = self.threads
         last = _LAST_VIEW.get(pred)
         got: frozenset[Any]
@@ -150,8 +160,7 @@ class Context:
                 _LAST_VIEW.clear()
             _LAST_VIEW[pred] = (threads, got, out)
         if got is threads:
-            return Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of,
-                           self._free_sorted)
+            return self  # the same view: a context is read only (its lazily listed free threads the same)
         view = Context(self.time, self.rng, self.free, self.process_of, got, self.state, self._thread_of)
         wider = self._free_sorted
         if wider is not None and len(out) < len(wider):  # else listing anew costs less

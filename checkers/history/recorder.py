@@ -61,6 +61,10 @@ FLUSH_EVERY: Final = 512
 #: attribute looked up by name on every line)
 _dumps: Final = orjson.dumps
 _OPTIONS: Final = STR_KEYS_LINE_OPTIONS
+#: bound once: :meth:`Recorder.append` makes its Op without the dataclass's
+#: generated ``__init__`` (interpreted, eight arguments parsed into a new
+#: frame: ~1,800 instructions a line, two lines an operation)
+_new_op: Final = object.__new__
 
 
 def encode_op(fields: dict[str, Any]) -> bytes:
@@ -202,8 +206,17 @@ class Recorder:
         index = self._index
         self._index = index + 1
         t = self._clock.now_ns() - self._t0
-        # by position: Op's generated __init__ parses keywords in Python
-        op = Op(type_, f, value, process, t, index, error, extra)
+        # every field set, as Op's generated __init__ would (a test holds
+        # the two together), without running it
+        op: Op = _new_op(Op)
+        op.type = type_
+        op.f = f
+        op.value = value
+        op.process = process
+        op.time = t
+        op.index = index
+        op.error = error
+        op.extra = extra
         ops = self.ops
         if ops is not None:
             ops.append(op)

@@ -30,15 +30,16 @@ so a seed gives the same history on every replay.
 from __future__ import annotations
 
 import random
-from functools import partial
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Final, Protocol
 
 from checkers.history.recorder import Recorder, completion_extra, op_extra
 from generator.core import PENDING, Context, Gen
 from reference_impl.sim.events import EventLoop, TimeoutQueue
 
-NEMESIS = "nemesis"
-MS = 1_000_000
+#: Final: compiled, a constant is a static, where a plain global was a
+#: lookup in the module's dict at every use (several per operation)
+NEMESIS: Final = "nemesis"
+MS: Final = 1_000_000
 
 
 def _place(ranks: list[int], r: int) -> int:
@@ -53,6 +54,27 @@ def _place(ranks: list[int], r: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def _is_nemesis(t: Any) -> bool:
+    """Whether thread (or process) ``t`` is the nemesis: the type first, as
+    a client's int compared with the string took the slow way through both
+    types' comparisons, several times an operation."""
+    return isinstance(t, str) and t == NEMESIS
+
+
+class _Done:
+    """The completion callback of one op (job ``job`` of thread ``t``) that
+    its client calls with the completion's fields: a native callable, where
+    a partial of a bound method took a generic call and an argument parse."""
+
+    def __init__(self, it: "VirtualInterpreter", t: Any, job: int) -> None:
+        self.it = it
+        self.t = t
+        self.job = job
+
+    def __call__(self, res: dict[str, Any]) -> None:
+        self.it._complete(self.t, self.job, res)
 
 
 class VirtualClient(Protocol):
@@ -105,8 +127,6 @@ class VirtualInterpreter:
         #: thread -> the open op (its invocation, as recorded), its job id
         #: and its recorded extra fields (the completion's start from them)
         self.jobs: dict[Any, tuple[dict[str, Any], int, dict[str, Any]]] = {}
-        #: bound once: a completion callback per op is a partial of it
-        self._complete_fn: Callable[[Any, int, dict[str, Any]], None] = self._complete
         self._job_ids = 0
         #: job ids still open (a timeout finds its job by id)
         self._open: dict[int, Any] = {}
@@ -115,7 +135,6 @@ class VirtualInterpreter:
         self.clients: dict[Any, tuple[Any, VirtualClient]] = {}
         self.done = False
         # the context's parts, rebuilt only when they change
-        self._free_fs: frozenset[Any] | None = None
         self._proc_view: dict[Any, Any] | None = None
         self._thread_view: dict[Any, Any] = {}
         # the last answer for a later time, and whether the world changed since
@@ -129,16 +148,18 @@ class VirtualInterpreter:
         return (self.loop.now - self.t0_ms) * MS
 
     def _ctx(self) -> Context:
-        free = self._free_fs
+        """The context of one ask or update. It is handed the live free set
+        (``Context``'s rule: no thread is taken or freed before it answers),
+        where a frozen copy per ask cost ~1,700 instructions an operation;
+        the sorted list a context may keep a reference to is copied."""
         fl = self._free_list
-        if free is None or fl is None:
+        if fl is None:
             fl = self._free_list = self._list_free()
-            free = self._free_fs = frozenset(self.free)  # from the set: a copy of its table
         procs = self._proc_view
         if procs is None:
             procs = self._proc_view = dict(self.process_of)
             self._thread_view = dict(self.thread_of)
-        return Context(self.now_ns(), self.rng, free, procs, self.threads, self.state, self._thread_view, fl)
+        return Context(self.now_ns(), self.rng, self.free, procs, self.threads, self.state, self._thread_view, fl)
 
     def _list_free(self) -> list[Any]:
         """The free threads sorted by name (a new list: a context given the
@@ -168,7 +189,6 @@ class VirtualInterpreter:
     def _changed(self) -> None:
         """The world moved (a thread taken or freed, a process renamed): an
         answer given for a later time is asked for again."""
-        self._free_fs = None
         self._free_list = None
         self._ahead = None
 
@@ -199,7 +219,7 @@ class VirtualInterpreter:
         return self.done
 
     def _advance(self) -> None:
-        op: Any
+        op: dict[str, Any]  # typed: its lookups below are the dict's own, not Python's protocol
         gen2: Gen | None
         while self.gen is not None:
             ahead = self._ahead
@@ -211,9 +231,10 @@ class VirtualInterpreter:
                 if r is None:
                     self.gen = None
                     return
-                op, gen2 = r
-                if isinstance(op, str) and op == PENDING:
+                answer, gen2 = r
+                if isinstance(answer, str) and answer == PENDING:
                     return  # the generator as it was is asked again (the real interpreter's rule)
+                op = answer
             t: int = op["time"]  # typed: the comparison and division below are native
             if t > (self.loop.now - self.t0_ms) * MS:
                 self._ahead = (op, gen2)
@@ -251,16 +272,17 @@ class VirtualInterpreter:
 
     # ------------------------------------------------------------------ invocation
     def _dispatch(self, op: dict[str, Any]) -> None:
-        t = self.thread_of.get(op["process"])
+        process = op["process"]
+        t = self.thread_of.get(process)
         if t is None or t not in self.free:
-            raise RuntimeError(f"generator emitted op for busy or unknown process {op['process']!r}")
+            raise RuntimeError(f"generator emitted op for busy or unknown process {process!r}")
         inv = dict(op)
         del inv["time"]
-        nemesis = t == NEMESIS
+        nemesis = _is_nemesis(t)
         type_ = "info" if nemesis else "invoke"
         inv["type"] = type_
         extra = op_extra(inv)
-        self.rec.append(inv["process"], type_, inv["f"], inv.get("value"), inv.get("error"), extra)
+        self.rec.append(process, type_, inv["f"], inv.get("value"), inv.get("error"), extra)
         self._take(t)
         self._changed()
         self._job_ids += 1
@@ -277,7 +299,7 @@ class VirtualInterpreter:
         timeout = op.get("_timeout")
         ms = self.op_timeout_ms if not timeout else int(float(timeout) * 1000) or self.op_timeout_ms
         self._arm_timeout(job, ms)
-        self._client(t, op["process"]).invoke(inv, partial(self._complete_fn, t, job))
+        self._client(t, process).invoke(inv, _Done(self, t, job))
 
     def _client(self, t: Any, process: Any) -> VirtualClient:
         cur = self.clients.get(t)
@@ -306,17 +328,21 @@ class VirtualInterpreter:
         self._open.pop(job, None)
         comp = dict(cur[0])
         comp.update(res)
-        if t == NEMESIS:
-            comp["type"] = "info"
+        nemesis = _is_nemesis(t)
+        type_: Any
+        if nemesis:
+            type_ = comp["type"] = "info"
             comp["_completion"] = True
-        elif "type" not in comp or comp["type"] == "invoke":
-            comp["type"] = "ok"
-        self.rec.append(comp["process"], comp["type"], comp["f"], comp.get("value"), comp.get("error"),
+        else:
+            type_ = comp.get("type")
+            if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
+                type_ = comp["type"] = "ok"
+        self.rec.append(comp["process"], type_, comp["f"], comp.get("value"), comp.get("error"),
                         completion_extra(cur[2], res))
         if self.observe is not None:
             self.observe(self.state, comp)
         self._give(t)
-        if t != NEMESIS and comp["type"] == "info":
+        if not nemesis and isinstance(type_, str) and type_ == "info":
             old = self.process_of[t]
             new = old + self.concurrency
             self.process_of[t] = new
@@ -327,7 +353,7 @@ class VirtualInterpreter:
         self._changed()
         if gen is not None and not gen.is_inert():
             self.gen = gen.update(self._ctx(), comp)
-        if ahead is not None and self.gen is gen and ahead[0]["process"] != NEMESIS:
+        if ahead is not None and self.gen is gen and not _is_nemesis(ahead[0]["process"]):
             # The answer for a later time stands: the generator took no
             # notice of the completion, and a thread freed brings no client
             # op sooner than the one due (client ops wait for the rate's

@@ -134,6 +134,23 @@ class Workload:
             c.kill()
 
 
+class _Sent:
+    """A send's completion from its producer's outcome: ``ok`` with the
+    offset beside the value, else the type and error (a native callable,
+    where a closure was an object and its environment)."""
+
+    def __init__(self, done: Done, key: Any, value: Any) -> None:
+        self.done = done
+        self.key = key
+        self.value = value
+
+    def __call__(self, type_: str, offset: Any, error: Any) -> None:
+        if type_ == "ok":
+            self.done({"type": "ok", "value": [["send", self.key, [offset, self.value]]]})
+        else:
+            self.done({"type": type_, "error": error})
+
+
 class SimClient:
     """One process of a worker thread: the queue workload's client."""
 
@@ -178,7 +195,7 @@ class SimClient:
         self.consumer.start()
 
     def invoke(self, op: dict[str, Any], done: Done) -> None:
-        f = op["f"]
+        f: str = op["f"]  # typed: the comparisons below are native
         if f == "send":
             self._send(op, done)
         elif f == "poll" and op.get("final"):
@@ -199,16 +216,14 @@ class SimClient:
         return crashed
 
     def _send(self, op: dict[str, Any], done: Done) -> None:
-        (_, key, value), = op["value"]
+        mops = op["value"]
+        if len(mops) != 1 or len(mops[0]) != 3:  # one micro-op, [f, key, value]
+            raise ValueError(f"a send is one [send, key, value], not {mops!r}")
+        mop = mops[0]  # indexed: unpacking went through the iterator protocol
+        key = mop[1]
+        value = mop[2]
         tp = self.wl.by_key[key]
-
-        def sent(type_: str, offset: Any, error: Any) -> None:
-            if type_ == "ok":
-                done({"type": "ok", "value": [["send", key, [offset, value]]]})
-            else:
-                done({"type": type_, "error": error})
-
-        self.producer.send(tp, value, sent, int(op.get("crash", -1)))
+        self.producer.send(tp, value, _Sent(done, key, value), int(op.get("crash", -1)))
 
     def _assign(self, op: dict[str, Any], done: Done) -> None:
         """Assign exactly the op's keys, each from offset 0; a group member

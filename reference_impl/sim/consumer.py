@@ -44,6 +44,18 @@ def _client_fetch(parts: tuple[FetchPartitionRequest, ...], max_wait_ms: int, re
     return ClientFetchRequest(ref, parts, max_wait_ms=max_wait_ms)
 
 
+class _Fetched:
+    """A fetch's answer handed to its consumer with the poll's generation (a
+    native callable: one object, where a bound method and a partial were two)."""
+
+    def __init__(self, consumer: "Consumer", gen: int) -> None:
+        self.consumer = consumer
+        self.gen = gen
+
+    def __call__(self, msg: Any) -> None:
+        self.consumer._on_fetch(self.gen, msg)
+
+
 class _Poll:
     """The poll a consumer has in flight: what it has read so far, how many
     fetches are out, what went wrong."""
@@ -107,17 +119,19 @@ class RecordPairs:
             checked = self.checked[tp] = []
         else:
             checked = self.checked[tp]
+        n = len(checked)  # grows only in _check
         for b in pr.batches:
             base = b.base_offset
             count = b.count
             end = base + count
-            if count == 1 and pos <= base and base < len(checked) and checked[base] is b:
+            if count == 1 and pos <= base < n and checked[base] is b:
                 p = seen[base]
                 assert p is not None  # a batch is noted only where it left a pair
                 out.append(p)
+                pos = end
             elif end > pos:
                 self._check(b, seen, checked, pos, out)
-            if end > pos:
+                n = len(checked)
                 pos = end
         return pos
 
@@ -230,7 +244,7 @@ class Consumer:
         if not by_leader:
             if missing and not st.errors:
                 st.errors.add("no-leader")
-                self.meta.refresh(lambda: self._round(gen))
+                self.meta.refresh(partial(self._round, gen))
             else:
                 self._complete(st)
             return
@@ -241,7 +255,7 @@ class Consumer:
             self.ep.request(
                 leader,
                 partial(_client_fetch, parts, cfg.fetch_max_wait_ms),
-                partial(self._on_fetch, gen),
+                _Fetched(self, gen),
                 cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
             )
 

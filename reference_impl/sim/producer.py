@@ -18,6 +18,7 @@ the completion it is handed.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from reference_impl.core.messages import (
@@ -56,6 +57,42 @@ class _Send:
         self.gen = gen
         #: ms into the send its client dies (--crash-clients), -1: never
         self.crash = crash
+
+
+class _Produce:
+    """The ProduceRequest of one attempt, made when the endpoint hands it a
+    ref; a native callable, where a lambda over the attempt's locals was a
+    closure object and its environment, every local of ``_attempt`` kept in
+    that environment."""
+
+    def __init__(self, tp: TopicPartition, acks: int, value: Any, timeout_ms: int, pid: int, pepoch: int,
+                 seq: int) -> None:
+        self.tp = tp
+        self.acks = acks
+        self.value = value
+        self.timeout_ms = timeout_ms
+        self.pid = pid
+        self.pepoch = pepoch
+        self.seq = seq
+
+    def __call__(self, ref: Any) -> ProduceRequest:
+        return ProduceRequest(ref, self.tp, self.acks, 1, (self.value,), timeout_ms=self.timeout_ms,
+                              producer_id=self.pid, producer_epoch=self.pepoch, base_sequence=self.seq)
+
+
+class _Reply:
+    """An attempt's reply handed to its producer with the send's generation."""
+
+    def __init__(self, producer: "Producer", gen: int) -> None:
+        self.producer = producer
+        self.gen = gen
+
+    def __call__(self, msg: Any) -> None:
+        self.producer._on_reply(self.gen, msg)
+
+
+def _init_producer_id(ref: Any) -> InitProducerIdRequest:
+    return InitProducerIdRequest(ref)
 
 
 class Producer:
@@ -126,22 +163,19 @@ class Producer:
         tp = op.tp
         leader = self.meta.leader(tp)
         if leader < 0:
-            self.meta.refresh(lambda: self._after_refresh(gen))
+            self.meta.refresh(partial(self._after_refresh, gen))
             return
         cfg = self.cfg
         if self.idempotent and self.pid < 0:
-            self.ep.request(leader, lambda ref: InitProducerIdRequest(ref),
-                            lambda msg: self._on_init(gen, msg), cfg.request_timeout_ms + 100)
+            self.ep.request(leader, _init_producer_id, partial(self._on_init, gen), cfg.request_timeout_ms + 100)
             return
         acks = -1 if self.acks == "all" else int(self.acks)
-        pid, pepoch, seq = (self.pid, self.pepoch, self.seqs.get(tp, 0)) if self.idempotent else (-1, -1, -1)
-        self.ep.request(
-            leader,
-            lambda ref: ProduceRequest(ref, tp, acks, 1, (op.value,), timeout_ms=cfg.request_timeout_ms,
-                                       producer_id=pid, producer_epoch=pepoch, base_sequence=seq),
-            lambda msg: self._on_reply(gen, msg),
-            cfg.request_timeout_ms + 100,
-        )
+        if self.idempotent:
+            pid, pepoch, seq = self.pid, self.pepoch, self.seqs.get(tp, 0)
+        else:
+            pid, pepoch, seq = -1, -1, -1
+        self.ep.request(leader, _Produce(tp, acks, op.value, cfg.request_timeout_ms, pid, pepoch, seq),
+                        _Reply(self, gen), cfg.request_timeout_ms + 100)
 
     def _on_init(self, gen: int, msg: Any) -> None:
         op = self._op

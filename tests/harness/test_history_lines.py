@@ -57,3 +57,22 @@ def test_recorded_file_reads_back_as_the_recorded_ops(tmp_path):
     ops = read_jsonl(tmp_path / "h.jsonl")
     assert [(o.index, o.type, o.extra.get("acks")) for o in ops] == [(0, "invoke", "1"), (1, "ok", "1")]
     assert ops[1].value == [["send", "t-0", [0, 7]]]
+
+
+def test_an_appended_op_is_the_op_its_constructor_makes_every_field_set():
+    """``Recorder.append`` sets an Op's fields one by one rather than through
+    the dataclass's ``__init__``: each of them, so the Op is equal to the
+    constructor's (a field added to Op and not set there fails here)."""
+    import dataclasses
+
+    from checkers.history.op import Op
+
+    rec = Recorder(None, keep=True, background=False, epoch=0)
+    got = [rec.append(3, "invoke", "send", [["send", "t-0", 1]], None, {"acks": "all"}),
+           rec.append("nemesis", "info", "start-partition", {"cut": []}, ["e"], None)]
+    for op in got:
+        for fld in dataclasses.fields(Op):
+            assert hasattr(op, fld.name), fld.name
+    assert got == [Op("invoke", "send", [["send", "t-0", 1]], 3, got[0].time, 0, None, {"acks": "all"}),
+                   Op("info", "start-partition", {"cut": []}, "nemesis", got[1].time, 1, ["e"], {})]
+    assert rec.ops == got
