@@ -132,6 +132,14 @@ class EventLoop:
         """Schedule ``entry``, whose ``seq`` is the largest yet (from
         :meth:`next_seq`), at ``when`` (not in the past): it runs last of
         what is due then so far, as an :meth:`at` would."""
+        bucket = self._bucket(when, entry)
+        if bucket is not None:
+            bucket.append(entry)
+
+    def _bucket(self, when: int, entry: Event) -> list[Event] | None:
+        """The entries due at ``when`` so far, where one more goes: the near
+        wheel's slot within its span, else the far calendar's. ``None`` when
+        there were none: ``entry`` is then the first, already in place."""
         if when - self.now < _WHEEL:
             wheel = self._wheel
             slot = when & _MASK
@@ -139,15 +147,12 @@ class EventLoop:
             if near is None:
                 wheel[slot] = [entry]
                 self._filled += 1
-            else:
-                near.append(entry)
-            return
+            return near
         bucket = self._buckets.get(when)
         if bucket is None:
             self._buckets[when] = [entry]
             heappush(self._times, when)
-        else:
-            bucket.append(entry)
+        return bucket
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> None:
         self.at(self.now + max(0, int(delay)), fn, *args)
@@ -177,20 +182,9 @@ class EventLoop:
         """Schedule under a ``seq`` taken earlier (``when`` not in the past):
         the entry runs where an :meth:`at` made when ``seq`` was taken would."""
         entry = Call(seq, fn, args)
-        if when - self.now < _WHEEL:
-            wheel = self._wheel
-            slot = when & _MASK
-            bucket = wheel[slot]
-            if bucket is None:
-                wheel[slot] = [entry]
-                self._filled += 1
-                return
-        else:
-            bucket = self._buckets.get(when)
-            if bucket is None:
-                self._buckets[when] = [entry]
-                heappush(self._times, when)
-                return
+        bucket = self._bucket(when, entry)
+        if bucket is None:
+            return
         if not bucket or seq > bucket[-1].seq:
             bucket.append(entry)
         else:
