@@ -27,7 +27,10 @@ def test_a_strobe_returns_at_once_flips_its_nodes_together_and_ends_at_zero():
     for n in ("n1", "n2"):
         clock.strobe(n, 500, 10, 300)
     assert sum(len(v) for v in clock.seen.values()) <= 4  # both started, neither run through
-    time.sleep(0.6)
+    # a strobe of 300 ms ends at 0: waited for with a busy machine's margin, not a fixed 0.6 s
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(t.name in ("strobe-n1", "strobe-n2") for t in threading.enumerate()):
+        time.sleep(0.05)
     for n in ("n1", "n2"):
         assert clock.seen[n][0] == 500 and clock.seen[n][-1] == 0 and len(clock.seen[n]) > 10
 
