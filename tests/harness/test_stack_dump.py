@@ -19,11 +19,29 @@ CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 LONG = CLI + ["sim", "--seeds", "1..500", "--time-limit", "120"]
 
 
+def _catches(pid: int, sig: int, within_s: float) -> bool:
+    """Whether process ``pid`` catches ``sig`` (its SigCgt mask in /proc) within ``within_s`` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return False
+        mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:"))
+        if mask >> (sig - 1) & 1:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_usr1_prints_every_threads_stack_and_the_command_goes_on(tmp_path):
     p = subprocess.Popen(LONG + ["--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        time.sleep(4)
+        # USR1 is sent once the command has its handler (a busy machine can take longer than any fixed
+        # wait to import the CLI, and USR1's default action ends the process), then a moment to run on
+        assert _catches(p.pid, signal.SIGUSR1, within_s=120), "the command never installed its USR1 handler"
+        time.sleep(1)
         p.send_signal(signal.SIGUSR1)
         time.sleep(2)
         assert p.poll() is None, "the command ended on USR1"
