@@ -21,8 +21,12 @@ from generator.core import randbelow
 #: with sub_via="subscribe", the share of polls that subscribe again instead
 #: (Jepsen's interleave-subscribes, whose default is 1/64 of all operations)
 SUBSCRIBE_SHARE = 1 / 16
-#: ... taken as every 16th poll, the first one included
+#: ... taken as every 16th consumer operation, the first one included
 SUBSCRIBE_EVERY = round(1 / SUBSCRIBE_SHARE)
+#: the generators' state key (``Context.state``, kept by :func:`observe`) of
+#: how many of the workload's consumer operations (polls and subscribes, not
+#: the final reads) have completed
+CONSUMER_OPS = "consumer_ops"
 
 
 def _choose(rng: random.Random, seq: list[Any] | tuple[Any, ...]) -> Any:
@@ -67,22 +71,26 @@ class Send:
 
 class Poll:
     """A poll of the process's keys; under ``sub_via=subscribe`` a
-    :data:`SUBSCRIBE_SHARE` of them subscribe again instead: every
-    :data:`SUBSCRIBE_EVERY`-th, counted from the first, so a run that polls
-    at all resubscribes at least once however slowly its clients go (a
-    random draw left a short run on a busy machine without any)."""
+    :data:`SUBSCRIBE_SHARE` of them subscribe again instead: the consumer
+    operation asked for while the count of completed ones
+    (:data:`CONSUMER_OPS`) is a multiple of :data:`SUBSCRIBE_EVERY`, the
+    first one included, so a run that polls at all resubscribes at least once
+    however slowly its clients go.
+
+    The count is of completions, not of asks: an interpreter asks again for
+    an op it did not dispatch (one due later, when a completion comes first),
+    and a count of asks, advanced by the op thrown away, left the
+    resubscription on an ask that was never dispatched, so a short run on a
+    busy machine resubscribed not at all. Asked again with nothing completed
+    meanwhile, the answer is the same."""
 
     def __init__(self, keys: list[str], sub_via: str) -> None:
         self.keys = list(keys)
         self.subscribe = sub_via == "subscribe"
-        #: polls asked for so far (the count the resubscriptions follow)
-        self.asked = 0
 
     def __call__(self, ctx: g.Context) -> dict[str, Any] | None:
-        if self.subscribe:
-            self.asked += 1
-            if self.asked % SUBSCRIBE_EVERY == 1:
-                return {"f": "subscribe", "value": list(self.keys)}
+        if self.subscribe and ctx.state.get(CONSUMER_OPS, 0) % SUBSCRIBE_EVERY == 0:
+            return {"f": "subscribe", "value": list(self.keys)}
         return {"f": "poll", "value": [["poll"]]}
 
 
@@ -97,10 +105,13 @@ def workload_generator(keys: list[str], acks_for_thread: Callable[[Any], str], s
 def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
     """Keep the highest acknowledged offset per key (for the final reads):
     the sends of ``ok`` send, txn and ctp operations (a ctp round's
-    sends are its outputs)."""
+    sends are its outputs); and count the workload's consumer operations
+    done, whatever their outcome (:class:`Poll` resubscribes by it)."""
+    f = op.get("f")
+    if (f == "poll" or f == "subscribe") and not op.get("final"):
+        state[CONSUMER_OPS] = state.get(CONSUMER_OPS, 0) + 1
     if op.get("type") != "ok":
         return
-    f = op.get("f")
     if f != "send" and f != "txn" and f != "ctp":
         return
     acked: dict[Any, Any] | None = state.get("acked")
