@@ -31,13 +31,16 @@ import traceback
 from typing import Any, Callable, Final
 
 from reference_impl.core.effects import (
+    AppendTrace,
     FileDelete,
     FileWrite,
     Fsync,
     Halt,
+    HwTrace,
     LogAppend,
     LogTruncate,
     LogTruncateFully,
+    ProduceTrace,
     Reply,
     Send,
     Timer,
@@ -273,7 +276,16 @@ class Host:
                 net.send_from(fifos, me, eff.dst, eff.msg)
                 continue
             if isinstance(eff, TraceEvent):
-                sink.trace(me, eff.kind, eff.data)
+                # the typed hot events by their fields (effects.AppendTrace):
+                # their data dicts are built only if the sink writes them
+                if isinstance(eff, AppendTrace):
+                    sink.trace_append(me, eff)
+                elif isinstance(eff, HwTrace):
+                    sink.trace_hw(me, eff)
+                elif isinstance(eff, ProduceTrace):
+                    sink.trace_produce(me, eff)
+                else:
+                    sink.trace(me, eff.kind, eff.data)
                 continue
             t = type(eff)
             if isinstance(eff, Timer):  # narrowed: eff.at read natively
