@@ -51,6 +51,7 @@ from reference_impl.core.node import Node
 from .clock import NodeClock
 from .disk import Disk
 from .env import NodeEnv
+from .network import Receiver
 
 _DISK_EFFECTS: Final = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
 
@@ -62,8 +63,9 @@ DOWN: Final = "down"
 FIRST_START: Final = "start"
 
 
-class Host:
-    """One simulated machine: a node process (or none), its clock and its disk."""
+class Host(Receiver):
+    """One simulated machine: a node process (or none), its clock and its
+    disk; the network's receiver of what arrives for its node."""
 
     # the host sees its environment (``env.NodeEnv``), never the simulation
     def __init__(self, roles: frozenset[str], env: NodeEnv) -> None:
@@ -168,6 +170,10 @@ class Host:
 
     # -- inputs --------------------------------------------------------------------
     def deliver(self, src: Any, msg: Any) -> None:
+        self.receive(src, msg)
+
+    def receive(self, src: Any, msg: Any) -> None:
+        """A message for the node (``Receiver``: the network calls this natively)."""
         state = self.state
         if state == UP:
             if self.holding and not isinstance(src, int):

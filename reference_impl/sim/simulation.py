@@ -83,7 +83,7 @@ class Simulation(TraceSink):
                 h.clock.drift = self.rng.uniform(-clock_drift, clock_drift)
             if max_clock_offset_ms:
                 h.clock.offset_ms = self.rng.randint(-max_clock_offset_ms, max_clock_offset_ms)
-            self.net.attach(nid, h.deliver)
+            self.net.attach(nid, h)
             self.net.keeps(nid, h.client_closed)
         self.monitor = monitor
         #: how long a restarted process takes to come up (a JVM's start on a
