@@ -273,7 +273,7 @@ class FetchPurgatory:
         if p is None or not p.is_leader:
             return True
         for req in d.parts:
-            if req.tp != tp:
+            if req.tp is not tp and req.tp != tp:  # identity first: mostly the same object
                 continue
             upto = p.log.leo if d.kind == FROM_FOLLOWER else p.log.hw
             if upto > req.fetch_offset:
