@@ -76,6 +76,9 @@ Runs = list[tuple[int, int]]  # (start offset, leader epoch), ascending
 
 MAX_EXAMPLES_PER_KIND: Final = 20
 
+#: an event field that is not there (``_hw_at``'s role), as distinct from None
+_ABSENT: Final = object()
+
 
 @dataclass
 class Violation:
@@ -265,6 +268,22 @@ class InvariantMonitor:
             if h is not None:
                 h(self, {"t": t, "node": node, "kind": kind, **data})
 
+    # The simulator's typed hot events (reference_impl.core.effects.AppendTrace):
+    # the same checks and verdicts as observe_data on their data dicts,
+    # given the values, so no dict is built, boxed and read per event.
+    def observe_append(self, node: Any, t: int, tp: str, base: int, count: int, epoch: int,
+                       epochs: list[list[int]], leo: int) -> None:
+        self.step += 1
+        self._append_at(node, t, tp, base, count, epoch, epochs, leo)
+
+    def observe_hw(self, node: Any, t: int, tp: str, hw: int, leo: int, role: str) -> None:
+        self.step += 1
+        self._hw_at(node, t, tp, hw, leo, role)
+
+    def observe_produce(self) -> None:
+        """A ``produce`` event: a step, and no check of its own."""
+        self.step += 1
+
     def observe_all(self, events: Iterable[dict[str, Any]]) -> "InvariantMonitor":
         for ev in events:
             self.observe(ev)
@@ -306,15 +325,20 @@ class InvariantMonitor:
             self._violate("hw-above-leo", ev, f"loaded with HW {r.hw} > LEO {leo}", tp)
 
     def _append(self, node: Any, t: Any, ev: dict[str, Any]) -> None:
-        tp = str(ev["tp"])
+        base, count = _int(ev["base"]), _int(ev["count"])
+        self._append_at(node, t, str(ev["tp"]), base, count, _int(ev["epoch"]), ev.get("epochs"),
+                        _int(ev.get("leo", base + count)))
+
+    def _append_at(self, node: Any, t: Any, tp: str, base: int, count: int, epoch: int, epochs: Any,
+                   leo: int) -> None:
+        """An ``append`` event's checks, given its values (:meth:`_append`
+        reads them from the event, :meth:`observe_append` is given them)."""
         r = self._rep(node, tp)
-        base, count, epoch = _int(ev["base"]), _int(ev["count"]), _int(ev["epoch"])
         gap = r.leo is not None and base != r.leo
-        epochs = ev.get("epochs")
         if not gap and r.runs and (not epochs or len(epochs) == 1):
             # the common case: one more batch of the log's last epoch, at its LEO
             if r.runs[-1][1] == (_int(epochs[0][0]) if epochs else epoch):
-                r.leo, r.leo_t = _int(ev.get("leo", base + count)), t
+                r.leo, r.leo_t = leo, t
                 return
         if gap:
             self._violate_at("append-not-at-leo", node, t, f"batch at {base} appended to a log whose LEO is {r.leo}", tp)
@@ -329,7 +353,7 @@ class InvariantMonitor:
             if r.runs and r.runs[-1][1] > e:
                 self._violate_at("epoch-regressed-in-log", node, t, f"batch of epoch {e} appended after epoch {r.runs[-1][1]}", tp)
             r.runs.append((s, e))
-        r.leo, r.leo_t = _int(ev.get("leo", base + count)), t
+        r.leo, r.leo_t = leo, t
 
     def _on_truncate(self, ev: dict[str, Any]) -> None:
         tp = str(ev["tp"])
@@ -349,15 +373,20 @@ class InvariantMonitor:
             r.hw = to
 
     def _hw(self, node: Any, t: Any, ev: dict[str, Any]) -> None:
-        tp = str(ev["tp"])
-        r = self._rep(node, tp)
-        hw = _int(ev["hw"])
         leo = ev.get("leo")
+        self._hw_at(node, t, str(ev["tp"]), _int(ev["hw"]), None if leo is None else _int(leo),
+                    ev.get("role", _ABSENT))
+
+    def _hw_at(self, node: Any, t: Any, tp: str, hw: int, leo: int | None, role: Any) -> None:
+        """An ``hw`` event's checks, given its values (``role``
+        :data:`_ABSENT`: the event names none, the replica's own holds)."""
+        r = self._rep(node, tp)
         if leo is not None:
-            r.leo, r.leo_t = _int(leo), t
+            r.leo, r.leo_t = leo, t
         if r.leo is not None and hw > r.leo:
             self._violate_at("hw-above-leo", node, t, f"HW {hw} > LEO {r.leo}", tp)
-        role = ev.get("role", r.role)
+        if role is _ABSENT:
+            role = r.role
         if role == "leader":
             if hw < r.leader_hw:
                 self._violate_at("hw-regressed", node, t, f"leader HW went back from {r.leader_hw} to {hw}", tp)

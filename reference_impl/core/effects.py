@@ -145,19 +145,118 @@ class Fsync:
         self.target = target
 
 
-@dataclass(slots=True, init=False)
 class TraceEvent:
     """A glass-box event for the invariant monitor (HW, ISR, leader, epochs,
     truncations, elections, ...). The runtime stamps node id and time and
     appends it to the node's trace (JSONL). ``data`` holds JSON-friendly values.
+
+    The three events of every replicated write (:class:`AppendTrace`,
+    :class:`HwTrace`, :class:`ProduceTrace`: ~90% of a simulated seed's
+    events) are subclasses whose values are typed fields and whose ``data``
+    is built on first read: a runtime that only checks them (the simulator
+    with no trace file) reads the fields and never builds, boxes or frees
+    the dict (~4,000 instructions an append, compiled). Their ``data`` is
+    the dict the core built before, key for key and in the same order, so
+    every trace file is byte for byte what it was.
     """
 
     kind: str
-    data: dict[str, Any]
+    _data: dict[str, Any] | None
 
     def __init__(self, kind: str, data: dict[str, Any] | None = None) -> None:
         self.kind = kind
-        self.data = {} if data is None else data
+        self._data = {} if data is None else data
+
+    @property
+    def data(self) -> dict[str, Any]:
+        d = self._data
+        if d is None:
+            d = self._data = self._build()
+        return d
+
+    def _build(self) -> dict[str, Any]:
+        return {}
+
+    def __eq__(self, other: object) -> bool:
+        # what the dataclass compared: the kind and the data
+        if not isinstance(other, TraceEvent):
+            return NotImplemented
+        return self.kind == other.kind and self.data == other.data
+
+    def __repr__(self) -> str:
+        return f"TraceEvent(kind={self.kind!r}, data={self.data!r})"
+
+
+class AppendTrace(TraceEvent):
+    """``append``: batches appended to a replica's log, by its leader or a
+    follower (``epochs``: ``[[epoch, start], ...]``, one per epoch change)."""
+
+    base: int
+    count: int
+    epoch: int
+    epochs: list[list[int]]
+    leo: int
+    role: str
+    tp: str
+
+    def __init__(self, base: int, count: int, epoch: int, epochs: list[list[int]], leo: int, role: str,
+                 tp: str) -> None:
+        self.kind = "append"
+        self._data = None
+        self.base = base
+        self.count = count
+        self.epoch = epoch
+        self.epochs = epochs
+        self.leo = leo
+        self.role = role
+        self.tp = tp
+
+    def _build(self) -> dict[str, Any]:
+        return {"base": self.base, "count": self.count, "epoch": self.epoch, "epochs": self.epochs,
+                "leo": self.leo, "role": self.role, "tp": self.tp}
+
+
+class HwTrace(TraceEvent):
+    """``hw``: a replica's high watermark moved (with its LEO then)."""
+
+    hw: int
+    leo: int
+    role: str
+    tp: str
+
+    def __init__(self, hw: int, leo: int, role: str, tp: str) -> None:
+        self.kind = "hw"
+        self._data = None
+        self.hw = hw
+        self.leo = leo
+        self.role = role
+        self.tp = tp
+
+    def _build(self) -> dict[str, Any]:
+        return {"hw": self.hw, "leo": self.leo, "role": self.role, "tp": self.tp}
+
+
+class ProduceTrace(TraceEvent):
+    """``produce``: a produce request's end on its leader (its acks, error,
+    base offset and record count)."""
+
+    tp: str
+    acks: int
+    error: int
+    base: int
+    count: int
+
+    def __init__(self, tp: str, acks: int, error: int, base: int, count: int) -> None:
+        self.kind = "produce"
+        self._data = None
+        self.tp = tp
+        self.acks = acks
+        self.error = error
+        self.base = base
+        self.count = count
+
+    def _build(self) -> dict[str, Any]:
+        return {"tp": self.tp, "acks": self.acks, "error": self.error, "base": self.base, "count": self.count}
 
 
 @dataclass(slots=True, init=False)

@@ -21,8 +21,9 @@ Groups:
 Error codes are Kafka's numeric codes (see :class:`Errors`).
 
 The messages every acknowledged write passes through (Produce, the
-partition-level fetch pieces, replica, client and Raft fetches, ``Batch``)
-spell out their ``__init__``, setting each field through
+partition-level fetch pieces, replica, client and Raft fetches, ``Batch``),
+and the clients' Metadata answers and the CreateTopics a broker forwards
+until a controller takes it, spell out their ``__init__``, setting each field through
 ``object.__setattr__`` exactly as the generated one does. They stay frozen;
 the point is speed when compiled (reference_impl.accel): mypyc leaves a
 dataclass's generated ``__init__`` interpreted (~0.7 us a call here), but
@@ -372,7 +373,7 @@ class BrokerEndpoint:
     port: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PartitionMetadata:
     tp: TopicPartition
     error: int
@@ -383,20 +384,44 @@ class PartitionMetadata:
     elr: tuple[NodeId, ...] = ()
     offline_replicas: tuple[NodeId, ...] = ()
 
+    def __init__(self, tp: TopicPartition, error: int, leader: NodeId, leader_epoch: int, replicas: tuple[NodeId, ...],
+                 isr: tuple[NodeId, ...], elr: tuple[NodeId, ...] = (),
+                 offline_replicas: tuple[NodeId, ...] = ()) -> None:
+        object.__setattr__(self, "tp", tp)
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "leader", leader)
+        object.__setattr__(self, "leader_epoch", leader_epoch)
+        object.__setattr__(self, "replicas", replicas)
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "elr", elr)
+        object.__setattr__(self, "offline_replicas", offline_replicas)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class TopicMetadata:
     name: str
     error: int
     partitions: tuple[PartitionMetadata, ...]
 
+    def __init__(self, name: str, error: int, partitions: tuple[PartitionMetadata, ...]) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "partitions", partitions)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class MetadataResponse:
     ref: Any
     brokers: tuple[BrokerEndpoint, ...]
     controller_id: NodeId
     topics: tuple[TopicMetadata, ...]
+
+    def __init__(self, ref: Any, brokers: tuple[BrokerEndpoint, ...], controller_id: NodeId,
+                 topics: tuple[TopicMetadata, ...]) -> None:
+        object.__setattr__(self, "ref", ref)
+        object.__setattr__(self, "brokers", brokers)
+        object.__setattr__(self, "controller_id", controller_id)
+        object.__setattr__(self, "topics", topics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,7 +467,7 @@ class NewTopic:
     assignments: tuple[tuple[NodeId, ...], ...] | None = None  # explicit replica lists per partition
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class CreateTopicsRequest:
     """From a client to a broker (which forwards to the active controller) or
     from a broker to the controller (``ref`` is then the forwarding broker's token)."""
@@ -453,18 +478,33 @@ class CreateTopicsRequest:
     #: made by a broker for itself (``__consumer_offsets``); never set from the wire
     internal: bool = False
 
+    def __init__(self, ref: Any, topics: tuple[NewTopic, ...], timeout_ms: int = 30000, internal: bool = False) -> None:
+        object.__setattr__(self, "ref", ref)
+        object.__setattr__(self, "topics", topics)
+        object.__setattr__(self, "timeout_ms", timeout_ms)
+        object.__setattr__(self, "internal", internal)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class CreateTopicResult:
     name: str
     error: int
     message: str = ""
 
+    def __init__(self, name: str, error: int, message: str = "") -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "message", message)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class CreateTopicsResponse:
     ref: Any
     results: tuple[CreateTopicResult, ...]
+
+    def __init__(self, ref: Any, results: tuple[CreateTopicResult, ...]) -> None:
+        object.__setattr__(self, "ref", ref)
+        object.__setattr__(self, "results", results)
 
 
 #: IncrementalAlterConfigs resource types and operations (Kafka's ConfigResource.Type, AlterConfigOp.OpType)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from .config import ProtocolConfig
-from .effects import Effect, TraceEvent
+from .effects import AppendTrace, Effect, HwTrace, TraceEvent
 from .log import PartitionLog
 from .messages import NO_LEADER, AlterPartitionItem, FetchPartitionRequest, NodeId, TopicPartition
 from .metadata import MetadataImage
@@ -226,19 +226,17 @@ class PartitionState:
         data["tp"] = self._tp_name
         return TraceEvent(kind, data)
 
-    def _hw_trace(self) -> TraceEvent:
-        # the dict spelt out, in _trace's key order (its keywords, then "tp"):
-        # a keyword call builds a dict of its own first, and every HW move on
-        # every replica makes one of these
+    def _hw_trace(self) -> HwTrace:
+        # typed fields, its data built only when read (effects.HwTrace): every
+        # HW move on every replica makes one of these
         log = self.log
-        return TraceEvent("hw", {"hw": log.hw, "leo": log.leo, "role": self.role, "tp": self._tp_name})
+        return HwTrace(log.hw, log.leo, self.role, self._tp_name)
 
-    def _append_trace(self, base: int, count: int, epoch: int, epochs: list[list[int]], role: str) -> TraceEvent:
-        """The ``append`` event of a leader's or a follower's append: the dict
-        spelt out in :meth:`_trace`'s key order, as :meth:`_hw_trace` (one
-        per batch appended on every replica)."""
-        return TraceEvent("append", {"base": base, "count": count, "epoch": epoch, "epochs": epochs,
-                                     "leo": self.log.leo, "role": role, "tp": self._tp_name})
+    def _append_trace(self, base: int, count: int, epoch: int, epochs: list[list[int]], role: str) -> AppendTrace:
+        """The ``append`` event of a leader's or a follower's append, typed
+        (effects.AppendTrace), as :meth:`_hw_trace` (one per batch appended
+        on every replica)."""
+        return AppendTrace(base, count, epoch, epochs, self.log.leo, role, self._tp_name)
 
     def _isr_trace(self) -> TraceEvent:
         return self._trace(

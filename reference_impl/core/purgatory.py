@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .broker_context import BrokerContext
-from .effects import Effect, Reply, Send, TraceEvent
+from .effects import Effect, ProduceTrace, Reply, Send
 from .messages import (
     ClientFetchResponse,
     Errors,
@@ -106,7 +106,7 @@ def produce_done_into(out: list[Effect], partitions: dict[TopicPartition, Partit
     """:func:`produce_done`, appended to ``out``: the hot paths (an acks=all
     produce settled by the HW) add to the effects they already hold rather
     than make a list to concatenate."""
-    out.append(TraceEvent("produce", {"tp": str(tp), "acks": acks, "error": error, "base": base, "count": count}))
+    out.append(ProduceTrace(str(tp), acks, error, base, count))
     if acks == 0:
         return  # Kafka sends no response to acks=0
     p = partitions.get(tp)
@@ -273,7 +273,7 @@ class FetchPurgatory:
         if p is None or not p.is_leader:
             return True
         for req in d.parts:
-            if req.tp != tp:
+            if req.tp is not tp and req.tp != tp:  # identity first: mostly the same object
                 continue
             upto = p.log.leo if d.kind == FROM_FOLLOWER else p.log.hw
             if upto > req.fetch_offset:

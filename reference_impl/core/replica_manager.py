@@ -493,18 +493,19 @@ class BrokerRole:
         )
         if err != Errors.NONE or batch is None:
             return effects + produce_done(self.partitions, msg.ref, msg.tp, msg.acks, err, -1, msg.count)
+        tp = p.tp  # the partition's own, equal to the client's: lookups below find it by identity
         # new data on a leader: parked replica fetches may complete
-        self.fetch_purgatory.check_into(msg.tp, now, effects, FROM_FOLLOWER)
+        self.fetch_purgatory.check_into(tp, now, effects, FROM_FOLLOWER)
         if hw_changed:
-            self.hw_changed_into(msg.tp, now, effects)
+            self.hw_changed_into(tp, now, effects)
         if msg.acks == -1:  # err is NONE here, and stays so for acks 0 and 1
             done, err = p.check_enough_replicas_reach_offset(required)
             if not done:
                 self.produce_purgatory.park(DelayedProduce(
-                    msg.ref, msg.tp, msg.acks, batch.base_offset, batch.count, required,
+                    msg.ref, tp, msg.acks, batch.base_offset, batch.count, required,
                     self.context.mono + msg.timeout_ms))  # the purgatory's timer is monotonic
                 return effects
-        produce_done_into(effects, self.partitions, msg.ref, msg.tp, msg.acks, err, batch.base_offset, batch.count)
+        produce_done_into(effects, self.partitions, msg.ref, tp, msg.acks, err, batch.base_offset, batch.count)
         return effects
 
     def on_hw_changed(self, tp: TopicPartition, now: int) -> list[Effect]:

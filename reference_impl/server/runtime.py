@@ -220,7 +220,7 @@ class NodeRuntime:
                 self.clients.reply(e.msg)
             elif t is fx.Timer:
                 self._arm(e.at)
-            elif t is fx.TraceEvent:
+            elif isinstance(e, fx.TraceEvent):  # its subclasses too (AppendTrace, HwTrace, ProduceTrace)
                 self._trace(e)
             elif t is fx.Halt:
                 log.info("halt: %s", e.reason)

@@ -17,7 +17,7 @@ from reference_impl.core.groups.messages import GroupErrors
 from reference_impl.core.messages import Errors, MetadataRequest, MetadataResponse, TopicPartition
 
 from .events import TimeoutQueue
-from .network import TIMED_OUT, ConnectionLost
+from .network import TIMED_OUT, ConnectionLost, Receiver
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -74,8 +74,10 @@ class ClientConfig:
     final_read_timeout_ms: int = 30000
 
 
-class Endpoint:
-    """A network endpoint that sends requests and matches replies by ref.
+class Endpoint(Receiver):
+    """A network endpoint that sends requests and matches replies by ref
+    (the network's :class:`~reference_impl.sim.network.Receiver` of what
+    arrives for it).
 
     Its connections behave as librdkafka's (``rdkafka_broker.c``): a request
     that times out takes its connection to that node down
@@ -99,7 +101,7 @@ class Endpoint:
         self._timeouts: dict[int, TimeoutQueue] = {}
         self._last_q: TimeoutQueue | None = None
         self._last_timeout_ms = 0
-        sim.net.attach(name, self._receive)
+        sim.net.attach(name, self)
         #: this endpoint's links' FIFO states (``Network.fifos``), for ``send_from``
         self._fifos = sim.net.fifos(name)
         sim.net.watch(name, self._in_flight_to, self._lost)
@@ -141,7 +143,7 @@ class Endpoint:
         for r in [r for r, n in self._dst.items() if n == node]:
             self._answer(r, lost)
 
-    def _receive(self, src: Any, msg: Any) -> None:
+    def receive(self, src: Any, msg: Any) -> None:
         ref = getattr(msg, "ref", None)
         if not isinstance(ref, tuple) or len(ref) != 2:
             if isinstance(msg, ConnectionLost):  # the node's FIN

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 
 from reference_impl.core.config import ProtocolConfig
+from reference_impl.core.effects import AppendTrace, HwTrace, ProduceTrace
 from reference_impl.core.messages import BrokerEndpoint
 
 from .events import EventLoop
@@ -27,6 +28,17 @@ class TraceSink:
 
     def trace(self, nid: int, kind: str, data: dict) -> None:
         raise NotImplementedError
+
+    # The typed hot events (effects.AppendTrace): a sink that can read
+    # their fields overrides these; by default they are any other event.
+    def trace_append(self, nid: int, ev: AppendTrace) -> None:
+        self.trace(nid, ev.kind, ev.data)
+
+    def trace_hw(self, nid: int, ev: HwTrace) -> None:
+        self.trace(nid, ev.kind, ev.data)
+
+    def trace_produce(self, nid: int, ev: ProduceTrace) -> None:
+        self.trace(nid, ev.kind, ev.data)
 
     def node_crashed(self, nid: int, error: str, tb: str) -> None:
         raise NotImplementedError

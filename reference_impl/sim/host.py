@@ -31,13 +31,16 @@ import traceback
 from typing import Any, Callable, Final
 
 from reference_impl.core.effects import (
+    AppendTrace,
     FileDelete,
     FileWrite,
     Fsync,
     Halt,
+    HwTrace,
     LogAppend,
     LogTruncate,
     LogTruncateFully,
+    ProduceTrace,
     Reply,
     Send,
     Timer,
@@ -48,6 +51,7 @@ from reference_impl.core.node import Node
 from .clock import NodeClock
 from .disk import Disk
 from .env import NodeEnv
+from .network import Receiver
 
 _DISK_EFFECTS: Final = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
 
@@ -59,8 +63,9 @@ DOWN: Final = "down"
 FIRST_START: Final = "start"
 
 
-class Host:
-    """One simulated machine: a node process (or none), its clock and its disk."""
+class Host(Receiver):
+    """One simulated machine: a node process (or none), its clock and its
+    disk; the network's receiver of what arrives for its node."""
 
     # the host sees its environment (``env.NodeEnv``), never the simulation
     def __init__(self, roles: frozenset[str], env: NodeEnv) -> None:
@@ -165,6 +170,10 @@ class Host:
 
     # -- inputs --------------------------------------------------------------------
     def deliver(self, src: Any, msg: Any) -> None:
+        self.receive(src, msg)
+
+    def receive(self, src: Any, msg: Any) -> None:
+        """A message for the node (``Receiver``: the network calls this natively)."""
         state = self.state
         if state == UP:
             if self.holding and not isinstance(src, int):
@@ -273,7 +282,16 @@ class Host:
                 net.send_from(fifos, me, eff.dst, eff.msg)
                 continue
             if isinstance(eff, TraceEvent):
-                sink.trace(me, eff.kind, eff.data)
+                # the typed hot events by their fields (effects.AppendTrace):
+                # their data dicts are built only if the sink writes them
+                if isinstance(eff, AppendTrace):
+                    sink.trace_append(me, eff)
+                elif isinstance(eff, HwTrace):
+                    sink.trace_hw(me, eff)
+                elif isinstance(eff, ProduceTrace):
+                    sink.trace_produce(me, eff)
+                else:
+                    sink.trace(me, eff.kind, eff.data)
                 continue
             t = type(eff)
             if isinstance(eff, Timer):  # narrowed: eff.at read natively

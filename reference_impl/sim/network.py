@@ -202,6 +202,28 @@ class _Fifo:
 HeldKey = tuple[Endpoint, Endpoint, int, Endpoint]
 
 
+class Receiver:
+    """What an endpoint is to the network: the object arrivals are handed
+    to (:meth:`Network.attach`). A compiled base class, so the network's
+    call per message is a native method call: a bound method called as a
+    generic callable (its vectorcall and argument parsing) was ~300
+    instructions a message. The hosts and the client endpoints are
+    receivers; a plain callable is wrapped in one."""
+
+    def receive(self, src: Endpoint, msg: Any) -> None:
+        raise NotImplementedError
+
+
+class _CallbackReceiver(Receiver):
+    """A callable ``receive(src, msg)`` attached as a receiver (tests, taps)."""
+
+    def __init__(self, fn: Callable[[Endpoint, Any], None]) -> None:
+        self.fn = fn
+
+    def receive(self, src: Endpoint, msg: Any) -> None:
+        self.fn(src, msg)
+
+
 class _Arrival(Event):
     """A message's arrival on the loop's calendar: ``net._arrive(src, dst,
     msg)`` as a native call (see ``events.py``: one object per message,
@@ -255,7 +277,7 @@ class Network:
         #: item by item; and a mutable object per link, not an int per link
         #: in the dict, so a send stores an unboxed field, not a dict entry
         self._last_arrival: dict[Endpoint, dict[Endpoint, _Fifo]] = {}
-        self._receivers: dict[Endpoint, Callable[[Endpoint, Any], None]] = {}
+        self._receivers: dict[Endpoint, Receiver] = {}
         #: endpoints that hear of their connections' end: endpoint -> "have
         #: I a request in flight to this peer" and "my connection to it reset"
         self._watchers: dict[Endpoint, tuple[Callable[[Endpoint], bool], Callable[[Endpoint, str], None]]] = {}
@@ -273,8 +295,10 @@ class Network:
         # up by name on every message
         self._random: Callable[[], float] = rng.random
 
-    def attach(self, endpoint: Endpoint, receive: Callable[[Endpoint, Any], None]) -> None:
-        self._receivers[endpoint] = receive
+    def attach(self, endpoint: Endpoint, receive: Receiver | Callable[[Endpoint, Any], None]) -> None:
+        """What arrives for ``endpoint`` goes to ``receive``: a
+        :class:`Receiver` (its ``receive``, natively) or a callable."""
+        self._receivers[endpoint] = receive if isinstance(receive, Receiver) else _CallbackReceiver(receive)
 
     def watch(self, endpoint: Endpoint, in_flight_to: Callable[[Endpoint], bool],
               reset: Callable[[Endpoint, str], None]) -> None:
@@ -430,7 +454,7 @@ class Network:
             self.dropped += 1
             return
         self.delivered += 1
-        recv(src, msg)
+        recv.receive(src, msg)
 
     def _hand_over(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         recv = self._receivers.get(dst)
@@ -438,7 +462,7 @@ class Network:
             self.dropped += 1
             return
         self.delivered += 1
-        recv(src, msg)
+        recv.receive(src, msg)
 
     def _stopped(self, src: Endpoint, dst: Endpoint, msg: Any) -> bool:
         """Whether a cut (or what a cut still holds on its connection) stops

@@ -366,6 +366,21 @@ def test_create_topics_is_forwarded_to_the_controller_and_answered():
     assert r.ref == "client-ref" and r.results[0].error == Errors.NONE
 
 
+
+def test_create_topics_refused_with_not_controller_goes_on_whole_with_the_time_left():
+    """AdminForwarder.answer: a NOT_CONTROLLER answer sends the request on,
+    under the same token, every field kept (``internal`` too) but the time
+    left (broker_requests._resent builds a CreateTopics directly where
+    ``dataclasses.replace`` built the same)."""
+    b = make_broker(1)
+    req = CreateTopicsRequest("client-ref", (NewTopic("x", 1, 3),), timeout_ms=1000, internal=True)
+    (s,) = sends(b.handle(req, 1, None), CreateTopicsRequest)
+    refused = CreateTopicsResponse(s.msg.ref, (CreateTopicResult("x", Errors.NOT_CONTROLLER),))
+    (again,) = sends(b.handle(refused, 301, CONTROLLER), CreateTopicsRequest)
+    assert type(again.msg) is CreateTopicsRequest
+    assert again.msg == CreateTopicsRequest(s.msg.ref, req.topics, timeout_ms=700, internal=True)
+
+
 # -- lifecycle ----------------------------------------------------------------------------------------
 
 

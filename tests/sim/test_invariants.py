@@ -235,6 +235,39 @@ def test_unstamped_events_get_the_same_checks_and_violation_records_as_stamped_o
     assert [v.to_dict() for v in unstamped.violations] == [v.to_dict() for v in stamped.violations]
 
 
+def test_typed_hot_events_get_the_same_checks_and_violation_records_as_their_dicts() -> None:
+    """observe_append / observe_hw / observe_produce (the simulator's path
+    for the core's typed AppendTrace, HwTrace and ProduceTrace, values given
+    apart) reach the verdicts observe_data reaches on their dicts: each
+    check, message, node, time and step the same."""
+    evs = replicated(3) + [
+        ev(7, 2, "append", tp=TP, base=5, count=1, epoch=0, epochs=[[0, 5]], leo=6, role="follower"),   # gap
+        ev(8, 3, "truncate", tp=TP, to=2, reason="diverging"),
+        ev(8, 3, "append", tp=TP, base=2, count=1, epoch=5, epochs=[[5, 2]], leo=3, role="follower"),
+        ev(9, 3, "hw", tp=TP, hw=3, leo=3, role="follower"),                            # log matching
+        ev(9, 3, "append", tp=TP, base=3, count=2, epoch=1, epochs=[[1, 3], [2, 4]], leo=5, role="follower"),
+        ev(10, 2, "hw", tp=TP, hw=9, leo=6, role="follower"),                           # above LEO
+        ev(11, 1, "hw", tp=TP, hw=1, leo=3, role="leader"),                             # leader HW regressed
+        ev(12, 2, "produce", tp=TP, acks=-1, error=0, base=3, count=1),
+    ]
+    by_dict, typed = InvariantMonitor(seed=5), InvariantMonitor(seed=5)
+    for e in evs:
+        data = {k: v for k, v in e.items() if k not in ("t", "node", "kind")}
+        by_dict.observe_data(e["node"], e["t"], e["kind"], dict(data))
+        if e["kind"] == "append" and "epochs" in e:
+            typed.observe_append(e["node"], e["t"], e["tp"], e["base"], e["count"], e["epoch"], e["epochs"], e["leo"])
+        elif e["kind"] == "hw":
+            typed.observe_hw(e["node"], e["t"], e["tp"], e["hw"], e["leo"], e["role"])
+        elif e["kind"] == "produce":
+            typed.observe_produce()
+        else:
+            typed.observe_data(e["node"], e["t"], e["kind"], dict(data))
+    assert set(by_dict.counts) >= {"append-not-at-leo", "epoch-regressed-in-log", "hw-above-leo", "hw-regressed",
+                                   "log-matching", "committed-truncated"}
+    assert typed.counts == by_dict.counts and typed.step == by_dict.step == len(evs)
+    assert [v.to_dict() for v in typed.violations] == [v.to_dict() for v in by_dict.violations]
+
+
 def _sole_isr_power_loss(rejoin: bool = False, election: str = "last-known-leader") -> list[dict[str, Any]]:
     """Leader 1 commits 6 offsets with 2 and 3; the ISR shrinks to [1]; 1
     loses power with its unfsynced log and comes back empty; it is elected
