@@ -17,7 +17,7 @@ back (``done(result)``, the fields a real client's ``invoke`` returns).
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Final, cast
 
 from reference_impl.core.messages import (
     Batch,
@@ -38,10 +38,22 @@ if TYPE_CHECKING:
 #: ``done(result)``: the completion's fields (type, value, error, extras)
 PollDone = Callable[[dict[str, Any]], None]
 
+#: how many offsets past the last one read RecordPairs keeps room for (a
+#: free slot is None in both lists: not read yet, nothing noted)
+_GROW: Final = 256
 
-def _client_fetch(parts: tuple[FetchPartitionRequest, ...], max_wait_ms: int, ref: Any) -> ClientFetchRequest:
-    """The fetch a consumer sends one leader, once the endpoint has given it a ref."""
-    return ClientFetchRequest(ref, parts, max_wait_ms=max_wait_ms)
+
+class _Fetch:
+    """The fetch of ``parts`` a consumer sends one leader, made once the
+    endpoint has given it a ref (a native callable, where a partial was a
+    generic object and an argument parse, a few per poll)."""
+
+    def __init__(self, parts: tuple[FetchPartitionRequest, ...], max_wait_ms: int) -> None:
+        self.parts = parts
+        self.max_wait_ms = max_wait_ms
+
+    def __call__(self, ref: Any) -> ClientFetchRequest:
+        return ClientFetchRequest(ref, self.parts, max_wait_ms=self.max_wait_ms)
 
 
 class _Fetched:
@@ -120,19 +132,32 @@ class RecordPairs:
         else:
             checked = self.checked[tp]
         n = len(checked)  # grows only in _check
+        # the pairs of a run of such batches at consecutive offsets go to
+        # ``out`` as one slice (an append per record was most of the loop)
+        start = -1
+        stop = -1
         for b in pr.batches:
             base = b.base_offset
             count = b.count
             end = base + count
             if count == 1 and pos <= base < n and checked[base] is b:
-                p = seen[base]
-                assert p is not None  # a batch is noted only where it left a pair
-                out.append(p)
+                # a batch is noted only where it left a pair: seen[base] is one
+                if base != stop:
+                    if start >= 0:
+                        out.extend(cast("list[list[Any]]", seen[start:stop]))
+                    start = base
+                stop = end
                 pos = end
             elif end > pos:
+                if start >= 0:
+                    out.extend(cast("list[list[Any]]", seen[start:stop]))
+                    start = -1
+                    stop = -1
                 self._check(b, seen, checked, pos, out)
                 n = len(checked)
                 pos = end
+        if start >= 0:
+            out.extend(cast("list[list[Any]]", seen[start:stop]))
         return pos
 
     @staticmethod
@@ -147,8 +172,12 @@ class RecordPairs:
         n = len(payload) if payload is not None else 0
         end = base + count
         if len(seen) < end:
-            seen.extend([None] * (end - len(seen)))
-            checked.extend([None] * (end - len(checked)))
+            # room for a few hundred records more: a partition's log grows a
+            # record at a time, and growing the lists by one each time was
+            # two lists made and two extends per record
+            grow = end - len(seen) + _GROW
+            seen.extend([None] * grow)
+            checked.extend([None] * grow)
         for i in range(pos - base if pos > base else 0, count):
             v = payload[i] if i < n else None
             p = seen[base + i]
@@ -254,7 +283,7 @@ class Consumer:
             parts = tuple(FetchPartitionRequest(tp, self.positions[tp]) for tp in by_leader[leader])
             self.ep.request(
                 leader,
-                partial(_client_fetch, parts, cfg.fetch_max_wait_ms),
+                _Fetch(parts, cfg.fetch_max_wait_ms),
                 _Fetched(self, gen),
                 cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
             )
@@ -345,7 +374,7 @@ class FinalRead:
             return
         cfg = self.cfg
         parts = (FetchPartitionRequest(self.tp, self.pos),)
-        self.ep.request(leader, partial(_client_fetch, parts, cfg.fetch_max_wait_ms), self._on_fetch,
+        self.ep.request(leader, _Fetch(parts, cfg.fetch_max_wait_ms), self._on_fetch,
                         cfg.fetch_max_wait_ms + cfg.request_timeout_ms)
 
     def _after_refresh(self) -> None:

@@ -97,3 +97,38 @@ def test_a_read_past_a_batch_skips_it_and_a_cleared_run_forgets_its_notes() -> N
     again: list = []
     assert pairs.take(fetched(b0, b1), 0, again) == 2
     assert again == [[0, 10], [1, 11]]
+
+
+def test_known_batches_at_gapped_offsets_around_a_new_one_read_in_log_order() -> None:
+    """Batches already noted are taken as runs of consecutive offsets: a
+    run ends at a gap in the offsets (a compacted or truncated log) and
+    before a batch read for the first time, so each read is every record
+    fetched, each once, in the log's order (a run carried over the gap
+    would add the offsets in it, one ended late would reorder them)."""
+    pairs = RecordPairs()
+    b0, b1, b3, b4 = (Batch(o, 1, 1, (10 + o,)) for o in (0, 1, 3, 4))
+    warm: list = []
+    pairs.take(fetched(b0, b1, Batch(2, 1, 1, (12,)), b3, b4), 0, warm)
+    fresh = Batch(5, 1, 2, (15, 16))
+    got: list = []
+    assert pairs.take(fetched(b0, b1, b3, b4, fresh, Batch(7, 1, 1, (17,))), 0, got) == 8
+    assert got == [[0, 10], [1, 11], [3, 13], [4, 14], [5, 15], [6, 16], [7, 17]]
+    assert got[0] is warm[0] and got[3] is warm[4]
+    again: list = []
+    assert pairs.take(fetched(b0, b1, b3, b4, fresh, Batch(7, 1, 1, (17,))), 1, again) == 8
+    assert again == got[1:]
+
+
+def test_room_left_past_the_last_record_reads_as_not_yet_read() -> None:
+    """The lists kept per partition grow ahead of the log; the room past
+    the last record read holds no pair and no note, so a record read
+    there later is made and noted as the first read of it."""
+    pairs = RecordPairs()
+    first: list = []
+    pairs.take(fetched(Batch(0, 1, 1, (10,))), 0, first)
+    later = Batch(1, 1, 1, (11,))
+    got: list = []
+    assert pairs.take(fetched(later), 1, got) == 2
+    again: list = []
+    assert pairs.take(fetched(later), 1, again) == 2
+    assert got == again == [[1, 11]] and got[0] is again[0]
