@@ -53,13 +53,32 @@ def _remember(key: Any, value: Any) -> Any:
     return value
 
 
+class _Bits:
+    """The ``getrandbits`` of the rng drawn from last, bound once: a run
+    draws from one rng several times an operation, and compiled, each
+    ``rng.getrandbits`` looked the method up by name. The rng is held (not
+    its id), so a new rng is never taken for the old one."""
+
+    def __init__(self) -> None:
+        self.rng: random.Random | None = None
+        self.fn: Callable[[int], int] | None = None
+
+
+_BITS: Final = _Bits()
+
+
 def randbelow(rng: random.Random, n: int) -> int:
     """``rng.randrange(n)`` (``n > 0``), drawn exactly as CPython draws it
     (``_randbelow_with_getrandbits``), without its interpreted calls."""
     k = n.bit_length()
-    r = rng.getrandbits(k)
+    bits = _BITS
+    fn = bits.fn
+    if fn is None or bits.rng is not rng:
+        fn = bits.fn = rng.getrandbits
+        bits.rng = rng
+    r = fn(k)
     while r >= n:
-        r = rng.getrandbits(k)
+        r = fn(k)
     return r
 
 
@@ -251,7 +270,8 @@ def _fill(op: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
         t = ctx.thread_of(op["process"])
         if t not in ctx.free or t not in ctx.threads:
             return None
-    op.setdefault("time", ctx.time)
+    if "time" not in op:  # setdefault's effect; compiled, it boxed the time and called by name
+        op["time"] = ctx.time
     return op
 
 

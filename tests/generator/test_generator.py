@@ -202,3 +202,20 @@ def test_a_time_limit_over_a_rate_hands_its_limit_down_and_answers_and_draws_as_
     c = ctx()
     _, nxt = g.TimeLimit(5_000_000, g.rate(100, g.mix(send)), None).op(c)
     assert type(nxt).__name__ == "DelayedFns" and nxt.deadline == c.time + 5_000_000
+
+
+def test_randbelow_draws_as_randrange_from_each_rng_when_rngs_alternate() -> None:
+    """``randbelow`` keeps the last rng's ``getrandbits`` bound: drawing
+    from two rngs in turn must draw each from its own (the same numbers as
+    ``randrange`` on copies of them), never from the one bound before."""
+    import random
+
+    from generator.core import randbelow
+
+    a, b = random.Random(1), random.Random(2)
+    ref_a, ref_b = random.Random(1), random.Random(2)
+    for n in (1, 2, 3, 7, 32, 33, 1000, 2**40 + 3):
+        assert randbelow(a, n) == ref_a.randrange(n)
+        assert randbelow(b, n) == ref_b.randrange(n)
+        assert randbelow(b, n) == ref_b.randrange(n)
+        assert randbelow(a, n) == ref_a.randrange(n)
