@@ -131,6 +131,11 @@ class VirtualInterpreter:
         #: job ids still open (a timeout finds its job by id)
         self._open: dict[int, Any] = {}
         self._timeouts: dict[int, TimeoutQueue] = {}
+        #: the queue of the last op timeout armed and its delay: nearly
+        #: every op takes the run's one timeout (a dict lookup of a boxed
+        #: int per operation otherwise)
+        self._last_q: TimeoutQueue | None = None
+        self._last_q_ms = -1
         self.sleepers = 0
         self.clients: dict[Any, tuple[Any, VirtualClient]] = {}
         self.done = False
@@ -309,9 +314,12 @@ class VirtualInterpreter:
         return cur[1]
 
     def _arm_timeout(self, job: int, ms: int) -> None:
-        q = self._timeouts.get(ms)
-        if q is None:
-            q = self._timeouts[ms] = TimeoutQueue(self.loop, ms, self._timed_out, self._open)
+        q = self._last_q
+        if q is None or ms != self._last_q_ms:
+            q = self._timeouts.get(ms)
+            if q is None:
+                q = self._timeouts[ms] = TimeoutQueue(self.loop, ms, self._timed_out, self._open)
+            self._last_q, self._last_q_ms = q, ms
         q.add(job)
 
     def _timed_out(self, job: int) -> None:
@@ -325,7 +333,9 @@ class VirtualInterpreter:
         if cur is None or cur[1] != job:
             return  # a late answer to an op already timed out
         del self.jobs[t]
-        self._open.pop(job, None)
+        open_ = self._open
+        if job in open_:  # not dict.pop: compiled, a method call by name
+            del open_[job]
         comp = dict(cur[0])
         comp.update(res)
         nemesis = _is_nemesis(t)
