@@ -203,9 +203,12 @@ class Recorder:
         kept by the Op as its own. Returns the Op."""
         if extra is None:
             extra = {}
-        index = self._index
-        self._index = index + 1
-        t = self._clock.now_ns() - self._t0
+        i = self._index
+        self._index = i + 1
+        # boxed once each (Any): compiled, a native int was boxed anew for
+        # the Op and again for the line's fields
+        index: Any = i
+        t: Any = self._clock.now_ns() - self._t0
         # every field set, as Op's generated __init__ would (a test holds
         # the two together), without running it
         op: Op = _new_op(Op)
