@@ -178,8 +178,9 @@ class VirtualInterpreter:
         ranks = self._free_ranks
         i = _place(ranks, r)
         if i < len(ranks) and ranks[i] == r:
-            del ranks[i]
-            del self._free_live[i]
+            # pop, not del: compiled, pop(i) is the list's own, del a generic item deletion
+            ranks.pop(i)
+            self._free_live.pop(i)
 
     def _give(self, t: Any) -> None:
         """Thread ``t`` is free from now (the caller says the world changed)."""

@@ -269,7 +269,11 @@ class Consumer:
             if leader < 0:
                 missing = True
                 continue
-            by_leader.setdefault(leader, []).append(tp)
+            group = by_leader.get(leader)
+            if group is None:  # not setdefault: compiled, it made a list per partition
+                by_leader[leader] = [tp]
+            else:
+                group.append(tp)
         if not by_leader:
             if missing and not st.errors:
                 st.errors.add("no-leader")
