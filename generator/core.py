@@ -313,35 +313,62 @@ class Fn(Gen):
 
 
 class Seq(Gen):
-    """Generators one after another, without waiting for completions."""
+    """Generators one after another, without waiting for completions.
+
+    Kept as the current generator (``head``) and those after it (``rest``,
+    shared by every successor until the head is exhausted): each ask's
+    successor was a new tuple made of the head and a slice of the rest, on
+    every operation of a run (its phases are a Seq). ``gens`` spells them
+    as one tuple again."""
 
     def __init__(self, gens: tuple[Gen | None, ...]) -> None:
-        self.gens = gens
+        self.head: Gen | None = gens[0] if gens else None
+        self.rest: tuple[Gen | None, ...] = gens[1:]
+        self.empty = not gens
+
+    @property
+    def gens(self) -> tuple[Gen | None, ...]:
+        return () if self.empty else (self.head,) + self.rest
 
     def __repr__(self) -> str:
         return f"Seq({self.gens!r})"
 
     def op(self, ctx: Context) -> Answer:
-        gens = self.gens
-        while gens:
-            g = gens[0]
+        if self.empty:
+            return None
+        g = self.head
+        rest = self.rest
+        while True:
             r = g.op(ctx) if g is not None else None
-            if r is None:
-                gens = gens[1:]
-                continue
-            o, g2 = r
-            return o, Seq((g2,) + gens[1:])
-        return None
+            if r is not None:
+                return r[0], _seq(r[1], rest)
+            if not rest:
+                return None
+            g = rest[0]
+            rest = rest[1:]
 
     def is_inert(self) -> bool:
-        g = self.gens[0] if self.gens else None
+        g = self.head
         return g is None or g.is_inert()
 
     def update(self, ctx: Context, event: dict[str, Any]) -> "Gen":
-        if not self.gens or self.gens[0] is None:
+        g = self.head
+        if g is None:
             return self
-        g2 = self.gens[0].update(ctx, event)
-        return self if g2 is self.gens[0] else Seq((g2,) + self.gens[1:])
+        g2 = g.update(ctx, event)
+        return self if g2 is g else _seq(g2, self.rest)
+
+
+_NO_GENS: Final[tuple[Gen | None, ...]] = ()
+
+
+def _seq(head: Gen | None, rest: tuple[Gen | None, ...]) -> Seq:
+    """``Seq((head,) + rest)`` without making the tuple."""
+    s = Seq(_NO_GENS)
+    s.head = head
+    s.rest = rest
+    s.empty = False
+    return s
 
 
 def seq(*gens: Any) -> Gen:
@@ -686,9 +713,15 @@ def sleep_for(seconds: Callable[[], float]) -> Gen:
 class OnThreads(Gen):
     """Restrict a generator to some threads (Jepsen's ``clients`` / ``nemesis``)."""
 
-    def __init__(self, pred: Callable[[Any], bool], gen: Gen | None) -> None:
+    def __init__(self, pred: Callable[[Any], bool], gen: Gen | None,
+                 whole: frozenset[Any] | None = None) -> None:
         self.pred = pred
         self.gen = gen
+        #: threads (the very set) ``pred`` keeps every one of, as a context
+        #: last had them: that context's view is the context itself, with
+        #: no restrict (its memo lookups) on every ask; handed to the
+        #: successor, a cache that changes no answer
+        self.whole = whole
 
     def __repr__(self) -> str:
         return f"OnThreads({self.pred!r}, {self.gen!r})"
@@ -696,11 +729,17 @@ class OnThreads(Gen):
     def op(self, ctx: Context) -> Answer:
         if self.gen is None:
             return None
-        r = self.gen.op(ctx.restrict(self.pred))
+        whole = self.whole
+        if whole is not None and ctx.threads is whole:
+            view = ctx
+        else:
+            view = ctx.restrict(self.pred)
+            if view is ctx:
+                whole = ctx.threads
+        r = self.gen.op(view)
         if r is None:
             return None
-        o, g2 = r
-        return o, OnThreads(self.pred, g2)
+        return r[0], OnThreads(self.pred, r[1], whole)
 
     def is_inert(self) -> bool:
         return self.gen is None or self.gen.is_inert()
@@ -714,7 +753,7 @@ class OnThreads(Gen):
         if t is not None and not self.pred(t):
             return self
         g2 = self.gen.update(ctx.restrict(self.pred), event)
-        return self if g2 is self.gen else OnThreads(self.pred, g2)
+        return self if g2 is self.gen else OnThreads(self.pred, g2, self.whole)
 
 
 def _is_client(t: Any) -> bool:

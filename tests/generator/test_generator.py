@@ -219,3 +219,41 @@ def test_randbelow_draws_as_randrange_from_each_rng_when_rngs_alternate() -> Non
         assert randbelow(b, n) == ref_b.randrange(n)
         assert randbelow(b, n) == ref_b.randrange(n)
         assert randbelow(a, n) == ref_a.randrange(n)
+
+
+def test_clients_whose_successor_is_asked_with_a_wider_view_keep_to_their_threads() -> None:
+    """``OnThreads`` remembers the thread set its predicate keeps whole and
+    skips ``restrict`` for that very set: asked next with a set holding
+    the nemesis too, its successor must restrict again (the nemesis never
+    gets a client op), and asked again with the first set it still sees
+    every thread there."""
+    only_clients = frozenset((0, 1, 2))
+    c0 = g.Context(time=0, rng=random.Random(3), free=only_clients, process_of={0: 0, 1: 1, 2: 2},
+                   threads=only_clients, state={})
+    gen = g.clients(lambda c: {"f": "w"})
+    op, gen = gen.op(c0)
+    assert op["process"] in only_clients
+    wide = ctx(free=("nemesis",), seed=4)  # only the nemesis free: the clients' view has no free thread
+    r = gen.op(wide)
+    assert r[0] == g.PENDING
+    seen = set()
+    for _ in range(30):
+        op, gen = gen.op(c0)
+        seen.add(op["process"])
+    assert seen == {0, 1, 2}
+
+
+def test_a_seq_spells_its_generators_as_given_and_goes_on_to_the_next_when_one_ends() -> None:
+    """``Seq`` keeps its head and the generators after it apart; ``gens``
+    and its repr are the tuple it was given (an empty one, a ``None``
+    entry), and its successors walk the rest in order, skipping ``None``."""
+    a, b = g.Once({"f": "a"}), g.Once({"f": "b"})
+    assert g.Seq(()).gens == () and repr(g.Seq(())) == "Seq(())"
+    assert g.Seq((None,)).gens == (None,)
+    s = g.Seq((a, None, b))
+    assert s.gens == (a, None, b) and repr(s) == f"Seq(({a!r}, None, {b!r}))"
+    assert [op["f"] for op in drain(s, ctx())] == ["a", "b"]
+    op, s2 = s.op(ctx())
+    assert s2.gens == (None, None, b)
+    assert g.Seq(()).op(ctx()) is None and g.Seq((None,)).op(ctx()) is None
+    assert s.is_inert() and g.Seq(()).is_inert()
