@@ -151,6 +151,14 @@ class _Sent:
             self.done({"type": type_, "error": error})
 
 
+def _crash_ms(op: dict[str, Any]) -> int:
+    """``int(op.get("crash", -1))``: ms into the op its client dies
+    (``--crash-clients``), -1: never (compiled, ``int()`` of every op's
+    default was a generic call)."""
+    c = op.get("crash", -1)
+    return c if type(c) is int else int(c)
+
+
 class SimClient:
     """One process of a worker thread: the queue workload's client."""
 
@@ -201,7 +209,7 @@ class SimClient:
         elif f == "poll" and op.get("final"):
             self.consumer.final_read(self.wl.by_key[op["key"]], int(op.get("upto", -1)), done)
         elif f == "poll":
-            self.consumer.poll(done, int(op.get("crash", -1)))
+            self.consumer.poll(done, _crash_ms(op))
         elif f in ("assign", "subscribe"):
             (self._assign if f == "assign" else self._subscribe)(op, done if "crash" not in op else self._crashes(done))
         else:
@@ -217,13 +225,17 @@ class SimClient:
 
     def _send(self, op: dict[str, Any], done: Done) -> None:
         mops = op["value"]
-        if len(mops) != 1 or len(mops[0]) != 3:  # one micro-op, [f, key, value]
-            raise ValueError(f"a send is one [send, key, value], not {mops!r}")
-        mop = mops[0]  # indexed: unpacking went through the iterator protocol
+        if type(mops) is not list or len(mops) != 1 or type(mops[0]) is not list or len(mops[0]) != 3:
+            if len(mops) != 1 or len(mops[0]) != 3:  # one micro-op, [f, key, value]
+                raise ValueError(f"a send is one [send, key, value], not {mops!r}")
+            mops = [list(mops[0])]
+        # typed lists: compiled, an untyped value was indexed by the generic protocol
+        ms: list[list[Any]] = mops
+        mop = ms[0]  # indexed: unpacking went through the iterator protocol
         key = mop[1]
         value = mop[2]
         tp = self.wl.by_key[key]
-        self.producer.send(tp, value, _Sent(done, key, value), int(op.get("crash", -1)))
+        self.producer.send(tp, value, _Sent(done, key, value), _crash_ms(op))
 
     def _assign(self, op: dict[str, Any], done: Done) -> None:
         """Assign exactly the op's keys, each from offset 0; a group member

@@ -301,7 +301,11 @@ class Consumer:
             for pr in msg.partitions:
                 tp = pr.tp
                 if pr.error == Errors.NONE:
-                    self.positions[tp] = self.pairs.take(pr, self.positions.get(tp, 0), st.got.setdefault(str(tp), []))
+                    key = str(tp)
+                    out = st.got.get(key)
+                    if out is None:  # not setdefault: compiled, it made a list per partition read
+                        out = st.got[key] = []
+                    self.positions[tp] = self.pairs.take(pr, self.positions.get(tp, 0), out)
                 elif pr.error == Errors.OFFSET_OUT_OF_RANGE:
                     # auto.offset.reset=error: the reset is recorded, and the
                     # position moves to the log's end (the real client's skip)

@@ -112,3 +112,29 @@ def test_a_send_marked_to_crash_is_info_crashed_and_its_client_is_dead() -> None
     s.wait(lambda: bool(done), what="the crash")
     assert done == [{"type": "info", "error": "crashed"}]
     assert not c.producer.busy and c.ep._pending == {}
+
+
+def test_a_send_given_as_tuples_with_its_crash_as_text_is_sent_and_answered_as_from_lists() -> None:
+    """The client reads a send's one micro-op from lists without the
+    generic protocol; a send spelt with tuples (a replayed or hand-made
+    op) is the same send, and its crash mark is taken as ``int()`` takes
+    it (``"0"``: the client dies at once, as with ``0``)."""
+    s = Scenario(seed=16)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    wl = _workload(s, [tp])
+    done: list = []
+    wl.client(0, 0, ClientSettings("all")).invoke(
+        {"f": "send", "process": 0, "value": (("send", str(tp), 7),), "acks": "all"}, done.append)
+    s.wait(lambda: bool(done), what="the send")
+    assert done == [{"type": "ok", "value": [["send", str(tp), [0, 7]]]}]
+    crashed: list = []
+    c = wl.client(1, 1, ClientSettings("all"))
+    c.invoke({**_send(str(tp), 8), "crash": "0"}, crashed.append)
+    s.wait(lambda: bool(crashed), what="the crash")
+    assert crashed == [{"type": "info", "error": "crashed"}]
+    try:
+        c.invoke({**_send(str(tp), 9), "crash": None}, crashed.append)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a crash mark of None is refused, as int(None) refuses it")
