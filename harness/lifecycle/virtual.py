@@ -42,18 +42,10 @@ NEMESIS: Final = "nemesis"
 MS: Final = 1_000_000
 
 
-def _place(ranks: list[int], r: int) -> int:
-    """Where ``r`` is or would go in the sorted ``ranks`` (``bisect_left``
-    compiled on native ints: the library's, called from compiled code,
-    cost more than the search)."""
-    lo, hi = 0, len(ranks)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if ranks[mid] < r:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+def _below(mask: int, r: int) -> int:
+    """How many bits of ``mask`` are set below bit ``r``: the place of the
+    thread of rank ``r`` among the free ones, in rank order."""
+    return (mask & ((1 << r) - 1)).bit_count()
 
 
 def _is_nemesis(t: Any) -> bool:
@@ -114,15 +106,17 @@ class VirtualInterpreter:
         self.thread_of: dict[Any, Any] = {p: t for t, p in self.process_of.items()}
         self.free: set[Any] = set(threads)
         #: the threads sorted by name (as Context lists free threads) and
-        #: each thread's place there; the free ones in that order, with
-        #: their places beside them, kept up to date as threads are taken
-        #: and freed (a bisection and a C-level insert or delete each): a
-        #: context gets a copy, where listing the free threads anew by a
-        #: test of every thread cost ~3,000 instructions an ask
+        #: each thread's place there (its rank); the free ones in that
+        #: order, kept up to date as threads are taken and freed (a C-level
+        #: insert or delete each, at the place the free ranks below give:
+        #: a bit per rank, set while the thread is free, where a bisection
+        #: of a list of the free ranks cost more): a context gets a copy,
+        #: where listing the free threads anew by a test of every thread
+        #: cost ~3,000 instructions an ask
         order: list[Any] = sorted(threads, key=str)
         self._rank: dict[Any, int] = {t: i for i, t in enumerate(order)}
         self._free_live: list[Any] = list(order)
-        self._free_ranks: list[int] = list(range(len(order)))
+        self._free_mask: int = (1 << len(order)) - 1
         self._free_list: list[Any] | None = None
         #: thread -> the open op (its invocation, as recorded), its job id
         #: and its recorded extra fields (the completion's start from them)
@@ -175,22 +169,20 @@ class VirtualInterpreter:
         """Thread ``t`` is busy from now (the caller says the world changed)."""
         self.free.discard(t)
         r = self._rank[t]
-        ranks = self._free_ranks
-        i = _place(ranks, r)
-        if i < len(ranks) and ranks[i] == r:
+        mask = self._free_mask
+        if mask >> r & 1:
+            self._free_mask = mask ^ (1 << r)
             # pop, not del: compiled, pop(i) is the list's own, del a generic item deletion
-            ranks.pop(i)
-            self._free_live.pop(i)
+            self._free_live.pop(_below(mask, r))
 
     def _give(self, t: Any) -> None:
         """Thread ``t`` is free from now (the caller says the world changed)."""
         self.free.add(t)
         r = self._rank[t]
-        ranks = self._free_ranks
-        i = _place(ranks, r)
-        if i == len(ranks) or ranks[i] != r:
-            ranks.insert(i, r)
-            self._free_live.insert(i, t)
+        mask = self._free_mask
+        if not mask >> r & 1:
+            self._free_mask = mask | (1 << r)
+            self._free_live.insert(_below(mask, r), t)
 
     def _changed(self) -> None:
         """The world moved (a thread taken or freed, a process renamed): an

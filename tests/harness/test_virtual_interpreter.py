@@ -155,3 +155,23 @@ def test_the_contexts_free_threads_are_the_free_ones_sorted_by_name_however_take
         (it._take if rng.random() < 0.5 else it._give)(t)  # taking a busy thread or freeing a free one changes nothing
         it._changed()
         assert it._ctx().free_threads() == sorted(it.free, key=str)
+
+
+def test_the_free_threads_stay_sorted_by_name_with_more_threads_than_a_machine_word_has_bits():
+    """The free threads' places come from one bit per rank: with 70 client
+    threads and the nemesis the mask is past 64 bits, and taking and
+    freeing threads (the first and last ranks too) must still list exactly
+    the free ones, sorted by name."""
+    loop = EventLoop()
+    rec = Recorder(None, keep=True, clock=VirtualClock(loop), epoch=0, background=False)
+    it = VirtualInterpreter(g.clients(g.limit(1, {"f": "w", "value": 1})), rec, 70, lambda t, p: None,
+                            lambda op: {}, random.Random(0), 5.0, loop, t0_ms=0)
+    rng = random.Random(11)
+    threads = list(range(70)) + ["nemesis"]
+    for t in (0, "nemesis", 9, 69):
+        it._take(t)
+    for _ in range(600):
+        t = rng.choice(threads)
+        (it._take if rng.random() < 0.55 else it._give)(t)
+        it._changed()
+        assert it._ctx().free_threads() == sorted(it.free, key=str)
