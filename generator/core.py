@@ -62,9 +62,23 @@ class _Bits:
     def __init__(self) -> None:
         self.rng: random.Random | None = None
         self.fn: Callable[[int], int] | None = None
+        #: the same rng's ``random``
+        self.rnd: Callable[[], float] | None = None
 
 
 _BITS: Final = _Bits()
+
+
+def _random(rng: random.Random) -> float:
+    """``rng.random()``, the method bound once per rng (:class:`_Bits`):
+    a rate-limited load draws a gap on every operation."""
+    bits = _BITS
+    fn = bits.rnd
+    if fn is None or bits.rng is not rng:
+        bits.rng = rng
+        bits.fn = rng.getrandbits
+        fn = bits.rnd = rng.random
+    return fn()
 
 
 def randbelow(rng: random.Random, n: int) -> int:
@@ -75,6 +89,7 @@ def randbelow(rng: random.Random, n: int) -> int:
     fn = bits.fn
     if fn is None or bits.rng is not rng:
         fn = bits.fn = rng.getrandbits
+        bits.rnd = rng.random
         bits.rng = rng
     r = fn(k)
     while r >= n:
@@ -653,12 +668,12 @@ class DelayedFns(Gen):
             dt = self.dt_ns
             nt = self.next_time
             if nt is None:
-                nt = ctx.time + (int(rng.random() * 2 * dt) if self.jitter else 0)
+                nt = ctx.time + (int(_random(rng) * 2 * dt) if self.jitter else 0)
             t: int = o["time"]
             if t < nt:
                 t = nt
                 o["time"] = t
-            step = int(rng.random() * 2 * dt) if self.jitter else dt
+            step = int(_random(rng) * 2 * dt) if self.jitter else dt
             if deadline is not None and t >= deadline:
                 return None
             return o, DelayedFns(dt, fns, nxt, t + step, self.jitter, deadline)

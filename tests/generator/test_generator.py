@@ -257,3 +257,19 @@ def test_a_seq_spells_its_generators_as_given_and_goes_on_to_the_next_when_one_e
     assert s2.gens == (None, None, b)
     assert g.Seq(()).op(ctx()) is None and g.Seq((None,)).op(ctx()) is None
     assert s.is_inert() and g.Seq(()).is_inert()
+
+
+def test_gaps_and_draws_from_alternating_rngs_are_each_rngs_own() -> None:
+    """``random()`` is bound once per rng beside ``getrandbits``: a gap
+    drawn from one rng after a draw from another (and a draw after a gap)
+    is that rng's, as ``random()`` and ``randrange`` on copies give them."""
+    from generator.core import _random, randbelow
+
+    a, b = random.Random(5), random.Random(6)
+    ref_a, ref_b = random.Random(5), random.Random(6)
+    for n in (3, 17, 1000):
+        assert _random(a) == ref_a.random()
+        assert randbelow(b, n) == ref_b.randrange(n)
+        assert _random(b) == ref_b.random()
+        assert _random(a) == ref_a.random()
+        assert randbelow(a, n) == ref_a.randrange(n)
