@@ -141,6 +141,8 @@ class VirtualInterpreter:
         self._wake_ms = -1
         self._stepping = False
         self._again = False
+        # bound once: compiled, ``self._wake`` made a bound method object per wake
+        self._wake_fn: Callable[[], None] = self._wake
 
     # ------------------------------------------------------------------ time and context
     def now_ns(self) -> int:
@@ -248,7 +250,7 @@ class VirtualInterpreter:
         if 0 <= self._wake_ms <= ms:
             return  # a wake no later is on the loop; it asks again
         self._wake_ms = ms
-        self.loop.at(ms, self._wake)
+        self.loop.at(ms, self._wake_fn)
 
     def _wake(self) -> None:
         if self.loop.now >= self._wake_ms:
