@@ -35,7 +35,6 @@ import os
 import random
 import shutil
 import socket
-import statistics
 import struct
 import subprocess
 import sys

@@ -36,7 +36,7 @@ from harness.dbs.kafka import db as kafka_db
 from harness.dbs.kafka.db import COLLECT as KAFKA_FILES, KafkaDB
 from harness.dbs.reference.hosted import COLLECT as REFERENCE_FILES, NODE_PORT, HostedReference
 from harness.errors import HarnessError, UsageError
-from reference_impl.server.procs import alive, proc_start_time, same_process
+from reference_impl.server.procs import proc_start_time, same_process
 from harness.runtimes import collect_files
 from harness.runtimes.docker import DockerHosts
 from harness.runtimes.net.iptables import IptablesNetwork

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from harness.config import TestConfig
 from harness.dbs.kafka.db import KafkaDB, harness_jvm
 from harness.errors import UsageError
-from reference_impl.server.procs import alive, proc_start_time, same_process
+from reference_impl.server.procs import proc_start_time, same_process
 
 STATE = "kafka-cluster.json"
 

@@ -7,7 +7,6 @@ zero. Values that look like Rich markup are printed as text, and a timestamp of
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import textwrap

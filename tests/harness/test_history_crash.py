@@ -6,7 +6,6 @@ not corruption), every operation flushed before the kill is in it, and
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess

@@ -14,7 +14,7 @@ import pytest
 from harness.report.campaign import CampaignError, aggregate, campaign_context, heatmap_png, load_campaign, write_campaign
 from harness.site.paths import Refused, safe_path
 from harness.site.scan import Catalogue
-from harness.rundir.summary import SUMMARY, build_summary, load_summary, write_summary
+from harness.rundir.summary import SUMMARY, build_summary, load_summary
 
 
 def fake_run(d: Path, valid=True, lost=0, acked=10, sim=True) -> Path:

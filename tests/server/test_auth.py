@@ -9,7 +9,6 @@ without the secret."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import stat

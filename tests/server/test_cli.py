@@ -113,7 +113,6 @@ def test_cluster_up_rejects_bad_counts(tmp_path):
 @pytest.mark.integration
 def test_cluster_up_status_down_round_trip(tmp_path):
     import json
-    import os
 
     d = str(tmp_path / "c")
     r = _run("cluster", "up", "--dir", d, "--brokers", "1", "--controllers", "1", "--combined", "--base-port", "0")

@@ -6,7 +6,6 @@ un-fsynced tail; with a flush after every message nothing is lost."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
