@@ -398,7 +398,7 @@ def drive_sim(run: SimRun) -> None:
         invoke, generator_rng(run.seed),
         op_timeout=cfg.op_timeout + 2, loop=run.sim.loop, t0_ms=run.sim.now, state={}, observe=qw.observe,
     )
-    run.play(interp.start, interp.finished)
+    run.play(interp.start, interp.stopped)
 
 
 def sim_run(cfg: TestConfig, seed: int, run_dir: Path | None = None) -> SimRun:

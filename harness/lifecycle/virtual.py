@@ -34,7 +34,7 @@ from typing import Any, Callable, Final, Protocol
 
 from checkers.history.recorder import Recorder, completion_extra, op_extra
 from generator.core import PENDING, Context, Gen
-from reference_impl.sim.events import EventLoop, TimeoutQueue
+from reference_impl.sim.events import EventLoop, StopFlag, TimeoutQueue
 
 #: Final: compiled, a constant is a static, where a plain global was a
 #: lookup in the module's dict at every use (several per operation)
@@ -144,6 +144,9 @@ class VirtualInterpreter:
         self.sleepers = 0
         self.clients: dict[Any, tuple[Any, VirtualClient]] = {}
         self.done = False
+        #: raised with :attr:`done`: the loop's stop condition, read by the
+        #: loop after every event without a call (see ``StopFlag``)
+        self.stopped = StopFlag()
         # the context's parts, rebuilt only when they change
         self._proc_view: dict[Any, Any] | None = None
         self._thread_view: dict[Any, Any] = {}
@@ -223,10 +226,12 @@ class VirtualInterpreter:
             self._stepping = False
         if self.gen is None and not self.jobs:
             self.done = True
+            self.stopped.up = True
 
     def finished(self) -> bool:
-        """Whether the generator is exhausted and nothing is in flight: the
-        loop's stop condition (a compiled method, asked after every event)."""
+        """Whether the generator is exhausted and nothing is in flight (the
+        loop's stop condition is :attr:`stopped`, the same answer read as a
+        flag)."""
         return self.done
 
     def _advance(self) -> None:

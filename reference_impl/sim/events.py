@@ -82,6 +82,22 @@ class Call(Event):
         self.fn(*self.args)
 
 
+class StopFlag:
+    """A stop condition the loop reads as a native attribute (:attr:`up`)
+    after every event, where a callable ``stop`` is called: a driver whose
+    condition is a flag it raises itself (the virtual-time interpreter,
+    done once its generator is exhausted and nothing is in flight) hands
+    this, and the loop reads it without a call (~35k calls through the
+    generic call protocol per 10 s seed otherwise). Calling it still
+    answers the condition, so it goes wherever a ``stop`` callable does."""
+
+    def __init__(self) -> None:
+        self.up = False
+
+    def __call__(self) -> bool:
+        return self.up
+
+
 def _seq_of(e: Event) -> int:
     """The sort key of a bucket (a module function: a lambda in a method
     makes the compiled method allocate a closure on every call)."""
@@ -195,7 +211,8 @@ class EventLoop:
         """Run every event due at or before ``until``; then time is ``until``.
 
         ``stop`` is consulted after each event so scripted tests can wait for
-        a condition ("until broker 2 leads t-0") without guessing times.
+        a condition ("until broker 2 leads t-0") without guessing times; a
+        :class:`StopFlag` is read, not called.
         """
         # The loop allocates many short-lived objects (messages, effect
         # lists, trace dicts) that reference counting frees at once; few are
@@ -231,6 +248,10 @@ class EventLoop:
         return far if 0 <= far <= until else -1
 
     def _run(self, until: int, stop: Callable[[], bool] | None) -> None:
+        flag: StopFlag | None = None
+        if isinstance(stop, StopFlag):
+            flag = stop
+            stop = None
         wheel = self._wheel
         steps = self.steps
         bucket: list[Event] = []
@@ -269,7 +290,10 @@ class EventLoop:
                     i += 1
                     steps += 1
                     entry.run()
-                    if stop is not None and stop():
+                    if flag is not None:
+                        if flag.up:
+                            return
+                    elif stop is not None and stop():
                         return
                 wheel[slot] = None
                 self._filled -= 1

@@ -41,8 +41,9 @@ def play(gen: g.Gen, concurrency: int = 3, op_timeout: float = 5.0, nemesis: Any
     it = VirtualInterpreter(gen, rec, concurrency, lambda t, p: LogClient(loop, log, made, t, p), nemesis,
                             random.Random(seed), op_timeout, loop, t0_ms=0)
     it.start()
-    loop.run_until(10**9, it.finished)
-    assert it.done
+    loop.run_until(10**9, it.stopped)
+    # the flag the loop reads stops it as soon as the run is done, not at the horizon
+    assert it.done and it.stopped.up and it.finished() and loop.now < 10**9
     return rec.ops, made, it
 
 

@@ -14,7 +14,7 @@ from reference_impl.core.storage import QuorumState
 from reference_impl.sim.clients import choose
 from reference_impl.sim.clock import NodeClock
 from reference_impl.sim.disk import Disk
-from reference_impl.sim.events import _WHEEL, EventLoop, TimeoutQueue
+from reference_impl.sim.events import _WHEEL, EventLoop, StopFlag, TimeoutQueue
 from nemesis.partition import complete_grudge, isolate, majorities_ring
 from reference_impl.sim.network import LinkProfile, Network
 
@@ -44,6 +44,33 @@ def test_run_until_stops_when_condition_holds_and_keeps_later_events() -> None:
         loop.at(t, seen.append, t)
     loop.run_until(100, stop=lambda: len(seen) == 2)
     assert seen == [1, 2] and loop.now == 2 and loop.pending() == 2
+
+
+def test_a_stop_flag_stops_the_loop_after_the_event_that_raised_it_as_a_condition_would() -> None:
+    """The flag form of ``stop`` (``StopFlag``, what the virtual-time
+    interpreter hands the loop): read after every event, it stops the run
+    right after the event that raised it, inside its millisecond, and the
+    next run resumes at the next event; called, it answers the condition."""
+    loop = EventLoop()
+    flag = StopFlag()
+    seen: list[str] = []
+
+    def raise_flag() -> None:
+        seen.append("raise")
+        flag.up = True
+
+    loop.at(3, seen.append, "a")
+    loop.at(5, raise_flag)
+    loop.at(5, seen.append, "b")
+    loop.at(9, seen.append, "c")
+    assert not flag()
+    loop.run_until(100, flag)
+    assert seen == ["a", "raise"] and loop.now == 5 and loop.pending() == 2 and flag()
+    loop.run_until(100, flag)  # still up: stops after the next event
+    assert seen == ["a", "raise", "b"] and loop.now == 5
+    flag.up = False
+    loop.run_until(100, flag)
+    assert seen == ["a", "raise", "b", "c"] and loop.now == 100
 
 
 def test_events_scheduled_in_the_past_run_now_not_before() -> None:
