@@ -253,10 +253,11 @@ class BrokerRole:
         """Remember that a deadline was just created (see :meth:`soonest_new_deadline`)."""
         self.context.note_deadline(at)
 
-    def soonest_new_deadline(self) -> int | None:
-        """The earliest deadline created since the last call (cheap; the node
-        arms a timer only when this is earlier than the one already armed,
-        and recomputes everything with :meth:`next_wakeup` on each tick)."""
+    def soonest_new_deadline(self) -> int:
+        """The earliest deadline created since the last call, ``NO_DEADLINE``
+        if none (cheap; the node arms a timer only when this is earlier than
+        the one already armed, and recomputes everything with
+        :meth:`next_wakeup` on each tick)."""
         return self.context.take_soonest()
 
     def next_wakeup(self, now: int) -> int | None:
