@@ -383,11 +383,16 @@ class InvariantMonitor:
         r = self._rep(node, tp)
         if leo is not None:
             r.leo, r.leo_t = leo, t
-        if r.leo is not None and hw > r.leo:
-            self._violate_at("hw-above-leo", node, t, f"HW {hw} > LEO {r.leo}", tp)
+        # the LEO narrowed to an int and the role compared once: compiled,
+        # an Optional attribute and an untyped role compare generically
+        # (a call each), on every HW event
+        r_leo = r.leo
+        if r_leo is not None and hw > r_leo:
+            self._violate_at("hw-above-leo", node, t, f"HW {hw} > LEO {r_leo}", tp)
         if role is _ABSENT:
             role = r.role
-        if role == "leader":
+        leader = isinstance(role, str) and role == "leader"
+        if leader:
             if hw < r.leader_hw:
                 self._violate_at("hw-regressed", node, t, f"leader HW went back from {r.leader_hw} to {hw}", tp)
             r.leader_hw = max(r.leader_hw, hw)
@@ -402,7 +407,7 @@ class InvariantMonitor:
                 self._violate_at("log-matching", node, t,
                               f"below its HW {hw} the {role} holds epoch {_epoch_at(r.runs, d)} at offset {d}, "
                               f"the committed batch there has epoch {_epoch_at(c.runs, d)}", tp)
-        if role == "leader" and hw > c.hw:
+        if leader and hw > c.hw:
             c.hw = hw
             c.runs = clip(r.runs, hw)
 

@@ -45,10 +45,12 @@ class BrokerContext:
         if at < self._soonest:
             self._soonest = at
 
-    def take_soonest(self) -> int | None:
-        """The earliest deadline noted since the last call, and forget it."""
+    def take_soonest(self) -> int:
+        """The earliest deadline noted since the last call (``NO_DEADLINE``:
+        none), and forget it. A native int, not an Optional: the node asks
+        after every message, and boxing it was an allocation each time."""
         at, self._soonest = self._soonest, NO_DEADLINE
-        return None if at == NO_DEADLINE else at
+        return at
 
     def next_correlation_id(self) -> int:
         """One counter for every request the broker sends (fetches,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .effects import Effect, FileWrite, Fsync, LogAppend, LogTruncate, LogTruncateFully
 from .epoch_cache import LeaderEpochCache
@@ -30,17 +30,22 @@ from .messages import Batch, TopicPartition
 from .storage import LeaderEpochCheckpoint, epoch_checkpoint, partition_log
 
 
-def epoch_runs(batches: Iterable[Batch]) -> list[list[int]]:
+def epoch_runs(batches: tuple[Batch, ...]) -> list[list[int]]:
     """``[[epoch, start], ...]``: where each leader epoch starts among
     ``batches`` (consecutive batches of one epoch are one run). A follower's
     fetch may carry batches of several epochs; the ``append`` trace event
     names them all so the Log Matching check (seed 000, "Leader epochs &
-    epoch-based truncation") compares logs batch by batch on every runtime."""
+    epoch-based truncation") compares logs batch by batch on every runtime.
+    A tuple, and the last run's epoch kept as a native int: compiled, an
+    iterable is walked by the generic iterator and ``runs[-1][0]`` compared
+    as an object, on every batch a follower appends."""
     runs: list[list[int]] = []
+    last = 0
     for b in batches:
         ep = b.leader_epoch
-        if not runs or runs[-1][0] != ep:
+        if not runs or last != ep:
             runs.append([ep, b.base_offset])
+            last = ep
     return runs
 
 

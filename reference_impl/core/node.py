@@ -304,16 +304,21 @@ class Node:
         if groups is not None and groups.waiting:
             effects = groups.intercept(effects)
         # the quorum members (controller, observer) arm their own timers
-        fresh = self.broker.soonest_new_deadline()
-        if full or self._armed is None or self._armed <= now:
-            at = self.broker.next_wakeup(now)
-            g_at = groups.next_deadline() if groups is not None else None
-            if g_at is not None:
-                g_at += self.broker.skew  # monotonic to wall time
-                at = g_at if at is None else min(at, g_at)
-        else:
-            at = fresh if fresh is not None and fresh > now else None
-        if at is not None and (self._armed is None or self._armed <= now or at < self._armed):
+        fresh = self.broker.soonest_new_deadline()  # NO_DEADLINE: none
+        armed = self._armed
+        if not full and armed is not None and armed > now:
+            # the hot path (after a message): a timer is armed in the future,
+            # so only a fresh deadline before it re-arms; ints compared natively
+            if now < fresh < armed:
+                self._armed = fresh
+                effects.append(Timer(fresh))
+            return effects
+        at = self.broker.next_wakeup(now)
+        g_at = groups.next_deadline() if groups is not None else None
+        if g_at is not None:
+            g_at += self.broker.skew  # monotonic to wall time
+            at = g_at if at is None else min(at, g_at)
+        if at is not None and (armed is None or armed <= now or at < armed):
             self._armed = at
             effects.append(Timer(at))
         return effects

@@ -42,7 +42,7 @@ from .config import ProtocolConfig
 from .effects import Effect, FileDelete, FileWrite, Fsync, Reply, Send
 from . import broker_requests
 from .alter_partition import AlterPartitionChannel
-from .broker_context import BrokerContext
+from .broker_context import NO_DEADLINE, BrokerContext
 from .broker_lifecycle import BrokerLifecycleManager
 from .broker_requests import AdminForwarder
 from .errors import UnroutableMessage
@@ -113,6 +113,19 @@ def parse_log_name(name: str) -> TopicPartition | None:
     if not sep or not topic or not part.isdigit():
         return None
     return TopicPartition(topic, int(part))
+
+
+def _soonest_after(times: list[int], now: int, shift: int, best: int) -> int:
+    """The earliest of ``best`` and the ``t + shift`` after ``now``
+    (:meth:`BrokerRole.next_wakeup`'s fold, ``NO_DEADLINE``: none yet).
+    Folded over native ints: one list of every candidate, concatenated,
+    filtered and handed to ``min`` as boxed ints was ~1% of a seed, on
+    every tick."""
+    for t in times:
+        t += shift
+        if now < t < best:
+            best = t
+    return best
 
 
 class BrokerRole:
@@ -240,10 +253,11 @@ class BrokerRole:
         """Remember that a deadline was just created (see :meth:`soonest_new_deadline`)."""
         self.context.note_deadline(at)
 
-    def soonest_new_deadline(self) -> int | None:
-        """The earliest deadline created since the last call (cheap; the node
-        arms a timer only when this is earlier than the one already armed,
-        and recomputes everything with :meth:`next_wakeup` on each tick)."""
+    def soonest_new_deadline(self) -> int:
+        """The earliest deadline created since the last call, ``NO_DEADLINE``
+        if none (cheap; the node arms a timer only when this is earlier than
+        the one already armed, and recomputes everything with
+        :meth:`next_wakeup` on each tick)."""
         return self.context.take_soonest()
 
     def next_wakeup(self, now: int) -> int | None:
@@ -255,15 +269,14 @@ class BrokerRole:
         if self.halted:
             return None
         skew = self.context.skew
-        c = [self.next_isr_expiry_at + skew, self.next_hw_checkpoint_at + skew]
-        c += self.lifecycle.deadlines()
-        c += [d + skew for d in self.produce_purgatory.deadlines()]
-        c += [d + skew for d in self.fetch_purgatory.deadlines()]
-        c += self.fetcher.deadlines(now)
-        c += self.alter.deadlines(self.controller_rpc_timeout_ms)
-        c += self.forwarder.deadlines()
-        future = [x for x in c if x > now]
-        return min(future) if future else None
+        best = _soonest_after([self.next_isr_expiry_at, self.next_hw_checkpoint_at], now, skew, NO_DEADLINE)
+        best = _soonest_after(self.lifecycle.deadlines(), now, 0, best)
+        best = _soonest_after(self.produce_purgatory.deadlines(), now, skew, best)
+        best = _soonest_after(self.fetch_purgatory.deadlines(), now, skew, best)
+        best = _soonest_after(self.fetcher.deadlines(now), now, 0, best)
+        best = _soonest_after(self.alter.deadlines(self.controller_rpc_timeout_ms), now, 0, best)
+        best = _soonest_after(self.forwarder.deadlines(), now, 0, best)
+        return None if best == NO_DEADLINE else best
 
     def next_correlation_id(self) -> int:
         return self.context.next_correlation_id()

@@ -94,9 +94,11 @@ class Endpoint(Receiver):
         self.sim = sim
         self.name = name
         self._rid = 0
-        self._pending: dict[int, Callable[[Any], None]] = {}
+        # keyed by the boxed rid (Any, not int): compiled, an int key is
+        # boxed anew for every dict it goes into (see request)
+        self._pending: dict[Any, Callable[[Any], None]] = {}
         #: rid -> the node the request went to (dict order is rid order)
-        self._dst: dict[int, Any] = {}
+        self._dst: dict[Any, Any] = {}
         # one queue per timeout length; see TimeoutQueue for why not loop.after
         self._timeouts: dict[int, TimeoutQueue] = {}
         self._last_q: TimeoutQueue | None = None
@@ -109,9 +111,12 @@ class Endpoint(Receiver):
     def request(self, node: int, make: Callable[[Any], Any], on_reply: Callable[[Any], None], timeout_ms: int) -> None:
         self._rid += 1
         rid = self._rid
-        self._pending[rid] = on_reply
-        self._dst[rid] = node
-        self.sim.net.send_from(self._fifos, self.name, node, make((self.name, rid)))
+        # boxed once for the two dicts and the ref (a request id soon passes
+        # the small ints CPython keeps, so each boxing is an allocation)
+        key: Any = rid
+        self._pending[key] = on_reply
+        self._dst[key] = node
+        self.sim.net.send_from(self._fifos, self.name, node, make((self.name, key)))
         q = self._last_q
         if q is None or timeout_ms != self._last_timeout_ms:
             # nearly every request has the client's one timeout: the last
