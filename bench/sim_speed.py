@@ -31,18 +31,18 @@ is the queue workload's, not open-loop sends with one poller: each of the
 ~22k sends and ~7.4k polls reading over 20 times the records one poller
 read, and the generator is asked and the interpreter records on every op.
 
-Where it stands, at 10e9ea4 (one locked run each, the
-machine otherwise idle, CPU equal to wall): ``--before 54cd9c7``, the last
-commit before the one driver: whole simulation CPU 1.67 s -> 2.04 s (113.3x
--> 91.3x: 1.22x the CPU, where 50b753a was 1.40x-1.45x), workload phase
-1.51 s -> 1.89 s (119.1x -> 95.0x), checkers 0.80 -> 0.58 CPU s, each seed
-with its checkers 78.1x -> 71.0x. ``--before 50b753a``: whole simulation
-2.40 s -> 2.22 s CPU (77.6x -> 83.7x), checkers 0.99 -> 0.60 CPU s, each
-seed with its checkers 54.9x -> 65.8x. Issue 35's targets (250x, 150x with
-checkers) stay ~3x and ~2x away: the cost is per operation and per record
-read, spread thin over the cluster's messages, the clients, the recorder
-and the checkers. docs/architecture.md, "Simulator speed, measured", keeps
-the record of every change with its command and figures.
+Where it stands, at 4495e5a (three locked runs in a row, machine otherwise
+idle, CPU equal to wall): ``--before 54cd9c7``, the last commit before the
+one driver: whole simulation 1.15x, 1.07x and 1.13x the CPU (2.08 s ->
+2.40 s, 2.36 s -> 2.52 s, 2.04 s -> 2.31 s; 1.24x at 52a3d67 and 1.40x-1.45x
+at 50b753a), each seed with its checkers 1.05x, 0.97x and 1.03x the wall
+time (checkers 0.98 -> 0.77, 1.04 -> 0.74, 0.95 -> 0.73 CPU s). Under
+callgrind the event loop of a 10 s seed went from 851 M to ~730 M
+instructions since 52a3d67. Issue 35's targets (250x, 150x with checkers)
+stay ~2.5x and ~2x away: the cost is per operation and per record read,
+spread thin over the cluster's messages, the clients, the recorder and the
+checkers. docs/architecture.md, "Simulator speed, measured", keeps the
+record of every change with its command and figures.
 """
 
 from __future__ import annotations
