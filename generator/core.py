@@ -54,43 +54,40 @@ def _remember(key: Any, value: Any) -> Any:
 
 
 class _Bits:
-    """The ``getrandbits`` of the rng drawn from last, bound once: a run
-    draws from one rng several times an operation, and compiled, each
-    ``rng.getrandbits`` looked the method up by name. The rng is held (not
-    its id), so a new rng is never taken for the old one."""
+    """The ``getrandbits`` and ``random`` of the rng drawn from last, bound
+    once (:meth:`of`): a run draws from one rng several times an operation,
+    and compiled, each ``rng.getrandbits`` looked the method up by name. The
+    rng is held (not its id), so a new rng is never taken for the old one."""
 
-    def __init__(self) -> None:
-        self.rng: random.Random | None = None
-        self.fn: Callable[[int], int] | None = None
-        #: the same rng's ``random``
-        self.rnd: Callable[[], float] | None = None
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.getrandbits: Callable[[int], int] = rng.getrandbits
+        self.random: Callable[[], float] = rng.random
+
+    def of(self, rng: random.Random) -> "_Bits":
+        """These methods bound to ``rng``."""
+        if self.rng is not rng:
+            self.rng = rng
+            self.getrandbits = rng.getrandbits
+            self.random = rng.random
+        return self
 
 
-_BITS: Final = _Bits()
+#: bound to a placeholder rng until the first draw binds the run's own
+_BITS: Final = _Bits(random.Random(0))
 
 
 def _random(rng: random.Random) -> float:
     """``rng.random()``, the method bound once per rng (:class:`_Bits`):
     a rate-limited load draws a gap on every operation."""
-    bits = _BITS
-    fn = bits.rnd
-    if fn is None or bits.rng is not rng:
-        bits.rng = rng
-        bits.fn = rng.getrandbits
-        fn = bits.rnd = rng.random
-    return fn()
+    return _BITS.of(rng).random()
 
 
 def randbelow(rng: random.Random, n: int) -> int:
     """``rng.randrange(n)`` (``n > 0``), drawn exactly as CPython draws it
     (``_randbelow_with_getrandbits``), without its interpreted calls."""
     k = n.bit_length()
-    bits = _BITS
-    fn = bits.fn
-    if fn is None or bits.rng is not rng:
-        fn = bits.fn = rng.getrandbits
-        bits.rnd = rng.random
-        bits.rng = rng
+    fn = _BITS.of(rng).getrandbits
     r = fn(k)
     while r >= n:
         r = fn(k)
