@@ -3,6 +3,9 @@
 import os
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# as the CLI does (harness/cli/__init__.py): numpy's import here and in every
+# process the suite starts would otherwise spin a thread per core
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 
