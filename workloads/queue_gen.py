@@ -16,7 +16,7 @@ import random
 from typing import Any, Callable, Final
 
 import generator as g
-from generator.core import randbelow
+from generator.core import OpFn, randbelow
 
 #: with sub_via="subscribe", the share of polls that subscribe again instead
 #: (Jepsen's interleave-subscribes, whose default is 1/64 of all operations)
@@ -40,7 +40,7 @@ def _choose(rng: random.Random, seq: list[Any] | tuple[Any, ...]) -> Any:
 _SEND: Final[dict[str, Any]] = {"f": "send", "process": None, "value": None, "acks": None, "idempotent": None}
 
 
-class Send:
+class Send(OpFn):
     """A send of the next value to a random key by a random free thread,
     with that thread's acks and idempotence (``idempotent``: the checker
     judges a duplicated value by it; a non-idempotent producer's internal
@@ -79,9 +79,10 @@ class Send:
         return op
 
 
-class Poll:
-    """A poll of the process's keys; under ``sub_via=subscribe`` a
-    :data:`SUBSCRIBE_SHARE` of them subscribe again instead: the consumer
+class Poll(OpFn):
+    """A poll of the process's keys (each op a new dict: an :class:`OpFn`);
+    under ``sub_via=subscribe`` a :data:`SUBSCRIBE_SHARE` of them subscribe
+    again instead: the consumer
     operation asked for while the count of completed ones
     (:data:`CONSUMER_OPS`) is a multiple of :data:`SUBSCRIBE_EVERY`, the
     first one included, so a run that polls at all resubscribes at least once
