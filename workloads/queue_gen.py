@@ -133,18 +133,28 @@ def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
     acked: dict[Any, Any] | None = state.get("acked")
     if acked is None:
         acked = state["acked"] = {}
-    mops = op.get("value")
-    if not mops:
+    mops_: Any = op.get("value")
+    if not mops_:
         return
-    for mop in mops:
+    # typed lists (what the clients hand back; anything else is copied into
+    # one): compiled, an untyped value was iterated and indexed through
+    # Python's protocols, several times a completion
+    mops: list[Any] = mops_ if isinstance(mops_, list) else list(mops_)
+    for mop_ in mops:
+        mop: list[Any] = mop_ if isinstance(mop_, list) else list(mop_)
         name: Any = mop[0]
         if isinstance(name, str) and name == "send":
-            sent = mop[2]
-            if isinstance(sent, list):
-                off = sent[0]
+            sent_: Any = mop[2]
+            if isinstance(sent_, list):
+                sent: list[Any] = sent_
+                off: Any = sent[0]
                 if off is not None:
                     key = mop[1]
-                    if off > acked.get(key, -1):
+                    cur: Any = acked.get(key, -1)
+                    if isinstance(off, int) and isinstance(cur, int):
+                        if off > cur:  # two ints: compared natively
+                            acked[key] = off
+                    elif off > cur:
                         acked[key] = off
 
 

@@ -41,3 +41,17 @@ def test_every_sixteenth_consumer_op_done_resubscribes_whatever_its_outcome_and_
 def test_assigning_consumers_never_subscribe() -> None:
     poll, state = Poll(KEYS, "assign"), {}
     assert {poll(ctx(state))["f"] for _ in range(2 * SUBSCRIBE_EVERY)} == {"poll"}
+
+
+def test_observe_keeps_the_highest_acknowledged_offset_per_key_from_lists_and_other_sequences() -> None:
+    """The acknowledged offsets of ``ok`` sends, txns and ctp rounds, read
+    through typed lists (the clients' values) or any other sequence of
+    micro-ops (copied into one): the highest per key, never lowered, and
+    nothing from a send not acknowledged or without an offset."""
+    state: dict = {}
+    observe(state, {"f": "send", "type": "ok", "value": [["send", "a", [5, 1]]]})
+    observe(state, {"f": "txn", "type": "ok", "value": (("send", "a", [3, 2]), ["send", "b", [7, 3]], ["poll", {}])})
+    observe(state, {"f": "ctp", "type": "ok", "value": [("send", "b", [9, 4]), ["send", "c", [None, 5]]]})
+    observe(state, {"f": "send", "type": "info", "value": [["send", "c", [11, 6]]]})
+    observe(state, {"f": "send", "type": "ok", "value": [["send", "c", (12, 7)]]})  # not a list: no offset read
+    assert state["acked"] == {"a": 5, "b": 9}
