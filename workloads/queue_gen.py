@@ -36,8 +36,12 @@ def _choose(rng: random.Random, seq: list[Any] | tuple[Any, ...]) -> Any:
 
 #: a send's fields in their order: each send is a copy of this whose values
 #: are then set (a copy of a small dict's table, where a dict built key by
-#: key cost about twice as much, once an operation)
-_SEND: Final[dict[str, Any]] = {"f": "send", "process": None, "value": None, "acks": None, "idempotent": None}
+#: key cost about twice as much, once an operation). ``time`` is the ask's
+#: (what ``generator.core._fill`` gives an op without one, as the last
+#: key): set here, the copy's table has room for it, where adding a sixth
+#: key to a copy of five grew the table anew on every send
+_SEND: Final[dict[str, Any]] = {"f": "send", "process": None, "value": None, "acks": None, "idempotent": None,
+                                "time": None}
 
 
 class Send(OpFn):
@@ -76,6 +80,7 @@ class Send(OpFn):
         op["value"] = [["send", k, v]]
         op["acks"] = acks
         op["idempotent"] = idem
+        op["time"] = ctx.time
         return op
 
 
