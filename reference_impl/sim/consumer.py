@@ -188,6 +188,20 @@ class RecordPairs:
             out.append(p)
 
 
+def _in_order(d: dict[str, Any]) -> bool:
+    """Whether ``d``'s keys are already sorted (a poll's partitions read in
+    key order, nearly always): then sorting them is a list made and sorted
+    for nothing, once a poll."""
+    prev = ""
+    first = True
+    for k in d:
+        if not first and k < prev:
+            return False
+        first = False
+        prev = k
+    return True
+
+
 class Consumer:
     """assign() + poll(): one fetch per leader, records below the HW."""
 
@@ -283,7 +297,7 @@ class Consumer:
             return
         cfg = self.cfg
         st.outstanding = len(by_leader)
-        for leader in sorted(by_leader):
+        for leader in by_leader if len(by_leader) == 1 else sorted(by_leader):
             parts = tuple(FetchPartitionRequest(tp, self.positions[tp]) for tp in by_leader[leader])
             self.ep.request(
                 leader,
@@ -328,7 +342,8 @@ class Consumer:
         if st.crash >= 0:  # it ended, but its client died before learning it
             self._crashed(st)
             return
-        got = {k: st.got[k] for k in sorted(st.got) if st.got[k]}
+        got = {k: v for k, v in st.got.items() if v} if _in_order(st.got) else \
+            {k: st.got[k] for k in sorted(st.got) if st.got[k]}
         extra: dict[str, Any] = {}
         if st.resets:
             extra["resets"] = st.resets
