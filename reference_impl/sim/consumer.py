@@ -56,23 +56,15 @@ class _Fetch:
         return ClientFetchRequest(ref, self.parts, max_wait_ms=self.max_wait_ms)
 
 
-class _Fetched:
-    """A fetch's answer handed to its consumer with the poll's generation (a
-    native callable: one object, where a bound method and a partial were two)."""
-
-    def __init__(self, consumer: "Consumer", gen: int) -> None:
-        self.consumer = consumer
-        self.gen = gen
-
-    def __call__(self, msg: Any) -> None:
-        self.consumer._on_fetch(self.gen, msg)
-
-
 class _Poll:
     """The poll a consumer has in flight: what it has read so far, how many
-    fetches are out, what went wrong."""
+    fetches are out, what went wrong. It is also each of its fetches' answer
+    callback, handing the answer to its consumer with the poll's generation
+    (a native callable: one object per poll, where each fetch made one)."""
 
-    def __init__(self, tps: list[TopicPartition], gen: int, done: PollDone, crash: int) -> None:
+    def __init__(self, consumer: "Consumer", tps: list[TopicPartition], gen: int, done: PollDone,
+                 crash: int) -> None:
+        self.consumer = consumer
         self.tps = tps
         self.gen = gen
         self.done = done
@@ -81,6 +73,9 @@ class _Poll:
         self.outstanding = 0
         self.resets: list[str] = []
         self.errors: set[str] = set()
+
+    def __call__(self, msg: Any) -> None:
+        self.consumer._on_fetch(self.gen, msg)
 
 
 class RecordPairs:
@@ -253,7 +248,7 @@ class Consumer:
             return False
         self.busy = True
         self._gen += 1
-        self._poll = _Poll(list(self.partitions()), self._gen, done, crash)
+        self._poll = _Poll(self, list(self.partitions()), self._gen, done, crash)
         if crash >= 0:
             self.sim.loop.after(crash, self._crash, self._gen)
         self._round(self._gen)
@@ -302,7 +297,7 @@ class Consumer:
             self.ep.request(
                 leader,
                 _Fetch(parts, cfg.fetch_max_wait_ms),
-                _Fetched(self, gen),
+                st,
                 cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
             )
 
