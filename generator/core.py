@@ -270,9 +270,12 @@ def lift(x: Any) -> Gen | None:
     raise TypeError(f"cannot make a generator from {type(x).__name__}")
 
 
-def _fill(op: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
-    """Give an op a free process and a time, unless it names them already."""
-    op = dict(op)
+def _fill(op: dict[str, Any], ctx: Context, own: bool = False) -> dict[str, Any] | None:
+    """Give an op a free process and a time, unless it names them already:
+    a copy of it, or (``own``: an :class:`OpFn`'s op, new and the caller's
+    own) the op itself."""
+    if not own:
+        op = dict(op)
     if "process" not in op:
         p = ctx.some_free_process()
         if p is None:
@@ -285,6 +288,19 @@ def _fill(op: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
     if "time" not in op:  # setdefault's effect; compiled, it boxed the time and called by name
         op["time"] = ctx.time
     return op
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class OpFn:
+    """An op function (what :class:`Fn` and a rate's mix call, ``fn(ctx)``)
+    whose every op is a new dict, which the caller may fill in place: a
+    generator fills it (:func:`_fill`) rather than a copy of it, where the
+    copy of an op the function had just made was a dict made and dropped
+    per operation. The workloads' op builders are these (compiled or not:
+    interpreted workloads may subclass it too)."""
+
+    def __call__(self, ctx: Context) -> dict[str, Any] | None:  # pragma: no cover - abstract
+        raise NotImplementedError
 
 
 class Once(Gen):
@@ -315,10 +331,11 @@ class Fn(Gen):
     def op(self, ctx: Context) -> Answer:
         if not ctx.free_threads():
             return PENDING, self
-        tmpl = self.fn(ctx)
+        fn = self.fn
+        tmpl = fn(ctx)
         if tmpl is None:
             return None
-        o = _fill(tmpl, ctx)
+        o = _fill(tmpl, ctx, isinstance(fn, OpFn))
         if o is None:
             return PENDING, self
         return o, self
@@ -619,30 +636,53 @@ class DelayedFns(Gen):
     after it, or due then), exhausted from then on. A TimeLimit over it
     hands its limit down (:meth:`limited`) and leaves the tree: the
     checks are the TimeLimit's, made at the same points of the ask, so
-    the answers and the rng's draws are the same."""
+    the answers and the rng's draws are the same.
+
+    With a ``pred`` it is also ``OnThreads``' generator restricted to the
+    threads ``pred`` keeps (``whole``: OnThreads' cache of the thread set
+    it keeps every one of): an OnThreads over it hands its predicate down
+    (:meth:`restricted`) and leaves the tree, as a TimeLimit does, asking
+    through the same view (the clients' load under ``clients``: an
+    OnThreads and its answer were built per op, for nothing)."""
 
     def __init__(self, dt_ns: int, fns: tuple[Callable[[Context], dict[str, Any] | None], ...], i: int,
-                 next_time: int | None, jitter: bool, deadline: int | None = None) -> None:
+                 next_time: int | None, jitter: bool, deadline: int | None = None,
+                 pred: Callable[[Any], bool] | None = None, whole: frozenset[Any] | None = None) -> None:
         self.dt_ns = dt_ns
         self.fns = fns
         self.i = i
         self.next_time = next_time
         self.jitter = jitter
         self.deadline = deadline
+        self.pred = pred
+        self.whole = whole
 
     def __repr__(self) -> str:
         return (f"DelayedFns({self.dt_ns!r}, {self.fns!r}, {self.i!r}, {self.next_time!r}, {self.jitter!r}, "
-                f"{self.deadline!r})")
+                f"{self.deadline!r}, {self.pred!r})")
 
     def limited(self, deadline: int) -> "DelayedFns":
         """This generator under a time limit ending at ``deadline``."""
-        return DelayedFns(self.dt_ns, self.fns, self.i, self.next_time, self.jitter, deadline)
+        return DelayedFns(self.dt_ns, self.fns, self.i, self.next_time, self.jitter, deadline, self.pred,
+                          self.whole)
+
+    def restricted(self, pred: Callable[[Any], bool], whole: frozenset[Any] | None) -> "DelayedFns":
+        """This generator restricted to the threads ``pred`` keeps (an
+        unrestricted one's: ``OnThreads(pred, self, whole)``)."""
+        return DelayedFns(self.dt_ns, self.fns, self.i, self.next_time, self.jitter, self.deadline, pred, whole)
 
     def _with(self, fns: tuple[Callable[[Context], dict[str, Any] | None], ...], i: int) -> "DelayedFns":
         return self if fns is self.fns else DelayedFns(self.dt_ns, fns, i, self.next_time, self.jitter,
-                                                       self.deadline)
+                                                       self.deadline, self.pred, self.whole)
 
     def op(self, ctx: Context) -> Answer:
+        pred = self.pred
+        whole = self.whole
+        if pred is not None and (whole is None or ctx.threads is not whole):
+            view = ctx.restrict(pred)  # OnThreads' view (see OnThreads.op)
+            if view is ctx:
+                whole = ctx.threads
+            ctx = view
         deadline = self.deadline
         if deadline is not None and ctx.time >= deadline:
             return None
@@ -650,14 +690,16 @@ class DelayedFns(Gen):
         while fns:
             if not ctx.free_threads():
                 return PENDING, self._with(fns, i)  # Fn's answer with no free thread
-            tmpl = fns[i](ctx)
+            fn = fns[i]
+            own = isinstance(fn, OpFn)  # its op is the ask's own (no copy to fill)
+            tmpl = fn(ctx)
             if tmpl is None:  # that function is exhausted: the mix drops it and draws again
                 fns = fns[:i] + fns[i + 1:]
                 if not fns:
                     return None
                 i = randbelow(ctx.rng, len(fns))
                 continue
-            o = _fill(tmpl, ctx)
+            o = _fill(tmpl, ctx, own)
             if o is None:
                 return PENDING, self._with(fns, i)
             rng = ctx.rng
@@ -673,7 +715,7 @@ class DelayedFns(Gen):
             step = int(_random(rng) * 2 * dt) if self.jitter else dt
             if deadline is not None and t >= deadline:
                 return None
-            return o, DelayedFns(dt, fns, nxt, t + step, self.jitter, deadline)
+            return o, DelayedFns(dt, fns, nxt, t + step, self.jitter, deadline, pred, whole)
         return None
 
 
@@ -739,8 +781,13 @@ class OnThreads(Gen):
         return f"OnThreads({self.pred!r}, {self.gen!r})"
 
     def op(self, ctx: Context) -> Answer:
-        if self.gen is None:
+        gen = self.gen
+        if gen is None:
             return None
+        if type(gen) is DelayedFns and gen.pred is None:
+            # the predicate handed down: the rate's own generator answers as
+            # this one would, and the tree is a level shorter for every later ask
+            return gen.restricted(self.pred, self.whole).op(ctx)
         whole = self.whole
         if whole is not None and ctx.threads is whole:
             view = ctx
@@ -748,7 +795,7 @@ class OnThreads(Gen):
             view = ctx.restrict(self.pred)
             if view is ctx:
                 whole = ctx.threads
-        r = self.gen.op(view)
+        r = gen.op(view)
         if r is None:
             return None
         return r[0], OnThreads(self.pred, r[1], whole)

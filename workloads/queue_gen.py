@@ -16,7 +16,7 @@ import random
 from typing import Any, Callable, Final
 
 import generator as g
-from generator.core import randbelow
+from generator.core import OpFn, randbelow
 
 #: with sub_via="subscribe", the share of polls that subscribe again instead
 #: (Jepsen's interleave-subscribes, whose default is 1/64 of all operations)
@@ -36,11 +36,15 @@ def _choose(rng: random.Random, seq: list[Any] | tuple[Any, ...]) -> Any:
 
 #: a send's fields in their order: each send is a copy of this whose values
 #: are then set (a copy of a small dict's table, where a dict built key by
-#: key cost about twice as much, once an operation)
-_SEND: Final[dict[str, Any]] = {"f": "send", "process": None, "value": None, "acks": None, "idempotent": None}
+#: key cost about twice as much, once an operation). ``time`` is the ask's
+#: (what ``generator.core._fill`` gives an op without one, as the last
+#: key): set here, the copy's table has room for it, where adding a sixth
+#: key to a copy of five grew the table anew on every send
+_SEND: Final[dict[str, Any]] = {"f": "send", "process": None, "value": None, "acks": None, "idempotent": None,
+                                "time": None}
 
 
-class Send:
+class Send(OpFn):
     """A send of the next value to a random key by a random free thread,
     with that thread's acks and idempotence (``idempotent``: the checker
     judges a duplicated value by it; a non-idempotent producer's internal
@@ -76,12 +80,14 @@ class Send:
         op["value"] = [["send", k, v]]
         op["acks"] = acks
         op["idempotent"] = idem
+        op["time"] = ctx.time
         return op
 
 
-class Poll:
-    """A poll of the process's keys; under ``sub_via=subscribe`` a
-    :data:`SUBSCRIBE_SHARE` of them subscribe again instead: the consumer
+class Poll(OpFn):
+    """A poll of the process's keys (each op a new dict: an :class:`OpFn`);
+    under ``sub_via=subscribe`` a :data:`SUBSCRIBE_SHARE` of them subscribe
+    again instead: the consumer
     operation asked for while the count of completed ones
     (:data:`CONSUMER_OPS`) is a multiple of :data:`SUBSCRIBE_EVERY`, the
     first one included, so a run that polls at all resubscribes at least once
@@ -132,18 +138,28 @@ def observe(state: dict[str, Any], op: dict[str, Any]) -> None:
     acked: dict[Any, Any] | None = state.get("acked")
     if acked is None:
         acked = state["acked"] = {}
-    mops = op.get("value")
-    if not mops:
+    mops_: Any = op.get("value")
+    if not mops_:
         return
-    for mop in mops:
+    # typed lists (what the clients hand back; anything else is copied into
+    # one): compiled, an untyped value was iterated and indexed through
+    # Python's protocols, several times a completion
+    mops: list[Any] = mops_ if isinstance(mops_, list) else list(mops_)
+    for mop_ in mops:
+        mop: list[Any] = mop_ if isinstance(mop_, list) else list(mop_)
         name: Any = mop[0]
         if isinstance(name, str) and name == "send":
-            sent = mop[2]
-            if isinstance(sent, list):
-                off = sent[0]
+            sent_: Any = mop[2]
+            if isinstance(sent_, list):
+                sent: list[Any] = sent_
+                off: Any = sent[0]
                 if off is not None:
                     key = mop[1]
-                    if off > acked.get(key, -1):
+                    cur: Any = acked.get(key, -1)
+                    if isinstance(off, int) and isinstance(cur, int):
+                        if off > cur:  # two ints: compared natively
+                            acked[key] = off
+                    elif off > cur:
                         acked[key] = off
 
 

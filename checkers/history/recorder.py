@@ -65,6 +65,10 @@ _OPTIONS: Final = STR_KEYS_LINE_OPTIONS
 #: generated ``__init__`` (interpreted, eight arguments parsed into a new
 #: frame: ~1,800 instructions a line, two lines an operation)
 _new_op: Final = object.__new__
+#: the class, bound once (compiled, a Final is a static, where ``Op``, a
+#: class of an interpreted module, was looked up in the module's dict on
+#: every line)
+_OP: Final = Op
 #: the first six fields of a line, in :meth:`Op.to_dict`'s order: each
 #: line's dict is a copy of this whose values are then set (a copy of a
 #: small dict's table and six replaced values, where a dict built key by key
@@ -217,7 +221,7 @@ class Recorder:
         t: Any = self._clock.now_ns() - self._t0
         # every field set, as Op's generated __init__ would (a test holds
         # the two together), without running it
-        op: Op = _new_op(Op)
+        op: Op = _new_op(_OP)
         op.type = type_
         op.f = f
         op.value = value

@@ -66,15 +66,21 @@ def _is_nemesis(t: Any) -> bool:
     return isinstance(t, str) and t == NEMESIS
 
 
-class _Done:
-    """The completion callback of one op (job ``job`` of thread ``t``) that
-    its client calls with the completion's fields: a native callable, where
-    a partial of a bound method took a generic call and an argument parse."""
+class _Job:
+    """One open op, job ``job`` of thread ``t``: its invocation as recorded
+    and its recorded extra fields (the completion's start from them); and
+    the completion callback its client calls with the completion's fields
+    (a native callable, where a partial of a bound method took a generic
+    call and an argument parse). One object per op, where the open op was a
+    tuple beside a callback object."""
 
-    def __init__(self, it: "VirtualInterpreter", t: Any, job: int) -> None:
+    def __init__(self, it: "VirtualInterpreter", t: Any, job: int, inv: dict[str, Any],
+                 extra: dict[str, Any]) -> None:
         self.it = it
         self.t = t
         self.job = job
+        self.inv = inv
+        self.extra = extra
 
     def __call__(self, res: dict[str, Any]) -> None:
         self.it._complete(self.t, self.job, res)
@@ -129,9 +135,8 @@ class VirtualInterpreter:
         self._free_live: list[Any] = list(order)
         self._free_mask: int = (1 << len(order)) - 1
         self._free_list: list[Any] | None = None
-        #: thread -> the open op (its invocation, as recorded), its job id
-        #: and its recorded extra fields (the completion's start from them)
-        self.jobs: dict[Any, tuple[dict[str, Any], int, dict[str, Any]]] = {}
+        #: thread -> its open op (:class:`_Job`)
+        self.jobs: dict[Any, _Job] = {}
         self._job_ids = 0
         #: job ids still open (a timeout finds its job by id)
         self._open: dict[int, Any] = {}
@@ -150,8 +155,10 @@ class VirtualInterpreter:
         # the context's parts, rebuilt only when they change
         self._proc_view: dict[Any, Any] | None = None
         self._thread_view: dict[Any, Any] = {}
-        # the last answer for a later time, and whether the world changed since
-        self._ahead: tuple[dict[str, Any], Gen | None] | None = None
+        # the last answer for a later time (its op and the generator after
+        # it; no op: none), and whether the world changed since
+        self._ahead_op: dict[str, Any] | None = None
+        self._ahead_gen: Gen | None = None
         self._wake_ms = -1
         self._stepping = False
         self._again = False
@@ -204,7 +211,8 @@ class VirtualInterpreter:
         """The world moved (a thread taken or freed, a process renamed): an
         answer given for a later time is asked for again."""
         self._free_list = None
-        self._ahead = None
+        self._ahead_op = None
+        self._ahead_gen = None
 
     # ------------------------------------------------------------------ the loop
     def start(self) -> None:
@@ -238,10 +246,11 @@ class VirtualInterpreter:
         op: dict[str, Any]  # typed: its lookups below are the dict's own, not Python's protocol
         gen2: Gen | None
         while self.gen is not None:
-            ahead = self._ahead
+            ahead = self._ahead_op
             if ahead is not None:
-                op, gen2 = ahead
-                self._ahead = None
+                op, gen2 = ahead, self._ahead_gen
+                self._ahead_op = None
+                self._ahead_gen = None
             else:
                 r = self.gen.op(self._ctx())
                 if r is None:
@@ -253,7 +262,8 @@ class VirtualInterpreter:
                 op = answer
             t: int = op["time"]  # typed: the comparison and division below are native
             if t > (self.loop.now - self.t0_ms) * MS:
-                self._ahead = (op, gen2)
+                self._ahead_op = op
+                self._ahead_gen = gen2
                 self._wake_at(self.t0_ms - (-t // MS))
                 return
             self.gen = gen2
@@ -303,7 +313,8 @@ class VirtualInterpreter:
         self._changed()
         self._job_ids += 1
         job = self._job_ids
-        self.jobs[t] = (inv, job, extra)
+        j = _Job(self, t, job, inv, extra)
+        self.jobs[t] = j
         gen = self.gen
         if gen is not None and not gen.is_inert():
             self.gen = gen.update(self._ctx(), inv)
@@ -315,7 +326,7 @@ class VirtualInterpreter:
         timeout = op.get("_timeout")
         ms = self.op_timeout_ms if not timeout else int(float(timeout) * 1000) or self.op_timeout_ms
         self._arm_timeout(job, ms)
-        self._client(t, process).invoke(inv, _Done(self, t, job))
+        self._client(t, process).invoke(inv, j)
 
     def _client(self, t: Any, process: Any) -> VirtualClient:
         cur = self.clients.get(t)
@@ -341,13 +352,13 @@ class VirtualInterpreter:
     # ------------------------------------------------------------------ completion
     def _complete(self, t: Any, job: int, res: dict[str, Any]) -> None:
         cur = self.jobs.get(t)
-        if cur is None or cur[1] != job:
+        if cur is None or cur.job != job:
             return  # a late answer to an op already timed out
         del self.jobs[t]
         open_ = self._open
         if job in open_:  # not dict.pop: compiled, a method call by name
             del open_[job]
-        comp = dict(cur[0])
+        comp = dict(cur.inv)
         comp.update(res)
         nemesis = _is_nemesis(t)
         type_: Any
@@ -359,7 +370,7 @@ class VirtualInterpreter:
             if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
                 type_ = comp["type"] = "ok"
         self.rec.append(comp["process"], type_, comp["f"], comp.get("value"), comp.get("error"),
-                        completion_extra(cur[2], res))
+                        completion_extra(cur.extra, res))
         if self.observe is not None:
             self.observe(self.state, comp)
         self._give(t)
@@ -370,16 +381,17 @@ class VirtualInterpreter:
             del self.thread_of[old]
             self.thread_of[new] = t
             self._proc_view = None
-        ahead, gen = self._ahead, self.gen
+        ahead, ahead_gen, gen = self._ahead_op, self._ahead_gen, self.gen
         self._changed()
         if gen is not None and not gen.is_inert():
             self.gen = gen.update(self._ctx(), comp)
-        if ahead is not None and self.gen is gen and not _is_nemesis(ahead[0]["process"]):
+        if ahead is not None and self.gen is gen and not _is_nemesis(ahead["process"]):
             # The answer for a later time stands: the generator took no
             # notice of the completion, and a thread freed brings no client
             # op sooner than the one due (client ops wait for the rate's
             # next time, not for a thread, when one was free at the ask),
             # nor any nemesis op (the nemesis waits on its timetable alone).
             # Asking again would only draw anew which free process gets it.
-            self._ahead = ahead
+            self._ahead_op = ahead
+            self._ahead_gen = ahead_gen
         self._step()

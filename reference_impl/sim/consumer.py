@@ -56,23 +56,15 @@ class _Fetch:
         return ClientFetchRequest(ref, self.parts, max_wait_ms=self.max_wait_ms)
 
 
-class _Fetched:
-    """A fetch's answer handed to its consumer with the poll's generation (a
-    native callable: one object, where a bound method and a partial were two)."""
-
-    def __init__(self, consumer: "Consumer", gen: int) -> None:
-        self.consumer = consumer
-        self.gen = gen
-
-    def __call__(self, msg: Any) -> None:
-        self.consumer._on_fetch(self.gen, msg)
-
-
 class _Poll:
     """The poll a consumer has in flight: what it has read so far, how many
-    fetches are out, what went wrong."""
+    fetches are out, what went wrong. It is also each of its fetches' answer
+    callback, handing the answer to its consumer with the poll's generation
+    (a native callable: one object per poll, where each fetch made one)."""
 
-    def __init__(self, tps: list[TopicPartition], gen: int, done: PollDone, crash: int) -> None:
+    def __init__(self, consumer: "Consumer", tps: list[TopicPartition], gen: int, done: PollDone,
+                 crash: int) -> None:
+        self.consumer = consumer
         self.tps = tps
         self.gen = gen
         self.done = done
@@ -81,6 +73,9 @@ class _Poll:
         self.outstanding = 0
         self.resets: list[str] = []
         self.errors: set[str] = set()
+
+    def __call__(self, msg: Any) -> None:
+        self.consumer._on_fetch(self.gen, msg)
 
 
 class RecordPairs:
@@ -188,6 +183,20 @@ class RecordPairs:
             out.append(p)
 
 
+def _in_order(d: dict[str, Any]) -> bool:
+    """Whether ``d``'s keys are already sorted (a poll's partitions read in
+    key order, nearly always): then sorting them is a list made and sorted
+    for nothing, once a poll."""
+    prev = ""
+    first = True
+    for k in d:
+        if not first and k < prev:
+            return False
+        first = False
+        prev = k
+    return True
+
+
 class Consumer:
     """assign() + poll(): one fetch per leader, records below the HW."""
 
@@ -239,7 +248,7 @@ class Consumer:
             return False
         self.busy = True
         self._gen += 1
-        self._poll = _Poll(list(self.partitions()), self._gen, done, crash)
+        self._poll = _Poll(self, list(self.partitions()), self._gen, done, crash)
         if crash >= 0:
             self.sim.loop.after(crash, self._crash, self._gen)
         self._round(self._gen)
@@ -283,12 +292,12 @@ class Consumer:
             return
         cfg = self.cfg
         st.outstanding = len(by_leader)
-        for leader in sorted(by_leader):
+        for leader in by_leader if len(by_leader) == 1 else sorted(by_leader):
             parts = tuple(FetchPartitionRequest(tp, self.positions[tp]) for tp in by_leader[leader])
             self.ep.request(
                 leader,
                 _Fetch(parts, cfg.fetch_max_wait_ms),
-                _Fetched(self, gen),
+                st,
                 cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
             )
 
@@ -328,7 +337,8 @@ class Consumer:
         if st.crash >= 0:  # it ended, but its client died before learning it
             self._crashed(st)
             return
-        got = {k: st.got[k] for k in sorted(st.got) if st.got[k]}
+        got = {k: v for k, v in st.got.items() if v} if _in_order(st.got) else \
+            {k: st.got[k] for k in sorted(st.got) if st.got[k]}
         extra: dict[str, Any] = {}
         if st.resets:
             extra["resets"] = st.resets

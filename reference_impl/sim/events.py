@@ -344,6 +344,11 @@ class TimeoutQueue:
     count no longer includes the timeouts that did nothing.
 
     Invariant: whenever the queue is not empty, its first entry is scheduled.
+
+    An entry is two ints side by side in two deques, its key and its place
+    as one stamp (:func:`_stamp`), where a ``(time, seq, key)`` tuple per
+    request was a tuple made and three ints boxed (the simulated clients
+    arm one with every request they send).
     """
 
     def __init__(self, loop: EventLoop, delay: int, fire: Callable[[int], None], live: Container[int]) -> None:
@@ -353,38 +358,56 @@ class TimeoutQueue:
         # a container, not a predicate: ``key in live`` is no call at all
         # (an endpoint passes its dict of requests awaiting a reply)
         self._live = live
-        self._q: deque[tuple[int, int, int]] = deque()
+        #: each entry's place (:func:`_stamp`) and key, in the same order
+        self._stamps: deque[int] = deque()
+        self._keys: deque[int] = deque()
         self._armed = False
         # bound once: compiled, a deque's methods are looked up by name per call
         self._due_fn: Callable[[], None] = self._due
-        self._push: Callable[[tuple[int, int, int]], None] = self._q.append
-        self._pop: Callable[[], tuple[int, int, int]] = self._q.popleft
+        self._push_stamp: Callable[[int], None] = self._stamps.append
+        self._push_key: Callable[[int], None] = self._keys.append
+        self._pop_stamp: Callable[[], int] = self._stamps.popleft
+        self._pop_key: Callable[[], int] = self._keys.popleft
 
     def __len__(self) -> int:
-        return len(self._q)
+        return len(self._keys)
 
     def add(self, key: int) -> None:
         """A timeout for ``key`` ``delay`` ms from now, in the place ``loop.after`` would give it."""
         loop = self.loop
         seq = loop._seq = loop._seq + 1
         when = loop.now + self.delay
-        self._push((when, seq, key))
+        self._push_stamp(_stamp(when, seq))
+        self._push_key(key)
         if not self._armed:
             self._armed = True
             loop.place(when, seq, self._due_fn, ())
 
     def _due(self) -> None:
-        q = self._q
-        pop = self._pop
-        key = pop()[2]
+        keys = self._keys
+        self._pop_stamp()
+        key = self._pop_key()
         # still armed while it fires: a timeout added meanwhile only queues
         if key in self._live:
             self._fire(key)
         live = self._live
-        while q and q[0][2] not in live:
-            pop()
-        if q:
-            when, seq, _ = q[0]
-            self.loop.place(when, seq, self._due_fn, ())
+        while keys and keys[0] not in live:
+            self._pop_stamp()
+            self._pop_key()
+        if keys:
+            stamp: int = self._stamps[0]
+            self.loop.place(stamp >> _SEQ_BITS, stamp & _SEQ_MASK, self._due_fn, ())
         else:
             self._armed = False
+
+
+#: the bits of a stamp that hold the seq (a seq is positive and counts the
+#: loop's events: far below 2**40; a time past 2**22 ms makes a stamp a long
+#: int, still exact)
+_SEQ_BITS: Final = 40
+_SEQ_MASK: Final = (1 << _SEQ_BITS) - 1
+
+
+def _stamp(when: int, seq: int) -> int:
+    """The place ``(when, seq)`` as one int (one int boxed, not two)."""
+    return (when << _SEQ_BITS) | seq

@@ -44,9 +44,13 @@ SendDone = Callable[[str, Any, Any], None]
 class _Send:
     """The send a producer has in flight: what it sends, until when, what
     went wrong so far. A class, not a dict: every attempt and reply reads
-    it several times."""
+    it several times. It is also each attempt's reply callback, handing the
+    reply to its producer with the send's generation (a native callable:
+    one object per send, where each attempt made one of its own)."""
 
-    def __init__(self, tp: TopicPartition, value: Any, deadline: int, done: SendDone, gen: int, crash: int) -> None:
+    def __init__(self, producer: "Producer", tp: TopicPartition, value: Any, deadline: int, done: SendDone,
+                 gen: int, crash: int) -> None:
+        self.producer = producer
         self.tp = tp
         self.value = value
         self.deadline = deadline
@@ -57,6 +61,9 @@ class _Send:
         self.gen = gen
         #: ms into the send its client dies (--crash-clients), -1: never
         self.crash = crash
+
+    def __call__(self, msg: Any) -> None:
+        self.producer._on_reply(self.gen, msg)
 
 
 class _Produce:
@@ -78,17 +85,6 @@ class _Produce:
     def __call__(self, ref: Any) -> ProduceRequest:
         return ProduceRequest(ref, self.tp, self.acks, 1, (self.value,), timeout_ms=self.timeout_ms,
                               producer_id=self.pid, producer_epoch=self.pepoch, base_sequence=self.seq)
-
-
-class _Reply:
-    """An attempt's reply handed to its producer with the send's generation."""
-
-    def __init__(self, producer: "Producer", gen: int) -> None:
-        self.producer = producer
-        self.gen = gen
-
-    def __call__(self, msg: Any) -> None:
-        self.producer._on_reply(self.gen, msg)
 
 
 def _init_producer_id(ref: Any) -> InitProducerIdRequest:
@@ -129,7 +125,7 @@ class Producer:
             return False
         self.busy = True
         self._gen += 1
-        self._op = _Send(tp, value, self.sim.now + self.cfg.delivery_timeout_ms, done, self._gen, crash)
+        self._op = _Send(self, tp, value, self.sim.now + self.cfg.delivery_timeout_ms, done, self._gen, crash)
         if crash >= 0:
             self.sim.loop.after(crash, self._crash, self._gen)
         self._attempt(self._gen)
@@ -175,7 +171,7 @@ class Producer:
         else:
             pid, pepoch, seq = -1, -1, -1
         self.ep.request(leader, _Produce(tp, acks, op.value, cfg.request_timeout_ms, pid, pepoch, seq),
-                        _Reply(self, gen), cfg.request_timeout_ms + 100)
+                        op, cfg.request_timeout_ms + 100)
 
     def _on_init(self, gen: int, msg: Any) -> None:
         op = self._op

@@ -273,3 +273,71 @@ def test_gaps_and_draws_from_alternating_rngs_are_each_rngs_own() -> None:
         assert _random(b) == ref_b.random()
         assert _random(a) == ref_a.random()
         assert randbelow(a, n) == ref_a.randrange(n)
+
+
+def _clients_walk(gen, seed, n=60):
+    """Ask ``gen`` n times with changing free threads and thread sets (the
+    nemesis among them or not, so a clients view narrows or is the
+    context itself), dispatching what is due: the ops, the PENDINGs, the
+    rng's state after each ask, and the generators' shape."""
+    rng = random.Random(seed)
+    c = ctx(seed=seed)
+    with_nemesis, clients_only = frozenset((0, 1, 2, "nemesis")), frozenset((0, 1, 2))
+    out = []
+    for k in range(n):
+        free = [t for t in (0, 1, 2, "nemesis") if (k * 7 + (t if t != "nemesis" else 3)) % 4] if k % 5 else ["nemesis"]
+        threads = with_nemesis if k % 3 else clients_only
+        c = g.Context(time=c.time + 1_000_000, rng=c.rng, free=frozenset(free) & threads, process_of=c.process_of,
+                      threads=threads, state={})
+        r = gen.op(c)
+        if r is None:
+            out.append(None)
+            break
+        op, nxt = r
+        out.append((op, c.rng.random(), rng.random()))
+        if op != g.PENDING:
+            gen = nxt
+    return out, gen
+
+
+def test_clients_over_a_rate_hand_their_threads_down_and_answer_and_draw_as_before():
+    """OnThreads over a DelayedFns (``clients`` over the rate-limited load,
+    under its time limit) hands its predicate down after its first ask and
+    leaves the tree, as TimeLimit does; the ops (never the nemesis's
+    thread), the PENDINGs, the end and the rng's draws are those of
+    OnThreads over the generators the DelayedFns stands for."""
+    def send(c):
+        return {"f": "send", "value": c.rng.randrange(100)}
+
+    def poll(c):
+        return {"f": "poll"}
+
+    for seed in range(4):
+        fused = g.clients(g.TimeLimit(40_000_000, g.stagger(0.003, g.mix(send, send, poll)), 40_000_000))
+        plain = g.clients(g.TimeLimit(40_000_000, g.Delay(3_000_000, g.Mix((g.Fn(send), g.Fn(send), g.Fn(poll))),
+                                                          None, True), 40_000_000))
+        walked, last = _clients_walk(fused, seed)
+        assert walked == _clients_walk(plain, seed)[0]
+        assert walked[-1] is None and all(w[0]["process"] != "nemesis" for w in walked[:-1] if w[0] != g.PENDING)
+    _, nxt = g.clients(g.rate(100, g.mix(send))).op(ctx())
+    assert type(nxt).__name__ == "DelayedFns" and nxt.pred is not None  # no OnThreads left above it
+
+
+def test_an_op_functions_new_op_is_filled_in_place_and_a_plain_functions_is_copied():
+    """An :class:`OpFn`'s op is new on every call, so a rate's mix and Fn
+    fill it in place; a plain function may hand the same template every
+    time, so it gets a copy and its template stays as it was."""
+    made = []
+
+    class Fresh(g.OpFn):
+        def __call__(self, c):
+            made.append({"f": "fresh"})
+            return made[-1]
+
+    template = {"f": "shared"}
+    for gen in (g.rate(10, g.mix(Fresh())), g.Fn(Fresh())):
+        op, _ = gen.op(ctx())
+        assert op is made[-1] and "process" in op and "time" in op
+    for gen in (g.rate(10, g.mix(lambda c: template)), g.Fn(lambda c: template)):
+        op, _ = gen.op(ctx())
+        assert op is not template and template == {"f": "shared"} and "process" in op

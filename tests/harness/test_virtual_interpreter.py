@@ -176,3 +176,30 @@ def test_the_free_threads_stay_sorted_by_name_with_more_threads_than_a_machine_w
         (it._take if rng.random() < 0.55 else it._give)(t)
         it._changed()
         assert it._ctx().free_threads() == sorted(it.free, key=str)
+
+
+def test_a_late_answer_to_an_op_that_timed_out_is_dropped_and_the_next_op_completes_on_its_own():
+    """Each open op is one object, its client's callback (the interpreter's
+    ``_Job``): an answer after the op timed out finds another job open on
+    its thread (or none) and is dropped; the thread's next op completes by
+    its own answer, with its own fields."""
+    loop = EventLoop()
+    rec = Recorder(None, keep=True, clock=VirtualClock(loop), epoch=0, background=False)
+    dones: list = []
+
+    class Slow:
+        def invoke(self, op: dict[str, Any], done: Callable[[dict[str, Any]], None]) -> None:
+            dones.append(done)
+            late = op["value"] == 0
+            # the late answer comes while the thread's next op is open
+            loop.after(900 if late else 400, done, {"type": "ok", "value": op["value"] * 10, "late": late})
+
+    gen = g.clients(g.limit(2, g.delay(0.2, lambda c: {"f": "w", "value": len(dones)})))
+    it = VirtualInterpreter(gen, rec, 1, lambda t, p: Slow(), None, random.Random(1), 0.6, loop, t0_ms=0)
+    it.start()
+    assert it.jobs[0] is dones[0]  # the open op is the callback its client holds
+    loop.run_until(10**9, it.stopped)
+    got = [(o.type, o.value, o.error, o.extra.get("late")) for o in rec.ops]
+    assert got == [("invoke", 0, None, None), ("info", 0, "timeout", None),
+                   ("invoke", 1, None, None), ("ok", 10, None, False)]
+    assert [o.time // 1_000_000 for o in rec.ops] == [0, 600, 600, 1000]

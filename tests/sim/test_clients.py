@@ -138,3 +138,27 @@ def test_a_send_given_as_tuples_with_its_crash_as_text_is_sent_and_answered_as_f
         pass
     else:
         raise AssertionError("a crash mark of None is refused, as int(None) refuses it")
+
+
+def test_a_send_and_a_poll_are_the_answer_callbacks_of_their_requests() -> None:
+    """The send a producer has in flight is the reply callback of each of
+    its attempts, and a poll the answer callback of each of its fetches
+    (one object per operation, where each request made one); a client
+    started afresh sends and is answered as before."""
+    s = Scenario(seed=14)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    c = _workload(s, [tp]).client(0, 0, ClientSettings("all"))
+    done: list = []
+    c.invoke(_send(str(tp), 4), done.append)  # the producer and the consumer learn the leader
+    c.consumer.poll(done.append)
+    s.wait(lambda: len(done) == 2, what="the first send and poll")
+    done.clear()
+    s.sim.cut({(c.ep.name, b) for b in s.sim.broker_ids})  # nothing is answered while cut
+    c.invoke(_send(str(tp), 5), done.append)
+    c.consumer.poll(done.append)
+    assert list(c.ep._pending.values()) == [c.producer._op, c.consumer._poll]
+    c.kill()  # as for a new process's client: what was in flight is forgotten
+    s.sim.heal()
+    c.invoke(_send(str(tp), 6), done.append)
+    s.wait(lambda: bool(done), what="the next send")
+    assert len(done) == 1 and done[0]["type"] == "ok" and done[0]["value"][0][2][1] == 6

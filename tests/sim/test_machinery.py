@@ -536,3 +536,20 @@ def test_the_cyclic_gc_is_off_while_the_loop_runs_and_restored_after():
         assert seen == [False, False] and not gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_a_timeout_queue_places_its_entries_exactly_past_the_short_stamps() -> None:
+    """An entry's place is kept as one int (time and seq); past 2**22 ms
+    the int is a long one, and each timeout still fires at its time, in
+    seq order among the events due then."""
+    loop = EventLoop()
+    loop.run_until((1 << 23) + 5)
+    live = {1, 2}
+    seen: list[tuple[int, object]] = []
+    q = TimeoutQueue(loop, 100, lambda k: seen.append((loop.now, k)), live)
+    q.add(1)
+    loop.after(100, lambda: seen.append((loop.now, "after")))
+    q.add(2)
+    loop.run_until(1 << 24)
+    t = (1 << 23) + 105
+    assert seen == [(t, 1), (t, "after"), (t, 2)]

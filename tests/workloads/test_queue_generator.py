@@ -41,3 +41,33 @@ def test_every_sixteenth_consumer_op_done_resubscribes_whatever_its_outcome_and_
 def test_assigning_consumers_never_subscribe() -> None:
     poll, state = Poll(KEYS, "assign"), {}
     assert {poll(ctx(state))["f"] for _ in range(2 * SUBSCRIBE_EVERY)} == {"poll"}
+
+
+def test_observe_keeps_the_highest_acknowledged_offset_per_key_from_lists_and_other_sequences() -> None:
+    """The acknowledged offsets of ``ok`` sends, txns and ctp rounds, read
+    through typed lists (the clients' values) or any other sequence of
+    micro-ops (copied into one): the highest per key, never lowered, and
+    nothing from a send not acknowledged or without an offset."""
+    state: dict = {}
+    observe(state, {"f": "send", "type": "ok", "value": [["send", "a", [5, 1]]]})
+    observe(state, {"f": "txn", "type": "ok", "value": (("send", "a", [3, 2]), ["send", "b", [7, 3]], ["poll", {}])})
+    observe(state, {"f": "ctp", "type": "ok", "value": [("send", "b", [9, 4]), ["send", "c", [None, 5]]]})
+    observe(state, {"f": "send", "type": "info", "value": [["send", "c", [11, 6]]]})
+    observe(state, {"f": "send", "type": "ok", "value": [["send", "c", (12, 7)]]})  # not a list: no offset read
+    assert state["acked"] == {"a": 5, "b": 9}
+
+
+def test_a_send_carries_the_asks_time_as_its_last_field_as_the_generator_would_give_it() -> None:
+    """``Send`` sets the op's ``time`` to the ask's itself (what
+    ``generator.core._fill`` gives an op without one, as its last key), so
+    the copy of its template has room for it; the op a rate hands out is
+    the same, field for field and in the same order."""
+    from workloads.queue_gen import Send
+
+    c = g.Context(time=1234, rng=random.Random(1), free=frozenset({0}), process_of={0: 7},
+                  threads=frozenset({0}), state={})
+    op = Send(KEYS, lambda t: "all", None)(c)
+    assert list(op) == ["f", "process", "value", "acks", "idempotent", "time"] and op["time"] == 1234
+    assert op["process"] == 7 and op["value"] == [["send", op["value"][0][1], 0]]
+    filled, _ = g.rate(10, g.mix(Send(KEYS, lambda t: "all", None))).op(c)
+    assert list(filled) == list(op) and filled["process"] == 7
