@@ -272,7 +272,9 @@ class InvariantMonitor:
     # the same checks and verdicts as observe_data on their data dicts,
     # given the values, so no dict is built, boxed and read per event.
     def observe_append(self, node: Any, t: int, tp: str, base: int, count: int, epoch: int,
-                       epochs: list[list[int]], leo: int) -> None:
+                       epochs: list[list[int]] | None, leo: int) -> None:
+        """``epochs`` None: the batches are of one epoch, ``[[epoch, base]]``
+        (``effects.AppendTrace.one_run``), checked the same."""
         self.step += 1
         self._append_at(node, t, tp, base, count, epoch, epochs, leo)
 

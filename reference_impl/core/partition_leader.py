@@ -419,8 +419,8 @@ class LeaderPartition(PartitionState):
             self.leader_epoch, count, payload, producer_id, producer_epoch, base_sequence, max_timestamp
         )
         self.producers.record(batch)
-        effects.append(self._append_trace(batch.base_offset, batch.count, batch.leader_epoch,
-                                          [[batch.leader_epoch, batch.base_offset]], LEADER))
+        # one batch, one run: [[leader_epoch, base_offset]], built if read (effects.AppendTrace)
+        effects.append(self._append_trace(batch.base_offset, batch.count, batch.leader_epoch, None, LEADER))
         hw_changed = self.maybe_increment_leader_hw_into(now, effects)
         return Errors.NONE, batch, batch.next_offset, effects, hw_changed
 
