@@ -196,6 +196,9 @@ class PartitionLog:
         j = min(j, i + max_batches)
         if j <= i:
             return ()
+        if j == i + 1:
+            # one batch (a follower a produce behind): no slice list made and freed
+            return (self.batches[i],)
         return tuple(self.batches[i:j])
 
     def first_batch_at_or_after_timestamp(self, target: int, upto: int) -> Batch | None:
