@@ -19,8 +19,12 @@ from typing import Final
 
 from .messages import NodeId
 
-#: "no deadline noted" (larger than any time a run reaches)
-NO_DEADLINE: Final = 1 << 62
+#: "no deadline noted" (larger than any time a run reaches). The largest
+#: int mypyc holds unboxed (63-bit signed): ``1 << 62`` is one more, a heap
+#: int, and every comparison of a deadline with it (after each message, in
+#: ``Node._arm`` and ``note_deadline``) took mypyc's slow path, boxing the
+#: other side (~200 instructions each)
+NO_DEADLINE: Final = (1 << 62) - 1
 
 
 class BrokerContext:

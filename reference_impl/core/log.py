@@ -30,6 +30,17 @@ from .messages import Batch, TopicPartition
 from .storage import LeaderEpochCheckpoint, epoch_checkpoint, partition_log
 
 
+def epoch_runs_if_several(batches: tuple[Batch, ...]) -> list[list[int]] | None:
+    """:func:`epoch_runs` when ``batches`` span more than one leader epoch,
+    else None (``effects.AppendTrace``'s one run, not built): nearly every
+    follower's fetch is of one epoch."""
+    last = batches[0].leader_epoch
+    for b in batches:
+        if b.leader_epoch != last:
+            return epoch_runs(batches)
+    return None
+
+
 def epoch_runs(batches: tuple[Batch, ...]) -> list[list[int]]:
     """``[[epoch, start], ...]``: where each leader epoch starts among
     ``batches`` (consecutive batches of one epoch are one run). A follower's
@@ -185,6 +196,9 @@ class PartitionLog:
         j = min(j, i + max_batches)
         if j <= i:
             return ()
+        if j == i + 1:
+            # one batch (a follower a produce behind): no slice list made and freed
+            return (self.batches[i],)
         return tuple(self.batches[i:j])
 
     def first_batch_at_or_after_timestamp(self, target: int, upto: int) -> Batch | None:

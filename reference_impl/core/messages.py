@@ -86,15 +86,25 @@ class Errors:
     UNKNOWN_SERVER_ERROR: Final = -1
 
 
+#: a TopicPartition's hash keeps the low bits of its field tuple's hash
+#: (what a dict's table indexes by), as many as a compiled int holds unboxed
+#: (mypyc: 63-bit signed)
+_HASH_BITS: Final = 61
+_HASH_MASK: Final = (1 << _HASH_BITS) - 1
+
+
 @dataclass(frozen=True, slots=True, eq=False, init=False)
 class TopicPartition:
     topic: str
     partition: int
     #: hash((topic, partition)), computed once: a partition is hashed several
     #: times per simulated message (every dict keyed by it), and building and
-    #: hashing that tuple each time was ~4% of a simulated seed. Not a value
-    #: of the partition: no repr, no equality, not sent (codec takes the
-    #: init fields only).
+    #: hashing that tuple each time was ~4% of a simulated seed. Kept to
+    #: ``_HASH_BITS`` bits, so the compiled class holds it as an unboxed int:
+    #: a full 64-bit hash does not fit one (it is a heap int, converted back
+    #: on every lookup: ~100 instructions for a third of the partitions).
+    #: Not a value of the partition: no repr, no equality, not sent (codec
+    #: takes the init fields only).
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     #: str(self), Kafka's ``topic-N``, likewise computed once (a produce's
     #: completion and its trace event spell it)
@@ -106,7 +116,7 @@ class TopicPartition:
     def __init__(self, topic: str, partition: int) -> None:
         object.__setattr__(self, "topic", topic)
         object.__setattr__(self, "partition", partition)
-        object.__setattr__(self, "_hash", hash((topic, partition)))
+        object.__setattr__(self, "_hash", hash((topic, partition)) & _HASH_MASK)
         object.__setattr__(self, "_name", f"{topic}-{partition}")
 
     def __hash__(self) -> int:

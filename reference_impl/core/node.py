@@ -46,6 +46,7 @@ from .messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     ControlledShutdownRequest,
+    ClientFetchRequest,
     CreateTopicsRequest,
     EndQuorumEpochRequest,
     GetReplicaLogInfoResponse,
@@ -54,8 +55,11 @@ from .messages import (
     MetadataEntry,
     UnregisterBrokerRequest,
     NodeId,
+    ProduceRequest,
     RaftFetchRequest,
     RaftFetchResponse,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -167,9 +171,13 @@ class Node:
             return []
         self._mono = mono
         t = type(msg)
-        if t not in _NOT_BROKER_ONLY and self.broker is not None:
-            # the hot path (produce, fetch, replication): metadata cannot change here
-            return self._arm(self.broker.handle(msg, now, src, mono), now)
+        broker = self.broker
+        # the hot path (produce, fetch, replication): metadata cannot change
+        # here. The four messages of nearly every call are broker-only by
+        # type identity first (a set lookup per message otherwise)
+        if broker is not None and (t is ReplicaFetchRequest or t is ReplicaFetchResponse or t is ProduceRequest
+                                   or t is ClientFetchRequest or t not in _NOT_BROKER_ONLY):
+            return self._arm(broker.handle(msg, now, src, mono), now)
         effects: list[Effect] = []
         if t is ControlledShutdownRequest:
             return self.begin_controlled_shutdown(now, mono)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .effects import Effect
 from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-from .log import epoch_runs
+from .log import epoch_runs_if_several
 from .messages import NO_LEADER, Errors, FetchPartitionRequest, FetchPartitionResponse
 from .metadata import PartitionRegistration
 from .partition_leader import LeaderPartition
@@ -236,7 +236,7 @@ class Partition(LeaderPartition):
                     self.producers.record(b)
                 last = fresh[-1]
                 effects.append(self._append_trace(first.base_offset, last.next_offset - first.base_offset,
-                                                  last.leader_epoch, epoch_runs(fresh), FOLLOWER))
+                                                  last.leader_epoch, epoch_runs_if_several(fresh), FOLLOWER))
             if resp.high_watermark >= 0 and self.log.set_follower_hw(resp.high_watermark):
                 effects.append(self._hw_trace())
             return None

@@ -291,23 +291,34 @@ class LeaderPartition(PartitionState):
         fetch being completed), then tries ISR expansion and HW advancement
         (seed 000, "Recording follower progress").
         """
+        effects: list[Effect] = []
+        resp, hw_changed = self.serve_replica_fetch_into(req, replica_id, broker_epoch, now, effects, record)
+        return resp, effects, hw_changed
+
+    def serve_replica_fetch_into(
+        self, req: FetchPartitionRequest, replica_id: NodeId, broker_epoch: int, now: int, effects: list[Effect],
+        record: bool = True,
+    ) -> tuple[FetchPartitionResponse, bool]:
+        """:meth:`serve_replica_fetch`, its effects appended to ``effects``
+        (the replica manager's, for the whole request): every partition of
+        every replica fetch, so no list is made per partition. Returns
+        (response, hw_changed)."""
         err = self.check_leader_request(req.current_leader_epoch)
         if err:
-            return self._response(err), [], False
+            return self._response(err), False
         r = self.remote.get(replica_id)
         if r is None:
-            return self._response(Errors.NOT_LEADER_OR_FOLLOWER), [], False
+            return self._response(Errors.NOT_LEADER_OR_FOLLOWER), False
         if broker_epoch >= 0 and self._stale_broker_epoch(replica_id, broker_epoch):
-            return self._response(Errors.NOT_LEADER_OR_FOLLOWER), [], False
+            return self._response(Errors.NOT_LEADER_OR_FOLLOWER), False
         log = self.log
         # the common case needs no epoch lookup: the follower is in our latest epoch, not past our LEO
         if req.last_fetched_epoch != log.epochs.latest_epoch or req.fetch_offset > log.leo:
             div = self.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
             if div is not None:
-                return self._response(Errors.NONE, diverging_epoch=div), [], False
+                return self._response(Errors.NONE, diverging_epoch=div), False
         if req.fetch_offset > log.leo or req.fetch_offset < log.log_start_offset:
-            return self._response(Errors.OFFSET_OUT_OF_RANGE), [], False
-        effects: list[Effect] = []
+            return self._response(Errors.OFFSET_OUT_OF_RANGE), False
         hw_changed = False
         if record:
             leo_before = r.leo
@@ -320,7 +331,7 @@ class LeaderPartition(PartitionState):
             if r.leo != leo_before or expanded:
                 hw_changed = self.maybe_increment_leader_hw_into(now, effects)
         batches = self.log.read(req.fetch_offset, self.log.leo, self._max_batches(req.max_bytes))
-        return self._response(Errors.NONE, batches=batches), effects, hw_changed
+        return self._response(Errors.NONE, batches=batches), hw_changed
 
     def serve_client_fetch(self, req: FetchPartitionRequest) -> FetchPartitionResponse:
         """A consumer fetch: only the leader serves, and only below the HW."""
@@ -419,8 +430,8 @@ class LeaderPartition(PartitionState):
             self.leader_epoch, count, payload, producer_id, producer_epoch, base_sequence, max_timestamp
         )
         self.producers.record(batch)
-        effects.append(self._append_trace(batch.base_offset, batch.count, batch.leader_epoch,
-                                          [[batch.leader_epoch, batch.base_offset]], LEADER))
+        # one batch, one run: [[leader_epoch, base_offset]], built if read (effects.AppendTrace)
+        effects.append(self._append_trace(batch.base_offset, batch.count, batch.leader_epoch, None, LEADER))
         hw_changed = self.maybe_increment_leader_hw_into(now, effects)
         return Errors.NONE, batch, batch.next_offset, effects, hw_changed
 

@@ -232,10 +232,11 @@ class PartitionState:
         log = self.log
         return HwTrace(log.hw, log.leo, self.role, self._tp_name)
 
-    def _append_trace(self, base: int, count: int, epoch: int, epochs: list[list[int]], role: str) -> AppendTrace:
+    def _append_trace(self, base: int, count: int, epoch: int, epochs: list[list[int]] | None,
+                      role: str) -> AppendTrace:
         """The ``append`` event of a leader's or a follower's append, typed
         (effects.AppendTrace), as :meth:`_hw_trace` (one per batch appended
-        on every replica)."""
+        on every replica); ``epochs`` None: one run, of ``epoch`` from ``base``."""
         return AppendTrace(base, count, epoch, epochs, self.log.leo, role, self._tp_name)
 
     def _isr_trace(self) -> TraceEvent:

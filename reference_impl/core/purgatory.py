@@ -324,8 +324,7 @@ class FetchPurgatory:
             if p is None:
                 responses.append(FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER))
                 continue
-            resp, e, _ = p.serve_replica_fetch(req, msg.replica_id, msg.broker_epoch, now, record=False)
-            effects += e
+            resp, _ = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, record=False)
             responses.append(resp)
         effects.append(Send(d.src, ReplicaFetchResponse(self.ctx.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
 

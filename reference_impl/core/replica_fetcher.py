@@ -194,7 +194,12 @@ class ReplicaFetcherManager:
 
     def handle_response(self, msg: ReplicaFetchResponse, now: int) -> list[Effect]:
         f = self.fetchers.get(msg.leader_id)
-        if f is None or f.inflight != msg.correlation_id:
+        if f is None:
+            return []
+        # narrowed to ints before comparing: compiled, an Optional compared
+        # with an int is a generic comparison of boxed values
+        inflight = f.inflight
+        if inflight is None or inflight != msg.correlation_id:
             return []  # a late answer to a fetch we gave up on
         f.inflight = None
         effects: list[Effect] = []
@@ -202,10 +207,14 @@ class ReplicaFetcherManager:
             f.backoff_until = now + self.config.replica_fetch_backoff_ms
             self.ctx.note_deadline(f.backoff_until)
             return effects
+        epochs = f.epochs
         for resp in msg.partitions:
             p = self.partitions.get(resp.tp)
-            if p is None or p.role != FOLLOWER or p.leader_id != msg.leader_id or f.epochs.get(resp.tp) != p.leader_epoch:
+            if p is None or p.role != FOLLOWER or p.leader_id != msg.leader_id:
                 continue  # the partition moved on while the fetch was out
+            sent_epoch = epochs.get(resp.tp)
+            if sent_epoch is None or sent_epoch != p.leader_epoch:
+                continue  # likewise (its leader epoch changed)
             follow_up = p.handle_fetch_response_into(resp, now, effects)
             if follow_up == "offsets_for_leader_epoch":
                 self._attention.add(p.tp)

@@ -553,9 +553,7 @@ class BrokerRole:
             if p is None:
                 resp = FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER)
             else:
-                resp, e, hw_changed = p.serve_replica_fetch(req, msg.replica_id, msg.broker_epoch, now)
-                if e:
-                    effects += e
+                resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects)
                 if hw_changed:
                     self.hw_changed_into(req.tp, now, effects)
             responses.append(resp)

@@ -98,6 +98,13 @@ class Host(Receiver):
         """The node's monotonic clock (no clock jump moves it)."""
         return self.clock.mono_time(self.env.loop.now)
 
+    def _mono_arg(self, now: int) -> int | None:
+        """The ``mono`` a call into the node takes: None while the two
+        clocks agree (the node's contract, ``node.py``: the same as
+        ``mono == now``), so no int is boxed for it on every call."""
+        mono = self.clock.mono_time(self.env.loop.now)
+        return None if mono == now else mono
+
     # -- lifecycle ---------------------------------------------------------------
     def start(self, reason: str = FIRST_START) -> None:
         """Start a fresh process from whatever the disk holds."""
@@ -191,8 +198,11 @@ class Host(Receiver):
         assert node is not None, "a host that is up has a node"
         vt = self.env.loop.now
         clock = self.clock
+        now = clock.node_time(vt)
+        mono = clock.mono_time(vt)
         try:
-            effects = node.handle(msg, clock.node_time(vt), src if isinstance(src, int) else None, clock.mono_time(vt))
+            # mono None while the clocks agree: _mono_arg, inlined
+            effects = node.handle(msg, now, src if isinstance(src, int) else None, None if mono == now else mono)
         except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
             self._crashed(e)
             return
@@ -240,7 +250,8 @@ class Host(Receiver):
         node = self.node
         assert node is not None, "a host that is up has a node"
         try:
-            effects = node.tick(self.now(), self.mono())
+            now = self.now()
+            effects = node.tick(now, self._mono_arg(now))
         except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
             self._crashed(e)
             return
@@ -255,10 +266,11 @@ class Host(Receiver):
         self.kill()
 
     # -- effects ---------------------------------------------------------------------
-    def _call(self, fn: Callable[[Any, int, int], list[Any]]) -> None:
+    def _call(self, fn: Callable[[Any, int, int | None], list[Any]]) -> None:
         node = self.node
         try:
-            effects = fn(node, self.now(), self.mono())
+            now = self.now()
+            effects = fn(node, now, self._mono_arg(now))
         except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
             self._crashed(e)
             return

@@ -192,10 +192,14 @@ class _Held:
 
 
 class _Fifo:
-    """One directed link's delivery order: when its last message arrives."""
+    """One directed link: when its last message arrives (its delivery
+    order), and the receiver of its destination, kept here so that an
+    arrival finds it without a lookup by endpoint (:meth:`Network.attach`
+    updates every link to an endpoint it attaches; None: none attached)."""
 
-    def __init__(self) -> None:
+    def __init__(self, recv: "Receiver | None") -> None:
         self.last: int = 0
+        self.recv = recv
 
 
 #: (src, dst, channel, owner): one connection's messages in one direction
@@ -225,16 +229,17 @@ class _CallbackReceiver(Receiver):
 
 
 class _Arrival(Event):
-    """A message's arrival on the loop's calendar: ``net._arrive(src, dst,
-    msg)`` as a native call (see ``events.py``: one object per message,
+    """A message's arrival on the loop's calendar: ``net._arrive(link, src,
+    dst, msg)`` as a native call (see ``events.py``: one object per message,
     where a generic entry was two tuples and a generic call). Reused: once
     its millisecond is over (:meth:`done`) it goes back to the network's
     spares, and the next message sent takes it (an object made and freed
     per message cost ~600 instructions)."""
 
-    def __init__(self, seq: int, net: "Network", src: Endpoint, dst: Endpoint, msg: Any) -> None:
+    def __init__(self, seq: int, net: "Network", link: _Fifo, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         self.seq = seq
         self.net = net
+        self.link = link
         self.src = src
         self.dst = dst
         self.msg = msg
@@ -242,7 +247,7 @@ class _Arrival(Event):
     def run(self) -> None:
         msg = self.msg
         self.msg = None  # the message goes when delivered, as it did with its entry
-        self.net._arrive(self.src, self.dst, msg)
+        self.net._arrive(self.link, self.src, self.dst, msg)
 
     def done(self) -> None:
         self.net._spares.append(self)
@@ -278,6 +283,8 @@ class Network:
         #: in the dict, so a send stores an unboxed field, not a dict entry
         self._last_arrival: dict[Endpoint, dict[Endpoint, _Fifo]] = {}
         self._receivers: dict[Endpoint, Receiver] = {}
+        #: endpoint -> the links to it (each keeps its receiver, see _Fifo)
+        self._links_to: dict[Endpoint, list[_Fifo]] = {}
         #: endpoints that hear of their connections' end: endpoint -> "have
         #: I a request in flight to this peer" and "my connection to it reset"
         self._watchers: dict[Endpoint, tuple[Callable[[Endpoint], bool], Callable[[Endpoint, str], None]]] = {}
@@ -298,7 +305,10 @@ class Network:
     def attach(self, endpoint: Endpoint, receive: Receiver | Callable[[Endpoint, Any], None]) -> None:
         """What arrives for ``endpoint`` goes to ``receive``: a
         :class:`Receiver` (its ``receive``, natively) or a callable."""
-        self._receivers[endpoint] = receive if isinstance(receive, Receiver) else _CallbackReceiver(receive)
+        recv = receive if isinstance(receive, Receiver) else _CallbackReceiver(receive)
+        self._receivers[endpoint] = recv
+        for link in self._links_to.get(endpoint, ()):
+            link.recv = recv
 
     def watch(self, endpoint: Endpoint, in_flight_to: Callable[[Endpoint], bool],
               reset: Callable[[Endpoint, str], None]) -> None:
@@ -428,7 +438,7 @@ class Network:
             arrive += retransmission_delay(self._random, prof.loss)
         fifo = last_arrival.get(dst)
         if fifo is None:
-            fifo = last_arrival[dst] = _Fifo()
+            fifo = last_arrival[dst] = self._new_link(dst)
         if arrive < fifo.last:
             arrive = fifo.last  # FIFO per link, like one TCP connection
         fifo.last = arrive
@@ -438,18 +448,29 @@ class Network:
         if spares:
             entry = spares.pop()
             entry.seq = seq
+            entry.link = fifo
             entry.src = src
             entry.dst = dst
             entry.msg = msg
         else:
-            entry = _Arrival(seq, self, src, dst, msg)
+            entry = _Arrival(seq, self, fifo, src, dst, msg)
         loop.push(arrive, entry)
 
-    def _arrive(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
+    def _new_link(self, dst: Endpoint) -> _Fifo:
+        """A link to ``dst``, told of ``dst``'s receiver now and on every attach."""
+        link = _Fifo(self._receivers.get(dst))
+        links = self._links_to.get(dst)
+        if links is None:
+            links = self._links_to[dst] = []
+        links.append(link)
+        return link
+
+    def _arrive(self, link: _Fifo, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         if (self.grudge or self._held) and self._stopped(src, dst, msg):
             return
-        # _hand_over, inlined: a call per message on the hot path
-        recv = self._receivers.get(dst)
+        # _hand_over, inlined: a call per message on the hot path; the
+        # link's receiver, not a lookup by dst
+        recv = link.recv
         if recv is None:
             self.dropped += 1
             return

@@ -336,7 +336,8 @@ class Simulation(TraceSink):
         now = self.loop.now
         monitor = self.monitor
         if monitor is not None:
-            monitor.observe_append(nid, now, ev.tp, ev.base, ev.count, ev.epoch, ev.epochs, ev.leo)
+            monitor.observe_append(nid, now, ev.tp, ev.base, ev.count, ev.epoch,
+                                   None if ev.one_run else ev.epochs, ev.leo)
         if self._trace_dir is not None:
             self._write(nid, now, self._trace_seq, "append", ev.data)
 

@@ -129,7 +129,7 @@ def test_topic_partition_compares_orders_and_hashes_as_its_field_tuple() -> None
         assert (x == y, x != y, x < y, x <= y, x > y, x >= y) == (tx == ty, tx != ty, tx < ty, tx <= ty, tx > ty, tx >= ty)
         assert (hash(x) == hash(y)) == (tx == ty)
     twin = TopicPartition("a", 1)
-    assert hash(twin) == hash(("a", 1)) and {TopicPartition("a", 1): "x"}[twin] == "x"
+    assert hash(twin) == hash(("a", 1)) & messages._HASH_MASK and {TopicPartition("a", 1): "x"}[twin] == "x"
     assert repr(twin) == "TopicPartition(topic='a', partition=1)"  # the cached hash and name are no part of its value
     assert str(twin) == "a-1" and str(TopicPartition("t-1", 10)) == "t-1-10"
     assert sorted(reversed(parts)) == parts
@@ -138,3 +138,15 @@ def test_topic_partition_compares_orders_and_hashes_as_its_field_tuple() -> None
         twin < ("a", 2)  # noqa: B015 - the comparison itself must raise
     with pytest.raises(dataclasses.FrozenInstanceError):
         twin.partition = 2  # type: ignore[misc]
+
+
+def test_topic_partition_hash_is_its_tuples_hash_in_a_compiled_short_int() -> None:
+    """The cached hash keeps the low bits of hash((topic, partition)), within
+    mypyc's unboxed int range (63-bit signed), so the compiled ``__hash__``
+    converts no heap int on every dict lookup (messages.TopicPartition)."""
+    tps = [TopicPartition(t, p) for t in ("orders", "queue", "__consumer_offsets", "t-1") for p in range(50)]
+    for tp in tps:
+        h = hash(tp)
+        assert -(1 << 62) <= h < (1 << 62), tp
+        assert h == hash((tp.topic, tp.partition)) & ((1 << 61) - 1)
+        assert {tp: 1}[TopicPartition(tp.topic, tp.partition)] == 1

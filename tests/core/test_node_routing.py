@@ -85,3 +85,15 @@ def test_controller_only_node_refuses_a_broker_api_with_a_trace_and_no_answer(ms
     assert [e for e in effects if isinstance(e, (Send, Reply))] == []
     refused = [e.data for e in effects if isinstance(e, TraceEvent) and e.kind == "rpc_refused"]
     assert refused == [{"api": type(msg).__name__, "src": 2, "reason": BROKER_API_REFUSED}]
+
+
+def test_the_messages_routed_to_the_broker_by_type_identity_are_broker_only() -> None:
+    """Node.handle sends the four messages of nearly every call (replica
+    fetches and their answers, produces, consumer fetches) to the broker role
+    by type identity, before its set of the types that may concern another
+    role: that shortcut holds only while none of them is in the set."""
+    from reference_impl.core.messages import ClientFetchRequest, ReplicaFetchResponse
+    from reference_impl.core.node import _NOT_BROKER_ONLY
+
+    hot = {ReplicaFetchRequest, ReplicaFetchResponse, ProduceRequest, ClientFetchRequest}
+    assert not hot & _NOT_BROKER_ONLY

@@ -254,3 +254,17 @@ def test_kip101_off_follower_in_isr_drops_acknowledged_records_seed_003():
 def test_kip101_on_follower_keeps_acknowledged_records():
     p = _acked_then_leader_change(ProtocolConfig())
     assert p.log.leo == 2
+
+
+def test_an_answer_to_a_fetch_not_in_flight_is_dropped_and_the_one_in_flight_is_taken():
+    """ReplicaFetcherManager.handle_response: an answer whose correlation id
+    is not the fetch in flight (a late answer to a fetch given up on) is
+    dropped; the answer to the one in flight is appended, once."""
+    b, _, effects = follower()
+    s = fetch_sent(effects)
+    p = b.partitions[TP]
+    late = FetchPartitionResponse(TP, Errors.NONE, high_watermark=0, log_start_offset=0, batches=(Batch(0, 0, 2, None),))
+    corr = s.msg.correlation_id
+    assert b.handle(ReplicaFetchResponse(1, corr + 1, Errors.NONE, (late,)), 1, 1) == [] and p.log.leo == 0
+    assert traces(answer(b, s, Batch(0, 0, 2, None), hw=0), "append") and p.log.leo == 2
+    assert b.handle(ReplicaFetchResponse(1, corr, Errors.NONE, (late,)), 2, 1) == [] and p.log.leo == 2

@@ -187,3 +187,19 @@ def test_a_fetch_sent_before_a_backward_jump_is_said_to_wait_for_the_clock_not_i
     assert m is not None, detail
     ahead, timeout, left = (float(g) for g in m.groups())
     assert 18.8 <= ahead <= 20.0 and abs(left - (ahead + timeout)) <= 0.11
+
+
+def test_a_host_hands_its_node_mono_none_while_its_clocks_agree_and_the_monotonic_time_once_they_differ() -> None:
+    """Host._deliver_now: ``mono=None`` means the two clocks agree (the
+    node's contract, node.py), so a host passes None then (no int made
+    per message) and its monotonic time once a wall-clock jump parts them;
+    the broker reads the same monotonic time either way."""
+    s = Scenario(seed=3)
+    s.start(replicas=(1, 2, 3))
+    host = s.sim.hosts[1]
+    s.sim.run_for(50)  # replica fetches reach broker 1 every few ms
+    node = host.node
+    assert node._mono is None and node.broker.skew == 0 and 0 <= host.mono() - node.broker.mono < 50
+    s.sim.bump_clock(1, 5000)
+    s.sim.run_for(50)
+    assert node._mono == node.broker.mono and node.broker.skew == 5000 and 0 <= host.mono() - node._mono < 50

@@ -59,6 +59,22 @@ def test_a_restart_begins_a_new_replica_lifetime() -> None:
     assert kinds(evs) == {}
 
 
+def test_a_restart_or_a_load_forgets_the_replica_the_monitor_found_last() -> None:
+    """The monitor keeps the replica it found last (InvariantMonitor._rep);
+    a node's start and a ``loaded`` event begin a new replica, so a leader
+    HW below the previous lifetime's is no regression."""
+    m = InvariantMonitor(seed=1)
+    m.observe(ev(1, 1, "hw", tp=TP, hw=5, leo=5, role="leader"))
+    m.observe(ev(2, 1, "node_start", incarnation=2, reason="restart"))
+    m.observe(ev(3, 1, "hw", tp=TP, hw=1, leo=5, role="leader"))
+    m.observe(ev(4, 1, "loaded", tp=TP, leo=2, hw=0, log_start=0, epochs=[[0, 0]]))
+    m.observe(ev(5, 1, "hw", tp=TP, hw=0, role="leader"))
+    assert m.counts == {}
+    m.observe(ev(6, 2, "hw", tp=TP, hw=3, leo=3, role="leader"))
+    m.observe(ev(7, 1, "hw", tp=TP, hw=3, leo=1, role="leader"))  # node 1's own replica, not node 2's
+    assert m.counts == {"hw-above-leo": 1}
+
+
 def test_new_leader_missing_committed_offsets_breaks_leader_completeness() -> None:
     # seed 003: offset 5 committed (HW 6) on the leader; a replica holding only 0..4 is elected
     evs = replicated(6, nodes=(1, 2)) + [

@@ -45,6 +45,28 @@ def _fetch(corr: int) -> RaftFetchRequest:
 # -- the network alone -------------------------------------------------------------------------------
 
 
+def test_an_arrival_goes_to_the_receiver_attached_when_it_arrives():
+    """Each link keeps its destination's receiver (network._Fifo), and
+    attach updates every link to the endpoint: a message reaches whoever is
+    attached when it arrives, as a lookup by endpoint at arrival did; one
+    sent before its endpoint was attached at all arrives once it is."""
+    loop, net, inbox = _net(min_ms=5)
+    net.send(1, 2, "first")
+    loop.run_until(5)
+    late: list = []
+    net.send(1, 2, "sent to the old receiver")
+    net.attach(2, lambda src, msg: late.append((src, msg)))  # a restart re-attaches, say
+    net.send(1, "c9", "to nobody yet")
+    net.send(2, "c9", "from another link")
+    net.attach("c9", lambda src, msg: late.append((src, msg)))
+    loop.run_until(20)
+    assert inbox[2] == ["first"]
+    assert late == [(1, "sent to the old receiver"), (1, "to nobody yet"), (2, "from another link")]
+    net.send(1, "c8", "never attached")
+    loop.run_until(40)
+    assert net.dropped == 1 and net.delivered == 4
+
+
 def test_retransmissions_wait_the_minimum_rto_and_then_twice_the_last_wait():
     assert [first_retransmission(0, t) for t in (0, 200, 201, 601, 1401)] == [200, 200, 600, 1400, 3000]
     assert first_retransmission(0, 10**9) - first_retransmission(0, 10**9 - 130_000) <= 120_000
