@@ -136,17 +136,17 @@ def test_a_generator_that_says_it_is_inert_returns_itself_from_every_update():
     assert not each.is_inert()
 
 
-def _busy_walk(gen, seed, n=60):
-    """Ask ``gen`` n times with a changing set of free threads (some asks
-    find none), dispatching what is due: the ops, the PENDINGs and the
-    rng's state after each ask."""
+def _walk(gen, seed, n, threads_free):
+    """Ask ``gen`` n times, the k-th ask with the threads and free threads
+    ``threads_free(k)`` gives, dispatching what is due: the ops, the
+    PENDINGs and the rng's state after each ask; and the last generator."""
     rng = random.Random(seed)
     c = ctx(seed=seed)
     out = []
     for k in range(n):
-        free = [t for t in (0, 1, 2) if (k * 7 + t) % 4] if k % 5 else []
-        c = g.Context(time=c.time + 1_000_000, rng=c.rng, free=frozenset(free), process_of=c.process_of,
-                      threads=frozenset((0, 1, 2)), state={})
+        threads, free = threads_free(k)
+        c = g.Context(time=c.time + 1_000_000, rng=c.rng, free=frozenset(free) & threads, process_of=c.process_of,
+                      threads=threads, state={})
         r = gen.op(c)
         if r is None:
             out.append(None)
@@ -155,7 +155,14 @@ def _busy_walk(gen, seed, n=60):
         out.append((op, c.rng.random(), rng.random()))
         if op != g.PENDING:
             gen = nxt
-    return out
+    return out, gen
+
+
+def _busy_walk(gen, seed, n=60):
+    """Ask ``gen`` n times with a changing set of free threads (some asks
+    find none): see :func:`_walk`."""
+    threads = frozenset((0, 1, 2))
+    return _walk(gen, seed, n, lambda k: (threads, [t for t in threads if (k * 7 + t) % 4] if k % 5 else []))[0]
 
 
 def test_a_stagger_over_a_mix_of_op_functions_answers_and_draws_as_the_generators_it_stands_for():
@@ -278,26 +285,13 @@ def test_gaps_and_draws_from_alternating_rngs_are_each_rngs_own() -> None:
 def _clients_walk(gen, seed, n=60):
     """Ask ``gen`` n times with changing free threads and thread sets (the
     nemesis among them or not, so a clients view narrows or is the
-    context itself), dispatching what is due: the ops, the PENDINGs, the
-    rng's state after each ask, and the generators' shape."""
-    rng = random.Random(seed)
-    c = ctx(seed=seed)
+    context itself): see :func:`_walk`."""
     with_nemesis, clients_only = frozenset((0, 1, 2, "nemesis")), frozenset((0, 1, 2))
-    out = []
-    for k in range(n):
+
+    def threads_free(k):
         free = [t for t in (0, 1, 2, "nemesis") if (k * 7 + (t if t != "nemesis" else 3)) % 4] if k % 5 else ["nemesis"]
-        threads = with_nemesis if k % 3 else clients_only
-        c = g.Context(time=c.time + 1_000_000, rng=c.rng, free=frozenset(free) & threads, process_of=c.process_of,
-                      threads=threads, state={})
-        r = gen.op(c)
-        if r is None:
-            out.append(None)
-            break
-        op, nxt = r
-        out.append((op, c.rng.random(), rng.random()))
-        if op != g.PENDING:
-            gen = nxt
-    return out, gen
+        return (with_nemesis if k % 3 else clients_only), free
+    return _walk(gen, seed, n, threads_free)
 
 
 def test_clients_over_a_rate_hand_their_threads_down_and_answer_and_draw_as_before():
