@@ -51,7 +51,7 @@ from reference_impl.core.node import Node
 from .clock import NodeClock
 from .disk import Disk
 from .env import NodeEnv
-from .network import Receiver
+from .network import Endpoint, Receiver
 
 _DISK_EFFECTS: Final = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
 
@@ -88,6 +88,10 @@ class Host(Receiver):
         self._on_timer_fn: Callable[[int, int], None] = self.on_timer  # bound once
         #: this node's links' FIFO states (``Network.fifos``), for ``send_from``
         self._fifos = env.net.fifos(self.node_id)
+        #: the node id as the network's ``Endpoint`` (an object), made once:
+        #: compiled, the int attribute passed where an ``Endpoint`` is taken
+        #: is boxed again on every message sent (``apply``)
+        self._src: Endpoint = self.node_id
 
     # -- time ------------------------------------------------------------------
     def now(self) -> int:
@@ -287,11 +291,12 @@ class Host(Receiver):
         inc = self.incarnation
         net = env.net
         fifos = self._fifos
+        src = self._src
         for eff in effects:
             # isinstance, not type(eff) is ...: it narrows the type, so the
             # compiled code reads the effect's fields natively, not by name
             if isinstance(eff, Send):
-                net.send_from(fifos, me, eff.dst, eff.msg)
+                net.send_from(fifos, src, eff.dst, eff.msg)
                 continue
             if isinstance(eff, TraceEvent):
                 # the typed hot events by their fields (effects.AppendTrace):
@@ -319,7 +324,7 @@ class Host(Receiver):
                 msg = eff.msg
                 ref = getattr(msg, "ref", None)
                 if isinstance(ref, tuple) and ref:
-                    net.send_from(fifos, me, ref[0], msg)
+                    net.send_from(fifos, src, ref[0], msg)
             elif t in _DISK_EFFECTS:
                 self.disk.apply(eff)
             elif t is Halt:
