@@ -39,7 +39,7 @@ from reference_impl.core.messages import (
 from checkers.history.recorder import Clock, Recorder
 
 from .consumer import Consumer, RecordPairs
-from .endpoint import ClientConfig, Endpoint, MetadataCache, choose, error_name, group_error_name
+from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, choose, error_name, group_error_name
 from .events import EventLoop
 from .groups import GroupMember
 from .host import DOWN
@@ -48,8 +48,8 @@ from .producer import Producer
 if TYPE_CHECKING:
     from .simulation import Simulation
 
-__all__ = ["Admin", "ClientConfig", "ClientSettings", "Endpoint", "MetadataCache", "SimClient", "VirtualClock",
-           "Workload", "choose", "error_name", "group_error_name", "sim_history"]
+__all__ = ["Admin", "ClientConfig", "ClientSettings", "Endpoint", "MetadataCache", "Partitions", "SimClient",
+           "VirtualClock", "Workload", "choose", "error_name", "group_error_name", "sim_history"]
 
 #: ``done(result)``: a completion's fields (type, value, error, extras)
 Done = Callable[[dict[str, Any]], None]
@@ -98,7 +98,10 @@ class Workload:
         self.tps = tps
         self.topics = tuple(sorted({tp.topic for tp in tps}))
         self.cfg = cfg or ClientConfig()
-        self.by_key: dict[str, TopicPartition] = {str(tp): tp for tp in tps}
+        #: the partitions the clients name, the brokers' objects once known
+        self.parts = Partitions(tps)
+        #: ``topic-N`` -> partition (the shared :attr:`Partitions.by_key`)
+        self.by_key: dict[str, TopicPartition] = self.parts.by_key
         #: the records read, as pairs every client's consumer shares
         self.pairs = RecordPairs()
         self.clients: dict[int, SimClient] = {}
@@ -112,6 +115,7 @@ class Workload:
         ep = self.endpoints.get(thread)
         if ep is None:
             ep = self.endpoints[thread] = Endpoint(self.sim, f"c{thread}")
+            ep.parts = self.parts
         return ep
 
     def client(self, thread: int, process: int, settings: ClientSettings) -> "SimClient":

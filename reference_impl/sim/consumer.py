@@ -29,7 +29,7 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
-from .endpoint import ClientConfig, Endpoint, MetadataCache, error_name
+from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, error_name
 from .network import ConnectionLost
 
 if TYPE_CHECKING:
@@ -216,6 +216,9 @@ class Consumer:
         self.busy = False
         self._gen = 0
         self._poll: _Poll | None = None
+        #: the :attr:`Partitions.version` whose objects :attr:`assigned` and
+        #: :attr:`positions` hold (-1: not yet taken)
+        self._parts_seen = -1
         #: called when a poll marked to crash ends: its client dies
         self.on_crash: Callable[[], None] | None = None
 
@@ -233,11 +236,22 @@ class Consumer:
         self.meta = MetadataCache(self.ep, self.topics, self.cfg)
         self.assigned = list(self.tps)
         self.positions = {tp: 0 for tp in self.tps}
+        self._parts_seen = -1
 
     def assign(self, tps: list[TopicPartition]) -> None:
         """Assign exactly ``tps``, each from offset 0 (``[]``: none)."""
         self.assigned = list(tps)
         self.positions = {tp: 0 for tp in tps}
+        self._parts_seen = -1
+
+    def _adopt(self, parts: Partitions) -> None:
+        """Hold the shared partition objects (:class:`Partitions`, the
+        brokers' once known) in place of equal ones: the fetches then name
+        the brokers' objects and the answers find their positions by
+        identity. Same partitions, same order, same positions."""
+        self._parts_seen = parts.version
+        self.assigned = [parts.canon(tp) for tp in self.assigned]
+        self.positions = {parts.canon(tp): pos for tp, pos in self.positions.items()}
 
     # -- polls -------------------------------------------------------------------------------------
     def partitions(self) -> list[TopicPartition]:
@@ -248,6 +262,9 @@ class Consumer:
             return False
         self.busy = True
         self._gen += 1
+        parts = self.ep.parts
+        if parts is not None and parts.version != self._parts_seen:
+            self._adopt(parts)
         self._poll = _Poll(self, list(self.partitions()), self._gen, done, crash)
         if crash >= 0:
             self.sim.loop.after(crash, self._crash, self._gen)

@@ -162,3 +162,34 @@ def test_a_send_and_a_poll_are_the_answer_callbacks_of_their_requests() -> None:
     c.invoke(_send(str(tp), 6), done.append)
     s.wait(lambda: bool(done), what="the next send")
     assert len(done) == 1 and done[0]["type"] == "ok" and done[0]["value"][0][2][1] == 6
+
+
+def test_the_clients_name_each_partition_by_the_brokers_own_object_once_metadata_showed_it() -> None:
+    """The controller makes the brokers' ``TopicPartition`` (``PartitionRecord``,
+    seed 000's metadata log), the harness the clients': equal objects, so a
+    dict keyed by one and looked up by the other compared them by ``__eq__``
+    on every request and answer. After a metadata reply the clients hold the
+    brokers' object (:class:`reference_impl.sim.endpoint.Partitions`): a
+    send, a poll's positions and its fetches name it, and what they read and
+    answer is unchanged."""
+    s = Scenario(seed=16)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    wl = _workload(s, [tp])
+    c = wl.client(0, 0, ClientSettings("all"))
+
+    def do(op: dict) -> dict:
+        out: list = []
+        c.invoke(op, out.append)
+        s.wait(lambda: bool(out), what=op["f"])
+        return out[0]
+
+    brokers_tp = next(k for k in s.sim.hosts[1].node.broker.partitions if k == tp)
+    assert brokers_tp is not tp  # the premise: two objects for one partition
+    assert do(_send(str(tp), 0)) == {"type": "ok", "value": [["send", str(tp), [0, 0]]]}
+    assert wl.by_key[str(tp)] is brokers_tp and wl.parts.version == 1
+    assert do({"f": "poll", "value": [["poll"]]})["value"] == [["poll", {str(tp): [[0, 0]]}]]
+    assert c.consumer.assigned[0] is brokers_tp
+    (key,) = c.consumer.positions
+    assert key is brokers_tp and c.consumer.positions[key] == 1
+    assert do(_send(str(tp), 1))["type"] == "ok"
+    assert do({"f": "poll", "value": [["poll"]]})["value"] == [["poll", {str(tp): [[1, 1]]}]]
