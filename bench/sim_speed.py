@@ -31,17 +31,19 @@ is the queue workload's, not open-loop sends with one poller: each of the
 ~22k sends and ~7.4k polls reading over 20 times the records one poller
 read, and the generator is asked and the interpreter records on every op.
 
-Where it stands, at 4495e5a (three locked runs in a row, machine otherwise
+Where it stands, at 011dd09 (three locked runs in a row, machine otherwise
 idle, CPU equal to wall): ``--before 54cd9c7``, the last commit before the
-one driver: whole simulation 1.15x, 1.07x and 1.13x the CPU (2.08 s ->
-2.40 s, 2.36 s -> 2.52 s, 2.04 s -> 2.31 s; 1.24x at 52a3d67 and 1.40x-1.45x
-at 50b753a), each seed with its checkers 1.05x, 0.97x and 1.03x the wall
-time (checkers 0.98 -> 0.77, 1.04 -> 0.74, 0.95 -> 0.73 CPU s). Under
-callgrind the event loop of a 10 s seed went from 851 M to ~730 M
-instructions since 52a3d67. Issue 35's targets (250x, 150x with checkers)
-stay ~2.5x and ~2x away: the cost is per operation and per record read,
-spread thin over the cluster's messages, the clients, the recorder and the
-checkers. docs/architecture.md, "Simulator speed, measured", keeps the
+one driver: whole simulation 0.88x, 0.95x and 0.93x the CPU (2.06 s ->
+1.81 s, 1.77 s -> 1.69 s, 1.80 s -> 1.68 s; 1.07x-1.15x at 4495e5a, 1.24x
+at 52a3d67 and 1.40x-1.45x at 50b753a), each seed with its checkers 2.96
+-> 2.45, 2.57 -> 2.30 and 2.61 -> 2.27 wall s (checkers 0.93 -> 0.64,
+0.84 -> 0.61, 0.85 -> 0.59 CPU s). Under callgrind the event loop of a 10 s
+seed went from 851 M to ~675 M instructions since 52a3d67. Issue 35's
+targets (250x, 150x with checkers) stay ~2.3x and ~2x away: the cost is
+per operation and per record read, spread thin over the cluster's
+messages, the clients, the recorder and the checkers, and mostly the
+CPython's own object churn under the compiled code.
+docs/architecture.md, "Simulator speed, measured", keeps the
 record of every change with its command and figures.
 """
 
