@@ -188,26 +188,29 @@ def test_a_stagger_over_a_mix_of_op_functions_answers_and_draws_as_the_generator
     assert _busy_walk(fused, 9) == _busy_walk(plain, 9)
 
 
+def _send(c):
+    """A rate's send: a random value, drawn from the context's rng."""
+    return {"f": "send", "value": c.rng.randrange(100)}
+
+
+def _poll(c):
+    return {"f": "poll"}
+
+
 def test_a_time_limit_over_a_rate_hands_its_limit_down_and_answers_and_draws_as_before():
     """TimeLimit over a DelayedFns leaves the tree after its first ask; the
     ops, the PENDINGs, the end and the rng's draws are those of the
     TimeLimit over the generators the DelayedFns stands for."""
-    def send(c):
-        return {"f": "send", "value": c.rng.randrange(100)}
-
-    def poll(c):
-        return {"f": "poll"}
-
     for seed in range(4):
         for deadline in (None, 9_000_000, 40_000_000):
-            fused = g.TimeLimit(30_000_000, g.stagger(0.003, g.mix(send, send, poll)), deadline)
-            plain = g.TimeLimit(30_000_000, g.Delay(3_000_000, g.Mix((g.Fn(send), g.Fn(send), g.Fn(poll))),
+            fused = g.TimeLimit(30_000_000, g.stagger(0.003, g.mix(_send, _send, _poll)), deadline)
+            plain = g.TimeLimit(30_000_000, g.Delay(3_000_000, g.Mix((g.Fn(_send), g.Fn(_send), g.Fn(_poll))),
                                                     None, True), deadline)
             walked = _busy_walk(fused, seed, n=80)
             assert walked == _busy_walk(plain, seed, n=80)
             assert walked[-1] is None  # the limit ended both
     c = ctx()
-    _, nxt = g.TimeLimit(5_000_000, g.rate(100, g.mix(send)), None).op(c)
+    _, nxt = g.TimeLimit(5_000_000, g.rate(100, g.mix(_send)), None).op(c)
     assert type(nxt).__name__ == "DelayedFns" and nxt.deadline == c.time + 5_000_000
 
 
@@ -300,20 +303,14 @@ def test_clients_over_a_rate_hand_their_threads_down_and_answer_and_draw_as_befo
     leaves the tree, as TimeLimit does; the ops (never the nemesis's
     thread), the PENDINGs, the end and the rng's draws are those of
     OnThreads over the generators the DelayedFns stands for."""
-    def send(c):
-        return {"f": "send", "value": c.rng.randrange(100)}
-
-    def poll(c):
-        return {"f": "poll"}
-
     for seed in range(4):
-        fused = g.clients(g.TimeLimit(40_000_000, g.stagger(0.003, g.mix(send, send, poll)), 40_000_000))
-        plain = g.clients(g.TimeLimit(40_000_000, g.Delay(3_000_000, g.Mix((g.Fn(send), g.Fn(send), g.Fn(poll))),
+        fused = g.clients(g.TimeLimit(40_000_000, g.stagger(0.003, g.mix(_send, _send, _poll)), 40_000_000))
+        plain = g.clients(g.TimeLimit(40_000_000, g.Delay(3_000_000, g.Mix((g.Fn(_send), g.Fn(_send), g.Fn(_poll))),
                                                           None, True), 40_000_000))
         walked, last = _clients_walk(fused, seed)
         assert walked == _clients_walk(plain, seed)[0]
         assert walked[-1] is None and all(w[0]["process"] != "nemesis" for w in walked[:-1] if w[0] != g.PENDING)
-    _, nxt = g.clients(g.rate(100, g.mix(send))).op(ctx())
+    _, nxt = g.clients(g.rate(100, g.mix(_send))).op(ctx())
     assert type(nxt).__name__ == "DelayedFns" and nxt.pred is not None  # no OnThreads left above it
 
 
