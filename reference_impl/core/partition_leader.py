@@ -282,27 +282,18 @@ class LeaderPartition(PartitionState):
         # payloads are opaque to the core; budget about 1 KiB per batch
         return max(1, max_bytes // 1024)
 
-    def serve_replica_fetch(
-        self, req: FetchPartitionRequest, replica_id: NodeId, broker_epoch: int, now: int, record: bool = True
-    ) -> tuple[FetchPartitionResponse, list[Effect], bool]:
-        """A follower's fetch on the leader. Returns (response, effects, hw_changed).
+    def serve_replica_fetch_into(
+        self, req: FetchPartitionRequest, replica_id: NodeId, broker_epoch: int, now: int, effects: list[Effect],
+        record: bool = True,
+    ) -> tuple[FetchPartitionResponse, bool]:
+        """A follower's fetch on the leader. Returns (response, hw_changed);
+        its effects go to ``effects`` (the replica manager's, for the whole
+        request: no list is made per partition of every replica fetch).
 
         Records the follower's progress (unless ``record`` is False: a parked
         fetch being completed), then tries ISR expansion and HW advancement
         (seed 000, "Recording follower progress").
         """
-        effects: list[Effect] = []
-        resp, hw_changed = self.serve_replica_fetch_into(req, replica_id, broker_epoch, now, effects, record)
-        return resp, effects, hw_changed
-
-    def serve_replica_fetch_into(
-        self, req: FetchPartitionRequest, replica_id: NodeId, broker_epoch: int, now: int, effects: list[Effect],
-        record: bool = True,
-    ) -> tuple[FetchPartitionResponse, bool]:
-        """:meth:`serve_replica_fetch`, its effects appended to ``effects``
-        (the replica manager's, for the whole request): every partition of
-        every replica fetch, so no list is made per partition. Returns
-        (response, hw_changed)."""
         err = self.check_leader_request(req.current_leader_epoch)
         if err:
             return self._response(err), False

@@ -354,8 +354,8 @@ class Consumer:
         if st.crash >= 0:  # it ended, but its client died before learning it
             self._crashed(st)
             return
-        got = {k: v for k, v in st.got.items() if v} if _in_order(st.got) else \
-            {k: st.got[k] for k in sorted(st.got) if st.got[k]}
+        read = st.got
+        got = {k: read[k] for k in (read if _in_order(read) else sorted(read)) if read[k]}
         extra: dict[str, Any] = {}
         if st.resets:
             extra["resets"] = st.resets

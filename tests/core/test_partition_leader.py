@@ -332,8 +332,8 @@ def test_transient_alter_partition_error_retries_after_backoff():
 def test_a_replica_fetch_served_into_the_callers_effects_appends_after_what_it_holds():
     """LeaderPartition.serve_replica_fetch_into appends its effects (here the
     HW move a follower's fetch makes) to the list it is given, after what the
-    list held, and returns (response, hw_changed); serve_replica_fetch is the
-    same into a fresh list."""
+    list held, and returns (response, hw_changed); into a fresh list, a
+    fetch that moves nothing adds nothing."""
     from reference_impl.core.effects import HwTrace, Timer
     from reference_impl.core.messages import FetchPartitionRequest
 
@@ -346,5 +346,6 @@ def test_a_replica_fetch_served_into_the_callers_effects_appends_after_what_it_h
     resp, hw_changed = p.serve_replica_fetch_into(FetchPartitionRequest(TP, 3, 0, 0), 2, broker_epoch_of(2), 3, effects)
     assert hw_changed and resp.error == 0 and resp.high_watermark == 3
     assert effects[0] is held and [type(e) for e in effects[1:]] == [HwTrace] and effects[1].hw == 3
-    resp, fresh, hw_changed = p.serve_replica_fetch(FetchPartitionRequest(TP, 3, 0, 0), 2, broker_epoch_of(2), 4)
+    fresh: list = []
+    resp, hw_changed = p.serve_replica_fetch_into(FetchPartitionRequest(TP, 3, 0, 0), 2, broker_epoch_of(2), 4, fresh)
     assert not hw_changed and fresh == [] and resp.high_watermark == 3
