@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from librt.strings import BytesWriter, write_i64_le
 
+from checkers.availability.factpass import FactPass
 from checkers.history.op import Op
 
 from .lines import ACKS_CODE, POLL_META, RAW_ACKS, Batch, Slow
@@ -60,12 +61,15 @@ class OpBatches:
     completions). ``open_`` (process -> the fast invocation it has open,
     as ``(index, time, f, value, extra)``) is shared with the folds,
     which make what is left in it pending at the end; ``pending`` holds
-    the processes with any other invocation open."""
+    the processes with any other invocation open. ``facts``, if given, is
+    fed every operation on the same walk (the availability checker's pass,
+    :class:`checkers.availability.factpass.FactPass`)."""
 
     emit: Callable[[Any], None]
     batch: int = 1 << 16
     open_: dict[Any, tuple] = field(default_factory=dict)
     pending: set[Any] = field(default_factory=set)
+    facts: FactPass | None = None
 
     def __post_init__(self) -> None:
         self._kid: dict[str, int] = {}
@@ -99,7 +103,10 @@ class OpBatches:
 
     def run(self, ops: Iterable[Op]) -> "OpBatches":
         batch = self.batch
+        facts = self.facts
         for op in ops:
+            if facts is not None:
+                facts.feed_op(op)
             if not self._fast(op):  # a native call (a bound method in a local is a generic one)
                 self._slow(op)
             elif self.n_rows >= batch:
