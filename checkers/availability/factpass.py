@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from checkers.history.op import Op
 
-from .facts import ALL_ACKS, Attempt, HistoryFacts, NemesisEvent
+from .facts import Attempt, HistoryFacts, NemesisEvent
 
 _SEND, _POLL, _ASSIGN, _INVOKE, _NEMESIS = "send", "poll", "assign", "invoke", "nemesis"
 
@@ -95,9 +95,20 @@ class FactPass:
                 for k in extra.get("incomplete") or ():  # the simulator's reads say so
                     self.final_reads[str(k)] = "incomplete"
             return
-        if f != _SEND:
-            return
-        acks_all = extra.get("acks") in ALL_ACKS
+        if f == _SEND:
+            self._send(process, type_, value, t, error, extra)
+
+    def feed_send(self, process: Any, type_: str, value: Any, t: int, extra: dict[str, Any]) -> None:
+        """:meth:`feed` of a send of the workload proper whose fields the
+        caller has read (:class:`checkers.queue.opbatch.OpBatches`): a
+        client's, without error, ``probe`` or ``final``."""
+        if t > self.end_ns:
+            self.end_ns = t
+        self._send(process, type_, value, t, None, extra)
+
+    def _send(self, process: Any, type_: str, value: Any, t: int, error: Any, extra: dict[str, Any]) -> None:
+        acks = extra.get("acks")
+        acks_all = acks is None or acks == "all" or acks == "-1"  # in ALL_ACKS
         if acks_all:
             self.all_writers = True
         invoke = type_ == _INVOKE
@@ -115,9 +126,10 @@ class FactPass:
                 for key in _send_keys(value):
                     self.after_heal.setdefault(key, []).append(attempt)
             return
-        done = self.open_sends.pop(process, None)
-        if done is not None:
-            done.ended_ns, done.type, done.error = t, type_, error
+        if self.open_sends:
+            done = self.open_sends.pop(process, None)
+            if done is not None:
+                done.ended_ns, done.type, done.error = t, type_, error
         if type_ == "ok" and acks_all:
             acked = self.acked
             if type(value) is list and len(value) == 1:  # the common send: one micro-op
