@@ -624,8 +624,12 @@ class _ByKey:
         self.ext = self.poll if b.ext is None else b.ext[c]
         n_s = b.ev_n[order]
         self.pair_end = np.cumsum(n_s)  # each event's pairs' end, in key order
-        pk = np.repeat(b.ev_key, b.ev_n)
-        porder = stable_argsort(pk, len(b.keys))
+        # the pairs in key order: an event's pairs lie together and are its
+        # key's, so they follow the events' order (a run of each event's
+        # pairs in turn), with no sort of every pair by its key
+        first_pair = np.cumsum(b.ev_n) - b.ev_n
+        porder = np.repeat(first_pair[order] - (self.pair_end - n_s), n_s) \
+            + np.arange(int(self.pair_end[-1]) if n else 0)
         self.off, self.val = b.off[porder], b.val[porder]
         self._ks = ks
         #: per interned column, the values the batch holds and (when needed) each group's in first-seen order
