@@ -60,12 +60,6 @@ class UnknownModel(ValueError):
     pass
 
 
-def _op_stats(ops: Any) -> dict[str, Any]:
-    from checkers.queue.scan import QueueScan, op_stats  # late: its line reader is compiled; loaded after the accelerator's loader
-
-    return ops.stats.result() if isinstance(ops, QueueScan) else op_stats(ops)
-
-
 def anomaly_counts(res: dict[str, Any]) -> dict[str, Any]:
     """Every checker's whole count per anomaly type, from a results.json
     object: ``anomalies`` keeps only the first examples of each."""
@@ -113,7 +107,7 @@ def check_history(
         raise UnknownModel(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
     if engine not in ("inline", "spark"):
         raise ValueError(f"unknown engine {engine!r} (expected inline or spark)")
-    from checkers.queue.scan import QueueScan  # late: its line reader is compiled; loaded after the accelerator's loader
+    from checkers.queue.scan import QueueScan, op_stats, scan_ops  # late: its line reader is compiled; loaded after the accelerator's loader
 
     if isinstance(ops, QueueScan) and model not in QUEUE_MODELS:
         raise UnknownModel(f"model {model!r} checks a list of operations, not a queue scan")
@@ -134,14 +128,18 @@ def check_history(
         if model in QUEUE_MODELS:
             # the operation counts come from the queue checker's own scan of
             # the history (a second pass over a list cost ~3% of a check)
-            res, ops = _check_queue(ops, engine, spark_master, deadline, queue_options, test_keys,
-                                    partial=bool((test or {}).get("partial")))
+            t = _time.monotonic()
+            scan = ops if isinstance(ops, QueueScan) else scan_ops(ops)
+            res = _check_queue(scan, _time.monotonic() - t, engine, spark_master, deadline, queue_options,
+                               test_keys, partial=bool((test or {}).get("partial")))
+            stats = scan.stats.result()
         else:
             res = _check_linearizable(ops, model, budget, model_options or {})
+            stats = op_stats(ops)
     finally:
         if gc_was_enabled:
             gc.enable()
-    res["stats"] = {**_op_stats(ops), **res.get("stats", {}),
+    res["stats"] = {**stats, **res.get("stats", {}),
                     "model": model, "engine": engine if model in QUEUE_MODELS else "inline",
                     "check_seconds": round(_time.monotonic() - t0, 3), "time_budget_s": budget}
     if invariants is not None:
@@ -224,18 +222,16 @@ def queue_options_from_test(test: dict[str, Any], reading: str = "kraftwerk") ->
                         all_errors=opt("all_errors", False), reading=reading)
 
 
-def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | None, deadline: float,
+def _check_queue(scan: "QueueScan", t_scan: float, engine: str, spark_master: str | None, deadline: float,
                  queue_options: Any, test_keys: list[Any] | None = None,
-                 partial: bool = False) -> "tuple[dict[str, Any], QueueScan]":
-    """The queue checks' results, and the scan of the history they read."""
-    from checkers.queue.scan import QueueScan, scan_ops  # late: its line reader is compiled; loaded after the accelerator's loader
-
+                 partial: bool = False) -> dict[str, Any]:
+    """The queue checks' results from the scan of the history (made in
+    ``t_scan`` seconds)."""
     opts = queue_options or QueueOptions()
     t = _time.monotonic()
-    scan = ops if isinstance(ops, QueueScan) else scan_ops(ops)
     proj = scan.finish().projection
     assert proj is not None
-    t_proj = _time.monotonic() - t
+    t_proj = t_scan + _time.monotonic() - t
     t_spark = 0.0
     if engine == "spark" and proj.keys:
         t = _time.monotonic()
@@ -302,7 +298,7 @@ def _check_queue(ops: "list[Op] | QueueScan", engine: str, spark_master: str | N
             **({"final-reads": coverage} if coverage is not None else {}),
             **({"processing": processing} if processing is not None else {}),
         },
-    }, scan
+    }
 
 
 def _final_reads_verdict(coverage: dict[str, Any] | None, merged: dict[str, Any],

@@ -29,7 +29,8 @@ partition whose final read did not complete is unavailable.
 from .bound import LivenessBound, liveness_bound
 from .cause import FinalState
 from .checker import DESIGN, POLICIES, STUCK, check_availability, merge_availability, set_cause, unknown_cause
-from .facts import HistoryFacts, facts_of, facts_of_jsonl
+from .facts import HistoryFacts
+from .gather import facts_of, facts_of_jsonl
 from .leaders import Timeline, read_timeline, timeline_of
 from .snapshot import check_run_dir
 

@@ -24,7 +24,8 @@ from typing import Any
 from .bound import LivenessBound
 from .cause import BrokerState, FinalState
 from .checker import check_availability
-from .facts import HistoryFacts, facts_of_jsonl
+from .facts import HistoryFacts
+from .gather import facts_of_jsonl
 from .leaders import PartitionState, Timeline, read_timeline
 
 CLOCK = "clock.json"

@@ -40,6 +40,11 @@ from .keycheck import WEAK_ACKS
 from .intsort import stable_argsort, unique_sorted
 
 
+#: a key's offsets are read into a table by offset (:func:`_distinct_pairs`)
+#: when they span less than this many times their number (plus 1024)
+TABLE_SPAN = 4
+
+
 def _i64(col: Any) -> np.ndarray | None:
     d = col.data
     if type(d) is not array:
@@ -278,14 +283,25 @@ def _dense_log(r_off: np.ndarray, r_val: np.ndarray, s_off: np.ndarray,
 
 
 def _distinct_pairs(off: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The distinct (offset, value) pairs by offset, then value, as one
-    sort of ``offset * (highest value + 1) + value`` (a lexsort of the two
-    columns takes several times as long); None when a pair is negative or
-    that number would pass 63 bits."""
+    """The distinct (offset, value) pairs by offset, then value: when every
+    offset holds one value (a clean key) and the offsets span a range not
+    far past their number, by writing each value at its offset in a table
+    and reading it back (no sort: each of a seed's ~240k reads of a key is
+    one of its ~7k records); else as one sort of ``offset * (highest value
+    + 1) + value`` (a lexsort of the two columns takes several times as
+    long). None when a pair is negative or that number would pass 63 bits."""
     if not len(off):
         return off, val
+    lo, hi, v_lo = int(off.min()), int(off.max()), int(val.min())
+    if lo >= 0 and v_lo >= 0 and hi - lo < TABLE_SPAN * len(off) + 1024:
+        table = np.full(hi - lo + 1, -1, np.int64)
+        at = off - lo
+        table[at] = val
+        if bool((table[at] == val).all()):  # one value per offset: the table holds every pair
+            present = np.flatnonzero(table >= 0)
+            return present + lo, table[present]
     width = int(val.max()) + 1
-    if int(off.min()) < 0 or int(val.min()) < 0 or int(off.max()) >= ((1 << 63) - 1) // width - 1:
+    if lo < 0 or v_lo < 0 or hi >= ((1 << 63) - 1) // width - 1:
         return None
     c = np.sort(off * width + val)
     c = c[np.r_[True, c[1:] != c[:-1]]]
@@ -296,18 +312,19 @@ def _first_reads(r_pos: np.ndarray, log_val: np.ndarray) -> tuple[np.ndarray, np
     """``np.unique(r_val, return_index=True)`` of the reads' values, from
     their places ``r_pos`` in the dense log (one value per offset and one
     offset per value, so ``r_val == log_val[r_pos]`` and a value's reads
-    are its place's): the reads put in place order by a stable radix sort
-    (places are few: below 2^16 in a seed, where each of ~250k reads of a
-    key is one of its ~7k records) instead of a merge sort of the 64-bit
-    values, then only the distinct places' values sorted."""
-    if not len(r_pos):
+    are its place's): each place's first read is the least read number at
+    it (``np.minimum.at`` into a table of the log's places: no sort of the
+    reads, of which a seed has ~250k a key for its ~7k records), then only
+    the distinct places' values sorted."""
+    n = len(r_pos)
+    if not n:
         return log_val[:0].copy(), np.zeros(0, np.intp)
-    order = stable_argsort(r_pos, len(log_val))
-    ps = r_pos[order]
-    heads = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]])  # each polled place's first read
-    vals = log_val[ps[heads]]
+    first = np.full(len(log_val), n, np.intp)
+    np.minimum.at(first, r_pos, np.arange(n, dtype=np.intp))
+    places = np.flatnonzero(first < n)  # the polled places
+    vals = log_val[places]
     by_val = np.argsort(vals)  # distinct values: no ties
-    return vals[by_val], order[heads][by_val]
+    return vals[by_val], first[places][by_val]
 
 
 def _positions(log_off: np.ndarray, offs: np.ndarray) -> np.ndarray:

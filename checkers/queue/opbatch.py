@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from librt.strings import BytesWriter, write_i64_le
 
+from checkers.availability.factpass import FactPass
 from checkers.history.op import Op
 
 from .lines import ACKS_CODE, POLL_META, RAW_ACKS, Batch, Slow
@@ -60,12 +61,18 @@ class OpBatches:
     completions). ``open_`` (process -> the fast invocation it has open,
     as ``(index, time, f, value, extra)``) is shared with the folds,
     which make what is left in it pending at the end; ``pending`` holds
-    the processes with any other invocation open."""
+    the processes with any other invocation open. ``facts``, if given, is
+    fed every operation on the same walk (the availability checker's pass,
+    :class:`checkers.availability.factpass.FactPass`): a common operation
+    as the fields read here (an int process, no error, no field but
+    ``acks`` and ``idempotent``: of the workload proper, so a poll moves
+    only the history's end), any other as the operation."""
 
     emit: Callable[[Any], None]
     batch: int = 1 << 16
     open_: dict[Any, tuple] = field(default_factory=dict)
     pending: set[Any] = field(default_factory=set)
+    facts: FactPass | None = None
 
     def __post_init__(self) -> None:
         self._kid: dict[str, int] = {}
@@ -99,8 +106,11 @@ class OpBatches:
 
     def run(self, ops: Iterable[Op]) -> "OpBatches":
         batch = self.batch
+        facts = self.facts
         for op in ops:
             if not self._fast(op):  # a native call (a bound method in a local is a generic one)
+                if facts is not None:
+                    facts.feed_op(op)
                 self._slow(op)
             elif self.n_rows >= batch:
                 self._emit_batch()
@@ -162,9 +172,16 @@ class OpBatches:
                 return False
         elif fn != _POLL or not _POLL_EXTRA.issuperset(extra):
             return False
-        self.open_[proc] = (ix, tm, fn, op.value, extra)
+        value = op.value
+        self.open_[proc] = (ix, tm, fn, value, extra)
         write_i64_le(self.inv_times, tm)
         self.n_inv += 1
+        facts = self.facts
+        if facts is not None:
+            if fn == _SEND:
+                facts.feed_send(proc, _INVOKE, value, tm, extra)
+            else:  # a poll of the workload proper moves only the history's end
+                facts.see_time(tm)
         return True
 
     def _complete(self, op: Op, ix: int, tm: int, proc: int) -> bool:
@@ -175,12 +192,20 @@ class OpBatches:
         mop = value[0] if type(value) is list and len(value) == 1 else None
         if type(mop) is not list:
             return False
-        if op.f == _SEND:
-            taken = self._sent(op.extra, mop, ix, tm, proc, inv)
+        extra = op.extra
+        send = op.f == _SEND
+        if send:
+            taken = self._sent(extra, mop, ix, tm, proc, inv)
         else:
-            taken = not op.extra and self._polled(mop, ix, tm, proc, inv)
+            taken = not extra and self._polled(mop, ix, tm, proc, inv)
         if taken:
             del self.open_[proc]
+            facts = self.facts
+            if facts is not None:
+                if send:
+                    facts.feed_send(proc, _OK, value, tm, extra)
+                else:
+                    facts.see_time(tm)
         return taken
 
     def _sent(self, extra: dict[str, Any], mop: list, ix: int, tm: int, proc: int, inv: tuple) -> bool:

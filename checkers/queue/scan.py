@@ -25,11 +25,12 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from checkers.availability.factpass import FactPass
 from checkers.final_reads import FinalReads
 from checkers.forked import Forked, can_fork
 from checkers.history.op import HistoryError, Op
 
-from .columns import _ABSENT, Col, Interned, KeyColumns
+from .columns import _ABSENT, Interned, KeyColumns
 from .intsort import stable_argsort
 from .lagbulk import lag_in_bulk, lag_one_by_one
 from .lines import META, POLL_META, RAW_ACKS, Batch, LineReader, Slow, slow_ops
@@ -160,20 +161,22 @@ class QueueScan:
         return scan.finish()
 
 
-def scan_ops(ops: Iterable[Op], batch: int = 1 << 16, small: int = 256) -> QueueScan:
+def scan_ops(ops: Iterable[Op], batch: int = 1 << 16, small: int = 256, facts: FactPass | None = None) -> QueueScan:
     """Scan a list of operations (or any iterable of them) as
     :meth:`QueueScan.of` does, with the same folds as a result, the common
     operations read into batches of flat columns
     (:class:`checkers.queue.opbatch.OpBatches`) and folded a batch at a
     time as :func:`scan_jsonl` folds a file's common lines: a simulated
     seed's history, whose polls' records are most of what its checkers
-    read, is checked this way."""
+    read, is checked this way. ``facts`` (the availability checker's pass)
+    is fed every operation on the same walk: a simulated seed's checkers
+    walk its operations once."""
     scan = QueueScan()
     feeder = _Feeder(scan, None, None, batch, small)
     was = gc.isenabled()
     gc.disable()  # acyclic, short-lived objects: no collector passes
     try:
-        OpBatches(feeder.item, batch, open_=feeder.open).run(ops)
+        OpBatches(feeder.item, batch, open_=feeder.open, facts=facts).run(ops)
         feeder.close()
     finally:
         if was:
@@ -621,8 +624,12 @@ class _ByKey:
         self.ext = self.poll if b.ext is None else b.ext[c]
         n_s = b.ev_n[order]
         self.pair_end = np.cumsum(n_s)  # each event's pairs' end, in key order
-        pk = np.repeat(b.ev_key, b.ev_n)
-        porder = stable_argsort(pk, len(b.keys))
+        # the pairs in key order: an event's pairs lie together and are its
+        # key's, so they follow the events' order (a run of each event's
+        # pairs in turn), with no sort of every pair by its key
+        first_pair = np.cumsum(b.ev_n) - b.ev_n
+        porder = np.repeat(first_pair[order] - (self.pair_end - n_s), n_s) \
+            + np.arange(int(self.pair_end[-1]) if n else 0)
         self.off, self.val = b.off[porder], b.val[porder]
         self._ks = ks
         #: per interned column, the values the batch holds and (when needed) each group's in first-seen order

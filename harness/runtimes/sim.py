@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from checkers.availability import FinalState, LivenessBound, check_availability, facts_of, liveness_bound, \
+from checkers.availability import FinalState, HistoryFacts, LivenessBound, check_availability, liveness_bound, \
     merge_availability, read_timeline
+from checkers.availability.factpass import FactPass
 from checkers.check import check_history
 from checkers.invariants import InvariantMonitor
+from checkers.queue.scan import scan_ops
 from harness.config import TestConfig
 from harness.config.placement import Placement, as_created, assignment
 from harness.config.timings import sim_settings
@@ -288,12 +290,12 @@ class SimRun:
         its bound)."""
         return {**self.cfg.model_copy(update={"seed": self.seed}).test_json(), "liveness_bound": self.bound.as_dict()}
 
-    def availability(self, ops: list[Any]) -> dict[str, Any]:
+    def availability(self, facts: HistoryFacts) -> dict[str, Any]:
         """The availability checker (``checkers.availability``) on the
-        history, the traces (when the run has a directory) and the state
-        the final phase saw."""
+        history's facts, the traces (when the run has a directory) and the
+        state the final phase saw."""
         timeline = read_timeline(self.run_dir) if self.run_dir is not None else None
-        return check_availability(facts_of(ops), [str(tp) for tp in self.tps], bound=self.bound,
+        return check_availability(facts, [str(tp) for tp in self.tps], bound=self.bound,
                                   timeline=timeline if timeline is not None and timeline.files else None,
                                   state=FinalState.from_dict(self.state) if self.state else None,
                                   policy=self.cfg.liveness)
@@ -305,17 +307,23 @@ class SimRun:
         statistics. A final read that stopped below a key's highest
         acknowledged offset says so in the history (``incomplete`` on the
         final poll), which :mod:`checkers.final_reads` reads; the simulator
-        adds no verdict of its own."""
-        ops = self.history.ops
+        adds no verdict of its own.
+
+        The history's operations are walked once: the queue checker's scan
+        of them (:func:`checkers.queue.scan.scan_ops`, which ``check_history``
+        takes as it takes the list) feeds the availability checker's pass
+        on the same walk."""
+        facts = FactPass()
+        scan = scan_ops(self.history.ops, facts=facts)
         inv = self.monitor.summary()
-        out = check_history(ops, model="queue", engine="inline", test=self.test_json(), invariants=inv)
+        out = check_history(scan, model="queue", engine="inline", test=self.test_json(), invariants=inv)
         error = None if self.setup_ok else "set-up failed: not every partition had a live leader in time"
         if self.stuck:
             error = f"the generator did not finish within {STUCK_AFTER_MS // 1000} s of virtual time after the workload"
         if error:
             out["valid"] = False if out["valid"] is False else "unknown"
             out["error"] = error
-        merge_availability(out, self.availability(ops))
+        merge_availability(out, self.availability(facts.finish()))
         sim = self.sim
         # completions per function and type: the checkers' own count of the
         # same operations (stats.by_f), not a second pass over the history

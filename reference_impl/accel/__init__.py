@@ -44,7 +44,8 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: history recorder (two lines per simulated operation), the queue checker's
 #: line reader and the spelling it reads most lines by (every line of a
 #: history file) and its reader of a list of operations into the same
-#: batches (every operation of a simulated seed's history), the linearizability search with its look-ahead and the
+#: batches (every operation of a simulated seed's history) and the availability
+#: checker's pass that walks them with it, the linearizability search with its look-ahead and the
 #: pairing that feeds it (about 1.5x faster on Porcupine's kv logs), the
 #: send outcome rules the simulated clients apply to every send, and the
 #: driver of a simulated test: the generator library, the queue workload's
@@ -109,6 +110,7 @@ MODULES: tuple[str, ...] = (
     "checkers/queue/lines.py",
     "checkers/queue/opbatch.py",
     "checkers/queue/spelling.py",
+    "checkers/availability/factpass.py",
     "checkers/linearizable/wgl.py",
     "checkers/linearizable/lookahead.py",
     "checkers/linearizable/prepare.py",

@@ -13,8 +13,11 @@ from checkers.availability import (DESIGN, STUCK, FinalState, LivenessBound, che
                                    liveness_bound, merge_availability, read_timeline, timeline_of,
                                    unknown_cause)
 from checkers.availability.evidence import _gap_ms
+from checkers.availability.factpass import FactPass
 from checkers.history.op import Op
+from checkers.queue.scan import scan_ops
 from nemesis.faults import CLOCK_MAX_OFFSET_MS, STROBE_MAX_DELTA_MS, clock_hold_ms, parse
+from tests.checkers.test_columnar_reading import _folds
 
 S = 1_000_000_000
 BOUND = LivenessBound(0, 4000, 5000, 1900, 5100)  # 16 s
@@ -354,15 +357,13 @@ def test_the_observers_metadata_marks_are_read_from_its_trace_file_and_the_other
 
 
 def _facts_fed_one_by_one(ops: list[Op]):
-    """The facts as :meth:`checkers.availability.facts._Pass.feed` makes
+    """The facts as :meth:`checkers.availability.factpass.FactPass.feed` makes
     them from every operation in turn (what ``facts_of`` did before it
     skipped the workload's other operations itself)."""
-    from checkers.availability.facts import _Pass
-
-    p = _Pass()
+    p = FactPass()
     for op in ops:
         p.feed(op.process, op.type, op.f, op.value, op.time, op.error, op.extra)
-    return p.facts
+    return p.finish()
 
 
 def _workload_poll(h: History, t: float, process: int = 3, **extra) -> History:
@@ -371,16 +372,11 @@ def _workload_poll(h: History, t: float, process: int = 3, **extra) -> History:
     return h
 
 
-@pytest.mark.parametrize("nemesis", [True, False])
-def test_the_facts_of_a_list_are_those_of_feeding_every_operation_and_of_its_file(tmp_path, nemesis) -> None:
-    """``facts_of`` moves only the history's end for a client's operation
-    that is neither a send nor of the final phase (checkers/availability/facts.py
-    ``facts_of``): the facts, the end included (here a workload poll is the
-    history's last operation), are those of feeding every operation, and
-    those ``facts_of_jsonl`` reads from the history's file, the probe's poll
-    that begins the final phase and the end included."""
-    from checkers.availability import facts_of_jsonl
-
+def _mixed_history(nemesis: bool) -> History:
+    """Sends of both acks levels, a failed one, a workload poll and an
+    assign, faults and the heal (if ``nemesis``), a send in flight when a
+    probe's poll begins the final phase, probes, one left open, final reads
+    (one incomplete), and a workload poll last."""
     h = History().send("t0-0", 1, 1.1).send("t0-1", 1.2, 1.3, acks="1", process=1)
     _workload_poll(h, 1.5)
     h._add("invoke", "assign", [["assign", ["t0-0"]]], 4, 1.6)
@@ -396,6 +392,20 @@ def test_the_facts_of_a_list_are_those_of_feeding_every_operation_and_of_its_fil
     h.final_read("t0-0", 30).final_read("t0-1", 30.5, ok=False)
     h._add("ok", "poll", [["poll", {"t0-0": []}]], 9, 31.7, final=True, key="t0-0", incomplete=["t0-0"])
     _workload_poll(h, 40, process=6)  # the history's last operation
+    return h
+
+
+@pytest.mark.parametrize("nemesis", [True, False])
+def test_the_facts_of_a_list_are_those_of_feeding_every_operation_and_of_its_file(tmp_path, nemesis) -> None:
+    """``facts_of`` moves only the history's end for a client's operation
+    that is neither a send nor of the final phase (checkers/availability/factpass.py
+    ``FactPass.feed_op``): the facts, the end included (here a workload poll is the
+    history's last operation), are those of feeding every operation, and
+    those ``facts_of_jsonl`` reads from the history's file, the probe's poll
+    that begins the final phase and the end included."""
+    from checkers.availability import facts_of_jsonl
+
+    h = _mixed_history(nemesis)
     got = facts_of(h.ops)
     assert got.end_ns == 40_010_000_000
     # without a nemesis the probe poll began the final phase, a send in flight
@@ -407,3 +417,21 @@ def test_the_facts_of_a_list_are_those_of_feeding_every_operation_and_of_its_fil
     path.write_text("".join(json.dumps(op.to_dict()) + "\n" for op in h.ops))
     from_file = facts_of_jsonl(path)
     assert repr(got) == repr(from_file)
+
+
+@pytest.mark.parametrize("nemesis", [True, False])
+def test_the_facts_fed_on_the_queue_scans_walk_are_those_of_facts_of_and_leave_its_folds_alone(nemesis) -> None:
+    """A simulated seed's checkers walk its operations once
+    (harness/runtimes/sim.py ``SimRun.results``): ``scan_ops`` with
+    ``facts`` feeds the availability checker's pass every operation on the
+    queue scan's walk (checkers/queue/opbatch.py ``OpBatches.run``), in
+    batches of any size; the facts are ``facts_of``'s and the queue folds
+    those of a scan without the pass."""
+    h = _mixed_history(nemesis)
+    want = facts_of(h.ops)
+    assert want.acked_all and want.after_heal and want.final_reads
+    for batch, small in ((1 << 16, 256), (3, 0)):
+        p = FactPass()
+        scan = scan_ops(h.ops, batch, small, facts=p)
+        assert repr(p.finish()) == repr(want)
+        assert repr(_folds(scan)) == repr(_folds(scan_ops(h.ops, batch, small)))

@@ -149,3 +149,37 @@ def test_the_first_read_of_each_value_found_by_log_place_is_np_uniques(seed):
     got = _first_reads(places.astype(np.int64), log_val)
     for w, g in zip(want, got):
         assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("shape", ["dense", "two-values", "sparse", "one", "value-zero", "negative"])
+def test_the_distinct_pairs_read_through_a_table_by_offset_are_the_sorted_distinct_pairs(shape):
+    """``_distinct_pairs`` (checkers/queue/keyfast.py) gives the distinct
+    (offset, value) pairs by offset then value, whether it reads them
+    through a table by offset (one value per offset, offsets spanning not
+    far past their number: a clean key's ~240k reads of its ~7k records)
+    or sorts them: an offset read with two values keeps both, a sparse or
+    a negative one is sorted, a value 0 is a value like any other."""
+    from checkers.queue.keyfast import _distinct_pairs
+
+    rng = np.random.default_rng(7)
+    log_val = rng.permutation(3000)[:1000].astype(np.int64)
+    off = rng.integers(0, 1000, 20_000).astype(np.int64)
+    val = log_val[off]
+    if shape == "two-values":
+        val[rng.integers(0, len(val), 3)] += 5000
+    elif shape == "sparse":
+        off = off * 1_000_003
+    elif shape == "one":
+        off, val = off[:1], val[:1]
+    elif shape == "value-zero":
+        val = np.where(off == off[0], 0, val)
+    elif shape == "negative":
+        off = off - 10
+    want = sorted(set(zip(off.tolist(), val.tolist())))
+    got = _distinct_pairs(off, val)
+    if shape == "negative":
+        assert got is None  # the caller sorts them as pairs (a lexsort)
+        return
+    assert got is not None
+    assert list(zip(got[0].tolist(), got[1].tolist())) == want
+    assert got[0].dtype == got[1].dtype == np.int64

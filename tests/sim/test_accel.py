@@ -220,14 +220,24 @@ from tests.checkers.test_op_batches import _with_send_fields
 histories = [_spliced_history(), _with_send_fields(valid_history(2000, 3, 8, seed=1, max_poll=20), 1)]
 digests = [hashlib.sha256(repr(_folds(f(h))).encode()).hexdigest() for h in histories
            for f in (QueueScan.of, scan_ops, lambda h: scan_ops(h, 5, 0))]
-print(opbatch.__file__, *digests)
+from checkers.availability.factpass import FactPass
+from tests.checkers.test_availability import _mixed_history
+facts = []
+for h in [*histories, _mixed_history(True).ops]:
+    p = FactPass()
+    scan_ops(h, facts=p)
+    facts.append(repr(p.finish()))
+import checkers.availability.factpass as factpass
+print(opbatch.__file__, factpass.__file__, *digests, hashlib.sha256(repr(facts).encode()).hexdigest())
 """
 
 
 def test_a_list_of_operations_is_batched_to_the_same_folds_compiled_and_pure(fresh_build):
     """The batches a list of operations is read into (checkers/queue/opbatch.py,
     a simulated seed's checkers) are in the build: compiled and pure, in
-    batches of any size, every fold is the one-at-a-time fold's."""
+    batches of any size, every fold is the one-at-a-time fold's; and the
+    availability checker's pass fed on the same walk
+    (checkers/availability/factpass.py) makes the same facts."""
     env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
     outs = []
     for pure in (False, True):
@@ -235,8 +245,9 @@ def test_a_list_of_operations_is_batched_to_the_same_folds_compiled_and_pure(fre
         out = subprocess.run([sys.executable, "-c", _OPS], cwd=ROOT, env=e, check=True, capture_output=True,
                              text=True)
         outs.append(out.stdout.split())
-    (compiled_file, *compiled), (pure_file, *pure) = outs
+    (compiled_file, compiled_facts, *compiled), (pure_file, pure_facts, *pure) = outs
     assert compiled_file.endswith(".so") and pure_file.endswith(".py")
+    assert compiled_facts.endswith(".so") and pure_facts.endswith(".py")
     assert compiled == pure
     assert compiled[0] == compiled[1] == compiled[2] and compiled[3] == compiled[4] == compiled[5]
 
