@@ -172,20 +172,21 @@ class ReplicaFetcherManager:
             f = self.fetchers[leader] = Fetcher(leader)
         if f.inflight is not None or now < f.backoff_until:
             return
-        parts: list[Partition] = []
-        for p in members:  # sorted by partition already
+        # the ready partitions' requests, in partition order (the members are
+        # sorted already); each names its leader epoch now (Partition.fetch_request)
+        reqs: list[FetchPartitionRequest] = []
+        for p in members:
             if p.wants_fetch(now):
-                parts.append(p)
-        if parts:
-            effects.append(self._send_fetch(f, parts, now))
+                reqs.append(p.fetch_request())
+        if reqs:
+            effects.append(self._send_fetch(f, tuple(reqs), now))
 
-    def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> Send:
+    def _send_fetch(self, f: Fetcher, sent: tuple[FetchPartitionRequest, ...], now: int) -> Send:
         ctx = self.ctx
         corr = ctx.next_correlation_id()
         f.inflight = corr
         f.sent_at = now
-        # each names its partition's leader epoch now (Partition.fetch_request)
-        sent = f.sent = tuple([p.fetch_request() for p in parts])
+        f.sent = sent
         ctx.note_deadline(now + self.fetch_timeout_ms)
         return Send(
             f.leader,
