@@ -35,7 +35,7 @@ RECOVERED: Final = 0
 RECOVERING: Final = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class BrokerRegistration:
     broker_id: NodeId
     broker_epoch: int
@@ -44,8 +44,21 @@ class BrokerRegistration:
     fenced: bool = True
     in_controlled_shutdown: bool = False
 
+    # spelt out (init=False): a frozen dataclass's generated __init__ stays
+    # interpreted when the module is compiled (see reference_impl.core.effects)
+    def __init__(
+        self, broker_id: NodeId, broker_epoch: int, incarnation_id: str, endpoint: BrokerEndpoint,
+        fenced: bool = True, in_controlled_shutdown: bool = False,
+    ) -> None:
+        object.__setattr__(self, "broker_id", broker_id)
+        object.__setattr__(self, "broker_epoch", broker_epoch)
+        object.__setattr__(self, "incarnation_id", incarnation_id)
+        object.__setattr__(self, "endpoint", endpoint)
+        object.__setattr__(self, "fenced", fenced)
+        object.__setattr__(self, "in_controlled_shutdown", in_controlled_shutdown)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class PartitionRegistration:
     """Seed 000, "PartitionRegistration, the authoritative metadata record"."""
 
@@ -65,6 +78,26 @@ class PartitionRegistration:
     #: those; ``replicas`` is the union (the target, then the removing ones)
     adding_replicas: tuple[NodeId, ...] = ()
     removing_replicas: tuple[NodeId, ...] = ()
+
+    # spelt out (init=False): a frozen dataclass's generated __init__ stays
+    # interpreted when the module is compiled (see reference_impl.core.effects)
+    def __init__(
+        self, replicas: tuple[NodeId, ...], isr: tuple[NodeId, ...], leader: NodeId, leader_epoch: int,
+        partition_epoch: int, elr: tuple[NodeId, ...] = (), last_known_elr: tuple[NodeId, ...] = (),
+        leader_recovery_state: int = RECOVERED, last_known_leader: NodeId = NO_LEADER,
+        adding_replicas: tuple[NodeId, ...] = (), removing_replicas: tuple[NodeId, ...] = (),
+    ) -> None:
+        object.__setattr__(self, "replicas", replicas)
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "leader", leader)
+        object.__setattr__(self, "leader_epoch", leader_epoch)
+        object.__setattr__(self, "partition_epoch", partition_epoch)
+        object.__setattr__(self, "elr", elr)
+        object.__setattr__(self, "last_known_elr", last_known_elr)
+        object.__setattr__(self, "leader_recovery_state", leader_recovery_state)
+        object.__setattr__(self, "last_known_leader", last_known_leader)
+        object.__setattr__(self, "adding_replicas", adding_replicas)
+        object.__setattr__(self, "removing_replicas", removing_replicas)
 
     @property
     def is_reassigning(self) -> bool:

@@ -1,4 +1,5 @@
-"""The hot messages and the broker's delayed operations spell out their
+"""The hot messages, the broker's delayed operations and the metadata and
+ISR states a broker makes on every change spell out their
 ``__init__`` for speed when compiled (see reference_impl.core.messages); each
 must stay exactly the one ``@dataclass`` would generate: the declared fields,
 in order, by position and by keyword, with the declared defaults, and the
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_impl.core import messages, producer_state, purgatory
+from reference_impl.core import messages, metadata, partition_state, producer_state, purgatory
 from reference_impl.core.messages import (
     Batch,
     FetchPartitionResponse,
@@ -74,7 +75,8 @@ _SOURCES: dict[str, ast.Module] = {}
 
 MESSAGES = [obj for obj in vars(messages).values()
             if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == messages.__name__]
-CLASSES = [*MESSAGES, producer_state.SequenceCheck, purgatory.DelayedProduce, purgatory.DelayedFetch]
+CLASSES = [*MESSAGES, producer_state.SequenceCheck, purgatory.DelayedProduce, purgatory.DelayedFetch,
+           metadata.BrokerRegistration, metadata.PartitionRegistration, partition_state.IsrState]
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
