@@ -155,6 +155,10 @@ class _Replica:
     epoch_start: int | None = None  # leader-epoch start offset (leader role)
     maximal: tuple[int, ...] = ()  # the leader's last (maximal) ISR
     leo_t: Any = None  # when the LEO was last set (a violation names it)
+    #: its partition's committed prefix (``InvariantMonitor._committed[tp]``,
+    #: never replaced once made), kept here once found: every HW event reads
+    #: it, and a lookup by the partition's name was one more per event
+    committed: _Committed | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -423,9 +427,12 @@ class InvariantMonitor:
                 self._violate_at("hw-regressed", node, t, f"leader HW went back from {r.leader_hw} to {hw}", tp)
             r.leader_hw = max(r.leader_hw, hw)
         r.hw = hw
-        c = self._committed.get(tp)
+        c = r.committed
         if c is None:
-            c = self._committed[tp] = _Committed()
+            c = self._committed.get(tp)
+            if c is None:
+                c = self._committed[tp] = _Committed()
+            r.committed = c
         end = min(hw, c.hw)
         if end > 0:
             d = first_disagreement(r.runs, c.runs, end)

@@ -251,24 +251,34 @@ class PartitionLog:
         epochs. Batches the log already holds are skipped; a batch starting
         past the LEO (the leader's log start moved beyond us) restarts the log
         there (Kafka's truncateFullyAndStartAt)."""
+        effects: list[Effect] = []
+        self.append_as_follower_into(batches, effects)
+        return effects
+
+    def append_as_follower_into(self, batches: tuple[Batch, ...], effects: list[Effect]) -> None:
+        """:meth:`append_as_follower`, its effects appended to ``effects``
+        (the follower's, for the whole fetch answer: no list made and
+        concatenated per append on every follower)."""
         leo = self.leo
         fresh = batches if batches and batches[0].base_offset == leo else tuple(
             b for b in batches if b.base_offset + b.count > leo
         )
         if not fresh:
-            return []
-        effects: list[Effect] = []
+            return
         if fresh[0].base_offset > leo:
             effects += self.truncate_fully(fresh[0].base_offset)
         elif fresh[0].base_offset < leo:
             # a batch straddling our LEO: our tail diverged mid-batch; drop it
             effects += self.truncate_to(fresh[0].base_offset)
-        if not effects:
-            return self._append(fresh)  # the common case: no list made to concatenate
-        return effects + self._append(fresh)
+        self._append_into(fresh, effects)
 
     def _append(self, batches: tuple[Batch, ...]) -> list[Effect]:
-        effects: list[Effect] = [LogAppend(self.name, batches)]
+        effects: list[Effect] = []
+        self._append_into(batches, effects)
+        return effects
+
+    def _append_into(self, batches: tuple[Batch, ...], effects: list[Effect]) -> None:
+        effects.append(LogAppend(self.name, batches))
         epochs_changed = False
         latest = self.epochs.latest_epoch
         for b in batches:
@@ -285,7 +295,6 @@ class PartitionLog:
             effects.append(Fsync(self.epoch_file))
         if self.flush_interval_messages and self.unflushed_messages >= self.flush_interval_messages:
             effects += self.flush()
-        return effects
 
     def assign_epoch_start(self, leader_epoch: int, start_offset: int) -> list[Effect]:
         """A new leader records where its epoch starts (makeLeader)."""

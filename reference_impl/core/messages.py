@@ -370,10 +370,14 @@ class ListOffsetsResponse:
     batch: Batch | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class MetadataRequest:
     ref: Any
     topics: tuple[str, ...] | None = None  # None: all topics
+
+    def __init__(self, ref: Any, topics: tuple[str, ...] | None = None) -> None:
+        object.__setattr__(self, "ref", ref)
+        object.__setattr__(self, "topics", topics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -620,7 +624,7 @@ class ReplicaFetchResponse:
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class BrokerRegistrationRequest:
     broker_id: NodeId
     incarnation_id: str  # unique per process start
@@ -629,14 +633,26 @@ class BrokerRegistrationRequest:
     #: shutdown (KIP-966 "clean shutdown detection")
     previous_broker_epoch: int = -1
 
+    def __init__(
+        self, broker_id: NodeId, incarnation_id: str, endpoint: BrokerEndpoint, previous_broker_epoch: int = -1,
+    ) -> None:
+        object.__setattr__(self, "broker_id", broker_id)
+        object.__setattr__(self, "incarnation_id", incarnation_id)
+        object.__setattr__(self, "endpoint", endpoint)
+        object.__setattr__(self, "previous_broker_epoch", previous_broker_epoch)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class BrokerRegistrationResponse:
     error: int
     broker_epoch: int = -1
 
+    def __init__(self, error: int, broker_epoch: int = -1) -> None:
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "broker_epoch", broker_epoch)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class BrokerHeartbeatRequest:
     broker_id: NodeId
     broker_epoch: int
@@ -644,13 +660,31 @@ class BrokerHeartbeatRequest:
     want_fence: bool = False
     want_shutdown: bool = False
 
+    def __init__(
+        self, broker_id: NodeId, broker_epoch: int, metadata_offset: int, want_fence: bool = False,
+        want_shutdown: bool = False,
+    ) -> None:
+        object.__setattr__(self, "broker_id", broker_id)
+        object.__setattr__(self, "broker_epoch", broker_epoch)
+        object.__setattr__(self, "metadata_offset", metadata_offset)
+        object.__setattr__(self, "want_fence", want_fence)
+        object.__setattr__(self, "want_shutdown", want_shutdown)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class BrokerHeartbeatResponse:
     error: int
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+
+    def __init__(
+        self, error: int, is_caught_up: bool = False, is_fenced: bool = True, should_shut_down: bool = False,
+    ) -> None:
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "is_caught_up", is_caught_up)
+        object.__setattr__(self, "is_fenced", is_fenced)
+        object.__setattr__(self, "should_shut_down", should_shut_down)
 
 
 @dataclass(frozen=True, slots=True)

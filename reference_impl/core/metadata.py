@@ -35,7 +35,7 @@ RECOVERED: Final = 0
 RECOVERING: Final = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class BrokerRegistration:
     broker_id: NodeId
     broker_epoch: int
@@ -44,8 +44,21 @@ class BrokerRegistration:
     fenced: bool = True
     in_controlled_shutdown: bool = False
 
+    # spelt out (init=False): a frozen dataclass's generated __init__ stays
+    # interpreted when the module is compiled (see reference_impl.core.effects)
+    def __init__(
+        self, broker_id: NodeId, broker_epoch: int, incarnation_id: str, endpoint: BrokerEndpoint,
+        fenced: bool = True, in_controlled_shutdown: bool = False,
+    ) -> None:
+        object.__setattr__(self, "broker_id", broker_id)
+        object.__setattr__(self, "broker_epoch", broker_epoch)
+        object.__setattr__(self, "incarnation_id", incarnation_id)
+        object.__setattr__(self, "endpoint", endpoint)
+        object.__setattr__(self, "fenced", fenced)
+        object.__setattr__(self, "in_controlled_shutdown", in_controlled_shutdown)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class PartitionRegistration:
     """Seed 000, "PartitionRegistration, the authoritative metadata record"."""
 
@@ -66,6 +79,26 @@ class PartitionRegistration:
     adding_replicas: tuple[NodeId, ...] = ()
     removing_replicas: tuple[NodeId, ...] = ()
 
+    # spelt out (init=False): a frozen dataclass's generated __init__ stays
+    # interpreted when the module is compiled (see reference_impl.core.effects)
+    def __init__(
+        self, replicas: tuple[NodeId, ...], isr: tuple[NodeId, ...], leader: NodeId, leader_epoch: int,
+        partition_epoch: int, elr: tuple[NodeId, ...] = (), last_known_elr: tuple[NodeId, ...] = (),
+        leader_recovery_state: int = RECOVERED, last_known_leader: NodeId = NO_LEADER,
+        adding_replicas: tuple[NodeId, ...] = (), removing_replicas: tuple[NodeId, ...] = (),
+    ) -> None:
+        object.__setattr__(self, "replicas", replicas)
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "leader", leader)
+        object.__setattr__(self, "leader_epoch", leader_epoch)
+        object.__setattr__(self, "partition_epoch", partition_epoch)
+        object.__setattr__(self, "elr", elr)
+        object.__setattr__(self, "last_known_elr", last_known_elr)
+        object.__setattr__(self, "leader_recovery_state", leader_recovery_state)
+        object.__setattr__(self, "last_known_leader", last_known_leader)
+        object.__setattr__(self, "adding_replicas", adding_replicas)
+        object.__setattr__(self, "removing_replicas", removing_replicas)
+
     @property
     def is_reassigning(self) -> bool:
         """Kafka's PartitionReassignmentReplicas.isReassignmentInProgress."""
@@ -81,8 +114,9 @@ class PartitionRegistration:
         leader_changed = change.leader is not None and change.leader != self.leader
         if change.replicas is not None and not set(self.replicas) <= set(change.replicas):
             leader_changed = True
-        return replace(
-            self,
+        # every field named: the constructor itself, not dataclasses.replace
+        # (interpreted, ~14,000 instructions a change when compiled)
+        return PartitionRegistration(
             replicas=self.replicas if change.replicas is None else tuple(change.replicas),
             adding_replicas=self.adding_replicas if change.adding_replicas is None else tuple(change.adding_replicas),
             removing_replicas=(
@@ -107,13 +141,21 @@ class PartitionRegistration:
         return self.leader != NO_LEADER
 
 
-@dataclass
+@dataclass(init=False)
 class Delta:
     """What one or more replayed records changed."""
 
     partitions: set[TopicPartition] = field(default_factory=set)
     brokers: set[NodeId] = field(default_factory=set)
     topics: set[str] = field(default_factory=set)
+
+    # spelt out (init=False): a dataclass's generated __init__ stays
+    # interpreted when compiled, and every record replayed makes a Delta
+    def __init__(self, partitions: set[TopicPartition] | None = None, brokers: set[NodeId] | None = None,
+                 topics: set[str] | None = None) -> None:
+        self.partitions = set() if partitions is None else partitions
+        self.brokers = set() if brokers is None else brokers
+        self.topics = set() if topics is None else topics
 
     def merge(self, other: "Delta") -> None:
         self.partitions |= other.partitions

@@ -231,7 +231,7 @@ class Partition(LeaderPartition):
                     effects += self._truncate(first.base_offset, "diverging-epoch")
                     if self.log.leo != first.base_offset:
                         return None
-                effects += self.log.append_as_follower(fresh)
+                self.log.append_as_follower_into(fresh, effects)
                 for b in fresh:
                     self.producers.record(b)
                 last = fresh[-1]

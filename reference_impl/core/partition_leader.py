@@ -48,6 +48,16 @@ WAIT_FOR_METADATA_ERRORS: Final = frozenset(
 RESET_ERRORS: Final = frozenset({Errors.INELIGIBLE_REPLICA, Errors.OPERATION_NOT_ATTEMPTED})
 
 
+def _has(ids: tuple[NodeId, ...], x: NodeId) -> bool:
+    """``x in ids``, as a native loop over the ints: compiled, ``in`` on a
+    tuple is a generic containment test of boxed values (an ISR test on
+    every follower fetch and every HW computed)."""
+    for i in ids:
+        if i == x:
+            return True
+    return False
+
+
 class LeaderPartition(PartitionState):
     """The leader side (the class below :class:`~.partition.Partition`)."""
 
@@ -101,7 +111,7 @@ class LeaderPartition(PartitionState):
         maximal = self.state.maximal_isr
         for r in self.remote.values():
             if r.leo < new_hw and (
-                r.broker_id in maximal or (r.is_caught_up(leader_leo, now, lag) and self._is_replica_isr_eligible(r))
+                _has(maximal, r.broker_id) or (r.is_caught_up(leader_leo, now, lag) and self._is_replica_isr_eligible(r))
             ):
                 new_hw = r.leo
         if self.log.maybe_increment_hw(new_hw):
@@ -144,7 +154,7 @@ class LeaderPartition(PartitionState):
         ISR [0], maximal ISR [0, 2], min ISR 2, the HW waits). Variant
         ``maximal_isr`` off applies the expansion locally at once, as the
         pre-KIP-497 leader did, so the HW advances on [0, 2] first."""
-        if not self.is_leader or self.state.inflight or replica_id in self.state.isr:
+        if not self.is_leader or self.state.inflight or _has(self.state.isr, replica_id):
             return []
         r = self.remote.get(replica_id)
         if r is None or r.fetch_leader_epoch != self.leader_epoch:
@@ -316,9 +326,15 @@ class LeaderPartition(PartitionState):
             r.update_fetch_state(
                 req.fetch_offset, req.log_start_offset, now, self.log.leo, broker_epoch, self.leader_epoch
             )
-            expanded = self.maybe_expand_isr(replica_id, now)
-            if expanded:
-                effects += expanded
+            # maybeExpandIsr's first test here: nearly every fetch is an ISR
+            # member's, and the call made and freed a list to say no
+            expanded = False
+            state = self.state
+            if not state.inflight and not _has(state.isr, replica_id):
+                more = self.maybe_expand_isr(replica_id, now)
+                if more:
+                    effects += more
+                    expanded = True
             if r.leo != leo_before or expanded:
                 hw_changed = self.maybe_increment_leader_hw_into(now, effects)
         batches = self.log.read(req.fetch_offset, self.log.leo, self._max_batches(req.max_bytes))

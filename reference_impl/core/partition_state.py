@@ -132,7 +132,7 @@ class ReplicaState:
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class IsrState:
     """Committed / pending-expand / pending-shrink (seed 000, "The ISR state
     hierarchy"). ``isr`` is what min-ISR checks use; ``maximal_isr`` is what
@@ -144,6 +144,18 @@ class IsrState:
     kind: str = "committed"  # "committed" | "pending-expand" | "pending-shrink"
     proposed: tuple[NodeId, ...] | None = None
     last_committed: tuple[NodeId, ...] = ()
+
+    # spelt out (init=False): a frozen dataclass's generated __init__ stays
+    # interpreted when the module is compiled (see reference_impl.core.effects)
+    def __init__(
+        self, isr: tuple[NodeId, ...], maximal_isr: tuple[NodeId, ...], kind: str = "committed",
+        proposed: tuple[NodeId, ...] | None = None, last_committed: tuple[NodeId, ...] = (),
+    ) -> None:
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "maximal_isr", maximal_isr)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "proposed", proposed)
+        object.__setattr__(self, "last_committed", last_committed)
 
     @property
     def inflight(self) -> bool:

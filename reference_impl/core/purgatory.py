@@ -144,8 +144,9 @@ class ProducePurgatory:
     def __init__(self, partitions: dict[TopicPartition, Partition], ctx: BrokerContext) -> None:
         self.partitions = partitions
         self.ctx = ctx
-        #: per partition, ordered by required offset (a partition's list goes
-        #: when emptied: ``expire`` answers in the order they were made)
+        #: per partition, ordered by required offset (``expire`` answers in
+        #: the order they were made); a partition's list, once made, stays
+        #: when emptied
         self.waiting: dict[TopicPartition, list[DelayedProduce]] = {}
 
     def park(self, d: DelayedProduce) -> None:
@@ -169,6 +170,8 @@ class ProducePurgatory:
         comparing boxed ints, on every tick."""
         out: list[int] = []
         for waiting in self.waiting.values():
+            if not waiting:
+                continue  # settled: kept for the partition's next produce
             m = waiting[0].deadline
             for d in waiting:
                 if d.deadline < m:
@@ -203,7 +206,9 @@ class ProducePurgatory:
                 _, err = p.check_enough_replicas_reach_offset(d.required_offset)
             produce_done_into(effects, self.partitions, d.ref, tp, d.acks, err, d.base_offset, d.count)
         if n == len(waiting):
-            del self.waiting[tp]
+            # emptied, but kept: the partition's next produce parks in it
+            # (a list and a dict entry made and dropped per produce otherwise)
+            waiting.clear()
         elif n:
             del waiting[:n]
 
@@ -266,16 +271,29 @@ class FetchPurgatory:
         """:meth:`check`, appended to ``effects``: every append and HW move
         on a leader asks, so no list is made to be concatenated."""
         ids = self.watch.get(tp)
-        if not ids:
+        # len(), not truth: compiled, a set's truth is a generic call, its length a field
+        if ids is None or len(ids) == 0:
             return
         p = self.partitions.get(tp)
-        for fid in list(ids):
-            d = self.delayed.get(fid)
+        # which are ready, then answer them: answering changes nothing a
+        # readiness test reads (it reads the partitions, only its own entries
+        # go), so this is the one pass over a copy of ``ids`` it was, minus
+        # the copy (every produce on a leader asks)
+        delayed = self.delayed
+        ready: list[int] | None = None
+        for fid in ids:
+            d = delayed.get(fid)
             if d is None:
                 continue
             if only_kind is not None and d.kind != only_kind:
                 continue
             if self._ready(d, tp, p):
+                if ready is None:
+                    ready = [fid]
+                else:
+                    ready.append(fid)
+        if ready is not None:
+            for fid in ready:
                 self.complete_into(fid, now, effects)
 
     @staticmethod
@@ -308,7 +326,7 @@ class FetchPurgatory:
             s = self.watch.get(req.tp)
             if s is not None:
                 s.discard(fid)
-                if not s:
+                if len(s) == 0:
                     del self.watch[req.tp]
         if d.kind == FROM_CONSUMER:
             effects.append(Reply(ClientFetchResponse(

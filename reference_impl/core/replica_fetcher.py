@@ -14,13 +14,14 @@ sends again. An unanswered fetch is given up after :attr:`fetch_timeout_ms`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from .broker_context import BrokerContext
 from .config import ProtocolConfig
 from .effects import Effect, Send
 from .messages import (
     NO_LEADER,
     Errors,
+    FetchPartitionRequest,
     NodeId,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
@@ -38,7 +39,12 @@ class Fetcher:
     leader: NodeId
     inflight: int | None = None
     sent_at: int = 0
-    epochs: dict[TopicPartition, int] = field(default_factory=dict)
+    #: the partitions of the fetch in flight, as sent: each names the
+    #: leader epoch it was sent in (``current_leader_epoch``), which its
+    #: answer is checked against. The request's own tuple, where a dict of
+    #: partition -> epoch was built for every fetch and looked up for every
+    #: partition answered
+    sent: tuple[FetchPartitionRequest, ...] = ()
     backoff_until: int = 0
 
 
@@ -166,19 +172,21 @@ class ReplicaFetcherManager:
             f = self.fetchers[leader] = Fetcher(leader)
         if f.inflight is not None or now < f.backoff_until:
             return
-        parts: list[Partition] = []
-        for p in members:  # sorted by partition already
+        # the ready partitions' requests, in partition order (the members are
+        # sorted already); each names its leader epoch now (Partition.fetch_request)
+        reqs: list[FetchPartitionRequest] = []
+        for p in members:
             if p.wants_fetch(now):
-                parts.append(p)
-        if parts:
-            effects.append(self._send_fetch(f, parts, now))
+                reqs.append(p.fetch_request())
+        if reqs:
+            effects.append(self._send_fetch(f, tuple(reqs), now))
 
-    def _send_fetch(self, f: Fetcher, parts: list[Partition], now: int) -> Send:
+    def _send_fetch(self, f: Fetcher, sent: tuple[FetchPartitionRequest, ...], now: int) -> Send:
         ctx = self.ctx
         corr = ctx.next_correlation_id()
         f.inflight = corr
         f.sent_at = now
-        f.epochs = {p.tp: p.leader_epoch for p in parts}
+        f.sent = sent
         ctx.note_deadline(now + self.fetch_timeout_ms)
         return Send(
             f.leader,
@@ -186,7 +194,7 @@ class ReplicaFetcherManager:
                 replica_id=ctx.node_id,
                 broker_epoch=ctx.broker_epoch,
                 correlation_id=corr,
-                partitions=tuple(p.fetch_request() for p in parts),
+                partitions=sent,
                 max_wait_ms=self.config.replica_fetch_wait_max_ms,
                 min_bytes=self.config.replica_fetch_min_bytes,
             ),
@@ -207,14 +215,21 @@ class ReplicaFetcherManager:
             f.backoff_until = now + self.config.replica_fetch_backoff_ms
             self.ctx.note_deadline(f.backoff_until)
             return effects
-        epochs = f.epochs
+        sent = f.sent
         for resp in msg.partitions:
-            p = self.partitions.get(resp.tp)
+            tp = resp.tp
+            p = self.partitions.get(tp)
             if p is None or p.role != FOLLOWER or p.leader_id != msg.leader_id:
                 continue  # the partition moved on while the fetch was out
-            sent_epoch = epochs.get(resp.tp)
-            if sent_epoch is None or sent_epoch != p.leader_epoch:
-                continue  # likewise (its leader epoch changed)
+            # the epoch it was asked for in: a scan of the few partitions
+            # sent, by identity first (the answer names the request's own)
+            asked = False
+            for req in sent:
+                if req.tp is tp or req.tp == tp:
+                    asked = req.current_leader_epoch == p.leader_epoch
+                    break
+            if not asked:
+                continue  # not asked for, or its leader epoch changed meanwhile
             follow_up = p.handle_fetch_response_into(resp, now, effects)
             if follow_up == "offsets_for_leader_epoch":
                 self._attention.add(p.tp)

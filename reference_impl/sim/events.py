@@ -49,7 +49,6 @@ from __future__ import annotations
 import gc
 from bisect import insort
 from heapq import heappop, heappush
-from collections import deque
 from typing import Any, Callable, Container, Final
 
 
@@ -79,7 +78,10 @@ class Call(Event):
         self.args = args
 
     def run(self) -> None:
-        self.fn(*self.args)
+        # the callable read into a local first: compiled, ``self.fn(*args)``
+        # is taken for a method call and looks ``fn`` up by name
+        fn = self.fn
+        fn(*self.args)
 
 
 class StopFlag:
@@ -148,6 +150,17 @@ class EventLoop:
         """Schedule ``entry``, whose ``seq`` is the largest yet (from
         :meth:`next_seq`), at ``when`` (not in the past): it runs last of
         what is due then so far, as an :meth:`at` would."""
+        # _bucket's near case, inlined: one push per message sent
+        if when - self.now < _WHEEL:
+            wheel = self._wheel
+            slot = when & _MASK
+            near = wheel[slot]
+            if near is None:
+                wheel[slot] = [entry]
+                self._filled += 1
+            else:
+                near.append(entry)
+            return
         bucket = self._bucket(when, entry)
         if bucket is not None:
             bucket.append(entry)
@@ -345,7 +358,7 @@ class TimeoutQueue:
 
     Invariant: whenever the queue is not empty, its first entry is scheduled.
 
-    An entry is two ints side by side in two deques, its key and its place
+    An entry is two ints side by side in two lists, its key and its place
     as one stamp (:func:`_stamp`), where a ``(time, seq, key)`` tuple per
     request was a tuple made and three ints boxed (the simulated clients
     arm one with every request they send).
@@ -358,48 +371,62 @@ class TimeoutQueue:
         # a container, not a predicate: ``key in live`` is no call at all
         # (an endpoint passes its dict of requests awaiting a reply)
         self._live = live
-        #: each entry's place (:func:`_stamp`) and key, in the same order
-        self._stamps: deque[int] = deque()
-        self._keys: deque[int] = deque()
+        #: each entry's place (:func:`_stamp`) and key, in the same order,
+        #: from index ``_head`` on (the entries before it are gone). Lists
+        #: and an index, not deques: compiled, an append to a list is a
+        #: native call, a deque's ``append``/``popleft`` a generic call of a
+        #: bound method (two per request sent). The spent head is dropped
+        #: when the queue empties, or once it is most of the lists
+        self._stamps: list[int] = []
+        self._keys: list[int] = []
+        self._head = 0
         self._armed = False
-        # bound once: compiled, a deque's methods are looked up by name per call
+        # bound once (compiled, a bound method made per placement otherwise)
         self._due_fn: Callable[[], None] = self._due
-        self._push_stamp: Callable[[int], None] = self._stamps.append
-        self._push_key: Callable[[int], None] = self._keys.append
-        self._pop_stamp: Callable[[], int] = self._stamps.popleft
-        self._pop_key: Callable[[], int] = self._keys.popleft
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._keys) - self._head
 
     def add(self, key: int) -> None:
         """A timeout for ``key`` ``delay`` ms from now, in the place ``loop.after`` would give it."""
         loop = self.loop
         seq = loop._seq = loop._seq + 1
         when = loop.now + self.delay
-        self._push_stamp(_stamp(when, seq))
-        self._push_key(key)
+        self._stamps.append(_stamp(when, seq))
+        self._keys.append(key)
         if not self._armed:
             self._armed = True
             loop.place(when, seq, self._due_fn, ())
 
     def _due(self) -> None:
         keys = self._keys
-        self._pop_stamp()
-        key = self._pop_key()
+        i = self._head
+        key = keys[i]
+        self._head = i = i + 1
         # still armed while it fires: a timeout added meanwhile only queues
         if key in self._live:
             self._fire(key)
         live = self._live
-        while keys and keys[0] not in live:
-            self._pop_stamp()
-            self._pop_key()
-        if keys:
-            stamp: int = self._stamps[0]
+        while i < len(keys) and keys[i] not in live:
+            i += 1
+        if i < len(keys):
+            stamp = self._stamps[i]
             self.loop.place(stamp >> _SEQ_BITS, stamp & _SEQ_MASK, self._due_fn, ())
+            if i >= _COMPACT_AT and 2 * i >= len(keys):
+                del keys[:i]
+                del self._stamps[:i]
+                i = 0
         else:
             self._armed = False
+            keys.clear()
+            self._stamps.clear()
+            i = 0
+        self._head = i
 
+
+#: a queue's spent head is dropped once it is at least this long (and at
+#: least half the queue): a copy of the rest now and then, not per timeout
+_COMPACT_AT: Final = 1024
 
 #: the bits of a stamp that hold the seq (a seq is positive and counts the
 #: loop's events: far below 2**40; a time past 2**22 ms makes a stamp a long

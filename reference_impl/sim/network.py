@@ -466,7 +466,9 @@ class Network:
         return link
 
     def _arrive(self, link: _Fifo, src: Endpoint, dst: Endpoint, msg: Any) -> None:
-        if (self.grudge or self._held) and self._stopped(src, dst, msg):
+        # len(), not truth: compiled, a set's truth is a generic call
+        # (PyObject_IsTrue), its length a field read; on every message
+        if (len(self.grudge) != 0 or len(self._held) != 0) and self._stopped(src, dst, msg):
             return
         # _hand_over, inlined: a call per message on the hot path; the
         # link's receiver, not a lookup by dst

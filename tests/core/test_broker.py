@@ -89,6 +89,42 @@ def test_acks_all_waits_in_purgatory_until_hw_reaches_offset():
     assert (r.error, r.base_offset) == (Errors.NONE, 0)
 
 
+def test_a_partition_whose_parked_produces_all_settled_waits_on_nothing_and_parks_the_next():
+    """The produce purgatory keeps a partition's emptied queue for its next
+    produce: emptied, it holds no deadline (the broker's wake-up ignores it),
+    and the next acks=all produce waits in it and times out on its own
+    deadline (seed 000, "The acks=all produce path": DelayedProduce)."""
+    b, _ = leader()
+    produce(b, 1)
+    replica_fetch(b, 2, 1, 2)
+    effects, _ = replica_fetch(b, 3, 1, 3)
+    (r,) = produce_replies(effects)
+    assert (r.error, r.base_offset) == (Errors.NONE, 0)
+    assert b.produce_purgatory.deadlines() == []
+    b.next_wakeup(3)
+    produce(b, 4, timeout_ms=1000, ref="q")
+    assert produce_replies(b.tick(1003)) == []
+    assert produce_replies(b.tick(1004)) == [ProduceResponse("q", TP, Errors.REQUEST_TIMED_OUT, -1, 0)]
+
+
+def test_one_append_answers_every_parked_fetch_it_feeds_and_parks_those_it_does_not():
+    """FetchPurgatory.check: an append on the leader answers, in one pass,
+    every parked fetch of that partition it gives data to (both followers'
+    replica fetches, a consumer's waits for the HW), and leaves the rest
+    parked (seed 000: DelayedFetch completes when the LEO, for a follower,
+    or the HW, for a consumer, passes its fetch offset)."""
+    b, _ = leader()
+    assert replica_fetch(b, 2, 0, 1, max_wait_ms=500)[1] is None  # parked
+    assert replica_fetch(b, 3, 0, 1, max_wait_ms=500)[1] is None  # parked
+    poll = ClientFetchRequest("c", (FetchPartitionRequest(TP, 0),), max_wait_ms=500)
+    assert b.handle(poll, 1, None) == []  # parked: nothing below the HW
+    effects = produce(b, 2)
+    answered = sorted(e.dst for e in sends(effects) if e.msg.partitions[0].batches)
+    assert answered == [2, 3]
+    assert replies(effects, ClientFetchResponse) == []  # the HW has not moved: still parked
+    assert len(b.fetch_purgatory.delayed) == 1
+
+
 def test_acks_all_times_out_in_purgatory():
     b, _ = leader()
     produce(b, 1, timeout_ms=1000)

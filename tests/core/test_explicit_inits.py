@@ -1,4 +1,5 @@
-"""The hot messages and the broker's delayed operations spell out their
+"""The hot messages, the broker's delayed operations and the metadata and
+ISR states a broker makes on every change spell out their
 ``__init__`` for speed when compiled (see reference_impl.core.messages); each
 must stay exactly the one ``@dataclass`` would generate: the declared fields,
 in order, by position and by keyword, with the declared defaults, and the
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from reference_impl.core import messages, producer_state, purgatory
+from reference_impl.core import messages, metadata, partition_state, producer_state, purgatory
+from reference_impl.core.controller import writer
+from reference_impl.core.raft import member
 from reference_impl.core.messages import (
     Batch,
     FetchPartitionResponse,
@@ -74,7 +77,9 @@ _SOURCES: dict[str, ast.Module] = {}
 
 MESSAGES = [obj for obj in vars(messages).values()
             if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == messages.__name__]
-CLASSES = [*MESSAGES, producer_state.SequenceCheck, purgatory.DelayedProduce, purgatory.DelayedFetch]
+CLASSES = [*MESSAGES, producer_state.SequenceCheck, purgatory.DelayedProduce, purgatory.DelayedFetch,
+           metadata.BrokerRegistration, metadata.PartitionRegistration, partition_state.IsrState,
+           member.Parked, writer.Waiting]
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
@@ -108,6 +113,19 @@ def test_frozen_messages_stay_frozen_with_an_explicit_init(cls):
     name = dataclasses.fields(cls)[0].name
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(made, name, getattr(made, name))
+
+
+def test_a_metadata_delta_starts_with_sets_of_its_own_or_takes_the_ones_given():
+    """metadata.Delta spells out its __init__: each field a fresh set, as its
+    ``default_factory=set`` made it, unless given."""
+    a, b = metadata.Delta(), metadata.Delta()
+    assert a == b == metadata.Delta(set(), set(), set())
+    a.partitions.add(TopicPartition("t", 0))
+    a.brokers.add(1)
+    a.topics.add("t")
+    assert b.partitions == set() and b.brokers == set() and b.topics == set()
+    given = {2}
+    assert metadata.Delta(brokers=given).brokers is given and metadata.Delta(brokers=given).topics == set()
 
 
 def test_frozen_messages_keep_value_equality_and_hashing():

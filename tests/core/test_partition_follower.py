@@ -268,3 +268,22 @@ def test_an_answer_to_a_fetch_not_in_flight_is_dropped_and_the_one_in_flight_is_
     assert b.handle(ReplicaFetchResponse(1, corr + 1, Errors.NONE, (late,)), 1, 1) == [] and p.log.leo == 0
     assert traces(answer(b, s, Batch(0, 0, 2, None), hw=0), "append") and p.log.leo == 2
     assert b.handle(ReplicaFetchResponse(1, corr, Errors.NONE, (late,)), 2, 1) == [] and p.log.leo == 2
+
+
+def test_an_answer_for_a_partition_whose_leader_epoch_moved_while_in_flight_is_not_applied():
+    """ReplicaFetcherManager.handle_response: a partition's part of an answer
+    is applied only in the leader epoch the fetch asked in (its
+    ``current_leader_epoch`` as sent): here the leadership went to broker 3
+    and back to broker 1 (epoch 0 -> 2) while the fetch was out, so broker
+    1's answer to the epoch-0 fetch appends nothing: the follower fetches in
+    its current leader epoch (seed 001 §2.2.2), and an answer from an older
+    one is not its to apply."""
+    b, feed, effects = follower()
+    s = fetch_sent(effects)
+    p = b.partitions[TP]
+    assert s.msg.partitions[0].current_leader_epoch == 0
+    b.apply_committed(feed.change(leader=3), 1)
+    b.apply_committed(feed.change(leader=1), 2)
+    assert (p.leader_id, p.leader_epoch) == (1, 2)
+    effects = answer(b, s, Batch(0, 0, 2, None), hw=0, now=3)
+    assert not traces(effects, "append") and p.log.leo == 0

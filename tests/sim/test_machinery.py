@@ -333,6 +333,26 @@ def test_a_timeout_queue_keeps_only_its_oldest_entry_in_the_heap() -> None:
     assert len(q) == 0 and loop.pending() == 0
 
 
+def test_a_timeout_queue_that_drops_its_spent_head_still_fires_each_live_one_in_its_place() -> None:
+    """A queue that never empties (a timeout armed every millisecond, each
+    living 100 ms) drops the entries it has passed now and then
+    (``_COMPACT_AT``), and every live timeout still fires at its own time,
+    in order; the dead ones never do."""
+    from reference_impl.sim.events import _COMPACT_AT
+    loop = EventLoop()
+    n = 3 * _COMPACT_AT
+    live = {k for k in range(n) if k % 7}
+    fired: list[tuple[int, int]] = []
+    q = TimeoutQueue(loop, 100, lambda k: fired.append((loop.now, k)), live)
+    for k in range(n):
+        loop.at(k, q.add, k)
+    loop.run_until(n + 50)
+    assert len(q) == 49 and len(q._keys) < n  # the head was dropped along the way
+    loop.run_until(n + 1000)
+    assert fired == [(k + 100, k) for k in range(n) if k % 7]
+    assert len(q) == 0 and loop.pending() == 0
+
+
 def test_choose_draws_exactly_what_random_choice_draws() -> None:
     """The clients pick brokers with a compiled copy of Random.choice; a
     seed's history depends on it taking the same element and leaving the

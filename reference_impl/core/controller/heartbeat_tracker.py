@@ -211,7 +211,17 @@ class BrokerHeartbeatTracker:
         return None
 
     def next_deadline(self) -> int | None:
-        return min(self.deadlines.values()) if self.deadlines else None
+        # a native loop over the ints: compiled, min() over a dict view is a
+        # builtins lookup and a generic call (after every controller call)
+        if not self.deadlines:
+            return None
+        best = 0
+        first = True
+        for at in self.deadlines.values():
+            if first or at < best:
+                best = at
+                first = False
+        return best
 
 
 __all__ = [

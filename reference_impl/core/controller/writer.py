@@ -36,7 +36,7 @@ from ..partition_change import PartitionChangeBuilder
 from ..raft import RaftReplica
 
 
-@dataclass
+@dataclass(init=False)
 class Waiting:
     """A reply held until the metadata log has committed ``offset``."""
 
@@ -45,6 +45,14 @@ class Waiting:
     msg: Any
     #: what to answer instead if this controller loses leadership first
     on_failover: Any
+
+    # spelt out (init=False): a dataclass's generated __init__ stays
+    # interpreted when compiled (one per controller write answered)
+    def __init__(self, offset: int, dst: NodeId | None, msg: Any, on_failover: Any) -> None:
+        self.offset = offset
+        self.dst = dst
+        self.msg = msg
+        self.on_failover = on_failover
 
 
 def clone_image(image: MetadataImage) -> MetadataImage:

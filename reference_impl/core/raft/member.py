@@ -42,7 +42,7 @@ class Rng(Protocol):
     def randint(self, a: int, b: int) -> int: ...
 
 
-@dataclass
+@dataclass(init=False)
 class Parked:
     """A fetch the leader holds until data or the HW moves."""
 
@@ -50,6 +50,13 @@ class Parked:
     src: NodeId
     #: on the monotonic clock (Kafka's fetch purgatory runs on a SystemTimer)
     deadline: int
+
+    # spelt out (init=False): a dataclass's generated __init__ stays
+    # interpreted when compiled (a quorum leader parks most fetches)
+    def __init__(self, req: RaftFetchRequest, src: NodeId, deadline: int) -> None:
+        self.req = req
+        self.src = src
+        self.deadline = deadline
 
 
 class QuorumMember:
