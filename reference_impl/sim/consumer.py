@@ -29,7 +29,7 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
-from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, error_name
+from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, complete_ok, error_name
 from .network import ConnectionLost
 
 if TYPE_CHECKING:
@@ -394,7 +394,10 @@ class Consumer:
         """Complete the poll ``ok`` with what it read."""
         self._poll = None
         self.busy = False
-        st.done({"type": "ok", "value": [["poll", got]], **extra})
+        if extra:
+            st.done({"type": "ok", "value": [["poll", got]], **extra})
+        else:
+            complete_ok(st.done, [["poll", got]])
 
     def final_read(self, tp: TopicPartition, upto: int, done: PollDone) -> None:
         """Read ``tp`` from offset 0 with a fresh consumer (:class:`FinalRead`)."""

@@ -74,6 +74,36 @@ class ClientConfig:
     final_read_timeout_ms: int = 30000
 
 
+class Completion:
+    """A completion callback a simulated client may hand its fields to
+    (``done(result)``: the completion's fields, as a real client's
+    ``invoke`` returns them), that also takes an ``ok`` completion of a
+    value as it is (:meth:`ok`).
+
+    The clients complete nearly every op ``ok`` with a value: a callback
+    of this class (the virtual-time interpreter's) is handed the value,
+    where the fields as a dict were made by the client, copied into the
+    completion and gone over again for its extra fields, once an
+    operation. Any other callable is called with the fields
+    (:func:`complete_ok`)."""
+
+    def __call__(self, res: dict[str, Any]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def ok(self, value: Any) -> None:
+        """``self({"type": "ok", "value": value})``, what an override must equal."""
+        self({"type": "ok", "value": value})
+
+
+def complete_ok(done: Callable[[dict[str, Any]], None], value: Any) -> None:
+    """Complete ``ok`` with ``value``: ``done({"type": "ok", "value": value})``,
+    through :meth:`Completion.ok` for a :class:`Completion`."""
+    if isinstance(done, Completion):
+        done.ok(value)
+    else:
+        done({"type": "ok", "value": value})
+
+
 class Endpoint(Receiver):
     """A network endpoint that sends requests and matches replies by ref
     (the network's :class:`~reference_impl.sim.network.Receiver` of what

@@ -182,3 +182,14 @@ def test_a_known_run_then_new_batches_read_in_order_with_the_known_pairs() -> No
     rewritten: list = []
     assert pairs.take(fetched(*known[:2], Batch(2, 2, 1, (99,)), known[3]), 0, rewritten) == 4
     assert rewritten == [[0, 10], [1, 11], [2, 99], [3, 13]]
+
+
+def test_an_ok_completion_reaches_a_plain_callback_as_its_fields() -> None:
+    """``complete_ok`` hands any callback but a Completion (the
+    virtual-time interpreter's, tests/harness/test_virtual_interpreter.py)
+    the fields, as the clients always did."""
+    from reference_impl.sim.endpoint import complete_ok
+
+    got: list = []
+    complete_ok(got.append, [1, 2])
+    assert got == [{"type": "ok", "value": [1, 2]}]
