@@ -77,12 +77,15 @@ class _Job(Completion):
     where the open op was a tuple beside a callback object."""
 
     def __init__(self, it: "VirtualInterpreter", t: Any, job: int, inv: dict[str, Any],
-                 extra: dict[str, Any]) -> None:
+                 extra: dict[str, Any], fields: dict[str, Any] | None) -> None:
         self.it = it
         self.t = t
         self.job = job
         self.inv = inv
         self.extra = extra
+        #: the fields of the invocation's line (an ok completion's line is
+        #: a copy of them with four set: Recorder.append_ok)
+        self.fields = fields
 
     def __call__(self, res: dict[str, Any]) -> None:
         self.it._complete(self.t, self.job, res)
@@ -318,7 +321,7 @@ class VirtualInterpreter:
         self._changed()
         self._job_ids += 1
         job = self._job_ids
-        j = _Job(self, t, job, inv, extra)
+        j = _Job(self, t, job, inv, extra, self.rec.last_fields)
         self.jobs[t] = j
         gen = self.gen
         if gen is not None and not gen.is_inert():
@@ -361,7 +364,7 @@ class VirtualInterpreter:
             return  # a late answer to an op already timed out
         comp = dict(cur.inv)
         comp.update(res)
-        self._completed(t, job, cur, comp, completion_extra(cur.extra, res))
+        self._completed(t, job, cur, comp, completion_extra(cur.extra, res), None)
 
     def _complete_ok(self, t: Any, job: int, value: Any) -> None:
         """``_complete(t, job, {"type": "ok", "value": value})``, without
@@ -374,12 +377,16 @@ class VirtualInterpreter:
         comp = dict(cur.inv)
         comp["type"] = "ok"
         comp["value"] = value
-        self._completed(t, job, cur, comp, dict(cur.extra))
+        self._completed(t, job, cur, comp, dict(cur.extra), cur.fields)
 
-    def _completed(self, t: Any, job: int, cur: _Job, comp: dict[str, Any], extra: dict[str, Any]) -> None:
+    def _completed(self, t: Any, job: int, cur: _Job, comp: dict[str, Any], extra: dict[str, Any],
+                   ok_line: dict[str, Any] | None) -> None:
         """Open op ``cur`` (job ``job`` of thread ``t``) completed with the
         fields ``comp`` (extra fields ``extra``, the Op's own): recorded,
-        its thread freed, the generator updated."""
+        its thread freed, the generator updated. ``ok_line``: an ``ok``
+        completion of the invocation's fields and extra fields (but type
+        and value), whose line is recorded from the invocation's fields
+        (``Recorder.append_ok``), unless the nemesis's."""
         del self.jobs[t]
         open_ = self._open
         if job in open_:  # not dict.pop: compiled, a method call by name
@@ -393,7 +400,10 @@ class VirtualInterpreter:
             type_ = comp.get("type")
             if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
                 type_ = comp["type"] = "ok"
-        self.rec.append(comp["process"], type_, comp["f"], comp.get("value"), comp.get("error"), extra)
+        if ok_line is not None and not nemesis:
+            self.rec.append_ok(ok_line, comp["process"], comp["f"], comp.get("value"), comp.get("error"), extra)
+        else:
+            self.rec.append(comp["process"], type_, comp["f"], comp.get("value"), comp.get("error"), extra)
         if self.observe is not None:
             self.observe(self.state, comp)
         self._give(t)

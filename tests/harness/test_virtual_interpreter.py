@@ -221,7 +221,8 @@ class OkClient(LogClient):
 def test_an_ok_completion_handed_its_value_alone_records_what_the_fields_would():
     """A client handing ``ok`` and the value (Completion.ok) completes the
     op as the fields ``{"type": "ok", "value": ...}`` would: the same
-    history, extra fields and all, each Op's extra its own dict, and the
+    history, extra fields and all, byte for byte (its line recorded from
+    the invocation's: Recorder.append_ok), each Op's extra its own dict, and the
     generator and observer shown the same completions."""
     def run(client: type) -> tuple[list, list, list]:
         loop, log, made = EventLoop(), [], []
@@ -235,11 +236,11 @@ def test_an_ok_completion_handed_its_value_alone_records_what_the_fields_would()
         it.start()
         loop.run_until(10**9, it.stopped)
         assert it.done
-        return rec.ops, [o.to_dict() for o in rec.ops], seen
+        return rec.ops, [o.to_dict() for o in rec.ops] + [rec.digest()], seen
 
     ops, fields, seen = run(OkClient)
     _, want, want_seen = run(LogClient)
-    assert fields == want and seen == want_seen
+    assert fields == want and seen == want_seen  # the digest of the lines' bytes too
     assert sum(o.type == "ok" for o in ops) == 12 and all(o.extra == {"acks": "all"} for o in ops)
     assert len({id(o.extra) for o in ops}) == len(ops)
     assert all(c["type"] == "ok" and len(c["value"]) == 2 for c in seen)
