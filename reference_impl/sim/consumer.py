@@ -69,7 +69,11 @@ class _Poll:
         self.gen = gen
         self.done = done
         self.crash = crash
-        self.got: dict[str, list[list[Any]]] = {}
+        #: key -> the records read of it, every key polled listed from
+        #: the start in the poll's order (its partitions' order, key order
+        #: nearly always: then a poll that read every key is its own value,
+        #: see Consumer._complete)
+        self.got: dict[str, list[list[Any]]] = {str(tp): [] for tp in tps}
         self.outstanding = 0
         self.resets: list[str] = []
         self.errors: set[str] = set()
@@ -210,6 +214,15 @@ class RecordPairs:
                 seen[base + i] = p
             checked[base + i] = note
             out.append(p)
+
+
+def _all_read(d: dict[str, list[list[Any]]]) -> bool:
+    """Whether every key of a poll read something (nearly always: each poll
+    reads every key from its own position, and every key is written to)."""
+    for v in d.values():
+        if not v:
+            return False
+    return True
 
 
 def _in_order(d: dict[str, Any]) -> bool:
@@ -384,7 +397,11 @@ class Consumer:
             self._crashed(st)
             return
         read = st.got
-        got = {k: read[k] for k in (read if _in_order(read) else sorted(read)) if read[k]}
+        got: dict[str, list[list[Any]]]
+        if _in_order(read) and _all_read(read):
+            got = read  # what the comprehension below would copy, key for key
+        else:
+            got = {k: read[k] for k in (read if _in_order(read) else sorted(read)) if read[k]}
         extra: dict[str, Any] = {}
         if st.resets:
             extra["resets"] = st.resets
