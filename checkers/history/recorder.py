@@ -143,6 +143,9 @@ class Recorder:
         self.active_faults: dict[str, Any] = {}
         #: the operations, kept for the checkers (``keep``), else None
         self.ops: list[Op] | None = [] if keep else None
+        #: the fields of the line :meth:`append` recorded last (its
+        #: caller's to keep for :meth:`append_ok`; never changed here)
+        self.last_fields: dict[str, Any] | None = None
         self.closed = False
         self.path: Path | None = Path(path) if path is not None else None
         self._background = background
@@ -246,12 +249,52 @@ class Recorder:
             fields["error"] = error
         if extra:
             fields.update(extra)
+        self.last_fields = fields
+        self._emit(fields)
+        return op
+
+    def append_ok(self, invocation: dict[str, Any], process: Any, f: str, value: Any, error: Any,
+                  extra: dict[str, Any]) -> Op:
+        """:meth:`append` of an ``ok`` completion of an operation whose
+        invocation's line had the fields ``invocation`` (:attr:`last_fields`
+        just after it was recorded), given the same ``process``, ``f``,
+        ``error`` and extra fields (``extra``, equal to the invocation's
+        and the completion Op's own): its line is that line with index,
+        time, type and value set, the same keys in the same order, where
+        building it anew set two more fields and merged the extra ones
+        again (the simulated clients complete nearly every op so)."""
+        i = self._index
+        self._index = i + 1
+        index: Any = i
+        t: Any = self._clock.now_ns() - self._t0
+        op: Op = _new_op(_OP)
+        op.type = "ok"
+        op.f = f
+        op.value = value
+        op.process = process
+        op.time = t
+        op.index = index
+        op.error = error
+        op.extra = extra
+        ops = self.ops
+        if ops is not None:
+            ops.append(op)
+        fields = invocation.copy()
+        fields["index"] = index
+        fields["time"] = t
+        fields["type"] = "ok"
+        fields["value"] = value
+        self._emit(fields)
+        return op
+
+    def _emit(self, fields: dict[str, Any]) -> None:
+        """The line of ``fields`` joins the lines not yet hashed (hashed
+        and written :data:`FLUSH_EVERY` at a time)."""
         line = encode_op(fields)
         unhashed = self._unhashed
         unhashed.append(line)
         if len(unhashed) >= FLUSH_EVERY:
             self._hash_pending()
-        return op
 
     def _count(self, d: dict[str, Any]) -> None:
         if d["process"] == "nemesis":

@@ -34,6 +34,7 @@ from typing import Any, Callable, Final, Protocol
 
 from checkers.history.recorder import Recorder, completion_extra, op_extra
 from generator.core import PENDING, Context, Gen
+from reference_impl.sim.endpoint import Completion
 from reference_impl.sim.events import EventLoop, StopFlag, TimeoutQueue
 
 #: Final: compiled, a constant is a static, where a plain global was a
@@ -66,24 +67,31 @@ def _is_nemesis(t: Any) -> bool:
     return isinstance(t, str) and t == NEMESIS
 
 
-class _Job:
+class _Job(Completion):
     """One open op, job ``job`` of thread ``t``: its invocation as recorded
     and its recorded extra fields (the completion's start from them); and
     the completion callback its client calls with the completion's fields
     (a native callable, where a partial of a bound method took a generic
-    call and an argument parse). One object per op, where the open op was a
-    tuple beside a callback object."""
+    call and an argument parse), or, completing it ``ok``, with the value
+    alone (:meth:`ok`, the simulated clients' call). One object per op,
+    where the open op was a tuple beside a callback object."""
 
     def __init__(self, it: "VirtualInterpreter", t: Any, job: int, inv: dict[str, Any],
-                 extra: dict[str, Any]) -> None:
+                 extra: dict[str, Any], fields: dict[str, Any] | None) -> None:
         self.it = it
         self.t = t
         self.job = job
         self.inv = inv
         self.extra = extra
+        #: the fields of the invocation's line (an ok completion's line is
+        #: a copy of them with four set: Recorder.append_ok)
+        self.fields = fields
 
     def __call__(self, res: dict[str, Any]) -> None:
         self.it._complete(self.t, self.job, res)
+
+    def ok(self, value: Any) -> None:
+        self.it._complete_ok(self.t, self.job, value)
 
 
 class VirtualClient(Protocol):
@@ -313,7 +321,7 @@ class VirtualInterpreter:
         self._changed()
         self._job_ids += 1
         job = self._job_ids
-        j = _Job(self, t, job, inv, extra)
+        j = _Job(self, t, job, inv, extra, self.rec.last_fields)
         self.jobs[t] = j
         gen = self.gen
         if gen is not None and not gen.is_inert():
@@ -354,12 +362,35 @@ class VirtualInterpreter:
         cur = self.jobs.get(t)
         if cur is None or cur.job != job:
             return  # a late answer to an op already timed out
+        comp = dict(cur.inv)
+        comp.update(res)
+        self._completed(t, job, cur, comp, completion_extra(cur.extra, res), None)
+
+    def _complete_ok(self, t: Any, job: int, value: Any) -> None:
+        """``_complete(t, job, {"type": "ok", "value": value})``, without
+        the dict: the completion is the invocation with those two fields
+        set (as the update by that dict sets them, in that order), and its
+        extra fields the invocation's (neither key is an extra field)."""
+        cur = self.jobs.get(t)
+        if cur is None or cur.job != job:
+            return  # a late answer to an op already timed out
+        comp = dict(cur.inv)
+        comp["type"] = "ok"
+        comp["value"] = value
+        self._completed(t, job, cur, comp, dict(cur.extra), cur.fields)
+
+    def _completed(self, t: Any, job: int, cur: _Job, comp: dict[str, Any], extra: dict[str, Any],
+                   ok_line: dict[str, Any] | None) -> None:
+        """Open op ``cur`` (job ``job`` of thread ``t``) completed with the
+        fields ``comp`` (extra fields ``extra``, the Op's own): recorded,
+        its thread freed, the generator updated. ``ok_line``: an ``ok``
+        completion of the invocation's fields and extra fields (but type
+        and value), whose line is recorded from the invocation's fields
+        (``Recorder.append_ok``), unless the nemesis's."""
         del self.jobs[t]
         open_ = self._open
         if job in open_:  # not dict.pop: compiled, a method call by name
             del open_[job]
-        comp = dict(cur.inv)
-        comp.update(res)
         nemesis = _is_nemesis(t)
         type_: Any
         if nemesis:
@@ -369,8 +400,10 @@ class VirtualInterpreter:
             type_ = comp.get("type")
             if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
                 type_ = comp["type"] = "ok"
-        self.rec.append(comp["process"], type_, comp["f"], comp.get("value"), comp.get("error"),
-                        completion_extra(cur.extra, res))
+        if ok_line is not None and not nemesis:
+            self.rec.append_ok(ok_line, comp["process"], comp["f"], comp.get("value"), comp.get("error"), extra)
+        else:
+            self.rec.append(comp["process"], type_, comp["f"], comp.get("value"), comp.get("error"), extra)
         if self.observe is not None:
             self.observe(self.state, comp)
         self._give(t)

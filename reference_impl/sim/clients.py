@@ -39,7 +39,16 @@ from reference_impl.core.messages import (
 from checkers.history.recorder import Clock, Recorder
 
 from .consumer import Consumer, RecordPairs
-from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, choose, error_name, group_error_name
+from .endpoint import (
+    ClientConfig,
+    Endpoint,
+    MetadataCache,
+    Partitions,
+    choose,
+    complete_ok,
+    error_name,
+    group_error_name,
+)
 from .events import EventLoop
 from .groups import GroupMember
 from .host import DOWN
@@ -150,7 +159,7 @@ class _Sent:
 
     def __call__(self, type_: str, offset: Any, error: Any) -> None:
         if type_ == "ok":
-            self.done({"type": "ok", "value": [["send", self.key, [offset, self.value]]]})
+            complete_ok(self.done, [["send", self.key, [offset, self.value]]])
         else:
             self.done({"type": type_, "error": error})
 

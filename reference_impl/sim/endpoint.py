@@ -74,6 +74,36 @@ class ClientConfig:
     final_read_timeout_ms: int = 30000
 
 
+class Completion:
+    """A completion callback a simulated client may hand its fields to
+    (``done(result)``: the completion's fields, as a real client's
+    ``invoke`` returns them), that also takes an ``ok`` completion of a
+    value as it is (:meth:`ok`).
+
+    The clients complete nearly every op ``ok`` with a value: a callback
+    of this class (the virtual-time interpreter's) is handed the value,
+    where the fields as a dict were made by the client, copied into the
+    completion and gone over again for its extra fields, once an
+    operation. Any other callable is called with the fields
+    (:func:`complete_ok`)."""
+
+    def __call__(self, res: dict[str, Any]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def ok(self, value: Any) -> None:
+        """``self({"type": "ok", "value": value})``, what an override must equal."""
+        self({"type": "ok", "value": value})
+
+
+def complete_ok(done: Callable[[dict[str, Any]], None], value: Any) -> None:
+    """Complete ``ok`` with ``value``: ``done({"type": "ok", "value": value})``,
+    through :meth:`Completion.ok` for a :class:`Completion`."""
+    if isinstance(done, Completion):
+        done.ok(value)
+    else:
+        done({"type": "ok", "value": value})
+
+
 class Endpoint(Receiver):
     """A network endpoint that sends requests and matches replies by ref
     (the network's :class:`~reference_impl.sim.network.Receiver` of what
@@ -94,11 +124,12 @@ class Endpoint(Receiver):
         self.sim = sim
         self.name = name
         self._rid = 0
-        # keyed by the boxed rid (Any, not int): compiled, an int key is
-        # boxed anew for every dict it goes into (see request)
-        self._pending: dict[Any, Callable[[Any], None]] = {}
-        #: rid -> the node the request went to (dict order is rid order)
-        self._dst: dict[Any, Any] = {}
+        #: rid -> (the reply's handler, the node the request went to), in
+        #: rid order; keyed by the boxed rid (Any, not int): compiled, an
+        #: int key is boxed anew for every dict it goes into (see request).
+        #: One dict of pairs, where a dict of handlers beside one of nodes
+        #: took an insert and a delete more per request
+        self._pending: dict[Any, tuple[Callable[[Any], None], Any]] = {}
         # one queue per timeout length; see TimeoutQueue for why not loop.after
         self._timeouts: dict[int, TimeoutQueue] = {}
         self._last_q: TimeoutQueue | None = None
@@ -118,8 +149,7 @@ class Endpoint(Receiver):
         # boxed once for the two dicts and the ref (a request id soon passes
         # the small ints CPython keeps, so each boxing is an allocation)
         key: Any = rid
-        self._pending[key] = on_reply
-        self._dst[key] = node
+        self._pending[key] = (on_reply, node)
         self.sim.net.send_from(self._fifos, self.name, node, make((self.name, key)))
         q = self._last_q
         if q is None or timeout_ms != self._last_timeout_ms:
@@ -136,20 +166,20 @@ class Endpoint(Receiver):
         """Request ``rid`` timed out: its connection is closed first (a
         request its handler sends goes on a new one), then it and every
         other request in flight to that node fail."""
-        node = self._dst[rid]
+        node = self._pending[rid][1]
         self.sim.net.close(self.name, node)
-        others = [r for r, n in self._dst.items() if n == node and r != rid]
+        others = [r for r, e in self._pending.items() if e[1] == node and r != rid]
         self._answer(rid, None)
         for r in others:
             self._answer(r, ConnectionLost(TIMED_OUT))
 
     def _in_flight_to(self, node: Any) -> bool:
-        return node in self._dst.values()
+        return any(e[1] == node for e in self._pending.values())
 
     def _lost(self, node: Any, error: str) -> None:
         """The connection to ``node`` ended: its requests fail with ``error``."""
         lost = ConnectionLost(error)
-        for r in [r for r, n in self._dst.items() if n == node]:
+        for r in [r for r, e in self._pending.items() if e[1] == node]:
             self._answer(r, lost)
 
     def receive(self, src: Any, msg: Any) -> None:
@@ -165,18 +195,16 @@ class Endpoint(Receiver):
         A lookup and a delete: compiled, ``dict.pop(k, None)`` is a method
         call by name."""
         pending = self._pending
-        cb = pending.get(rid)
-        if cb is not None:
+        entry = pending.get(rid)
+        if entry is not None:
             del pending[rid]
-            del self._dst[rid]
-            cb(msg)
+            entry[0](msg)
 
     def cancel_all(self) -> None:
         """The client process is gone (a crash, the run's end): its requests
         are forgotten and its connections closed, so what a cut held of them
         is never delivered; a fresh process takes the same endpoint."""
         self._pending.clear()
-        self._dst.clear()
         self.sim.net.endpoint_down(self.name)
 
 

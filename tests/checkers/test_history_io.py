@@ -262,3 +262,40 @@ def test_a_completions_extra_fields_built_from_its_invocations_are_those_of_the_
             got = completion_extra(extra, res)
             assert list(got.items()) == list(op_extra(merged).items())
             assert got is not extra
+
+
+def test_an_ok_completion_recorded_from_its_invocations_line_is_the_line_append_writes(tmp_path: Path):
+    """Recorder.append_ok, given the invocation line's fields and the same
+    process, f, error and extra fields, writes what append writes for that
+    completion, byte for byte (index, time, type and value its own; the
+    extra fields after an error, in the invocation's order), and keeps the
+    same Op; the invocation's fields are left as they were."""
+    from checkers.history.recorder import Recorder
+    from reference_impl.sim.clients import VirtualClock
+    from reference_impl.sim.events import EventLoop
+
+    ops = [(3, "send", [["send", "t-0", 1]], None, {"acks": "all", "idempotent": False}, [["send", "t-0", [7, 1]]]),
+           (1, "poll", [["poll"]], None, {}, [["poll", {"t-0": [[0, 1]]}]]),
+           (2, "odd", 5, "said-so", {"node": 2}, {"v": 6})]
+    lines = {}
+    for how in ("append", "append_ok"):
+        path = tmp_path / f"{how}.jsonl"
+        loop = EventLoop()
+        rec = Recorder(path, keep=True, clock=VirtualClock(loop), epoch=0, background=False)
+        for process, f, value, error, extra, result in ops:
+            loop.now += 3
+            rec.append(process, "invoke", f, value, error, dict(extra))
+            inv = rec.last_fields
+            before = dict(inv)
+            loop.now += 4
+            if how == "append":
+                got = rec.append(process, "ok", f, result, error, dict(extra))
+            else:
+                got = rec.append_ok(inv, process, f, result, error, dict(extra))
+            assert inv == before and list(inv) == list(before)
+            assert (got.type, got.value, got.error, got.extra, got.index) == ("ok", result, error, extra, rec.size - 1)
+            assert got.time - inv["time"] == 4_000_000
+        rec.close()
+        lines[how] = (path.read_bytes(), rec.digest(), [o.to_dict() for o in rec.ops])
+    assert lines["append_ok"] == lines["append"]
+    assert lines["append"][0].count(b"\n") == 6 and b'"error":"said-so","node":2' in lines["append"][0]

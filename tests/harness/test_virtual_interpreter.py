@@ -203,3 +203,44 @@ def test_a_late_answer_to_an_op_that_timed_out_is_dropped_and_the_next_op_comple
     assert got == [("invoke", 0, None, None), ("info", 0, "timeout", None),
                    ("invoke", 1, None, None), ("ok", 10, None, False)]
     assert [o.time // 1_000_000 for o in rec.ops] == [0, 600, 600, 1000]
+
+
+class OkClient(LogClient):
+    """LogClient completing ``ok`` as the simulated clients do
+    (``reference_impl.sim.endpoint.complete_ok``: the value alone to the
+    interpreter's callback, a :class:`Completion`)."""
+
+    def invoke(self, op: dict[str, Any], done: Callable[[dict[str, Any]], None]) -> None:
+        from reference_impl.sim.endpoint import Completion, complete_ok
+
+        assert isinstance(done, Completion)
+        self.log.append(op["value"])
+        self.loop.after(1 + op["value"] % 7, complete_ok, done, [op["value"], len(self.log) - 1])
+
+
+def test_an_ok_completion_handed_its_value_alone_records_what_the_fields_would():
+    """A client handing ``ok`` and the value (Completion.ok) completes the
+    op as the fields ``{"type": "ok", "value": ...}`` would: the same
+    history, extra fields and all, byte for byte (its line recorded from
+    the invocation's: Recorder.append_ok), each Op's extra its own dict, and the
+    generator and observer shown the same completions."""
+    def run(client: type) -> tuple[list, list, list]:
+        loop, log, made = EventLoop(), [], []
+        seen: list = []
+        rec = Recorder(None, keep=True, clock=VirtualClock(loop), epoch=0, background=False)
+        gen = g.clients(g.limit(12, g.delay(0.01, lambda c: {"f": "w", "value": c.rng.randint(0, 99),
+                                                             "acks": "all", "_timeout": 3})))
+        it = VirtualInterpreter(gen, rec, 3, lambda t, p: client(loop, log, made, t, p), None,
+                                random.Random(5), 5.0, loop, t0_ms=0,
+                                observe=lambda state, comp: seen.append(dict(comp)))
+        it.start()
+        loop.run_until(10**9, it.stopped)
+        assert it.done
+        return rec.ops, [o.to_dict() for o in rec.ops] + [rec.digest()], seen
+
+    ops, fields, seen = run(OkClient)
+    _, want, want_seen = run(LogClient)
+    assert fields == want and seen == want_seen  # the digest of the lines' bytes too
+    assert sum(o.type == "ok" for o in ops) == 12 and all(o.extra == {"acks": "all"} for o in ops)
+    assert len({id(o.extra) for o in ops}) == len(ops)
+    assert all(c["type"] == "ok" and len(c["value"]) == 2 for c in seen)

@@ -156,7 +156,7 @@ def test_a_send_and_a_poll_are_the_answer_callbacks_of_their_requests() -> None:
     s.sim.cut({(c.ep.name, b) for b in s.sim.broker_ids})  # nothing is answered while cut
     c.invoke(_send(str(tp), 5), done.append)
     c.consumer.poll(done.append)
-    assert list(c.ep._pending.values()) == [c.producer._op, c.consumer._poll]
+    assert [cb for cb, _ in c.ep._pending.values()] == [c.producer._op, c.consumer._poll]
     c.kill()  # as for a new process's client: what was in flight is forgotten
     s.sim.heal()
     c.invoke(_send(str(tp), 6), done.append)
@@ -193,3 +193,43 @@ def test_the_clients_name_each_partition_by_the_brokers_own_object_once_metadata
     assert key is brokers_tp and c.consumer.positions[key] == 1
     assert do(_send(str(tp), 1))["type"] == "ok"
     assert do({"f": "poll", "value": [["poll"]]})["value"] == [["poll", {str(tp): [[1, 1]]}]]
+
+
+def test_a_poll_lists_the_keys_it_read_in_key_order_and_leaves_out_those_it_did_not() -> None:
+    """A poll's value holds the keys that read records, sorted, each with
+    its records; a key polled that read nothing is left out, whether or
+    not the others read (a poll lists every key it polls from the start:
+    one that read them all is its own value)."""
+    s = Scenario(seed=15)
+    tps = s.start(replicas=(1, 2, 3), partitions=3)
+    c = _workload(s, tps).client(0, 0, ClientSettings("all"))
+    done: list = []
+
+    def send(tp: object, value: int) -> None:
+        done.clear()
+        c.invoke(_send(str(tp), value), done.append)
+        s.wait(lambda: len(done) == 1, what="the send")
+        assert done[0]["type"] == "ok"
+
+    def read_all(want: int) -> dict:
+        """Poll until ``want`` records are read: key -> values, each poll's
+        keys sorted and each with records."""
+        seen: dict = {}
+        for _ in range(50):
+            done.clear()
+            c.consumer.poll(done.append)
+            s.wait(lambda: len(done) == 1, what="the poll")
+            ((name, got),) = done[0]["value"]
+            assert name == "poll" and list(got) == sorted(got) and all(got.values())
+            for k, pairs in got.items():
+                seen.setdefault(k, []).extend(v for _, v in pairs)
+            if sum(map(len, seen.values())) >= want:
+                return seen
+        raise AssertionError(seen)
+
+    send(tps[2], 10)
+    send(tps[0], 11)
+    assert read_all(2) == {str(tps[0]): [11], str(tps[2]): [10]}
+    for i, tp in enumerate(tps):
+        send(tp, 20 + i)
+    assert read_all(3) == {str(tp): [20 + i] for i, tp in enumerate(tps)}

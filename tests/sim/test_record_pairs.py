@@ -141,3 +141,55 @@ def test_a_polls_keys_are_sorted_only_when_they_arrived_out_of_order() -> None:
 
     assert _in_order({}) and _in_order({"t-0": 1}) and _in_order({"t-0": 1, "t-1": 2, "t-2": 3})
     assert not _in_order({"t-1": 1, "t-0": 2}) and not _in_order({"t-0": 1, "t-2": 2, "t-1": 3})
+
+
+def test_a_longer_batch_read_again_reads_every_record_of_it() -> None:
+    """A note stands for one record at its own offset: a read finds the
+    notes of a run of known one-record batches and takes that many pairs
+    at once, so a longer batch leaves none (noted, a read of it again
+    would take one pair for its three records)."""
+    pairs = RecordPairs()
+    longer = Batch(0, 1, 3, (10, 11, 12))
+    first: list = []
+    again: list = []
+    assert pairs.take(fetched(longer), 0, first) == 3
+    assert pairs.take(fetched(longer), 0, again) == 3
+    assert first == again == [[0, 10], [1, 11], [2, 12]]
+    assert all(a is b for a, b in zip(first, again))
+    after: list = []
+    tail = Batch(3, 1, 1, (13,))
+    pairs.take(fetched(longer, tail), 0, after)
+    assert after == [[0, 10], [1, 11], [2, 12], [3, 13]]
+
+
+def test_a_known_run_then_new_batches_read_in_order_with_the_known_pairs() -> None:
+    """A read of batches other consumers read before (taken as one run)
+    followed by batches written since (checked one by one): every record
+    once, in offset order, the known ones by the pairs made before; a run
+    that starts before the read's position is read batch by batch."""
+    pairs = RecordPairs()
+    known = tuple(Batch(o, 1, 1, (10 + o,)) for o in range(4))
+    warm: list = []
+    assert pairs.take(fetched(*known), 0, warm) == 4
+    new = (Batch(4, 1, 1, (14,)), Batch(5, 1, 2, (15, 16)))
+    got: list = []
+    assert pairs.take(fetched(*known, *new), 0, got) == 7
+    assert got == [[o, 10 + o] for o in range(7)]
+    assert all(a is b for a, b in zip(got, warm))
+    mid: list = []
+    assert pairs.take(fetched(*known, *new), 2, mid) == 7
+    assert mid == got[2:] and mid[0] is got[2]
+    rewritten: list = []
+    assert pairs.take(fetched(*known[:2], Batch(2, 2, 1, (99,)), known[3]), 0, rewritten) == 4
+    assert rewritten == [[0, 10], [1, 11], [2, 99], [3, 13]]
+
+
+def test_an_ok_completion_reaches_a_plain_callback_as_its_fields() -> None:
+    """``complete_ok`` hands any callback but a Completion (the
+    virtual-time interpreter's, tests/harness/test_virtual_interpreter.py)
+    the fields, as the clients always did."""
+    from reference_impl.sim.endpoint import complete_ok
+
+    got: list = []
+    complete_ok(got.append, [1, 2])
+    assert got == [{"type": "ok", "value": [1, 2]}]
