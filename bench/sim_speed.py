@@ -164,24 +164,25 @@ def main() -> None:
     if early:
         print(f"note: seeds {early} ended their workload and final reads before the {a.time_limit:g} s time limit "
               f"(no operation fitted in what was left of it at {a.rate:g} ops/s): their workload phase runs to the end")
-    print(f"TOTAL, workload phase at {a.rate:g} ops/s, one process: {tot_w_sim:.1f} simulated s in {tot_w_wall:.2f} "
-          f"wall s = {tot_w_sim / tot_w_wall:.1f}x real time; CPU {tot_w_cpu:.2f} s = "
-          f"{tot_w_sim / tot_w_cpu:.1f}x")
-    print(f"TOTAL, whole simulation (cluster start and final reads included), one process: {tot_sim:.1f} simulated s "
-          f"in {sim_wall:.2f} wall s = {tot_sim / sim_wall:.1f}x; CPU {sim_cpu:.2f} s = {tot_sim / sim_cpu:.1f}x")
-    print(f"TOTAL, each seed with its checkers, one process: {tot_wall:.2f} wall s = {tot_sim / tot_wall:.1f}x "
-          f"(checkers {tot_check_wall:.2f} wall s, {tot_check:.2f} CPU s)")
+    totals = [
+        f"TOTAL, workload phase at {a.rate:g} ops/s, one process: {tot_w_sim:.1f} simulated s in {tot_w_wall:.2f} "
+        f"wall s = {tot_w_sim / tot_w_wall:.1f}x real time; CPU {tot_w_cpu:.2f} s = {tot_w_sim / tot_w_cpu:.1f}x",
+        f"TOTAL, whole simulation (cluster start and final reads included), one process: {tot_sim:.1f} simulated s "
+        f"in {sim_wall:.2f} wall s = {tot_sim / sim_wall:.1f}x; CPU {sim_cpu:.2f} s = {tot_sim / sim_cpu:.1f}x",
+        f"TOTAL, each seed with its checkers, one process: {tot_wall:.2f} wall s = {tot_sim / tot_wall:.1f}x "
+        f"(checkers {tot_check_wall:.2f} wall s, {tot_check:.2f} CPU s)",
+    ]
+    for line in totals:
+        print(line)
     if a.jobs > 1:
         parallel(opts, a.seeds, a.jobs)
     if before is not None:
+        # the same lines, side by side: every TOTAL of both trees
         print(f"BEFORE ({a.before}) and AFTER (this tree), same arguments, one after the other:")
         for line in before:
             print(f"  before: {line}")
-        print(f"  after:  TOTAL, workload phase at {a.rate:g} ops/s, one process: {tot_w_sim:.1f} simulated s in "
-              f"{tot_w_wall:.2f} wall s = {tot_w_sim / tot_w_wall:.1f}x real time; CPU {tot_w_cpu:.2f} s = "
-              f"{tot_w_sim / tot_w_cpu:.1f}x")
-        print(f"  after:  TOTAL, whole simulation: {tot_sim:.1f} simulated s in {sim_wall:.2f} wall s = "
-              f"{tot_sim / sim_wall:.1f}x; CPU {sim_cpu:.2f} s = {tot_sim / sim_cpu:.1f}x")
+        for line in totals:
+            print(f"  after:  {line}")
 
 
 def run_before(commit: str, argv: list[str]) -> list[str]:
