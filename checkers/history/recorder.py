@@ -222,20 +222,7 @@ class Recorder:
         # the Op and again for the line's fields
         index: Any = i
         t: Any = self._clock.now_ns() - self._t0
-        # every field set, as Op's generated __init__ would (a test holds
-        # the two together), without running it
-        op: Op = _new_op(_OP)
-        op.type = type_
-        op.f = f
-        op.value = value
-        op.process = process
-        op.time = t
-        op.index = index
-        op.error = error
-        op.extra = extra
-        ops = self.ops
-        if ops is not None:
-            ops.append(op)
+        op = self._keep(type_, f, value, process, t, index, error, extra)
         # the fields are Op.to_dict's, in its order (a test holds the two
         # together), built here because this runs compiled and to_dict does not
         fields = _LINE.copy()
@@ -267,8 +254,22 @@ class Recorder:
         self._index = i + 1
         index: Any = i
         t: Any = self._clock.now_ns() - self._t0
+        op = self._keep("ok", f, value, process, t, index, error, extra)
+        fields = invocation.copy()
+        fields["index"] = index
+        fields["time"] = t
+        fields["type"] = "ok"
+        fields["value"] = value
+        self._emit(fields)
+        return op
+
+    def _keep(self, type_: str, f: str, value: Any, process: Any, t: Any, index: Any, error: Any,
+              extra: dict[str, Any]) -> Op:
+        """The Op of one line, kept for the checkers if asked: every field
+        set, as Op's generated __init__ would (a test holds the two
+        together), without running it."""
         op: Op = _new_op(_OP)
-        op.type = "ok"
+        op.type = type_
         op.f = f
         op.value = value
         op.process = process
@@ -279,12 +280,6 @@ class Recorder:
         ops = self.ops
         if ops is not None:
             ops.append(op)
-        fields = invocation.copy()
-        fields["index"] = index
-        fields["time"] = t
-        fields["type"] = "ok"
-        fields["value"] = value
-        self._emit(fields)
         return op
 
     def _emit(self, fields: dict[str, Any]) -> None:
