@@ -150,7 +150,7 @@ class EventLoop:
         """Schedule ``entry``, whose ``seq`` is the largest yet (from
         :meth:`next_seq`), at ``when`` (not in the past): it runs last of
         what is due then so far, as an :meth:`at` would."""
-        # _bucket's near case, inlined: one push per message sent
+        # one push per message sent: both cases inline
         if when - self.now < _WHEEL:
             wheel = self._wheel
             slot = when & _MASK
@@ -161,26 +161,24 @@ class EventLoop:
             else:
                 near.append(entry)
             return
-        bucket = self._bucket(when, entry)
-        if bucket is not None:
-            bucket.append(entry)
+        far = self._buckets.get(when)
+        if far is None:
+            self._buckets[when] = [entry]
+            heappush(self._times, when)
+        else:
+            far.append(entry)
 
     def _bucket(self, when: int, entry: Event) -> list[Event] | None:
         """The entries due at ``when`` so far, where one more goes: the near
         wheel's slot within its span, else the far calendar's. ``None`` when
-        there were none: ``entry`` is then the first, already in place."""
+        there were none: ``entry`` is then the first, put in place by
+        :meth:`push`."""
         if when - self.now < _WHEEL:
-            wheel = self._wheel
-            slot = when & _MASK
-            near = wheel[slot]
-            if near is None:
-                wheel[slot] = [entry]
-                self._filled += 1
-            return near
-        bucket = self._buckets.get(when)
+            bucket = self._wheel[when & _MASK]
+        else:
+            bucket = self._buckets.get(when)
         if bucket is None:
-            self._buckets[when] = [entry]
-            heappush(self._times, when)
+            self.push(when, entry)
         return bucket
 
     def after(self, delay: int, fn: Callable[..., Any], *args: Any) -> None:
