@@ -11,14 +11,13 @@ duplicate-processing and lost-processing counts, verdict, wall seconds.
 
 from __future__ import annotations
 
-import argparse
-import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kwcli import kraftwerk_json, print_rows, slow_tests, table_args  # noqa: E402
+
 LIMIT = 15
 KILLS = ["--nemesis", "kill", "--nemesis-interval", "5"]
 RUNS = [
@@ -32,37 +31,26 @@ RUNS = [
 
 
 def row(name: str, flags: list[str], out: str, seed: str) -> str:
-    t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "run", "--workload", "ctp",
-                        "--time-limit", str(LIMIT), "--out", out, "--seed", seed, "--json", "--no-progress", *flags],
-                       capture_output=True, text=True, cwd=ROOT)
-    try:
-        r = json.loads(p.stdout)
-    except ValueError:
-        return f"{name:<36}error: {(p.stderr.strip().splitlines() or ['?'])[-1][:120]}"
+    r, error, took = kraftwerk_json(["run", "--workload", "ctp", "--time-limit", str(LIMIT), "--out", out,
+                                     "--seed", seed, "--json", "--no-progress", *flags])
+    if r is None:
+        return f"{name:<36}error: {error[:120]}"
     pr = r["checkers"].get("processing") or {}
     n = pr.get("rounds_by_type", {})
     counts = pr.get("counts", {})
     return (f"{name:<36}{n.get('ok', 0):>6}{n.get('fail', 0):>6}{n.get('info', 0):>6}"
             f"{pr.get('inputs_processed', 0) / LIMIT:>10.1f}{counts.get('duplicate-processing', 0):>6}"
-            f"{counts.get('lost-processing', 0):>6}  {str(r.get('valid')):<8}{time.monotonic() - t0:>5.0f}")
+            f"{counts.get('lost-processing', 0):>6}  {str(r.get('valid')):<8}{took:>5.0f}")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="/tmp/kraftwerk-ctp")
-    ap.add_argument("--seed", default="7")
+    ap = table_args(__doc__, "/tmp/kraftwerk-ctp", "7")
     ap.add_argument("--only", type=int, help="run only row N (0-based)")
-    ap.add_argument("--pytest", action="store_true")
     args = ap.parse_args()
     if args.pytest:
-        return subprocess.call([sys.executable, "-m", "pytest", "-m", "slow", "-q", "tests/kafka/test_kafka_ctp.py"],
-                               cwd=ROOT)
-    print(f"{'run':<36}{'ok':>6}{'fail':>6}{'info':>6}{'input/s':>10}{'dup':>6}{'lost':>6}  {'valid':<8}{'s':>5}")
-    for i, (name, flags) in enumerate(RUNS):
-        if args.only is None or args.only == i:
-            print(row(name, flags, args.out, args.seed), flush=True)
-    return 0
+        return slow_tests("tests/kafka/test_kafka_ctp.py")
+    return print_rows(f"{'run':<36}{'ok':>6}{'fail':>6}{'info':>6}{'input/s':>10}{'dup':>6}{'lost':>6}  {'valid':<8}{'s':>5}",
+                      RUNS, lambda name, flags: row(name, flags, args.out, args.seed), args.only)
 
 
 if __name__ == "__main__":

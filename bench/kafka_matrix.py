@@ -10,14 +10,12 @@ tests that assert the expected outcomes (tests/kafka/test_kafka_campaigns.py).
 
 from __future__ import annotations
 
-import argparse
-import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kwcli import kraftwerk_json, slow_tests, table_args  # noqa: E402
 
 MATRIX = [
     (["--nemesis", "partition,kill,pause,clock", "--nemesis-interval", "5", "--time-limit", "60"], "valid"),
@@ -32,29 +30,20 @@ MATRIX = [
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="/tmp/kraftwerk-kafka-matrix")
-    ap.add_argument("--seed", default="5")
-    ap.add_argument("--pytest", action="store_true")
-    args = ap.parse_args()
+    args = table_args(__doc__, "/tmp/kraftwerk-kafka-matrix", "5").parse_args()
     if args.pytest:
-        return subprocess.call([sys.executable, "-m", "pytest", "-m", "slow", "-q",
-                                "tests/kafka/test_kafka_campaigns.py"], cwd=ROOT)
+        return slow_tests("tests/kafka/test_kafka_campaigns.py")
     print(f"{'flags':<84}{'expect':<34}{'valid':<8}{'acks=all acked/lost':<21}{'acks=1 acked/lost':<19}{'s':>5}")
     for flags, expect in MATRIX:
-        t0 = time.monotonic()
-        p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "run", "--db", "kafka",
-                            "--backend", "netns", "--out", args.out, "--seed", args.seed, "--json", "--no-progress",
-                            *flags], capture_output=True, text=True, cwd=ROOT)
-        try:
-            r = json.loads(p.stdout)
-        except ValueError:
-            print(f"{' '.join(flags):<84}{expect:<34}error: {(p.stderr.strip().splitlines() or ['?'])[-1][:120]}")
+        r, error, took = kraftwerk_json(["run", "--db", "kafka", "--backend", "netns", "--out", args.out,
+                                         "--seed", args.seed, "--json", "--no-progress", *flags])
+        if r is None:
+            print(f"{' '.join(flags):<84}{expect:<34}error: {error[:120]}")
             continue
         d = r.get("durability", {})
         row = lambda m: f"{d.get(m, {}).get('acked')}/{d.get(m, {}).get('lost')}"  # noqa: E731
         print(f"{' '.join(flags):<84}{expect:<34}{str(r.get('valid')):<8}{row('acks=all'):<21}{row('acks=1'):<19}"
-              f"{time.monotonic() - t0:>5.0f}  {','.join(r.get('anomaly_types') or [])}  {r.get('run_dir')}")
+              f"{took:>5.0f}  {','.join(r.get('anomaly_types') or [])}  {r.get('run_dir')}", flush=True)
     return 0
 
 

@@ -12,15 +12,14 @@ and committed sends per second of workload, verdict, anomaly types.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kwcli import kraftwerk_json, print_rows, slow_tests, table_args  # noqa: E402
 
 RUNS = [
     ("throughput, read_committed", ["--combined", "--rate", "2000", "--concurrency", "8", "--time-limit", "20"]),
@@ -33,38 +32,27 @@ RUNS = [
 
 
 def row(name: str, flags: list[str], out: str, seed: str) -> str:
-    t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "run", "--db", "kafka",
-                        "--workload", "txn", "--out", out, "--seed", seed, "--json", "--no-progress", *flags],
-                       capture_output=True, text=True, cwd=ROOT)
-    try:
-        r = json.loads(p.stdout)
-    except ValueError:
-        return f"{name:<40}error: {(p.stderr.strip().splitlines() or ['?'])[-1][:120]}"
+    r, error, took = kraftwerk_json(["run", "--db", "kafka", "--workload", "txn", "--out", out, "--seed", seed,
+                                     "--json", "--no-progress", *flags])
+    if r is None:
+        return f"{name:<40}error: {error[:120]}"
     ops = [json.loads(line) for line in open(Path(r["run_dir"]) / "history.jsonl")]
     txns = [o for o in ops if o["f"] == "txn" and o["type"] != "invoke"]
     n = collections.Counter(o["type"] for o in txns)
     limit = float(flags[flags.index("--time-limit") + 1])
     sends = sum(1 for o in txns if o["type"] == "ok" for m in o["value"] if m[0] == "send")
     return (f"{name:<40}{n['ok']:>6}{n['fail']:>6}{n['info']:>6}{n['ok'] / limit:>10.1f}{sends / limit:>10.1f}"
-            f"  {str(r.get('valid')):<8}{time.monotonic() - t0:>5.0f}  {','.join(r.get('anomaly_types') or [])}")
+            f"  {str(r.get('valid')):<8}{took:>5.0f}  {','.join(r.get('anomaly_types') or [])}")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="/tmp/kraftwerk-kafka-txn")
-    ap.add_argument("--seed", default="7")
+    ap = table_args(__doc__, "/tmp/kraftwerk-kafka-txn", "7")
     ap.add_argument("--only", type=int, help="run only row N (0-based)")
-    ap.add_argument("--pytest", action="store_true")
     args = ap.parse_args()
     if args.pytest:
-        return subprocess.call([sys.executable, "-m", "pytest", "-m", "slow", "-q", "tests/kafka/test_kafka_txn.py"],
-                               cwd=ROOT)
-    print(f"{'run':<40}{'ok':>6}{'fail':>6}{'info':>6}{'txn/s':>10}{'send/s':>10}  {'valid':<8}{'s':>5}  anomalies")
-    for i, (name, flags) in enumerate(RUNS):
-        if args.only is None or args.only == i:
-            print(row(name, flags, args.out, args.seed), flush=True)
-    return 0
+        return slow_tests("tests/kafka/test_kafka_txn.py")
+    return print_rows(f"{'run':<40}{'ok':>6}{'fail':>6}{'info':>6}{'txn/s':>10}{'send/s':>10}  {'valid':<8}{'s':>5}  anomalies",
+                      RUNS, lambda name, flags: row(name, flags, args.out, args.seed), args.only)
 
 
 if __name__ == "__main__":

@@ -18,24 +18,12 @@ from harness.runtimes.net.netns import OWNER_DIR, list_namespaces
 from harness.rundir.state import RUN_ENV
 from reference_impl.server.procs import alive
 
+from tests.procscan import pids_with_env
 from .conftest import needs_root_net
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
-
-
-def pids_with_env(run_id):
-    want = f"{RUN_ENV}={run_id}".encode()
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if want in (p / "environ").read_bytes().split(b"\0"):
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
 
 
 def owned_by(pid):
@@ -81,7 +69,7 @@ def test_a_sigkilled_harness_leaves_no_namespace_rule_or_process_within_90_s_wit
         return ([ns for ns in list_namespaces() if ns.startswith(f"kw-{tag}-")]
                 + ([f"link kw-{tag}"] if f"kw-{tag}" in links else [])
                 + [f"process {p['pid']}" for p in procs if alive(p["pid"], p["start"])]
-                + [f"process {pid}" for pid in pids_with_env(recorded["run_id"])]
+                + [f"process {pid}" for pid in pids_with_env(RUN_ENV, recorded["run_id"])]
                 + [str(f) for f in (OWNER_DIR / f"{tag}.json", state) if f.exists()])
 
     # no cleanup run: the reaper alone; a few seconds, but the window is for a heavily loaded machine

@@ -15,22 +15,11 @@ import pytest
 from harness.rundir.state import RUN_ENV
 from reference_impl.server.procs import alive
 
+from tests.procscan import pids_with_env
+
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
-
-
-def pids_with_env(run_id):
-    want = f"{RUN_ENV}={run_id}".encode()
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if want in (p / "environ").read_bytes().split(b"\0"):
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
 
 
 def test_cleanup_after_harness_sigkill_stops_nodes_and_proxy(tmp_path):
@@ -62,7 +51,7 @@ def test_cleanup_after_harness_sigkill_stops_nodes_and_proxy(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "process(es) stopped" in r.stdout
     assert not any(alive(p["pid"], p["start"]) for p in procs)
-    assert pids_with_env(recorded["run_id"]) == []
+    assert pids_with_env(RUN_ENV, recorded["run_id"]) == []
     assert not state.exists()
 
     again = subprocess.run(CLI + ["cleanup"], capture_output=True, text=True, timeout=60, cwd="/", env=env)

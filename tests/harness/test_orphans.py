@@ -22,6 +22,8 @@ from harness.rundir.lease import PARENT_ENV, RUN_ENV
 from harness.rundir.state import RunState, registry_dir
 from reference_impl.server.procs import alive, proc_start_time
 
+from tests.procscan import pids_with_env
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 
@@ -31,19 +33,6 @@ def registry(tmp_path, monkeypatch):
     d = tmp_path / "registry"
     monkeypatch.setenv("KRAFTWERK_RUNTIME_DIR", str(d))
     return d
-
-
-def _env_pids(key: str, value: str) -> list[int]:
-    want = f"{key}={value}".encode()
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if want in (p / "environ").read_bytes().split(b"\0"):
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return [p for p in out if alive(p)]
 
 
 def _dead_harness(state: RunState) -> None:
@@ -215,15 +204,15 @@ def kill_harness_at(tmp_path: Path, moment: str, extra: list[str] | None = None,
             assert h.poll() is None, f"the run ended before {moment}"
             assert time.monotonic() - t0 < 120, f"{moment} never came"
             time.sleep(0.05)
-        children = _env_pids(PARENT_ENV, str(h.pid))
+        children = pids_with_env(PARENT_ENV, str(h.pid))
     finally:
         h.send_signal(signal.SIGKILL)
         h.wait()
     deadline = time.monotonic() + wait_s
-    left = _env_pids(PARENT_ENV, str(h.pid))
+    left = pids_with_env(PARENT_ENV, str(h.pid))
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = _env_pids(PARENT_ENV, str(h.pid))
+        left = pids_with_env(PARENT_ENV, str(h.pid))
     for pid in left:  # do not leak into other tests
         os.kill(pid, signal.SIGKILL)
     return {"children": children, "left": left, "out": out, "elapsed": time.monotonic() - t0}
