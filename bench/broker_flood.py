@@ -49,10 +49,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kafka.protocol.metadata import ApiVersionsRequest  # noqa: E402
-from wire_fuzz import mutate, seeds  # noqa: E402
+from wire_fuzz import handled_frames, mutate, seeds  # noqa: E402
 
 from reference_impl.server.launcher import LocalCluster  # noqa: E402
 from reference_impl.server.procs import alive as pid_alive  # noqa: E402
+from reference_impl.server.procs import proc_status_kib  # noqa: E402
 from reference_impl.server.rpc import MAGIC  # noqa: E402
 
 HOSTILE = ROOT / "tests" / "server" / "hostile.py"
@@ -181,19 +182,8 @@ class Observer:
         while not self.stop.wait(0.1):
             peaks = self.rss.setdefault(self.phase, {})
             for n in self.c.nodes:
-                kib = rss_kib(n.pid)
+                kib = proc_status_kib(n.pid)
                 peaks[n.node_id] = max(peaks.get(n.node_id, 0), kib)
-
-
-def rss_kib(pid: int | None, field: str = "VmRSS") -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def counters(c: LocalCluster) -> dict[str, int]:
@@ -226,18 +216,6 @@ def run_fuzz(a: argparse.Namespace, c: LocalCluster, sources: list[str]) -> str:
         for i in range(a.fuzzers)]
     r = collect(procs, a.phase_timeout)
     return f"frames sent {sum(x['sent'] for x in r)}, connections the nodes closed {sum(x['closed_by_server'] for x in r)}"
-
-
-def handled(c: LocalCluster) -> int:
-    """Frames the nodes counted: requests of every API, bad frames, unsupported versions."""
-    total = 0
-    for n in c.nodes:
-        try:
-            cnt = c.control(n.node_id, "GET", "/status")["counters"]
-        except Exception:
-            continue
-        total += sum(v for k, v in cnt.items() if k.startswith("api") or k in ("bad_frames", "unsupported_version"))
-    return total
 
 
 def _api_versions() -> bytes:
@@ -323,11 +301,11 @@ def main() -> int:
                   ("after", lambda: (time.sleep(5), "nothing hostile")[1])]
         results = []
         for name, run in phases:
-            before, handled0 = counters(c), handled(c)
+            before, handled0 = counters(c), handled_frames(c)
             obs.phase = name
             t0 = time.monotonic()
             what = run()
-            what += f"; frames the nodes handled {handled(c) - handled0} ({time.monotonic() - t0:.0f} s)"
+            what += f"; frames the nodes handled {handled_frames(c) - handled0} ({time.monotonic() - t0:.0f} s)"
             results.append((name, what, before, counters(c)))
             obs.phase = f"{name}-drain"  # acknowledgements of the phase's last messages land here
             time.sleep(1.5)
@@ -335,7 +313,7 @@ def main() -> int:
         for name, what, before, after in results:
             ok = report(obs, name, what, before, after) and ok
         dead = [n.node_id for n in c.nodes if not pid_alive(n.pid, n.start)]
-        hwm = {n.node_id: rss_kib(n.pid, "VmHWM") // 1024 for n in c.nodes}
+        hwm = {n.node_id: proc_status_kib(n.pid, "VmHWM") // 1024 for n in c.nodes}
         drained = sum(len(v) for k, v in obs.latencies.items() if k.endswith("-drain"))
         slow_drain = sum(x > 1.0 for k, v in obs.latencies.items() if k.endswith("-drain") for x in v)
         print(f"acks landing between phases: {drained} (over 1 s: {slow_drain}); "

@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from checkers.check import check_history  # noqa: E402
 from checkers.queue.synth import valid_history  # noqa: E402
 from checkers.spark_standalone import StandaloneCluster  # noqa: E402
+from reference_impl.server.procs import proc_status_kib  # noqa: E402
 
 
 def _verdict(r: dict) -> tuple:
@@ -57,17 +58,6 @@ PARSE_ONLY = ("import orjson, sys\n"
               "with open(sys.argv[1], 'rb') as f:\n"
               "    for line in f:\n"
               "        orjson.loads(line)\n")
-
-
-def _status_kib(pid: int, field: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def _descendants(pid: int) -> list[int]:
@@ -113,9 +103,9 @@ def measured(argv: list[str], out: Path) -> tuple[int, float, float, float]:
         # the peaks every 0.2 s (a scan of /proc), the exit every 10 ms: the
         # wall time is the child's to within 10 ms, where it was 0.2 s
         if time.perf_counter() >= next_sample:
-            hwm = max(hwm, _status_kib(p.pid, "VmHWM"))
+            hwm = max(hwm, proc_status_kib(p.pid, "VmHWM"))
             for c in _descendants(p.pid):
-                below[c] = max(below.get(c, 0), _status_kib(c, "VmHWM"))
+                below[c] = max(below.get(c, 0), proc_status_kib(c, "VmHWM"))
             next_sample = time.perf_counter() + 0.2
         time.sleep(0.01)
     wall = time.perf_counter() - t0

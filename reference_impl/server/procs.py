@@ -44,6 +44,20 @@ def proc_stat(pid: int) -> ProcStat | None:
         return None
 
 
+def proc_status_kib(pid: int | None, field: str = "VmRSS") -> int:
+    """A size ``/proc/<pid>/status`` gives in KiB (``VmRSS``, the resident
+    memory now; ``VmHWM``, its peak), 0 if there is no such process or
+    field: what the memory bounds' tests and benches read of a node."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def proc_start_time(pid: int) -> int | None:
     """When ``pid`` started (clock ticks since boot), None if it is gone."""
     st = proc_stat(pid)

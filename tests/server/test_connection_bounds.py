@@ -23,12 +23,13 @@ import threading
 import time
 
 import pytest
-from hostile_user import as_nobody, create_topic, finish, produce_acked, rss_kib, start_as_nobody
+from hostile_user import as_nobody, create_topic, finish, produce_acked, start_as_nobody
 from confluent_kafka import Producer
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from reference_impl.server.launcher import HOST, LocalCluster
+from reference_impl.server.procs import proc_status_kib
 from reference_impl.server.rpc import MAGIC
 
 pytestmark = pytest.mark.integration
@@ -142,7 +143,7 @@ def test_unfinished_frames_stay_under_queued_max_request_bytes(lean):
     """24 connections each send 3.9 MiB of a 4 MiB request and stall: 94 MiB
     if the node kept them all; it keeps at most 8 MiB of them."""
     pid = lean.nodes[0].pid
-    before = rss_kib(pid)
+    before = proc_status_kib(pid)
     attack = start_as_nobody({"port": lean.nodes[0].port, "sources": ["127.0.0.5", "127.0.0.6"], "count": 24,
                               "send": struct.pack(">i", 4 * MIB).hex(), "pad": int(3.9 * MIB), "watch": 3})
     peak, buffered = before, 0
@@ -150,7 +151,7 @@ def test_unfinished_frames_stay_under_queued_max_request_bytes(lean):
     producer = threading.Thread(target=lambda: acked.append(produce_acked(lean.bootstrap, "t", 20, gap_s=0.1)))
     producer.start()
     while attack.poll() is None:
-        peak = max(peak, rss_kib(pid))
+        peak = max(peak, proc_status_kib(pid))
         buffered = max(buffered, _status(lean)["connections"]["buffered_bytes"])
         time.sleep(0.05)
     producer.join(60)
@@ -181,13 +182,13 @@ def test_answers_clients_leave_unread_stay_under_queued_max_request_bytes(lean):
     p = Producer({"bootstrap.servers": lean.bootstrap, "log_level": 0})
     p.produce("big", os.urandom(900_000), partition=0)
     assert p.flush(30) == 0
-    before = rss_kib(pid)
+    before = proc_status_kib(pid)
     attack = start_as_nobody({"port": lean.nodes[0].port, "sources": ["127.0.0.7"], "count": 10,
                               "send": (_fetch("big") * 150).hex(), "watch": 4, "rcvbuf": 4096,
                               "noread": True})
     peak, buffered = before, 0
     while attack.poll() is None:
-        peak = max(peak, rss_kib(pid))
+        peak = max(peak, proc_status_kib(pid))
         buffered = max(buffered, _status(lean)["connections"]["buffered_bytes"])
         time.sleep(0.05)
     finish(attack)
@@ -214,13 +215,13 @@ def test_a_flood_of_hostile_connections_leaves_the_producer_served_and_the_node_
         peak, deadline = 0, time.monotonic() + 30
         while sum(_status(c)["counters"].get(k, 0) for k in ("refused_connections", "evicted_connections")) == 0:
             assert time.monotonic() < deadline, "the flood never filled max.connections"
-            peak = max(peak, rss_kib(pid))
+            peak = max(peak, proc_status_kib(pid))
             time.sleep(0.1)
         acked: list[int] = []
         producer = threading.Thread(target=lambda: acked.append(produce_acked(c.bootstrap, "t", 40, gap_s=0.1)))
         producer.start()
         while any(f.poll() is None for f in floods) or producer.is_alive():
-            peak = max(peak, rss_kib(pid))
+            peak = max(peak, proc_status_kib(pid))
             time.sleep(0.05)
         results = [finish(f) for f in floods]
         assert sum(r["connected"] for r in results) >= 2000  # the flood reached the node, past its cap

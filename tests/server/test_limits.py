@@ -22,6 +22,7 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from reference_impl.server.launcher import HOST, LocalCluster, metadata_brokers
+from reference_impl.server.procs import proc_status_kib
 
 pytestmark = pytest.mark.integration
 LIMITS = {"max.connections": "20", "connections.max.idle.ms": "2000", "socket.request.max.bytes": "1000000"}
@@ -44,13 +45,6 @@ def _closed(s: socket.socket, within: float) -> bool:
         return True
     except socket.timeout:
         return False
-
-
-def _rss_kib(pid: int) -> int:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def test_max_connections_refuses_the_connection_past_the_cap(node):
@@ -115,7 +109,7 @@ def test_a_client_that_never_reads_its_answers_stops_being_read(node):
     with socket.create_connection((HOST, port), timeout=30) as one:
         one.sendall(frame)
         assert struct.unpack(">i", one.recv(4, socket.MSG_WAITALL))[0] > 800_000  # the answer carries the batch
-    rss0 = _rss_kib(node.nodes[0].pid)
+    rss0 = proc_status_kib(node.nodes[0].pid)
     s = socket.create_connection((HOST, port))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.setblocking(False)
@@ -126,7 +120,7 @@ def test_a_client_that_never_reads_its_answers_stops_being_read(node):
         except BlockingIOError:
             pass
         time.sleep(0.05)
-        peak = max(peak, _rss_kib(node.nodes[0].pid))
+        peak = max(peak, proc_status_kib(node.nodes[0].pid))
     grew_mib = (peak - rss0) / 1024
     assert grew_mib < 150, grew_mib  # 1.8 GB of answers if the node kept reading
     s.close()

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from reference_impl.server.procs import alive, proc_start_time, proc_stat, wait_exit
+from reference_impl.server.procs import alive, proc_start_time, proc_stat, proc_status_kib, wait_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,3 +49,20 @@ def test_nothing_but_the_one_check_reads_proc_stat():
 
 def test_nonsense_is_not_alive():
     assert not alive(None) and not alive(0) and not alive(-5) and not alive(2 ** 22 + 12345)
+
+
+def test_status_sizes_follow_the_process_and_are_zero_once_it_is_gone():
+    """proc(5)'s VmRSS/VmHWM in KiB: a child that touches 64 MiB shows at
+    least that as its peak, and nothing once reaped (or for a field that
+    does not exist)."""
+    p = subprocess.Popen([sys.executable, "-c", "import sys, time; b = b'x' * (64 << 20); print(flush=True); "
+                          "time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None and p.stdout.readline()
+        assert proc_status_kib(p.pid, "VmHWM") >= 64 << 10
+        assert 0 < proc_status_kib(p.pid) <= proc_status_kib(p.pid, "VmHWM")
+        assert proc_status_kib(p.pid, "NoSuchField") == 0
+    finally:
+        p.kill()
+        p.wait()
+    assert proc_status_kib(p.pid) == 0 and proc_status_kib(None) == 0
