@@ -68,7 +68,10 @@ machine loaded by other work) then went both ways: plain/bench 0.55, 1.17, 1.29,
 0.71, 1.05, 1.37 with Kafka's 3 network threads, and 0.76, 0.95, 0.77,
 0.95, 1.48, 1.22, 1.51, 0.78 with 1 (so it is not which network thread a
 connection lands on either): 8 of 16 higher, 7 lower, 1 outside 2x. The gap
-belongs to the pair of producer instances, not to either producer's code.
+belongs to the pair of producer instances, not to either producer's code;
+so since then each side of the self-check is :data:`PAIRS` instances in
+turn, each pair made fresh together and connected to every leader before
+its first measured send (:func:`run_pair`, :func:`connected`).
 The same pairs showed Kafka's p50 falling from 51-64 ms to about 1 ms
 over the first two minutes after the full-speed warm-up, hence the fixed rates'
 own warm-up. :data:`SLICES` went from 4 to 12 (0.5 s slices at
@@ -232,6 +235,8 @@ SETTLE_TIMEOUT = 20.0
 #: short ones, so both meet the same seconds of a cluster whose acks=all
 #: latency moves from one second to the next (4 until 2026-12-07)
 SLICES = 12
+#: producer instances each side of the self-check is made of, in turn (:func:`run_pair`)
+PAIRS = 3
 
 #: the fixed-rate warm-up (:func:`warm_fixed`): windows of this many
 #: seconds at the highest fixed rate, acks=all, at least
@@ -363,6 +368,25 @@ def serve_until(p: Producer, due: float) -> None:
         p.poll(left)
 
 
+def _unmeasured(err: Any, msg: Any) -> None:
+    """The delivery report of a message no figure counts."""
+
+
+def connected(conf: dict[str, Any], partitions: int, value: bytes) -> Producer:
+    """A producer that has sent one message to each partition and had it
+    acknowledged, so it holds a connection to every leader before the first
+    measured send (librdkafka connects to a broker when it first needs it);
+    those messages' reports are not counted (a message's own callback
+    stands in for the producer's)."""
+    p = Producer(conf)
+    p.list_topics(TOPIC, timeout=30)
+    for i in range(partitions):
+        p.produce(TOPIC, value, partition=i, on_delivery=_unmeasured)
+    if p.flush(60):
+        raise HarnessError("a fixed-rate producer's first messages were not acknowledged in 60 s")
+    return p
+
+
 class BenchSender:
     """The bench's fixed-rate producer: message i of a slice is due at
     start + i/rate (a late send never shifts the later ones), it waits in
@@ -370,8 +394,13 @@ class BenchSender:
 
     def __init__(self, bootstrap: str, acks: str, a: argparse.Namespace) -> None:
         self.lat, self.late, self.errors, self.value = array("d"), array("d"), 0, b"y" * a.size
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": acks, **FIXED_PRODUCER, "on_delivery": self.delivered})
-        self.p.list_topics(TOPIC, timeout=30)
+        self.conf = {"bootstrap.servers": bootstrap, "acks": acks, **FIXED_PRODUCER, "on_delivery": self.delivered}
+        self.partitions = a.partitions
+        self.renew()
+
+    def renew(self) -> None:
+        """A fresh producer instance (:func:`run_pair` says why), the old one gone."""
+        self.p = connected(self.conf, self.partitions, self.value)
 
     def delivered(self, err: Any, msg: Any) -> None:
         if err is None:
@@ -413,9 +442,13 @@ class PlainSender:
         #: it is this process's own wait to run the callback
         self.own = array("d")
         self.errors, self.value = 0, b"z" * a.size
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": acks,
-                           **(FIXED_PRODUCER if bounded else {"linger.ms": 0})})
-        self.p.list_topics(TOPIC, timeout=30)
+        self.conf = {"bootstrap.servers": bootstrap, "acks": acks, **(FIXED_PRODUCER if bounded else {"linger.ms": 0})}
+        self.partitions = a.partitions
+        self.renew()
+
+    def renew(self) -> None:
+        """A fresh producer instance (:func:`run_pair` says why), the old one gone."""
+        self.p = connected(self.conf, self.partitions, self.value)
 
     def send_for(self, rate: int, seconds: float) -> None:
         t_next = time.monotonic()
@@ -472,9 +505,18 @@ def run_pair(bootstrap: str, acks: str, rate: int, a: argparse.Namespace) -> dic
     """The bench's producer and the plain one, ``a.rate_seconds`` each, in
     :data:`SLICES` alternating slices (each drained before the next starts),
     so both see the same machine: a shared 2-core host changes from one
-    6-second phase to the next."""
+    6-second phase to the next. Each side is :data:`PAIRS` producer
+    instances in turn, made fresh together (in alternating order) every
+    ``SLICES // PAIRS`` slices: the p50s of two producers made one after
+    the other differed by up to 2.6x either way from one pair to the next
+    on one cluster (the module's docstring), so one pair's gap says which
+    two instances met what, not which producer measures."""
     bench, plain = BenchSender(bootstrap, acks, a), PlainSender(bootstrap, acks, a)
+    per = SLICES // PAIRS
     for i in range(SLICES):
+        if i and i % per == 0:
+            for sender in ((bench, plain) if (i // per) % 2 == 0 else (plain, bench)):
+                sender.renew()
         for sender in ((bench, plain) if i % 2 == 0 else (plain, bench)):
             sender.send_for(rate, a.rate_seconds / SLICES)
     return {f"fixed acks={acks} @{rate}": bench.result(acks, rate), f"plain acks={acks} @{rate}": plain.result(acks, rate)}
