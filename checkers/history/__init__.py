@@ -2,6 +2,10 @@
 (kraftwerk's own format) and EDN (Jepsen's), and invocations paired with
 their completions."""
 
+# first: the accelerator's loader goes in before Op (compiled,
+# reference_impl.accel) is imported, whoever imports the histories first
+import reference_impl  # noqa: F401,I001
+
 from .op import Op, OpType, HistoryError
 from .jsonl import read_jsonl, write_jsonl, JsonlWriter
 from .edn import read_edn, write_edn

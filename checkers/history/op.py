@@ -42,8 +42,16 @@ class HistoryError(ValueError):
     """Malformed history input; the message names ``file:line`` where known."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Op:
+    """One operation. Compiled with the simulator (reference_impl.accel):
+    the recorder builds two a simulated operation and every checker reads
+    them, so the fields are the object's own slots, read and set natively.
+    The constructor is written out, not the dataclass's: compiled, a
+    dataclass's generated ``__init__`` is Python code run for every Op
+    (~2,800 instructions each). ``extra=None`` is a new empty dict, as the
+    default is."""
+
     type: str
     f: str
     value: Any = None
@@ -52,6 +60,25 @@ class Op:
     index: int = -1
     error: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, type: str, f: str, value: Any = None, process: Any = 0, time: int = 0, index: int = -1,
+                 error: Any = None, extra: dict[str, Any] | None = None) -> None:
+        self.type = type
+        self.f = f
+        self.value = value
+        self.process = process
+        self.time = time
+        self.index = index
+        self.error = error
+        self.extra = {} if extra is None else extra
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as the class and its fields in order: one spelling for
+        the compiled class (reference_impl.accel) and the dataclass, so an
+        Op pickled by a compiled process loads in a pure one and back
+        (Spark's workers), where each pickled its own way (a dict of the
+        fields; the dataclass's list) and neither read the other's."""
+        return (Op, (self.type, self.f, self.value, self.process, self.time, self.index, self.error, self.extra))
 
     @property
     def is_invoke(self) -> bool:

@@ -61,14 +61,6 @@ FLUSH_EVERY: Final = 512
 #: attribute looked up by name on every line)
 _dumps: Final = orjson.dumps
 _OPTIONS: Final = STR_KEYS_LINE_OPTIONS
-#: bound once: :meth:`Recorder.append` makes its Op without the dataclass's
-#: generated ``__init__`` (interpreted, eight arguments parsed into a new
-#: frame: ~1,800 instructions a line, two lines an operation)
-_new_op: Final = object.__new__
-#: the class, bound once (compiled, a Final is a static, where ``Op``, a
-#: class of an interpreted module, was looked up in the module's dict on
-#: every line)
-_OP: Final = Op
 #: the first six fields of a line, in :meth:`Op.to_dict`'s order: each
 #: line's dict is a copy of this whose values are then set (a copy of a
 #: small dict's table and six replaced values, where a dict built key by key
@@ -265,18 +257,13 @@ class Recorder:
 
     def _keep(self, type_: str, f: str, value: Any, process: Any, t: Any, index: Any, error: Any,
               extra: dict[str, Any]) -> Op:
-        """The Op of one line, kept for the checkers if asked: every field
-        set, as Op's generated __init__ would (a test holds the two
-        together), without running it."""
-        op: Op = _new_op(_OP)
-        op.type = type_
-        op.f = f
-        op.value = value
-        op.process = process
-        op.time = t
-        op.index = index
-        op.error = error
-        op.extra = extra
+        """The Op of one line, kept for the checkers if asked. Op is
+        compiled with this module (reference_impl.accel): its constructor
+        is a native call that sets the fields in the object's own slots,
+        where the class of an interpreted module was made by
+        ``object.__new__`` and eight generic attribute sets (~1,650
+        instructions a line, two lines an operation)."""
+        op = Op(type_, f, value, process, t, index, error, extra)
         ops = self.ops
         if ops is not None:
             ops.append(op)

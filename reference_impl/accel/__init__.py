@@ -104,6 +104,7 @@ MODULES: tuple[str, ...] = (
     "reference_impl/sim/consumer.py",
     "reference_impl/sim/groups.py",
     "reference_impl/sim/clients.py",
+    "checkers/history/op.py",
     "checkers/history/recorder.py",
     "checkers/history/flat.py",
     "checkers/invariants.py",

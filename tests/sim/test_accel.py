@@ -307,13 +307,57 @@ def test_histories_check_to_the_same_results_with_the_compiled_linearizability_c
     assert compiled == pure
 
 
-def test_the_checkers_the_harness_imports_early_bring_in_no_compiled_module():
+def test_the_checkers_the_harness_imports_early_bring_in_no_python_copy_of_a_compiled_module():
     """The harness imports ``checkers.check`` and ``checkers.history`` before
-    the loader in places (``kraftwerk check`` does): none of the build's
-    modules may come with them, or the whole build would stay unused."""
+    the loader in places (``kraftwerk check`` does): a build's module that
+    comes with them (``checkers.history.op``, the Op) must come compiled,
+    the loader put in first (``checkers.history`` imports
+    ``reference_impl``), or the whole build would stay unused."""
     code = ("import sys, checkers.check, checkers.history\n"
             "from reference_impl import accel\n"
-            "print(accel.status(), *[m for m in map(accel.module_name, accel.MODULES) if m in sys.modules])")
+            "print(accel.status(), *[sys.modules[m].__file__ for m in map(accel.module_name, accel.MODULES)\n"
+            "                        if m in sys.modules])")
     env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}  # the compiled build, in either pass
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
-    assert out.stdout.split()[0] == "compiled" and out.stdout.split()[1:] == [], out.stdout
+    status, *files = out.stdout.split()
+    assert status == "compiled", out.stdout
+    assert files and all(f.endswith(".so") for f in files), out.stdout
+
+
+_OP_PICKLE = """
+import pickle, sys
+import checkers.history.op as op_module
+from checkers.history import Op
+if sys.argv[1] == "dump":
+    ops = [Op("invoke", "send", [["send", "t-0", 7]], 3, 10, 0, None, {"acks": "all"}),
+           Op("info", "start-partition", ["n1"], "nemesis", 11, 1, "timeout", {})]
+    sys.stdout.write(op_module.__file__ + " " + pickle.dumps(ops).hex())
+else:
+    ops = pickle.loads(bytes.fromhex(sys.stdin.read()))
+    sys.stdout.write(op_module.__file__ + " " + repr([o.to_dict() for o in ops]))
+"""
+
+
+def test_an_op_pickled_compiled_loads_pure_and_back(fresh_build):
+    """The Op is compiled (checkers.history.op in the build): Spark's
+    workers may run the other mode than the driver, so a pickle of either
+    mode loads in the other, to the same fields (Op.__reduce__: the compiled
+    class pickled a dict of its fields, the dataclass a list, and the pure
+    class could not read the compiled pickle)."""
+    env = {k: v for k, v in os.environ.items() if k != accel.ENV_PURE}
+    modes = {"compiled": env, "pure": {**env, accel.ENV_PURE: "1"}}
+
+    def run(mode: str, *args: str, stdin: str = "") -> tuple[str, str]:
+        out = subprocess.run([sys.executable, "-c", _OP_PICKLE, *args], cwd=ROOT, env=modes[mode], input=stdin,
+                             check=True, capture_output=True, text=True).stdout
+        file, _, rest = out.partition(" ")
+        assert file.endswith(".so" if mode == "compiled" else ".py"), (mode, file)
+        return file, rest
+
+    want = repr([{"index": 0, "time": 10, "process": 3, "type": "invoke", "f": "send",
+                  "value": [["send", "t-0", 7]], "acks": "all"},
+                 {"index": 1, "time": 11, "process": "nemesis", "type": "info", "f": "start-partition",
+                  "value": ["n1"], "error": "timeout"}])
+    for made, read in (("compiled", "pure"), ("pure", "compiled")):
+        _, pickled = run(made, "dump")
+        assert run(read, "load", stdin=pickled)[1] == want, (made, read)
