@@ -126,6 +126,16 @@ def _odd(case: str) -> list[Op]:
     elif case == "unknown-acks":
         b.invoke(2, "send", [["send", "t-0", 11]])
         b.complete(2, "ok", [["send", "t-0", [4, 11]]], acks="2")
+    elif case in ("float-time", "float-index"):
+        # an int field of another type (Op declares time and index int): read
+        # one at a time, where the compiled reading of the declared int raised
+        b.invoke(1, "poll", [["poll"]])
+        op = Op("ok", "poll", [["poll", {"t-0": [[2, 2]]}]], 1, b.t + 1, len(b.ops))
+        if case == "float-time":
+            op.time = float(op.time)
+        else:
+            op.index = float(op.index)
+        b.ops.append(op)
     elif case == "error":
         b.invoke(3, "poll", [["poll"]])
         b.ops.append(Op("ok", "poll", [["poll", {"t-0": [[0, 0]]}]], 3, b.t + 1, len(b.ops), error="odd"))
@@ -139,7 +149,7 @@ def _odd(case: str) -> list[Op]:
 ODD = ["bool-value", "bool-offset", "float", "past-64-bits", "three-elements", "tuple-record", "no-records",
        "int-key", "negative", "2^63-after-a-record", "negative-in-a-second-key", "2^64-in-a-second-key",
        "2^63-1", "unhashable-idempotent", "idempotent-on-a-poll", "acks-as-a-number",
-       "unknown-acks", "error"]
+       "unknown-acks", "error", "float-time", "float-index"]
 
 
 @pytest.mark.parametrize("case", ODD)
