@@ -46,6 +46,11 @@ from typing import Any, Callable, Final, Iterable
 import numpy as np
 from librt.strings import BytesWriter, write_i64_le
 
+try:  # the accelerator's 64-bit int (reference_impl.accel): as Python, an int
+    from mypy_extensions import i64
+except ImportError:  # pragma: no cover - mypy is optional (the accel extra)
+    i64 = int  # type: ignore[misc, assignment]
+
 from checkers.availability.factpass import FactPass
 from checkers.history.op import Op
 
@@ -344,7 +349,9 @@ def _poll_reads(m: dict[Any, Any], w_off: BytesWriter, w_val: BytesWriter, out: 
     a two-element list of non-negative ints below 2^63 (the caller cuts
     back what was written). One loop over the records, typed so that
     each test and write is a few machine instructions compiled: a
-    record is read from memory once."""
+    record is read from memory once, its offset and value unboxed straight
+    to 64-bit ints (``i64``; by way of mypyc's tagged int, and a shift on
+    that, the loop took ~10% more instructions)."""
     for k, prs_ in m.items():
         if type(k) is not str or type(prs_) is not list:
             return False
@@ -360,9 +367,12 @@ def _poll_reads(m: dict[Any, Any], w_off: BytesWriter, w_val: BytesWriter, out: 
             v_ = q[1]
             if type(o_) is not int or type(v_) is not int:
                 return False
-            o: int = o_
-            v: int = v_
-            if (o | v) >> 63:  # a negative or past 64 bits
+            try:  # compiled, past 64 bits raises ValueError; as Python, i64 is int
+                o: i64 = o_
+                v: i64 = v_
+            except (ValueError, OverflowError):
+                return False
+            if (o | v) >> 63:  # a negative (or, as Python, past 64 bits)
                 return False
             write_i64_le(w_off, o)
             write_i64_le(w_val, v)
