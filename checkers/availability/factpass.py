@@ -20,13 +20,19 @@ does not): a compiled module imported before it leaves the whole build unused.
 from __future__ import annotations
 
 from array import array
-from typing import Any, Iterable
+from typing import Any, Final, Iterable
 
 from checkers.history.op import Op
 
 from .facts import Attempt, HistoryFacts, NemesisEvent
 
-_SEND, _POLL, _ASSIGN, _INVOKE, _NEMESIS = "send", "poll", "assign", "invoke", "nemesis"
+#: Final: compiled, each is a constant where a plain global was a lookup in
+#: the module's dict at every use (a few every send)
+_SEND: Final = "send"
+_POLL: Final = "poll"
+_ASSIGN: Final = "assign"
+_INVOKE: Final = "invoke"
+_NEMESIS: Final = "nemesis"
 
 
 class FactPass:
@@ -108,7 +114,8 @@ class FactPass:
 
     def _send(self, process: Any, type_: str, value: Any, t: int, error: Any, extra: dict[str, Any]) -> None:
         acks = extra.get("acks")
-        acks_all = acks is None or acks == "all" or acks == "-1"  # in ALL_ACKS
+        # in ALL_ACKS; a string compared as one (an untyped == is Python's generic compare)
+        acks_all = acks is None or (isinstance(acks, str) and _all_acks(acks))
         if acks_all:
             self.all_writers = True
         invoke = type_ == _INVOKE
@@ -171,6 +178,10 @@ class FactPass:
         facts._first_final = self.first_final
         facts.acked_all = {k: array("q", ts) for k, ts in self.acked.items()}
         return facts
+
+
+def _all_acks(acks: str) -> bool:
+    return acks == "all" or acks == "-1"
 
 
 def _send_key(mop: Any) -> str | None:

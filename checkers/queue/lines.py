@@ -73,7 +73,15 @@ class Batch:
     how many came before the first completion), then one row per
     completion (op index, process, invocation time, completion time, meta
     code, raw acks code), and one row per (completion, key) event with its
-    pairs in ``off``/``val``. ``keys`` names the batch's key numbers."""
+    pairs in ``off``/``val``. ``keys`` names the batch's key numbers.
+
+    A batch read from a list of operations (:class:`checkers.queue.opbatch.OpBatches`)
+    has its pairs by key instead: ``key_off``/``key_val`` each key number's
+    pairs in event order (``off``/``val`` None until asked for:
+    :func:`checkers.queue.scan.event_pairs`), and ``emax`` each event's
+    highest offset (-1: none): the folds put a batch's pairs in key order
+    and want nothing else of them (a seed's 721k were gathered into key
+    order, five arrays of them made afresh)."""
 
     inv_times: np.ndarray
     inv_before: int
@@ -86,14 +94,17 @@ class Batch:
     ev_c: np.ndarray       # each event's completion row
     ev_key: np.ndarray     # each event's key number
     ev_n: np.ndarray       # each event's number of pairs
-    off: np.ndarray
-    val: np.ndarray
+    off: np.ndarray | None
+    val: np.ndarray | None
     keys: list[str]
     #: uint8 per completion, an index into :data:`checkers.queue.scan.EXT`:
     #: the event's 8th element as the projection keeps it (a send's
     #: idempotence, a poll's none); None: a line's send, whose idempotence
     #: is unknown, and a poll's none
     ext: np.ndarray | None = None
+    key_off: list[np.ndarray] | None = None
+    key_val: list[np.ndarray] | None = None
+    emax: np.ndarray | None = None
 
 
 @dataclass

@@ -527,7 +527,8 @@ class _Feeder:
         columns are no longer all arrays)."""
         e_c, e_kid, e_np = b.ev_c.tolist(), b.ev_key.tolist(), b.ev_n.tolist()
         ix, proc, tm, meta = b.ix.tolist(), b.proc.tolist(), b.tm.tolist(), b.meta.tolist()
-        offs, vals = b.off.tolist(), b.val.tolist()
+        off, val = event_pairs(b)
+        offs, vals = off.tolist(), val.tolist()
         ext = b.ext.tolist() if b.ext is not None else None
         for j in evs:
             c = e_c[j]
@@ -570,10 +571,12 @@ class _Feeder:
         be, :mod:`checkers.queue.lagbulk`)."""
         scan = self.scan
         pstart = np.concatenate(([0], np.cumsum(b.ev_n)))
-        nonempty = b.ev_n > 0
-        emax = np.full(len(b.ev_c), -1, np.int64)  # each event's highest offset, -1 for an empty read
-        if nonempty.any():
-            emax[nonempty] = np.maximum.reduceat(b.off, pstart[:-1][nonempty])
+        emax = b.emax  # each event's highest offset, -1 for an empty read
+        if emax is None:
+            nonempty = b.ev_n > 0
+            emax = np.full(len(b.ev_c), -1, np.int64)
+            if nonempty.any():
+                emax[nonempty] = np.maximum.reduceat(event_pairs(b)[0], pstart[:-1][nonempty])
         subscribed = scan.consume.subscribed
         # a small batch (under faults every failed send and nemesis record
         # ends one: ~25 completions each in a --nemesis all seed) costs the
@@ -590,7 +593,7 @@ class _Feeder:
         polls = np.flatnonzero(b.meta == POLL_META).tolist()
         procs, first = b.proc.tolist(), ev_first.tolist()
         names, ekey = b.keys, b.ev_key.tolist()
-        vals, ps = b.val.tolist(), pstart.tolist()
+        vals, ps = event_pairs(b)[1].tolist(), pstart.tolist()
         for c in polls:
             p = procs[c]
             if p in subscribed:
@@ -598,6 +601,32 @@ class _Feeder:
                     k = names[ekey[e]]
                     for v in vals[ps[e]:ps[e + 1]]:
                         cc[(p, k, v)] = cc.get((p, k, v), 0) + 1
+
+
+def event_pairs(b: Batch) -> tuple[np.ndarray, np.ndarray]:
+    """The batch's pairs in event order (``off``, ``val``): as read, or
+    from its pairs by key (:attr:`checkers.queue.lines.Batch.key_off`),
+    put back in event order once and kept."""
+    if b.off is None or b.val is None:
+        order = stable_argsort(b.ev_key, len(b.keys))
+        at = _pair_order(b, order)  # each key-ordered pair's place in event order
+        b.off = np.empty(len(at), np.int64)
+        b.val = np.empty(len(at), np.int64)
+        if len(at):
+            b.off[at] = np.concatenate(b.key_off)  # type: ignore[arg-type]
+            b.val[at] = np.concatenate(b.key_val)  # type: ignore[arg-type]
+    return b.off, b.val
+
+
+def _pair_order(b: Batch, order: np.ndarray) -> np.ndarray:
+    """Where each pair of the events in ``order`` (a stable sort of them by
+    key) lies in the batch's event order: an event's pairs lie together
+    and are its key's, so they follow the events' order (a run of each
+    event's pairs in turn), with no sort of every pair by its key."""
+    n_s = b.ev_n[order]
+    pair_end = np.cumsum(n_s)
+    first_pair = np.cumsum(b.ev_n) - b.ev_n
+    return np.repeat(first_pair[order] - (pair_end - n_s), n_s) + np.arange(int(pair_end[-1]) if len(order) else 0)
 
 
 def _pair_starts(b: Batch) -> list[int]:
@@ -622,15 +651,14 @@ class _ByKey:
         self.meta = b.meta[c]
         self.poll = (self.meta == POLL_META).view(np.uint8)
         self.ext = self.poll if b.ext is None else b.ext[c]
-        n_s = b.ev_n[order]
-        self.pair_end = np.cumsum(n_s)  # each event's pairs' end, in key order
-        # the pairs in key order: an event's pairs lie together and are its
-        # key's, so they follow the events' order (a run of each event's
-        # pairs in turn), with no sort of every pair by its key
-        first_pair = np.cumsum(b.ev_n) - b.ev_n
-        porder = np.repeat(first_pair[order] - (self.pair_end - n_s), n_s) \
-            + np.arange(int(self.pair_end[-1]) if n else 0)
-        self.off, self.val = b.off[porder], b.val[porder]
+        self.pair_end = np.cumsum(b.ev_n[order])  # each event's pairs' end, in key order
+        # the pairs in key order: a list of operations' batch has them so
+        # (each key's, :attr:`checkers.queue.lines.Batch.key_off`), a
+        # file's are put so
+        self.key_off, self.key_val = b.key_off, b.key_val
+        if self.key_off is None:
+            porder = _pair_order(b, order)
+            self.off, self.val = b.off[porder], b.val[porder]  # type: ignore[index]
         self._ks = ks
         #: per interned column, the values the batch holds and (when needed) each group's in first-seen order
         self._present = {"meta": _present(self.meta, len(META)), "ext": _present(self.ext, len(EXT))}
@@ -651,8 +679,12 @@ class _ByKey:
         pb = int(self.pair_end[e - 1])
         od = cols.offs.data
         base = len(od)
-        od.frombytes(self.off[pa:pb].view(np.uint8))
-        cols.vals.data.frombytes(self.val[pa:pb].view(np.uint8))
+        if self.key_off is not None and self.key_val is not None:  # the group is all its key's pairs
+            od.frombytes(self.key_off[self.kids[g]].view(np.uint8))
+            cols.vals.data.frombytes(self.key_val[self.kids[g]].view(np.uint8))
+        else:
+            od.frombytes(self.off[pa:pb].view(np.uint8))
+            cols.vals.data.frombytes(self.val[pa:pb].view(np.uint8))
         cols.pair_end.frombytes((self.pair_end[a:e] + (base - pa)).view(np.uint8))
 
     def _intern(self, name: str, col: Interned, gids: np.ndarray, values: tuple, g: int, a: int, e: int) -> None:

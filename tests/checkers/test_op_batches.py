@@ -22,7 +22,9 @@ import pytest
 
 from checkers.check import check_history
 from checkers.history.op import Op
-from checkers.queue.scan import MalformedOp, QueueScan, scan_ops
+from checkers.queue.lines import Batch, Slow
+from checkers.queue.opbatch import OpBatches
+from checkers.queue.scan import MalformedOp, QueueScan, event_pairs, scan_ops
 from checkers.queue.synth import HistoryBuilder, valid_history
 from tests.checkers.test_acyclic_proof import _messy
 from tests.checkers.test_columnar_reading import _folds, _spliced_history, _untimed, every_field
@@ -126,6 +128,16 @@ def _odd(case: str) -> list[Op]:
     elif case == "unknown-acks":
         b.invoke(2, "send", [["send", "t-0", 11]])
         b.complete(2, "ok", [["send", "t-0", [4, 11]]], acks="2")
+    elif case in ("float-time", "float-index"):
+        # an int field of another type (Op declares time and index int): read
+        # one at a time, where the compiled reading of the declared int raised
+        b.invoke(1, "poll", [["poll"]])
+        op = Op("ok", "poll", [["poll", {"t-0": [[2, 2]]}]], 1, b.t + 1, len(b.ops))
+        if case == "float-time":
+            op.time = float(op.time)
+        else:
+            op.index = float(op.index)
+        b.ops.append(op)
     elif case == "error":
         b.invoke(3, "poll", [["poll"]])
         b.ops.append(Op("ok", "poll", [["poll", {"t-0": [[0, 0]]}]], 3, b.t + 1, len(b.ops), error="odd"))
@@ -139,7 +151,7 @@ def _odd(case: str) -> list[Op]:
 ODD = ["bool-value", "bool-offset", "float", "past-64-bits", "three-elements", "tuple-record", "no-records",
        "int-key", "negative", "2^63-after-a-record", "negative-in-a-second-key", "2^64-in-a-second-key",
        "2^63-1", "unhashable-idempotent", "idempotent-on-a-poll", "acks-as-a-number",
-       "unknown-acks", "error"]
+       "unknown-acks", "error", "float-time", "float-index"]
 
 
 @pytest.mark.parametrize("case", ODD)
@@ -167,3 +179,33 @@ def test_a_malformed_operation_is_the_same_one_line_error_in_batches():
     with pytest.raises(MalformedOp) as batched:
         scan_ops(b.ops)
     assert str(one.value) == str(batched.value)
+
+
+def test_a_batch_holds_its_pairs_by_key_and_a_refused_poll_leaves_neither_pairs_nor_key():
+    """A list's batches hold each key's pairs apart, with each event's
+    highest offset (checkers/queue/opbatch.py, ``Batch.key_off``,
+    ``key_val``, ``emax``): put back in event order
+    (:func:`checkers.queue.scan.event_pairs`) they are the operations'
+    records in history order. A poll refused after writing a key new to
+    the reading (a negative value in its second key) is read one at a
+    time, and neither its pairs nor that key stay in the next batch."""
+    b = HistoryBuilder()
+    b.send(0, "t-0", 7, 0)
+    b.poll(1, {"t-0": [[0, 7]]})
+    b.invoke(1, "poll", [["poll"]])
+    b.complete(1, "ok", [["poll", {"t-0": [[0, 7]], "t-9": [[0, -1]]}]])
+    b.send(0, "t-1", 8, 0)
+    b.poll(1, {"t-1": [[0, 8]], "t-0": [[0, 7], [1, 9]]})
+    b.poll(1, {"t-0": []})
+    items: list[Any] = []
+    OpBatches(items.append).run(b.ops)
+    batches = [x for x in items if type(x) is Batch]
+    assert [type(x) for x in items] == [Batch, Slow, Batch]
+    first, last = batches
+    assert first.keys == ["t-0"] and last.keys == ["t-0", "t-1"]
+    assert [a.tolist() for a in last.key_off] == [[0, 1], [0, 0]]
+    assert [a.tolist() for a in last.key_val] == [[7, 9], [8, 8]]
+    assert last.off is None and last.emax.tolist() == [0, 0, 1, -1]
+    off, val = event_pairs(last)
+    assert off.tolist() == [0, 0, 0, 1] and val.tolist() == [8, 8, 7, 9]
+    assert last.ev_key.tolist() == [1, 1, 0, 0] and last.ev_n.tolist() == [1, 1, 2, 0]
