@@ -4,7 +4,7 @@ their completions."""
 
 # first: the accelerator's loader goes in before Op (compiled,
 # reference_impl.accel) is imported, whoever imports the histories first
-import reference_impl  # noqa: F401,I001
+import reference_impl as _reference_impl  # noqa: F401,I001  (installs the accelerator)
 
 from .op import Op, OpType, HistoryError
 from .jsonl import read_jsonl, write_jsonl, JsonlWriter

@@ -50,10 +50,12 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: send outcome rules the simulated clients apply to every send, and the
 #: driver of a simulated test: the generator library, the queue workload's
 #: generators and the virtual-time interpreter (asked and updated on every
-#: operation). Nothing that importing ``checkers.history`` or
-#: ``checkers.check`` brings in is here: the harness imports those before
-#: this loader in places, and a module imported before the loader makes the
-#: whole build stay unused.
+#: operation), and the history's ``Op`` (built twice an operation and read
+#: by every checker). A module imported before this loader makes the whole
+#: build stay unused, so ``checkers.history`` imports ``reference_impl``
+#: (this loader) before its ``Op``, as ``harness`` does first thing; nothing
+#: else that importing ``checkers.history`` or ``checkers.check`` brings in
+#: is here.
 #: Scripting helpers and test kits stay Python (they are not hot, and tests
 #: patch them).
 MODULES: tuple[str, ...] = (
