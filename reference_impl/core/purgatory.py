@@ -199,7 +199,9 @@ class ProducePurgatory:
             n = 0
             while n < len(waiting) and waiting[n].required_offset <= hw:
                 n += 1
-        for d in waiting[:n]:
+        # by index: a slice of the settled ones was a list made and freed per HW move
+        for i in range(n):
+            d = waiting[i]
             if p is None:
                 err = Errors.NOT_LEADER_OR_FOLLOWER
             else:

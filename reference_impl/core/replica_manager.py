@@ -65,6 +65,7 @@ from .messages import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
     Errors,
+    FetchPartitionRequest,
     FetchPartitionResponse,
     GetReplicaLogInfoRequest,
     IncrementalAlterConfigsRequest,
@@ -83,6 +84,7 @@ from .messages import (
 )
 from .metadata import Delta, MetadataImage
 from .partition import Partition
+from .partition_leader import NOTHING_YET
 from .purgatory import (
     FROM_CONSUMER,
     FROM_FOLLOWER,
@@ -545,25 +547,43 @@ class BrokerRole:
         if src is None:
             src = msg.replica_id  # a runtime that did not name the sender: answer the fetching replica
         effects: list[Effect] = []
-        responses = []
+        responses: list[FetchPartitionResponse] = []
         any_data = False
         any_error = False
+        lazy = False
         for req in msg.partitions:
             p = self.partitions.get(req.tp)
             if p is None:
                 resp = FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER)
             else:
-                resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects)
+                # an answer with nothing in it is left unbuilt (NOTHING_YET):
+                # most such fetches park, and their answers were built and freed
+                resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects,
+                                                              True, True)
                 if hw_changed:
                     self.hw_changed_into(req.tp, now, effects)
             responses.append(resp)
+            if resp is NOTHING_YET:
+                lazy = True
+                continue
             any_data = any_data or bool(resp.batches)
             any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
             self.fetch_purgatory.park(FROM_FOLLOWER, msg, src, self.context.mono + msg.max_wait_ms, msg.partitions)
             return effects
+        if lazy:
+            self._build_empty(msg.partitions, responses)
         effects.append(Send(src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
         return effects
+
+    def _build_empty(self, reqs: tuple[FetchPartitionRequest, ...], responses: list[FetchPartitionResponse]) -> None:
+        """The answers left unbuilt (``NOTHING_YET``) of a replica fetch
+        answered now, built: what each would have been when served, as
+        nothing served after it (another partition's fetch, the fetches and
+        produces a HW move completes) moves its partition's HW or log start."""
+        for i in range(len(responses)):
+            if responses[i] is NOTHING_YET:
+                responses[i] = self.partitions[reqs[i].tp].empty_response()
 
     def handle_client_fetch(self, msg: ClientFetchRequest, now: int) -> list[Effect]:
         responses, answer_now = client_fetch_answers(self.partitions, self.image, msg.partitions)
