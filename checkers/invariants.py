@@ -119,6 +119,23 @@ def clip(runs: Runs, end: int) -> Runs:
     return [r for r in runs if r[0] < end]
 
 
+def is_clip(kept: Runs, runs: Runs, end: int) -> bool:
+    """Whether ``kept == clip(runs, end)``, item by item as list equality
+    compares (identity first), with no list made: a leader's committed
+    prefix is mostly unchanged by its next HW move (no new epoch run)."""
+    j = 0
+    n = len(kept)
+    for r in runs:
+        if r[0] < end:
+            if j == n:
+                return False
+            k = kept[j]
+            if k is not r and k != r:
+                return False
+            j += 1
+    return j == n
+
+
 def first_disagreement(a: Runs, b: Runs, end: int) -> int | None:
     """The lowest offset below ``end`` whose epoch differs between ``a`` and
     ``b``, or None if they agree on [0, end). Offsets before the first run of
@@ -442,7 +459,8 @@ class InvariantMonitor:
                               f"the committed batch there has epoch {_epoch_at(c.runs, d)}", tp)
         if leader and hw > c.hw:
             c.hw = hw
-            c.runs = clip(r.runs, hw)
+            if not is_clip(c.runs, r.runs, hw):  # the same runs kept: no list made per HW move
+                c.runs = clip(r.runs, hw)
 
     # -- leadership ----------------------------------------------------------------------------------
     def _epochs(self, ev: dict[str, Any], r: _Replica, tp: str) -> None:

@@ -114,7 +114,7 @@ class LeaderPartition(PartitionState):
         new_hw = leader_leo
         lag = self.config.replica_lag_time_max_ms
         maximal = self.state.maximal_isr
-        for r in self.remote.values():
+        for r in self._remotes:  # remote.values(), as a list
             if r.leo < new_hw and (
                 _has(maximal, r.broker_id) or (r.is_caught_up(leader_leo, now, lag) and self._is_replica_isr_eligible(r))
             ):

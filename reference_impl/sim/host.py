@@ -55,8 +55,6 @@ from reference_impl.core.messages import ClientFetchResponse, ProduceResponse
 
 from .network import Endpoint, Link, Receiver
 
-_DISK_EFFECTS: Final = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
-
 #: node ids below this have their link kept in a list by id (``Host._links``);
 #: the simulation's are 1.. (brokers) and 101.. (controllers)
 _LINKS_BY_ID: Final = 1024
@@ -359,7 +357,10 @@ class Host(Receiver):
                     ref = getattr(msg, "ref", None)
                 if isinstance(ref, tuple) and ref:
                     net.send_from(fifos, src, ref[0], msg)
-            elif t in _DISK_EFFECTS:
+            elif (t is LogAppend or t is Fsync or t is FileWrite or t is LogTruncate or t is LogTruncateFully
+                  or t is FileDelete):
+                # the disk's effects, by identity: compiled, ``t in`` a tuple
+                # of the classes was a rich comparison per class tried
                 self.disk.apply(eff)
             elif t is Halt:
                 self.halted = True

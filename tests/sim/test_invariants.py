@@ -335,3 +335,21 @@ def test_a_last_known_leader_without_a_power_loss_that_lacks_committed_offsets_i
     evs = [e for e in _sole_isr_power_loss() if e["kind"] != "node_stop"]
     m = InvariantMonitor().observe_all(evs)
     assert m.counts == {"leader-completeness": 1} and not m.violations[0].by_design
+
+
+def test_is_clip_says_exactly_when_a_kept_prefix_equals_the_clip_of_the_runs():
+    """The monitor keeps a partition's committed runs when a leader's HW
+    move leaves them as they were (``is_clip``, no list made): it must say
+    yes exactly when ``clip`` would give an equal list."""
+    import random as _random
+
+    from checkers.invariants import clip, is_clip
+
+    rng = _random.Random(7)
+    for _ in range(2000):
+        runs = sorted({(rng.randrange(12), rng.randrange(4)) for _ in range(rng.randrange(5))})
+        end = rng.randrange(14)
+        kept = clip(runs, end) if rng.random() < 0.5 else clip(runs, rng.randrange(14))
+        if rng.random() < 0.2 and kept:
+            kept = kept[:-1] + [(kept[-1][0], kept[-1][1] + 1)]
+        assert is_clip(kept, runs, end) == (kept == clip(runs, end)), (kept, runs, end)
