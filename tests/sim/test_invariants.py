@@ -353,3 +353,21 @@ def test_is_clip_says_exactly_when_a_kept_prefix_equals_the_clip_of_the_runs():
         if rng.random() < 0.2 and kept:
             kept = kept[:-1] + [(kept[-1][0], kept[-1][1] + 1)]
         assert is_clip(kept, runs, end) == (kept == clip(runs, end)), (kept, runs, end)
+
+
+def test_a_replica_that_agreed_with_the_committed_log_is_checked_again_once_its_log_changes():
+    """The monitor remembers that a replica's runs equalled the committed
+    runs (``_Replica.agreed_runs``) and skips the comparison at its next HW
+    while neither changed; a run appended since (here a batch of another
+    epoch below the committed HW) is compared again, and the Log Matching
+    violation is found (seed 000, "Leader epochs & epoch-based truncation")."""
+    mon = InvariantMonitor()
+    mon.observe_append(1, 1, "t-0", 0, 10, 0, None, 10)
+    mon.observe_hw(1, 2, "t-0", 10, 10, "leader")  # committed: epoch 0 up to 10
+    mon.observe_append(2, 3, "t-0", 0, 5, 0, None, 5)
+    mon.observe_hw(2, 4, "t-0", 5, 5, "follower")  # agrees
+    mon.observe_hw(2, 5, "t-0", 5, 5, "follower")  # agrees, unchanged
+    assert mon.valid
+    mon.observe_append(2, 6, "t-0", 5, 5, 1, None, 10)  # epoch 1 at 5: not the committed batch
+    mon.observe_hw(2, 7, "t-0", 10, 10, "follower")
+    assert mon.counts == {"log-matching": 1}
