@@ -130,6 +130,18 @@ def _soonest_after(times: list[int], now: int, shift: int, best: int) -> int:
     return best
 
 
+def _build_unbuilt(partitions: dict[TopicPartition, Partition], reqs: tuple[FetchPartitionRequest, ...],
+                   responses: list[FetchPartitionResponse]) -> None:
+    """The answers a replica fetch answered now left unbuilt (``NOTHING_YET``,
+    :meth:`BrokerRole.handle_replica_fetch`), built: what each would have
+    been when served, as nothing served after it (another partition's fetch,
+    the fetches and produces a HW move completes) moves its partition's HW
+    or log start."""
+    for i in range(len(responses)):
+        if responses[i] is NOTHING_YET:
+            responses[i] = partitions[reqs[i].tp].empty_response()
+
+
 class BrokerRole:
     """Sans-IO broker. See the module docstring; the node API is in :mod:`.node`."""
 
@@ -212,10 +224,8 @@ class BrokerRole:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
-        # BrokerContext.set_clock, inline (a call per message)
-        ctx = self.context
-        m = now if mono is None else mono
-        ctx.mono = m
+        ctx = self.context  # BrokerContext.set_clock, inline (a call per message)
+        ctx.mono = m = now if mono is None else mono
         ctx.skew = now - m
         # the three messages of every replicated write, and the consumers'
         # fetches, are dispatched here, directly (compiled, a type test and a native call; the table's
@@ -554,40 +564,23 @@ class BrokerRole:
         responses: list[FetchPartitionResponse] = []
         any_data = False
         any_error = False
-        lazy = False
         for req in msg.partitions:
             p = self.partitions.get(req.tp)
             if p is None:
                 resp = FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER)
-            else:
-                # an answer with nothing in it is left unbuilt (NOTHING_YET):
-                # most such fetches park, and their answers were built and freed
-                resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects,
-                                                              True, True)
+            else:  # an empty answer is left unbuilt (NOTHING_YET: no data, no error), as most such fetches park
+                resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, lazy=True)
                 if hw_changed:
                     self.hw_changed_into(req.tp, now, effects)
             responses.append(resp)
-            if resp is NOTHING_YET:
-                lazy = True
-                continue
             any_data = any_data or bool(resp.batches)
             any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
             self.fetch_purgatory.park(FROM_FOLLOWER, msg, src, self.context.mono + msg.max_wait_ms, msg.partitions)
             return effects
-        if lazy:
-            self._build_empty(msg.partitions, responses)
+        _build_unbuilt(self.partitions, msg.partitions, responses)
         effects.append(Send(src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
         return effects
-
-    def _build_empty(self, reqs: tuple[FetchPartitionRequest, ...], responses: list[FetchPartitionResponse]) -> None:
-        """The answers left unbuilt (``NOTHING_YET``) of a replica fetch
-        answered now, built: what each would have been when served, as
-        nothing served after it (another partition's fetch, the fetches and
-        produces a HW move completes) moves its partition's HW or log start."""
-        for i in range(len(responses)):
-            if responses[i] is NOTHING_YET:
-                responses[i] = self.partitions[reqs[i].tp].empty_response()
 
     def handle_client_fetch(self, msg: ClientFetchRequest, now: int) -> list[Effect]:
         responses, answer_now = client_fetch_answers(self.partitions, self.image, msg.partitions)
