@@ -119,6 +119,26 @@ def clip(runs: Runs, end: int) -> Runs:
     return [r for r in runs if r[0] < end]
 
 
+def is_clip(kept: list[Any], runs: list[Any], end: int) -> bool:
+    """Whether ``kept == clip(runs, end)``, item by item as list equality
+    compares (identity first), with no list made: a leader's committed
+    prefix is mostly unchanged by its next HW move (no new epoch run).
+    Its lists are of untyped items: compiled, a ``tuple[int, int]`` item is
+    unboxed when read and boxed again (a new tuple) to compare by identity."""
+    j = 0
+    n = len(kept)
+    for r in runs:
+        start: int = r[0]
+        if start < end:
+            if j == n:
+                return False
+            k = kept[j]
+            if k is not r and k != r:
+                return False
+            j += 1
+    return j == n
+
+
 def first_disagreement(a: Runs, b: Runs, end: int) -> int | None:
     """The lowest offset below ``end`` whose epoch differs between ``a`` and
     ``b``, or None if they agree on [0, end). Offsets before the first run of
@@ -159,6 +179,12 @@ class _Replica:
     #: never replaced once made), kept here once found: every HW event reads
     #: it, and a lookup by the partition's name was one more per event
     committed: _Committed | None = field(default=None, repr=False, compare=False)
+    #: ``runs`` (this list, at this length) was found equal to the committed
+    #: runs ``agreed_with`` (a list never changed in place): until either
+    #: changes, they agree below any HW (:meth:`InvariantMonitor._hw_at`)
+    agreed_runs: Runs | None = field(default=None, repr=False, compare=False)
+    agreed_len: int = field(default=-1, repr=False, compare=False)
+    agreed_with: Runs | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -297,14 +323,14 @@ class InvariantMonitor:
     # The simulator's typed hot events (reference_impl.core.effects.AppendTrace):
     # the same checks and verdicts as observe_data on their data dicts,
     # given the values, so no dict is built, boxed and read per event.
-    def observe_append(self, node: Any, t: int, tp: str, base: int, count: int, epoch: int,
+    def observe_append(self, node: Any, t: Any, tp: str, base: int, count: int, epoch: int,
                        epochs: list[list[int]] | None, leo: int) -> None:
         """``epochs`` None: the batches are of one epoch, ``[[epoch, base]]``
         (``effects.AppendTrace.one_run``), checked the same."""
         self.step += 1
         self._append_at(node, t, tp, base, count, epoch, epochs, leo)
 
-    def observe_hw(self, node: Any, t: int, tp: str, hw: int, leo: int, role: str) -> None:
+    def observe_hw(self, node: Any, t: Any, tp: str, hw: int, leo: int, role: str) -> None:
         self.step += 1
         self._hw_at(node, t, tp, hw, leo, role)
 
@@ -435,14 +461,21 @@ class InvariantMonitor:
             r.committed = c
         end = min(hw, c.hw)
         if end > 0:
-            d = first_disagreement(r.runs, c.runs, end)
+            runs = r.runs
+            if runs is r.agreed_runs and len(runs) == r.agreed_len and c.runs is r.agreed_with:
+                d = None  # equal lists, neither changed since: first_disagreement's first answer
+            else:
+                d = first_disagreement(runs, c.runs, end)
+                if d is None and runs == c.runs:
+                    r.agreed_runs, r.agreed_len, r.agreed_with = runs, len(runs), c.runs
             if d is not None:
                 self._violate_at("log-matching", node, t,
                               f"below its HW {hw} the {role} holds epoch {_epoch_at(r.runs, d)} at offset {d}, "
                               f"the committed batch there has epoch {_epoch_at(c.runs, d)}", tp)
         if leader and hw > c.hw:
             c.hw = hw
-            c.runs = clip(r.runs, hw)
+            if not is_clip(c.runs, r.runs, hw):  # the same runs kept: no list made per HW move
+                c.runs = clip(r.runs, hw)
 
     # -- leadership ----------------------------------------------------------------------------------
     def _epochs(self, ev: dict[str, Any], r: _Replica, tp: str) -> None:

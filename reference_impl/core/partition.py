@@ -70,6 +70,7 @@ class Partition(LeaderPartition):
         for r in list(self.remote):
             if r not in self.replicas or r == self.ctx.node_id:
                 del self.remote[r]
+        self.remote_changed()
         if new_epoch:
             self.role = LEADER
             self.leader_id = self.ctx.node_id
@@ -119,6 +120,7 @@ class Partition(LeaderPartition):
         self.leader_id = reg.leader
         self.leader_epoch = reg.leader_epoch
         self.remote.clear()
+        self.remote_changed()
         self.leader_epoch_start_offset = -1
         self.fetch_state = FETCHING
         self.fetch_backoff_until = 0
@@ -139,6 +141,7 @@ class Partition(LeaderPartition):
         self.role = NONE
         self.leader_id = NO_LEADER
         self.remote.clear()
+        self.remote_changed()
         self.state = IsrState.committed(())
         return []
 

@@ -25,6 +25,7 @@ from .messages import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     NodeId,
+    TopicPartition,
 )
 from .partition_state import LEADER, IsrState, PartitionState, ReplicaState
 from .producer_state import SequenceCheck
@@ -46,6 +47,10 @@ WAIT_FOR_METADATA_ERRORS: Final = frozenset(
 )
 #: authoritative "not applied": reset to the last committed ISR
 RESET_ERRORS: Final = frozenset({Errors.INELIGIBLE_REPLICA, Errors.OPERATION_NOT_ATTEMPTED})
+
+#: a replica fetch's partition answer with nothing in it, not built yet
+#: (``serve_replica_fetch_into(lazy=True)``): a stand-in, never sent
+NOTHING_YET: Final = FetchPartitionResponse(TopicPartition("", -1), Errors.NONE)
 
 
 def _has(ids: tuple[NodeId, ...], x: NodeId) -> bool:
@@ -109,7 +114,7 @@ class LeaderPartition(PartitionState):
         new_hw = leader_leo
         lag = self.config.replica_lag_time_max_ms
         maximal = self.state.maximal_isr
-        for r in self.remote.values():
+        for r in self._remotes:  # remote.values(), as a list
             if r.leo < new_hw and (
                 _has(maximal, r.broker_id) or (r.is_caught_up(leader_leo, now, lag) and self._is_replica_isr_eligible(r))
             ):
@@ -292,13 +297,23 @@ class LeaderPartition(PartitionState):
         # payloads are opaque to the core; budget about 1 KiB per batch
         return max(1, max_bytes // 1024)
 
+    def empty_response(self) -> FetchPartitionResponse:
+        """The answer of a replica fetch with nothing to return now (no
+        error, no batches): what :data:`NOTHING_YET` stands for, built when
+        the fetch is answered after all."""
+        return self._response(Errors.NONE)
+
     def serve_replica_fetch_into(
         self, req: FetchPartitionRequest, replica_id: NodeId, broker_epoch: int, now: int, effects: list[Effect],
-        record: bool = True,
+        record: bool = True, lazy: bool = False,
     ) -> tuple[FetchPartitionResponse, bool]:
         """A follower's fetch on the leader. Returns (response, hw_changed);
         its effects go to ``effects`` (the replica manager's, for the whole
         request: no list is made per partition of every replica fetch).
+        With ``lazy``, an answer with nothing in it (no error, no batches,
+        no divergence) is :data:`NOTHING_YET`, not built: such a fetch is
+        mostly parked, its answer never sent (:meth:`empty_response` builds
+        it when it is answered at once after all).
 
         Records the follower's progress (unless ``record`` is False: a parked
         fetch being completed), then tries ISR expansion and HW advancement
@@ -338,6 +353,8 @@ class LeaderPartition(PartitionState):
             if r.leo != leo_before or expanded:
                 hw_changed = self.maybe_increment_leader_hw_into(now, effects)
         batches = self.log.read(req.fetch_offset, self.log.leo, self._max_batches(req.max_bytes))
+        if lazy and not batches:
+            return NOTHING_YET, hw_changed
         return self._response(Errors.NONE, batches=batches), hw_changed
 
     def serve_client_fetch(self, req: FetchPartitionRequest) -> FetchPartitionResponse:

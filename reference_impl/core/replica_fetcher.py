@@ -14,7 +14,7 @@ sends again. An unanswered fetch is given up after :attr:`fetch_timeout_ms`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from .broker_context import BrokerContext
 from .config import ProtocolConfig
 from .effects import Effect, Send
@@ -46,6 +46,11 @@ class Fetcher:
     #: partition answered
     sent: tuple[FetchPartitionRequest, ...] = ()
     backoff_until: int = 0
+    #: the partitions this broker follows from ``leader``, sorted by
+    #: partition (the order a fetch names them in), kept with the manager's
+    #: ``_following``: the fetcher an answer came back to sends the next
+    #: fetch from them, with no lookup of the leader's members
+    members: list[Partition] = field(default_factory=list)
 
 
 # sort keys as module functions: a lambda inside a method makes the compiled
@@ -65,11 +70,9 @@ class ReplicaFetcherManager:
         #: leader -> partitions this broker follows from it (the fetcher's members)
         self._following: dict[NodeId, set[TopicPartition]] = {}
         self._follow_of: dict[TopicPartition, NodeId] = {}
-        #: leader -> those partitions, sorted by partition (the order a fetch
-        #: names them in), kept with ``_following``: a fetch answered is
-        #: followed by the next one, which walked the set, looked each
-        #: partition up and sorted them every time
-        self._members: dict[NodeId, list[Partition]] = {}
+        # each leader's partitions, sorted, are its fetcher's ``members``: a
+        # fetch answered is followed by the next one, which walked the set,
+        # looked each partition up and sorted them every time
 
     @property
     def fetch_timeout_ms(self) -> int:
@@ -96,12 +99,16 @@ class ReplicaFetcherManager:
             self._sort_members(p.leader_id)
 
     def _sort_members(self, leader: NodeId) -> None:
-        """Rebuild ``leader``'s sorted partitions from its members."""
+        """Rebuild ``leader``'s fetcher's sorted partitions from its members
+        (a fetcher is made with its first member)."""
         members = self._following.get(leader)
+        f = self.fetchers.get(leader)
         if members:
-            self._members[leader] = sorted((self.partitions[tp] for tp in members), key=_partition_tp)
-        else:
-            self._members.pop(leader, None)
+            if f is None:
+                f = self.fetchers[leader] = Fetcher(leader)
+            f.members = sorted((self.partitions[tp] for tp in members), key=_partition_tp)
+        elif f is not None:
+            f.members = []
 
     def deadlines(self, now: int) -> list[int]:
         """When the fetchers next need the broker: an unanswered fetch's
@@ -164,13 +171,15 @@ class ReplicaFetcherManager:
     def _fetch_from(self, leader: NodeId, now: int, effects: list[Effect]) -> None:
         """Send ``leader``'s fetcher's next fetch, if it is free and any
         partition it serves is ready."""
-        members = self._members.get(leader)
-        if not members:
-            return
         f = self.fetchers.get(leader)
-        if f is None:
-            f = self.fetchers[leader] = Fetcher(leader)
-        if f.inflight is not None or now < f.backoff_until:
+        if f is not None:
+            self._fetch_next(f, now, effects)
+
+    def _fetch_next(self, f: Fetcher, now: int, effects: list[Effect]) -> None:
+        """:meth:`_fetch_from`, given the fetcher (the one an answer just
+        reached: no lookup by leader)."""
+        members = f.members
+        if not members or f.inflight is not None or now < f.backoff_until:
             return
         # the ready partitions' requests, in partition order (the members are
         # sorted already); each names its leader epoch now (Partition.fetch_request)
@@ -237,7 +246,7 @@ class ReplicaFetcherManager:
             elif follow_up == "backoff":
                 self._attention.add(p.tp)
                 self.ctx.note_deadline(p.fetch_backoff_until)
-        self.fetch_into(now, effects, msg.leader_id)
+        self._fetch_next(f, now, effects)  # fetch_into(now, effects, msg.leader_id), on the fetcher in hand
         return effects
 
     def _send_offsets_for_leader_epoch(self, p: Partition, now: int) -> list[Effect]:

@@ -65,6 +65,7 @@ from .messages import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
     Errors,
+    FetchPartitionRequest,
     FetchPartitionResponse,
     GetReplicaLogInfoRequest,
     IncrementalAlterConfigsRequest,
@@ -83,6 +84,7 @@ from .messages import (
 )
 from .metadata import Delta, MetadataImage
 from .partition import Partition
+from .partition_leader import NOTHING_YET
 from .purgatory import (
     FROM_CONSUMER,
     FROM_FOLLOWER,
@@ -91,7 +93,7 @@ from .purgatory import (
     ProducePurgatory,
     client_fetch_answers,
     produce_done,
-    produce_done_into,
+    produce_done_of,
 )
 from .raft import Rng
 from .replica_fetcher import ReplicaFetcherManager
@@ -126,6 +128,18 @@ def _soonest_after(times: list[int], now: int, shift: int, best: int) -> int:
         if now < t < best:
             best = t
     return best
+
+
+def _build_unbuilt(partitions: dict[TopicPartition, Partition], reqs: tuple[FetchPartitionRequest, ...],
+                   responses: list[FetchPartitionResponse]) -> None:
+    """The answers a replica fetch answered now left unbuilt (``NOTHING_YET``,
+    :meth:`BrokerRole.handle_replica_fetch`), built: what each would have
+    been when served, as nothing served after it (another partition's fetch,
+    the fetches and produces a HW move completes) moves its partition's HW
+    or log start."""
+    for i in range(len(responses)):
+        if responses[i] is NOTHING_YET:
+            responses[i] = partitions[reqs[i].tp].empty_response()
 
 
 class BrokerRole:
@@ -210,7 +224,9 @@ class BrokerRole:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
-        self.context.set_clock(now, mono)
+        ctx = self.context  # BrokerContext.set_clock, inline (a call per message)
+        ctx.mono = m = now if mono is None else mono
+        ctx.skew = now - m
         # the three messages of every replicated write, and the consumers'
         # fetches, are dispatched here, directly (compiled, a type test and a native call; the table's
         # lambdas go through generic Python calls); the rest by the table
@@ -518,7 +534,7 @@ class BrokerRole:
                     msg.ref, tp, msg.acks, batch.base_offset, batch.count, required,
                     self.context.mono + msg.timeout_ms))  # the purgatory's timer is monotonic
                 return effects
-        produce_done_into(effects, self.partitions, msg.ref, tp, msg.acks, err, batch.base_offset, batch.count)
+        produce_done_of(effects, p, msg.ref, tp, msg.acks, err, batch.base_offset, batch.count)
         return effects
 
     def on_hw_changed(self, tp: TopicPartition, now: int) -> list[Effect]:
@@ -545,15 +561,15 @@ class BrokerRole:
         if src is None:
             src = msg.replica_id  # a runtime that did not name the sender: answer the fetching replica
         effects: list[Effect] = []
-        responses = []
+        responses: list[FetchPartitionResponse] = []
         any_data = False
         any_error = False
         for req in msg.partitions:
             p = self.partitions.get(req.tp)
             if p is None:
                 resp = FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER)
-            else:
-                resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects)
+            else:  # an empty answer is left unbuilt (NOTHING_YET: no data, no error), as most such fetches park
+                resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, lazy=True)
                 if hw_changed:
                     self.hw_changed_into(req.tp, now, effects)
             responses.append(resp)
@@ -562,6 +578,7 @@ class BrokerRole:
         if not any_data and not any_error and msg.max_wait_ms > 0 and responses:
             self.fetch_purgatory.park(FROM_FOLLOWER, msg, src, self.context.mono + msg.max_wait_ms, msg.partitions)
             return effects
+        _build_unbuilt(self.partitions, msg.partitions, responses)
         effects.append(Send(src, ReplicaFetchResponse(self.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
         return effects
 

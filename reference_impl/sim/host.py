@@ -51,9 +51,13 @@ from reference_impl.core.node import Node
 from .clock import NodeClock
 from .disk import Disk
 from .env import NodeEnv
-from .network import Endpoint, Receiver
+from reference_impl.core.messages import ClientFetchResponse, ProduceResponse
 
-_DISK_EFFECTS: Final = (LogAppend, LogTruncate, LogTruncateFully, FileWrite, FileDelete, Fsync)
+from .network import Endpoint, Link, Receiver
+
+#: node ids below this have their link kept in a list by id (``Host._links``);
+#: the simulation's are 1.. (brokers) and 101.. (controllers)
+_LINKS_BY_ID: Final = 1024
 
 UP: Final = "up"
 PAUSED: Final = "paused"
@@ -88,6 +92,11 @@ class Host(Receiver):
         self._on_timer_fn: Callable[[int, int], None] = self.on_timer  # bound once
         #: this node's links' FIFO states (``Network.fifos``), for ``send_from``
         self._fifos = env.net.fifos(self.node_id)
+        #: the links to other nodes by node id (None: not found yet), each
+        #: the network's own (``Network.link``): a Send names its node by a
+        #: native int, and a list index finds its link where a lookup by
+        #: endpoint in ``_fifos`` was a dict lookup per message
+        self._links: list[Link | None] = []
         #: the node id as the network's ``Endpoint`` (an object), made once:
         #: compiled, the int attribute passed where an ``Endpoint`` is taken
         #: is boxed again on every message sent (``apply``)
@@ -202,8 +211,13 @@ class Host(Receiver):
         assert node is not None, "a host that is up has a node"
         vt = self.env.loop.now
         clock = self.clock
-        now = clock.node_time(vt)
-        mono = clock.mono_time(vt)
+        if not clock.drift:
+            # NodeClock.node_time and mono_time without drift, inline: two calls a message
+            now = vt + clock.offset_ms
+            mono = vt
+        else:
+            now = clock.node_time(vt)
+            mono = clock.mono_time(vt)
         try:
             # mono None while the clocks agree: _mono_arg, inlined
             effects = node.handle(msg, now, src if isinstance(src, int) else None, None if mono == now else mono)
@@ -270,6 +284,17 @@ class Host(Receiver):
         self.kill()
 
     # -- effects ---------------------------------------------------------------------
+    def _link_to(self, dst: int) -> Link:
+        """The network's link from this node to node ``dst``, kept by id
+        when ``dst`` is small enough (see ``_links``)."""
+        link = self.env.net.link(self._fifos, dst)
+        if 0 <= dst < _LINKS_BY_ID:
+            links = self._links
+            if dst >= len(links):
+                links.extend([None] * (dst + 1 - len(links)))
+            links[dst] = link
+        return link
+
     def _call(self, fn: Callable[[Any, int, int | None], list[Any]]) -> None:
         node = self.node
         try:
@@ -296,7 +321,12 @@ class Host(Receiver):
             # isinstance, not type(eff) is ...: it narrows the type, so the
             # compiled code reads the effect's fields natively, not by name
             if isinstance(eff, Send):
-                net.send_from(fifos, src, eff.dst, eff.msg)
+                dst = eff.dst
+                links = self._links
+                link = links[dst] if 0 <= dst < len(links) else None
+                if link is None:
+                    link = self._link_to(dst)
+                net.send_on(link, src, dst, eff.msg)
                 continue
             if isinstance(eff, TraceEvent):
                 # the typed hot events by their fields (effects.AppendTrace):
@@ -322,10 +352,20 @@ class Host(Receiver):
                     loop.at(vt, self._on_timer_fn, inc, vt)
             elif isinstance(eff, Reply):  # narrowed: eff.msg read natively
                 msg = eff.msg
-                ref = getattr(msg, "ref", None)
+                # the two answers of nearly every Reply read natively; any
+                # other by name (a getattr by name was ~130 instructions)
+                if isinstance(msg, ProduceResponse):
+                    ref: Any = msg.ref
+                elif isinstance(msg, ClientFetchResponse):
+                    ref = msg.ref
+                else:
+                    ref = getattr(msg, "ref", None)
                 if isinstance(ref, tuple) and ref:
                     net.send_from(fifos, src, ref[0], msg)
-            elif t in _DISK_EFFECTS:
+            elif (t is LogAppend or t is Fsync or t is FileWrite or t is LogTruncate or t is LogTruncateFully
+                  or t is FileDelete):
+                # the disk's effects, by identity: compiled, ``t in`` a tuple
+                # of the classes was a rich comparison per class tried
                 self.disk.apply(eff)
             elif t is Halt:
                 self.halted = True

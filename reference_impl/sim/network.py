@@ -202,6 +202,9 @@ class _Fifo:
         self.recv = recv
 
 
+#: a directed link's state, as a sender that keeps its links holds it (:meth:`Network.link`)
+Link = _Fifo
+
 #: (src, dst, channel, owner): one connection's messages in one direction
 HeldKey = tuple[Endpoint, Endpoint, int, Endpoint]
 
@@ -419,6 +422,27 @@ class Network:
     def send_from(self, last_arrival: dict[Endpoint, _Fifo], src: Endpoint, dst: Endpoint, msg: Any) -> None:
         """:meth:`send`, given ``src``'s :meth:`fifos` (the hosts and the
         client endpoints, which send nearly every message)."""
+        fifo = last_arrival.get(dst)
+        if fifo is None:
+            fifo = last_arrival[dst] = self._new_link(dst)
+        self.send_on(fifo, src, dst, msg)
+
+    def link(self, last_arrival: dict[Endpoint, _Fifo], dst: Endpoint) -> _Fifo:
+        """The link from the owner of ``last_arrival`` (its :meth:`fifos`)
+        to ``dst``, made on first use: a sender that keeps it passes it to
+        :meth:`send_on`. Each link is one object for good, whichever way it
+        is found, so its FIFO order is one."""
+        fifo = last_arrival.get(dst)
+        if fifo is None:
+            fifo = last_arrival[dst] = self._new_link(dst)
+        return fifo
+
+    def send_on(self, fifo: _Fifo, src: Endpoint, dst: Endpoint, msg: Any) -> None:
+        """:meth:`send` on the link ``src`` -> ``dst`` (:meth:`link`) the
+        sender holds: a host keeps its links to the other nodes by node id
+        (``host.py``), so a message between nodes is sent without a lookup
+        by endpoint. Finding the link draws nothing from the rng, so where
+        it is found changes no schedule."""
         self.sent += 1
         if self.taps:
             for tap in self.taps:
@@ -436,9 +460,6 @@ class Network:
                 self.dropped += 1
                 return
             arrive += retransmission_delay(self._random, prof.loss)
-        fifo = last_arrival.get(dst)
-        if fifo is None:
-            fifo = last_arrival[dst] = self._new_link(dst)
         if arrive < fifo.last:
             arrive = fifo.last  # FIFO per link, like one TCP connection
         fifo.last = arrive

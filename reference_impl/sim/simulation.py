@@ -98,6 +98,11 @@ class Simulation(TraceSink):
         self._produces = 0
         self._other_counts: dict[str, int] = {}
         self._trace_seq = 0
+        #: the loop's time as an object, made once per millisecond for the
+        #: monitor's typed events (:meth:`_t`): compiled, passing the int
+        #: boxed it again for each of the millisecond's events
+        self._t_int = -1
+        self._t_obj: object = -1
         self._trace_dir = Path(trace_dir) if trace_dir is not None else None
         self._trace_files: dict[int, Any] = {}
         self._trace_listeners: list[Callable[[dict[str, Any]], None]] = []
@@ -327,6 +332,13 @@ class Simulation(TraceSink):
     # listener, the monitor reads their fields and their data dict is built
     # only for a trace file; with one, they are any other event (trace).
     # Either way the same seq, counts, monitor steps and trace lines.
+    def _t(self, now: int) -> object:
+        """``now`` boxed, the same object for every event of one millisecond."""
+        if now != self._t_int:
+            self._t_int = now
+            self._t_obj = now
+        return self._t_obj
+
     def trace_append(self, nid: int, ev: AppendTrace) -> None:
         if self._trace_listeners:
             self.trace(nid, "append", ev.data)
@@ -336,7 +348,7 @@ class Simulation(TraceSink):
         now = self.loop.now
         monitor = self.monitor
         if monitor is not None:
-            monitor.observe_append(nid, now, ev.tp, ev.base, ev.count, ev.epoch,
+            monitor.observe_append(nid, self._t(now), ev.tp, ev.base, ev.count, ev.epoch,
                                    None if ev.one_run else ev.epochs, ev.leo)
         if self._trace_dir is not None:
             self._write(nid, now, self._trace_seq, "append", ev.data)
@@ -350,7 +362,7 @@ class Simulation(TraceSink):
         now = self.loop.now
         monitor = self.monitor
         if monitor is not None:
-            monitor.observe_hw(nid, now, ev.tp, ev.hw, ev.leo, ev.role)
+            monitor.observe_hw(nid, self._t(now), ev.tp, ev.hw, ev.leo, ev.role)
         if self._trace_dir is not None:
             self._write(nid, now, self._trace_seq, "hw", ev.data)
 

@@ -97,3 +97,25 @@ def test_the_messages_routed_to_the_broker_by_type_identity_are_broker_only() ->
 
     hot = {ReplicaFetchRequest, ReplicaFetchResponse, ProduceRequest, ClientFetchRequest}
     assert not hot & _NOT_BROKER_ONLY
+
+
+def test_a_node_routes_each_message_by_its_type_and_sender_whatever_it_saw_before() -> None:
+    """Node._for_controller finds a message type's route once per type
+    (``Node._routes``), never its answer: a forwarded admin request is the
+    controller's from a broker and the broker's to forward from a client
+    (Kafka's ForwardingManager), on one node in either order; a quorum RPC
+    is the controller's; a RaftFetchResponse is the controller's only on a
+    node that has one (a broker-only node's observer fetches)."""
+    from reference_impl.core.messages import CreateTopicsRequest, RaftFetchResponse
+
+    broker_only = build(1, {"broker"}, VOTERS)
+    combined = build(101, {"broker", "controller"}, VOTERS)
+    create = CreateTopicsRequest("c", ())
+    for node in (broker_only, combined):
+        assert node._for_controller(create, None) is False  # a client's: forwarded
+        assert node._for_controller(create, 2) is True  # a broker's: committed here
+        assert node._for_controller(create, None) is False
+        assert node._for_controller(VoteRequest(102, 3, 1, 10), 102) is True
+    answer = RaftFetchResponse(101, 3, 0, 1, 10)
+    assert broker_only._for_controller(answer, 101) is False and combined._for_controller(answer, 102) is True
+    assert broker_only._for_controller(ProduceRequest("p", TopicPartition("t", 0), -1, 1, None), None) is False

@@ -287,3 +287,20 @@ def test_an_answer_for_a_partition_whose_leader_epoch_moved_while_in_flight_is_n
     assert (p.leader_id, p.leader_epoch) == (1, 2)
     effects = answer(b, s, Batch(0, 0, 2, None), hw=0, now=3)
     assert not traces(effects, "append") and p.log.leo == 0
+
+
+def test_an_answer_from_a_leader_whose_partitions_all_moved_away_sends_it_no_next_fetch():
+    """ReplicaFetcherManager: an answer is followed by the next fetch from
+    the same fetcher, to the partitions this broker still follows from that
+    leader (the fetcher's members, kept with the metadata: seed 001 §2.2.2,
+    one fetcher per leader broker, as Kafka's ReplicaFetcherManager removes a
+    partition from its fetcher on makeLeader/makeFollower). Once the only
+    partition moved to another leader while a fetch was out, its late answer
+    sends nothing more to the old leader."""
+    b, feed, effects = follower()
+    s = fetch_sent(effects)
+    assert s.dst == 1
+    moved = b.apply_committed(feed.change(leader=3), 1)
+    assert [x.dst for x in sends(moved, ReplicaFetchRequest)] == [3]
+    effects = answer(b, s, Batch(0, 0, 2, None), hw=0, now=2)
+    assert sends(effects, ReplicaFetchRequest) == [] and b.partitions[TP].log.leo == 0

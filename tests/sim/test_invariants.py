@@ -335,3 +335,39 @@ def test_a_last_known_leader_without_a_power_loss_that_lacks_committed_offsets_i
     evs = [e for e in _sole_isr_power_loss() if e["kind"] != "node_stop"]
     m = InvariantMonitor().observe_all(evs)
     assert m.counts == {"leader-completeness": 1} and not m.violations[0].by_design
+
+
+def test_is_clip_says_exactly_when_a_kept_prefix_equals_the_clip_of_the_runs():
+    """The monitor keeps a partition's committed runs when a leader's HW
+    move leaves them as they were (``is_clip``, no list made): it must say
+    yes exactly when ``clip`` would give an equal list."""
+    import random as _random
+
+    from checkers.invariants import clip, is_clip
+
+    rng = _random.Random(7)
+    for _ in range(2000):
+        runs = sorted({(rng.randrange(12), rng.randrange(4)) for _ in range(rng.randrange(5))})
+        end = rng.randrange(14)
+        kept = clip(runs, end) if rng.random() < 0.5 else clip(runs, rng.randrange(14))
+        if rng.random() < 0.2 and kept:
+            kept = kept[:-1] + [(kept[-1][0], kept[-1][1] + 1)]
+        assert is_clip(kept, runs, end) == (kept == clip(runs, end)), (kept, runs, end)
+
+
+def test_a_replica_that_agreed_with_the_committed_log_is_checked_again_once_its_log_changes():
+    """The monitor remembers that a replica's runs equalled the committed
+    runs (``_Replica.agreed_runs``) and skips the comparison at its next HW
+    while neither changed; a run appended since (here a batch of another
+    epoch below the committed HW) is compared again, and the Log Matching
+    violation is found (seed 000, "Leader epochs & epoch-based truncation")."""
+    mon = InvariantMonitor()
+    mon.observe_append(1, 1, "t-0", 0, 10, 0, None, 10)
+    mon.observe_hw(1, 2, "t-0", 10, 10, "leader")  # committed: epoch 0 up to 10
+    mon.observe_append(2, 3, "t-0", 0, 5, 0, None, 5)
+    mon.observe_hw(2, 4, "t-0", 5, 5, "follower")  # agrees
+    mon.observe_hw(2, 5, "t-0", 5, 5, "follower")  # agrees, unchanged
+    assert mon.valid
+    mon.observe_append(2, 6, "t-0", 5, 5, 1, None, 10)  # epoch 1 at 5: not the committed batch
+    mon.observe_hw(2, 7, "t-0", 10, 10, "follower")
+    assert mon.counts == {"log-matching": 1}

@@ -94,6 +94,37 @@ def test_a_stop_inside_a_millisecond_resumes_at_its_next_event_and_runs_none_twi
     assert seen == ["a", "b", "c", "d", "e", "f"] and loop.pending() == 0
 
 
+def test_a_milliseconds_emptied_bucket_serves_later_ones_and_runs_none_of_its_old_events_again() -> None:
+    """The loop keeps a millisecond's emptied bucket for a later one
+    (``EventLoop._spare``): each later millisecond runs its own events, in
+    the order they were set, and nothing that ran before runs again, nor
+    does a bucket a stop left in its slot go to two milliseconds."""
+    loop = EventLoop()
+    ran: list[tuple[int, str]] = []
+
+    def note(tag: str) -> None:
+        ran.append((loop.now, tag))
+        if tag == "1a":
+            loop.at(3, note, "3a")  # set while its millisecond 1 runs: a bucket taken from the spares
+        if tag == "3a":
+            loop.at(3, note, "3b")
+
+    loop.at(1, note, "1a")
+    loop.at(1, note, "1b")
+    loop.at(2, note, "2a")
+    loop.run_until(2)
+    loop.at(5, note, "5a")
+    loop.at(4, note, "4a")
+    flag = StopFlag()
+    loop.at(4, flag.__setattr__, "up", True)
+    loop.at(4, note, "4b")
+    loop.run_until(10, flag)  # stops inside 4: its bucket keeps 4b in its slot
+    loop.at(6, note, "6a")
+    loop.run_until(10)
+    assert ran == [(1, "1a"), (1, "1b"), (2, "2a"), (3, "3a"), (3, "3b"), (4, "4a"), (4, "4b"), (5, "5a"),
+                   (6, "6a")]
+
+
 def test_an_event_that_raises_is_not_run_again_and_the_rest_of_its_millisecond_still_runs() -> None:
     loop = EventLoop()
     seen: list[str] = []

@@ -67,6 +67,30 @@ def test_an_arrival_goes_to_the_receiver_attached_when_it_arrives():
     assert net.dropped == 1 and net.delivered == 4
 
 
+def test_a_hosts_sends_by_node_id_share_the_networks_link_and_its_fifo_order():
+    """A host keeps its links to other nodes by node id (``Host._links``),
+    each the network's own link (``Network.link``): what the host sends
+    queues behind what was sent on the link another way (``Network.send``,
+    as a dead node's FIN is), so the link stays one FIFO, as one TCP
+    connection per peer is (the module docstring)."""
+    from reference_impl.core.config import ProtocolConfig
+    from reference_impl.core.effects import Send
+    from reference_impl.sim.env import NodeEnv, TraceSink
+    from reference_impl.sim.host import Host
+
+    loop, net, inbox = _net()
+    host = Host(frozenset({"broker"}), NodeEnv(1, loop, net, ProtocolConfig(), (100,), random.Random(2), TraceSink()))
+    host.apply([Send(2, "by id, first")])
+    net.set_link(1, 2, LinkProfile(50, 0.0))
+    net.send(1, 2, "slow")  # due at 50
+    net.set_link(1, 2, LinkProfile(1, 0.0))
+    host.apply([Send(2, "by id, after the slow one")])  # due at 1 on its own: FIFO keeps it behind
+    loop.run_until(49)
+    assert inbox[2] == ["by id, first"]
+    loop.run_until(50)
+    assert inbox[2] == ["by id, first", "slow", "by id, after the slow one"]
+
+
 def test_retransmissions_wait_the_minimum_rto_and_then_twice_the_last_wait():
     assert [first_retransmission(0, t) for t in (0, 200, 201, 601, 1401)] == [200, 200, 600, 1400, 3000]
     assert first_retransmission(0, 10**9) - first_retransmission(0, 10**9 - 130_000) <= 120_000
