@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from checkers.check import check_history
+from checkers.history import op as op_module
 from checkers.history.op import Op
 from checkers.queue.lines import Batch, Slow
 from checkers.queue.opbatch import OpBatches
@@ -94,7 +95,7 @@ def test_messy_histories_fold_the_same_in_batches(seed):
     _same(_messy(seed))
 
 
-def _odd(case: str) -> list[Op]:
+def _odd(case: str) -> list[Op] | None:
     """Common-looking operations but for one value the batches must not
     take (``case``), after a few common ones."""
     b = HistoryBuilder()
@@ -130,13 +131,18 @@ def _odd(case: str) -> list[Op]:
         b.complete(2, "ok", [["send", "t-0", [4, 11]]], acks="2")
     elif case in ("float-time", "float-index"):
         # an int field of another type (Op declares time and index int): read
-        # one at a time, where the compiled reading of the declared int raised
+        # one at a time, where the compiled reading of the declared int
+        # raised. The compiled Op checks its declared types itself, so there
+        # no such operation exists (None); the Python one takes it
         b.invoke(1, "poll", [["poll"]])
         op = Op("ok", "poll", [["poll", {"t-0": [[2, 2]]}]], 1, b.t + 1, len(b.ops))
-        if case == "float-time":
-            op.time = float(op.time)
-        else:
-            op.index = float(op.index)
+        try:
+            if case == "float-time":
+                op.time = float(op.time)  # type: ignore[assignment]
+            else:
+                op.index = float(op.index)  # type: ignore[assignment]
+        except TypeError:
+            return None
         b.ops.append(op)
     elif case == "error":
         b.invoke(3, "poll", [["poll"]])
@@ -157,6 +163,9 @@ ODD = ["bool-value", "bool-offset", "float", "past-64-bits", "three-elements", "
 @pytest.mark.parametrize("case", ODD)
 def test_values_the_batches_cannot_hold_are_folded_one_at_a_time_the_same(case):
     ops = _odd(case)
+    if ops is None:  # the compiled Op refused the field: no scan can meet such an operation
+        assert case in ("float-time", "float-index") and op_module.__file__.endswith(".so")
+        return
     try:
         reference: Any = repr(_folds(QueueScan.of(ops)))
     except MalformedOp as e:
