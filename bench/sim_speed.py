@@ -31,19 +31,17 @@ is the queue workload's, not open-loop sends with one poller: each of the
 ~22k sends and ~7.4k polls reading over 20 times the records one poller
 read, and the generator is asked and the interpreter records on every op.
 
-Where it stands, at eb4bb7e (three runs, machine otherwise idle, CPU equal
-to wall; the first at 8f5fb41, one recorder refactor earlier):
-``--before 4a1470a``, the code before the fifth cut: whole
-simulation 0.96x, 0.94x and 0.94x the CPU (1.50 s -> 1.44 s, 1.56 s -> 1.46
-s, 1.63 s -> 1.54 s: 121x-129x real time), each seed with its checkers at
-91.0x -> 100.5x, 87.6x -> 97.9x and 83.8x -> 93.4x (checkers 0.54 -> 0.41,
-0.57 -> 0.44, 0.59 -> 0.45 CPU s). Against 54cd9c7, the last commit before
-the one driver, the code of 4a1470a had run at 0.88x-0.95x the CPU. Under
-callgrind the event loop of a 10 s seed went from 851 M (52a3d67) to 634 M.
-Issue 35's targets (250x, 150x with checkers) stay ~2x and ~1.6x away: the
-cost is per operation and per record read, spread thin over the cluster's
-messages, the clients, the recorder and the checkers, and mostly CPython's
-own object churn under the compiled code.
+Where it stands, at f4fd57d (two runs, machine otherwise idle, CPU equal
+to wall), ``--before a5d6f84``, the code before the sixth cut: whole
+simulation 0.92x the CPU both times (1.42 s -> 1.30 s, 1.47 s -> 1.35 s:
+131x -> 144x and 126x -> 138x real time), each seed with its checkers
+101.2x -> 114.2x and 95.8x -> 109.5x (checkers 0.42 -> 0.33 and 0.47 ->
+0.35 CPU s). Under callgrind the event loop of a 10 s seed went from 851 M
+(52a3d67) through 634.8 M (a5d6f84) to 601.3 M. Issue 35's targets (250x,
+150x with checkers) stay ~1.8x and ~1.4x away: the cost is per operation
+and per record read, spread thin over the cluster's messages, the
+clients, the recorder and the checkers, and mostly CPython's own object
+churn under the compiled code.
 docs/architecture.md, "Simulator speed, measured", keeps the
 record of every change with its command and figures.
 """
