@@ -46,13 +46,12 @@ from reference_impl.core.effects import (
     Timer,
     TraceEvent,
 )
+from reference_impl.core.messages import ClientFetchResponse, ProduceResponse
 from reference_impl.core.node import Node
 
 from .clock import NodeClock
 from .disk import Disk
 from .env import NodeEnv
-from reference_impl.core.messages import ClientFetchResponse, ProduceResponse
-
 from .network import Endpoint, Link, Receiver
 
 #: node ids below this have their link kept in a list by id (``Host._links``);
