@@ -387,20 +387,30 @@ def connected(conf: dict[str, Any], partitions: int, value: bytes) -> Producer:
     return p
 
 
-class BenchSender:
+class FixedSender:
+    """What both fixed-rate producers hold: their client settings and the
+    producer instance now sending (:meth:`renew`)."""
+
+    value: bytes  #: each message's value, set by the sender before this class's __init__
+
+    def __init__(self, conf: dict[str, Any], a: argparse.Namespace) -> None:
+        self.conf, self.partitions = conf, a.partitions
+        self.renew()
+
+    def renew(self) -> None:
+        """A fresh producer instance (:func:`run_pair` says why), the old one gone."""
+        self.p = connected(self.conf, self.partitions, self.value)
+
+
+class BenchSender(FixedSender):
     """The bench's fixed-rate producer: message i of a slice is due at
     start + i/rate (a late send never shifts the later ones), it waits in
     poll() until then; latency is librdkafka's own, produce() to ack."""
 
     def __init__(self, bootstrap: str, acks: str, a: argparse.Namespace) -> None:
         self.lat, self.late, self.errors, self.value = array("d"), array("d"), 0, b"y" * a.size
-        self.conf = {"bootstrap.servers": bootstrap, "acks": acks, **FIXED_PRODUCER, "on_delivery": self.delivered}
-        self.partitions = a.partitions
-        self.renew()
-
-    def renew(self) -> None:
-        """A fresh producer instance (:func:`run_pair` says why), the old one gone."""
-        self.p = connected(self.conf, self.partitions, self.value)
+        super().__init__({"bootstrap.servers": bootstrap, "acks": acks, **FIXED_PRODUCER,
+                          "on_delivery": self.delivered}, a)
 
     def delivered(self, err: Any, msg: Any) -> None:
         if err is None:
@@ -428,7 +438,7 @@ class BenchSender:
                 "sent_late_p99_ms": round(pct(sorted(self.late), 99) * 1000, 2), **summary(self.lat)}
 
 
-class PlainSender:
+class PlainSender(FixedSender):
     """The self-check: what anyone would write to time acks at a fixed rate
     (wait in poll() between sends, time each ack by the wall clock in its
     own callback), with the bench's client settings (``bounded``) or
@@ -442,13 +452,8 @@ class PlainSender:
         #: it is this process's own wait to run the callback
         self.own = array("d")
         self.errors, self.value = 0, b"z" * a.size
-        self.conf = {"bootstrap.servers": bootstrap, "acks": acks, **(FIXED_PRODUCER if bounded else {"linger.ms": 0})}
-        self.partitions = a.partitions
-        self.renew()
-
-    def renew(self) -> None:
-        """A fresh producer instance (:func:`run_pair` says why), the old one gone."""
-        self.p = connected(self.conf, self.partitions, self.value)
+        super().__init__({"bootstrap.servers": bootstrap, "acks": acks,
+                          **(FIXED_PRODUCER if bounded else {"linger.ms": 0})}, a)
 
     def send_for(self, rate: int, seconds: float) -> None:
         t_next = time.monotonic()

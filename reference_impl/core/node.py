@@ -339,7 +339,7 @@ class Node:
         if groups is not None and groups.waiting:
             effects = groups.intercept(effects)
         # the quorum members (controller, observer) arm their own timers
-        fresh = self.broker.context.take_soonest()  # soonest_new_deadline(), one call fewer; NO_DEADLINE: none
+        fresh = self.broker.soonest_new_deadline()  # NO_DEADLINE: none
         armed = self._armed
         if not full and armed is not None and armed > now:
             # the hot path (after a message): a timer is armed in the future,

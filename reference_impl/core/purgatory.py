@@ -97,23 +97,17 @@ def produce_done(partitions: dict[TopicPartition, Partition], ref: Any, tp: Topi
                  error: int, base: int, count: int) -> list[Effect]:
     """A produce's end: its trace event, and its answer (none for acks=0)."""
     out: list[Effect] = []
-    produce_done_into(out, partitions, ref, tp, acks, error, base, count)
+    produce_done_into(out, partitions.get(tp), ref, tp, acks, error, base, count)
     return out
 
 
-def produce_done_into(out: list[Effect], partitions: dict[TopicPartition, Partition], ref: Any, tp: TopicPartition,
-                      acks: int, error: int, base: int, count: int) -> None:
-    """:func:`produce_done`, appended to ``out``: the hot paths (an acks=all
-    produce settled by the HW) add to the effects they already hold rather
-    than make a list to concatenate."""
-    produce_done_of(out, partitions.get(tp), ref, tp, acks, error, base, count)
-
-
-def produce_done_of(out: list[Effect], p: Partition | None, ref: Any, tp: TopicPartition, acks: int, error: int,
-                    base: int, count: int) -> None:
-    """:func:`produce_done_into`, given ``tp``'s partition as the broker
-    holds it (``partitions.get(tp)``), which the hot paths have in hand: no
-    lookup, and its name spelt already (``str(tp)`` is a generic call)."""
+def produce_done_into(out: list[Effect], p: Partition | None, ref: Any, tp: TopicPartition, acks: int, error: int,
+                      base: int, count: int) -> None:
+    """:func:`produce_done`, appended to ``out`` and given ``tp``'s
+    partition as the broker holds it (``partitions.get(tp)``): the hot paths
+    (an acks=all produce settled by the HW) add to the effects they already
+    hold rather than make a list to concatenate, and have the partition in
+    hand (no lookup, its name spelt already: ``str(tp)`` is a generic call)."""
     out.append(ProduceTrace(str(tp) if p is None else p._tp_name, acks, error, base, count))
     if acks == 0:
         return  # Kafka sends no response to acks=0
@@ -213,7 +207,7 @@ class ProducePurgatory:
                 err = Errors.NOT_LEADER_OR_FOLLOWER
             else:
                 _, err = p.check_enough_replicas_reach_offset(d.required_offset)
-            produce_done_of(effects, p, d.ref, tp, d.acks, err, d.base_offset, d.count)
+            produce_done_into(effects, p, d.ref, tp, d.acks, err, d.base_offset, d.count)
         if n == len(waiting):
             # emptied, but kept: the partition's next produce parks in it
             # (a list and a dict entry made and dropped per produce otherwise)

@@ -93,7 +93,7 @@ from .purgatory import (
     ProducePurgatory,
     client_fetch_answers,
     produce_done,
-    produce_done_of,
+    produce_done_into,
 )
 from .raft import Rng
 from .replica_fetcher import ReplicaFetcherManager
@@ -224,9 +224,7 @@ class BrokerRole:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
-        ctx = self.context  # BrokerContext.set_clock, inline (a call per message)
-        ctx.mono = m = now if mono is None else mono
-        ctx.skew = now - m
+        self.context.set_clock(now, mono)
         # the three messages of every replicated write, and the consumers'
         # fetches, are dispatched here, directly (compiled, a type test and a native call; the table's
         # lambdas go through generic Python calls); the rest by the table
@@ -534,7 +532,7 @@ class BrokerRole:
                     msg.ref, tp, msg.acks, batch.base_offset, batch.count, required,
                     self.context.mono + msg.timeout_ms))  # the purgatory's timer is monotonic
                 return effects
-        produce_done_of(effects, p, msg.ref, tp, msg.acks, err, batch.base_offset, batch.count)
+        produce_done_into(effects, p, msg.ref, tp, msg.acks, err, batch.base_offset, batch.count)
         return effects
 
     def on_hw_changed(self, tp: TopicPartition, now: int) -> list[Effect]:
