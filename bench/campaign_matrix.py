@@ -9,14 +9,12 @@ assert the expected outcomes.
 
 from __future__ import annotations
 
-import argparse
-import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kwcli import kraftwerk_json, slow_tests, table_args  # noqa: E402
 
 MATRIX = [
     ("unclean-loss", ["--variant", "unclean_election=on", "--variant", "kip966=off"], "lost > 0"),
@@ -28,30 +26,21 @@ MATRIX = [
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="/tmp/kraftwerk-matrix")
-    ap.add_argument("--seed", default="3")
-    ap.add_argument("--pytest", action="store_true")
-    args = ap.parse_args()
+    args = table_args(__doc__, "/tmp/kraftwerk-matrix", "3").parse_args()
     if args.pytest:
-        return subprocess.call([sys.executable, "-m", "pytest", "-m", "slow", "-q",
-                                "tests/harness/test_integration_reference.py"], cwd=ROOT)
+        return slow_tests("tests/harness/test_integration_reference.py")
     print(f"{'scenario':<24}{'flags':<44}{'expect':<34}{'valid':<8}{'acks=all acked/lost':<22}{'acks=1 acked/lost':<20}{'s':>5}")
     for scenario, flags, expect in MATRIX:
-        t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "run", "--scenario", scenario,
-                            "--seed", args.seed, "--out", args.out, "--json", *flags],
-                           capture_output=True, text=True, cwd=ROOT)
-        try:
-            res = json.loads(r.stdout)
-        except json.JSONDecodeError:
-            print(f"{scenario:<24}{' '.join(flags):<44}{expect:<34}error: {r.stderr.strip()[-120:]}")
+        res, error, took = kraftwerk_json(["run", "--scenario", scenario, "--seed", args.seed, "--out", args.out,
+                                           "--json", *flags])
+        if res is None:
+            print(f"{scenario:<24}{' '.join(flags):<44}{expect:<34}error: {error[:120]}")
             continue
         d = res.get("durability", {})
         a, o = d.get("acks=all", {}), d.get("acks=1", {})
         print(f"{scenario:<24}{' '.join(flags):<44}{expect:<34}{str(res['valid']):<8}"
               f"{a.get('acked', 0):>6}/{a.get('lost', 0):<15}{o.get('acked', 0):>6}/{o.get('lost', 0):<13}"
-              f"{time.monotonic() - t0:>5.0f}")
+              f"{took:>5.0f}", flush=True)
     return 0
 
 

@@ -15,7 +15,7 @@ from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from reference_impl.core.topic_names import topic_name_error
 from reference_impl.server.disk import DiskStore
-from reference_impl.server.launcher import LocalCluster
+from reference_impl.server.launcher import LocalCluster, recv_exact
 
 BAD = ["../../escaped", "a/b", "__cluster_metadata", "__consumer_offsets", ".", "..", "x" * 250, "",
        "sp ace", "t\n", "é"]
@@ -48,20 +48,10 @@ def _create_topics(port: int, names: list[str], validate_only: bool = False) -> 
     req.with_header(correlation_id=7, client_id="names")
     with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
         s.sendall(req.encode(header=True, framed=True))
-        size = struct.unpack(">i", _recv(s, 4))[0]
-        body = _recv(s, size)
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        body = recv_exact(s, size)
     resp = CreateTopicsResponse.decode(body[4:], version=4)
     return {t.name: t.error_code for t in resp.topics}
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
 
 
 @pytest.mark.integration
