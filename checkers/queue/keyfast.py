@@ -230,8 +230,9 @@ def _plain(cols: KeyColumns, key: str, assigns: Sequence[tuple] = ()) -> _Plain 
 
 
 def _sessions(op: np.ndarray, proc: np.ndarray, key: str, assigns: Sequence[tuple]) -> np.ndarray | None:
-    """Each event's process, renumbered after every assign or subscribe
-    of that process that leaves ``key`` out: ``check_key`` sees the
+    """Each event's session: a number of its process, told apart from
+    itself after every assign or subscribe of that process that leaves
+    ``key`` out (one number per process and epoch): ``check_key`` sees the
     assigns merged among the events by op index (an event before an assign
     of the same index) and forgets the process's last poll and send of the
     key at each. None when that order is not the columns' (ops out of
@@ -255,6 +256,15 @@ def _sessions(op: np.ndarray, proc: np.ndarray, key: str, assigns: Sequence[tupl
         mine = np.flatnonzero(proc == p)
         if len(mine):
             epoch[mine] = np.searchsorted(np.sort(np.array(idxs, np.int64)), op[mine], side="left")
+    # only which events share a session matters (:func:`_steps_up` groups
+    # by it), so any one-to-one number of (process, epoch) will do: with
+    # processes numbered from 0 (a simulated seed's), one product, where
+    # numbering the distinct pairs in order took a sort of every event
+    # (an epoch is at most the process's number of drops)
+    if len(proc) and int(proc.min()) >= 0:
+        width = int(proc.max()) + 1
+        if (sum(map(len, drops.values())) + 1) * width < 1 << 62:
+            return proc + epoch * width
     pairs = np.lexsort((epoch, proc))
     p_s, e_s = proc[pairs], epoch[pairs]
     new = np.r_[True, (p_s[1:] != p_s[:-1]) | (e_s[1:] != e_s[:-1])] if len(pairs) else np.zeros(0, bool)
@@ -298,7 +308,7 @@ def _distinct_pairs(off: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.nd
     lo, hi, v_lo = int(off.min()), int(off.max()), int(val.min())
     if lo >= 0 and v_lo >= 0 and hi - lo < TABLE_SPAN * len(off) + 1024:
         table = np.full(hi - lo + 1, -1, np.int64)
-        at = off - lo
+        at = off - lo if lo else off  # a log from offset 0: the offsets are the places
         table[at] = val
         if bool((table[at] == val).all()):  # one value per offset: the table holds every pair
             present = np.flatnonzero(table >= 0)
@@ -335,7 +345,8 @@ def _positions(log_off: np.ndarray, offs: np.ndarray) -> np.ndarray:
     distinct) is in ``log_off``: by subtraction when the log's offsets
     have no gap (the usual log), else by binary search."""
     if len(log_off) and int(log_off[-1]) - int(log_off[0]) == len(log_off) - 1:
-        return offs - log_off[0]
+        base = int(log_off[0])
+        return offs - base if base else offs  # from offset 0 (read only: no copy)
     return np.searchsorted(log_off, offs)
 
 

@@ -115,7 +115,8 @@ def test_events_out_of_op_order_with_assigns_are_left_to_check_key():
     proc = np.array([1, 1, 1], np.int64)
     drop = [(4, 1, "ok", frozenset(["t-1"]))]
     assert _sessions(op, proc, "t-0", drop) is None
-    assert _sessions(np.sort(op), proc, "t-0", drop).tolist() == [0, 1, 1]
+    s = _sessions(np.sort(op), proc, "t-0", drop).tolist()
+    assert s[0] != s[1] == s[2]  # the drop at op 4 parts op 3 from ops 5 and 9
     assert _sessions(op, proc, "t-0", ()).tolist() == [1, 1, 1]  # no assigns: the order is the columns'
 
 
@@ -127,6 +128,28 @@ def test_a_dropping_assign_numbers_its_process_afresh_from_the_next_op():
     drop = [(4, 1, "ok", frozenset()), (6, 1, "info", frozenset(["t-1"])), (5, 2, "ok", frozenset(["t-0"]))]
     s = _sessions(op, proc, "t-0", drop).tolist()
     assert s[0] == s[1] and len({s[0], s[3], s[4], s[2]}) == 4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sessions_numbered_by_process_and_epoch_part_the_events_as_numbering_the_pairs_in_order(seed):
+    """Only which events share a session matters (``_steps_up`` groups by
+    it): the one product of process and epoch used when every process is
+    a number from 0 parts the events exactly as the numbering of the
+    distinct (process, epoch) pairs in order that any other process
+    numbers get (here: the same processes shifted below 0)."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    op = np.sort(rng.choice(10_000, n, replace=False)).astype(np.int64)
+    proc = rng.integers(0, 12, n).astype(np.int64)
+    drop = [(int(i), int(p), "ok", frozenset()) for i, p in zip(rng.integers(0, 10_000, 30), rng.integers(0, 12, 30))]
+
+    def parts(s: np.ndarray) -> set[frozenset[int]]:
+        return {frozenset(np.flatnonzero(s == x).tolist()) for x in np.unique(s)}
+
+    by_product = _sessions(op, proc, "t-0", drop)
+    by_pairs = _sessions(op, proc - 100, "t-0", [(i, p - 100, t, ks) for i, p, t, ks in drop])
+    assert len(parts(by_product)) > 12  # the drops part some processes' events
+    assert parts(by_product) == parts(by_pairs)
 
 
 @pytest.mark.parametrize("seed", range(6))
