@@ -579,9 +579,10 @@ class _Feeder:
         these operations in history order (the lag in bulk where it can
         be, :mod:`checkers.queue.lagbulk`)."""
         scan = self.scan
-        pstart = np.concatenate(([0], np.cumsum(b.ev_n)))
+        pstart: np.ndarray | None = None  # each event's first pair (made when needed: a list's batch has emax)
         emax = b.emax  # each event's highest offset, -1 for an empty read
         if emax is None:
+            pstart = np.concatenate(([0], np.cumsum(b.ev_n)))
             nonempty = b.ev_n > 0
             emax = np.full(len(b.ev_c), -1, np.int64)
             if nonempty.any():
@@ -602,6 +603,8 @@ class _Feeder:
         polls = np.flatnonzero(b.meta == POLL_META).tolist()
         procs, first = b.proc.tolist(), ev_first.tolist()
         names, ekey = b.keys, b.ev_key.tolist()
+        if pstart is None:
+            pstart = np.concatenate(([0], np.cumsum(b.ev_n)))
         vals, ps = event_pairs(b)[1].tolist(), pstart.tolist()
         for c in polls:
             p = procs[c]
