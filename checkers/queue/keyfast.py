@@ -410,8 +410,11 @@ def _contiguous_polls(k: _Plain, r_final: np.ndarray, r_pos: np.ndarray, r_event
     """Each poll's highest dense index (-1 for an empty read), when every
     poll reads a contiguous run, each process's polls (final reads aside)
     go on where its last one ended and its sends go up; else None."""
-    same_poll = r_event[1:] == r_event[:-1]
-    if bool((np.diff(r_pos)[same_poll] != 1).any()):
+    # a step other than +1 between two reads (an array of them, ~240k a
+    # key in a seed) is only allowed where a poll ends and the next begins:
+    # the events compared only at those steps
+    step = np.flatnonzero(np.diff(r_pos) != 1)
+    if len(step) and bool((r_event[step + 1] == r_event[step]).any()):
         return None  # a gap or a step back inside one poll
     r_ev = k.r_ev
     r_cnt = k.cnt[r_ev]
@@ -423,7 +426,7 @@ def _contiguous_polls(k: _Plain, r_final: np.ndarray, r_pos: np.ndarray, r_event
         seg = np.concatenate([np.zeros(1, np.int64), np.cumsum(r_cnt)[:-1]])[has]
         r_first[has] = r_pos[seg]
         r_last[has] = r_pos[seg + r_cnt[has] - 1]
-        r_hi[has] = np.maximum.reduceat(r_pos, seg)
+        r_hi[has] = r_last[has]  # each poll's reads go up by one: its highest is its last
     nonfinal = ~r_final
     if not _steps_up(k.session[r_ev][nonfinal], r_first[nonfinal], r_last[nonfinal], has[nonfinal], exact=True):
         return None
