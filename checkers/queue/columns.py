@@ -174,9 +174,11 @@ class KeyColumns:
         return len(self.type)
 
     def add(self, idx: int, proc: Any, ctype: str, kind: str, pairs: Any, ctime: Any, meta: Any,
-            ext: Any = _ABSENT) -> None:
+            ext: Any = _ABSENT, i64: tuple[bytes, bytes, int] | None = None) -> None:
         """One event, as :mod:`checkers.queue.project` spells its fields
-        (``pairs``: ``(offset, value)`` pairs)."""
+        (``pairs``: ``(offset, value)`` pairs; ``i64``, if given, the same
+        pairs' offsets and values as 64-bit little-endian ints,
+        :func:`checkers.queue.records.records_i64`)."""
         self.op.append(idx)
         self.proc.append(proc)
         self.type.append(_TYPE_CODE[ctype])
@@ -184,6 +186,13 @@ class KeyColumns:
         self.time.append(ctime)
         self.meta.append(meta)
         self.ext.append(ext)
+        od, vd = self.offs.data, self.vals.data
+        if i64 is not None and type(od) is array and type(vd) is array:
+            # what _add_pairs does with 64-bit ints, taken as read in one pass
+            od.frombytes(i64[0])
+            vd.frombytes(i64[1])
+            self.pair_end.append(len(od))
+            return
         self._add_pairs(pairs)
 
     def add_ok(self, idx: int, proc: int, kind: int, offs: list[int], vals: list[int], ctime: int,

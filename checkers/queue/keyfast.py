@@ -230,8 +230,9 @@ def _plain(cols: KeyColumns, key: str, assigns: Sequence[tuple] = ()) -> _Plain 
 
 
 def _sessions(op: np.ndarray, proc: np.ndarray, key: str, assigns: Sequence[tuple]) -> np.ndarray | None:
-    """Each event's process, renumbered after every assign or subscribe
-    of that process that leaves ``key`` out: ``check_key`` sees the
+    """Each event's session: a number of its process, told apart from
+    itself after every assign or subscribe of that process that leaves
+    ``key`` out (one number per process and epoch): ``check_key`` sees the
     assigns merged among the events by op index (an event before an assign
     of the same index) and forgets the process's last poll and send of the
     key at each. None when that order is not the columns' (ops out of
@@ -255,6 +256,15 @@ def _sessions(op: np.ndarray, proc: np.ndarray, key: str, assigns: Sequence[tupl
         mine = np.flatnonzero(proc == p)
         if len(mine):
             epoch[mine] = np.searchsorted(np.sort(np.array(idxs, np.int64)), op[mine], side="left")
+    # only which events share a session matters (:func:`_steps_up` groups
+    # by it), so any one-to-one number of (process, epoch) will do: with
+    # processes numbered from 0 (a simulated seed's), one product, where
+    # numbering the distinct pairs in order took a sort of every event
+    # (an epoch is at most the process's number of drops)
+    if len(proc) and int(proc.min()) >= 0:
+        width = int(proc.max()) + 1
+        if (sum(map(len, drops.values())) + 1) * width < 1 << 62:
+            return proc + epoch * width
     pairs = np.lexsort((epoch, proc))
     p_s, e_s = proc[pairs], epoch[pairs]
     new = np.r_[True, (p_s[1:] != p_s[:-1]) | (e_s[1:] != e_s[:-1])] if len(pairs) else np.zeros(0, bool)
@@ -268,6 +278,9 @@ def _dense_log(r_off: np.ndarray, r_val: np.ndarray, s_off: np.ndarray,
     """The version order: the distinct (offset, value) pairs polled or
     sent, by offset, when there is one value per offset and one offset per
     value; else None."""
+    log = _reads_hold_sends(r_off, r_val, s_off, s_val)
+    if log is not None:
+        return log
     all_off, all_val = np.concatenate([r_off, s_off]), np.concatenate([r_val, s_val])
     log = _distinct_pairs(all_off, all_val)
     if log is None:
@@ -285,6 +298,50 @@ def _dense_log(r_off: np.ndarray, r_val: np.ndarray, s_off: np.ndarray,
     return log_off, log_val
 
 
+def _reads_hold_sends(r_off: np.ndarray, r_val: np.ndarray, s_off: np.ndarray,
+                      s_val: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_dense_log`'s answer when the reads alone have one value per
+    offset and one offset per value, read into a table, and every send's
+    pair is among them (a clean key's, where every sent record was
+    polled): then the reads' distinct pairs are the sends' and reads'
+    together, found with no copy of the reads joined to the sends (two
+    arrays of a seed's ~240k reads a key). None: the caller looks at both."""
+    if not len(r_off) or not len(s_off):
+        return None
+    table = _offset_table(r_off, r_val)
+    if table is None:
+        return None
+    lo, t = table
+    at = s_off - lo
+    if bool(((at < 0) | (at >= len(t))).any()):
+        return None
+    got = t[at]
+    if not bool(((got == s_val) & (got >= 0)).all()):  # -1: an offset no read holds
+        return None
+    present = np.flatnonzero(t >= 0)
+    log_off, log_val = present + lo, t[present]
+    v = np.sort(log_val)
+    if bool((v[1:] == v[:-1]).any()):
+        return None
+    return log_off, log_val
+
+
+def _offset_table(off: np.ndarray, val: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """``(lo, table)``: each offset's value at ``table[offset - lo]`` (-1:
+    none), when the pairs are non-negative, every offset holds one value
+    and the offsets span less than :data:`TABLE_SPAN` times their number
+    (plus 1024); else None."""
+    lo, hi, v_lo = int(off.min()), int(off.max()), int(val.min())
+    if lo < 0 or v_lo < 0 or hi - lo >= TABLE_SPAN * len(off) + 1024:
+        return None
+    table = np.full(hi - lo + 1, -1, np.int64)
+    at = off - lo if lo else off  # a log from offset 0: the offsets are the places
+    table[at] = val
+    if not bool((table[at] == val).all()):
+        return None
+    return lo, table
+
+
 def _distinct_pairs(off: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The distinct (offset, value) pairs by offset, then value: when every
     offset holds one value (a clean key) and the offsets span a range not
@@ -295,14 +352,12 @@ def _distinct_pairs(off: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.nd
     long). None when a pair is negative or that number would pass 63 bits."""
     if not len(off):
         return off, val
+    t = _offset_table(off, val)
+    if t is not None:  # one value per offset: the table holds every pair
+        lo, table = t
+        present = np.flatnonzero(table >= 0)
+        return present + lo, table[present]
     lo, hi, v_lo = int(off.min()), int(off.max()), int(val.min())
-    if lo >= 0 and v_lo >= 0 and hi - lo < TABLE_SPAN * len(off) + 1024:
-        table = np.full(hi - lo + 1, -1, np.int64)
-        at = off - lo
-        table[at] = val
-        if bool((table[at] == val).all()):  # one value per offset: the table holds every pair
-            present = np.flatnonzero(table >= 0)
-            return present + lo, table[present]
     width = int(val.max()) + 1
     if lo < 0 or v_lo < 0 or hi >= ((1 << 63) - 1) // width - 1:
         return None
@@ -335,7 +390,8 @@ def _positions(log_off: np.ndarray, offs: np.ndarray) -> np.ndarray:
     distinct) is in ``log_off``: by subtraction when the log's offsets
     have no gap (the usual log), else by binary search."""
     if len(log_off) and int(log_off[-1]) - int(log_off[0]) == len(log_off) - 1:
-        return offs - log_off[0]
+        base = int(log_off[0])
+        return offs - base if base else offs  # from offset 0 (read only: no copy)
     return np.searchsorted(log_off, offs)
 
 
@@ -354,8 +410,11 @@ def _contiguous_polls(k: _Plain, r_final: np.ndarray, r_pos: np.ndarray, r_event
     """Each poll's highest dense index (-1 for an empty read), when every
     poll reads a contiguous run, each process's polls (final reads aside)
     go on where its last one ended and its sends go up; else None."""
-    same_poll = r_event[1:] == r_event[:-1]
-    if bool((np.diff(r_pos)[same_poll] != 1).any()):
+    # a step other than +1 between two reads (an array of them, ~240k a
+    # key in a seed) is only allowed where a poll ends and the next begins:
+    # the events compared only at those steps
+    step = np.flatnonzero(np.diff(r_pos) != 1)
+    if len(step) and bool((r_event[step + 1] == r_event[step]).any()):
         return None  # a gap or a step back inside one poll
     r_ev = k.r_ev
     r_cnt = k.cnt[r_ev]
@@ -367,7 +426,7 @@ def _contiguous_polls(k: _Plain, r_final: np.ndarray, r_pos: np.ndarray, r_event
         seg = np.concatenate([np.zeros(1, np.int64), np.cumsum(r_cnt)[:-1]])[has]
         r_first[has] = r_pos[seg]
         r_last[has] = r_pos[seg + r_cnt[has] - 1]
-        r_hi[has] = np.maximum.reduceat(r_pos, seg)
+        r_hi[has] = r_last[has]  # each poll's reads go up by one: its highest is its last
     nonfinal = ~r_final
     if not _steps_up(k.session[r_ev][nonfinal], r_first[nonfinal], r_last[nonfinal], has[nonfinal], exact=True):
         return None

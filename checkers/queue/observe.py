@@ -30,6 +30,7 @@ from typing import Any, Iterable
 
 from checkers.history.op import Op
 from checkers.queue.columns import Col
+from checkers.queue.records import BULK_RECORDS, max_offset_i64
 
 QUEUE_FS = ("send", "poll", "txn")
 _PAIR_TYPES = frozenset((list, tuple))
@@ -57,6 +58,13 @@ def max_offsets(value: Any) -> dict[str, int]:
             continue
         if mop[0] == "poll" and len(mop) > 1 and isinstance(mop[1], dict):
             for k, pairs in mop[1].items():
+                # a long list of plain records in one compiled pass (a final
+                # read returns every record of its key), else as _offsets reads it
+                hi = max_offset_i64(pairs) if type(pairs) is list and len(pairs) >= BULK_RECORDS else None
+                if hi is not None:
+                    k = str(k)
+                    out[k] = max(out.get(k, -1), hi)
+                    continue
                 offs = _offsets(pairs)
                 if offs:
                     k = str(k)

@@ -41,6 +41,9 @@ extra fields are tested by two lookups (``frozenset.issuperset`` of a dict
 cost ~860 instructions), and its int fields are passed on as the objects
 they are (none boxed again): the walk of one 60 s seed's operations with
 the availability pass, 498 M instructions under callgrind, 362 M after.
+Since the ``Op`` is compiled, its int fields are read as it holds them
+(native ints): read through ``Any``, each was boxed again at every
+operation by the compiled class's attribute getter.
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ _ACKS_CODE: Final = ACKS_CODE
 #: a send completion's acks as it spells them (``"?"``: not at all), coded
 #: as an index into :data:`checkers.queue.lines.RAW_ACKS`
 _RAW_CODE: Final = {a: i for i, a in enumerate(RAW_ACKS)}
+_POLL_META: Final = POLL_META
+#: this module runs compiled (reference_impl.accel): an Op's int fields are then ints
+_COMPILED: Final = not __file__.endswith(".py")
 
 
 @dataclass
@@ -177,28 +183,29 @@ class OpBatches:
     def _fast(self, op: Op) -> bool:
         """Take a common operation into the batch (True), or leave it to
         :meth:`_slow` (False) with nothing changed. The int fields are read
-        as the objects they are (``o``: the operation untyped): kept in
-        ``open_`` as they are, with no int boxed again, and whatever their
-        type it is tested here (read as ``Op``'s declared ``int``, a
-        compiled read raised where the Python one went on)."""
-        o: Any = op
-        ix_o, tm_o, proc_o = o.index, o.time, o.process  # passed on as they are
-        ix_, tm_, proc_ = ix_o, tm_o, proc_o  # tested (a test narrows what it tests to int)
-        if type(ix_) is not int or type(tm_) is not int or type(proc_) is not int or o.error is not None:
+        as the compiled ``Op`` holds them (native ints: no object made, where
+        a read through ``Any`` boxed each again at every operation), the
+        process as the object it is (the key of ``open_``); as Python, an
+        ``Op``'s ints are whatever it was given and their type is tested
+        here (compiled, the ``Op`` checks its declared ints when set)."""
+        ix: int = op.index
+        tm: int = op.time
+        proc_o: Any = op.process
+        if not _COMPILED and (type(op.index) is not int or type(op.time) is not int):
             return False
-        ix: int = ix_
-        tm: int = tm_
-        proc: int = proc_
+        if type(proc_o) is not int or op.error is not None:
+            return False
+        proc: int = proc_o
         if (ix | tm | proc) >> 63:  # a negative or past 64 bits
             return False
         t = op.type
         if t == _INVOKE:
-            return self._invoke(op, ix_o, tm_o, proc_o)
+            return self._invoke(op, ix, tm, proc_o)
         if t == _OK:
-            return self._complete(op, ix_o, tm_o, proc_o)
+            return self._complete(op, ix, tm, proc_o)
         return False
 
-    def _invoke(self, op: Op, ix: Any, tm: Any, proc: Any) -> bool:
+    def _invoke(self, op: Op, ix: int, tm: int, proc: Any) -> bool:
         if proc in self.open_ or proc in self.pending:
             return False
         fn, extra = op.f, op.extra
@@ -229,7 +236,7 @@ class OpBatches:
                 facts.see_time(tm)
         return True
 
-    def _complete(self, op: Op, ix: Any, tm: Any, proc: Any) -> bool:
+    def _complete(self, op: Op, ix: int, tm: int, proc: Any) -> bool:
         inv = self.open_.get(proc)
         if inv is None:
             return False
@@ -257,7 +264,7 @@ class OpBatches:
                     facts.see_time(tm)
         return taken
 
-    def _sent(self, extra: dict[str, Any], mop: list, ix: Any, tm: Any, proc: Any, inv: tuple) -> bool:
+    def _sent(self, extra: dict[str, Any], mop: list, ix: int, tm: int, proc: int, inv: tuple) -> bool:
         # the completion's own acks and idempotent: no other field
         given = extra.get(_ACKS, _MISSING)
         idem = extra.get(_IDEMPOTENT, _MISSING)
@@ -298,7 +305,7 @@ class OpBatches:
         write_i64_le(self.k_val[kid], v)
         return True
 
-    def _polled(self, mop: list, ix: Any, tm: Any, proc: Any, inv: tuple) -> bool:
+    def _polled(self, mop: list, ix: int, tm: int, proc: int, inv: tuple) -> bool:
         if len(mop) != 2 or mop[0] != _POLL or type(mop[1]) is not dict:
             return False
         reads: list[tuple[int, int, int]] = []
@@ -322,7 +329,7 @@ class OpBatches:
             write_i64_le(self.e_kid, kid)
             write_i64_le(self.e_np, n)
             write_i64_le(self.e_max, mx)
-        self._row(ix, proc, inv[1], tm, POLL_META, 0, 1)
+        self._row(ix, proc, inv[1], tm, _POLL_META, 0, 1)
         return True
 
     def _first_row(self) -> None:

@@ -41,6 +41,7 @@ from typing import Any, Iterable, Mapping
 from checkers.history.op import HistoryError, Op
 
 from .columns import Col, Interned, KeyColumns, KeyEvents
+from .records import BULK_RECORDS, records_i64
 
 QUEUE_FS = frozenset(("send", "poll", "txn"))
 SUB_FS = frozenset(("assign", "subscribe"))
@@ -193,7 +194,7 @@ class Projector:
                     raise HistoryError(f"op {idx}: send offset {_short(pr[0])} is not an integer")
                 writes.setdefault(str(mop[1]), []).append(pr)
             elif m0 == "poll":
-                for k, prs in _polled(mop, idx):
+                for k, prs, _i64 in _polled(mop, idx):
                     reads.setdefault(str(k), []).extend((p[0], p[1]) for p in prs)
             elif m0 == "send":
                 raise HistoryError(f"op {idx}: malformed micro-op {_short(mop)} (a send needs a key and a value)")
@@ -224,12 +225,12 @@ class Projector:
             key(str(mop[1])).add(idx, proc, ctype, "w", (pr,), ctime, acks, idem)
             return True
         if m0 == "poll":
-            for k, pairs in _polled(mop, idx):
+            for k, pairs, i64 in _polled(mop, idx):
                 k = str(k)
                 if moved:
-                    key(k).add(idx, proc, ctype, "r", pairs, ctime, final, k in moved)
+                    key(k).add(idx, proc, ctype, "r", pairs, ctime, final, k in moved, i64=i64)
                 else:
-                    key(k).add(idx, proc, ctype, "r", pairs, ctime, final)
+                    key(k).add(idx, proc, ctype, "r", pairs, ctime, final, i64=i64)
             return True
         if m0 != "send":  # another workload's micro-op (a register's read, say): not ours to read
             self.warnings.append(f"op {idx}: unknown micro-op {m0!r}; ignored")
@@ -238,21 +239,28 @@ class Projector:
 
 
 def _polled(mop: list, idx: int) -> Any:
-    """(key, pairs) of a poll micro-op (``["poll"]``, as invoked, has
+    """(key, pairs, i64) of a poll micro-op (``["poll"]``, as invoked, has
     none): a map from keys to lists of ``[offset, value]`` whose offsets
-    are integers, else a one-line HistoryError."""
+    are integers, else a one-line HistoryError. ``i64``: a long list's
+    records as 64-bit ints (:func:`checkers.queue.records.records_i64`,
+    one compiled pass: a final read returns every record of its key), or
+    None when they are not that plain or few."""
     if len(mop) < 2 or mop[1] is None:
         return ()
     polled = mop[1]
     if not isinstance(polled, dict):
         raise HistoryError(f"op {idx}: poll result {_short(polled)} is not a map of keys to records")
+    out = []
     for k, prs in polled.items():
         if prs is None:
+            out.append((k, (), None))
             continue
-        if not isinstance(prs, list) or not _pairs(prs):
+        i64 = records_i64(prs) if type(prs) is list and len(prs) >= BULK_RECORDS else None
+        if i64 is None and (not isinstance(prs, list) or not _pairs(prs)):
             raise HistoryError(f"op {idx}: poll of {_short(k)} {_short(prs)} is not a list of [offset, value] "
                                f"with integer offsets")
-    return [(k, prs or ()) for k, prs in polled.items()]
+        out.append((k, prs or (), i64))
+    return out
 
 
 def _pairs(prs: list[Any]) -> bool:

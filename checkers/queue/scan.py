@@ -161,7 +161,8 @@ class QueueScan:
         return scan.finish()
 
 
-def scan_ops(ops: Iterable[Op], batch: int = 1 << 16, small: int = 256, facts: FactPass | None = None) -> QueueScan:
+def scan_ops(ops: Iterable[Op], batch: int = 1 << 16, small: int = 256, facts: FactPass | None = None,
+             nemesis: list[Op] | None = None) -> QueueScan:
     """Scan a list of operations (or any iterable of them) as
     :meth:`QueueScan.of` does, with the same folds as a result, the common
     operations read into batches of flat columns
@@ -170,9 +171,13 @@ def scan_ops(ops: Iterable[Op], batch: int = 1 << 16, small: int = 256, facts: F
     seed's history, whose polls' records are most of what its checkers
     read, is checked this way. ``facts`` (the availability checker's pass)
     is fed every operation on the same walk: a simulated seed's checkers
-    walk its operations once."""
+    walk its operations once. ``nemesis``, if given, gets the nemesis's
+    operations appended in history order (each is read one at a time,
+    never into a batch): what :func:`nemesis.replay.schedule_of` reads of
+    a history, with no second walk over every operation to pick them out."""
     scan = QueueScan()
     feeder = _Feeder(scan, None, None, batch, small)
+    feeder.nemesis = nemesis
     was = gc.isenabled()
     gc.disable()  # acyclic, short-lived objects: no collector passes
     try:
@@ -402,6 +407,7 @@ class _Feeder:
         self.batch = batch   # completions per batch at most
         self.small = small   # fewer events than this: appended one at a time, not grouped with numpy
         self.open: dict[Any, tuple] = {}   # process -> (index, time, f, value, extra), fast invocations
+        self.nemesis: list[Op] | None = None   # the nemesis's operations go here too, if a list
 
     def item(self, x: Any, i: int = 0, n_ops: int = 0) -> None:
         """Fold one item of a range read after ``i`` lines and ``n_ops``
@@ -413,8 +419,11 @@ class _Feeder:
         if ops is None or i or n_ops:
             ops = slow_ops(x.raw, self.path, x.i + i, x.n_ops + n_ops, x.last, self.warnings)[0]
         self.open.update(x.opened)
+        nemesis = self.nemesis
         for op in ops:
             self._slow(op)
+            if nemesis is not None and op.process == "nemesis":
+                nemesis.append(op)
 
     def _slow(self, op: Op) -> None:
         try:
@@ -570,9 +579,10 @@ class _Feeder:
         these operations in history order (the lag in bulk where it can
         be, :mod:`checkers.queue.lagbulk`)."""
         scan = self.scan
-        pstart = np.concatenate(([0], np.cumsum(b.ev_n)))
+        pstart: np.ndarray | None = None  # each event's first pair (made when needed: a list's batch has emax)
         emax = b.emax  # each event's highest offset, -1 for an empty read
         if emax is None:
+            pstart = np.concatenate(([0], np.cumsum(b.ev_n)))
             nonempty = b.ev_n > 0
             emax = np.full(len(b.ev_c), -1, np.int64)
             if nonempty.any():
@@ -593,6 +603,8 @@ class _Feeder:
         polls = np.flatnonzero(b.meta == POLL_META).tolist()
         procs, first = b.proc.tolist(), ev_first.tolist()
         names, ekey = b.keys, b.ev_key.tolist()
+        if pstart is None:
+            pstart = np.concatenate(([0], np.cumsum(b.ev_n)))
         vals, ps = event_pairs(b)[1].tolist(), pstart.tolist()
         for c in polls:
             p = procs[c]

@@ -45,7 +45,8 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: line reader and the spelling it reads most lines by (every line of a
 #: history file) and its reader of a list of operations into the same
 #: batches (every operation of a simulated seed's history) and the availability
-#: checker's pass that walks them with it, the linearizability search with its look-ahead and the
+#: checker's pass that walks them with it, the reading of a long poll's
+#: records the scan's folds share (a final read's: a key's whole log), the linearizability search with its look-ahead and the
 #: pairing that feeds it (about 1.5x faster on Porcupine's kv logs), the
 #: send outcome rules the simulated clients apply to every send, and the
 #: driver of a simulated test: the generator library, the queue workload's
@@ -53,9 +54,10 @@ ENV_PURE = "KRAFTWERK_PURE"
 #: operation), and the history's ``Op`` (built twice an operation and read
 #: by every checker). A module imported before this loader makes the whole
 #: build stay unused, so ``checkers.history`` imports ``reference_impl``
-#: (this loader) before its ``Op``, as ``harness`` does first thing; nothing
-#: else that importing ``checkers.history`` or ``checkers.check`` brings in
-#: is here.
+#: (this loader) before its ``Op``, as ``harness`` does first thing; of the
+#: rest that importing ``checkers.history`` or ``checkers.check`` brings in,
+#: only the poll records' reading is here, imported after the ``Op`` (its
+#: importer, the projection, imports the histories first).
 #: Scripting helpers and test kits stay Python (they are not hot, and tests
 #: patch them).
 MODULES: tuple[str, ...] = (
@@ -112,6 +114,7 @@ MODULES: tuple[str, ...] = (
     "checkers/invariants.py",
     "checkers/queue/lines.py",
     "checkers/queue/opbatch.py",
+    "checkers/queue/records.py",
     "checkers/queue/spelling.py",
     "checkers/availability/factpass.py",
     "checkers/linearizable/wgl.py",

@@ -115,7 +115,8 @@ def test_events_out_of_op_order_with_assigns_are_left_to_check_key():
     proc = np.array([1, 1, 1], np.int64)
     drop = [(4, 1, "ok", frozenset(["t-1"]))]
     assert _sessions(op, proc, "t-0", drop) is None
-    assert _sessions(np.sort(op), proc, "t-0", drop).tolist() == [0, 1, 1]
+    s = _sessions(np.sort(op), proc, "t-0", drop).tolist()
+    assert s[0] != s[1] == s[2]  # the drop at op 4 parts op 3 from ops 5 and 9
     assert _sessions(op, proc, "t-0", ()).tolist() == [1, 1, 1]  # no assigns: the order is the columns'
 
 
@@ -127,6 +128,28 @@ def test_a_dropping_assign_numbers_its_process_afresh_from_the_next_op():
     drop = [(4, 1, "ok", frozenset()), (6, 1, "info", frozenset(["t-1"])), (5, 2, "ok", frozenset(["t-0"]))]
     s = _sessions(op, proc, "t-0", drop).tolist()
     assert s[0] == s[1] and len({s[0], s[3], s[4], s[2]}) == 4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sessions_numbered_by_process_and_epoch_part_the_events_as_numbering_the_pairs_in_order(seed):
+    """Only which events share a session matters (``_steps_up`` groups by
+    it): the one product of process and epoch used when every process is
+    a number from 0 parts the events exactly as the numbering of the
+    distinct (process, epoch) pairs in order that any other process
+    numbers get (here: the same processes shifted below 0)."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    op = np.sort(rng.choice(10_000, n, replace=False)).astype(np.int64)
+    proc = rng.integers(0, 12, n).astype(np.int64)
+    drop = [(int(i), int(p), "ok", frozenset()) for i, p in zip(rng.integers(0, 10_000, 30), rng.integers(0, 12, 30))]
+
+    def parts(s: np.ndarray) -> set[frozenset[int]]:
+        return {frozenset(np.flatnonzero(s == x).tolist()) for x in np.unique(s)}
+
+    by_product = _sessions(op, proc, "t-0", drop)
+    by_pairs = _sessions(op, proc - 100, "t-0", [(i, p - 100, t, ks) for i, p, t, ks in drop])
+    assert len(parts(by_product)) > 12  # the drops part some processes' events
+    assert parts(by_product) == parts(by_pairs)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -183,3 +206,59 @@ def test_the_distinct_pairs_read_through_a_table_by_offset_are_the_sorted_distin
     assert got is not None
     assert list(zip(got[0].tolist(), got[1].tolist())) == want
     assert got[0].dtype == got[1].dtype == np.int64
+
+
+def _dense_log_joined(r_off, r_val, s_off, s_val):
+    """The version order found from the reads and sends joined (what
+    ``_dense_log`` does when the reads alone do not answer): a sort."""
+    off, val = np.concatenate([r_off, s_off]), np.concatenate([r_val, s_val])
+    pairs = sorted(set(zip(off.tolist(), val.tolist())))
+    offs = [o for o, _ in pairs]
+    vals = [v for _, v in pairs]
+    if len(set(offs)) != len(offs) or len(set(vals)) != len(vals):
+        return None
+    return offs, vals
+
+
+@pytest.mark.parametrize("case", ["all-read", "one-unread", "other-value", "negative-unread", "below", "above",
+                                  "value-twice", "no-sends", "sparse"])
+def test_the_log_from_the_reads_alone_is_the_log_of_reads_and_sends_joined(case):
+    """A clean key's log is found from its reads when every send's pair
+    is among them (no copy of the reads joined to the sends); any other
+    key's as before: the same answer either way, down to a send at an
+    offset no read holds with the table's own blank (-1) as its value."""
+    from checkers.queue.keyfast import _dense_log
+
+    rng = np.random.default_rng(7)
+    n = 300
+    vals = rng.permutation(10 * n)[:n].astype(np.int64)
+    idx = rng.integers(0, n, 4000)
+    r_off, r_val = idx.astype(np.int64) + 5, vals[idx]
+    s = rng.choice(n, 60, replace=False)
+    s_off, s_val = s.astype(np.int64) + 5, vals[s]
+    if case == "one-unread":
+        s_off, s_val = np.r_[s_off, 5 + n], np.r_[s_val, 99_999]
+    elif case == "other-value":
+        s_val = s_val.copy()
+        s_val[3] = 77_777
+    elif case == "negative-unread":  # inside the reads' span, at an offset none of them holds
+        keep = r_off != 15
+        r_off, r_val = r_off[keep], r_val[keep]
+        s_off, s_val = np.r_[s_off[s_off != 15], 15], np.r_[s_val[s_off != 15], -1]
+    elif case == "below":
+        s_off, s_val = np.r_[s_off, 0], np.r_[s_val, 88_888]
+    elif case == "above":
+        s_off, s_val = np.r_[s_off, 10_000], np.r_[s_val, 88_888]
+    elif case == "value-twice":
+        s_off, s_val = np.r_[s_off, 5 + n + 2], np.r_[s_val, s_val[0]]
+    elif case == "no-sends":
+        s_off, s_val = s_off[:0], s_val[:0]
+    elif case == "sparse":
+        r_off = r_off * 1000
+        s_off = s_off * 1000
+    got = _dense_log(r_off, r_val, s_off, s_val)
+    want = _dense_log_joined(r_off, r_val, s_off, s_val)
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None and [x.tolist() for x in got] == list(want)

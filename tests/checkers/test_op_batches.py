@@ -218,3 +218,23 @@ def test_a_batch_holds_its_pairs_by_key_and_a_refused_poll_leaves_neither_pairs_
     off, val = event_pairs(last)
     assert off.tolist() == [0, 0, 0, 1] and val.tolist() == [8, 8, 7, 9]
     assert last.ev_key.tolist() == [1, 1, 0, 0] and last.ev_n.tolist() == [1, 1, 2, 0]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("batch", [1 << 16, 5])
+def test_the_scan_hands_over_the_nemesis_operations_in_history_order(seed, batch):
+    """``scan_ops(..., nemesis=[])`` fills the list with the history's
+    nemesis operations, in order (a simulated seed's schedule is made of
+    them, :meth:`harness.runtimes.sim.SimRun.results`), and folds as
+    without it."""
+    ops = _spliced_history()
+    t = ops[-1].time
+    for k in range(4):  # a partition pair, then a kill pair (a nemesis's value is any JSON)
+        f = ("start-partition", "stop-partition", "kill", "kill")[k]
+        ops.append(Op("invoke" if k % 2 == 0 else "info", f, {"fault": f, "n": k}, "nemesis", t + k, len(ops)))
+    ops += [Op(o.type, o.f, o.value, o.process, t + 10 + j, len(ops) + j, o.error, o.extra)
+            for j, o in enumerate(_messy(seed)[:50])]
+    nemesis: list[Op] = []
+    got = _folds(scan_ops(ops, batch, 0, nemesis=nemesis))
+    assert nemesis == [o for o in ops if o.process == "nemesis"] and len(nemesis) >= 4
+    assert repr(got) == repr(_folds(scan_ops(ops, batch, 0)))
