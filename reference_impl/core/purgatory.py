@@ -131,6 +131,10 @@ def client_fetch_answers(partitions: dict[TopicPartition, Partition], image: Met
     whether the fetch is answered now (some data, or an error or a diverging
     epoch to report) rather than parked. One loop: a generator into a tuple
     and two ``any()`` over it made three generator objects a poll."""
+    if len(reqs) == 1:
+        # one partition: its answer in a tuple, no list made to be copied into one
+        r = client_fetch_partition(partitions, image, reqs[0])
+        return (r,), bool(r.batches) or r.error != Errors.NONE or r.diverging_epoch is not None
     answered: list[FetchPartitionResponse] = []
     now = False
     for req in reqs:
@@ -350,15 +354,27 @@ class FetchPurgatory:
         # parked by handle_replica_fetch, which answers peers only; the
         # isinstance also lets the compiled code read msg's fields natively
         assert d.src is not None and isinstance(msg, ReplicaFetchRequest)
-        responses = []
-        for req in d.parts:
-            p = self.partitions.get(req.tp)
-            if p is None:
-                responses.append(FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER))
-                continue
-            resp, _ = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, record=False)
-            responses.append(resp)
-        effects.append(Send(d.src, ReplicaFetchResponse(self.ctx.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
+        parts = d.parts
+        if len(parts) == 1:
+            # one partition (the common case): its answer in a tuple, no
+            # list made to be copied into one
+            answers: tuple[FetchPartitionResponse, ...] = (self._serve_parked(parts[0], msg, now, effects),)
+        else:
+            responses = []
+            for req in parts:
+                responses.append(self._serve_parked(req, msg, now, effects))
+            answers = tuple(responses)
+        effects.append(Send(d.src, ReplicaFetchResponse(self.ctx.node_id, msg.correlation_id, Errors.NONE, answers)))
+
+    def _serve_parked(self, req: FetchPartitionRequest, msg: ReplicaFetchRequest, now: int,
+                      effects: list[Effect]) -> FetchPartitionResponse:
+        """One partition of a parked replica fetch, as the leader reads it
+        now (the follower's progress was recorded when it was parked)."""
+        p = self.partitions.get(req.tp)
+        if p is None:
+            return FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+        resp, _ = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, record=False)
+        return resp
 
     def expire(self, mono: int, now: int) -> list[Effect]:
         """Answer every parked fetch whose monotonic deadline passed."""

@@ -181,6 +181,19 @@ class ReplicaFetcherManager:
         members = f.members
         if not members or f.inflight is not None or now < f.backoff_until:
             return
+        if len(members) == 1:
+            # one partition from this leader (the common case: a leader per
+            # partition): its request in a tuple, no list made to be copied
+            # into one; the tuple sent last time if it holds the same request
+            # (Partition.fetch_request keeps it while nothing in it moved)
+            p = members[0]
+            if p.wants_fetch(now):
+                req = p.fetch_request()
+                sent = f.sent
+                if len(sent) != 1 or sent[0] is not req:
+                    sent = (req,)
+                effects.append(self._send_fetch(f, sent, now))
+            return
         # the ready partitions' requests, in partition order (the members are
         # sorted already); each names its leader epoch now (Partition.fetch_request)
         reqs: list[FetchPartitionRequest] = []

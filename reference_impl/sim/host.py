@@ -329,7 +329,7 @@ class Host(Receiver):
                 link = links[dst] if 0 <= dst < len(links) else None
                 if link is None:
                     link = self._link_to(dst)
-                net.send_on(link, src, dst, eff.msg)
+                net.send_on(link, src, link.dst, eff.msg)  # dst as the link holds it: no int boxed
                 continue
             if isinstance(eff, TraceEvent):
                 # the typed hot events by their fields (effects.AppendTrace):
