@@ -59,6 +59,13 @@ def _partition_tp(p: Partition) -> TopicPartition:
     return p.tp
 
 
+def _only(sent: tuple[FetchPartitionRequest, ...], req: FetchPartitionRequest) -> bool:
+    """``sent == (req,)``, by identity. A function of its own: compiled,
+    ``len(sent) == 1`` narrows a tuple variable to a one-item tuple, which
+    is unboxed, and boxed again into a new tuple where it is used next."""
+    return len(sent) == 1 and sent[0] is req
+
+
 class ReplicaFetcherManager:
     def __init__(self, config: ProtocolConfig, partitions: dict[TopicPartition, Partition], ctx: BrokerContext) -> None:
         self.config = config
@@ -190,7 +197,7 @@ class ReplicaFetcherManager:
             if p.wants_fetch(now):
                 req = p.fetch_request()
                 sent = f.sent
-                if len(sent) != 1 or sent[0] is not req:
+                if not _only(sent, req):
                     sent = (req,)
                 effects.append(self._send_fetch(f, sent, now))
             return
