@@ -166,7 +166,10 @@ def _epoch_at(runs: Runs, off: int) -> int | None:
 @dataclass
 class _Replica:
     runs: Runs = field(default_factory=list)
-    leo: int | None = None
+    #: the LEO, -1 while unknown (an offset is never negative): a plain int,
+    #: held unboxed when compiled, where an Optional one boxed every LEO
+    #: set (an int object made per append and per HW event past 256)
+    leo: int = -1
     hw: int = -1
     role: str = "unknown"
     leader_hw: int = -1  # HW within the current leadership term
@@ -390,7 +393,7 @@ class InvariantMonitor:
         """An ``append`` event's checks, given its values (:meth:`_append`
         reads them from the event, :meth:`observe_append` is given them)."""
         r = self._rep(node, tp)
-        gap = r.leo is not None and base != r.leo
+        gap = r.leo >= 0 and base != r.leo
         if not gap and r.runs and (not epochs or len(epochs) == 1):
             # the common case: one more batch of the log's last epoch, at its LEO
             if r.runs[-1][1] == (_int(epochs[0][0]) if epochs else epoch):
@@ -398,7 +401,7 @@ class InvariantMonitor:
                 return
         if gap:
             self._violate_at("append-not-at-leo", node, t, f"batch at {base} appended to a log whose LEO is {r.leo}", tp)
-            if base < (r.leo or 0):
+            if base < max(r.leo, 0):
                 r.runs = clip(r.runs, base)
         # runs of the appended range: the runtime's "epochs" (one per epoch
         # change among the batches) when present, else the event's one epoch
@@ -417,7 +420,7 @@ class InvariantMonitor:
         r = self._rep(node, tp)
         to = int(ev["to"])
         c = self._committed.get(tp)
-        if c is not None and ev.get("reason") != "full" and to < c.hw and r.leo is not None:
+        if c is not None and ev.get("reason") != "full" and to < c.hw and r.leo >= 0:
             held_end = min(c.hw, r.leo)
             if to < held_end and first_disagreement(r.runs, c.runs, held_end) is None:
                 self._violate("committed-truncated", ev,
@@ -430,20 +433,22 @@ class InvariantMonitor:
 
     def _hw(self, node: Any, t: Any, ev: dict[str, Any]) -> None:
         leo = ev.get("leo")
-        self._hw_at(node, t, str(ev["tp"]), _int(ev["hw"]), None if leo is None else _int(leo),
+        self._hw_at(node, t, str(ev["tp"]), _int(ev["hw"]), -1 if leo is None else _int(leo),
                     ev.get("role", _ABSENT))
 
-    def _hw_at(self, node: Any, t: Any, tp: str, hw: int, leo: int | None, role: Any) -> None:
-        """An ``hw`` event's checks, given its values (``role``
-        :data:`_ABSENT`: the event names none, the replica's own holds)."""
+    def _hw_at(self, node: Any, t: Any, tp: str, hw: int, leo: int, role: Any) -> None:
+        """An ``hw`` event's checks, given its values (``leo`` -1: the event
+        names none, as ``_Replica.leo``, so a native int is passed, not an
+        Optional boxed per event; ``role`` :data:`_ABSENT`: the event names
+        none, the replica's own holds)."""
         r = self._rep(node, tp)
-        if leo is not None:
+        if leo >= 0:
             r.leo, r.leo_t = leo, t
         # the LEO narrowed to an int and the role compared once: compiled,
         # an Optional attribute and an untyped role compare generically
         # (a call each), on every HW event
         r_leo = r.leo
-        if r_leo is not None and hw > r_leo:
+        if r_leo >= 0 and hw > r_leo:
             self._violate_at("hw-above-leo", node, t, f"HW {hw} > LEO {r_leo}", tp)
         if role is _ABSENT:
             role = r.role
@@ -500,13 +505,13 @@ class InvariantMonitor:
         isr = [int(x) for x in ev.get("isr", [])]
         if isr and node not in isr:
             self._violate("leader-not-in-isr", ev, f"became leader with ISR {isr}", tp)
-        r.epoch_start = int(ev["leo"]) if "leo" in ev else r.leo
+        r.epoch_start = int(ev["leo"]) if "leo" in ev else (r.leo if r.leo >= 0 else None)
         r.maximal = tuple(isr)
         r.role = "leader"
         r.leader_hw = int(ev.get("hw", -1))
         c = self._committed.get(tp)
         if c is not None and c.hw > 0:
-            leo = r.leo if r.leo is not None else 0
+            leo = max(r.leo, 0)
             d = first_disagreement(r.runs, c.runs, min(leo, c.hw))
             if leo < c.hw or d is not None:
                 lost_from = d if d is not None else leo
@@ -559,7 +564,7 @@ class InvariantMonitor:
                 if m in lr.maximal or m == node:
                     continue
                 f = self._find(m, tp)
-                if f is None or f.leo is None:
+                if f is None or f.leo < 0:
                     continue
                 if lr.epoch_start is not None and f.leo < lr.epoch_start:
                     self._violate("isr-expanded-early", ev,

@@ -131,6 +131,10 @@ def client_fetch_answers(partitions: dict[TopicPartition, Partition], image: Met
     whether the fetch is answered now (some data, or an error or a diverging
     epoch to report) rather than parked. One loop: a generator into a tuple
     and two ``any()`` over it made three generator objects a poll."""
+    if len(reqs) == 1:
+        # one partition: its answer in a tuple, no list made to be copied into one
+        r = client_fetch_partition(partitions, image, reqs[0])
+        return (r,), bool(r.batches) or r.error != Errors.NONE or r.diverging_epoch is not None
     answered: list[FetchPartitionResponse] = []
     now = False
     for req in reqs:
@@ -239,10 +243,15 @@ class FetchPurgatory:
         self.partitions = partitions
         self.image = image
         self.ctx = ctx
-        self.delayed: dict[int, DelayedFetch] = {}
+        #: parked fetch id -> the fetch. The ids are ints, typed ``Any`` here
+        #: and in :attr:`watch` so that compiled code passes the id object
+        #: it holds on as it is: typed ``int``, an id read from a set or a
+        #: dict was unboxed and boxed again (a fresh int object past 256)
+        #: for each lookup, delete and discard, ~5 a parked fetch answered
+        self.delayed: dict[Any, DelayedFetch] = {}
         #: partition -> the parked fetches that read it (a partition's set,
         #: once made, stays: emptied, it is cleared)
-        self.watch: dict[TopicPartition, set[int]] = {}
+        self.watch: dict[TopicPartition, set[Any]] = {}
         self._ids = 0
 
     def park(self, kind: str, msg: Any, src: NodeId | None, deadline: int,
@@ -250,7 +259,7 @@ class FetchPurgatory:
         """Park a fetch request (``parts``: its partitions) until data or
         ``deadline`` (monotonic, as the fetch purgatory's timer)."""
         self._ids += 1
-        fid = self._ids
+        fid: Any = self._ids  # boxed once (see ``delayed``)
         self.delayed[fid] = DelayedFetch(kind, msg, src, deadline, parts)
         self.ctx.note_deadline(deadline + self.ctx.skew)
         watch = self.watch
@@ -284,7 +293,7 @@ class FetchPurgatory:
         # go), so this is the one pass over a copy of ``ids`` it was, minus
         # the copy (every produce on a leader asks)
         delayed = self.delayed
-        ready: list[int] | None = None
+        ready: list[Any] | None = None
         for fid in ids:
             d = delayed.get(fid)
             if d is None:
@@ -312,13 +321,13 @@ class FetchPurgatory:
                 return True
         return False
 
-    def complete(self, fid: int, now: int) -> list[Effect]:
+    def complete(self, fid: Any, now: int) -> list[Effect]:
         """Answer one parked fetch with what its partitions hold now."""
         effects: list[Effect] = []
         self.complete_into(fid, now, effects)
         return effects
 
-    def complete_into(self, fid: int, now: int, effects: list[Effect]) -> None:
+    def complete_into(self, fid: Any, now: int, effects: list[Effect]) -> None:
         """:meth:`complete`, appended to ``effects``."""
         # a lookup and a delete: compiled, dict.pop(k, None) is a method call by name
         delayed = self.delayed
@@ -345,15 +354,27 @@ class FetchPurgatory:
         # parked by handle_replica_fetch, which answers peers only; the
         # isinstance also lets the compiled code read msg's fields natively
         assert d.src is not None and isinstance(msg, ReplicaFetchRequest)
-        responses = []
-        for req in d.parts:
-            p = self.partitions.get(req.tp)
-            if p is None:
-                responses.append(FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER))
-                continue
-            resp, _ = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, record=False)
-            responses.append(resp)
-        effects.append(Send(d.src, ReplicaFetchResponse(self.ctx.node_id, msg.correlation_id, Errors.NONE, tuple(responses))))
+        parts = d.parts
+        if len(parts) == 1:
+            # one partition (the common case): its answer in a tuple, no
+            # list made to be copied into one
+            answers: tuple[FetchPartitionResponse, ...] = (self._serve_parked(parts[0], msg, now, effects),)
+        else:
+            responses = []
+            for req in parts:
+                responses.append(self._serve_parked(req, msg, now, effects))
+            answers = tuple(responses)
+        effects.append(Send(d.src, ReplicaFetchResponse(self.ctx.node_id, msg.correlation_id, Errors.NONE, answers)))
+
+    def _serve_parked(self, req: FetchPartitionRequest, msg: ReplicaFetchRequest, now: int,
+                      effects: list[Effect]) -> FetchPartitionResponse:
+        """One partition of a parked replica fetch, as the leader reads it
+        now (the follower's progress was recorded when it was parked)."""
+        p = self.partitions.get(req.tp)
+        if p is None:
+            return FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+        resp, _ = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, record=False)
+        return resp
 
     def expire(self, mono: int, now: int) -> list[Effect]:
         """Answer every parked fetch whose monotonic deadline passed."""

@@ -59,6 +59,13 @@ def _partition_tp(p: Partition) -> TopicPartition:
     return p.tp
 
 
+def _only(sent: tuple[FetchPartitionRequest, ...], req: FetchPartitionRequest) -> bool:
+    """``sent == (req,)``, by identity. A function of its own: compiled,
+    ``len(sent) == 1`` narrows a tuple variable to a one-item tuple, which
+    is unboxed, and boxed again into a new tuple where it is used next."""
+    return len(sent) == 1 and sent[0] is req
+
+
 class ReplicaFetcherManager:
     def __init__(self, config: ProtocolConfig, partitions: dict[TopicPartition, Partition], ctx: BrokerContext) -> None:
         self.config = config
@@ -180,6 +187,19 @@ class ReplicaFetcherManager:
         reached: no lookup by leader)."""
         members = f.members
         if not members or f.inflight is not None or now < f.backoff_until:
+            return
+        if len(members) == 1:
+            # one partition from this leader (the common case: a leader per
+            # partition): its request in a tuple, no list made to be copied
+            # into one; the tuple sent last time if it holds the same request
+            # (Partition.fetch_request keeps it while nothing in it moved)
+            p = members[0]
+            if p.wants_fetch(now):
+                req = p.fetch_request()
+                sent = f.sent
+                if not _only(sent, req):
+                    sent = (req,)
+                effects.append(self._send_fetch(f, sent, now))
             return
         # the ready partitions' requests, in partition order (the members are
         # sorted already); each names its leader epoch now (Partition.fetch_request)

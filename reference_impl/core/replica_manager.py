@@ -142,6 +142,31 @@ def _build_unbuilt(partitions: dict[TopicPartition, Partition], reqs: tuple[Fetc
             responses[i] = partitions[reqs[i].tp].empty_response()
 
 
+def _replica_fetch_one(broker: "BrokerRole", msg: ReplicaFetchRequest, src: NodeId, now: int) -> list[Effect]:
+    """:meth:`BrokerRole.handle_replica_fetch` of a fetch of one partition
+    (nearly every one: a follower has a fetcher per leader, and a leader per
+    partition), the same steps with its one answer held as it is: no list of
+    answers made, and none copied into the tuple sent."""
+    effects: list[Effect] = []
+    req = msg.partitions[0]
+    p = broker.partitions.get(req.tp)
+    if p is None:
+        resp = FetchPartitionResponse(req.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+    else:  # an empty answer is left unbuilt (NOTHING_YET), as in handle_replica_fetch
+        resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, lazy=True)
+        if hw_changed:
+            broker.hw_changed_into(req.tp, now, effects)
+    any_data = bool(resp.batches)
+    any_error = resp.error != Errors.NONE or resp.diverging_epoch is not None
+    if not any_data and not any_error and msg.max_wait_ms > 0:
+        broker.fetch_purgatory.park(FROM_FOLLOWER, msg, src, broker.context.mono + msg.max_wait_ms, msg.partitions)
+        return effects
+    if resp is NOTHING_YET:
+        resp = broker.partitions[req.tp].empty_response()  # _build_unbuilt
+    effects.append(Send(src, ReplicaFetchResponse(broker.node_id, msg.correlation_id, Errors.NONE, (resp,))))
+    return effects
+
+
 class BrokerRole:
     """Sans-IO broker. See the module docstring; the node API is in :mod:`.node`."""
 
@@ -225,9 +250,8 @@ class BrokerRole:
         if self.halted:
             return []
         self.context.set_clock(now, mono)
-        # the three messages of every replicated write, and the consumers'
-        # fetches, are dispatched here, directly (compiled, a type test and a native call; the table's
-        # lambdas go through generic Python calls); the rest by the table
+        # the three messages of every replicated write, and the consumers' fetches, directly (compiled, a
+        # type test and a native call; the table's lambdas go through generic Python calls); the rest by the table
         kind = type(msg)
         if kind is ReplicaFetchRequest:
             effects = self.handle_replica_fetch(msg, src, now)
@@ -235,8 +259,7 @@ class BrokerRole:
             effects = self.fetcher.handle_response(msg, now)
         elif kind is ProduceRequest:
             effects = self.handle_produce(msg, now)
-        elif kind is ClientFetchRequest:
-            # every consumer poll: a native call, not the table's lambda
+        elif kind is ClientFetchRequest:  # every consumer poll: a native call, not the table's lambda
             effects = self.handle_client_fetch(msg, now)
         else:
             handler = self._HANDLERS.get(kind)
@@ -558,6 +581,8 @@ class BrokerRole:
     def handle_replica_fetch(self, msg: ReplicaFetchRequest, src: NodeId | None, now: int) -> list[Effect]:
         if src is None:
             src = msg.replica_id  # a runtime that did not name the sender: answer the fetching replica
+        if len(msg.partitions) == 1:  # nearly every fetch (_replica_fetch_one)
+            return _replica_fetch_one(self, msg, src, now)
         effects: list[Effect] = []
         responses: list[FetchPartitionResponse] = []
         any_data = False

@@ -13,6 +13,7 @@ crash). The simulation is that sink; the host knows it only as one, so
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from reference_impl.core.config import ProtocolConfig
 from reference_impl.core.effects import AppendTrace, HwTrace, ProduceTrace
@@ -31,13 +32,17 @@ class TraceSink:
 
     # The typed hot events (effects.AppendTrace): a sink that can read
     # their fields overrides these; by default they are any other event.
-    def trace_append(self, nid: int, ev: AppendTrace) -> None:
+    # ``nid`` is the node id as the host holds it boxed (``Host._src``), an
+    # int typed ``Any``: compiled, an ``int`` parameter is boxed again by a
+    # sink that hands it on (the invariant monitor takes an object), on
+    # every append and HW move
+    def trace_append(self, nid: Any, ev: AppendTrace) -> None:
         self.trace(nid, ev.kind, ev.data)
 
-    def trace_hw(self, nid: int, ev: HwTrace) -> None:
+    def trace_hw(self, nid: Any, ev: HwTrace) -> None:
         self.trace(nid, ev.kind, ev.data)
 
-    def trace_produce(self, nid: int, ev: ProduceTrace) -> None:
+    def trace_produce(self, nid: Any, ev: ProduceTrace) -> None:
         self.trace(nid, ev.kind, ev.data)
 
     def node_crashed(self, nid: int, error: str, tb: str) -> None:

@@ -217,9 +217,13 @@ class Host(Receiver):
         else:
             now = clock.node_time(vt)
             mono = clock.mono_time(vt)
+        # the sender if a node (a client's name is no NodeId), as the object
+        # it is: tested apart, as a ternary on isinstance narrowed ``src`` to
+        # an int, unboxed and boxed again on every message from a node
+        from_node = isinstance(src, int)
         try:
             # mono None while the clocks agree: _mono_arg, inlined
-            effects = node.handle(msg, now, src if isinstance(src, int) else None, None if mono == now else mono)
+            effects = node.handle(msg, now, src if from_node else None, None if mono == now else mono)
         except Exception as e:  # a crash of the reference implementation is a finding, not a harness error
             self._crashed(e)
             return
@@ -325,17 +329,18 @@ class Host(Receiver):
                 link = links[dst] if 0 <= dst < len(links) else None
                 if link is None:
                     link = self._link_to(dst)
-                net.send_on(link, src, dst, eff.msg)
+                net.send_on(link, src, link.dst, eff.msg)  # dst as the link holds it: no int boxed
                 continue
             if isinstance(eff, TraceEvent):
                 # the typed hot events by their fields (effects.AppendTrace):
                 # their data dicts are built only if the sink writes them
+                # the node id boxed once (``src``), not ``me`` boxed per event
                 if isinstance(eff, AppendTrace):
-                    sink.trace_append(me, eff)
+                    sink.trace_append(src, eff)
                 elif isinstance(eff, HwTrace):
-                    sink.trace_hw(me, eff)
+                    sink.trace_hw(src, eff)
                 elif isinstance(eff, ProduceTrace):
-                    sink.trace_produce(me, eff)
+                    sink.trace_produce(src, eff)
                 else:
                     sink.trace(me, eff.kind, eff.data)
                 continue

@@ -195,11 +195,15 @@ class _Fifo:
     """One directed link: when its last message arrives (its delivery
     order), and the receiver of its destination, kept here so that an
     arrival finds it without a lookup by endpoint (:meth:`Network.attach`
-    updates every link to an endpoint it attaches; None: none attached)."""
+    updates every link to an endpoint it attaches; None: none attached).
+    ``dst`` is the destination as the object the link was made for: a
+    sender that holds the link by a native node id passes this to
+    :meth:`Network.send_on`, not its id boxed again per message."""
 
-    def __init__(self, recv: "Receiver | None") -> None:
+    def __init__(self, recv: "Receiver | None", dst: Endpoint) -> None:
         self.last: int = 0
         self.recv = recv
+        self.dst = dst
 
 
 #: a directed link's state, as a sender that keeps its links holds it (:meth:`Network.link`)
@@ -479,7 +483,7 @@ class Network:
 
     def _new_link(self, dst: Endpoint) -> _Fifo:
         """A link to ``dst``, told of ``dst``'s receiver now and on every attach."""
-        link = _Fifo(self._receivers.get(dst))
+        link = _Fifo(self._receivers.get(dst), dst)
         links = self._links_to.get(dst)
         if links is None:
             links = self._links_to[dst] = []

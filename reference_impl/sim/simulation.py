@@ -339,7 +339,7 @@ class Simulation(TraceSink):
             self._t_obj = now
         return self._t_obj
 
-    def trace_append(self, nid: int, ev: AppendTrace) -> None:
+    def trace_append(self, nid: Any, ev: AppendTrace) -> None:
         if self._trace_listeners:
             self.trace(nid, "append", ev.data)
             return
@@ -348,12 +348,16 @@ class Simulation(TraceSink):
         now = self.loop.now
         monitor = self.monitor
         if monitor is not None:
-            monitor.observe_append(nid, self._t(now), ev.tp, ev.base, ev.count, ev.epoch,
+            # _t(now), inline: a call per event
+            if now != self._t_int:
+                self._t_int = now
+                self._t_obj = now
+            monitor.observe_append(nid, self._t_obj, ev.tp, ev.base, ev.count, ev.epoch,
                                    None if ev.one_run else ev.epochs, ev.leo)
         if self._trace_dir is not None:
             self._write(nid, now, self._trace_seq, "append", ev.data)
 
-    def trace_hw(self, nid: int, ev: HwTrace) -> None:
+    def trace_hw(self, nid: Any, ev: HwTrace) -> None:
         if self._trace_listeners:
             self.trace(nid, "hw", ev.data)
             return
@@ -362,11 +366,14 @@ class Simulation(TraceSink):
         now = self.loop.now
         monitor = self.monitor
         if monitor is not None:
-            monitor.observe_hw(nid, self._t(now), ev.tp, ev.hw, ev.leo, ev.role)
+            if now != self._t_int:  # _t(now), inline
+                self._t_int = now
+                self._t_obj = now
+            monitor.observe_hw(nid, self._t_obj, ev.tp, ev.hw, ev.leo, ev.role)
         if self._trace_dir is not None:
             self._write(nid, now, self._trace_seq, "hw", ev.data)
 
-    def trace_produce(self, nid: int, ev: ProduceTrace) -> None:
+    def trace_produce(self, nid: Any, ev: ProduceTrace) -> None:
         if self._trace_listeners:
             self.trace(nid, "produce", ev.data)
             return

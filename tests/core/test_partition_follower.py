@@ -304,3 +304,17 @@ def test_an_answer_from_a_leader_whose_partitions_all_moved_away_sends_it_no_nex
     assert [x.dst for x in sends(moved, ReplicaFetchRequest)] == [3]
     effects = answer(b, s, Batch(0, 0, 2, None), hw=0, now=2)
     assert sends(effects, ReplicaFetchRequest) == [] and b.partitions[TP].log.leo == 0
+
+
+def test_a_one_partition_fetcher_resends_its_request_unchanged_and_a_moved_one_anew():
+    """A fetcher of one partition sends the tuple it sent last while the
+    partition's request is the same object (Partition.fetch_request keeps it
+    while nothing in it moved: ReplicaFetcherManager._fetch_next), and a new
+    one naming the new offset once the follower's log moved."""
+    b, _, effects = follower()
+    s = fetch_sent(effects)
+    empty = fetch_sent(answer(b, s, hw=0, now=1))  # nothing new: the same request again
+    assert empty.msg.partitions is s.msg.partitions and empty.msg.correlation_id != s.msg.correlation_id
+    moved = fetch_sent(answer(b, empty, Batch(0, 0, 3, None), hw=0, now=2))
+    assert moved.msg.partitions is not s.msg.partitions
+    assert [(r.tp, r.fetch_offset, r.last_fetched_epoch) for r in moved.msg.partitions] == [(TP, 3, 0)]

@@ -75,6 +75,21 @@ def test_a_restart_or_a_load_forgets_the_replica_the_monitor_found_last() -> Non
     assert m.counts == {"hw-above-leo": 1}
 
 
+def test_a_replica_whose_leo_no_event_named_yet_holds_no_hw_or_append_to_it() -> None:
+    """A replica's LEO is unknown (``_Replica.leo`` -1) until an event names
+    it: an HW event without one checks no HW against it, and a first append
+    at any offset is no gap; once named, both are checked (an LEO of 0 is
+    one: the sentinel is below every offset, not a falsy value)."""
+    m = InvariantMonitor(seed=1)
+    m.observe(ev(1, 2, "hw", tp=TP, hw=4, role="follower"))  # no LEO known: nothing to hold the HW to
+    m.observe(ev(2, 2, "append", tp=TP, base=7, count=1, epoch=0, leo=8, role="follower"))  # nothing to be at
+    assert m.counts == {}
+    m.observe(ev(3, 3, "hw", tp=TP, hw=0, leo=0, role="follower"))  # LEO 0, named
+    m.observe(ev(4, 3, "hw", tp=TP, hw=1, role="follower"))  # above it
+    m.observe(ev(5, 3, "append", tp=TP, base=2, count=1, epoch=0, leo=3, role="follower"))  # not at it
+    assert m.counts == {"hw-above-leo": 1, "append-not-at-leo": 1}
+
+
 def test_new_leader_missing_committed_offsets_breaks_leader_completeness() -> None:
     # seed 003: offset 5 committed (HW 6) on the leader; a replica holding only 0..4 is elected
     evs = replicated(6, nodes=(1, 2)) + [
