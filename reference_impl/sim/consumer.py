@@ -330,19 +330,33 @@ class Consumer:
         st = self._poll
         if st is None or st.gen != gen:
             return
-        by_leader: dict[int, list[TopicPartition]] = {}
+        # the leaders in ascending order, each with its partitions in the
+        # poll's order (one fetch per leader, sent in leader order): kept
+        # sorted as they are found, in two short lists, where a dict of
+        # them, sorted at the end, cost a dict, a sort and a list (~2,000
+        # instructions a poll, every consumer polling every key)
+        leaders: list[int] = []
+        groups: list[list[TopicPartition]] = []
         missing = False
+        meta = self.meta
         for tp in st.tps:
-            leader = self.meta.leader(tp)
+            leader = meta.leader(tp)
             if leader < 0:
                 missing = True
                 continue
-            group = by_leader.get(leader)
-            if group is None:  # not setdefault: compiled, it made a list per partition
-                by_leader[leader] = [tp]
+            j = 0
+            n = len(leaders)
+            while j < n and leaders[j] < leader:
+                j += 1
+            if j < n and leaders[j] == leader:
+                groups[j].append(tp)
+            elif j == n:
+                leaders.append(leader)
+                groups.append([tp])
             else:
-                group.append(tp)
-        if not by_leader:
+                leaders.insert(j, leader)
+                groups.insert(j, [tp])
+        if not leaders:
             if missing and not st.errors:
                 st.errors.add("no-leader")
                 self.meta.refresh(partial(self._round, gen))
@@ -350,11 +364,18 @@ class Consumer:
                 self._complete(st)
             return
         cfg = self.cfg
-        st.outstanding = len(by_leader)
-        for leader in by_leader if len(by_leader) == 1 else sorted(by_leader):
-            parts = tuple(FetchPartitionRequest(tp, self.positions[tp]) for tp in by_leader[leader])
+        positions = self.positions
+        st.outstanding = len(leaders)
+        for j in range(len(leaders)):
+            group = groups[j]
+            parts: tuple[FetchPartitionRequest, ...]
+            if len(group) == 1:  # a tuple of one, without a generator object
+                tp = group[0]
+                parts = (FetchPartitionRequest(tp, positions[tp]),)
+            else:
+                parts = tuple([FetchPartitionRequest(tp, positions[tp]) for tp in group])
             self.ep.request(
-                leader,
+                leaders[j],
                 _Fetch(parts, cfg.fetch_max_wait_ms),
                 st,
                 cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
