@@ -77,7 +77,8 @@ class _Job(Completion):
     where the open op was a tuple beside a callback object."""
 
     def __init__(self, it: "VirtualInterpreter", t: Any, job: int, inv: dict[str, Any],
-                 extra: dict[str, Any], fields: dict[str, Any] | None) -> None:
+                 extra: dict[str, Any], fields: dict[str, Any] | None, process: Any, f: Any,
+                 error: Any) -> None:
         self.it = it
         self.t = t
         self.job = job
@@ -86,6 +87,12 @@ class _Job(Completion):
         #: the fields of the invocation's line (an ok completion's line is
         #: a copy of them with four set: Recorder.append_ok)
         self.fields = fields
+        #: the invocation's process, f and error, as recorded: an ok
+        #: completion's own (it sets only type and value), kept rather than
+        #: looked up again in the completion's fields
+        self.process = process
+        self.f = f
+        self.error = error
 
     def __call__(self, res: dict[str, Any]) -> None:
         self.it._complete(self.t, self.job, res)
@@ -316,12 +323,14 @@ class VirtualInterpreter:
         type_ = "info" if nemesis else "invoke"
         inv["type"] = type_
         extra = op_extra(inv)
-        self.rec.append(process, type_, inv["f"], inv.get("value"), inv.get("error"), extra)
+        f = inv["f"]
+        error = inv.get("error")
+        self.rec.append(process, type_, f, inv.get("value"), error, extra)
         self._take(t)
         self._changed()
         self._job_ids += 1
         job = self._job_ids
-        j = _Job(self, t, job, inv, extra, self.rec.last_fields)
+        j = _Job(self, t, job, inv, extra, self.rec.last_fields, process, f, error)
         self.jobs[t] = j
         gen = self.gen
         if gen is not None and not gen.is_inert():
@@ -364,7 +373,16 @@ class VirtualInterpreter:
             return  # a late answer to an op already timed out
         comp = dict(cur.inv)
         comp.update(res)
-        self._completed(t, job, cur, comp, completion_extra(cur.extra, res), None)
+        type_: Any
+        if _is_nemesis(t):
+            type_ = comp["type"] = "info"
+            comp["_completion"] = True
+        else:
+            type_ = comp.get("type")
+            if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
+                type_ = comp["type"] = "ok"
+        self._completed(t, job, cur, comp, completion_extra(cur.extra, res), None, type_, comp["process"],
+                        comp["f"], comp.get("value"), comp.get("error"))
 
     def _complete_ok(self, t: Any, job: int, value: Any) -> None:
         """``_complete(t, job, {"type": "ok", "value": value})``, without
@@ -377,33 +395,34 @@ class VirtualInterpreter:
         comp = dict(cur.inv)
         comp["type"] = "ok"
         comp["value"] = value
-        self._completed(t, job, cur, comp, dict(cur.extra), cur.fields)
+        if _is_nemesis(t):  # recorded as _complete records the nemesis's
+            comp["type"] = "info"
+            comp["_completion"] = True
+            self._completed(t, job, cur, comp, dict(cur.extra), None, "info", cur.process, cur.f, value, cur.error)
+        else:
+            self._completed(t, job, cur, comp, dict(cur.extra), cur.fields, "ok", cur.process, cur.f, value,
+                            cur.error)
 
     def _completed(self, t: Any, job: int, cur: _Job, comp: dict[str, Any], extra: dict[str, Any],
-                   ok_line: dict[str, Any] | None) -> None:
+                   ok_line: dict[str, Any] | None, type_: Any, process: Any, f: Any, value: Any,
+                   error: Any) -> None:
         """Open op ``cur`` (job ``job`` of thread ``t``) completed with the
-        fields ``comp`` (extra fields ``extra``, the Op's own): recorded,
-        its thread freed, the generator updated. ``ok_line``: an ``ok``
-        completion of the invocation's fields and extra fields (but type
-        and value), whose line is recorded from the invocation's fields
-        (``Recorder.append_ok``), unless the nemesis's."""
+        fields ``comp`` (extra fields ``extra``, the Op's own; its type,
+        process, f, value and error given as they are in it, the nemesis's
+        type already ``info``): recorded, its thread freed, the generator
+        updated. ``ok_line``: an ``ok`` completion of the invocation's
+        fields and extra fields (but type and value), whose line is
+        recorded from the invocation's fields (``Recorder.append_ok``);
+        never the nemesis's."""
         del self.jobs[t]
         open_ = self._open
         if job in open_:  # not dict.pop: compiled, a method call by name
             del open_[job]
         nemesis = _is_nemesis(t)
-        type_: Any
-        if nemesis:
-            type_ = comp["type"] = "info"
-            comp["_completion"] = True
+        if ok_line is not None:
+            self.rec.append_ok(ok_line, process, f, value, error, extra)
         else:
-            type_ = comp.get("type")
-            if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
-                type_ = comp["type"] = "ok"
-        if ok_line is not None and not nemesis:
-            self.rec.append_ok(ok_line, comp["process"], comp["f"], comp.get("value"), comp.get("error"), extra)
-        else:
-            self.rec.append(comp["process"], type_, comp["f"], comp.get("value"), comp.get("error"), extra)
+            self.rec.append(process, type_, f, value, error, extra)
         if self.observe is not None:
             self.observe(self.state, comp)
         self._give(t)
