@@ -398,6 +398,7 @@ class Consumer:
             return
         cfg = self.cfg
         positions = self.positions
+        ep = self.ep
         st.outstanding = len(leaders)
         for j in range(len(leaders)):
             group = groups[j]
@@ -407,12 +408,11 @@ class Consumer:
                 parts = (FetchPartitionRequest(tp, positions[tp]),)
             else:
                 parts = tuple([FetchPartitionRequest(tp, positions[tp]) for tp in group])
-            self.ep.request(
-                leaders[j],
-                _Fetch(parts, cfg.fetch_max_wait_ms),
-                st,
-                cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
-            )
+            # the request made here, given its ref (Endpoint.new_ref), where
+            # a factory object made it when the endpoint called it
+            ref = ep.new_ref()
+            ep.send_request(leaders[j], ref, ClientFetchRequest(ref, parts, max_wait_ms=cfg.fetch_max_wait_ms), st,
+                            cfg.fetch_max_wait_ms + cfg.request_timeout_ms)
 
     def _on_fetch(self, gen: int, msg: Any) -> None:
         st = self._poll

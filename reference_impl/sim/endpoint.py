@@ -144,13 +144,30 @@ class Endpoint(Receiver):
         self.parts: Partitions | None = None
 
     def request(self, node: int, make: Callable[[Any], Any], on_reply: Callable[[Any], None], timeout_ms: int) -> None:
+        """Send ``node`` the request ``make(ref)``; ``on_reply`` gets its
+        reply, None when ``timeout_ms`` passes first, or a lost connection."""
+        ref = self.new_ref()
+        self.send_request(node, ref, make(ref), on_reply, timeout_ms)
+
+    def new_ref(self) -> tuple[str, Any]:
+        """The ref of the next request, for its message: the caller sends
+        that message at once (:meth:`send_request`). The clients' produce
+        and fetch requests are made so, where a factory object handed to
+        :meth:`request` was made and called for every message."""
         self._rid += 1
-        rid = self._rid
         # boxed once for the two dicts and the ref (a request id soon passes
         # the small ints CPython keeps, so each boxing is an allocation)
-        key: Any = rid
+        key: Any = self._rid
+        return (self.name, key)
+
+    def send_request(self, node: int, ref: tuple[str, Any], msg: Any, on_reply: Callable[[Any], None],
+                     timeout_ms: int) -> None:
+        """Send ``node`` the request ``msg`` of ref ``ref`` (:meth:`new_ref`
+        just gave it; see :meth:`request`)."""
+        key: Any = ref[1]
+        rid: int = key
         self._pending[key] = (on_reply, node)
-        self.sim.net.send_from(self._fifos, self.name, node, make((self.name, key)))
+        self.sim.net.send_from(self._fifos, self.name, node, msg)
         q = self._last_q
         if q is None or timeout_ms != self._last_timeout_ms:
             # nearly every request has the client's one timeout: the last

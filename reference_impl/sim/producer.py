@@ -66,27 +66,6 @@ class _Send:
         self.producer._on_reply(self.gen, msg)
 
 
-class _Produce:
-    """The ProduceRequest of one attempt, made when the endpoint hands it a
-    ref; a native callable, where a lambda over the attempt's locals was a
-    closure object and its environment, every local of ``_attempt`` kept in
-    that environment."""
-
-    def __init__(self, tp: TopicPartition, acks: int, value: Any, timeout_ms: int, pid: int, pepoch: int,
-                 seq: int) -> None:
-        self.tp = tp
-        self.acks = acks
-        self.value = value
-        self.timeout_ms = timeout_ms
-        self.pid = pid
-        self.pepoch = pepoch
-        self.seq = seq
-
-    def __call__(self, ref: Any) -> ProduceRequest:
-        return ProduceRequest(ref, self.tp, self.acks, 1, (self.value,), timeout_ms=self.timeout_ms,
-                              producer_id=self.pid, producer_epoch=self.pepoch, base_sequence=self.seq)
-
-
 def _init_producer_id(ref: Any) -> InitProducerIdRequest:
     return InitProducerIdRequest(ref)
 
@@ -170,7 +149,12 @@ class Producer:
             pid, pepoch, seq = self.pid, self.pepoch, self.seqs.get(tp, 0)
         else:
             pid, pepoch, seq = -1, -1, -1
-        self.ep.request(leader, _Produce(tp, acks, op.value, cfg.request_timeout_ms, pid, pepoch, seq),
+        # the request made here, given its ref (Endpoint.new_ref), where a
+        # factory object made it when the endpoint called it, once a send
+        ep = self.ep
+        ref = ep.new_ref()
+        ep.send_request(leader, ref, ProduceRequest(ref, tp, acks, 1, (op.value,), timeout_ms=cfg.request_timeout_ms,
+                                                    producer_id=pid, producer_epoch=pepoch, base_sequence=seq),
                         op, cfg.request_timeout_ms + 100)
 
     def _on_init(self, gen: int, msg: Any) -> None:
