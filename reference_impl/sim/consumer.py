@@ -29,7 +29,7 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
-from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, complete_ok, error_name
+from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, ReplyHandler, complete_ok, error_name
 from .network import ConnectionLost
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class _Fetch:
         return ClientFetchRequest(ref, self.parts, max_wait_ms=self.max_wait_ms)
 
 
-class _Poll:
+class _Poll(ReplyHandler):
     """The poll a consumer has in flight: what it has read so far, how many
     fetches are out, what went wrong. It is also each of its fetches' answer
     callback, handing the answer to its consumer with the poll's generation
@@ -78,7 +78,7 @@ class _Poll:
         self.resets: list[str] = []
         self.errors: set[str] = set()
 
-    def __call__(self, msg: Any) -> None:
+    def reply(self, msg: Any) -> None:
         self.consumer._on_fetch(self.gen, msg)
 
 

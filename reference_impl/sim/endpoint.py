@@ -104,6 +104,19 @@ def complete_ok(done: Callable[[dict[str, Any]], None], value: Any) -> None:
         done({"type": "ok", "value": value})
 
 
+class ReplyHandler:
+    """A request's reply handler the endpoint calls natively
+    (:meth:`reply`), where any other callable handed to :meth:`Endpoint.request`
+    is called through Python's protocol: the clients' produce and fetch
+    handlers are these, once a reply. Calling one is calling :meth:`reply`."""
+
+    def reply(self, msg: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, msg: Any) -> None:
+        self.reply(msg)
+
+
 class Endpoint(Receiver):
     """A network endpoint that sends requests and matches replies by ref
     (the network's :class:`~reference_impl.sim.network.Receiver` of what
@@ -215,7 +228,11 @@ class Endpoint(Receiver):
         entry = pending.get(rid)
         if entry is not None:
             del pending[rid]
-            entry[0](msg)
+            h = entry[0]
+            if isinstance(h, ReplyHandler):
+                h.reply(msg)
+            else:
+                h(msg)
 
     def cancel_all(self) -> None:
         """The client process is gone (a crash, the run's end): its requests

@@ -31,7 +31,7 @@ from reference_impl.core.messages import (
 )
 from workloads.outcome import REFRESH, RETRY, possibly_persisted, producer_action, send_outcome
 
-from .endpoint import ClientConfig, Endpoint, MetadataCache, error_name
+from .endpoint import ClientConfig, Endpoint, MetadataCache, ReplyHandler, error_name
 from .network import ConnectionLost
 
 if TYPE_CHECKING:
@@ -41,7 +41,20 @@ if TYPE_CHECKING:
 SendDone = Callable[[str, Any, Any], None]
 
 
-class _Send:
+class SendCompletion:
+    """A send's completion callback the producer calls natively
+    (:meth:`sent`), where any other ``SendDone`` is called through Python's
+    protocol (the simulated clients' is one, once a send). Calling one is
+    calling :meth:`sent`."""
+
+    def sent(self, type_: str, offset: Any, error: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, type_: str, offset: Any, error: Any) -> None:
+        self.sent(type_, offset, error)
+
+
+class _Send(ReplyHandler):
     """The send a producer has in flight: what it sends, until when, what
     went wrong so far. A class, not a dict: every attempt and reply reads
     it several times. It is also each attempt's reply callback, handing the
@@ -62,7 +75,7 @@ class _Send:
         #: ms into the send its client dies (--crash-clients), -1: never
         self.crash = crash
 
-    def __call__(self, msg: Any) -> None:
+    def reply(self, msg: Any) -> None:
         self.producer._on_reply(self.gen, msg)
 
 
@@ -233,4 +246,8 @@ class Producer:
                 self.pid = -1
         if crashed and self.on_crash is not None:
             self.on_crash()
-        op.done(type_, offset if type_ == "ok" else None, error)
+        done = op.done
+        if isinstance(done, SendCompletion):
+            done.sent(type_, offset if type_ == "ok" else None, error)
+        else:
+            done(type_, offset if type_ == "ok" else None, error)
