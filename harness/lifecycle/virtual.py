@@ -76,12 +76,16 @@ class _Job(Completion):
     alone (:meth:`ok`, the simulated clients' call). One object per op,
     where the open op was a tuple beside a callback object."""
 
-    def __init__(self, it: "VirtualInterpreter", t: Any, job: int, inv: dict[str, Any],
+    def __init__(self, it: "VirtualInterpreter", t: Any, job: int, key: Any, inv: dict[str, Any],
                  extra: dict[str, Any], fields: dict[str, Any] | None, process: Any, f: Any,
                  error: Any) -> None:
         self.it = it
         self.t = t
         self.job = job
+        #: ``job`` boxed once: its key in the interpreter's open jobs
+        self.key = key
+        #: completed (or timed out): a later answer of its client is dropped
+        self.closed = False
         self.inv = inv
         self.extra = extra
         #: the fields of the invocation's line (an ok completion's line is
@@ -95,10 +99,10 @@ class _Job(Completion):
         self.error = error
 
     def __call__(self, res: dict[str, Any]) -> None:
-        self.it._complete(self.t, self.job, res)
+        self.it._complete(self, res)
 
     def ok(self, value: Any) -> None:
-        self.it._complete_ok(self.t, self.job, value)
+        self.it._complete_ok(self, value)
 
 
 class VirtualClient(Protocol):
@@ -150,11 +154,12 @@ class VirtualInterpreter:
         self._free_live: list[Any] = list(order)
         self._free_mask: int = (1 << len(order)) - 1
         self._free_list: list[Any] | None = None
-        #: thread -> its open op (:class:`_Job`)
+        #: job id -> its open op (:class:`_Job`), one a busy thread; a
+        #: timeout finds its job by id (one dict, where a dict of each
+        #: thread's job beside one of the open ids took an insert, a test
+        #: and a delete more per operation)
         self.jobs: dict[Any, _Job] = {}
         self._job_ids = 0
-        #: job ids still open (a timeout finds its job by id)
-        self._open: dict[int, Any] = {}
         self._timeouts: dict[int, TimeoutQueue] = {}
         #: the queue of the last op timeout armed and its delay: nearly
         #: every op takes the run's one timeout (a dict lookup of a boxed
@@ -330,16 +335,16 @@ class VirtualInterpreter:
         self._changed()
         self._job_ids += 1
         job = self._job_ids
-        j = _Job(self, t, job, inv, extra, self.rec.last_fields, process, f, error)
-        self.jobs[t] = j
+        key: Any = job  # boxed once, for the dict and the job
+        j = _Job(self, t, job, key, inv, extra, self.rec.last_fields, process, f, error)
+        self.jobs[key] = j
         gen = self.gen
         if gen is not None and not gen.is_inert():
             self.gen = gen.update(self._ctx(), inv)
         if nemesis:
             assert self.nemesis_invoke is not None
-            self._complete(t, job, self.nemesis_invoke(inv))
+            self._complete(j, self.nemesis_invoke(inv))
             return
-        self._open[job] = t
         timeout = op.get("_timeout")
         ms = self.op_timeout_ms if not timeout else int(float(timeout) * 1000) or self.op_timeout_ms
         self._arm_timeout(job, ms)
@@ -357,20 +362,20 @@ class VirtualInterpreter:
         if q is None or ms != self._last_q_ms:
             q = self._timeouts.get(ms)
             if q is None:
-                q = self._timeouts[ms] = TimeoutQueue(self.loop, ms, self._timed_out, self._open)
+                q = self._timeouts[ms] = TimeoutQueue(self.loop, ms, self._timed_out, self.jobs)
             self._last_q, self._last_q_ms = q, ms
         q.add(job)
 
     def _timed_out(self, job: int) -> None:
-        t = self._open.get(job)
-        if t is not None:
-            self._complete(t, job, {"type": "info", "error": "timeout"})
+        cur = self.jobs.get(job)
+        if cur is not None:
+            self._complete(cur, {"type": "info", "error": "timeout"})
 
     # ------------------------------------------------------------------ completion
-    def _complete(self, t: Any, job: int, res: dict[str, Any]) -> None:
-        cur = self.jobs.get(t)
-        if cur is None or cur.job != job:
+    def _complete(self, cur: _Job, res: dict[str, Any]) -> None:
+        if cur.closed:
             return  # a late answer to an op already timed out
+        t = cur.t
         comp = dict(cur.inv)
         comp.update(res)
         type_: Any
@@ -381,32 +386,31 @@ class VirtualInterpreter:
             type_ = comp.get("type")
             if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
                 type_ = comp["type"] = "ok"
-        self._completed(t, job, cur, comp, completion_extra(cur.extra, res), None, type_, comp["process"],
+        self._completed(t, cur, comp, completion_extra(cur.extra, res), None, type_, comp["process"],
                         comp["f"], comp.get("value"), comp.get("error"))
 
-    def _complete_ok(self, t: Any, job: int, value: Any) -> None:
-        """``_complete(t, job, {"type": "ok", "value": value})``, without
+    def _complete_ok(self, cur: _Job, value: Any) -> None:
+        """``_complete(cur, {"type": "ok", "value": value})``, without
         the dict: the completion is the invocation with those two fields
         set (as the update by that dict sets them, in that order), and its
         extra fields the invocation's (neither key is an extra field)."""
-        cur = self.jobs.get(t)
-        if cur is None or cur.job != job:
+        if cur.closed:
             return  # a late answer to an op already timed out
+        t = cur.t
         comp = dict(cur.inv)
         comp["type"] = "ok"
         comp["value"] = value
         if _is_nemesis(t):  # recorded as _complete records the nemesis's
             comp["type"] = "info"
             comp["_completion"] = True
-            self._completed(t, job, cur, comp, dict(cur.extra), None, "info", cur.process, cur.f, value, cur.error)
+            self._completed(t, cur, comp, dict(cur.extra), None, "info", cur.process, cur.f, value, cur.error)
         else:
-            self._completed(t, job, cur, comp, dict(cur.extra), cur.fields, "ok", cur.process, cur.f, value,
-                            cur.error)
+            self._completed(t, cur, comp, dict(cur.extra), cur.fields, "ok", cur.process, cur.f, value, cur.error)
 
-    def _completed(self, t: Any, job: int, cur: _Job, comp: dict[str, Any], extra: dict[str, Any],
+    def _completed(self, t: Any, cur: _Job, comp: dict[str, Any], extra: dict[str, Any],
                    ok_line: dict[str, Any] | None, type_: Any, process: Any, f: Any, value: Any,
                    error: Any) -> None:
-        """Open op ``cur`` (job ``job`` of thread ``t``) completed with the
+        """Open op ``cur`` (of thread ``t``) completed with the
         fields ``comp`` (extra fields ``extra``, the Op's own; its type,
         process, f, value and error given as they are in it, the nemesis's
         type already ``info``): recorded, its thread freed, the generator
@@ -414,10 +418,8 @@ class VirtualInterpreter:
         fields and extra fields (but type and value), whose line is
         recorded from the invocation's fields (``Recorder.append_ok``);
         never the nemesis's."""
-        del self.jobs[t]
-        open_ = self._open
-        if job in open_:  # not dict.pop: compiled, a method call by name
-            del open_[job]
+        cur.closed = True
+        del self.jobs[cur.key]
         nemesis = _is_nemesis(t)
         if ok_line is not None:
             self.rec.append_ok(ok_line, process, f, value, error, extra)

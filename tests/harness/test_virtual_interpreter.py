@@ -197,7 +197,8 @@ def test_a_late_answer_to_an_op_that_timed_out_is_dropped_and_the_next_op_comple
     gen = g.clients(g.limit(2, g.delay(0.2, lambda c: {"f": "w", "value": len(dones)})))
     it = VirtualInterpreter(gen, rec, 1, lambda t, p: Slow(), None, random.Random(1), 0.6, loop, t0_ms=0)
     it.start()
-    assert it.jobs[0] is dones[0]  # the open op is the callback its client holds
+    # the open op (by job id) is the callback its client holds
+    assert list(it.jobs.values()) == [dones[0]] and dones[0].t == 0
     loop.run_until(10**9, it.stopped)
     got = [(o.type, o.value, o.error, o.extra.get("late")) for o in rec.ops]
     assert got == [("invoke", 0, None, None), ("info", 0, "timeout", None),
