@@ -34,7 +34,7 @@ from typing import Any, Callable, Final, Protocol
 
 from checkers.history.recorder import Recorder, completion_extra, op_extra
 from generator.core import PENDING, Context, Gen
-from reference_impl.sim.endpoint import Completion
+from reference_impl.sim.endpoint import Completion, InterpretedClient
 from reference_impl.sim.events import EventLoop, StopFlag, TimeoutQueue
 
 #: Final: compiled, a constant is a static, where a plain global was a
@@ -348,7 +348,12 @@ class VirtualInterpreter:
         timeout = op.get("_timeout")
         ms = self.op_timeout_ms if not timeout else int(float(timeout) * 1000) or self.op_timeout_ms
         self._arm_timeout(job, ms)
-        self._client(t, process).invoke(inv, j)
+        c = self._client(t, process)
+        if isinstance(c, InterpretedClient):
+            native: InterpretedClient = c
+            native.invoke(inv, j)  # a native call (the simulated clients')
+        else:
+            c.invoke(inv, j)
 
     def _client(self, t: Any, process: Any) -> VirtualClient:
         cur = self.clients.get(t)

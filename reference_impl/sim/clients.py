@@ -42,6 +42,7 @@ from .consumer import Consumer, RecordPairs
 from .endpoint import (
     ClientConfig,
     Endpoint,
+    InterpretedClient,
     MetadataCache,
     Partitions,
     choose,
@@ -172,7 +173,7 @@ def _crash_ms(op: dict[str, Any]) -> int:
     return c if type(c) is int else int(c)
 
 
-class SimClient:
+class SimClient(InterpretedClient):
     """One process of a worker thread: the queue workload's client."""
 
     def __init__(self, wl: Workload, ep: Endpoint, process: int, settings: ClientSettings) -> None:

@@ -95,6 +95,18 @@ class Completion:
         self({"type": "ok", "value": value})
 
 
+class InterpretedClient:
+    """A simulated client the virtual-time interpreter
+    (``harness.lifecycle.virtual``) calls natively: ``invoke(op, done)``
+    returns at once and calls ``done`` when the op completes (the
+    interpreter's ``VirtualClient``). Any other client is called through
+    Python's protocol, where this one's call was a method looked up by name
+    and its arguments parsed, once an operation."""
+
+    def invoke(self, op: dict[str, Any], done: Callable[[dict[str, Any]], None]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
 def complete_ok(done: Callable[[dict[str, Any]], None], value: Any) -> None:
     """Complete ``ok`` with ``value``: ``done({"type": "ok", "value": value})``,
     through :meth:`Completion.ok` for a :class:`Completion`."""
