@@ -179,6 +179,9 @@ class VirtualInterpreter:
         # it; no op: none), and whether the world changed since
         self._ahead_op: dict[str, Any] | None = None
         self._ahead_gen: Gen | None = None
+        #: that op's time (ns), read once (asked for again at its time and
+        #: again after each completion meanwhile: a lookup and an unboxing each)
+        self._ahead_t = 0
         self._wake_ms = -1
         self._stepping = False
         self._again = False
@@ -265,10 +268,12 @@ class VirtualInterpreter:
     def _advance(self) -> None:
         op: dict[str, Any]  # typed: its lookups below are the dict's own, not Python's protocol
         gen2: Gen | None
+        t: int  # typed: the comparison and division below are native
         while self.gen is not None:
             ahead = self._ahead_op
             if ahead is not None:
                 op, gen2 = ahead, self._ahead_gen
+                t = self._ahead_t
                 self._ahead_op = None
                 self._ahead_gen = None
             else:
@@ -280,10 +285,11 @@ class VirtualInterpreter:
                 if isinstance(answer, str) and answer == PENDING:
                     return  # the generator as it was is asked again (the real interpreter's rule)
                 op = answer
-            t: int = op["time"]  # typed: the comparison and division below are native
+                t = op["time"]
             if t > (self.loop.now - self.t0_ms) * MS:
                 self._ahead_op = op
                 self._ahead_gen = gen2
+                self._ahead_t = t
                 self._wake_at(self.t0_ms - (-t // MS))
                 return
             self.gen = gen2
