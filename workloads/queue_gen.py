@@ -59,14 +59,19 @@ class Send(OpFn):
         self.acks_for_thread = acks_for_thread
         self.idempotent_for_thread = idempotent_for_thread
         self.next_value = 0
-        #: thread -> (acks, idempotent), asked of the test once per thread
-        self.of_thread: dict[Any, tuple[str, bool]] = {}
+        #: thread -> its sends' template: :data:`_SEND` with the thread's
+        #: acks and idempotence (asked of the test once per thread) set, so
+        #: a send sets the three fields that change, not five
+        self.of_thread: dict[Any, dict[str, Any]] = {}
 
-    def _thread(self, t: Any) -> tuple[str, bool]:
+    def _thread(self, t: Any) -> dict[str, Any]:
         got = self.of_thread.get(t)
         if got is None:
             idem = self.idempotent_for_thread
-            got = self.of_thread[t] = (self.acks_for_thread(t), bool(idem(t)) if idem is not None else False)
+            got = _SEND.copy()
+            got["acks"] = self.acks_for_thread(t)
+            got["idempotent"] = bool(idem(t)) if idem is not None else False
+            self.of_thread[t] = got
         return got
 
     def __call__(self, ctx: g.Context) -> dict[str, Any] | None:
@@ -74,12 +79,9 @@ class Send(OpFn):
         k = _choose(ctx.rng, self.keys)
         v = self.next_value
         self.next_value = v + 1
-        acks, idem = self._thread(t)
-        op = _SEND.copy()
+        op = self._thread(t).copy()
         op["process"] = ctx.process_of[t]
         op["value"] = [["send", k, v]]
-        op["acks"] = acks
-        op["idempotent"] = idem
         op["time"] = ctx.time
         return op
 

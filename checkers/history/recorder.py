@@ -60,7 +60,9 @@ FLUSH_EVERY: Final = 512
 #: bound once (compiled, a Final is a static; ``orjson.dumps`` was a module
 #: attribute looked up by name on every line)
 _dumps: Final = orjson.dumps
-_OPTIONS: Final = STR_KEYS_LINE_OPTIONS
+#: Any, not int: compiled, an int constant is kept unboxed and was
+#: boxed anew (an allocation) for every line's call
+_OPTIONS: Final[Any] = STR_KEYS_LINE_OPTIONS
 #: the first six fields of a line, in :meth:`Op.to_dict`'s order: each
 #: line's dict is a copy of this whose values are then set (a copy of a
 #: small dict's table and six replaced values, where a dict built key by key

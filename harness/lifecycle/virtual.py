@@ -34,7 +34,7 @@ from typing import Any, Callable, Final, Protocol
 
 from checkers.history.recorder import Recorder, completion_extra, op_extra
 from generator.core import PENDING, Context, Gen
-from reference_impl.sim.endpoint import Completion
+from reference_impl.sim.endpoint import Completion, InterpretedClient
 from reference_impl.sim.events import EventLoop, StopFlag, TimeoutQueue
 
 #: Final: compiled, a constant is a static, where a plain global was a
@@ -76,22 +76,33 @@ class _Job(Completion):
     alone (:meth:`ok`, the simulated clients' call). One object per op,
     where the open op was a tuple beside a callback object."""
 
-    def __init__(self, it: "VirtualInterpreter", t: Any, job: int, inv: dict[str, Any],
-                 extra: dict[str, Any], fields: dict[str, Any] | None) -> None:
+    def __init__(self, it: "VirtualInterpreter", t: Any, job: int, key: Any, inv: dict[str, Any],
+                 extra: dict[str, Any], fields: dict[str, Any] | None, process: Any, f: Any,
+                 error: Any) -> None:
         self.it = it
         self.t = t
         self.job = job
+        #: ``job`` boxed once: its key in the interpreter's open jobs
+        self.key = key
+        #: completed (or timed out): a later answer of its client is dropped
+        self.closed = False
         self.inv = inv
         self.extra = extra
         #: the fields of the invocation's line (an ok completion's line is
         #: a copy of them with four set: Recorder.append_ok)
         self.fields = fields
+        #: the invocation's process, f and error, as recorded: an ok
+        #: completion's own (it sets only type and value), kept rather than
+        #: looked up again in the completion's fields
+        self.process = process
+        self.f = f
+        self.error = error
 
     def __call__(self, res: dict[str, Any]) -> None:
-        self.it._complete(self.t, self.job, res)
+        self.it._complete(self, res)
 
     def ok(self, value: Any) -> None:
-        self.it._complete_ok(self.t, self.job, value)
+        self.it._complete_ok(self, value)
 
 
 class VirtualClient(Protocol):
@@ -143,11 +154,12 @@ class VirtualInterpreter:
         self._free_live: list[Any] = list(order)
         self._free_mask: int = (1 << len(order)) - 1
         self._free_list: list[Any] | None = None
-        #: thread -> its open op (:class:`_Job`)
+        #: job id -> its open op (:class:`_Job`), one a busy thread; a
+        #: timeout finds its job by id (one dict, where a dict of each
+        #: thread's job beside one of the open ids took an insert, a test
+        #: and a delete more per operation)
         self.jobs: dict[Any, _Job] = {}
         self._job_ids = 0
-        #: job ids still open (a timeout finds its job by id)
-        self._open: dict[int, Any] = {}
         self._timeouts: dict[int, TimeoutQueue] = {}
         #: the queue of the last op timeout armed and its delay: nearly
         #: every op takes the run's one timeout (a dict lookup of a boxed
@@ -167,6 +179,9 @@ class VirtualInterpreter:
         # it; no op: none), and whether the world changed since
         self._ahead_op: dict[str, Any] | None = None
         self._ahead_gen: Gen | None = None
+        #: that op's time (ns), read once (asked for again at its time and
+        #: again after each completion meanwhile: a lookup and an unboxing each)
+        self._ahead_t = 0
         self._wake_ms = -1
         self._stepping = False
         self._again = False
@@ -253,10 +268,12 @@ class VirtualInterpreter:
     def _advance(self) -> None:
         op: dict[str, Any]  # typed: its lookups below are the dict's own, not Python's protocol
         gen2: Gen | None
+        t: int  # typed: the comparison and division below are native
         while self.gen is not None:
             ahead = self._ahead_op
             if ahead is not None:
                 op, gen2 = ahead, self._ahead_gen
+                t = self._ahead_t
                 self._ahead_op = None
                 self._ahead_gen = None
             else:
@@ -268,10 +285,11 @@ class VirtualInterpreter:
                 if isinstance(answer, str) and answer == PENDING:
                     return  # the generator as it was is asked again (the real interpreter's rule)
                 op = answer
-            t: int = op["time"]  # typed: the comparison and division below are native
+                t = op["time"]
             if t > (self.loop.now - self.t0_ms) * MS:
                 self._ahead_op = op
                 self._ahead_gen = gen2
+                self._ahead_t = t
                 self._wake_at(self.t0_ms - (-t // MS))
                 return
             self.gen = gen2
@@ -316,25 +334,32 @@ class VirtualInterpreter:
         type_ = "info" if nemesis else "invoke"
         inv["type"] = type_
         extra = op_extra(inv)
-        self.rec.append(process, type_, inv["f"], inv.get("value"), inv.get("error"), extra)
+        f = inv["f"]
+        error = inv.get("error")
+        self.rec.append(process, type_, f, inv.get("value"), error, extra)
         self._take(t)
         self._changed()
         self._job_ids += 1
         job = self._job_ids
-        j = _Job(self, t, job, inv, extra, self.rec.last_fields)
-        self.jobs[t] = j
+        key: Any = job  # boxed once, for the dict and the job
+        j = _Job(self, t, job, key, inv, extra, self.rec.last_fields, process, f, error)
+        self.jobs[key] = j
         gen = self.gen
         if gen is not None and not gen.is_inert():
             self.gen = gen.update(self._ctx(), inv)
         if nemesis:
             assert self.nemesis_invoke is not None
-            self._complete(t, job, self.nemesis_invoke(inv))
+            self._complete(j, self.nemesis_invoke(inv))
             return
-        self._open[job] = t
         timeout = op.get("_timeout")
         ms = self.op_timeout_ms if not timeout else int(float(timeout) * 1000) or self.op_timeout_ms
         self._arm_timeout(job, ms)
-        self._client(t, process).invoke(inv, j)
+        c = self._client(t, process)
+        if isinstance(c, InterpretedClient):
+            native: InterpretedClient = c
+            native.invoke(inv, j)  # a native call (the simulated clients')
+        else:
+            c.invoke(inv, j)
 
     def _client(self, t: Any, process: Any) -> VirtualClient:
         cur = self.clients.get(t)
@@ -348,62 +373,69 @@ class VirtualInterpreter:
         if q is None or ms != self._last_q_ms:
             q = self._timeouts.get(ms)
             if q is None:
-                q = self._timeouts[ms] = TimeoutQueue(self.loop, ms, self._timed_out, self._open)
+                q = self._timeouts[ms] = TimeoutQueue(self.loop, ms, self._timed_out, self.jobs)
             self._last_q, self._last_q_ms = q, ms
         q.add(job)
 
     def _timed_out(self, job: int) -> None:
-        t = self._open.get(job)
-        if t is not None:
-            self._complete(t, job, {"type": "info", "error": "timeout"})
+        cur = self.jobs.get(job)
+        if cur is not None:
+            self._complete(cur, {"type": "info", "error": "timeout"})
 
     # ------------------------------------------------------------------ completion
-    def _complete(self, t: Any, job: int, res: dict[str, Any]) -> None:
-        cur = self.jobs.get(t)
-        if cur is None or cur.job != job:
+    def _complete(self, cur: _Job, res: dict[str, Any]) -> None:
+        if cur.closed:
             return  # a late answer to an op already timed out
+        t = cur.t
         comp = dict(cur.inv)
         comp.update(res)
-        self._completed(t, job, cur, comp, completion_extra(cur.extra, res), None)
-
-    def _complete_ok(self, t: Any, job: int, value: Any) -> None:
-        """``_complete(t, job, {"type": "ok", "value": value})``, without
-        the dict: the completion is the invocation with those two fields
-        set (as the update by that dict sets them, in that order), and its
-        extra fields the invocation's (neither key is an extra field)."""
-        cur = self.jobs.get(t)
-        if cur is None or cur.job != job:
-            return  # a late answer to an op already timed out
-        comp = dict(cur.inv)
-        comp["type"] = "ok"
-        comp["value"] = value
-        self._completed(t, job, cur, comp, dict(cur.extra), cur.fields)
-
-    def _completed(self, t: Any, job: int, cur: _Job, comp: dict[str, Any], extra: dict[str, Any],
-                   ok_line: dict[str, Any] | None) -> None:
-        """Open op ``cur`` (job ``job`` of thread ``t``) completed with the
-        fields ``comp`` (extra fields ``extra``, the Op's own): recorded,
-        its thread freed, the generator updated. ``ok_line``: an ``ok``
-        completion of the invocation's fields and extra fields (but type
-        and value), whose line is recorded from the invocation's fields
-        (``Recorder.append_ok``), unless the nemesis's."""
-        del self.jobs[t]
-        open_ = self._open
-        if job in open_:  # not dict.pop: compiled, a method call by name
-            del open_[job]
-        nemesis = _is_nemesis(t)
         type_: Any
-        if nemesis:
+        if _is_nemesis(t):
             type_ = comp["type"] = "info"
             comp["_completion"] = True
         else:
             type_ = comp.get("type")
             if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
                 type_ = comp["type"] = "ok"
-        if ok_line is not None and not nemesis:
-            self.rec.append_ok(ok_line, comp["process"], comp["f"], comp.get("value"), comp.get("error"), extra)
+        self._completed(t, cur, comp, completion_extra(cur.extra, res), None, type_, comp["process"],
+                        comp["f"], comp.get("value"), comp.get("error"))
+
+    def _complete_ok(self, cur: _Job, value: Any) -> None:
+        """``_complete(cur, {"type": "ok", "value": value})``, without
+        the dict: the completion is the invocation with those two fields
+        set (as the update by that dict sets them, in that order), and its
+        extra fields the invocation's (neither key is an extra field)."""
+        if cur.closed:
+            return  # a late answer to an op already timed out
+        t = cur.t
+        comp = dict(cur.inv)
+        comp["type"] = "ok"
+        comp["value"] = value
+        if _is_nemesis(t):  # recorded as _complete records the nemesis's
+            comp["type"] = "info"
+            comp["_completion"] = True
+            self._completed(t, cur, comp, dict(cur.extra), None, "info", cur.process, cur.f, value, cur.error)
         else:
-            self.rec.append(comp["process"], type_, comp["f"], comp.get("value"), comp.get("error"), extra)
+            self._completed(t, cur, comp, dict(cur.extra), cur.fields, "ok", cur.process, cur.f, value, cur.error)
+
+    def _completed(self, t: Any, cur: _Job, comp: dict[str, Any], extra: dict[str, Any],
+                   ok_line: dict[str, Any] | None, type_: Any, process: Any, f: Any, value: Any,
+                   error: Any) -> None:
+        """Open op ``cur`` (of thread ``t``) completed with the
+        fields ``comp`` (extra fields ``extra``, the Op's own; its type,
+        process, f, value and error given as they are in it, the nemesis's
+        type already ``info``): recorded, its thread freed, the generator
+        updated. ``ok_line``: an ``ok`` completion of the invocation's
+        fields and extra fields (but type and value), whose line is
+        recorded from the invocation's fields (``Recorder.append_ok``);
+        never the nemesis's."""
+        cur.closed = True
+        del self.jobs[cur.key]
+        nemesis = _is_nemesis(t)
+        if ok_line is not None:
+            self.rec.append_ok(ok_line, process, f, value, error, extra)
+        else:
+            self.rec.append(process, type_, f, value, error, extra)
         if self.observe is not None:
             self.observe(self.state, comp)
         self._give(t)

@@ -42,6 +42,7 @@ from .consumer import Consumer, RecordPairs
 from .endpoint import (
     ClientConfig,
     Endpoint,
+    InterpretedClient,
     MetadataCache,
     Partitions,
     choose,
@@ -52,7 +53,7 @@ from .endpoint import (
 from .events import EventLoop
 from .groups import GroupMember
 from .host import DOWN
-from .producer import Producer
+from .producer import Producer, SendCompletion
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -147,7 +148,7 @@ class Workload:
             c.kill()
 
 
-class _Sent:
+class _Sent(SendCompletion):
     """A send's completion from its producer's outcome: ``ok`` with the
     offset beside the value, else the type and error (a native callable,
     where a closure was an object and its environment)."""
@@ -157,7 +158,7 @@ class _Sent:
         self.key = key
         self.value = value
 
-    def __call__(self, type_: str, offset: Any, error: Any) -> None:
+    def sent(self, type_: str, offset: Any, error: Any) -> None:
         if type_ == "ok":
             complete_ok(self.done, [["send", self.key, [offset, self.value]]])
         else:
@@ -172,7 +173,7 @@ def _crash_ms(op: dict[str, Any]) -> int:
     return c if type(c) is int else int(c)
 
 
-class SimClient:
+class SimClient(InterpretedClient):
     """One process of a worker thread: the queue workload's client."""
 
     def __init__(self, wl: Workload, ep: Endpoint, process: int, settings: ClientSettings) -> None:

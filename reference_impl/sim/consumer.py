@@ -29,7 +29,7 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
-from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, complete_ok, error_name
+from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, ReplyHandler, complete_ok, error_name
 from .network import ConnectionLost
 
 if TYPE_CHECKING:
@@ -56,16 +56,16 @@ class _Fetch:
         return ClientFetchRequest(ref, self.parts, max_wait_ms=self.max_wait_ms)
 
 
-class _Poll:
+class _Poll(ReplyHandler):
     """The poll a consumer has in flight: what it has read so far, how many
     fetches are out, what went wrong. It is also each of its fetches' answer
     callback, handing the answer to its consumer with the poll's generation
     (a native callable: one object per poll, where each fetch made one)."""
 
-    def __init__(self, consumer: "Consumer", tps: list[TopicPartition], gen: int, done: PollDone,
-                 crash: int) -> None:
+    def __init__(self, consumer: "Consumer", keys: "_Keys", gen: int, done: PollDone, crash: int) -> None:
         self.consumer = consumer
-        self.tps = tps
+        self.keys = keys
+        self.tps = keys.tps
         self.gen = gen
         self.done = done
         self.crash = crash
@@ -73,13 +73,40 @@ class _Poll:
         #: the start in the poll's order (its partitions' order, key order
         #: nearly always: then a poll that read every key is its own value,
         #: see Consumer._complete)
-        self.got: dict[str, list[list[Any]]] = {str(tp): [] for tp in tps}
+        self.got: dict[str, list[list[Any]]] = {k: [] for k in keys.keys}
         self.outstanding = 0
         self.resets: list[str] = []
         self.errors: set[str] = set()
 
-    def __call__(self, msg: Any) -> None:
+    def reply(self, msg: Any) -> None:
         self.consumer._on_fetch(self.gen, msg)
+
+
+class _Keys:
+    """The keys (``topic-N``) of a list of partitions a consumer polls,
+    spelt once per list, not per poll: each poll's value is keyed by them
+    and each fetched partition finds its key, three times a poll for every
+    consumer. The consumers replace their partition lists and never change
+    one in place (:meth:`Consumer.poll` holds the one it was spelt for)."""
+
+    def __init__(self, tps: list[TopicPartition]) -> None:
+        self.tps = tps
+        #: ``str(tp)`` of each partition, in the list's order
+        self.keys = [str(tp) for tp in tps]
+        d = dict.fromkeys(self.keys)
+        #: how many distinct keys, and whether in key order (a poll's value
+        #: with just these keys is then in order: Consumer._complete)
+        self.n = len(d)
+        self.in_order = _in_order(d)
+
+    def key(self, tp: TopicPartition) -> str:
+        """``str(tp)``: the key of its place if ``tp`` is the very object
+        listed (what a fetch's answer names), else spelt anew."""
+        tps = self.tps
+        for j in range(len(tps)):
+            if tps[j] is tp:
+                return self.keys[j]
+        return str(tp)
 
 
 class RecordPairs:
@@ -263,6 +290,8 @@ class Consumer:
         self._parts_seen = -1
         #: called when a poll marked to crash ends: its client dies
         self.on_crash: Callable[[], None] | None = None
+        #: the keys of the partition list polled last (see _Keys)
+        self._keys: _Keys | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -307,7 +336,11 @@ class Consumer:
         parts = self.ep.parts
         if parts is not None and parts.version != self._parts_seen:
             self._adopt(parts)
-        self._poll = _Poll(self, list(self.partitions()), self._gen, done, crash)
+        tps = self.partitions()
+        keys = self._keys
+        if keys is None or keys.tps is not tps:
+            keys = self._keys = _Keys(tps)
+        self._poll = _Poll(self, keys, self._gen, done, crash)
         if crash >= 0:
             self.sim.loop.after(crash, self._crash, self._gen)
         self._round(self._gen)
@@ -330,19 +363,33 @@ class Consumer:
         st = self._poll
         if st is None or st.gen != gen:
             return
-        by_leader: dict[int, list[TopicPartition]] = {}
+        # the leaders in ascending order, each with its partitions in the
+        # poll's order (one fetch per leader, sent in leader order): kept
+        # sorted as they are found, in two short lists, where a dict of
+        # them, sorted at the end, cost a dict, a sort and a list (~2,000
+        # instructions a poll, every consumer polling every key)
+        leaders: list[int] = []
+        groups: list[list[TopicPartition]] = []
         missing = False
+        meta = self.meta
         for tp in st.tps:
-            leader = self.meta.leader(tp)
+            leader = meta.leader(tp)
             if leader < 0:
                 missing = True
                 continue
-            group = by_leader.get(leader)
-            if group is None:  # not setdefault: compiled, it made a list per partition
-                by_leader[leader] = [tp]
+            j = 0
+            n = len(leaders)
+            while j < n and leaders[j] < leader:
+                j += 1
+            if j < n and leaders[j] == leader:
+                groups[j].append(tp)
+            elif j == n:
+                leaders.append(leader)
+                groups.append([tp])
             else:
-                group.append(tp)
-        if not by_leader:
+                leaders.insert(j, leader)
+                groups.insert(j, [tp])
+        if not leaders:
             if missing and not st.errors:
                 st.errors.add("no-leader")
                 self.meta.refresh(partial(self._round, gen))
@@ -350,15 +397,22 @@ class Consumer:
                 self._complete(st)
             return
         cfg = self.cfg
-        st.outstanding = len(by_leader)
-        for leader in by_leader if len(by_leader) == 1 else sorted(by_leader):
-            parts = tuple(FetchPartitionRequest(tp, self.positions[tp]) for tp in by_leader[leader])
-            self.ep.request(
-                leader,
-                _Fetch(parts, cfg.fetch_max_wait_ms),
-                st,
-                cfg.fetch_max_wait_ms + cfg.request_timeout_ms,
-            )
+        positions = self.positions
+        ep = self.ep
+        st.outstanding = len(leaders)
+        for j in range(len(leaders)):
+            group = groups[j]
+            parts: tuple[FetchPartitionRequest, ...]
+            if len(group) == 1:  # a tuple of one, without a generator object
+                tp = group[0]
+                parts = (FetchPartitionRequest(tp, positions[tp]),)
+            else:
+                parts = tuple([FetchPartitionRequest(tp, positions[tp]) for tp in group])
+            # the request made here, given its ref (Endpoint.new_ref), where
+            # a factory object made it when the endpoint called it
+            ref = ep.new_ref()
+            ep.send_request(leaders[j], ref, ClientFetchRequest(ref, parts, max_wait_ms=cfg.fetch_max_wait_ms), st,
+                            cfg.fetch_max_wait_ms + cfg.request_timeout_ms)
 
     def _on_fetch(self, gen: int, msg: Any) -> None:
         st = self._poll
@@ -369,7 +423,7 @@ class Consumer:
             for pr in msg.partitions:
                 tp = pr.tp
                 if pr.error == Errors.NONE:
-                    key = str(tp)
+                    key = st.keys.key(tp)
                     out = st.got.get(key)
                     if out is None:  # not setdefault: compiled, it made a list per partition read
                         out = st.got[key] = []
@@ -398,10 +452,14 @@ class Consumer:
             return
         read = st.got
         got: dict[str, list[list[Any]]]
-        if _in_order(read) and _all_read(read):
+        keys = st.keys
+        # no key but the listed ones: in order if they are (a fetch's answer
+        # naming another partition adds its key at the end)
+        in_order = keys.in_order if len(read) == keys.n else _in_order(read)
+        if in_order and _all_read(read):
             got = read  # what the comprehension below would copy, key for key
         else:
-            got = {k: read[k] for k in (read if _in_order(read) else sorted(read)) if read[k]}
+            got = {k: read[k] for k in (read if in_order else sorted(read)) if read[k]}
         extra: dict[str, Any] = {}
         if st.resets:
             extra["resets"] = st.resets

@@ -95,6 +95,18 @@ class Completion:
         self({"type": "ok", "value": value})
 
 
+class InterpretedClient:
+    """A simulated client the virtual-time interpreter
+    (``harness.lifecycle.virtual``) calls natively: ``invoke(op, done)``
+    returns at once and calls ``done`` when the op completes (the
+    interpreter's ``VirtualClient``). Any other client is called through
+    Python's protocol, where this one's call was a method looked up by name
+    and its arguments parsed, once an operation."""
+
+    def invoke(self, op: dict[str, Any], done: Callable[[dict[str, Any]], None]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
 def complete_ok(done: Callable[[dict[str, Any]], None], value: Any) -> None:
     """Complete ``ok`` with ``value``: ``done({"type": "ok", "value": value})``,
     through :meth:`Completion.ok` for a :class:`Completion`."""
@@ -102,6 +114,19 @@ def complete_ok(done: Callable[[dict[str, Any]], None], value: Any) -> None:
         done.ok(value)
     else:
         done({"type": "ok", "value": value})
+
+
+class ReplyHandler:
+    """A request's reply handler the endpoint calls natively
+    (:meth:`reply`), where any other callable handed to :meth:`Endpoint.request`
+    is called through Python's protocol: the clients' produce and fetch
+    handlers are these, once a reply. Calling one is calling :meth:`reply`."""
+
+    def reply(self, msg: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, msg: Any) -> None:
+        self.reply(msg)
 
 
 class Endpoint(Receiver):
@@ -144,13 +169,30 @@ class Endpoint(Receiver):
         self.parts: Partitions | None = None
 
     def request(self, node: int, make: Callable[[Any], Any], on_reply: Callable[[Any], None], timeout_ms: int) -> None:
+        """Send ``node`` the request ``make(ref)``; ``on_reply`` gets its
+        reply, None when ``timeout_ms`` passes first, or a lost connection."""
+        ref = self.new_ref()
+        self.send_request(node, ref, make(ref), on_reply, timeout_ms)
+
+    def new_ref(self) -> tuple[str, Any]:
+        """The ref of the next request, for its message: the caller sends
+        that message at once (:meth:`send_request`). The clients' produce
+        and fetch requests are made so, where a factory object handed to
+        :meth:`request` was made and called for every message."""
         self._rid += 1
-        rid = self._rid
         # boxed once for the two dicts and the ref (a request id soon passes
         # the small ints CPython keeps, so each boxing is an allocation)
-        key: Any = rid
+        key: Any = self._rid
+        return (self.name, key)
+
+    def send_request(self, node: int, ref: tuple[str, Any], msg: Any, on_reply: Callable[[Any], None],
+                     timeout_ms: int) -> None:
+        """Send ``node`` the request ``msg`` of ref ``ref`` (:meth:`new_ref`
+        just gave it; see :meth:`request`)."""
+        key: Any = ref[1]
+        rid: int = key
         self._pending[key] = (on_reply, node)
-        self.sim.net.send_from(self._fifos, self.name, node, make((self.name, key)))
+        self.sim.net.send_from(self._fifos, self.name, node, msg)
         q = self._last_q
         if q is None or timeout_ms != self._last_timeout_ms:
             # nearly every request has the client's one timeout: the last
@@ -198,7 +240,11 @@ class Endpoint(Receiver):
         entry = pending.get(rid)
         if entry is not None:
             del pending[rid]
-            entry[0](msg)
+            h = entry[0]
+            if isinstance(h, ReplyHandler):
+                h.reply(msg)
+            else:
+                h(msg)
 
     def cancel_all(self) -> None:
         """The client process is gone (a crash, the run's end): its requests

@@ -31,7 +31,7 @@ from reference_impl.core.messages import (
 )
 from workloads.outcome import REFRESH, RETRY, possibly_persisted, producer_action, send_outcome
 
-from .endpoint import ClientConfig, Endpoint, MetadataCache, error_name
+from .endpoint import ClientConfig, Endpoint, MetadataCache, ReplyHandler, error_name
 from .network import ConnectionLost
 
 if TYPE_CHECKING:
@@ -41,7 +41,20 @@ if TYPE_CHECKING:
 SendDone = Callable[[str, Any, Any], None]
 
 
-class _Send:
+class SendCompletion:
+    """A send's completion callback the producer calls natively
+    (:meth:`sent`), where any other ``SendDone`` is called through Python's
+    protocol (the simulated clients' is one, once a send). Calling one is
+    calling :meth:`sent`."""
+
+    def sent(self, type_: str, offset: Any, error: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, type_: str, offset: Any, error: Any) -> None:
+        self.sent(type_, offset, error)
+
+
+class _Send(ReplyHandler):
     """The send a producer has in flight: what it sends, until when, what
     went wrong so far. A class, not a dict: every attempt and reply reads
     it several times. It is also each attempt's reply callback, handing the
@@ -62,29 +75,8 @@ class _Send:
         #: ms into the send its client dies (--crash-clients), -1: never
         self.crash = crash
 
-    def __call__(self, msg: Any) -> None:
+    def reply(self, msg: Any) -> None:
         self.producer._on_reply(self.gen, msg)
-
-
-class _Produce:
-    """The ProduceRequest of one attempt, made when the endpoint hands it a
-    ref; a native callable, where a lambda over the attempt's locals was a
-    closure object and its environment, every local of ``_attempt`` kept in
-    that environment."""
-
-    def __init__(self, tp: TopicPartition, acks: int, value: Any, timeout_ms: int, pid: int, pepoch: int,
-                 seq: int) -> None:
-        self.tp = tp
-        self.acks = acks
-        self.value = value
-        self.timeout_ms = timeout_ms
-        self.pid = pid
-        self.pepoch = pepoch
-        self.seq = seq
-
-    def __call__(self, ref: Any) -> ProduceRequest:
-        return ProduceRequest(ref, self.tp, self.acks, 1, (self.value,), timeout_ms=self.timeout_ms,
-                              producer_id=self.pid, producer_epoch=self.pepoch, base_sequence=self.seq)
 
 
 def _init_producer_id(ref: Any) -> InitProducerIdRequest:
@@ -170,7 +162,12 @@ class Producer:
             pid, pepoch, seq = self.pid, self.pepoch, self.seqs.get(tp, 0)
         else:
             pid, pepoch, seq = -1, -1, -1
-        self.ep.request(leader, _Produce(tp, acks, op.value, cfg.request_timeout_ms, pid, pepoch, seq),
+        # the request made here, given its ref (Endpoint.new_ref), where a
+        # factory object made it when the endpoint called it, once a send
+        ep = self.ep
+        ref = ep.new_ref()
+        ep.send_request(leader, ref, ProduceRequest(ref, tp, acks, 1, (op.value,), timeout_ms=cfg.request_timeout_ms,
+                                                    producer_id=pid, producer_epoch=pepoch, base_sequence=seq),
                         op, cfg.request_timeout_ms + 100)
 
     def _on_init(self, gen: int, msg: Any) -> None:
@@ -249,4 +246,8 @@ class Producer:
                 self.pid = -1
         if crashed and self.on_crash is not None:
             self.on_crash()
-        op.done(type_, offset if type_ == "ok" else None, error)
+        done = op.done
+        if isinstance(done, SendCompletion):
+            done.sent(type_, offset if type_ == "ok" else None, error)
+        else:
+            done(type_, offset if type_ == "ok" else None, error)

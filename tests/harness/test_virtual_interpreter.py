@@ -178,6 +178,17 @@ def test_the_free_threads_stay_sorted_by_name_with_more_threads_than_a_machine_w
         assert it._ctx().free_threads() == sorted(it.free, key=str)
 
 
+def test_an_op_asked_for_ahead_of_its_time_is_invoked_at_its_time_though_completions_come_first():
+    """An op the generator gives for a later time waits for that time
+    (Jepsen's rule, as the real interpreter's); completions meanwhile look
+    at it again (the interpreter keeps its time beside it) and leave it
+    waiting: every invocation at the generator's time, 200 ms apart."""
+    ops, _, _ = play(g.clients(g.limit(6, g.delay(0.2, lambda c: {"f": "w", "value": 7}))), concurrency=2)
+    invokes = [o.time // 1_000_000 for o in ops if o.type == "invoke"]
+    assert invokes == [0, 200, 400, 600, 800, 1000]
+    assert [o.time // 1_000_000 for o in ops if o.type == "ok"] == [t + 1 for t in invokes]
+
+
 def test_a_late_answer_to_an_op_that_timed_out_is_dropped_and_the_next_op_completes_on_its_own():
     """Each open op is one object, its client's callback (the interpreter's
     ``_Job``): an answer after the op timed out finds another job open on
@@ -197,7 +208,8 @@ def test_a_late_answer_to_an_op_that_timed_out_is_dropped_and_the_next_op_comple
     gen = g.clients(g.limit(2, g.delay(0.2, lambda c: {"f": "w", "value": len(dones)})))
     it = VirtualInterpreter(gen, rec, 1, lambda t, p: Slow(), None, random.Random(1), 0.6, loop, t0_ms=0)
     it.start()
-    assert it.jobs[0] is dones[0]  # the open op is the callback its client holds
+    # the open op (by job id) is the callback its client holds
+    assert list(it.jobs.values()) == [dones[0]] and dones[0].t == 0
     loop.run_until(10**9, it.stopped)
     got = [(o.type, o.value, o.error, o.extra.get("late")) for o in rec.ops]
     assert got == [("invoke", 0, None, None), ("info", 0, "timeout", None),

@@ -103,6 +103,32 @@ def test_a_poll_reads_onwards_from_the_processs_positions_and_an_assign_starts_a
     assert do(poll)["value"] == [["poll", {str(tp): [[0, 0], [1, 1], [2, 2], [3, 3]]}]]
 
 
+def test_a_poll_reads_the_partitions_assigned_last_keyed_in_key_order() -> None:
+    """A consumer spells the keys of the partition list it polls once
+    (reference_impl.sim.consumer._Keys), until an assign replaces the list:
+    each poll reads the partitions assigned last, and its value lists their
+    keys in key order whatever the order assigned (the queue workload's
+    poll value, workloads.queue)."""
+    s = Scenario(seed=17)
+    tps = s.start(replicas=(1, 2, 3), partitions=2)
+    c = _workload(s, tps).client(0, 0, ClientSettings("all"))
+
+    def do(op: dict) -> dict:
+        out: list = []
+        c.invoke(op, out.append)
+        s.wait(lambda: bool(out), what=op["f"])
+        return out[0]
+
+    poll = {"f": "poll", "value": [["poll"]]}
+    assert do(_send("t-0", 0))["type"] == "ok" and do(_send("t-1", 1))["type"] == "ok"
+    assert do(poll)["value"] == [["poll", {"t-0": [[0, 0]], "t-1": [[0, 1]]}]]
+    assert do({"f": "assign", "value": ["t-1"]})["type"] == "ok"
+    assert do(poll)["value"] == [["poll", {"t-1": [[0, 1]]}]]
+    assert do({"f": "assign", "value": ["t-1", "t-0"]})["type"] == "ok"
+    got = do(poll)["value"]
+    assert got == [["poll", {"t-0": [[0, 0]], "t-1": [[0, 1]]}]] and list(got[0][1]) == ["t-0", "t-1"]
+
+
 def test_a_send_marked_to_crash_is_info_crashed_and_its_client_is_dead() -> None:
     s = Scenario(seed=16)
     (tp,) = s.start(replicas=(1, 2, 3))
