@@ -245,11 +245,9 @@ class QueueClient:
         self.consumer.assign([TopicPartition(*split_key(k), self.positions[k]) for k in self.keys])
 
     def close(self) -> None:
-        if self.consumer is not None:
-            if self.sub_via == "subscribe":
-                self._abandon_consumer()  # a process that ends (run over, or replaced after an info) leaves as a killed one does
-            else:
-                self._close_consumer()
+        # a process that ends (run over, or replaced after an info) leaves
+        # its group as a killed one does (_close_consumer)
+        self._close_consumer()
         if self.producer is not None:
             try:
                 self.producer.purge()
@@ -327,28 +325,23 @@ class QueueClient:
         return {"type": "ok", "value": keys}
 
     def _close_consumer(self) -> None:
-        """Close the consumer. A subscribed one leaves its group, and
-        librdkafka 2.16 can block for good in that close (its revocation
-        callback waits on the client's own main thread), so it is closed on
-        a thread of its own, waited for :data:`GROUP_CLOSE_WAIT_S`; if it
-        is still blocked, the group expires the member after its session."""
+        """Close the consumer. A subscribed one is never closed but dropped
+        as a killed process's is (:meth:`_abandon_consumer`): its close runs
+        the revocation through confluent-kafka's rebalance callback, which
+        can wait on librdkafka holding the GIL and freeze every thread of the
+        harness; the group expires the member after its session instead (a
+        static member's close sends no LeaveGroup either)."""
+        if self.sub_via == "subscribe":
+            self._abandon_consumer()
+            return
         c, self.consumer = self.consumer, None
-        if c is None:
-            return
-        if self.sub_via != "subscribe":
-            try:
-                c.close()
-            except Exception:
-                pass
-            return
-        t = threading.Thread(target=_close_quietly, args=(c,), name="consumer-close", daemon=True)
-        t.start()
-        t.join(GROUP_CLOSE_WAIT_S)
+        if c is not None:
+            _close_quietly(c)
 
     def _assign_op(self, op: dict[str, Any]) -> dict[str, Any]:
         """Assign exactly ``value`` (keys), each from offset 0; ``[]`` unassigns.
-        A subscribed consumer leaves its group (it is closed) and the process
-        goes on with a consumer of its own that assigns."""
+        A subscribed consumer leaves its group (dropped, :meth:`_close_consumer`)
+        and the process goes on with a consumer of its own that assigns."""
         assert self.consumer is not None
         if self.sub_via == "subscribe":
             self._close_consumer()
@@ -565,10 +558,6 @@ def _position(c: Consumer, topic: str, part: int) -> int:
     except KafkaException:
         return -1
     return got[0].offset if got and got[0].offset is not None and got[0].offset >= 0 else -1
-
-
-#: seconds a subscribed consumer's close may take before it is left behind
-GROUP_CLOSE_WAIT_S = 10.0
 
 
 def _drop(holder: list[Consumer]) -> None:

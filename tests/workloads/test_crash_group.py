@@ -1,11 +1,14 @@
-"""A crashed client leaves its consumer group as a killed process does: it
-sends no LeaveGroup, so the group keeps the member, and the partitions it
+"""A crashed client leaves its consumer group as a killed process does, and
+so does a subscribed client that turns to assigning (the final reads' ``assign``
+op): it sends no LeaveGroup, so the group keeps the member, and the partitions it
 held, until the member's session times out (the subscribe mode's
 ``session.timeout.ms``, 6 s). A clean close would hand them over at once.
 
 (A closing subscribed consumer runs its revocation through confluent-kafka's
 rebalance callback, which waits on librdkafka holding the GIL; with every
-broker killed that froze the harness, so a crash never closes.)
+broker killed that froze the harness, so a crash never closes; nor does the
+switch to assigning, which once froze a run under broker kills and client
+crashes the same way.)
 """
 
 from __future__ import annotations
@@ -43,7 +46,19 @@ def poll_until(consumers: list[Consumer], done, timeout: float, what: str) -> No
             c.poll(0.1)
 
 
-def test_a_crashed_subscriber_keeps_its_partitions_until_its_session_times_out(cluster):
+def _crash(a: QueueClient) -> None:
+    a.crash()
+    assert a.consumer is None
+
+
+def _assign(a: QueueClient) -> None:
+    old = a.consumer
+    assert a.invoke({"f": "assign", "value": [], "final": True})["type"] == "ok"
+    assert a.sub_via == "assign" and a.consumer is not None and a.consumer is not old
+
+
+@pytest.mark.parametrize("leave", [_crash, _assign], ids=["crash", "assign"])
+def test_a_crashed_or_reassigning_subscriber_keeps_its_partitions_until_its_session_times_out(cluster, leave):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     for f in admin.create_topics([NewTopic("g", 2, 1)]).values():
         f.result(60)
@@ -56,13 +71,12 @@ def test_a_crashed_subscriber_keeps_its_partitions_until_its_session_times_out(c
         assert a.consumer is not None
         poll_until([a.consumer, b], lambda: len(a.consumer.assignment()) == 1 and len(b.assignment()) == 1, 60,
                    "the two members never shared the partitions")
-        a.crash()
-        assert a.consumer is None
+        leave(a)
         quiet_until = time.monotonic() + 2
         while time.monotonic() < quiet_until:
             b.poll(0.1)
-        assert len(b.assignment()) == 1, "the crashed member left its group (a clean close, not a crash)"
-        poll_until([b], lambda: len(b.assignment()) == 2, 60, "the crashed member's session never expired")
+        assert len(b.assignment()) == 1, "the member left its group (a clean close, not a killed process's going)"
+        poll_until([b], lambda: len(b.assignment()) == 2, 60, "the member's session never expired")
     finally:
         b.close()
         a.close()
