@@ -253,10 +253,13 @@ class SimClient(InterpretedClient):
 
     def _assign(self, op: dict[str, Any], done: Done) -> None:
         """Assign exactly the op's keys, each from offset 0; a group member
-        leaves its group and the process goes on assigning."""
+        leaves its group as a dead process's does (no LeaveGroup: the real
+        client drops its group consumer here, never closes it, see
+        workloads/queue.py ``_close_consumer``) and the process goes on
+        assigning."""
         keys = [str(k) for k in op.get("value") or []]
         if isinstance(self.consumer, GroupMember):
-            self.consumer.close()  # the real client closes its group consumer here
+            self.consumer.leave()
             self.consumer = Consumer(self.sim, self.ep, self.wl.tps, self.wl.topics, self.wl.cfg, self.wl.pairs)
             self.consumer.on_crash = self.kill
         self.consumer.assign([self.wl.by_key[k] for k in keys])

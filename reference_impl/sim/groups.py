@@ -15,7 +15,6 @@ from reference_impl.core.groups.messages import (
     HeartbeatResponse,
     JoinGroupRequest,
     JoinGroupResponse,
-    LeaveGroupRequest,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
@@ -30,10 +29,6 @@ from .endpoint import ClientConfig, Endpoint, choose, group_error_name
 
 if TYPE_CHECKING:
     from .simulation import Simulation
-
-
-def _ignore(_msg: Any) -> None:
-    """A LeaveGroup's answer: nobody waits for it."""
 
 
 class GroupMember(Consumer):
@@ -87,17 +82,6 @@ class GroupMember(Consumer):
         super().reset()
         self.leave()
 
-    def close(self) -> None:
-        """The consumer is closed on purpose (an ``assign`` op takes the
-        process out of its group): a dynamic member leaves the group
-        (LeaveGroup, not waited for), so the group rebalances at once; a
-        static one does not (KIP-345)."""
-        if self.instance_id is None and self.member_id and self.coordinator >= 0 and not self.stopped:
-            group, member = self.group_id, self.member_id
-            self.ep.request(self.coordinator, lambda ref: LeaveGroupRequest(ref, group, (member,)), _ignore,
-                            self.cfg.request_timeout_ms)
-        self.leave()
-
     # -- the group conversation -----------------------------------------------------------------------
     def start(self) -> None:
         """Subscribe to every topic and join (the real client subscribes as
@@ -106,9 +90,10 @@ class GroupMember(Consumer):
         self._find(self.epoch)
 
     def leave(self) -> None:
-        """Stop taking part in the group conversation (the member's place is
-        left to a LeaveGroup sent, its session timeout, or a static one's
-        replacement)."""
+        """Stop taking part in the group conversation: the member's place is
+        left to its session timeout, or a static one's to its replacement.
+        No LeaveGroup is sent, as the real client never closes a group
+        consumer (workloads/queue.py ``_close_consumer``)."""
         self.epoch += 1
         self.stopped = True
         self.member_id, self.generation, self.stable, self.coordinator = "", -1, False, -1
