@@ -478,7 +478,16 @@ def test_a_brokers_epoch_is_its_running_incarnations_registration(rt: Runtime) -
     whole(rt)
     obs, nodes = rt.cluster.observer, rt.cluster.nodes
     broker = sorted(nodes.brokers())[0]
-    before = obs.broker_epoch(broker)
+    # a whole cluster's broker names its epoch, though its /status may miss
+    # one look on a loaded machine (None: "not answering"): looked for again
+    seen: list[int | None] = [None]
+
+    def registered() -> bool:
+        seen[0] = obs.broker_epoch(broker)
+        return seen[0] is not None
+
+    until(rt, registered, f"{broker} named no broker epoch")
+    before = seen[0]
     assert isinstance(before, int) and before >= 0
     nodes.kill(broker)
     assert obs.broker_epoch(broker) is None
