@@ -9,7 +9,7 @@ such a poll: the projection (each record a pair of its key's columns,
 poll's highest offset per key, :func:`checkers.queue.observe.max_offsets`).
 Each tested and took them a pass of ``map`` at a time, about ten passes
 over records scattered over the heap: ~10 ms of a 60 s seed's ~115 ms of
-checkers. Here one compiled loop, called once by each fold, reads a record once
+checkers. Here one compiled loop, called once by each fold, reads them once a fold
 (``i64``: unboxed as in :meth:`checkers.queue.opbatch.OpBatches._poll_reads`).
 
 Both answer only for the plain list every history spells (each record a
