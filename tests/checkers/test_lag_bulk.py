@@ -100,3 +100,23 @@ def test_a_batch_past_64_bit_columns_is_left_to_the_one_by_one_fold():
     before = _held(lag)
     assert not lag_in_bulk(lag, b, _emax(b))
     assert _held(lag) == before
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_the_running_maximum_restarts_at_each_group(big):
+    """The positions' running maximum over every (process, key)'s polls at
+    once (checkers/queue/lagbulk.py, ``_running_max``) is each group's own,
+    also for values too far apart to lift each group above the last (then
+    ranked first)."""
+    from checkers.queue.lagbulk import _running_max
+
+    rng = random.Random(7)
+    scale = 1 << 62 if big else 10
+    for _ in range(50):
+        sizes = [rng.randint(1, 6) for _ in range(rng.randint(1, 8))]
+        group = np.repeat(np.arange(len(sizes)) * 2, sizes)  # numbers with gaps, non-decreasing
+        x = np.array([rng.randint(-1, scale) for _ in range(len(group))], np.int64)
+        want = []
+        for g in np.unique(group):
+            want.extend(np.maximum.accumulate(x[group == g]).tolist())
+        assert _running_max(x, group).tolist() == want
