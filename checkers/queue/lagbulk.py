@@ -217,7 +217,7 @@ def _worst_pairs(lag: RealtimeLag, b: Batch, ev: _Reveals, names: list[str], pol
     all of them (a segmented running maximum for the positions): a
     simulated seed's 32 processes and 3 keys made 96 rounds of a dozen
     calls on arrays of a few hundred polls each, ~4.5 ms of its checkers."""
-    expired, positions = lag.expired, lag.positions
+    positions = lag.positions
     r_c, r_o = r_co
     rows: list[int] = []
     ranks: list[int] = []
@@ -262,8 +262,25 @@ def _worst_pairs(lag: RealtimeLag, b: Batch, ev: _Reveals, names: list[str], pol
     read[read_pair] = True
     final = [(poll_procs[rows[g]], names[keys[g]], int(x))
              for g, x in zip(pair[last].tolist(), P[last].tolist()) if read[g]]
-    # each poll's length of its key's expired column, and the lag there
     key = np.array(keys, np.int64)[pair]
+    dt = _lags(lag, b, ev, names, tail, key, P, nk)
+    # the worst: the largest lag, then the earliest poll, then the process's
+    # first-read key (the fold's order of visit, and a later pair only
+    # taking a strictly worse one), then the highest key number
+    worst = int(dt.max())
+    cand = np.flatnonzero(dt == worst)
+    cand = cand[tail[cand] == tail[cand].min()]
+    rank = np.array(ranks, np.int64)[pair[cand]]
+    cand = cand[rank == rank.min()]
+    g = int(pair[cand[np.argmax(key[cand])]])
+    return (worst, -int(tail[cand[0]]), -ranks[g], keys[g]), final
+
+
+def _lags(lag: RealtimeLag, b: Batch, ev: _Reveals, names: list[str], tail: np.ndarray, key: np.ndarray,
+          P: np.ndarray, nk: int) -> np.ndarray:
+    """The lag at each (poll ``tail``, key ``key``, position ``P``): from
+    the time the offset after the position was revealed, if its key's
+    expired column was that long by the poll, else none; a key at a time."""
     dt = np.zeros(len(tail), np.int64)
     by_key = stable_argsort(key, nk)
     ks = key[by_key]
@@ -281,18 +298,9 @@ def _worst_pairs(lag: RealtimeLag, b: Batch, ev: _Reveals, names: list[str], pol
         Pk = P[mine]
         seen = Pk + 1 < L
         if seen.any():
-            since = np.frombuffer(expired[names[k]].data, np.int64)[Pk[seen] + 1]
+            since = np.frombuffer(lag.expired[names[k]].data, np.int64)[Pk[seen] + 1]
             dt[mine[seen]] = np.maximum(b.itime[t[seen]] - since, 0)
-    # the worst: the largest lag, then the earliest poll, then the process's
-    # first-read key (the fold's order of visit, and a later pair only
-    # taking a strictly worse one), then the highest key number
-    worst = int(dt.max())
-    cand = np.flatnonzero(dt == worst)
-    cand = cand[tail[cand] == tail[cand].min()]
-    rank = np.array(ranks, np.int64)[pair[cand]]
-    cand = cand[rank == rank.min()]
-    g = int(pair[cand[np.argmax(key[cand])]])
-    return (worst, -int(tail[cand[0]]), -ranks[g], keys[g]), final
+    return dt
 
 
 class _RowPolls:
