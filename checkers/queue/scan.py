@@ -715,7 +715,8 @@ class _ByKey:
         if x >= 0:
             firsts = self._firsts.get(name)
             if firsts is None:
-                firsts = self._firsts[name] = _firsts(self._ks, gids, len(values), self.first)
+                firsts = self._firsts[name] = _firsts(self._ks, gids, len(values), self.first,
+                                                      self._present[name])
             for x in firsts[g]:
                 lut[x] = col.code(values[x])
         codes = lut[gids[a:e]]
@@ -728,14 +729,17 @@ def _present(gids: np.ndarray, width: int) -> list[int]:
     return np.flatnonzero(np.bincount(gids, minlength=width)).tolist()
 
 
-def _firsts(ks: np.ndarray, gids: np.ndarray, width: int, first: np.ndarray) -> list[list[int]]:
+def _firsts(ks: np.ndarray, gids: np.ndarray, width: int, first: np.ndarray,
+            present: list[int]) -> list[list[int]]:
     """Per group of the key-sorted ``ks`` (starting at ``first``), the
-    distinct ``gids`` (each below ``width``) in the order the group first
-    shows them."""
+    distinct ``gids`` (each below ``width``, each one of ``present``: the
+    values ``gids`` holds) in the order the group first shows them; a
+    value the batch does not hold is no group's, so it is not searched
+    for (a seed's batch holds two of the five meta values)."""
     n = len(gids)
     pos = np.arange(n)
-    at = np.empty((len(first), width), np.int64)  # each group's first of each value (n: none)
-    for x in range(width):
+    at = np.full((len(first), width), n, np.int64)  # each group's first of each value (n: none)
+    for x in present:
         at[:, x] = np.minimum.reduceat(np.where(gids == x, pos, n), first)
     by = np.argsort(at, axis=1, kind="stable")
     return [[x for x in row if a_[x] < n] for row, a_ in zip(by.tolist(), at.tolist())]
