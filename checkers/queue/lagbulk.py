@@ -293,7 +293,7 @@ def _lags(lag: RealtimeLag, b: Batch, ev: _Reveals, names: list[str], tail: np.n
         if kc is None:
             L = np.full(len(t), ev.len_before[k], np.int64)
         else:
-            j = np.searchsorted(kc[0], t, side="right") - 1
+            j = _last_at_or_before(kc[0], t, len(b.tm))
             L = np.where(j >= 0, kc[1][np.maximum(j, 0)], ev.len_before[k])
         Pk = P[mine]
         seen = Pk + 1 < L
@@ -301,6 +301,20 @@ def _lags(lag: RealtimeLag, b: Batch, ev: _Reveals, names: list[str], tail: np.n
             since = np.frombuffer(lag.expired[names[k]].data, np.int64)[Pk[seen] + 1]
             dt[mine[seen]] = np.maximum(b.itime[t[seen]] - since, 0)
     return dt
+
+
+def _last_at_or_before(cs: np.ndarray, t: np.ndarray, width: int) -> np.ndarray:
+    """For each of ``t``, the index of the last of ``cs`` (ascending and
+    distinct, each below ``width``) at or before it, -1 for none:
+    ``np.searchsorted(cs, t, side="right") - 1``. With many queries for
+    the span (a seed's ~7k polls of a key among ~29k completions) a table
+    over the span and one running maximum, where the binary searches of
+    unsorted queries took ~0.3 ms a key."""
+    if width > 8 * len(t):
+        return np.searchsorted(cs, t, side="right") - 1
+    table = np.full(width, -1, np.int64)
+    table[cs] = np.arange(len(cs))
+    return np.maximum.accumulate(table)[t]
 
 
 class _RowPolls:

@@ -120,3 +120,18 @@ def test_the_running_maximum_restarts_at_each_group(big):
         for g in np.unique(group):
             want.extend(np.maximum.accumulate(x[group == g]).tolist())
         assert _running_max(x, group).tolist() == want
+
+
+@pytest.mark.parametrize("queries", [3, 400])
+def test_the_last_reveal_at_or_before_each_poll_is_the_binary_searchs(queries):
+    """Each poll's last reveal of its key at or before it
+    (checkers/queue/lagbulk.py, ``_last_at_or_before``) is the binary
+    search's answer, read off a table over the batch when the polls are
+    many for its span (400 of 1000 completions) and searched when few."""
+    from checkers.queue.lagbulk import _last_at_or_before
+
+    rng = random.Random(queries)
+    for _ in range(30):
+        cs = np.array(sorted(rng.sample(range(1000), rng.randint(0, 60))), np.int64)
+        t = np.array([rng.randrange(1000) for _ in range(queries)], np.int64)
+        assert _last_at_or_before(cs, t, 1000).tolist() == (np.searchsorted(cs, t, side="right") - 1).tolist()
