@@ -190,6 +190,24 @@ class _Replica:
     agreed_with: Runs | None = field(default=None, repr=False, compare=False)
 
 
+class _RepSlot:
+    """A replica :meth:`InvariantMonitor._rep` found, with the node and
+    partition name objects it was found by (compared by identity: the same
+    objects come with every event of a replica, the simulator's node id
+    boxed once per host and the partition's name once per partition; any
+    other object for the same key only misses, and is looked up)."""
+
+    def __init__(self, node: Any, tp: str, rep: _Replica) -> None:
+        self.node = node
+        self.tp = tp
+        self.rep = rep
+
+
+#: how many replicas :meth:`InvariantMonitor._rep` keeps at hand (a 3-broker,
+#: 3-partition seed has 9; past this many a miss is looked up, not kept)
+_REP_SLOTS: Final = 16
+
+
 @dataclass
 class _Committed:
     hw: int = 0
@@ -216,6 +234,13 @@ class InvariantMonitor:
         self._last_node: Any = None
         self._last_tp: str | None = None
         self._last_rep: _Replica | None = None
+        #: the replicas :meth:`_rep` found before, each with its node and
+        #: partition name objects (up to ``_REP_SLOTS``), searched by identity
+        #: when the last one is not it: a seed's appends and HW moves rotate
+        #: over every replica (the leader's, then each follower's), so the
+        #: last one alone missed two events in three, each two dict lookups
+        #: (~1% of a simulated seed). Forgotten with the last one
+        self._slots: list[_RepSlot] = []
         self._committed: dict[str, _Committed] = {}
         self._replica_sets: dict[str, tuple[int, ...]] = {}
         self._ctrl: dict[tuple[Any, str], tuple[int, int]] = {}
@@ -255,7 +280,18 @@ class InvariantMonitor:
         last = self._last_rep
         if last is not None and tp is self._last_tp and node is self._last_node:
             return last
-        r = self._rep_lookup(node, tp)
+        found: _Replica | None = None
+        slots = self._slots
+        for s in slots:
+            if s.tp is tp and s.node is node:
+                found = s.rep
+                break
+        if found is None:
+            r = self._rep_lookup(node, tp)
+            if len(slots) < _REP_SLOTS:
+                slots.append(_RepSlot(node, tp, r))
+        else:
+            r = found
         self._last_node = node
         self._last_tp = tp
         self._last_rep = r
@@ -265,6 +301,7 @@ class InvariantMonitor:
         self._last_node = None
         self._last_tp = None
         self._last_rep = None
+        self._slots.clear()
 
     def _rep_lookup(self, node: Any, tp: str) -> _Replica:
         by_tp = self._replicas.get(node)
