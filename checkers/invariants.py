@@ -76,7 +76,7 @@ Runs = list[tuple[int, int]]  # (start offset, leader epoch), ascending
 
 MAX_EXAMPLES_PER_KIND: Final = 20
 
-#: an event field that is not there (``_hw_at``'s role), as distinct from None
+#: an event field that is not there (``observe_hw``'s role), as distinct from None
 _ABSENT: Final = object()
 
 
@@ -184,7 +184,7 @@ class _Replica:
     committed: _Committed | None = field(default=None, repr=False, compare=False)
     #: ``runs`` (this list, at this length) was found equal to the committed
     #: runs ``agreed_with`` (a list never changed in place): until either
-    #: changes, they agree below any HW (:meth:`InvariantMonitor._hw_at`)
+    #: changes, they agree below any HW (:meth:`InvariantMonitor.observe_hw`)
     agreed_runs: Runs | None = field(default=None, repr=False, compare=False)
     agreed_len: int = field(default=-1, repr=False, compare=False)
     agreed_with: Runs | None = field(default=None, repr=False, compare=False)
@@ -331,14 +331,15 @@ class InvariantMonitor:
 
     # -- the stream ------------------------------------------------------------------------------
     def observe(self, ev: dict[str, Any]) -> None:
-        self.step += 1
         kind = ev.get("kind")
-        # the frequent kinds by direct (native) call, the rest by the table
+        # the frequent kinds by direct (native) call, the rest by the table;
+        # an append or HW event counts its step in observe_append / observe_hw
         if kind == "append":
             self._append(ev.get("node"), ev.get("t", -1), ev)
         elif kind == "hw":
             self._hw(ev.get("node"), ev.get("t", -1), ev)
         else:
+            self.step += 1
             h = _HANDLERS.get(kind)
             if h is not None:
                 h(self, ev)
@@ -350,29 +351,20 @@ class InvariantMonitor:
         for its most frequent kinds (appends, HWs, produces: ~90% of a seed's
         events), where stamping each dict first cost ~3% of a seed. The same
         checks and verdicts as :meth:`observe` on the stamped event."""
-        self.step += 1
         if kind == "append":
             self._append(node, t, data)
         elif kind == "hw":
             self._hw(node, t, data)
         else:
+            self.step += 1
             h = _HANDLERS.get(kind)
             if h is not None:
                 h(self, {"t": t, "node": node, "kind": kind, **data})
 
     # The simulator's typed hot events (reference_impl.core.effects.AppendTrace):
     # the same checks and verdicts as observe_data on their data dicts,
-    # given the values, so no dict is built, boxed and read per event.
-    def observe_append(self, node: Any, t: Any, tp: str, base: int, count: int, epoch: int,
-                       epochs: list[list[int]] | None, leo: int) -> None:
-        """``epochs`` None: the batches are of one epoch, ``[[epoch, base]]``
-        (``effects.AppendTrace.one_run``), checked the same."""
-        self.step += 1
-        self._append_at(node, t, tp, base, count, epoch, epochs, leo)
-
-    def observe_hw(self, node: Any, t: Any, tp: str, hw: int, leo: int, role: str) -> None:
-        self.step += 1
-        self._hw_at(node, t, tp, hw, leo, role)
+    # given the values, so no dict is built, boxed and read per event
+    # (observe_append and observe_hw are below, with the dict events' readers).
 
     def observe_produce(self) -> None:
         """A ``produce`` event: a step, and no check of its own."""
@@ -422,13 +414,18 @@ class InvariantMonitor:
 
     def _append(self, node: Any, t: Any, ev: dict[str, Any]) -> None:
         base, count = _int(ev["base"]), _int(ev["count"])
-        self._append_at(node, t, str(ev["tp"]), base, count, _int(ev["epoch"]), ev.get("epochs"),
-                        _int(ev.get("leo", base + count)))
+        self.observe_append(node, t, str(ev["tp"]), base, count, _int(ev["epoch"]), ev.get("epochs"),
+                            _int(ev.get("leo", base + count)))
 
-    def _append_at(self, node: Any, t: Any, tp: str, base: int, count: int, epoch: int, epochs: Any,
-                   leo: int) -> None:
-        """An ``append`` event's checks, given its values (:meth:`_append`
-        reads them from the event, :meth:`observe_append` is given them)."""
+    def observe_append(self, node: Any, t: Any, tp: str, base: int, count: int, epoch: int, epochs: Any,
+                       leo: int) -> None:
+        """An ``append`` event, a step, and its checks, given its values
+        (:meth:`_append` reads them from the event; the simulator gives its
+        typed events' own, ``effects.AppendTrace``: one call a step, where a
+        wrapper counted the step and called the checks). ``epochs`` None:
+        the batches are of one epoch, ``[[epoch, base]]``
+        (``AppendTrace.one_run``), checked the same."""
+        self.step += 1
         r = self._rep(node, tp)
         gap = r.leo >= 0 and base != r.leo
         if not gap and r.runs and (not epochs or len(epochs) == 1):
@@ -470,14 +467,16 @@ class InvariantMonitor:
 
     def _hw(self, node: Any, t: Any, ev: dict[str, Any]) -> None:
         leo = ev.get("leo")
-        self._hw_at(node, t, str(ev["tp"]), _int(ev["hw"]), -1 if leo is None else _int(leo),
-                    ev.get("role", _ABSENT))
+        self.observe_hw(node, t, str(ev["tp"]), _int(ev["hw"]), -1 if leo is None else _int(leo),
+                        ev.get("role", _ABSENT))
 
-    def _hw_at(self, node: Any, t: Any, tp: str, hw: int, leo: int, role: Any) -> None:
-        """An ``hw`` event's checks, given its values (``leo`` -1: the event
-        names none, as ``_Replica.leo``, so a native int is passed, not an
-        Optional boxed per event; ``role`` :data:`_ABSENT`: the event names
-        none, the replica's own holds)."""
+    def observe_hw(self, node: Any, t: Any, tp: str, hw: int, leo: int, role: Any) -> None:
+        """An ``hw`` event, a step, and its checks, given its values (as
+        :meth:`observe_append`; ``leo`` -1: the event names none, as
+        ``_Replica.leo``, so a native int is passed, not an Optional boxed
+        per event; ``role`` :data:`_ABSENT`: the event names none, the
+        replica's own holds)."""
+        self.step += 1
         r = self._rep(node, tp)
         if leo >= 0:
             r.leo, r.leo_t = leo, t
