@@ -249,7 +249,11 @@ class BrokerRole:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
-        self.context.set_clock(now, mono)
+        # BrokerContext.set_clock, inline (a native call on every message)
+        ctx = self.context
+        m = now if mono is None else mono
+        ctx.mono = m
+        ctx.skew = now - m
         # the three messages of every replicated write, and the consumers' fetches, directly (compiled, a
         # type test and a native call; the table's lambdas go through generic Python calls); the rest by the table
         kind = type(msg)
