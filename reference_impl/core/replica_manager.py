@@ -249,11 +249,8 @@ class BrokerRole:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
-        # BrokerContext.set_clock, inline (a native call on every message)
-        ctx = self.context
-        m = now if mono is None else mono
-        ctx.mono = m
-        ctx.skew = now - m
+        ctx, m = self.context, now if mono is None else mono  # BrokerContext.set_clock, inline: a call a message
+        ctx.mono, ctx.skew = m, now - m
         # the three messages of every replicated write, and the consumers' fetches, directly (compiled, a
         # type test and a native call; the table's lambdas go through generic Python calls); the rest by the table
         kind = type(msg)
@@ -569,9 +566,7 @@ class BrokerRole:
         return effects
 
     def hw_changed_into(self, tp: TopicPartition, now: int, effects: list[Effect], p: Partition | None = None) -> None:
-        """:meth:`on_hw_changed`, appended to the effects in hand (no list to
-        concatenate); ``p``: ``tp``'s partition, as the caller found it in
-        :attr:`partitions` (None: the purgatories look it up)."""
+        """:meth:`on_hw_changed`, into the effects in hand; ``p``: ``tp``'s partition if held (else looked up)."""
         self.produce_purgatory.complete_into(tp, effects, p)
         self.fetch_purgatory.check_into(tp, now, effects, None, p)
 
