@@ -76,7 +76,7 @@ Runs = list[tuple[int, int]]  # (start offset, leader epoch), ascending
 
 MAX_EXAMPLES_PER_KIND: Final = 20
 
-#: an event field that is not there (``_hw_at``'s role), as distinct from None
+#: an event field that is not there (``observe_hw``'s role), as distinct from None
 _ABSENT: Final = object()
 
 
@@ -184,10 +184,28 @@ class _Replica:
     committed: _Committed | None = field(default=None, repr=False, compare=False)
     #: ``runs`` (this list, at this length) was found equal to the committed
     #: runs ``agreed_with`` (a list never changed in place): until either
-    #: changes, they agree below any HW (:meth:`InvariantMonitor._hw_at`)
+    #: changes, they agree below any HW (:meth:`InvariantMonitor.observe_hw`)
     agreed_runs: Runs | None = field(default=None, repr=False, compare=False)
     agreed_len: int = field(default=-1, repr=False, compare=False)
     agreed_with: Runs | None = field(default=None, repr=False, compare=False)
+
+
+class _RepSlot:
+    """A replica :meth:`InvariantMonitor._rep` found, with the node and
+    partition name objects it was found by (compared by identity: the same
+    objects come with every event of a replica, the simulator's node id
+    boxed once per host and the partition's name once per partition; any
+    other object for the same key only misses, and is looked up)."""
+
+    def __init__(self, node: Any, tp: str, rep: _Replica) -> None:
+        self.node = node
+        self.tp = tp
+        self.rep = rep
+
+
+#: how many replicas :meth:`InvariantMonitor._rep` keeps at hand (a 3-broker,
+#: 3-partition seed has 9; past this many a miss is looked up, not kept)
+_REP_SLOTS: Final = 16
 
 
 @dataclass
@@ -216,6 +234,13 @@ class InvariantMonitor:
         self._last_node: Any = None
         self._last_tp: str | None = None
         self._last_rep: _Replica | None = None
+        #: the replicas :meth:`_rep` found before, each with its node and
+        #: partition name objects (up to ``_REP_SLOTS``), searched by identity
+        #: when the last one is not it: a seed's appends and HW moves rotate
+        #: over every replica (the leader's, then each follower's), so the
+        #: last one alone missed two events in three, each two dict lookups
+        #: (~1% of a simulated seed). Forgotten with the last one
+        self._slots: list[_RepSlot] = []
         self._committed: dict[str, _Committed] = {}
         self._replica_sets: dict[str, tuple[int, ...]] = {}
         self._ctrl: dict[tuple[Any, str], tuple[int, int]] = {}
@@ -255,7 +280,18 @@ class InvariantMonitor:
         last = self._last_rep
         if last is not None and tp is self._last_tp and node is self._last_node:
             return last
-        r = self._rep_lookup(node, tp)
+        found: _Replica | None = None
+        slots = self._slots
+        for s in slots:
+            if s.tp is tp and s.node is node:
+                found = s.rep
+                break
+        if found is None:
+            r = self._rep_lookup(node, tp)
+            if len(slots) < _REP_SLOTS:
+                slots.append(_RepSlot(node, tp, r))
+        else:
+            r = found
         self._last_node = node
         self._last_tp = tp
         self._last_rep = r
@@ -265,6 +301,7 @@ class InvariantMonitor:
         self._last_node = None
         self._last_tp = None
         self._last_rep = None
+        self._slots.clear()
 
     def _rep_lookup(self, node: Any, tp: str) -> _Replica:
         by_tp = self._replicas.get(node)
@@ -294,14 +331,15 @@ class InvariantMonitor:
 
     # -- the stream ------------------------------------------------------------------------------
     def observe(self, ev: dict[str, Any]) -> None:
-        self.step += 1
         kind = ev.get("kind")
-        # the frequent kinds by direct (native) call, the rest by the table
+        # the frequent kinds by direct (native) call, the rest by the table;
+        # an append or HW event counts its step in observe_append / observe_hw
         if kind == "append":
             self._append(ev.get("node"), ev.get("t", -1), ev)
         elif kind == "hw":
             self._hw(ev.get("node"), ev.get("t", -1), ev)
         else:
+            self.step += 1
             h = _HANDLERS.get(kind)
             if h is not None:
                 h(self, ev)
@@ -313,29 +351,20 @@ class InvariantMonitor:
         for its most frequent kinds (appends, HWs, produces: ~90% of a seed's
         events), where stamping each dict first cost ~3% of a seed. The same
         checks and verdicts as :meth:`observe` on the stamped event."""
-        self.step += 1
         if kind == "append":
             self._append(node, t, data)
         elif kind == "hw":
             self._hw(node, t, data)
         else:
+            self.step += 1
             h = _HANDLERS.get(kind)
             if h is not None:
                 h(self, {"t": t, "node": node, "kind": kind, **data})
 
     # The simulator's typed hot events (reference_impl.core.effects.AppendTrace):
     # the same checks and verdicts as observe_data on their data dicts,
-    # given the values, so no dict is built, boxed and read per event.
-    def observe_append(self, node: Any, t: Any, tp: str, base: int, count: int, epoch: int,
-                       epochs: list[list[int]] | None, leo: int) -> None:
-        """``epochs`` None: the batches are of one epoch, ``[[epoch, base]]``
-        (``effects.AppendTrace.one_run``), checked the same."""
-        self.step += 1
-        self._append_at(node, t, tp, base, count, epoch, epochs, leo)
-
-    def observe_hw(self, node: Any, t: Any, tp: str, hw: int, leo: int, role: str) -> None:
-        self.step += 1
-        self._hw_at(node, t, tp, hw, leo, role)
+    # given the values, so no dict is built, boxed and read per event
+    # (observe_append and observe_hw are below, with the dict events' readers).
 
     def observe_produce(self) -> None:
         """A ``produce`` event: a step, and no check of its own."""
@@ -385,13 +414,18 @@ class InvariantMonitor:
 
     def _append(self, node: Any, t: Any, ev: dict[str, Any]) -> None:
         base, count = _int(ev["base"]), _int(ev["count"])
-        self._append_at(node, t, str(ev["tp"]), base, count, _int(ev["epoch"]), ev.get("epochs"),
-                        _int(ev.get("leo", base + count)))
+        self.observe_append(node, t, str(ev["tp"]), base, count, _int(ev["epoch"]), ev.get("epochs"),
+                            _int(ev.get("leo", base + count)))
 
-    def _append_at(self, node: Any, t: Any, tp: str, base: int, count: int, epoch: int, epochs: Any,
-                   leo: int) -> None:
-        """An ``append`` event's checks, given its values (:meth:`_append`
-        reads them from the event, :meth:`observe_append` is given them)."""
+    def observe_append(self, node: Any, t: Any, tp: str, base: int, count: int, epoch: int, epochs: Any,
+                       leo: int) -> None:
+        """An ``append`` event, a step, and its checks, given its values
+        (:meth:`_append` reads them from the event; the simulator gives its
+        typed events' own, ``effects.AppendTrace``: one call a step, where a
+        wrapper counted the step and called the checks). ``epochs`` None:
+        the batches are of one epoch, ``[[epoch, base]]``
+        (``AppendTrace.one_run``), checked the same."""
+        self.step += 1
         r = self._rep(node, tp)
         gap = r.leo >= 0 and base != r.leo
         if not gap and r.runs and (not epochs or len(epochs) == 1):
@@ -433,14 +467,16 @@ class InvariantMonitor:
 
     def _hw(self, node: Any, t: Any, ev: dict[str, Any]) -> None:
         leo = ev.get("leo")
-        self._hw_at(node, t, str(ev["tp"]), _int(ev["hw"]), -1 if leo is None else _int(leo),
-                    ev.get("role", _ABSENT))
+        self.observe_hw(node, t, str(ev["tp"]), _int(ev["hw"]), -1 if leo is None else _int(leo),
+                        ev.get("role", _ABSENT))
 
-    def _hw_at(self, node: Any, t: Any, tp: str, hw: int, leo: int, role: Any) -> None:
-        """An ``hw`` event's checks, given its values (``leo`` -1: the event
-        names none, as ``_Replica.leo``, so a native int is passed, not an
-        Optional boxed per event; ``role`` :data:`_ABSENT`: the event names
-        none, the replica's own holds)."""
+    def observe_hw(self, node: Any, t: Any, tp: str, hw: int, leo: int, role: Any) -> None:
+        """An ``hw`` event, a step, and its checks, given its values (as
+        :meth:`observe_append`; ``leo`` -1: the event names none, as
+        ``_Replica.leo``, so a native int is passed, not an Optional boxed
+        per event; ``role`` :data:`_ABSENT`: the event names none, the
+        replica's own holds)."""
+        self.step += 1
         r = self._rep(node, tp)
         if leo >= 0:
             r.leo, r.leo_t = leo, t

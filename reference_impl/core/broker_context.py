@@ -35,7 +35,10 @@ class BrokerContext:
         self.skew = 0
         #: this broker's registration (BrokerLifecycleManager sets it); -1 until registered
         self.broker_epoch = -1
-        self._soonest = NO_DEADLINE
+        #: the earliest deadline noted since the node last took it
+        #: (:meth:`take_soonest`; ``Node._arm`` reads and resets it inline
+        #: after every message)
+        self.soonest = NO_DEADLINE
         self._corr = 0
 
     def set_clock(self, now: int, mono: int | None) -> None:
@@ -46,14 +49,14 @@ class BrokerContext:
 
     def note_deadline(self, at: int) -> None:
         """Remember that a (wall-clock) deadline was just created."""
-        if at < self._soonest:
-            self._soonest = at
+        if at < self.soonest:
+            self.soonest = at
 
     def take_soonest(self) -> int:
         """The earliest deadline noted since the last call (``NO_DEADLINE``:
         none), and forget it. A native int, not an Optional: the node asks
         after every message, and boxing it was an allocation each time."""
-        at, self._soonest = self._soonest, NO_DEADLINE
+        at, self.soonest = self.soonest, NO_DEADLINE
         return at
 
     def next_correlation_id(self) -> int:

@@ -190,12 +190,15 @@ class ProducePurgatory:
         self.complete_into(tp, effects)
         return effects
 
-    def complete_into(self, tp: TopicPartition, effects: list[Effect]) -> None:
-        """:meth:`complete`, appended to ``effects``."""
+    def complete_into(self, tp: TopicPartition, effects: list[Effect], p: Partition | None = None) -> None:
+        """:meth:`complete`, appended to ``effects``; ``p``: ``tp``'s
+        partition as the caller holds it (``partitions.get(tp)``, looked up
+        when None), so a HW move on a leader looks it up no more."""
         waiting = self.waiting.get(tp)
         if not waiting:
             return
-        p = self.partitions.get(tp)
+        if p is None:
+            p = self.partitions.get(tp)
         if p is None or not p.is_leader:
             n = len(waiting)
         else:
@@ -280,14 +283,18 @@ class FetchPurgatory:
         self.check_into(tp, now, effects, only_kind)
         return effects
 
-    def check_into(self, tp: TopicPartition, now: int, effects: list[Effect], only_kind: str | None = None) -> None:
+    def check_into(self, tp: TopicPartition, now: int, effects: list[Effect], only_kind: str | None = None,
+                   p: Partition | None = None) -> None:
         """:meth:`check`, appended to ``effects``: every append and HW move
-        on a leader asks, so no list is made to be concatenated."""
+        on a leader asks, so no list is made to be concatenated. ``p``:
+        ``tp``'s partition as the caller holds it (``partitions.get(tp)``,
+        looked up when None: an append or HW move has it in hand)."""
         ids = self.watch.get(tp)
         # len(), not truth: compiled, a set's truth is a generic call, its length a field
         if ids is None or len(ids) == 0:
             return
-        p = self.partitions.get(tp)
+        if p is None:
+            p = self.partitions.get(tp)
         # which are ready, then answer them: answering changes nothing a
         # readiness test reads (it reads the partitions, only its own entries
         # go), so this is the one pass over a copy of ``ids`` it was, minus

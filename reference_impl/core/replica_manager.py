@@ -155,7 +155,7 @@ def _replica_fetch_one(broker: "BrokerRole", msg: ReplicaFetchRequest, src: Node
     else:  # an empty answer is left unbuilt (NOTHING_YET), as in handle_replica_fetch
         resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, lazy=True)
         if hw_changed:
-            broker.hw_changed_into(req.tp, now, effects)
+            broker.hw_changed_into(req.tp, now, effects, p)
     any_data = bool(resp.batches)
     any_error = resp.error != Errors.NONE or resp.diverging_epoch is not None
     if not any_data and not any_error and msg.max_wait_ms > 0:
@@ -249,7 +249,8 @@ class BrokerRole:
         """Route one message addressed to the broker role."""
         if self.halted:
             return []
-        self.context.set_clock(now, mono)
+        ctx, m = self.context, now if mono is None else mono  # BrokerContext.set_clock, inline: a call a message
+        ctx.mono, ctx.skew = m, now - m
         # the three messages of every replicated write, and the consumers' fetches, directly (compiled, a
         # type test and a native call; the table's lambdas go through generic Python calls); the rest by the table
         kind = type(msg)
@@ -545,9 +546,9 @@ class BrokerRole:
             return effects + produce_done(self.partitions, msg.ref, msg.tp, msg.acks, err, -1, msg.count)
         tp = p.tp  # the partition's own, equal to the client's: lookups below find it by identity
         # new data on a leader: parked replica fetches may complete
-        self.fetch_purgatory.check_into(tp, now, effects, FROM_FOLLOWER)
+        self.fetch_purgatory.check_into(tp, now, effects, FROM_FOLLOWER, p)
         if hw_changed:
-            self.hw_changed_into(tp, now, effects)
+            self.hw_changed_into(tp, now, effects, p)
         if msg.acks == -1:  # err is NONE here, and stays so for acks 0 and 1
             done, err = p.check_enough_replicas_reach_offset(required)
             if not done:
@@ -564,10 +565,10 @@ class BrokerRole:
         self.hw_changed_into(tp, now, effects)
         return effects
 
-    def hw_changed_into(self, tp: TopicPartition, now: int, effects: list[Effect]) -> None:
-        """:meth:`on_hw_changed`, appended to the effects in hand (no list to concatenate)."""
-        self.produce_purgatory.complete_into(tp, effects)
-        self.fetch_purgatory.check_into(tp, now, effects)
+    def hw_changed_into(self, tp: TopicPartition, now: int, effects: list[Effect], p: Partition | None = None) -> None:
+        """:meth:`on_hw_changed`, into the effects in hand; ``p``: ``tp``'s partition if held (else looked up)."""
+        self.produce_purgatory.complete_into(tp, effects, p)
+        self.fetch_purgatory.check_into(tp, now, effects, None, p)
 
     def _complete_delayed(self, tp: TopicPartition, now: int) -> list[Effect]:
         """Role change: parked produces finish (NOT_LEADER_OR_FOLLOWER once
@@ -594,7 +595,7 @@ class BrokerRole:
             else:  # an empty answer is left unbuilt (NOTHING_YET: no data, no error), as most such fetches park
                 resp, hw_changed = p.serve_replica_fetch_into(req, msg.replica_id, msg.broker_epoch, now, effects, lazy=True)
                 if hw_changed:
-                    self.hw_changed_into(req.tp, now, effects)
+                    self.hw_changed_into(req.tp, now, effects, p)
             responses.append(resp)
             any_data = any_data or bool(resp.batches)
             any_error = any_error or resp.error != Errors.NONE or resp.diverging_epoch is not None

@@ -66,7 +66,13 @@ class Disk:
             lg = self.logs.get(eff.log)
             if lg is None:
                 lg = self.logs[eff.log] = _Log()
-            lg.cache.extend(eff.entries)
+            entries = eff.entries
+            if len(entries) == 1:
+                # one batch (nearly every append): an append, where extend
+                # by a tuple took the general path of list_extend
+                lg.cache.append(entries[0])
+            else:
+                lg.cache.extend(entries)
         elif isinstance(eff, Fsync):
             self.fsync(eff.target)
         elif isinstance(eff, LogTruncate):

@@ -236,8 +236,8 @@ class _CallbackReceiver(Receiver):
 
 
 class _Arrival(Event):
-    """A message's arrival on the loop's calendar: ``net._arrive(link, src,
-    dst, msg)`` as a native call (see ``events.py``: one object per message,
+    """A message's arrival on the loop's calendar, handed to the link's
+    receiver by a native call (see ``events.py``: one object per message,
     where a generic entry was two tuples and a generic call). Reused: once
     its millisecond is over (:meth:`done`) it goes back to the network's
     spares, and the next message sent takes it (an object made and freed
@@ -254,7 +254,20 @@ class _Arrival(Event):
     def run(self) -> None:
         msg = self.msg
         self.msg = None  # the message goes when delivered, as it did with its entry
-        self.net._arrive(self.link, self.src, self.dst, msg)
+        net = self.net
+        src = self.src
+        # Network._arrive, inlined (a native call a message): len(), not
+        # truth: compiled, a set's truth is a generic call (PyObject_IsTrue),
+        # its length a field read
+        if (len(net.grudge) != 0 or len(net._held) != 0) and net._stopped(src, self.dst, msg):
+            return
+        # the link's receiver, not a lookup by dst
+        recv = self.link.recv
+        if recv is None:
+            net.dropped += 1
+            return
+        net.delivered += 1
+        recv.receive(src, msg)
 
     def done(self) -> None:
         self.net._spares.append(self)
@@ -489,20 +502,6 @@ class Network:
             links = self._links_to[dst] = []
         links.append(link)
         return link
-
-    def _arrive(self, link: _Fifo, src: Endpoint, dst: Endpoint, msg: Any) -> None:
-        # len(), not truth: compiled, a set's truth is a generic call
-        # (PyObject_IsTrue), its length a field read; on every message
-        if (len(self.grudge) != 0 or len(self._held) != 0) and self._stopped(src, dst, msg):
-            return
-        # _hand_over, inlined: a call per message on the hot path; the
-        # link's receiver, not a lookup by dst
-        recv = link.recv
-        if recv is None:
-            self.dropped += 1
-            return
-        self.delivered += 1
-        recv.receive(src, msg)
 
     def _hand_over(self, src: Endpoint, dst: Endpoint, msg: Any) -> None:
         recv = self._receivers.get(dst)

@@ -169,6 +169,22 @@ def test_last_at_or_before_is_bisect_right_minus_one_near_the_tail_and_far_from_
             assert last_at_or_before(bases, x) == bisect_right(bases, x) - 1, (n, x)
 
 
+def test_last_at_or_before_checks_its_guess_of_one_record_a_batch_on_any_ascending_bases():
+    """The guess of a log of one-record batches (index ``x - bases[0]``) is
+    taken only where it is the answer: for dense logs, logs with gaps,
+    repeated bases (a batch of no record) and a log start past 0, every x
+    finds what ``bisect_right(bases, x) - 1`` does."""
+    from bisect import bisect_right
+
+    from reference_impl.core.log import last_at_or_before
+
+    cases = [list(range(50)), list(range(7, 60)), [0, 1, 2, 3, 10, 11, 12, 13, 14], [0, 1, 1, 1, 2, 3, 4],
+             [0, 0, 0, 1], [5, 6, 6, 7, 9, 10, 11, 12], [3], [2, 3]]
+    for bases in cases:
+        for x in range(-2, bases[-1] + 3):
+            assert last_at_or_before(bases, x) == bisect_right(bases, x) - 1, (bases, x)
+
+
 def test_a_read_up_to_the_hw_far_behind_the_leo_ends_at_the_last_whole_batch_below_it():
     """A consumer's read ends at the HW; with the HW far behind the LEO the
     last batch is found by bisection, not by the walk back from the tail."""

@@ -386,3 +386,25 @@ def test_a_replica_that_agreed_with_the_committed_log_is_checked_again_once_its_
     mon.observe_append(2, 6, "t-0", 5, 5, 1, None, 10)  # epoch 1 at 5: not the committed batch
     mon.observe_hw(2, 7, "t-0", 10, 10, "follower")
     assert mon.counts == {"log-matching": 1}
+
+
+def test_replicas_found_before_are_found_again_by_both_their_node_and_partition() -> None:
+    """The monitor keeps the replicas it found (InvariantMonitor._rep's
+    slots, by identity of node and partition name): events rotating over
+    many replicas, more than it keeps, each reach their own replica. Each
+    replica's LEO is its own (the node times the partition's number), so an
+    append or an HW given another's replica is a gap or an HW above its LEO."""
+    m = InvariantMonitor(seed=1)
+    tps = [f"t-{i}" for i in range(7)]
+    nodes = (1, 2, 3)
+    for rnd in range(3):
+        for tp_i, tp in enumerate(tps):
+            for node in nodes:
+                size = node * (tp_i + 1)
+                base = rnd * size
+                m.observe(ev(rnd, node, "append", tp=tp, base=base, count=size, epoch=0, leo=base + size,
+                             role="follower"))
+                m.observe(ev(rnd, node, "hw", tp=tp, hw=base + size, leo=base + size, role="follower"))
+    assert m.counts == {}
+    m.observe(ev(9, 2, "hw", tp=tps[3], hw=3 * 8 + 1, role="follower"))  # node 2's LEO on t-3 is 24
+    assert m.counts == {"hw-above-leo": 1}
