@@ -256,9 +256,9 @@ class _Arrival(Event):
         self.msg = None  # the message goes when delivered, as it did with its entry
         net = self.net
         src = self.src
-        # Network._arrive, inlined (a native call a message): len(), not
-        # truth: compiled, a set's truth is a generic call (PyObject_IsTrue),
-        # its length a field read
+        # the arrival's checks here, not in a Network method (a native call
+        # a message saved); len(), not truth: compiled, a set's truth is a
+        # generic call (PyObject_IsTrue), its length a field read
         if (len(net.grudge) != 0 or len(net._held) != 0) and net._stopped(src, self.dst, msg):
             return
         # the link's receiver, not a lookup by dst
