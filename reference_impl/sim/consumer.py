@@ -316,7 +316,8 @@ class RecordPairs:
             n = len(pairs)
             if n:
                 a: int = pairs[0][0]
-                b: int = pairs[n - 1][0] + 1
+                last: int = pairs[n - 1][0]  # typed: the sum below is native, not Python's protocol
+                b = last + 1
                 if b - a != n:
                     return None
                 run = spelt.run(a, b)
@@ -652,8 +653,10 @@ class FinalRead:
         self.meta = MetadataCache(ep, topics, cfg)
         self.pos = 0
         self.reads: list[list[Any]] = []
-        #: offsets read (a reset reads the log again from its start)
-        self.seen: set[int] = set()
+        #: offsets read, kept once a reset reads the log again from its
+        #: start (None before: every record read so far is at an offset
+        #: past the ones before it, see _on_fetch)
+        self.seen: set[int] | None = None
         self.resets: list[str] = []
         self.reached_end = False
         self.stable_since = -1
@@ -693,16 +696,28 @@ class FinalRead:
             self.sim.loop.after(self.cfg.retry_backoff_ms, self.round)
             return
         if pr.error == Errors.OFFSET_OUT_OF_RANGE:
+            if self.seen is None:
+                self.seen = {rec[0] for rec in self.reads}
             self.resets.append(f"{self.tp}@{self.pos}:OFFSET_OUT_OF_RANGE")
             self.pos = 0
             self.round()
             return
         got: list[list[Any]] = []
         self.pos = self.pairs.take(pr, self.pos, got)
-        for rec in got:
-            if rec[0] not in self.seen:
-                self.seen.add(rec[0])
-                self.reads.append(rec)
+        seen = self.seen
+        if seen is None:
+            # no reset yet: the position only moved forward, and a read
+            # takes records at or past it in offset order, so each record
+            # is at an offset past every one read before (RecordPairs.take):
+            # none is read twice and the reads are in order, taken as they
+            # are, where a test and an add per record (the whole log, for
+            # each key) found nothing to skip
+            self.reads.extend(got)
+        else:
+            for rec in got:
+                if rec[0] not in seen:
+                    seen.add(rec[0])
+                    self.reads.append(rec)
         if self.pos >= pr.high_watermark:
             self.reached_end = True
             if self.pos > self.upto:
@@ -722,7 +737,8 @@ class FinalRead:
     def _finish(self) -> None:
         self.finished = True
         caught_up = self.pos > self.upto
-        self.reads.sort()
+        if self.seen is not None:  # without a reset the reads are in order already (see _on_fetch)
+            self.reads.sort()
         res: dict[str, Any] = {"type": "ok" if caught_up or self.reached_end else "info",
                                "value": [["poll", {str(self.tp): self.reads}]], "caught_up": caught_up}
         if res["type"] == "info":
