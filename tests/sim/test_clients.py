@@ -289,3 +289,24 @@ def test_a_final_read_takes_each_record_once_in_offset_order_across_a_reset() ->
     fetch(*b[7:11], hw=11)
     assert done and done[0]["type"] == "ok" and done[0]["resets"] == [f"{tp}@5:OFFSET_OUT_OF_RANGE"]
     assert done[0]["value"] == [["poll", {str(tp): [[o, 100 + o] for o in range(11)]}]]
+
+
+def test_a_send_started_from_the_completion_of_the_last_completes_with_its_own_key_and_value() -> None:
+    """A client hands its producer one send at a time, with the one
+    completion object it keeps set anew for each (SimClient._send): a send
+    invoked from inside the completion of the one before (the interpreter
+    hands a freed thread its next op at once) completes with its own key
+    and value, and the one before with its own."""
+    s = Scenario(seed=17)
+    tp, tp2 = s.start(replicas=(1, 2, 3), partitions=2)
+    c = _workload(s, [tp, tp2]).client(0, 0, ClientSettings("all"))
+    done: list = []
+
+    def first(res: dict) -> None:
+        done.append(res)
+        c.invoke(_send(str(tp2), 21), done.append)
+
+    c.invoke(_send(str(tp), 20), first)
+    s.wait(lambda: len(done) == 2, what="both sends")
+    assert done == [{"type": "ok", "value": [["send", str(tp), [0, 20]]]},
+                    {"type": "ok", "value": [["send", str(tp2), [0, 21]]]}]
