@@ -297,7 +297,15 @@ class OpFn:
     generator fills it (:func:`_fill`) rather than a copy of it, where the
     copy of an op the function had just made was a dict made and dropped
     per operation. The workloads' op builders are these (compiled or not:
-    interpreted workloads may subclass it too)."""
+    interpreted workloads may subclass it too).
+
+    ``placed``: every op it returns names a process (``process``) whose
+    thread is free in the view it was asked with, and a time (``time``):
+    filling it would change and refuse nothing, so the generator takes it
+    as it is (the queue workload's sends pick their thread among the free
+    ones: the fill's lookups and tests were ~900 instructions a send)."""
+
+    placed: bool = False
 
     def __call__(self, ctx: Context) -> dict[str, Any] | None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -335,7 +343,7 @@ class Fn(Gen):
         tmpl = fn(ctx)
         if tmpl is None:
             return None
-        o = _fill(tmpl, ctx, isinstance(fn, OpFn))
+        o = tmpl if isinstance(fn, OpFn) and fn.placed else _fill(tmpl, ctx, isinstance(fn, OpFn))
         if o is None:
             return PENDING, self
         return o, self
@@ -691,15 +699,21 @@ class DelayedFns(Gen):
             if not ctx.free_threads():
                 return PENDING, self._with(fns, i)  # Fn's answer with no free thread
             fn = fns[i]
-            own = isinstance(fn, OpFn)  # its op is the ask's own (no copy to fill)
-            tmpl = fn(ctx)
+            tmpl: dict[str, Any] | None
+            if isinstance(fn, OpFn):
+                own = True  # its op is the ask's own (no copy to fill)
+                placed = fn.placed  # and it needs no filling (OpFn.placed)
+                tmpl = fn(ctx)  # called as the OpFn it is (compiled: natively)
+            else:
+                own = placed = False
+                tmpl = fn(ctx)
             if tmpl is None:  # that function is exhausted: the mix drops it and draws again
                 fns = fns[:i] + fns[i + 1:]
                 if not fns:
                     return None
                 i = randbelow(ctx.rng, len(fns))
                 continue
-            o = _fill(tmpl, ctx, own)
+            o = tmpl if placed else _fill(tmpl, ctx, own)
             if o is None:
                 return PENDING, self._with(fns, i)
             rng = ctx.rng

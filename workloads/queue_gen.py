@@ -51,10 +51,14 @@ class Send(OpFn):
     retry may append a record twice). The value counter is the one piece
     of state a generator of this workload keeps outside its value, as the
     real workload always has: a value asked for but never dispatched is
-    skipped, so values stay unique."""
+    skipped, so values stay unique.
+
+    Its ops are ``placed`` (``generator.core.OpFn``): a free thread's
+    process and the ask's time, as filling them would give."""
 
     def __init__(self, keys: list[str], acks_for_thread: Callable[[Any], str],
                  idempotent_for_thread: Callable[[Any], bool] | None) -> None:
+        self.placed = True
         self.keys = tuple(keys)
         self.acks_for_thread = acks_for_thread
         self.idempotent_for_thread = idempotent_for_thread

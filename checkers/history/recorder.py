@@ -60,6 +60,8 @@ FLUSH_EVERY: Final = 512
 #: bound once (compiled, a Final is a static; ``orjson.dumps`` was a module
 #: attribute looked up by name on every line)
 _dumps: Final = orjson.dumps
+#: what orjson writes as it is: a value whose JSON is known already
+_Fragment: Final = orjson.Fragment
 #: Any, not int: compiled, an int constant is kept unboxed and was
 #: boxed anew (an allocation) for every line's call
 _OPTIONS: Final[Any] = STR_KEYS_LINE_OPTIONS
@@ -235,7 +237,7 @@ class Recorder:
         return op
 
     def append_ok(self, invocation: dict[str, Any], process: Any, f: str, value: Any, error: Any,
-                  extra: dict[str, Any]) -> Op:
+                  extra: dict[str, Any], value_json: bytes | None = None) -> Op:
         """:meth:`append` of an ``ok`` completion of an operation whose
         invocation's line had the fields ``invocation`` (:attr:`last_fields`
         just after it was recorded), given the same ``process``, ``f``,
@@ -243,7 +245,15 @@ class Recorder:
         and the completion Op's own): its line is that line with index,
         time, type and value set, the same keys in the same order, where
         building it anew set two more fields and merged the extra ones
-        again (the simulated clients complete nearly every op so)."""
+        again (the simulated clients complete nearly every op so).
+
+        ``value_json``, if given, is ``orjson.dumps(value)``, known to the
+        caller (a simulated poll's value: every record it read, each spelt
+        once for the run, ``reference_impl.sim.consumer.poll_json``): the
+        line holds those bytes for the value (an ``orjson.Fragment``), the
+        line it spells byte for byte, where the value was encoded anew;
+        a line orjson refuses is encoded again from the value itself, as
+        any line (``encode_op``'s fallbacks)."""
         i = self._index
         self._index = i + 1
         index: Any = i
@@ -253,8 +263,17 @@ class Recorder:
         fields["index"] = index
         fields["time"] = t
         fields["type"] = "ok"
-        fields["value"] = value
-        self._emit(fields)
+        if value_json is None:
+            fields["value"] = value
+            self._emit(fields)
+            return op
+        fields["value"] = _Fragment(value_json)
+        try:
+            line = _dumps(fields, option=_OPTIONS)
+        except TypeError:  # orjson.JSONEncodeError: the line as encode_op spells it
+            fields["value"] = value
+            line = encode_op(fields)
+        self._emit_line(line)
         return op
 
     def _keep(self, type_: str, f: str, value: Any, process: Any, t: Any, index: Any, error: Any,
@@ -274,7 +293,10 @@ class Recorder:
     def _emit(self, fields: dict[str, Any]) -> None:
         """The line of ``fields`` joins the lines not yet hashed (hashed
         and written :data:`FLUSH_EVERY` at a time)."""
-        line = encode_op(fields)
+        self._emit_line(encode_op(fields))
+
+    def _emit_line(self, line: bytes) -> None:
+        """:meth:`_emit` of a line already encoded."""
         unhashed = self._unhashed
         unhashed.append(line)
         if len(unhashed) >= FLUSH_EVERY:

@@ -102,7 +102,10 @@ class _Job(Completion):
         self.it._complete(self, res)
 
     def ok(self, value: Any) -> None:
-        self.it._complete_ok(self, value)
+        self.it._complete_ok(self, value, None)
+
+    def ok_json(self, value: Any, value_json: bytes | None) -> None:
+        self.it._complete_ok(self, value, value_json)
 
 
 class VirtualClient(Protocol):
@@ -398,13 +401,15 @@ class VirtualInterpreter:
             if (type_ is None and "type" not in comp) or (isinstance(type_, str) and type_ == "invoke"):
                 type_ = comp["type"] = "ok"
         self._completed(t, cur, comp, completion_extra(cur.extra, res), None, type_, comp["process"],
-                        comp["f"], comp.get("value"), comp.get("error"))
+                        comp["f"], comp.get("value"), comp.get("error"), None)
 
-    def _complete_ok(self, cur: _Job, value: Any) -> None:
+    def _complete_ok(self, cur: _Job, value: Any, value_json: bytes | None) -> None:
         """``_complete(cur, {"type": "ok", "value": value})``, without
         the dict: the completion is the invocation with those two fields
         set (as the update by that dict sets them, in that order), and its
-        extra fields the invocation's (neither key is an extra field)."""
+        extra fields the invocation's (neither key is an extra field).
+        ``value_json``: the value's JSON if the client has it (a poll's:
+        ``Completion.ok_json``), handed to the recorder for the line."""
         if cur.closed:
             return  # a late answer to an op already timed out
         t = cur.t
@@ -414,26 +419,28 @@ class VirtualInterpreter:
         if _is_nemesis(t):  # recorded as _complete records the nemesis's
             comp["type"] = "info"
             comp["_completion"] = True
-            self._completed(t, cur, comp, dict(cur.extra), None, "info", cur.process, cur.f, value, cur.error)
+            self._completed(t, cur, comp, dict(cur.extra), None, "info", cur.process, cur.f, value, cur.error, None)
         else:
-            self._completed(t, cur, comp, dict(cur.extra), cur.fields, "ok", cur.process, cur.f, value, cur.error)
+            self._completed(t, cur, comp, dict(cur.extra), cur.fields, "ok", cur.process, cur.f, value, cur.error,
+                            value_json)
 
     def _completed(self, t: Any, cur: _Job, comp: dict[str, Any], extra: dict[str, Any],
                    ok_line: dict[str, Any] | None, type_: Any, process: Any, f: Any, value: Any,
-                   error: Any) -> None:
+                   error: Any, value_json: bytes | None) -> None:
         """Open op ``cur`` (of thread ``t``) completed with the
         fields ``comp`` (extra fields ``extra``, the Op's own; its type,
         process, f, value and error given as they are in it, the nemesis's
         type already ``info``): recorded, its thread freed, the generator
         updated. ``ok_line``: an ``ok`` completion of the invocation's
         fields and extra fields (but type and value), whose line is
-        recorded from the invocation's fields (``Recorder.append_ok``);
-        never the nemesis's."""
+        recorded from the invocation's fields (``Recorder.append_ok``,
+        given ``value_json``, the value's JSON if known); never the
+        nemesis's."""
         cur.closed = True
         del self.jobs[cur.key]
         nemesis = _is_nemesis(t)
         if ok_line is not None:
-            self.rec.append_ok(ok_line, process, f, value, error, extra)
+            self.rec.append_ok(ok_line, process, f, value, error, extra, value_json)
         else:
             self.rec.append(process, type_, f, value, error, extra)
         if self.observe is not None:

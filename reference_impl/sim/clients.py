@@ -151,7 +151,8 @@ class Workload:
 class _Sent(SendCompletion):
     """A send's completion from its producer's outcome: ``ok`` with the
     offset beside the value, else the type and error (a native callable,
-    where a closure was an object and its environment)."""
+    where a closure was an object and its environment). A client keeps one
+    for the sends it hands its producer one at a time (SimClient._send)."""
 
     def __init__(self, done: Done, key: Any, value: Any) -> None:
         self.done = done
@@ -163,6 +164,11 @@ class _Sent(SendCompletion):
             complete_ok(self.done, [["send", self.key, [offset, self.value]]])
         else:
             self.done({"type": type_, "error": error})
+
+
+def _never(res: dict[str, Any]) -> None:
+    """The completion of no send (a client's before its first)."""
+    raise AssertionError(f"no send in flight to complete with {res!r}")
 
 
 def _crash_ms(op: dict[str, Any]) -> int:
@@ -187,6 +193,9 @@ class SimClient(InterpretedClient):
         self.producer.on_crash = self.kill
         self.consumer: Consumer = self._consumer()
         self.consumer.start()
+        #: the completion of the send the producer has in flight, set anew
+        #: for each send (see _send)
+        self._sent = _Sent(_never, None, None)
 
     def _consumer(self) -> Consumer:
         wl, s = self.wl, self.settings
@@ -249,7 +258,21 @@ class SimClient(InterpretedClient):
         key = mop[1]
         value = mop[2]
         tp = self.wl.by_key[key]
-        self.producer.send(tp, value, _Sent(done, key, value), _crash_ms(op))
+        producer = self.producer
+        if producer.busy:  # refused (the interpreter never asks so): the send in flight keeps its completion
+            producer.send(tp, value, _Sent(done, key, value), _crash_ms(op))
+            return
+        # The producer takes one send at a time, calling its completion once
+        # and never after it ended or was forgotten (Producer._complete,
+        # reset), so the client's one completion object is set anew for
+        # each send, where one was made and freed per send. _Sent.sent reads
+        # its fields before it completes the op (whose completion may hand
+        # this client its next send at once).
+        sent = self._sent
+        sent.done = done
+        sent.key = key
+        sent.value = value
+        producer.send(tp, value, sent, _crash_ms(op))
 
     def _assign(self, op: dict[str, Any], done: Done) -> None:
         """Assign exactly the op's keys, each from offset 0; a group member

@@ -19,6 +19,8 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Final, cast
 
+import orjson
+
 from reference_impl.core.messages import (
     Batch,
     ClientFetchRequest,
@@ -29,7 +31,15 @@ from reference_impl.core.messages import (
     TopicPartition,
 )
 
-from .endpoint import ClientConfig, Endpoint, MetadataCache, Partitions, ReplyHandler, complete_ok, error_name
+from .endpoint import (
+    ClientConfig,
+    Endpoint,
+    MetadataCache,
+    Partitions,
+    ReplyHandler,
+    complete_ok_json,
+    error_name,
+)
 from .network import ConnectionLost
 
 if TYPE_CHECKING:
@@ -37,6 +47,10 @@ if TYPE_CHECKING:
 
 #: ``done(result)``: the completion's fields (type, value, error, extras)
 PollDone = Callable[[dict[str, Any]], None]
+
+#: bound once (compiled, a Final is a static, where ``orjson.dumps`` was a
+#: module attribute looked up by name at every use)
+_dumps: Final = orjson.dumps
 
 #: how many offsets past the last one read RecordPairs keeps room for (a
 #: free slot is None in both lists: not read yet, nothing noted)
@@ -74,6 +88,8 @@ class _Poll(ReplyHandler):
         #: nearly always: then a poll that read every key is its own value,
         #: see Consumer._complete)
         self.got: dict[str, list[list[Any]]] = {k: [] for k in keys.keys}
+        #: :attr:`RecordPairs.rewrites` when the poll began (see poll_json)
+        self.rewrites = consumer.pairs.rewrites
         self.outstanding = 0
         self.resets: list[str] = []
         self.errors: set[str] = set()
@@ -98,6 +114,8 @@ class _Keys:
         #: with just these keys is then in order: Consumer._complete)
         self.n = len(d)
         self.in_order = _in_order(d)
+        #: key -> its partition (:meth:`RecordPairs.poll_json`)
+        self.tp_of: dict[str, TopicPartition] = {k: tp for k, tp in zip(self.keys, tps)}
 
     def key(self, tp: TopicPartition) -> str:
         """``str(tp)``: the key of its place if ``tp`` is the very object
@@ -121,11 +139,24 @@ class RecordPairs:
     downstream (the history recorder, the checkers) changes a poll's pairs.
     A pair stands for its offset while a read finds the same value there;
     an offset rewritten with another value (a truncated log written again)
-    gets a new pair, so what a poll records is what it read."""
+    gets a new pair, so what a poll records is what it read.
+
+    The pairs are also kept spelt as a history line spells them (each
+    one's JSON, one after another, in a :class:`_Spelt` per partition,
+    made when a poll first needs it): a poll's value is its line's bulk,
+    and the records in it, each read by every consumer, were encoded anew
+    for every poll that read them. A poll's value is written from the runs
+    of it that its keys read (:meth:`poll_json`), the same bytes."""
 
     def __init__(self) -> None:
         #: partition -> pair by offset (None: not read yet)
         self.by_tp: dict[TopicPartition, list[list[Any] | None]] = {}
+        #: a partition's key -> its pairs spelt (:class:`_Spelt`)
+        self.spelt: dict[str, _Spelt] = {}
+        #: how many times a pair was replaced (an offset read again with
+        #: another value) or every pair forgotten: a poll that began under
+        #: another count may hold a pair no longer the one spelt
+        self.rewrites = 0
         #: partition -> by offset, the batch whose value the pair there was
         #: last checked against, if a one-record batch (None: not yet, or
         #: an offset of a longer batch): a batch read again (the
@@ -136,6 +167,8 @@ class RecordPairs:
     def clear(self) -> None:
         self.by_tp.clear()
         self.checked.clear()
+        self.spelt.clear()
+        self.rewrites += 1
 
     def take(self, pr: FetchPartitionResponse, pos: int, out: list[list[Any]]) -> int:
         """Append the records of a fetched partition at or past ``pos`` to
@@ -204,22 +237,22 @@ class RecordPairs:
                     out.extend(cast("list[list[Any]]", seen[start:stop]))
                     start = -1
                     stop = -1
-                self._check(b, seen, checked, pos, out)
+                self._check(b, seen, checked, pos, out, tp)
                 n = len(checked)
                 pos = end
         if start >= 0:
             out.extend(cast("list[list[Any]]", seen[start:stop]))
         return pos
 
-    @staticmethod
-    def _check(b: Batch, seen: list[list[Any] | None], checked: list[Batch | None], pos: int,
-               out: list[list[Any]]) -> None:
+    def _check(self, b: Batch, seen: list[list[Any] | None], checked: list[Batch | None], pos: int,
+               out: list[list[Any]], tp: TopicPartition) -> None:
         """The records of ``b`` at or past ``pos``, each checked against its
         pair (made anew if missing or of another value) and appended to
         ``out``; the offset of a one-record batch notes ``b`` as the batch
         its pair was checked against, each offset of a longer batch notes
         none (a note stands for one record at its own offset: ``take``
-        takes a run of notes as that many records)."""
+        takes a run of notes as that many records). A pair replaced is
+        counted (:attr:`rewrites`) and its partition's spelling cut there."""
         payload = b.payload
         base = b.base_offset
         count = b.count
@@ -237,10 +270,135 @@ class RecordPairs:
             v = payload[i] if i < n else None
             p = seen[base + i]
             if p is None or (p[1] is not v and p[1] != v):
+                if p is not None:
+                    self.rewrites += 1
+                    spelt = self.spelt.get(str(tp))
+                    if spelt is not None:
+                        spelt.cut(base + i)
                 p = [base + i, v]
                 seen[base + i] = p
             checked[base + i] = note
             out.append(p)
+
+
+    def poll_json(self, got: dict[str, list[list[Any]]], keys: "_Keys", rewrites: int) -> bytes | None:
+        """``orjson.dumps([["poll", got]])`` of a poll that began when
+        :attr:`rewrites` was ``rewrites``, written from the spelling of the
+        pairs it read; None when it cannot be (orjson refuses a pair, a
+        key's pairs are not one run of offsets, a pair was replaced since
+        the poll began, a key not of the poll's partitions: the line is
+        encoded whole, as any line).
+
+        Each key's pairs are those :meth:`take` found at their offsets
+        (``seen[x]``), in offset order; ``n`` of them from offset ``a`` to
+        ``a + n - 1`` are every offset of that run, and with no pair
+        replaced since, they are the very pairs there now, whose spelling
+        the run of the partition's :class:`_Spelt` is."""
+        if rewrites != self.rewrites:
+            return None
+        if not got:
+            return _POLL_EMPTY
+        parts: list[bytes | bytearray] = []
+        first = True
+        for k, pairs in got.items():
+            spelt = self.spelt.get(k)
+            if spelt is None:
+                tp = keys.tp_of.get(k)
+                if tp is None:
+                    return None
+                seen = self.by_tp.get(tp)
+                if seen is None:
+                    seen = self.by_tp[tp] = []
+                    self.checked[tp] = []
+                spelt = self.spelt[k] = _Spelt(k, seen)
+            parts.append(spelt.opens if first else spelt.follows)
+            first = False
+            n = len(pairs)
+            if n:
+                a: int = pairs[0][0]
+                last: int = pairs[n - 1][0]  # typed: the sum below is native, not Python's protocol
+                b = last + 1
+                if b - a != n:
+                    return None
+                run = spelt.run(a, b)
+                if run is None:
+                    return None
+                parts.append(run)
+        parts.append(_POLL_CLOSE)
+        return b"".join(parts)
+
+
+#: a poll's value that read no key, and the end of one that did
+_POLL_EMPTY: Final = b'[["poll",{}]]'
+_POLL_CLOSE: Final = b"]}]]"
+
+
+class _Spelt:
+    """The JSON of a partition's pairs (``seen``) from offset :attr:`lo`
+    on, one after another, each followed by a comma (``buf``), and where
+    each begins (``starts``): the JSON of the pairs of a run of offsets is
+    one slice of it (:meth:`run`), each pair encoded once for the run,
+    where every poll that read it encoded it again (each record is read by
+    every consumer). Kept by the partition's key, with the key's own JSON
+    as a poll's value spells it first (``opens``) or after another key's
+    records (``follows``)."""
+
+    def __init__(self, key: str, seen: list[list[Any] | None]) -> None:
+        self.seen = seen
+        kj = _dumps(key)
+        self.opens: bytes = b'[["poll",{' + kj + b":["
+        self.follows: bytes = b"]," + kj + b":["
+        self.lo = 0
+        self.starts: list[int] = []
+        self.buf = bytearray()
+
+    def cut(self, x: int) -> None:
+        """The pair at offset ``x`` was replaced: nothing from there on is
+        spelt any more."""
+        i = x - self.lo
+        if i < len(self.starts):
+            if i <= 0:
+                self.starts.clear()
+                self.buf.clear()
+            else:
+                del self.buf[self.starts[i]:]
+                del self.starts[i:]
+
+    def run(self, a: int, b: int) -> bytearray | None:
+        """The JSON of ``seen[a:b]`` (pairs, none missing), comma-separated,
+        spelling the pairs not spelt yet; None if orjson refuses one. A run
+        that starts before the spelt one, or past its end with offsets
+        no pair was read at between, starts it again at ``a``."""
+        starts = self.starts
+        buf = self.buf
+        seen = self.seen
+        lo = self.lo
+        m = lo + len(starts)
+        if a < lo or not starts:
+            self.lo = lo = a
+            starts.clear()
+            buf.clear()
+            m = a
+        while m < b:
+            p = seen[m]
+            if p is None:
+                if m >= a:
+                    return None  # not a pair read (the caller's run says otherwise)
+                self.lo = lo = a  # a gap before the run: spelt again from it
+                starts.clear()
+                buf.clear()
+                m = a
+                continue
+            try:
+                j = _dumps(p)
+            except TypeError:  # orjson.JSONEncodeError
+                return None
+            starts.append(len(buf))
+            buf += j
+            buf += b","
+            m += 1
+        end = starts[b - lo] if b < m else len(buf)
+        return buf[starts[a - lo]:end - 1]
 
 
 def _all_read(d: dict[str, list[list[Any]]]) -> bool:
@@ -466,13 +624,14 @@ class Consumer:
         self._finish(st, got, extra)
 
     def _finish(self, st: _Poll, got: dict[str, list[list[Any]]], extra: dict[str, Any]) -> None:
-        """Complete the poll ``ok`` with what it read."""
+        """Complete the poll ``ok`` with what it read (and, for the
+        history's line, its value's JSON: :meth:`RecordPairs.poll_json`)."""
         self._poll = None
         self.busy = False
         if extra:
             st.done({"type": "ok", "value": [["poll", got]], **extra})
         else:
-            complete_ok(st.done, [["poll", got]])
+            complete_ok_json(st.done, [["poll", got]], self.pairs.poll_json(got, st.keys, st.rewrites))
 
     def final_read(self, tp: TopicPartition, upto: int, done: PollDone) -> None:
         """Read ``tp`` from offset 0 with a fresh consumer (:class:`FinalRead`)."""
@@ -494,8 +653,10 @@ class FinalRead:
         self.meta = MetadataCache(ep, topics, cfg)
         self.pos = 0
         self.reads: list[list[Any]] = []
-        #: offsets read (a reset reads the log again from its start)
-        self.seen: set[int] = set()
+        #: offsets read, kept once a reset reads the log again from its
+        #: start (None before: every record read so far is at an offset
+        #: past the ones before it, see _on_fetch)
+        self.seen: set[int] | None = None
         self.resets: list[str] = []
         self.reached_end = False
         self.stable_since = -1
@@ -535,16 +696,28 @@ class FinalRead:
             self.sim.loop.after(self.cfg.retry_backoff_ms, self.round)
             return
         if pr.error == Errors.OFFSET_OUT_OF_RANGE:
+            if self.seen is None:
+                self.seen = {rec[0] for rec in self.reads}
             self.resets.append(f"{self.tp}@{self.pos}:OFFSET_OUT_OF_RANGE")
             self.pos = 0
             self.round()
             return
         got: list[list[Any]] = []
         self.pos = self.pairs.take(pr, self.pos, got)
-        for rec in got:
-            if rec[0] not in self.seen:
-                self.seen.add(rec[0])
-                self.reads.append(rec)
+        seen = self.seen
+        if seen is None:
+            # no reset yet: the position only moved forward, and a read
+            # takes records at or past it in offset order, so each record
+            # is at an offset past every one read before (RecordPairs.take):
+            # none is read twice and the reads are in order, taken as they
+            # are, where a test and an add per record (the whole log, for
+            # each key) found nothing to skip
+            self.reads.extend(got)
+        else:
+            for rec in got:
+                if rec[0] not in seen:
+                    seen.add(rec[0])
+                    self.reads.append(rec)
         if self.pos >= pr.high_watermark:
             self.reached_end = True
             if self.pos > self.upto:
@@ -564,7 +737,8 @@ class FinalRead:
     def _finish(self) -> None:
         self.finished = True
         caught_up = self.pos > self.upto
-        self.reads.sort()
+        if self.seen is not None:  # without a reset the reads are in order already (see _on_fetch)
+            self.reads.sort()
         res: dict[str, Any] = {"type": "ok" if caught_up or self.reached_end else "info",
                                "value": [["poll", {str(self.tp): self.reads}]], "caught_up": caught_up}
         if res["type"] == "info":

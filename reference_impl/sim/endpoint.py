@@ -94,6 +94,15 @@ class Completion:
         """``self({"type": "ok", "value": value})``, what an override must equal."""
         self({"type": "ok", "value": value})
 
+    def ok_json(self, value: Any, value_json: bytes | None) -> None:
+        """:meth:`ok`, told also the value's JSON as a history line spells
+        it (``orjson.dumps(value)``; None: not known), for a callback that
+        records the completion: a poll's value is every record it read,
+        each spelt once for the run (``consumer.poll_json``), where the
+        recorder encoded them anew for every poll. An override must
+        complete as :meth:`ok` does."""
+        self.ok(value)
+
 
 class InterpretedClient:
     """A simulated client the virtual-time interpreter
@@ -112,6 +121,15 @@ def complete_ok(done: Callable[[dict[str, Any]], None], value: Any) -> None:
     through :meth:`Completion.ok` for a :class:`Completion`."""
     if isinstance(done, Completion):
         done.ok(value)
+    else:
+        done({"type": "ok", "value": value})
+
+
+def complete_ok_json(done: Callable[[dict[str, Any]], None], value: Any, value_json: bytes | None) -> None:
+    """:func:`complete_ok`, handing a :class:`Completion` the value's JSON
+    too (:meth:`Completion.ok_json`)."""
+    if isinstance(done, Completion):
+        done.ok_json(value, value_json)
     else:
         done({"type": "ok", "value": value})
 

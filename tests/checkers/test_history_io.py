@@ -299,3 +299,38 @@ def test_an_ok_completion_recorded_from_its_invocations_line_is_the_line_append_
         lines[how] = (path.read_bytes(), rec.digest(), [o.to_dict() for o in rec.ops])
     assert lines["append_ok"] == lines["append"]
     assert lines["append"][0].count(b"\n") == 6 and b'"error":"said-so","node":2' in lines["append"][0]
+
+
+def test_an_ok_completion_given_its_values_json_writes_the_line_encoded_anew(tmp_path: Path):
+    """Recorder.append_ok given ``value_json`` (a simulated poll's value,
+    spelt from its records' JSON: reference_impl.sim.consumer.poll_json)
+    writes those bytes for the value: the same line and digest as the value
+    encoded anew, the Op keeping the value itself; a line orjson refuses
+    (an extra field with a non-string key) falls back to encode_op's
+    spelling of the value, as any line; bytes that differ from the value's
+    JSON are written as given (nothing re-encodes them: the caller's rule)."""
+    import orjson
+
+    from checkers.history.recorder import Recorder
+    from reference_impl.sim.clients import VirtualClock
+    from reference_impl.sim.events import EventLoop
+
+    value = [["poll", {"t-0": [[0, 1], [1, "é"]], "t-2": [[5, None]]}]]
+    cases = [{}, {"odd": {3: "x"}}]
+    out = {}
+    for how in ("plain", "json", "wrong"):
+        loop = EventLoop()
+        rec = Recorder(tmp_path / f"{how}.jsonl", keep=True, clock=VirtualClock(loop), epoch=0, background=False)
+        for extra in cases:
+            rec.append(4, "invoke", "poll", [["poll"]], None, dict(extra))
+            inv = rec.last_fields
+            loop.now += 2
+            vj = {"plain": None, "json": orjson.dumps(value), "wrong": b'"not it"'}[how]
+            got = rec.append_ok(inv, 4, "poll", value, None, dict(extra), vj)
+            assert got.value is value
+        rec.close()
+        out[how] = ((tmp_path / f"{how}.jsonl").read_bytes(), rec.digest())
+    assert out["json"] == out["plain"]
+    wrong = out["wrong"][0].splitlines()
+    assert b'"value":"not it"' in wrong[1]  # the bytes given, as given
+    assert wrong[3] == out["plain"][0].splitlines()[3]  # refused by orjson: the value encoded anew

@@ -332,3 +332,26 @@ def test_an_op_functions_new_op_is_filled_in_place_and_a_plain_functions_is_copi
     for gen in (g.rate(10, g.mix(lambda c: template)), g.Fn(lambda c: template)):
         op, _ = gen.op(ctx())
         assert op is not template and template == {"f": "shared"} and "process" in op
+
+
+def test_a_placed_op_functions_op_is_taken_as_it_is_and_an_unplaced_ones_is_filled():
+    """An :class:`OpFn` that says its ops are ``placed`` (a free thread's
+    process and the ask's time, as the queue workload's sends) has them
+    taken as they are, unfilled and unchecked, by a rate's mix and by Fn;
+    one that does not has its op filled and checked, as always (a busy
+    process's op refused: PENDING)."""
+
+    class Busy(g.OpFn):
+        def __init__(self, placed):
+            self.placed = placed
+
+        def __call__(self, c):
+            return {"f": "x", "process": 2, "time": 5}
+
+    busy = ctx(free=(0, 1, "nemesis"))
+    for gen in (g.rate(10, g.mix(Busy(True))), g.Fn(Busy(True))):
+        op, _ = gen.op(busy)
+        assert op != g.PENDING and (op["f"], op["process"]) == ("x", 2)  # a rate spaces its time, as always
+    for gen in (g.rate(10, g.mix(Busy(False))), g.Fn(Busy(False))):
+        assert gen.op(busy)[0] == g.PENDING
+    assert g.OpFn().placed is False

@@ -259,3 +259,55 @@ def test_a_poll_lists_the_keys_it_read_in_key_order_and_leaves_out_those_it_did_
     for i, tp in enumerate(tps):
         send(tp, 20 + i)
     assert read_all(3) == {str(tp): [20 + i] for i, tp in enumerate(tps)}
+
+
+def test_a_final_read_takes_each_record_once_in_offset_order_across_a_reset() -> None:
+    """A final read takes what each fetch read as it is while its position
+    only moved forward (every record past the ones before it); after a
+    reset (OFFSET_OUT_OF_RANGE: the log read again from offset 0) a record
+    read before is not taken again, and the reads end in offset order."""
+    from reference_impl.core.messages import Batch, ClientFetchResponse, FetchPartitionResponse
+    from reference_impl.sim.consumer import FinalRead
+
+    s = Scenario(seed=16)
+    (tp,) = s.start(replicas=(1, 2, 3))
+    c = _workload(s, [tp]).client(0, 0, ClientSettings("all"))
+    done: list = []
+    fr = FinalRead(s.sim, c.ep, c.wl.topics, c.wl.cfg, tp, 9, done.append)
+    # the fetches are handed in below; the loop is never run, so the
+    # requests the read sends meanwhile are never answered
+
+    def fetch(*batches: Batch, error: int = Errors.NONE, hw: int = 20) -> None:
+        fr._on_fetch(ClientFetchResponse(None, (FetchPartitionResponse(tp, error, high_watermark=hw, batches=batches),)))
+
+    b = [Batch(o, 1, 1, (100 + o,)) for o in range(12)]
+    fetch(*b[0:3])
+    fetch(*b[3:5])
+    assert fr.reads == [[o, 100 + o] for o in range(5)] and fr.pos == 5
+    fetch(error=Errors.OFFSET_OUT_OF_RANGE)
+    assert fr.pos == 0
+    fetch(*b[0:7])
+    fetch(*b[7:11], hw=11)
+    assert done and done[0]["type"] == "ok" and done[0]["resets"] == [f"{tp}@5:OFFSET_OUT_OF_RANGE"]
+    assert done[0]["value"] == [["poll", {str(tp): [[o, 100 + o] for o in range(11)]}]]
+
+
+def test_a_send_started_from_the_completion_of_the_last_completes_with_its_own_key_and_value() -> None:
+    """A client hands its producer one send at a time, with the one
+    completion object it keeps set anew for each (SimClient._send): a send
+    invoked from inside the completion of the one before (the interpreter
+    hands a freed thread its next op at once) completes with its own key
+    and value, and the one before with its own."""
+    s = Scenario(seed=17)
+    tp, tp2 = s.start(replicas=(1, 2, 3), partitions=2)
+    c = _workload(s, [tp, tp2]).client(0, 0, ClientSettings("all"))
+    done: list = []
+
+    def first(res: dict) -> None:
+        done.append(res)
+        c.invoke(_send(str(tp2), 21), done.append)
+
+    c.invoke(_send(str(tp), 20), first)
+    s.wait(lambda: len(done) == 2, what="both sends")
+    assert done == [{"type": "ok", "value": [["send", str(tp), [0, 20]]]},
+                    {"type": "ok", "value": [["send", str(tp2), [0, 21]]]}]

@@ -104,3 +104,21 @@ def test_an_inline_recorder_writes_whole_blocks_and_flush_writes_the_rest(tmp_pa
     want = "".join(encode_line(op) for op in r.ops)
     assert path.read_text() == want
     assert r.digest() == hashlib.sha256(want.encode()).hexdigest()
+
+
+def test_every_line_of_a_simulated_history_is_its_operation_spelt_by_encode_line(tmp_path):
+    """The simulator's lines are built from parts (an ok completion from its
+    invocation's line, a poll's value from its records' JSON spelt once for
+    the run): each must still be the line encode_line writes for the
+    operation it reads back as, byte for byte."""
+    from checkers.history.jsonl import encode_line
+    from checkers.history.op import Op
+    import orjson
+
+    opts = TestConfig(backend="sim", time_limit=4, rate=200)
+    res = run_seed(opts, 5, tmp_path)
+    lines = (Path(res["run_dir"]) / "history.jsonl").read_bytes().splitlines(keepends=True)
+    polls = [ln for ln in lines if b'"f":"poll"' in ln and b'"type":"ok"' in ln and b'[[0,' in ln]
+    assert len(lines) > 500 and polls  # polls that read records were recorded
+    for ln in lines:
+        assert encode_line(Op.from_dict(orjson.loads(ln))).encode() == ln

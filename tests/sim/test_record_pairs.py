@@ -193,3 +193,53 @@ def test_an_ok_completion_reaches_a_plain_callback_as_its_fields() -> None:
     got: list = []
     complete_ok(got.append, [1, 2])
     assert got == [{"type": "ok", "value": [1, 2]}]
+
+
+def test_a_polls_value_is_written_from_its_pairs_spelt_once_as_orjson_spells_it() -> None:
+    """RecordPairs.poll_json writes a poll's value ``[["poll", got]]`` from
+    the JSON of the runs of pairs its keys read, each pair spelt once for
+    the run: the bytes orjson writes for the value, whatever runs the polls
+    read (overlapping, past the spelt end, before its start, across a gap)
+    and after an offset is written again. A poll that began before a pair
+    was replaced gets None (its pairs may not be the ones spelt), as does a
+    key whose pairs are not one run of offsets, or a pair orjson refuses."""
+    import orjson
+
+    from reference_impl.sim.consumer import _Keys
+
+    tp1 = TopicPartition("t", 1)
+    keys = _Keys([TP, tp1])
+    pairs = RecordPairs()
+
+    def fetched_of(tp: TopicPartition, *batches: Batch) -> FetchPartitionResponse:
+        return FetchPartitionResponse(tp, Errors.NONE, high_watermark=99, batches=batches)
+
+    def poll(reads: dict) -> tuple[dict, int]:
+        rewrites = pairs.rewrites
+        got: dict = {}
+        for tp, (log, pos) in reads.items():
+            got[str(tp)] = []
+            pairs.take(log, pos, got[str(tp)])
+        return got, rewrites
+
+    log0 = [Batch(o, 1, 1, (10 + o,)) for o in range(20)]
+    log1 = [Batch(0, 1, 3, ("a", 'q"', None)), Batch(3, 1, 1, (2.5,))]
+    for reads in ({TP: (fetched_of(TP, *log0[:5]), 0), tp1: (fetched_of(tp1, *log1), 0)},
+                  {TP: (fetched_of(TP, *log0[:9]), 2), tp1: (fetched_of(tp1, *log1), 4)},
+                  {TP: (fetched_of(TP, *log0[:12]), 1)},
+                  {TP: (fetched_of(TP, *log0[15:]), 15), tp1: (fetched_of(tp1, *log1), 1)},
+                  {TP: (fetched_of(TP, *log0), 0)}):
+        got, rewrites = poll(reads)
+        assert pairs.poll_json(got, keys, rewrites) == orjson.dumps([["poll", got]])
+    # offset 3 written again with another value by a new leader: a poll begun before is not spelt from the run
+    before = pairs.rewrites
+    got, _ = poll({TP: (fetched_of(TP, *log0[:3], Batch(3, 2, 1, (99,)), *log0[4:]), 0)})
+    assert got[str(TP)][3] == [3, 99] and pairs.rewrites == before + 1
+    assert pairs.poll_json(got, keys, before) is None
+    again, rewrites = poll({TP: (fetched_of(TP, *log0[:3], Batch(3, 2, 1, (99,)), *log0[4:]), 1)})
+    assert pairs.poll_json(again, keys, rewrites) == orjson.dumps([["poll", again]])
+    twice = {str(TP): again[str(TP)] + again[str(TP)][:1]}
+    assert pairs.poll_json(twice, keys, rewrites) is None  # not one run of offsets
+    assert pairs.poll_json({str(TP): [], str(tp1): []}, keys, rewrites) == orjson.dumps([["poll", {"t-0": [], "t-1": []}]])
+    big, rewrites = poll({TP: (fetched_of(TP, Batch(20, 1, 1, (2**70,))), 20)})
+    assert pairs.poll_json(big, keys, rewrites) is None  # orjson refuses it: the line is encoded whole
