@@ -33,20 +33,18 @@ is the queue workload's, not open-loop sends with one poller: each of the
 ~22k sends and ~7.4k polls reading over 20 times the records one poller
 read, and the generator is asked and the interpreter records on every op.
 
-Where it stands, after the seventh cut (two runs, ``--before 25565f4``,
-the code before it; CPU equal to wall): whole simulation 0.885x and 0.873x
-the CPU (1.65 s -> 1.46 s, 1.81 s -> 1.58 s: 112.7x -> 127.1x and 102.9x
--> 117.7x real time, in runs where 25565f4 took 1.65-1.81 s while
-the day before f4fd57d, 0.2% fewer instructions, took 1.30-1.35 s: a
-difference not looked into), each seed with its checkers
-88.8x -> 103.0x and 83.1x -> 95.6x (checkers 0.44 -> 0.34 and 0.43 ->
-0.36 CPU s). Under callgrind the event loop of a 10 s seed went from 851 M
-(52a3d67) through 634.8 M (a5d6f84) and 602.5 M (25565f4) to 565.0 M.
-Issue 35's targets (250x, 150x with checkers) stay ~2x and ~1.5x away by
-these runs' figures: the cost is per operation and per record
-read, spread thin over the cluster's messages, the clients, the recorder
-and the checkers, and mostly CPython's own object churn under the
-compiled code (a profile-guided build of that code gained nothing).
+Where it stands, after the eighth cut (two runs, ``--before 0001b9d``,
+the code before it; CPU equal to wall): whole simulation 0.95x and 0.98x
+the CPU (1.43 s -> 1.36 s, 1.33 s -> 1.31 s: 129.9x -> 136.7x and 139.4x
+-> 141.7x real time), each seed with its checkers 106.2x -> 110.7x and
+112.3x -> 113.8x (checkers 0.32 CPU s). Under callgrind the event loop of
+a 10 s seed went from 851 M (52a3d67) through 634.8 M (a5d6f84), 602.5 M
+(25565f4) and 565.0 M (cf48c40) to 538.4 M. Issue 35's targets (250x,
+150x with checkers) stay ~1.8x and ~1.3x away by these runs' figures: the
+cost is per operation and per record read, spread thin over the cluster's
+messages, the clients, the recorder and the checkers, and mostly
+CPython's own object churn under the compiled code (a profile-guided build
+of that code, and other allocators, gained nothing worth keeping).
 docs/architecture.md, "Simulator speed, measured", keeps the
 record of every change with its command and figures.
 """
