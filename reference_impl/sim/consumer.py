@@ -293,7 +293,9 @@ class RecordPairs:
         (``seen[x]``), in offset order; ``n`` of them from offset ``a`` to
         ``a + n - 1`` are every offset of that run, and with no pair
         replaced since, they are the very pairs there now, whose spelling
-        the run of the partition's :class:`_Spelt` is."""
+        the run of the partition's :class:`_Spelt` is. That last is also
+        checked, pair by pair (by identity: a pointer comparison each), so
+        the value never rests on the argument alone."""
         if rewrites != self.rewrites:
             return None
         if not got:
@@ -320,6 +322,16 @@ class RecordPairs:
                 b = last + 1
                 if b - a != n:
                     return None
+                # each pair the very one at its offset, so the run's spelling
+                # is this poll's, whatever order ``take`` left them in
+                seen = spelt.seen
+                if len(seen) < b:
+                    return None
+                i = 0
+                while i < n:
+                    if seen[a + i] is not pairs[i]:
+                        return None
+                    i += 1
                 run = spelt.run(a, b)
                 if run is None:
                     return None

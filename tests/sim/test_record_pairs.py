@@ -243,3 +243,24 @@ def test_a_polls_value_is_written_from_its_pairs_spelt_once_as_orjson_spells_it(
     assert pairs.poll_json({str(TP): [], str(tp1): []}, keys, rewrites) == orjson.dumps([["poll", {"t-0": [], "t-1": []}]])
     big, rewrites = poll({TP: (fetched_of(TP, Batch(20, 1, 1, (2**70,))), 20)})
     assert pairs.poll_json(big, keys, rewrites) is None  # orjson refuses it: the line is encoded whole
+
+
+def test_a_polls_pairs_out_of_offset_order_are_not_written_from_the_run() -> None:
+    """A key's pairs of the run's length but not in offset order (5, 7, 6,
+    8) would pass the run-of-offsets test; poll_json checks each pair is
+    the one at its offset, so such a value is encoded whole (None), never
+    spelt as the run (5, 6, 7, 8) it is not; the same pairs in order are."""
+    import orjson
+
+    from reference_impl.sim.consumer import _Keys
+
+    keys = _Keys([TP])
+    pairs = RecordPairs()
+    rewrites = pairs.rewrites
+    read: list = []
+    pairs.take(fetched(*[Batch(o, 1, 1, (10 + o,)) for o in range(10)]), 5, read)
+    assert [p[0] for p in read] == [5, 6, 7, 8, 9]
+    shuffled = {str(TP): [read[0], read[2], read[1], read[3]]}
+    assert pairs.poll_json(shuffled, keys, rewrites) is None
+    ordered = {str(TP): read[:4]}
+    assert pairs.poll_json(ordered, keys, rewrites) == orjson.dumps([["poll", ordered]])
