@@ -37,9 +37,11 @@ Where it stands, after the eighth cut (two runs, ``--before 0001b9d``,
 the code before it; CPU equal to wall): whole simulation 0.95x and 0.98x
 the CPU (1.43 s -> 1.36 s, 1.33 s -> 1.31 s: 129.9x -> 136.7x and 139.4x
 -> 141.7x real time), each seed with its checkers 106.2x -> 110.7x and
-112.3x -> 113.8x (checkers 0.32 CPU s). Under callgrind the event loop of
+112.3x -> 113.8x (checkers 0.32 CPU s); with the pasted pairs' check
+below, 133.1x -> 139.4x and 108.1x -> 112.7x. Under callgrind the event loop of
 a 10 s seed went from 851 M (52a3d67) through 634.8 M (a5d6f84), 602.5 M
-(25565f4) and 565.0 M (cf48c40) to 538.4 M. Issue 35's targets (250x,
+(25565f4) and 565.0 M (cf48c40) to 538.4 M, 547.9 M with the check
+that a poll's pasted pairs are the ones at their offsets. Issue 35's targets (250x,
 150x with checkers) stay ~1.8x and ~1.3x away by these runs' figures: the
 cost is per operation and per record read, spread thin over the cluster's
 messages, the clients, the recorder and the checkers, and mostly
