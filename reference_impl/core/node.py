@@ -340,8 +340,9 @@ class Node:
         if groups is not None and groups.waiting:
             effects = groups.intercept(effects)
         # the quorum members (controller, observer) arm their own timers
-        # soonest_new_deadline (BrokerContext.take_soonest), inline: two
-        # native calls on every message; NO_DEADLINE: none
+        # the earliest deadline noted since the last message
+        # (BrokerContext.take_soonest, inline: two native calls on every
+        # message saved); NO_DEADLINE: none
         ctx = self.broker.context
         fresh = ctx.soonest
         ctx.soonest = NO_DEADLINE

@@ -288,15 +288,11 @@ class BrokerRole:
         return self.lifecycle.controller_rpc_timeout_ms
 
     def note_deadline(self, at: int) -> None:
-        """Remember that a deadline was just created (see :meth:`soonest_new_deadline`)."""
+        """Remember that a deadline was just created: ``Node._arm`` reads the
+        earliest after every message (``BrokerContext.soonest``) and arms a
+        timer only when it is earlier than the one already armed, and
+        recomputes everything with :meth:`next_wakeup` on each tick."""
         self.context.note_deadline(at)
-
-    def soonest_new_deadline(self) -> int:
-        """The earliest deadline created since the last call, ``NO_DEADLINE``
-        if none (cheap; the node arms a timer only when this is earlier than
-        the one already armed, and recomputes everything with
-        :meth:`next_wakeup` on each tick)."""
-        return self.context.take_soonest()
 
     def next_wakeup(self, now: int) -> int | None:
         """The earliest future time some deadline of this broker falls due.
